@@ -1,0 +1,3 @@
+from gpuwise.cli.app import main
+
+main()

@@ -1,0 +1,162 @@
+"""The GPU catalog: datasheet specs (dense TFLOPS), interconnect, features and prices.
+
+Every bundled row comes from ``data/gpus.csv`` (copied from shared/data, sources in
+``spec_source`` / ``price_source``). TFLOPS are **dense** peaks; sparse datasheet
+figures were halved at the source. Memory is decimal GB as the datasheets print it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from gpuwise.errors import GpuwiseError, did_you_mean
+from gpuwise.units import GB
+
+# Precision name -> catalog column holding its dense peak.
+_PEAK_COLUMN = {
+    "fp32": "fp32_tflops",
+    "tf32": "tf32_tflops",
+    "bf16": "bf16_tflops",
+    "fp16": "fp16_tflops",
+    "fp8": "fp8_tflops",
+    "int8": "int8_tops",
+    "fp4": "fp4_tflops",
+}
+
+
+@dataclass(frozen=True)
+class GPU:
+    id: str
+    name: str
+    vendor: str
+    architecture: str
+    memory_gb: float  # decimal GB, as on the datasheet
+    mem_bw_tbps: float  # TB/s
+    fp32_tflops: float | None = None
+    tf32_tflops: float | None = None
+    bf16_tflops: float | None = None
+    fp16_tflops: float | None = None
+    fp8_tflops: float | None = None
+    int8_tops: float | None = None
+    fp4_tflops: float | None = None
+    tdp_w: float | None = None
+    nvlink_gbps: float = 0.0  # total bidirectional NVLink (or Infinity Fabric) GB/s per GPU; 0 = none
+    pcie_gen: int | None = None
+    ecc: bool = False
+    mig_max: int = 0
+    consumer: bool = False
+    cloud_usd_per_hr: float | None = None
+    form_factor: str = ""
+    memory_type: str = ""
+    price_source: str = ""
+    spec_source: str = ""
+    confidence: str = ""
+    notes: str = ""
+    origin: str = field(default="catalog", compare=False)  # 'catalog' or the user file it came from
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gb * GB)
+
+    @property
+    def mem_bw_bytes_per_s(self) -> float:
+        return self.mem_bw_tbps * 1e12
+
+    @property
+    def pcie_gbps(self) -> float:
+        """Unidirectional PCIe x16 bandwidth in GB/s (gen3 16, gen4 32, gen5 64)."""
+        return {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}.get(self.pcie_gen or 4, 32.0)
+
+    def peak_tflops(self, dtype: str) -> float | None:
+        """Dense peak for ``dtype`` (fp32/tf32/bf16/fp16/fp8/int8/fp4), None if unsupported."""
+        column = _PEAK_COLUMN.get(dtype)
+        if column is None:
+            raise ValueError(f"no peak column for dtype {dtype!r}")
+        return getattr(self, column)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _num(value: Any) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return float(value)
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in {"yes", "true", "1", "y"}
+
+
+def gpu_from_mapping(row: dict[str, Any], origin: str = "catalog") -> GPU:
+    """Build a GPU from a CSV row or a user entry, validating the required fields."""
+    where = "" if origin == "catalog" else f"{origin}: "
+    if not row.get("id"):
+        raise GpuwiseError(f"{where}GPU entry is missing 'id'")
+    for required in ("memory_gb", "mem_bw_tbps"):
+        if _num(row.get(required)) is None:
+            raise GpuwiseError(f"{where}GPU entry {row.get('id', '?')!r} is missing {required!r}")
+    known = {f.name for f in fields(GPU)}
+    unknown = set(row) - known
+    if unknown and origin != "catalog":
+        raise GpuwiseError(f"{where}GPU entry {row['id']!r} has unknown field(s): {', '.join(sorted(unknown))}")
+    numeric = {
+        "memory_gb", "mem_bw_tbps", "fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops",
+        "fp8_tflops", "int8_tops", "fp4_tflops", "tdp_w", "cloud_usd_per_hr",
+    }
+    kwargs: dict[str, Any] = {"origin": origin}
+    for name in known & set(row):
+        value = row[name]
+        if name in numeric:
+            kwargs[name] = _num(value)
+        elif name in {"ecc", "consumer"}:
+            kwargs[name] = _flag(value)
+        elif name == "nvlink_gbps":
+            kwargs[name] = _num(value) or 0.0
+        elif name in {"pcie_gen", "mig_max"}:
+            num = _num(value)
+            kwargs[name] = int(num) if num is not None else (0 if name == "mig_max" else None)
+        elif name != "origin":
+            kwargs[name] = "" if value is None else str(value)
+    kwargs["id"] = str(row["id"]).strip().lower()
+    kwargs.setdefault("name", kwargs["id"])
+    kwargs.setdefault("vendor", "")
+    kwargs.setdefault("architecture", "")
+    return GPU(**kwargs)
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> dict[str, GPU]:
+    from gpuwise.catalog.user_files import catalog_files, read_entries
+
+    text = resources.files("gpuwise.catalog").joinpath("data/gpus.csv").read_text(encoding="utf-8")
+    gpus = {row["id"]: gpu_from_mapping(row) for row in csv.DictReader(io.StringIO(text))}
+    for path in catalog_files("gpus"):
+        for entry in read_entries(path):
+            gpu = gpu_from_mapping(entry, origin=str(path))
+            gpus[gpu.id] = gpu
+    return gpus
+
+
+def list_gpus() -> list[GPU]:
+    return list(_catalog().values())
+
+
+def get_gpu(gpu_id: str) -> GPU:
+    """Look up a GPU by id (case-insensitive); unknown ids raise with suggestions."""
+    key = gpu_id.strip().lower()
+    catalog = _catalog()
+    if key in catalog:
+        return catalog[key]
+    raise did_you_mean("GPU", gpu_id, catalog, hint="`gpuwise gpus` lists them")
+
+
+def clear_cache() -> None:
+    _catalog.cache_clear()

@@ -1,0 +1,324 @@
+"""The model catalog: architectures in Hugging Face ``config.json`` terms, with sources.
+
+A model can also be given as a path to a local ``config.json`` (no weights needed),
+or added in a user catalog file (see ``user_files``). Parameter counts are computed
+from the shapes (exact for the decoder families here); for CNNs and diffusion models,
+whose layers the transformer columns cannot describe, the published count is used.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gpuwise.errors import GpuwiseError, did_you_mean
+
+# Families whose linear layers carry biases (all of them) vs only q/k/v.
+_BIAS_ALL = {"gpt2", "gpt-j", "phi", "bert", "vit", "gpt3", "megatron-gpt", "stablelm-alpha"}
+_BIAS_QKV = {"qwen2.5", "qwen2"}
+# Families with learned absolute position embeddings (an extra table of max_pos x hidden).
+_LEARNED_POS = {"gpt2", "bert", "vit", "gpt3", "megatron-gpt"}
+# Families with one shared norm per block (parallel attention + MLP).
+_ONE_NORM_PER_BLOCK = {"phi", "gpt-j", "falcon"}
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts by part; ``total`` is what ``sum(p.numel())`` gives for the model."""
+
+    embedding: int  # token (+ position) embeddings
+    lm_head: int  # 0 when tied to the embedding
+    per_layer_attention: int
+    per_layer_mlp: int  # all experts for MoE
+    per_layer_norm: int
+    final_norm: int
+    num_layers: int
+    active_per_layer_mlp: int  # experts actually used per token (== per_layer_mlp if dense)
+
+    @property
+    def per_layer(self) -> int:
+        return self.per_layer_attention + self.per_layer_mlp + self.per_layer_norm
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.lm_head + self.num_layers * self.per_layer + self.final_norm
+
+    @property
+    def non_embedding(self) -> int:
+        """Parameters that take part in matmuls per token (lm_head included, embedding lookup not)."""
+        return self.total - self.embedding
+
+    @property
+    def active(self) -> int:
+        """Parameters used per token (MoE: only the routed experts)."""
+        return self.total - self.num_layers * (self.per_layer_mlp - self.active_per_layer_mlp)
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    id: str
+    family: str
+    hidden_size: int = 0
+    num_layers: int = 0
+    num_attention_heads: int = 0
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    intermediate_size: int = 0
+    vocab_size: int = 0
+    max_position_embeddings: int = 0
+    tie_word_embeddings: bool = False
+    mlp_type: str = "gated_silu"  # gated_silu | gated_gelu | gelu | gated_silu_moe | conv | diffusion-unet
+    num_experts: int = 0
+    experts_per_token: int = 0
+    norm_type: str = "rmsnorm"
+    params_b: float | None = None  # published count in billions (for validation and non-transformers)
+    source: str = ""
+    notes: str = ""
+    origin: str = field(default="catalog", compare=False)
+
+    @property
+    def is_transformer(self) -> bool:
+        return self.mlp_type not in {"conv", "diffusion-unet"} and self.hidden_size > 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+    @property
+    def gated_mlp(self) -> bool:
+        return self.mlp_type.startswith("gated")
+
+    @property
+    def is_decoder(self) -> bool:
+        return self.is_transformer and self.family not in {"bert", "vit"}
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def param_counts(self) -> ParamCounts:
+        """Count parameters from the shapes (see module doc for non-transformers)."""
+        if not self.is_transformer:
+            total = int(round((self.params_b or 0) * 1e9))
+            return ParamCounts(0, 0, 0, total, 0, 0, 1, total)
+        h, fam = self.hidden_size, self.family
+        bias_all = fam in _BIAS_ALL
+        attn = h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
+        if bias_all:
+            attn += self.q_dim + 2 * self.kv_dim + h
+        elif fam in _BIAS_QKV:
+            attn += self.q_dim + 2 * self.kv_dim
+        n_mats = 3 if self.gated_mlp else 2
+        expert = n_mats * h * self.intermediate_size
+        if bias_all:
+            expert += (self.intermediate_size * (n_mats - 1)) + h
+        experts = max(self.num_experts, 1)
+        router = h * experts if self.is_moe else 0
+        mlp = experts * expert + router
+        active_mlp = (self.experts_per_token or 1) * expert + router if self.is_moe else mlp
+        norm_params = 2 * h if self.norm_type in {"layernorm"} else h  # weight (+ bias)
+        norms = norm_params * (1 if self._one_norm_per_block else 2)
+        embedding = self.vocab_size * h
+        if fam in _LEARNED_POS:
+            embedding += self.max_position_embeddings * h
+        if fam == "bert":
+            embedding += 2 * h + norm_params  # token types + embedding LayerNorm
+        lm_head = 0 if self.tie_word_embeddings else self.vocab_size * h
+        if fam in {"phi", "gpt-j"} and lm_head:
+            lm_head += self.vocab_size  # lm_head bias
+        final_norm = 0 if fam == "bert" else norm_params
+        return ParamCounts(embedding, lm_head, attn, mlp, norms, final_norm, self.num_layers, active_mlp)
+
+    @property
+    def _one_norm_per_block(self) -> bool:
+        # Parallel attention+MLP blocks share one norm; Falcon-40B keeps ln_attn and ln_mlp.
+        if self.family == "falcon":
+            return self.num_kv_heads == 1
+        return self.family in _ONE_NORM_PER_BLOCK
+
+    @property
+    def num_params(self) -> int:
+        return self.param_counts().total
+
+    def kv_bytes_per_token(self, bytes_per_elem: float) -> float:
+        """K and V for one token across all layers (GQA-aware)."""
+        return 2 * self.num_layers * self.kv_dim * bytes_per_elem
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["num_params"] = self.num_params
+        return data
+
+
+def _int(value: Any) -> int:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return 0
+    return int(float(value))
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in {"yes", "true", "1", "y"}
+
+
+def model_from_mapping(row: dict[str, Any], origin: str = "catalog") -> ModelArch:
+    """Build from a catalog row or user entry (catalog column names)."""
+    where = "" if origin == "catalog" else f"{origin}: "
+    if not row.get("id"):
+        raise GpuwiseError(f"{where}model entry is missing 'id'")
+    mlp_type = str(row.get("mlp_type") or "gated_silu")
+    if mlp_type not in {"conv", "diffusion-unet"}:
+        for required in ("hidden_size", "num_layers", "num_attention_heads", "vocab_size"):
+            if not _int(row.get(required)) and not (required == "vocab_size" and row.get("family") == "vit"):
+                raise GpuwiseError(f"{where}model {row['id']!r} is missing {required!r}")
+    heads = _int(row.get("num_attention_heads"))
+    hidden = _int(row.get("hidden_size"))
+    params_b = row.get("params_b")
+    return ModelArch(
+        id=str(row["id"]).strip().lower(),
+        family=str(row.get("family") or row["id"]),
+        hidden_size=hidden,
+        num_layers=_int(row.get("num_layers")),
+        num_attention_heads=heads,
+        num_kv_heads=_int(row.get("num_kv_heads")) or heads,
+        head_dim=_int(row.get("head_dim")) or (hidden // heads if heads else 0),
+        intermediate_size=_int(row.get("intermediate_size")) or 4 * hidden,
+        vocab_size=_int(row.get("vocab_size")),
+        max_position_embeddings=_int(row.get("max_position_embeddings")),
+        tie_word_embeddings=_flag(row.get("tie_word_embeddings", False)),
+        mlp_type=mlp_type,
+        num_experts=_int(row.get("num_experts")),
+        experts_per_token=_int(row.get("experts_per_token")),
+        norm_type=str(row.get("norm_type") or "rmsnorm"),
+        params_b=float(params_b) if params_b not in (None, "") else None,
+        source=str(row.get("source") or ""),
+        notes=str(row.get("notes") or ""),
+        origin=origin,
+    )
+
+
+# Hugging Face model_type -> (family for bias/norm conventions, mlp_type, norm_type)
+_HF_TYPES = {
+    "llama": ("llama", "gated_silu", "rmsnorm"),
+    "mistral": ("mistral", "gated_silu", "rmsnorm"),
+    "mixtral": ("mixtral", "gated_silu_moe", "rmsnorm"),
+    "qwen2": ("qwen2", "gated_silu", "rmsnorm"),
+    "qwen3": ("qwen3", "gated_silu", "rmsnorm"),
+    "phi3": ("phi-3", "gated_silu", "rmsnorm"),
+    "gemma": ("gemma", "gated_gelu", "rmsnorm"),
+    "gemma2": ("gemma", "gated_gelu", "rmsnorm"),
+    "gpt2": ("gpt2", "gelu", "layernorm"),
+    "gptj": ("gpt-j", "gelu", "layernorm"),
+    "phi": ("phi", "gelu", "layernorm"),
+    "falcon": ("falcon", "gelu", "layernorm"),
+    "bert": ("bert", "gelu", "layernorm"),
+    "vit": ("vit", "gelu", "layernorm"),
+    "gpt_neox": ("stablelm-alpha", "gelu", "layernorm"),
+}
+
+_HF_KEYS = {
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "num_attention_heads": ("num_attention_heads", "n_head"),
+}
+
+
+def model_from_hf_config(path: Path) -> ModelArch:
+    """Read a local Hugging Face ``config.json``; a missing required field is named."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise GpuwiseError(f"{path}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+    if not isinstance(config, dict):
+        raise GpuwiseError(f"{path}: expected a JSON object (a Hugging Face config.json)")
+    if "text_config" in config and "hidden_size" not in config:
+        config = {**config, **config["text_config"]}  # multimodal wrappers
+
+    def pick(name: str) -> int:
+        for key in _HF_KEYS[name]:
+            if config.get(key):
+                return int(config[key])
+        raise GpuwiseError(f"{path}: config.json is missing {_HF_KEYS[name][0]!r} (needed to size the model)")
+
+    hidden, layers, heads = pick("hidden_size"), pick("num_layers"), pick("num_attention_heads")
+    model_type = str(config.get("model_type", "llama"))
+    family, mlp_type, norm_type = _HF_TYPES.get(model_type, ("llama", "gated_silu", "rmsnorm"))
+    if "vocab_size" not in config:
+        raise GpuwiseError(f"{path}: config.json is missing 'vocab_size'")
+    act = str(config.get("hidden_act") or config.get("hidden_activation") or "")
+    if family == "llama" and "gelu" in act:
+        mlp_type = "gated_gelu"
+    num_experts = int(config.get("num_local_experts") or config.get("num_experts") or 0)
+    if num_experts > 1:
+        mlp_type = "gated_silu_moe"
+    kv = config.get("num_key_value_heads") or (1 if config.get("multi_query") else heads)
+    default_tie = model_type not in {"llama", "mistral", "mixtral", "phi3", "gptj", "gpt_neox", "phi"}
+    return model_from_mapping(
+        {
+            "id": str(config.get("_name_or_path") or path.parent.name or path.stem).lower(),
+            "family": family,
+            "hidden_size": hidden,
+            "num_layers": layers,
+            "num_attention_heads": heads,
+            "num_kv_heads": kv,
+            "head_dim": config.get("head_dim") or hidden // heads,
+            "intermediate_size": config.get("intermediate_size") or config.get("n_inner") or config.get("ffn_hidden_size") or 4 * hidden,
+            "vocab_size": config["vocab_size"],
+            "max_position_embeddings": config.get("max_position_embeddings") or config.get("n_positions") or 0,
+            "tie_word_embeddings": config.get("tie_word_embeddings", default_tie),
+            "mlp_type": mlp_type,
+            "num_experts": num_experts,
+            "experts_per_token": config.get("num_experts_per_tok") or 0,
+            "norm_type": norm_type,
+            "source": f"local config.json {path}",
+        },
+        origin=str(path),
+    )
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> dict[str, ModelArch]:
+    from gpuwise.catalog.user_files import catalog_files, read_entries
+
+    text = resources.files("gpuwise.catalog").joinpath("data/models.csv").read_text(encoding="utf-8")
+    models = {row["id"]: model_from_mapping(row) for row in csv.DictReader(io.StringIO(text))}
+    for path in catalog_files("models"):
+        for entry in read_entries(path):
+            model = model_from_mapping(entry, origin=str(path))
+            models[model.id] = model
+    return models
+
+
+def list_models() -> list[ModelArch]:
+    return list(_catalog().values())
+
+
+def get_model(name: str) -> ModelArch:
+    """A catalog id, or a path to a local HF ``config.json`` (or a folder holding one)."""
+    key = name.strip().lower()
+    catalog = _catalog()
+    if key in catalog:
+        return catalog[key]
+    path = Path(name).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
+    if path.suffix == ".json" or path.is_file():
+        if not path.is_file():
+            raise GpuwiseError(f"model config {path} does not exist")
+        return model_from_hf_config(path)
+    raise did_you_mean("model", name, catalog, hint="`gpuwise models` lists them; a path to a config.json works too")
+
+
+def clear_cache() -> None:
+    _catalog.cache_clear()

@@ -1,0 +1,71 @@
+"""Where users put their own catalog entries, so they never edit the package.
+
+Search order (later wins on a duplicate id):
+1. the package data (``catalog/data/*.csv``),
+2. ``<user config dir>/gpuwise/{gpus,models}.{yaml,yml,toml}``,
+3. files named in ``GPUWISE_GPUS`` / ``GPUWISE_MODELS`` (``os.pathsep``-separated).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuwise.errors import GpuwiseError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+def user_config_dir() -> Path:
+    from platformdirs import user_config_dir as _dir
+
+    return Path(_dir("gpuwise"))
+
+
+def catalog_files(kind: str) -> list[Path]:
+    """User catalog files for ``kind`` ('gpus' or 'models') that exist, in load order."""
+    base = user_config_dir()
+    found = [base / f"{kind}.{ext}" for ext in ("yaml", "yml", "toml") if (base / f"{kind}.{ext}").is_file()]
+    env = os.environ.get(f"GPUWISE_{kind.upper()}", "")
+    for item in filter(None, env.split(os.pathsep)):
+        path = Path(item).expanduser()
+        if not path.is_file():
+            raise GpuwiseError(f"GPUWISE_{kind.upper()} names {path}, which does not exist")
+        found.append(path)
+    return found
+
+
+def read_entries(path: Path) -> list[dict[str, Any]]:
+    """Read a user catalog file: a list of entries, or a mapping id -> entry."""
+    data = load_structured(path)
+    if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
+        data = next(iter(data.values()))  # allow a top-level key such as `gpus:`
+    if isinstance(data, dict):
+        data = [{"id": key, **(value or {})} for key, value in data.items()]
+    if not isinstance(data, list) or not all(isinstance(e, dict) for e in data):
+        raise GpuwiseError(f"{path}: expected a list of entries or a mapping of id to entry")
+    return data
+
+
+def load_structured(path: Path) -> Any:
+    """Parse YAML or TOML, reporting syntax errors with file and line."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise GpuwiseError(f"{path}: invalid TOML: {err}") from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise GpuwiseError(f"{path}:{where}: invalid YAML: {problem}") from None

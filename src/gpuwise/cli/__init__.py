@@ -1,0 +1,1 @@
+"""The thin CLI: parse -> call the core -> render. No logic lives here."""

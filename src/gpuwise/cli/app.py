@@ -1,0 +1,73 @@
+"""The `gpuwise` command: Typer app, global --debug, and the one-line error contract."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from gpuwise import __version__
+from gpuwise.cli import catalog_cmd
+from gpuwise.errors import GpuwiseError
+
+app = typer.Typer(
+    name="gpuwise",
+    help="Find where your AI workload loses time and memory, fix it, then pick the GPU that fits.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+_state = {"debug": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gpuwise {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    _state["debug"] = debug
+
+
+app.command("gpus")(catalog_cmd.gpus)
+app.command("models")(catalog_cmd.models)
+
+# Commands of other capabilities register here (one line each).
+# -- command registrations --
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user errors become one line on stderr and exit status 2."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        app(args=argv, standalone_mode=False)
+    except GpuwiseError as err:
+        if debug:
+            raise
+        print(f"gpuwise: error: {err}", file=sys.stderr)
+        sys.exit(err.exit_code)
+    except typer.Abort:
+        print("gpuwise: aborted", file=sys.stderr)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        print("gpuwise: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except Exception as err:  # click usage errors and anything unexpected
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show()
+            sys.exit(2 if isinstance(err, click.UsageError) else err.exit_code)
+        if debug:
+            raise
+        print(f"gpuwise: internal error: {type(err).__name__}: {err} (run with --debug for the traceback)", file=sys.stderr)
+        sys.exit(1)

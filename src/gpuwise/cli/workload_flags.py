@@ -1,0 +1,97 @@
+"""Workload options shared by every command that takes a workload (memory, fit, plan, cost, ...).
+
+``@workload_command`` adds a WORKLOAD argument (a YAML file, or a model id) and the
+workload flags to a command's signature once, so each command declares only its own
+options and receives a validated ``workload: Workload``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gpuwise.errors import GpuwiseError
+from gpuwise.workload import Workload, load_workload, workload_from_mapping
+
+_PANEL = "Workload (override the file)"
+
+
+def _opt(*names: str, help: str) -> Any:
+    return typer.Option(None, *names, help=help, rich_help_panel=_PANEL)
+
+
+# name -> (type, typer option); the name is the Workload field it sets.
+_FLAGS: dict[str, tuple[Any, Any]] = {
+    "model": (str, _opt("--model", "-m", help="Catalog model id or path to a config.json.")),
+    "task": (str, _opt("--task", "-t", help="inference, serving, rag, pretrain, full-finetune, lora, qlora, cv-train, cv-inference.")),
+    "gpu": (str, _opt("--gpu", "-g", help="Catalog GPU id (see `gpuwise gpus`).")),
+    "num_gpus": (int, _opt("--gpus", "-n", help="Number of GPUs.")),
+    "batch_size": (int, _opt("--batch", "-b", help="Micro-batch per GPU (training) or batch per replica (inference).")),
+    "seq_len": (int, _opt("--seq", "-s", help="Sequence length (training) or prompt/context length (inference).")),
+    "output_len": (int, _opt("--output-len", help="Generated tokens per request (inference).")),
+    "precision": (str, _opt("--precision", "-p", help="fp32, amp-bf16, amp-fp16, bf16, fp16, fp8, int8, int4, nf4, nf4-dq.")),
+    "optimizer": (str, _opt("--optimizer", help="adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor, sgd.")),
+    "grad_checkpointing": (str, _opt("--checkpointing", help="none, selective, full.")),
+    "grad_accum": (int, _opt("--accum", help="Gradient accumulation steps.")),
+    "lora_rank": (int, _opt("--lora-rank", help="LoRA rank.")),
+    "attention": (str, _opt("--attention", help="sdpa, flash, eager.")),
+    "sharding": (str, _opt("--sharding", help="none, ddp, zero1, zero2, zero3, fsdp.")),
+    "tp": (int, _opt("--tp", help="Tensor-parallel size.")),
+    "pp": (int, _opt("--pp", help="Pipeline-parallel size.")),
+    "kv_cache_dtype": (str, _opt("--kv-dtype", help="KV-cache dtype: auto, bf16, fp16, fp8, int8.")),
+    "concurrency": (int, _opt("--concurrency", help="Simultaneous requests (serving).")),
+    "goal": (str, _opt("--goal", help="cost, latency, throughput, fit.")),
+    "utilization_pct": (float, _opt("--utilization", help="Observed GPU utilization in percent.")),
+    "set_values": (list[str], typer.Option(None, "--set", help="Any workload key: --set lora_dtype=bf16 (repeatable).", rich_help_panel=_PANEL)),
+}
+
+
+def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
+    """WORKLOAD file (or model id) + flags -> validated Workload. Flags win over the file."""
+    overrides = {k: v for k, v in flags.items() if k != "set_values" and v is not None}
+    for item in flags.get("set_values") or []:
+        if "=" not in item:
+            raise GpuwiseError(f"--set expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        overrides[key.strip()] = value.strip()
+    if spec is None:
+        if "model" not in overrides:
+            raise GpuwiseError("give a workload file (e.g. examples/llama-3-8b-lora.yaml) or --model")
+        return workload_from_mapping(overrides)
+    path = Path(spec)
+    if path.suffix.lower() in {".yaml", ".yml", ".toml"} or path.is_file():
+        base = load_workload(path)
+        if not overrides:
+            return base
+        merged = {**base.to_dict(), **overrides}
+        return workload_from_mapping(merged, source=str(path))
+    return workload_from_mapping({"model": spec, **overrides})  # a bare model id
+
+
+def workload_command(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Give ``func(workload: Workload, ...)`` the WORKLOAD argument and the workload flags."""
+    own = [p for p in inspect.signature(func).parameters.values() if p.name != "workload"]
+    spec_param = inspect.Parameter(
+        "spec", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+        annotation=Annotated[str | None, typer.Argument(metavar="WORKLOAD", help="Workload YAML file, or a model id.")],
+    )
+    flag_params = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind | None, option])
+        for name, (kind, option) in _FLAGS.items()
+    ]
+
+    @functools.wraps(func)
+    def wrapper(**kwargs: Any) -> Any:
+        spec = kwargs.pop("spec", None)
+        flags = {name: kwargs.pop(name, None) for name in _FLAGS}
+        return func(workload=build_workload(spec, flags), **kwargs)
+
+    positional = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p not in positional]
+    wrapper.__signature__ = inspect.Signature([spec_param, *positional, *keyword, *flag_params])  # type: ignore[attr-defined]
+    return wrapper

@@ -1,0 +1,1 @@
+"""Renderers: each takes a core result object and draws it (terminal, Markdown, HTML)."""

@@ -1,0 +1,253 @@
+"""Workload: what the user runs, on what, and what they want from it.
+
+Loaded from YAML (``load_workload``) or built from CLI flags (``workload_from_mapping``).
+Validation happens here, once, with one clear line per problem.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from gpuwise.errors import GpuwiseError
+
+TASKS = ("inference", "serving", "rag", "pretrain", "full-finetune", "lora", "qlora", "cv-train", "cv-inference")
+TRAINING_TASKS = {"pretrain", "full-finetune", "lora", "qlora", "cv-train"}
+INFERENCE_TASKS = {"inference", "serving", "rag", "cv-inference"}
+PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
+QUANTIZED = {"int8", "int4", "nf4"}
+OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "paged-adamw-8bit", "adafactor", "sgd", "none")
+CHECKPOINTING = ("none", "selective", "full")
+ATTENTION = ("sdpa", "flash", "eager")
+SHARDING = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp")
+KV_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "int8")
+ADAPTER_DTYPES = ("fp32", "bf16", "fp16")
+GOALS = ("cost", "latency", "throughput", "fit")
+REQUIREMENTS = ("ecc", "nvlink", "mig", "datacenter")
+
+# Accepted spellings -> canonical value.
+_ALIASES = {
+    "task": {"finetune": "full-finetune", "full": "full-finetune", "fine-tune": "full-finetune", "train": "pretrain",
+             "training": "pretrain", "serve": "serving", "cv": "cv-train"},
+    "precision": {"nf4-dq": "nf4", "int4-dq": "int4", "amp": "amp-bf16", "float32": "fp32", "bfloat16": "bf16",
+                  "float16": "fp16", "mixed-bf16": "amp-bf16", "mixed-fp16": "amp-fp16", "bf16-mixed": "amp-bf16",
+                  "16-mixed": "amp-fp16", "bf16-true": "bf16", "fp4": "int4", "4bit": "nf4", "8bit": "int8"},
+    "optimizer": {"adam": "adamw", "adamw_torch": "adamw", "adamw_torch_fused": "adamw-fused", "adamw8bit": "adamw-8bit",
+                  "adamw_8bit": "adamw-8bit", "adamw_bnb_8bit": "adamw-8bit", "paged_adamw_8bit": "paged-adamw-8bit"},
+    "grad_checkpointing": {"no": "none", "false": "none", "off": "none", "yes": "full", "true": "full", "on": "full"},
+    "attention": {"flash-attention": "flash", "flash_attention_2": "flash", "fa2": "flash"},
+    "sharding": {"zero-1": "zero1", "zero-2": "zero2", "zero-3": "zero3", "fsdp-full": "fsdp", "no": "none"},
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A training, fine-tuning or serving job. Sizes are per GPU unless named ``global``."""
+
+    model: str
+    task: str = "inference"
+    batch_size: int = 1  # micro-batch per GPU (training) or requests in flight per replica (inference)
+    seq_len: int = 2048  # training sequence length; prompt/context length for inference
+    output_len: int = 256  # generated tokens per request (inference)
+    image_size: int = 224  # cv tasks
+    precision: str = "bf16"
+    double_quant: bool = False  # nf4/int4 double quantization of the quantization constants
+    optimizer: str = "adamw"
+    grad_checkpointing: str = "none"
+    grad_accum: int = 1
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_targets: tuple[str, ...] = ("all-linear",)
+    lora_dtype: str = "fp32"  # peft keeps adapters in fp32 by default
+    attention: str = "sdpa"
+    gpu: str = "h100-sxm"
+    num_gpus: int = 1
+    sharding: str = "none"
+    tp: int = 1
+    pp: int = 1
+    kv_cache_dtype: str = "auto"
+    concurrency: int = 1  # simultaneous requests (serving)
+    goal: str = "throughput"
+    utilization_pct: float | None = None  # observed GPU utilization, if known
+    framework: str = ""  # e.g. hf-trainer, lightning, deepspeed, vllm (informs tool advice)
+    train_tokens: float | None = None  # dataset size in tokens (training cost)
+    epochs: float = 1.0
+    requirements: tuple[str, ...] = ()  # ecc, nvlink, mig, datacenter
+    usd_per_gpu_hour: float | None = None  # overrides the catalog price
+    name: str = ""
+    source: str = field(default="", compare=False)  # file it came from
+
+    @property
+    def is_training(self) -> bool:
+        return self.task in TRAINING_TASKS
+
+    @property
+    def is_inference(self) -> bool:
+        return self.task in INFERENCE_TASKS
+
+    @property
+    def is_lora(self) -> bool:
+        return self.task in {"lora", "qlora"}
+
+    @property
+    def is_cv(self) -> bool:
+        return self.task.startswith("cv-")
+
+    @property
+    def data_parallel(self) -> int:
+        return self.num_gpus // (self.tp * self.pp)
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.grad_accum * self.data_parallel
+
+    def with_changes(self, **changes: Any) -> Workload:
+        return validate(replace(self, **changes))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("source")
+        data["lora_targets"] = list(self.lora_targets)
+        data["requirements"] = list(self.requirements)
+        return data
+
+
+_FIELDS = {f.name: f for f in fields(Workload) if f.name != "source"}
+_KEY_ALIASES = {"batch": "batch_size", "micro_batch_size": "batch_size", "seq": "seq_len", "context": "seq_len",
+                "context_len": "seq_len", "sequence_length": "seq_len", "gpus": "num_gpus", "gpu_count": "num_gpus",
+                "checkpointing": "grad_checkpointing", "gradient_checkpointing": "grad_checkpointing",
+                "gradient_accumulation": "grad_accum", "gradient_accumulation_steps": "grad_accum",
+                "kv_dtype": "kv_cache_dtype", "utilization": "utilization_pct", "max_new_tokens": "output_len",
+                "tensor_parallel": "tp", "pipeline_parallel": "pp"}
+_CHOICES = {"task": TASKS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "grad_checkpointing": CHECKPOINTING,
+            "attention": ATTENTION, "sharding": SHARDING, "kv_cache_dtype": KV_DTYPES, "lora_dtype": ADAPTER_DTYPES,
+            "goal": GOALS}
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    kind = _FIELDS[name].type
+    try:
+        if kind in ("int",):
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        if kind in ("float", "float | None"):
+            return None if value is None else float(value)
+        if kind == "bool":
+            if isinstance(value, str):
+                return value.strip().lower() in {"1", "true", "yes", "on"}
+            return bool(value)
+        if kind == "tuple[str, ...]":
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(str(v).strip().lower() for v in items if str(v).strip())
+        return str(value).strip()
+    except (TypeError, ValueError):
+        raise GpuwiseError(f"{where}{name} must be {kind.replace(' | None', '')}, got {value!r}") from None
+
+
+def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
+    """Build and validate a Workload from YAML content or CLI flags (None values are ignored)."""
+    where = f"{source}: " if source else ""
+    values: dict[str, Any] = {}
+    for raw_key, value in data.items():
+        if value is None:
+            continue
+        key = str(raw_key).strip().lower().replace("-", "_")
+        key = _KEY_ALIASES.get(key, key)
+        if key not in _FIELDS:
+            close = difflib.get_close_matches(key, list(_FIELDS) + list(_KEY_ALIASES), n=1)
+            hint = f": did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(_FIELDS)})"
+            raise GpuwiseError(f"{where}unknown workload key {raw_key!r}{hint}")
+        value = _coerce(key, value, where)
+        if key in _CHOICES and isinstance(value, str):
+            value = value.lower()
+            if key == "precision" and value.endswith("-dq"):
+                values["double_quant"] = True
+            value = _ALIASES.get(key, {}).get(value, value)
+        values[key] = value
+    if "model" not in values:
+        raise GpuwiseError(f"{where}the workload needs a model (e.g. model: llama-3-8b, or a path to a config.json)")
+    if values.get("task") in ("lora", "qlora") and "optimizer" not in values:
+        values.setdefault("optimizer", "adamw")
+    if values.get("task") == "qlora":
+        values.setdefault("precision", "nf4")
+    if values.get("task") in INFERENCE_TASKS or values.get("task") in (None, "inference"):
+        if values.get("task", "inference") in INFERENCE_TASKS:
+            values.setdefault("optimizer", "none")
+    return validate(Workload(**values, source=source), where)
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Load a workload YAML (or TOML) file; syntax errors name the file and line."""
+    from gpuwise.catalog.user_files import load_structured
+
+    path = Path(path)
+    if not path.is_file():
+        raise GpuwiseError(f"workload file {path} does not exist")
+    data = load_structured(path)
+    if not isinstance(data, dict):
+        raise GpuwiseError(f"{path}: a workload file must be a mapping of keys to values (model: ..., task: ...)")
+    if isinstance(data.get("workload"), dict):
+        data = data["workload"]
+    return workload_from_mapping(data, source=str(path))
+
+
+def validate(w: Workload, where: str = "") -> Workload:
+    """Reject impossible or contradictory settings, one clear line each."""
+
+    def fail(message: str) -> None:
+        raise GpuwiseError(where + message)
+
+    for name, choices in _CHOICES.items():
+        value = getattr(w, name)
+        if value not in choices:
+            close = difflib.get_close_matches(value, choices, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "choose one of " + ", ".join(choices)
+            fail(f"unknown {name} {value!r}: {hint}")
+    for name in ("batch_size", "seq_len", "grad_accum", "num_gpus", "tp", "pp", "concurrency", "output_len", "image_size"):
+        if getattr(w, name) < 1:
+            fail(f"{name} must be at least 1, got {getattr(w, name)}")
+    for req in w.requirements:
+        if req not in REQUIREMENTS:
+            fail(f"unknown requirement {req!r}: choose from {', '.join(REQUIREMENTS)}")
+    if w.utilization_pct is not None and not 0 <= w.utilization_pct <= 100:
+        fail(f"utilization_pct must be between 0 and 100, got {w.utilization_pct}")
+    if w.epochs <= 0:
+        fail(f"epochs must be positive, got {w.epochs}")
+    if w.num_gpus % (w.tp * w.pp):
+        fail(f"num_gpus ({w.num_gpus}) must be a multiple of tp × pp ({w.tp} × {w.pp})")
+    if w.precision in QUANTIZED and w.task in {"pretrain", "full-finetune"}:
+        fail(f"{w.precision} weights cannot be fully fine-tuned: use task qlora (LoRA on {w.precision} weights) or precision bf16")
+    if w.task == "qlora" and w.precision not in QUANTIZED:
+        fail(f"qlora means LoRA on quantized weights: precision must be nf4, int4 or int8, got {w.precision}")
+    if w.double_quant and w.precision not in {"nf4", "int4"}:
+        fail("double quantization applies to nf4/int4 weights only")
+    if w.is_training and w.optimizer == "none":
+        fail(f"task {w.task} trains, so it needs an optimizer (adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor, sgd)")
+    if w.is_inference and w.sharding not in {"none"}:
+        fail(f"sharding {w.sharding} is a training setting; for inference split the model with tp/pp")
+    if w.is_inference and w.grad_checkpointing != "none":
+        fail("gradient checkpointing is a training setting; remove it for inference")
+
+    from gpuwise.catalog import get_model
+
+    arch = get_model(w.model)
+    if arch.is_transformer:
+        if w.tp > 1 and arch.num_attention_heads % w.tp:
+            fail(f"tp={w.tp} does not divide {arch.id}'s {arch.num_attention_heads} attention heads")
+        if w.tp > 1 and arch.num_kv_heads % w.tp and w.tp % arch.num_kv_heads:
+            fail(f"tp={w.tp} does not divide {arch.id}'s {arch.num_kv_heads} KV heads (nor is a multiple of it)")
+        if w.pp > arch.num_layers:
+            fail(f"pp={w.pp} is more pipeline stages than {arch.id}'s {arch.num_layers} layers")
+        if w.is_lora and w.lora_rank >= arch.hidden_size:
+            fail(f"lora_rank {w.lora_rank} must be smaller than {arch.id}'s hidden size {arch.hidden_size}")
+    elif w.is_lora or w.task in {"inference", "serving", "rag"}:
+        fail(f"{arch.id} is not a transformer language model: use task cv-train or cv-inference")
+    if w.is_lora and w.lora_rank < 1:
+        fail(f"lora_rank must be at least 1, got {w.lora_rank}")
+    from gpuwise.catalog import get_gpu
+
+    get_gpu(w.gpu)  # unknown GPU -> did you mean
+    return w
