@@ -1,0 +1,147 @@
+"""Evidence: the numbers the rules read, whoever measured or predicted them.
+
+Every field is optional: a trace has kernel statistics but no loader settings, a live CPU run
+has phases but no NVML, a prediction has memory headroom but no step-time series. A rule
+fires only when the fields it needs are present. Percentages are 0-100 shares of wall time
+(of the step, or of the traced span) unless the name says otherwise.
+
+The JSON form is ``Evidence.to_dict()``; `gpuwise plan --evidence FILE` reads any gpuwise
+document that carries an ``evidence`` object (or list of them, one per rank), or a bare one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from gpuwise.errors import GpuwiseError
+
+SOURCES = ("profile", "trace", "telemetry", "prediction")
+
+
+@dataclass
+class Evidence:
+    source: str  # profile | trace | telemetry | prediction
+    label: str = ""  # what was measured: script name, trace file, workload name
+    rank: int | None = None  # distributed rank, when known
+    device: str = ""  # 'cuda', 'cpu', 'rocm' ...
+    gpu: str = ""  # catalog id (or NVML name) of the GPU, when known
+
+    # --- steps -------------------------------------------------------------------------------
+    num_steps: int | None = None
+    step_time_s: float | None = None  # mean over measured steps
+    step_times_s: list[float] = field(default_factory=list)  # per measured step, in order
+    phase_s: dict[str, float] = field(default_factory=dict)  # mean per step: data_wait, h2d_copy, forward, backward, optimizer, other
+
+    # --- input pipeline ------------------------------------------------------------------------
+    input_wait_pct: float | None = None  # share of step time waiting for the next batch
+    loader_num_workers: int | None = None
+    loader_pin_memory: bool | None = None
+    cpu_count: int | None = None
+    cpu_util_pct: float | None = None  # mean over all cores during the loop
+
+    # --- host / device interplay -----------------------------------------------------------------
+    sync_calls_per_step: float | None = None
+    sync_wait_pct: float | None = None  # share of step the host is blocked on the device
+    kernels_per_step: float | None = None
+    tiny_kernel_pct: float | None = None  # share of kernels shorter than thresholds.TINY_KERNEL_US
+    gpu_idle_pct: float | None = None  # share of time no kernel runs (trace: HTA idle)
+    gpu_util_pct: float | None = None  # NVML utilization, or compute share of a trace
+    host_busy_pct: float | None = None  # share of time the launching thread is busy
+
+    # --- precision and copies -------------------------------------------------------------------
+    fp32_matmul_pct: float | None = None  # share of matmul time in fp32 (not tf32/bf16/fp16)
+    amp_enabled: bool | None = None
+    h2d_copy_pct: float | None = None  # share of step spent in host->device copies
+    pageable_copy_pct: float | None = None  # share of H2D bytes (or copies) from pageable memory
+
+    # --- memory ----------------------------------------------------------------------------------
+    memory_capacity_bytes: int | None = None
+    memory_peak_bytes: int | None = None  # peak reserved (or NVML used) during the run / predicted
+    memory_per_step_bytes: list[float] = field(default_factory=list)  # live allocated bytes at each step end
+
+    # --- hardware telemetry -------------------------------------------------------------------------
+    throttle_pct: dict[str, float] = field(default_factory=dict)  # reason -> % of samples active (hw_thermal, sw_power_cap, ...)
+    temperature_c_max: float | None = None
+    power_w_mean: float | None = None
+    sm_clock_mhz_mean: float | None = None
+
+    # --- distributed --------------------------------------------------------------------------------
+    comm_exposed_pct: float | None = None  # communication not overlapped with compute, share of step/span
+    comm_overlap_pct: float | None = None  # share of communication time overlapped by compute
+    rank_step_time_s: dict[int, float] = field(default_factory=dict)  # rank -> mean step time (cross-rank evidence)
+
+    # --- the GPU the run used, for rules that compare against its peaks -------------------------
+    tensor_core_speedup: float | None = None  # bf16 dense peak / fp32 peak of the device
+
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"unknown evidence source {self.source!r}")
+
+    @property
+    def memory_headroom_pct(self) -> float | None:
+        if not self.memory_capacity_bytes or self.memory_peak_bytes is None:
+            return None
+        return 100.0 * (1 - self.memory_peak_bytes / self.memory_capacity_bytes)
+
+    def phase_pct(self, name: str) -> float | None:
+        """Share of the mean step spent in a phase."""
+        if not self.step_time_s or name not in self.phase_s:
+            return None
+        return 100.0 * self.phase_s[name] / self.step_time_s
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["rank_step_time_s"] = {str(k): v for k, v in self.rank_step_time_s.items()}
+        data["memory_headroom_pct"] = self.memory_headroom_pct
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "evidence") -> Evidence:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "source" not in values:
+            raise GpuwiseError(f"{where}: evidence has no 'source' (one of {', '.join(SOURCES)})")
+        if values["source"] not in SOURCES:
+            raise GpuwiseError(f"{where}: unknown evidence source {values['source']!r} (one of {', '.join(SOURCES)})")
+        if "rank_step_time_s" in values:
+            values["rank_step_time_s"] = {int(k): float(v) for k, v in values["rank_step_time_s"].items()}
+        try:
+            return cls(**values)
+        except TypeError as err:
+            raise GpuwiseError(f"{where}: malformed evidence: {err}") from None
+
+
+def evidence_from_document(document: Any, where: str) -> list[Evidence]:
+    """Pull Evidence out of a gpuwise JSON document (profile, trace, run) or a bare evidence object."""
+    if isinstance(document, list):
+        return [e for i, item in enumerate(document) for e in evidence_from_document(item, f"{where}[{i}]")]
+    if not isinstance(document, dict):
+        raise GpuwiseError(f"{where}: expected a JSON object with an 'evidence' key")
+    if "evidence" in document:
+        inner = document["evidence"]
+        items = inner if isinstance(inner, list) else [inner]
+        return [Evidence.from_dict(item, where) for item in items]
+    if "source" in document:
+        return [Evidence.from_dict(document, where)]
+    kind = document.get("kind", "unknown")
+    raise GpuwiseError(f"{where}: a {kind!r} document carries no evidence (use the --json output of `gpuwise profile` or `gpuwise trace`)")
+
+
+def load_evidence(path: str | Path) -> list[Evidence]:
+    """Read evidence from a JSON file, naming the position of a syntax error."""
+    import orjson
+
+    path = Path(path)
+    if not path.is_file():
+        raise GpuwiseError(f"evidence file {path} does not exist")
+    raw = path.read_bytes()
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        line = raw[: err.pos].count(b"\n") + 1
+        raise GpuwiseError(f"{path}: invalid JSON at line {line} (byte {err.pos}): {err.msg}") from None
+    return evidence_from_document(document, str(path))

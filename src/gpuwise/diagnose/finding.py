@@ -1,0 +1,63 @@
+"""Finding: what is wrong, how sure we are, the numbers behind it, the fix and the expected gain."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+CONFIDENCES = ("high", "medium", "low")
+
+
+@dataclass(frozen=True)
+class Gain:
+    """Expected effect of applying the fix, as a range (low..high) of one metric.
+
+    ``metric`` is one of: ``step_time_pct`` (step time saved, % of current), ``throughput_x``
+    (speed-up factor), ``memory_bytes`` (memory saved), ``cost_pct`` (cost saved, %).
+    """
+
+    metric: str
+    low: float
+    high: float
+    note: str = ""
+
+    @property
+    def best(self) -> float:
+        return self.high
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str  # stable identifier, e.g. "input_bound"
+    title: str
+    severity: str  # critical | high | medium | low | info
+    confidence: str  # high (measured directly) | medium (derived) | low (predicted / heuristic)
+    category: str  # input | host | compute | memory | communication | hardware | distributed
+    summary: str  # one or two sentences with the numbers
+    metrics: dict[str, Any]  # the numbers behind it, units in the keys
+    fix: str  # what to do, one line
+    fix_snippet: str = ""  # code or config to paste
+    gain: Gain | None = None
+    source: str = ""  # evidence source: profile | trace | telemetry | prediction
+    tools: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}")
+        if self.confidence not in CONFIDENCES:
+            raise ValueError(f"unknown confidence {self.confidence!r}")
+
+    @property
+    def severity_rank(self) -> int:
+        return SEVERITIES.index(self.severity)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tools"] = list(self.tools)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        gain = data.get("gain")
+        return cls(**{**data, "gain": Gain(**gain) if gain else None, "tools": tuple(data.get("tools", ()))})

@@ -1,0 +1,452 @@
+"""The rules: each reads Evidence and returns a Finding or None. Thresholds come from `thresholds`.
+
+A rule fires only on the fields it needs; it states how sure it is (measured directly:
+high; derived or predicted: medium/low) and what the fix should buy, as a range.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.evidence import Evidence
+from gpuwise.diagnose.finding import Finding, Gain
+from gpuwise.units import GiB
+
+Rule = Callable[[Evidence], "Finding | None"]
+RULES: list[Rule] = []
+
+
+def rule(func: Rule) -> Rule:
+    RULES.append(func)
+    return func
+
+
+def _confidence(ev: Evidence) -> str:
+    return "low" if ev.source == "prediction" else "high"
+
+
+def _speedup_from_saving(saving_pct: float) -> float:
+    """Removing saving_pct of the step time speeds the step up by this factor."""
+    return 1.0 / max(1e-9, 1.0 - min(saving_pct, 95.0) / 100.0)
+
+
+def input_share_pct(ev: Evidence) -> float | None:
+    if ev.input_wait_pct is not None:
+        return ev.input_wait_pct
+    return ev.phase_pct("data_wait")
+
+
+def cpu_saturated(ev: Evidence) -> bool:
+    if ev.cpu_util_pct is not None and ev.cpu_util_pct >= T.CPU_SATURATED_PCT:
+        return True
+    return bool(ev.loader_num_workers and ev.cpu_count and ev.loader_num_workers >= ev.cpu_count)
+
+
+@rule
+def input_bound(ev: Evidence) -> Finding | None:
+    share = input_share_pct(ev)
+    if share is None or share < T.INPUT_WAIT_MODERATE_PCT:
+        return None
+    saturated = cpu_saturated(ev)
+    workers = ev.loader_num_workers
+    if saturated:
+        fix = "The loader already uses every core: make each sample cheaper (decode/augment on the GPU, pre-process offline, cache decoded data) rather than adding workers."
+        snippet = "# e.g. NVIDIA DALI or torchvision.io.decode_jpeg(device='cuda'); or pre-tokenize / pre-resize once and load arrays"
+    else:
+        suggested = max(2, min(8, (ev.cpu_count or 4) - 1))
+        fix = f"Load batches in parallel and overlap them with compute: num_workers={suggested}, pin_memory=True, persistent_workers=True, prefetch_factor=4."
+        snippet = (
+            f"DataLoader(dataset, batch_size=..., num_workers={suggested}, pin_memory=True,\n"
+            "           persistent_workers=True, prefetch_factor=4)\n"
+            "# and in the loop: batch = batch.to(device, non_blocking=True)"
+        )
+    gain_high = share if not saturated else share / 2
+    return Finding(
+        id="input_bound",
+        title="The training loop waits for data",
+        severity="high" if share >= T.INPUT_WAIT_HIGH_PCT else "medium",
+        confidence=_confidence(ev),
+        category="input",
+        summary=f"{share:.1f} % of each step is spent waiting for the next batch"
+        + (f" (num_workers={workers})" if workers is not None else "")
+        + "; the device idles meanwhile.",
+        metrics={"input_wait_pct": round(share, 2), "loader_num_workers": workers, "cpu_util_pct": ev.cpu_util_pct},
+        fix=fix,
+        fix_snippet=snippet,
+        gain=Gain("throughput_x", 1.0 + (_speedup_from_saving(gain_high) - 1) * 0.5, _speedup_from_saving(gain_high),
+                  "if loading fully overlaps compute, the wait disappears from the step"),
+        source=ev.source,
+        tools=("torch.utils.data.DataLoader", "NVIDIA DALI") if saturated else ("torch.utils.data.DataLoader",),
+    )
+
+
+@rule
+def loader_cpu_saturated(ev: Evidence) -> Finding | None:
+    share = input_share_pct(ev)
+    if share is None or share < T.INPUT_WAIT_MODERATE_PCT or not cpu_saturated(ev):
+        return None
+    return Finding(
+        id="loader_cpu_saturated",
+        title="The CPU cannot prepare batches faster: more workers will not help",
+        severity="medium",
+        confidence="medium" if ev.cpu_util_pct is None else "high",
+        category="input",
+        summary=f"Data loading waits {share:.1f} % of the step while the CPU is "
+        + (f"{ev.cpu_util_pct:.0f} % busy" if ev.cpu_util_pct is not None else f"already running {ev.loader_num_workers} workers on {ev.cpu_count} cores")
+        + ".",
+        metrics={"input_wait_pct": round(share, 2), "cpu_util_pct": ev.cpu_util_pct, "cpu_count": ev.cpu_count,
+                 "loader_num_workers": ev.loader_num_workers},
+        fix="Move decoding/augmentation to the GPU, pre-process the dataset once, or use a machine with more CPU cores per GPU.",
+        fix_snippet="# GPU decode + augment: nvidia.dali.fn.decoders.image(..., device='mixed'), or cache pre-processed tensors to disk",
+        gain=Gain("throughput_x", 1.0, _speedup_from_saving(share), "bounded by the input wait share"),
+        source=ev.source,
+        tools=("NVIDIA DALI", "torchvision.io.decode_jpeg(device='cuda')"),
+    )
+
+
+@rule
+def sync_bound(ev: Evidence) -> Finding | None:
+    share = ev.sync_wait_pct
+    if share is None or share < T.SYNC_WAIT_MODERATE_PCT:
+        return None
+    calls = ev.sync_calls_per_step
+    return Finding(
+        id="sync_bound",
+        title="The host blocks on the GPU every step",
+        severity="high" if share >= T.SYNC_WAIT_HIGH_PCT else "medium",
+        confidence=_confidence(ev),
+        category="host",
+        summary=f"The host waits for the device {share:.1f} % of the step"
+        + (f" in {calls:.1f} synchronizing calls per step (.item(), .cpu(), torch.cuda.synchronize)" if calls else "")
+        + ", so kernels cannot be queued ahead.",
+        metrics={"sync_wait_pct": round(share, 2), "sync_calls_per_step": calls},
+        fix="Keep values on the device and read them rarely: accumulate the loss as a tensor and call .item() every N steps.",
+        fix_snippet=(
+            "running_loss += loss.detach()          # no sync\n"
+            "if step % log_every == 0:\n"
+            "    print((running_loss / log_every).item()); running_loss.zero_()"
+        ),
+        gain=Gain("throughput_x", 1.0, _speedup_from_saving(share * 0.8), "most of the blocked time overlaps once the queue fills"),
+        source=ev.source,
+    )
+
+
+@rule
+def launch_bound(ev: Evidence) -> Finding | None:
+    tiny, idle = ev.tiny_kernel_pct, ev.gpu_idle_pct
+    if tiny is None or idle is None or tiny < T.TINY_KERNEL_SHARE_PCT or idle < T.LAUNCH_GPU_IDLE_PCT:
+        return None
+    return Finding(
+        id="launch_bound",
+        title="Many tiny kernels: the GPU waits for the CPU to launch work",
+        severity="high" if idle >= 50 else "medium",
+        confidence=_confidence(ev),
+        category="host",
+        summary=f"{tiny:.0f} % of kernels run under {T.TINY_KERNEL_US:.0f} µs and the GPU is idle {idle:.0f} % of the time"
+        + (f" ({ev.kernels_per_step:.0f} kernels per step)" if ev.kernels_per_step else "")
+        + ": launch overhead, not compute, sets the pace.",
+        metrics={"tiny_kernel_pct": round(tiny, 2), "gpu_idle_pct": round(idle, 2), "kernels_per_step": ev.kernels_per_step,
+                 "host_busy_pct": ev.host_busy_pct},
+        fix="Fuse kernels and cut launches: torch.compile (mode='reduce-overhead' uses CUDA graphs), fused optimizers, a larger batch.",
+        fix_snippet="model = torch.compile(model, mode=\"reduce-overhead\")\noptimizer = torch.optim.AdamW(params, lr=lr, fused=True)",
+        gain=Gain("throughput_x", 1.2, _speedup_from_saving(idle * 0.7), "typical torch.compile gains on launch-bound models"),
+        source=ev.source,
+        tools=("torch.compile", "CUDA graphs"),
+    )
+
+
+@rule
+def no_mixed_precision(ev: Evidence) -> Finding | None:
+    share, speedup = ev.fp32_matmul_pct, ev.tensor_core_speedup
+    if share is None or share < T.FP32_MATMUL_SHARE_PCT or ev.amp_enabled:
+        return None
+    if speedup is None or speedup < T.TENSOR_CORE_SPEEDUP_MIN:
+        return None
+    compute_share = 100.0 - (ev.gpu_idle_pct or 0.0)
+    realistic = min(speedup, 3.0)  # matmuls rarely reach the full peak ratio; memory-bound ops gain ~2x from halved bytes
+    saving = compute_share * (share / 100) * (1 - 1 / realistic)
+    return Finding(
+        id="no_mixed_precision",
+        title="Matmuls run in fp32 on a GPU built for 16-bit",
+        severity="high" if share >= 80 else "medium",
+        confidence=_confidence(ev),
+        category="compute",
+        summary=f"{share:.0f} % of matmul work runs in fp32; this GPU's bf16 tensor cores are {speedup:.0f}× faster at peak.",
+        metrics={"fp32_matmul_pct": round(share, 2), "tensor_core_speedup": round(speedup, 2)},
+        fix="Train with bf16 autocast (or at least allow TF32 matmuls).",
+        fix_snippet=(
+            "torch.backends.cuda.matmul.allow_tf32 = True\n"
+            "with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16):\n"
+            "    loss = model(batch)"
+        ),
+        gain=Gain("throughput_x", 1.3, _speedup_from_saving(saving), "matmul share × tensor-core speed-up, capped at 3×"),
+        source=ev.source,
+        tools=("torch.autocast",),
+    )
+
+
+@rule
+def pageable_copies(ev: Evidence) -> Finding | None:
+    share, copy_pct = ev.pageable_copy_pct, ev.h2d_copy_pct
+    if share is None or share < T.PAGEABLE_SHARE_PCT:
+        return None
+    if copy_pct is not None and copy_pct < T.PAGEABLE_MIN_COPY_PCT:
+        return None
+    return Finding(
+        id="pageable_copies",
+        title="Host-to-device copies come from pageable memory",
+        severity="medium" if (copy_pct or 0) >= 5 else "low",
+        confidence=_confidence(ev),
+        category="input",
+        summary=f"{share:.0f} % of host-to-device copies read pageable memory"
+        + (f", taking {copy_pct:.1f} % of the step" if copy_pct is not None else "")
+        + "; they cannot overlap with compute and run at a fraction of PCIe speed.",
+        metrics={"pageable_copy_pct": round(share, 2), "h2d_copy_pct": copy_pct},
+        fix="Pin host memory and copy asynchronously.",
+        fix_snippet="DataLoader(..., pin_memory=True)\nx = x.to(\"cuda\", non_blocking=True)",
+        gain=Gain("step_time_pct", 0.0, round((copy_pct or 0) * 0.5, 2), "pinned copies run ~2× faster and overlap with compute"),
+        source=ev.source,
+    )
+
+
+@rule
+def small_batch(ev: Evidence) -> Finding | None:
+    headroom = ev.memory_headroom_pct
+    util = ev.gpu_util_pct
+    if util is None and ev.gpu_idle_pct is not None:
+        util = 100.0 - ev.gpu_idle_pct
+    if headroom is None or util is None:
+        return None
+    if headroom < T.SMALL_BATCH_HEADROOM_PCT or util >= T.SMALL_BATCH_GPU_UTIL_PCT:
+        return None
+    used = ev.memory_peak_bytes or 0
+    capacity = ev.memory_capacity_bytes or 0
+    target = capacity * (1 - T.TARGET_HEADROOM_PCT / 100)
+    factor = max(1.0, target / used) if used else 1.0
+    return Finding(
+        id="small_batch",
+        title="The batch is too small to keep the GPU busy",
+        severity="medium",
+        confidence=_confidence(ev),
+        category="compute",
+        summary=f"The GPU is {util:.0f} % utilized with {headroom:.0f} % of its memory free "
+        f"({used / GiB:.1f} of {capacity / GiB:.1f} GiB used).",
+        metrics={"gpu_util_pct": round(util, 2), "memory_headroom_pct": round(headroom, 2),
+                 "memory_peak_bytes": used, "memory_capacity_bytes": capacity, "batch_scale_possible": round(factor, 2)},
+        fix=f"Raise the per-GPU batch (memory allows up to ~{factor:.1f}× if activations dominate) and divide gradient accumulation by the same factor to keep the effective batch.",
+        fix_snippet="# e.g. per_device_train_batch_size *= 2; gradient_accumulation_steps //= 2  (same global batch)",
+        gain=Gain("throughput_x", 1.1, min(2.0, 100.0 / max(util, 1.0)), "bounded by the idle share; larger batches also amortize launches"),
+        source=ev.source,
+    )
+
+
+@rule
+def oom_risk(ev: Evidence) -> Finding | None:
+    headroom = ev.memory_headroom_pct
+    if headroom is None or headroom >= T.OOM_HEADROOM_PCT:
+        return None
+    peak, capacity = ev.memory_peak_bytes or 0, ev.memory_capacity_bytes or 0
+    does_not_fit = headroom < 0
+    return Finding(
+        id="oom_risk",
+        title="Does not fit in GPU memory" if does_not_fit else "Little memory headroom: out-of-memory risk",
+        severity="critical" if does_not_fit else "high",
+        confidence=_confidence(ev),
+        category="memory",
+        summary=f"Peak memory {peak / GiB:.1f} GiB of {capacity / GiB:.1f} GiB ({headroom:.1f} % headroom); "
+        + ("it will fail with CUDA out of memory." if does_not_fit else "fragmentation or a longer sequence can tip it over."),
+        metrics={"memory_peak_bytes": peak, "memory_capacity_bytes": capacity, "memory_headroom_pct": round(headroom, 2)},
+        fix="Cut the peak: gradient checkpointing, a smaller micro-batch with more accumulation, 8-bit optimizer states, sharding (FSDP/ZeRO), or LoRA/QLoRA.",
+        fix_snippet="model.gradient_checkpointing_enable()\n# or: per_device_train_batch_size //= 2; gradient_accumulation_steps *= 2",
+        gain=Gain("memory_bytes", max(0.0, peak - capacity * (1 - T.TARGET_HEADROOM_PCT / 100)), max(0.0, peak - capacity * 0.5),
+                  f"to restore {T.TARGET_HEADROOM_PCT:.0f} % headroom"),
+        source=ev.source,
+        tools=("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",),
+    )
+
+
+@rule
+def throttling(ev: Evidence) -> Finding | None:
+    relevant = {k: v for k, v in ev.throttle_pct.items() if any(s in k for s in ("thermal", "power"))}
+    if not relevant:
+        return None
+    reason, share = max(relevant.items(), key=lambda kv: kv[1])
+    if share < T.THROTTLE_MODERATE_PCT:
+        return None
+    thermal = "thermal" in reason
+    return Finding(
+        id="throttling",
+        title="The GPU slows its clocks (" + ("thermal" if thermal else "power") + " limit)",
+        severity="high" if share >= T.THROTTLE_HIGH_PCT else "medium",
+        confidence="high",
+        category="hardware",
+        summary=f"NVML reports {reason} clock throttling in {share:.0f} % of samples"
+        + (f"; max temperature {ev.temperature_c_max:.0f} °C" if ev.temperature_c_max is not None else "")
+        + (f", mean SM clock {ev.sm_clock_mhz_mean:.0f} MHz" if ev.sm_clock_mhz_mean is not None else "")
+        + ".",
+        metrics={"throttle_pct": dict(ev.throttle_pct), "temperature_c_max": ev.temperature_c_max, "power_w_mean": ev.power_w_mean,
+                 "sm_clock_mhz_mean": ev.sm_clock_mhz_mean},
+        fix="Check cooling and airflow (thermal) or the power limit (`nvidia-smi -q -d POWER`); on cloud instances report the node.",
+        fix_snippet="nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER",
+        gain=Gain("throughput_x", 1.0, 1.0 + share / 100 * 0.3, "clock recovery; depends on how far clocks drop"),
+        source=ev.source,
+        tools=("nvidia-smi", "DCGM"),
+    )
+
+
+def _outlier_period(indices: list[int]) -> int | None:
+    if len(indices) < 3:
+        return None
+    gaps = {b - a for a, b in zip(indices, indices[1:])}
+    return gaps.pop() if len(gaps) == 1 else None
+
+
+@rule
+def step_outliers(ev: Evidence) -> Finding | None:
+    times = ev.step_times_s
+    if len(times) < T.MIN_STEPS_FOR_STATISTICS:
+        return None
+    # Judge against the typical step: median and a robust spread, so the outliers do not hide themselves.
+    median = statistics.median(times)
+    mad = statistics.median(abs(t - median) for t in times) * 1.4826
+    spread = mad if mad > 0 else statistics.pstdev(times)
+    limit = median + T.OUTLIER_SIGMA * max(spread, 0.02 * median)
+    outliers = [i for i, t in enumerate(times) if t > limit]
+    if not outliers:
+        return None
+    excess = sum(times[i] - median for i in outliers)
+    cost_pct = 100.0 * excess / sum(times)
+    if cost_pct < T.OUTLIER_MIN_COST_PCT:
+        return None
+    period = _outlier_period(outliers)
+    return Finding(
+        id="step_outliers",
+        title="Some steps are much slower than the rest",
+        severity="medium" if cost_pct >= T.OUTLIER_MODERATE_COST_PCT else "low",
+        confidence=_confidence(ev),
+        category="host",
+        summary=f"{len(outliers)} of {len(times)} steps exceed the typical {median * 1000:.1f} ms by more than {T.OUTLIER_SIGMA:.0f}σ "
+        f"(slowest {max(times) * 1000:.1f} ms), costing {cost_pct:.1f} % of the run"
+        + (f"; they recur every {period} steps (checkpointing, evaluation, logging or garbage collection?)." if period else "."),
+        metrics={"outlier_steps": outliers[:50], "typical_step_s": round(median, 6), "slowest_step_s": round(max(times), 6),
+                 "outlier_cost_pct": round(cost_pct, 2), "period_steps": period},
+        fix="Find what runs on those steps: move checkpoint saving/evaluation off the critical path (async checkpointing), "
+        "avoid periodic host syncs, and call gc.freeze() after setup.",
+        fix_snippet="import gc; gc.freeze()  # after model and data setup\n# torch.distributed.checkpoint.async_save(...) for checkpoints",
+        gain=Gain("step_time_pct", round(cost_pct * 0.5, 2), round(cost_pct, 2), "the excess time of the slow steps"),
+        source=ev.source,
+    )
+
+
+@rule
+def memory_growth(ev: Evidence) -> Finding | None:
+    mem = ev.memory_per_step_bytes
+    if len(mem) < T.MIN_STEPS_FOR_STATISTICS:
+        return None
+    first, last = mem[0], mem[-1]
+    if first <= 0:
+        return None
+    growth_pct = 100.0 * (last - first) / first
+    deltas = [b - a for a, b in zip(mem, mem[1:])]
+    rising = sum(d > 0 for d in deltas) / len(deltas)
+    if growth_pct < T.MEMORY_GROWTH_MIN_PCT or rising < T.MEMORY_GROWTH_RISING_SHARE:
+        return None
+    per_step = (last - first) / (len(mem) - 1)
+    steps_left = None
+    if ev.memory_capacity_bytes and per_step > 0:
+        steps_left = int(max(0, ev.memory_capacity_bytes - (ev.memory_peak_bytes or last)) / per_step)
+    return Finding(
+        id="memory_growth",
+        title="Live memory grows every step (a leak)",
+        severity="high" if growth_pct >= T.MEMORY_GROWTH_HIGH_PCT or steps_left is not None else "medium",
+        confidence=_confidence(ev),
+        category="memory",
+        summary=f"Allocated memory rose {growth_pct:.0f} % over {len(mem)} steps (+{per_step / 2**20:.1f} MiB per step)"
+        + (f"; at this rate memory runs out in ~{steps_left:,} steps." if steps_left is not None else "."),
+        metrics={"growth_pct": round(growth_pct, 2), "bytes_per_step": round(per_step), "first_bytes": first, "last_bytes": last,
+                 "steps_until_oom": steps_left},
+        fix="Something keeps tensors (often the autograd graph) alive across steps: store loss.item() or loss.detach(), not loss.",
+        fix_snippet="losses.append(loss.detach())   # not losses.append(loss)\n# or: total += loss.item()",
+        gain=Gain("memory_bytes", per_step * len(mem) * 0.5, per_step * len(mem), "the growth seen during the run"),
+        source=ev.source,
+    )
+
+
+@rule
+def comm_bound(ev: Evidence) -> Finding | None:
+    share = ev.comm_exposed_pct
+    if share is None or share < T.COMM_EXPOSED_MODERATE_PCT:
+        return None
+    return Finding(
+        id="comm_bound",
+        title="Communication is not hidden behind compute",
+        severity="high" if share >= T.COMM_EXPOSED_HIGH_PCT else "medium",
+        confidence=_confidence(ev),
+        category="communication",
+        summary=f"{share:.0f} % of the step is collective communication with no compute running"
+        + (f" ({ev.comm_overlap_pct:.0f} % of communication overlaps compute)" if ev.comm_overlap_pct is not None else "")
+        + ".",
+        metrics={"comm_exposed_pct": round(share, 2), "comm_overlap_pct": ev.comm_overlap_pct},
+        fix="Overlap and reduce communication: gradient accumulation with no_sync, larger DDP buckets, FSDP prefetch; "
+        "keep tensor parallelism inside an NVLink domain.",
+        fix_snippet=(
+            "with model.no_sync():            # skip all-reduce on accumulation micro-steps\n"
+            "    loss.backward()\n"
+            "DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True)\n"
+            "FSDP(model, forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE)"
+        ),
+        gain=Gain("throughput_x", 1.0 + share / 200, _speedup_from_saving(share * 0.7), "exposed communication overlapped or removed"),
+        source=ev.source,
+        tools=("NCCL", "torch.distributed"),
+    )
+
+
+@rule
+def low_utilization(ev: Evidence) -> Finding | None:
+    util = ev.gpu_util_pct
+    if util is None and ev.gpu_idle_pct is not None:
+        util = 100.0 - ev.gpu_idle_pct
+    if util is None or util >= T.LOW_UTIL_MODERATE_PCT:
+        return None
+    return Finding(
+        id="low_utilization",
+        title="The GPU is idle much of the time",
+        severity="high" if util < T.LOW_UTIL_HIGH_PCT else "medium",
+        confidence=_confidence(ev),
+        category="compute",
+        summary=f"The GPU computes {util:.0f} % of the time; the other findings say where the rest goes.",
+        metrics={"gpu_util_pct": round(util, 2), "gpu_idle_pct": ev.gpu_idle_pct},
+        fix="Fix the causes listed with it (input, host syncs, launches, communication); if none is listed, profile with `gpuwise profile`.",
+        gain=Gain("throughput_x", 1.0, min(3.0, 100.0 / max(util, 1.0) * 0.8), "recovering idle time, rarely all of it"),
+        source=ev.source,
+    )
+
+
+@rule
+def straggler(ev: Evidence) -> Finding | None:
+    ranks = ev.rank_step_time_s
+    if len(ranks) < 2:
+        return None
+    median = statistics.median(ranks.values())
+    slow_rank, slow = max(ranks.items(), key=lambda kv: kv[1])
+    if median <= 0:
+        return None
+    skew_pct = 100.0 * (slow - median) / median
+    if skew_pct < T.STRAGGLER_MODERATE_PCT:
+        return None
+    return Finding(
+        id="straggler",
+        title=f"Rank {slow_rank} is a straggler",
+        severity="high" if skew_pct >= T.STRAGGLER_HIGH_PCT else "medium",
+        confidence=_confidence(ev),
+        category="distributed",
+        summary=f"Rank {slow_rank} takes {slow * 1000:.1f} ms per step vs a median of {median * 1000:.1f} ms (+{skew_pct:.0f} %); "
+        "every other rank waits for it at each collective.",
+        metrics={"straggler_rank": slow_rank, "rank_step_time_s": {str(k): v for k, v in ranks.items()}, "skew_pct": round(skew_pct, 2)},
+        fix="Check that rank's node: input shard size, data loader, thermal/power throttling, a slower GPU or link.",
+        fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
+        gain=Gain("throughput_x", 1.0, 1.0 + skew_pct / 100, "all ranks run at the median pace"),
+        source=ev.source,
+    )

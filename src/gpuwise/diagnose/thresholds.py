@@ -1,0 +1,66 @@
+"""Every threshold the rules use, in one place, each with where it comes from.
+
+Change a number here and every path (live profile, trace, telemetry, prediction) follows.
+"""
+
+# input_bound: share of the step the training loop waits for the next batch.
+# 5 % / 20 % are the project's contract (issue "Live profiling"); PyTorch's own
+# performance guide treats any visible data wait as worth fixing with workers + pinning.
+INPUT_WAIT_MODERATE_PCT = 5.0
+INPUT_WAIT_HIGH_PCT = 20.0
+
+# loader_cpu_saturated: the data-loading processes already use the machine's cores.
+CPU_SATURATED_PCT = 85.0  # mean utilization over all cores while the loop runs
+
+# sync_bound: host blocked waiting for the device (.item(), .cpu(), synchronize).
+SYNC_WAIT_MODERATE_PCT = 5.0
+SYNC_WAIT_HIGH_PCT = 15.0
+
+# launch_bound: GPU mostly idle between many tiny kernels while the host is busy.
+TINY_KERNEL_US = 10.0  # kernels shorter than this cost about as much to launch as to run (~5-10 us launch latency)
+TINY_KERNEL_SHARE_PCT = 50.0  # share of kernels that are tiny
+LAUNCH_GPU_IDLE_PCT = 30.0  # GPU idle share that makes launches the limiter
+
+# no_mixed_precision: fp32 matmuls on a GPU whose tensor cores are much faster in 16-bit.
+FP32_MATMUL_SHARE_PCT = 50.0  # share of matmul time (or FLOPs) run in fp32
+TENSOR_CORE_SPEEDUP_MIN = 2.0  # bf16 dense peak / fp32 peak above which AMP pays off
+
+# pageable_copies: host->device copies from pageable (not pinned) memory.
+PAGEABLE_SHARE_PCT = 50.0  # share of H2D bytes (or copies) from pageable memory
+PAGEABLE_MIN_COPY_PCT = 1.0  # ... and copies take at least this share of the step
+
+# small_batch: lots of free VRAM while the GPU is not kept busy.
+SMALL_BATCH_HEADROOM_PCT = 50.0
+SMALL_BATCH_GPU_UTIL_PCT = 70.0
+
+# oom_risk: less free memory than this at the peak (issue contract: < 10 % headroom).
+OOM_HEADROOM_PCT = 10.0
+# A batch-size or context change is sized to leave this much (the 10-20 % band users ask for).
+TARGET_HEADROOM_PCT = 15.0
+
+# throttling: NVML clock-event reasons active in this share of telemetry samples.
+THROTTLE_MODERATE_PCT = 10.0
+THROTTLE_HIGH_PCT = 30.0
+
+# step_outliers: steps slower than mean + K·sigma, and what they cost.
+OUTLIER_SIGMA = 3.0
+OUTLIER_MIN_COST_PCT = 2.0  # below this share of total time, outliers are not worth a finding
+OUTLIER_MODERATE_COST_PCT = 5.0
+MIN_STEPS_FOR_STATISTICS = 8
+
+# memory_growth: live memory rising across steps (a leak, usually a kept graph).
+MEMORY_GROWTH_MIN_PCT = 5.0  # growth over the run relative to the first post-warm-up step
+MEMORY_GROWTH_RISING_SHARE = 0.7  # share of step-to-step deltas that must be increases
+MEMORY_GROWTH_HIGH_PCT = 25.0
+
+# comm_bound: communication not hidden behind compute.
+COMM_EXPOSED_MODERATE_PCT = 15.0
+COMM_EXPOSED_HIGH_PCT = 35.0
+
+# low_utilization: the GPU computes for less than this share of the time.
+LOW_UTIL_MODERATE_PCT = 60.0
+LOW_UTIL_HIGH_PCT = 30.0
+
+# straggler: a rank slower than the median rank by this much.
+STRAGGLER_MODERATE_PCT = 10.0
+STRAGGLER_HIGH_PCT = 25.0

@@ -1,0 +1,135 @@
+"""The shared rule engine: each rule fires on its evidence, stays quiet without it, and round-trips JSON."""
+
+import json
+
+import pytest
+
+from gpuwise.diagnose import Evidence, Finding, diagnose, load_evidence
+from gpuwise.diagnose import thresholds as T
+from gpuwise.errors import GpuwiseError
+from gpuwise.units import GiB
+
+
+def ids(evidence):
+    return [f.id for f in diagnose(evidence)]
+
+
+def test_empty_evidence_finds_nothing():
+    assert diagnose(Evidence(source="profile")) == []
+
+
+@pytest.mark.parametrize("wait, severity", [(0.004, None), (0.006, "medium"), (0.025, "high")])
+def test_input_bound_thresholds(wait, severity):
+    ev = Evidence(source="profile", step_time_s=0.1, phase_s={"data_wait": wait}, loader_num_workers=0, cpu_count=8)
+    found = {f.id: f for f in diagnose(ev)}
+    if severity is None:
+        assert "input_bound" not in found
+    else:
+        assert found["input_bound"].severity == severity
+        assert "num_workers=7" in found["input_bound"].fix_snippet
+        assert found["input_bound"].gain.high == pytest.approx(1 / (1 - wait / 0.1))
+
+
+def test_saturated_cpu_changes_the_advice():
+    ev = Evidence(source="profile", input_wait_pct=40, loader_num_workers=2, cpu_count=2, cpu_util_pct=97)
+    found = {f.id: f for f in diagnose(ev)}
+    assert "loader_cpu_saturated" in found
+    assert "more workers" not in found["input_bound"].fix or "rather than adding workers" in found["input_bound"].fix
+
+
+def test_oom_risk_and_does_not_fit():
+    near = Evidence(source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(75 * GiB))
+    over = Evidence(source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(90 * GiB))
+    comfortable = Evidence(source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(60 * GiB))
+    assert diagnose(near)[0].severity == "high"
+    assert diagnose(over)[0].severity == "critical"
+    assert diagnose(over)[0].confidence == "low"  # predicted, not measured
+    assert "oom_risk" not in ids(comfortable)
+
+
+def test_small_batch_needs_headroom_and_idle_gpu():
+    ev = Evidence(source="telemetry", memory_capacity_bytes=80 * GiB, memory_peak_bytes=20 * GiB, gpu_util_pct=40)
+    found = {f.id: f for f in diagnose(ev)}
+    assert found["small_batch"].metrics["batch_scale_possible"] == pytest.approx(80 * 0.85 / 20, rel=0.01)
+    busy = Evidence(source="telemetry", memory_capacity_bytes=80 * GiB, memory_peak_bytes=20 * GiB, gpu_util_pct=95)
+    assert "small_batch" not in ids(busy)
+
+
+def test_periodic_outliers_report_their_period():
+    times = [0.1] * 40
+    for i in range(4, 40, 10):
+        times[i] = 0.4
+    finding = next(f for f in diagnose(Evidence(source="profile", step_times_s=times)) if f.id == "step_outliers")
+    assert finding.metrics["period_steps"] == 10
+    assert finding.metrics["outlier_steps"] == [4, 14, 24, 34]
+
+
+def test_steady_steps_have_no_outliers():
+    times = [0.1 + 0.001 * (i % 3) for i in range(50)]
+    assert "step_outliers" not in ids(Evidence(source="profile", step_times_s=times))
+
+
+def test_memory_growth_and_flat_memory():
+    growing = [1e9 + i * 5e7 for i in range(20)]
+    flat = [1e9 + (i % 2) * 1e6 for i in range(20)]
+    assert "memory_growth" in ids(Evidence(source="profile", memory_per_step_bytes=growing))
+    assert "memory_growth" not in ids(Evidence(source="profile", memory_per_step_bytes=flat))
+
+
+def test_throttling_straggler_comm_launch_sync_precision_pageable():
+    ev = Evidence(
+        source="trace",
+        throttle_pct={"hw_thermal": 45.0, "sw_power_cap": 5.0},
+        rank_step_time_s={0: 1.0, 1: 1.02, 2: 1.4, 3: 0.99},
+        comm_exposed_pct=40.0,
+        tiny_kernel_pct=80.0,
+        gpu_idle_pct=55.0,
+        sync_wait_pct=20.0,
+        fp32_matmul_pct=90.0,
+        tensor_core_speedup=15.0,
+        pageable_copy_pct=100.0,
+        h2d_copy_pct=8.0,
+    )
+    found = {f.id: f for f in diagnose(ev)}
+    assert {"throttling", "straggler", "comm_bound", "launch_bound", "sync_bound", "no_mixed_precision",
+            "pageable_copies", "low_utilization"} <= set(found)
+    assert found["straggler"].metrics["straggler_rank"] == 2
+    assert found["throttling"].severity == "high"
+    ranked = diagnose(ev)
+    assert [f.severity_rank for f in ranked] == sorted(f.severity_rank for f in ranked)
+
+
+def test_amp_enabled_silences_precision_rule():
+    ev = Evidence(source="profile", fp32_matmul_pct=90.0, tensor_core_speedup=15.0, amp_enabled=True)
+    assert "no_mixed_precision" not in ids(ev)
+
+
+def test_thresholds_are_the_only_numbers_rules_compare_against():
+    assert T.INPUT_WAIT_MODERATE_PCT == 5.0 and T.INPUT_WAIT_HIGH_PCT == 20.0 and T.OOM_HEADROOM_PCT == 10.0
+
+
+def test_evidence_json_round_trip(tmp_path):
+    ev = Evidence(source="trace", rank=3, step_times_s=[0.1, 0.2], rank_step_time_s={0: 0.1, 1: 0.2}, phase_s={"forward": 0.05})
+    doc = {"schema_version": 1, "kind": "trace", "evidence": [ev.to_dict()]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    loaded = load_evidence(path)
+    assert loaded[0].rank_step_time_s == {0: 0.1, 1: 0.2}
+    assert loaded[0].rank == 3
+    finding = diagnose(Evidence(source="profile", input_wait_pct=30))[0]
+    assert Finding.from_dict(json.loads(json.dumps(finding.to_dict()))) == finding
+
+
+def test_bad_evidence_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"evidence": {"source": "profile",\n "step_time_s": }')
+    with pytest.raises(GpuwiseError, match=r"bad.json: invalid JSON at line 2"):
+        load_evidence(bad)
+    bad.write_text('{"kind": "memory", "peak_allocated_bytes": 1}')
+    with pytest.raises(GpuwiseError, match="carries no evidence"):
+        load_evidence(bad)
+    bad.write_text('{"evidence": {"source": "guess"}}')
+    with pytest.raises(GpuwiseError, match="unknown evidence source"):
+        load_evidence(bad)
+    with pytest.raises(GpuwiseError, match="does not exist"):
+        load_evidence(tmp_path / "missing.json")
