@@ -133,3 +133,56 @@ def test_bad_evidence_files(tmp_path):
         load_evidence(bad)
     with pytest.raises(GpuwiseError, match="does not exist"):
         load_evidence(tmp_path / "missing.json")
+
+
+# --- prediction-specific rules (filled by the planner) --------------------------------------------
+
+
+def test_oom_risk_names_the_computed_changes_that_fit():
+    ev = Evidence(source="prediction", memory_capacity_bytes=24 * GiB, memory_peak_bytes=30 * GiB,
+                  fit_options_bytes={"precision=nf4": 12 * GiB, "grad_checkpointing=full": 23.5 * GiB, "lora": 20 * GiB})
+    found = {f.id: f for f in diagnose(ev)}["oom_risk"]
+    assert "precision=nf4 (12.0 GiB)" in found.fix and "lora (20.0 GiB)" in found.fix
+    assert "grad_checkpointing" not in found.fix  # 23.5 of 24 GiB leaves less than the required headroom
+    nothing = Evidence(source="prediction", memory_capacity_bytes=24 * GiB, memory_peak_bytes=30 * GiB,
+                       fit_options_bytes={"grad_checkpointing=full": 26 * GiB})
+    assert "No single change tried fits" in diagnose(nothing)[0].fix
+
+
+def test_no_flash_attention_fires_on_large_score_matrices_only():
+    ev = Evidence(source="prediction", memory_peak_bytes=40 * GiB, attention_impl="eager", attention_scores_bytes=12 * GiB)
+    found = {f.id: f for f in diagnose(ev)}["no_flash_attention"]
+    assert found.severity == "high" and found.gain.high == 12 * GiB
+    small = Evidence(source="prediction", memory_peak_bytes=40 * GiB, attention_impl="eager",
+                     attention_scores_bytes=int(40 * GiB * (T.ATTENTION_SCORES_SHARE_PCT - 1) / 100))
+    flash = Evidence(source="prediction", memory_peak_bytes=40 * GiB, attention_impl="flash", attention_scores_bytes=12 * GiB)
+    assert "no_flash_attention" not in ids(small) and "no_flash_attention" not in ids(flash)
+
+
+def test_no_fused_optimizer_needs_an_unfused_optimizer_and_a_visible_phase():
+    ev = Evidence(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.1}, optimizer_fused=False)
+    assert {f.id: f for f in diagnose(ev)}["no_fused_optimizer"].gain.high == pytest.approx(5.0)
+    assert "no_fused_optimizer" not in ids(Evidence(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.1}, optimizer_fused=True))
+    assert "no_fused_optimizer" not in ids(Evidence(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.01}, optimizer_fused=False))
+
+
+def test_kv_cache_dominant_and_decode_memory_bound():
+    ev = Evidence(source="prediction", memory_peak_bytes=20 * GiB, kv_cache_bytes=10 * GiB, kv_cache_bits=16,
+                  weight_bytes=8 * GiB, weight_bits=16, decode_bandwidth_bound=True)
+    found = {f.id: f for f in diagnose(ev)}
+    assert found["kv_cache_dominant"].gain.high == 5 * GiB
+    assert found["decode_memory_bound"].gain.high == pytest.approx(18 / 14, rel=1e-3)
+    fp8 = Evidence(source="prediction", memory_peak_bytes=20 * GiB, kv_cache_bytes=10 * GiB, kv_cache_bits=8,
+                   weight_bytes=8 * GiB, weight_bits=4, decode_bandwidth_bound=True)
+    found = {f.id: f for f in diagnose(fp8)}
+    assert "kv_cache_dominant" not in found
+    assert found["decode_memory_bound"].gain is None and "Quantize" not in found["decode_memory_bound"].fix
+    assert "decode_memory_bound" not in ids(Evidence(source="prediction", weight_bytes=8 * GiB, decode_bandwidth_bound=False))
+
+
+def test_new_evidence_fields_round_trip(tmp_path):
+    ev = Evidence(source="prediction", kv_cache_bytes=5, attention_impl="eager", fit_options_bytes={"lora": 3.0}, optimizer_fused=False)
+    path = tmp_path / "ev.json"
+    path.write_text(json.dumps({"kind": "plan", "evidence": [ev.to_dict()]}))
+    back = load_evidence(path)[0]
+    assert back.fit_options_bytes == {"lora": 3.0} and back.optimizer_fused is False and back.attention_impl == "eager"

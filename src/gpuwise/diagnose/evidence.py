@@ -75,6 +75,17 @@ class Evidence:
     # --- the GPU the run used, for rules that compare against its peaks -------------------------
     tensor_core_speedup: float | None = None  # bf16 dense peak / fp32 peak of the device
 
+    # --- model configuration as run (prediction knows them; traces can infer them from kernels) ---
+    weight_bytes: int | None = None  # weights resident per GPU
+    weight_bits: float | None = None  # bits per stored weight (32 fp32/AMP, 16 bf16, 8 fp8/int8, 4 nf4/int4)
+    kv_cache_bytes: int | None = None  # KV cache at the memory peak (inference)
+    kv_cache_bits: float | None = None
+    decode_bandwidth_bound: bool | None = None  # a decode step is limited by memory bandwidth, not compute
+    attention_impl: str = ""  # eager | sdpa | flash
+    attention_scores_bytes: int | None = None  # materialized S×S attention scores at the peak (0 with flash)
+    optimizer_fused: bool | None = None  # AdamW with fused=True (one kernel for all parameters)
+    fit_options_bytes: dict[str, float] = field(default_factory=dict)  # change -> predicted peak bytes with it
+
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -249,6 +249,13 @@ def oom_risk(ev: Evidence) -> Finding | None:
         return None
     peak, capacity = ev.memory_peak_bytes or 0, ev.memory_capacity_bytes or 0
     does_not_fit = headroom < 0
+    fix = "Cut the peak: gradient checkpointing, a smaller micro-batch with more accumulation, 8-bit optimizer states, sharding (FSDP/ZeRO), or LoRA/QLoRA."
+    limit = capacity * (1 - T.OOM_HEADROOM_PCT / 100)
+    fitting = {label: b for label, b in ev.fit_options_bytes.items() if b <= limit}
+    if fitting:  # the planner computed these by re-running the memory model on each change
+        fix = "What makes it fit (predicted peak): " + "; ".join(f"{k} ({b / GiB:.1f} GiB)" for k, b in list(fitting.items())[:4]) + "."
+    elif ev.fit_options_bytes:
+        fix = "No single change tried fits this GPU (" + ", ".join(ev.fit_options_bytes) + "): shard over more GPUs or use a larger GPU."
     return Finding(
         id="oom_risk",
         title="Does not fit in GPU memory" if does_not_fit else "Little memory headroom: out-of-memory risk",
@@ -257,8 +264,9 @@ def oom_risk(ev: Evidence) -> Finding | None:
         category="memory",
         summary=f"Peak memory {peak / GiB:.1f} GiB of {capacity / GiB:.1f} GiB ({headroom:.1f} % headroom); "
         + ("it will fail with CUDA out of memory." if does_not_fit else "fragmentation or a longer sequence can tip it over."),
-        metrics={"memory_peak_bytes": peak, "memory_capacity_bytes": capacity, "memory_headroom_pct": round(headroom, 2)},
-        fix="Cut the peak: gradient checkpointing, a smaller micro-batch with more accumulation, 8-bit optimizer states, sharding (FSDP/ZeRO), or LoRA/QLoRA.",
+        metrics={"memory_peak_bytes": peak, "memory_capacity_bytes": capacity, "memory_headroom_pct": round(headroom, 2),
+                 **({"fit_options_bytes": dict(ev.fit_options_bytes)} if ev.fit_options_bytes else {})},
+        fix=fix,
         fix_snippet="model.gradient_checkpointing_enable()\n# or: per_device_train_batch_size //= 2; gradient_accumulation_steps *= 2",
         gain=Gain("memory_bytes", max(0.0, peak - capacity * (1 - T.TARGET_HEADROOM_PCT / 100)), max(0.0, peak - capacity * 0.5),
                   f"to restore {T.TARGET_HEADROOM_PCT:.0f} % headroom"),
@@ -449,4 +457,100 @@ def straggler(ev: Evidence) -> Finding | None:
         fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
         gain=Gain("throughput_x", 1.0, 1.0 + skew_pct / 100, "all ranks run at the median pace"),
         source=ev.source,
+    )
+
+
+@rule
+def no_flash_attention(ev: Evidence) -> Finding | None:
+    scores, peak = ev.attention_scores_bytes, ev.memory_peak_bytes
+    if not scores or not peak or ev.attention_impl == "flash":
+        return None
+    share = 100.0 * scores / peak
+    if share < T.ATTENTION_SCORES_SHARE_PCT:
+        return None
+    return Finding(
+        id="no_flash_attention",
+        title="Attention materializes the full score matrix",
+        severity="high" if share >= 2 * T.ATTENTION_SCORES_SHARE_PCT else "medium",
+        confidence=_confidence(ev),
+        category="memory",
+        summary=f"{ev.attention_impl or 'This'} attention keeps S×S scores: {scores / GiB:.1f} GiB, {share:.0f} % of the peak.",
+        metrics={"attention_scores_bytes": scores, "attention_scores_share_pct": round(share, 2), "attention_impl": ev.attention_impl},
+        fix="Use FlashAttention (or PyTorch SDPA's flash backend): exact attention in memory linear in the sequence length.",
+        fix_snippet='AutoModelForCausalLM.from_pretrained(..., attn_implementation="flash_attention_2")  # or "sdpa"',
+        gain=Gain("memory_bytes", scores * 0.9, float(scores), "the score matrices no longer exist; fewer HBM reads too"),
+        source=ev.source,
+        tools=("FlashAttention",),
+    )
+
+
+@rule
+def no_fused_optimizer(ev: Evidence) -> Finding | None:
+    share = ev.phase_pct("optimizer")
+    if ev.optimizer_fused is not False or share is None or share < T.OPTIMIZER_STEP_SHARE_PCT:
+        return None
+    return Finding(
+        id="no_fused_optimizer",
+        title="The optimizer step runs unfused",
+        severity="low",
+        confidence=_confidence(ev),
+        category="compute",
+        summary=f"The AdamW update takes {share:.0f} % of the step with one kernel per parameter group (fused=False).",
+        metrics={"optimizer_step_pct": round(share, 2)},
+        fix="Use the fused AdamW kernel: same math, one launch for all parameters.",
+        fix_snippet="torch.optim.AdamW(model.parameters(), lr=..., fused=True)\n# Hugging Face: TrainingArguments(optim=\"adamw_torch_fused\")",
+        gain=Gain("step_time_pct", 0.0, round(share / 2, 2), "at most half of the optimizer phase; the update stays bandwidth-bound"),
+        source=ev.source,
+    )
+
+
+@rule
+def kv_cache_dominant(ev: Evidence) -> Finding | None:
+    kv, peak, bits = ev.kv_cache_bytes, ev.memory_peak_bytes, ev.kv_cache_bits
+    if not kv or not peak or bits is None or bits <= 8:
+        return None
+    share = 100.0 * kv / peak
+    if share < T.KV_CACHE_DOMINANT_PCT:
+        return None
+    saved = kv * (1 - 8 / bits)
+    return Finding(
+        id="kv_cache_dominant",
+        title="The KV cache dominates memory",
+        severity="medium",
+        confidence=_confidence(ev),
+        category="memory",
+        summary=f"The KV cache holds {kv / GiB:.1f} GiB, {share:.0f} % of the peak, in {bits:.0f}-bit.",
+        metrics={"kv_cache_bytes": kv, "kv_cache_share_pct": round(share, 2), "kv_cache_bits": bits},
+        fix="Store the KV cache in FP8: twice the context or concurrency in the same memory.",
+        fix_snippet="vllm serve MODEL --kv-cache-dtype fp8",
+        gain=Gain("memory_bytes", saved, saved, f"{bits:.0f}-bit -> 8-bit cache"),
+        source=ev.source,
+        tools=("vLLM", "TensorRT-LLM"),
+    )
+
+
+@rule
+def decode_memory_bound(ev: Evidence) -> Finding | None:
+    if not ev.decode_bandwidth_bound or not ev.weight_bytes:
+        return None
+    weights, kv = float(ev.weight_bytes), float(ev.kv_cache_bytes or 0)
+    bits = ev.weight_bits or 16
+    quantize = bits >= T.DECODE_QUANTIZE_MIN_WEIGHT_BITS
+    # Each decode step reads every weight once plus the cache: halving weight bytes speeds it by this much.
+    speedup = (weights + kv) / (weights / 2 + kv) if quantize else 1.0
+    return Finding(
+        id="decode_memory_bound",
+        title="Token generation is limited by memory bandwidth",
+        severity="medium",
+        confidence=_confidence(ev),
+        category="memory",
+        summary=f"Each generated token reads {weights / GiB:.1f} GiB of {bits:g}-bit weights"
+        + (f" and {kv / GiB:.1f} GiB of KV cache" if kv else "") + " from memory; the tensor cores mostly wait.",
+        metrics={"weight_bytes": int(weights), "weight_bits": bits, "kv_cache_bytes": int(kv)},
+        fix=("Quantize weights to FP8/INT8 (half the bytes per token) and " if quantize else "")
+        + "serve more requests per batch: each weight read then serves every sequence in the batch.",
+        fix_snippet="vllm serve MODEL --quantization fp8 --max-num-seqs 64" if quantize else "vllm serve MODEL --max-num-seqs 64",
+        gain=Gain("throughput_x", 1.0, round(speedup, 3), "per-token latency from halving weight bytes") if quantize else None,
+        source=ev.source,
+        tools=("vLLM", "TensorRT-LLM"),
     )

@@ -64,3 +64,25 @@ LOW_UTIL_HIGH_PCT = 30.0
 # straggler: a rank slower than the median rank by this much.
 STRAGGLER_MODERATE_PCT = 10.0
 STRAGGLER_HIGH_PCT = 25.0
+
+# --- prediction-specific rules (planner evidence; traces can fill the same fields) -----------------
+# no_flash_attention: the S×S attention scores eager attention materializes, as a share of peak memory.
+ATTENTION_SCORES_SHARE_PCT = 10.0
+# no_fused_optimizer: an unfused AdamW step taking this share of the training step is worth fusing
+# (the fused kernel updates every parameter in one launch; PyTorch docs: usually the fastest).
+OPTIMIZER_STEP_SHARE_PCT = 5.0
+# kv_cache_dominant: KV cache share of peak memory above which a smaller cache dtype pays off.
+KV_CACHE_DOMINANT_PCT = 40.0
+# decode_memory_bound: weights stored with at least this many bits are worth quantizing for decode.
+DECODE_QUANTIZE_MIN_WEIGHT_BITS = 16
+
+# --- planner policy (the planner compares against these, never against its own literals) ---------
+# A technique must move the goal's metric by at least this much to be recommended.
+PLAN_MIN_GAIN_PCT = 2.0
+# A simpler parallel strategy is kept unless a more complex one is faster by more than this.
+PLAN_SIMPLER_STRATEGY_TOLERANCE_PCT = 5.0
+# NVLink "recommended" / "required" when the job is predicted this much slower over PCIe.
+NVLINK_RECOMMENDED_SLOWDOWN_PCT = 10.0
+NVLINK_REQUIRED_SLOWDOWN_PCT = 30.0
+# A lossy change (int4, LoRA, fp8) enters the recommended config only if it fits the job or gains this much.
+PLAN_LOSSY_MIN_GAIN_PCT = 15.0
