@@ -1,0 +1,205 @@
+"""FLOP counts for transformer training and inference, from the architecture's shapes.
+
+Conventions (the same as PaLM appendix B and Megatron, except that attention is counted with
+its causal mask, i.e. the work FlashAttention actually does):
+- a matmul with P weights costs 2·P FLOPs per token forward; backward costs 2·P for the input
+  gradient and 2·P for the weight gradient;
+- attention scores and the weighted sum cost 2·2·context·q_dim per token and layer forward;
+  causal masking halves the average context of a training/prefill sequence (s/2);
+- the embedding lookup is free, the lm_head (tied or not) is a matmul;
+- MoE layers count only the experts a token is routed to.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpuwise.catalog import ModelArch
+
+# LoRA target names (peft spelling, several families) -> which projection they adapt.
+_TARGET_ALIASES = {
+    "q_proj": "q", "query": "q", "wq": "q",
+    "k_proj": "k", "key": "k", "wk": "k",
+    "v_proj": "v", "value": "v", "wv": "v",
+    "o_proj": "o", "out_proj": "o", "dense": "o", "wo": "o",
+    "gate_proj": "gate", "w1": "gate",
+    "up_proj": "up", "fc1": "up", "c_fc": "up", "fc_in": "up", "dense_h_to_4h": "up", "w3": "up",
+    "down_proj": "down", "fc2": "down", "c_proj": "down", "fc_out": "down", "dense_4h_to_h": "down", "w2": "down",
+    "qkv_proj": "qkv", "query_key_value": "qkv", "c_attn": "qkv", "wqkv": "qkv",
+}
+
+
+def matmul_params(arch: ModelArch, active: bool = True) -> int:
+    """Weights that take part in a matmul for every token (lm_head included, embedding lookup not).
+
+    ``active`` counts only the routed experts of an MoE layer; ``False`` counts all of them.
+    """
+    counts = arch.param_counts()
+    if not arch.is_transformer:
+        return counts.total
+    per_layer_mlp = counts.active_per_layer_mlp if active else counts.per_layer_mlp
+    blocks = counts.num_layers * (counts.per_layer_attention + per_layer_mlp)
+    lm_head = arch.vocab_size * arch.hidden_size if arch.is_decoder else 0
+    return blocks + lm_head
+
+
+def block_linear_params(arch: ModelArch) -> int:
+    """Weights of the transformer blocks' linear layers (all experts): what weight quantization shrinks."""
+    counts = arch.param_counts()
+    if not arch.is_transformer:
+        return counts.total
+    return counts.num_layers * (counts.per_layer_attention + counts.per_layer_mlp)
+
+
+def attention_flops_per_token(arch: ModelArch, context: float, causal: bool = True) -> float:
+    """Forward attention FLOPs for one token (all layers).
+
+    ``context`` is the sequence length for training/prefill (averaged over the causal mask when
+    ``causal``), or the number of cached tokens attended to for a decode step (pass causal=False).
+    """
+    if not arch.is_transformer:
+        return 0.0
+    effective = context / 2 if causal else context
+    return 4.0 * effective * arch.q_dim * arch.num_layers
+
+
+def _projection_dims(arch: ModelArch) -> dict[str, tuple[int, int]]:
+    h, i = arch.hidden_size, arch.intermediate_size
+    dims = {"q": (h, arch.q_dim), "k": (h, arch.kv_dim), "v": (h, arch.kv_dim), "o": (arch.q_dim, h),
+            "qkv": (h, arch.q_dim + 2 * arch.kv_dim), "up": (h, i), "down": (i, h)}
+    if arch.gated_mlp:
+        dims["gate"] = (h, i)
+    return dims
+
+
+def lora_targets(arch: ModelArch, targets: tuple[str, ...]) -> list[str]:
+    """Projection keys adapted by LoRA ('all-linear' = every block projection)."""
+    dims = _projection_dims(arch)
+    if not targets or "all-linear" in targets or "all" in targets:
+        return [k for k in ("q", "k", "v", "o", "gate", "up", "down") if k in dims]
+    chosen = []
+    for name in targets:
+        key = _TARGET_ALIASES.get(name.strip().lower().rsplit(".", 1)[-1])
+        if key and key in dims and key not in chosen:
+            chosen.append(key)
+    return chosen
+
+
+def lora_params(arch: ModelArch, rank: int, targets: tuple[str, ...]) -> int:
+    """Trainable adapter parameters: rank·(d_in + d_out) per adapted projection and layer.
+
+    MoE expert projections get one adapter per expert (what peft does with all-linear).
+    """
+    if not arch.is_transformer:
+        return 0
+    dims = _projection_dims(arch)
+    experts = max(arch.num_experts, 1)
+    total = 0
+    for key in lora_targets(arch, targets):
+        d_in, d_out = dims[key]
+        copies = experts if key in {"gate", "up", "down"} else 1
+        total += copies * rank * (d_in + d_out)
+    return total * arch.num_layers
+
+
+def lora_active_params(arch: ModelArch, rank: int, targets: tuple[str, ...]) -> int:
+    """Adapter parameters a token passes through (routed experts only)."""
+    if not arch.is_moe:
+        return lora_params(arch, rank, targets)
+    dims = _projection_dims(arch)
+    total = 0
+    for key in lora_targets(arch, targets):
+        d_in, d_out = dims[key]
+        copies = (arch.experts_per_token or 1) if key in {"gate", "up", "down"} else 1
+        total += copies * rank * (d_in + d_out)
+    return total * arch.num_layers
+
+
+def vit_tokens(arch: ModelArch, image_size: int) -> int:
+    """Patch tokens + [CLS] for a ViT at ``image_size`` (patch size from the id, e.g. vit-b-16)."""
+    match = re.search(r"-(\d+)$", arch.id)
+    patch = int(match.group(1)) if match else 16
+    return (image_size // patch) ** 2 + 1
+
+
+@dataclass(frozen=True)
+class TrainingFlops:
+    """FLOPs of one micro-batch through the whole model (all GPUs together).
+
+    ``model`` is what MFU counts (no recompute); ``executed`` adds activation recomputation.
+    Linear and attention FLOPs are kept apart because they run at different rates.
+    """
+
+    tokens: int
+    linear_model: float
+    attention_model: float
+    linear_recompute: float
+    attention_recompute: float
+
+    @property
+    def model(self) -> float:
+        return self.linear_model + self.attention_model
+
+    @property
+    def executed(self) -> float:
+        return self.model + self.linear_recompute + self.attention_recompute
+
+    @property
+    def linear_executed(self) -> float:
+        return self.linear_model + self.linear_recompute
+
+    @property
+    def attention_executed(self) -> float:
+        return self.attention_model + self.attention_recompute
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "model": self.model, "executed": self.executed}
+
+
+def training_flops(
+    arch: ModelArch,
+    tokens: int,
+    seq_len: int,
+    *,
+    lora_rank: int | None = None,
+    lora_target_names: tuple[str, ...] = ("all-linear",),
+    checkpointing: str = "none",
+    causal: bool | None = None,
+) -> TrainingFlops:
+    """FLOPs for ``tokens`` tokens (micro-batch × sequence) of a training step.
+
+    Full training: linear 6·P per token (forward 2, input-grad 2, weight-grad 2).
+    LoRA: frozen base weights skip the weight-gradient matmul (4·P), adapters cost 6·P_adapter.
+    Attention: forward + 2× for backward. Full recompute repeats the forward; selective
+    recompute (Korthikanti et al. 2022) repeats only the attention core.
+    """
+    causal = arch.is_decoder if causal is None else causal
+    params = matmul_params(arch)
+    attn_fwd = attention_flops_per_token(arch, seq_len, causal) * tokens
+    linear_fwd = 2.0 * params * tokens
+    if lora_rank:
+        adapter_fwd = 2.0 * lora_active_params(arch, lora_rank, lora_target_names) * tokens
+        linear_model = 2.0 * linear_fwd + 3.0 * adapter_fwd
+        linear_recompute_base = linear_fwd + adapter_fwd
+    else:
+        linear_model = 3.0 * linear_fwd
+        linear_recompute_base = linear_fwd
+    attention_model = 3.0 * attn_fwd
+    if checkpointing == "full":
+        linear_recompute, attention_recompute = linear_recompute_base, attn_fwd
+    elif checkpointing == "selective":
+        linear_recompute, attention_recompute = 0.0, attn_fwd
+    else:
+        linear_recompute, attention_recompute = 0.0, 0.0
+    return TrainingFlops(tokens, linear_model, attention_model, linear_recompute, attention_recompute)
+
+
+def palm_flops_per_token(arch: ModelArch, seq_len: int) -> float:
+    """Training FLOPs per token in the convention most published MFU figures use.
+
+    6·P + 12·L·q_dim·s (PaLM appendix B; Megatron, llm-foundry and torchtitan use the same
+    non-causal attention term). Use it to compare with a published MFU, not to predict time.
+    """
+    return 6.0 * matmul_params(arch) + 12.0 * arch.num_layers * arch.q_dim * seq_len

@@ -1,0 +1,229 @@
+"""Inference: prefill (compute-bound), decode (bandwidth-bound until the batch is large), batching,
+KV-cache concurrency, TTFT and time per output token.
+
+A forward step is a sequence of kernels, so its time is the sum of per-kernel rooflines:
+  linear layers : max(2·P·tokens / (peak·eff),  weight bytes read / (bandwidth·fraction))
+  attention     : decode reads every cached K/V (bandwidth); prefill is compute
+  + tensor-parallel all-reduces (2 per layer) + a per-step host overhead.
+One weight read serves the whole batch, so decode time per token falls with the batch until
+the matmuls become compute-bound (``decode_compute_bound_batch``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpuwise.catalog import GPU, ModelArch
+from gpuwise.perf import comm
+from gpuwise.perf import efficiency as eff
+from gpuwise.perf.flops import attention_flops_per_token, block_linear_params, matmul_params, vit_tokens
+from gpuwise.perf.footprint import kv_budget_bytes_per_gpu, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
+from gpuwise.perf.numerics import Numerics
+from gpuwise.perf.prediction import InferencePerf
+from gpuwise.perf.roofline import matmul_efficiency, peak_flops
+from gpuwise.workload import Workload
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One forward step on one GPU (one pipeline stage), split by what limits each part."""
+
+    time_s: float
+    compute_s: float  # parts limited by FLOPs
+    memory_s: float  # parts limited by bandwidth
+    comm_s: float
+    overhead_s: float
+    weight_bytes: float
+    kv_bytes: float
+
+    @property
+    def bound(self) -> str:
+        parts = {"compute": self.compute_s, "memory_bandwidth": self.memory_s, "communication": self.comm_s,
+                 "host": self.overhead_s}
+        return max(parts, key=parts.get)
+
+
+class StepModel:
+    """Per-GPU step times for one model/GPU/precision/parallelism."""
+
+    def __init__(self, workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> None:
+        self.w, self.gpu, self.arch, self.num = workload, gpu, arch, num
+        self.tp, self.pp = workload.tp, workload.pp
+        self.shards = self.tp * self.pp
+        self.layers = arch.num_layers / self.pp
+        self.e_lin = matmul_efficiency(gpu, num.compute_dtype, "inference")
+        self.e_attn = matmul_efficiency(gpu, num.attention_dtype, "inference") * eff.attention_ratio(workload.attention)
+        self.peak_lin = peak_flops(gpu, num.compute_dtype)
+        self.peak_attn = peak_flops(gpu, num.attention_dtype)
+        self.decode_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("decode")
+        self.active_params = matmul_params(arch, active=True)
+        self.kv_token = kv_bytes_per_token_per_gpu(arch, num, self.tp, self.pp)
+        self.tp_link = comm.link_for(gpu, self.tp)
+        eager = workload.framework.strip().lower() in set(eff.host("eager_frameworks"))
+        if eager:
+            per_step = self.layers * int(eff.host("kernels_per_layer_forward")) * float(eff.host("eager_op_us")) * 1e-6
+        else:
+            per_step = float(eff.host("engine_step_overhead_ms")) * 1e-3
+        self.eager = eager
+        self.overhead_s = per_step
+
+    def weight_bytes_read(self, tokens: float) -> float:
+        """Weights streamed by one step on one GPU: MoE layers read only the experts tokens hit."""
+        arch, num = self.arch, self.num
+        blocks = block_linear_params(arch)
+        lm_head = arch.vocab_size * arch.hidden_size if arch.is_decoder else 0
+        if arch.is_moe:
+            counts = arch.param_counts()
+            experts_total = counts.num_layers * (counts.per_layer_mlp - arch.hidden_size * arch.num_experts)
+            k, e = arch.experts_per_token or 1, arch.num_experts
+            touched = 1 - (1 - k / e) ** max(tokens, 1)
+            blocks = blocks - experts_total + experts_total * touched
+        return (blocks * num.block_weight_bytes + lm_head * num.other_weight_bytes) / self.shards
+
+    def step(self, linear_tokens: float, decode_seqs: float = 0.0, decode_context: float = 0.0,
+             prefill_tokens: float = 0.0, prefill_context: float = 0.0) -> StepTime:
+        """Time of one step on one GPU processing ``linear_tokens`` tokens through the matmuls."""
+        compute = memory = 0.0
+        flops = 2.0 * self.active_params * linear_tokens / self.shards
+        lin_c = flops / (self.peak_lin * self.e_lin)
+        weights = self.weight_bytes_read(linear_tokens)
+        lin_m = weights / self.decode_bw
+        if lin_c >= lin_m:
+            compute += lin_c
+        else:
+            memory += lin_m
+        kv = decode_seqs * decode_context * self.kv_token
+        if decode_seqs:
+            attn_flops = decode_seqs * attention_flops_per_token(self.arch, decode_context, causal=False) / self.shards
+            att_c = attn_flops / (self.peak_attn * self.e_attn)
+            att_m = kv / self.decode_bw
+            if att_c >= att_m:
+                compute += att_c
+            else:
+                memory += att_m
+        if prefill_tokens:
+            causal = self.arch.is_decoder
+            pre_flops = prefill_tokens * attention_flops_per_token(self.arch, prefill_context, causal) / self.shards
+            compute += pre_flops / (self.peak_attn * self.e_attn)
+        comm_s = 0.0
+        if self.tp > 1:
+            act = linear_tokens * self.arch.hidden_size * self.num.activation_bytes
+            comm_s = 2 * self.layers * comm.allreduce_s(act, self.tp, self.tp_link)
+        total = compute + memory + comm_s + self.overhead_s
+        return StepTime(total, compute, memory, comm_s, self.overhead_s, weights, kv)
+
+    def compute_bound_batch(self) -> float:
+        """Decode batch at which the matmuls' FLOPs time equals their weight-read time."""
+        flops_per_token = 2.0 * self.active_params / self.shards
+        return self.weight_bytes_read(1) * self.peak_lin * self.e_lin / (flops_per_token * self.decode_bw)
+
+
+def max_concurrency(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[int, float, str]:
+    """Sequences of prompt + output tokens whose KV cache fits per replica (full length reserved)."""
+    budget, method = kv_budget_bytes_per_gpu(workload, gpu, arch, num)
+    per_seq = kv_bytes_per_token_per_gpu(arch, num, workload.tp, workload.pp) * (workload.seq_len + workload.output_len)
+    return (int(budget // per_seq) if per_seq else 0), budget, method
+
+
+def predict_inference(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[InferencePerf, list[str], bool]:
+    """Serving / generation speed. Returns the breakdown, assumptions, and whether it fits."""
+    assumptions: list[str] = []
+    model = StepModel(workload, gpu, arch, num)
+    tp, pp = workload.tp, workload.pp
+    replicas = workload.data_parallel
+    p, o = workload.seq_len, workload.output_len
+    continuous = workload.task in {"serving", "rag"}
+    requested = workload.batch_size
+    if continuous:
+        requested = max(workload.batch_size, math.ceil(workload.concurrency / replicas))
+    cap, budget, method = max_concurrency(workload, gpu, arch, num)
+    fits = cap >= 1
+    batch = max(min(requested, cap), 1)
+    assumptions.append(f"KV budget per GPU from the {method}; each sequence reserves prompt + output tokens")
+    if batch < requested:
+        assumptions.append(f"batch capped at {batch} by KV-cache memory ({requested} requested)")
+
+    # Prefill of `batch_size` prompts (latency through all pipeline stages).
+    ttft_batch = min(workload.batch_size, batch)
+    pre = model.step(ttft_batch * p, prefill_tokens=ttft_batch * p, prefill_context=p)
+    ttft = pp * pre.time_s
+
+    # Decode at `batch`, pipeline stages each holding batch/pp sequences.
+    per_stage = batch / pp
+    ctx = p + o / 2
+    decode = model.step(per_stage, decode_seqs=per_stage, decode_context=ctx)
+    if continuous:
+        # Continuous batching with chunked prefill: every step also prefills the prompts of the
+        # requests that replace finished ones (batch·p/o prompt tokens per step on average).
+        new_tokens = per_stage * p / o
+        mixed = model.step(per_stage + new_tokens, decode_seqs=per_stage, decode_context=ctx,
+                           prefill_tokens=new_tokens, prefill_context=p)
+        tpot = pp * mixed.time_s
+        per_replica_out = batch / tpot
+        assumptions.append("continuous batching with chunked prefill: prompts of new requests share decode steps")
+    else:
+        tpot = pp * decode.time_s
+        per_replica_out = batch * o / (ttft_batch_time(model, batch, p, pp) + o * tpot)
+        assumptions.append("static batching: the batch is prefilled, then decoded to the end")
+    if model.eager:
+        assumptions.append(f"eager framework {workload.framework!r}: per-kernel launch overhead on every decode step")
+    else:
+        assumptions.append("serving engine with CUDA graphs: ~0.5 ms host overhead per step")
+
+    out_total = per_replica_out * replicas
+    requests = out_total / o
+    perf = InferencePerf(
+        prompt_tokens=p, output_tokens=o, replicas=replicas, tp=tp, pp=pp,
+        weights_bytes_per_gpu=weight_bytes_per_gpu(arch, num, tp, pp),
+        kv_bytes_per_token_per_gpu=model.kv_token,
+        kv_budget_bytes_per_gpu=budget,
+        max_concurrency=cap,
+        requested_batch=requested,
+        batch=batch,
+        ttft_s=ttft,
+        prefill_tokens_per_s=ttft_batch * p / ttft if ttft else 0.0,
+        tpot_s=tpot,
+        decode_bound=decode.bound,
+        decode_compute_bound_batch=model.compute_bound_batch(),
+        decode_weight_bytes=decode.weight_bytes,
+        decode_kv_bytes=decode.kv_bytes,
+        tp_comm_per_step_s=decode.comm_s,
+        step_overhead_s=model.overhead_s,
+        output_tokens_per_s=out_total,
+        output_tokens_per_s_per_gpu=out_total / workload.num_gpus,
+        total_tokens_per_s=requests * (p + o),
+        requests_per_s=requests,
+        request_latency_s=ttft + o * tpot,
+        batching="continuous" if continuous else "static",
+    )
+    return perf, assumptions, fits
+
+
+def ttft_batch_time(model: StepModel, batch: int, prompt: int, pp: int) -> float:
+    """Prefill of a whole static batch of prompts."""
+    return pp * model.step(batch * prompt, prefill_tokens=batch * prompt, prefill_context=prompt).time_s
+
+
+def encoder_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, float, str]:
+    """Encoder-only models (BERT, ViT): one forward of the batch. Returns (seconds, tokens, bound)."""
+    seq = vit_tokens(arch, workload.image_size) if arch.family == "vit" else workload.seq_len
+    tokens = workload.batch_size * seq
+    step = StepModel(workload, gpu, arch, num).step(tokens, prefill_tokens=tokens, prefill_context=seq)
+    return workload.pp * step.time_s, tokens, step.bound
+
+
+def conv_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, float]:
+    """Conv nets: a published FLOP count per image at a sourced fraction of the peak."""
+    from gpuwise.errors import GpuwiseError
+    from gpuwise.perf.roofline import peak_flops as _peak
+
+    gflops = eff.cnn_gflops_224(arch.id)
+    if gflops is None:
+        raise GpuwiseError(
+            f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the conv nets "
+            "in perf/data/efficiency.toml [cnn.gflops_224]"
+        )
+    flops = gflops * 1e9 * (workload.image_size / 224) ** 2 * workload.batch_size
+    seconds = flops / (_peak(gpu, num.compute_dtype) * eff.cnn_fraction("inference"))
+    return seconds + float(eff.host("engine_step_overhead_ms")) * 1e-3, flops

@@ -1,0 +1,107 @@
+"""``predict``: one workload on one GPU type -> a PerfPrediction."""
+
+from __future__ import annotations
+
+from gpuwise.catalog import GPU, get_gpu, get_model
+from gpuwise.perf import efficiency as eff
+from gpuwise.perf.inference import conv_forward, encoder_forward, predict_inference
+from gpuwise.perf.numerics import Numerics, resolve
+from gpuwise.perf.prediction import PerfPrediction
+from gpuwise.perf.roofline import peak_flops
+from gpuwise.perf.training import predict_training, training_bound
+from gpuwise.workload import Workload
+
+
+def predict(workload: Workload, gpu: GPU | None = None, *, compute_dtype: str | None = None) -> PerfPrediction:
+    """Predict step time, throughput, MFU and the bounding resource of ``workload``.
+
+    ``gpu`` defaults to the workload's GPU (use it to ask "what if on another GPU" without
+    rebuilding the workload). ``compute_dtype`` forces the matmul dtype, e.g. 'fp4' for an
+    NVFP4 (W4A4) engine, which the workload's weight-only 'int4' precision does not express.
+    """
+    gpu = gpu or get_gpu(workload.gpu)
+    arch = get_model(workload.model)
+    if not arch.is_transformer and workload.is_inference and workload.precision in {"int8", "fp8"}:
+        compute_dtype = compute_dtype or workload.precision  # TensorRT runs int8/fp8 convolutions natively
+    num = resolve(workload, gpu, compute_dtype)
+    m = eff.mamf(gpu)
+    efficiency = {
+        "mamf_bf16": m.bf16, "mamf_fp8": m.fp8, "mamf_source": m.source, "mamf_measured": m.measured,
+        "stack_training": eff.stack("training"), "stack_inference": eff.stack("inference"),
+        "attention_ratio": eff.attention_ratio(workload.attention),
+        "decode_bandwidth_fraction": eff.bandwidth_fraction("decode"),
+    }
+    assumptions = [] if m.measured else [f"no published MAMF for {gpu.id}: {m.source}"]
+    if workload.is_training:
+        return _training(workload, gpu, arch, num, efficiency, assumptions)
+    return _inference(workload, gpu, arch, num, efficiency, assumptions)
+
+
+def _training(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dict, assumptions: list[str]) -> PerfPrediction:
+    perf, more = predict_training(workload, gpu, arch, num)
+    n = workload.num_gpus
+    tokens_s = perf.global_tokens_per_step / perf.step_time_s
+    model_flops_s = perf.model_flops_per_token * tokens_s
+    peak = peak_flops(gpu, num.compute_dtype)
+    seq = max(perf.micro_batch_tokens // max(workload.batch_size, 1), 1)
+    return PerfPrediction(
+        workload=workload.to_dict(), gpu=gpu.id, gpu_name=gpu.name, num_gpus=n, mode="training",
+        precision=workload.precision, compute_dtype=num.compute_dtype, bound=training_bound(perf),
+        step_time_s=perf.step_time_s, tokens_per_s=tokens_s, tokens_per_s_per_gpu=tokens_s / n,
+        samples_per_s=tokens_s / seq if arch.is_transformer else tokens_s,
+        mfu_pct=100.0 * model_flops_s / (n * peak), model_tflops_per_gpu=model_flops_s / n / 1e12,
+        fits=True, training=perf, efficiency=efficiency, assumptions=assumptions + more, notes=list(num.notes),
+    )
+
+
+def _inference(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dict, assumptions: list[str]) -> PerfPrediction:
+    n = workload.num_gpus
+    replicas = workload.data_parallel
+    peak = peak_flops(gpu, num.compute_dtype)
+    base = dict(workload=workload.to_dict(), gpu=gpu.id, gpu_name=gpu.name, num_gpus=n, mode="inference",
+                precision=workload.precision, compute_dtype=num.compute_dtype, efficiency=efficiency,
+                notes=list(num.notes))
+    if not arch.is_transformer:
+        seconds, flops = conv_forward(workload, gpu, arch, num)
+        images_s = workload.batch_size / seconds * replicas
+        return PerfPrediction(
+            **base, bound="compute", step_time_s=seconds, tokens_per_s=images_s, tokens_per_s_per_gpu=images_s / n,
+            samples_per_s=images_s, mfu_pct=100.0 * flops * replicas / seconds / (n * peak),
+            model_tflops_per_gpu=flops * replicas / seconds / n / 1e12, fits=True,
+            assumptions=assumptions + [f"conv net: {eff.cnn_fraction('inference'):.0%} of peak; throughput in images/s"],
+        )
+    if not arch.is_decoder:
+        seconds, tokens, bound = encoder_forward(workload, gpu, arch, num)
+        from gpuwise.perf.flops import attention_flops_per_token, matmul_params
+
+        seq = tokens / workload.batch_size
+        flops = tokens * (2 * matmul_params(arch) + attention_flops_per_token(arch, seq, causal=False))
+        return PerfPrediction(
+            **base, bound=bound, step_time_s=seconds, tokens_per_s=tokens / seconds * replicas,
+            tokens_per_s_per_gpu=tokens / seconds * replicas / n, samples_per_s=workload.batch_size / seconds * replicas,
+            mfu_pct=100.0 * flops / seconds / (workload.tp * workload.pp * peak),
+            model_tflops_per_gpu=flops / seconds / (workload.tp * workload.pp) / 1e12, fits=True,
+            assumptions=assumptions + ["encoder model: one forward pass per batch (no generation)"],
+        )
+    perf, more, fits = predict_inference(workload, gpu, arch, num)
+    from gpuwise.perf.flops import attention_flops_per_token, matmul_params
+
+    per_request = (2 * matmul_params(arch) * (perf.prompt_tokens + perf.output_tokens)
+                   + perf.prompt_tokens * attention_flops_per_token(arch, perf.prompt_tokens, causal=True)
+                   + perf.output_tokens * attention_flops_per_token(arch, perf.prompt_tokens + perf.output_tokens / 2, causal=False))
+    model_flops_s = per_request * perf.requests_per_s
+    bound = perf.decode_bound
+    notes = list(num.notes)
+    if not fits:
+        notes.append(
+            f"does not fit: {perf.weights_bytes_per_gpu / 1e9:,.1f} GB of weights per GPU leave no room for one "
+            f"{perf.prompt_tokens + perf.output_tokens}-token KV cache on {gpu.memory_gb:g} GB; quantize the weights "
+            "(int8/int4), shard with tp, or use a larger GPU"
+        )
+    base["notes"] = notes
+    return PerfPrediction(
+        **base, bound=bound, step_time_s=perf.tpot_s, tokens_per_s=perf.output_tokens_per_s,
+        tokens_per_s_per_gpu=perf.output_tokens_per_s_per_gpu, samples_per_s=perf.requests_per_s,
+        mfu_pct=100.0 * model_flops_s / (n * peak), model_tflops_per_gpu=model_flops_s / n / 1e12, fits=fits,
+        inference=perf, assumptions=assumptions + more,
+    )

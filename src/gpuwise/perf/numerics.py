@@ -1,0 +1,127 @@
+"""What a workload's precision means for speed: which peak its matmuls run at and how many
+bytes each weight, activation, gradient and cached key/value takes.
+
+Why separate: "nf4" is a storage format (the matmuls run in bf16 after dequantization), "fp8"
+runs on fp8 tensor cores only where the GPU has them, and GeForce bf16 rates are the
+FP32-accumulate column of the catalog. One function decides this for every model below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuwise.catalog import GPU
+from gpuwise.workload import Workload
+
+# Quantized weight storage, bytes per weight including block scales:
+#   int8: LLM.int8 / fp8-style per-channel scales (negligible) -> 1.0
+#   int4: GPTQ/AWQ group 128 with fp16 scale + zero            -> 0.5 + 4/128
+#   nf4 : bitsandbytes block 64 with an fp32 absmax             -> 0.5 + 4/64
+#   nf4 + double quantization: int8 absmax + fp32 per 256 blocks -> 0.5 + 1/64 + 4/(64*256)
+#   fp4 : NVFP4, an fp8 scale per 16 weights                    -> 0.5 + 1/16
+QUANT_BYTES = {"int8": 1.0, "int4": 0.5 + 4 / 128, "nf4": 0.5 + 4 / 64, "fp8": 1.0, "fp4": 0.5 + 1 / 16}
+NF4_DQ_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)
+_DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp4": 0.5}
+# Where to fall back when a GPU lacks a dtype's tensor cores.
+_FALLBACK = {"fp4": "fp8", "fp8": "bf16", "int8": "bf16", "bf16": "fp32", "fp16": "fp32", "tf32": "fp32"}
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """Resolved dtypes and byte sizes for one workload on one GPU."""
+
+    compute_dtype: str  # peak used for linear layers: fp32 | tf32 | bf16 | fp16 | fp8 | int8 | fp4
+    attention_dtype: str  # peak used for attention: fp32 | bf16 | fp16
+    block_weight_bytes: float  # per weight of the blocks' linear layers (quantization applies here)
+    other_weight_bytes: float  # embeddings, lm_head, norms (kept in 16-bit by quantizers)
+    activation_bytes: float
+    grad_bytes: float  # gradient dtype (all-reduce payload)
+    kv_bytes: float  # per cached element
+    weight_only_quant: bool  # quantized storage, matmuls in 16-bit after dequantization
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["notes"] = list(self.notes)
+        return data
+
+
+def dtype_bytes(dtype: str) -> float:
+    return float(_DTYPE_BYTES[dtype])
+
+
+def supported_dtype(gpu: GPU, dtype: str) -> str:
+    """``dtype`` if the GPU has a peak for it, else the next one down that it has."""
+    current = dtype
+    while gpu.peak_tflops(current) is None:
+        if current not in _FALLBACK:
+            raise ValueError(f"{gpu.id} lists no peak for {dtype} or any fallback")
+        current = _FALLBACK[current]
+    return current
+
+
+def _half(gpu: GPU) -> str:
+    """The 16-bit dtype a framework picks on this GPU (bf16 where it has bf16 tensor cores)."""
+    return "bf16" if gpu.bf16_tflops else "fp16"
+
+
+def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> Numerics:
+    """Numerics for ``workload`` on ``gpu``. ``compute_dtype`` forces the matmul dtype (e.g. 'fp4'
+    for W4A4 NVFP4 engines, which the workload's weight-only 'int4' does not express)."""
+    p = workload.precision
+    notes: list[str] = []
+    training = workload.is_training
+    weight_only = False
+    if p == "fp32":
+        compute, weights, acts, grads = "fp32", 4.0, 4.0, 4.0
+    elif p in {"amp-bf16", "amp-fp16"}:
+        compute = "bf16" if p == "amp-bf16" else "fp16"
+        weights, acts, grads = 4.0, 2.0, 4.0  # fp32 parameters, 16-bit autocast activations
+    elif p in {"bf16", "fp16"}:
+        compute, weights, acts, grads = p, 2.0, 2.0, 2.0
+    elif p == "fp8":
+        compute, acts, grads = "fp8", 2.0, 2.0
+        weights = 2.0 if training else QUANT_BYTES["fp8"]  # fp8 training keeps 16-bit master weights
+    else:  # int8 / int4 / nf4: weight-only storage formats
+        compute, acts, grads = _half(gpu), 2.0, 2.0
+        weights = NF4_DQ_BYTES if (p == "nf4" and workload.double_quant) else QUANT_BYTES[p]
+        weight_only = True
+    if compute_dtype:
+        compute = compute_dtype
+        if compute_dtype in QUANT_BYTES and not training:
+            weights = QUANT_BYTES[compute_dtype]
+            weight_only = False
+    resolved = supported_dtype(gpu, compute)
+    if resolved != compute:
+        if compute == "fp8" and p == "fp8":
+            notes.append(f"{gpu.id} has no fp8 tensor cores: fp8 weights are dequantized and multiplied in {_half(gpu)}")
+            weight_only = True
+            resolved = supported_dtype(gpu, _half(gpu))
+        elif compute == "bf16" and resolved == "fp32":
+            notes.append(f"{gpu.id} has no bf16 tensor cores: bf16 matmuls run at the fp32 rate (use fp16 on this GPU)")
+        else:
+            notes.append(f"{gpu.id} has no {compute} peak: matmuls counted at its {resolved} rate")
+    attention = resolved if resolved in {"fp32", "bf16", "fp16"} else supported_dtype(gpu, _half(gpu))
+    if gpu.consumer and resolved in {"bf16", "fp16", "fp8"}:
+        notes.append(f"{gpu.id} is a GeForce card: its {resolved} rate is the FP32-accumulate rate PyTorch uses")
+    kv = _kv_bytes(workload.kv_cache_dtype, acts)
+    other = 4.0 if weights == 4.0 else 2.0
+    return Numerics(resolved, attention, weights, other, acts, grads, kv, weight_only, tuple(notes))
+
+
+def _kv_bytes(kv_dtype: str, activation_bytes: float) -> float:
+    """KV-cache element size; 'auto' follows the activation dtype (vLLM's and HF's default)."""
+    if kv_dtype == "auto":
+        return activation_bytes
+    return dtype_bytes(kv_dtype)
+
+
+def precision_to_dtype(precision: str) -> str:
+    """Map a workload precision or a dtype name to the peak column its matmuls use."""
+    mapping = {"amp-bf16": "bf16", "amp-fp16": "fp16", "nf4": "bf16", "int4": "bf16", "float32": "fp32",
+               "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+    dtype = mapping.get(precision, precision)
+    if dtype not in _DTYPE_BYTES:
+        raise ValueError(f"unknown precision {precision!r}")
+    return dtype

@@ -1,0 +1,112 @@
+"""Result objects of the performance model. Every renderer and the JSON come from these."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+BOUNDS = ("compute", "memory_bandwidth", "communication", "host")
+
+
+@dataclass(frozen=True)
+class TrainingPerf:
+    """One optimizer step of a training or fine-tuning job (times are per GPU, per step)."""
+
+    global_tokens_per_step: int  # tokens (or images) the whole job consumes per optimizer step
+    micro_batch_tokens: int  # one micro-batch of one data-parallel replica (batch × seq)
+    grad_accum: int
+    data_parallel: int
+    tp: int
+    pp: int
+    model_flops_per_token: float  # what MFU counts (no recompute), whole model
+    executed_flops_per_step_per_gpu: float  # incl. recompute
+    compute_s: float  # matmul + attention kernels over all micro-batches
+    linear_s: float
+    attention_s: float
+    memory_s: float  # memory-bound passes: optimizer update, weight dequantization
+    optimizer_s: float
+    dequant_s: float
+    tp_comm_s: float  # tensor-parallel all-reduces (not overlapped)
+    dp_comm_s: float  # data-parallel / sharding traffic before overlap
+    dp_exposed_s: float  # what of it stays visible
+    bubble_s: float
+    bubble_fraction: float
+    host_floor_s: float  # launch/dispatch time of one micro-batch's kernels
+    step_time_s: float
+    linear_efficiency: float  # fraction of the compute dtype's peak assumed for matmuls
+    attention_efficiency: float
+    links: dict[str, Any] = field(default_factory=dict)  # collective -> link used
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class InferencePerf:
+    """Serving or offline generation (times per replica; throughputs for the whole job)."""
+
+    prompt_tokens: int
+    output_tokens: int
+    replicas: int  # data-parallel copies of the model (num_gpus / (tp × pp))
+    tp: int
+    pp: int
+    weights_bytes_per_gpu: float
+    kv_bytes_per_token_per_gpu: float
+    kv_budget_bytes_per_gpu: float
+    max_concurrency: int  # sequences of prompt + output tokens whose KV cache fits, per replica
+    requested_batch: int
+    batch: int  # decode batch per replica actually used (requested, capped by KV memory)
+    ttft_s: float  # prefill of `batch_size` prompts, first token included
+    prefill_tokens_per_s: float
+    tpot_s: float  # time per output token at `batch` (decode step without prefill interleaved)
+    decode_bound: str
+    decode_compute_bound_batch: float  # batch at which decode turns compute-bound
+    decode_weight_bytes: float  # weights read per decode step per GPU
+    decode_kv_bytes: float  # KV read per decode step per GPU
+    tp_comm_per_step_s: float
+    step_overhead_s: float
+    output_tokens_per_s: float  # whole job, steady state (prefill work included)
+    output_tokens_per_s_per_gpu: float
+    total_tokens_per_s: float  # prompt + output tokens processed per second
+    requests_per_s: float
+    request_latency_s: float  # ttft + output × tpot for one request
+    batching: str  # continuous (serving engines) | static (one batch at a time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PerfPrediction:
+    """Predicted speed of one workload on one GPU type, with what bounds it and why."""
+
+    workload: dict[str, Any]
+    gpu: str
+    gpu_name: str
+    num_gpus: int
+    mode: str  # training | inference
+    precision: str
+    compute_dtype: str
+    bound: str  # compute | memory_bandwidth | communication | host
+    step_time_s: float  # training: optimizer step; inference: time per output token (or per batch for encoders)
+    tokens_per_s: float  # training tokens/s, or output tokens/s (images/s for conv nets), whole job
+    tokens_per_s_per_gpu: float
+    samples_per_s: float  # sequences (training), requests (serving) or images per second
+    mfu_pct: float  # model FLOPs / (time × GPUs × dense peak of the compute dtype)
+    model_tflops_per_gpu: float
+    fits: bool  # inference: at least one sequence's KV cache fits next to the weights
+    training: TrainingPerf | None = None
+    inference: InferencePerf | None = None
+    efficiency: dict[str, Any] = field(default_factory=dict)
+    assumptions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_training(self) -> bool:
+        return self.mode == "training"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["training"] = self.training.to_dict() if self.training else None
+        data["inference"] = self.inference.to_dict() if self.inference else None
+        return data

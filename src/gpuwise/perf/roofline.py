@@ -1,0 +1,91 @@
+"""The roofline: time of a piece of work from its FLOPs and the bytes it moves.
+
+``step_time_from_flops`` is the one place that turns counted work into seconds; the analytic
+model below and the traced simulation (which counts FLOPs with torch) both call it, so a
+measured and a predicted step use the same peaks and the same sourced efficiencies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpuwise.catalog import GPU
+from gpuwise.errors import GpuwiseError
+from gpuwise.perf import efficiency as eff
+from gpuwise.perf.numerics import precision_to_dtype, supported_dtype
+
+
+@dataclass(frozen=True)
+class RooflineTime:
+    """Time of one piece of work: the slower of compute and memory traffic, plus fixed overhead."""
+
+    time_s: float
+    compute_s: float
+    memory_s: float
+    overhead_s: float
+    bound: str  # compute | memory_bandwidth | host
+    flops: float
+    bytes_moved: float
+    dtype: str
+    peak_tflops: float
+    efficiency: float  # fraction of peak assumed for the FLOPs
+    bandwidth_bytes_per_s: float
+    bandwidth_fraction: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def matmul_efficiency(gpu: GPU, dtype: str, kind: str = "training") -> float:
+    """Fraction of the dense peak a well-tuned stack reaches on large matmuls: MAMF × stack."""
+    m = eff.mamf(gpu)
+    fraction = m.fp8 if dtype in {"fp8", "fp4", "int8"} else m.bf16
+    return fraction * eff.stack(kind)
+
+
+def peak_flops(gpu: GPU, dtype: str) -> float:
+    """Dense peak in FLOP/s for ``dtype`` on ``gpu`` (falling back where the GPU lacks it)."""
+    value = gpu.peak_tflops(supported_dtype(gpu, dtype))
+    if not value:
+        raise GpuwiseError(f"GPU {gpu.id!r} has no {dtype} or fp32 peak in the catalog: add fp32_tflops to its entry")
+    return value * 1e12
+
+
+def step_time_from_flops(
+    flops: float,
+    bytes_moved: float,
+    gpu: GPU,
+    precision: str = "bf16",
+    *,
+    kind: str = "training",
+    efficiency: float | None = None,
+    bandwidth_fraction: float | None = None,
+    overhead_s: float = 0.0,
+) -> RooflineTime:
+    """Roofline time for ``flops`` of work that moves ``bytes_moved`` bytes of device memory.
+
+    ``precision`` is a dtype (fp32, tf32, bf16, fp16, fp8, int8, fp4) or a workload precision
+    (amp-bf16, nf4, ...). ``kind`` picks the stack factor ('training' or 'inference') used for the
+    default efficiency (MAMF × stack, see perf/data/efficiency.toml); ``bandwidth_fraction``
+    defaults to the streaming fraction. ``overhead_s`` (host/launch time) is added on top.
+    """
+    if flops < 0 or bytes_moved < 0:
+        raise ValueError("flops and bytes_moved must be non-negative")
+    dtype = supported_dtype(gpu, precision_to_dtype(precision))
+    peak = peak_flops(gpu, dtype)
+    e = matmul_efficiency(gpu, dtype, kind) if efficiency is None else efficiency
+    f = eff.bandwidth_fraction("stream") if bandwidth_fraction is None else bandwidth_fraction
+    bw = gpu.mem_bw_bytes_per_s
+    compute_s = flops / (peak * e) if flops else 0.0
+    memory_s = bytes_moved / (bw * f) if bytes_moved else 0.0
+    busy = max(compute_s, memory_s)
+    if overhead_s > busy:
+        bound = "host"
+    else:
+        bound = "compute" if compute_s >= memory_s else "memory_bandwidth"
+    return RooflineTime(
+        time_s=busy + overhead_s, compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s, bound=bound,
+        flops=flops, bytes_moved=bytes_moved, dtype=dtype, peak_tflops=peak / 1e12, efficiency=e,
+        bandwidth_bytes_per_s=bw, bandwidth_fraction=f,
+    )
