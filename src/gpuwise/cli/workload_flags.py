@@ -22,7 +22,7 @@ _PANEL = "Workload (override the file)"
 
 
 def _opt(*names: str, help: str) -> Any:
-    return typer.Option(None, *names, help=help, rich_help_panel=_PANEL)
+    return typer.Option(*names, help=help, rich_help_panel=_PANEL)
 
 
 # name -> (type, typer option); the name is the Workload field it sets.
@@ -47,7 +47,7 @@ _FLAGS: dict[str, tuple[Any, Any]] = {
     "concurrency": (int, _opt("--concurrency", help="Simultaneous requests (serving).")),
     "goal": (str, _opt("--goal", help="cost, latency, throughput, fit.")),
     "utilization_pct": (float, _opt("--utilization", help="Observed GPU utilization in percent.")),
-    "set_values": (list[str], typer.Option(None, "--set", help="Any workload key: --set lora_dtype=bf16 (repeatable).", rich_help_panel=_PANEL)),
+    "set_values": (list[str], typer.Option("--set", help="Any workload key: --set lora_dtype=bf16 (repeatable).", rich_help_panel=_PANEL)),
 }
 
 
