@@ -41,6 +41,9 @@ app.command("models")(catalog_cmd.models)
 
 # Commands of other capabilities register here (one line each).
 # -- command registrations --
+from gpuwise.cli import cost_cmd  # noqa: E402
+
+app.command("cost")(cost_cmd.cost)
 
 
 def main(argv: list[str] | None = None) -> None:

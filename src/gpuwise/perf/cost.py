@@ -1,0 +1,365 @@
+"""What a workload costs: $/GPU-hour, a training run, 1M tokens served, energy, and when
+self-hosting beats an API.
+
+Prices come from the catalog (dated snapshots with sources) unless the user gives one; a GPU
+without a verified price is never given an invented one. A reserved GPU is paid for every
+hour, busy or not, which is what the API break-even compares against.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from gpuwise.catalog import GPU, get_gpu, list_gpus
+from gpuwise.errors import GpuwiseError
+from gpuwise.perf.model import predict
+from gpuwise.perf.prediction import PerfPrediction
+from gpuwise.workload import Workload
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+MILLION = 1_000_000
+
+
+@lru_cache(maxsize=1)
+def cost_constants() -> dict[str, Any]:
+    text = resources.files("gpuwise.perf").joinpath("data/cost.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def default_cooling_overhead_pct() -> float:
+    return float(cost_constants()["energy"]["cooling_overhead_pct"])
+
+
+def hours_per_month() -> float:
+    return float(cost_constants()["time"]["hours_per_month"])
+
+
+@dataclass(frozen=True)
+class Price:
+    usd_per_gpu_hour: float | None
+    origin: str  # flag | workload | catalog | none
+    source: str  # where the catalog price comes from, or why there is none
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def gpu_price(gpu: GPU, workload: Workload | None = None, usd_per_gpu_hour: float | None = None) -> Price:
+    """The $/GPU-hour to use: the flag, then the workload's, then the catalog's verified price."""
+    if usd_per_gpu_hour is not None:
+        return Price(usd_per_gpu_hour, "flag", "given with --usd-per-hour")
+    if workload is not None and workload.usd_per_gpu_hour is not None:
+        return Price(workload.usd_per_gpu_hour, "workload", "usd_per_gpu_hour in the workload")
+    if gpu.cloud_usd_per_hr is not None:
+        return Price(gpu.cloud_usd_per_hr, "catalog", gpu.price_source)
+    return Price(None, "none", gpu.price_source or "no price in the catalog")
+
+
+def missing_price_error(gpu: GPU) -> GpuwiseError:
+    why = f" ({gpu.price_source})" if gpu.price_source else ""
+    return GpuwiseError(
+        f"no verified $/GPU-hour for {gpu.id} in the catalog{why}: pass --usd-per-hour X "
+        "(or set usd_per_gpu_hour in the workload)"
+    )
+
+
+@dataclass(frozen=True)
+class Energy:
+    """Power drawn while the job runs: TDP × utilization × GPUs, plus the facility overhead."""
+
+    tdp_w: float | None
+    utilization_pct: float
+    gpu_power_w: float  # all GPUs
+    cooling_overhead_pct: float
+    facility_power_w: float
+    kwh_per_hour: float
+    usd_per_kwh: float
+    energy_usd_per_hour: float  # informational: cloud hourly prices already include power
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def energy(gpu: GPU, num_gpus: int, utilization_pct: float, cooling_overhead_pct: float,
+           usd_per_kwh: float | None = None) -> Energy:
+    if not 0 <= cooling_overhead_pct <= 200:
+        raise GpuwiseError(f"cooling overhead must be between 0 and 200 %, got {cooling_overhead_pct}")
+    price = float(cost_constants()["energy"]["usd_per_kwh"]) if usd_per_kwh is None else usd_per_kwh
+    tdp = gpu.tdp_w
+    gpu_w = (tdp or 0.0) * utilization_pct / 100 * num_gpus
+    facility_w = gpu_w * (1 + cooling_overhead_pct / 100)
+    return Energy(tdp, utilization_pct, gpu_w, cooling_overhead_pct, facility_w, facility_w / 1000,
+                  price, facility_w / 1000 * price)
+
+
+@dataclass(frozen=True)
+class TrainingCost:
+    tokens_per_s: float
+    train_tokens: float | None  # dataset tokens × epochs (None: not given, per-token figures only)
+    epochs: float
+    run_time_s: float | None
+    gpu_hours: float | None
+    run_cost_usd: float | None
+    usd_per_billion_tokens: float
+    energy_kwh: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ServingCost:
+    output_tokens_per_s: float
+    total_tokens_per_s: float  # prompt + output
+    utilization_pct: float  # share of the paid hours spent serving at that rate
+    usd_per_million_output_tokens: float
+    usd_per_million_tokens: float  # prompt + output, comparable to blended API prices
+    monthly_cost_usd: float  # reserved GPUs, every hour of the month
+    monthly_token_capacity: float  # prompt + output tokens a month at the stated utilization
+    energy_kwh_per_month: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """API price vs a reserved self-hosted deployment of this workload."""
+
+    api_usd_per_million_tokens: float
+    self_hosted_usd_per_month: float
+    break_even_tokens_per_month: float  # volume above which self-hosting is cheaper
+    capacity_tokens_per_month: float  # what this deployment can serve flat out
+    self_hosted_usd_per_million_at_capacity: float
+    self_hosting_can_win: bool  # break-even volume fits within the capacity
+    verdict: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def break_even(monthly_usd: float, capacity_tokens_per_month: float, api_usd_per_mtok: float) -> BreakEven:
+    """Monthly token volume at which the reserved deployment costs what the API would.
+
+    Self-hosted cost is flat (paid whether used or not); API cost grows with volume. Adding
+    replicas repeats the same cost per token, so if one deployment at full load is dearer per
+    token than the API, no volume breaks even.
+    """
+    if api_usd_per_mtok <= 0:
+        raise GpuwiseError(f"the API price must be positive, got {api_usd_per_mtok}")
+    volume = monthly_usd / api_usd_per_mtok * MILLION
+    at_capacity = monthly_usd / capacity_tokens_per_month * MILLION if capacity_tokens_per_month else float("inf")
+    can_win = volume <= capacity_tokens_per_month
+    if can_win:
+        verdict = (f"self-hosting is cheaper above {volume / 1e6:,.0f} M tokens/month "
+                   f"({100 * volume / capacity_tokens_per_month:.0f} % of this deployment's capacity)")
+    else:
+        verdict = (f"the API is cheaper at any volume: this deployment costs ${at_capacity:,.3f} per 1M tokens "
+                   f"even flat out, vs ${api_usd_per_mtok:,.3f} from the API")
+    return BreakEven(api_usd_per_mtok, monthly_usd, volume, capacity_tokens_per_month, at_capacity, can_win, verdict)
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    gpu: str
+    gpu_name: str
+    num_gpus: int
+    price: Price
+    usd_per_hour: float  # all GPUs of the job
+    energy: Energy
+    perf: PerfPrediction
+    training: TrainingCost | None = None
+    serving: ServingCost | None = None
+    break_even: BreakEven | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu, "gpu_name": self.gpu_name, "num_gpus": self.num_gpus, "price": self.price.to_dict(),
+            "usd_per_hour": self.usd_per_hour, "energy": self.energy.to_dict(),
+            "training": self.training.to_dict() if self.training else None,
+            "serving": self.serving.to_dict() if self.serving else None,
+            "break_even": self.break_even.to_dict() if self.break_even else None,
+            "notes": list(self.notes), "perf": self.perf.to_dict(),
+        }
+
+
+def estimate_cost(
+    workload: Workload,
+    gpu: GPU | None = None,
+    *,
+    usd_per_gpu_hour: float | None = None,
+    api_usd_per_mtok: float | None = None,
+    cooling_overhead_pct: float | None = None,
+    utilization_pct: float | None = None,
+    usd_per_kwh: float | None = None,
+    perf: PerfPrediction | None = None,
+) -> CostEstimate:
+    """Cost of ``workload`` on ``gpu`` (default: the workload's). Raises if no price is known.
+
+    ``utilization_pct`` (default: the workload's, else 100) is the share of paid GPU time spent
+    working at the predicted speed; it scales serving cost per token and the power drawn.
+    """
+    gpu = gpu or get_gpu(workload.gpu)
+    price = gpu_price(gpu, workload, usd_per_gpu_hour)
+    if price.usd_per_gpu_hour is None:
+        raise missing_price_error(gpu)
+    if price.usd_per_gpu_hour < 0:
+        raise GpuwiseError(f"$/GPU-hour must not be negative, got {price.usd_per_gpu_hour}")
+    util = utilization_pct if utilization_pct is not None else (workload.utilization_pct or 100.0)
+    if not 0 < util <= 100:
+        raise GpuwiseError(f"utilization must be above 0 and at most 100 %, got {util}")
+    cooling = default_cooling_overhead_pct() if cooling_overhead_pct is None else cooling_overhead_pct
+    perf = perf or predict(workload, gpu)
+    n = workload.num_gpus
+    hourly = price.usd_per_gpu_hour * n
+    power = energy(gpu, n, util, cooling, usd_per_kwh)
+    notes: list[str] = []
+    if gpu.tdp_w is None:
+        notes.append(f"{gpu.id} has no TDP in the catalog: energy is not estimated")
+    if price.origin == "catalog":
+        notes.append(f"price: ${price.usd_per_gpu_hour:.2f}/GPU-hour, {price.source}")
+    training = serving = be = None
+    if workload.is_training:
+        training = _training_cost(workload, perf, hourly, power, util)
+        if api_usd_per_mtok is not None:
+            notes.append("the API break-even applies to serving workloads; ignored for training")
+    else:
+        serving = _serving_cost(perf, hourly, power, util)
+        if api_usd_per_mtok is not None:
+            be = break_even(serving.monthly_cost_usd, serving.total_tokens_per_s * 3600 * hours_per_month(),
+                            api_usd_per_mtok)
+    if not perf.fits:
+        notes.append("the workload does not fit this GPU as configured: figures assume it did")
+    return CostEstimate(gpu.id, gpu.name, n, price, hourly, power, perf, training, serving, be, notes)
+
+
+def _training_cost(workload: Workload, perf: PerfPrediction, hourly: float, power: Energy, util: float) -> TrainingCost:
+    # Utilization below 100 % means the job also waits (input, restarts): time stretches.
+    tokens_s = perf.tokens_per_s * util / 100
+    per_billion = hourly / (tokens_s * 3600) * 1e9
+    if workload.train_tokens is None:
+        return TrainingCost(tokens_s, None, workload.epochs, None, None, None, per_billion, None)
+    total = workload.train_tokens * workload.epochs
+    seconds = total / tokens_s
+    hours = seconds / 3600
+    return TrainingCost(tokens_s, total, workload.epochs, seconds, hours * workload.num_gpus, hours * hourly,
+                        per_billion, hours * power.kwh_per_hour)
+
+
+def _serving_cost(perf: PerfPrediction, hourly: float, power: Energy, util: float) -> ServingCost:
+    inf = perf.inference
+    output_s = perf.tokens_per_s
+    total_s = inf.total_tokens_per_s if inf else perf.tokens_per_s
+    served_hour_out = output_s * 3600 * util / 100
+    served_hour_total = total_s * 3600 * util / 100
+    monthly = hourly * hours_per_month()
+    return ServingCost(
+        output_tokens_per_s=output_s, total_tokens_per_s=total_s, utilization_pct=util,
+        usd_per_million_output_tokens=hourly / served_hour_out * MILLION,
+        usd_per_million_tokens=hourly / served_hour_total * MILLION,
+        monthly_cost_usd=monthly, monthly_token_capacity=served_hour_total * hours_per_month(),
+        energy_kwh_per_month=power.kwh_per_hour * hours_per_month(),
+    )
+
+
+@dataclass(frozen=True)
+class GpuCostRow:
+    """One catalog GPU in a cost comparison."""
+
+    gpu: str
+    gpu_name: str
+    fits: bool | None  # None: fit not checked (training without a memory estimate)
+    fit_note: str
+    usd_per_gpu_hour: float | None
+    tokens_per_s: float | None
+    step_time_s: float | None
+    bound: str | None
+    run_cost_usd: float | None  # training with train_tokens
+    usd_per_billion_tokens: float | None  # training
+    usd_per_million_tokens: float | None  # serving (prompt + output)
+    ttft_s: float | None
+    tpot_s: float | None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compare_gpus(
+    workload: Workload,
+    *,
+    usd_per_gpu_hour: float | None = None,
+    cooling_overhead_pct: float | None = None,
+    utilization_pct: float | None = None,
+    gpus: list[GPU] | None = None,
+) -> list[GpuCostRow]:
+    """Speed and cost of the same workload (same GPU count and parallelism) on every catalog GPU.
+
+    GPUs without a verified price still get a speed; their cost stays empty unless a price is
+    given. Sorted: fitting GPUs with a cost first (cheapest first), then the rest.
+    """
+    rows = []
+    for gpu in gpus or list_gpus():
+        rows.append(_compare_one(workload, gpu, usd_per_gpu_hour, cooling_overhead_pct, utilization_pct))
+
+    def key(r: GpuCostRow) -> tuple:
+        cost = r.run_cost_usd if r.run_cost_usd is not None else (r.usd_per_billion_tokens or r.usd_per_million_tokens)
+        return (r.fits is False, cost is None, cost if cost is not None else 0.0, -(r.tokens_per_s or 0.0))
+
+    return sorted(rows, key=key)
+
+
+def _compare_one(workload: Workload, gpu: GPU, usd: float | None, cooling: float | None, util: float | None) -> GpuCostRow:
+    try:
+        perf = predict(workload, gpu)
+    except GpuwiseError as err:
+        return GpuCostRow(gpu.id, gpu.name, False, str(err), None, None, None, None, None, None, None, None, None)
+    fits, fit_note = _fits(workload, gpu, perf)
+    inf = perf.inference
+    price = gpu_price(gpu, workload, usd)
+    row = dict(gpu=gpu.id, gpu_name=gpu.name, fits=fits, fit_note=fit_note, usd_per_gpu_hour=price.usd_per_gpu_hour,
+               tokens_per_s=perf.tokens_per_s, step_time_s=perf.step_time_s, bound=perf.bound,
+               ttft_s=inf.ttft_s if inf else None, tpot_s=inf.tpot_s if inf else None,
+               run_cost_usd=None, usd_per_billion_tokens=None, usd_per_million_tokens=None)
+    if price.usd_per_gpu_hour is None:
+        return GpuCostRow(**row, note="no verified price")
+    est = estimate_cost(workload, gpu, usd_per_gpu_hour=usd, cooling_overhead_pct=cooling,
+                        utilization_pct=util, perf=perf)
+    if est.training:
+        row.update(run_cost_usd=est.training.run_cost_usd, usd_per_billion_tokens=est.training.usd_per_billion_tokens)
+    if est.serving:
+        row["usd_per_million_tokens"] = est.serving.usd_per_million_tokens
+    return GpuCostRow(**row)
+
+
+def _fits(workload: Workload, gpu: GPU, perf: PerfPrediction) -> tuple[bool | None, str]:
+    """Does the workload fit in this GPU's memory? Uses gpuwise.memory when present."""
+    estimate = _memory_estimate(workload, gpu)
+    if estimate is not None:
+        return estimate
+    if perf.inference is not None:
+        cap = perf.inference.max_concurrency
+        return cap >= 1, f"KV cache for {cap} sequence(s) fits" if cap >= 1 else "weights leave no room for the KV cache"
+    return None, "memory not checked"
+
+
+def _memory_estimate(workload: Workload, gpu: GPU) -> tuple[bool, str] | None:
+    try:
+        from gpuwise.memory import estimate_memory  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    est = estimate_memory(workload, gpu)
+    total = getattr(est, "total_bytes", None)
+    capacity = getattr(est, "gpu_memory_bytes", None)
+    if total is None or not capacity:
+        return None
+    return total <= capacity, f"{total / 2**30:,.1f} GiB of {capacity / 2**30:,.1f} GiB"

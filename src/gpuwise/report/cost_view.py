@@ -1,0 +1,199 @@
+"""Terminal (Rich) and Markdown views of a CostEstimate and of a cost comparison across GPUs."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from gpuwise.perf.cost import BreakEven, CostEstimate, GpuCostRow
+from gpuwise.perf.prediction import PerfPrediction
+from gpuwise.units import fmt_duration
+
+BOUND_TEXT = {"compute": "compute", "memory_bandwidth": "memory bandwidth", "communication": "communication",
+              "host": "host / kernel launches"}
+
+
+def _usd(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if value >= 1000:
+        return f"${value:,.0f}"
+    return f"${value:,.{digits}f}"
+
+
+def _num(value: float | None, fmt: str = "{:,.0f}") -> str:
+    return "—" if value is None else fmt.format(value)
+
+
+def _tokens(value: float) -> str:
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:,.1f} {unit}"
+    return f"{value:,.0f}"
+
+
+def speed_rows(p: PerfPrediction) -> list[tuple[str, str]]:
+    """The speed lines shared by terminal and Markdown."""
+    rows = [("bound by", BOUND_TEXT.get(p.bound, p.bound))]
+    if p.training:
+        t = p.training
+        rows += [
+            ("step time", fmt_duration(p.step_time_s)),
+            ("tokens/s (all GPUs)", _num(p.tokens_per_s)),
+            ("tokens/s per GPU", _num(p.tokens_per_s_per_gpu)),
+            ("MFU", f"{p.mfu_pct:.1f} % of {p.compute_dtype} dense peak"),
+            ("compute / memory / exposed comm",
+             f"{fmt_duration(t.compute_s)} / {fmt_duration(t.memory_s)} / {fmt_duration(t.tp_comm_s + t.dp_exposed_s)}"),
+        ]
+        if t.pp > 1:
+            rows.append(("pipeline bubble", f"{100 * t.bubble_fraction:.0f} %"))
+    elif p.inference:
+        i = p.inference
+        rows += [
+            ("time to first token", fmt_duration(i.ttft_s)),
+            ("time per output token", f"{i.tpot_s * 1000:,.1f} ms at batch {i.batch}"),
+            ("output tokens/s (all GPUs)", _num(p.tokens_per_s)),
+            ("max concurrency (KV cache)", f"{i.max_concurrency:,} sequences of {i.prompt_tokens + i.output_tokens:,} tokens"),
+            ("decode turns compute-bound at", f"batch {i.decode_compute_bound_batch:,.0f}"),
+        ]
+    else:
+        rows += [("throughput", f"{p.samples_per_s:,.1f} samples/s"), ("time per batch", fmt_duration(p.step_time_s))]
+    return rows
+
+
+def cost_rows(c: CostEstimate) -> list[tuple[str, str]]:
+    rows = [
+        ("$/GPU-hour", f"{_usd(c.price.usd_per_gpu_hour)} ({c.price.origin})"),
+        (f"$/hour ({c.num_gpus} GPU{'s' if c.num_gpus > 1 else ''})", _usd(c.usd_per_hour)),
+    ]
+    if c.training:
+        t = c.training
+        rows.append(("$ per 1B training tokens", _usd(t.usd_per_billion_tokens)))
+        if t.train_tokens is not None:
+            rows += [
+                ("run", f"{_tokens(t.train_tokens)} tokens ({t.epochs:g} epoch{'s' if t.epochs != 1 else ''})"),
+                ("run time", fmt_duration(t.run_time_s or 0.0)),
+                ("GPU-hours", _num(t.gpu_hours, "{:,.1f}")),
+                ("run cost", _usd(t.run_cost_usd)),
+            ]
+        else:
+            rows.append(("run cost", "set train_tokens (and epochs) in the workload for a run total"))
+    if c.serving:
+        s = c.serving
+        rows += [
+            ("utilization", f"{s.utilization_pct:g} % of paid hours"),
+            ("$ per 1M output tokens", _usd(s.usd_per_million_output_tokens, 3)),
+            ("$ per 1M tokens (prompt + output)", _usd(s.usd_per_million_tokens, 3)),
+            ("reserved, per month", _usd(s.monthly_cost_usd)),
+            ("capacity, per month", f"{_tokens(s.monthly_token_capacity)} tokens"),
+        ]
+    return rows
+
+
+def energy_rows(c: CostEstimate) -> list[tuple[str, str]]:
+    e = c.energy
+    if e.tdp_w is None:
+        return [("energy", "no TDP in the catalog")]
+    rows = [
+        ("GPU power", f"{e.gpu_power_w:,.0f} W (TDP {e.tdp_w:,.0f} W × {e.utilization_pct:g} % × {c.num_gpus})"),
+        ("with cooling overhead", f"{e.facility_power_w:,.0f} W (+{e.cooling_overhead_pct:g} %)"),
+    ]
+    if c.training and c.training.energy_kwh is not None:
+        rows.append(("energy for the run", f"{c.training.energy_kwh:,.0f} kWh ≈ {_usd(c.training.energy_kwh * e.usd_per_kwh)}"
+                     f" at ${e.usd_per_kwh:.3f}/kWh"))
+    elif c.serving:
+        rows.append(("energy per month", f"{c.serving.energy_kwh_per_month:,.0f} kWh ≈ "
+                     f"{_usd(c.serving.energy_kwh_per_month * e.usd_per_kwh)} at ${e.usd_per_kwh:.3f}/kWh"))
+    else:
+        rows.append(("energy per hour", f"{e.kwh_per_hour:,.2f} kWh"))
+    return rows
+
+
+def break_even_rows(b: BreakEven) -> list[tuple[str, str]]:
+    return [
+        ("API price", f"{_usd(b.api_usd_per_million_tokens, 3)} per 1M tokens"),
+        ("self-hosted (reserved)", f"{_usd(b.self_hosted_usd_per_month)} per month"),
+        ("break-even volume", f"{_tokens(b.break_even_tokens_per_month)} tokens/month"),
+        ("deployment capacity", f"{_tokens(b.capacity_tokens_per_month)} tokens/month"),
+        ("verdict", b.verdict),
+    ]
+
+
+def _title(c: CostEstimate) -> str:
+    w = c.perf.workload
+    return f"{w['model']} · {w['task']} · {w['precision']} on {c.num_gpus}× {c.gpu_name}"
+
+
+def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left", title_style="bold")
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def render_cost(console: Console, c: CostEstimate) -> None:
+    console.print(f"[bold]{_title(c)}[/bold]")
+    console.print(_kv_table("Speed (predicted)", speed_rows(c.perf)))
+    console.print(_kv_table("Cost", cost_rows(c)))
+    console.print(_kv_table("Energy", energy_rows(c)))
+    if c.break_even:
+        console.print(_kv_table("API vs self-hosted", break_even_rows(c.break_even)))
+    for line in c.notes + c.perf.notes:
+        console.print(f"[yellow]•[/yellow] {line}")
+    for line in c.perf.assumptions:
+        console.print(f"[dim]• {line}[/dim]")
+
+
+def _md_table(title: str, rows: list[tuple[str, str]]) -> str:
+    out = [f"### {title}", "", "| | |", "|---|---|"]
+    out += [f"| {k} | {v.replace('|', '/')} |" for k, v in rows]
+    return "\n".join(out) + "\n"
+
+
+def markdown_cost(c: CostEstimate) -> str:
+    parts = [f"## Cost: {_title(c)}\n", _md_table("Speed (predicted)", speed_rows(c.perf)), _md_table("Cost", cost_rows(c)),
+             _md_table("Energy", energy_rows(c))]
+    if c.break_even:
+        parts.append(_md_table("API vs self-hosted", break_even_rows(c.break_even)))
+    notes = c.notes + c.perf.notes + c.perf.assumptions
+    if notes:
+        parts.append("Notes:\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
+    return "\n".join(parts)
+
+
+def _comparison_columns(training: bool) -> list[str]:
+    speed = "tokens/s" if training else "output tok/s"
+    latency = "step" if training else "TPOT"
+    money = ["run $", "$/1B tok"] if training else ["$/1M tok"]
+    return ["GPU", "fits", "$/GPU-h", speed, latency, "bound", *money]
+
+
+def _comparison_cells(r: GpuCostRow, training: bool) -> list[str]:
+    fits = {True: "yes", False: "no", None: "?"}[r.fits]
+    latency = (fmt_duration(r.step_time_s) if training else f"{r.tpot_s * 1000:,.1f} ms") if r.step_time_s else "—"
+    if r.tokens_per_s is None:
+        latency = "—"
+    money = [_usd(r.run_cost_usd), _usd(r.usd_per_billion_tokens)] if training else [_usd(r.usd_per_million_tokens, 3)]
+    return [r.gpu, fits, _usd(r.usd_per_gpu_hour), _num(r.tokens_per_s), latency,
+            BOUND_TEXT.get(r.bound or "", "—"), *money]
+
+
+def render_comparison(console: Console, rows: list[GpuCostRow], title: str, training: bool) -> None:
+    table = Table(title=title, header_style="bold", title_justify="left")
+    for col in _comparison_columns(training):
+        table.add_column(col, justify="left" if col in {"GPU", "bound"} else "right", no_wrap=col == "GPU")
+    for r in rows:
+        style = "dim" if r.fits is False else None
+        table.add_row(*_comparison_cells(r, training), style=style)
+    console.print(table)
+    console.print("[dim]Same GPU count and parallelism on every GPU. '—' = no verified price (pass --usd-per-hour) "
+                  "or no prediction; 'fits ?' = memory not checked.[/dim]")
+
+
+def markdown_comparison(rows: list[GpuCostRow], title: str, training: bool) -> str:
+    cols = _comparison_columns(training)
+    out = [f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(_comparison_cells(r, training)) + " |" for r in rows]
+    return "\n".join(out) + "\n"
