@@ -51,6 +51,7 @@ def input_bound(ev: Evidence) -> Finding | None:
         return None
     saturated = cpu_saturated(ev)
     workers = ev.loader_num_workers
+    suggested: int | None = None
     if saturated:
         fix = "The loader already uses every core: make each sample cheaper (decode/augment on the GPU, pre-process offline, cache decoded data) rather than adding workers."
         snippet = "# e.g. NVIDIA DALI or torchvision.io.decode_jpeg(device='cuda'); or pre-tokenize / pre-resize once and load arrays"
@@ -72,7 +73,8 @@ def input_bound(ev: Evidence) -> Finding | None:
         summary=f"{share:.1f} % of each step is spent waiting for the next batch"
         + (f" (num_workers={workers})" if workers is not None else "")
         + "; the device idles meanwhile.",
-        metrics={"input_wait_pct": round(share, 2), "loader_num_workers": workers, "cpu_util_pct": ev.cpu_util_pct},
+        metrics={"input_wait_pct": round(share, 2), "loader_num_workers": workers, "cpu_util_pct": ev.cpu_util_pct,
+                 "suggested_num_workers": suggested, "suggested_prefetch_factor": None if saturated else 4},
         fix=fix,
         fix_snippet=snippet,
         gain=Gain("throughput_x", 1.0 + (_speedup_from_saving(gain_high) - 1) * 0.5, _speedup_from_saving(gain_high),

@@ -1,0 +1,20 @@
+"""Live profiling of a real PyTorch training run.
+
+How a run is measured, one idea per module:
+
+- ``phases``     exclusive phase accounting on the host clock (data_wait, h2d_copy, forward, backward,
+                 optimizer, other) with a step boundary at each optimizer step;
+- ``hooks``      installs torch's global module/optimizer hooks and wraps DataLoader iteration,
+                 autograd backward, host->device copies and synchronizing calls;
+- ``cuda_timing``CUDA-event timing of the same phases on the GPU (resolved without stalling the run);
+- ``telemetry``  a sampler thread: psutil always, NVML when an NVIDIA GPU is used;
+- ``recorder``   ties them together, contains its own errors, produces a raw record;
+- ``result``     raw record -> ``ProfileRun`` with ``Evidence`` and ranked findings;
+- ``api``        ``gpuwise.profile()``; ``callbacks`` for Hugging Face and Lightning;
+- ``launcher`` / ``child`` / ``_boot``  ``gpuwise profile -- python train.py`` (script unchanged);
+- ``store``      the SQLite run store; ``compare`` two runs; ``doctor/`` the reference workload.
+
+The modules that run inside the profiled process (phases, hooks, cuda_timing, telemetry, recorder,
+child) import only the standard library at import time, and torch/psutil/pynvml when started, so
+they also work in an interpreter that has torch but not gpuwise's CLI dependencies.
+"""

@@ -1,0 +1,107 @@
+"""``gpuwise.profile()``: profile a training loop from inside the script.
+
+    import gpuwise
+    with gpuwise.profile(steps=50) as p:
+        for batch in loader:
+            ...
+            optimizer.step()          # a step boundary (or call p.step() yourself)
+    print(p.result.findings[0].summary)
+
+Steps end at each ``optimizer.step()`` unless you call ``p.step()``, which then takes over.
+The run is saved to the run store (``store=False`` to skip, ``store=PATH`` to choose the file).
+The block's exceptions pass through unchanged; a run that ends in an exception or Ctrl-C is
+still built and saved, marked ``error`` or ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuwise.profile.recorder import Recorder
+from gpuwise.profile.result import ProfileRun, build_run
+
+
+class Profile:
+    def __init__(
+        self,
+        steps: int | None = None,
+        warmup: int = 5,
+        *,
+        label: str = "",
+        store: str | os.PathLike | bool | None = None,
+        telemetry: bool = True,
+        sample_interval_s: float = 0.5,
+        auto_step: bool = True,
+        on_step=None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.store = store
+        self.result: ProfileRun | None = None
+        script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+        self._recorder = Recorder(
+            steps=steps, warmup=warmup, auto_step=auto_step, telemetry=telemetry, sample_interval_s=sample_interval_s,
+            label=label or script, meta={"script": script, "command": " ".join(sys.argv), "api": "python", **(meta or {})},
+            on_step=on_step,
+        )
+
+    # -- context manager -------------------------------------------------------------------------------
+    def __enter__(self) -> Profile:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.stop()
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.stop(status="interrupted", error="KeyboardInterrupt")
+        else:
+            self.stop(status="error", error=f"{exc_type.__name__}: {exc}")
+        return False  # never swallow the block's exception
+
+    def start(self) -> Profile:
+        self._recorder.start()
+        return self
+
+    def step(self) -> None:
+        """Mark a step boundary yourself (then optimizer steps no longer do)."""
+        self._recorder.step()
+
+    @property
+    def recorder(self) -> Recorder:
+        return self._recorder
+
+    def stop(self, status: str | None = None, error: str | None = None) -> ProfileRun | None:
+        if self.result is not None:
+            return self.result
+        raw = self._recorder.stop(status=status, error=error)
+        try:
+            self.result = build_run(raw)
+        except Exception as exc:  # noqa: BLE001 - never turn the user's run into a gpuwise crash
+            self._recorder.contain("result building", exc, active_check=False)
+            return None
+        if self.store is not False:
+            try:
+                from gpuwise.profile.store import RunStore
+
+                with RunStore.open(None if self.store in (None, True) else self.store) as runs:
+                    self.result.run_id = runs.save(self.result)
+            except Exception as exc:  # noqa: BLE001
+                print(f"gpuwise: the run was profiled but not saved: {exc}", file=sys.stderr)
+        return self.result
+
+    # -- conveniences ------------------------------------------------------------------------------------
+    @property
+    def findings(self):
+        return self.result.findings if self.result else []
+
+    @property
+    def phases(self) -> dict[str, dict[str, float]]:
+        return self.result.phases if self.result else {}
+
+
+def profile(steps: int | None = None, warmup: int = 5, **kwargs: Any) -> Profile:
+    """Profile the enclosed training loop; see the module docstring."""
+    return Profile(steps=steps, warmup=warmup, **kwargs)

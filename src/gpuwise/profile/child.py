@@ -1,0 +1,188 @@
+"""The profiled process's side of ``gpuwise profile``: attach when torch is imported, write the record.
+
+Activated by ``_boot/sitecustomize.py`` when ``GPUWISE_PROFILE`` is set. It waits for the script to
+import torch (a post-import hook, so processes that never use torch pay nothing), starts a
+``Recorder``, and writes ``run-<pid>.json`` into the directory the parent gave it:
+- when the requested steps have been measured (hooks are then removed; ``stop`` ends the script),
+- every few seconds while running (so a hard kill still leaves a partial record),
+- at exit, whatever the cause: normal end, exception, Ctrl-C, SIGTERM (torchrun stops all ranks so).
+A process that never ran a step, a forward or a DataLoader batch (torchrun's agent, helper
+processes) writes nothing. Only the standard library is imported here before torch is.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.util
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+ENV = "GPUWISE_PROFILE"
+FLUSH_EVERY_S = 5.0
+
+_state: dict[str, Any] = {"recorder": None, "config": None, "exc": None, "written_final": False, "last_flush": 0.0}
+_write_lock = threading.Lock()
+
+
+def _is_helper_process() -> bool:
+    """multiprocessing's spawned workers, forkserver and resource tracker are not the training script."""
+    argv = list(getattr(sys, "orig_argv", None) or sys.argv)
+    return any("multiprocessing" in a for a in argv) or "--multiprocessing-fork" in argv
+
+
+def activate() -> None:
+    raw = os.environ.get(ENV)
+    if not raw or _is_helper_process():
+        return
+    _state["config"] = json.loads(raw)
+    if "torch" in sys.modules:
+        _start()
+    else:
+        sys.meta_path.insert(0, _TorchImportHook())
+
+
+class _TorchImportHook(importlib.abc.MetaPathFinder):
+    """Start profiling right after ``import torch`` finishes."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            _start()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _rank_meta(cfg: dict[str, Any]) -> dict[str, Any]:
+    def env_int(name: str) -> int | None:
+        value = os.environ.get(name)
+        return int(value) if value and value.lstrip("-").isdigit() else None
+
+    script = next((a for a in sys.argv if a.endswith(".py")), sys.argv[0] if sys.argv else "python")
+    return {
+        "command": cfg.get("command"),
+        "script": os.path.basename(script) or "python",
+        "argv": list(sys.argv),
+        "rank": env_int("RANK"),
+        "local_rank": env_int("LOCAL_RANK"),
+        "world_size": env_int("WORLD_SIZE"),
+        "group_id": cfg.get("group_id"),
+    }
+
+
+def _start() -> None:
+    cfg = _state["config"]
+    try:
+        from gpuwise.profile.recorder import Recorder
+
+        meta = _rank_meta(cfg)
+        recorder = Recorder(
+            steps=cfg.get("steps"), warmup=int(cfg.get("warmup", 5)), telemetry=cfg.get("telemetry", True),
+            sample_interval_s=float(cfg.get("interval_s", 0.5)), label=meta["script"], meta=meta,
+            on_window_complete=_window_complete, on_tick=_maybe_flush,
+        )
+        recorder.start()
+    except Exception as exc:  # noqa: BLE001 - the script must run even if gpuwise cannot attach
+        print(f"gpuwise: could not attach the profiler ({type(exc).__name__}: {exc}); the script runs unprofiled", file=sys.stderr)
+        return
+    _state["recorder"] = recorder
+    atexit.register(_at_exit)
+    previous_hook = sys.excepthook
+
+    def excepthook(exc_type, exc, tb):
+        _state["exc"] = (exc_type, exc)
+        previous_hook(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _active(recorder) -> bool:
+    return recorder.timer.step_start is not None or bool(recorder.records) or bool(recorder.loaders)
+
+
+def _write(raw: dict[str, Any]) -> None:
+    cfg = _state["config"]
+    out_dir = cfg["out_dir"]
+    path = os.path.join(out_dir, f"run-{os.getpid()}.json")
+    tmp = path + ".tmp"
+    with _write_lock:
+        with open(tmp, "w") as fh:
+            json.dump(raw, fh)
+        os.replace(tmp, path)
+
+
+def _maybe_flush() -> None:
+    """Called from the telemetry thread: a partial record, in case the process is killed hard."""
+    recorder = _state["recorder"]
+    now = time.monotonic()
+    if recorder is None or _state["written_final"] or now - _state["last_flush"] < FLUSH_EVERY_S or not _active(recorder):
+        return
+    _state["last_flush"] = now
+    try:
+        raw = recorder.raw()
+        raw["status"] = "incomplete"  # what the record says if nothing better replaces it
+        _write(raw)
+    except Exception:  # noqa: BLE001 - raced with the training thread; the next tick retries
+        pass
+
+
+def _window_complete(recorder) -> None:
+    cfg = _state["config"]
+    measured = len(recorder.records) - recorder.warmup
+    _write(recorder.raw())
+    if cfg.get("stop"):
+        print(f"gpuwise: measured {measured} steps after {recorder.warmup} warm-up steps; stopping the script (--stop)", file=sys.stderr)
+        _state["written_final"] = True
+        raise SystemExit(0)
+    print(f"gpuwise: measured {measured} steps after {recorder.warmup} warm-up steps; profiler detached, "
+          "the script continues (pass --stop to end it here)", file=sys.stderr)
+
+
+def _final_status() -> tuple[str | None, str | None]:
+    exc = _state["exc"]
+    if exc is None:
+        return None, None
+    exc_type, value = exc
+    if issubclass(exc_type, KeyboardInterrupt):
+        return "interrupted", "KeyboardInterrupt"
+    return "error", f"{exc_type.__name__}: {value}"
+
+
+def _at_exit(status: str | None = None, error: str | None = None) -> None:
+    recorder = _state["recorder"]
+    if recorder is None or _state["written_final"]:
+        return
+    _state["written_final"] = True
+    try:
+        if status is None:
+            status, error = _final_status()
+        if recorder.window_complete and status is None:
+            status = "completed"
+        raw = recorder.stop(status=status, error=error)
+        if _active(recorder):
+            _write(raw)
+    except Exception as exc:  # noqa: BLE001
+        print(f"gpuwise: could not save the profile ({type(exc).__name__}: {exc})", file=sys.stderr)
+
+
+def _on_sigterm(signum, frame) -> None:
+    _at_exit(status="interrupted", error="SIGTERM")
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)

@@ -1,0 +1,301 @@
+"""Attach to a PyTorch program without changing it: torch's global hooks plus a few wrappers.
+
+What is hooked, and why it is enough to split a step into phases:
+- ``DataLoader`` iteration (``_BaseDataLoaderIter.__next__``, the one method every loader iterator
+  shares): time blocked waiting for the next batch, and the loader's settings;
+- module forward: torch's *global* forward pre/post hooks while the root modules are discovered
+  (warm-up), then hooks on those roots only, because global hooks push every submodule call
+  onto torch's slow path;
+- backward: ``torch.autograd.backward`` / ``torch.autograd.grad`` (``Tensor.backward`` calls the former);
+- optimizer: torch's global optimizer step pre/post hooks; the post hook is the step boundary;
+- on CUDA only: ``Tensor.to``/``.cuda`` host->device copies (bytes, pinned or pageable) and the
+  calls that block the host on the device (``.item()``, ``.tolist()``, ``.cpu()``, ``synchronize``).
+
+Every wrapper calls the original exactly once and returns (or raises) exactly what it did; our own
+bookkeeping runs inside ``try/except`` and reports errors through ``Recorder.contain``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuwise.profile.recorder import Recorder
+
+_MISSING = object()
+
+
+class Instrumentation:
+    def __init__(self, recorder: Recorder, *, copies_and_syncs: bool) -> None:
+        self.rec = recorder
+        self.copies_and_syncs = copies_and_syncs
+        self._handles: list[Any] = []
+        self._global_handles: list[Any] = []
+        self._optimizer_handles: list[Any] = []
+        self._root_handles: list[Any] = []
+        self._patches: list[tuple[Any, str, Any]] = []  # (owner, name, original or _MISSING)
+        self.depth = 0
+        self.roots: dict[int, weakref.ref] = {}
+        self.global_module_hooks = False
+        self.installed = False
+
+    # -- install / uninstall -------------------------------------------------------------------
+    def install(self) -> None:
+        import torch
+        from torch.optim import optimizer as optim_mod
+        from torch.utils.data import dataloader as dl_mod
+
+        self._is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+        self._install_global_module_hooks()
+        # Kept apart: torch iterates the live hook dicts, so these cannot be removed from inside a hook.
+        self._optimizer_handles = [optim_mod.register_optimizer_step_pre_hook(self._opt_pre),
+                                   optim_mod.register_optimizer_step_post_hook(self._opt_post)]
+        self._patch(dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next)
+        self._patch(torch.autograd, "backward", self._wrap_phase("backward"))
+        self._patch(torch.autograd, "grad", self._wrap_phase("backward"))
+        if self.copies_and_syncs:
+            self._patch(torch.Tensor, "to", self._wrap_to)
+            self._patch(torch.Tensor, "cuda", self._wrap_cuda)
+            for name in ("item", "tolist", "cpu"):
+                self._patch(torch.Tensor, name, self._wrap_sync)
+            if hasattr(torch, "cuda"):
+                self._patch(torch.cuda, "synchronize", self._wrap_sync_fn)
+        self.installed = True
+
+    def uninstall(self, from_hook: bool = False) -> None:
+        """Remove hooks and restore patched functions. ``from_hook``: we are inside an optimizer hook,
+        so the optimizer hooks stay registered (inert once the recorder is inactive) until a later call."""
+        handles = self._handles + self._global_handles + self._root_handles
+        if not from_hook:
+            handles += self._optimizer_handles
+            self._optimizer_handles = []
+        for handle in handles:
+            try:
+                handle.remove()
+            except Exception:  # noqa: BLE001 - a handle whose owner is gone
+                pass
+        self._handles.clear()
+        self._global_handles.clear()
+        self._root_handles.clear()
+        for owner, name, original in reversed(self._patches):
+            if original is _MISSING:
+                try:
+                    delattr(owner, name)
+                except AttributeError:
+                    pass
+            else:
+                setattr(owner, name, original)
+        self._patches.clear()
+        self.global_module_hooks = False
+        self.installed = False
+
+    def _patch(self, owner: Any, name: str, make_wrapper) -> None:
+        original_attr = owner.__dict__.get(name, _MISSING) if isinstance(owner, type) else getattr(owner, name)
+        original = getattr(owner, name)
+        setattr(owner, name, make_wrapper(original))
+        self._patches.append((owner, name, original_attr))
+
+    # -- module forward ---------------------------------------------------------------------------
+    def _install_global_module_hooks(self) -> None:
+        from torch.nn.modules import module as nn_module
+
+        self._global_handles.append(nn_module.register_module_forward_pre_hook(self._fwd_pre_global))
+        self._global_handles.append(nn_module.register_module_forward_hook(self._fwd_post_global, always_call=True))
+        self.global_module_hooks = True
+
+    def narrow_to_roots(self) -> None:
+        """Swap the global module hooks for hooks on the discovered root modules only."""
+        if not self.global_module_hooks or self.depth != 0 or not self.roots:
+            return
+        for handle in self._global_handles:
+            handle.remove()
+        self._global_handles.clear()
+        self.global_module_hooks = False
+        for ref in self.roots.values():
+            module = ref()
+            if module is None:
+                continue
+            self._root_handles.append(module.register_forward_pre_hook(self._fwd_pre_root))
+            self._root_handles.append(module.register_forward_hook(self._fwd_post_root, always_call=True))
+
+    def _fwd_pre_global(self, module, args):
+        if self.rec.on_thread():
+            self.depth += 1
+            if self.depth == 1:
+                try:
+                    if id(module) not in self.roots:
+                        self.roots[id(module)] = weakref.ref(module)
+                    self.rec.enter("forward", module)
+                except Exception as exc:  # noqa: BLE001
+                    self.rec.contain("forward hook", exc)
+        return None
+
+    def _fwd_post_global(self, module, args, output):
+        if self.rec.on_thread() and self.depth > 0:
+            self.depth -= 1
+            if self.depth == 0:
+                try:
+                    self.rec.exit("forward")
+                except Exception as exc:  # noqa: BLE001
+                    self.rec.contain("forward hook", exc)
+        return None
+
+    def _fwd_pre_root(self, module, args):
+        if self.rec.on_thread():
+            self.depth += 1
+            if self.depth == 1:
+                try:
+                    self.rec.enter("forward", module)
+                except Exception as exc:  # noqa: BLE001
+                    self.rec.contain("forward hook", exc)
+        return None
+
+    def _fwd_post_root(self, module, args, output):
+        return self._fwd_post_global(module, args, output)
+
+    # -- optimizer ----------------------------------------------------------------------------------
+    def _opt_pre(self, optimizer, args, kwargs):
+        if self.rec.on_thread(bind=True):
+            try:
+                self.rec.enter("optimizer")
+            except Exception as exc:  # noqa: BLE001
+                self.rec.contain("optimizer hook", exc)
+        return None
+
+    def _opt_post(self, optimizer, args, kwargs):
+        if self.rec.on_thread():
+            try:
+                self.rec.exit("optimizer")
+                self.rec.auto_boundary()
+            except Exception as exc:  # noqa: BLE001
+                self.rec.contain("optimizer hook", exc)
+
+    # -- wrappers -------------------------------------------------------------------------------------
+    def _wrap_next(self, original):
+        rec = self.rec
+
+        def __next__(it):
+            if not rec.on_thread(bind=True):
+                return original(it)
+            try:
+                rec.enter("data_wait")
+                rec.note_loader(it)
+            except Exception as exc:  # noqa: BLE001
+                rec.contain("DataLoader hook", exc)
+            try:
+                return original(it)
+            finally:
+                try:
+                    rec.exit("data_wait")
+                except Exception as exc:  # noqa: BLE001
+                    rec.contain("DataLoader hook", exc)
+
+        __next__.__wrapped__ = original
+        return __next__
+
+    def _wrap_phase(self, phase: str):
+        rec = self.rec
+        compiling = self._is_compiling
+
+        def make(original):
+            def wrapper(*args, **kwargs):
+                if compiling() or not rec.on_thread():
+                    return original(*args, **kwargs)
+                try:
+                    rec.enter(phase)
+                except Exception as exc:  # noqa: BLE001
+                    rec.contain(f"{phase} hook", exc)
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    try:
+                        rec.exit(phase)
+                    except Exception as exc:  # noqa: BLE001
+                        rec.contain(f"{phase} hook", exc)
+
+            wrapper.__wrapped__ = original
+            wrapper.__doc__ = original.__doc__
+            wrapper.__name__ = getattr(original, "__name__", phase)
+            return wrapper
+
+        return make
+
+    def _copy(self, original, tensor, args, kwargs):
+        rec = self.rec
+        if self._is_compiling() or not rec.on_thread():
+            return original(tensor, *args, **kwargs)
+        src_cpu = tensor.device.type == "cpu"
+        t0 = perf_counter()
+        out = original(tensor, *args, **kwargs)
+        try:
+            dt = perf_counter() - t0
+            if out is not tensor:
+                dst = out.device.type
+                if src_cpu and dst != "cpu":
+                    nbytes = tensor.element_size() * tensor.nelement()
+                    rec.note_h2d(dt, nbytes, pinned=tensor.is_pinned())
+                elif not src_cpu and dst == "cpu":
+                    rec.note_sync(dt)
+        except Exception as exc:  # noqa: BLE001
+            rec.contain("copy hook", exc)
+        return out
+
+    def _wrap_to(self, original):
+        copy = self._copy
+
+        def to(tensor, *args, **kwargs):
+            return copy(original, tensor, args, kwargs)
+
+        to.__wrapped__ = original
+        to.__doc__ = original.__doc__
+        return to
+
+    def _wrap_cuda(self, original):
+        copy = self._copy
+
+        def cuda(tensor, *args, **kwargs):
+            return copy(original, tensor, args, kwargs)
+
+        cuda.__wrapped__ = original
+        cuda.__doc__ = original.__doc__
+        return cuda
+
+    def _wrap_sync(self, original):
+        rec = self.rec
+        compiling = self._is_compiling
+
+        def sync_method(tensor, *args, **kwargs):
+            if compiling() or tensor.device.type == "cpu" or not rec.on_thread():
+                return original(tensor, *args, **kwargs)
+            t0 = perf_counter()
+            out = original(tensor, *args, **kwargs)
+            try:
+                rec.note_sync(perf_counter() - t0)
+            except Exception as exc:  # noqa: BLE001
+                rec.contain("sync hook", exc)
+            return out
+
+        sync_method.__wrapped__ = original
+        sync_method.__doc__ = original.__doc__
+        sync_method.__name__ = getattr(original, "__name__", "sync")
+        return sync_method
+
+    def _wrap_sync_fn(self, original):
+        rec = self.rec
+
+        def synchronize(*args, **kwargs):
+            if not rec.on_thread():
+                return original(*args, **kwargs)
+            t0 = perf_counter()
+            out = original(*args, **kwargs)
+            try:
+                rec.note_sync(perf_counter() - t0)
+            except Exception as exc:  # noqa: BLE001
+                rec.contain("sync hook", exc)
+            return out
+
+        synchronize.__wrapped__ = original
+        synchronize.__doc__ = original.__doc__
+        return synchronize

@@ -1,0 +1,182 @@
+"""A background sampler: CPU per core, process-tree CPU, RSS, disk reads (psutil); GPU via NVML.
+
+Runs on a daemon thread at a fixed interval; each sample is a small dict. It never touches torch,
+so it cannot change what the training computes. psutil or NVML features that are missing are
+recorded in ``not_available`` and skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from gpuwise.profile.nvml import NvmlDevice
+
+
+def usable_cpus() -> int:
+    """Cores this process may run on (the affinity mask, which containers and taskset narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class TelemetrySampler:
+    def __init__(self, interval_s: float = 0.5, nvml_index: int | None = None, on_tick=None) -> None:
+        self.interval_s = interval_s
+        self.samples: list[dict[str, Any]] = []
+        self.not_available: dict[str, str] = {}
+        self.cpu_count = usable_cpus()
+        self.on_tick = on_tick  # called from the sampler thread after each sample (e.g. a periodic flush)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._psutil: Any = None
+        self._proc: Any = None
+        self._last: dict[str, Any] = {}
+        self.nvml: NvmlDevice | None = NvmlDevice(nvml_index) if nvml_index is not None else None
+        if self.nvml is not None:
+            self.not_available.update({f"nvml.{k}": v for k, v in self.nvml.not_available.items()})
+        try:
+            import psutil
+
+            self._psutil = psutil
+            self._proc = psutil.Process()
+        except Exception as exc:  # noqa: BLE001
+            self.not_available["psutil"] = f"psutil not importable: {exc}"
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._prime()
+        self._thread = threading.Thread(target=self._run, name="gpuwise-telemetry", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2 * self.interval_s + 1)
+        self.sample_once()  # a last sample covering the tail of the run
+        if self.nvml is not None:
+            self.not_available.update({f"nvml.{k}": v for k, v in self.nvml.not_available.items()})
+            self.nvml.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample_once()
+            if self.on_tick is not None:
+                try:
+                    self.on_tick()
+                except Exception:  # noqa: BLE001 - a flush must never kill telemetry
+                    pass
+
+    # -- sampling -------------------------------------------------------------------------------------
+    def _tree_cpu_s(self) -> float | None:
+        """CPU seconds used so far by this process and its children (DataLoader workers)."""
+        proc = self._proc
+        t = proc.cpu_times()
+        total = t.user + t.system + getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
+        for child in proc.children(recursive=True):
+            try:
+                ct = child.cpu_times()
+                total += ct.user + ct.system
+            except (self._psutil.NoSuchProcess, self._psutil.AccessDenied, self._psutil.ZombieProcess):
+                continue
+        return total
+
+    def _prime(self) -> None:
+        now = time.perf_counter()
+        self._last = {"t": now}
+        if self._psutil is None:
+            return
+        ps = self._psutil
+        self._safe("cpu_per_core", lambda: ps.cpu_percent(percpu=True))
+        self._last["tree_cpu_s"] = self._safe("process_cpu", self._tree_cpu_s)
+        disk = self._safe("disk_io", ps.disk_io_counters)
+        self._last["disk_read_bytes"] = getattr(disk, "read_bytes", None)
+
+    def _safe(self, key: str, fn) -> Any:
+        if key in self.not_available:
+            return None
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001
+            self.not_available[key] = str(exc) or type(exc).__name__
+            return None
+
+    def sample_once(self) -> dict[str, Any]:
+        now = time.perf_counter()
+        dt = now - self._last.get("t", now)
+        sample: dict[str, Any] = {"t": now}
+        ps = self._psutil
+        if ps is not None and dt > 0:
+            per_core = self._safe("cpu_per_core", lambda: ps.cpu_percent(percpu=True))
+            if per_core:
+                sample["cpu_per_core_pct"] = [float(x) for x in per_core]
+            tree = self._safe("process_cpu", self._tree_cpu_s)
+            last_tree = self._last.get("tree_cpu_s")
+            if tree is not None and last_tree is not None:
+                sample["process_cpu_pct"] = 100.0 * (tree - last_tree) / dt / self.cpu_count
+            self._last["tree_cpu_s"] = tree
+            mem = self._safe("rss", self._proc.memory_info)
+            if mem is not None:
+                sample["rss_bytes"] = int(mem.rss)
+            disk = self._safe("disk_io", ps.disk_io_counters)
+            read = getattr(disk, "read_bytes", None)
+            last_read = self._last.get("disk_read_bytes")
+            if read is not None and last_read is not None:
+                sample["disk_read_bytes_per_s"] = (read - last_read) / dt
+            self._last["disk_read_bytes"] = read
+        if self.nvml is not None:
+            sample.update(self.nvml.sample())
+        self._last["t"] = now
+        self.samples.append(sample)
+        return sample
+
+
+def summarize(samples: list[dict[str, Any]], cpu_count: int, not_available: dict[str, str], interval_s: float) -> dict[str, Any]:
+    """Means, maxima and shares over the samples; keys are absent when nothing measured them."""
+
+    def values(key: str) -> list[float]:
+        return [s[key] for s in samples if s.get(key) is not None]
+
+    def mean(key: str) -> float | None:
+        v = values(key)
+        return sum(v) / len(v) if v else None
+
+    def peak(key: str) -> float | None:
+        v = values(key)
+        return max(v) if v else None
+
+    per_core = [s["cpu_per_core_pct"] for s in samples if s.get("cpu_per_core_pct")]
+    cores = [sum(c[i] for c in per_core) / len(per_core) for i in range(len(per_core[0]))] if per_core else []
+    out: dict[str, Any] = {
+        "samples": len(samples),
+        "interval_s": interval_s,
+        "cpu_count": cpu_count,
+        "process_cpu_pct": mean("process_cpu_pct"),
+        "system_cpu_pct": (sum(cores) / len(cores)) if cores else None,
+        "cpu_per_core_pct": [round(c, 1) for c in cores],
+        "rss_peak_bytes": peak("rss_bytes"),
+        "disk_read_bytes_per_s": mean("disk_read_bytes_per_s"),
+        "gpu": None,
+        "not_available": dict(sorted(not_available.items())),
+    }
+    gpu_samples = [s for s in samples if any(k in s for k in ("gpu_util_pct", "memory_used_bytes", "power_w", "temperature_c", "sm_clock_mhz", "clock_reasons"))]
+    if gpu_samples:
+        reasons: dict[str, float] = {}
+        with_reasons = [s["clock_reasons"] for s in gpu_samples if "clock_reasons" in s]
+        for names in with_reasons:
+            for name in names:
+                reasons[name] = reasons.get(name, 0.0) + 1
+        out["gpu"] = {
+            "util_pct": mean("gpu_util_pct"),
+            "mem_util_pct": mean("mem_util_pct"),
+            "memory_used_peak_bytes": peak("memory_used_bytes"),
+            "memory_total_bytes": peak("memory_total_bytes"),
+            "power_w_mean": mean("power_w"),
+            "temperature_c_max": peak("temperature_c"),
+            "sm_clock_mhz_mean": mean("sm_clock_mhz"),
+            "clock_reason_pct": {k: round(100.0 * v / len(with_reasons), 2) for k, v in sorted(reasons.items())} if with_reasons else None,
+        }
+    return out
