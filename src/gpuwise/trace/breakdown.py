@@ -1,0 +1,150 @@
+"""Temporal breakdown and per-stream idle breakdown, with HTA's definitions.
+
+Temporal (HTA BreakdownAnalysis.get_temporal_breakdown): over the rows on a stream (stream != -1),
+span = end of the last - start of the first; idle = span - union of all intervals; compute = union
+of the intervals of "computation" kernels (not NCCL, Memcpy, Memset, dma, *Sync); non-compute =
+the rest. Idle (BreakdownAnalysis._analyze_idle_time_for_stream): on each stream, the gap before
+each kernel/memcpy/memset is host wait if its launch came after the previous one ended, kernel wait
+if shorter than 30 µs, otherwise other.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuwise.trace.hta_view import HtaView
+from gpuwise.trace.table import EventTable
+
+# HTA hta/utils/utils.py kernel classes (regexes matched at the start of the name, as re.match does).
+_COMM_RE = re.compile(r"^nccl.*Kernel")
+_MEMORY_RE = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+# HTA get_idle_time_breakdown: only these categories are kernels for the idle analysis.
+IDLE_KERNEL_CATS = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
+CONSECUTIVE_KERNEL_DELAY_US = 30  # HTA default for get_idle_time_breakdown
+
+
+def hta_kernel_type(name: str) -> str:
+    if _COMM_RE.match(name):
+        return "communication"
+    if _MEMORY_RE.match(name):
+        return "memory"
+    if not _NOT_COMPUTE_RE.match(name):
+        return "computation"
+    return "other"
+
+
+@dataclass
+class TemporalBreakdown:
+    idle_pct: float
+    compute_pct: float
+    non_compute_pct: float
+    span_us: float
+    idle_us: float
+    compute_us: float
+    non_compute_us: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: round(v, 4) for k, v in asdict(self).items()}
+
+
+@dataclass
+class StreamIdle:
+    stream: int
+    host_wait_us: float
+    kernel_wait_us: float
+    other_us: float
+    kernels: int
+
+    @property
+    def idle_us(self) -> float:
+        return self.host_wait_us + self.kernel_wait_us + self.other_us
+
+    def ratio(self, category: str) -> float | None:
+        total = self.idle_us
+        return None if total <= 0 else getattr(self, f"{category}_us") / total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stream": self.stream, "kernels": self.kernels, "idle_us": round(self.idle_us, 3),
+            "host_wait_us": round(self.host_wait_us, 3), "kernel_wait_us": round(self.kernel_wait_us, 3),
+            "other_us": round(self.other_us, 3),
+            **{f"{c}_ratio": (None if (r := self.ratio(c)) is None else round(r, 4)) for c in ("host_wait", "kernel_wait", "other")},
+        }
+
+
+def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals (touching ones merge, as in HTA's merge_kernel_intervals)."""
+    if start.size == 0:
+        return start, end
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    running_end = np.maximum.accumulate(e)
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > running_end[:-1]
+    firsts = np.flatnonzero(new)
+    return s[firsts], np.maximum.reduceat(e, firsts)
+
+
+def union_length(start: np.ndarray, end: np.ndarray) -> float:
+    s, e = merge_intervals(start, end)
+    return float((e - s).sum())
+
+
+def kernel_type_by_code(t: EventTable) -> np.ndarray:
+    """HTA kernel type per name code: 0 computation, 1 communication, 2 memory, 3 other."""
+    index = {"computation": 0, "communication": 1, "memory": 2, "other": 3}
+    return np.array([index[hta_kernel_type(v if isinstance(v, str) else str(v))] for v in t.names], dtype=np.int8)
+
+
+def temporal_breakdown(t: EventTable, view: HtaView, types: np.ndarray) -> TemporalBreakdown | None:
+    """None when no event runs on a device stream (a CPU-only trace)."""
+    rows = np.unique(view.rows)
+    rows = rows[t.stream[rows] != -1]
+    if rows.size == 0:
+        return None
+    start, end = view.ts[rows], view.end[rows]
+    merged_s, merged_e = merge_intervals(start, end)
+    span = float(merged_e[-1] - merged_s[0]) if merged_e.size else 0.0
+    busy = float((merged_e - merged_s).sum())
+    idle = span - busy
+    compute_rows = types[t.name[rows]] == 0
+    compute = union_length(start[compute_rows], end[compute_rows])
+    non_compute = span - compute - idle
+    if span <= 0:
+        return TemporalBreakdown(0.0, 0.0, 0.0, span, idle, compute, non_compute)
+    return TemporalBreakdown(100 * idle / span, 100 * compute / span, 100 * non_compute / span, span, idle, compute, non_compute)
+
+
+def idle_by_stream(t: EventTable, view: HtaView, delay_us: float = CONSECUTIVE_KERNEL_DELAY_US) -> list[StreamIdle]:
+    rows = view.rows
+    kernel_cat = t.cat_mask(*IDLE_KERNEL_CATS)
+    rows = rows[(t.stream[rows] != -1) & kernel_cat[rows]]
+    if rows.size == 0:
+        return []
+    # The launch's timestamp, when the linked row is among the kept rows (HTA joins on the row index).
+    present = view.present(t.num_events)
+    link = view.index_correlation[rows]
+    linked = (link >= 0) & present[np.maximum(link, 0)]
+    ts_runtime = np.where(linked, view.ts[np.maximum(link, 0)], np.nan)
+    out = []
+    streams = t.stream[rows]
+    for stream in np.unique(streams):
+        on = streams == stream
+        ts, end, launch = view.ts[rows[on]], view.end[rows[on]], ts_runtime[on]
+        order = np.argsort(ts, kind="stable")
+        ts, end, launch = ts[order], end[order], launch[order]
+        prev_end = np.concatenate([[np.nan], end[:-1]])
+        gap = ts - prev_end
+        with np.errstate(invalid="ignore"):
+            host = launch > prev_end
+            kernel = ~host & (gap < delay_us)
+        other = ~host & ~kernel
+        out.append(StreamIdle(int(stream), float(np.nansum(gap[host])), float(np.nansum(gap[kernel])),
+                              float(np.nansum(gap[other])), int(on.sum())))
+    return out

@@ -1,0 +1,105 @@
+"""EventTable: one trace held as columns (numpy arrays + interned strings), not as event objects.
+
+A 1 GB trace has millions of events; as Python dicts that is 5-10x the file size in RAM. Here each
+event costs ~70 bytes of arrays, and each distinct name/category is stored once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class Interner:
+    """Map hashable values (names, categories, pids) to dense int ids, keeping the values once."""
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def encode(self, items: list[Any]) -> np.ndarray:
+        ids = self.ids
+        try:
+            codes = list(map(ids.get, items))
+        except TypeError:  # an unhashable value (a list where a string belongs): keep its text
+            items = [v if isinstance(v, (str, int, float, type(None))) else repr(v) for v in items]
+            codes = list(map(ids.get, items))
+        if None in codes:
+            for value in items:
+                if value not in ids:
+                    ids[value] = len(self.values)
+                    self.values.append(value)
+            codes = list(map(ids.get, items))
+        return np.array(codes, dtype=np.int32)
+
+    def code(self, value: Any) -> int:
+        """The id of ``value``, or -1 when the trace never contained it."""
+        return self.ids.get(value, -1)
+
+    def codes_where(self, predicate) -> np.ndarray:
+        """Ids of every stored value for which ``predicate(value)`` holds."""
+        return np.array([i for i, v in enumerate(self.values) if isinstance(v, str) and predicate(v)], dtype=np.int32)
+
+
+@dataclass
+class MemoryEvents:
+    """The ``[memory]`` instant events (allocator activity recorded with profile_memory=True)."""
+
+    ts: np.ndarray  # µs
+    bytes: np.ndarray  # signed: allocation > 0, free < 0
+    total_allocated: np.ndarray  # NaN when the trace predates these fields
+    total_reserved: np.ndarray
+    device_type: np.ndarray  # 0 CPU, 1 CUDA (c10::DeviceType); NaN unknown
+    device_id: np.ndarray
+
+
+@dataclass
+class EventTable:
+    """Every event of one trace file, column by column, in file order (row i = traceEvents[i])."""
+
+    path: Path
+    json_bytes: int  # size of the JSON text (decompressed)
+    file_bytes: int  # size on disk
+    metadata: dict[str, Any]  # top-level keys other than traceEvents (distributedInfo, deviceProperties, ...)
+    ph: np.ndarray  # int32 ids into phs
+    cat: np.ndarray  # int32 ids into cats
+    name: np.ndarray  # int32 ids into names
+    pid: np.ndarray
+    tid: np.ndarray
+    ts: np.ndarray  # float64 µs as written (NaN = missing)
+    dur: np.ndarray  # float64 µs (NaN = missing)
+    stream: np.ndarray  # int64, args.stream as HTA normalizes it (-1 = none / not a number)
+    correlation: np.ndarray  # float64, args.correlation (-1 = none)
+    external_id: np.ndarray  # float64, args["External id"] (-1 = none)
+    nbytes: np.ndarray  # float64, args.bytes of copies and memsets (NaN = none)
+    phs: list[Any]
+    cats: list[Any]
+    names: list[Any]
+    pids: list[Any]
+    tids: list[Any]
+    ts_has_float: bool  # any ts written as a JSON float (or missing): HTA then rounds to whole µs
+    memory: MemoryEvents
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def num_events(self) -> int:
+        return int(self.ts.shape[0])
+
+    def cat_mask(self, *names: str) -> np.ndarray:
+        codes = [i for i, v in enumerate(self.cats) if v in names]
+        return np.isin(self.cat, codes)
+
+    def name_codes(self, predicate) -> np.ndarray:
+        return np.array([i for i, v in enumerate(self.names) if isinstance(v, str) and predicate(v)], dtype=np.int32)
+
+    def name_of(self, code: int) -> str:
+        value = self.names[code] if code >= 0 else ""
+        return value if isinstance(value, str) else str(value)
+
+    def nbytes_in_memory(self) -> int:
+        arrays = [self.ph, self.cat, self.name, self.pid, self.tid, self.ts, self.dur, self.stream, self.correlation,
+                  self.external_id, self.nbytes]
+        return sum(a.nbytes for a in arrays)
