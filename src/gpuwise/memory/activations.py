@@ -1,0 +1,250 @@
+"""Activation memory: the tensors autograd keeps alive between forward and backward.
+
+Instead of a closed formula, one transformer block is walked op by op and every tensor that
+backward needs is recorded once (by identity, so a tensor saved by several ops counts once).
+What is saved follows PyTorch's autograd rules: a matmul keeps its input only when the weight
+needs a gradient (a frozen ``nn.Linear`` keeps just the weight) — but bitsandbytes' 4-bit matmul
+keeps its input whenever the input needs a gradient (``MatMul4Bit.forward``: ``ctx.tensors =
+(A, B)``); SDPA/flash keep q, k, v, the output and a log-sum-exp; eager attention keeps the
+softmax probabilities (HF upcasts them to fp32 first); SiLU/GELU keep their input; a product
+keeps both factors; dropout keeps a 1-byte mask. Per-layer totals are per micro-batch.
+
+Tensor parallelism is assumed to come with sequence parallelism (Korthikanti et al.,
+arXiv:2205.05198), so every per-layer activation divides by ``tp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuwise.catalog import ModelArch
+from gpuwise.memory.frameworks import Profile
+from gpuwise.memory.regime import Regime
+from gpuwise.memory.shapes import block_linears, mlp_names, resolve_targets
+from gpuwise.workload import Workload
+
+# Families whose blocks run attention and MLP in parallel off one shared norm / two norms.
+_PARALLEL_ONE_NORM = {"phi", "gpt-j"}
+_PARALLEL_TWO_NORMS = {"stablelm-alpha"}
+# Hidden / attention dropout of the reference configs (transformers config.json defaults).
+_DROPOUT = {"bert": (0.1, 0.1), "gpt2": (0.1, 0.1)}
+ENCODER_CLASSES = 1000  # encoders (bert, vit) are assumed to train a classification head
+
+
+@dataclass
+class Saved:
+    """Tensors kept for backward, by identity -> bytes."""
+
+    tensors: dict[str, float] = field(default_factory=dict)
+    attention_core: set[str] = field(default_factory=set)  # what selective recompute drops
+
+    def keep(self, name: str, nbytes: float, core: bool = False) -> None:
+        self.tensors[name] = nbytes
+        if core:
+            self.attention_core.add(name)
+
+    @property
+    def total(self) -> float:
+        return sum(self.tensors.values())
+
+    def without_core(self) -> float:
+        return sum(v for k, v in self.tensors.items() if k not in self.attention_core)
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    saved_bytes: float  # kept per layer without recompute
+    selective_bytes: float  # kept per layer with the attention core recomputed
+    input_bytes: float  # the block input (what full recompute keeps)
+    backward_workspace_bytes: float  # transient gradients while one layer runs backward
+    prefill_workspace_bytes: float  # transient working set of one layer without autograd
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    """Element sizes inside a block for one workload."""
+
+    residual: float  # residual stream and norm inputs
+    matmul_out: float  # outputs of linears (fp32 when bitsandbytes casts back to an fp32 input)
+    compute: float  # 16-bit (or fp32) compute dtype
+    attention: float  # q/k/v as the attention kernel sees them
+    adapter: float  # LoRA adapter dtype
+
+
+def block_dtypes(w: Workload, regime: Regime, profile: Profile) -> Dtypes:
+    upcast = regime.quantized and w.is_training and profile.kbit_upcast
+    residual = 4.0 if upcast else regime.residual_bytes
+    matmul_out = 4.0 if upcast else regime.compute_bytes
+    if upcast:
+        attention = 2.0 if w.attention == "flash" else 4.0  # HF casts fp32 q/k/v to 16-bit only for flash-attn
+    else:
+        attention = regime.compute_bytes
+    adapter = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}[w.lora_dtype]
+    if profile.adapter_dtype_from_model:
+        adapter = regime.compute_bytes if not regime.is_amp else 4.0
+    return Dtypes(residual, matmul_out, regime.compute_bytes, attention, adapter)
+
+
+def _rank(w: Workload) -> int:
+    return w.lora_rank if w.is_lora else 0
+
+
+def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int) -> LayerActivations:
+    """Walk one block for a micro-batch of ``batch`` × ``seq`` tokens (before the tp split)."""
+    t = batch * seq
+    h, i, qd, kvd = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
+    heads = arch.num_attention_heads
+    dt = block_dtypes(w, regime, profile)
+    full = w.is_training and not w.is_lora
+    targets = set(resolve_targets(arch, w.lora_targets)) if w.is_lora else set()
+    linears = block_linears(arch)
+    quantized = regime.quantized
+    hidden_drop, attn_drop = _DROPOUT.get(arch.family, (0.0, 0.0))
+    s = Saved()
+
+    def norm(name: str, src: str) -> str:
+        """A norm on tensor ``src`` (residual dtype); returns the id of its output."""
+        if arch.norm_type.startswith("layernorm") or not profile.norm_fp32_saved:
+            s.keep(src, dt.residual * t * h)  # native layer_norm keeps its input (+ tiny mean/rstd)
+        else:
+            # RMSNorm computes in fp32: pow/mul keep the fp32 copy of the input (the input itself if fp32).
+            s.keep(src if dt.residual == 4 else f"{src}.fp32", 4.0 * t * h)
+        if full:
+            s.keep(f"{name}.normed", dt.residual * t * h)  # weight * x_normed keeps x_normed for the weight grad
+        return name
+
+    def linear(name: str, src: str, src_bytes: float, d_in: int, tokens: float = t) -> None:
+        """What a linear (with or without a LoRA adapter) keeps for backward."""
+        trainable_weight = full
+        keeps_input = trainable_weight or quantized or profile.frozen_linear_saves_input
+        if keeps_input:
+            if src_bytes != dt.compute and (quantized or regime.is_amp):
+                s.keep(f"{src}->{name}.cast", dt.compute * tokens * d_in)  # per-layer 16-bit cast (bnb / autocast)
+            else:
+                s.keep(src, src_bytes * tokens * d_in)
+        if name in targets:
+            key = f"{name}.lora" if profile.lora_input_per_module else f"{src}.lora"
+            if profile.lora_dropout > 0:
+                s.keep(f"{key}.dropout", dt.adapter * tokens * d_in)
+                s.keep(f"{key}.mask", 1.0 * tokens * d_in)
+            elif dt.adapter != src_bytes:
+                s.keep(f"{key}.cast", dt.adapter * tokens * d_in)
+            else:
+                s.keep(src, src_bytes * tokens * d_in)
+            s.keep(f"{name}.lora_a_out", dt.adapter * tokens * w.lora_rank)
+
+    def attention(src: str) -> str:
+        for name in ("q", "k", "v"):
+            linear(name, src, dt.residual, h)
+        repeat = profile.repeat_kv_for_sdpa and w.attention != "flash" and kvd < qd
+        kv_eff = qd if repeat else kvd
+        s.keep("q", dt.attention * t * qd)
+        s.keep("k", dt.attention * t * kv_eff)
+        s.keep("v", dt.attention * t * kv_eff)
+        if w.attention == "eager":
+            scores = batch * heads * seq * seq
+            decoder_upcast = arch.is_decoder  # HF decoders: softmax in fp32, then cast back
+            s.keep("probs", (4.0 + dt.attention if decoder_upcast else dt.attention) * scores, core=True)
+            if attn_drop > 0:
+                s.keep("probs.mask", 1.0 * scores, core=True)
+                s.keep("probs.dropped", dt.attention * scores, core=True)
+            s.keep("attn.out", dt.attention * t * qd)  # transpose + reshape copy feeding o_proj
+        else:
+            s.keep("attn.out", dt.attention * t * qd)  # kernel output, (b, s, heads, d) already
+            s.keep("attn.lse", 4.0 * batch * heads * seq)
+        linear("o", "attn.out", dt.attention, qd)
+        if hidden_drop > 0:
+            s.keep("attn.drop.mask", 1.0 * t * h)
+        return "attn.out"
+
+    def mlp(src: str) -> None:
+        k = arch.experts_per_token if arch.is_moe else 1
+        tokens = t * k
+        if arch.is_moe:
+            s.keep("router.probs", 4.0 * t * arch.num_experts)
+            if full or quantized or profile.frozen_linear_saves_input:
+                s.keep(src, dt.residual * t * h)
+        for name in mlp_names(arch):
+            if name == "down":
+                continue
+            linear(name, src if not arch.is_moe else f"{src}.routed", dt.residual, h, tokens)
+        up_out = dt.matmul_out * tokens * i
+        if arch.gated_mlp:
+            s.keep("gate.out", up_out)  # activation input
+            s.keep("act.out", up_out)  # product keeps both factors
+            s.keep("up.out", up_out)
+            prod = "prod"
+        else:
+            s.keep("up.out", up_out)  # GELU input
+            prod = "act.out"
+        linear("down", prod, dt.matmul_out, i, tokens)
+        if hidden_drop > 0:
+            s.keep("mlp.drop.mask", 1.0 * t * h)
+
+    if arch.family in _PARALLEL_ONE_NORM or (arch.family == "falcon" and arch.num_kv_heads == 1):
+        n1 = norm("n1", "x")
+        attention(n1)
+        mlp(n1)
+    elif arch.family in _PARALLEL_TWO_NORMS or arch.family == "falcon":
+        attention(norm("n1", "x"))
+        mlp(norm("n2", "x"))
+    else:
+        attention(norm("n1", "x"))
+        mlp(norm("n2", "x_mid"))
+
+    input_bytes = dt.residual * t * h
+    tp = w.tp
+    k = arch.experts_per_token if arch.is_moe else 1
+    grad_mlp = 3 * dt.matmul_out * t * k * i
+    grad_attn = dt.attention * t * (qd + 2 * kvd) + 4.0 * t * qd
+    if w.attention == "eager":
+        grad_attn += (4.0 + dt.attention) * batch * heads * seq * seq
+    backward_ws = max(grad_mlp, grad_attn) + 2 * dt.residual * t * h
+    prefill_ws = dt.compute * t * (2 * h + qd + 2 * kvd + 3 * k * i)
+    if w.attention == "eager":
+        prefill_ws += (4.0 + dt.compute) * batch * heads * seq * seq
+    return LayerActivations(
+        saved_bytes=s.total / tp,
+        selective_bytes=s.without_core() / tp,
+        input_bytes=input_bytes / tp,
+        backward_workspace_bytes=backward_ws / tp,
+        prefill_workspace_bytes=prefill_ws / tp,
+    )
+
+
+def output_vocab(arch: ModelArch) -> int:
+    """Columns of the output layer: the vocabulary, or a classification head for encoders."""
+    return arch.vocab_size if arch.is_decoder and arch.vocab_size else ENCODER_CLASSES
+
+
+def head_activation_bytes(arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int) -> float:
+    """Final norm and what the lm_head keeps of its input (trainable or bitsandbytes-quantized head)."""
+    dt = block_dtypes(w, regime, profile)
+    t = batch * seq
+    total = (4.0 if dt.residual != 4 and profile.norm_fp32_saved else dt.residual) * t * arch.hidden_size
+    head_keeps_input = (w.is_training and not w.is_lora) or (regime.quantized and profile.quantize_lm_head)
+    head_keeps_input = head_keeps_input or profile.frozen_linear_saves_input
+    if w.is_lora and "lm_head" in resolve_targets(arch, w.lora_targets):
+        head_keeps_input = True
+    if head_keeps_input and arch.is_decoder:
+        total += dt.compute * t * arch.hidden_size
+    return total
+
+
+def logits_bytes(arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int) -> tuple[float, float]:
+    """(forward, backward) peak bytes of the logits and the loss for one micro-batch."""
+    vocab = output_vocab(arch)
+    if not arch.is_decoder:
+        t = batch  # classification: one row per sample
+    else:
+        t = batch * seq
+    fwd, bwd = profile.logits
+    if regime.compute_bytes == 4 and fwd == 10.0:
+        fwd = 8.0  # fp32 model: the .float() upcast is a no-op
+    return fwd * t * vocab / w.tp, bwd * t * vocab / w.tp
+
+
+def frozen_inputs_note(profile: Profile) -> str | None:
+    if profile.frozen_linear_saves_input:
+        return f"{profile.name}: inputs of frozen linears are kept for backward (matches its published LoRA peaks)"
+    return None

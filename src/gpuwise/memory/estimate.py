@@ -1,0 +1,364 @@
+"""``estimate_memory``: per-GPU memory of a workload, phase by phase.
+
+Training is modelled in its steady state (step ≥ 2): optimizer state exists from the first step
+on, so it is live during forward and backward too. Each phase lists the components alive in it;
+the peak is the largest phase, never a sum of phase peaks:
+
+- forward: weights, state, (gradients when accumulating), activations, logits + loss;
+- backward: the logits/loss gradients on top of every saved activation, then layer by layer
+  activations are freed while gradients appear — the larger end of that sweep counts;
+- optimizer_step: weights, gradients, state and the step's temporaries;
+- inference: prefill (prompt KV, one layer's working set, logits) and decode (full KV).
+
+``peak_allocated_bytes`` is what ``torch.cuda.max_memory_allocated`` reports,
+``peak_reserved_bytes`` adds the caching allocator's reserve, ``device_total_bytes`` (what
+nvidia-smi shows) adds the CUDA context and NCCL buffers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuwise.catalog import GPU, ModelArch, get_gpu, get_model
+from gpuwise.errors import GpuwiseError
+from gpuwise.memory import overheads
+from gpuwise.memory.activations import head_activation_bytes, layer_activations, logits_bytes, output_vocab
+from gpuwise.memory.frameworks import Profile, profile_for
+from gpuwise.memory.kv_cache import kv_cache_bytes
+from gpuwise.memory.optimizer import is_paged, state_bytes_per_param, step_temporary_bytes
+from gpuwise.memory.regime import Regime, regime_for
+from gpuwise.memory.shapes import lora_params
+from gpuwise.memory.weights import largest_quantized_matrix, param_groups, weight_bytes
+from gpuwise.units import GiB
+from gpuwise.workload import Workload
+
+COMPONENTS = (
+    "weights", "gradients", "optimizer_states", "master_weights", "lora_adapters", "autocast_weight_copies",
+    "activations", "logits_loss", "kv_cache", "temporaries", "cuda_context", "allocator_reserve",
+)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a step and the components alive at its peak (bytes per GPU)."""
+
+    name: str
+    components: dict[str, float]
+
+    @property
+    def allocated_bytes(self) -> float:
+        return sum(self.components.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "allocated_bytes": int(self.allocated_bytes),
+            "components": {k: int(v) for k, v in self.components.items() if v},
+        }
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Per-GPU memory of one workload on one GPU."""
+
+    workload: Workload
+    gpu: GPU
+    breakdown: dict[str, float]  # components at the peak + context + reserve; sums to device_total_bytes
+    phases: list[Phase]
+    peak_phase: str
+    peak_allocated_bytes: float
+    peak_reserved_bytes: float
+    device_total_bytes: float
+    gpu_memory_bytes: float
+    notes: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def headroom_pct(self) -> float:
+        return 100.0 * (1.0 - self.device_total_bytes / self.gpu_memory_bytes)
+
+    @property
+    def fits(self) -> bool:
+        return self.device_total_bytes <= self.gpu_memory_bytes
+
+    def phase(self, name: str) -> Phase:
+        return next(p for p in self.phases if p.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload.to_dict(),
+            "gpu": self.gpu.id,
+            "peak_phase": self.peak_phase,
+            "peak_allocated_bytes": int(self.peak_allocated_bytes),
+            "peak_reserved_bytes": int(self.peak_reserved_bytes),
+            "device_total_bytes": int(self.device_total_bytes),
+            "gpu_memory_bytes": int(self.gpu_memory_bytes),
+            "headroom_pct": round(self.headroom_pct, 2),
+            "fits": self.fits,
+            "breakdown": {k: int(v) for k, v in self.breakdown.items()},
+            "phases": [p.to_dict() for p in self.phases],
+            "notes": list(self.notes),
+            "assumptions": list(self.assumptions),
+        }
+
+
+def gpu_capacity_bytes(gpu: GPU) -> float:
+    """Usable device memory. Datasheet memory sizes are binary: an "80GB" A100 shows 81,920 MiB."""
+    return gpu.memory_gb * GiB
+
+
+def sequence_tokens(arch: ModelArch, w: Workload) -> int:
+    """Tokens per sample: the sequence, or image patches + [CLS] for ViTs."""
+    if arch.family == "vit":
+        match = re.search(r"-(\d+)$", arch.id)
+        patch = int(match.group(1)) if match else 16
+        return (w.image_size // patch) ** 2 + 1
+    return w.seq_len
+
+
+def _model_share(arch: ModelArch, w: Workload) -> float:
+    """Fraction of the model's parameters one GPU holds before data-parallel sharding (tp × pp split)."""
+    g = param_groups(arch)
+    if w.pp == 1:
+        return 1.0 / w.tp
+    blocks = g.block_matrices + g.block_other
+    stage = blocks / w.pp + max(g.embedding, g.lm_head + g.final_norm)
+    return stage / g.total / w.tp
+
+
+def _check_supported(arch: ModelArch, w: Workload) -> None:
+    if not arch.is_transformer:
+        raise GpuwiseError(
+            f"the analytic estimator models transformers; {arch.id} is a {arch.mlp_type} model whose activations "
+            "it cannot size from its config — use `gpuwise memory --traced` with a model factory"
+        )
+
+
+def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimate:
+    """Estimate per-GPU memory of ``workload`` on ``gpu`` (default: the workload's GPU)."""
+    w = workload
+    gpu = gpu or get_gpu(w.gpu)
+    arch = get_model(w.model)
+    _check_supported(arch, w)
+    regime = regime_for(w)
+    profile = profile_for(w.framework)
+    ctx = _Context(arch, w, regime, profile)
+    phases = ctx.training_phases() if w.is_training else ctx.inference_phases()
+    peak = max(phases, key=lambda p: p.allocated_bytes)
+    paged_state = ctx.paged_state_bytes
+    persistent = sum(peak.components.get(k, 0.0) for k in ("weights", "optimizer_states", "master_weights", "lora_adapters"))
+    sharded = w.sharding in ("fsdp", "zero3") and w.data_parallel > 1
+    reserve = overheads.allocator_reserve_bytes(peak.allocated_bytes - persistent, sharded)
+    context = overheads.cuda_context_bytes(gpu) + overheads.nccl_bytes(w.num_gpus)
+    breakdown = {k: peak.components.get(k, 0.0) for k in COMPONENTS}
+    breakdown["optimizer_states"] += paged_state
+    breakdown["cuda_context"] = context
+    breakdown["allocator_reserve"] = reserve
+    reserved = peak.allocated_bytes + reserve
+    total = reserved + context + paged_state
+    return MemoryEstimate(
+        workload=w,
+        gpu=gpu,
+        breakdown=breakdown,
+        phases=phases,
+        peak_phase=peak.name,
+        peak_allocated_bytes=peak.allocated_bytes,
+        peak_reserved_bytes=reserved,
+        device_total_bytes=total,
+        gpu_memory_bytes=gpu_capacity_bytes(gpu),
+        notes=ctx.notes,
+        assumptions=ctx.assumptions,
+    )
+
+
+class _Context:
+    """Per-GPU sizes of every term for one workload; builds the phases."""
+
+    def __init__(self, arch: ModelArch, w: Workload, regime: Regime, profile: Profile) -> None:
+        self.arch, self.w, self.regime, self.profile = arch, w, regime, profile
+        self.notes: list[str] = []
+        self.assumptions: list[str] = [f"framework profile: {profile.name}"]
+        dp = w.data_parallel
+        sharding = w.sharding
+        if w.is_training and dp > 1 and sharding == "none":
+            sharding = "ddp"
+            self.assumptions.append(f"{dp} data-parallel replicas without sharding: plain DDP assumed")
+        self.sharding = sharding
+        self.shard_weights = dp if sharding in ("zero3", "fsdp") else 1
+        self.shard_grads = dp if sharding in ("zero2", "zero3", "fsdp") else 1
+        self.shard_state = dp if sharding in ("zero1", "zero2", "zero3", "fsdp") else 1
+        self.share = _model_share(arch, w)
+        self.groups = param_groups(arch)
+        self.layers = math.ceil(arch.num_layers / w.pp)
+        self.tokens = sequence_tokens(arch, w)
+        if arch.family == "vit" and w.seq_len != self.tokens and w.seq_len != 2048:
+            self.notes.append(f"ViT tokens come from image_size {w.image_size}: {self.tokens} (seq_len ignored)")
+        full_weights = weight_bytes(arch, w, regime, profile)
+        self.weights = full_weights * self.share / self.shard_weights
+        self.layer_weight_bytes = full_weights * self.share * w.tp / max(self.layers * w.tp, 1)
+        self.paged_state_bytes = 0.0
+        self._size_trainables()
+
+    # ---- persistent terms -------------------------------------------------------------------
+    def _size_trainables(self) -> None:
+        arch, w, regime = self.arch, self.w, self.regime
+        self.grads = self.states = self.master = self.adapters = self.ddp_buckets = 0.0
+        self.autocast = 0.0
+        self.trainable = 0.0
+        self.largest_param = 0.0
+        if not w.is_training:
+            return
+        state_dtype = regime.state_dtype_bytes
+        if w.is_lora:
+            n = lora_params(arch, w.lora_targets, w.lora_rank) * self.share
+            adapter_bytes = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}[w.lora_dtype]
+            if self.profile.adapter_dtype_from_model:
+                adapter_bytes = regime.compute_bytes if not regime.is_amp else 4.0
+            shard = self.shard_weights
+            state = state_bytes_per_param(w.optimizer, adapter_bytes if w.optimizer in ("adamw", "adamw-fused", "sgd") else 4.0, arch.hidden_size)
+            self.trainable = n
+            self.adapters = n * 2 * adapter_bytes / shard  # weights + gradients
+            state_total = n * state / shard
+            self.step_state_dtype = adapter_bytes
+            self.largest_param = arch.hidden_size * w.lora_rank
+            self.assumptions.append(f"LoRA adapters: {int(n):,} trainable parameters in {int(adapter_bytes * 8)}-bit")
+        else:
+            n = self.groups.total * self.share
+            self.trainable = n
+            self.grads = n * regime.grad_bytes / self.shard_grads
+            state_total = n * state_bytes_per_param(w.optimizer, state_dtype, arch.hidden_size) / self.shard_state
+            self.master = n * regime.master_bytes / self.shard_state
+            if regime.master_bytes:
+                # ZeRO/Megatron reduce 16-bit gradients into fp32 partitions for the fp32 optimizer.
+                self.grads += n * 4.0 / max(self.shard_grads, self.shard_state)
+                self.assumptions.append("fp32 master weights and fp32 gradient partitions (ZeRO/Megatron mixed precision)")
+            self.step_state_dtype = state_dtype
+            self.largest_param = max(arch.vocab_size * arch.hidden_size, arch.hidden_size * arch.intermediate_size)
+            if self.sharding == "ddp" and self.profile.ddp_grad_buckets:
+                self.ddp_buckets = n * regime.grad_bytes
+                self.assumptions.append("DDP gradient buckets (gradient_as_bucket_view=False) hold a copy of the gradients")
+            if regime.is_amp and self.shard_weights == 1:
+                matrices = (self.groups.block_matrices + self.groups.lm_head) * self.share
+                self.autocast = matrices * regime.autocast_copy_bytes
+                self.assumptions.append("autocast keeps a 16-bit copy of every linear weight from forward until its backward")
+        if is_paged(w.optimizer):
+            self.paged_state_bytes = state_total
+            self.notes.append("paged optimizer state lives in CUDA unified memory: counted in device total, not in torch allocated/reserved")
+        elif w.is_lora:
+            self.adapters += state_total  # adapters carry their own gradients and optimizer state
+        else:
+            self.states = state_total
+
+    # ---- transient terms ----------------------------------------------------------------------
+    def _dequant_bytes(self) -> float:
+        """bitsandbytes dequantizes one weight to 16-bit per matmul (twice when staged through fp16)."""
+        if not self.regime.quantized:
+            return 0.0
+        copies = 2 if self.profile.quant_fp16_staging else 1
+        return copies * 2.0 * largest_quantized_matrix(self.arch, self.w, self.profile) / self.w.tp
+
+    def _gather_bytes(self) -> float:
+        """FSDP / ZeRO-3 all-gather the current and the prefetched layer."""
+        if self.shard_weights == 1:
+            return 0.0
+        return 2 * self.layer_weight_bytes
+
+    def _base(self) -> dict[str, float]:
+        return {
+            "weights": self.weights,
+            "master_weights": self.master,
+            "optimizer_states": self.states,
+            "lora_adapters": self.adapters,
+            "gradients": self.ddp_buckets,
+        }
+
+    # ---- training -----------------------------------------------------------------------------
+    def training_phases(self) -> list[Phase]:
+        arch, w, regime, profile = self.arch, self.w, self.regime, self.profile
+        b, s = w.batch_size, self.tokens
+        la = layer_activations(arch, w, regime, profile, b, s)
+        in_flight = min(w.pp, w.grad_accum) if w.pp > 1 else 1
+        if w.grad_checkpointing == "full":
+            kept, recompute = la.input_bytes, la.saved_bytes
+            self.assumptions.append("full recompute keeps each block's input and re-runs one block during its backward")
+        elif w.grad_checkpointing == "selective":
+            kept, recompute = la.selective_bytes, la.saved_bytes - la.selective_bytes
+            self.assumptions.append("selective recompute drops the attention core (scores, softmax, dropout)")
+        else:
+            kept, recompute = la.saved_bytes, 0.0
+        head = head_activation_bytes(arch, w, regime, profile, b, s) / w.tp
+        acts = self.layers * kept * in_flight + head
+        logit_fwd, logit_bwd = logits_bytes(arch, w, regime, profile, b, s)
+        accumulating = w.grad_accum > 1
+        grads_live = self.grads if accumulating else 0.0
+        dequant, gather = self._dequant_bytes(), self._gather_bytes()
+        step_tmp = step_temporary_bytes(w.optimizer, self.trainable / self.shard_state, self.largest_param, self.step_state_dtype)
+
+        def phase(name: str, **extra: float) -> Phase:
+            comps = self._base()
+            for key, value in extra.items():
+                comps[key] = comps.get(key, 0.0) + value
+            return Phase(name, comps)
+
+        forward = phase(
+            "forward", gradients=grads_live, autocast_weight_copies=self.autocast, activations=acts,
+            logits_loss=logit_fwd, temporaries=dequant + gather,
+        )
+        # Backward: (a) the loss gradients on top of every activation; (b) the first block's backward
+        # with one block recomputed; (c) the last block's backward with almost all gradients present.
+        g_per_layer = (self.grads - (self.grads * self.groups.lm_head / self.groups.total)) / max(self.layers, 1)
+        g_head = self.grads * self.groups.lm_head / max(self.groups.total, 1)
+        ws = la.backward_workspace_bytes + dequant + gather
+        start = phase("backward", gradients=grads_live, autocast_weight_copies=self.autocast, activations=acts,
+                      logits_loss=logit_bwd, temporaries=dequant + gather)
+        top = phase("backward", gradients=self.grads if accumulating else g_head, autocast_weight_copies=self.autocast,
+                    activations=acts - head + recompute, temporaries=ws)
+        bottom = phase(
+            "backward", gradients=self.grads if accumulating else g_head + g_per_layer * (self.layers - 1),
+            autocast_weight_copies=self.autocast / max(self.layers, 1), activations=kept * in_flight + recompute,
+            temporaries=ws,
+        )
+        backward = max((start, top, bottom), key=lambda p: p.allocated_bytes)
+        step = phase("optimizer_step", gradients=self.grads, temporaries=step_tmp)
+        return [forward, backward, step]
+
+    # ---- inference ----------------------------------------------------------------------------
+    def inference_phases(self) -> list[Phase]:
+        arch, w, regime, profile = self.arch, self.w, self.regime, self.profile
+        seqs = max(w.batch_size, w.concurrency) if w.task == "serving" else w.batch_size
+        prompt = self.tokens
+        if not arch.is_decoder:
+            la = layer_activations(arch, w, regime, profile, seqs, prompt)
+            return [Phase("forward", {**self._base(), "temporaries": la.prefill_workspace_bytes + self._dequant_bytes()})]
+        total_len = prompt + w.output_len
+        vocab = output_vocab(arch)
+        cb = regime.compute_bytes
+        la_prefill = layer_activations(arch, w, regime, profile, seqs, prompt)
+        la_decode = layer_activations(arch, w, regime, profile, seqs, 1)
+        last_logits = seqs * vocab * (cb + 4.0) / w.tp
+        prompt_logits = (seqs * prompt * vocab * cb / w.tp if profile.inference_logits == "prompt" else 0.0) + last_logits
+        kv_prefill = kv_cache_bytes(arch, w, prompt, seqs)
+        kv_full = kv_cache_bytes(arch, w, total_len, seqs)
+        self.assumptions.append(
+            f"KV cache for {seqs} sequence(s) × {total_len} tokens ({prompt} prompt + {w.output_len} generated)"
+        )
+        prefill = Phase("prefill", {
+            **self._base(), "kv_cache": kv_prefill, "logits_loss": prompt_logits,
+            "temporaries": la_prefill.prefill_workspace_bytes + self._dequant_bytes(),
+        })
+        decode = Phase("decode", {
+            **self._base(), "kv_cache": kv_full, "logits_loss": last_logits,
+            "temporaries": la_decode.prefill_workspace_bytes,
+        })
+        return [prefill, decode]
+
+
+def kv_cache_for(workload: Workload) -> float:
+    """KV-cache bytes per GPU at the end of generation (convenience for other packages)."""
+    arch = get_model(workload.model)
+    seqs = max(workload.batch_size, workload.concurrency) if workload.task == "serving" else workload.batch_size
+    return kv_cache_bytes(arch, workload, workload.seq_len + workload.output_len, seqs)
+

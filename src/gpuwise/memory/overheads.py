@@ -1,0 +1,51 @@
+"""Fixed and allocator overheads that no tensor accounts for.
+
+Shared with the traced simulator (``gpuwise.memory.traced``) so analytic and traced totals
+compare on the same terms:
+
+- ``cuda_context_bytes``: what a process holds on the device before its first tensor — CUDA
+  context, loaded kernel images, cuBLAS/cuDNN handles. With lazy module loading (CUDA ≥ 11.7,
+  PyTorch ≥ 2.0's default ``CUDA_MODULE_LOADING=LAZY``) it is a few hundred MiB; the Hugging
+  Face performance guide measured ~1,343 MiB on a V100 with eager loading (perf_train_gpu_one,
+  transformers v4.21); optimum-benchmark's Llama-2-7B prefill shows 388 MB between NVML and
+  max reserved.
+- ``nccl_bytes``: NCCL communicator buffers outside the caching allocator on multi-GPU runs.
+- ``allocator_reserve_bytes``: the caching allocator keeps freed blocks for reuse, so
+  ``max_memory_reserved`` exceeds ``max_memory_allocated``. Persistent tensors (weights,
+  optimizer state) are allocated once and pack tightly; the gap comes from the blocks that are
+  freed and re-requested every step in other sizes (activations, gradients, logits, step
+  temporaries). Published runs (fms-acceleration a100_80gb.csv: NVML minus max allocated) put it
+  at roughly a third of that dynamic memory on one GPU and about half under FSDP, whose
+  all-gather buffers are recycled across streams.
+"""
+
+from __future__ import annotations
+
+from gpuwise.catalog import GPU
+from gpuwise.units import MiB
+
+LAZY_CONTEXT_BYTES = 400 * MiB
+EAGER_CONTEXT_BYTES = 1343 * MiB
+NCCL_BYTES = 384 * MiB
+RESERVE_FRACTION = 0.30
+RESERVE_FRACTION_SHARDED = 0.45
+
+
+def cuda_context_bytes(gpu: GPU | None = None, lazy_loading: bool = True) -> float:
+    """Device memory a CUDA process holds before allocating tensors."""
+    return LAZY_CONTEXT_BYTES if lazy_loading else EAGER_CONTEXT_BYTES
+
+
+def nccl_bytes(num_gpus: int) -> float:
+    """NCCL buffers per rank (none on one GPU)."""
+    return NCCL_BYTES if num_gpus > 1 else 0.0
+
+
+def allocator_reserve_bytes(dynamic_bytes: float, sharded: bool = False) -> float:
+    """Reserved-but-unallocated bytes the caching allocator holds at the peak."""
+    return max(dynamic_bytes, 0.0) * (RESERVE_FRACTION_SHARDED if sharded else RESERVE_FRACTION)
+
+
+def device_total_bytes(reserved_bytes: float, num_gpus: int = 1, gpu: GPU | None = None, extra_bytes: float = 0.0) -> float:
+    """What nvidia-smi shows for the process: reserved + context (+ NCCL, unified-memory pages)."""
+    return reserved_bytes + cuda_context_bytes(gpu) + nccl_bytes(num_gpus) + extra_bytes

@@ -1,0 +1,98 @@
+"""Weight bytes, including quantized layouts.
+
+bitsandbytes 4-bit (nf4 / fp4, what ``int4`` means here) stores two weights per byte plus one fp32
+absmax per block of 64 weights: 0.5 + 4/64 = 0.5625 bytes per weight. Double quantization
+re-quantizes those absmax values to 8 bit in blocks of 256 with one fp32 scale per block:
+0.5 + 1/64 + 4/(64·256) ≈ 0.5159 bytes (Dettmers et al., QLoRA, arXiv:2305.14314 §3; bitsandbytes
+``quantize_4bit`` blocksize 64). LLM.int8 (``int8``) stores 1 byte per weight plus an fp32 scale
+per output row. Embeddings, norms and biases are not quantized; whether the ``lm_head`` is depends
+on the framework (see ``frameworks.py``): transformers/peft keep it in 16-bit, LitGPT's Fabric
+plugin converts every ``nn.Linear`` including the head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.catalog import ModelArch
+from gpuwise.memory.frameworks import Profile
+from gpuwise.memory.regime import Regime
+from gpuwise.memory.shapes import block_linears, resolve_targets
+from gpuwise.workload import Workload
+
+NF4_BLOCK = 64
+DQ_BLOCK = 256
+
+
+def quantized_bytes_per_param(precision: str, double_quant: bool, d_in: int) -> float:
+    """Stored bytes per weight of a quantized matrix with ``d_in`` input features."""
+    if precision in ("nf4", "int4"):
+        if double_quant:
+            return 0.5 + 1 / NF4_BLOCK + 4 / (NF4_BLOCK * DQ_BLOCK)
+        return 0.5 + 4 / NF4_BLOCK
+    if precision == "int8":
+        return 1.0 + 4 / d_in
+    raise ValueError(f"{precision} is not a quantized precision")
+
+
+@dataclass(frozen=True)
+class ParamGroups:
+    """Whole-model parameter counts split the way memory terms need them."""
+
+    block_matrices: int  # all linear weights inside the blocks (all layers)
+    block_other: int  # biases and norms inside the blocks (all layers)
+    embedding: int  # token (+ position) embeddings
+    lm_head: int  # 0 when tied
+    final_norm: int
+
+    @property
+    def total(self) -> int:
+        return self.block_matrices + self.block_other + self.embedding + self.lm_head + self.final_norm
+
+
+def param_groups(arch: ModelArch) -> ParamGroups:
+    counts = arch.param_counts()
+    if not arch.is_transformer:
+        return ParamGroups(0, counts.total, 0, 0, 0)
+    matrices = sum(lin.params for lin in block_linears(arch).values()) * arch.num_layers
+    blocks = counts.per_layer * arch.num_layers
+    return ParamGroups(matrices, blocks - matrices, counts.embedding, counts.lm_head, counts.final_norm)
+
+
+def quantized_matrix_names(arch: ModelArch, w: Workload, profile: Profile) -> tuple[str, ...]:
+    """Block matrices the framework quantizes (all of them, or only LoRA-wrapped ones)."""
+    names = tuple(n for n in block_linears(arch) if n != "router")
+    if profile.quantize_scope == "lora_targets" and w.is_lora:
+        targets = resolve_targets(arch, w.lora_targets)
+        return tuple(n for n in names if n in targets)
+    return names
+
+
+def weight_bytes(arch: ModelArch, w: Workload, regime: Regime, profile: Profile) -> float:
+    """Bytes of the model's weights on one full replica (before any sharding or splitting)."""
+    groups = param_groups(arch)
+    if not regime.quantized:
+        return groups.total * regime.param_bytes
+    # Frozen quantized base: 16-bit (or fp32 after peft's prepare_model_for_kbit_training) for the rest.
+    other_bytes = 4.0 if (profile.kbit_upcast and w.is_training) else regime.param_bytes
+    linears = block_linears(arch)
+    quantized = quantized_matrix_names(arch, w, profile)
+    total = 0.0
+    for name, lin in linears.items():
+        per_param = quantized_bytes_per_param(w.precision, w.double_quant, lin.d_in) if name in quantized else other_bytes
+        total += lin.params * arch.num_layers * per_param
+    total += (groups.block_other + groups.embedding + groups.final_norm) * other_bytes
+    if groups.lm_head:
+        head_q = profile.quantize_lm_head
+        per = quantized_bytes_per_param(w.precision, w.double_quant, arch.hidden_size) if head_q else other_bytes
+        total += groups.lm_head * per
+    return total
+
+
+def largest_quantized_matrix(arch: ModelArch, w: Workload, profile: Profile) -> int:
+    """Elements of the biggest quantized weight (bitsandbytes dequantizes one at a time)."""
+    linears = block_linears(arch)
+    sizes = [linears[n].d_in * linears[n].d_out for n in quantized_matrix_names(arch, w, profile)]
+    if profile.quantize_lm_head and param_groups(arch).lm_head:
+        sizes.append(arch.hidden_size * arch.vocab_size)
+    return max(sizes, default=0)
