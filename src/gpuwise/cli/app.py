@@ -41,9 +41,15 @@ app.command("models")(catalog_cmd.models)
 
 # Commands of other capabilities register here (one line each).
 # -- command registrations --
+from gpuwise.cli import plan_cmd  # noqa: E402
+
+app.command("plan")(plan_cmd.plan)
 from gpuwise.cli import cost_cmd  # noqa: E402
 
 app.command("cost")(cost_cmd.cost)
+from gpuwise.cli import profile_cmd  # noqa: E402
+
+profile_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -310,7 +310,8 @@ def _outlier_period(indices: list[int]) -> int | None:
     if len(indices) < 3:
         return None
     gaps = {b - a for a, b in zip(indices, indices[1:])}
-    return gaps.pop() if len(gaps) == 1 else None
+    period = gaps.pop() if len(gaps) == 1 else None
+    return period if period and period > 1 else None  # back-to-back slow steps are a burst, not a period
 
 
 @rule

@@ -177,11 +177,13 @@ def render_session(console: Console, session) -> None:
 
 def render_runs_list(console: Console, rows, store_path: str) -> None:
     table = Table(title=f"Profiled runs ({store_path})", header_style="bold", title_justify="left")
-    for col in ("id", "when (UTC)", "kind", "label", "rank", "status", "device", "steps", "steps/s", "step", "top finding"):
-        table.add_column(col, justify="right" if col in {"id", "rank", "steps", "steps/s", "step"} else "left")
+    for col in ("id", "when (UTC)", "label", "rank", "status", "device", "steps", "steps/s", "top finding"):
+        table.add_column(col, justify="right" if col in {"id", "rank", "steps", "steps/s"} else "left",
+                         no_wrap=col in {"id", "when (UTC)", "steps/s"}, overflow="fold")
     for r in rows:
-        table.add_row(str(r.id), r.created_at.replace("T", " ").rstrip("Z"), r.kind, r.label, "" if r.rank is None else str(r.rank),
-                      r.status, r.device, str(r.measured_steps), _num(r.steps_per_s, "{:.2f}"), _ms(r.step_time_s), r.top_finding or "—")
+        when = r.created_at[5:16].replace("T", " ")  # MM-DD HH:MM
+        table.add_row(str(r.id), when, r.label, "" if r.rank is None else str(r.rank), r.status, r.device,
+                      str(r.measured_steps), _num(r.steps_per_s, "{:.2f}"), r.top_finding or "—")
     console.print(table)
     if not rows:
         console.print("[dim]No runs yet: `gpuwise profile -- python train.py` or `gpuwise doctor` records one.[/dim]")
@@ -238,7 +240,8 @@ def render_doctor(console: Console, result) -> None:
     console.print(Panel(Text.assemble(
         ("before ", "dim"), (f"{result.before_steps_per_s:.2f} steps/s", "bold"), ("  →  after ", "dim"),
         (f"{result.after_steps_per_s:.2f} steps/s", "bold"), ("   = ", ""), (f"{speed:.2f}× faster", style),
-        (f"\nsame model, same data, same batch size; only the input pipeline settings changed · device {result.device}", "dim"),
+        (f"\nsame model, data, batch size and seed; changed only: {', '.join(dict.fromkeys(f.setting for f in result.applied_fixes)) or 'nothing'}"
+         f" · device {result.device}", "dim"),
     ), title="gpuwise doctor", border_style="green" if speed and speed >= 2 else "yellow"))
     if result.before.run_id is not None:
         console.print(f"[dim]runs {result.before.run_id} and {result.after.run_id} saved · `gpuwise runs compare {result.before.run_id} {result.after.run_id}`[/dim]")

@@ -7,8 +7,8 @@ What one sample costs (the cost model, stated so the result can be judged):
 - decode: the sample is stored deflate-compressed (what PNG uses) and really inflated with zlib;
 - augment: a random resized crop (bilinear, 96→64 px), a random horizontal flip, normalization,
   all in numpy, as torchvision transforms would do on the CPU.
-On this kind of machine that is ~1.5 ms wait + ~0.2-0.4 ms CPU per sample, 64 samples a batch,
-against ~25-40 ms of forward+backward+SGD for the CNN on 2 CPU threads.
+On a 2-core machine that is ~1.5 ms wait + ~0.3 ms CPU per sample, 64 samples (~120 ms) a batch,
+against ~60-80 ms of forward+backward+SGD for the CNN on one CPU thread.
 
 The "naive" settings are PyTorch's defaults: ``num_workers=0`` (load in the training thread),
 no pinning, no prefetching. Everything else (model, data, seed, batch size, optimizer) stays the
@@ -42,6 +42,7 @@ class WorkloadSettings:
     amp_dtype: str | None = None  # "bfloat16" | "float16" on CUDA
     tf32: bool = False
     storage_latency_s: float = 0.0015
+    compute_threads: int = 1  # CPU only: the model's intra-op threads (see train())
     seed: int = 0
 
     def with_changes(self, **changes: Any) -> WorkloadSettings:
@@ -139,6 +140,21 @@ def make_loader(settings: WorkloadSettings, num_batches: int):
 
 def train(settings: WorkloadSettings, steps: int, device: str, profiler=None) -> None:
     """Run ``steps`` optimizer steps; stops early once ``profiler`` has measured its window."""
+    import torch
+
+    # On a CPU the model computes on `compute_threads` (1) thread, standing in for the accelerator while
+    # the other cores are the host's, as on a GPU machine. Several intra-op threads on a small, shared
+    # machine make step times swing several-fold with other load, which would drown the measurement.
+    previous_threads = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(settings.compute_threads)
+    try:
+        _train(settings, steps, device, profiler)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _train(settings: WorkloadSettings, steps: int, device: str, profiler) -> None:
     import torch
 
     torch.manual_seed(settings.seed)

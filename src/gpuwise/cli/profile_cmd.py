@@ -1,0 +1,135 @@
+"""`gpuwise profile`, `gpuwise doctor` and `gpuwise runs list|show|compare`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpuwise.cli.output import emit
+from gpuwise.errors import GpuwiseError
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")]
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="Run store (SQLite file). Default: the user data dir, or $GPUWISE_STORE.",
+                                               dir_okay=False)]
+
+runs_app = typer.Typer(help="List, show and compare profiled runs (the SQLite run store).", no_args_is_help=True)
+
+PROFILE_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+
+
+def profile(
+    ctx: typer.Context,
+    steps: Annotated[int, typer.Option("--steps", "-n", min=1, help="Steps to measure after warm-up (a step ends at each optimizer step).")] = 50,
+    warmup: Annotated[int, typer.Option("--warmup", "-w", min=0, help="Steps to run before measuring (compile, caches, worker start).")] = 5,
+    stop: Annotated[bool, typer.Option("--stop", help="End the script once the steps are measured (default: detach and let it finish).")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=0.05, help="Telemetry sampling interval, seconds.")] = 0.5,
+    store: StoreOpt = None,
+    save: Annotated[bool, typer.Option("--save/--no-save", help="Save the run in the run store.")] = True,
+    as_json: JsonFlag = False,
+) -> None:
+    """Profile a training script, unchanged: [bold]gpuwise profile -- python train.py ARGS[/bold]
+
+    Splits every step into data wait, host→device copy, forward, backward, optimizer and the rest;
+    samples CPU/GPU telemetry; names what limits the run with the fix. Works under torchrun too
+    (one run per rank). The script's exit code is gpuwise's exit code."""
+    from gpuwise.profile.launcher import run_profiled
+    from gpuwise.report import profile_view
+
+    session = run_profiled(list(ctx.args), steps=steps, warmup=warmup, stop=stop, interval_s=interval,
+                           stdout_to_stderr=as_json, store=store, save=save)
+    emit(session.to_dict(), "profile", as_json, lambda c: profile_view.render_session(c, session))
+    if session.exit_code:
+        sys.exit(session.exit_code)  # the script's exit code is ours (click would swallow typer.Exit here)
+
+
+def doctor(
+    steps: Annotated[int, typer.Option("--steps", "-n", min=8, help="Steps measured in each of the two runs.")] = 40,
+    warmup: Annotated[int, typer.Option("--warmup", "-w", min=0, help="Warm-up steps before each measurement.")] = 3,
+    device: Annotated[str, typer.Option("--device", help="auto | cpu | cuda")] = "auto",
+    store: StoreOpt = None,
+    save: Annotated[bool, typer.Option("--save/--no-save", help="Save both runs in the run store.")] = True,
+    as_json: JsonFlag = False,
+) -> None:
+    """Profile a built-in training workload, apply the fixes its findings call for, and measure the speed-up."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gpuwise.profile.doctor.run import run_doctor
+    from gpuwise.report import profile_view
+
+    labels = {"before": "1/2 profiling the workload as written", "after": "2/2 re-running with the fixes"}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(labels.get(stage, stage), total=total)
+            bar.update(tasks[stage], completed=done)
+
+        result = run_doctor(steps=steps, warmup=warmup, device=device, store=store if save else False, progress=progress)
+    emit(result.to_dict(), "doctor", as_json, lambda c: profile_view.render_doctor(c, result))
+
+
+@runs_app.command("list")
+def runs_list(
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Newest N runs.")] = 30,
+    store: StoreOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List saved runs, newest first."""
+    from gpuwise.profile.store import RunStore, default_store_path
+    from gpuwise.report import profile_view
+
+    path = store or default_store_path()
+    if not Path(path).exists():
+        rows, shown = [], str(path)
+    else:
+        with RunStore.open(path, create=False) as runs:
+            rows, shown = runs.list(limit), str(runs.path)
+    emit({"store": shown, "runs": [r.to_dict() for r in rows]}, "runs", as_json, lambda c: profile_view.render_runs_list(c, rows, shown))
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="Run id, 'last', or -N for the N-th newest.")],
+    store: StoreOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show one run: phases, telemetry, findings. `--json` output is accepted by `gpuwise plan --evidence`."""
+    from gpuwise.profile.store import RunStore
+    from gpuwise.report import profile_view
+
+    with RunStore.open(store, create=False) as runs:
+        run = runs.load(run_id)
+    emit(run.to_dict(), "run", as_json, lambda c: profile_view.render_run(c, run))
+
+
+@runs_app.command("compare")
+def runs_compare(
+    a: Annotated[str, typer.Argument(help="The baseline run (id, 'last', -N).")],
+    b: Annotated[str, typer.Argument(help="The run to compare with it.")],
+    store: StoreOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Compare two runs: steps/s, each phase, changed settings, findings resolved and new."""
+    from gpuwise.profile.compare import compare_runs
+    from gpuwise.profile.store import RunStore
+    from gpuwise.report import profile_view
+
+    with RunStore.open(store, create=False) as runs:
+        run_a, run_b = runs.load(a), runs.load(b)
+    if run_a.run_id == run_b.run_id:
+        raise GpuwiseError(f"both arguments name run {run_a.run_id}; give two different runs")
+    cmp = compare_runs(run_a, run_b)
+    emit(cmp.to_dict(), "run_comparison", as_json, lambda c: profile_view.render_comparison(c, cmp))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profile", context_settings=PROFILE_CONTEXT)(profile)
+    app.command("doctor")(doctor)
+    app.add_typer(runs_app, name="runs")
+
