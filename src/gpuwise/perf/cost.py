@@ -288,6 +288,7 @@ class GpuCostRow:
     usd_per_million_tokens: float | None  # serving (prompt + output)
     ttft_s: float | None
     tpot_s: float | None
+    batch: int | None = None  # serving: decode batch per replica (capped by KV-cache memory)
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -329,7 +330,7 @@ def _compare_one(workload: Workload, gpu: GPU, usd: float | None, cooling: float
     row = dict(gpu=gpu.id, gpu_name=gpu.name, fits=fits, fit_note=fit_note, usd_per_gpu_hour=price.usd_per_gpu_hour,
                tokens_per_s=perf.tokens_per_s, step_time_s=perf.step_time_s, bound=perf.bound,
                ttft_s=inf.ttft_s if inf else None, tpot_s=inf.tpot_s if inf else None,
-               run_cost_usd=None, usd_per_billion_tokens=None, usd_per_million_tokens=None)
+               batch=inf.batch if inf else None, run_cost_usd=None, usd_per_billion_tokens=None, usd_per_million_tokens=None)
     if price.usd_per_gpu_hour is None:
         return GpuCostRow(**row, note="no verified price")
     est = estimate_cost(workload, gpu, usd_per_gpu_hour=usd, cooling_overhead_pct=cooling,

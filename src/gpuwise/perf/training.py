@@ -65,6 +65,23 @@ def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
     return flops, tokens
 
 
+def _linear_time(flops: float, gpu: GPU, num: Numerics) -> tuple[float, float]:
+    """Matmul time of a training step and the resulting fraction of the compute dtype's peak.
+
+    The stack factor stands for the non-matmul kernels (norms, activations, casts, loss,
+    optimizer glue). Those run at 16-bit speed whatever the matmul dtype, so with fp8/fp4
+    matmuls only the GEMM part shrinks: time = GEMMs at the low-precision rate + the 16-bit
+    overhead. (Transformer Engine / torchao float8 report 1.3-1.5x end-to-end, not 2x.)
+    """
+    dtype = num.compute_dtype
+    gemm_s = flops / (peak_flops(gpu, dtype) * matmul_efficiency(gpu, dtype, "training") / eff.stack("training"))
+    ref = dtype if dtype in {"fp32", "tf32", "bf16", "fp16"} else num.attention_dtype
+    overhead_s = flops / (peak_flops(gpu, ref) * matmul_efficiency(gpu, ref, "training") / eff.stack("training"))
+    overhead_s *= 1 / eff.stack("training") - 1
+    total = gemm_s + overhead_s
+    return total, flops / (total * peak_flops(gpu, dtype)) if total else 0.0
+
+
 def _host_floor_s(arch: ModelArch, pp: int) -> float:
     """Eager dispatch time of one micro-batch's kernels (forward + backward) on one stage."""
     per_layer = int(eff.host("kernels_per_layer_training"))
@@ -84,9 +101,8 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
 
     # --- compute per micro-batch on one GPU -------------------------------------------------------
     if arch.is_transformer:
-        e_lin = matmul_efficiency(gpu, num.compute_dtype, "training")
+        linear_s, e_lin = _linear_time(flops.linear_executed / shards, gpu, num)
         e_attn = matmul_efficiency(gpu, num.attention_dtype, "training") * eff.attention_ratio(workload.attention)
-        linear_s = flops.linear_executed / shards / (peak_flops(gpu, num.compute_dtype) * e_lin)
         attention_s = flops.attention_executed / shards / (peak_flops(gpu, num.attention_dtype) * e_attn)
     else:
         e_lin = e_attn = eff.cnn_fraction("training")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -163,37 +164,52 @@ def markdown_cost(c: CostEstimate) -> str:
     return "\n".join(parts)
 
 
-def _comparison_columns(training: bool) -> list[str]:
-    speed = "tokens/s" if training else "output tok/s"
+SHORT_BOUND = {"compute": "compute", "memory_bandwidth": "memory", "communication": "comm", "host": "host"}
+
+
+def _comparison_columns(training: bool, with_run: bool) -> list[str]:
+    speed = "tok/s" if training else "out tok/s"
     latency = "step" if training else "TPOT"
-    money = ["run $", "$/1B tok"] if training else ["$/1M tok"]
-    return ["GPU", "fits", "$/GPU-h", speed, latency, "bound", *money]
+    money = (["run $"] if with_run else []) + ["$/Btok"] if training else ["$/Mtok"]
+    batch = [] if training else ["batch"]
+    return ["GPU", "fits", "$/h", *batch, speed, latency, "bound", *money]
 
 
-def _comparison_cells(r: GpuCostRow, training: bool) -> list[str]:
+def _comparison_cells(r: GpuCostRow, training: bool, with_run: bool) -> list[str]:
     fits = {True: "yes", False: "no", None: "?"}[r.fits]
-    latency = (fmt_duration(r.step_time_s) if training else f"{r.tpot_s * 1000:,.1f} ms") if r.step_time_s else "—"
-    if r.tokens_per_s is None:
+    if r.tokens_per_s is None or r.step_time_s is None:
         latency = "—"
-    money = [_usd(r.run_cost_usd), _usd(r.usd_per_billion_tokens)] if training else [_usd(r.usd_per_million_tokens, 3)]
-    return [r.gpu, fits, _usd(r.usd_per_gpu_hour), _num(r.tokens_per_s), latency,
-            BOUND_TEXT.get(r.bound or "", "—"), *money]
+    else:
+        latency = fmt_duration(r.step_time_s) if training else f"{r.tpot_s * 1000:,.1f} ms"
+    if training:
+        money = ([_usd(r.run_cost_usd)] if with_run else []) + [_usd(r.usd_per_billion_tokens)]
+    else:
+        money = [_usd(r.usd_per_million_tokens, 3)]
+    batch = [] if training else [_num(r.batch)]
+    return [r.gpu, fits, _usd(r.usd_per_gpu_hour), *batch, _num(r.tokens_per_s), latency,
+            SHORT_BOUND.get(r.bound or "", "—"), *money]
 
 
 def render_comparison(console: Console, rows: list[GpuCostRow], title: str, training: bool) -> None:
-    table = Table(title=title, header_style="bold", title_justify="left")
-    for col in _comparison_columns(training):
-        table.add_column(col, justify="left" if col in {"GPU", "bound"} else "right", no_wrap=col == "GPU")
+    with_run = any(r.run_cost_usd is not None for r in rows)
+    table = Table(title=title, header_style="bold", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    for col in _comparison_columns(training, with_run):
+        if col == "GPU":
+            table.add_column(col, overflow="fold", min_width=14)
+        else:
+            table.add_column(col, justify="left" if col == "bound" else "right", no_wrap=True)
     for r in rows:
-        style = "dim" if r.fits is False else None
-        table.add_row(*_comparison_cells(r, training), style=style)
+        table.add_row(*_comparison_cells(r, training, with_run), style="dim" if r.fits is False else None)
     console.print(table)
-    console.print("[dim]Same GPU count and parallelism on every GPU. '—' = no verified price (pass --usd-per-hour) "
-                  "or no prediction; 'fits ?' = memory not checked.[/dim]")
+    console.print("[dim]Same GPU count and parallelism on every GPU; $/h per GPU; $/Mtok per 1M prompt + output "
+                  "tokens, $/Btok per 1B training tokens. '—' = no verified price (pass --usd-per-hour); "
+                  "fits '?' = memory not checked.[/dim]")
 
 
 def markdown_comparison(rows: list[GpuCostRow], title: str, training: bool) -> str:
-    cols = _comparison_columns(training)
+    with_run = any(r.run_cost_usd is not None for r in rows)
+    cols = _comparison_columns(training, with_run)
     out = [f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(_comparison_cells(r, training)) + " |" for r in rows]
+    out += ["| " + " | ".join(_comparison_cells(r, training, with_run)) + " |" for r in rows]
     return "\n".join(out) + "\n"

@@ -1,0 +1,313 @@
+"""Check gpuwise.perf against published throughput measurements.
+
+    python benchmarks/validate_throughput.py [--data CSV]
+
+Reads rows like ../shared/data/measured_throughput.csv (id, workload, model, gpu, num_gpus,
+precision, batch_size, input_len, output_len, seq_len, parallelism, framework, metric, value,
+source, notes), turns each into a Workload, predicts it, and prints a table of measured vs
+predicted with the error. Rows the model cannot express are listed with the reason. The last
+line is one JSON object: {"rows", "skipped", "median_abs_err_pct", ...}; since many rows can come
+from one source, it also gives the median per source and the median weighted by source.
+
+Nothing here is tuned per row: the row's stated configuration becomes the workload, gaps are
+filled by the generic rules in `row_to_case` (stated in the output), and the model's constants
+come from perf/data/efficiency.toml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "measured_throughput.csv"
+sys.path.insert(0, str(REPO / "src"))
+
+from gpuwise.catalog import get_gpu, get_model  # noqa: E402
+from gpuwise.errors import GpuwiseError  # noqa: E402
+from gpuwise.perf import palm_flops_per_token, peak_flops, predict  # noqa: E402
+from gpuwise.workload import workload_from_mapping  # noqa: E402
+
+# Serving benchmarks at "maximum load" (offline throughput) keep admitting requests until the
+# KV cache is full; the model caps this requested concurrency by KV memory.
+OFFLINE_CONCURRENCY = 100_000
+# An unstated micro-batch: well-tuned LLM training runs fill ~16k tokens per micro-batch.
+DEFAULT_MICRO_TOKENS = 16_384
+# An unstated pipeline schedule: Megatron guidance keeps micro-batches >= 4 x stages.
+DEFAULT_MICROBATCHES_PER_STAGE = 4
+
+
+class Skip(Exception):
+    """A row the model cannot express; the message says why."""
+
+
+@dataclass
+class Case:
+    row: dict
+    workload: object
+    compute_dtype: str | None
+    metric: str
+    measured: float
+    assumptions: list[str]
+
+
+def _int(value: str) -> int | None:
+    value = (value or "").strip()
+    return int(float(value)) if value else None
+
+
+def _parallelism(text: str) -> dict[str, int | str]:
+    """TP/PP/CP/DP/FSDP degrees from strings like 'TP8xPP16xDP128' or 'FSDP64 (FULL_SHARD)'."""
+    text = text or ""
+    out: dict[str, int | str] = {}
+    for key in ("TP", "PP", "CP", "DP"):
+        m = re.search(rf"(?<![A-Z]){key}(\d+)", text)
+        if m:
+            out[key.lower()] = int(m.group(1))
+    m = re.search(r"FSDP(\d+)", text)
+    if m:
+        out["fsdp"] = int(m.group(1))
+    if re.search(r"FSDP|ZeRO-?3|FULL_SHARD", text, re.I):
+        out["sharding"] = "fsdp"
+    return out
+
+
+def _checkpointing(text: str) -> str:
+    text = text.lower()
+    if re.search(r"full (ac|activation checkpointing)|activation checkpointing[:]? yes|full recompute", text):
+        return "full"
+    if "selective" in text:
+        return "selective"
+    return "none"
+
+
+def _grad_accum(text: str) -> int | None:
+    m = re.search(r"grad(?:ient)? accum(?:ulation)?\s*(\d+)", text, re.I)
+    return int(m.group(1)) if m else None
+
+
+def _precision(value: str) -> tuple[str, str | None, str | None]:
+    """Row precision -> (workload precision, forced compute dtype, KV-cache dtype)."""
+    value = (value or "").strip().lower()
+    if not value:
+        raise Skip("precision not recorded")
+    if value == "fp4":
+        # NVFP4 engines run W4A4 on fp4 tensor cores; the workload's int4 is the storage size.
+        return "int4", "fp4", "fp8"
+    if value == "fp8":
+        return "fp8", None, "fp8"  # FP8 checkpoints (ModelOpt, MLPerf) also quantize the KV cache
+    return value, None, None
+
+
+def row_to_case(row: dict) -> Case:
+    """Build the workload a published row describes (raises Skip when it cannot)."""
+    metric, kind = row["metric"], row["workload"]
+    try:
+        arch = get_model(row["model"])
+        get_gpu(row["gpu"])
+    except GpuwiseError as err:
+        raise Skip(str(err)) from None
+    if arch.mlp_type == "diffusion-unet":
+        raise Skip("diffusion U-Net: no FLOP model (denoising steps and resolution not in the row)")
+    if metric == "time_to_train_min":
+        raise Skip("time to train: the dataset's token count is not in the row")
+    n = _int(row["num_gpus"]) or 1
+    par = _parallelism(row["parallelism"])
+    tp, pp = int(par.get("tp", 1)), int(par.get("pp", 1))
+    notes = f"{row['parallelism']} {row['notes']}"
+    assumptions: list[str] = []
+    precision, compute_dtype, kv = _precision(row["precision"])
+    spec: dict = {"model": row["model"], "gpu": row["gpu"], "num_gpus": n, "tp": tp, "pp": pp,
+                  "precision": precision, "framework": row["framework"]}
+    if kv:
+        spec["kv_cache_dtype"] = kv
+    batch = _int(row["batch_size"])
+    seq = _int(row["seq_len"])
+    inp, out = _int(row["input_len"]), _int(row["output_len"])
+
+    if kind in {"training", "finetune-lora"}:
+        if not seq:
+            raise Skip("training row without a sequence length")
+        spec["task"] = "lora" if kind == "finetune-lora" else "pretrain"
+        if kind == "finetune-lora" and precision == "fp8":
+            assumptions.append("LoRA rank/targets not stated: gpuwise defaults (r16, all-linear)")
+        spec["seq_len"] = seq
+        spec["sharding"] = par.get("sharding", "ddp" if n > tp * pp else "none")
+        spec["grad_checkpointing"] = _checkpointing(notes)
+        accum = _grad_accum(notes)
+        if pp > 1:
+            # Pipeline runs use micro-batches of 1 sequence; the local batch is the micro-batch count.
+            micro = batch or DEFAULT_MICROBATCHES_PER_STAGE * pp
+            if not batch:
+                assumptions.append(f"micro-batches not stated: {micro} (= 4 x pp)")
+            spec["batch_size"], spec["grad_accum"] = 1, micro
+        else:
+            if not batch:
+                batch = max(1, DEFAULT_MICRO_TOKENS // seq)
+                assumptions.append(f"micro-batch not stated: {batch} x {seq} tokens")
+            spec["batch_size"], spec["grad_accum"] = batch, accum or 1
+        if metric not in {"tokens_per_s_per_gpu", "mfu"}:
+            raise Skip(f"training metric {metric} not predicted")
+    elif kind == "prefill":
+        if not inp:
+            raise Skip("prefill row without a prompt length")
+        spec.update(task="inference", seq_len=inp, output_len=1, batch_size=batch or 1)
+        if metric != "ttft_ms":
+            raise Skip(f"prefill metric {metric} not predicted")
+    elif kind == "decode":
+        spec.update(task="inference", seq_len=inp or seq or 1, output_len=out or 128, batch_size=batch or 1)
+        if metric not in {"output_tokens_per_s", "ms_per_token"}:
+            raise Skip(f"decode metric {metric} not predicted")
+    elif kind in {"inference-offline", "inference-server"}:
+        if not arch.is_transformer:
+            if metric != "samples_per_s":
+                raise Skip(f"{metric} for a conv net")
+            spec.update(task="cv-inference", batch_size=batch or 64)
+            if not batch:
+                assumptions.append("offline conv-net batch not stated: 64 images")
+        else:
+            if not inp or not out:
+                raise Skip("input/output lengths are a dataset distribution, not per-row values")
+            if kind == "inference-server":
+                raise Skip("server scenario: latency constraints and arrival process not modelled")
+            static = (row["framework"] or "").lower() == "fastertransformer" or "static batching" in notes.lower()
+            if static:
+                spec.update(task="inference", batch_size=batch or 1, seq_len=inp, output_len=out)
+            else:
+                spec.update(task="serving", batch_size=1, concurrency=OFFLINE_CONCURRENCY, seq_len=inp, output_len=out)
+            if metric not in {"output_tokens_per_s", "samples_per_s"}:
+                raise Skip(f"offline metric {metric} not predicted")
+    else:
+        raise Skip(f"workload kind {kind!r} not modelled")
+    try:
+        workload = workload_from_mapping(spec)
+    except GpuwiseError as err:
+        raise Skip(f"not expressible as a workload: {err}") from None
+    return Case(row, workload, compute_dtype, metric, float(row["value"]), assumptions)
+
+
+def predicted_value(case: Case) -> float:
+    """The prediction in the row's metric."""
+    p = predict(case.workload, compute_dtype=case.compute_dtype)
+    w, metric = case.workload, case.metric
+    if p.inference is None and p.training is None and metric == "samples_per_s":
+        return p.samples_per_s
+    if metric == "tokens_per_s_per_gpu":
+        return p.tokens_per_s_per_gpu
+    if metric == "mfu":
+        # Published MFU uses the PaLM convention (6·P + 12·L·d·s per token) against the bf16 peak.
+        arch = get_model(w.model)
+        gpu = get_gpu(w.gpu)
+        dtype = "fp16" if "fp16" in w.precision else "bf16"
+        return p.tokens_per_s_per_gpu * palm_flops_per_token(arch, w.seq_len) / peak_flops(gpu, dtype)
+    i = p.inference
+    if metric == "ttft_ms":
+        return i.ttft_s * 1000
+    if metric == "ms_per_token":
+        return i.tpot_s * 1000
+    if metric == "output_tokens_per_s":
+        if case.row["workload"] == "decode":
+            return 1.0 / i.tpot_s
+        return p.tokens_per_s
+    if metric == "samples_per_s":
+        return i.requests_per_s
+    raise Skip(f"metric {metric} not predicted")
+
+
+def source_key(source: str) -> str:
+    head = source.split()[0].rstrip(",")
+    if head.startswith("mlcommons/"):
+        return "mlcommons"
+    return {"LLaMA": "Llama papers", "Llama": "Llama papers"}.get(head, head)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="CSV of published measurements")
+    args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(f"validate_throughput: {args.data} does not exist", file=sys.stderr)
+        return 2
+    with args.data.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=False, width=160)
+    results, skipped = [], []
+    for row in rows:
+        try:
+            case = row_to_case(row)
+            pred = predicted_value(case)
+        except Skip as why:
+            skipped.append((row["id"], str(why)))
+            continue
+        err = 100.0 * (pred - case.measured) / case.measured
+        results.append((row, case, pred, err))
+
+    table = Table(title=f"gpuwise.perf vs published measurements ({args.data.name})", header_style="bold")
+    for col in ("row", "metric", "measured", "predicted", "error %", "assumed"):
+        table.add_column(col, justify="right" if col in {"measured", "predicted", "error %"} else "left")
+    for row, case, pred, err in results:
+        colour = "green" if abs(err) <= 25 else ("yellow" if abs(err) <= 50 else "red")
+        table.add_row(row["id"], case.metric, f"{case.measured:,.4g}", f"{pred:,.4g}", f"[{colour}]{err:+.0f}[/{colour}]",
+                      "; ".join(case.assumptions))
+    console.print(table)
+
+    if skipped:
+        skip_table = Table(title="Rows not modelled", header_style="bold")
+        skip_table.add_column("row")
+        skip_table.add_column("why")
+        for rid, why in skipped:
+            skip_table.add_row(rid, why)
+        console.print(skip_table)
+
+    abs_errs = [abs(err) for *_, err in results]
+    by_source: dict[str, list[float]] = {}
+    for row, _, _, err in results:
+        by_source.setdefault(source_key(row["source"]), []).append(abs(err))
+    per_source = {k: round(statistics.median(v), 1) for k, v in sorted(by_source.items())}
+    src_table = Table(title="Median |error| per source", header_style="bold")
+    for col in ("source", "rows", "median |error| %"):
+        src_table.add_column(col, justify="left" if col == "source" else "right")
+    for key, errs in sorted(by_source.items(), key=lambda kv: -len(kv[1])):
+        src_table.add_row(key, str(len(errs)), f"{statistics.median(errs):.1f}")
+    console.print(src_table)
+
+    weighted = _weighted_median([(e, 1.0 / len(v)) for v in by_source.values() for e in v])
+    summary = {
+        "rows": len(results),
+        "skipped": len(skipped),
+        "median_abs_err_pct": round(statistics.median(abs_errs), 1) if abs_errs else None,
+        "source_weighted_median_abs_err_pct": round(weighted, 1) if abs_errs else None,
+        "median_of_source_medians_pct": round(statistics.median(per_source.values()), 1) if per_source else None,
+        "within_25_pct": sum(e <= 25 for e in abs_errs),
+        "per_source": per_source,
+    }
+    print(json.dumps(summary))
+    return 0
+
+
+def _weighted_median(pairs: list[tuple[float, float]]) -> float:
+    """Median where each row counts 1/(rows from its source): every source weighs the same."""
+    if not pairs:
+        return float("nan")
+    pairs.sort()
+    half = sum(w for _, w in pairs) / 2
+    acc = 0.0
+    for value, weight in pairs:
+        acc += weight
+        if acc >= half:
+            return value
+    return pairs[-1][0]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""predict(): training and inference behaviour on hand cases and limiting regimes."""
+
+import json
+
+import pytest
+
+from gpuwise.catalog import get_gpu, get_model
+from gpuwise.errors import GpuwiseError
+from gpuwise.perf import predict
+from gpuwise.perf.footprint import kv_bytes_per_token_per_gpu, weight_bytes
+from gpuwise.perf.numerics import resolve
+from gpuwise.workload import workload_from_mapping
+
+
+def W(**kw):
+    return workload_from_mapping(kw)
+
+
+def test_single_gpu_decode_is_weight_bytes_over_bandwidth():
+    # Batch 1, 1-token prompt: one step streams the bf16 weights once (plus a tiny KV read).
+    p = predict(W(model="llama-3-8b", gpu="h100-sxm", seq_len=1, output_len=2, precision="bf16"))
+    weights = 7_504_658_432 * 2  # block linears + lm_head in bf16 (the embedding lookup is not read)
+    expected = weights / (3.35e12 * 0.75) + 0.5e-3  # decode bandwidth fraction + engine step overhead
+    assert p.inference.decode_weight_bytes == pytest.approx(weights)
+    assert p.inference.tpot_s == pytest.approx(expected, rel=0.01)
+    assert p.bound == "memory_bandwidth"
+
+
+def test_batching_shares_the_weight_read_until_compute_bound():
+    base = dict(model="llama-3-8b", gpu="a100-80gb-sxm", seq_len=128, output_len=128)
+    one = predict(W(**base, batch_size=1)).inference
+    eight = predict(W(**base, batch_size=8)).inference
+    assert eight.tpot_s < 1.1 * one.tpot_s  # the same weights serve 8 sequences
+    knee = one.decode_compute_bound_batch
+    big = predict(W(**base, batch_size=int(4 * knee))).inference
+    assert big.decode_bound == "compute"
+    assert big.tpot_s > 2 * one.tpot_s
+
+
+def test_quantized_weights_cut_decode_time():
+    base = dict(model="llama-3-8b", gpu="a10", seq_len=16, output_len=16)
+    bf16 = predict(W(**base, precision="bf16")).inference.tpot_s
+    int4 = predict(W(**base, precision="int4")).inference.tpot_s
+    assert int4 < bf16 / 2.5
+
+
+def test_kv_cache_concurrency_hand_case():
+    w = W(model="llama-3-8b", gpu="h100-sxm", task="serving", seq_len=1000, output_len=1000, concurrency=10_000,
+          precision="fp8", kv_cache_dtype="fp8")
+    p = predict(w).inference
+    assert p.kv_bytes_per_token_per_gpu == 2 * 32 * 8 * 128 * 1  # K and V, 32 layers, 8 KV heads, fp8
+    assert p.max_concurrency == int(p.kv_budget_bytes_per_gpu // (p.kv_bytes_per_token_per_gpu * 2000))
+    assert p.batch == p.max_concurrency < 10_000
+    assert p.batching == "continuous"
+    # Tensor parallel splits KV heads across ranks.
+    num = resolve(w, get_gpu("h100-sxm"))
+    assert kv_bytes_per_token_per_gpu(get_model("llama-3-8b"), num, 2, 1) == p.kv_bytes_per_token_per_gpu / 2
+
+
+def test_model_that_does_not_fit_says_so():
+    p = predict(W(model="llama-3-70b", gpu="rtx-4090", precision="bf16"))
+    assert not p.fits
+    assert any("does not fit" in n for n in p.notes)
+
+
+def test_ttft_is_compute_bound_prefill():
+    p = predict(W(model="llama-3-8b", gpu="a100-80gb-sxm", seq_len=4096, output_len=1))
+    assert p.inference.ttft_s > 2 * 7.5e9 * 4096 / 312e12  # at most peak speed
+    assert p.inference.prefill_tokens_per_s > 1000
+
+
+def test_training_step_matches_flops_over_efficiency():
+    p = predict(W(model="llama-3-8b", task="pretrain", gpu="a100-80gb-sxm", batch_size=2, seq_len=2048))
+    t = p.training
+    assert t.step_time_s == pytest.approx(t.compute_s + t.optimizer_s, rel=1e-6)
+    assert t.linear_efficiency == pytest.approx(0.869 * 0.65)
+    assert 40 < p.mfu_pct < 60  # A100 bf16, no recompute
+    assert p.bound == "compute"
+
+
+def test_recompute_and_lora_change_speed_in_the_right_direction():
+    base = dict(model="llama-3-8b", gpu="h100-sxm", batch_size=2, seq_len=4096)
+    full = predict(W(**base, task="full-finetune")).tokens_per_s
+    recompute = predict(W(**base, task="full-finetune", grad_checkpointing="full")).tokens_per_s
+    lora = predict(W(**base, task="lora")).tokens_per_s
+    assert recompute == pytest.approx(full * 3 / 4, rel=0.05)  # +1 forward of 3 passes
+    assert lora > 1.3 * full  # no weight gradients for the frozen base
+
+
+def test_fp8_training_is_faster_but_not_twice():
+    base = dict(model="llama-3-8b", task="pretrain", gpu="h100-sxm", batch_size=2, seq_len=4096)
+    speedup = predict(W(**base, precision="fp8")).tokens_per_s / predict(W(**base, precision="bf16")).tokens_per_s
+    assert 1.2 < speedup < 1.6
+
+
+def test_data_parallel_over_consumer_pcie_is_communication_bound():
+    p = predict(W(model="llama-3.2-1b", task="full-finetune", gpu="rtx-4090", num_gpus=4, sharding="ddp",
+                  batch_size=1, seq_len=512, precision="bf16"))
+    assert p.bound == "communication"
+    assert p.training.links["dp"] == "pcie"
+    assert p.training.dp_exposed_s > p.training.compute_s
+
+
+def test_fsdp_and_tensor_parallel_traffic():
+    fsdp = predict(W(model="llama-3-8b", task="pretrain", gpu="h100-sxm", num_gpus=8, sharding="fsdp",
+                     batch_size=2, seq_len=4096)).training
+    assert fsdp.dp_comm_s > 0 and fsdp.dp_exposed_s < fsdp.dp_comm_s  # mostly hidden under compute
+    tp = predict(W(model="llama-3-70b", task="pretrain", gpu="h100-sxm", num_gpus=8, tp=8,
+                   batch_size=1, seq_len=4096)).training
+    assert tp.tp_comm_s > 0 and tp.data_parallel == 1
+
+
+def test_pipeline_bubble_in_step_time():
+    base = dict(model="llama-3-70b", task="pretrain", gpu="h100-sxm", num_gpus=4, pp=4, batch_size=1, seq_len=2048)
+    few = predict(W(**base, grad_accum=1)).training
+    many = predict(W(**base, grad_accum=16)).training
+    assert few.bubble_fraction == pytest.approx(3 / 4)
+    assert many.bubble_fraction == pytest.approx(3 / 19)
+    assert few.step_time_s == pytest.approx(few.bubble_s / 0.75 + few.optimizer_s + few.dp_exposed_s, rel=1e-6)
+
+
+def test_tiny_model_hits_the_host_floor():
+    p = predict(W(model="gpt2", task="pretrain", gpu="h100-sxm", batch_size=1, seq_len=32))
+    assert p.bound == "host"
+    assert any("launch overhead" in a for a in p.assumptions)
+
+
+def test_eager_framework_pays_launch_overhead_per_decode_step():
+    base = dict(model="llama-3.2-1b", gpu="h100-sxm", seq_len=64, output_len=64)
+    engine = predict(W(**base)).inference.tpot_s
+    eager = predict(W(**base, framework="hf")).inference.tpot_s
+    assert eager > 2 * engine
+
+
+def test_gpu_quirks_are_noted():
+    a100_fp8 = predict(W(model="llama-3-8b", gpu="a100-80gb-sxm", precision="fp8"))
+    assert a100_fp8.compute_dtype == "bf16"
+    assert any("no fp8 tensor cores" in n for n in a100_fp8.notes)
+    geforce = predict(W(model="llama-3-8b", gpu="rtx-4090", precision="bf16"))
+    assert any("FP32-accumulate" in n for n in geforce.notes)
+    mi = predict(W(model="llama-3-8b", gpu="l4"))
+    assert any("no published MAMF" in a for a in mi.assumptions)
+
+
+def test_what_if_on_another_gpu_and_json():
+    w = W(model="llama-3-8b", task="lora", gpu="a100-80gb-sxm")
+    h100 = predict(w, get_gpu("h100-sxm"))
+    assert h100.gpu == "h100-sxm"
+    assert h100.tokens_per_s > predict(w).tokens_per_s
+    doc = json.loads(json.dumps(h100.to_dict()))
+    assert doc["training"]["step_time_s"] == pytest.approx(h100.step_time_s)
+
+
+def test_vision_models():
+    vit = predict(W(model="vit-b-16", task="cv-train", gpu="a100-80gb-sxm", batch_size=64, image_size=224))
+    assert vit.training.micro_batch_tokens == 64 * 197
+    resnet = predict(W(model="resnet-50", task="cv-inference", gpu="l4", precision="int8", batch_size=64))
+    assert resnet.compute_dtype == "int8"
+    assert resnet.samples_per_s == pytest.approx(242.5e12 * 0.44 / (8.18e9 + 0.5e-3 * 242.5e12 * 0.44 / 64), rel=1e-3)
+    with pytest.raises(GpuwiseError, match="no FLOP count for sdxl"):
+        predict(W(model="sdxl", task="cv-inference", gpu="l40s"))
+
+
+def test_weight_bytes_of_quantized_model():
+    arch = get_model("llama-3-8b")
+    w = W(model="llama-3-8b", task="qlora", precision="nf4")
+    num = resolve(w, get_gpu("a100-80gb-sxm"))
+    blocks = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    expected = blocks * (0.5 + 4 / 64) + (arch.num_params - blocks) * 2
+    assert weight_bytes(arch, num) == pytest.approx(expected)

@@ -1,0 +1,50 @@
+"""Regression guard: the throughput model against published measurements (benchmarks/validate_throughput.py)."""
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO
+
+SCRIPT = REPO / "benchmarks" / "validate_throughput.py"
+HEADER = ("id,workload,model,gpu,num_gpus,precision,batch_size,input_len,output_len,seq_len,parallelism,framework,"
+          "metric,value,source,quality,notes\n")
+
+
+def _run(*args: str) -> tuple[str, dict]:
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    return proc.stdout, json.loads(last)
+
+
+def test_published_benchmarks_within_target(shared_dir):
+    out, summary = _run("--data", str(shared_dir / "data" / "measured_throughput.csv"))
+    assert summary["rows"] >= 90 and summary["rows"] + summary["skipped"] == 111
+    assert summary["median_abs_err_pct"] <= 25
+    assert summary["source_weighted_median_abs_err_pct"] <= 25
+    assert "Rows not modelled" in out and "dataset distribution" in out
+
+
+def test_rows_are_parsed_predicted_or_skipped_with_a_reason(tmp_path):
+    data = tmp_path / "rows.csv"
+    data.write_text(
+        HEADER
+        # 16.8 ms roofline for a 13B fp16 model on an A100-40GB at batch 1 (kipp.ly), measured 22 ms.
+        + "r-decode,decode,gpt-13b-kipply,a100-40gb-sxm,1,fp16,1,512,,512,,fastertransformer,ms_per_token,22.0,kipp.ly blog,clean,\n"
+        + "r-train,training,llama-3-8b,a100-80gb-sxm,64,bf16,1,,,8192,FSDP64,torchtitan,mfu,0.568,pytorch/torchtitan docs,clean,selective\n"
+        + "r-skip,inference-offline,gpt-j-6b,h100-sxm,1,fp8,,,,,,trt-llm,samples_per_s,31.07,src C,clean,\n"
+        + "r-unknown,decode,no-such-model,h100-sxm,1,fp16,1,,32,,,calm,output_tokens_per_s,60,src D,clean,\n",
+        encoding="utf-8",
+    )
+    out, summary = _run("--data", str(data))
+    assert summary["rows"] == 2 and summary["skipped"] == 2
+    assert set(summary["per_source"]) == {"kipp.ly", "pytorch/torchtitan"}
+    assert "r-decode" in out and "unknown model 'no-such-model'" in out
+    assert summary["median_abs_err_pct"] < 50
+
+
+def test_missing_data_file_is_reported(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--data", str(tmp_path / "nope.csv")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
