@@ -1,0 +1,41 @@
+"""`gpuwise plan`: the six-part optimization plan for a workload, with hardware options."""
+
+# No `from __future__ import annotations`: @workload_command hands these annotations to Typer as objects.
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpuwise.cli.output import emit
+from gpuwise.cli.workload_flags import workload_command
+from gpuwise.workload import Workload
+
+
+@workload_command
+def plan(
+    workload: Workload,
+    evidence: Annotated[list[Path] | None, typer.Option(
+        "--evidence", "-e", help="Measured evidence: --json output of `gpuwise profile`, `gpuwise trace` or `gpuwise runs` (repeatable).")] = None,
+    traced: Annotated[bool, typer.Option(
+        "--traced", help="VRAM of the current configuration from a traced simulation of the real model (needs torch + transformers).")] = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report to this file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")] = False,
+    as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
+) -> None:
+    """Diagnosis, ranked techniques, config changes, VRAM, scaling and tools, each backed by a predicted number.
+
+    Every technique's impact is the memory and performance models re-run on the changed workload.
+    Ranked for the workload's goal (--goal cost | latency | throughput | fit).
+    """
+    from gpuwise.plan import make_plan
+    from gpuwise.report import plan_view
+
+    result = make_plan(workload, evidence_files=evidence or (), traced=traced)
+    if html is not None:
+        from gpuwise.report import html as html_report
+
+        html_report.write(plan_view.plan_document(result), html)
+    emit({"plan": result.to_dict()}, "plan", as_json, lambda c: plan_view.render(c, result),
+         lambda: plan_view.markdown(result), as_markdown)
+    if html is not None and not as_json:
+        typer.echo(f"HTML report written to {html}", err=True)

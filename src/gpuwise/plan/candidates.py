@@ -1,0 +1,244 @@
+"""Candidate changes to a workload: each is a workload edit the models can re-evaluate.
+
+A generator looks at the workload and its GPU and proposes edits; it never says what an
+edit is worth. `techniques.py` re-runs memory and performance on the edited workload for that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuwise.catalog import GPU, get_gpu
+from gpuwise.plan.evidence import kv_bits
+from gpuwise.plan.goal import comfortable
+from gpuwise.plan.result import Outcome
+from gpuwise.workload import Workload
+
+Evaluate = Callable[[Workload], Outcome]
+
+# vLLM's default cap on sequences per batch (--max-num-seqs 256; vLLM engine arguments docs).
+SERVING_MAX_SEQS = 256
+_MAX_BATCH_DOUBLINGS = 6  # try up to 64× the current micro-batch
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str
+    title: str
+    changes: dict[str, Any]
+    quality_risk: str  # none | low | medium | changes-training
+    saves_memory: bool = False  # a memory technique (may cost speed): used to make a job fit
+    notes: tuple[str, ...] = field(default=())
+
+
+Generator = Callable[[Workload, GPU, Evaluate], "list[Candidate]"]
+GENERATORS: list[Generator] = []
+
+
+def generator(func: Generator) -> Generator:
+    GENERATORS.append(func)
+    return func
+
+
+def candidates(workload: Workload, evaluate: Evaluate) -> list[Candidate]:
+    """Every applicable edit of ``workload``, in generator order, without duplicates."""
+    gpu = get_gpu(workload.gpu)
+    seen: set[tuple] = set()
+    out = []
+    for gen in GENERATORS:
+        for cand in gen(workload, gpu, evaluate):
+            key = tuple(sorted(cand.changes.items()))
+            if key not in seen and any(getattr(workload, k) != v for k, v in cand.changes.items()):
+                seen.add(key)
+                out.append(cand)
+    return out
+
+
+def _half_dtype(gpu: GPU) -> str | None:
+    if gpu.bf16_tflops:
+        return "bf16"
+    if gpu.fp16_tflops:
+        return "fp16"
+    return None
+
+
+def _flash_capable(gpu: GPU) -> bool:
+    # FlashAttention-2 needs Ampere or newer, the first generation with bf16 tensor cores.
+    return bool(gpu.bf16_tflops) and gpu.vendor.upper() == "NVIDIA"
+
+
+def _llm(workload: Workload) -> bool:
+    return not workload.is_cv
+
+
+# --- precision -------------------------------------------------------------------------------------
+
+
+@generator
+def mixed_precision(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    half = _half_dtype(gpu)
+    if w.precision != "fp32" or half is None:
+        return []
+    if w.is_training:
+        return [Candidate("mixed_precision", f"Train with {half} autocast (AMP)", {"precision": f"amp-{half}"}, "low")]
+    return [Candidate("mixed_precision", f"Run inference in {half}", {"precision": half}, "low", saves_memory=True)]
+
+
+@generator
+def fp8_training(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    if w.task not in {"pretrain", "full-finetune"} or not gpu.fp8_tflops or w.precision not in {"amp-bf16", "bf16", "amp-fp16", "fp16"}:
+        return []
+    return [Candidate("fp8_training", "Train the matmuls in FP8", {"precision": "fp8"}, "medium")]
+
+
+@generator
+def weight_quantization(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    if not w.is_inference or w.is_cv or w.precision in {"int4", "nf4"}:
+        return []
+    out = []
+    if w.precision in {"fp32", "bf16", "fp16", "amp-bf16", "amp-fp16"}:
+        if gpu.fp8_tflops:
+            out.append(Candidate("weight_fp8", "Serve FP8 weights", {"precision": "fp8"}, "low", saves_memory=True))
+        else:
+            out.append(Candidate("weight_int8", "Serve INT8 weight-only quantized weights", {"precision": "int8"}, "low", saves_memory=True))
+    out.append(Candidate("weight_int4", "Serve 4-bit (AWQ/GPTQ) weights", {"precision": "int4"}, "medium", saves_memory=True))
+    return out
+
+
+@generator
+def kv_cache_fp8(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    if not w.is_inference or w.is_cv or kv_bits(w) <= 8:
+        return []
+    return [Candidate("kv_fp8", "Store the KV cache in FP8", {"kv_cache_dtype": "fp8"}, "low", saves_memory=True)]
+
+
+# --- kernels ---------------------------------------------------------------------------------------
+
+
+@generator
+def flash_attention(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    if not _llm(w) or w.attention == "flash" or not _flash_capable(gpu) or w.precision == "fp32":
+        return []
+    return [Candidate("flash_attention", "Use FlashAttention", {"attention": "flash"}, "none", saves_memory=True)]
+
+
+@generator
+def fused_optimizer(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    if not w.is_training or w.optimizer != "adamw":
+        return []
+    return [Candidate("fused_optimizer", "Use the fused AdamW kernel", {"optimizer": "adamw-fused"}, "none")]
+
+
+# --- memory for training ---------------------------------------------------------------------------
+
+
+@generator
+def optimizer_8bit(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    if not w.is_training or w.optimizer not in {"adamw", "adamw-fused"}:
+        return []
+    if w.task == "qlora":
+        return [Candidate("optimizer_8bit", "Use paged 8-bit AdamW", {"optimizer": "paged-adamw-8bit"}, "low", saves_memory=True)]
+    return [Candidate("optimizer_8bit", "Keep optimizer states in 8 bits", {"optimizer": "adamw-8bit"}, "low", saves_memory=True)]
+
+
+@generator
+def grad_checkpointing(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    if not w.is_training:
+        return []
+    out = []
+    if w.grad_checkpointing == "none" and _llm(w):
+        out.append(Candidate("grad_checkpointing", "Checkpoint activations selectively", {"grad_checkpointing": "selective"}, "none", saves_memory=True))
+    if w.grad_checkpointing != "full":
+        out.append(Candidate("grad_checkpointing", "Checkpoint every layer's activations", {"grad_checkpointing": "full"}, "none", saves_memory=True))
+    return out
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@generator
+def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """Largest micro-batch that fits comfortably (keeping the global batch when accumulation allows),
+    or the largest smaller one when the current batch does not fit."""
+    if not w.is_training and w.task != "cv-inference":
+        return []
+    total = w.batch_size * w.grad_accum
+    current = evaluate(w)
+    if comfortable(current):
+        if w.grad_accum > 1:
+            sizes, keep = [d for d in _divisors(total) if d > w.batch_size], True
+        else:
+            sizes, keep = [w.batch_size * 2**k for k in range(1, _MAX_BATCH_DOUBLINGS + 1)], False
+        best = None
+        for size in sizes:
+            edited = w.with_changes(batch_size=size, grad_accum=total // size if keep else 1)
+            if not comfortable(evaluate(edited)):
+                break
+            best = size
+        if best is None:
+            return []
+        changes = {"batch_size": best, "grad_accum": total // best if keep else 1}
+        risk = "none" if keep or not w.is_training else "changes-training"
+        title = f"Raise the micro-batch to {best}" + (f" with {total // best}× accumulation (same global batch {total})" if keep else "")
+        return [Candidate("bigger_batch", title, changes, risk)]
+    smaller = [d for d in _divisors(total) if d < w.batch_size]
+    if not smaller or not w.is_training:
+        return []
+    chosen = smaller[0]
+    for size in reversed(smaller):
+        if comfortable(evaluate(w.with_changes(batch_size=size, grad_accum=total // size))):
+            chosen = size
+            break
+    return [Candidate("smaller_batch", f"Lower the micro-batch to {chosen} with {total // chosen}× accumulation (same global batch {total})",
+                      {"batch_size": chosen, "grad_accum": total // chosen}, "none", saves_memory=True)]
+
+
+@generator
+def adapters(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    if w.is_cv or w.task not in {"full-finetune", "lora"}:
+        return []
+    out = []
+    base = "bf16" if gpu.bf16_tflops else "fp16"
+    if w.task == "full-finetune":
+        out.append(Candidate("lora", "Fine-tune LoRA adapters instead of all weights",
+                             {"task": "lora", "precision": base if w.precision in {"fp32", "amp-bf16", "amp-fp16"} else w.precision},
+                             "medium", saves_memory=True))
+    out.append(Candidate("qlora", "QLoRA: LoRA on 4-bit NF4 base weights", {"task": "qlora", "precision": "nf4", "double_quant": True},
+                         "medium", saves_memory=True))
+    return out
+
+
+@generator
+def sharding(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    if not w.is_training or w.data_parallel < 2:
+        return []
+    out = []
+    if w.sharding in {"none", "ddp", "zero1"}:
+        out.append(Candidate("sharding", f"Shard gradients and optimizer states (ZeRO-2) over {w.data_parallel} GPUs", {"sharding": "zero2"},
+                             "none", saves_memory=True))
+    if w.sharding not in {"zero3", "fsdp"}:
+        out.append(Candidate("sharding", f"Shard parameters too (FSDP / ZeRO-3) over {w.data_parallel} GPUs", {"sharding": "fsdp"},
+                             "none", saves_memory=True))
+    return out
+
+
+# --- serving ---------------------------------------------------------------------------------------
+
+
+@generator
+def concurrency(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    if w.task not in {"serving", "rag"}:
+        return []
+    current = evaluate(w)
+    limit = current.max_concurrency
+    if not limit or limit <= w.concurrency:
+        return []
+    target = min(limit, SERVING_MAX_SEQS)
+    while target > w.concurrency and not comfortable(evaluate(w.with_changes(concurrency=target))):
+        target = max(w.concurrency, target * 3 // 4)
+    if target <= w.concurrency:
+        return []
+    return [Candidate("more_concurrency", f"Batch up to {target} requests (continuous batching)", {"concurrency": target}, "none")]

@@ -1,0 +1,95 @@
+"""Turn predictions into Evidence (source "prediction") and merge measured evidence files.
+
+The rules in `gpuwise.diagnose` decide what is a problem; this module only fills fields.
+Measured evidence (profile, trace, telemetry) keeps its own source and confidence; the
+prediction fills what measurement did not see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from gpuwise.catalog import GPU, get_gpu
+from gpuwise.diagnose import Evidence, load_evidence
+from gpuwise.plan.predict import Prediction
+from gpuwise.workload import Workload
+
+_BITS = {"fp32": 32, "amp-bf16": 16, "amp-fp16": 16, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "nf4": 4}
+_KV_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8}
+
+
+def weight_bits(workload: Workload) -> int:
+    """Bits per stored weight (AMP keeps fp32 weights; only the matmuls run in 16-bit)."""
+    if workload.precision.startswith("amp-"):
+        return 32
+    return _BITS[workload.precision]
+
+
+def kv_bits(workload: Workload) -> int:
+    if workload.kv_cache_dtype != "auto":
+        return _KV_BITS[workload.kv_cache_dtype]
+    return 16 if _BITS[workload.precision] <= 16 else 32
+
+
+def tensor_core_speedup(gpu: GPU) -> float | None:
+    """16-bit tensor-core peak over fp32 peak: what leaving fp32 buys on this GPU at most."""
+    half = gpu.bf16_tflops or gpu.fp16_tflops
+    if not half or not gpu.fp32_tflops:
+        return None
+    return half / gpu.fp32_tflops
+
+
+def prediction_evidence(workload: Workload, prediction: Prediction, fit_options_bytes: dict[str, float] | None = None,
+                        attention_scores_bytes: int | None = None) -> Evidence:
+    """What the models predict for this workload, in the rule engine's terms."""
+    gpu = get_gpu(workload.gpu)
+    outcome = prediction.outcome
+    ev = Evidence(
+        source="prediction",
+        label=workload.name or Path(workload.source).stem or workload.model,
+        device="cuda",
+        gpu=gpu.id,
+        memory_capacity_bytes=outcome.capacity_bytes,
+        memory_peak_bytes=outcome.peak_bytes,
+        tensor_core_speedup=tensor_core_speedup(gpu),
+        comm_exposed_pct=outcome.comm_exposed_pct if workload.num_gpus > 1 else None,
+        weight_bytes=prediction.weight_bytes,
+        weight_bits=weight_bits(workload),
+        attention_impl=workload.attention,
+        attention_scores_bytes=attention_scores_bytes,
+        fit_options_bytes=dict(fit_options_bytes or {}),
+    )
+    if workload.is_training or workload.task == "cv-inference":
+        # The matmul precision is a property of the configuration, so the prediction knows it exactly.
+        ev.fp32_matmul_pct = 100.0 if workload.precision == "fp32" else 0.0
+        ev.amp_enabled = workload.precision.startswith("amp-")
+    if workload.is_training:
+        ev.step_time_s = outcome.step_time_s
+        ev.phase_s = dict(prediction.phase_s)
+        ev.optimizer_fused = workload.optimizer in {"adamw-fused"} if workload.optimizer.startswith("adamw") else None
+    if workload.is_inference and not workload.is_cv:
+        ev.kv_cache_bytes = prediction.kv_cache_bytes
+        ev.kv_cache_bits = kv_bits(workload)
+        ev.decode_bandwidth_bound = prediction.decode_bound == "memory" if prediction.decode_bound else None
+    if workload.utilization_pct is not None:
+        ev.gpu_util_pct = workload.utilization_pct
+        ev.notes.append(f"gpu_util_pct {workload.utilization_pct:g} % as observed by the user (workload utilization_pct)")
+    return ev
+
+
+def read_evidence_files(paths: Sequence[str | Path]) -> list[Evidence]:
+    """Load every --evidence file (profile, trace, runs JSON; one or many evidence objects each)."""
+    return [ev for path in paths for ev in load_evidence(path)]
+
+
+def merge_evidence(predicted: Evidence, measured: Iterable[Evidence]) -> list[Evidence]:
+    """Measured evidence first (rules rank high-confidence findings above predicted ones).
+
+    A prediction's utilization guess is dropped when a measurement reports utilization, so
+    the user's guess never contradicts a measured number in the same plan.
+    """
+    measured = list(measured)
+    if any(ev.gpu_util_pct is not None or ev.gpu_idle_pct is not None for ev in measured):
+        predicted.gpu_util_pct = None
+    return [*measured, predicted]

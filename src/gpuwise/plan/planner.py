@@ -1,0 +1,225 @@
+"""`make_plan`: workload (+ measured evidence) -> the six-part Plan.
+
+1 diagnosis      findings from the one rule engine over predicted + measured evidence
+2 techniques     each edit re-evaluated by the memory and performance models, ranked for the goal
+3 config         the recommended combination, with snippets to paste
+4 memory         the VRAM breakdown, current and recommended
+5 scaling        strategy, GPU count, whether NVLink matters
+6 tools          what to use and why
+plus hardware options and the fit report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpuwise.catalog import get_gpu
+from gpuwise.diagnose import Evidence, Finding, diagnose, rank_findings
+from gpuwise.plan import fit as fit_mod
+from gpuwise.plan import hardware as hw
+from gpuwise.plan import knowledge as K
+from gpuwise.plan import scaling as scale
+from gpuwise.plan import snippets as snip
+from gpuwise.plan.candidates import candidates
+from gpuwise.plan.evidence import merge_evidence, prediction_evidence, read_evidence_files
+from gpuwise.plan.goal import comfortable
+from gpuwise.plan.predict import Evaluator, attention_scores_bytes
+from gpuwise.plan.result import ConfigPlan, Diagnosis, IdleCause, MemoryView, Outcome, Plan, ScalingDecision
+from gpuwise.plan.techniques import Step, apply, assess, recommend
+from gpuwise.plan.tools import advise
+from gpuwise.units import GiB
+from gpuwise.workload import Workload
+
+# Finding categories in the order each goal cares about (ties within a severity only).
+_GOAL_CATEGORIES = {
+    "fit": ("memory", "compute", "input", "host", "communication", "distributed", "hardware"),
+    "latency": ("memory", "compute", "host", "communication", "input", "distributed", "hardware"),
+    "throughput": ("input", "compute", "communication", "host", "memory", "distributed", "hardware"),
+    "cost": ("input", "compute", "memory", "communication", "host", "distributed", "hardware"),
+}
+
+
+def make_plan(
+    workload: Workload,
+    evidence_files: Sequence[str | Path] = (),
+    evidence: Sequence[Evidence] = (),
+    traced: bool = False,
+) -> Plan:
+    """The plan for `workload`; `evidence_files` / `evidence` add measured evidence (profile, trace, runs)."""
+    measured = [*read_evidence_files(evidence_files), *evidence]
+    ev = Evaluator()
+    goal = workload.goal
+    current_pred = ev.predict(workload)
+    current = current_pred.outcome
+
+    steps = recommend(workload, goal, ev.outcome)
+    config_w = steps[-1].after_workload if steps else workload
+    hardware = hw.options(config_w, goal, ev.outcome)
+    as_given = hw.as_given(workload, ev.outcome)
+    notes: list[str] = []
+    move_note = ""
+    local_steps = list(steps)  # edits tried on the user's own GPU
+    if not comfortable(ev.outcome(config_w)):
+        config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
+    config_out = ev.outcome(config_w)
+    scaling = scale.decide(config_w, goal, ev.outcome_on)
+
+    techniques = assess(workload, goal, ev.outcome, steps)
+    fit_steps = [s for s in steps if s.purpose == "fit"]
+    fit_report = fit_mod.report(workload, current, fit_steps if config_w.gpu == workload.gpu else [], as_given, ev.outcome,
+                                local_steps=local_steps)
+
+    fit_options = _fit_options_bytes(workload, ev) if not comfortable(current) else {}
+    predicted = prediction_evidence(workload, current_pred, fit_options, attention_scores_bytes(ev, workload))
+    all_evidence = merge_evidence(predicted, measured)
+    findings = _findings(measured, predicted, goal)
+    diagnosis = _diagnosis(workload, current, current_pred, findings, all_evidence)
+
+    changes = {k: (getattr(workload, k), v) for k, v in config_w.to_dict().items()
+               if k not in {"name"} and getattr(workload, k) != (tuple(v) if isinstance(v, list) else v)}
+    snippets = snip.snippets(config_w, changes)
+    for f in findings:
+        if f.source != "prediction" and f.fix_snippet:
+            snippets[f"fix: {f.id}"] = f.fix_snippet + ("\n" if not f.fix_snippet.endswith("\n") else "")
+    config = ConfigPlan(
+        workload=config_w, changes=changes, applied=tuple(s.candidate.id for s in steps), outcome=config_out, snippets=snippets,
+        global_batch_before=workload.global_batch if workload.is_training else None,
+        global_batch_after=config_w.global_batch if config_w.is_training else None, note=move_note,
+    )
+    memory = _memory_view(workload, config_w, ev, traced, notes)
+    tools = advise(workload, config_w, config_out, techniques, findings, scaling, hardware,
+                   measured=bool(measured), fit_needed=bool(fit_steps) or not comfortable(current))
+    notes += _notes(workload, current_pred, measured)
+    return Plan(workload=workload, goal=goal, current=current, diagnosis=diagnosis, techniques=techniques, config=config,
+                memory=memory, scaling=scaling, tools=tools, hardware=hardware, fit=fit_report, evidence=all_evidence,
+                notes=notes)
+
+
+def _relocate(original: Workload, config_w: Workload, steps: list[Step], goal: str, ev: Evaluator,
+              hardware: list) -> tuple[Workload, list[Step], str]:
+    """The job does not fit the user's GPU count: move it where it fits (another GPU, or more GPUs)."""
+    if original.num_gpus == 1:
+        best = hw.best_fitting(hardware, single_gpu=True)
+        if best is not None:
+            moved = original.with_changes(gpu=best.gpu, **{k: v for k, v in best.config.items() if k in original.to_dict()})
+            extra = recommend(moved, goal, ev.outcome)
+            final = extra[-1].after_workload if extra else moved
+            return final, extra, (f"{original.gpu} cannot hold this job even with the memory techniques tried; "
+                                  f"the config moves it to one {best.gpu} (top-ranked GPU that fits for goal '{goal}').")
+    decision = scale.decide(config_w, goal, ev.outcome_on)
+    if decision.num_gpus:
+        layout = config_w.with_changes(num_gpus=decision.num_gpus, tp=decision.tp, pp=decision.pp,
+                                       **({"sharding": decision.sharding} if config_w.is_training else {}))
+        return layout, steps, f"{original.num_gpus} × {original.gpu} is too small; the config uses {decision.strategy}."
+    best = hw.best_fitting(hardware, single_gpu=False)
+    if best is not None:
+        moved = original.with_changes(gpu=best.gpu, num_gpus=best.num_gpus,
+                                      **{k: v for k, v in best.config.items() if k in original.to_dict() and k != "num_gpus"})
+        return moved, steps, f"The config moves the job to {best.num_gpus} × {best.gpu}, the top-ranked option that fits."
+    return config_w, steps, "Nothing tried fits: see the fit section."
+
+
+def _fit_options_bytes(workload: Workload, ev: Evaluator) -> dict[str, float]:
+    """Predicted peak with each single memory edit, for the oom_risk finding's fix."""
+    out: dict[str, float] = {}
+    for cand in candidates(workload, ev.outcome):
+        if not cand.saves_memory:
+            continue
+        edited = apply(workload, cand)
+        if edited is not None:
+            label = ", ".join(f"{k}={v}" for k, v in cand.changes.items() if getattr(workload, k) != v)
+            out[label] = float(ev.outcome(edited).peak_bytes)
+    return dict(sorted(out.items(), key=lambda kv: kv[1]))
+
+
+def _findings(measured: list[Evidence], predicted: Evidence, goal: str) -> list[Finding]:
+    """Measured findings win over predicted ones with the same id; ranked by severity, then the goal."""
+    from_measured = diagnose(measured) if measured else []
+    ids = {f.id for f in from_measured}
+    from_prediction = [f for f in diagnose(predicted) if f.id not in ids]
+    ranked = rank_findings([*from_measured, *from_prediction])
+    order = _GOAL_CATEGORIES.get(goal, _GOAL_CATEGORIES["throughput"])
+    position = {f.id: i for i, f in enumerate(ranked)}
+    return sorted(ranked, key=lambda f: (f.severity_rank, order.index(f.category) if f.category in order else len(order),
+                                         position[f.id]))
+
+
+def _diagnosis(w: Workload, current: Outcome, pred: Any, findings: list[Finding], evidence: list[Evidence]) -> Diagnosis:
+    gpu = get_gpu(w.gpu)
+    where = f"{w.num_gpus} × {gpu.id}"
+    mem = f"peak {current.peak_bytes / GiB:.1f} GiB of {current.capacity_bytes / GiB:.1f} GiB per GPU"
+    if not current.fits:
+        summary = f"Does not fit on {where}: {mem}."
+    elif w.is_training:
+        summary = (f"Predicted {_bound_words(current.bound)} on {where}: {current.step_time_s:.3g} s per step, "
+                   f"{current.throughput:,.0f} {current.throughput_unit}"
+                   + (f", MFU {current.mfu_pct:.0f} %" if current.mfu_pct is not None else "") + f"; {mem}.")
+    elif w.is_cv:
+        summary = f"Predicted {_bound_words(current.bound)} on {where}: {current.throughput:,.0f} images/s; {mem}."
+    else:
+        summary = (f"Decode is {_bound_words(current.bound)} on {where}: {current.tpot_ms:.1f} ms per token, "
+                   f"time to first token {current.ttft_ms:,.0f} ms, {current.throughput:,.0f} output tokens/s"
+                   + (f"; the KV cache holds {current.max_concurrency} concurrent sequences" if current.max_concurrency else "")
+                   + f"; {mem}.")
+    measured = [f for f in findings if f.source != "prediction"]
+    if measured:
+        summary += " Measured: " + "; ".join(f.summary.rstrip(".") for f in measured[:2]) + "."
+    return Diagnosis(summary=summary, bound=current.bound, findings=tuple(findings), idle_causes=_idle_causes(w, findings, evidence))
+
+
+def _bound_words(bound: str) -> str:
+    return {"compute": "compute-bound", "memory_bandwidth": "memory-bandwidth-bound", "memory": "memory-bandwidth-bound",
+            "communication": "communication-bound", "host": "host/launch-bound"}.get(bound, bound or "unbounded")
+
+
+def _idle_causes(w: Workload, findings: list[Finding], evidence: list[Evidence]) -> tuple[IdleCause, ...]:
+    """When utilization is low, each usual cause: found, ruled out by a measurement, or not measured."""
+    if not any(f.id == "low_utilization" for f in findings):
+        return ()
+    found = {f.id: f for f in findings}
+    out = []
+    for cause, what, fields, how in K.IDLE_CAUSES:
+        if cause == "comm_bound" and w.num_gpus == 1:
+            continue
+        if cause in found:
+            f = found[cause]
+            out.append(IdleCause(cause, what, "found", f.summary, how))
+            continue
+        measured = [e for e in evidence if e.source != "prediction" and any(_has(e, name) for name in fields)]
+        if cause == "small_batch":
+            measured = [e for e in evidence if e.memory_peak_bytes is not None and e.memory_capacity_bytes]
+            status = "ruled-out" if measured else "not-measured"
+            detail = ("memory headroom is too small to raise the batch" if measured else "no memory figure")
+        elif measured:
+            status, detail = "ruled-out", "measured below the rule's threshold (" + ", ".join(sorted({e.source for e in measured})) + ")"
+        else:
+            status, detail = "not-measured", "the prediction cannot see it"
+        out.append(IdleCause(cause, what, status, detail, how))
+    return tuple(out)
+
+
+def _has(ev: Evidence, name: str) -> bool:
+    value = getattr(ev, name)
+    return bool(value) if isinstance(value, (dict, list)) else value is not None
+
+
+def _memory_view(original: Workload, config_w: Workload, ev: Evaluator, traced: bool, notes: list[str]) -> MemoryView:
+    current = ev.memory_dict(original)
+    method = "analytic"
+    if traced:
+        current, method = ev.traced_memory_dict(original), "traced"
+        notes.append("memory (current configuration) from a traced simulation of the real model; what-ifs stay analytic")
+    recommended = ev.memory_dict(config_w) if config_w != original else None
+    return MemoryView(current=current, recommended=recommended, method=method)
+
+
+def _notes(w: Workload, pred: Any, measured: list[Evidence]) -> list[str]:
+    notes = list(pred.assumptions)
+    if not measured:
+        notes.append("All numbers are predictions (confidence low): run `gpuwise profile` and pass its --json with --evidence.")
+    return notes
+
+
+__all__ = ["ScalingDecision", "make_plan"]

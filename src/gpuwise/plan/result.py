@@ -1,0 +1,284 @@
+"""The plan's result objects. Every renderer (terminal, JSON, Markdown, HTML) reads these."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuwise.diagnose import Evidence, Finding
+from gpuwise.workload import Workload
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Predicted numbers for one workload on one GPU configuration (per-GPU memory, whole-job speed)."""
+
+    gpu: str
+    num_gpus: int
+    fits: bool
+    peak_bytes: int  # predicted peak reserved memory per GPU
+    capacity_bytes: int  # device memory per GPU
+    headroom_pct: float
+    throughput: float | None = None  # tokens/s (LLMs) or images/s (vision), whole job
+    throughput_unit: str = "tokens/s"
+    step_time_s: float | None = None  # training step (one micro-batch × accumulation), or one decode step
+    mfu_pct: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    max_concurrency: int | None = None
+    bound: str = ""  # compute | memory | communication | overhead, as the performance model says
+    comm_exposed_pct: float | None = None
+    usd_per_hour: float | None = None  # all GPUs of the job
+    run_time_s: float | None = None  # training: train_tokens × epochs
+    usd_per_run: float | None = None
+    usd_per_1m: float | None = None  # $ per 1M tokens (or images) processed/generated
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["notes"] = list(self.notes)
+        return data
+
+
+@dataclass(frozen=True)
+class Impact:
+    """Before -> after, computed by re-running the models on the changed workload."""
+
+    step_time_pct: float | None  # change of step time (negative = faster)
+    throughput_x: float | None  # after / before
+    latency_pct: float | None  # change of per-token latency (inference) or step time (training)
+    memory_saved_bytes: int  # per GPU (negative = uses more)
+    cost_pct: float | None  # change of $ per 1M tokens (negative = cheaper)
+    makes_it_fit: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Technique:
+    id: str  # stable: mixed_precision, grad_checkpointing, bigger_batch, qlora, weight_fp8, kv_fp8, ...
+    title: str
+    changes: dict[str, tuple[Any, Any]]  # workload key -> (before, after)
+    before: Outcome
+    after: Outcome
+    impact: Impact
+    quality_risk: str  # none | low | medium | changes-training (the model or its optimization changes)
+    verdict: str  # recommended | not-recommended
+    reason: str  # one line: why it is (not) recommended, with the numbers
+    tools: tuple[str, ...] = ()
+    caveat: str = ""
+    caveat_source: str = ""
+    finding_ids: tuple[str, ...] = ()  # findings this technique addresses
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "title": self.title,
+            "changes": {k: {"from": a, "to": b} for k, (a, b) in self.changes.items()},
+            "before": self.before.to_dict(), "after": self.after.to_dict(), "impact": self.impact.to_dict(),
+            "quality_risk": self.quality_risk, "verdict": self.verdict, "reason": self.reason,
+            "tools": list(self.tools), "caveat": self.caveat, "caveat_source": self.caveat_source,
+            "finding_ids": list(self.finding_ids),
+        }
+
+
+@dataclass(frozen=True)
+class MeasuredFix:
+    """A fix that comes from a finding (measured or predicted evidence), with the rule's expected gain."""
+
+    finding: Finding
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.finding.to_dict()
+
+
+@dataclass(frozen=True)
+class IdleCause:
+    """One candidate cause of low utilization, and whether evidence confirms or rules it out."""
+
+    id: str
+    what: str
+    status: str  # found | ruled-out | not-measured
+    detail: str
+    how_to_check: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    summary: str  # one or two sentences: what limits this workload, in numbers
+    bound: str
+    findings: tuple[Finding, ...]
+    idle_causes: tuple[IdleCause, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary, "bound": self.bound, "findings": [f.to_dict() for f in self.findings],
+                "idle_causes": [c.to_dict() for c in self.idle_causes]}
+
+
+@dataclass(frozen=True)
+class ConfigPlan:
+    """The recommended configuration: the diff, what it predicts, and snippets to paste."""
+
+    workload: Workload  # the recommended workload
+    changes: dict[str, tuple[Any, Any]]
+    applied: tuple[str, ...]  # technique ids, in the order applied
+    outcome: Outcome
+    snippets: dict[str, str]  # label -> text (workload YAML, HF TrainingArguments, DeepSpeed JSON, vLLM command, ...)
+    global_batch_before: int | None = None
+    global_batch_after: int | None = None
+    note: str = ""  # e.g. why the config moves the job to another GPU
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload.to_dict(), "applied": list(self.applied), "note": self.note,
+            "changes": {k: {"from": a, "to": b} for k, (a, b) in self.changes.items()},
+            "outcome": self.outcome.to_dict(), "snippets": dict(self.snippets),
+            "global_batch_before": self.global_batch_before, "global_batch_after": self.global_batch_after,
+        }
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """VRAM per GPU: the estimate's breakdown for the current and the recommended configuration."""
+
+    current: dict[str, Any]
+    recommended: dict[str, Any] | None
+    method: str = "analytic"  # analytic | traced
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ScaleOption:
+    label: str  # e.g. "FSDP (ZeRO-3) on 8 GPUs"
+    strategy: str  # single | ddp | zero1 | zero2 | zero3 | fsdp | tp | tp+pp | fsdp+tp | replicas
+    num_gpus: int
+    tp: int
+    pp: int
+    sharding: str
+    outcome: Outcome
+    best_at_count: bool = False  # the layout the decision rule would pick at this GPU count
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome"] = self.outcome.to_dict()
+        return data
+
+
+@dataclass(frozen=True)
+class ScalingDecision:
+    strategy: str  # named: single GPU, DDP, ZeRO-2, FSDP (ZeRO-3), TP, TP + PP, ...
+    num_gpus: int
+    tp: int
+    pp: int
+    sharding: str
+    reason: str
+    nvlink: str  # required | recommended | not-needed | n/a
+    nvlink_reason: str
+    nvlink_slowdown_pct: float | None  # predicted step-time (or latency) increase without NVLink
+    options: tuple[ScaleOption, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if k != "options"}
+        data["options"] = [o.to_dict() for o in self.options]
+        return data
+
+
+@dataclass(frozen=True)
+class ToolAdvice:
+    id: str
+    name: str
+    why: str  # why for this workload (names the technique or finding)
+    does: str
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class HardwareOption:
+    gpu: str
+    name: str
+    num_gpus: int
+    outcome: Outcome
+    meets_requirements: bool
+    caveats: tuple[str, ...]
+    config: dict[str, Any]  # workload keys changed to make it fit this hardware (besides the GPU)
+    rank: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "name": self.name, "num_gpus": self.num_gpus, "rank": self.rank,
+                "meets_requirements": self.meets_requirements, "caveats": list(self.caveats),
+                "config": dict(self.config), "outcome": self.outcome.to_dict()}
+
+
+@dataclass(frozen=True)
+class FitOption:
+    """A change that makes the workload fit, with where it then fits."""
+
+    label: str
+    changes: dict[str, Any]
+    gpu: str
+    num_gpus: int
+    outcome: Outcome
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "changes": dict(self.changes), "gpu": self.gpu, "num_gpus": self.num_gpus,
+                "outcome": self.outcome.to_dict()}
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """Where the workload as given fits, and, if nowhere, what would make it fit."""
+
+    fits_current: bool
+    fits_anywhere: bool  # on any catalog GPU at the workload's GPU count
+    message: str
+    options: tuple[FitOption, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fits_current": self.fits_current, "fits_anywhere": self.fits_anywhere, "message": self.message,
+                "options": [o.to_dict() for o in self.options]}
+
+
+@dataclass
+class Plan:
+    workload: Workload
+    goal: str
+    current: Outcome
+    diagnosis: Diagnosis
+    techniques: list[Technique]  # recommended first (ranked for the goal), then the rest
+    config: ConfigPlan
+    memory: MemoryView
+    scaling: ScalingDecision
+    tools: list[ToolAdvice]
+    hardware: list[HardwareOption]
+    fit: FitReport
+    evidence: list[Evidence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def recommended(self) -> list[Technique]:
+        return [t for t in self.techniques if t.verdict == "recommended"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload.to_dict(),
+            "goal": self.goal,
+            "current": self.current.to_dict(),
+            "fit": self.fit.to_dict(),
+            "diagnosis": self.diagnosis.to_dict(),
+            "techniques": [t.to_dict() for t in self.techniques],
+            "config": self.config.to_dict(),
+            "memory": self.memory.to_dict(),
+            "scaling": self.scaling.to_dict(),
+            "tools": [t.to_dict() for t in self.tools],
+            "hardware": [h.to_dict() for h in self.hardware],
+            "evidence": [e.to_dict() for e in self.evidence],
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,210 @@
+"""Whether and how to use several GPUs: strategy, GPU count, and whether NVLink matters.
+
+Every option is evaluated by the models (memory per GPU, speed of the whole job). The
+decision takes the smallest GPU count that fits (or the user's, if larger), then the
+simplest strategy within `PLAN_SIMPLER_STRATEGY_TOLERANCE_PCT` of the best for the goal.
+NVLink's worth is computed: the same option on the same GPU with its NVLink removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from gpuwise.catalog import GPU, ModelArch, get_gpu, get_model
+from gpuwise.diagnose import thresholds as T
+from gpuwise.errors import GpuwiseError
+from gpuwise.plan.goal import comfortable, goal_value
+from gpuwise.plan.result import Outcome, ScaleOption, ScalingDecision
+from gpuwise.workload import Workload
+
+EvaluateOn = Callable[[Workload, GPU], Outcome]
+
+NODE_GPUS = 8  # GPUs per NVLink domain on HGX/DGX servers (NVIDIA DGX H100/A100 user guides)
+_MAX_GPUS = 1024
+_SIMPLICITY = {"single": 0, "replicas": 0, "ddp": 1, "zero1": 2, "zero2": 3, "zero3": 4, "fsdp": 4, "tp": 5,
+               "fsdp+tp": 6, "tp+pp": 7, "fsdp+tp+pp": 8}
+
+
+def strategy_of(w: Workload) -> str:
+    """Short key of the layout: single, replicas, ddp, zero2, fsdp, tp, fsdp+tp, tp+pp, ..."""
+    if w.num_gpus == 1:
+        return "single"
+    parts = []
+    if w.is_training and w.data_parallel > 1:
+        parts.append({"none": "ddp"}.get(w.sharding, w.sharding))
+    parts += ["tp"] * (w.tp > 1) + ["pp"] * (w.pp > 1)
+    if len(parts) > 1 and parts[0] == "ddp":
+        parts = parts[1:]
+    return "+".join(parts) or "replicas"
+
+
+def label_of(w: Workload) -> str:
+    """Human name of the parallel layout: 'FSDP (ZeRO-3) on 8 GPUs', 'TP4 + PP2 on 8 GPUs', ..."""
+    if w.num_gpus == 1:
+        return "single GPU"
+    names = {"none": "DDP", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3", "fsdp": "FSDP (ZeRO-3)"}
+    parts = []
+    if w.is_training and w.data_parallel > 1:
+        parts.append(names[w.sharding] + (f" ×{w.data_parallel}" if (w.tp > 1 or w.pp > 1) else ""))
+    if w.tp > 1:
+        parts.append(f"TP{w.tp}")
+    if w.pp > 1:
+        parts.append(f"PP{w.pp}")
+    if not parts:
+        parts.append(f"{w.num_gpus} independent replicas")
+    return " + ".join(parts) + f" on {w.num_gpus} GPUs"
+
+
+def _tp_sizes(arch: ModelArch, limit: int) -> list[int]:
+    sizes = [t for t in (2, 4, 8) if t <= limit]
+    if not arch.is_transformer:
+        return []
+    return [t for t in sizes if arch.num_attention_heads % t == 0 and (arch.num_kv_heads % t == 0 or t % arch.num_kv_heads == 0)]
+
+
+def layouts(w: Workload, n: int) -> list[Workload]:
+    """Parallel layouts of `w` on n GPUs worth evaluating (invalid ones are skipped)."""
+    arch = get_model(w.model)
+    tries: list[dict] = []
+    if n == 1:
+        tries.append({"num_gpus": 1, "tp": 1, "pp": 1, "sharding": "none"})
+    elif w.is_training:
+        for sharding in ("ddp", "zero2", "fsdp"):
+            tries.append({"num_gpus": n, "tp": 1, "pp": 1, "sharding": sharding})
+        for tp in _tp_sizes(arch, min(n, NODE_GPUS)):
+            tries.append({"num_gpus": n, "tp": tp, "pp": 1, "sharding": "fsdp" if n > tp else "none"})
+        if n > NODE_GPUS and _tp_sizes(arch, NODE_GPUS):
+            tp = _tp_sizes(arch, NODE_GPUS)[-1]
+            for pp in (2, 4, 8, 16):
+                if n % (tp * pp) == 0 and pp <= arch.num_layers:
+                    tries.append({"num_gpus": n, "tp": tp, "pp": pp, "sharding": "fsdp" if n > tp * pp else "none"})
+    else:
+        for tp in _tp_sizes(arch, min(n, NODE_GPUS)):
+            if tp == n:
+                tries.append({"num_gpus": n, "tp": tp, "pp": 1})
+        if n > NODE_GPUS and _tp_sizes(arch, NODE_GPUS):
+            tp = _tp_sizes(arch, NODE_GPUS)[-1]
+            if n % tp == 0 and n // tp <= arch.num_layers:
+                tries.append({"num_gpus": n, "tp": tp, "pp": n // tp})
+    out = []
+    for changes in tries:
+        try:
+            out.append(w.with_changes(**changes))
+        except GpuwiseError:
+            continue
+    return out
+
+
+def _option(w: Workload, outcome: Outcome) -> ScaleOption:
+    return ScaleOption(label=label_of(w), strategy=strategy_of(w), num_gpus=w.num_gpus, tp=w.tp, pp=w.pp,
+                       sharding=w.sharding, outcome=outcome)
+
+
+def _value(o: ScaleOption, goal: str, w: Workload) -> float:
+    value = goal_value(o.outcome, goal, w)
+    if goal == "throughput" and w.is_inference and o.outcome.throughput:
+        return o.outcome.throughput / o.num_gpus  # serving scales out by replicas: per-GPU speed decides
+    return value
+
+
+def _choose(options: list[ScaleOption], goal: str, w: Workload) -> ScaleOption:
+    """Best for the goal, but the simplest option within the tolerance of it."""
+    best = max(options, key=lambda o: _value(o, goal, w))
+    best_value = _value(best, goal, w)
+    tolerance = T.PLAN_SIMPLER_STRATEGY_TOLERANCE_PCT / 100 * abs(best_value)
+    near = [o for o in options if _value(o, goal, w) >= best_value - tolerance]
+    return min(near, key=lambda o: (_SIMPLICITY.get(o.strategy, 9), -_value(o, goal, w)))
+
+
+def _counts(w: Workload) -> list[int]:
+    counts = {1, 2, 4, 8, w.num_gpus}
+    return sorted(c for c in counts if c <= max(NODE_GPUS, w.num_gpus))
+
+
+def decide(workload: Workload, goal: str, evaluate_on: EvaluateOn) -> ScalingDecision:
+    """The scaling decision for `workload` (already carrying the recommended single-GPU edits)."""
+    gpu = get_gpu(workload.gpu)
+    evaluated: dict[int, list[ScaleOption]] = {}
+    counts = _counts(workload)
+    n = counts[-1]
+    while n < _MAX_GPUS and not any(comfortable(o.outcome) for c in counts for o in evaluated.setdefault(c, _eval(workload, c, gpu, evaluate_on))):
+        n *= 2
+        counts.append(n)
+    for c in counts:
+        evaluated.setdefault(c, _eval(workload, c, gpu, evaluate_on))
+    every = [o for c in counts for o in evaluated[c]]
+    fitting = [o for o in every if comfortable(o.outcome)]
+    if not fitting:
+        return ScalingDecision(
+            strategy="none fits", num_gpus=0, tp=1, pp=1, sharding="none",
+            reason=f"No layout of up to {counts[-1]} × {gpu.id} fits this workload; see the fit section for what would.",
+            nvlink="n/a", nvlink_reason="", nvlink_slowdown_pct=None, options=tuple(every),
+        )
+    min_count = min(o.num_gpus for o in fitting)
+    count = max(min_count, workload.num_gpus)
+    at_count = [o for o in fitting if o.num_gpus == count] or [o for o in fitting if o.num_gpus == min_count]
+    chosen = _choose(at_count, goal, workload)
+    reason = _reason(workload, chosen, min_count, count, gpu)
+    nvlink, nvlink_reason, slowdown = _nvlink(workload, chosen, gpu, evaluate_on)
+    best_ids = set()
+    for c in counts:
+        here = [o for o in evaluated[c] if comfortable(o.outcome)]
+        if here:
+            best_ids.add(id(_choose(here, goal, workload)))
+    shown = sorted((replace(o, best_at_count=id(o) in best_ids) for o in every),
+                   key=lambda o: (o.num_gpus, _SIMPLICITY.get(o.strategy, 9)))
+    return ScalingDecision(strategy=chosen.label, num_gpus=chosen.num_gpus, tp=chosen.tp, pp=chosen.pp, sharding=chosen.sharding,
+                           reason=reason, nvlink=nvlink, nvlink_reason=nvlink_reason, nvlink_slowdown_pct=slowdown,
+                           options=tuple(shown))
+
+
+def _eval(w: Workload, n: int, gpu: GPU, evaluate_on: EvaluateOn) -> list[ScaleOption]:
+    return [_option(layout, evaluate_on(layout, gpu)) for layout in layouts(w, n)]
+
+
+def _reason(w: Workload, chosen: ScaleOption, min_count: int, count: int, gpu: GPU) -> str:
+    peak = chosen.outcome.peak_bytes / 2**30
+    if chosen.num_gpus == 1:
+        text = f"It fits one {gpu.id} ({peak:.1f} GiB per GPU, {chosen.outcome.headroom_pct:.0f} % free)"
+        if w.is_inference:
+            return text + "; add replicas (one per GPU) for more requests per second rather than splitting the model."
+        return text + "; more GPUs with DDP multiply throughput (see the options) without changing the memory per GPU."
+    if min_count > 1 and count == min_count:
+        return (f"It needs at least {min_count} × {gpu.id}: {chosen.label} holds {peak:.1f} GiB per GPU "
+                f"({chosen.outcome.headroom_pct:.0f} % free).")
+    return f"On {count} GPUs, {chosen.label} is the simplest layout within {T.PLAN_SIMPLER_STRATEGY_TOLERANCE_PCT:.0f} % of the best for the goal ({peak:.1f} GiB per GPU)."
+
+
+def _nvlink(w: Workload, chosen: ScaleOption, gpu: GPU, evaluate_on: EvaluateOn) -> tuple[str, str, float | None]:
+    if chosen.num_gpus == 1 or (chosen.strategy == "replicas"):
+        return "not-needed", "One GPU per model copy: no collective communication.", None
+    layout = w.with_changes(num_gpus=chosen.num_gpus, tp=chosen.tp, pp=chosen.pp,
+                            **({"sharding": chosen.sharding} if w.is_training else {}))
+    with_link = chosen.outcome
+    if gpu.nvlink_gbps > 0:
+        without = evaluate_on(layout, replace(gpu, nvlink_gbps=0.0))
+        slowdown = _slowdown_pct(with_link, without, w)
+        basis = f"predicted {slowdown:+.0f} % {'per-token latency' if w.is_inference else 'step time'} over PCIe Gen{gpu.pcie_gen or 4} instead of {gpu.nvlink_gbps:.0f} GB/s NVLink"
+    else:
+        exposed = with_link.comm_exposed_pct or 0.0
+        slowdown = 100.0 * exposed / max(1.0, 100.0 - exposed)
+        basis = (f"{gpu.id} has no NVLink: {exposed:.0f} % of each step is exposed communication over PCIe "
+                 f"(up to {slowdown:.0f} % faster with NVLink-class links)")
+    if slowdown >= T.NVLINK_REQUIRED_SLOWDOWN_PCT:
+        verdict = "required"
+    elif slowdown >= T.NVLINK_RECOMMENDED_SLOWDOWN_PCT:
+        verdict = "recommended"
+    else:
+        verdict = "not-needed"
+    if chosen.num_gpus > NODE_GPUS:
+        basis += f"; across nodes the network (InfiniBand/RoCE) carries the data-parallel traffic"
+    return verdict, basis + ".", round(slowdown, 2)
+
+
+def _slowdown_pct(with_link: Outcome, without: Outcome, w: Workload) -> float:
+    if w.is_inference and with_link.tpot_ms and without.tpot_ms:
+        return 100.0 * (without.tpot_ms / with_link.tpot_ms - 1)
+    if with_link.throughput and without.throughput:
+        return 100.0 * (with_link.throughput / without.throughput - 1)
+    return 0.0

@@ -1,0 +1,222 @@
+"""Configuration to paste: the recommended workload as YAML, and the same settings in the
+frameworks people run (Hugging Face Trainer + PEFT, plain PyTorch, DeepSpeed, torchrun, vLLM).
+
+Only settings the plan changed or the framework needs are written; values come from the
+recommended workload, never from defaults invented here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import MISSING, fields
+from typing import Any
+
+from gpuwise.catalog import get_model
+from gpuwise.workload import Workload
+
+_HF_OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused", "adamw-8bit": "adamw_bnb_8bit",
+             "paged-adamw-8bit": "paged_adamw_8bit", "adafactor": "adafactor", "sgd": "sgd"}
+_ATTN = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
+_ZERO_STAGE = {"zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
+
+
+def hf_repo(model_id: str) -> str:
+    """The Hugging Face repo named in the catalog source ('HF org/name config.json'), else the id."""
+    arch = get_model(model_id)
+    match = re.search(r"\bHF ([\w.-]+/[\w.-]+)", arch.source)
+    return match.group(1) if match else model_id
+
+
+def workload_yaml(w: Workload, changes: dict[str, tuple[Any, Any]]) -> str:
+    """The recommended workload as YAML: keys that differ from the defaults, and every changed key."""
+    defaults = {f.name: f.default for f in fields(Workload) if f.default is not MISSING}
+    defaults["lora_targets"], defaults["requirements"] = ["all-linear"], []
+    lines = []
+    for key, value in w.to_dict().items():
+        if key not in changes and key != "model" and value == defaults.get(key):
+            continue
+        text = json.dumps(value) if isinstance(value, (list, bool)) or value is None else str(value)
+        comment = f"   # was {_yaml_value(changes[key][0])}" if key in changes else ""
+        lines.append(f"{key}: {text}{comment}")
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_value(value: Any) -> str:
+    if isinstance(value, tuple):
+        value = list(value)
+    return json.dumps(value) if isinstance(value, (list, bool)) or value is None else str(value)
+
+
+def _half(w: Workload) -> str | None:
+    if w.precision in {"amp-bf16", "bf16"}:
+        return "bf16"
+    if w.precision in {"amp-fp16", "fp16"}:
+        return "fp16"
+    return None
+
+
+def hf_trainer(w: Workload) -> str:
+    """Transformers + PEFT + bitsandbytes for fine-tuning (LoRA, QLoRA, full)."""
+    repo = hf_repo(w.model)
+    lines = ["from transformers import AutoModelForCausalLM, TrainingArguments"]
+    load = [f'"{repo}"', f'attn_implementation="{_ATTN[w.attention]}"']
+    if w.task == "qlora":
+        lines[0] += ", BitsAndBytesConfig"
+        lines.append("import torch")
+        quant = "nf4" if w.precision == "nf4" else "fp4" if w.precision == "int4" else None
+        if quant:
+            lines.append(
+                f'bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="{quant}",\n'
+                f"                         bnb_4bit_use_double_quant={w.double_quant}, bnb_4bit_compute_dtype=torch.bfloat16)"
+            )
+        else:
+            lines.append("bnb = BitsAndBytesConfig(load_in_8bit=True)")
+        load.append("quantization_config=bnb")
+    if w.precision in {"bf16", "fp16"} or w.is_lora:
+        load.append(f'torch_dtype="{"float16" if w.precision == "fp16" else "bfloat16"}"')
+    lines.append("model = AutoModelForCausalLM.from_pretrained(" + ", ".join(load) + ")")
+    if w.is_lora:
+        lines.insert(0, "from peft import LoraConfig, get_peft_model")
+        if w.task == "qlora":
+            lines.insert(0, "from peft import prepare_model_for_kbit_training")
+            lines.append(f"model = prepare_model_for_kbit_training(model, use_gradient_checkpointing={w.grad_checkpointing != 'none'})")
+        targets = "all-linear" if "all-linear" in w.lora_targets else list(w.lora_targets)
+        lines.append(f"model = get_peft_model(model, LoraConfig(r={w.lora_rank}, lora_alpha={w.lora_alpha}, "
+                     f"target_modules={json.dumps(targets)}, task_type=\"CAUSAL_LM\"))")
+    args = [f"per_device_train_batch_size={w.batch_size}", f"gradient_accumulation_steps={w.grad_accum}"]
+    half = _half(w)
+    if half and w.task != "qlora":
+        args.append(f"{half}=True")
+    elif w.task == "qlora":
+        args.append("bf16=True")
+    if w.precision == "fp8":
+        args.append("bf16=True  # FP8 matmuls via accelerate/Transformer Engine (mixed_precision='fp8')")
+    if w.grad_checkpointing != "none":
+        args.append("gradient_checkpointing=True")
+        if w.grad_checkpointing == "full":
+            args.append('gradient_checkpointing_kwargs={"use_reentrant": False}')
+    args.append(f'optim="{_HF_OPTIM.get(w.optimizer, w.optimizer)}"')
+    if w.is_training and w.data_parallel > 1 and w.sharding in {"fsdp", "zero3"}:
+        args.append('fsdp="full_shard auto_wrap"')
+    elif w.sharding in {"zero1", "zero2"}:
+        args.append('deepspeed="ds_config.json"')
+    lines.append("args = TrainingArguments(\n    output_dir=\"out\",\n    " + ",\n    ".join(args) + ",\n)")
+    return "\n".join(lines) + "\n"
+
+
+def pytorch_loop(w: Workload) -> str:
+    """Plain PyTorch: autocast, optimizer, checkpointing, attention backend, accumulation."""
+    lines = ["import torch"]
+    half = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}.get(_half(w) or "", None)
+    if w.optimizer in {"adamw", "adamw-fused"}:
+        fused = ", fused=True" if w.optimizer == "adamw-fused" else ""
+        lines.append(f"opt = torch.optim.AdamW(model.parameters(), lr=lr{fused})")
+    elif w.optimizer in {"adamw-8bit", "paged-adamw-8bit"}:
+        cls = "PagedAdamW8bit" if w.optimizer.startswith("paged") else "AdamW8bit"
+        lines.append(f"import bitsandbytes as bnb\nopt = bnb.optim.{cls}(model.parameters(), lr=lr)")
+    if w.precision == "fp32":
+        lines.append("torch.backends.cuda.matmul.allow_tf32 = True  # at least use TF32 tensor cores")
+    if w.precision == "amp-fp16":
+        lines.append("scaler = torch.amp.GradScaler(\"cuda\")  # fp16 needs loss scaling")
+    if w.grad_checkpointing != "none" and not w.is_cv:
+        lines.append("model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})  # HF models; "
+                     "else torch.utils.checkpoint per block")
+    loop = [f"for i, batch in enumerate(loader):  # micro-batch {w.batch_size}"]
+    if half and w.precision.startswith("amp-"):
+        loop.append(f"    with torch.autocast(\"cuda\", dtype={half}):")
+        loop.append(f"        loss = model(**batch).loss / {w.grad_accum}")
+    else:
+        loop.append(f"    loss = model(**batch).loss / {w.grad_accum}")
+    loop.append("    scaler.scale(loss).backward()" if w.precision == "amp-fp16" else "    loss.backward()")
+    loop.append(f"    if (i + 1) % {w.grad_accum} == 0:")
+    loop.append("        scaler.step(opt); scaler.update()" if w.precision == "amp-fp16" else "        opt.step()")
+    loop.append("        opt.zero_grad(set_to_none=True)")
+    if w.attention == "flash":
+        lines.append("# attention: torch.nn.functional.scaled_dot_product_attention picks the flash kernel for bf16/fp16 without an explicit mask")
+    return "\n".join(lines + loop) + "\n"
+
+
+def deepspeed_json(w: Workload) -> str:
+    stage = _ZERO_STAGE.get(w.sharding, 0)
+    config: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": w.batch_size,
+        "gradient_accumulation_steps": w.grad_accum,
+        "zero_optimization": {"stage": stage, "overlap_comm": True, "contiguous_gradients": True},
+    }
+    if _half(w) == "bf16":
+        config["bf16"] = {"enabled": True}
+    elif _half(w) == "fp16":
+        config["fp16"] = {"enabled": True}
+    if stage == 3:
+        config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = True
+    return json.dumps(config, indent=2) + "\n"
+
+
+def fsdp2(w: Workload) -> str:
+    half = "torch.bfloat16" if _half(w) != "fp16" else "torch.float16"
+    lines = [
+        "from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy",
+        f"mp = MixedPrecisionPolicy(param_dtype={half}, reduce_dtype=torch.float32)",
+        "for block in model.model.layers:  # one FSDP unit per transformer block",
+        "    fully_shard(block, mp_policy=mp)",
+        "fully_shard(model, mp_policy=mp)",
+    ]
+    if w.tp > 1:
+        lines.insert(0, f"# tensor parallel inside the node first: init_device_mesh('cuda', ({w.data_parallel // max(w.pp, 1) or 1}, {w.tp}), "
+                        "mesh_dim_names=('dp', 'tp')); parallelize_module(...) on the 'tp' mesh; then fully_shard on the 'dp' mesh")
+    return "\n".join(lines) + "\n"
+
+
+def launch(w: Workload) -> str:
+    nodes = max(1, -(-w.num_gpus // 8))
+    per_node = min(w.num_gpus, 8)
+    if nodes == 1:
+        return f"torchrun --standalone --nproc_per_node={per_node} train.py\n"
+    return (f"torchrun --nnodes={nodes} --nproc_per_node={per_node} --rdzv_backend=c10d "
+            "--rdzv_endpoint=$HEAD_NODE:29500 train.py   # run on every node\n")
+
+
+def vllm_command(w: Workload) -> str:
+    args = [f"vllm serve {hf_repo(w.model)}"]
+    if w.tp > 1:
+        args.append(f"--tensor-parallel-size {w.tp}")
+    if w.pp > 1:
+        args.append(f"--pipeline-parallel-size {w.pp}")
+    if w.precision == "fp8":
+        args.append("--quantization fp8")
+    elif w.precision in {"int4", "nf4"}:
+        args.append("--quantization awq   # serve an AWQ/GPTQ 4-bit checkpoint of the model")
+    elif w.precision == "int8":
+        args.append("--quantization fp8   # or an INT8 W8A16 checkpoint (llm-compressor) on GPUs without FP8")
+    if w.kv_cache_dtype in {"fp8", "int8"}:
+        args.append("--kv-cache-dtype fp8")
+    args.append(f"--max-model-len {w.seq_len + w.output_len}")
+    args.append(f"--max-num-seqs {max(w.concurrency, w.batch_size)}")
+    args.append("--gpu-memory-utilization 0.90")
+    if w.task == "rag":
+        args.append("--enable-prefix-caching")
+    return " \\\n    ".join(args) + "\n"
+
+
+def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]:
+    """Label -> text to paste, for the recommended workload."""
+    out = {"workload.yaml": workload_yaml(w, changes)}
+    if w.is_training and not w.is_cv:
+        if w.task in {"lora", "qlora", "full-finetune"}:
+            out["Hugging Face Trainer + PEFT"] = hf_trainer(w)
+        out["PyTorch loop"] = pytorch_loop(w)
+        if w.data_parallel > 1 and w.sharding in {"zero1", "zero2", "zero3"}:
+            out["DeepSpeed ds_config.json"] = deepspeed_json(w)
+        if w.data_parallel > 1 and w.sharding == "fsdp" or w.tp > 1:
+            out["PyTorch FSDP2"] = fsdp2(w)
+        if w.num_gpus > 1:
+            out["launch"] = launch(w)
+    elif w.is_cv and w.is_training:
+        out["PyTorch loop"] = pytorch_loop(w).replace("model(**batch).loss", "criterion(model(images), labels)").replace(
+            "for i, batch in enumerate(loader)", "for i, (images, labels) in enumerate(loader)")
+        if w.num_gpus > 1:
+            out["launch"] = launch(w)
+    elif w.is_inference and not w.is_cv:
+        out["vLLM"] = vllm_command(w)
+    return out

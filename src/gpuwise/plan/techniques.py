@@ -1,0 +1,267 @@
+"""Techniques with computed impact, and the recommended combination.
+
+Every number here comes from re-running the memory and performance models on the edited
+workload (`evaluate`). The combination is greedy and explainable: first make the job fit
+(lowest quality risk first), then take the edit that helps the goal most, until nothing
+helps by at least `thresholds.PLAN_MIN_GAIN_PCT`. Lossy edits (int4, fp8 training, a
+changed global batch) need `PLAN_LOSSY_MIN_GAIN_PCT`; switching to LoRA/QLoRA is only
+ever done to make a job fit, because it changes what is trained.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.diagnose import thresholds as T
+from gpuwise.errors import GpuwiseError
+from gpuwise.plan import knowledge as K
+from gpuwise.plan.candidates import Candidate, Evaluate, candidates
+from gpuwise.plan.goal import comfortable, goal_metric_name, gpu_seconds_per_unit, relative_gain_pct
+from gpuwise.plan.result import Impact, Outcome, Technique
+from gpuwise.units import GiB
+from gpuwise.workload import Workload
+
+RISK_ORDER = {"none": 0, "low": 1, "changes-training": 2, "medium": 3}
+_LOSSY = {"medium", "changes-training"}
+_FIT_ONLY = {"lora", "qlora"}  # they change what is trained: never applied just for speed
+_MAX_STEPS = 8
+# Which findings a technique addresses (finding ids from gpuwise.diagnose.rules).
+ADDRESSES = {
+    "mixed_precision": ("no_mixed_precision",), "fp8_training": ("no_mixed_precision",),
+    "flash_attention": ("no_flash_attention", "oom_risk"), "fused_optimizer": ("no_fused_optimizer",),
+    "optimizer_8bit": ("oom_risk",), "grad_checkpointing": ("oom_risk",), "smaller_batch": ("oom_risk",),
+    "bigger_batch": ("small_batch", "low_utilization"), "lora": ("oom_risk",), "qlora": ("oom_risk",), "sharding": ("oom_risk",),
+    "weight_fp8": ("decode_memory_bound", "oom_risk"), "weight_int8": ("decode_memory_bound", "oom_risk"),
+    "weight_int4": ("decode_memory_bound", "oom_risk"), "kv_fp8": ("kv_cache_dominant", "oom_risk"),
+    "more_concurrency": ("decode_memory_bound",),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One applied edit of the recommended combination."""
+
+    candidate: Candidate
+    before_workload: Workload
+    after_workload: Workload
+    before: Outcome
+    after: Outcome
+    purpose: str  # fit | goal
+
+
+def apply(workload: Workload, cand: Candidate) -> Workload | None:
+    try:
+        return workload.with_changes(**cand.changes)
+    except GpuwiseError:
+        return None  # not a valid combination for this model/GPU (validation says why)
+
+
+def impact(before: Outcome, after: Outcome) -> Impact:
+    def pct(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None or b == 0 else round(100.0 * (a / b - 1.0), 2)
+
+    throughput_x = None
+    if before.fits and after.fits and before.throughput and after.throughput:
+        throughput_x = round(after.throughput / before.throughput, 4)
+    if before.tpot_ms is not None and after.tpot_ms is not None:
+        latency = pct(after.tpot_ms, before.tpot_ms)
+    else:
+        latency = None if throughput_x is None else round(100.0 * (1 / throughput_x - 1), 2)
+    if before.usd_per_1m is not None and after.usd_per_1m is not None:
+        cost = pct(after.usd_per_1m, before.usd_per_1m)
+    else:
+        cost = pct(gpu_seconds_per_unit(after), gpu_seconds_per_unit(before))
+    step = pct(after.step_time_s, before.step_time_s) if before.fits and after.fits else None
+    return Impact(step_time_pct=step, throughput_x=throughput_x, latency_pct=latency,
+                  memory_saved_bytes=int(before.peak_bytes - after.peak_bytes),
+                  cost_pct=cost if before.fits and after.fits else None,
+                  makes_it_fit=not comfortable(before) and comfortable(after))
+
+
+def describe(imp: Impact, after: Outcome) -> str:
+    """The numbers of an impact, for reasons and tables: '1.42× tokens/s, −3.1 GiB, −30 % $/1M'."""
+    parts = []
+    if imp.makes_it_fit:
+        parts.append(f"fits ({after.headroom_pct:.0f} % free)")
+    if imp.throughput_x is not None and abs(imp.throughput_x - 1) >= 0.005:
+        parts.append(f"{imp.throughput_x:.2f}× {after.throughput_unit}")
+    if imp.latency_pct is not None and after.tpot_ms is not None and abs(imp.latency_pct) >= 0.5:
+        parts.append(f"{imp.latency_pct:+.0f} % per-token latency")
+    if abs(imp.memory_saved_bytes) >= 0.05 * GiB:
+        parts.append(f"{-imp.memory_saved_bytes / GiB:+.1f} GiB")
+    if imp.cost_pct is not None and abs(imp.cost_pct) >= 0.5:
+        parts.append(f"{imp.cost_pct:+.0f} % cost")
+    return ", ".join(parts) or "no measurable change"
+
+
+def _allowed_for_goal(cand: Candidate, gain: float) -> bool:
+    if cand.id in _FIT_ONLY:
+        return False
+    if cand.quality_risk in _LOSSY:
+        return gain >= T.PLAN_LOSSY_MIN_GAIN_PCT
+    return gain >= T.PLAN_MIN_GAIN_PCT
+
+
+def _fit_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
+    """Memory edits until the job fits comfortably: one that fits alone if any (least risky, then
+    best for the goal), else the least risky edit that saves the most, and again."""
+    steps: list[Step] = []
+    w = workload
+    for _ in range(_MAX_STEPS):
+        before = evaluate(w)
+        if comfortable(before):
+            break
+        tried = []
+        for cand in candidates(w, evaluate):
+            if not cand.saves_memory:
+                continue
+            edited = apply(w, cand)
+            if edited is not None:
+                tried.append((cand, edited, evaluate(edited)))
+        fitting = [t for t in tried if comfortable(t[2])]
+        if fitting:
+            def fit_key(t: tuple[Candidate, Workload, Outcome]) -> tuple:
+                cand, _, out = t
+                speed = out.throughput or 0.0
+                return (RISK_ORDER[cand.quality_risk], -speed)
+            cand, edited, after = min(fitting, key=fit_key)
+        else:
+            saving = [t for t in tried if t[2].peak_bytes < before.peak_bytes]
+            if not saving:
+                break
+            cand, edited, after = min(saving, key=lambda t: (RISK_ORDER[t[0].quality_risk], t[2].peak_bytes))
+        steps.append(Step(cand, w, edited, before, after, "fit"))
+        w = edited
+    if steps and comfortable(evaluate(w)):
+        steps = _prune(workload, steps, evaluate)
+    return steps
+
+
+def _prune(workload: Workload, steps: list[Step], evaluate: Evaluate) -> list[Step]:
+    """Drop fit edits the final combination does not need (e.g. a small saving applied first)."""
+    kept = list(steps)
+    for step in reversed(steps):
+        trial = [s for s in kept if s is not step]
+        w = workload
+        for s in trial:
+            edited = apply(w, s.candidate)
+            if edited is None:
+                break
+            w = edited
+        else:
+            if comfortable(evaluate(w)):
+                kept = trial
+    # Recompute before/after along the pruned path so every step's numbers are its own.
+    out, w = [], workload
+    for s in kept:
+        edited = apply(w, s.candidate)
+        if edited is None:
+            return steps
+        out.append(Step(s.candidate, w, edited, evaluate(w), evaluate(edited), "fit"))
+        w = edited
+    return out
+
+
+def _goal_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
+    steps: list[Step] = []
+    w = workload
+    for _ in range(_MAX_STEPS):
+        before = evaluate(w)
+        best = None
+        for cand in candidates(w, evaluate):
+            edited = apply(w, cand)
+            if edited is None:
+                continue
+            after = evaluate(edited)
+            if not comfortable(after) or (goal == "fit" and after.peak_bytes > before.peak_bytes):
+                continue  # the fit goal never spends headroom for speed
+            gain = relative_gain_pct(before, after, goal, w)
+            if gain is None or not _allowed_for_goal(cand, gain):
+                continue
+            if best is None or gain > best[0]:
+                best = (gain, cand, edited, after)
+        if best is None:
+            break
+        _, cand, edited, after = best
+        steps.append(Step(cand, w, edited, before, after, "goal"))
+        w = edited
+    return steps
+
+
+def recommend(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
+    """The recommended sequence of edits (fit first, then goal), each with its own before/after."""
+    fit = _fit_steps(workload, goal, evaluate)
+    start = fit[-1].after_workload if fit else workload
+    if not comfortable(evaluate(start)):
+        return fit  # still does not fit on this GPU count: scaling and hardware take over
+    return fit + _goal_steps(start, goal, evaluate)
+
+
+def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step]) -> list[Technique]:
+    """Every single edit of the workload as given, plus the edits the combination applied later,
+    each with its impact and verdict, ranked: recommended, optional, not recommended."""
+    current = evaluate(workload)
+    applied = {s.candidate.id for s in steps}
+    metric = goal_metric_name(goal, workload)
+    out: list[tuple[int, float, Technique]] = []
+    seen_ids: set[str] = set()
+    for step in steps:
+        imp = impact(step.before, step.after)
+        why = ("makes it fit" if step.purpose == "fit" and imp.makes_it_fit else
+               "saves memory toward a fit" if step.purpose == "fit" else f"largest gain in {metric} at its step")
+        if step.before_workload.gpu != workload.gpu:
+            why += f" (on {step.before_workload.gpu}, where the config moves the job)"
+        elif step.before_workload != workload:
+            why += " (measured after the steps before it)"
+        t = _make(step.candidate, step.before_workload, step.before, step.after, "recommended", f"In the recommended config: {why}.")
+        gain = relative_gain_pct(step.before, step.after, goal, step.before_workload) or 0.0
+        out.append((0, -gain if step.purpose == "goal" else -1e9, t))
+        seen_ids.add(step.candidate.id)
+    for cand in candidates(workload, evaluate):
+        if cand.id in seen_ids:
+            continue
+        edited = apply(workload, cand)
+        if edited is None:
+            continue
+        after = evaluate(edited)
+        imp = impact(current, after)
+        gain = relative_gain_pct(current, after, goal, workload)
+        if not after.fits:
+            verdict, reason, rank = "not-recommended", f"Still does not fit ({after.peak_bytes / GiB:.1f} of {after.capacity_bytes / GiB:.1f} GiB).", 2
+        elif not comfortable(current) and comfortable(after):
+            verdict, reason, rank = "optional", "Also makes it fit, but with more quality risk or less speed than the chosen edit.", 1
+        elif not comfortable(current):
+            verdict, reason, rank = "not-recommended", f"Leaves too little headroom ({after.headroom_pct:.0f} % free).", 2
+        elif gain is not None and gain >= T.PLAN_MIN_GAIN_PCT:
+            if cand.id in _FIT_ONLY:
+                why = "changes what is trained (adapters instead of all weights): worth it to fit or to cut cost, not for speed alone"
+            elif cand.quality_risk in _LOSSY:
+                why = (f"trades accuracy or changes the optimization for {gain:.0f} % (below the {T.PLAN_LOSSY_MIN_GAIN_PCT:.0f} % bar)"
+                       if gain < T.PLAN_LOSSY_MIN_GAIN_PCT else "trades accuracy or the optimization: weigh it against your quality bar")
+            elif cand.id in applied:
+                why = "the recommended config applies a variant of it"
+            else:
+                why = "overlaps an edit the recommended config already makes"
+            verdict, reason, rank = "optional", f"Helps {metric} by {gain:.0f} %, but {why}.", 1
+        else:
+            if imp.memory_saved_bytes > 0 and comfortable(current):
+                why = f"memory is not short ({current.headroom_pct:.0f} % free) and it does not help {metric}"
+            elif gain is not None and gain < 0:
+                why = f"it makes {metric} {abs(gain):.0f} % worse"
+            else:
+                why = f"no gain in {metric}"
+            verdict, reason, rank = "not-recommended", f"Not worth it: {why}.", 2
+        out.append((rank, -(gain or 0.0), _make(cand, workload, current, after, verdict, reason)))
+    out.sort(key=lambda item: (item[0], item[1]))
+    return [t for _, _, t in out]
+
+
+def _make(cand: Candidate, before_workload: Workload, before: Outcome, after: Outcome, verdict: str, reason: str) -> Technique:
+    caveat, source = K.CAVEATS.get("bigger_batch_global" if cand.quality_risk == "changes-training" else cand.id, ("", ""))
+    return Technique(
+        id=cand.id, title=cand.title,
+        changes={k: (getattr(before_workload, k), v) for k, v in cand.changes.items() if getattr(before_workload, k) != v},
+        before=before, after=after, impact=impact(before, after), quality_risk=cand.quality_risk,
+        verdict=verdict, reason=reason, tools=K.TECHNIQUE_TOOLS.get(cand.id, ()), caveat=caveat, caveat_source=source,
+        finding_ids=ADDRESSES.get(cand.id, ()),
+    )
