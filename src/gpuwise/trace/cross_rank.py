@@ -1,0 +1,105 @@
+"""Across ranks: who is slow, who waits, and which ranks are duplicated or missing.
+
+Ranks come from each file's ``distributedInfo.rank`` (or ``rank-N`` in its name). Two files
+claiming one rank are both analyzed and reported; only the first enters the cross-rank
+comparison, and a note says so. HTA, by contrast, keeps the last and drops the other silently.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuwise.trace.rank import RankAnalysis
+
+
+@dataclass
+class CrossRank:
+    ranks: list[int]  # ranks compared (first file of each)
+    world_size: int | None
+    duplicates: dict[int, list[str]]  # rank -> every file that claims it
+    missing: list[int]  # ranks of world_size absent from the input
+    unranked: list[str]  # files with no rank (compared by nothing)
+    rank_step_time_s: dict[int, float]
+    step_skew_pct: float | None  # (slowest - median) / median
+    slowest_rank: int | None
+    fastest_rank: int | None
+    comm_ms_per_step: dict[int, float]
+    comm_skew_pct: float | None  # (most - least communication time) / most
+    least_comm_rank: int | None  # waits least at collectives: usually the straggler the others wait for
+    idle_pct: dict[int, float]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, 4)
+
+        return {
+            "ranks": self.ranks, "world_size": self.world_size,
+            "duplicates": {str(k): v for k, v in self.duplicates.items()},
+            "missing_ranks": self.missing, "missing_count": len(self.missing), "unranked_files": self.unranked,
+            "rank_step_time_s": {str(k): round(v, 7) for k, v in self.rank_step_time_s.items()},
+            "step_skew_pct": r(self.step_skew_pct), "slowest_rank": self.slowest_rank, "fastest_rank": self.fastest_rank,
+            "comm_ms_per_step": {str(k): round(v, 4) for k, v in self.comm_ms_per_step.items()},
+            "comm_skew_pct": r(self.comm_skew_pct), "least_comm_rank": self.least_comm_rank,
+            "idle_pct": {str(k): round(v, 4) for k, v in self.idle_pct.items()}, "notes": self.notes,
+        }
+
+
+def compact_ranges(values: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    out, start, prev = [], None, None
+    for v in sorted(values):
+        if start is None:
+            start = prev = v
+        elif v == prev + 1:
+            prev = v
+        else:
+            out.append(f"{start}-{prev}" if prev != start else str(start))
+            start = prev = v
+    if start is not None:
+        out.append(f"{start}-{prev}" if prev != start else str(start))
+    return ", ".join(out)
+
+
+def cross_rank(analyses: list[RankAnalysis]) -> CrossRank:
+    notes: list[str] = []
+    by_rank: dict[int, list[RankAnalysis]] = defaultdict(list)
+    unranked = [a.file for a in analyses if a.rank.rank is None]
+    for a in analyses:
+        if a.rank.rank is not None:
+            by_rank[a.rank.rank].append(a)
+    duplicates = {rank: [a.file for a in group] for rank, group in by_rank.items() if len(group) > 1}
+    for rank, files in sorted(duplicates.items()):
+        notes.append(f"rank {rank} appears in {len(files)} files ({', '.join(files)}); all were analyzed, "
+                     f"the first stands for rank {rank} in the cross-rank comparison")
+    if unranked and len(analyses) > 1:
+        notes.append(f"{len(unranked)} file(s) carry no rank (no distributedInfo.rank, no rank-N in the name): "
+                     "analyzed on their own, left out of the cross-rank comparison")
+    worlds = {a.rank.world_size for a in analyses if a.rank.world_size}
+    world = max(worlds) if worlds else None
+    if len(worlds) > 1:
+        notes.append(f"the files report different world sizes ({', '.join(map(str, sorted(worlds)))}): "
+                     "they may come from different jobs")
+    first = {rank: group[0] for rank, group in sorted(by_rank.items())}
+    missing = sorted(set(range(world)) - set(first)) if world and len(first) > 0 else []
+    if missing and len(first) > 1:
+        notes.append(f"{len(missing)} of {world} ranks have no trace here (ranks {compact_ranges(missing)})")
+
+    steps = {rank: a.steps.mean_ms / 1000 for rank, a in first.items() if a.steps.mean_ms is not None}
+    skew = slowest = fastest = None
+    if len(steps) >= 2:
+        median = statistics.median(steps.values())
+        slowest = max(steps, key=steps.get)
+        fastest = min(steps, key=steps.get)
+        skew = 100.0 * (steps[slowest] - median) / median if median > 0 else None
+    comm = {rank: a.comm.ms_per_step for rank, a in first.items() if a.comm.ms_per_step is not None}
+    comm_skew = least = None
+    if len(comm) >= 2 and max(comm.values()) > 0:
+        least = min(comm, key=comm.get)
+        comm_skew = 100.0 * (max(comm.values()) - comm[least]) / max(comm.values())
+    idle = {rank: a.temporal.idle_pct for rank, a in first.items() if a.temporal is not None}
+    return CrossRank(sorted(first), world, duplicates, missing, unranked, steps, skew, slowest, fastest, comm, comm_skew,
+                     least, idle, notes)

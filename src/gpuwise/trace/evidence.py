@@ -1,0 +1,51 @@
+"""Turn trace measurements into the shared `Evidence` the rule engine reads (source="trace")."""
+
+from __future__ import annotations
+
+from gpuwise.catalog import get_gpu
+from gpuwise.diagnose import Evidence
+from gpuwise.errors import GpuwiseError
+from gpuwise.trace.cross_rank import CrossRank
+from gpuwise.trace.rank import RankAnalysis
+
+
+def _tensor_core_speedup(catalog_id: str | None) -> float | None:
+    if not catalog_id:
+        return None
+    try:
+        gpu = get_gpu(catalog_id)
+    except GpuwiseError:
+        return None
+    low = gpu.bf16_tflops or gpu.fp16_tflops
+    return low / gpu.fp32_tflops if low and gpu.fp32_tflops else None
+
+
+def rank_evidence(r: RankAnalysis) -> Evidence:
+    t, k, s = r.temporal, r.kernels, r.steps
+    memory_peak = r.memory.peak_reserved_bytes or r.memory.peak_allocated_bytes if r.memory else None
+    notes = list(r.warnings) + list(s.notes) + list(k.notes)
+    if r.device.catalog_note:
+        notes.append(r.device.catalog_note)
+    if r.memory and r.memory.source == "allocation deltas":
+        notes.append("this trace records allocation deltas only: absolute peak memory is unknown "
+                     f"(growth within the trace: {r.memory.window_growth_peak_bytes / 2**30:.2f} GiB)")
+    return Evidence(
+        source="trace", label=r.file, rank=r.rank.rank, device=r.device.kind, gpu=r.device.catalog_id or (r.device.name or ""),
+        num_steps=s.count or None, step_time_s=s.mean_ms / 1000 if s.mean_ms is not None else None,
+        step_times_s=list(s.step_times_s), input_wait_pct=s.input_wait_pct,
+        sync_calls_per_step=r.sync.calls_per_step, sync_wait_pct=r.sync.wait_pct,
+        kernels_per_step=r.launches.kernels_per_step, tiny_kernel_pct=k.tiny_kernel_pct,
+        gpu_idle_pct=t.idle_pct if t else None, gpu_util_pct=t.compute_pct if t else None,
+        host_busy_pct=r.launches.host_busy_pct, fp32_matmul_pct=k.fp32_matmul_pct,
+        amp_enabled=True if k.amp_ops_seen else None,
+        h2d_copy_pct=r.copies.h2d_copy_pct, pageable_copy_pct=r.copies.pageable_copy_pct,
+        memory_capacity_bytes=r.device.memory_bytes, memory_peak_bytes=memory_peak,
+        comm_exposed_pct=r.comm.exposed_pct, comm_overlap_pct=r.comm.overlap_pct,
+        tensor_core_speedup=_tensor_core_speedup(r.device.catalog_id), notes=notes,
+    )
+
+
+def cross_rank_evidence(c: CrossRank) -> Evidence | None:
+    if len(c.rank_step_time_s) < 2:
+        return None
+    return Evidence(source="trace", label="cross-rank", rank_step_time_s=dict(c.rank_step_time_s), notes=list(c.notes))

@@ -1,0 +1,174 @@
+"""What the device spent its time on: kernel categories, top kernels, matmul precision.
+
+Categories come from kernel names (cuBLAS/cuDNN/CUTLASS/Triton/NCCL naming conventions), so they
+work for any Kineto trace without the model's source. Names that match nothing stay ``other``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuwise.trace.table import EventTable
+
+KERNEL_CATS = ("kernel", "Kernel", "mtia_ccp_events")
+MEMCPY_CATS = ("gpu_memcpy", "Memcpy")
+MEMSET_CATS = ("gpu_memset", "Memset")
+CATEGORIES = ("gemm", "convolution", "attention", "elementwise", "reduction", "communication", "memcpy", "memset", "other")
+
+_RULES: list[tuple[str, re.Pattern[str]]] = [
+    ("communication", re.compile(r"nccl|rccl|c10d::|AllReduce|AllGather|ReduceScatter|SendRecv|AllToAll")),
+    ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|mem_eff|xformers", re.I)),
+    ("convolution", re.compile(r"conv|scudnn|cudnn::.*(wgrad|dgrad|fprop)|winograd|implicit_(convolve|gemm)|dgrad|wgrad|fft2d|fft_", re.I)),
+    ("gemm", re.compile(r"gemm|gemv|matmul|cublas|cutlass|xmma|wgmma|\bmma|_mm_|triton_tem_fused.*mm|splitk", re.I)),
+    ("reduction", re.compile(r"reduce|reduction|softmax|norm|\bbn_|_bn_|welford|sum_|argmax|argmin|nll_loss|cross_entropy|triton_(red|per)_|cub::", re.I)),
+    ("elementwise", re.compile(r"elementwise|pointwise|triton_poi_|copy|fill|cat_?array|index|gather|scatter|relu|gelu|silu|sigmoid|tanh|add|mul|div|dropout|activation|where|clamp|pow|exp|transpose|permute", re.I)),
+]
+
+# Precision of matmul/convolution kernels from cuBLAS/cuDNN/CUTLASS names.
+_PRECISION_RULES: list[tuple[str, re.Pattern[str]]] = [
+    ("fp8", re.compile(r"fp8|e4m3|e5m2", re.I)),
+    ("int8", re.compile(r"int8|i8816|imma|s8s8|\bi8", re.I)),
+    ("bf16", re.compile(r"bf16|bfloat16", re.I)),
+    ("tf32", re.compile(r"tf32|tensorop_s1688|tensorop_s16816", re.I)),
+    ("fp16", re.compile(r"fp16|f16|half|h884|h1688|h16816|hgemm|s884gemm|s1688gemm|s16816gemm|884cudnn|1688cudnn", re.I)),
+    ("fp32", re.compile(r"sgemm|scudnn|gemmSN|<float|float>|f32f32|sgemv|\bfloat\b", re.I)),
+]
+
+
+def kernel_category(name: str) -> str:
+    for category, pattern in _RULES:
+        if pattern.search(name):
+            return category
+    return "other"
+
+
+def matmul_precision(name: str) -> str | None:
+    for precision, pattern in _PRECISION_RULES:
+        if pattern.search(name):
+            return precision
+    return None
+
+
+def short_name(name: str, width: int = 70) -> str:
+    """Drop template arguments and parameter lists: `void foo<float, 4>(float*, int)` -> `foo`."""
+    out, depth = [], 0
+    for ch in name:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    text = "".join(out).strip()
+    text = text.split(" ")[-1] if text.startswith("void ") or " " in text else text
+    text = text or name
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass
+class TopKernel:
+    name: str
+    category: str
+    count: int
+    time_us: float
+    mean_us: float
+    pct: float  # of all device-op time
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "short_name": short_name(self.name), "category": self.category, "count": self.count,
+                "time_us": round(self.time_us, 3), "mean_us": round(self.mean_us, 3), "pct": round(self.pct, 3)}
+
+
+@dataclass
+class KernelSummary:
+    count: int  # kernels (compute and communication; copies and memsets are counted apart)
+    time_us: float  # summed device-op time (kernels + copies + memsets), overlaps counted twice
+    categories: dict[str, dict[str, float]]  # category -> {count, time_us, pct}
+    top: list[TopKernel]
+    precision_us: dict[str, float]  # matmul/convolution time by precision
+    fp32_matmul_pct: float | None  # share of precision-known matmul/conv time in plain fp32
+    tiny_kernel_pct: float | None
+    amp_ops_seen: bool  # autocast casts in the CPU ops: mixed precision is on
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count, "time_us": round(self.time_us, 3),
+            "categories": {k: {"count": int(v["count"]), "time_us": round(v["time_us"], 3), "pct": round(v["pct"], 3)}
+                           for k, v in self.categories.items()},
+            "top": [k.to_dict() for k in self.top],
+            "precision_us": {k: round(v, 3) for k, v in self.precision_us.items()},
+            "fp32_matmul_pct": None if self.fp32_matmul_pct is None else round(self.fp32_matmul_pct, 3),
+            "tiny_kernel_pct": None if self.tiny_kernel_pct is None else round(self.tiny_kernel_pct, 3),
+            "amp_ops_seen": self.amp_ops_seen,
+            "notes": self.notes,
+        }
+
+
+def device_op_rows(t: EventTable, rows: np.ndarray) -> np.ndarray:
+    """The rows (unique) that are kernels, copies or memsets."""
+    rows = np.unique(rows)
+    mask = t.cat_mask(*KERNEL_CATS, *MEMCPY_CATS, *MEMSET_CATS)
+    return rows[mask[rows]]
+
+
+def category_by_code(t: EventTable) -> np.ndarray:
+    index = {c: i for i, c in enumerate(CATEGORIES)}
+    return np.array([index[kernel_category(v if isinstance(v, str) else str(v))] for v in t.names], dtype=np.int8)
+
+
+def summarize_kernels(t: EventTable, rows: np.ndarray, durations: np.ndarray, tiny_us: float, top_n: int = 15) -> KernelSummary:
+    """Kernel statistics over ``rows`` (device-op event indices); ``durations`` per event, µs."""
+    ops = device_op_rows(t, rows)
+    dur = durations[ops]
+    category = category_by_code(t)[t.name[ops]]
+    category[t.cat_mask(*MEMCPY_CATS)[ops]] = CATEGORIES.index("memcpy")
+    category[t.cat_mask(*MEMSET_CATS)[ops]] = CATEGORIES.index("memset")
+    total = float(dur.sum())
+    categories = {}
+    for i, name in enumerate(CATEGORIES):
+        sel = category == i
+        if sel.any():
+            time_us = float(dur[sel].sum())
+            categories[name] = {"count": int(sel.sum()), "time_us": time_us, "pct": 100 * time_us / total if total else 0.0}
+
+    top: list[TopKernel] = []
+    if ops.size:
+        codes, inverse = np.unique(t.name[ops], return_inverse=True)
+        per_name = np.bincount(inverse, weights=dur)
+        counts = np.bincount(inverse)
+        cat_of = np.zeros(codes.size, dtype=np.int8)
+        cat_of[inverse] = category
+        for j in np.argsort(-per_name, kind="stable")[:top_n]:
+            top.append(TopKernel(t.name_of(int(codes[j])), CATEGORIES[cat_of[j]], int(counts[j]), float(per_name[j]),
+                                 float(per_name[j] / counts[j]), 100 * float(per_name[j]) / total if total else 0.0))
+
+    precision_us, fp32_pct, notes = _precision(t, ops, dur, category)
+    is_kernel = t.cat_mask(*KERNEL_CATS)[ops]
+    kernel_dur = dur[is_kernel]
+    tiny = 100.0 * float((kernel_dur < tiny_us).mean()) if kernel_dur.size else None
+    amp_codes = t.name_codes(lambda s: "autocast" in s)
+    return KernelSummary(int(is_kernel.sum()), total, categories, top, precision_us, fp32_pct, tiny,
+                         bool(np.isin(t.name, amp_codes).any()), notes)
+
+
+def _precision(t: EventTable, ops: np.ndarray, dur: np.ndarray, category: np.ndarray) -> tuple[dict[str, float], float | None, list[str]]:
+    matmul = (category == CATEGORIES.index("gemm")) | (category == CATEGORIES.index("convolution"))
+    if not matmul.any():
+        return {}, None, []
+    precision_of = {}
+    for code in np.unique(t.name[ops][matmul]):
+        precision_of[int(code)] = matmul_precision(t.name_of(int(code))) or "unknown"
+    out: dict[str, float] = {}
+    for code, d in zip(t.name[ops][matmul].tolist(), dur[matmul].tolist()):
+        key = precision_of[code]
+        out[key] = out.get(key, 0.0) + d
+    known = sum(v for k, v in out.items() if k != "unknown")
+    total = sum(out.values())
+    if total <= 0 or known < 0.5 * total:
+        return out, None, ["matmul precision unknown for most matmul/convolution time (kernel names do not say)"]
+    return out, 100.0 * out.get("fp32", 0.0) / known, []

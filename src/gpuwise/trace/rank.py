@@ -1,0 +1,127 @@
+"""Everything gpuwise reads from one rank's trace file, computed from one parse."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpuwise.diagnose import thresholds
+from gpuwise.errors import GpuwiseError
+from gpuwise.trace.breakdown import (
+    StreamIdle,
+    TemporalBreakdown,
+    idle_by_stream,
+    kernel_type_by_code,
+    temporal_breakdown,
+)
+from gpuwise.trace.comm import CommStats, comm_stats
+from gpuwise.trace.copies import CopyStats, copy_stats
+from gpuwise.trace.device import DeviceInfo, RankInfo, device_info, rank_info
+from gpuwise.trace.host import LaunchStats, SyncStats, launch_stats, sync_stats
+from gpuwise.trace.hta_view import build_view
+from gpuwise.trace.kernels import KERNEL_CATS, KernelSummary, summarize_kernels
+from gpuwise.trace.memory import MemoryStats, memory_stats
+from gpuwise.trace.parser import KNOWN_PHASES, Progress, parse_trace
+from gpuwise.trace.steps import StepStats, find_steps, step_stats
+from gpuwise.trace.table import EventTable
+
+
+@dataclass
+class RankAnalysis:
+    file: str
+    rank: RankInfo
+    device: DeviceInfo
+    file_bytes: int
+    json_bytes: int
+    events: int
+    parse_s: float
+    analyze_s: float
+    dropped_last_step: bool
+    steps_in_window: int
+    temporal: TemporalBreakdown | None
+    idle_by_stream: list[StreamIdle]
+    kernels: KernelSummary
+    steps: StepStats
+    copies: CopyStats
+    sync: SyncStats
+    launches: LaunchStats
+    comm: CommStats
+    memory: MemoryStats | None
+    warnings: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # ids of the findings this rank alone triggers
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.rank.rank}" if self.rank.rank is not None else Path(self.file).name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file, "rank": self.rank.rank, "rank_info": self.rank.to_dict(), "device": self.device.to_dict(),
+            "file_bytes": self.file_bytes, "json_bytes": self.json_bytes, "events": self.events,
+            "parse_s": round(self.parse_s, 4), "analyze_s": round(self.analyze_s, 4),
+            "window": {"dropped_last_step": self.dropped_last_step, "steps_in_window": self.steps_in_window},
+            "temporal_breakdown": self.temporal.to_dict() if self.temporal else None,
+            "idle_by_stream": [s.to_dict() for s in self.idle_by_stream],
+            "kernels": self.kernels.to_dict(), "steps": self.steps.to_dict(), "memcpy": self.copies.to_dict(),
+            "sync": self.sync.to_dict(), "launches": self.launches.to_dict(), "communication": self.comm.to_dict(),
+            "memory": self.memory.to_dict() if self.memory else None,
+            "warnings": self.warnings, "findings": self.findings,
+        }
+
+
+def analyze_file(path: str | Path, progress: Progress | None = None) -> RankAnalysis:
+    started = time.perf_counter()
+    table = parse_trace(path, progress)
+    parsed = time.perf_counter()
+    analysis = analyze_table(table)
+    analysis.parse_s = parsed - started
+    analysis.analyze_s = time.perf_counter() - parsed
+    return analysis
+
+
+def _phase_warnings(t: EventTable) -> list[str]:
+    out = []
+    for code, n in enumerate(np.bincount(t.ph, minlength=len(t.phs)).tolist()):
+        kind = t.phs[code]
+        if n and not (isinstance(kind, str) and kind in KNOWN_PHASES):
+            out.append(f"{n:,} events of unknown kind ph={kind!r} were ignored")
+    return out
+
+
+def analyze_table(t: EventTable) -> RankAnalysis:
+    if t.num_events == 0:
+        raise GpuwiseError(f"{t.path}: the trace has no events (empty traceEvents): "
+                           "was the profiler stopped before any step ran?")
+    warnings = list(t.warnings) + _phase_warnings(t)
+    view = build_view(t)
+    if view.invalid_rows:
+        warnings.append(f"{view.invalid_rows:,} events with a negative duration or no timestamp were ignored")
+    hta_types = kernel_type_by_code(t)
+    temporal = temporal_breakdown(t, view, hta_types)
+    steps = find_steps(t)
+    window_steps = steps.count
+    if view.dropped_last_step and view.last_step_start_us is not None:
+        window_steps = int((steps.start_us < view.last_step_start_us).sum())
+    kind = "cpu"
+    if temporal is not None:
+        kind = "mtia" if "mtia_ccp_events" in t.cats else "cuda"
+    else:
+        warnings.append("no GPU activity in this trace (no kernels, copies or memsets on a device stream): "
+                        "CPU-side statistics only")
+    span = temporal.span_us if temporal else None
+    kernels = summarize_kernels(t, view.rows, t.dur, thresholds.TINY_KERNEL_US)
+    kernel_rows = view.rows[t.cat_mask(*KERNEL_CATS)[view.rows]]
+    return RankAnalysis(
+        file=str(t.path), rank=rank_info(t.metadata, t.path), device=device_info(t.metadata, kind),
+        file_bytes=t.file_bytes, json_bytes=t.json_bytes, events=t.num_events, parse_s=0.0, analyze_s=0.0,
+        dropped_last_step=view.dropped_last_step, steps_in_window=window_steps, temporal=temporal,
+        idle_by_stream=idle_by_stream(t, view), kernels=kernels, steps=step_stats(t, steps),
+        copies=copy_stats(t, view.rows, span), sync=sync_stats(t, steps),
+        launches=launch_stats(t, kernel_rows, window_steps, span),
+        comm=comm_stats(t, view.rows, view.ts, view.end, hta_types, span, window_steps),
+        memory=memory_stats(t.memory), warnings=warnings,
+    )
