@@ -186,3 +186,16 @@ def test_new_evidence_fields_round_trip(tmp_path):
     path.write_text(json.dumps({"kind": "plan", "evidence": [ev.to_dict()]}))
     back = load_evidence(path)[0]
     assert back.fit_options_bytes == {"lora": 3.0} and back.optimizer_fused is False and back.attention_impl == "eager"
+
+
+def test_launch_bound_not_blamed_for_data_waits_or_a_few_launches_per_long_step():
+    base = dict(source="trace", tiny_kernel_pct=62.0, gpu_idle_pct=39.0)
+    assert "launch_bound" in ids(Evidence(**base))
+    # the idle time is the input pipeline's (ResNet-50, num_workers=0: 40 % of each step in DataLoader.__next__)
+    assert "launch_bound" not in ids(Evidence(**base, input_wait_pct=39.6))
+    # 1,462 launches cannot fill a 175 ms step at ~10 µs each
+    assert "launch_bound" not in ids(Evidence(**base, kernels_per_step=1462, step_time_s=0.175))
+    # ... but 1,000 launches can fill a 30 ms step
+    assert "launch_bound" in ids(Evidence(**base, kernels_per_step=1000, step_time_s=0.030))
+    limit = 100 * 1000 * T.LAUNCH_HOST_US_PER_KERNEL / 0.030e6
+    assert limit >= T.LAUNCH_STEP_SHARE_PCT

@@ -140,6 +140,14 @@ def launch_bound(ev: Evidence) -> Finding | None:
     tiny, idle = ev.tiny_kernel_pct, ev.gpu_idle_pct
     if tiny is None or idle is None or tiny < T.TINY_KERNEL_SHARE_PCT or idle < T.LAUNCH_GPU_IDLE_PCT:
         return None
+    # Idle time spent waiting for data is the input pipeline's, not the launches'.
+    if idle - (input_share_pct(ev) or 0.0) < T.LAUNCH_GPU_IDLE_PCT:
+        return None
+    # Launch-bound means launching the step's kernels takes about as long as the step itself.
+    if ev.kernels_per_step and ev.step_time_s:
+        launch_share = 100.0 * ev.kernels_per_step * T.LAUNCH_HOST_US_PER_KERNEL / (ev.step_time_s * 1e6)
+        if launch_share < T.LAUNCH_STEP_SHARE_PCT:
+            return None
     return Finding(
         id="launch_bound",
         title="Many tiny kernels: the GPU waits for the CPU to launch work",

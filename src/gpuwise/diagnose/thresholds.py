@@ -20,6 +20,11 @@ SYNC_WAIT_HIGH_PCT = 15.0
 TINY_KERNEL_US = 10.0  # kernels shorter than this cost about as much to launch as to run (~5-10 us launch latency)
 TINY_KERNEL_SHARE_PCT = 50.0  # share of kernels that are tiny
 LAUNCH_GPU_IDLE_PCT = 30.0  # GPU idle share that makes launches the limiter
+# ... and launching could plausibly fill the step: kernels per step x host cost per launched op
+# (eager PyTorch dispatch + cudaLaunchKernel, ~5-20 us per op) must reach this share of the step time.
+# Traces of input-bound or dependency-bound jobs also show many tiny kernels and idle GPUs.
+LAUNCH_HOST_US_PER_KERNEL = 10.0
+LAUNCH_STEP_SHARE_PCT = 25.0
 
 # no_mixed_precision: fp32 matmuls on a GPU whose tensor cores are much faster in 16-bit.
 FP32_MATMUL_SHARE_PCT = 50.0  # share of matmul time (or FLOPs) run in fp32
