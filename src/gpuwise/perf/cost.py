@@ -343,24 +343,18 @@ def _compare_one(workload: Workload, gpu: GPU, usd: float | None, cooling: float
 
 
 def _fits(workload: Workload, gpu: GPU, perf: PerfPrediction) -> tuple[bool | None, str]:
-    """Does the workload fit in this GPU's memory? Uses gpuwise.memory when present."""
-    estimate = _memory_estimate(workload, gpu)
-    if estimate is not None:
-        return estimate
+    """Does the workload fit in this GPU's memory? Serving: at least one sequence's KV cache
+    fits next to the weights (the speed model's KV budget). Training: gpuwise.memory's estimate."""
     if perf.inference is not None:
         cap = perf.inference.max_concurrency
-        return cap >= 1, f"KV cache for {cap} sequence(s) fits" if cap >= 1 else "weights leave no room for the KV cache"
-    return None, "memory not checked"
-
-
-def _memory_estimate(workload: Workload, gpu: GPU) -> tuple[bool, str] | None:
+        return cap >= 1, (f"KV cache for {cap:,} sequence(s)" if cap >= 1 else "weights leave no room for the KV cache")
     try:
-        from gpuwise.memory import estimate_memory  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    est = estimate_memory(workload, gpu)
-    total = getattr(est, "total_bytes", None)
-    capacity = getattr(est, "gpu_memory_bytes", None)
-    if total is None or not capacity:
-        return None
-    return total <= capacity, f"{total / 2**30:,.1f} GiB of {capacity / 2**30:,.1f} GiB"
+        from gpuwise.memory import estimate_memory
+    except ImportError:  # pragma: no cover - gpuwise.memory ships with the package
+        return None, "memory not checked"
+    try:
+        est = estimate_memory(workload, gpu)
+    except GpuwiseError as err:
+        return None, str(err)
+    used, capacity = est.device_total_bytes, est.gpu_memory_bytes
+    return est.fits, f"{used / 2**30:,.1f} of {capacity / 2**30:,.1f} GiB"

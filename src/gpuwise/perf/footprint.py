@@ -1,7 +1,8 @@
 """Bytes the speed model needs: weights per GPU, KV cache per token, and the KV budget.
 
 The KV budget (memory left for the cache next to the weights) follows what serving engines do
-(efficiency.toml [serving]): memory_utilization × capacity − weights − context − prefill workspace.
+(efficiency.toml [serving]): memory_utilization × capacity − everything that is not KV cache,
+the latter from gpuwise.memory's estimate of the same workload.
 """
 
 from __future__ import annotations
@@ -46,11 +47,28 @@ def prefill_workspace_bytes(arch: ModelArch, num: Numerics, tp: int) -> float:
 
 
 def kv_budget_bytes_per_gpu(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, str]:
-    """Bytes per GPU left for the KV cache, and which method computed them."""
-    usable = eff.serving("memory_utilization") * gpu.memory_bytes
+    """Bytes per GPU a serving engine can give the KV cache, and how they were computed.
+
+    Engines take a fixed share of the device (vLLM gpu_memory_utilization, TensorRT-LLM
+    kv_cache_free_gpu_mem_fraction; 0.90 by default) and hand what the weights, CUDA context
+    and working buffers leave to the cache. Those non-KV bytes come from gpuwise.memory's
+    estimate of the same workload with one sequence; without that package, from weights +
+    context + one prefill chunk.
+    """
+    share = float(eff.serving("memory_utilization"))
+    try:
+        from gpuwise.memory import estimate_memory
+    except ImportError:  # pragma: no cover - gpuwise.memory ships with the package
+        estimate_memory = None
+    if estimate_memory is not None and arch.is_transformer:
+        one = workload.with_changes(batch_size=1, concurrency=1) if (workload.batch_size, workload.concurrency) != (1, 1) else workload
+        est = estimate_memory(one, gpu)
+        non_kv = est.device_total_bytes - est.breakdown.get("kv_cache", 0.0)
+        budget = share * est.gpu_memory_bytes - non_kv
+        return max(budget, 0.0), f"gpuwise.memory: {share:.2f} × device memory − weights, context and buffers"
     reserved = (
         weight_bytes_per_gpu(arch, num, workload.tp, workload.pp)
         + float(eff.serving("context_bytes"))
         + prefill_workspace_bytes(arch, num, workload.tp)
     )
-    return max(usable - reserved, 0.0), "serving rule: 0.90 × memory − weights − CUDA context − prefill chunk"
+    return max(share * gpu.memory_bytes - reserved, 0.0), "serving rule: 0.90 × memory − weights − CUDA context − prefill chunk"

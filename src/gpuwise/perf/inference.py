@@ -140,7 +140,7 @@ def predict_inference(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeri
     cap, budget, method = max_concurrency(workload, gpu, arch, num)
     fits = cap >= 1
     batch = max(min(requested, cap), 1)
-    assumptions.append(f"KV budget per GPU from the {method}; each sequence reserves prompt + output tokens")
+    assumptions.append(f"KV budget per GPU ({method}); each sequence reserves prompt + output tokens")
     if batch < requested:
         assumptions.append(f"batch capped at {batch} by KV-cache memory ({requested} requested)")
 
