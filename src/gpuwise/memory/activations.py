@@ -71,8 +71,17 @@ class Dtypes:
     adapter: float  # LoRA adapter dtype
 
 
+def kbit_upcast(w: Workload, regime: Regime, profile: Profile) -> bool:
+    """peft's prepare_model_for_kbit_training ran: non-quantized weights, and so the residual stream, are fp32.
+
+    TRL skips it for sharded QLoRA (FSDP/ZeRO-3 need one dtype across a flat parameter).
+    """
+    sharded = w.sharding in ("fsdp", "zero3") and w.data_parallel > 1
+    return regime.quantized and w.is_training and profile.kbit_upcast and not sharded
+
+
 def block_dtypes(w: Workload, regime: Regime, profile: Profile) -> Dtypes:
-    upcast = regime.quantized and w.is_training and profile.kbit_upcast
+    upcast = kbit_upcast(w, regime, profile)
     residual = 4.0 if upcast else regime.residual_bytes
     matmul_out = 4.0 if upcast else regime.compute_bytes
     if upcast:
@@ -109,8 +118,8 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
         else:
             # RMSNorm computes in fp32: pow/mul keep the fp32 copy of the input (the input itself if fp32).
             s.keep(src if dt.residual == 4 else f"{src}.fp32", 4.0 * t * h)
-        if full:
-            s.keep(f"{name}.normed", dt.residual * t * h)  # weight * x_normed keeps x_normed for the weight grad
+        if full and not arch.norm_type.startswith("layernorm"):
+            s.keep(f"{name}.normed", dt.residual * t * h)  # python RMSNorm: weight * x_normed keeps x_normed
         return name
 
     def linear(name: str, src: str, src_bytes: float, d_in: int, tokens: float = t) -> None:
@@ -195,12 +204,13 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
     input_bytes = dt.residual * t * h
     tp = w.tp
     k = arch.experts_per_token if arch.is_moe else 1
-    grad_mlp = 3 * dt.matmul_out * t * k * i
+    experts = max(arch.num_experts, 1)  # MoE experts run (and backpropagate) one after another
+    grad_mlp = 3 * dt.matmul_out * t * k * i / experts
     grad_attn = dt.attention * t * (qd + 2 * kvd) + 4.0 * t * qd
     if w.attention == "eager":
         grad_attn += (4.0 + dt.attention) * batch * heads * seq * seq
     backward_ws = max(grad_mlp, grad_attn) + 2 * dt.residual * t * h
-    prefill_ws = dt.compute * t * (2 * h + qd + 2 * kvd + 3 * k * i)
+    prefill_ws = dt.compute * t * (2 * h + qd + 2 * kvd + 3 * k * i / experts)
     if w.attention == "eager":
         prefill_ws += (4.0 + dt.compute) * batch * heads * seq * seq
     return LayerActivations(

@@ -119,9 +119,9 @@ def sequence_tokens(arch: ModelArch, w: Workload) -> int:
     return w.seq_len
 
 
-def _model_share(arch: ModelArch, w: Workload) -> float:
+def _model_share(arch: ModelArch, w: Workload, untie: bool = False) -> float:
     """Fraction of the model's parameters one GPU holds before data-parallel sharding (tp × pp split)."""
-    g = param_groups(arch)
+    g = param_groups(arch, untie)
     if w.pp == 1:
         return 1.0 / w.tp
     blocks = g.block_matrices + g.block_other
@@ -190,13 +190,14 @@ class _Context:
         self.shard_weights = dp if sharding in ("zero3", "fsdp") else 1
         self.shard_grads = dp if sharding in ("zero2", "zero3", "fsdp") else 1
         self.shard_state = dp if sharding in ("zero1", "zero2", "zero3", "fsdp") else 1
-        self.share = _model_share(arch, w)
-        self.groups = param_groups(arch)
+        self.share = _model_share(arch, w, profile.unties_embeddings)
+        self.groups = param_groups(arch, profile.unties_embeddings)
         self.layers = math.ceil(arch.num_layers / w.pp)
         self.tokens = sequence_tokens(arch, w)
         if arch.family == "vit" and w.seq_len != self.tokens and w.seq_len != 2048:
             self.notes.append(f"ViT tokens come from image_size {w.image_size}: {self.tokens} (seq_len ignored)")
         full_weights = weight_bytes(arch, w, regime, profile)
+        self.unsharded_weights = full_weights * self.share
         self.weights = full_weights * self.share / self.shard_weights
         self.layer_weight_bytes = full_weights * self.share * w.tp / max(self.layers * w.tp, 1)
         self.paged_state_bytes = 0.0
@@ -323,7 +324,12 @@ class _Context:
         )
         backward = max((start, top, bottom), key=lambda p: p.allocated_bytes)
         step = phase("optimizer_step", gradients=self.grads, temporaries=step_tmp)
-        return [forward, backward, step]
+        phases = [forward, backward, step]
+        if profile.fsdp_full_state_load and self.shard_weights > 1:
+            # Fabric's FSDP load_raw fills a full (unsharded) state dict on every rank next to the shards.
+            phases.insert(0, Phase("load", {"weights": self.weights, "temporaries": self.unsharded_weights}))
+            self.notes.append(f"{profile.name} loads the full checkpoint on every FSDP rank before sharding")
+        return phases
 
     # ---- inference ----------------------------------------------------------------------------
     def inference_phases(self) -> list[Phase]:

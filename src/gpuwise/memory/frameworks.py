@@ -42,6 +42,8 @@ class Profile:
     inference_logits: str = "last"  # "last": only the last position; "prompt": every prompt position
     ddp_grad_buckets: bool = True  # DDP keeps flat gradient buckets (gradient_as_bucket_view=False)
     frozen_linear_saves_input: bool = False  # see activations.frozen_inputs_note
+    unties_embeddings: bool = False  # keeps its own lm_head even when the checkpoint ties it (LitGPT's GPT)
+    fsdp_full_state_load: bool = False  # FSDP loads a full (unsharded) state dict on every rank
 
 
 PROFILES = {
@@ -49,6 +51,7 @@ PROFILES = {
     "litgpt": Profile(
         "litgpt", adapter_dtype_from_model=True, lora_input_per_module=False, kbit_upcast=False,
         quantize_lm_head=True, quant_fp16_staging=True, logits=LOGITS_CHUNKED_16BIT, inference_logits="prompt",
+        unties_embeddings=True, fsdp_full_state_load=True, frozen_linear_saves_input=True,
     ),
     "torchtune": Profile(
         "torchtune", adapter_dtype_from_model=True, lora_dropout=0.0, kbit_upcast=False,

@@ -50,13 +50,17 @@ class ParamGroups:
         return self.block_matrices + self.block_other + self.embedding + self.lm_head + self.final_norm
 
 
-def param_groups(arch: ModelArch) -> ParamGroups:
+def param_groups(arch: ModelArch, untie: bool = False) -> ParamGroups:
+    """Parameter groups; ``untie`` gives a tied model its own lm_head copy (frameworks that never tie)."""
     counts = arch.param_counts()
     if not arch.is_transformer:
         return ParamGroups(0, counts.total, 0, 0, 0)
     matrices = sum(lin.params for lin in block_linears(arch).values()) * arch.num_layers
     blocks = counts.per_layer * arch.num_layers
-    return ParamGroups(matrices, blocks - matrices, counts.embedding, counts.lm_head, counts.final_norm)
+    lm_head = counts.lm_head
+    if untie and not lm_head and arch.is_decoder:
+        lm_head = arch.vocab_size * arch.hidden_size
+    return ParamGroups(matrices, blocks - matrices, counts.embedding, lm_head, counts.final_norm)
 
 
 def quantized_matrix_names(arch: ModelArch, w: Workload, profile: Profile) -> tuple[str, ...]:
@@ -70,11 +74,13 @@ def quantized_matrix_names(arch: ModelArch, w: Workload, profile: Profile) -> tu
 
 def weight_bytes(arch: ModelArch, w: Workload, regime: Regime, profile: Profile) -> float:
     """Bytes of the model's weights on one full replica (before any sharding or splitting)."""
-    groups = param_groups(arch)
+    groups = param_groups(arch, profile.unties_embeddings)
     if not regime.quantized:
         return groups.total * regime.param_bytes
     # Frozen quantized base: 16-bit (or fp32 after peft's prepare_model_for_kbit_training) for the rest.
-    other_bytes = 4.0 if (profile.kbit_upcast and w.is_training) else regime.param_bytes
+    from gpuwise.memory.activations import kbit_upcast
+
+    other_bytes = 4.0 if kbit_upcast(w, regime, profile) else regime.param_bytes
     linears = block_linears(arch)
     quantized = quantized_matrix_names(arch, w, profile)
     total = 0.0
@@ -93,6 +99,6 @@ def largest_quantized_matrix(arch: ModelArch, w: Workload, profile: Profile) -> 
     """Elements of the biggest quantized weight (bitsandbytes dequantizes one at a time)."""
     linears = block_linears(arch)
     sizes = [linears[n].d_in * linears[n].d_out for n in quantized_matrix_names(arch, w, profile)]
-    if profile.quantize_lm_head and param_groups(arch).lm_head:
+    if profile.quantize_lm_head and param_groups(arch, profile.unties_embeddings).lm_head:
         sizes.append(arch.hidden_size * arch.vocab_size)
     return max(sizes, default=0)

@@ -1,0 +1,271 @@
+#!/usr/bin/env python
+"""Compare the analytic memory estimator with published measurements.
+
+Usage: python benchmarks/validate_memory.py [--data CSV] [--json-only]
+
+The CSV has the columns of ../shared/data/measured_memory.csv (id, model, task, batch_size,
+seq_len, grad_accum, precision, optimizer, grad_checkpointing, lora_rank, lora_targets, num_gpus,
+sharding, gpu, metric, measured_value, unit, framework, source, quality, notes). Each row is turned
+into a workload and compared like with like:
+
+    max_allocated, active -> peak_allocated_bytes   (torch max_memory_allocated / active_bytes peak)
+    max_reserved          -> peak_reserved_bytes    (torch max_memory_reserved)
+    nvml                  -> device_total_bytes     (nvidia-smi; a context size stated in the notes replaces ours)
+
+Rows whose setup the workload spec cannot express (features named in the notes) are skipped with
+the reason. The last line printed is one JSON object:
+{"rows": N, "skipped": N, "median_abs_err_pct": X, "p90_abs_err_pct": Y}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from gpuwise.errors import GpuwiseError  # noqa: E402
+from gpuwise.memory import cuda_context_bytes, estimate_memory  # noqa: E402
+from gpuwise.units import GiB, MiB, to_bytes  # noqa: E402
+from gpuwise.workload import workload_from_mapping  # noqa: E402
+
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "measured_memory.csv"
+DEFAULT_GPU = "a100-80gb-sxm"  # when a row does not name its GPU (only capacity depends on it)
+METRIC_FIELD = {
+    "max_allocated": "peak_allocated_bytes",
+    "active": "peak_allocated_bytes",
+    "max_reserved": "peak_reserved_bytes",
+    "nvml": "device_total_bytes",
+}
+
+# Features the workload spec has no field for: a note naming one makes the row unmodellable.
+UNMODELLED = [
+    (re.compile(r"optimizer[_ ]in[_ ]bwd\s*=\s*true|optimizer step fused into backward", re.I),
+     "optimizer step fused into backward (torchtune optimizer_in_bwd) is not expressible in the workload spec"),
+    (re.compile(r"(?<!not )activation offloading", re.I),
+     "activation offloading to CPU is not expressible in the workload spec"),
+    (re.compile(r"chunked cross-entropy|chunked CE", re.I),
+     "torchtune's chunked cross-entropy output is not expressible in the workload spec"),
+    (re.compile(r"includes? periodic eval generation", re.I),
+     "the peak includes periodic evaluation generation at another batch size, not the training step described"),
+]
+STACKS = re.compile(r"stacks on the previous row", re.I)
+GC_UNSTATED = re.compile(r"GC (setting )?not stated|checkpointing not stated", re.I)
+# Framework defaults for settings a row leaves unstated (sources: LLaMA-Factory hparams/model_args.py
+# disable_gradient_checkpointing=False; Unsloth use_gradient_checkpointing="unsloth" in its examples).
+FRAMEWORK_GC_DEFAULT = {"llama-factory": "full", "unsloth": "full"}
+
+
+@dataclass
+class Result:
+    row_id: str
+    metric: str
+    quality: str
+    measured_bytes: float
+    estimated_bytes: float | None
+    skip_reason: str = ""
+
+    @property
+    def err_pct(self) -> float:
+        assert self.estimated_bytes is not None
+        return 100.0 * (self.estimated_bytes - self.measured_bytes) / self.measured_bytes
+
+
+def _series(row_id: str) -> str:
+    """'mem-C9e' -> 'mem-C9' (rows of one stacked ablation share the prefix)."""
+    return re.sub(r"[a-z]$", "", row_id)
+
+
+def _int(value: str, default: int) -> int:
+    value = (value or "").strip()
+    return int(float(value)) if value else default
+
+
+def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
+    """Workload fields for one CSV row, and the assumptions made to build them."""
+    notes = row.get("notes", "")
+    assumptions: list[str] = []
+    precision = row["precision"].strip().lower()
+    double_quant = precision.endswith("-dq")
+    precision = precision.removesuffix("-dq")
+    optimizer = row["optimizer"].strip().lower() or "none"
+    if optimizer == "paged-adamw":
+        optimizer = "paged-adamw-8bit"
+        assumptions.append("paged-adamw (32-bit) sized as paged-adamw-8bit: same paging, LoRA state is negligible")
+    framework = row.get("framework", "").strip().lower()
+    if "accelerated-peft" in row["id"] or "accelerated-peft" in notes:
+        framework = "unsloth"  # fms-acceleration's accelerated-peft plugin runs Unsloth-derived fused kernels
+        assumptions.append("fms accelerated-peft plugin modelled with the Unsloth profile (fused LoRA kernels, no fp32 upcast)")
+    mapping = {
+        "model": row["model"],
+        "task": row["task"],
+        "batch_size": _int(row["batch_size"], 1),
+        "seq_len": _int(row["seq_len"], 2048),
+        "grad_accum": _int(row.get("grad_accum"), 1),
+        "precision": precision,
+        "double_quant": double_quant,
+        "optimizer": optimizer,
+        "grad_checkpointing": row.get("grad_checkpointing") or "none",
+        "num_gpus": _int(row.get("num_gpus"), 1),
+        "sharding": row.get("sharding") or "none",
+        "gpu": row.get("gpu") or DEFAULT_GPU,
+        "framework": framework,
+    }
+    if row.get("lora_rank"):
+        mapping["lora_rank"] = _int(row["lora_rank"], 16)
+    if row.get("lora_targets"):
+        mapping["lora_targets"] = row["lora_targets"]
+    if GC_UNSTATED.search(notes) and framework in FRAMEWORK_GC_DEFAULT:
+        mapping["grad_checkpointing"] = FRAMEWORK_GC_DEFAULT[framework]
+        assumptions.append(f"checkpointing not stated: {framework}'s default ({mapping['grad_checkpointing']}) used")
+    if not row.get("gpu"):
+        assumptions.append(f"GPU not stated: {DEFAULT_GPU} assumed (affects only capacity)")
+    if row["task"].strip().lower() in ("inference", "serving", "rag"):
+        new = re.search(r"max_new_tokens\D{0,3}(\d+)", notes)
+        total = mapping["seq_len"]
+        if new and int(new.group(1)) < total:
+            mapping["output_len"] = int(new.group(1))
+            mapping["seq_len"] = total - int(new.group(1))
+        else:
+            mapping["output_len"] = 1
+            assumptions.append("prefill-only measurement: one decode token")
+        mapping["grad_checkpointing"] = "none"
+    return mapping, assumptions
+
+
+def stated_context_bytes(notes: str) -> float | None:
+    """'includes ~1343 MiB CUDA context' -> bytes (the measurement's own context)."""
+    match = re.search(r"includes ~?([\d,.]+)\s*(MiB|MB|GiB|GB) CUDA context", notes)
+    return to_bytes(float(match.group(1).replace(",", "")), match.group(2)) if match else None
+
+
+def persistent_floor_bytes(estimate) -> float:
+    """Bytes that must be resident at the optimizer step whatever the activations are."""
+    step = next((p for p in estimate.phases if p.name == "optimizer_step"), None)
+    if step is None:
+        return estimate.phases[0].components.get("weights", 0.0)
+    return sum(step.components.get(k, 0.0) for k in ("weights", "gradients", "optimizer_states", "master_weights"))
+
+
+def evaluate(rows: list[dict[str, str]]) -> list[Result]:
+    results: list[Result] = []
+    series_skip: dict[str, str] = {}
+    for row in rows:
+        row_id = row["id"]
+        measured = to_bytes(float(row["measured_value"]), row["unit"])
+        metric = row["metric"].strip().lower()
+        result = Result(row_id, metric, row.get("quality", ""), measured, None)
+        notes = row.get("notes", "")
+        reason = next((why for pattern, why in UNMODELLED if pattern.search(notes)), "")
+        series = _series(row_id)
+        if not reason and STACKS.search(notes) and series in series_skip:
+            reason = f"stacks on an earlier row of {series} that uses a feature the spec cannot express ({series_skip[series]})"
+        if reason and STACKS.search(notes):
+            series_skip.setdefault(series, reason.split(" (")[0].split(" is ")[0])
+        if metric not in METRIC_FIELD:
+            reason = f"unknown metric {metric!r}"
+        if reason:
+            result.skip_reason = reason
+            results.append(result)
+            continue
+        try:
+            mapping, _ = row_to_mapping(row)
+            estimate = estimate_memory(workload_from_mapping(mapping))
+        except GpuwiseError as err:
+            result.skip_reason = f"cannot be modelled: {err}"
+            results.append(result)
+            continue
+        floor = persistent_floor_bytes(estimate)
+        if measured < 0.95 * floor:
+            result.skip_reason = (
+                f"measured {measured / GiB:.2f} GiB is below the {floor / GiB:.2f} GiB that weights, gradients and "
+                "optimizer state alone take on the stated GPU count: the row's setup cannot be what was measured"
+            )
+            results.append(result)
+            continue
+        value = getattr(estimate, METRIC_FIELD[metric])
+        if metric == "nvml":
+            stated = stated_context_bytes(notes)
+            if stated is not None:
+                value += stated - cuda_context_bytes(estimate.gpu)
+        result.estimated_bytes = value
+        results.append(result)
+    return results
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def summary(results: list[Result]) -> dict:
+    done = [r for r in results if r.estimated_bytes is not None]
+    errs = [abs(r.err_pct) for r in done]
+    return {
+        "rows": len(results),
+        "skipped": len(results) - len(done),
+        "median_abs_err_pct": round(statistics.median(errs), 2) if errs else None,
+        "p90_abs_err_pct": round(_pct(errs, 0.9), 2) if errs else None,
+    }
+
+
+def print_report(results: list[Result]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, width=140)
+    for quality in ("clean", "approximate"):
+        group = [r for r in results if r.quality == quality and r.estimated_bytes is not None]
+        if not group:
+            continue
+        table = Table(title=f"{quality} rows (GiB = 2^30 bytes)", header_style="bold")
+        for col in ("row", "metric", "measured GiB", "estimated GiB", "error %"):
+            table.add_column(col, justify="left" if col in ("row", "metric") else "right")
+        for r in group:
+            err = r.err_pct
+            style = "green" if abs(err) <= 10 else ("yellow" if abs(err) <= 20 else "red")
+            table.add_row(r.row_id, r.metric, f"{r.measured_bytes / GiB:.2f}", f"{r.estimated_bytes / GiB:.2f}",
+                          f"[{style}]{err:+.1f}[/{style}]")
+        console.print(table)
+        errs = [abs(r.err_pct) for r in group]
+        console.print(f"{quality}: {len(group)} rows, median |err| {statistics.median(errs):.1f} %, "
+                      f"p90 |err| {_pct(errs, 0.9):.1f} %")
+    skipped = [r for r in results if r.estimated_bytes is None]
+    if skipped:
+        console.print(f"\nskipped {len(skipped)} of {len(results)} rows:")
+        for r in skipped:
+            console.print(f"  {r.row_id}: {r.skip_reason}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="CSV of measurements (default: %(default)s)")
+    parser.add_argument("--json-only", action="store_true", help="print only the summary line")
+    args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(f"validate_memory: {args.data} does not exist", file=sys.stderr)
+        return 2
+    with args.data.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    results = evaluate(rows)
+    if not args.json_only:
+        print_report(results)
+    print(json.dumps(summary(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+MiB  # re-exported for callers that build stated contexts
