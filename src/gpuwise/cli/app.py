@@ -50,6 +50,9 @@ app.command("cost")(cost_cmd.cost)
 from gpuwise.cli import profile_cmd  # noqa: E402
 
 profile_cmd.register(app)
+from gpuwise.cli import trace_cmd  # noqa: E402
+
+trace_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -55,8 +55,10 @@ def matmul_precision(name: str) -> str | None:
 
 def short_name(name: str, width: int = 70) -> str:
     """Drop template arguments and parameter lists: `void foo<float, 4>(float*, int)` -> `foo`."""
+    if name.startswith(("Memcpy", "Memset")):
+        return name
     out, depth = [], 0
-    for ch in name:
+    for ch in name.replace("->", ""):
         if ch in "<(":
             depth += 1
         elif ch in ">)" and depth:

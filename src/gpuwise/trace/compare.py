@@ -1,0 +1,155 @@
+"""`gpuwise trace --compare A B`: what changed between two traces (or two sets of per-rank traces).
+
+Each side is summarized per step (mean over its ranks), so traces with different step counts
+compare; kernels are matched by name. Metrics say which direction is better.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpuwise.trace.report import TraceReport
+
+
+@dataclass
+class Side:
+    label: str
+    files: list[str]
+    metrics: dict[str, float | None]
+    categories_ms: dict[str, float]  # kernel category -> ms per step
+    kernels_ms: dict[str, float]  # kernel name -> ms per step (top kernels of each rank)
+    findings: list[str]
+    per_step: bool  # False when a side has no ProfilerStep: figures are per trace instead
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "files": self.files, "per_step": self.per_step,
+                "metrics": {k: (None if v is None else round(v, 4)) for k, v in self.metrics.items()},
+                "categories_ms": {k: round(v, 4) for k, v in self.categories_ms.items()},
+                "findings": self.findings}
+
+
+@dataclass
+class Change:
+    name: str
+    unit: str
+    a: float | None
+    b: float | None
+    lower_is_better: bool | None
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.a is None or self.b is None else self.b - self.a
+
+    @property
+    def delta_pct(self) -> float | None:
+        return None if self.delta is None or not self.a else 100.0 * self.delta / abs(self.a)
+
+    @property
+    def verdict(self) -> str:
+        d = self.delta
+        if d is None or self.lower_is_better is None or abs(d) < 1e-9:
+            return ""
+        relative = abs(self.delta_pct) if self.delta_pct is not None else 100.0
+        if relative < 2.0 and self.unit != "pp":
+            return "same"
+        if self.unit == "pp" and abs(d) < 0.5:
+            return "same"
+        return "better" if (d < 0) == self.lower_is_better else "worse"
+
+    def to_dict(self) -> dict[str, Any]:
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, 4)
+
+        return {"name": self.name, "unit": self.unit, "a": r(self.a), "b": r(self.b), "delta": r(self.delta),
+                "delta_pct": r(self.delta_pct), "verdict": self.verdict}
+
+
+@dataclass
+class TraceComparison:
+    a: Side
+    b: Side
+    metrics: list[Change]
+    categories: list[Change]
+    kernels: list[Change]
+    findings_added: list[str]
+    findings_removed: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a.to_dict(), "b": self.b.to_dict(), "metrics": [c.to_dict() for c in self.metrics],
+                "categories": [c.to_dict() for c in self.categories], "kernels": [c.to_dict() for c in self.kernels],
+                "findings_added": self.findings_added, "findings_removed": self.findings_removed, "notes": self.notes}
+
+
+# name, unit, lower is better (None: neither)
+_METRICS = [
+    ("step_time_ms", "ms", True), ("idle_pct", "pp", True), ("compute_pct", "pp", False), ("non_compute_pct", "pp", True),
+    ("input_wait_pct", "pp", True), ("sync_wait_pct", "pp", True), ("sync_calls_per_step", "", True),
+    ("kernels_per_step", "", True), ("tiny_kernel_pct", "pp", True), ("launch_delay_median_us", "µs", None),
+    ("h2d_copy_pct", "pp", True), ("pageable_copy_pct", "pp", True), ("comm_exposed_pct", "pp", True),
+    ("comm_overlap_pct", "pp", False), ("peak_reserved_gib", "GiB", True),
+]
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.mean(present)) if present else None
+
+
+def summarize(report: TraceReport, label: str) -> Side:
+    ranks = report.ranks
+    per_step = all(r.steps_in_window > 0 for r in ranks)
+    metrics = {
+        "step_time_ms": _mean([r.steps.mean_ms for r in ranks]),
+        "idle_pct": _mean([r.temporal.idle_pct if r.temporal else None for r in ranks]),
+        "compute_pct": _mean([r.temporal.compute_pct if r.temporal else None for r in ranks]),
+        "non_compute_pct": _mean([r.temporal.non_compute_pct if r.temporal else None for r in ranks]),
+        "input_wait_pct": _mean([r.steps.input_wait_pct for r in ranks]),
+        "sync_wait_pct": _mean([r.sync.wait_pct for r in ranks]),
+        "sync_calls_per_step": _mean([r.sync.calls_per_step for r in ranks]),
+        "kernels_per_step": _mean([r.launches.kernels_per_step for r in ranks]),
+        "tiny_kernel_pct": _mean([r.kernels.tiny_kernel_pct for r in ranks]),
+        "launch_delay_median_us": _mean([r.launches.launch_delay_median_us for r in ranks]),
+        "h2d_copy_pct": _mean([r.copies.h2d_copy_pct for r in ranks]),
+        "pageable_copy_pct": _mean([r.copies.pageable_copy_pct for r in ranks]),
+        "comm_exposed_pct": _mean([r.comm.exposed_pct for r in ranks]),
+        "comm_overlap_pct": _mean([r.comm.overlap_pct for r in ranks]),
+        "peak_reserved_gib": _mean([r.memory.peak_reserved_bytes / 2**30 if r.memory and r.memory.peak_reserved_bytes else None
+                                    for r in ranks]),
+    }
+    categories: dict[str, float] = {}
+    kernels: dict[str, float] = {}
+    for r in ranks:
+        scale = 1.0 / 1000 / (r.steps_in_window if per_step else 1) / len(ranks)
+        for name, row in r.kernels.categories.items():
+            categories[name] = categories.get(name, 0.0) + row["time_us"] * scale
+        for k in r.kernels.top:
+            kernels[k.name] = kernels.get(k.name, 0.0) + k.time_us * scale
+    return Side(label, [r.file for r in ranks], metrics, categories, kernels, [f.id for f in report.findings], per_step)
+
+
+def compare_reports(a: TraceReport, b: TraceReport, label_a: str, label_b: str, top_n: int = 12) -> TraceComparison:
+    side_a, side_b = summarize(a, label_a), summarize(b, label_b)
+    notes = []
+    if side_a.per_step != side_b.per_step:
+        notes.append("one side has no ProfilerStep annotations: kernel times are per trace, not per step, and differ in scope")
+    unit = "ms/step" if side_a.per_step and side_b.per_step else "ms"
+    metrics = [Change(name, u, side_a.metrics[name], side_b.metrics[name], better) for name, u, better in _METRICS
+               if side_a.metrics[name] is not None or side_b.metrics[name] is not None]
+    categories = [Change(c, unit, side_a.categories_ms.get(c, 0.0), side_b.categories_ms.get(c, 0.0), True)
+                  for c in sorted(set(side_a.categories_ms) | set(side_b.categories_ms),
+                                  key=lambda c: -max(side_a.categories_ms.get(c, 0.0), side_b.categories_ms.get(c, 0.0)))]
+    names = set(side_a.kernels_ms) | set(side_b.kernels_ms)
+    ranked = sorted(names, key=lambda n: -abs(side_b.kernels_ms.get(n, 0.0) - side_a.kernels_ms.get(n, 0.0)))[:top_n]
+    kernels = [Change(n, unit, side_a.kernels_ms.get(n), side_b.kernels_ms.get(n), True) for n in ranked]
+    added = [f for f in side_b.findings if f not in side_a.findings]
+    removed = [f for f in side_a.findings if f not in side_b.findings]
+    return TraceComparison(side_a, side_b, metrics, categories, kernels, added, removed, notes)
+
+
+def side_label(paths: list[str | Path]) -> str:
+    return ", ".join(Path(p).name for p in paths)
