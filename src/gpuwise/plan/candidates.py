@@ -28,7 +28,7 @@ class Candidate:
     id: str
     title: str
     changes: dict[str, Any]
-    quality_risk: str  # none | low | medium | changes-training
+    quality_risk: str  # none | low | changes-training | medium | changes-task
     saves_memory: bool = False  # a memory technique (may cost speed): used to make a job fit
     notes: tuple[str, ...] = field(default=())
 
@@ -91,6 +91,15 @@ def fp8_training(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     if w.task not in {"pretrain", "full-finetune"} or not gpu.fp8_tflops or w.precision not in {"amp-bf16", "bf16", "amp-fp16", "fp16"}:
         return []
     return [Candidate("fp8_training", "Train the matmuls in FP8", {"precision": "fp8"}, "medium")]
+
+
+@generator
+def bf16_weights(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """Full-parameter training with 16-bit weights and optimizer states (no fp32 master copy)."""
+    if w.task not in {"pretrain", "full-finetune"} or w.precision not in {"amp-bf16", "amp-fp16"} or not gpu.bf16_tflops:
+        return []
+    return [Candidate("bf16_weights", "Keep weights and optimizer states in bf16 (no fp32 master copy)", {"precision": "bf16"},
+                      "medium", saves_memory=True)]
 
 
 @generator
@@ -205,9 +214,9 @@ def adapters(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     if w.task == "full-finetune":
         out.append(Candidate("lora", "Fine-tune LoRA adapters instead of all weights",
                              {"task": "lora", "precision": base if w.precision in {"fp32", "amp-bf16", "amp-fp16"} else w.precision},
-                             "medium", saves_memory=True))
+                             "changes-task", saves_memory=True))
     out.append(Candidate("qlora", "QLoRA: LoRA on 4-bit NF4 base weights", {"task": "qlora", "precision": "nf4", "double_quant": True},
-                         "medium", saves_memory=True))
+                         "changes-task", saves_memory=True))
     return out
 
 

@@ -60,7 +60,7 @@ def _smallest_fit(w: Workload, evaluate: Evaluate, gpus: list[GPU]) -> tuple[GPU
 
 def _scaled_fit(w: Workload, evaluate: Evaluate, gpus: list[GPU]) -> tuple[str, GPU, Workload, Outcome] | None:
     """More GPUs: sharding (training) or tensor/pipeline parallelism (inference), smallest count first."""
-    n = 2
+    n = w.num_gpus * 2
     while n <= NODE_GPUS * _MAX_NODES:
         best = None
         for gpu in gpus:

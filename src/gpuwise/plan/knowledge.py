@@ -66,6 +66,7 @@ TOOLS: dict[str, Tool] = {t.id: t for t in (
 TECHNIQUE_TOOLS: dict[str, tuple[str, ...]] = {
     "mixed_precision": ("torch-amp",),
     "fp8_training": ("transformer-engine", "torchao", "torchtitan"),
+    "bf16_weights": ("torchao",),
     "flash_attention": ("flash-attention",),
     "fused_optimizer": (),
     "optimizer_8bit": ("bitsandbytes",),
@@ -87,6 +88,9 @@ TECHNIQUE_TOOLS: dict[str, tuple[str, ...]] = {
 CAVEATS: dict[str, tuple[str, str]] = {
     "mixed_precision": ("fp16 needs loss scaling (GradScaler); bf16 does not but needs Ampere or newer.",
                         "Micikevicius et al. 2018 (arXiv:1710.03740)"),
+    "bf16_weights": ("Without fp32 master weights, updates smaller than bf16's resolution are lost: fine for short fine-tunes, "
+                     "risky for long runs unless the optimizer compensates (Kahan summation / stochastic rounding).",
+                     "Zamirai et al., Revisiting BFloat16 Training (arXiv:2010.06192)"),
     "fp8_training": ("Validate the loss curve against bf16 for the first thousands of steps; gains concentrate in large matmuls.",
                      "Micikevicius et al. 2022 (arXiv:2209.05433)"),
     "flash_attention": ("Exact attention (no approximation); needs fp16/bf16 and a supported GPU (Ampere or newer for FlashAttention-2).",

@@ -63,10 +63,12 @@ def make_plan(
     local_steps = list(steps)  # edits tried on the user's own GPU
     if not comfortable(ev.outcome(config_w)):
         config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
-    config_out = ev.outcome(config_w)
     scaling = scale.decide(config_w, goal, ev.outcome_on)
+    config_w, layout_note = _adopt_layout(config_w, scaling, ev)
+    if layout_note:
+        move_note = " ".join(filter(None, [move_note, layout_note]))
+    config_out = ev.outcome(config_w)
 
-    techniques = assess(workload, goal, ev.outcome, steps)
     fit_steps = [s for s in steps if s.purpose == "fit"]
     fit_report = fit_mod.report(workload, current, fit_steps if config_w.gpu == workload.gpu else [], as_given, ev.outcome,
                                 local_steps=local_steps)
@@ -75,6 +77,7 @@ def make_plan(
     predicted = prediction_evidence(workload, current_pred, fit_options, attention_scores_bytes(ev, workload))
     all_evidence = merge_evidence(predicted, measured)
     findings = _findings(measured, predicted, goal)
+    techniques = assess(workload, goal, ev.outcome, steps, final=config_w, finding_ids=frozenset(f.id for f in findings))
     diagnosis = _diagnosis(workload, current, current_pred, findings, all_evidence)
 
     changes = {k: (getattr(workload, k), v) for k, v in config_w.to_dict().items()
@@ -119,6 +122,22 @@ def _relocate(original: Workload, config_w: Workload, steps: list[Step], goal: s
                                       **{k: v for k, v in best.config.items() if k in original.to_dict() and k != "num_gpus"})
         return moved, steps, f"The config moves the job to {best.num_gpus} × {best.gpu}, the top-ranked option that fits."
     return config_w, steps, "Nothing tried fits: see the fit section."
+
+
+def _adopt_layout(w: Workload, decision: ScalingDecision, ev: Evaluator) -> tuple[Workload, str]:
+    """The config uses the scaling decision's layout (it only differs when that layout is clearly better)."""
+    if not decision.num_gpus:
+        return w, ""
+    layout = (decision.num_gpus, decision.tp, decision.pp, decision.sharding if w.is_training else w.sharding)
+    if layout == (w.num_gpus, w.tp, w.pp, w.sharding):
+        return w, ""
+    changes = {"num_gpus": decision.num_gpus, "tp": decision.tp, "pp": decision.pp}
+    if w.is_training:
+        changes["sharding"] = decision.sharding
+    adopted = w.with_changes(**changes)
+    if not comfortable(ev.outcome(adopted)):
+        return w, ""
+    return adopted, f"Parallel layout from the scaling decision: {decision.strategy}."
 
 
 def _fit_options_bytes(workload: Workload, ev: Evaluator) -> dict[str, float]:

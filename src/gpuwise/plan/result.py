@@ -63,7 +63,7 @@ class Technique:
     before: Outcome
     after: Outcome
     impact: Impact
-    quality_risk: str  # none | low | medium | changes-training (the model or its optimization changes)
+    quality_risk: str  # none | low | changes-training (optimization changes) | medium (numerics) | changes-task (LoRA instead of full)
     verdict: str  # recommended | not-recommended
     reason: str  # one line: why it is (not) recommended, with the numbers
     tools: tuple[str, ...] = ()

@@ -79,9 +79,9 @@ def layouts(w: Workload, n: int) -> list[Workload]:
             for pp in (2, 4, 8, 16):
                 if n % (tp * pp) == 0 and pp <= arch.num_layers:
                     tries.append({"num_gpus": n, "tp": tp, "pp": pp, "sharding": "fsdp" if n > tp * pp else "none"})
-    else:
-        for tp in _tp_sizes(arch, min(n, NODE_GPUS)):
-            if tp == n:
+    else:  # inference: n GPUs as n/tp replicas of a tp-way model
+        for tp in [1, *_tp_sizes(arch, min(n, NODE_GPUS))]:
+            if n % tp == 0:
                 tries.append({"num_gpus": n, "tp": tp, "pp": 1})
         if n > NODE_GPUS and _tp_sizes(arch, NODE_GPUS):
             tp = _tp_sizes(arch, NODE_GPUS)[-1]
@@ -108,13 +108,17 @@ def _value(o: ScaleOption, goal: str, w: Workload) -> float:
     return value
 
 
+def _same_layout(o: ScaleOption, w: Workload) -> bool:
+    return (o.num_gpus, o.tp, o.pp, o.sharding) == (w.num_gpus, w.tp, w.pp, w.sharding)
+
+
 def _choose(options: list[ScaleOption], goal: str, w: Workload) -> ScaleOption:
-    """Best for the goal, but the simplest option within the tolerance of it."""
+    """Best for the goal, but the workload's own layout, or else the simplest, within the tolerance of it."""
     best = max(options, key=lambda o: _value(o, goal, w))
     best_value = _value(best, goal, w)
     tolerance = T.PLAN_SIMPLER_STRATEGY_TOLERANCE_PCT / 100 * abs(best_value)
     near = [o for o in options if _value(o, goal, w) >= best_value - tolerance]
-    return min(near, key=lambda o: (_SIMPLICITY.get(o.strategy, 9), -_value(o, goal, w)))
+    return min(near, key=lambda o: (not _same_layout(o, w), _SIMPLICITY.get(o.strategy, 9), -_value(o, goal, w)))
 
 
 def _counts(w: Workload) -> list[int]:

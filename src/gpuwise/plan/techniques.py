@@ -21,13 +21,13 @@ from gpuwise.plan.result import Impact, Outcome, Technique
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 
-RISK_ORDER = {"none": 0, "low": 1, "changes-training": 2, "medium": 3}
-_LOSSY = {"medium", "changes-training"}
+RISK_ORDER = {"none": 0, "low": 1, "changes-training": 2, "medium": 3, "changes-task": 4}
+_LOSSY = {"medium", "changes-training", "changes-task"}
 _FIT_ONLY = {"lora", "qlora"}  # they change what is trained: never applied just for speed
 _MAX_STEPS = 8
 # Which findings a technique addresses (finding ids from gpuwise.diagnose.rules).
 ADDRESSES = {
-    "mixed_precision": ("no_mixed_precision",), "fp8_training": ("no_mixed_precision",),
+    "mixed_precision": ("no_mixed_precision",), "fp8_training": ("no_mixed_precision",), "bf16_weights": ("oom_risk",),
     "flash_attention": ("no_flash_attention", "oom_risk"), "fused_optimizer": ("no_fused_optimizer",),
     "optimizer_8bit": ("oom_risk",), "grad_checkpointing": ("oom_risk",), "smaller_batch": ("oom_risk",),
     "bigger_batch": ("small_batch", "low_utilization"), "lora": ("oom_risk",), "qlora": ("oom_risk",), "sharding": ("oom_risk",),
@@ -60,13 +60,14 @@ def impact(before: Outcome, after: Outcome) -> Impact:
     def pct(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None or b == 0 else round(100.0 * (a / b - 1.0), 2)
 
-    throughput_x = None
-    if before.fits and after.fits and before.throughput and after.throughput:
+    throughput_x = latency = None
+    both = before.fits and after.fits  # speed of a job that does not fit is not a number to compare
+    if both and before.throughput and after.throughput:
         throughput_x = round(after.throughput / before.throughput, 4)
-    if before.tpot_ms is not None and after.tpot_ms is not None:
+    if both and before.tpot_ms is not None and after.tpot_ms is not None:
         latency = pct(after.tpot_ms, before.tpot_ms)
-    else:
-        latency = None if throughput_x is None else round(100.0 * (1 / throughput_x - 1), 2)
+    elif throughput_x is not None:
+        latency = round(100.0 * (1 / throughput_x - 1), 2)
     if before.usd_per_1m is not None and after.usd_per_1m is not None:
         cost = pct(after.usd_per_1m, before.usd_per_1m)
     else:
@@ -103,8 +104,23 @@ def _allowed_for_goal(cand: Candidate, gain: float) -> bool:
 
 
 def _fit_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
-    """Memory edits until the job fits comfortably: one that fits alone if any (least risky, then
-    best for the goal), else the least risky edit that saves the most, and again."""
+    """Memory edits until the job fits comfortably, allowing more quality risk only when less is not enough.
+
+    Tier by tier (none, low, changes-training, medium): greedily take an edit that fits alone (best
+    speed), else the edit that saves the most, until it fits. The first tier that fits wins; if none
+    does, the last tier's path (the most memory saved) is returned so callers can show how close it got.
+    """
+    if comfortable(evaluate(workload)):
+        return []
+    path: list[Step] = []
+    for tier in sorted(set(RISK_ORDER.values())):
+        path = _greedy_fit(workload, evaluate, max_risk=tier)
+        if path and comfortable(path[-1].after):
+            return _prune(workload, path, evaluate)
+    return path
+
+
+def _greedy_fit(workload: Workload, evaluate: Evaluate, max_risk: int) -> list[Step]:
     steps: list[Step] = []
     w = workload
     for _ in range(_MAX_STEPS):
@@ -113,27 +129,21 @@ def _fit_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
             break
         tried = []
         for cand in candidates(w, evaluate):
-            if not cand.saves_memory:
+            if not cand.saves_memory or RISK_ORDER[cand.quality_risk] > max_risk:
                 continue
             edited = apply(w, cand)
             if edited is not None:
                 tried.append((cand, edited, evaluate(edited)))
         fitting = [t for t in tried if comfortable(t[2])]
         if fitting:
-            def fit_key(t: tuple[Candidate, Workload, Outcome]) -> tuple:
-                cand, _, out = t
-                speed = out.throughput or 0.0
-                return (RISK_ORDER[cand.quality_risk], -speed)
-            cand, edited, after = min(fitting, key=fit_key)
+            cand, edited, after = min(fitting, key=lambda t: (RISK_ORDER[t[0].quality_risk], -(t[2].throughput or 0.0)))
         else:
             saving = [t for t in tried if t[2].peak_bytes < before.peak_bytes]
             if not saving:
                 break
-            cand, edited, after = min(saving, key=lambda t: (RISK_ORDER[t[0].quality_risk], t[2].peak_bytes))
+            cand, edited, after = min(saving, key=lambda t: t[2].peak_bytes)
         steps.append(Step(cand, w, edited, before, after, "fit"))
         w = edited
-    if steps and comfortable(evaluate(w)):
-        steps = _prune(workload, steps, evaluate)
     return steps
 
 
@@ -178,8 +188,9 @@ def _goal_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]
             gain = relative_gain_pct(before, after, goal, w)
             if gain is None or not _allowed_for_goal(cand, gain):
                 continue
-            if best is None or gain > best[0]:
-                best = (gain, cand, edited, after)
+            key = (RISK_ORDER[cand.quality_risk], -gain)  # the safest edit that clears the bar, then the biggest
+            if best is None or key < best[0]:
+                best = (key, cand, edited, after)
         if best is None:
             break
         _, cand, edited, after = best
@@ -197,7 +208,36 @@ def recommend(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
     return fit + _goal_steps(start, goal, evaluate)
 
 
-def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step]) -> list[Technique]:
+def _merge_repeats(steps: list[Step]) -> list[Step]:
+    """An edit repeated back to back (e.g. concurrency raised twice) becomes one row; repeats with
+    other edits in between stay separate, so each row's impact is its own."""
+    out: list[Step] = []
+    for step in steps:
+        prev = out[-1] if out else None
+        if prev is None or prev.candidate.id != step.candidate.id:
+            out.append(step)
+            continue
+        cand = Candidate(prev.candidate.id, step.candidate.title, {**prev.candidate.changes, **step.candidate.changes},
+                         step.candidate.quality_risk, step.candidate.saves_memory)
+        out[-1] = Step(cand, prev.before_workload, step.after_workload, prev.before, step.after, prev.purpose)
+    return out
+
+
+def _marginal(final: Workload | None, cand: Candidate, goal: str, evaluate: Evaluate) -> float | None:
+    """What `cand` adds on top of the recommended config (None if it does not apply there)."""
+    if final is None:
+        return None
+    edited = apply(final, cand)
+    if edited is None or edited == final:
+        return None
+    before, after = evaluate(final), evaluate(edited)
+    if not comfortable(after):
+        return None
+    return relative_gain_pct(before, after, goal, final)
+
+
+def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step],
+           final: Workload | None = None, finding_ids: frozenset[str] = frozenset()) -> list[Technique]:
     """Every single edit of the workload as given, plus the edits the combination applied later,
     each with its impact and verdict, ranked: recommended, optional, not recommended."""
     current = evaluate(workload)
@@ -205,17 +245,16 @@ def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step])
     metric = goal_metric_name(goal, workload)
     out: list[tuple[int, float, Technique]] = []
     seen_ids: set[str] = set()
-    for step in steps:
+    for step in _merge_repeats(steps):
         imp = impact(step.before, step.after)
         why = ("makes it fit" if step.purpose == "fit" and imp.makes_it_fit else
-               "saves memory toward a fit" if step.purpose == "fit" else f"largest gain in {metric} at its step")
+               "saves memory toward a fit" if step.purpose == "fit" else f"the safest edit that clears the bar, largest gain in {metric}")
         if step.before_workload.gpu != workload.gpu:
             why += f" (on {step.before_workload.gpu}, where the config moves the job)"
         elif step.before_workload != workload:
             why += " (measured after the steps before it)"
         t = _make(step.candidate, step.before_workload, step.before, step.after, "recommended", f"In the recommended config: {why}.")
-        gain = relative_gain_pct(step.before, step.after, goal, step.before_workload) or 0.0
-        out.append((0, -gain if step.purpose == "goal" else -1e9, t))
+        out.append((0, len(out), t))  # recommended rows keep the order they were applied in
         seen_ids.add(step.candidate.id)
     for cand in candidates(workload, evaluate):
         if cand.id in seen_ids:
@@ -233,15 +272,23 @@ def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step])
         elif not comfortable(current):
             verdict, reason, rank = "not-recommended", f"Leaves too little headroom ({after.headroom_pct:.0f} % free).", 2
         elif gain is not None and gain >= T.PLAN_MIN_GAIN_PCT:
+            extra = _marginal(final, cand, goal, evaluate)
+            if extra is None:
+                on_top = "it conflicts with the recommended config"
+            elif extra >= 0:
+                on_top = f"on top of the recommended config it adds {extra:.1f} %"
+            else:
+                on_top = f"on top of the recommended config it is {-extra:.0f} % worse"
             if cand.id in _FIT_ONLY:
                 why = "changes what is trained (adapters instead of all weights): worth it to fit or to cut cost, not for speed alone"
-            elif cand.quality_risk in _LOSSY:
-                why = (f"trades accuracy or changes the optimization for {gain:.0f} % (below the {T.PLAN_LOSSY_MIN_GAIN_PCT:.0f} % bar)"
-                       if gain < T.PLAN_LOSSY_MIN_GAIN_PCT else "trades accuracy or the optimization: weigh it against your quality bar")
             elif cand.id in applied:
                 why = "the recommended config applies a variant of it"
+            elif cand.quality_risk in _LOSSY:
+                why = f"it trades accuracy or changes the optimization, and {on_top}"
+                if extra is not None and extra >= T.PLAN_LOSSY_MIN_GAIN_PCT:
+                    why += ": weigh it against your quality bar"
             else:
-                why = "overlaps an edit the recommended config already makes"
+                why = on_top
             verdict, reason, rank = "optional", f"Helps {metric} by {gain:.0f} %, but {why}.", 1
         else:
             if imp.memory_saved_bytes > 0 and comfortable(current):
@@ -250,7 +297,12 @@ def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step])
                 why = f"it makes {metric} {abs(gain):.0f} % worse"
             else:
                 why = f"no gain in {metric}"
-            verdict, reason, rank = "not-recommended", f"Not worth it: {why}.", 2
+            reason = f"Not worth it: {why}."
+            hinted = sorted(set(ADDRESSES.get(cand.id, ())) & finding_ids - {"oom_risk"})
+            if hinted:
+                reason += (f" The {', '.join(hinted)} finding points here; the model assumes a GPU kept busy, so it cannot "
+                           "see that gain: measure before and after.")
+            verdict, rank = "not-recommended", 2
         out.append((rank, -(gain or 0.0), _make(cand, workload, current, after, verdict, reason)))
     out.sort(key=lambda item: (item[0], item[1]))
     return [t for _, _, t in out]
