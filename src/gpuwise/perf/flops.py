@@ -117,6 +117,27 @@ def lora_active_params(arch: ModelArch, rank: int, targets: tuple[str, ...]) -> 
     return total * arch.num_layers
 
 
+def lora_elementwise_bytes_per_token(arch: ModelArch, targets: tuple[str, ...], act_bytes: float,
+                                     adapter_bytes: float) -> float:
+    """Memory traffic of LoRA's unfused elementwise ops per token, forward + backward, all layers.
+
+    peft's LoRA layer runs, per adapted projection: cast the input to the adapter dtype, dropout
+    (a copy plus a 1-byte mask), the two small matmuls, scale, and add into the base output; each
+    is its own kernel in eager mode. Per token that reads/writes ~d_in·(act + 2·adapter + 1) and
+    ~d_out·(2·adapter + 2·act) bytes forward; the backward of the same ops moves about as much.
+    """
+    if not arch.is_transformer:
+        return 0.0
+    dims = _projection_dims(arch)
+    experts = (arch.experts_per_token or 1) if arch.is_moe else 1
+    per_layer = 0.0
+    for key in lora_targets(arch, targets):
+        d_in, d_out = dims[key]
+        copies = experts if key in {"gate", "up", "down"} else 1
+        per_layer += copies * (d_in * (act_bytes + 2 * adapter_bytes + 1) + d_out * (2 * adapter_bytes + 2 * act_bytes))
+    return 2 * per_layer * arch.num_layers
+
+
 def vit_tokens(arch: ModelArch, image_size: int) -> int:
     """Patch tokens + [CLS] for a ViT at ``image_size`` (patch size from the id, e.g. vit-b-16)."""
     match = re.search(r"-(\d+)$", arch.id)

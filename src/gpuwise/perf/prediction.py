@@ -23,9 +23,10 @@ class TrainingPerf:
     compute_s: float  # matmul + attention kernels over all micro-batches
     linear_s: float
     attention_s: float
-    memory_s: float  # memory-bound passes: optimizer update, weight dequantization
+    memory_s: float  # memory-bound passes: optimizer update, weight dequantization, LoRA elementwise
     optimizer_s: float
-    dequant_s: float
+    dequant_s: float  # quantized base weights -> 16-bit before each matmul (QLoRA)
+    adapter_s: float  # LoRA's unfused cast/dropout/scale/add kernels
     tp_comm_s: float  # tensor-parallel all-reduces (not overlapped)
     dp_comm_s: float  # data-parallel / sharding traffic before overlap
     dp_exposed_s: float  # what of it stays visible

@@ -16,6 +16,7 @@ from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import (
     TrainingFlops,
     block_linear_params,
+    lora_elementwise_bytes_per_token,
     lora_params,
     training_flops,
     vit_tokens,
@@ -111,7 +112,7 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
         assumptions.append(f"conv net: {e_lin:.0%} of peak (cuDNN training is limited by memory-bound BatchNorm/ReLU)")
 
     stream_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
-    dequant_s = 0.0
+    dequant_s = adapter_s = 0.0
     if num.weight_only_quant:
         # Each use of a quantized weight reads it and writes/reads a 16-bit copy (bitsandbytes
         # dequantize-then-matmul): forward, backward input-gradient, and the recompute forward.
@@ -119,6 +120,13 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
         per_pass = block_linear_params(arch) / shards * (num.block_weight_bytes + 2 * num.activation_bytes)
         dequant_s = passes * per_pass / stream_bw
         assumptions.append("quantized base weights are dequantized to 16-bit for every matmul (bitsandbytes-style)")
+
+    fused_lora = workload.framework.strip().lower() in set(eff.host("fused_lora_frameworks"))
+    if workload.is_lora and arch.is_transformer and not fused_lora:
+        adapter_bytes = dtype_bytes(workload.lora_dtype)
+        per_token = lora_elementwise_bytes_per_token(arch, workload.lora_targets, num.activation_bytes, adapter_bytes)
+        adapter_s = micro_tokens * per_token / shards / stream_bw
+        assumptions.append("LoRA adapters run unfused (peft): input cast, dropout, scale and add are memory-bound kernels")
 
     # --- tensor parallel: 2 all-reduces per layer forward, 2 backward (Megatron); +2 with full recompute
     tp_link = comm.link_for(gpu, tp)
@@ -143,7 +151,7 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
     if sharded_params:
         fsdp_comm_micro = (2 * comm.allgather_s(gather_bytes, dp, dp_link)
                            + comm.reduce_scatter_s(trainable * grad_bytes, dp, dp_link))
-    kernels_s = linear_s + attention_s + dequant_s
+    kernels_s = linear_s + attention_s + dequant_s + adapter_s
     fsdp_exposed_micro = comm.exposed_s(fsdp_comm_micro, kernels_s)
     host_floor = _host_floor_s(arch, pp)
     micro_s = max(kernels_s + tp_comm_micro + fsdp_exposed_micro, host_floor)
@@ -193,9 +201,10 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
         compute_s=(linear_s + attention_s) * m,
         linear_s=linear_s * m,
         attention_s=attention_s * m,
-        memory_s=dequant_s * m + optimizer_s,
+        memory_s=(dequant_s + adapter_s) * m + optimizer_s,
         optimizer_s=optimizer_s,
         dequant_s=dequant_s * m,
+        adapter_s=adapter_s * m,
         tp_comm_s=tp_comm_micro * m,
         dp_comm_s=dp_comm_total,
         dp_exposed_s=dp_exposed_total,
@@ -212,7 +221,7 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
 
 def training_bound(perf: TrainingPerf) -> str:
     """The resource that dominates the step."""
-    kernels = perf.compute_s + perf.dequant_s + perf.tp_comm_s
+    kernels = perf.compute_s + perf.dequant_s + perf.adapter_s + perf.tp_comm_s
     if perf.host_floor_s > kernels:
         return "host"
     parts = {"compute": perf.compute_s, "memory_bandwidth": perf.memory_s,
