@@ -122,6 +122,15 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
         mapping["lora_rank"] = _int(row["lora_rank"], 16)
     if row.get("lora_targets"):
         mapping["lora_targets"] = row["lora_targets"]
+    version = re.search(r"transformers/v?(\d+)\.(\d+)|transformers v(\d+)\.(\d+)", row.get("source", "") + " " + notes)
+    if version:
+        major, minor = (int(g) for g in version.groups() if g is not None)
+        if (major, minor) < (4, 36):
+            mapping["attention"] = "eager"  # SDPA reached transformers' models in 4.36 (BERT in 4.41)
+            assumptions.append(f"transformers {major}.{minor}: eager attention")
+        if (major, minor) < (4, 37) and optimizer == "adamw":
+            mapping["optimizer"] = "adamw-fused"  # Trainer's default was transformers.AdamW: a per-parameter loop
+            assumptions.append("transformers.AdamW (per-parameter loop): no group-wide step temporary, sized as fused")
     if GC_UNSTATED.search(notes) and framework in FRAMEWORK_GC_DEFAULT:
         mapping["grad_checkpointing"] = FRAMEWORK_GC_DEFAULT[framework]
         assumptions.append(f"checkpointing not stated: {framework}'s default ({mapping['grad_checkpointing']}) used")

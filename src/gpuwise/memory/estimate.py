@@ -149,9 +149,9 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
     phases = ctx.training_phases() if w.is_training else ctx.inference_phases()
     peak = max(phases, key=lambda p: p.allocated_bytes)
     paged_state = ctx.paged_state_bytes
-    persistent = sum(peak.components.get(k, 0.0) for k in ("weights", "optimizer_states", "master_weights", "lora_adapters"))
+    transient = max(p.components.get("logits_loss", 0.0) + p.components.get("temporaries", 0.0) for p in phases)
     sharded = w.sharding in ("fsdp", "zero3") and w.data_parallel > 1
-    reserve = overheads.allocator_reserve_bytes(peak.allocated_bytes - persistent, sharded)
+    reserve = overheads.allocator_reserve_bytes(transient, sharded)
     context = overheads.cuda_context_bytes(gpu) + overheads.nccl_bytes(w.num_gpus)
     breakdown = {k: peak.components.get(k, 0.0) for k in COMPONENTS}
     breakdown["optimizer_states"] += paged_state
