@@ -18,3 +18,20 @@ The modules that run inside the profiled process (phases, hooks, cuda_timing, te
 child) import only the standard library at import time, and torch/psutil/pynvml when started, so
 they also work in an interpreter that has torch but not gpuwise's CLI dependencies.
 """
+
+import sys as _sys
+import types as _types
+
+
+class _CallableModule(_types.ModuleType):
+    """``gpuwise.profile(...)`` must work even after ``gpuwise.profile.*`` was imported, when Python
+    has replaced the lazy ``gpuwise.profile`` function attribute by this package: calling the
+    package calls ``gpuwise.profile.api.profile``."""
+
+    def __call__(self, *args, **kwargs):
+        from gpuwise.profile.api import profile
+
+        return profile(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -300,7 +300,10 @@ class Recorder:
             self._cuda_timer.begin("forward")  # this forward is already open
             self._nvtx = torch.cuda.nvtx
         else:
-            self.model["amp_enabled"] = bool(getattr(torch, "is_autocast_cpu_enabled", lambda: False)())
+            try:
+                self.model["amp_enabled"] = bool(torch.is_autocast_enabled("cpu"))
+            except TypeError:
+                self.model["amp_enabled"] = bool(torch.is_autocast_cpu_enabled())
 
     # -- steps ----------------------------------------------------------------------------------------------------
     def auto_boundary(self) -> None:
@@ -311,12 +314,29 @@ class Recorder:
         """A manual step boundary (``p.step()``); from then on optimizer steps no longer mark steps."""
         if not self.active:
             return
+        first_manual = not self.manual_steps
         self.manual_steps = True
         if self.on_thread():
             try:
+                if first_manual and self.records:
+                    self._merge_auto_steps()
                 self._boundary()
             except Exception as exc:  # noqa: BLE001
                 self.contain("step", exc)
+
+    def _merge_auto_steps(self) -> None:
+        """The first ``p.step()`` ends one step that began at the first activity: fold the optimizer-step
+        boundaries recorded so far back into the open step."""
+        wall = sum(r.wall_s for r in self.records)
+        for name, seconds in self.timer.acc.items():
+            self.timer.acc[name] = seconds + sum(r.phase_s.get(name, 0.0) for r in self.records if name != "other")
+        self._sync_calls += sum(r.sync_calls for r in self.records)
+        self._sync_wait += sum(r.sync_wait_s for r in self.records)
+        self._h2d_bytes += sum(r.h2d_bytes for r in self.records)
+        self._h2d_pageable += sum(r.h2d_pageable_bytes for r in self.records)
+        if self.timer.step_start is not None:
+            self.timer.step_start -= wall
+        self.records.clear()
 
     def _boundary(self) -> None:
         closed = self.timer.boundary()

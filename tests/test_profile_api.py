@@ -1,0 +1,260 @@
+"""The live profiler on real CPU training loops with known bottlenecks (Python API, in-process)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+import gpuwise
+from gpuwise.profile.phases import PHASES, PhaseTimer
+from gpuwise.profile.recorder import Recorder
+
+
+class SlowItems(Dataset):
+    def __init__(self, n: int, delay_s: float) -> None:
+        self.n, self.delay_s = n, delay_s
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.delay_s)
+        return torch.full((32,), float(i % 7)), i % 4
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One intra-op thread: on a small shared machine, two threads make tiny ops swing wildly with other load."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def small_model() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+
+
+def train(loader, model, steps: int, keep=None) -> list[float]:
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for i, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if keep is not None:
+            keep(model, x, loss)
+        if i + 1 >= steps:
+            break
+    return losses
+
+
+def ids(p) -> list[str]:
+    return [f.id for f in p.result.findings]
+
+
+def test_slow_getitem_is_input_bound(tmp_path):
+    loader = DataLoader(SlowItems(400, 0.004), batch_size=8)
+    with gpuwise.profile(steps=12, warmup=2, store=tmp_path / "runs.sqlite") as p:
+        train(loader, small_model(), 16)
+    run = p.result
+    assert run.run_id == 1
+    assert "input_bound" in ids(p)
+    assert max(run.phases, key=lambda k: run.phases[k]["pct"]) == "data_wait"
+    assert run.evidence.loader_num_workers == 0 and run.evidence.loader_pin_memory is False
+    assert run.document["measured_steps"] == 12 and run.document["warmup_steps"] == 2
+    # a step's phases add up to its wall time, so the shares add up to 100 %
+    assert sum(v["pct"] for v in run.phases.values()) == pytest.approx(100.0, abs=0.01)
+
+
+def test_in_memory_data_with_heavy_compute_is_not_input_bound():
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(128 * 14, 1024), torch.randint(0, 4, (128 * 14,)))
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU()) for _ in range(4)], torch.nn.Linear(1024, 4))
+    with gpuwise.profile(steps=10, warmup=2, store=False) as p:
+        train(DataLoader(data, batch_size=128), model, 12)
+    assert "input_bound" not in ids(p)
+    assert p.phases["forward"]["pct"] + p.phases["backward"]["pct"] > p.phases["data_wait"]["pct"]
+
+
+def test_graph_holding_list_is_memory_growth():
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(256 * 30, 1024), torch.randint(0, 4, (256 * 30,)))
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 4))
+    kept = []  # the leak: a metric computed with grad enabled and kept keeps its whole graph (and activations) alive
+
+    def track_confidence(model, x, loss):
+        kept.append(model(x).softmax(-1).max())
+
+    with gpuwise.profile(steps=20, warmup=2, store=False) as p:
+        train(DataLoader(data, batch_size=256), model, 24, keep=track_confidence)
+    assert "memory_growth" in ids(p)
+    growth = next(f for f in p.result.findings if f.id == "memory_growth")
+    assert growth.metrics["bytes_per_step"] > 1_000_000  # ≥ the 1 MiB activation each kept graph holds
+
+
+def test_detached_losses_do_not_grow():
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(256 * 30, 1024), torch.randint(0, 4, (256 * 30,)))
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 4))
+    kept = []
+
+    def track_confidence(model, x, loss):
+        with torch.no_grad():
+            kept.append(model(x).softmax(-1).max())
+        kept.append(loss.detach())
+
+    with gpuwise.profile(steps=20, warmup=2, store=False) as p:
+        train(DataLoader(data, batch_size=256), model, 24, keep=track_confidence)
+    assert "memory_growth" not in ids(p)
+
+
+def test_periodic_slow_step_is_an_outlier_with_its_period():
+    model = small_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 32), torch.randint(0, 4, (16,))
+    with gpuwise.profile(steps=40, warmup=2, store=False) as p:
+        for step in range(42):
+            time.sleep(0.010 + 0.002 * (step % 11))  # ordinary steps vary between 10 and 30 ms
+            if step % 8 == 1:
+                time.sleep(0.25)  # a "checkpoint" every 8th step (measured steps 7, 15, 23, 31, 39)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    outliers = next(f for f in p.result.findings if f.id == "step_outliers")
+    assert outliers.metrics["period_steps"] == 8
+    assert len(outliers.metrics["outlier_steps"]) == 5
+
+
+def _seeded_run(profiled: bool):
+    torch.manual_seed(1234)
+    data = TensorDataset(torch.randn(512, 32), torch.randint(0, 4, (512,)))
+    loader = DataLoader(data, batch_size=16, shuffle=True)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Dropout(0.3), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    if profiled:
+        with gpuwise.profile(steps=10, warmup=2, store=False):
+            losses = train(loader, model, 25)
+    else:
+        losses = train(loader, model, 25)
+    return losses, [t.detach().clone() for t in model.state_dict().values()]
+
+
+def test_profiled_run_is_bitwise_identical():
+    plain_losses, plain_weights = _seeded_run(False)
+    prof_losses, prof_weights = _seeded_run(True)
+    assert plain_losses == prof_losses  # exact float equality, shuffling and dropout included
+    assert all(torch.equal(a, b) for a, b in zip(plain_weights, prof_weights))
+
+
+def test_hooks_are_removed_after_the_run():
+    from torch.nn.modules import module as nn_module
+    from torch.optim import optimizer as optim_mod
+    from torch.utils.data import dataloader as dl_mod
+
+    before = (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
+              len(optim_mod._global_optimizer_pre_hooks), len(optim_mod._global_optimizer_post_hooks))
+    next_before, backward_before = dl_mod._BaseDataLoaderIter.__next__, torch.autograd.backward
+    model = small_model()
+    with gpuwise.profile(steps=3, warmup=1, store=False):
+        assert torch.autograd.backward is not backward_before
+        train(DataLoader(SlowItems(64, 0.0), batch_size=8), model, 6)
+    after = (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
+             len(optim_mod._global_optimizer_pre_hooks), len(optim_mod._global_optimizer_post_hooks))
+    assert after == before
+    assert dl_mod._BaseDataLoaderIter.__next__ is next_before and torch.autograd.backward is backward_before
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def test_errors_inside_hooks_are_contained_and_reported_once(monkeypatch, capsys):
+    def broken(self, it):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(Recorder, "note_loader", broken)
+    with gpuwise.profile(steps=8, warmup=1, store=False) as p:
+        losses = train(DataLoader(SlowItems(128, 0.0), batch_size=8), small_model(), 10)
+    assert len(losses) == 10  # the user's loop ran to the end
+    errors = p.result.document["hook_errors"]
+    assert errors[0]["where"] == "DataLoader hook" and errors[0]["count"] >= 9
+    assert capsys.readouterr().err.count("boom") == 1
+
+
+def test_exception_in_the_block_passes_through_and_keeps_the_partial_run(tmp_path):
+    store = tmp_path / "runs.sqlite"
+    p = gpuwise.profile(steps=50, warmup=1, store=store)
+    with pytest.raises(ValueError, match="user bug"):
+        with p:
+            model = small_model()
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            for step in range(12):
+                model(torch.randn(4, 32)).sum().backward()
+                opt.step()
+            raise ValueError("user bug")
+    assert p.result.document["status"] == "error"
+    assert p.result.document["measured_steps"] == 11
+    from gpuwise.profile.store import RunStore
+
+    with RunStore.open(store) as runs:
+        assert runs.load("last").document["error"] == "ValueError: user bug"
+
+
+def test_manual_steps_take_over_from_optimizer_steps():
+    model = small_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gpuwise.profile(warmup=0, store=False) as p:
+        for _ in range(6):  # two optimizer steps per manual step
+            for _ in range(2):
+                model(torch.randn(4, 32)).sum().backward()
+                opt.step()
+            p.step()
+    assert p.result.document["total_steps"] == 6
+
+
+def test_only_one_profile_at_a_time():
+    with gpuwise.profile(store=False):
+        with pytest.raises(RuntimeError, match="already active"):
+            gpuwise.profile(store=False).start()
+
+
+def test_host_to_device_copies_are_counted_with_pinning():
+    """A copy to another device (here 'meta', as no GPU exists) counts as a host->device copy."""
+    rec = Recorder(warmup=0, telemetry=False, copies_and_syncs=True).start()
+    try:
+        x = torch.randn(256)
+        model = small_model()
+        model(torch.randn(2, 32))
+        x.to("meta")
+        torch.ones(10).to("meta", non_blocking=True)
+        x.to(torch.float64)  # same device: not a copy between devices
+        rec.step()
+    finally:
+        raw = rec.stop()
+    step = raw["steps"][0]
+    assert step["h2d_bytes"] == 256 * 4 + 10 * 4
+    assert step["h2d_pageable_bytes"] == step["h2d_bytes"]  # nothing was pinned
+    assert torch.Tensor.to is not None and "to" not in torch.Tensor.__dict__  # restored to the C method
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["push", "pop", "boundary"]), st.sampled_from(PHASES[:-1]), st.floats(0, 5)), max_size=60))
+def test_phase_shares_always_add_up_to_the_step(events):
+    clock = [0.0]
+    timer = PhaseTimer(clock=lambda: clock[0])
+    timer.push("forward")  # start the first step
+    for action, phase, dt in events:
+        clock[0] += dt
+        if action == "push":
+            timer.push(phase)
+        elif action == "pop" and timer.stack:
+            timer.pop(timer.stack[-1])
+        elif action == "boundary":
+            start, wall, phases = timer.boundary()
+            assert sum(phases.values()) == pytest.approx(wall, abs=1e-9)
+            assert all(v >= -1e-9 for v in phases.values())
