@@ -41,6 +41,10 @@ app.command("models")(catalog_cmd.models)
 
 # Commands of other capabilities register here (one line each).
 # -- command registrations --
+from gpuwise.cli import memory_cmd  # noqa: E402
+
+app.command("memory")(memory_cmd.memory)
+app.command("fit")(memory_cmd.fit)
 from gpuwise.cli import plan_cmd  # noqa: E402
 
 app.command("plan")(plan_cmd.plan)

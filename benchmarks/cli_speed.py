@@ -1,0 +1,86 @@
+#!/usr/bin/env python
+"""Wall time of planning commands in fresh processes, and proof that they never import torch.
+
+Usage: python benchmarks/cli_speed.py [--runs N]
+
+Each command runs N times as ``python -m gpuwise ...`` (a fresh interpreter each time, so imports
+are paid every run, as a user pays them). The target is a median of at most 0.5 s wall per command.
+Whether torch was imported is read from ``python -X importtime`` (every imported module is listed).
+Timings are noisy on a shared machine: the minimum is the least disturbed run.
+The last line is one JSON object with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_S = 0.5
+FORBIDDEN = ("torch", "transformers", "peft")
+
+# name -> arguments after `python -m gpuwise` (other commands are added here by their owners)
+COMMANDS: dict[str, list[str]] = {
+    "memory": ["memory", "examples/llama-3-8b-lora.yaml"],
+    "memory --max-batch": ["memory", "examples/llama-3-8b-lora.yaml", "--max-batch"],
+    "fit": ["fit", "examples/llama-3-8b-lora.yaml"],
+}
+
+
+def wall_times(args: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "gpuwise", *args], cwd=REPO, capture_output=True, text=True)
+        times.append(time.perf_counter() - start)
+        if proc.returncode != 0:
+            raise SystemExit(f"gpuwise {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
+    return times
+
+
+def imported_modules(args: list[str]) -> set[str]:
+    """Top-level packages imported while running the command (from -X importtime)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gpuwise", *args], cwd=REPO,
+                          capture_output=True, text=True)
+    names = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="CLI wall time and torch-free imports")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args(argv)
+    figures: dict[str, dict] = {}
+    failed = False
+    print(f"{'command':<22} {'min s':>7} {'median s':>9}  torch-free  target {TARGET_S} s")
+    for name, cmd in COMMANDS.items():
+        times = wall_times(cmd, args.runs)
+        modules = imported_modules(cmd)
+        heavy = sorted(m for m in FORBIDDEN if m in modules)
+        median = statistics.median(times)
+        figures[name] = {"min_s": round(min(times), 3), "median_s": round(median, 3), "imports": heavy}
+        ok = "yes" if not heavy else f"NO ({', '.join(heavy)})"
+        met = "met" if median <= TARGET_S else "missed"
+        print(f"{name:<22} {min(times):7.3f} {median:9.3f}  {ok:<10}  {met}")
+        failed |= bool(heavy)
+    summary = {
+        "runs": args.runs,
+        "target_s": TARGET_S,
+        "torch_imported": any(f["imports"] for f in figures.values()),
+        "all_within_target": all(f["median_s"] <= TARGET_S for f in figures.values()),
+        "commands": figures,
+    }
+    print(json.dumps(summary))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
