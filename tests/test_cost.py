@@ -118,6 +118,15 @@ def test_cli_cost_all_gpus(cli):
     assert "h100-sxm" in table.stdout and "$/h" in table.stdout
 
 
+def test_cli_cost_vision_in_images(cli):
+    res = cli("cost", "resnet-50", "-t", "cv-inference", "-b", "64", "-p", "int8", "--all-gpus", "--markdown")
+    assert res.exit_code == 0, res.stderr
+    assert "| img/s |" in res.stdout and "| l4 |" in res.stdout
+    train = cli("cost", "vit-b-16", "-t", "cv-train", "-g", "a100-80gb-sxm", "--set", "train_tokens=1.28e6")
+    assert train.exit_code == 0, train.stderr
+    assert "images/s (all GPUs)" in train.stdout and "$ per 1M training images" in train.stdout
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -36,10 +36,10 @@ def cost(
                             utilization_pct=workload.utilization_pct)
         title = (f"{workload.model} · {workload.task} · {workload.precision} on {workload.num_gpus} GPU"
                  f"{'s' if workload.num_gpus > 1 else ''} of each type")
-        training = workload.is_training
+        training, vision = workload.is_training, workload.is_cv
         emit({"workload": workload.to_dict(), "gpus": [r.to_dict() for r in rows]}, "cost_comparison", as_json,
-             lambda c: cost_view.render_comparison(c, rows, title, training),
-             lambda: cost_view.markdown_comparison(rows, title, training), as_markdown)
+             lambda c: cost_view.render_comparison(c, rows, title, training, vision),
+             lambda: cost_view.markdown_comparison(rows, title, training, vision), as_markdown)
         return
     estimate = estimate_cost(workload, usd_per_gpu_hour=usd_per_hour, api_usd_per_mtok=api_usd_per_mtok,
                              cooling_overhead_pct=cooling_overhead, usd_per_kwh=usd_per_kwh)

@@ -44,11 +44,13 @@ def _training(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dic
     model_flops_s = perf.model_flops_per_token * tokens_s
     peak = peak_flops(gpu, num.compute_dtype)
     seq = max(perf.micro_batch_tokens // max(workload.batch_size, 1), 1)
+    samples_s = tokens_s / seq if arch.is_transformer else tokens_s
+    rate, unit = (samples_s, "images/s") if workload.is_cv else (tokens_s, "tokens/s")
     return PerfPrediction(
         workload=workload.to_dict(), gpu=gpu.id, gpu_name=gpu.name, num_gpus=n, mode="training",
         precision=workload.precision, compute_dtype=num.compute_dtype, bound=training_bound(perf),
-        step_time_s=perf.step_time_s, tokens_per_s=tokens_s, tokens_per_s_per_gpu=tokens_s / n,
-        samples_per_s=tokens_s / seq if arch.is_transformer else tokens_s,
+        step_time_s=perf.step_time_s, tokens_per_s=rate, tokens_per_s_per_gpu=rate / n, throughput_unit=unit,
+        samples_per_s=samples_s,
         mfu_pct=100.0 * model_flops_s / (n * peak), model_tflops_per_gpu=model_flops_s / n / 1e12,
         fits=True, training=perf, efficiency=efficiency, assumptions=assumptions + more, notes=list(num.notes),
     )
@@ -66,6 +68,7 @@ def _inference(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: di
         images_s = workload.batch_size / seconds * replicas
         return PerfPrediction(
             **base, bound="compute", step_time_s=seconds, tokens_per_s=images_s, tokens_per_s_per_gpu=images_s / n,
+            throughput_unit="images/s",
             samples_per_s=images_s, mfu_pct=100.0 * flops * replicas / seconds / (n * peak),
             model_tflops_per_gpu=flops * replicas / seconds / n / 1e12, fits=True,
             assumptions=assumptions + [f"conv net: {eff.cnn_fraction('inference'):.0%} of peak; throughput in images/s"],
@@ -76,9 +79,11 @@ def _inference(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: di
 
         seq = tokens / workload.batch_size
         flops = tokens * (2 * matmul_params(arch) + attention_flops_per_token(arch, seq, causal=False))
+        samples_s = workload.batch_size / seconds * replicas
+        rate, unit = (samples_s, "images/s") if workload.is_cv else (tokens / seconds * replicas, "tokens/s")
         return PerfPrediction(
-            **base, bound=bound, step_time_s=seconds, tokens_per_s=tokens / seconds * replicas,
-            tokens_per_s_per_gpu=tokens / seconds * replicas / n, samples_per_s=workload.batch_size / seconds * replicas,
+            **base, bound=bound, step_time_s=seconds, tokens_per_s=rate, tokens_per_s_per_gpu=rate / n,
+            throughput_unit=unit, samples_per_s=samples_s,
             mfu_pct=100.0 * flops / seconds / (workload.tp * workload.pp * peak),
             model_tflops_per_gpu=flops / seconds / (workload.tp * workload.pp) / 1e12, fits=True,
             assumptions=assumptions + ["encoder model: one forward pass per batch (no generation)"],
@@ -102,6 +107,7 @@ def _inference(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: di
     return PerfPrediction(
         **base, bound=bound, step_time_s=perf.tpot_s, tokens_per_s=perf.output_tokens_per_s,
         tokens_per_s_per_gpu=perf.output_tokens_per_s_per_gpu, samples_per_s=perf.requests_per_s,
+        throughput_unit="output tokens/s",
         mfu_pct=100.0 * model_flops_s / (n * peak), model_tflops_per_gpu=model_flops_s / n / 1e12, fits=fits,
         inference=perf, assumptions=assumptions + more,
     )

@@ -90,7 +90,7 @@ class PerfPrediction:
     compute_dtype: str
     bound: str  # compute | memory_bandwidth | communication | host
     step_time_s: float  # training: optimizer step; inference: time per output token (or per batch for encoders)
-    tokens_per_s: float  # training tokens/s, or output tokens/s (images/s for conv nets), whole job
+    tokens_per_s: float  # training tokens/s or output tokens/s, whole job; images/s for vision tasks (see throughput_unit)
     tokens_per_s_per_gpu: float
     samples_per_s: float  # sequences (training), requests (serving) or images per second
     mfu_pct: float  # model FLOPs / (time × GPUs × dense peak of the compute dtype)
@@ -98,6 +98,7 @@ class PerfPrediction:
     fits: bool  # inference: at least one sequence's KV cache fits next to the weights
     training: TrainingPerf | None = None
     inference: InferencePerf | None = None
+    throughput_unit: str = "tokens/s"  # what tokens_per_s counts: tokens/s | output tokens/s | images/s
     efficiency: dict[str, Any] = field(default_factory=dict)
     assumptions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

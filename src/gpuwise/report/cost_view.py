@@ -38,10 +38,11 @@ def speed_rows(p: PerfPrediction) -> list[tuple[str, str]]:
     rows = [("bound by", BOUND_TEXT.get(p.bound, p.bound))]
     if p.training:
         t = p.training
+        unit = p.throughput_unit
         rows += [
             ("step time", fmt_duration(p.step_time_s)),
-            ("tokens/s (all GPUs)", _num(p.tokens_per_s)),
-            ("tokens/s per GPU", _num(p.tokens_per_s_per_gpu)),
+            (f"{unit} (all GPUs)", _num(p.tokens_per_s)),
+            (f"{unit} per GPU", _num(p.tokens_per_s_per_gpu)),
             ("MFU", f"{p.mfu_pct:.1f} % of {p.compute_dtype} dense peak"),
             ("compute / memory / exposed comm",
              f"{fmt_duration(t.compute_s)} / {fmt_duration(t.memory_s)} / {fmt_duration(t.tp_comm_s + t.dp_exposed_s)}"),
@@ -69,16 +70,21 @@ def cost_rows(c: CostEstimate) -> list[tuple[str, str]]:
     ]
     if c.training:
         t = c.training
-        rows.append(("$ per 1B training tokens", _usd(t.usd_per_billion_tokens)))
+        images = c.perf.throughput_unit == "images/s"
+        if images:
+            rows.append(("$ per 1M training images", _usd(t.usd_per_billion_tokens / 1000, 3)))
+        else:
+            rows.append(("$ per 1B training tokens", _usd(t.usd_per_billion_tokens)))
         if t.train_tokens is not None:
+            what = "images" if images else "tokens"
             rows += [
-                ("run", f"{_tokens(t.train_tokens)} tokens ({t.epochs:g} epoch{'s' if t.epochs != 1 else ''})"),
+                ("run", f"{_tokens(t.train_tokens)} {what} ({t.epochs:g} epoch{'s' if t.epochs != 1 else ''})"),
                 ("run time", fmt_duration(t.run_time_s or 0.0)),
                 ("GPU-hours", _num(t.gpu_hours, "{:,.1f}")),
                 ("run cost", _usd(t.run_cost_usd)),
             ]
         else:
-            rows.append(("run cost", "set train_tokens (and epochs) in the workload for a run total"))
+            rows.append(("run cost", "set train_tokens (images for vision) and epochs in the workload for a run total"))
     if c.serving:
         s = c.serving
         rows += [
@@ -167,49 +173,50 @@ def markdown_cost(c: CostEstimate) -> str:
 SHORT_BOUND = {"compute": "compute", "memory_bandwidth": "memory", "communication": "comm", "host": "host"}
 
 
-def _comparison_columns(training: bool, with_run: bool) -> list[str]:
-    speed = "tok/s" if training else "out tok/s"
-    latency = "step" if training else "TPOT"
-    money = (["run $"] if with_run else []) + ["$/Btok"] if training else ["$/Mtok"]
-    batch = [] if training else ["batch"]
+def _comparison_columns(training: bool, with_run: bool, vision: bool = False) -> list[str]:
+    speed = "img/s" if vision else ("tok/s" if training else "out tok/s")
+    latency = "step" if training else ("per batch" if vision else "TPOT")
+    per = "$/Bimg" if vision else "$/Btok"
+    money = (["run $"] if with_run else []) + [per] if training else (["$/Mimg"] if vision else ["$/Mtok"])
+    batch = [] if training or vision else ["batch"]
     return ["GPU", "fits", "$/h", *batch, speed, latency, "bound", *money]
 
 
-def _comparison_cells(r: GpuCostRow, training: bool, with_run: bool) -> list[str]:
+def _comparison_cells(r: GpuCostRow, training: bool, with_run: bool, vision: bool = False) -> list[str]:
     fits = {True: "yes", False: "no", None: "?"}[r.fits]
     if r.tokens_per_s is None or r.step_time_s is None:
         latency = "—"
     else:
-        latency = fmt_duration(r.step_time_s) if training else f"{r.tpot_s * 1000:,.1f} ms"
+        latency = f"{r.tpot_s * 1000:,.1f} ms" if r.tpot_s is not None else fmt_duration(r.step_time_s)
     if training:
         money = ([_usd(r.run_cost_usd)] if with_run else []) + [_usd(r.usd_per_billion_tokens)]
     else:
         money = [_usd(r.usd_per_million_tokens, 3)]
-    batch = [] if training else [_num(r.batch)]
+    batch = [] if training or vision else [_num(r.batch)]
     return [r.gpu, fits, _usd(r.usd_per_gpu_hour), *batch, _num(r.tokens_per_s), latency,
             SHORT_BOUND.get(r.bound or "", "—"), *money]
 
 
-def render_comparison(console: Console, rows: list[GpuCostRow], title: str, training: bool) -> None:
+def render_comparison(console: Console, rows: list[GpuCostRow], title: str, training: bool, vision: bool = False) -> None:
     with_run = any(r.run_cost_usd is not None for r in rows)
     table = Table(title=title, header_style="bold", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
-    for col in _comparison_columns(training, with_run):
+    for col in _comparison_columns(training, with_run, vision):
         if col == "GPU":
             table.add_column(col, overflow="fold", min_width=14)
         else:
             table.add_column(col, justify="left" if col == "bound" else "right", no_wrap=True)
     for r in rows:
-        table.add_row(*_comparison_cells(r, training, with_run), style="dim" if r.fits is False else None)
+        table.add_row(*_comparison_cells(r, training, with_run, vision), style="dim" if r.fits is False else None)
     console.print(table)
     console.print("[dim]Same GPU count and parallelism on every GPU; $/h per GPU; $/Mtok per 1M prompt + output "
                   "tokens, $/Btok per 1B training tokens. '—' = no verified price (pass --usd-per-hour); "
                   "fits '?' = memory not checked.[/dim]")
 
 
-def markdown_comparison(rows: list[GpuCostRow], title: str, training: bool) -> str:
+def markdown_comparison(rows: list[GpuCostRow], title: str, training: bool, vision: bool = False) -> str:
     with_run = any(r.run_cost_usd is not None for r in rows)
-    cols = _comparison_columns(training, with_run)
+    cols = _comparison_columns(training, with_run, vision)
     out = [f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(_comparison_cells(r, training, with_run)) + " |" for r in rows]
+    out += ["| " + " | ".join(_comparison_cells(r, training, with_run, vision)) + " |" for r in rows]
     return "\n".join(out) + "\n"
