@@ -29,6 +29,9 @@ COMMANDS: dict[str, list[str]] = {
     "memory": ["memory", "examples/llama-3-8b-lora.yaml"],
     "memory --max-batch": ["memory", "examples/llama-3-8b-lora.yaml", "--max-batch"],
     "fit": ["fit", "examples/llama-3-8b-lora.yaml"],
+    "plan": ["plan", "examples/llama-3-8b-lora.yaml"],
+    "plan (serving)": ["plan", "examples/inference-7b.yaml"],
+    "plan (8 GPUs)": ["plan", "examples/pretrain-8xh100.yaml"],
 }
 
 
