@@ -1,0 +1,159 @@
+"""Telemetry with a faked NVML (no GPU here): pynvml's functions patched with unittest.mock, returning
+pynvml's own structs; throttling, headroom and utilization reach the shared rules through Evidence."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pynvml
+import pytest
+
+from gpuwise.profile.nvml import NvmlDevice, decode_reasons
+from gpuwise.profile.result import build_run, match_catalog_gpu
+from gpuwise.profile.telemetry import TelemetrySampler, summarize
+from gpuwise.units import GiB
+
+
+def fake_nvml(util=(35, 20), used_gib=20.0, total_gib=80.0, power_mw=310_000, temp_c=86, clock_mhz=1215,
+              reasons=(0x40,), power_error=None, name="NVIDIA A100-SXM4-80GB"):
+    """Patch pynvml so a sampler sees one GPU; ``reasons`` cycles through clock-event masks per sample."""
+    masks = iter(list(reasons) * 100)
+    power = mock.Mock(side_effect=power_error) if power_error else mock.Mock(return_value=power_mw)
+    patches = {
+        "nvmlInit": mock.Mock(return_value=None),
+        "nvmlShutdown": mock.Mock(return_value=None),
+        "nvmlDeviceGetHandleByIndex": mock.Mock(return_value=object()),
+        "nvmlDeviceGetName": mock.Mock(return_value=name),
+        "nvmlDeviceGetUtilizationRates": mock.Mock(return_value=pynvml.c_nvmlUtilization_t(gpu=util[0], memory=util[1])),
+        "nvmlDeviceGetMemoryInfo": mock.Mock(return_value=pynvml.c_nvmlMemory_t(
+            total=int(total_gib * GiB), free=int((total_gib - used_gib) * GiB), used=int(used_gib * GiB))),
+        "nvmlDeviceGetPowerUsage": power,
+        "nvmlDeviceGetTemperature": mock.Mock(return_value=temp_c),
+        "nvmlDeviceGetClockInfo": mock.Mock(return_value=clock_mhz),
+        "nvmlDeviceGetCurrentClocksEventReasons": mock.Mock(side_effect=lambda h: next(masks)),
+    }
+    return mock.patch.multiple(pynvml, **patches)
+
+
+def sampled(n: int = 10, **kwargs) -> dict:
+    with fake_nvml(**kwargs):
+        sampler = TelemetrySampler(interval_s=0.01, nvml_index=0)
+        sampler._prime()
+        for _ in range(n):
+            sampler.sample_once()
+        sampler.stop()
+    return summarize(sampler.samples, sampler.cpu_count, sampler.not_available, sampler.interval_s)
+
+
+def run_from(telemetry: dict, device: str = "cuda", gpu_name: str = "NVIDIA A100-SXM4-80GB"):
+    steps = [{"wall_s": 0.1, "phase_s": {"data_wait": 0.001, "forward": 0.04, "backward": 0.05, "optimizer": 0.005, "other": 0.004},
+              "memory_bytes": 1e9} for _ in range(12)]
+    raw = {"steps": steps, "warmup": 2, "device": device, "gpu_name": gpu_name, "telemetry": telemetry,
+           "model": {"param_dtype": "bfloat16", "amp_enabled": True}, "memory": {"measure": "torch.cuda.memory_allocated"}}
+    return build_run(raw)
+
+
+def ids(run) -> list[str]:
+    return [f.id for f in run.findings]
+
+
+def test_nvml_samples_fill_the_telemetry_summary():
+    tel = sampled()
+    gpu = tel["gpu"]
+    assert gpu["util_pct"] == 35 and gpu["mem_util_pct"] == 20
+    assert gpu["memory_used_peak_bytes"] == 20 * GiB and gpu["memory_total_bytes"] == 80 * GiB
+    assert gpu["power_w_mean"] == pytest.approx(310.0)  # NVML reports milliwatts
+    assert gpu["temperature_c_max"] == 86 and gpu["sm_clock_mhz_mean"] == 1215
+    assert gpu["clock_reason_pct"] == {"hw_thermal_slowdown": 100.0}
+    assert tel["process_cpu_pct"] is not None and tel["cpu_per_core_pct"]  # psutil, always
+
+
+def test_thermal_throttling_becomes_a_finding_with_its_numbers():
+    run = run_from(sampled(n=7, reasons=(0x40, 0x40, 0x0, 0x40)))  # 8 samples (7 + the final one), 6 thermal
+    finding = next(f for f in run.findings if f.id == "throttling")
+    assert finding.severity == "high" and "thermal" in finding.title
+    assert finding.metrics["throttle_pct"]["hw_thermal_slowdown"] == pytest.approx(75.0)
+    assert finding.metrics["temperature_c_max"] == 86 and finding.metrics["power_w_mean"] == pytest.approx(310.0)
+
+
+def test_power_cap_is_power_throttling_and_idle_is_not_throttling():
+    power = run_from(sampled(reasons=(0x4,)))
+    assert "power" in next(f for f in power.findings if f.id == "throttling").title
+    idle = run_from(sampled(reasons=(0x1,)))  # GPU idle: clocks drop because there is no work
+    assert "throttling" not in ids(idle)
+
+
+def test_headroom_rules_from_nvml_memory():
+    roomy = run_from(sampled(util=(35, 20), used_gib=20))
+    assert "small_batch" in ids(roomy) and "oom_risk" not in ids(roomy)
+    full = run_from(sampled(util=(97, 60), used_gib=76, reasons=(0x0,)))
+    assert "oom_risk" in ids(full) and "small_batch" not in ids(full)
+    assert full.evidence.memory_capacity_bytes == 80 * GiB and full.evidence.memory_headroom_pct == pytest.approx(5.0)
+
+
+def test_catalog_gpu_gives_the_tensor_core_ratio():
+    assert match_catalog_gpu("NVIDIA A100-SXM4-80GB") == "a100-80gb-sxm"
+    assert match_catalog_gpu("NVIDIA H100 80GB HBM3").startswith("h100")
+    assert match_catalog_gpu("Some Unknown Accelerator") is None
+    run = run_from(sampled())
+    assert run.evidence.gpu == "a100-80gb-sxm" and run.evidence.tensor_core_speedup > 10
+
+
+def test_fp32_model_on_tensor_core_gpu_is_no_mixed_precision():
+    tel = sampled(reasons=(0x0,))
+    steps = [{"wall_s": 0.1, "phase_s": {"forward": 0.04, "backward": 0.05, "other": 0.01}, "memory_bytes": 1e9} for _ in range(12)]
+    raw = {"steps": steps, "warmup": 2, "device": "cuda", "gpu_name": "NVIDIA A100-SXM4-80GB", "telemetry": tel,
+           "model": {"param_dtype": "float32", "amp_enabled": False}, "memory": {}}
+    assert "no_mixed_precision" in ids(build_run(raw))
+
+
+def test_unsupported_queries_degrade_to_not_available():
+    tel = sampled(power_error=pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED))
+    assert "nvml.power" in tel["not_available"]
+    assert tel["gpu"]["power_w_mean"] is None and tel["gpu"]["util_pct"] == 35  # the rest still measured
+
+
+def test_missing_nvml_library_degrades_to_not_available():
+    with mock.patch.object(pynvml, "nvmlInit", side_effect=pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)):
+        device = NvmlDevice(0)
+    assert not device.available and device.sample() == {}
+    assert set(device.not_available) == set(NvmlDevice.METRICS)
+
+
+def test_missing_psutil_degrades_to_not_available():
+    sampler = TelemetrySampler(interval_s=0.01)
+    sampler._psutil = None
+    sampler.not_available["psutil"] = "psutil not importable"
+    sampler._prime()
+    sampler.sample_once()
+    tel = summarize(sampler.samples, sampler.cpu_count, sampler.not_available, 0.01)
+    assert tel["process_cpu_pct"] is None and "psutil" in tel["not_available"]
+    assert run_from(tel, device="cpu", gpu_name="").evidence.cpu_util_pct is None
+
+
+def test_older_drivers_use_the_throttle_reasons_call():
+    with fake_nvml(), mock.patch.object(pynvml, "nvmlDeviceGetCurrentClocksEventReasons",
+                                        side_effect=pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)), \
+            mock.patch.object(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", return_value=0x20 | 0x4):
+        sample = NvmlDevice(0).sample()
+    assert sample["clock_reasons"] == ["sw_power_cap", "sw_thermal_slowdown"]
+    assert decode_reasons(0x80) == ["hw_power_brake_slowdown"]
+
+
+def test_a_profiled_cpu_run_with_nvml_present_records_gpu_telemetry():
+    """The recorder's sampler thread with a (faked) GPU attached, around a real CPU loop."""
+    import torch
+
+    import gpuwise
+
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with fake_nvml():
+        p = gpuwise.profile(steps=5, warmup=1, store=False, sample_interval_s=0.01)
+        p.recorder._nvml_index = 0
+        with p:
+            for _ in range(6):
+                model(torch.randn(4, 8)).sum().backward()
+                opt.step()
+    gpu = p.result.document["telemetry"]["gpu"]
+    assert gpu["util_pct"] == 35 and gpu["temperature_c_max"] == 86

@@ -1,0 +1,125 @@
+"""The SQLite run store and `gpuwise runs list | show | compare`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from conftest import run_cli
+from gpuwise.errors import GpuwiseError
+from gpuwise.profile.compare import compare_runs
+from gpuwise.profile.result import build_run
+from gpuwise.profile.store import RunStore
+
+
+def raw_run(data_wait_s: float, workers: int, label: str = "train.py") -> dict:
+    compute = {"forward": 0.02, "backward": 0.04, "optimizer": 0.005, "other": 0.002}
+    steps = [{"wall_s": data_wait_s + sum(compute.values()), "phase_s": {"data_wait": data_wait_s, **compute}, "memory_bytes": 5e8}
+             for _ in range(12)]
+    return {"label": label, "steps": steps, "warmup": 2, "device": "cpu", "status": "completed", "cpu_count": 8,
+            "loader": {"num_workers": workers, "pin_memory": False, "batches": 12}, "meta": {"command": "python train.py"},
+            "telemetry": {"cpu_count": 8, "process_cpu_pct": 20.0}}
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    with RunStore.open(path) as store:
+        store.save(build_run(raw_run(0.08, 0)))
+        store.save(build_run(raw_run(0.002, 7)))
+    return path
+
+
+def test_save_and_load_round_trip(store_path):
+    with RunStore.open(store_path) as store:
+        rows = store.list()
+        assert [r.id for r in rows] == [2, 1]
+        assert rows[1].top_finding == "input_bound" and rows[0].top_finding is None
+        run = store.load(1)
+        assert run.run_id == 1 and run.findings[0].id == "input_bound"
+        assert run.evidence.loader_num_workers == 0
+        assert store.resolve("last") == 2 and store.resolve("-2") == 1
+
+
+def test_missing_run_and_bad_references_are_one_line_errors(store_path):
+    with RunStore.open(store_path) as store:
+        with pytest.raises(GpuwiseError, match=r"no run 9 .*runs 1-2"):
+            store.load(9)
+        with pytest.raises(GpuwiseError, match="fewer than 5 runs"):
+            store.load(-5)
+        with pytest.raises(GpuwiseError, match="must be a number"):
+            store.load("first")
+
+
+def test_a_file_that_is_not_a_store_is_reported(tmp_path):
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("this is not SQLite " * 100)
+    with pytest.raises(GpuwiseError, match="not a readable gpuwise run store"):
+        RunStore.open(bogus)
+    assert bogus.read_text().startswith("this is not SQLite")  # never modified
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    with pytest.raises(GpuwiseError, match="newer gpuwise"):
+        RunStore.open(path)
+
+
+def test_corrupt_document_names_the_run(store_path):
+    conn = sqlite3.connect(store_path)
+    conn.execute("UPDATE runs SET document = '{\"label\": ' WHERE id = 2")
+    conn.commit()
+    conn.close()
+    with RunStore.open(store_path) as store, pytest.raises(GpuwiseError, match="run 2 .* is corrupt"):
+        store.load(2)
+
+
+def test_compare_names_speedup_phases_settings_and_findings(store_path):
+    with RunStore.open(store_path) as store:
+        cmp = compare_runs(store.load(1), store.load(2))
+    assert cmp.speedup_x == pytest.approx(0.147 / 0.069, rel=1e-3)
+    assert cmp.phases["data_wait"]["delta_s"] == pytest.approx(-0.078)
+    assert cmp.settings_changed["loader.num_workers"] == {"a": 0, "b": 7}
+    assert cmp.resolved == ["input_bound"] and cmp.new == []
+
+
+def test_runs_cli(store_path, tmp_path):
+    listed = run_cli("runs", "list", "--json", "--store", str(store_path))
+    assert listed.exit_code == 0 and [r["id"] for r in listed.json()["runs"]] == [2, 1]
+    shown = run_cli("runs", "show", "1", "--json", "--store", str(store_path))
+    doc = shown.json()
+    assert doc["kind"] == "run" and doc["findings"][0]["id"] == "input_bound" and doc["evidence"]["source"] == "profile"
+    text = run_cli("runs", "compare", "1", "2", "--store", str(store_path))
+    assert text.exit_code == 0 and "resolved" in text.stdout and "input_bound" in text.stdout
+    cmp = run_cli("runs", "compare", "1", "last", "--json", "--store", str(store_path)).json()
+    assert cmp["kind"] == "run_comparison" and cmp["findings_resolved"] == ["input_bound"]
+    same = run_cli("runs", "compare", "2", "last", "--store", str(store_path))
+    assert same.exit_code == 2 and "two different runs" in same.stderr
+    missing = run_cli("runs", "show", "7", "--store", str(store_path))
+    assert missing.exit_code == 2 and missing.stderr.startswith("gpuwise: error: no run 7")
+    empty = run_cli("runs", "list", "--json", "--store", str(tmp_path / "none.sqlite"))
+    assert empty.exit_code == 0 and empty.json()["runs"] == []
+    assert not (tmp_path / "none.sqlite").exists()  # listing does not create a store
+
+
+def test_default_store_follows_the_environment(tmp_path, monkeypatch):
+    from gpuwise.profile.store import default_store_path
+
+    monkeypatch.setenv("GPUWISE_STORE", str(tmp_path / "mine.sqlite"))
+    assert default_store_path() == tmp_path / "mine.sqlite"
+    monkeypatch.delenv("GPUWISE_STORE")
+    assert default_store_path().name == "runs.sqlite" and "gpuwise" in str(default_store_path())
+
+
+def test_saved_document_is_plain_json(store_path):
+    conn = sqlite3.connect(store_path)
+    (document,) = conn.execute("SELECT document FROM runs WHERE id = 1").fetchone()
+    conn.close()
+    data = json.loads(document)
+    assert data["phases"]["data_wait"]["pct"] > 50 and data["findings"][0]["id"] == "input_bound"
