@@ -36,13 +36,16 @@ def memory_stats(memory: MemoryEvents) -> MemoryStats | None:
     device = (memory.device_type == CUDA_DEVICE_TYPE) | ((memory.device_id >= 0) & np.isnan(memory.device_type))
     if not device.any():
         return None
-    allocated, reserved = memory.total_allocated[device], memory.total_reserved[device]
+    def finite(a: np.ndarray) -> np.ndarray:
+        return np.where(np.isfinite(a), a, np.nan)
+
+    allocated, reserved = finite(memory.total_allocated[device]), finite(memory.total_reserved[device])
     events = int(device.sum())
     growth = None
-    deltas = np.nan_to_num(memory.bytes[device])
+    deltas = np.nan_to_num(finite(memory.bytes[device]))
     if deltas.size:
         order = np.argsort(memory.ts[device], kind="stable")
-        by_device = memory.device_id[device][order]
+        by_device = np.nan_to_num(memory.device_id[device][order], nan=-1)
         peaks = [np.cumsum(deltas[order][by_device == d]).max() for d in np.unique(by_device)]
         growth = int(max(0.0, max(peaks)))
     if np.isfinite(allocated).any():

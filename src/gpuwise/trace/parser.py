@@ -216,6 +216,7 @@ class _StreamParser:
         self.lines = 0  # newlines before buf[0]
         self.line_start = 0  # absolute offset where the line holding buf[0] starts
         self.eof = False
+        self.after_element = False  # buf starts right after a complete event (a ',' or ']' comes next)
         self.warnings: list[str] = []
         self.odd_events: Counter[str] = Counter()
 
@@ -311,7 +312,14 @@ class _StreamParser:
     def _events(self, buf: bytes) -> bytes:
         """Decode every event batch; return the bytes after the closing ``]``."""
         while True:
-            if not self.eof and len(buf) < BATCH_BYTES:
+            if self.after_element:  # the previous batch ended right after an event: drop the ',' that follows it
+                rest = buf.lstrip(_WS)
+                if rest.startswith(b","):
+                    buf = self._advance(buf, len(buf) - len(rest) + 1)
+                    self.after_element = False
+                elif rest or self.eof:
+                    self.after_element = False
+            if not self.eof and (len(buf) < BATCH_BYTES or self.after_element):
                 buf += self._pull()
                 continue
             if self.eof:
@@ -354,11 +362,8 @@ class _StreamParser:
             return buf + self._pull(), None
         end = int(ends[-1]) + 1
         self._decode(buf, end, strict_errors=True)
-        rest = self._advance(buf, end)
-        stripped = rest.lstrip(_WS)
-        if stripped.startswith(b","):
-            stripped = stripped[1:]
-        return self._advance(rest, len(rest) - len(stripped)), None
+        self.after_element = True
+        return self._advance(buf, end), None
 
     def _last_batch(self, buf: bytes) -> bytes:
         """At end of input: find the ``]`` that closes the events array, decode what precedes it."""
@@ -412,9 +417,14 @@ class _StreamParser:
         """Decode buf[:end] as a run of events. False (or an error, if strict) when it is not one."""
         data = b"[" + buf[:end] + b"]"
         try:
-            events = _STRICT.decode(data)
-        except msgspec.ValidationError:
-            events = self._lenient(data, buf)
+            try:
+                events = _STRICT.decode(data)
+            except msgspec.ValidationError:  # valid JSON, odd shapes: decode generically
+                events = self._lenient(data)
+        except UnicodeDecodeError as err:
+            if not strict_errors:
+                return False
+            raise self._fail("text is not valid UTF-8", buf, min(max(err.start - 1, 0), end)) from None
         except msgspec.DecodeError as err:
             if not strict_errors:
                 return False
@@ -427,7 +437,7 @@ class _StreamParser:
         self.columns.add(events)
         return True
 
-    def _lenient(self, data: bytes, buf: bytes) -> list[_Event]:
+    def _lenient(self, data: bytes) -> list[_Event]:
         """Slow path for a batch with odd shapes: skip what is not an event, keep the rest."""
         items = _LENIENT.decode(data)
         events: list[_Event] = []

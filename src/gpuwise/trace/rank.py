@@ -98,8 +98,13 @@ def analyze_table(t: EventTable) -> RankAnalysis:
                            "was the profiler stopped before any step ran?")
     warnings = list(t.warnings) + _phase_warnings(t)
     view = build_view(t)
-    if view.invalid_rows:
-        warnings.append(f"{view.invalid_rows:,} events with a negative duration or no timestamp were ignored")
+    complete = np.isin(t.ph, [i for i, v in enumerate(t.phs) if v == "X"])
+    incomplete = int((complete & (np.isnan(t.ts) | np.isnan(t.dur))).sum())
+    if incomplete:
+        warnings.append(f"{incomplete:,} complete (ph='X') events without a numeric ts or dur were ignored")
+    negative = int((t.dur < 0).sum())
+    if negative:
+        warnings.append(f"{negative:,} events with a negative duration were ignored")
     hta_types = kernel_type_by_code(t)
     temporal = temporal_breakdown(t, view, hta_types)
     steps = find_steps(t)

@@ -34,9 +34,10 @@ def is_gzip(path: Path) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
-def iter_chunks(path: Path, counter: ByteCounter | None = None, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+def iter_chunks(path: Path, counter: ByteCounter | None = None, chunk_bytes: int | None = None) -> Iterator[bytes]:
     """Yield the file's (decompressed) bytes in chunks of at most ``chunk_bytes``."""
     counter = counter if counter is not None else ByteCounter()
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
         fh = open(path, "rb")
     except OSError as err:
@@ -60,7 +61,7 @@ def _inflate(path: Path, fh, counter: ByteCounter, chunk_bytes: int) -> Iterator
     started = False  # a member has been fed data but has not reached its end yet
     while True:
         if not pending:
-            pending = fh.read(READ_BYTES)
+            pending = fh.read(min(READ_BYTES, chunk_bytes))
             if not pending:
                 break
             counter.compressed += len(pending)
