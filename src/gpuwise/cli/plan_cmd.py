@@ -8,6 +8,7 @@ import typer
 
 from gpuwise.cli.output import emit
 from gpuwise.cli.workload_flags import workload_command
+from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
 
 
@@ -18,6 +19,10 @@ def plan(
         "--evidence", "-e", help="Measured evidence: --json output of `gpuwise profile`, `gpuwise trace` or `gpuwise runs` (repeatable).")] = None,
     traced: Annotated[bool, typer.Option(
         "--traced", help="VRAM of the current configuration from a traced simulation of the real model (needs torch + transformers).")] = False,
+    model_factory: Annotated[str | None, typer.Option(
+        "--model-factory", help="With --traced: module:function (or file.py:function) that builds your model.")] = None,
+    input_factory: Annotated[str | None, typer.Option(
+        "--input-factory", help="With --traced: module:function that builds one input batch.")] = None,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report to this file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")] = False,
     as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
@@ -30,7 +35,10 @@ def plan(
     from gpuwise.plan import make_plan
     from gpuwise.report import plan_view
 
-    result = make_plan(workload, evidence_files=evidence or (), traced=traced)
+    if (model_factory or input_factory) and not traced:
+        raise GpuwiseError("--model-factory / --input-factory only apply with --traced")
+    result = make_plan(workload, evidence_files=evidence or (), traced=traced, model_factory=model_factory,
+                       input_factory=input_factory)
     if html is not None:
         from gpuwise.report import html as html_report
 

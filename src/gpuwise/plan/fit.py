@@ -162,6 +162,6 @@ def report(original: Workload, current: Outcome, fit_steps: list[Step], as_given
     if largest is not None:
         tail = f" (largest: {largest.gpu}, {largest.peak_bytes / GiB:.1f} GiB needed of {largest.capacity_bytes / GiB:.1f} GiB)"
     message = (f"{head}. It fits on no catalog GPU at {original.num_gpus} GPU(s) as given{tail}. "
-               + ("What would make it fit: " + "; ".join(f"{o.label} → {o.num_gpus} × {o.gpu}" for o in options) + "."
-                  if options else "Nothing tried makes it fit: reduce the sequence length or batch, or use a smaller model."))
+               + (f"{len(options)} computed way(s) to make it fit follow." if options else
+                  "Nothing tried makes it fit: reduce the sequence length or batch, or use a smaller model."))
     return FitReport(False, False, message, tuple(options))

@@ -12,6 +12,7 @@ plus hardware options and the fit report.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,17 @@ def make_plan(
     evidence_files: Sequence[str | Path] = (),
     evidence: Sequence[Evidence] = (),
     traced: bool = False,
+    model_factory: str | None = None,
+    input_factory: str | None = None,
 ) -> Plan:
-    """The plan for `workload`; `evidence_files` / `evidence` add measured evidence (profile, trace, runs)."""
+    """The plan for `workload`; `evidence_files` / `evidence` add measured evidence (profile, trace, runs).
+
+    `traced` takes the current configuration's VRAM from a fake-tensor simulation of the real model
+    (`model_factory` / `input_factory`: ``module:function`` for models outside the catalog)."""
     measured = [*read_evidence_files(evidence_files), *evidence]
     ev = Evaluator()
     goal = workload.goal
-    current_pred = ev.predict(workload)
+    current_pred = ev.predict(workload, full=True)
     current = current_pred.outcome
 
     steps = recommend(workload, goal, ev.outcome)
@@ -78,6 +84,7 @@ def make_plan(
     all_evidence = merge_evidence(predicted, measured)
     findings = _findings(measured, predicted, goal)
     techniques = assess(workload, goal, ev.outcome, steps, final=config_w, finding_ids=frozenset(f.id for f in findings))
+    techniques = _bound_by_measured_idle(techniques, measured)
     diagnosis = _diagnosis(workload, current, current_pred, findings, all_evidence)
 
     changes = {k: (getattr(workload, k), v) for k, v in config_w.to_dict().items()
@@ -91,7 +98,7 @@ def make_plan(
         global_batch_before=workload.global_batch if workload.is_training else None,
         global_batch_after=config_w.global_batch if config_w.is_training else None, note=move_note,
     )
-    memory = _memory_view(workload, config_w, ev, traced, notes)
+    memory = _memory_view(workload, config_w, ev, traced, notes, model_factory, input_factory)
     tools = advise(workload, config_w, config_out, techniques, findings, scaling, hardware,
                    measured=bool(measured), fit_needed=bool(fit_steps) or not comfortable(current))
     notes += _notes(workload, current_pred, measured)
@@ -122,6 +129,24 @@ def _relocate(original: Workload, config_w: Workload, steps: list[Step], goal: s
                                       **{k: v for k, v in best.config.items() if k in original.to_dict() and k != "num_gpus"})
         return moved, steps, f"The config moves the job to {best.num_gpus} × {best.gpu}, the top-ranked option that fits."
     return config_w, steps, "Nothing tried fits: see the fit section."
+
+
+def _bound_by_measured_idle(techniques: list, measured: list[Evidence]) -> list:
+    """Amdahl: the models assume a busy GPU; if a measurement shows it idle (waiting for input, host),
+    a compute speed-up only shortens the busy part. Say how far that caps each predicted gain."""
+    idle = max((v for e in measured for v in (e.input_wait_pct, e.gpu_idle_pct) if v is not None), default=None)
+    if not idle:
+        return techniques
+    share = min(idle, 95.0) / 100.0
+    out = []
+    for t in techniques:
+        x = t.impact.throughput_x
+        if x and x > 1 and t.verdict != "not-recommended":
+            cap = 1.0 / (share + (1.0 - share) / x)
+            t = replace(t, reason=t.reason + f" Measured: the GPU idles {idle:.0f} % of each step, so until that is fixed "
+                                             f"this gives at most {cap:.2f}× (not {x:.2f}×).")
+        out.append(t)
+    return out
 
 
 def _adopt_layout(w: Workload, decision: ScalingDecision, ev: Evaluator) -> tuple[Workload, str]:
@@ -224,12 +249,20 @@ def _has(ev: Evidence, name: str) -> bool:
     return bool(value) if isinstance(value, (dict, list)) else value is not None
 
 
-def _memory_view(original: Workload, config_w: Workload, ev: Evaluator, traced: bool, notes: list[str]) -> MemoryView:
+def _memory_view(original: Workload, config_w: Workload, ev: Evaluator, traced: bool, notes: list[str],
+                 model_factory: str | None, input_factory: str | None) -> MemoryView:
     current = ev.memory_dict(original)
     method = "analytic"
     if traced:
-        current, method = ev.traced_memory_dict(original), "traced"
-        notes.append("memory (current configuration) from a traced simulation of the real model; what-ifs stay analytic")
+        from gpuwise.plan.traced import traced_memory
+
+        analytic_total = current["device_total_bytes"]
+        current, method = traced_memory(original, model_factory, input_factory), "traced"
+        notes.append(f"VRAM of the current configuration from a traced simulation ({current['device_total_bytes'] / GiB:.1f} GiB; "
+                     f"the analytic model says {analytic_total / GiB:.1f} GiB); every what-if stays analytic.")
+        if bool(current["fits"]) != bool(ev.outcome(original).fits):
+            notes.append("The traced and analytic estimates disagree on whether it fits: trust the traced figure for the "
+                         "current configuration and re-check edits with `gpuwise memory --traced`.")
     recommended = ev.memory_dict(config_w) if config_w != original else None
     return MemoryView(current=current, recommended=recommended, method=method)
 

@@ -20,7 +20,7 @@ class Prediction:
 
     outcome: Outcome
     memory: Any  # gpuwise.memory.MemoryEstimate
-    perf: Any  # gpuwise.perf.PerfPrediction
+    perf: Any  # gpuwise.perf.PerfPrediction; None when it does not fit and speed was not asked for
     weight_bytes: int | None = None  # per GPU
     kv_cache_bytes: int | None = None  # per GPU at the memory peak
     decode_bound: str | None = None  # inference: memory | compute
@@ -47,12 +47,14 @@ class Evaluator:
     def __init__(self) -> None:
         self._cache: dict[tuple[Workload, GPU], Prediction] = {}
 
-    def predict(self, workload: Workload, gpu: GPU | None = None) -> Prediction:
+    def predict(self, workload: Workload, gpu: GPU | None = None, full: bool = False) -> Prediction:
+        """Memory always; speed and cost only when the job fits (or `full`): the planner's searches
+        try many edits that do not fit, and their speed is never shown."""
         gpu = gpu or get_gpu(workload.gpu)
         key = (workload, gpu)
         hit = self._cache.get(key)
-        if hit is None:
-            hit = self._cache[key] = _predict(workload, gpu)
+        if hit is None or (full and hit.perf is None):
+            hit = self._cache[key] = _predict(workload, gpu, full)
         return hit
 
     def outcome(self, workload: Workload) -> Outcome:
@@ -64,22 +66,25 @@ class Evaluator:
     def memory_dict(self, workload: Workload) -> dict[str, Any]:
         return self.predict(workload).memory.to_dict()
 
-    def traced_memory_dict(self, workload: Workload) -> dict[str, Any]:
-        from gpuwise.plan.traced import traced_memory
 
-        return traced_memory(workload)
-
-
-def _predict(w: Workload, gpu: GPU) -> Prediction:
+def _predict(w: Workload, gpu: GPU, full: bool = False) -> Prediction:
     from gpuwise.memory import estimate_memory
-    from gpuwise.perf import predict
-    from gpuwise.perf.cost import estimate_cost, gpu_price
 
     memory = estimate_memory(w, gpu)
-    perf = predict(w, gpu)
     capacity = int(memory.gpu_memory_bytes)
     peak = int(memory.device_total_bytes)  # what nvidia-smi would show: reserved + CUDA context (+ paged state)
     fits = bool(memory.fits)
+    if not fits and not full:
+        outcome = Outcome(gpu=gpu.id, num_gpus=w.num_gpus, fits=False, peak_bytes=peak, capacity_bytes=capacity,
+                          headroom_pct=round(memory.headroom_pct, 2),
+                          throughput_unit="images/s" if w.is_cv else ("output tokens/s" if w.is_inference else "tokens/s"))
+        parts = memory.breakdown
+        return Prediction(outcome=outcome, memory=memory, perf=None, weight_bytes=int(parts.get("weights", 0)) or None,
+                          kv_cache_bytes=int(parts["kv_cache"]) if parts.get("kv_cache") else None)
+    from gpuwise.perf import predict
+    from gpuwise.perf.cost import estimate_cost, gpu_price
+
+    perf = predict(w, gpu)
     inf, tr = perf.inference, perf.training
     price = gpu_price(gpu, w)
     usd_hour = usd_1m = usd_run = run_s = None

@@ -117,13 +117,19 @@ def pytorch_loop(w: Workload) -> str:
         lines.append(f"import bitsandbytes as bnb\nopt = bnb.optim.{cls}(model.parameters(), lr=lr)")
     if w.precision == "fp32":
         lines.append("torch.backends.cuda.matmul.allow_tf32 = True  # at least use TF32 tensor cores")
+    if w.precision in {"bf16", "fp16"}:
+        lines.append(f"model = model.to(torch.{'bfloat16' if w.precision == 'bf16' else 'float16'})  # 16-bit weights and optimizer states")
+    if w.precision == "fp8":
+        lines.append("from torchao.float8 import convert_to_float8_training\n"
+                     "convert_to_float8_training(model)  # FP8 matmuls in nn.Linear; or NVIDIA Transformer Engine te.Linear + te.fp8_autocast")
+        half = "torch.bfloat16"
     if w.precision == "amp-fp16":
         lines.append("scaler = torch.amp.GradScaler(\"cuda\")  # fp16 needs loss scaling")
     if w.grad_checkpointing != "none" and not w.is_cv:
         lines.append("model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})  # HF models; "
                      "else torch.utils.checkpoint per block")
     loop = [f"for i, batch in enumerate(loader):  # micro-batch {w.batch_size}"]
-    if half and w.precision.startswith("amp-"):
+    if half and (w.precision.startswith("amp-") or w.precision == "fp8"):
         loop.append(f"    with torch.autocast(\"cuda\", dtype={half}):")
         loop.append(f"        loss = model(**batch).loss / {w.grad_accum}")
     else:

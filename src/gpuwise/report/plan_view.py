@@ -142,7 +142,8 @@ def _config(doc: Document, plan: Plan) -> None:
         doc.add(Paragraph("Applied in order: " + " → ".join(c.applied) + "." if c.applied else "Changes:"))
         if c.global_batch_before is not None and c.global_batch_after is not None:
             same = c.global_batch_before == c.global_batch_after
-            doc.add(Paragraph(f"Global batch {c.global_batch_before} → {c.global_batch_after} sequences per optimizer step"
+            unit = "images" if w.is_cv else "sequences"
+            doc.add(Paragraph(f"Global batch {c.global_batch_before} → {c.global_batch_after} {unit} per optimizer step"
                               + (" (unchanged: same optimization)." if same else " (changed: re-tune the learning rate)."),
                               "good" if same else "warn"))
     after = c.outcome
@@ -259,7 +260,8 @@ def _hardware(doc: Document, plan: Plan) -> None:
 def plan_document(plan: Plan) -> Document:
     w = plan.workload
     src = f"{w.source}: " if w.source else ""
-    doc = Document(_title(plan), subtitle=f"{src}{w.model}, batch {w.batch_size}, sequence {w.seq_len:,}, {w.precision}"
+    shape = f"image {w.image_size} px" if w.is_cv else f"sequence {w.seq_len:,}"
+    doc = Document(_title(plan), subtitle=f"{src}{w.model}, batch {w.batch_size}, {shape}, {w.precision}"
                    + (f", {len(plan.evidence) - 1} measured evidence item(s)" if len(plan.evidence) > 1 else ", predictions only"))
     doc.add(Heading("Fit"))
     _fit(doc, plan)

@@ -1,0 +1,127 @@
+"""Every example under examples/ produces a sensible plan, checked for what each example is about."""
+
+from pathlib import Path
+
+import pytest
+
+from gpuwise.catalog import get_gpu
+from gpuwise.catalog.gpus import clear_cache
+from gpuwise.plan import make_plan
+from gpuwise.plan.goal import comfortable
+from gpuwise.workload import load_workload
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+ALL = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name != "gpus.yaml")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def example_gpus():
+    """The 8 GB RTX 4060 of examples/gpus.yaml, as the RAG example's header tells users to load it."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("GPUWISE_GPUS", str(EXAMPLES / "gpus.yaml"))
+    clear_cache()
+    yield
+    mp.undo()
+    clear_cache()
+
+
+_plans: dict[str, object] = {}
+
+
+def plan(name: str):
+    if name not in _plans:
+        _plans[name] = make_plan(load_workload(EXAMPLES / f"{name}.yaml"))
+    return _plans[name]
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.stem)
+def test_every_example_gives_a_complete_plan_that_fits(path):
+    p = plan(path.stem)
+    assert comfortable(p.config.outcome), f"{path.stem}: the recommended config must fit with headroom"
+    assert p.config.outcome.throughput and p.config.outcome.throughput > 0
+    assert p.diagnosis.summary and p.scaling.strategy and p.tools
+    assert p.memory.current["breakdown"]
+    assert any(comfortable(h.outcome) for h in p.hardware)
+    for t in p.recommended:  # every recommended line is computed: it fits, or it saves memory toward a fit
+        assert t.reason and (t.after.fits or t.impact.memory_saved_bytes > 0)
+    if p.config.global_batch_before is not None and p.config.global_batch_after != p.config.global_batch_before:
+        assert any(t.quality_risk == "changes-training" for t in p.recommended)
+
+
+def test_qlora_70b_on_one_gpu_picks_a_gpu_that_fits():
+    p = plan("qlora-70b-1gpu")
+    assert not p.current.fits  # 24 GB RTX 4090 is too small for 70B NF4 weights
+    moved = p.config.workload
+    assert moved.num_gpus == 1 and moved.gpu != "rtx-4090" and moved.task == "qlora"
+    assert get_gpu(moved.gpu).memory_gb > 24 and comfortable(p.config.outcome)
+    top = p.hardware[0]
+    assert top.num_gpus == 1 and comfortable(top.outcome)
+    assert "rtx-4090" in p.config.note
+
+
+def test_pretraining_on_8_h100_names_sharding_and_nvlink():
+    p = plan("pretrain-8xh100")
+    s = p.scaling
+    assert s.num_gpus == 8 and ("FSDP" in s.strategy or "ZeRO" in s.strategy)
+    assert "NVLink" in s.nvlink_reason and s.nvlink_slowdown_pct is not None
+    assert p.config.workload.sharding in {"fsdp", "zero2", "zero3"}
+    assert {"PyTorch FSDP2 (fully_shard)", "DeepSpeed ZeRO"} & {t.name for t in p.tools}
+    assert p.config.outcome.usd_per_run and p.config.outcome.run_time_s  # 100B tokens: $ and days of the run
+    assert "launch" in p.config.snippets and "--nproc_per_node=8" in p.config.snippets["launch"]
+
+
+def test_low_utilization_job_lists_input_and_small_batch_causes():
+    p = plan("low-utilization-40pct")
+    ids = {f.id for f in p.diagnosis.findings}
+    assert {"low_utilization", "small_batch", "no_mixed_precision"} <= ids
+    causes = {c.id: c for c in p.diagnosis.idle_causes}
+    assert causes["input_bound"].status == "not-measured" and "gpuwise profile" in causes["input_bound"].how_to_check
+    assert causes["small_batch"].status == "found"
+    assert "mixed_precision" in p.config.applied
+    assert {"NVIDIA DALI", "gpuwise profile"} <= {t.name for t in p.tools}
+
+
+def test_rag_at_32k_on_8gb_versus_24gb():
+    small, big = plan("rag-32k-8gb"), plan("rag-32k-24gb")
+    assert not small.current.fits and small.workload.gpu == "rtx-4060"
+    context = [o for o in small.fit.options if o.gpu == "rtx-4060" and "seq_len" in o.changes]
+    assert context and context[0].changes["seq_len"] < 32768 and comfortable(context[0].outcome)
+    assert small.config.workload.gpu != "rtx-4060"  # 32k context needs a bigger GPU
+    assert "llama.cpp" in {t.id for t in small.tools}
+    assert big.config.workload.gpu == "l4" and comfortable(big.config.outcome)
+    assert big.config.workload.kv_cache_dtype == "fp8" or big.config.workload.precision in {"fp8", "int8", "int4"}
+    assert "--enable-prefix-caching" in big.config.snippets["vLLM"]
+
+
+def test_13b_on_a10g_is_quantized_to_fit():
+    p = plan("inference-13b")
+    assert not p.current.fits and p.config.workload.gpu == "a10g"
+    assert p.config.workload.precision in {"int8", "int4"}  # A10G has no FP8 tensor cores
+    assert "--quantization" in p.config.snippets["vLLM"]
+
+
+def test_7b_serving_for_cost_lowers_cost_per_token():
+    p = plan("inference-7b")
+    assert p.config.outcome.usd_per_1m < p.current.usd_per_1m
+    assert "vllm" in {t.id for t in p.tools}
+
+
+def test_full_and_lora_finetunes_fit_their_gpus():
+    full, lora = plan("full-finetune-7b"), plan("lora-7b")
+    assert full.config.workload.task == "full-finetune" and full.config.workload.gpu == "a100-80gb-sxm"
+    assert lora.config.workload.gpu == "a10g" and lora.config.workload.grad_checkpointing != "none"
+    assert lora.config.global_batch_after == lora.config.global_batch_before
+
+
+def test_vit_training_turns_on_mixed_precision_and_keeps_ddp():
+    p = plan("vit-training")
+    assert p.config.workload.precision == "amp-bf16"
+    assert p.scaling.strategy.startswith("DDP") and p.scaling.num_gpus == 4
+
+
+def test_every_example_renders_through_the_cli(cli):
+    env = {**__import__("os").environ, "GPUWISE_GPUS": str(EXAMPLES / "gpus.yaml")}
+    for path in ALL:
+        result = cli("plan", str(path), "--markdown", env=env)
+        assert result.exit_code == 0, f"{path.name}: {result.stderr}"
+        assert "## 6. Tools" in result.stdout and "## 4. VRAM per GPU" in result.stdout
