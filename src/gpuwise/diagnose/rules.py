@@ -265,7 +265,7 @@ def oom_risk(ev: Evidence) -> Finding | None:
     if fitting:  # the planner computed these by re-running the memory model on each change
         fix = "What makes it fit (predicted peak): " + "; ".join(f"{k} ({b / GiB:.1f} GiB)" for k, b in list(fitting.items())[:4]) + "."
     elif ev.fit_options_bytes:
-        fix = "No single change tried fits this GPU (" + ", ".join(ev.fit_options_bytes) + "): shard over more GPUs or use a larger GPU."
+        fix = "No single change tried fits this GPU (" + "; ".join(ev.fit_options_bytes) + "): combine them, shard over more GPUs or use a larger GPU."
     return Finding(
         id="oom_risk",
         title="Does not fit in GPU memory" if does_not_fit else "Little memory headroom: out-of-memory risk",
