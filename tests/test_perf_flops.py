@@ -101,7 +101,9 @@ def test_compute_bound_roofline_uses_efficiency_and_the_dtype_peak():
     assert t.time_s == pytest.approx(1e15 / (1979e12 * 0.5))
     # Workload precisions map to their matmul dtype; the default efficiency is MAMF x stack.
     amp = step_time_from_flops(1e15, 0, h100, "amp-bf16")
-    assert amp.dtype == "bf16" and amp.efficiency == pytest.approx(0.803 * 0.65)
+    assert amp.dtype == "bf16" and amp.efficiency == pytest.approx(0.803 * 0.75)  # MAMF x training stack
+    serving = step_time_from_flops(1e15, 0, h100, "bf16", kind="inference")
+    assert serving.efficiency == pytest.approx(0.803 * 0.65)
 
 
 def test_roofline_host_floor_and_bad_input():
@@ -137,3 +139,23 @@ def test_pipeline_bubble():
     assert pipeline_bubble_fraction(4, 12) == pytest.approx(3 / 15)
     assert pipeline_bubble_fraction(1, 8) == 0.0
     assert math.isclose(pipeline_bubble_fraction(8, 1), 7 / 8)
+
+
+def test_elementwise_traffic_hand_count():
+    from gpuwise.perf.flops import elementwise_bytes_per_token
+
+    gpt2 = get_model("gpt2")  # d 768, GELU MLP 3072, learned positions (no rotary), 12 layers
+    forward = 4 * 768 + 6 * 768 + 2 * 3072  # 2 norms, 2 residual adds, GELU in -> out
+    per_layer = forward * 3 * 2  # forward + 2x backward, bf16
+    assert elementwise_bytes_per_token(gpt2, 2) == 12 * per_layer + 50257 * 20  # + fp32 cross-entropy
+    recompute = elementwise_bytes_per_token(gpt2, 2, recompute=True)
+    assert recompute - elementwise_bytes_per_token(gpt2, 2) == 12 * forward * 2
+
+
+def test_attention_kernels_by_generation():
+    from gpuwise.perf.efficiency import attention_efficiency
+
+    assert attention_efficiency(get_gpu("a100-80gb-sxm"), "training") == 0.50  # FlashAttention-2 on A100
+    assert attention_efficiency(get_gpu("h100-sxm"), "training") == 0.30  # FA2 reaches ~35 % on H100
+    assert attention_efficiency(get_gpu("h100-sxm"), "inference") == 0.60  # FA3-class forward
+    assert attention_efficiency(get_gpu("h100-sxm"), "training", "eager") == pytest.approx(0.30 * 0.25)

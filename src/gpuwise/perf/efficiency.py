@@ -71,6 +71,19 @@ def attention_ratio(impl: str) -> float:
     return float(table["eager_ratio"] if impl == "eager" else table["flash_ratio"])
 
 
+def attention_efficiency(gpu: GPU, kind: str = "training", impl: str = "sdpa") -> float:
+    """Fraction of the 16-bit dense peak attention kernels reach on this GPU ('training' is
+    forward + backward, 'inference' forward); eager attention is a fraction of that."""
+    table = constants()["attention"]["generation"]
+    row = table.get(generation(gpu), table["default"])
+    fraction = float(row[kind])
+    return fraction * float(constants()["attention"]["eager_ratio"]) if impl == "eager" else fraction
+
+
+def elementwise(name: str) -> float:
+    return float(constants()["elementwise"][name])
+
+
 def bandwidth_fraction(kind: str = "decode") -> float:
     return float(constants()["bandwidth"][f"{kind}_fraction"])
 

@@ -138,6 +138,39 @@ def lora_elementwise_bytes_per_token(arch: ModelArch, targets: tuple[str, ...], 
     return 2 * per_layer * arch.num_layers
 
 
+_NO_ROTARY = {"gpt2", "bert", "vit", "mpt", "gpt3", "megatron-gpt", "stablelm-alpha"}
+
+
+def elementwise_bytes_per_token(arch: ModelArch, act_bytes: float, *, recompute: bool = False,
+                                fp8: bool = False) -> float:
+    """Memory traffic of the memory-bound ops of one training token (all layers + the loss).
+
+    Counted per block from eager PyTorch: 2 norms (read + write), 2 residual adds (2 reads, 1
+    write), the MLP activation (gated: gate, up -> out; GELU: in -> out), rotary on q and k; the
+    backward moves ``elementwise.backward_factor`` × the forward; a full recompute repeats the
+    forward. The fp32 cross-entropy costs ``loss_bytes_per_vocab`` per vocabulary entry; fp8
+    matmuls add a cast of each linear input and output gradient (see efficiency.toml).
+    """
+    from gpuwise.perf import efficiency as eff
+
+    if not arch.is_transformer:
+        return 0.0
+    d = arch.hidden_size
+    inter = arch.intermediate_size * ((arch.experts_per_token or 1) if arch.is_moe else 1)
+    activation = 3 * inter if arch.gated_mlp else 2 * inter
+    rotary = 0 if arch.family in _NO_ROTARY else 2 * (arch.q_dim + arch.kv_dim)
+    forward = 4 * d + 6 * d + activation + rotary
+    passes = 1 + eff.elementwise("backward_factor") + (1 if recompute else 0)
+    per_layer = forward * passes * act_bytes
+    if fp8:
+        mlp_in = 2 * inter if arch.gated_mlp else inter
+        inputs = 2 * d + arch.q_dim + inter  # qkv, o, up/gate (shared input), down
+        grads = (arch.q_dim + 2 * arch.kv_dim) + d + mlp_in + d
+        per_layer += (inputs + grads) * eff.elementwise("fp8_cast_bytes_per_element")
+    loss = arch.vocab_size * eff.elementwise("loss_bytes_per_vocab") if arch.is_decoder else 0.0
+    return per_layer * arch.num_layers + loss
+
+
 def vit_tokens(arch: ModelArch, image_size: int) -> int:
     """Patch tokens + [CLS] for a ViT at ``image_size`` (patch size from the id, e.g. vit-b-16)."""
     match = re.search(r"-(\d+)$", arch.id)

@@ -53,7 +53,7 @@ class StepModel:
         self.shards = self.tp * self.pp
         self.layers = arch.num_layers / self.pp
         self.e_lin = matmul_efficiency(gpu, num.compute_dtype, "inference")
-        self.e_attn = matmul_efficiency(gpu, num.attention_dtype, "inference") * eff.attention_ratio(workload.attention)
+        self.e_attn = eff.attention_efficiency(gpu, "inference", workload.attention)
         self.peak_lin = peak_flops(gpu, num.compute_dtype)
         self.peak_attn = peak_flops(gpu, num.attention_dtype)
         self.decode_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("decode")

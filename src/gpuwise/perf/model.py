@@ -29,6 +29,8 @@ def predict(workload: Workload, gpu: GPU | None = None, *, compute_dtype: str | 
         "mamf_bf16": m.bf16, "mamf_fp8": m.fp8, "mamf_source": m.source, "mamf_measured": m.measured,
         "stack_training": eff.stack("training"), "stack_inference": eff.stack("inference"),
         "attention_ratio": eff.attention_ratio(workload.attention),
+        "attention_training": eff.attention_efficiency(gpu, "training", workload.attention),
+        "attention_inference": eff.attention_efficiency(gpu, "inference", workload.attention),
         "decode_bandwidth_fraction": eff.bandwidth_fraction("decode"),
     }
     assumptions = [] if m.measured else [f"no published MAMF for {gpu.id}: {m.source}"]

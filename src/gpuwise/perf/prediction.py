@@ -23,10 +23,11 @@ class TrainingPerf:
     compute_s: float  # matmul + attention kernels over all micro-batches
     linear_s: float
     attention_s: float
-    memory_s: float  # memory-bound passes: optimizer update, weight dequantization, LoRA elementwise
+    memory_s: float  # memory-bound passes: optimizer, dequantization, LoRA adapters, elementwise ops
     optimizer_s: float
     dequant_s: float  # quantized base weights -> 16-bit before each matmul (QLoRA)
     adapter_s: float  # LoRA's unfused cast/dropout/scale/add kernels
+    elementwise_s: float  # norms, residual adds, activations, rotary, loss, fp8 casts (memory-bound)
     tp_comm_s: float  # tensor-parallel all-reduces (not overlapped)
     dp_comm_s: float  # data-parallel / sharding traffic before overlap
     dp_exposed_s: float  # what of it stays visible

@@ -16,6 +16,7 @@ from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import (
     TrainingFlops,
     block_linear_params,
+    elementwise_bytes_per_token,
     lora_elementwise_bytes_per_token,
     lora_params,
     training_flops,
@@ -103,7 +104,7 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
     # --- compute per micro-batch on one GPU -------------------------------------------------------
     if arch.is_transformer:
         linear_s, e_lin = _linear_time(flops.linear_executed / shards, gpu, num)
-        e_attn = matmul_efficiency(gpu, num.attention_dtype, "training") * eff.attention_ratio(workload.attention)
+        e_attn = eff.attention_efficiency(gpu, "training", workload.attention)
         attention_s = flops.attention_executed / shards / (peak_flops(gpu, num.attention_dtype) * e_attn)
     else:
         e_lin = e_attn = eff.cnn_fraction("training")
@@ -112,7 +113,12 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
         assumptions.append(f"conv net: {e_lin:.0%} of peak (cuDNN training is limited by memory-bound BatchNorm/ReLU)")
 
     stream_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
-    dequant_s = adapter_s = 0.0
+    dequant_s = adapter_s = elementwise_s = 0.0
+    if arch.is_transformer:
+        per_token = elementwise_bytes_per_token(arch, num.activation_bytes,
+                                                recompute=workload.grad_checkpointing == "full",
+                                                fp8=num.compute_dtype in {"fp8", "fp4"})
+        elementwise_s = micro_tokens * per_token / shards / stream_bw
     if num.weight_only_quant:
         # Each use of a quantized weight reads it and writes/reads a 16-bit copy (bitsandbytes
         # dequantize-then-matmul): forward, backward input-gradient, and the recompute forward.
@@ -151,7 +157,7 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
     if sharded_params:
         fsdp_comm_micro = (2 * comm.allgather_s(gather_bytes, dp, dp_link)
                            + comm.reduce_scatter_s(trainable * grad_bytes, dp, dp_link))
-    kernels_s = linear_s + attention_s + dequant_s + adapter_s
+    kernels_s = linear_s + attention_s + dequant_s + adapter_s + elementwise_s
     fsdp_exposed_micro = comm.exposed_s(fsdp_comm_micro, kernels_s)
     host_floor = _host_floor_s(arch, pp)
     micro_s = max(kernels_s + tp_comm_micro + fsdp_exposed_micro, host_floor)
@@ -201,10 +207,11 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
         compute_s=(linear_s + attention_s) * m,
         linear_s=linear_s * m,
         attention_s=attention_s * m,
-        memory_s=(dequant_s + adapter_s) * m + optimizer_s,
+        memory_s=(dequant_s + adapter_s + elementwise_s) * m + optimizer_s,
         optimizer_s=optimizer_s,
         dequant_s=dequant_s * m,
         adapter_s=adapter_s * m,
+        elementwise_s=elementwise_s * m,
         tp_comm_s=tp_comm_micro * m,
         dp_comm_s=dp_comm_total,
         dp_exposed_s=dp_exposed_total,
@@ -221,7 +228,7 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
 
 def training_bound(perf: TrainingPerf) -> str:
     """The resource that dominates the step."""
-    kernels = perf.compute_s + perf.dequant_s + perf.adapter_s + perf.tp_comm_s
+    kernels = perf.compute_s + perf.memory_s - perf.optimizer_s + perf.tp_comm_s
     if perf.host_floor_s > kernels:
         return "host"
     parts = {"compute": perf.compute_s, "memory_bandwidth": perf.memory_s,
