@@ -37,11 +37,17 @@ class Saved:
 
     tensors: dict[str, float] = field(default_factory=dict)
     attention_core: set[str] = field(default_factory=set)  # what selective recompute drops
+    on_ctx: set[str] = field(default_factory=set)  # held as autograd.Function ctx attributes (bitsandbytes)
 
-    def keep(self, name: str, nbytes: float, core: bool = False) -> None:
+    def keep(self, name: str, nbytes: float, core: bool = False, ctx: bool = False) -> None:
         self.tensors[name] = nbytes
         if core:
             self.attention_core.add(name)
+        if ctx:
+            self.on_ctx.add(name)
+
+    def ctx_bytes(self) -> float:
+        return sum(self.tensors[k] for k in self.on_ctx)
 
     @property
     def total(self) -> float:
@@ -58,6 +64,7 @@ class LayerActivations:
     input_bytes: float  # the block input (what full recompute keeps)
     backward_workspace_bytes: float  # transient gradients while one layer runs backward
     prefill_workspace_bytes: float  # transient working set of one layer without autograd
+    ctx_held_bytes: float = 0.0  # inputs bitsandbytes keeps on ctx (released only with the whole graph)
 
 
 @dataclass(frozen=True)
@@ -69,12 +76,15 @@ class Dtypes:
     compute: float  # 16-bit (or fp32) compute dtype
     attention: float  # q/k/v as the attention kernel sees them
     adapter: float  # LoRA adapter dtype
+    lora_input: float  # what the adapter's first matmul keeps of its input (a 16-bit copy under autocast)
 
 
 def kbit_upcast(w: Workload, regime: Regime, profile: Profile) -> bool:
     """peft's prepare_model_for_kbit_training ran: non-quantized weights, and so the residual stream, are fp32.
 
-    TRL skips it for sharded QLoRA (FSDP/ZeRO-3 need one dtype across a flat parameter).
+    The QLoRA recipes that use it train under autocast (``fp16=True``/``bf16=True``), so matmuls keep
+    16-bit copies of their inputs. TRL skips it for sharded QLoRA (FSDP/ZeRO-3 need one dtype
+    across a flat parameter).
     """
     sharded = w.sharding in ("fsdp", "zero3") and w.data_parallel > 1
     return regime.quantized and w.is_training and profile.kbit_upcast and not sharded
@@ -91,7 +101,9 @@ def block_dtypes(w: Workload, regime: Regime, profile: Profile) -> Dtypes:
     adapter = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}[w.lora_dtype]
     if profile.adapter_dtype_from_model:
         adapter = regime.compute_bytes if not regime.is_amp else 4.0
-    return Dtypes(residual, matmul_out, regime.compute_bytes, attention, adapter)
+    # Under autocast the adapter's matmul keeps its own 16-bit cast of the (fp32) dropout output.
+    lora_input = regime.compute_bytes if (regime.is_amp or upcast) else adapter
+    return Dtypes(residual, matmul_out, regime.compute_bytes, attention, adapter, lora_input)
 
 
 def _rank(w: Workload) -> int:
@@ -128,19 +140,19 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
         keeps_input = trainable_weight or quantized or profile.frozen_linear_saves_input
         if keeps_input:
             if src_bytes != dt.compute and (quantized or regime.is_amp):
-                s.keep(f"{src}->{name}.cast", dt.compute * tokens * d_in)  # per-layer 16-bit cast (bnb / autocast)
+                s.keep(f"{src}->{name}.cast", dt.compute * tokens * d_in, ctx=quantized)  # per-layer 16-bit cast
             else:
-                s.keep(src, src_bytes * tokens * d_in)
+                s.keep(src, src_bytes * tokens * d_in, ctx=quantized)
         if name in targets:
             key = f"{name}.lora" if profile.lora_input_per_module else f"{src}.lora"
             if profile.lora_dropout > 0:
-                s.keep(f"{key}.dropout", dt.adapter * tokens * d_in)
+                s.keep(f"{key}.dropout", dt.lora_input * tokens * d_in)
                 s.keep(f"{key}.mask", 1.0 * tokens * d_in)
-            elif dt.adapter != src_bytes:
-                s.keep(f"{key}.cast", dt.adapter * tokens * d_in)
+            elif dt.lora_input != src_bytes:
+                s.keep(f"{key}.cast", dt.lora_input * tokens * d_in)
             else:
                 s.keep(src, src_bytes * tokens * d_in)
-            s.keep(f"{name}.lora_a_out", dt.adapter * tokens * w.lora_rank)
+            s.keep(f"{name}.lora_a_out", dt.lora_input * tokens * w.lora_rank)
 
     def attention(src: str) -> str:
         for name in ("q", "k", "v"):
@@ -219,6 +231,7 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
         input_bytes=input_bytes / tp,
         backward_workspace_bytes=backward_ws / tp,
         prefill_workspace_bytes=prefill_ws / tp,
+        ctx_held_bytes=s.ctx_bytes() / tp,
     )
 
 

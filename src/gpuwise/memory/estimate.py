@@ -198,7 +198,14 @@ class _Context:
             self.notes.append(f"ViT tokens come from image_size {w.image_size}: {self.tokens} (seq_len ignored)")
         full_weights = weight_bytes(arch, w, regime, profile)
         self.unsharded_weights = full_weights * self.share
+        self.paged_state_bytes = 0.0
         self.weights = full_weights * self.share / self.shard_weights
+        if profile.fsdp_full_state_load and self.shard_weights > 1:
+            # LitGPT's published FSDP peaks (resource tables: 3 models × 3 batch sizes on 2 and 4 GPUs) equal
+            # a full unsharded copy of the weights next to the shards: Fabric's load_raw fills the whole
+            # state dict on every rank, and that copy stays resident.
+            self.weights += self.unsharded_weights
+            self.notes.append(f"{profile.name} FSDP: a full copy of the weights stays on every rank next to its shard")
         self.layer_weight_bytes = full_weights * self.share * w.tp / max(self.layers * w.tp, 1)
         self.paged_state_bytes = 0.0
         self._size_trainables()
@@ -262,10 +269,19 @@ class _Context:
         return copies * 2.0 * largest_quantized_matrix(self.arch, self.w, self.profile) / self.w.tp
 
     def _gather_bytes(self) -> float:
-        """FSDP / ZeRO-3 all-gather the current and the prefetched layer."""
+        """FSDP / ZeRO-3 all-gather the current and the prefetched layer.
+
+        FSDP also keeps its root unit (embeddings, final norm, lm_head: what no block wraps)
+        unsharded from forward to backward instead of gathering it twice.
+        """
         if self.shard_weights == 1:
             return 0.0
-        return 2 * self.layer_weight_bytes
+        gathered = 2 * self.layer_weight_bytes
+        if self.sharding == "fsdp":
+            g = self.groups
+            root_share = (g.embedding + g.lm_head + g.final_norm) / max(g.total, 1)
+            gathered += self.unsharded_weights * root_share * (1 - 1 / self.shard_weights)
+        return gathered
 
     def _base(self) -> dict[str, float]:
         return {
@@ -292,6 +308,12 @@ class _Context:
             kept, recompute = la.saved_bytes, 0.0
         head = head_activation_bytes(arch, w, regime, profile, b, s) / w.tp
         acts = self.layers * kept * in_flight + head
+        if regime.quantized and profile.loss_outlives_step:
+            # bitsandbytes' MatMul4Bit keeps its input as a ctx attribute, freed only with the whole graph;
+            # a loop whose `loss` survives into the next step keeps the previous step's inputs alive.
+            head_held = regime.compute_bytes * b * s * arch.hidden_size / w.tp if profile.quantize_lm_head else 0.0
+            acts += self.layers * la.ctx_held_bytes * in_flight + head_held
+            self.assumptions.append(f"{profile.name}: the previous step's bitsandbytes matmul inputs stay alive into the next forward")
         logit_fwd, logit_bwd = logits_bytes(arch, w, regime, profile, b, s)
         accumulating = w.grad_accum > 1
         grads_live = self.grads if accumulating else 0.0
@@ -324,12 +346,7 @@ class _Context:
         )
         backward = max((start, top, bottom), key=lambda p: p.allocated_bytes)
         step = phase("optimizer_step", gradients=self.grads, temporaries=step_tmp)
-        phases = [forward, backward, step]
-        if profile.fsdp_full_state_load and self.shard_weights > 1:
-            # Fabric's FSDP load_raw fills a full (unsharded) state dict on every rank next to the shards.
-            phases.insert(0, Phase("load", {"weights": self.weights, "temporaries": self.unsharded_weights}))
-            self.notes.append(f"{profile.name} loads the full checkpoint on every FSDP rank before sharding")
-        return phases
+        return [forward, backward, step]
 
     # ---- inference ----------------------------------------------------------------------------
     def inference_phases(self) -> list[Phase]:

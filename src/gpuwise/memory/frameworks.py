@@ -44,6 +44,7 @@ class Profile:
     frozen_linear_saves_input: bool = False  # see activations.frozen_inputs_note
     unties_embeddings: bool = False  # keeps its own lm_head even when the checkpoint ties it (LitGPT's GPT)
     fsdp_full_state_load: bool = False  # FSDP loads a full (unsharded) state dict on every rank
+    loss_outlives_step: bool = False  # the training loop's `loss` (and its graph) lives into the next forward
 
 
 PROFILES = {
@@ -51,7 +52,7 @@ PROFILES = {
     "litgpt": Profile(
         "litgpt", adapter_dtype_from_model=True, lora_input_per_module=False, kbit_upcast=False,
         quantize_lm_head=True, quant_fp16_staging=True, logits=LOGITS_CHUNKED_16BIT, inference_logits="prompt",
-        unties_embeddings=True, fsdp_full_state_load=True, frozen_linear_saves_input=True,
+        unties_embeddings=True, fsdp_full_state_load=True, frozen_linear_saves_input=True, loss_outlives_step=True,
     ),
     "torchtune": Profile(
         "torchtune", adapter_dtype_from_model=True, lora_dropout=0.0, kbit_upcast=False,
