@@ -1,6 +1,10 @@
 """Check gpuwise.perf against published throughput measurements.
 
-    python benchmarks/validate_throughput.py [--data CSV]
+    python benchmarks/validate_throughput.py [--data CSV] [--models YAML]
+
+    # a second, independent set: llm-foundry's MPT training tables (33 rows)
+    python benchmarks/validate_throughput.py --data benchmarks/data/llm_foundry_mpt.csv \
+        --models benchmarks/data/mpt_models.yaml
 
 Reads rows like ../shared/data/measured_throughput.csv (id, workload, model, gpu, num_gpus,
 precision, batch_size, input_len, output_len, seq_len, parallelism, framework, metric, value,
@@ -230,7 +234,15 @@ def source_key(source: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="CSV of published measurements")
+    parser.add_argument("--models", type=Path, help="extra model catalog (YAML/TOML) the rows refer to")
     args = parser.parse_args(argv)
+    if args.models:
+        import os
+
+        from gpuwise.catalog import models as catalog_models
+
+        os.environ["GPUWISE_MODELS"] = str(args.models.resolve())
+        catalog_models.clear_cache()
     if not args.data.is_file():
         print(f"validate_throughput: {args.data} does not exist", file=sys.stderr)
         return 2

@@ -48,3 +48,11 @@ def test_missing_data_file_is_reported(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), "--data", str(tmp_path / "nope.csv")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_independent_llm_foundry_tables_within_target():
+    # llm-foundry's MPT training tables (A100/H100, 125M-70B, seq 512-64k): not used to set any constant.
+    _, summary = _run("--data", str(REPO / "benchmarks" / "data" / "llm_foundry_mpt.csv"),
+                      "--models", str(REPO / "benchmarks" / "data" / "mpt_models.yaml"))
+    assert summary["rows"] == 33 and summary["skipped"] == 0
+    assert summary["median_abs_err_pct"] <= 25
