@@ -233,6 +233,22 @@ def test_corrupt_evidence_names_file_and_line(cli, tmp_path):
     assert result.exit_code == 2 and "run.json: invalid JSON at line 2" in result.stderr
 
 
+@pytest.mark.slow
+def test_traced_vram_for_the_current_configuration():
+    w = workload_from_mapping({"model": "qwen2.5-0.5b", "task": "lora", "gpu": "t4", "batch_size": 2, "seq_len": 512})
+    p = make_plan(w, traced=True)
+    traced, analytic = p.memory.current, Evaluator().memory_dict(w)
+    assert p.memory.method == "traced" and traced["method"] == "traced" and traced["simulation_wall_s"] > 0
+    assert traced["breakdown"] and traced["device_total_bytes"] > traced["peak_allocated_bytes"] > 0
+    assert abs(traced["device_total_bytes"] / analytic["device_total_bytes"] - 1) < 0.35  # two independent methods
+    assert any("traced simulation" in n for n in p.notes)
+
+
+def test_conv_nets_get_one_clear_line(cli):
+    result = cli("plan", "resnet-50", "-t", "cv-train", "-g", "a10")
+    assert result.exit_code == 2 and "cannot plan resnet-50" in result.stderr and "--traced" in result.stderr
+
+
 def test_plan_never_imports_torch():
     code = ("import sys\nfrom gpuwise.cli.app import main\ntry:\n    main(['plan', 'examples/pretrain-8xh100.yaml', '--json'])\n"
             "except SystemExit:\n    pass\nsys.stderr.write('TORCH=%s' % ('torch' in sys.modules))")

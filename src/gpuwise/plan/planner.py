@@ -18,6 +18,7 @@ from typing import Any
 
 from gpuwise.catalog import get_gpu
 from gpuwise.diagnose import Evidence, Finding, diagnose, rank_findings
+from gpuwise.errors import GpuwiseError
 from gpuwise.plan import fit as fit_mod
 from gpuwise.plan import hardware as hw
 from gpuwise.plan import knowledge as K
@@ -57,7 +58,10 @@ def make_plan(
     measured = [*read_evidence_files(evidence_files), *evidence]
     ev = Evaluator()
     goal = workload.goal
-    current_pred = ev.predict(workload, full=True)
+    try:
+        current_pred = ev.predict(workload, full=True)
+    except GpuwiseError as err:
+        raise GpuwiseError(f"cannot plan {workload.model}: {err}") from None
     current = current_pred.outcome
 
     steps = recommend(workload, goal, ev.outcome)
