@@ -63,6 +63,12 @@ def test_model_that_does_not_fit_says_so():
     assert any("does not fit" in n for n in p.notes)
 
 
+def test_training_that_does_not_fit_says_so():
+    p = predict(W(model="llama-3-8b", task="full-finetune", gpu="a10"))
+    assert not p.fits and any("does not fit" in n and "GiB" in n for n in p.notes)
+    assert predict(W(model="llama-3.2-1b", task="lora", gpu="a100-80gb-sxm")).fits
+
+
 def test_ttft_is_compute_bound_prefill():
     p = predict(W(model="llama-3-8b", gpu="a100-80gb-sxm", seq_len=4096, output_len=1))
     assert p.inference.ttft_s > 2 * 7.5e9 * 4096 / 312e12  # at most peak speed

@@ -344,17 +344,10 @@ def _compare_one(workload: Workload, gpu: GPU, usd: float | None, cooling: float
 
 def _fits(workload: Workload, gpu: GPU, perf: PerfPrediction) -> tuple[bool | None, str]:
     """Does the workload fit in this GPU's memory? Serving: at least one sequence's KV cache
-    fits next to the weights (the speed model's KV budget). Training: gpuwise.memory's estimate."""
+    fits next to the weights; training: gpuwise.memory's estimate (both decided in predict)."""
     if perf.inference is not None:
         cap = perf.inference.max_concurrency
         return cap >= 1, (f"KV cache for {cap:,} sequence(s)" if cap >= 1 else "weights leave no room for the KV cache")
-    try:
-        from gpuwise.memory import estimate_memory
-    except ImportError:  # pragma: no cover - gpuwise.memory ships with the package
-        return None, "memory not checked"
-    try:
-        est = estimate_memory(workload, gpu)
-    except GpuwiseError as err:
-        return None, str(err)
-    used, capacity = est.device_total_bytes, est.gpu_memory_bytes
-    return est.fits, f"{used / 2**30:,.1f} of {capacity / 2**30:,.1f} GiB"
+    if perf.training is not None:
+        return perf.fits, next((n for n in perf.notes if n.startswith("does not fit")), "fits")
+    return None, "memory not checked"

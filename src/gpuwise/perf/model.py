@@ -41,6 +41,8 @@ def predict(workload: Workload, gpu: GPU | None = None, *, compute_dtype: str | 
 
 def _training(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dict, assumptions: list[str]) -> PerfPrediction:
     perf, more = predict_training(workload, gpu, arch, num)
+    fits, fit_note = training_fits(workload, gpu)
+    notes = list(num.notes) + ([fit_note] if fit_note else [])
     n = workload.num_gpus
     tokens_s = perf.global_tokens_per_step / perf.step_time_s
     model_flops_s = perf.model_flops_per_token * tokens_s
@@ -54,8 +56,26 @@ def _training(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dic
         step_time_s=perf.step_time_s, tokens_per_s=rate, tokens_per_s_per_gpu=rate / n, throughput_unit=unit,
         samples_per_s=samples_s,
         mfu_pct=100.0 * model_flops_s / (n * peak), model_tflops_per_gpu=model_flops_s / n / 1e12,
-        fits=True, training=perf, efficiency=efficiency, assumptions=assumptions + more, notes=list(num.notes),
+        fits=fits, training=perf, efficiency=efficiency, assumptions=assumptions + more, notes=notes,
     )
+
+
+def training_fits(workload: Workload, gpu: GPU) -> tuple[bool, str]:
+    """Whether the training step fits in memory, per gpuwise.memory (the one memory model)."""
+    try:
+        from gpuwise.memory import estimate_memory
+    except ImportError:  # pragma: no cover - gpuwise.memory ships with the package
+        return True, ""
+    from gpuwise.errors import GpuwiseError
+
+    try:
+        est = estimate_memory(workload, gpu)
+    except GpuwiseError:
+        return True, ""
+    if est.fits:
+        return True, ""
+    return False, (f"does not fit: gpuwise.memory estimates {est.device_total_bytes / 2**30:,.1f} GiB per GPU "
+                   f"on {est.gpu_memory_bytes / 2**30:,.1f} GiB; see `gpuwise memory` for what would make it fit")
 
 
 def _inference(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dict, assumptions: list[str]) -> PerfPrediction:

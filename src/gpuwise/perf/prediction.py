@@ -96,7 +96,7 @@ class PerfPrediction:
     samples_per_s: float  # sequences (training), requests (serving) or images per second
     mfu_pct: float  # model FLOPs / (time × GPUs × dense peak of the compute dtype)
     model_tflops_per_gpu: float
-    fits: bool  # inference: at least one sequence's KV cache fits next to the weights
+    fits: bool  # inference: one sequence's KV cache fits next to the weights; training: gpuwise.memory's estimate fits
     training: TrainingPerf | None = None
     inference: InferencePerf | None = None
     throughput_unit: str = "tokens/s"  # what tokens_per_s counts: tokens/s | output tokens/s | images/s
