@@ -19,6 +19,7 @@ import gc
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ import numpy as np
 import orjson
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.trace.reader import ByteCounter, iter_chunks
+from gpuwise.trace.reader import ByteCounter, iter_chunks, prefetch
 from gpuwise.trace.table import EventTable, Interner, MemoryEvents
 
 BATCH_BYTES = 8 << 20
@@ -37,12 +38,16 @@ KNOWN_PHASES = frozenset("XBEiIMCsftbenSTpFOND()PRcvV")
 Progress = Callable[[int], None]
 
 
+_NAN = float("nan")
+
+
 class _Args(msgspec.Struct, gc=False):
-    stream: Any = None
-    correlation: Any = None
-    external_id: Any = msgspec.field(default=None, name="External id")
-    external_id_lc: Any = msgspec.field(default=None, name="external id")
-    nbytes: Any = msgspec.field(default=None, name="bytes")
+    # Defaults are what a missing key means (HTA: stream and correlation -1), as floats for np.fromiter.
+    stream: Any = -1
+    correlation: Any = -1
+    external_id: Any = msgspec.field(default=_NAN, name="External id")
+    external_id_lc: Any = msgspec.field(default=_NAN, name="external id")
+    nbytes: Any = msgspec.field(default=_NAN, name="bytes")
     mem_bytes: Any = msgspec.field(default=None, name="Bytes")
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
@@ -56,8 +61,8 @@ class _Event(msgspec.Struct, gc=False):
     name: Any = None
     pid: Any = None
     tid: Any = None
-    ts: Any = None
-    dur: Any = None
+    ts: Any = _NAN
+    dur: Any = _NAN
     args: _Args | None = None
 
 
@@ -97,13 +102,25 @@ def _to_float(value: Any) -> float:
         return float("nan")
 
 
-def _hta_stream(values: list[Any]) -> np.ndarray:
+def _column(rows: list[Any], get: Callable[[Any], Any]) -> np.ndarray:
+    """float64 column of ``get(row)``; the fast path needs every value to be a number."""
+    try:
+        return np.fromiter(map(get, rows), dtype=np.float64, count=len(rows))
+    except (TypeError, ValueError, OverflowError):
+        return _floats(list(map(get, rows)))
+
+
+def _hta_stream(raw: np.ndarray) -> np.ndarray:
     """args.stream as HTA normalizes it: int(value), or -1 when missing or not a number."""
-    raw = _floats(values)
     out = np.full(raw.shape, -1, dtype=np.int64)
-    ok = np.isfinite(raw)
+    ok = np.isfinite(raw) & (np.abs(raw) < 2**62)
     out[ok] = np.trunc(raw[ok]).astype(np.int64)
     return out
+
+
+_TS, _DUR, _PH, _CAT, _NAME, _PID, _TID = (attrgetter(k) for k in ("ts", "dur", "ph", "cat", "name", "pid", "tid"))
+_STREAM, _CORRELATION, _EXTERNAL_ID, _EXTERNAL_ID_LC, _NBYTES = (
+    attrgetter(k) for k in ("stream", "correlation", "external_id", "external_id_lc", "nbytes"))
 
 
 class _Columns:
@@ -122,26 +139,28 @@ class _Columns:
         if not events:
             return
         p = self.parts
-        ts_values = [e.ts for e in events]
-        if not self.ts_has_float and set(map(type, ts_values)) - {int}:
+        if not self.ts_has_float and set(map(type, map(_TS, events))) - {int}:
             self.ts_has_float = True
-        p["ts"].append(_floats(ts_values))
-        p["dur"].append(_floats([e.dur for e in events]))
-        p["ph"].append(self.phs.encode([e.ph for e in events]))
-        p["cat"].append(self.cats.encode([e.cat for e in events]))
-        names = self.names.encode([e.name for e in events])
+        p["ts"].append(_column(events, _TS))
+        p["dur"].append(_column(events, _DUR))
+        p["ph"].append(self.phs.encode(events, _PH))
+        p["cat"].append(self.cats.encode(events, _CAT))
+        names = self.names.encode(events, _NAME)
         p["name"].append(names)
-        p["pid"].append(self.pids.encode([e.pid for e in events]))
-        p["tid"].append(self.tids.encode([e.tid for e in events]))
+        p["pid"].append(self.pids.encode(events, _PID))
+        p["tid"].append(self.tids.encode(events, _TID))
         args = [e.args or _NO_ARGS for e in events]
-        p["stream"].append(_hta_stream([a.stream for a in args]))
-        corr = _floats([a.correlation for a in args])
+        p["stream"].append(_hta_stream(_column(args, _STREAM)))
+        corr = _column(args, _CORRELATION)
         corr[np.isnan(corr)] = -1
         p["correlation"].append(corr)
-        ext = _floats([a.external_id if a.external_id is not None else a.external_id_lc for a in args])
-        ext[np.isnan(ext)] = -1
+        ext = _column(args, _EXTERNAL_ID)
+        missing = np.isnan(ext)
+        if missing.any():
+            ext[missing] = _column(args, _EXTERNAL_ID_LC)[missing]
+            ext[np.isnan(ext)] = -1
         p["external_id"].append(ext)
-        p["nbytes"].append(_floats([a.nbytes for a in args]))
+        p["nbytes"].append(_column(args, _NBYTES))
         memory_code = self.names.code("[memory]")
         if memory_code >= 0:
             rows = np.flatnonzero(names == memory_code)
@@ -209,12 +228,10 @@ class _StreamParser:
     def __init__(self, path: Path, progress: Progress | None) -> None:
         self.path = path
         self.counter = ByteCounter()
-        self.chunks = iter_chunks(path, self.counter)
+        self.chunks = prefetch(iter_chunks(path, self.counter))
         self.progress = progress
         self.columns = _Columns()
         self.offset = 0  # absolute offset (in JSON bytes) of buf[0]
-        self.lines = 0  # newlines before buf[0]
-        self.line_start = 0  # absolute offset where the line holding buf[0] starts
         self.eof = False
         self.after_element = False  # buf starts right after a complete event (a ',' or ']' comes next)
         self.warnings: list[str] = []
@@ -232,18 +249,26 @@ class _StreamParser:
         return chunk
 
     def _advance(self, buf: bytes, n: int) -> bytes:
-        newline = buf.rfind(b"\n", 0, n)
-        if newline >= 0:
-            self.lines += buf.count(b"\n", 0, n)
-            self.line_start = self.offset + newline + 1
         self.offset += n
         return buf[n:]
 
     def _where(self, buf: bytes, pos: int) -> str:
-        newline = buf.rfind(b"\n", 0, pos)
-        line = self.lines + (buf.count(b"\n", 0, pos) if newline >= 0 else 0) + 1
-        line_start = self.offset + newline + 1 if newline >= 0 else self.line_start
-        return f"byte {self.offset + pos:,} (line {line:,}, column {self.offset + pos - line_start + 1:,})"
+        """'byte N (line L, column C)': lines are counted only now, by re-reading up to the offset."""
+        offset = self.offset + pos
+        lines, line_start, seen = 0, 0, 0
+        try:
+            for chunk in iter_chunks(self.path):
+                part = chunk[: max(0, offset - seen)]
+                newline = part.rfind(b"\n")
+                if newline >= 0:
+                    lines += part.count(b"\n")
+                    line_start = seen + newline + 1
+                seen += len(chunk)
+                if seen >= offset:
+                    break
+        except GpuwiseError:
+            return f"byte {offset:,}"
+        return f"byte {offset:,} (line {lines + 1:,}, column {offset - line_start + 1:,})"
 
     def _fail(self, what: str, buf: bytes, pos: int) -> GpuwiseError:
         return GpuwiseError(f"{self.path}: {what} at {self._where(buf, pos)}")
@@ -415,7 +440,7 @@ class _StreamParser:
 
     def _decode(self, buf: bytes, end: int, strict_errors: bool) -> bool:
         """Decode buf[:end] as a run of events. False (or an error, if strict) when it is not one."""
-        data = b"[" + buf[:end] + b"]"
+        data = b"".join((b"[", memoryview(buf)[:end], b"]"))
         try:
             try:
                 events = _STRICT.decode(data)

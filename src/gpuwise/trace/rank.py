@@ -93,6 +93,11 @@ def _phase_warnings(t: EventTable) -> list[str]:
 
 
 def analyze_table(t: EventTable) -> RankAnalysis:
+    with np.errstate(all="ignore"):  # odd values (1e308, NaN) in broken traces are handled, not warned about
+        return _analyze(t)
+
+
+def _analyze(t: EventTable) -> RankAnalysis:
     if t.num_events == 0:
         raise GpuwiseError(f"{t.path}: the trace has no events (empty traceEvents): "
                            "was the profiler stopped before any step ran?")

@@ -6,6 +6,7 @@ event costs ~70 bytes of arrays, and each distinct name/category is stored once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,20 +21,24 @@ class Interner:
         self.ids: dict[Any, int] = {}
         self.values: list[Any] = []
 
-    def encode(self, items: list[Any]) -> np.ndarray:
+    def encode(self, rows: list[Any], get: Callable[[Any], Any]) -> np.ndarray:
+        """Ids of ``get(row)`` for every row (new values get the next ids)."""
         ids = self.ids
         try:
-            codes = list(map(ids.get, items))
+            return np.fromiter(map(ids.__getitem__, map(get, rows)), dtype=np.int32, count=len(rows))
+        except (KeyError, TypeError):
+            pass
+        items = list(map(get, rows))
+        try:
+            first_seen = dict.fromkeys(items)
         except TypeError:  # an unhashable value (a list where a string belongs): keep its text
             items = [v if isinstance(v, (str, int, float, type(None))) else repr(v) for v in items]
-            codes = list(map(ids.get, items))
-        if None in codes:
-            for value in items:
-                if value not in ids:
-                    ids[value] = len(self.values)
-                    self.values.append(value)
-            codes = list(map(ids.get, items))
-        return np.array(codes, dtype=np.int32)
+            first_seen = dict.fromkeys(items)
+        for value in first_seen:
+            if value not in ids:
+                ids[value] = len(self.values)
+                self.values.append(value)
+        return np.fromiter(map(ids.__getitem__, items), dtype=np.int32, count=len(items))
 
     def code(self, value: Any) -> int:
         """The id of ``value``, or -1 when the trace never contained it."""
