@@ -147,6 +147,20 @@ def test_trace_evidence_from_the_trace_command(shared_dir, tmp_path, cli):
     assert any(e["source"] == "trace" for e in plan["evidence"])
 
 
+def test_prediction_rules_fire_on_eager_attention_and_unfused_adamw():
+    p = plan_for(model="llama-3.2-1b", task="full-finetune", gpu="h100-sxm", attention="eager", seq_len=4096,
+                 batch_size=2, precision="amp-bf16", optimizer="adamw")
+    found = {f.id: f for f in p.diagnosis.findings}
+    assert found["no_flash_attention"].metrics["attention_scores_bytes"] == p.evidence[-1].attention_scores_bytes > 0
+    assert "no_fused_optimizer" in found
+    assert p.recommended[0].id == "flash_attention"  # the score matrices are what does not fit
+    small = plan_for(model="llama-3.2-1b", task="full-finetune", gpu="h100-sxm", seq_len=1024, batch_size=1,
+                     precision="amp-bf16", optimizer="adamw")
+    assert small.current.fits and "no_fused_optimizer" in {f.id for f in small.diagnosis.findings}
+    fused = next(t for t in small.techniques if t.id == "fused_optimizer")
+    assert fused.verdict == "optional" and "no_fused_optimizer finding points here" in fused.reason
+
+
 def test_goal_changes_the_recommendation():
     base = dict(model="mistral-7b-v0.1", task="serving", gpu="l4", seq_len=1024, output_len=256, concurrency=16,
                 usd_per_gpu_hour=0.8)

@@ -298,11 +298,15 @@ def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step],
             else:
                 why = f"no gain in {metric}"
             reason = f"Not worth it: {why}."
-            hinted = sorted(set(ADDRESSES.get(cand.id, ())) & finding_ids - {"oom_risk"})
-            if hinted:
-                reason += (f" The {', '.join(hinted)} finding points here; the model assumes a GPU kept busy, so it cannot "
-                           "see that gain: measure before and after.")
             verdict, rank = "not-recommended", 2
+            hinted = sorted(set(ADDRESSES.get(cand.id, ())) & finding_ids - {"oom_risk"})
+            harmless = comfortable(after) and (gain is None or gain > -T.PLAN_MIN_GAIN_PCT)
+            if hinted and harmless:
+                blind = ("it assumes a GPU that is kept busy" if {"small_batch", "low_utilization"} & set(hinted)
+                         else "it does not separate this effect")
+                verdict, rank = "optional", 1
+                reason = (f"The {', '.join(hinted)} finding points here, but the performance model predicts "
+                          f"{describe(imp, after)} because {blind}: try it and measure.")
         out.append((rank, -(gain or 0.0), _make(cand, workload, current, after, verdict, reason)))
     out.sort(key=lambda item: (item[0], item[1]))
     return [t for _, _, t in out]
