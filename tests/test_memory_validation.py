@@ -1,0 +1,56 @@
+"""Regression guard: the estimator against published measurements (benchmarks/validate_memory.py)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCRIPT = REPO / "benchmarks" / "validate_memory.py"
+COLUMNS = ["id", "model", "task", "batch_size", "seq_len", "grad_accum", "precision", "optimizer", "grad_checkpointing",
+           "lora_rank", "lora_targets", "num_gpus", "sharding", "gpu", "metric", "measured_value", "unit", "framework",
+           "source", "quality", "notes"]
+
+
+def run(data) -> tuple[str, dict]:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data)], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_dev_set_meets_the_targets(shared_dir):
+    out, summary = run(shared_dir / "data" / "measured_memory.csv")
+    assert summary["rows"] == 106
+    assert summary["skipped"] <= summary["rows"] / 3
+    assert summary["median_abs_err_pct"] <= 10.0
+    assert summary["p90_abs_err_pct"] <= 20.0
+    assert "clean rows" in out and "approximate rows" in out and "skipped" in out
+
+
+def test_any_csv_with_the_same_columns_and_every_unit(tmp_path):
+    # Llama-2-7B bf16 generation in LitGPT: weights 13.48 GB + a small KV cache; the same value in four units.
+    base = {"model": "llama-2-7b", "task": "inference", "batch_size": "1", "seq_len": "56", "grad_accum": "1",
+            "precision": "bf16", "optimizer": "none", "grad_checkpointing": "no", "num_gpus": "1", "sharding": "none",
+            "gpu": "a100-40gb-sxm", "metric": "max_allocated", "framework": "litgpt", "source": "test",
+            "quality": "clean", "notes": "max_new_tokens 50"}
+    rows = [
+        {**base, "id": "gb", "measured_value": "13.52", "unit": "GB"},
+        {**base, "id": "gib", "measured_value": str(13.52e9 / 2**30), "unit": "GiB"},
+        {**base, "id": "mb", "measured_value": "13520", "unit": "MB"},
+        {**base, "id": "mib", "measured_value": str(13.52e9 / 2**20), "unit": "MiB"},
+        {**base, "id": "skip", "measured_value": "1", "unit": "GB", "metric": "watts"},
+    ]
+    path = tmp_path / "mine.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    out, summary = run(path)
+    assert summary["rows"] == 5 and summary["skipped"] == 1
+    assert summary["median_abs_err_pct"] < 2  # all four units agree with the measurement
+    assert "skip: unknown metric 'watts'" in out
