@@ -247,6 +247,45 @@ def test_corrupt_evidence_names_file_and_line(cli, tmp_path):
     assert result.exit_code == 2 and "run.json: invalid JSON at line 2" in result.stderr
 
 
+SLOW_LOADER_SCRIPT = """
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Slow(Dataset):
+    def __len__(self):
+        return 10_000
+
+    def __getitem__(self, i):
+        time.sleep(0.004)  # a slow decode: the loop waits for data
+        return torch.randn(64), torch.randint(0, 4, ())
+
+
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in DataLoader(Slow(), batch_size=8, num_workers=0):
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+@pytest.mark.slow
+def test_profile_evidence_of_a_real_cpu_run(cli, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SLOW_LOADER_SCRIPT)
+    run = cli("profile", "-n", "8", "-w", "1", "--stop", "--no-save", "--json", "--", sys.executable, str(script))
+    assert run.exit_code == 0, run.stderr[-800:]
+    doc = tmp_path / "run.json"
+    doc.write_text(run.stdout)
+    result = cli("plan", "vit-b-16", "-t", "cv-train", "-g", "a10", "-b", "32", "--evidence", str(doc), "--json")
+    assert result.exit_code == 0, result.stderr
+    findings = {f["id"]: f for f in result.json()["plan"]["diagnosis"]["findings"]}
+    assert findings["input_bound"]["source"] == "profile" and findings["input_bound"]["confidence"] == "high"
+    assert "fix: input_bound" in result.json()["plan"]["config"]["snippets"]
+
+
 @pytest.mark.slow
 def test_traced_vram_for_the_current_configuration():
     w = workload_from_mapping({"model": "qwen2.5-0.5b", "task": "lora", "gpu": "t4", "batch_size": 2, "seq_len": 512})
