@@ -69,6 +69,12 @@ def test_training_that_does_not_fit_says_so():
     assert predict(W(model="llama-3.2-1b", task="lora", gpu="a100-80gb-sxm")).fits
 
 
+def test_long_prompt_serving_is_bound_by_prefill_compute():
+    p = predict(W(model="llama-3-8b", task="rag", gpu="h100-sxm", seq_len=32768, output_len=128, concurrency=8))
+    assert p.inference.decode_bound == "memory_bandwidth"  # a decode-only step streams weights + KV
+    assert p.bound == p.inference.throughput_bound == "compute"  # but prompts dominate the work
+
+
 def test_ttft_is_compute_bound_prefill():
     p = predict(W(model="llama-3-8b", gpu="a100-80gb-sxm", seq_len=4096, output_len=1))
     assert p.inference.ttft_s > 2 * 7.5e9 * 4096 / 312e12  # at most peak speed

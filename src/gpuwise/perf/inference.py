@@ -161,10 +161,13 @@ def predict_inference(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeri
                            prefill_tokens=new_tokens, prefill_context=p)
         tpot = pp * mixed.time_s
         per_replica_out = batch / tpot
+        throughput_bound = mixed.bound
         assumptions.append("continuous batching with chunked prefill: prompts of new requests share decode steps")
     else:
         tpot = pp * decode.time_s
-        per_replica_out = batch * o / (ttft_batch_time(model, batch, p, pp) + o * tpot)
+        prefill_all = model.step(batch * p, prefill_tokens=batch * p, prefill_context=p)
+        per_replica_out = batch * o / (pp * prefill_all.time_s + o * tpot)
+        throughput_bound = prefill_all.bound if pp * prefill_all.time_s > o * tpot else decode.bound
         assumptions.append("static batching: the batch is prefilled, then decoded to the end")
     if model.eager:
         assumptions.append(f"eager framework {workload.framework!r}: per-kernel launch overhead on every decode step")
@@ -185,6 +188,7 @@ def predict_inference(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeri
         prefill_tokens_per_s=ttft_batch * p / ttft if ttft else 0.0,
         tpot_s=tpot,
         decode_bound=decode.bound,
+        throughput_bound=throughput_bound,
         decode_compute_bound_batch=model.compute_bound_batch(),
         decode_weight_bytes=decode.weight_bytes,
         decode_kv_bytes=decode.kv_bytes,
@@ -198,11 +202,6 @@ def predict_inference(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeri
         batching="continuous" if continuous else "static",
     )
     return perf, assumptions, fits
-
-
-def ttft_batch_time(model: StepModel, batch: int, prompt: int, pp: int) -> float:
-    """Prefill of a whole static batch of prompts."""
-    return pp * model.step(batch * prompt, prefill_tokens=batch * prompt, prefill_context=prompt).time_s
 
 
 def encoder_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, float, str]:

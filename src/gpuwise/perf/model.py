@@ -117,7 +117,7 @@ def _inference(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: di
                    + perf.prompt_tokens * attention_flops_per_token(arch, perf.prompt_tokens, causal=True)
                    + perf.output_tokens * attention_flops_per_token(arch, perf.prompt_tokens + perf.output_tokens / 2, causal=False))
     model_flops_s = per_request * perf.requests_per_s
-    bound = perf.decode_bound
+    bound = perf.throughput_bound
     notes = list(num.notes)
     if not fits:
         notes.append(

@@ -61,7 +61,8 @@ class InferencePerf:
     ttft_s: float  # prefill of `batch_size` prompts, first token included
     prefill_tokens_per_s: float
     tpot_s: float  # time per output token at `batch` (decode step without prefill interleaved)
-    decode_bound: str
+    decode_bound: str  # what limits a decode-only step at `batch`
+    throughput_bound: str  # what limits steady-state throughput (prefill work included)
     decode_compute_bound_batch: float  # batch at which decode turns compute-bound
     decode_weight_bytes: float  # weights read per decode step per GPU
     decode_kv_bytes: float  # KV read per decode step per GPU
