@@ -195,6 +195,16 @@ def test_scaling_for_tensor_parallel_serving_says_nvlink_matters():
     assert s.nvlink in {"required", "recommended"} and s.nvlink_slowdown_pct > 0 and "NVLink" in s.nvlink_reason
 
 
+def test_advice_follows_the_framework_you_run():
+    w = load_workload(REPO / "examples" / "pretrain-8xh100.yaml")
+    p = make_plan(w.with_changes(framework="deepspeed"))
+    assert p.config.workload.sharding in {"fsdp", "zero2", "zero3"}
+    ds = json.loads(p.config.snippets["DeepSpeed ds_config.json"])
+    assert ds["zero_optimization"]["stage"] in {2, 3} and ds["gradient_accumulation_steps"] == p.config.workload.grad_accum
+    assert "PyTorch FSDP2" not in p.config.snippets
+    assert p.tools[0].id == "deepspeed" and "fsdp" not in {t.id for t in p.tools}
+
+
 def test_single_gpu_job_needs_no_interconnect(lora_plan):
     assert lora_plan.scaling.strategy == "single GPU" and lora_plan.scaling.nvlink == "not-needed"
 

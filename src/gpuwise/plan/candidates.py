@@ -172,8 +172,8 @@ def _divisors(n: int) -> list[int]:
 def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     """Largest micro-batch that fits comfortably (keeping the global batch when accumulation allows),
     or the largest smaller one when the current batch does not fit."""
-    if not w.is_training and w.task != "cv-inference":
-        return []
+    if not w.is_training and w.task not in {"cv-inference", "inference"}:
+        return []  # serving batches through concurrency (see `concurrency`)
     total = w.batch_size * w.grad_accum
     current = evaluate(w)
     if comfortable(current):

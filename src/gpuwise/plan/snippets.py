@@ -212,9 +212,10 @@ def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]
         if w.task in {"lora", "qlora", "full-finetune"}:
             out["Hugging Face Trainer + PEFT"] = hf_trainer(w)
         out["PyTorch loop"] = pytorch_loop(w)
-        if w.data_parallel > 1 and w.sharding in {"zero1", "zero2", "zero3"}:
-            out["DeepSpeed ds_config.json"] = deepspeed_json(w)
-        if w.data_parallel > 1 and w.sharding == "fsdp" or w.tp > 1:
+        deepspeed = w.framework.strip().lower() == "deepspeed"
+        if w.data_parallel > 1 and (w.sharding in {"zero1", "zero2", "zero3"} or (deepspeed and w.sharding == "fsdp")):
+            out["DeepSpeed ds_config.json"] = deepspeed_json(w)  # you run DeepSpeed: ZeRO-3 is its FSDP
+        elif w.data_parallel > 1 and w.sharding == "fsdp" or w.tp > 1:
             out["PyTorch FSDP2"] = fsdp2(w)
         if w.num_gpus > 1:
             out["launch"] = launch(w)

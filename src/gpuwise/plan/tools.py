@@ -45,7 +45,10 @@ def advise(
     for t in techniques:
         if t.verdict != "recommended":
             continue
-        for tool_id in K.TECHNIQUE_TOOLS.get(t.id, ())[:1]:
+        choices = K.TECHNIQUE_TOOLS.get(t.id, ())
+        if t.id == "sharding" and config.framework.strip().lower() == "deepspeed":
+            choices = ("deepspeed",)  # the stack you already run has ZeRO
+        for tool_id in choices[:1]:
             a.add(tool_id, f"{t.title}: {describe(t.impact, t.after)}.")
     for f in findings:
         for tool_id in _FINDING_TOOLS.get(f.id, ()):
@@ -72,6 +75,9 @@ def advise(
 def _serving(a: _Advice, w: Workload, outcome: Outcome, gpu, hardware: list[HardwareOption]) -> None:
     conc = f"{w.concurrency} concurrent requests" if w.concurrency > 1 else "single-stream requests"
     cap = f"; the KV cache holds up to {outcome.max_concurrency} sequences of {w.seq_len + w.output_len} tokens" if outcome.max_concurrency else ""
+    engine = w.framework.strip().lower()
+    if engine in {"tensorrt-llm", "sglang"}:  # the engine you run first, with the same reasons
+        a.add(engine, f"Your serving engine: {conc} with in-flight batching and paged KV memory{cap}.")
     a.add("vllm", f"Serves {conc} with continuous batching and paged KV memory{cap}.")
     if gpu.vendor.upper() == "NVIDIA" and gpu.fp8_tflops and w.goal == "latency":
         a.add("tensorrt-llm", f"Goal is latency on a GPU with FP8 tensor cores ({gpu.id}): compiled, fused kernels cut per-token time further.")
@@ -91,9 +97,12 @@ def _training(a: _Advice, w: Workload, scaling: ScalingDecision, fit_needed: boo
         what = "NF4 base weights" if w.task == "qlora" else ""
         what += (" and " if what else "") + ("8-bit optimizer states" if "8bit" in w.optimizer else "")
         a.add("bitsandbytes", f"Provides the {what}.")
-    if w.sharding in {"zero1", "zero2", "zero3"}:
-        a.add("deepspeed", f"{scaling.strategy}: ZeRO stage {w.sharding[-1]} as decided in the scaling section.")
-    if w.sharding == "fsdp" or (w.data_parallel > 1 and w.sharding in {"zero3"}):
+    deepspeed = w.framework.strip().lower() == "deepspeed"
+    if w.sharding in {"zero1", "zero2", "zero3"} or (deepspeed and w.sharding == "fsdp"):
+        stage = 3 if w.sharding == "fsdp" else int(w.sharding[-1])
+        a.add("deepspeed", f"{scaling.strategy}: ZeRO stage {stage}" + (" (your framework)" if deepspeed else "")
+              + " as decided in the scaling section.")
+    elif w.sharding == "fsdp":
         a.add("fsdp", f"{scaling.strategy}: parameters, gradients and optimizer states sharded over {w.data_parallel} GPUs.")
     if w.tp > 1 or w.pp > 1 or (w.task == "pretrain" and w.num_gpus >= 8):
         a.add("torchtitan", f"Pretraining on {w.num_gpus} GPUs: a tested FSDP2/TP/PP recipe with float8 and async checkpointing.")
