@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from gpuwise.errors import GpuwiseError  # noqa: E402
 from gpuwise.memory import cuda_context_bytes, estimate_memory  # noqa: E402
-from gpuwise.units import GiB, MiB, to_bytes  # noqa: E402
+from gpuwise.units import GiB, to_bytes  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "measured_memory.csv"
@@ -276,5 +276,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-MiB  # re-exported for callers that build stated contexts

@@ -157,15 +157,23 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
     breakdown["optimizer_states"] += paged_state
     breakdown["cuda_context"] = context
     breakdown["allocator_reserve"] = reserve
-    reserved = peak.allocated_bytes + reserve
+    allocated = peak.allocated_bytes
+    reserved = allocated + reserve
     total = reserved + context + paged_state
+    pool = profile.kv_pool_fraction * gpu_capacity_bytes(gpu) if w.is_inference else 0.0
+    if total < pool:
+        # vLLM/SGLang allocate the whole KV pool up front: memory use is the configured fraction.
+        breakdown["kv_cache"] += pool - total
+        allocated, reserved, total = allocated + pool - total, reserved + pool - total, pool
+        ctx.notes.append(f"{profile.name} preallocates its KV cache up to {profile.kv_pool_fraction:.0%} of GPU memory; "
+                         "the workload itself needs less (see the prefill/decode phases)")
     return MemoryEstimate(
         workload=w,
         gpu=gpu,
         breakdown=breakdown,
         phases=phases,
         peak_phase=peak.name,
-        peak_allocated_bytes=peak.allocated_bytes,
+        peak_allocated_bytes=allocated,
         peak_reserved_bytes=reserved,
         device_total_bytes=total,
         gpu_memory_bytes=gpu_capacity_bytes(gpu),
@@ -198,7 +206,6 @@ class _Context:
             self.notes.append(f"ViT tokens come from image_size {w.image_size}: {self.tokens} (seq_len ignored)")
         full_weights = weight_bytes(arch, w, regime, profile)
         self.unsharded_weights = full_weights * self.share
-        self.paged_state_bytes = 0.0
         self.weights = full_weights * self.share / self.shard_weights
         if profile.fsdp_full_state_load and self.shard_weights > 1:
             # LitGPT's published FSDP peaks (resource tables: 3 models × 3 batch sizes on 2 and 4 GPUs) equal

@@ -45,6 +45,7 @@ class Profile:
     unties_embeddings: bool = False  # keeps its own lm_head even when the checkpoint ties it (LitGPT's GPT)
     fsdp_full_state_load: bool = False  # FSDP loads a full (unsharded) state dict on every rank
     loss_outlives_step: bool = False  # the training loop's `loss` (and its graph) lives into the next forward
+    kv_pool_fraction: float = 0.0  # serving engines that preallocate the KV pool to this share of GPU memory
 
 
 PROFILES = {
@@ -61,6 +62,9 @@ PROFILES = {
     "unsloth": Profile("unsloth", kbit_upcast=False, repeat_kv_for_sdpa=False, logits=LOGITS_CHUNKED_FP32),
     "megatron": Profile("megatron", lora_dropout=0.0, kbit_upcast=False, repeat_kv_for_sdpa=False, ddp_grad_buckets=False),
     "torch": Profile("torch", kbit_upcast=False, ddp_grad_buckets=True),
+    # vLLM gpu_memory_utilization default 0.9; SGLang mem_fraction_static ~0.88 on 80 GB GPUs (server_args.py).
+    "vllm": Profile("vllm", repeat_kv_for_sdpa=False, kv_pool_fraction=0.90),
+    "sglang": Profile("sglang", repeat_kv_for_sdpa=False, kv_pool_fraction=0.88),
 }
 
 _ALIASES = {
@@ -69,7 +73,7 @@ _ALIASES = {
     "optimum-benchmark": "hf", "litgpt": "litgpt", "lit-gpt": "litgpt", "torchtune": "torchtune",
     "unsloth": "unsloth", "deepspeed": "megatron", "megatron": "megatron", "megatron-lm": "megatron", "nemo": "megatron",
     "torchtitan": "megatron", "lightning": "torch", "lightning-fabric": "torch", "pytorch": "torch", "torch": "torch",
-    "vllm": "hf", "tgi": "hf", "sglang": "hf", "tensorrt-llm": "megatron",
+    "vllm": "vllm", "tgi": "hf", "sglang": "sglang", "tensorrt-llm": "megatron",
 }
 
 
