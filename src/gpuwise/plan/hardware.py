@@ -18,7 +18,7 @@ from gpuwise.plan.candidates import Evaluate
 from gpuwise.plan.goal import comfortable, goal_value
 from gpuwise.plan.result import HardwareOption, Outcome
 from gpuwise.plan.scaling import NODE_GPUS, layouts
-from gpuwise.plan.techniques import _fit_steps
+from gpuwise.plan.techniques import Step, _fit_steps
 from gpuwise.units import GB
 from gpuwise.workload import Workload
 
@@ -31,11 +31,14 @@ class Placement:
     as_given: Outcome | None  # the workload moved with only compatibility edits
     workload: Workload | None  # what runs there (None: nothing tried fits up to one node)
     outcome: Outcome | None
+    steps: tuple[Step, ...] = ()  # the fit edits made there
 
 
 def port(workload: Workload, gpu: GPU) -> Workload | None:
     """`workload` on `gpu`, with the compatibility edits that GPU needs."""
     changes: dict = {"gpu": gpu.id}
+    if gpu.id != workload.gpu and workload.usd_per_gpu_hour is not None:
+        changes["usd_per_gpu_hour"] = None  # your price is for your GPU; others use the catalog's
     p = workload.precision
     if p == "fp8" and not gpu.fp8_tflops:
         p = "int8" if workload.is_inference else "amp-bf16"
@@ -58,18 +61,18 @@ def place(workload: Workload, gpu: GPU, goal: str, evaluate: Evaluate) -> Placem
     as_given = evaluate(moved)
     if comfortable(as_given):
         return Placement(gpu, as_given, moved, as_given)
-    steps = _fit_steps(moved, goal, evaluate)
+    steps = tuple(_fit_steps(moved, goal, evaluate))
     fitted = steps[-1].after_workload if steps else moved
     if comfortable(evaluate(fitted)):
-        return Placement(gpu, as_given, fitted, evaluate(fitted))
+        return Placement(gpu, as_given, fitted, evaluate(fitted), steps)
     for n in (2, 4, NODE_GPUS):
         if n <= fitted.num_gpus:
             continue
         for layout in layouts(fitted, n):
             outcome = evaluate(layout)
             if comfortable(outcome):
-                return Placement(gpu, as_given, layout, outcome)
-    return Placement(gpu, as_given, None, None)
+                return Placement(gpu, as_given, layout, outcome, steps)
+    return Placement(gpu, as_given, None, None, steps)
 
 
 def meets(gpu: GPU, requirements: tuple[str, ...]) -> bool:
@@ -138,7 +141,8 @@ def options(workload: Workload, goal: str, evaluate: Evaluate, gpus: list[GPU] |
                                           meets(gpu, workload.requirements), ("does not fit, even sharded over one node",), {}))
             continue
         w = placed.workload
-        changed = {k: v for k, v in w.to_dict().items() if k != "gpu" and v != getattr(workload, k) and not isinstance(v, list)}
+        changed = {k: v for k, v in w.to_dict().items()
+                   if k not in {"gpu", "usd_per_gpu_hour"} and v != getattr(workload, k) and not isinstance(v, list)}
         out.append(HardwareOption(gpu.id, gpu.name, w.num_gpus, placed.outcome, meets(gpu, workload.requirements),
                                   tuple(caveats(gpu, w, placed.outcome)), changed))
     out.sort(key=lambda h: _sort_key(h, goal, workload))

@@ -66,12 +66,15 @@ def make_plan(
 
     steps = recommend(workload, goal, ev.outcome)
     config_w = steps[-1].after_workload if steps else workload
-    hardware = hw.options(config_w, goal, ev.outcome)
+    local_steps = list(steps)  # edits tried on the user's own GPU
+    fits_here = comfortable(ev.outcome(config_w))
+    # Hardware options carry the recommended config when it fits here; otherwise each GPU gets the
+    # workload as given plus only the edits that GPU needs (a bigger GPU may need no lossy edit at all).
+    hardware = hw.options(config_w if fits_here else workload, goal, ev.outcome)
     as_given = hw.as_given(workload, ev.outcome)
     notes: list[str] = []
     move_note = ""
-    local_steps = list(steps)  # edits tried on the user's own GPU
-    if not comfortable(ev.outcome(config_w)):
+    if not fits_here:
         config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
     scaling = scale.decide(config_w, goal, ev.outcome_on)
     config_w, layout_note = _adopt_layout(config_w, scaling, ev)
@@ -117,11 +120,8 @@ def _relocate(original: Workload, config_w: Workload, steps: list[Step], goal: s
     if original.num_gpus == 1:
         best = hw.best_fitting(hardware, single_gpu=True)
         if best is not None:
-            moved = original.with_changes(gpu=best.gpu, **{k: v for k, v in best.config.items() if k in original.to_dict()})
-            extra = recommend(moved, goal, ev.outcome)
-            final = extra[-1].after_workload if extra else moved
-            return final, extra, (f"{original.gpu} cannot hold this job even with the memory techniques tried; "
-                                  f"the config moves it to one {best.gpu} (top-ranked GPU that fits for goal '{goal}').")
+            return _placed(original, best, goal, ev, f"{original.gpu} cannot hold this job even with the memory techniques "
+                           f"tried; the config moves it to one {best.gpu} (top-ranked GPU that fits for goal '{goal}').")
     decision = scale.decide(config_w, goal, ev.outcome_on)
     if decision.num_gpus:
         layout = config_w.with_changes(num_gpus=decision.num_gpus, tp=decision.tp, pp=decision.pp,
@@ -129,10 +129,19 @@ def _relocate(original: Workload, config_w: Workload, steps: list[Step], goal: s
         return layout, steps, f"{original.num_gpus} × {original.gpu} is too small; the config uses {decision.strategy}."
     best = hw.best_fitting(hardware, single_gpu=False)
     if best is not None:
-        moved = original.with_changes(gpu=best.gpu, num_gpus=best.num_gpus,
-                                      **{k: v for k, v in best.config.items() if k in original.to_dict() and k != "num_gpus"})
-        return moved, steps, f"The config moves the job to {best.num_gpus} × {best.gpu}, the top-ranked option that fits."
+        return _placed(original, best, goal, ev, f"The config moves the job to {best.num_gpus} × {best.gpu}, "
+                                                 "the top-ranked option that fits.")
     return config_w, steps, "Nothing tried fits: see the fit section."
+
+
+def _placed(original: Workload, option: Any, goal: str, ev: Evaluator, note: str) -> tuple[Workload, list[Step], str]:
+    """The hardware option's workload (the fit edits made on that GPU), then the goal's edits there."""
+    placed = hw.place(original, get_gpu(option.gpu), goal, ev.outcome)
+    if placed.workload is None:
+        return original, [], "Nothing tried fits: see the fit section."
+    extra = recommend(placed.workload, goal, ev.outcome)
+    final = extra[-1].after_workload if extra else placed.workload
+    return final, [*placed.steps, *extra], note
 
 
 def _bound_by_measured_idle(techniques: list, measured: list[Evidence]) -> list:
