@@ -19,7 +19,9 @@ DATA = Path(__file__).parent / "data" / "traces"
 
 
 def assert_same_as_json(table, document):
-    events = document["traceEvents"] if isinstance(document, dict) else document
+    everything = document["traceEvents"] if isinstance(document, dict) else document
+    assert table.events_total == len(everything)
+    events = [e for e in everything if e.get("ph") == "X"]  # rows are the complete events
     assert table.num_events == len(events)
     expected_ts = np.array([e.get("ts") if isinstance(e.get("ts"), (int, float)) else None for e in events], dtype=float)
     assert np.array_equal(table.ts, expected_ts, equal_nan=True)

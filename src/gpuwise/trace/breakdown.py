@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.trace.hta_view import HtaView
+from gpuwise.trace.hta_view import HtaView, unique_rows
 from gpuwise.trace.table import EventTable
 
 # HTA hta/utils/utils.py kernel classes (regexes matched at the start of the name, as re.match does).
@@ -104,7 +104,7 @@ def kernel_type_by_code(t: EventTable) -> np.ndarray:
 
 def temporal_breakdown(t: EventTable, view: HtaView, types: np.ndarray) -> TemporalBreakdown | None:
     """None when no event runs on a device stream (a CPU-only trace)."""
-    rows = np.unique(view.rows)
+    rows = unique_rows(view.rows)
     rows = rows[t.stream[rows] != -1]
     if rows.size == 0:
         return None
@@ -130,7 +130,8 @@ def idle_by_stream(t: EventTable, view: HtaView, delay_us: float = CONSECUTIVE_K
     # The launch's timestamp, when the linked row is among the kept rows (HTA joins on the row index).
     present = view.present(t.num_events)
     link = view.index_correlation[rows]
-    linked = (link >= 0) & present[np.maximum(link, 0)]
+    # Link 0 means "launch not in the trace"; HTA still joins it to traceEvents[0] when that row is kept.
+    linked = (link >= 0) & present[np.maximum(link, 0)] & ((link > 0) | t.first_event_is_row0)
     ts_runtime = np.where(linked, view.ts[np.maximum(link, 0)], np.nan)
     out = []
     streams = t.stream[rows]

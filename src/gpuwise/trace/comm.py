@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.breakdown import merge_intervals
+from gpuwise.trace.hta_view import unique_rows
 from gpuwise.trace.table import EventTable
 
 
@@ -51,7 +52,7 @@ def overlap_length(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, 
 def comm_stats(t: EventTable, rows: np.ndarray, ts: np.ndarray, end: np.ndarray, hta_types: np.ndarray,
                span_us: float | None, steps_in_window: int) -> CommStats:
     """``hta_types``: HTA kernel type per name code (0 computation, 1 communication)."""
-    rows = np.unique(rows)
+    rows = unique_rows(rows)
     rows = rows[t.stream[rows] != -1]
     kind = hta_types[t.name[rows]]
     comm, comp = rows[kind == 1], rows[kind == 0]

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.breakdown import union_length
+from gpuwise.trace.hta_view import unique_rows
 from gpuwise.trace.kernels import MEMCPY_CATS
 from gpuwise.trace.table import EventTable
 
@@ -38,7 +39,7 @@ class CopyStats:
 
 
 def copy_stats(t: EventTable, rows: np.ndarray, span_us: float | None) -> CopyStats:
-    rows = np.unique(rows)
+    rows = unique_rows(rows)
     rows = rows[t.cat_mask(*MEMCPY_CATS)[rows]]
     parsed: dict[int, tuple[str, bool]] = {}
     for code in np.unique(t.name[rows]).tolist():

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.breakdown import union_length
+from gpuwise.trace.hta_view import unique_rows
 from gpuwise.trace.kernels import KERNEL_CATS
 from gpuwise.trace.steps import Steps, cpu_complete_events, in_steps
 from gpuwise.trace.table import EventTable
@@ -80,7 +81,7 @@ def sync_stats(t: EventTable, steps: Steps) -> SyncStats:
 
 def launch_stats(t: EventTable, kernel_rows: np.ndarray, steps_in_window: int, span_us: float | None) -> LaunchStats:
     """``kernel_rows``: kernels in the analysis window; launch calls are found by correlation id."""
-    kernel_rows = np.unique(kernel_rows)
+    kernel_rows = unique_rows(kernel_rows)
     kernel_rows = kernel_rows[t.cat_mask(*KERNEL_CATS)[kernel_rows]]
     launch_codes = t.name_codes(lambda s: bool(_LAUNCH_RE.search(s)))
     runtime = np.flatnonzero(t.cat_mask(*RUNTIME_CATS) & np.isin(t.name, launch_codes) & (t.correlation >= 0)

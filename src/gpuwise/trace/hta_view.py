@@ -43,6 +43,15 @@ class HtaView:
         return mask
 
 
+def unique_rows(rows: np.ndarray) -> np.ndarray:
+    """np.unique for the (usually already sorted) row arrays, without hashing."""
+    if rows.size < 2:
+        return rows
+    if not (rows[1:] >= rows[:-1]).all():
+        rows = np.sort(rows, kind="stable")
+    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
+
+
 def rounded_times(t: EventTable) -> tuple[np.ndarray, np.ndarray]:
     """(ts, end) in µs as HTA holds them: whole µs when the trace has sub-µs (float) timestamps."""
     if t.ts_has_float:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuwise.trace.hta_view import unique_rows
 from gpuwise.trace.table import EventTable
 
 KERNEL_CATS = ("kernel", "Kernel", "mtia_ccp_events")
@@ -113,7 +114,7 @@ class KernelSummary:
 
 def device_op_rows(t: EventTable, rows: np.ndarray) -> np.ndarray:
     """The rows (unique) that are kernels, copies or memsets."""
-    rows = np.unique(rows)
+    rows = unique_rows(rows)
     mask = t.cat_mask(*KERNEL_CATS, *MEMCPY_CATS, *MEMSET_CATS)
     return rows[mask[rows]]
 

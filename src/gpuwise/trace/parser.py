@@ -19,17 +19,17 @@ import gc
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
-from operator import attrgetter
 from contextlib import contextmanager
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 import numpy as np
 import orjson
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.trace.reader import ByteCounter, iter_chunks, prefetch
+from gpuwise.trace.reader import ByteCounter, iter_chunks
 from gpuwise.trace.table import EventTable, Interner, MemoryEvents
 
 BATCH_BYTES = 8 << 20
@@ -45,9 +45,10 @@ class _Args(msgspec.Struct, gc=False):
     # Defaults are what a missing key means (HTA: stream and correlation -1), as floats for np.fromiter.
     stream: Any = -1
     correlation: Any = -1
-    external_id: Any = msgspec.field(default=_NAN, name="External id")
-    external_id_lc: Any = msgspec.field(default=_NAN, name="external id")
     nbytes: Any = msgspec.field(default=_NAN, name="bytes")
+
+
+class _MemArgs(msgspec.Struct, gc=False):
     mem_bytes: Any = msgspec.field(default=None, name="Bytes")
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
@@ -55,18 +56,32 @@ class _Args(msgspec.Struct, gc=False):
     device_id: Any = msgspec.field(default=None, name="Device Id")
 
 
-class _Event(msgspec.Struct, gc=False):
-    ph: Any = None
+class _Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    """A complete event (ph "X"): CPU ops, runtime calls, kernels, copies: the rows of the table."""
+
     cat: Any = None
     name: Any = None
-    pid: Any = None
     tid: Any = None
     ts: Any = _NAN
     dur: Any = _NAN
     args: _Args | None = None
 
 
-_STRICT = msgspec.json.Decoder(list[_Event])
+def _instant(tag: str) -> type:
+    return msgspec.defstruct(f"_Instant_{tag}", [("name", Any, None), ("ts", Any, _NAN), ("args", _MemArgs | None, None)],
+                             tag_field="ph", tag=tag, gc=False)
+
+
+def _skipped(tag: str) -> type:
+    """Any other phase (flows, metadata, counters...): only its timestamp is read (HTA's ts column sees it)."""
+    return msgspec.defstruct(f"_Phase_{ord(tag)}", [("ts", Any, _NAN)], tag_field="ph", tag=tag, gc=False)
+
+
+_INSTANTS = tuple(_instant(tag) for tag in "iI")
+_EVENT_TYPES = (_Complete, *_INSTANTS, *(_skipped(tag) for tag in sorted(KNOWN_PHASES - set("XiI"))))
+_PHASE_OF = {cls: cls.__struct_config__.tag for cls in _EVENT_TYPES}
+_ANY_EVENT = Union[_EVENT_TYPES]  # type: ignore[valid-type]
+_STRICT = msgspec.json.Decoder(list[_ANY_EVENT])
 _LENIENT = msgspec.json.Decoder(list[Any])
 _NO_ARGS = _Args()
 _CUT = re.compile(rb"\}\s*,\s*\{")
@@ -118,9 +133,8 @@ def _hta_stream(raw: np.ndarray) -> np.ndarray:
     return out
 
 
-_TS, _DUR, _PH, _CAT, _NAME, _PID, _TID = (attrgetter(k) for k in ("ts", "dur", "ph", "cat", "name", "pid", "tid"))
-_STREAM, _CORRELATION, _EXTERNAL_ID, _EXTERNAL_ID_LC, _NBYTES = (
-    attrgetter(k) for k in ("stream", "correlation", "external_id", "external_id_lc", "nbytes"))
+_TS, _DUR, _CAT, _NAME, _TID = (attrgetter(k) for k in ("ts", "dur", "cat", "name", "tid"))
+_STREAM, _CORRELATION, _NBYTES = (attrgetter(k) for k in ("stream", "correlation", "nbytes"))
 
 
 class _Columns:
@@ -128,67 +142,68 @@ class _Columns:
 
     def __init__(self) -> None:
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in (
-            "ph", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation", "external_id", "nbytes")}
+            "cat", "name", "tid", "ts", "dur", "stream", "correlation", "nbytes")}
         self.mem_parts: dict[str, list[np.ndarray]] = {k: [] for k in (
             "ts", "bytes", "total_allocated", "total_reserved", "device_type", "device_id")}
-        self.phs, self.cats, self.names, self.pids, self.tids = (Interner() for _ in range(5))
+        self.cats, self.names, self.tids = Interner(), Interner(), Interner()
+        self.phases: Counter[Any] = Counter()
         self.ts_has_float = False
+        self.first_is_complete: bool | None = None
         self.count = 0
 
-    def add(self, events: list[_Event]) -> None:
+    def add(self, events: list[Any]) -> None:
         if not events:
             return
-        p = self.parts
+        if self.first_is_complete is None:
+            self.first_is_complete = type(events[0]) is _Complete
         if not self.ts_has_float and set(map(type, map(_TS, events))) - {int}:
             self.ts_has_float = True
-        p["ts"].append(_column(events, _TS))
-        p["dur"].append(_column(events, _DUR))
-        p["ph"].append(self.phs.encode(events, _PH))
-        p["cat"].append(self.cats.encode(events, _CAT))
-        names = self.names.encode(events, _NAME)
-        p["name"].append(names)
-        p["pid"].append(self.pids.encode(events, _PID))
-        p["tid"].append(self.tids.encode(events, _TID))
-        args = [e.args or _NO_ARGS for e in events]
+        kinds = Counter(map(type, events))
+        for kind, n in kinds.items():
+            self.phases[_PHASE_OF.get(kind, kind)] += n
+        complete = events if kinds.get(_Complete, 0) == len(events) else [e for e in events if type(e) is _Complete]
+        self.count += len(events)
+        if any(kind in _INSTANTS for kind in kinds):
+            self._memory([e for e in events if type(e) in _INSTANTS and e.name == "[memory]" and e.args is not None])
+        if not complete:
+            return
+        p = self.parts
+        p["ts"].append(_column(complete, _TS))
+        p["dur"].append(_column(complete, _DUR))
+        p["cat"].append(self.cats.encode(complete, _CAT))
+        p["name"].append(self.names.encode(complete, _NAME))
+        p["tid"].append(self.tids.encode(complete, _TID))
+        args = [e.args or _NO_ARGS for e in complete]
         p["stream"].append(_hta_stream(_column(args, _STREAM)))
         corr = _column(args, _CORRELATION)
         corr[np.isnan(corr)] = -1
         p["correlation"].append(corr)
-        ext = _column(args, _EXTERNAL_ID)
-        missing = np.isnan(ext)
-        if missing.any():
-            ext[missing] = _column(args, _EXTERNAL_ID_LC)[missing]
-            ext[np.isnan(ext)] = -1
-        p["external_id"].append(ext)
         p["nbytes"].append(_column(args, _NBYTES))
-        memory_code = self.names.code("[memory]")
-        if memory_code >= 0:
-            rows = np.flatnonzero(names == memory_code)
-            if rows.size:
-                margs = [args[i] for i in rows]
-                m = self.mem_parts
-                m["ts"].append(p["ts"][-1][rows])
-                m["bytes"].append(_floats([a.mem_bytes for a in margs]))
-                m["total_allocated"].append(_floats([a.total_allocated for a in margs]))
-                m["total_reserved"].append(_floats([a.total_reserved for a in margs]))
-                m["device_type"].append(_floats([a.device_type for a in margs]))
-                m["device_id"].append(_floats([a.device_id for a in margs]))
-        self.count += len(events)
+
+    def _memory(self, events: list[Any]) -> None:
+        if not events:
+            return
+        m = self.mem_parts
+        m["ts"].append(_column(events, _TS))
+        for key in ("bytes", "total_allocated", "total_reserved", "device_type", "device_id"):
+            attr = "mem_bytes" if key == "bytes" else key
+            m[key].append(_floats([getattr(e.args, attr) for e in events]))
 
     def finish(self, path: Path, json_bytes: int, file_bytes: int, metadata: dict[str, Any], warnings: list[str]) -> EventTable:
         def cat(parts: list[np.ndarray], dtype) -> np.ndarray:
             return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
-        c = {k: cat(v, np.float64 if k in {"ts", "dur", "correlation", "external_id", "nbytes"} else
+        c = {k: cat(v, np.float64 if k in {"ts", "dur", "correlation", "nbytes"} else
                     (np.int64 if k == "stream" else np.int32)) for k, v in self.parts.items()}
         self.parts.clear()
         m = {k: cat(v, np.float64) for k, v in self.mem_parts.items()}
         return EventTable(
-            path=path, json_bytes=json_bytes, file_bytes=file_bytes, metadata=metadata,
-            ph=c["ph"], cat=c["cat"], name=c["name"], pid=c["pid"], tid=c["tid"], ts=c["ts"], dur=c["dur"],
-            stream=c["stream"], correlation=c["correlation"], external_id=c["external_id"], nbytes=c["nbytes"],
-            phs=self.phs.values, cats=self.cats.values, names=self.names.values, pids=self.pids.values,
-            tids=self.tids.values, ts_has_float=self.ts_has_float, memory=MemoryEvents(**m), warnings=warnings,
+            path=path, json_bytes=json_bytes, file_bytes=file_bytes, metadata=metadata, events_total=self.count,
+            phase_counts=dict(self.phases), first_event_is_row0=bool(self.first_is_complete),
+            cat=c["cat"], name=c["name"], tid=c["tid"], ts=c["ts"], dur=c["dur"],
+            stream=c["stream"], correlation=c["correlation"], nbytes=c["nbytes"],
+            cats=self.cats.values, names=self.names.values, tids=self.tids.values,
+            ts_has_float=self.ts_has_float, memory=MemoryEvents(**m), warnings=warnings,
         )
 
 
@@ -228,7 +243,7 @@ class _StreamParser:
     def __init__(self, path: Path, progress: Progress | None) -> None:
         self.path = path
         self.counter = ByteCounter()
-        self.chunks = prefetch(iter_chunks(path, self.counter))
+        self.chunks = iter_chunks(path, self.counter)
         self.progress = progress
         self.columns = _Columns()
         self.offset = 0  # absolute offset (in JSON bytes) of buf[0]
@@ -462,23 +477,28 @@ class _StreamParser:
         self.columns.add(events)
         return True
 
-    def _lenient(self, data: bytes) -> list[_Event]:
+    def _lenient(self, data: bytes) -> list[Any]:
         """Slow path for a batch with odd shapes: skip what is not an event, keep the rest."""
         items = _LENIENT.decode(data)
-        events: list[_Event] = []
+        events: list[Any] = []
         for item in items:
             if not isinstance(item, dict):
                 self.odd_events[f"traceEvents entries that are not JSON objects ({type(item).__name__}) were ignored"] += 1
+                continue
+            phase = item.get("ph")
+            if not (isinstance(phase, str) and phase in KNOWN_PHASES):
+                self.odd_events[f"events of unknown kind ph={phase!r} were ignored"] += 1
                 continue
             args = item.get("args")
             if args is not None and not isinstance(args, dict):
                 self.odd_events["events with non-object 'args' had their args ignored"] += 1
                 item = {**item, "args": None}
             try:
-                events.append(msgspec.convert(item, _Event))
+                events.append(msgspec.convert(item, _ANY_EVENT))
             except msgspec.ValidationError:
                 self.odd_events["malformed events were ignored"] += 1
-        if items and not events:
+        self.columns.count += len(items) - len(events)  # ignored entries still count as entries of traceEvents
+        if items and not any(isinstance(item, dict) for item in items):
             kind = type(items[0]).__name__
             raise GpuwiseError(f"{self.path}: not a PyTorch profiler trace: the event list holds {kind}s, not event objects "
                                f"(around byte {self.offset:,})")

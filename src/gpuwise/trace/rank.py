@@ -25,7 +25,7 @@ from gpuwise.trace.host import LaunchStats, SyncStats, launch_stats, sync_stats
 from gpuwise.trace.hta_view import build_view
 from gpuwise.trace.kernels import KERNEL_CATS, KernelSummary, summarize_kernels
 from gpuwise.trace.memory import MemoryStats, memory_stats
-from gpuwise.trace.parser import KNOWN_PHASES, Progress, parse_trace
+from gpuwise.trace.parser import Progress, parse_trace
 from gpuwise.trace.steps import StepStats, find_steps, step_stats
 from gpuwise.trace.table import EventTable
 
@@ -84,12 +84,10 @@ def analyze_file(path: str | Path, progress: Progress | None = None) -> RankAnal
 
 
 def _phase_warnings(t: EventTable) -> list[str]:
-    out = []
-    for code, n in enumerate(np.bincount(t.ph, minlength=len(t.phs)).tolist()):
-        kind = t.phs[code]
-        if n and not (isinstance(kind, str) and kind in KNOWN_PHASES):
-            out.append(f"{n:,} events of unknown kind ph={kind!r} were ignored")
-    return out
+    skipped = {k: n for k, n in t.phase_counts.items() if k in ("B", "E")}
+    if skipped:
+        return [f"{sum(skipped.values()):,} begin/end (ph='B'/'E') events were not analyzed (only complete 'X' events are)"]
+    return []
 
 
 def analyze_table(t: EventTable) -> RankAnalysis:
@@ -98,13 +96,12 @@ def analyze_table(t: EventTable) -> RankAnalysis:
 
 
 def _analyze(t: EventTable) -> RankAnalysis:
-    if t.num_events == 0:
+    if t.events_total == 0:
         raise GpuwiseError(f"{t.path}: the trace has no events (empty traceEvents): "
                            "was the profiler stopped before any step ran?")
     warnings = list(t.warnings) + _phase_warnings(t)
     view = build_view(t)
-    complete = np.isin(t.ph, [i for i, v in enumerate(t.phs) if v == "X"])
-    incomplete = int((complete & (np.isnan(t.ts) | np.isnan(t.dur))).sum())
+    incomplete = int((np.isnan(t.ts) | np.isnan(t.dur)).sum())
     if incomplete:
         warnings.append(f"{incomplete:,} complete (ph='X') events without a numeric ts or dur were ignored")
     negative = int((t.dur < 0).sum())
@@ -127,7 +124,7 @@ def _analyze(t: EventTable) -> RankAnalysis:
     kernel_rows = view.rows[t.cat_mask(*KERNEL_CATS)[view.rows]]
     return RankAnalysis(
         file=str(t.path), rank=rank_info(t.metadata, t.path), device=device_info(t.metadata, kind),
-        file_bytes=t.file_bytes, json_bytes=t.json_bytes, events=t.num_events, parse_s=0.0, analyze_s=0.0,
+        file_bytes=t.file_bytes, json_bytes=t.json_bytes, events=t.events_total, parse_s=0.0, analyze_s=0.0,
         dropped_last_step=view.dropped_last_step, steps_in_window=window_steps, temporal=temporal,
         idle_by_stream=idle_by_stream(t, view), kernels=kernels, steps=step_stats(t, steps),
         copies=copy_stats(t, view.rows, span), sync=sync_stats(t, steps),

@@ -8,8 +8,6 @@ truncated gzip stream raises a `GpuwiseError` naming the file and the compressed
 
 from __future__ import annotations
 
-import queue
-import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -95,48 +93,3 @@ def _inflate(path: Path, fh, counter: ByteCounter, chunk_bytes: int) -> Iterator
             f"{counter.decompressed:,} bytes of JSON); the file was cut short while copying or writing"
         )
 
-
-def prefetch(chunks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
-    """Run ``chunks`` in a background thread, ``depth`` chunks ahead.
-
-    zlib and file reads release the GIL, so inflating the next chunk overlaps decoding this one
-    (on 2+ cores). Errors raised by the reader surface here, in the consumer's thread.
-    """
-    slots: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
-
-    def produce() -> None:
-        try:
-            for chunk in chunks:
-                while not stop.is_set():
-                    try:
-                        slots.put(chunk, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            item: object = done
-        except BaseException as err:  # handed to the consumer
-            item = err
-        while not stop.is_set():
-            try:
-                slots.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    worker = threading.Thread(target=produce, name="gpuwise-trace-reader", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = slots.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join(timeout=5)

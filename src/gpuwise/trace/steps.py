@@ -19,7 +19,6 @@ from gpuwise.trace.table import EventTable
 
 _STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 _LOADER_RE = re.compile(r"DataLoader.*__next__|dataloader.*next", re.I)
-CPU_PHASES = ("X",)
 
 
 @dataclass
@@ -68,8 +67,7 @@ class StepStats:
 
 def cpu_complete_events(t: EventTable) -> np.ndarray:
     """Mask of host-side complete events (no device stream) with a valid duration."""
-    x_codes = [i for i, v in enumerate(t.phs) if v in CPU_PHASES]
-    return np.isin(t.ph, x_codes) & (t.stream == -1) & (t.dur >= 0) & np.isfinite(t.ts)
+    return (t.stream == -1) & (t.dur >= 0) & np.isfinite(t.ts)
 
 
 def find_steps(t: EventTable) -> Steps:

@@ -63,34 +63,37 @@ class MemoryEvents:
 
 @dataclass
 class EventTable:
-    """Every event of one trace file, column by column, in file order (row i = traceEvents[i])."""
+    """The complete (ph "X") events of one trace file, column by column, in file order.
+
+    Flow, metadata and counter events are counted (``phase_counts``) but not stored: no analysis
+    reads them. ``[memory]`` instants go to ``memory``.
+    """
 
     path: Path
     json_bytes: int  # size of the JSON text (decompressed)
     file_bytes: int  # size on disk
     metadata: dict[str, Any]  # top-level keys other than traceEvents (distributedInfo, deviceProperties, ...)
-    ph: np.ndarray  # int32 ids into phs
+    events_total: int  # every entry of traceEvents
+    phase_counts: dict[Any, int]  # ph -> number of events
+    first_event_is_row0: bool  # traceEvents[0] is a complete event (row 0): HTA's index-0 join can hit it
     cat: np.ndarray  # int32 ids into cats
     name: np.ndarray  # int32 ids into names
-    pid: np.ndarray
-    tid: np.ndarray
+    tid: np.ndarray  # int32 ids into tids
     ts: np.ndarray  # float64 µs as written (NaN = missing)
     dur: np.ndarray  # float64 µs (NaN = missing)
     stream: np.ndarray  # int64, args.stream as HTA normalizes it (-1 = none / not a number)
     correlation: np.ndarray  # float64, args.correlation (-1 = none)
-    external_id: np.ndarray  # float64, args["External id"] (-1 = none)
     nbytes: np.ndarray  # float64, args.bytes of copies and memsets (NaN = none)
-    phs: list[Any]
     cats: list[Any]
     names: list[Any]
-    pids: list[Any]
     tids: list[Any]
-    ts_has_float: bool  # any ts written as a JSON float (or missing): HTA then rounds to whole µs
+    ts_has_float: bool  # any ts (of any event) written as a JSON float, or missing: HTA then rounds to whole µs
     memory: MemoryEvents
     warnings: list[str] = field(default_factory=list)
 
     @property
     def num_events(self) -> int:
+        """Rows: complete events."""
         return int(self.ts.shape[0])
 
     def cat_mask(self, *names: str) -> np.ndarray:
@@ -103,8 +106,3 @@ class EventTable:
     def name_of(self, code: int) -> str:
         value = self.names[code] if code >= 0 else ""
         return value if isinstance(value, str) else str(value)
-
-    def nbytes_in_memory(self) -> int:
-        arrays = [self.ph, self.cat, self.name, self.pid, self.tid, self.ts, self.dur, self.stream, self.correlation,
-                  self.external_id, self.nbytes]
-        return sum(a.nbytes for a in arrays)

@@ -1,0 +1,316 @@
+"""Speed and memory of `gpuwise trace` next to Holistic Trace Analysis (HTA), on the same traces.
+
+Runs each tool in a fresh process per trace, interleaved (so both see the same machine load), on
+every trace HTA can analyze (the files of ../shared/traces/hta_reference.csv) and on a synthetic
+~1 GB trace made by replicating a real one (written under /tmp, deleted afterwards).
+
+Timed: load + analysis inside the process (HTA: Trace load, temporal and idle breakdown, as in
+../shared/traces/hta_timing.csv; gpuwise: parse + every per-rank analysis). Interpreter start and
+imports are excluded for both (shown apart). Peak RSS is the process's ru_maxrss.
+HTA runs in its own venv (default /tmp/hta-venv, created if missing with
+`pip install holistictraceanalysis 'pandas<3'`: HTA 0.5.0 fails on some traces under pandas 3).
+
+    python benchmarks/trace_speed.py [--root DIR] [--hta-python PY] [--synthetic-gb 1] [--skip-hta-synthetic]
+    python benchmarks/trace_speed.py --parsers FILE   # the parser candidates measured for ARCHITECTURE.md
+
+LAST line: {"speedup_vs_hta": X, "peak_rss_over_trace_size": Y}
+  X = gpuwise MB/s / HTA MB/s over every trace both analyzed (uncompressed JSON bytes / seconds);
+  Y = gpuwise peak RSS / uncompressed size of the synthetic trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "traces"
+DEFAULT_SOURCE = "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+HTA_VENV = Path("/tmp/hta-venv")
+
+
+# --------------------------------------------------------------------------- child processes
+def _rss_bytes() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def child_gpuwise(path: str) -> dict:
+    t0 = time.perf_counter()
+    sys.path.insert(0, str(REPO / "src"))
+    from gpuwise.trace.rank import analyze_file
+
+    imported, rss_imported = time.perf_counter(), _rss_bytes()
+    analysis = analyze_file(path)
+    done = time.perf_counter()
+    return {"seconds": done - imported, "import_s": imported - t0, "peak_rss_bytes": _rss_bytes(),
+            "import_rss_bytes": rss_imported, "json_bytes": analysis.json_bytes,
+            "idle_pct": analysis.temporal.idle_pct if analysis.temporal else None}
+
+
+def child_hta(path: str) -> dict:
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    t0 = time.perf_counter()
+    from hta.configs.config import logger
+    from hta.trace_analysis import TraceAnalysis
+
+    logger.setLevel(logging.ERROR)
+    imported, rss_imported = time.perf_counter(), _rss_bytes()
+    analysis = TraceAnalysis(trace_files={0: path}, trace_dir=os.path.dirname(path))
+    temporal = analysis.get_temporal_breakdown(visualize=False)
+    analysis.get_idle_time_breakdown(visualize=False)
+    done = time.perf_counter()
+    return {"seconds": done - imported, "import_s": imported - t0, "peak_rss_bytes": _rss_bytes(),
+            "import_rss_bytes": rss_imported, "idle_pct": float(temporal["idle_time_pctg"].iloc[0])}
+
+
+def run_child(python: str, tool: str, path: Path, timeout: float) -> dict | None:
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run([python, __file__, "--child", tool, str(path)], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        return {"error": last[:160]}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["wall_s"] = wall
+    return out
+
+
+# --------------------------------------------------------------------------- HTA environment
+def ensure_hta(python: str | None) -> str | None:
+    if python:
+        return python
+    py = HTA_VENV / "bin" / "python"
+    check = [str(py), "-c", "import hta.trace_analysis, pandas; assert pandas.__version__ < '3'"]
+    if py.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return str(py)
+    print(f"creating {HTA_VENV} with holistictraceanalysis and pandas<3 (one-time, ~1 min)...", file=sys.stderr)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "holistictraceanalysis", "pandas<3"], check=True)
+    except (subprocess.CalledProcessError, OSError) as err:
+        print(f"could not install HTA ({err}); measuring gpuwise only", file=sys.stderr)
+        return None
+    return str(py) if subprocess.run(check, capture_output=True).returncode == 0 else None
+
+
+# --------------------------------------------------------------------------- synthetic trace
+def make_synthetic(source: Path, target_bytes: int, out: Path) -> int:
+    """Replicate a real trace until it is ``target_bytes`` of JSON: each copy shifted in time, with
+    fresh correlation / external / flow ids and step numbers, so it reads as one long profile."""
+    import orjson
+
+    raw = gzip.open(source).read() if source.read_bytes()[:2] == b"\x1f\x8b" else source.read_bytes()
+    doc = orjson.loads(raw)
+    events = doc.pop("traceEvents")
+    meta_events = [e for e in events if e.get("ph") == "M"]
+    body = [e for e in events if e.get("ph") != "M"]
+    timed = [e for e in body if isinstance(e.get("ts"), (int, float))]
+    start = min(e["ts"] for e in timed)
+    span = max(e["ts"] + (e.get("dur") or 0) for e in timed) - start + 1000
+    max_corr = max([e.get("args", {}).get("correlation", 0) or 0 for e in body] + [e.get("id", 0) or 0 for e in body]) + 1
+    max_ext = max((e.get("args", {}).get("External id") or e.get("args", {}).get("external id") or 0) for e in body) + 1
+    steps = [e for e in body if str(e.get("name", "")).startswith("ProfilerStep#")]
+    max_step = max(int(e["name"].split("#")[1]) for e in steps) + 1 if steps else 0
+    base = [(e.get("ts"), (e.get("args") or {}).get("correlation"), e.get("id"),
+             (e.get("args") or {}).get("External id"), (e.get("args") or {}).get("external id"), e.get("name")) for e in body]
+    written = 0
+    with open(out, "wb") as fh:
+        head = orjson.dumps(doc)[:-1] + b',"traceEvents":['
+        fh.write(head)
+        written += len(head)
+        chunk = orjson.dumps(meta_events)[1:-1]
+        fh.write(chunk)
+        written += len(chunk)
+        k = 0
+        while written < target_bytes:
+            for e, (ts, corr, fid, ext, ext_lc, name) in zip(body, base):
+                if isinstance(ts, (int, float)):
+                    e["ts"] = ts + k * span
+                args = e.get("args")
+                if corr is not None:
+                    args["correlation"] = corr + k * max_corr
+                if ext is not None:
+                    args["External id"] = ext + k * max_ext
+                if ext_lc is not None:
+                    args["external id"] = ext_lc + k * max_ext
+                if fid is not None and isinstance(fid, int):
+                    e["id"] = fid + k * max_corr
+                if steps and isinstance(name, str) and name.startswith("ProfilerStep#"):
+                    e["name"] = f"ProfilerStep#{int(name.split('#')[1]) + k * max_step}"
+            chunk = b"," + orjson.dumps(body)[1:-1]
+            fh.write(chunk)
+            written += len(chunk)
+            k += 1
+        fh.write(b"]}")
+        written += 2
+    return written
+
+
+# --------------------------------------------------------------------------- parser candidates
+def measure_parsers(path: Path) -> None:
+    """Time each candidate JSON strategy on one trace (what ARCHITECTURE.md reports)."""
+    import importlib.util
+
+    import numpy as np
+
+    raw = gzip.open(path).read() if path.read_bytes()[:2] == b"\x1f\x8b" else path.read_bytes()
+    fields = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
+
+    def extract(events, get) -> None:
+        for f in fields:
+            [get(e, f) for e in events]
+        [(get(e, "args") or {}) for e in events]
+
+    def run(label: str, fn) -> None:
+        import gc
+
+        gc.collect()
+        t = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t
+        print(f"{label:58} {len(raw) / 1e6 / dt:8.0f} MB/s")
+
+    import orjson
+
+    print(f"parser candidates on {path.name} ({len(raw) / 1e6:.1f} MB of JSON); decode + read 7 fields and args per event")
+    run("orjson.loads (whole document, dicts)", lambda: extract(orjson.loads(raw)["traceEvents"], dict.get))
+    if importlib.util.find_spec("ijson"):
+        import io
+
+        import ijson
+
+        run(f"ijson.items ({ijson.backend}), streaming dicts",
+            lambda: extract(list(ijson.items(io.BytesIO(raw), "traceEvents.item", use_float=True)), dict.get))
+    else:
+        print(f"{'ijson':58} not installed")
+    if importlib.util.find_spec("simdjson"):
+        import simdjson
+
+        def simd() -> None:
+            events = simdjson.Parser().parse(raw)["traceEvents"]
+            for e in events:
+                [e.get(f) for f in fields]
+                e.get("args")
+
+        run("pysimdjson lazy proxies (parse 600+ MB/s, access per field)", simd)
+    else:
+        print(f"{'pysimdjson':58} not installed")
+    sys.path.insert(0, str(REPO / "src"))
+    from gpuwise.trace.parser import parse_trace
+
+    tmp = Path(tempfile.mkdtemp()) / "t.json"
+    tmp.write_bytes(raw)
+    run("gpuwise: batches -> msgspec structs -> numpy columns", lambda: parse_trace(tmp))
+    shutil.rmtree(tmp.parent)
+    del np
+
+
+# --------------------------------------------------------------------------- main
+def fmt_rate(nbytes: float, seconds: float | None) -> str:
+    return "—" if not seconds else f"{nbytes / 1e6 / seconds:7.1f}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--child", nargs=2, metavar=("TOOL", "FILE"), help=argparse.SUPPRESS)
+    ap.add_argument("--parsers", type=Path, metavar="FILE", help="measure the JSON parser candidates on FILE and exit")
+    ap.add_argument("--root", type=Path, default=SHARED, help="traces directory holding hta_reference.csv")
+    ap.add_argument("--hta-python", help="python of an environment with HTA installed (default: /tmp/hta-venv, created)")
+    ap.add_argument("--synthetic-gb", type=float, default=1.0, help="size of the synthetic trace (decimal GB); 0 skips it")
+    ap.add_argument("--source", default=DEFAULT_SOURCE, help="trace (relative to --root) replicated into the synthetic one")
+    ap.add_argument("--skip-hta-synthetic", action="store_true", help="do not run HTA on the synthetic trace (it takes minutes)")
+    ap.add_argument("--hta-timeout", type=float, default=1800.0)
+    ap.add_argument("--keep", action="store_true", help="keep the synthetic trace")
+    args = ap.parse_args()
+
+    if args.child:
+        tool, path = args.child
+        print(json.dumps(child_gpuwise(path) if tool == "gpuwise" else child_hta(path)))
+        return 0
+    if args.parsers:
+        measure_parsers(args.parsers)
+        return 0
+
+    reference = args.root / "hta_reference.csv"
+    if not reference.is_file():
+        print(f"{reference} not found (pass --root)", file=sys.stderr)
+        return 2
+    with open(reference, newline="") as fh:
+        files = sorted({row["trace_path"] for row in csv.DictReader(fh)})
+    hta_python = ensure_hta(args.hta_python)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; HTA: {hta_python or 'not available'}")
+    print(f"{'trace':62} {'MB':>7} | {'gpuwise MB/s':>12} {'RSS MB':>7} | {'HTA MB/s':>9} {'RSS MB':>7} | {'speed-up':>8}")
+    rows = []
+
+    def measure(label: str, path: Path, run_hta: bool) -> None:
+        gw = run_child(sys.executable, "gpuwise", path, timeout=args.hta_timeout)
+        hta = run_child(hta_python, "hta", path, timeout=args.hta_timeout) if hta_python and run_hta else None
+        size = gw.get("json_bytes") if gw and "error" not in gw else None
+        if size is None:
+            print(f"{label[-62:]:62} gpuwise failed: {gw.get('error') if gw else '?'}")
+            return
+        rows.append((label, size, gw, hta))
+        hta_ok = hta is not None and "error" not in hta
+        speed = f"{hta['seconds'] / gw['seconds']:7.1f}×" if hta_ok else ("—" if hta is None else "failed")
+        print(f"{label[-62:]:62} {size / 1e6:7.1f} | {fmt_rate(size, gw['seconds']):>12} {gw['peak_rss_bytes'] / 1e6:7.0f} | "
+              f"{fmt_rate(size, hta['seconds']) if hta_ok else '—':>9} {hta['peak_rss_bytes'] / 1e6 if hta_ok else 0:7.0f} | {speed:>8}"
+              + (f"  (HTA: {hta['error']})" if hta is not None and not hta_ok else ""), flush=True)
+
+    for rel in files:
+        measure(rel, args.root / rel, True)
+
+    synthetic_ratio = None
+    if args.synthetic_gb > 0:
+        workdir = Path(tempfile.mkdtemp(prefix="gpuwise-bench-", dir="/tmp"))
+        try:
+            target = workdir / "synthetic.json"
+            t = time.perf_counter()
+            size = make_synthetic(args.root / args.source, int(args.synthetic_gb * 1e9), target)
+            print(f"synthetic trace: {size / 1e9:.2f} GB from {args.source} in {time.perf_counter() - t:.0f} s", flush=True)
+            measure(f"synthetic {size / 1e9:.2f} GB (replicated {Path(args.source).name})", target, not args.skip_hta_synthetic)
+            gw = rows[-1][2] if rows and rows[-1][0].startswith("synthetic") else None
+            if gw:
+                synthetic_ratio = gw["peak_rss_bytes"] / size
+        finally:
+            if not args.keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    both = [(size, gw, hta) for _, size, gw, hta in rows if hta is not None and "error" not in hta]
+    total = sum(s for s, _, _ in both)
+    gw_s = sum(g["seconds"] for _, g, _ in both)
+    hta_s = sum(h["seconds"] for _, _, h in both)
+    speedup = (hta_s / gw_s) if both and gw_s > 0 else None
+    if both:
+        gw_wall = sum(g["wall_s"] for _, g, _ in both)
+        hta_wall = sum(h["wall_s"] for _, _, h in both)
+        print(f"\n{len(both)} traces analyzed by both, {total / 1e6:,.0f} MB of JSON:")
+        print(f"  gpuwise {total / 1e6 / gw_s:,.1f} MB/s, HTA {total / 1e6 / hta_s:,.1f} MB/s  -> {speedup:.1f}× (load + analysis)")
+        print(f"  with interpreter start and imports: gpuwise {total / 1e6 / gw_wall:,.1f} MB/s, HTA {total / 1e6 / hta_wall:,.1f} MB/s "
+              f"-> {hta_wall / gw_wall:.1f}×")
+    if synthetic_ratio is not None:
+        print(f"  gpuwise peak RSS on the synthetic trace: {synthetic_ratio:.2f}× its size")
+    print(json.dumps({"speedup_vs_hta": None if speedup is None else round(speedup, 2),
+                      "peak_rss_over_trace_size": None if synthetic_ratio is None else round(synthetic_ratio, 3)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
