@@ -92,7 +92,7 @@ def make_plan(
     findings = _findings(measured, predicted, goal)
     techniques = assess(workload, goal, ev.outcome, steps, final=config_w, finding_ids=frozenset(f.id for f in findings))
     techniques = _bound_by_measured_idle(techniques, measured)
-    diagnosis = _diagnosis(workload, current, current_pred, findings, all_evidence)
+    diagnosis = _diagnosis(workload, current, findings, all_evidence)
 
     changes = {k: (getattr(workload, k), v) for k, v in config_w.to_dict().items()
                if k not in {"name"} and getattr(workload, k) != (tuple(v) if isinstance(v, list) else v)}
@@ -108,7 +108,7 @@ def make_plan(
     memory = _memory_view(workload, config_w, ev, traced, notes, model_factory, input_factory)
     tools = advise(workload, config_w, config_out, techniques, findings, scaling, hardware,
                    measured=bool(measured), fit_needed=bool(fit_steps) or not comfortable(current))
-    notes += _notes(workload, current_pred, measured)
+    notes += _notes(current_pred, measured)
     return Plan(workload=workload, goal=goal, current=current, diagnosis=diagnosis, techniques=techniques, config=config,
                 memory=memory, scaling=scaling, tools=tools, hardware=hardware, fit=fit_report, evidence=all_evidence,
                 notes=notes)
@@ -203,7 +203,7 @@ def _findings(measured: list[Evidence], predicted: Evidence, goal: str) -> list[
                                          position[f.id]))
 
 
-def _diagnosis(w: Workload, current: Outcome, pred: Any, findings: list[Finding], evidence: list[Evidence]) -> Diagnosis:
+def _diagnosis(w: Workload, current: Outcome, findings: list[Finding], evidence: list[Evidence]) -> Diagnosis:
     gpu = get_gpu(w.gpu)
     where = f"{w.num_gpus} × {gpu.id}"
     mem = f"peak {current.peak_bytes / GiB:.1f} GiB of {current.capacity_bytes / GiB:.1f} GiB per GPU"
@@ -280,11 +280,11 @@ def _memory_view(original: Workload, config_w: Workload, ev: Evaluator, traced: 
     return MemoryView(current=current, recommended=recommended, method=method)
 
 
-def _notes(w: Workload, pred: Any, measured: list[Evidence]) -> list[str]:
+def _notes(pred: Any, measured: list[Evidence]) -> list[str]:
     notes = list(pred.assumptions)
     if not measured:
         notes.append("All numbers are predictions (confidence low): run `gpuwise profile` and pass its --json with --evidence.")
     return notes
 
 
-__all__ = ["ScalingDecision", "make_plan"]
+__all__ = ["make_plan"]

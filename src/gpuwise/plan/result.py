@@ -83,16 +83,6 @@ class Technique:
 
 
 @dataclass(frozen=True)
-class MeasuredFix:
-    """A fix that comes from a finding (measured or predicted evidence), with the rule's expected gain."""
-
-    finding: Finding
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.finding.to_dict()
-
-
-@dataclass(frozen=True)
 class IdleCause:
     """One candidate cause of low utilization, and whether evidence confirms or rules it out."""
 
