@@ -7,17 +7,33 @@
   Python-level object scan can see. It also counts the interpreter's own heap (~100 MB), so small
   leaks look smaller on CPU than they would on a GPU.
 - elsewhere: the process resident set size (psutil), which also counts freed-but-cached pages.
+
+``mallinfo2`` walks the allocator's free lists, so its cost grows with heap fragmentation; if a
+read takes longer than MAX_READ_S the probe switches to RSS for the rest of the run (see notes).
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import time
 from collections.abc import Callable
 
 
 class _MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+MAX_READ_S = 50e-6
+
+
+def _rss_reader() -> Callable[[], float] | None:
+    try:
+        import psutil
+
+        proc = psutil.Process()
+        return lambda: float(proc.memory_info().rss)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _glibc_heap_in_use() -> Callable[[], float] | None:
@@ -44,11 +60,9 @@ def live_memory_probe(device: str) -> tuple[str, Callable[[], float] | None]:
         return "torch.cuda.memory_allocated", lambda: float(torch.cuda.memory_allocated())
     heap = _glibc_heap_in_use()
     if heap is not None:
-        return "glibc heap in use (mallinfo2)", heap
-    try:
-        import psutil
-
-        proc = psutil.Process()
-        return "process RSS (psutil)", lambda: float(proc.memory_info().rss)
-    except Exception:  # noqa: BLE001
-        return "not available", None
+        t0 = time.perf_counter()
+        heap()
+        if time.perf_counter() - t0 <= MAX_READ_S:
+            return "glibc heap in use (mallinfo2)", heap
+    rss = _rss_reader()
+    return ("process RSS (psutil)", rss) if rss is not None else ("not available", None)

@@ -348,7 +348,11 @@ class Recorder:
         self._sync_calls, self._sync_wait, self._h2d_bytes, self._h2d_pageable = 0, 0.0, 0, 0
         if self._memory_read is not None:
             try:
+                t0 = perf_counter()
                 record.memory_bytes = self._memory_read()
+                if len(self.records) < 3 and self._memory_measure.startswith("glibc"):
+                    self._check_memory_probe_cost(perf_counter() - t0)
+                    record.memory_bytes = self._memory_read() if self._memory_read is not None else None
             except Exception as exc:  # noqa: BLE001
                 self._memory_read = None
                 self.contain("memory probe", exc)
@@ -371,6 +375,18 @@ class Recorder:
             self.detach(from_hook=not self.manual_steps)
             if self.on_window_complete is not None:
                 self.on_window_complete(self)
+
+    def _check_memory_probe_cost(self, seconds: float) -> None:
+        """mallinfo2 slows down as the heap fragments: past the budget, use RSS from the start instead."""
+        from gpuwise.profile.memory_probe import MAX_READ_S, _rss_reader
+
+        if seconds <= MAX_READ_S:
+            return
+        reader = _rss_reader()
+        self._memory_measure, self._memory_read = ("process RSS (psutil)", reader) if reader else ("not available", None)
+        for rec in self.records:
+            rec.memory_bytes = None
+        self.notes.append(f"live memory: mallinfo2 took {seconds * 1e6:.0f} µs per read on this heap; using process RSS")
 
     def _finish_cuda_timing(self) -> None:
         per_step = self._cuda_timer.finish()

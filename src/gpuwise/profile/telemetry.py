@@ -23,6 +23,9 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+CHILDREN_REFRESH = 8  # samples between rescans of the process tree
+
+
 class TelemetrySampler:
     def __init__(self, interval_s: float = 0.5, nvml_index: int | None = None, on_tick=None) -> None:
         self.interval_s = interval_s
@@ -35,6 +38,8 @@ class TelemetrySampler:
         self._psutil: Any = None
         self._proc: Any = None
         self._last: dict[str, Any] = {}
+        self._children: list[Any] = []
+        self._ticks = 0
         self.nvml: NvmlDevice | None = NvmlDevice(nvml_index) if nvml_index is not None else None
         if self.nvml is not None:
             self.not_available.update({f"nvml.{k}": v for k, v in self.nvml.not_available.items()})
@@ -72,11 +77,17 @@ class TelemetrySampler:
 
     # -- sampling -------------------------------------------------------------------------------------
     def _tree_cpu_s(self) -> float | None:
-        """CPU seconds used so far by this process and its children (DataLoader workers)."""
+        """CPU seconds used so far by this process and its children (DataLoader workers).
+
+        Finding the children scans every process on the machine (~1 ms), so the list is refreshed
+        every CHILDREN_REFRESH samples; children that exited and were reaped are in children_user."""
         proc = self._proc
         t = proc.cpu_times()
         total = t.user + t.system + getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
-        for child in proc.children(recursive=True):
+        if self._ticks % CHILDREN_REFRESH == 0:
+            self._children = proc.children(recursive=True)
+        self._ticks += 1
+        for child in self._children:
             try:
                 ct = child.cpu_times()
                 total += ct.user + ct.system
