@@ -1,0 +1,272 @@
+"""Build the model to simulate on the ``meta`` device: no weights are downloaded or allocated.
+
+Three sources: a catalog architecture (turned into a transformers config class), a local Hugging
+Face ``config.json``, or a user factory ``pkg.module:function`` (or ``path/to/file.py:function``)
+that returns an ``nn.Module``. transformers is imported only here, on the traced path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from gpuwise.catalog import ModelArch, get_model
+from gpuwise.errors import GpuwiseError
+
+ANALYTIC_HINT = "run `gpuwise memory` without --traced for the analytic estimate"
+
+# Catalog family -> (transformers model_type, how the catalog columns map onto that config class).
+_LLAMA_FAMILIES = {"llama-1", "llama-2", "llama-3", "llama-3.1", "llama-3.2", "llama-3.3", "code-llama",
+                   "tinyllama", "yi", "baichuan", "llama"}
+
+
+def _llama_like(a: ModelArch) -> dict[str, Any]:
+    return {"hidden_size": a.hidden_size, "intermediate_size": a.intermediate_size, "num_hidden_layers": a.num_layers,
+            "num_attention_heads": a.num_attention_heads, "num_key_value_heads": a.num_kv_heads, "head_dim": a.head_dim,
+            "vocab_size": a.vocab_size, "max_position_embeddings": a.max_position_embeddings or 4096,
+            "tie_word_embeddings": a.tie_word_embeddings}
+
+
+def _gpt2_like(a: ModelArch) -> dict[str, Any]:
+    return {"n_embd": a.hidden_size, "n_layer": a.num_layers, "n_head": a.num_attention_heads, "n_inner": a.intermediate_size,
+            "n_positions": a.max_position_embeddings or 2048, "vocab_size": a.vocab_size,
+            "tie_word_embeddings": a.tie_word_embeddings}
+
+
+def catalog_config_kwargs(a: ModelArch) -> tuple[str, dict[str, Any]]:
+    """(model_type, config kwargs) reproducing a catalog architecture with transformers' config classes."""
+    fam = a.family
+    if fam in _LLAMA_FAMILIES or (fam.startswith("llama") and a.mlp_type == "gated_silu"):
+        return "llama", _llama_like(a)
+    if fam == "mistral":
+        return "mistral", _llama_like(a)
+    if fam == "mixtral":
+        return "mixtral", {**_llama_like(a), "num_local_experts": a.num_experts, "num_experts_per_tok": a.experts_per_token}
+    if fam in ("qwen2.5", "qwen2"):
+        return "qwen2", _llama_like(a)
+    if fam == "qwen3":
+        return "qwen3", _llama_like(a)
+    if fam == "phi-3":
+        return "phi3", {k: v for k, v in _llama_like(a).items() if k != "head_dim"}
+    if fam == "gemma":
+        return "gemma", _llama_like(a)
+    if fam in ("gpt2", "gpt3", "megatron-gpt"):
+        return "gpt2", _gpt2_like(a)
+    if fam == "gpt-j":
+        return "gptj", {**{k: v for k, v in _gpt2_like(a).items() if k != "n_inner"}, "n_inner": a.intermediate_size,
+                        "rotary_dim": 64}
+    if fam == "phi":
+        return "phi", {"hidden_size": a.hidden_size, "intermediate_size": a.intermediate_size, "num_hidden_layers": a.num_layers,
+                       "num_attention_heads": a.num_attention_heads, "num_key_value_heads": a.num_kv_heads,
+                       "vocab_size": a.vocab_size, "max_position_embeddings": a.max_position_embeddings or 2048,
+                       "tie_word_embeddings": a.tie_word_embeddings}
+    if fam == "falcon":
+        return "falcon", {"hidden_size": a.hidden_size, "num_hidden_layers": a.num_layers,
+                          "num_attention_heads": a.num_attention_heads, "num_kv_heads": a.num_kv_heads,
+                          "new_decoder_architecture": a.num_kv_heads > 1, "multi_query": a.num_kv_heads == 1,
+                          "parallel_attn": True, "bias": False, "ffn_hidden_size": a.intermediate_size,
+                          "vocab_size": a.vocab_size, "tie_word_embeddings": a.tie_word_embeddings}
+    if fam == "stablelm-alpha":
+        return "gpt_neox", {"hidden_size": a.hidden_size, "num_hidden_layers": a.num_layers,
+                            "num_attention_heads": a.num_attention_heads, "intermediate_size": a.intermediate_size,
+                            "vocab_size": a.vocab_size, "max_position_embeddings": a.max_position_embeddings or 4096,
+                            "rotary_pct": 0.25, "tie_word_embeddings": a.tie_word_embeddings}
+    if fam == "mpt":
+        return "mpt", {"d_model": a.hidden_size, "n_heads": a.num_attention_heads, "n_layers": a.num_layers,
+                       "expansion_ratio": max(1, a.intermediate_size // a.hidden_size),
+                       "max_seq_len": a.max_position_embeddings or 2048, "vocab_size": a.vocab_size, "no_bias": True}
+    if fam == "bert":
+        return "bert", {"hidden_size": a.hidden_size, "num_hidden_layers": a.num_layers,
+                        "num_attention_heads": a.num_attention_heads, "intermediate_size": a.intermediate_size,
+                        "vocab_size": a.vocab_size, "max_position_embeddings": a.max_position_embeddings or 512}
+    if fam == "vit":
+        return "vit", {"hidden_size": a.hidden_size, "num_hidden_layers": a.num_layers,
+                       "num_attention_heads": a.num_attention_heads, "intermediate_size": a.intermediate_size,
+                       "patch_size": 16, "num_labels": 1000}
+    if fam == "resnet":
+        return "resnet", {"num_labels": 1000}  # ResNetConfig's defaults are ResNet-50
+    if a.mlp_type == "gated_silu" and a.is_transformer:
+        return "llama", _llama_like(a)  # user catalog entries of an unknown family: a Llama-shaped decoder
+    raise GpuwiseError(
+        f"{a.id} ({a.family}, {a.mlp_type}) has no transformers config class to build it from: pass "
+        f"--model-factory pkg.module:function returning the nn.Module, or {ANALYTIC_HINT}"
+    )
+
+
+@dataclass
+class BuiltModel:
+    """A model on ``meta`` plus what the runner needs to feed it."""
+
+    model: nn.Module
+    kind: str  # "causal-lm" | "seq-classifier" | "image-classifier" | "custom"
+    description: str
+    input_factory: Callable[..., Any] | None = None
+    is_hf: bool = False
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """transformers' plain constructors ignore a config dtype: set the default around construction."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _hf_kind(config: Any, task_is_cv: bool) -> str:
+    model_type = getattr(config, "model_type", "")
+    if task_is_cv or model_type in ("vit", "resnet", "convnext", "swin", "deit", "beit", "dinov2"):
+        return "image-classifier"
+    if model_type in ("bert", "roberta", "deberta", "deberta-v2", "distilbert", "electra", "xlm-roberta"):
+        return "seq-classifier"
+    return "causal-lm"
+
+
+def _hf_build(config: Any, kind: str, dtype: torch.dtype, attention: str, description: str) -> BuiltModel:
+    import transformers
+
+    auto = {"causal-lm": transformers.AutoModelForCausalLM, "seq-classifier": transformers.AutoModelForSequenceClassification,
+            "image-classifier": transformers.AutoModelForImageClassification}[kind]
+    # flash-attention-2 is a CUDA library; SDPA dispatches to a flash kernel on the GPU with the same memory.
+    attn = {"eager": "eager"}.get(attention, "sdpa")
+    with torch.device("meta"), default_dtype(dtype):
+        try:
+            model = auto.from_config(config, dtype=dtype, attn_implementation=attn)
+        except ValueError as err:
+            if "does not support" not in str(err) or attn == "eager":
+                raise GpuwiseError(f"transformers cannot build {description}: {str(err).splitlines()[0]}") from None
+            model = auto.from_config(config, dtype=dtype, attn_implementation="eager")
+    return BuiltModel(model, kind, description, is_hf=True)
+
+
+def build_from_catalog(arch: ModelArch, dtype: torch.dtype, attention: str, task_is_cv: bool, image_size: int) -> BuiltModel:
+    from transformers import AutoConfig
+
+    model_type, kwargs = catalog_config_kwargs(arch)
+    if model_type == "vit":
+        kwargs["image_size"] = image_size
+    config = AutoConfig.for_model(model_type, **kwargs)
+    return _hf_build(config, _hf_kind(config, task_is_cv), dtype, attention,
+                     f"{arch.id} (catalog architecture as transformers {type(config).__name__}, no weights)")
+
+
+def build_from_config_file(path: Path, dtype: torch.dtype, attention: str, task_is_cv: bool) -> BuiltModel:
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(str(path))
+    except (ValueError, KeyError, OSError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise GpuwiseError(
+            f"{path}: transformers cannot read this config ({first}); for custom architectures pass "
+            f"--model-factory pkg.module:function, or {ANALYTIC_HINT}"
+        ) from None
+    return _hf_build(config, _hf_kind(config, task_is_cv), dtype, attention, f"{path} (transformers {type(config).__name__}, no weights)")
+
+
+def resolve_model(workload_model: str) -> tuple[ModelArch | None, Path | None]:
+    """A catalog entry, or the config.json a path points to (get_model validates both)."""
+    arch = get_model(workload_model)
+    if arch.origin != "catalog" and Path(arch.origin).name.endswith(".json"):
+        return arch, Path(arch.origin)
+    return arch, None
+
+
+# -- user factories ----------------------------------------------------------------------------
+def load_callable(spec: str, option: str) -> Callable[..., Any]:
+    """Import ``pkg.module:function`` or ``path/to/file.py:function``; failures name the module."""
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise GpuwiseError(f"{option} {spec!r} must look like package.module:function or path/to/file.py:function")
+    try:
+        if module_name.endswith(".py") or "/" in module_name:
+            path = Path(module_name).expanduser()
+            if not path.is_file():
+                raise GpuwiseError(f"{option} {spec!r}: file {path} does not exist")
+            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            if module_spec is None or module_spec.loader is None:
+                raise GpuwiseError(f"{option} {spec!r}: cannot load {path} as a Python module")
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+        else:
+            cwd = str(Path.cwd())
+            added = cwd not in sys.path
+            if added:
+                sys.path.insert(0, cwd)
+            try:
+                module = importlib.import_module(module_name)
+            finally:
+                if added:
+                    sys.path.remove(cwd)
+    except GpuwiseError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any import-time failure is the user's module's problem
+        raise GpuwiseError(
+            f"{option} {spec!r}: cannot import module {module_name!r} ({type(err).__name__}: {_first_line(err)}); "
+            f"check PYTHONPATH or give path/to/file.py:function, or {ANALYTIC_HINT}"
+        ) from None
+    func = getattr(module, attr, None)
+    if func is None or not callable(func):
+        names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
+        from gpuwise.errors import did_you_mean
+
+        raise did_you_mean(f"callable in {module_name} for {option}", attr, names)
+    return func
+
+
+def call_user(func: Callable[..., Any], option: str, spec: str, available: dict[str, Any]) -> Any:
+    """Call a factory with the keyword arguments it declares among ``available``."""
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        params = {}
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kwargs = {k: v for k, v in available.items() if takes_all or k in params}
+    try:
+        return func(**kwargs)
+    except GpuwiseError:
+        raise
+    except Exception as err:  # noqa: BLE001
+        raise GpuwiseError(
+            f"{option} {spec} raised {type(err).__name__}: {_first_line(err)} (called with {sorted(kwargs) or 'no arguments'}); "
+            f"fix the factory, or {ANALYTIC_HINT}"
+        ) from None
+
+
+def build_from_factory(spec: str, dtype: torch.dtype, input_spec: str | None) -> BuiltModel:
+    """Call the user's factory with parameters created on ``meta`` (buffers stay real: init code may read them)."""
+    from accelerate import init_empty_weights
+
+    func = load_callable(spec, "--model-factory")
+    with init_empty_weights(include_buffers=False), default_dtype(dtype):
+        model = call_user(func, "--model-factory", spec, {})
+    if not isinstance(model, nn.Module):
+        raise GpuwiseError(f"--model-factory {spec} returned {type(model).__name__}, not a torch.nn.Module")
+    input_factory = load_callable(input_spec, "--input-factory") if input_spec else None
+    is_hf = hasattr(model, "config") and hasattr(model, "can_generate")
+    kind = "custom"
+    if is_hf and input_factory is None:
+        kind = _hf_kind(model.config, False)
+    elif input_factory is None:
+        raise GpuwiseError(
+            f"--model-factory {spec} returned a {type(model).__name__}, which is not a Hugging Face model: "
+            "pass --input-factory pkg.module:function returning its inputs (a tensor, a tuple or a dict)"
+        )
+    return BuiltModel(model, kind, f"{type(model).__name__} from {spec}", input_factory=input_factory, is_hf=is_hf)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
