@@ -182,9 +182,9 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
         k = arch.experts_per_token if arch.is_moe else 1
         tokens = t * k
         if arch.is_moe:
-            s.keep("router.probs", 4.0 * t * arch.num_experts)
-            if full or quantized or profile.frozen_linear_saves_input:
-                s.keep(src, dt.residual * t * h)
+            s.keep("router.probs", 4.0 * t * arch.num_experts)  # fp32 routing softmax
+            if full or profile.frozen_linear_saves_input:
+                s.keep(src, dt.residual * t * h)  # the router's input
         for name in mlp_names(arch):
             if name == "down":
                 continue
@@ -265,9 +265,3 @@ def logits_bytes(arch: ModelArch, w: Workload, regime: Regime, profile: Profile,
     if regime.compute_bytes == 4 and fwd == 10.0:
         fwd = 8.0  # fp32 model: the .float() upcast is a no-op
     return fwd * t * vocab / w.tp, bwd * t * vocab / w.tp
-
-
-def frozen_inputs_note(profile: Profile) -> str | None:
-    if profile.frozen_linear_saves_input:
-        return f"{profile.name}: inputs of frozen linears are kept for backward (matches its published LoRA peaks)"
-    return None

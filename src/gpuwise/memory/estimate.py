@@ -305,6 +305,9 @@ class _Context:
         b, s = w.batch_size, self.tokens
         la = layer_activations(arch, w, regime, profile, b, s)
         in_flight = min(w.pp, w.grad_accum) if w.pp > 1 else 1
+        if profile.frozen_linear_saves_input and w.is_lora:
+            self.assumptions.append(f"{profile.name}: inputs of frozen linears stay alive for backward "
+                                    "(reproduces its published LoRA peaks; torch's own frozen nn.Linear keeps none)")
         if w.grad_checkpointing == "full":
             kept, recompute = la.input_bytes, la.saved_bytes
             self.assumptions.append("full recompute keeps each block's input and re-runs one block during its backward")
@@ -384,11 +387,3 @@ class _Context:
             "temporaries": la_decode.prefill_workspace_bytes,
         })
         return [prefill, decode]
-
-
-def kv_cache_for(workload: Workload) -> float:
-    """KV-cache bytes per GPU at the end of generation (convenience for other packages)."""
-    arch = get_model(workload.model)
-    seqs = max(workload.batch_size, workload.concurrency) if workload.task == "serving" else workload.batch_size
-    return kv_cache_bytes(arch, workload, workload.seq_len + workload.output_len, seqs)
-

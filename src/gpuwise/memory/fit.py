@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuwise.catalog import GPU, get_gpu, get_model, list_gpus
 from gpuwise.errors import GpuwiseError
-from gpuwise.memory.estimate import MemoryEstimate, estimate_memory
+from gpuwise.memory.estimate import estimate_memory
 from gpuwise.workload import Workload
 
 DEFAULT_HEADROOM_PCT = 10.0
@@ -151,7 +151,6 @@ def fit_table(workload: Workload, counts: tuple[int, ...] = (1, 2, 4, 8), min_he
         except GpuwiseError as err:
             skipped.append(f"{count} GPU(s): {err}")
             continue
-        estimate: MemoryEstimate | None = None
         for gpu in list_gpus():
             checked += 1
             estimate = estimate_memory(w, gpu)

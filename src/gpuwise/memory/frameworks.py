@@ -41,7 +41,7 @@ class Profile:
     logits: tuple[float, float] = LOGITS_FP32_LOSS
     inference_logits: str = "last"  # "last": only the last position; "prompt": every prompt position
     ddp_grad_buckets: bool = True  # DDP keeps flat gradient buckets (gradient_as_bucket_view=False)
-    frozen_linear_saves_input: bool = False  # see activations.frozen_inputs_note
+    frozen_linear_saves_input: bool = False  # inputs of frozen linears stay alive (LitGPT's published LoRA peaks)
     unties_embeddings: bool = False  # keeps its own lm_head even when the checkpoint ties it (LitGPT's GPT)
     fsdp_full_state_load: bool = False  # FSDP loads a full (unsharded) state dict on every rank
     loss_outlives_step: bool = False  # the training loop's `loss` (and its graph) lives into the next forward
