@@ -25,6 +25,9 @@ RISK_ORDER = {"none": 0, "low": 1, "changes-training": 2, "medium": 3, "changes-
 _LOSSY = {"medium", "changes-training", "changes-task"}
 _FIT_ONLY = {"lora", "qlora"}  # they change what is trained: never applied just for speed
 _MAX_STEPS = 8
+# Findings whose cause the performance model does not see (it assumes a fed, busy GPU and does not
+# separate fused from unfused optimizer kernels): an edit they point to may help beyond the prediction.
+_OUTSIDE_THE_MODEL = frozenset({"small_batch", "low_utilization", "no_fused_optimizer"})
 # Which findings a technique addresses (finding ids from gpuwise.diagnose.rules).
 ADDRESSES = {
     "mixed_precision": ("no_mixed_precision",), "fp8_training": ("no_mixed_precision",), "bf16_weights": ("oom_risk",),
@@ -299,7 +302,7 @@ def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step],
                 why = f"no gain in {metric}"
             reason = f"Not worth it: {why}."
             verdict, rank = "not-recommended", 2
-            hinted = sorted(set(ADDRESSES.get(cand.id, ())) & finding_ids - {"oom_risk"})
+            hinted = sorted(set(ADDRESSES.get(cand.id, ())) & finding_ids & _OUTSIDE_THE_MODEL)
             harmless = comfortable(after) and (gain is None or gain > -T.PLAN_MIN_GAIN_PCT)
             if hinted and harmless:
                 blind = ("it assumes a GPU that is kept busy" if {"small_batch", "low_utilization"} & set(hinted)
