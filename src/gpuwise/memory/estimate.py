@@ -213,7 +213,7 @@ class _Context:
             # state dict on every rank, and that copy stays resident.
             self.weights += self.unsharded_weights
             self.notes.append(f"{profile.name} FSDP: a full copy of the weights stays on every rank next to its shard")
-        self.layer_weight_bytes = full_weights * self.share * w.tp / max(self.layers * w.tp, 1)
+        self.layer_weight_bytes = full_weights * self.share / max(self.layers, 1)  # one block on this GPU, unsharded
         self.paged_state_bytes = 0.0
         self._size_trainables()
 
