@@ -108,7 +108,7 @@ def make_plan(
     memory = _memory_view(workload, config_w, ev, traced, notes, model_factory, input_factory)
     tools = advise(workload, config_w, config_out, techniques, findings, scaling, hardware,
                    measured=bool(measured), fit_needed=bool(fit_steps) or not comfortable(current))
-    notes += _notes(current_pred, measured)
+    notes += _notes(current_pred, measured, workload)
     return Plan(workload=workload, goal=goal, current=current, diagnosis=diagnosis, techniques=techniques, config=config,
                 memory=memory, scaling=scaling, tools=tools, hardware=hardware, fit=fit_report, evidence=all_evidence,
                 notes=notes)
@@ -280,8 +280,11 @@ def _memory_view(original: Workload, config_w: Workload, ev: Evaluator, traced: 
     return MemoryView(current=current, recommended=recommended, method=method)
 
 
-def _notes(pred: Any, measured: list[Evidence]) -> list[str]:
+def _notes(pred: Any, measured: list[Evidence], w: Workload) -> list[str]:
     notes = list(pred.assumptions)
+    for gpu in sorted({e.gpu for e in measured if e.gpu and e.gpu != w.gpu}):
+        notes.append(f"Measured evidence comes from {gpu}, the plan is for {w.gpu}: shares (input wait, idle, fp32) carry "
+                     "over, absolute times do not.")
     if not measured:
         notes.append("All numbers are predictions (confidence low): run `gpuwise profile` and pass its --json with --evidence.")
     return notes
