@@ -1,0 +1,39 @@
+"""`gpuwise doctor`'s speed-up on this machine, over several invocations (each: profile, fix, re-run).
+
+The target is >= 2x on a 2-core CPU machine. Each repetition is a full doctor run, runs not saved.
+Last line: {"repeats": N, "before_steps_per_s": ..., "after_steps_per_s": ..., "speedup_x_median": ..., "speedup_x_min": ...}
+Usage: python benchmarks/doctor_speedup.py [--repeats 3] [--steps 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from gpuwise.profile.doctor.run import run_doctor
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=40)
+    args = parser.parse_args()
+    before, after, speedups = [], [], []
+    for i in range(args.repeats):
+        t0 = time.perf_counter()
+        result = run_doctor(steps=args.steps, store=False)
+        before.append(result.before_steps_per_s)
+        after.append(result.after_steps_per_s)
+        speedups.append(result.speedup_x or 0.0)
+        fixes = ", ".join(f"{f.setting}={f.after}" for f in result.applied_fixes)
+        print(f"run {i + 1}: {result.before_steps_per_s:.2f} -> {result.after_steps_per_s:.2f} steps/s = {speedups[-1]:.2f}x "
+              f"({fixes}; {time.perf_counter() - t0:.1f} s)")
+    print(json.dumps({"repeats": args.repeats, "before_steps_per_s": round(statistics.median(before), 3),
+                      "after_steps_per_s": round(statistics.median(after), 3), "speedup_x_median": round(statistics.median(speedups), 3),
+                      "speedup_x_min": round(min(speedups), 3)}))
+
+
+if __name__ == "__main__":
+    main()
