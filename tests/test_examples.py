@@ -125,3 +125,26 @@ def test_every_example_renders_through_the_cli(cli):
         result = cli("plan", str(path), "--markdown", env=env)
         assert result.exit_code == 0, f"{path.name}: {result.stderr}"
         assert "## 6. Tools" in result.stdout and "## 4. VRAM per GPU" in result.stdout
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.stem)
+def test_every_snippet_parses_and_the_yaml_is_the_recommended_workload(path, tmp_path):
+    import json
+    import subprocess
+
+    import yaml
+
+    from gpuwise.workload import workload_from_mapping
+
+    p = plan(path.stem)
+    for label, text in p.config.snippets.items():
+        if label == "workload.yaml":
+            assert workload_from_mapping(yaml.safe_load(text)) == p.config.workload
+        elif label.endswith(".json"):
+            json.loads(text)
+        elif label in {"vLLM", "launch"}:
+            script = tmp_path / "cmd.sh"
+            script.write_text(text)
+            assert subprocess.run(["bash", "-n", str(script)]).returncode == 0, text
+        else:
+            compile(text, label, "exec")  # Python: HF Trainer + PEFT, PyTorch loop, FSDP2

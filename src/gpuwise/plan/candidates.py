@@ -18,7 +18,8 @@ from gpuwise.workload import Workload
 
 Evaluate = Callable[[Workload], Outcome]
 
-# vLLM's default cap on sequences per batch (--max-num-seqs 256; vLLM engine arguments docs).
+# vLLM's long-standing default cap on sequences per batch (--max-num-seqs 256, vLLM engine arguments docs;
+# newer V1 releases raise it on large GPUs): the planner does not batch beyond it.
 SERVING_MAX_SEQS = 256
 _MAX_BATCH_DOUBLINGS = 6  # try up to 64× the current micro-batch
 

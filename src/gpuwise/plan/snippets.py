@@ -184,7 +184,8 @@ def launch(w: Workload) -> str:
 
 
 def vllm_command(w: Workload) -> str:
-    args = [f"vllm serve {hf_repo(w.model)}"]
+    """A `vllm serve` command line (notes go above it: a comment would break the line continuations)."""
+    args, notes = [f"vllm serve {hf_repo(w.model)}"], []
     if w.tp > 1:
         args.append(f"--tensor-parallel-size {w.tp}")
     if w.pp > 1:
@@ -192,9 +193,11 @@ def vllm_command(w: Workload) -> str:
     if w.precision == "fp8":
         args.append("--quantization fp8")
     elif w.precision in {"int4", "nf4"}:
-        args.append("--quantization awq   # serve an AWQ/GPTQ 4-bit checkpoint of the model")
+        notes.append("# serve an AWQ (or GPTQ: --quantization gptq) 4-bit checkpoint of the model")
+        args.append("--quantization awq")
     elif w.precision == "int8":
-        args.append("--quantization fp8   # or an INT8 W8A16 checkpoint (llm-compressor) on GPUs without FP8")
+        notes.append("# 8-bit weights: FP8 weight-only on GPUs without FP8 tensor cores, or an INT8 W8A16 checkpoint")
+        args.append("--quantization fp8")
     if w.kv_cache_dtype in {"fp8", "int8"}:
         args.append("--kv-cache-dtype fp8")
     args.append(f"--max-model-len {w.seq_len + w.output_len}")
@@ -202,7 +205,7 @@ def vllm_command(w: Workload) -> str:
     args.append("--gpu-memory-utilization 0.90")
     if w.task == "rag":
         args.append("--enable-prefix-caching")
-    return " \\\n    ".join(args) + "\n"
+    return "".join(n + "\n" for n in notes) + " \\\n    ".join(args) + "\n"
 
 
 def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]:
