@@ -199,3 +199,11 @@ def test_launch_bound_not_blamed_for_data_waits_or_a_few_launches_per_long_step(
     assert "launch_bound" in ids(Evidence(**base, kernels_per_step=1000, step_time_s=0.030))
     limit = 100 * 1000 * T.LAUNCH_HOST_US_PER_KERNEL / 0.030e6
     assert limit >= T.LAUNCH_STEP_SHARE_PCT
+
+
+def test_documents_without_evidence_objects_are_one_clear_error(tmp_path):
+    path = tmp_path / "run.json"
+    for body in ('{"kind": "profile", "evidence": null}', '{"kind": "trace", "evidence": []}', '{"evidence": [1, 2]}'):
+        path.write_text(body)
+        with pytest.raises(GpuwiseError, match="evidence' is empty or not an object"):
+            load_evidence(path)

@@ -135,6 +135,8 @@ def evidence_from_document(document: Any, where: str) -> list[Evidence]:
     if "evidence" in document:
         inner = document["evidence"]
         items = inner if isinstance(inner, list) else [inner]
+        if not items or any(not isinstance(item, dict) for item in items):
+            raise GpuwiseError(f"{where}: the document's 'evidence' is empty or not an object (did the run measure any steps?)")
         return [Evidence.from_dict(item, where) for item in items]
     if "source" in document:
         return [Evidence.from_dict(document, where)]
