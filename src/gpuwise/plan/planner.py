@@ -55,7 +55,8 @@ def make_plan(
 
     `traced` takes the current configuration's VRAM from a fake-tensor simulation of the real model
     (`model_factory` / `input_factory`: ``module:function`` for models outside the catalog)."""
-    measured = [*read_evidence_files(evidence_files), *evidence]
+    loaded = [*read_evidence_files(evidence_files), *evidence]
+    measured = [e for e in loaded if e.source != "prediction"]  # a plan's own predictions are not measurements
     ev = Evaluator()
     goal = workload.goal
     try:
@@ -73,6 +74,9 @@ def make_plan(
     hardware = hw.options(config_w if fits_here else workload, goal, ev.outcome)
     as_given = hw.as_given(workload, ev.outcome)
     notes: list[str] = []
+    if len(measured) < len(loaded):
+        notes.append(f"Ignored {len(loaded) - len(measured)} predicted evidence item(s) passed as evidence: "
+                     "--evidence takes measurements (profile, trace, telemetry).")
     move_note = ""
     if not fits_here:
         config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
