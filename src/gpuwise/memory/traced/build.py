@@ -222,7 +222,8 @@ def load_callable(spec: str, option: str) -> Callable[..., Any]:
         names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
         from gpuwise.errors import did_you_mean
 
-        raise did_you_mean(f"callable in {module_name} for {option}", attr, names)
+        raise did_you_mean(f"callable in {module_name} for {option}", attr, names,
+                           hint="it defines " + (", ".join(names[:6]) or "no public callables"))
     return func
 
 

@@ -163,7 +163,7 @@ def _run(built: build.BuiltModel, w: Workload, s: RunSettings, input_spec: str |
         except GpuwiseError:
             raise
         except Exception as err:  # noqa: BLE001 - any failure inside the model becomes one line naming where
-            raise explain_failure(err, tracker, built.description) from err
+            raise explain_failure(err, tracker, built.description, model) from err
     return Simulation(built, tracker, optimizer_text, num_params, trainable, [], tracker.untracked_bytes)
 
 

@@ -268,7 +268,7 @@ def _generate(model: nn.Module, s: RunSettings, tracker: MemoryTracker) -> None:
         tracker.tag(_tensors_in(cache), "kv_cache")
 
 
-def explain_failure(err: BaseException, tracker: MemoryTracker, description: str) -> GpuwiseError:
+def explain_failure(err: BaseException, tracker: MemoryTracker, description: str, model: nn.Module) -> GpuwiseError:
     """One line naming the module and op where a fake-tensor run failed."""
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
@@ -277,6 +277,9 @@ def explain_failure(err: BaseException, tracker: MemoryTracker, description: str
     )
 
     where = tracker.module_stack[-1] if tracker.module_stack else "the model's top level"
+    module = dict(model.named_modules()).get(where)
+    if module is not None:
+        where = f"{where} ({type(module).__name__})"
     op = str(getattr(err, "func", "") or tracker.failed_op or "")
     if isinstance(err, (DataDependentOutputException, DynamicOutputShapeException)):
         why = (f"runs {op}, whose result depends on tensor values (data-dependent control flow or output shape), "

@@ -37,7 +37,7 @@ CUDA_BLOCK_BYTES = 512
 
 # logits_loss: what the output head and the loss keep from the forward (fp32 logits copy, log-softmax output).
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "kv_cache", "activations", "logits_loss", "temporaries")
-_LAYER_INDEX = re.compile(r"\.\d+(?=\.|$)")
+_LAYER_INDEX = re.compile(r"\.\d+(?=\.|$)")  # the first index in a module path is the layer (blocks.3.mlp)
 
 
 def cuda_block_bytes(nbytes: int, block: int = CUDA_BLOCK_BYTES) -> int:
@@ -259,7 +259,7 @@ class MemoryTracker(TorchDispatchMode):
             if self.tags.get(sid):
                 continue
             name = self.owner.get(sid, "(model inputs and outputs)")
-            pattern = _LAYER_INDEX.sub(".*", name)
+            pattern = _LAYER_INDEX.sub(".*", name, count=1)
             by_pattern[pattern] += nbytes
             instances[pattern].add(name)
         ranked = sorted(by_pattern.items(), key=lambda kv: kv[1], reverse=True)[:limit]
