@@ -97,9 +97,15 @@ def union_length(start: np.ndarray, end: np.ndarray) -> float:
 
 
 def kernel_type_by_code(t: EventTable) -> np.ndarray:
-    """HTA kernel type per name code: 0 computation, 1 communication, 2 memory, 3 other."""
+    """HTA kernel type per name code: 0 computation, 1 communication, 2 memory, 3 other.
+
+    Only names seen on a device stream are classified (CPU op names never reach HTA's kernel types).
+    """
     index = {"computation": 0, "communication": 1, "memory": 2, "other": 3}
-    return np.array([index[hta_kernel_type(v if isinstance(v, str) else str(v))] for v in t.names], dtype=np.int8)
+    out = np.full(len(t.names), 3, dtype=np.int8)
+    for code in np.unique(t.name[t.stream != -1]).tolist():
+        out[code] = index[hta_kernel_type(t.name_of(code))]
+    return out
 
 
 def temporal_breakdown(t: EventTable, view: HtaView, types: np.ndarray) -> TemporalBreakdown | None:

@@ -64,7 +64,7 @@ class LaunchStats:
 
 def sync_stats(t: EventTable, steps: Steps) -> SyncStats:
     codes = t.name_codes(lambda s: bool(_SYNC_RE.match(s)))
-    rows = np.flatnonzero(np.isin(t.name, codes) & t.cat_mask(*RUNTIME_CATS) & cpu_complete_events(t))
+    rows = np.flatnonzero(t.name_mask(codes) & t.cat_mask(*RUNTIME_CATS) & cpu_complete_events(t))
     scope = "trace"
     if steps.count:
         rows = rows[in_steps(t.ts[rows], steps)]
@@ -84,7 +84,7 @@ def launch_stats(t: EventTable, kernel_rows: np.ndarray, steps_in_window: int, s
     kernel_rows = unique_rows(kernel_rows)
     kernel_rows = kernel_rows[t.cat_mask(*KERNEL_CATS)[kernel_rows]]
     launch_codes = t.name_codes(lambda s: bool(_LAUNCH_RE.search(s)))
-    runtime = np.flatnonzero(t.cat_mask(*RUNTIME_CATS) & np.isin(t.name, launch_codes) & (t.correlation >= 0)
+    runtime = np.flatnonzero(t.cat_mask(*RUNTIME_CATS) & t.name_mask(launch_codes) & (t.correlation >= 0)
                              & cpu_complete_events(t))
     corr_sorted = np.argsort(t.correlation[runtime], kind="stable")
     keys = t.correlation[runtime][corr_sorted]

@@ -72,7 +72,7 @@ def build_view(t: EventTable) -> HtaView:
     kept &= ~invalid
 
     sync_names = t.name_codes(lambda s: s in SYNC_ON_DEVICE)
-    is_gpu = ((t.stream >= 0) & (t.correlation >= 0)) | np.isin(t.name, sync_names)
+    is_gpu = ((t.stream >= 0) & (t.correlation >= 0)) | t.name_mask(sync_names)
     index_correlation = _index_correlation(t, kept, is_gpu)
 
     # The symbol table holds every kept name and category; a filter needs two distinct ProfilerStep symbols.
@@ -82,7 +82,7 @@ def build_view(t: EventTable) -> HtaView:
     step_symbols |= {t.cats[c] for c in kept_cats if isinstance(t.cats[c], str) and "ProfilerStep" in t.cats[c]}
     cpu = kept & ~is_gpu
     gpu = kept & is_gpu
-    step_rows = cpu & np.isin(t.name, t.name_codes(lambda s: "ProfilerStep" in s))
+    step_rows = cpu & t.name_mask(t.name_codes(lambda s: "ProfilerStep" in s))
     if len(step_symbols) <= 1 or not step_rows.any():
         rows = np.flatnonzero(kept)
         return HtaView(rows, ts, end, is_gpu, index_correlation, False, None, int(invalid.sum()))

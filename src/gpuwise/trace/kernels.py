@@ -119,16 +119,19 @@ def device_op_rows(t: EventTable, rows: np.ndarray) -> np.ndarray:
     return rows[mask[rows]]
 
 
-def category_by_code(t: EventTable) -> np.ndarray:
-    index = {c: i for i, c in enumerate(CATEGORIES)}
-    return np.array([index[kernel_category(v if isinstance(v, str) else str(v))] for v in t.names], dtype=np.int8)
+def category_by_code(t: EventTable, codes: np.ndarray) -> np.ndarray:
+    """Category index per name code, for the given codes (others stay 'other')."""
+    out = np.full(len(t.names), CATEGORIES.index("other"), dtype=np.int8)
+    for code in np.unique(codes).tolist():
+        out[code] = CATEGORIES.index(kernel_category(t.name_of(code)))
+    return out
 
 
 def summarize_kernels(t: EventTable, rows: np.ndarray, durations: np.ndarray, tiny_us: float, top_n: int = 15) -> KernelSummary:
     """Kernel statistics over ``rows`` (device-op event indices); ``durations`` per event, µs."""
     ops = device_op_rows(t, rows)
     dur = durations[ops]
-    category = category_by_code(t)[t.name[ops]]
+    category = category_by_code(t, t.name[ops])[t.name[ops]]
     category[t.cat_mask(*MEMCPY_CATS)[ops]] = CATEGORIES.index("memcpy")
     category[t.cat_mask(*MEMSET_CATS)[ops]] = CATEGORIES.index("memset")
     total = float(dur.sum())
@@ -156,7 +159,7 @@ def summarize_kernels(t: EventTable, rows: np.ndarray, durations: np.ndarray, ti
     tiny = 100.0 * float((kernel_dur < tiny_us).mean()) if kernel_dur.size else None
     amp_codes = t.name_codes(lambda s: "autocast" in s)
     return KernelSummary(int(is_kernel.sum()), total, categories, top, precision_us, fp32_pct, tiny,
-                         bool(np.isin(t.name, amp_codes).any()), notes)
+                         bool(t.name_mask(amp_codes).any()), notes)
 
 
 def _precision(t: EventTable, ops: np.ndarray, dur: np.ndarray, category: np.ndarray) -> tuple[dict[str, float], float | None, list[str]]:

@@ -73,7 +73,7 @@ def cpu_complete_events(t: EventTable) -> np.ndarray:
 def find_steps(t: EventTable) -> Steps:
     """One entry per step number (the longest annotation if a step is recorded twice), by start time."""
     codes = t.name_codes(lambda s: bool(_STEP_RE.match(s)))
-    rows = np.flatnonzero(np.isin(t.name, codes) & cpu_complete_events(t))
+    rows = np.flatnonzero(t.name_mask(codes) & cpu_complete_events(t))
     best: dict[int, int] = {}
     for row in rows.tolist():
         number = int(_STEP_RE.match(t.name_of(int(t.name[row]))).group(1))
@@ -100,7 +100,7 @@ def in_steps(ts: np.ndarray, steps: Steps) -> np.ndarray:
 def step_stats(t: EventTable, steps: Steps) -> StepStats:
     notes: list[str] = []
     loader_codes = t.name_codes(lambda s: bool(_LOADER_RE.search(s)))
-    loader_rows = np.flatnonzero(np.isin(t.name, loader_codes) & cpu_complete_events(t))
+    loader_rows = np.flatnonzero(t.name_mask(loader_codes) & cpu_complete_events(t))
     names = {t.name_of(int(c)) for c in np.unique(t.name[loader_rows])}
     kind = "multi-process" if any("MultiProcessing" in n for n in names) else ("single-process" if names else "")
     if not steps.count:

@@ -97,8 +97,15 @@ class EventTable:
         return int(self.ts.shape[0])
 
     def cat_mask(self, *names: str) -> np.ndarray:
-        codes = [i for i, v in enumerate(self.cats) if v in names]
-        return np.isin(self.cat, codes)
+        lookup = np.zeros(len(self.cats) + 1, dtype=bool)
+        lookup[[i for i, v in enumerate(self.cats) if v in names]] = True
+        return lookup[self.cat]
+
+    def name_mask(self, codes: np.ndarray) -> np.ndarray:
+        """Rows whose name code is in ``codes`` (a lookup table: one pass, however many codes)."""
+        lookup = np.zeros(len(self.names) + 1, dtype=bool)
+        lookup[np.asarray(codes, dtype=np.int64)] = True
+        return lookup[self.name]
 
     def name_codes(self, predicate) -> np.ndarray:
         return np.array([i for i, v in enumerate(self.names) if isinstance(v, str) and predicate(v)], dtype=np.int32)
