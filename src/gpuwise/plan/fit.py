@@ -13,6 +13,7 @@ from gpuwise.catalog import GPU, get_gpu, list_gpus
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.candidates import Evaluate
 from gpuwise.plan.goal import comfortable
+from gpuwise.plan.hardware import as_given as hw_as_given
 from gpuwise.plan.hardware import port
 from gpuwise.plan.result import FitOption, FitReport, Outcome
 from gpuwise.plan.scaling import NODE_GPUS, layouts
@@ -113,15 +114,16 @@ def _context_option(original: Workload, local_steps: list[Step], evaluate: Evalu
     return FitOption(label, changes, original.gpu, original.num_gpus, evaluate(base.with_changes(seq_len=longest)))
 
 
-def report(original: Workload, current: Outcome, fit_steps: list[Step], as_given: dict[str, Outcome],
-           evaluate: Evaluate, local_steps: list[Step] | None = None) -> FitReport:
+def report(original: Workload, current: Outcome, fit_steps: list[Step], evaluate: Evaluate,
+           local_steps: list[Step] | None = None) -> FitReport:
     gpu = get_gpu(original.gpu)
     need = current.peak_bytes / GiB
     have = current.capacity_bytes / GiB
-    fits_here = [gid for gid, o in as_given.items() if comfortable(o)]
     if comfortable(current):
         return FitReport(True, True, f"Fits on {original.num_gpus} × {gpu.id}: {need:.1f} GiB of {have:.1f} GiB per GPU "
                                      f"({current.headroom_pct:.0f} % free).")
+    as_given = hw_as_given(original, evaluate)
+    fits_here = [gid for gid, o in as_given.items() if comfortable(o)]
     options: list[FitOption] = []
     if fit_steps and comfortable(fit_steps[-1].after):
         last = fit_steps[-1]

@@ -72,7 +72,6 @@ def make_plan(
     # Hardware options carry the recommended config when it fits here; otherwise each GPU gets the
     # workload as given plus only the edits that GPU needs (a bigger GPU may need no lossy edit at all).
     hardware = hw.options(config_w if fits_here else workload, goal, ev.outcome)
-    as_given = hw.as_given(workload, ev.outcome)
     notes: list[str] = []
     if len(measured) < len(loaded):
         notes.append(f"Ignored {len(loaded) - len(measured)} predicted evidence item(s) passed as evidence: "
@@ -87,7 +86,7 @@ def make_plan(
     config_out = ev.outcome(config_w)
 
     fit_steps = [s for s in steps if s.purpose == "fit"]
-    fit_report = fit_mod.report(workload, current, fit_steps if config_w.gpu == workload.gpu else [], as_given, ev.outcome,
+    fit_report = fit_mod.report(workload, current, fit_steps if config_w.gpu == workload.gpu else [], ev.outcome,
                                 local_steps=local_steps)
 
     fit_options = _fit_options_bytes(workload, ev) if not comfortable(current) else {}
