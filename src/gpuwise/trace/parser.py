@@ -422,7 +422,7 @@ class _StreamParser:
         ends, array_end = scan_elements(buf)
         if array_end is None:
             at = int(ends[-1]) + 1 if ends.size else 0
-            raise self._fail("the JSON ends before the traceEvents array is closed (truncated file?)", buf, len(buf) if at == 0 else at)
+            raise self._fail("the file is truncated (the traceEvents array is never closed); the incomplete part starts", buf, at)
         self._decode(buf, array_end, strict_errors=True)
         self._advance(buf, array_end + 1)
         return buf[array_end + 1:]
