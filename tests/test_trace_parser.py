@@ -100,8 +100,8 @@ event = st.fixed_dictionaries(
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(events=st.lists(event, max_size=12), indent=st.sampled_from([None, 0, 2]), tail=st.booleans(), tmp_factory=st.just(None))
-def test_property_any_valid_trace_parses_exactly(tmp_path, tiny_batches, events, indent, tail, tmp_factory):
+@given(events=st.lists(event, max_size=12), indent=st.sampled_from([None, 0, 2]), tail=st.booleans())
+def test_property_any_valid_trace_parses_exactly(tmp_path, tiny_batches, events, indent, tail):
     document = {"schemaVersion": 1, "traceEvents": events}
     if tail:
         document["traceName"] = "}, {]"

@@ -33,6 +33,9 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
         source="trace", label=r.file, rank=r.rank.rank, device=r.device.kind, gpu=r.device.catalog_id or (r.device.name or ""),
         num_steps=s.count or None, step_time_s=s.mean_ms / 1000 if s.mean_ms is not None else None,
         step_times_s=list(s.step_times_s), input_wait_pct=s.input_wait_pct,
+        phase_s={"data_wait": s.loader_ms_per_step / 1000} if s.loader_ms_per_step is not None else {},
+        # _SingleProcessDataLoaderIter is what DataLoader(num_workers=0) iterates with
+        loader_num_workers=0 if s.loader_kind == "single-process" else None,
         sync_calls_per_step=r.sync.calls_per_step, sync_wait_pct=r.sync.wait_pct,
         kernels_per_step=r.launches.kernels_per_step, tiny_kernel_pct=k.tiny_kernel_pct,
         gpu_idle_pct=t.idle_pct if t else None, gpu_util_pct=t.compute_pct if t else None,
