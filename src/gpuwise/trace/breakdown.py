@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.hta_view import HtaView, unique_rows
-from gpuwise.trace.table import EventTable
+from gpuwise.trace.table import EventTable, distinct
 
 # HTA hta/utils/utils.py kernel classes (regexes matched at the start of the name, as re.match does).
 _COMM_RE = re.compile(r"^nccl.*Kernel")
@@ -103,7 +103,7 @@ def kernel_type_by_code(t: EventTable) -> np.ndarray:
     """
     index = {"computation": 0, "communication": 1, "memory": 2, "other": 3}
     out = np.full(len(t.names), 3, dtype=np.int8)
-    for code in np.unique(t.name[t.stream != -1]).tolist():
+    for code in distinct(t.name[t.stream != -1]).tolist():
         out[code] = index[hta_kernel_type(t.name_of(code))]
     return out
 
@@ -141,7 +141,7 @@ def idle_by_stream(t: EventTable, view: HtaView, delay_us: float = CONSECUTIVE_K
     ts_runtime = np.where(linked, view.ts[np.maximum(link, 0)], np.nan)
     out = []
     streams = t.stream[rows]
-    for stream in np.unique(streams):
+    for stream in distinct(streams):
         on = streams == stream
         ts, end, launch = view.ts[rows[on]], view.end[rows[on]], ts_runtime[on]
         order = np.argsort(ts, kind="stable")

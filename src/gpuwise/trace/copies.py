@@ -16,7 +16,7 @@ import numpy as np
 from gpuwise.trace.breakdown import union_length
 from gpuwise.trace.hta_view import unique_rows
 from gpuwise.trace.kernels import MEMCPY_CATS
-from gpuwise.trace.table import EventTable
+from gpuwise.trace.table import EventTable, distinct
 
 _NAME_RE = re.compile(r"^Memcpy\s+(\w+)\s*(?:\((\w+)\s*->\s*(\w+)\))?")
 
@@ -42,7 +42,7 @@ def copy_stats(t: EventTable, rows: np.ndarray, span_us: float | None) -> CopySt
     rows = unique_rows(rows)
     rows = rows[t.cat_mask(*MEMCPY_CATS)[rows]]
     parsed: dict[int, tuple[str, bool]] = {}
-    for code in np.unique(t.name[rows]).tolist():
+    for code in distinct(t.name[rows]).tolist():
         match = _NAME_RE.match(t.name_of(code))
         direction = match.group(1) if match else "unknown"
         pageable = bool(match and "Pageable" in (match.group(2) or "", match.group(3) or ""))

@@ -109,7 +109,7 @@ def launch_stats(t: EventTable, kernel_rows: np.ndarray, steps_in_window: int, s
         launches=int(launch_rows.size), kernels=int(kernel_rows.size),
         kernels_per_step=kernel_rows.size / steps_in_window if steps_in_window else None,
         launch_api_mean_us=float(api.mean()) if api.size else None,
-        launch_delay_median_us=float(np.median(delay)) if delay.size else None,
+        launch_delay_median_us=float(np.percentile(delay, 50)) if delay.size else None,
         launch_delay_p90_us=float(np.percentile(delay, 90)) if delay.size else None,
         host_busy_pct=busy, launch_thread=thread,
     )

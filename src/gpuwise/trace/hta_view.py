@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuwise.trace.table import EventTable
+from gpuwise.trace.table import EventTable, distinct
 
 SYNC_ON_DEVICE = ("Event Sync", "Context Sync")
 
@@ -76,8 +76,8 @@ def build_view(t: EventTable) -> HtaView:
     index_correlation = _index_correlation(t, kept, is_gpu)
 
     # The symbol table holds every kept name and category; a filter needs two distinct ProfilerStep symbols.
-    kept_names = np.unique(t.name[kept])
-    kept_cats = np.unique(t.cat[kept])
+    kept_names = distinct(t.name[kept])
+    kept_cats = distinct(t.cat[kept])
     step_symbols = {t.names[c] for c in kept_names if isinstance(t.names[c], str) and "ProfilerStep" in t.names[c]}
     step_symbols |= {t.cats[c] for c in kept_cats if isinstance(t.cats[c], str) and "ProfilerStep" in t.cats[c]}
     cpu = kept & ~is_gpu

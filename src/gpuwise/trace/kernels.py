@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.hta_view import unique_rows
-from gpuwise.trace.table import EventTable
+from gpuwise.trace.table import EventTable, distinct
 
 KERNEL_CATS = ("kernel", "Kernel", "mtia_ccp_events")
 MEMCPY_CATS = ("gpu_memcpy", "Memcpy")
@@ -122,7 +122,7 @@ def device_op_rows(t: EventTable, rows: np.ndarray) -> np.ndarray:
 def category_by_code(t: EventTable, codes: np.ndarray) -> np.ndarray:
     """Category index per name code, for the given codes (others stay 'other')."""
     out = np.full(len(t.names), CATEGORIES.index("other"), dtype=np.int8)
-    for code in np.unique(codes).tolist():
+    for code in distinct(codes).tolist():
         out[code] = CATEGORIES.index(kernel_category(t.name_of(code)))
     return out
 
@@ -167,7 +167,7 @@ def _precision(t: EventTable, ops: np.ndarray, dur: np.ndarray, category: np.nda
     if not matmul.any():
         return {}, None, []
     precision_of = {}
-    for code in np.unique(t.name[ops][matmul]):
+    for code in distinct(t.name[ops][matmul]):
         precision_of[int(code)] = matmul_precision(t.name_of(int(code))) or "unknown"
     out: dict[str, float] = {}
     for code, d in zip(t.name[ops][matmul].tolist(), dur[matmul].tolist()):

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.trace.table import MemoryEvents
+from gpuwise.trace.table import MemoryEvents, distinct
 
 CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA (HIP builds report CUDA too)
 
@@ -46,7 +46,7 @@ def memory_stats(memory: MemoryEvents) -> MemoryStats | None:
     if deltas.size:
         order = np.argsort(memory.ts[device], kind="stable")
         by_device = np.nan_to_num(memory.device_id[device][order], nan=-1)
-        peaks = [np.cumsum(deltas[order][by_device == d]).max() for d in np.unique(by_device)]
+        peaks = [np.cumsum(deltas[order][by_device == d]).max() for d in distinct(by_device)]
         growth = int(max(0.0, max(peaks)))
     if np.isfinite(allocated).any():
         return MemoryStats(events, int(np.nanmax(allocated)),

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.breakdown import union_length
-from gpuwise.trace.table import EventTable
+from gpuwise.trace.table import EventTable, distinct
 
 _STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 _LOADER_RE = re.compile(r"DataLoader.*__next__|dataloader.*next", re.I)
@@ -101,7 +101,7 @@ def step_stats(t: EventTable, steps: Steps) -> StepStats:
     notes: list[str] = []
     loader_codes = t.name_codes(lambda s: bool(_LOADER_RE.search(s)))
     loader_rows = np.flatnonzero(t.name_mask(loader_codes) & cpu_complete_events(t))
-    names = {t.name_of(int(c)) for c in np.unique(t.name[loader_rows])}
+    names = {t.name_of(int(c)) for c in distinct(t.name[loader_rows])}
     kind = "multi-process" if any("MultiProcessing" in n for n in names) else ("single-process" if names else "")
     if not steps.count:
         notes.append("no ProfilerStep#N annotations: step statistics need torch.profiler's schedule + prof.step()")
@@ -112,7 +112,7 @@ def step_stats(t: EventTable, steps: Steps) -> StepStats:
     total_us = float(steps.dur_us.sum())
     return StepStats(
         count=steps.count, numbers=steps.numbers, step_times_s=(steps.dur_us / 1e6).tolist(),
-        mean_ms=float(dur_ms.mean()), median_ms=float(np.median(dur_ms)), p90_ms=float(np.percentile(dur_ms, 90)),
+        mean_ms=float(dur_ms.mean()), median_ms=float(np.percentile(dur_ms, 50)), p90_ms=float(np.percentile(dur_ms, 90)),
         min_ms=float(dur_ms.min()), max_ms=float(dur_ms.max()), std_ms=float(dur_ms.std()),
         input_wait_pct=100.0 * loader_us / total_us if names and total_us > 0 else None,
         loader_ms_per_step=loader_us / 1000.0 / steps.count if names else None, loader_kind=kind, notes=notes,

@@ -14,6 +14,14 @@ from typing import Any
 import numpy as np
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (np.unique without its first-call import of numpy.ma, ~25 ms)."""
+    if values.size < 2:
+        return np.asarray(values).copy()
+    ordered = np.sort(values, kind="stable")
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
 class Interner:
     """Map hashable values (names, categories, pids) to dense int ids, keeping the values once."""
 
