@@ -11,7 +11,7 @@ over rounds of (its figure / the plain loop's figure in that round) - 1, for two
 DataLoader over in-memory data, a 3-layer MLP, AdamW, on one CPU thread (steady step times).
 
 Last line: {"step_ms": X, "gpuwise_overhead_pct": Y, "torch_profiler_overhead_pct": Z}
-Usage: python benchmarks/profile_overhead.py [--rounds 12] [--steps 30] [--hidden 1024]
+Usage: python benchmarks/profile_overhead.py [--rounds 60] [--steps 30] [--hidden 1024] [--hooks-only]
 """
 
 from __future__ import annotations
@@ -73,13 +73,14 @@ def modes():
     def with_torch_profiler():
         return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
 
-    return {"plain": plain, "gpuwise": with_gpuwise, "gpuwise hooks only": gpuwise_hooks_only, "torch.profiler": with_torch_profiler}
+    return {"plain": plain, "gpuwise": with_gpuwise, "torch.profiler": with_torch_profiler, "gpuwise hooks only": gpuwise_hooks_only}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--hooks-only", action="store_true", help="also run gpuwise without its telemetry thread")
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=64)
     args = parser.parse_args()
@@ -87,6 +88,8 @@ def main() -> None:
     loop = make_loop(args.hidden, args.batch, args.steps)
     loop()  # first-touch allocations, lazy init
     contexts = modes()
+    if not args.hooks_only:
+        contexts.pop("gpuwise hooks only")
     names = list(contexts)
     cpu: dict[str, list[float]] = {n: [] for n in names}
     wall: dict[str, list[float]] = {n: [] for n in names}

@@ -157,3 +157,55 @@ def test_a_profiled_cpu_run_with_nvml_present_records_gpu_telemetry():
                 opt.step()
     gpu = p.result.document["telemetry"]["gpu"]
     assert gpu["util_pct"] == 35 and gpu["temperature_c_max"] == 86
+
+
+class FakeEvent:
+    """Stands in for torch.cuda.Event: a timestamp, completed once `done` is set (the GPU caught up)."""
+
+    clock = [0.0]
+    done = [True]
+    synchronized = []
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.t = None
+
+    def record(self) -> None:
+        FakeEvent.clock[0] += 0.004
+        self.t = FakeEvent.clock[0]
+
+    def query(self) -> bool:
+        return FakeEvent.done[0]
+
+    def synchronize(self) -> None:
+        FakeEvent.synchronized.append(self)
+
+    def elapsed_time(self, end: "FakeEvent") -> float:
+        return (end.t - self.t) * 1000.0  # milliseconds, like CUDA
+
+
+def test_cuda_event_timing_resolves_without_waiting(monkeypatch):
+    """The CUDA-event path with a fake Event class (no GPU here): pending pairs resolve only when
+    query() says the GPU is done, and finish() waits once, on the last event."""
+    import torch
+
+    from gpuwise.profile.cuda_timing import CudaPhaseTimer
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    FakeEvent.clock[0], FakeEvent.done[0], FakeEvent.synchronized[:] = 0.0, False, []
+    timer = CudaPhaseTimer()
+    timer.begin("forward")
+    timer.end("forward", step=0)
+    timer.begin("data_wait")  # host-only phases are not timed on the GPU
+    timer.end("data_wait", step=0)
+    timer.drain()
+    assert timer.per_step == {}  # the GPU has not caught up: nothing resolved, nothing waited for
+    timer.begin("backward")
+    timer.end("backward", step=1)
+    FakeEvent.done[0] = True
+    timer.drain()
+    assert timer.per_step == {0: {"forward": pytest.approx(0.004)}, 1: {"backward": pytest.approx(0.004)}}
+    timer.begin("optimizer")
+    timer.end("optimizer", step=1)
+    FakeEvent.done[0] = False
+    per_step = timer.finish()
+    assert len(FakeEvent.synchronized) == 1 and per_step[1]["optimizer"] == pytest.approx(0.004)

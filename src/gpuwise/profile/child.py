@@ -33,7 +33,7 @@ _write_lock = threading.Lock()
 def _is_helper_process() -> bool:
     """multiprocessing's spawned workers, forkserver and resource tracker are not the training script."""
     argv = list(getattr(sys, "orig_argv", None) or sys.argv)
-    return any("multiprocessing" in a for a in argv) or "--multiprocessing-fork" in argv
+    return "--multiprocessing-fork" in argv or any(a.startswith("from multiprocessing") for a in argv)
 
 
 def activate() -> None:

@@ -93,6 +93,7 @@ class Recorder:
         self._cuda_possible = False
         self._cuda_timer = None
         self._nvtx = None
+        self._nvtx_open: list[str] = []
         self._memory_measure = "not available"
         self._memory_read = None
         self.instrumentation = None
@@ -228,6 +229,7 @@ class Recorder:
             self._cuda_timer.begin(phase)
         if self._nvtx is not None:
             self._nvtx.range_push(f"gpuwise.{phase}")
+            self._nvtx_open.append(phase)
 
     def exit(self, phase: str) -> None:
         now = perf_counter()
@@ -237,7 +239,8 @@ class Recorder:
             self._data_cpu += thread_time() - self._data_t0[1]
         if self._cuda_timer is not None:
             self._cuda_timer.end(phase, len(self.records))
-        if self._nvtx is not None:
+        if self._nvtx_open and self._nvtx_open[-1] == phase:  # only ranges we opened (NVTX may start mid-phase)
+            self._nvtx_open.pop()
             self._nvtx.range_pop()
 
     def note_h2d(self, seconds: float, nbytes: int, pinned: bool) -> None:

@@ -14,7 +14,7 @@ from gpuwise.units import GiB, MiB
 
 SEVERITY_STYLE = {"critical": "bold white on red", "high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 PHASE_LABEL = {"data_wait": "waiting for data", "h2d_copy": "host→device copy", "forward": "forward", "backward": "backward",
-               "optimizer": "optimizer step", "other": "other (your loop, logging, …)"}
+               "optimizer": "optimizer step", "other": "other (loop, logging…)"}
 BAR_WIDTH = 32
 
 
