@@ -62,7 +62,7 @@ def trace(
     with _progress(files) as progress:
         report = analyze_traces(files, progress)
     if rank is not None and rank not in {r.rank.rank for r in report.ranks}:
-        known = sorted(r.rank.rank for r in report.ranks if r.rank.rank is not None)
+        known = sorted({r.rank.rank for r in report.ranks if r.rank.rank is not None})
         raise GpuwiseError(f"no trace for rank {rank} (ranks here: {', '.join(map(str, known)) or 'none known'})")
     emit({"files": [str(p) for p in files], **report.to_dict()}, "trace", as_json,
          lambda c: trace_view.render_report(c, report, top, rank))

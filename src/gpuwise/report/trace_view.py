@@ -182,9 +182,11 @@ def render_cross_rank(console: Console, report: TraceReport) -> None:
     if c.step_skew_pct is not None:
         lines.append(f"step time: slowest rank {c.slowest_rank} is {c.step_skew_pct:+.1f} % vs the median")
     if c.comm_skew_pct is not None:
-        lines.append(f"communication: rank {c.least_comm_rank} spends the least time in collectives "
-                     f"({c.comm_ms_per_step[c.least_comm_rank]:,.1f} ms/step, {c.comm_skew_pct:.0f} % less than the most): "
-                     "the others wait for it at each collective")
+        most = max(c.comm_ms_per_step, key=c.comm_ms_per_step.get)
+        lines.append(f"communication kernels per step: least on rank {c.least_comm_rank} "
+                     f"({c.comm_ms_per_step[c.least_comm_rank]:,.2f} ms), most on rank {most} "
+                     f"({c.comm_ms_per_step[most]:,.2f} ms), spread {c.comm_skew_pct:.0f} % "
+                     "(time in collectives is mostly waiting: the rank that waits least is the one the others wait for)")
     if c.missing:
         lines.append(f"missing ranks: {len(c.missing)} of {c.world_size} ({compact_ranges(c.missing)})")
     for rank, files in c.duplicates.items():
