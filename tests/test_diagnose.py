@@ -207,3 +207,20 @@ def test_documents_without_evidence_objects_are_one_clear_error(tmp_path):
         path.write_text(body)
         with pytest.raises(GpuwiseError, match="evidence' is empty or not an object"):
             load_evidence(path)
+
+
+def test_input_bound_names_the_loader_settings_it_suggests():
+    ev = Evidence(source="profile", step_time_s=0.1, phase_s={"data_wait": 0.05}, loader_num_workers=0, cpu_count=4)
+    found = {f.id: f for f in diagnose(ev)}
+    assert found["input_bound"].metrics["suggested_num_workers"] == 3
+    assert found["input_bound"].metrics["suggested_prefetch_factor"] == 4
+    saturated = Evidence(source="profile", input_wait_pct=40, loader_num_workers=2, cpu_count=2, cpu_util_pct=97)
+    assert {f.id: f for f in diagnose(saturated)}["input_bound"].metrics["suggested_num_workers"] is None
+
+
+def test_back_to_back_slow_steps_have_no_period():
+    times = [0.1 + 0.002 * (i % 5) for i in range(30)]
+    for i in (10, 11, 12, 13):
+        times[i] = 1.0
+    finding = {f.id: f for f in diagnose(Evidence(source="profile", step_times_s=times))}["step_outliers"]
+    assert finding.metrics["period_steps"] is None and "recur" not in finding.summary
