@@ -17,7 +17,7 @@ from gpuwise.report import trace_view
 from gpuwise.trace.compare import compare_reports, side_label
 from gpuwise.trace.report import FileProgress, analyze_traces, expand_paths
 
-PROGRESS_MIN_BYTES = 16 << 20  # show a progress bar when the files add up to more than this
+PROGRESS_MIN_BYTES = 8 << 20  # show a progress bar when the files add up to more than this
 
 
 @contextmanager
