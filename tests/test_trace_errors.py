@@ -122,7 +122,7 @@ def _mutate(data: bytes, rng: random.Random, steps: int) -> bytes:
     return bytes(buf)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)  # deterministic in CI; raise max_examples to fuzz wider
 @given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 6), compress=st.booleans(), small=st.booleans())
 def test_fuzz_mutated_real_traces_raise_nothing_but_gpuwise_error(tmp_path_factory, seed, steps, compress, small):
     """Whatever the damage, the user sees a GpuwiseError or an analysis, never a traceback."""

@@ -99,7 +99,7 @@ event = st.fixed_dictionaries(
               "pid": st.one_of(st.integers(0, 9), st.text(max_size=4))})
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(events=st.lists(event, max_size=12), indent=st.sampled_from([None, 0, 2]), tail=st.booleans())
 def test_property_any_valid_trace_parses_exactly(tmp_path, tiny_batches, events, indent, tail):
     document = {"schemaVersion": 1, "traceEvents": events}
@@ -110,7 +110,7 @@ def test_property_any_valid_trace_parses_exactly(tmp_path, tiny_batches, events,
     assert_same_as_json(parse_trace(path), document)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(elements=st.lists(json_value, max_size=8), after=st.text(max_size=10))
 def test_scan_elements_finds_exact_element_ends(elements, after):
     body = ",".join(json.dumps(e) for e in elements)
