@@ -79,6 +79,16 @@ def sync_stats(t: EventTable, steps: Steps) -> SyncStats:
     )
 
 
+def _match_by_correlation(keys: np.ndarray, rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """For each query id, the row whose key equals it (-1 if none)."""
+    if not keys.size:
+        return np.full(queries.shape, -1, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    pos = np.minimum(np.searchsorted(sorted_keys, queries), keys.size - 1)
+    return np.where(sorted_keys[pos] == queries, rows[order][pos], -1)
+
+
 def launch_stats(t: EventTable, kernel_rows: np.ndarray, steps_in_window: int, span_us: float | None) -> LaunchStats:
     """``kernel_rows``: kernels in the analysis window; launch calls are found by correlation id."""
     kernel_rows = unique_rows(kernel_rows)
@@ -86,12 +96,9 @@ def launch_stats(t: EventTable, kernel_rows: np.ndarray, steps_in_window: int, s
     launch_codes = t.name_codes(lambda s: bool(_LAUNCH_RE.search(s)))
     runtime = np.flatnonzero(t.cat_mask(*RUNTIME_CATS) & t.name_mask(launch_codes) & (t.correlation >= 0)
                              & cpu_complete_events(t))
-    corr_sorted = np.argsort(t.correlation[runtime], kind="stable")
-    keys = t.correlation[runtime][corr_sorted]
-    pos = np.searchsorted(keys, t.correlation[kernel_rows])
-    pos_c = np.minimum(pos, max(keys.size - 1, 0))
-    linked = (keys.size > 0) & (pos < keys.size) & (keys[pos_c] == t.correlation[kernel_rows]) if keys.size else np.zeros(kernel_rows.size, bool)
-    launch_rows = runtime[corr_sorted][pos_c][linked] if keys.size else np.zeros(0, np.int64)
+    launch_of = _match_by_correlation(t.correlation[runtime], runtime, t.correlation[kernel_rows])
+    linked = launch_of >= 0
+    launch_rows = launch_of[linked]
     delay = t.ts[kernel_rows[linked]] - t.ts[launch_rows]
     api = t.dur[launch_rows]
     thread, busy = None, None
