@@ -7,7 +7,14 @@ over rounds of (its figure / the plain loop's figure in that round) - 1, for two
   telemetry thread, the profiler's own work). What a profiler adds is CPU work, and CPU time does
   not count the stalls other programs cause on a shared machine, so this is the headline figure;
 - wall time per step (steps over twice the median dropped as preemptions), reported beside it:
-  on a quiet machine the two agree, on a loaded one wall time mostly measures the neighbours. The loop is a real one:
+  on a quiet machine the two agree, on a loaded one wall time mostly measures the neighbours.
+
+On a shared machine even CPU time drifts by a few % from round to round, which is more than
+gpuwise costs. So the benchmark also measures gpuwise's cost directly, in absolute terms:
+- hooks: the same loop with a tiny model (steps of ~0.5 ms, where microseconds show), plain vs
+  gpuwise without telemetry, interleaved; the median difference is the cost per step;
+- telemetry: the CPU time the sampler thread itself uses, per second of run.
+``gpuwise_cost_pct_of_step`` = (hook µs per step) / (CPU time of a plain step) + telemetry CPU share. The loop is a real one:
 DataLoader over in-memory data, a 3-layer MLP, AdamW, on one CPU thread (steady step times).
 
 Last line: {"step_ms": X, "gpuwise_overhead_pct": Y, "torch_profiler_overhead_pct": Z}
@@ -107,14 +114,59 @@ def main() -> None:
         return 100.0 * (statistics.median(t / p for t, p in zip(series[name], series["plain"])) - 1.0)
 
     step_ms = 1000.0 * statistics.median(wall["plain"])
+    hook_us, telemetry_pct = direct_costs(args.batch)
+    cpu_step_ms = 1000.0 * statistics.median(cpu["plain"])  # the step as it would be on an idle machine
+    direct_pct = 100.0 * hook_us / (cpu_step_ms * 1000.0) + telemetry_pct
     print(f"plain loop: {step_ms:.2f} ms/step wall, {1000 * statistics.median(cpu['plain']):.2f} ms CPU "
           f"(medians over {args.rounds} rounds × {args.steps} steps, 1 CPU thread)")
     for name in names[1:]:
         print(f"{name:20s} overhead: {overhead(cpu, name):+6.2f} % CPU time   {overhead(wall, name):+6.2f} % wall time")
+    print(f"gpuwise measured directly: hooks {hook_us:.1f} µs per step, telemetry thread {telemetry_pct:.3f} % of a core "
+          f"-> {direct_pct:.3f} % of a {cpu_step_ms:.1f} ms step")
     print(json.dumps({"step_ms": round(step_ms, 3), "gpuwise_overhead_pct": round(overhead(cpu, "gpuwise"), 3),
                       "torch_profiler_overhead_pct": round(overhead(cpu, "torch.profiler"), 3),
                       "gpuwise_wall_overhead_pct": round(overhead(wall, "gpuwise"), 3),
-                      "torch_profiler_wall_overhead_pct": round(overhead(wall, "torch.profiler"), 3)}))
+                      "torch_profiler_wall_overhead_pct": round(overhead(wall, "torch.profiler"), 3),
+                      "gpuwise_hook_us_per_step": round(hook_us, 2), "gpuwise_telemetry_cpu_pct": round(telemetry_pct, 4),
+                      "gpuwise_cost_pct_of_step": round(direct_pct, 4)}))
+
+
+def direct_costs(batch: int, rounds: int = 40, steps: int = 200) -> tuple[float, float]:
+    """(µs gpuwise's hooks add per step, % of a core its telemetry thread uses), measured directly."""
+    from gpuwise.profile import telemetry
+
+    tiny = make_loop(64, batch, steps)
+    tiny()
+    diffs = []
+    for r in range(rounds):
+        if r % 2:
+            plain_cpu, _ = tiny()
+            with gpuwise.profile(warmup=WARMUP, store=False, telemetry=False):
+                hooked_cpu, _ = tiny()
+        else:
+            with gpuwise.profile(warmup=WARMUP, store=False, telemetry=False):
+                hooked_cpu, _ = tiny()
+            plain_cpu, _ = tiny()
+        diffs.append((hooked_cpu - plain_cpu) * 1e6)
+    used = [0.0]
+    original = telemetry.TelemetrySampler.sample_once
+
+    def timed(self):
+        t0 = time.thread_time()
+        try:
+            return original(self)
+        finally:
+            used[0] += time.thread_time() - t0
+
+    telemetry.TelemetrySampler.sample_once = timed
+    try:
+        sampler = telemetry.TelemetrySampler(interval_s=0.5)
+        sampler.start()
+        time.sleep(5.0)
+        sampler.stop()
+    finally:
+        telemetry.TelemetrySampler.sample_once = original
+    return statistics.median(diffs), 100.0 * used[0] / 5.0
 
 
 if __name__ == "__main__":

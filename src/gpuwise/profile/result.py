@@ -59,6 +59,8 @@ def measured_steps(raw: dict[str, Any]) -> tuple[list[dict[str, Any]], int, list
     requested = raw.get("steps_requested")
     if requested:
         measured = measured[:requested]
+        if steps and len(measured) < requested:
+            notes.append(f"the run ended after {len(measured)} measured steps, fewer than the {requested} requested")
     return measured, dropped, notes
 
 
