@@ -8,12 +8,13 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace import parser, reader
 from gpuwise.trace.rank import analyze_file
+from gpuwise.trace.report import build_report
 
 DATA = Path(__file__).parent / "data" / "traces"
 HAND = (DATA / "hand_rank0.json").read_bytes()
@@ -138,20 +139,30 @@ def test_fuzz_mutated_real_traces_raise_nothing_but_gpuwise_error(tmp_path_facto
     if small:
         parser.BATCH_BYTES, reader.CHUNK_BYTES = 64, 48
     try:
-        analyze_file(path)
+        build_report([analyze_file(path)]).to_dict()  # evidence, rules and JSON too
     except GpuwiseError as err:
         assert "\n" not in str(err)
     finally:
         parser.BATCH_BYTES, reader.CHUNK_BYTES = old
 
 
-def test_fuzz_mutated_shared_trace(shared_dir, tmp_path):
-    """Mutations of a real Kineto trace (the HTA trace_compare fixture)."""
-    raw = gzip.open(shared_dir / "traces" / "hta/trace_compare/base/base.json.gz").read()
-    rng = random.Random(1234)
-    for i in range(60):
-        path = write(tmp_path, f"m{i}.json", _mutate(raw, rng, rng.randint(1, 5)))
-        try:
-            analyze_file(path)
-        except GpuwiseError as err:
-            assert "\n" not in str(err)
+REAL_TRACES = ("hta/trace_compare/base/base.json.gz", "hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+               "hta/critical_path/cuda_event_sync/event_sync_trace.json.gz")
+
+
+@settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.sampled_from(REAL_TRACES), seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 6), small=st.booleans())
+def test_fuzz_mutated_shared_traces(shared_dir, tmp_path, which, seed, steps, small):
+    """Mutations of real Kineto traces (HTA's test data): a GpuwiseError or an analysis, nothing else."""
+    raw = gzip.open(shared_dir / "traces" / which).read()
+    rng = random.Random(seed)
+    path = write(tmp_path, "mutated.json", _mutate(raw, rng, steps))
+    old = parser.BATCH_BYTES, reader.CHUNK_BYTES
+    if small:
+        parser.BATCH_BYTES, reader.CHUNK_BYTES = 64, 48
+    try:
+        build_report([analyze_file(path)]).to_dict()  # evidence, rules and JSON too
+    except GpuwiseError as err:
+        assert "\n" not in str(err)
+    finally:
+        parser.BATCH_BYTES, reader.CHUNK_BYTES = old
