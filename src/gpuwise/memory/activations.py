@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from gpuwise.catalog import ModelArch
 from gpuwise.memory.frameworks import Profile
 from gpuwise.memory.regime import Regime
-from gpuwise.memory.shapes import block_linears, mlp_names, resolve_targets
+from gpuwise.memory.shapes import block_linears, hf_module, mlp_names, resolve_targets
 from gpuwise.workload import Workload
 
 # Families whose blocks run attention and MLP in parallel off one shared norm / two norms.
@@ -144,7 +144,9 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
             else:
                 s.keep(src, src_bytes * tokens * d_in, ctx=quantized)
         if name in targets:
-            key = f"{name}.lora" if profile.lora_input_per_module else f"{src}.lora"
+            # peft adapts a fused Hugging Face module (phi-3's qkv_proj) once: one input copy for q, k and v.
+            module = hf_module(arch, name) if profile.lora_input_per_module else name
+            key = f"{module}.lora" if profile.lora_input_per_module else f"{src}.lora"
             if profile.lora_dropout > 0:
                 s.keep(f"{key}.dropout", dt.lora_input * tokens * d_in)
                 s.keep(f"{key}.mask", 1.0 * tokens * d_in)
@@ -152,7 +154,7 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
                 s.keep(f"{key}.cast", dt.lora_input * tokens * d_in)
             else:
                 s.keep(src, src_bytes * tokens * d_in)
-            s.keep(f"{name}.lora_a_out", dt.lora_input * tokens * w.lora_rank)
+            s.keep(f"{module}.lora_a_out", dt.lora_input * tokens * w.lora_rank)
 
     def attention(src: str) -> str:
         for name in ("q", "k", "v"):
