@@ -27,15 +27,8 @@ from gpuwise.memory.regime import regime_for
 from gpuwise.memory.traced import adapt, build
 from gpuwise.memory.traced.optim import build_optimizer
 from gpuwise.memory.traced.result import GpuStepTime, TracedMemoryEstimate, TracedPhase
-from gpuwise.memory.traced.run import (
-    RunSettings,
-    cuda_dropout,
-    explain_failure,
-    inference,
-    materialize,
-    training_step,
-    transformers_fake_tensor_fixes,
-)
+from gpuwise.memory.traced.parity import cuda_code_paths
+from gpuwise.memory.traced.run import RunSettings, explain_failure, inference, materialize, training_step
 from gpuwise.memory.traced.tracker import CUDA_BLOCK_BYTES, MemoryTracker, PhaseRecord
 from gpuwise.workload import Workload
 
@@ -145,7 +138,7 @@ def _run(built: build.BuiltModel, w: Workload, s: RunSettings, input_spec: str |
     tracker = MemoryTracker(names, block_bytes=block_bytes, head_modules=_head_modules(model, names))
     optimizer_text = "none (inference)"
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else nullcontext()
-    with fake_mode, tracker, transformers_fake_tensor_fixes(), cuda_dropout():
+    with fake_mode, tracker, cuda_code_paths():
         status("materialising fake parameters")
         tensors, num_params = materialize(model, real=not fake)
         tracker.tag(tensors, "parameters")

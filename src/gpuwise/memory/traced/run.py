@@ -63,60 +63,6 @@ def materialize(model: nn.Module, real: bool = False) -> tuple[list[torch.Tensor
     return tensors, sum(t.numel() for t in tensors if isinstance(t, nn.Parameter))
 
 
-@contextlib.contextmanager
-def cuda_dropout() -> Iterator[None]:
-    """Dropout as CUDA runs it: one fused ``native_dropout`` kernel keeping a 1-byte mask.
-
-    ``aten::dropout`` takes the fused kernel only for CUDA-like tensors (ATen Dropout.cpp,
-    ``is_fused_kernel_acceptable``); on CPU it multiplies by a noise tensor in the input dtype,
-    which would make every dropout mask 2-4x too large here.
-    """
-    import torch.nn.functional as F
-
-    original = F.dropout
-
-    def fused(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
-        if not training or p <= 0.0 or p >= 1.0 or input.numel() == 0:
-            return original(input, p, training, inplace)
-        out = torch.native_dropout(input, p, training)[0]
-        return input.copy_(out) if inplace else out
-
-    F.dropout = fused
-    try:
-        yield
-    finally:
-        F.dropout = original
-
-
-@contextlib.contextmanager
-def transformers_fake_tensor_fixes() -> Iterator[None]:
-    """Keep transformers on the path a real run takes.
-
-    transformers treats fake tensors as "tracing" and then cannot rule out packed sequences, so it
-    builds a full 4-D causal mask instead of using SDPA's is_causal (+1.7 % peak on a small model,
-    shared/notes/simulation.md). Our inputs are one unpadded sequence per row: say so.
-    """
-    try:
-        from transformers import masking_utils
-    except ImportError:
-        yield
-        return
-    original = masking_utils.find_packed_sequence_indices
-
-    def one_sequence_per_row(position_ids: torch.Tensor) -> torch.Tensor | None:
-        from torch._subclasses.fake_tensor import FakeTensor
-
-        if isinstance(position_ids, FakeTensor):
-            return None
-        return original(position_ids)
-
-    masking_utils.find_packed_sequence_indices = one_sequence_per_row
-    try:
-        yield
-    finally:
-        masking_utils.find_packed_sequence_indices = original
-
-
 def _tensors_in(obj: Any, depth: int = 0) -> Iterator[torch.Tensor]:
     """Every tensor reachable from a cache object (transformers Cache classes, tuples of tuples)."""
     if isinstance(obj, torch.Tensor):
