@@ -209,3 +209,12 @@ def test_cuda_event_timing_resolves_without_waiting(monkeypatch):
     FakeEvent.done[0] = False
     per_step = timer.finish()
     assert len(FakeEvent.synchronized) == 1 and per_step[1]["optimizer"] == pytest.approx(0.004)
+
+
+def test_cuda_event_phase_times_give_a_gpu_idle_estimate():
+    steps = [{"wall_s": 0.1, "phase_s": {"data_wait": 0.06, "forward": 0.015, "backward": 0.02, "other": 0.005},
+              "gpu_phase_s": {"forward": 0.012, "backward": 0.018}, "memory_bytes": 1e9} for _ in range(12)]
+    run = build_run({"steps": steps, "warmup": 2, "device": "cuda", "telemetry": None, "model": {}, "memory": {}})
+    assert run.document["gpu_phases_s"] == {"backward": pytest.approx(0.018), "forward": pytest.approx(0.012)}
+    assert run.evidence.gpu_idle_pct == pytest.approx(70.0)
+    assert "low_utilization" in ids(run) and "input_bound" in ids(run)

@@ -143,6 +143,12 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
             ev.fp32_matmul_pct = 0.0
         ev.memory_capacity_bytes = memory.get("capacity_bytes")
         ev.memory_peak_bytes = memory.get("peak_reserved_bytes")
+    gpu_phases = gpu_phase_breakdown(steps) if ev.device == "cuda" else None
+    if gpu_phases and ev.step_time_s:
+        # Event spans include gaps inside a phase, so this busy share is an upper bound: idle is a lower bound.
+        busy = sum(gpu_phases.values())
+        ev.gpu_idle_pct = max(0.0, 100.0 * (1.0 - busy / ev.step_time_s))
+        ev.notes.append("gpu_idle_pct: from CUDA-event spans of the phases (a lower bound on idle time)")
     gpu = telemetry.get("gpu") or {}
     if gpu:
         ev.gpu_util_pct = gpu.get("util_pct")
