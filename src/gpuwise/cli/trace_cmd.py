@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from gpuwise.cli.output import emit
 from gpuwise.errors import GpuwiseError
-from gpuwise.report import trace_view
-from gpuwise.trace.compare import compare_reports, side_label
-from gpuwise.trace.report import FileProgress, analyze_traces, expand_paths
+
+if TYPE_CHECKING:
+    from gpuwise.trace.report import FileProgress
+
+# The trace modules (numpy, msgspec) are imported inside the command so that every other
+# command's start-up does not pay for them.
 
 PROGRESS_MIN_BYTES = 8 << 20  # show a progress bar when the files add up to more than this
 
@@ -23,6 +24,9 @@ PROGRESS_MIN_BYTES = 8 << 20  # show a progress bar when the files add up to mor
 @contextmanager
 def _progress(paths: list[Path]) -> Iterator[FileProgress | None]:
     """A byte-level progress bar on stderr (only on a terminal, only for big inputs)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
     sizes = [p.stat().st_size for p in paths]
     console = Console(stderr=True)
     if sum(sizes) < PROGRESS_MIN_BYTES or not console.is_terminal:
@@ -47,6 +51,10 @@ def trace(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md); `gpuwise plan --evidence` reads it.")] = False,
 ) -> None:
     """Where a profiled run lost time: HTA's breakdown, kernels, steps, input, syncs, copies, communication, ranks, findings."""
+    from gpuwise.report import trace_view
+    from gpuwise.trace.compare import compare_reports, side_label
+    from gpuwise.trace.report import analyze_traces, expand_paths
+
     if compare:
         if len(paths) != 2:
             raise GpuwiseError(f"--compare takes exactly two traces (or directories), got {len(paths)}")
