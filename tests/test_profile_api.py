@@ -193,7 +193,7 @@ def test_exception_in_the_block_passes_through_and_keeps_the_partial_run(tmp_pat
         with p:
             model = small_model()
             opt = torch.optim.SGD(model.parameters(), lr=0.01)
-            for step in range(12):
+            for _ in range(12):
                 model(torch.randn(4, 32)).sum().backward()
                 opt.step()
             raise ValueError("user bug")

@@ -3,7 +3,6 @@ entry point, real exit codes, real signals and a real SQLite store."""
 
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
 from pathlib import Path

@@ -60,7 +60,7 @@ def _make_images(seed: int) -> list[bytes]:
     blobs = []
     for _ in range(DISTINCT_IMAGES):
         channels = []
-        for c in range(3):
+        for _channel in range(3):
             fx, fy, phase = rng.uniform(2, 9), rng.uniform(2, 9), rng.uniform(0, 6.3)
             field = np.sin(xx / fx + phase) * np.cos(yy / fy) * 90 + 128 + rng.normal(0, 6, xx.shape)
             channels.append(field)
