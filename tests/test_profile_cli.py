@@ -165,8 +165,8 @@ def test_torchrun_records_one_run_per_rank(tmp_path):
                      sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(path), timeout=300)
     assert result.exit_code == 0, result.stderr[-2000:]
     doc = result.json()
-    assert sorted(r["rank"] for r in doc["runs"]) == [0, 1]
-    assert all(r["measured_steps"] == 8 and r["world_size"] == 2 for r in doc["runs"])
+    assert sorted(r["rank"] for r in doc["runs"]) == [0, 1], (doc["notes"], result.stderr[-3000:])
+    assert all(r["measured_steps"] == 8 and r["world_size"] == 2 for r in doc["runs"]), [(r["rank"], r["status"], r["measured_steps"]) for r in doc["runs"]]
     assert len({r["group_id"] for r in doc["runs"]}) == 1
     # per-rank evidence plus the cross-rank one (rank -> step time)
     assert [e["rank"] for e in doc["evidence"]] == [0, 1, None]

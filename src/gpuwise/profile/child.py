@@ -36,9 +36,15 @@ def _is_helper_process() -> bool:
     return "--multiprocessing-fork" in argv or any(a.startswith("from multiprocessing") for a in argv)
 
 
+def _is_launcher() -> bool:
+    """torchrun's agent only starts the ranks (which attach themselves): no need to watch it."""
+    argv = list(getattr(sys, "orig_argv", None) or sys.argv)
+    return any(os.path.basename(a) == "torchrun" or a in {"torch.distributed.run", "torch.distributed.launch"} for a in argv[:4])
+
+
 def activate() -> None:
     raw = os.environ.get(ENV)
-    if not raw or _is_helper_process():
+    if not raw or _is_helper_process() or _is_launcher():
         return
     _state["config"] = json.loads(raw)
     if "torch" in sys.modules:
