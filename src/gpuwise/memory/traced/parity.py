@@ -84,6 +84,12 @@ def cuda_sdpa() -> Iterator[None]:
     aten = torch.ops.aten
 
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):  # noqa: ANN001, ANN202
+        if torch.is_autocast_enabled("cpu"):
+            # CUDA autocast runs SDPA in the lower precision (it is on autocast's fp16/bf16 op list).
+            low = torch.get_autocast_dtype("cpu")
+            query, key, value = (t.to(low) if t.is_floating_point() else t for t in (query, key, value))
+            if attn_mask is not None and attn_mask.is_floating_point():
+                attn_mask = attn_mask.to(low)
         backend = cuda_sdpa_backend(query, key, value, attn_mask, enable_gqa)
         if backend == "math":
             return aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
