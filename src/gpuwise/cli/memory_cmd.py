@@ -40,7 +40,9 @@ def memory(
         from gpuwise.memory.traced import traced_estimate
 
         result = traced_estimate(workload, model_factory=model_factory, input_factory=input_factory)
-        emit(result.to_dict(), "memory_traced", as_json, lambda c: memory_view.render_traced(c, result))
+        from gpuwise.report import traced_view
+
+        emit(result.to_dict(), "memory_traced", as_json, lambda c: traced_view.render_traced(c, result))
         return
 
     from gpuwise.memory import estimate_memory, max_batch_that_fits, max_seq_len_that_fits

@@ -118,7 +118,8 @@ def _compute(console: Console, t: Any) -> None:
                   "attention included, causal masking accounted, recompute included)")
     if not t.step_times:
         return
-    table = Table(title="predicted step time (roofline per op)", header_style="bold", title_justify="left", box=None)
+    console.print("[bold]predicted step time[/] (perf roofline per op; eager PyTorch launch floor)")
+    table = Table(header_style="bold", box=None)
     for col in ("GPU", "step", "bound", "fits"):
         table.add_column(col, justify="left" if col in ("GPU", "bound") else "right")
     shown = t.step_times[:_STEP_GPUS_SHOWN]
