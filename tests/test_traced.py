@@ -127,6 +127,14 @@ def test_lora_and_qlora(tiny_config):
     assert qlora.breakdown["parameters"] < lora.breakdown["parameters"]
 
 
+def test_short_lora_target_names_map_to_the_models_modules(tiny_config):
+    est = traced_estimate(workload(tiny_config, task="lora", precision="bf16", lora_rank=8, lora_targets="q,v"))
+    assert est.trainable_params == 4 * (8 * (128 + 128) + 8 * (128 + 64))
+    assert any("q_proj,v_proj" in n for n in est.notes)
+    with pytest.raises(GpuwiseError, match="unknown LoRA target"):
+        traced_estimate(workload(tiny_config, task="lora", lora_targets="attention_heads"))
+
+
 def test_quantized_storage_sizes_follow_bitsandbytes():
     from gpuwise.memory.traced.quant import quantized_storage_bytes
 

@@ -78,12 +78,8 @@ def apply_lora(built: BuiltModel, workload: Workload, dropout: float) -> str:
     keeps a dropout output and a 1-byte mask per adapted layer."""
     from peft import LoraConfig, TaskType, get_peft_model
 
-    targets: str | list[str] = list(workload.lora_targets)
-    if targets in (["all-linear"], ["all"]):
-        targets = "all-linear"
+    targets = peft_targets(built, workload)
     task_type = {"causal-lm": TaskType.CAUSAL_LM, "seq-classifier": TaskType.SEQ_CLS}.get(built.kind)
-    if targets == "all-linear" and not built.is_hf:
-        targets = sorted({name.rsplit(".", 1)[-1] for name, m in built.model.named_modules() if type(m) is nn.Linear})
     config = LoraConfig(r=workload.lora_rank, lora_alpha=workload.lora_alpha, target_modules=targets, lora_dropout=dropout,
                         bias="none", task_type=task_type)
     adapter_dtype = _DTYPES[workload.lora_dtype]
@@ -98,9 +94,52 @@ def apply_lora(built: BuiltModel, workload: Workload, dropout: float) -> str:
             param.data = param.data.to(adapter_dtype)
     built.model = model
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    shown = targets if isinstance(targets, str) else ",".join(targets)
-    return (f"peft LoRA r={workload.lora_rank} on {shown}, lora_dropout={dropout:g}, adapters in {workload.lora_dtype} "
-            f"({trainable:,} trainable parameters)")
+    shown = targets if isinstance(targets, str) else ",".join(targets)  # the model's own module names
+    fused = [t for t in targets if len(_HF_ROLES.get(t, ())) > 1] if not isinstance(targets, str) else []
+    extra = f" (fused {', '.join(fused)}: the whole module is adapted)" if fused else ""
+    return (f"peft LoRA r={workload.lora_rank} on {shown}{extra}, lora_dropout={dropout:g}, adapters in "
+            f"{workload.lora_dtype} ({trainable:,} trainable parameters)")
+
+
+# Leaf names of Hugging Face linear layers -> the block roles they implement (a fused module implements several).
+_HF_ROLES = {
+    "q_proj": {"q"}, "k_proj": {"k"}, "v_proj": {"v"}, "o_proj": {"o"}, "out_proj": {"o"}, "dense": {"o"},
+    "query": {"q"}, "key": {"k"}, "value": {"v"}, "qkv_proj": {"q", "k", "v"}, "query_key_value": {"q", "k", "v"},
+    "c_attn": {"q", "k", "v"}, "Wqkv": {"q", "k", "v"}, "W_pack": {"q", "k", "v"},
+    "gate_proj": {"gate"}, "up_proj": {"up"}, "down_proj": {"down"}, "gate_up_proj": {"gate", "up"},
+    "fc1": {"up"}, "fc2": {"down"}, "dense_h_to_4h": {"up"}, "dense_4h_to_h": {"down"}, "c_fc": {"up"},
+    "w1": {"gate"}, "w3": {"up"}, "w2": {"down"}, "lm_head": {"lm_head"},
+}
+
+
+def _is_linear(module: nn.Module) -> bool:
+    return isinstance(module, nn.Linear) or type(module).__name__ == "Conv1D"  # transformers' GPT-2 Conv1D
+
+
+def peft_targets(built: BuiltModel, workload: Workload) -> str | list[str]:
+    """peft ``target_modules`` for the workload's LoRA targets.
+
+    Module names of the model are used as given; gpuwise's short names (q, v, mlp, attn, ...) are
+    mapped to the model's own modules (q_proj, or a fused qkv_proj / query_key_value that holds q).
+    """
+    requested = list(workload.lora_targets)
+    if requested in (["all-linear"], ["all"]):
+        if built.is_hf:
+            return "all-linear"  # peft's own rule: every linear layer but the output head
+        return sorted({n.rsplit(".", 1)[-1] for n, m in built.model.named_modules() if type(m) is nn.Linear})
+    leaves = {n.rsplit(".", 1)[-1] for n, m in built.model.named_modules() if _is_linear(m)}
+    if set(requested) <= leaves:
+        return requested
+    from gpuwise.catalog import get_model
+    from gpuwise.memory.shapes import resolve_targets
+
+    roles = set(resolve_targets(get_model(workload.model), tuple(requested))) if not built.input_factory else set()
+    chosen = sorted(leaf for leaf in leaves if _HF_ROLES.get(leaf, set()) & roles)
+    missing = roles - set().union(*(_HF_ROLES.get(leaf, set()) for leaf in chosen)) if chosen else roles
+    if not chosen or missing:
+        raise GpuwiseError(f"LoRA targets {','.join(requested)} do not name linear layers of {built.description}; "
+                           f"its linear layers are named {', '.join(sorted(leaves)) or 'nothing'}")
+    return chosen
 
 
 def apply_kbit_upcast(built: BuiltModel) -> str:

@@ -112,8 +112,10 @@ def simulate(workload: Workload, model_factory: str | None = None, input_factory
         if plan.autocast_dtype is not None:
             notes.append(f"autocast to {str(plan.autocast_dtype).removeprefix('torch.')} simulated with CPU autocast, "
                          "whose op lists differ slightly from CUDA's")
-        settings = RunSettings(w.batch_size, w.seq_len, w.output_len, w.image_size, plan.param_dtype,
-                               plan.autocast_dtype, w.grad_accum)
+        # A serving replica holds `concurrency` sequences at once (as the analytic estimate assumes).
+        batch = max(w.batch_size, w.concurrency) if w.task == "serving" else w.batch_size
+        settings = RunSettings(batch, w.seq_len, w.output_len, w.image_size, plan.param_dtype, plan.autocast_dtype,
+                               w.grad_accum)
         sim = _run(built, w, settings, input_factory, status, block_bytes, fake)
     sim.notes[:0] = notes
     sim.notes.extend(_limits_notes(w, built))
