@@ -79,6 +79,11 @@ def apply_lora(built: BuiltModel, workload: Workload, dropout: float) -> str:
     from peft import LoraConfig, TaskType, get_peft_model
 
     targets = peft_targets(built, workload)
+    dropout_note = ""
+    if dropout and any(p.dim() == 3 for p in built.model.parameters()):
+        # Fused MoE experts (3-D parameters in transformers 5) are adapted through peft's ParamWrapper,
+        # which refuses lora_dropout.
+        dropout, dropout_note = 0.0, " (fused expert parameters: peft allows no lora_dropout there)"
     task_type = {"causal-lm": TaskType.CAUSAL_LM, "seq-classifier": TaskType.SEQ_CLS}.get(built.kind)
     config = LoraConfig(r=workload.lora_rank, lora_alpha=workload.lora_alpha, target_modules=targets, lora_dropout=dropout,
                         bias="none", task_type=task_type)
@@ -97,7 +102,7 @@ def apply_lora(built: BuiltModel, workload: Workload, dropout: float) -> str:
     shown = targets if isinstance(targets, str) else ",".join(targets)  # the model's own module names
     fused = [t for t in targets if len(_HF_ROLES.get(t, ())) > 1] if not isinstance(targets, str) else []
     extra = f" (fused {', '.join(fused)}: the whole module is adapted)" if fused else ""
-    return (f"peft LoRA r={workload.lora_rank} on {shown}{extra}, lora_dropout={dropout:g}, adapters in "
+    return (f"peft LoRA r={workload.lora_rank} on {shown}{extra}, lora_dropout={dropout:g}{dropout_note}, adapters in "
             f"{workload.lora_dtype} ({trainable:,} trainable parameters)")
 
 
