@@ -107,6 +107,14 @@ def test_gradient_accumulation_holds_gradients_through_the_forward(tiny_config):
     assert forward["gradients"] == rounded_param_bytes(sim.built.model)
 
 
+def test_ddp_keeps_a_flat_copy_of_the_gradients(tiny_config):
+    sim = simulate(workload(tiny_config, task="full-finetune", precision="bf16", num_gpus=2, sharding="ddp"))
+    forward = sim.tracker.breakdown(sim.tracker.phases["forward"].live_at_peak)
+    numel = sum(p.numel() for p in sim.built.model.parameters())
+    assert forward["gradients"] == cuda_block_bytes(2 * numel)  # one bf16 bucket, no .grad yet
+    assert any("DDP gradient buckets" in n for n in sim.notes)
+
+
 def test_checkpointing_cuts_saved_activations(tiny_config):
     plain = simulate(workload(tiny_config, task="full-finetune", precision="bf16"))
     full = simulate(workload(tiny_config, task="full-finetune", precision="bf16", grad_checkpointing="full"))

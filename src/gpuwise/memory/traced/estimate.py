@@ -114,8 +114,12 @@ def simulate(workload: Workload, model_factory: str | None = None, input_factory
                          "whose op lists differ slightly from CUDA's")
         # A serving replica holds `concurrency` sequences at once (as the analytic estimate assumes).
         batch = max(w.batch_size, w.concurrency) if w.task == "serving" else w.batch_size
+        ddp = w.is_training and w.data_parallel > 1
+        if ddp:
+            notes.append(f"{w.data_parallel} data-parallel replicas: DDP gradient buckets (one flat copy of the gradients, "
+                         "gradient_as_bucket_view=False) are included; NCCL buffers are in the context line")
         settings = RunSettings(batch, w.seq_len, w.output_len, w.image_size, plan.param_dtype, plan.autocast_dtype,
-                               w.grad_accum)
+                               w.grad_accum, ddp_buckets=ddp)
         sim = _run(built, w, settings, input_factory, status, block_bytes, fake)
     sim.notes[:0] = notes
     sim.notes.extend(_limits_notes(w, built))
@@ -248,6 +252,7 @@ def _assemble(w: Workload, sim: Simulation, wall_s: float) -> TracedMemoryEstima
         notes.append("predicted step time unavailable: the performance model (gpuwise.perf) is not installed")
     assumptions = [f"optimizer: {sim.optimizer}"] if w.is_training else []
     assumptions.append(f"model: {sim.built.description}")
+    assumptions.append(f"libraries simulated: {_library_versions()}")
     if w.is_training:
         assumptions.append("steady-state step (optimizer state exists, as from step 2 on)"
                            + ("; gradients held across micro-batches" if w.grad_accum > 1 else ""))
@@ -265,6 +270,18 @@ def _assemble(w: Workload, sim: Simulation, wall_s: float) -> TracedMemoryEstima
         top_activation_modules=tracker.top_activation_modules("forward" if "forward" in tracker.phases else "prefill"),
         optimizer=sim.optimizer, notes=notes, assumptions=assumptions, simulation_wall_s=round(wall_s, 3),
     )
+
+
+def _library_versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("torch", "transformers", "peft"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return ", ".join(found)
 
 
 def _per_step(w: Workload, per_phase: dict[str, float]) -> float:

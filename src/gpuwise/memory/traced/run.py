@@ -33,6 +33,7 @@ class RunSettings:
     param_dtype: torch.dtype
     autocast_dtype: torch.dtype | None  # AMP: matmuls in this dtype, parameters stay fp32
     grad_accum: int
+    ddp_buckets: bool = False  # data-parallel replicas: DDP keeps flat gradient buckets next to .grad
 
 
 def materialize(model: nn.Module, real: bool = False) -> tuple[list[torch.Tensor], int]:
@@ -148,6 +149,8 @@ def training_step(model: nn.Module, built: BuiltModel, s: RunSettings, tracker: 
                 p.grad = torch.empty_like(p)
     _tag_optimizer_state(tracker, choice)
     tracker.tag([p.grad for p in trainable if p.grad is not None], "gradients")
+    buckets = _ddp_buckets(trainable) if s.ddp_buckets else []
+    tracker.tag(buckets, "gradients")
 
     args, kwargs = model_inputs(built, s, training=True, user_spec=user_spec)
     with tracker.track_phase("forward", attribute_modules=True):
@@ -163,6 +166,15 @@ def training_step(model: nn.Module, built: BuiltModel, s: RunSettings, tracker: 
     with tracker.track_phase("optimizer_step", outside_modules=f"{type(optimizer).__name__}.step()"):
         optimizer.step()
     _tag_optimizer_state(tracker, choice)
+
+
+def _ddp_buckets(trainable: list[torch.Tensor]) -> list[torch.Tensor]:
+    """DistributedDataParallel's reducer buckets: flat per-dtype copies of the gradients, allocated once
+    (gradient_as_bucket_view=False, the default), alive for the whole run."""
+    by_dtype: dict[torch.dtype, int] = {}
+    for p in trainable:
+        by_dtype[p.dtype] = by_dtype.get(p.dtype, 0) + p.numel()
+    return [torch.empty(n, dtype=dtype) for dtype, n in by_dtype.items()]
 
 
 def _tag_optimizer_state(tracker: MemoryTracker, choice: OptimizerChoice) -> None:
