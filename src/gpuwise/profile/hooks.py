@@ -157,7 +157,7 @@ class Instrumentation:
 
     # -- optimizer ----------------------------------------------------------------------------------
     def _opt_pre(self, optimizer, args, kwargs):
-        if self.rec.on_thread(bind=True):
+        if self.rec.on_thread():
             try:
                 self.rec.enter("optimizer")
             except Exception as exc:  # noqa: BLE001
@@ -177,7 +177,7 @@ class Instrumentation:
         rec = self.rec
 
         def __next__(it):
-            if not rec.on_thread(bind=True):
+            if not rec.on_thread():
                 return original(it)
             try:
                 rec.enter("data_wait")

@@ -78,7 +78,6 @@ class Recorder:
         self.loaders: dict[tuple, dict[str, Any]] = {}
         self._tid: int | None = None
         self._pid = os.getpid()
-        self._lock = threading.Lock()
         self._started_wall = 0.0
         self._started = 0.0
         self._stopped = 0.0
@@ -191,7 +190,8 @@ class Recorder:
         return self.raw()
 
     # -- thread binding and error containment -------------------------------------------------------------
-    def on_thread(self, bind: bool = True) -> bool:
+    def on_thread(self) -> bool:
+        """True on the training thread: the first thread that reaches a hook (not autograd's or a worker's)."""
         if not self.active:
             return False
         tid = threading.get_ident()
@@ -402,8 +402,7 @@ class Recorder:
         """Everything measured so far, JSON-able (also used for periodic partial flushes)."""
         from gpuwise.profile.telemetry import summarize, usable_cpus
 
-        with self._lock:
-            records = [r.to_dict() for r in self.records]
+        records = [r.to_dict() for r in list(self.records)]
         sampler = self.sampler
         telemetry = None
         if sampler is not None:
