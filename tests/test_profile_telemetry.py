@@ -218,3 +218,58 @@ def test_cuda_event_phase_times_give_a_gpu_idle_estimate():
     assert run.document["gpu_phases_s"] == {"backward": pytest.approx(0.018), "forward": pytest.approx(0.012)}
     assert run.evidence.gpu_idle_pct == pytest.approx(70.0)
     assert "low_utilization" in ids(run) and "input_bound" in ids(run)
+
+
+def test_recorder_cuda_path_with_faked_cuda(monkeypatch):
+    """The recorder's CUDA branch (device detection, CUDA events, NVTX, torch.cuda memory statistics)
+    driven through torch.cuda stand-ins, since no GPU exists here."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from gpuwise.profile.recorder import Recorder
+
+    nvtx = mock.Mock()
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "nvtx", nvtx)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA A100-SXM4-80GB")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda index=None: 2 * GiB)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda index=None: 30 * GiB)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda index=None: 25 * GiB)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=None: SimpleNamespace(total_memory=80 * GiB))
+    FakeEvent.clock[0], FakeEvent.done[0], FakeEvent.synchronized[:] = 0.0, True, []
+
+    class CudaParam:
+        device = SimpleNamespace(type="cuda", index=0)
+        dtype = torch.float32
+
+        def numel(self):
+            return 1000
+
+    class OnGpu:
+        def parameters(self):
+            return iter([CudaParam()])
+
+    rec = Recorder(warmup=1, telemetry=False, copies_and_syncs=False).start()
+    try:
+        for _ in range(10):
+            rec.enter("data_wait"); rec.exit("data_wait")
+            rec.enter("forward", OnGpu()); rec.exit("forward")
+            rec.enter("backward"); rec.exit("backward")
+            rec.enter("optimizer"); rec.exit("optimizer")
+            rec._boundary()
+    finally:
+        raw = rec.stop()
+    assert raw["device"] == "cuda" and raw["gpu_name"] == "NVIDIA A100-SXM4-80GB"
+    assert raw["model"]["amp_enabled"] is False and raw["model"]["param_dtype"] == "float32"
+    assert raw["memory"]["measure"] == "torch.cuda.memory_allocated"
+    assert raw["memory"]["capacity_bytes"] == 80 * GiB and raw["memory"]["peak_reserved_bytes"] == 30 * GiB
+    assert raw["steps"][-1]["memory_bytes"] == 2 * GiB
+    assert set(raw["steps"][-1]["gpu_phase_s"]) == {"forward", "backward", "optimizer"}
+    assert nvtx.range_push.call_count == nvtx.range_pop.call_count > 0  # balanced ranges
+    run = build_run(raw)
+    assert run.document["gpu_phases_s"]["forward"] == pytest.approx(0.004)
+    assert run.evidence.fp32_matmul_pct == 100 and run.evidence.tensor_core_speedup > 10
+    assert "no_mixed_precision" in ids(run)
+    assert run.evidence.memory_headroom_pct == pytest.approx(62.5)
