@@ -259,3 +259,19 @@ def test_phase_shares_always_add_up_to_the_step(events):
             start, wall, phases = timer.boundary()
             assert sum(phases.values()) == pytest.approx(wall, abs=1e-9)
             assert all(v >= -1e-9 for v in phases.values())
+
+
+def test_host_blocking_calls_are_counted(monkeypatch):
+    """torch.cuda.synchronize is wrapped like .item()/.cpu() on CUDA tensors (a stand-in here: no GPU)."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: time.sleep(0.002))
+    rec = Recorder(warmup=0, telemetry=False, copies_and_syncs=True).start()
+    try:
+        small_model()(torch.randn(2, 32))
+        torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        torch.ones(1).item()  # a CPU tensor never blocks on a device: not counted
+        rec.step()
+    finally:
+        raw = rec.stop()
+    step = raw["steps"][0]
+    assert step["sync_calls"] == 2 and step["sync_wait_s"] >= 0.004
