@@ -81,11 +81,11 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Exit as done:
         sys.exit(done.exit_code)
     except Exception as err:  # click usage errors and anything unexpected
-        import click
-
-        if isinstance(err, click.ClickException):
+        # Typer >= 0.29 vendors click (typer._click), older versions use click itself: duck-type.
+        if hasattr(err, "show") and hasattr(err, "exit_code"):
             err.show()
-            sys.exit(2 if isinstance(err, click.UsageError) else err.exit_code)
+            usage = any(cls.__name__ == "UsageError" for cls in type(err).__mro__)
+            sys.exit(2 if usage else err.exit_code)
         if debug:
             raise
         print(f"gpuwise: internal error: {type(err).__name__}: {err} (run with --debug for the traceback)", file=sys.stderr)
