@@ -6,9 +6,14 @@
     python benchmarks/validate_throughput.py --data benchmarks/data/llm_foundry_mpt.csv \
         --models benchmarks/data/mpt_models.yaml
 
+    # vision transformers: eager PyTorch vs compiled, fp32 vs AMP vs bf16, A100 and RTX 3090
+    python benchmarks/validate_throughput.py --data benchmarks/data/vision_reference.csv \
+        --models benchmarks/data/vision_models.yaml --gpus benchmarks/data/vision_gpus.yaml
+
 Reads rows like ../shared/data/measured_throughput.csv (id, workload, model, gpu, num_gpus,
 precision, batch_size, input_len, output_len, seq_len, parallelism, framework, metric, value,
-source, notes), turns each into a Workload, predicts it, and prints a table of measured vs
+source, notes; vision rows give the image size as input_len), turns each into a Workload,
+predicts it, and prints a table of measured vs
 predicted with the error. Rows the model cannot express are listed with the reason. The last
 line is one JSON object: {"rows", "skipped", "median_abs_err_pct", ...}; since many rows can come
 from one source, it also gives the median per source and the median weighted by source.
@@ -91,6 +96,15 @@ def _checkpointing(text: str) -> str:
     return "none"
 
 
+def _attention(text: str) -> str:
+    """'eager attention' in the notes (e.g. PyTorch < 2.0 models without SDPA), else SDPA."""
+    return "eager" if "eager attention" in text.lower() else "sdpa"
+
+
+def _optimizer(text: str) -> str | None:
+    return "sgd" if re.search(r"\bsgd\b", text, re.I) else None
+
+
 def _grad_accum(text: str) -> int | None:
     m = re.search(r"grad(?:ient)? accum(?:ulation)?\s*(\d+)", text, re.I)
     return int(m.group(1)) if m else None
@@ -135,7 +149,16 @@ def row_to_case(row: dict) -> Case:
     seq = _int(row["seq_len"])
     inp, out = _int(row["input_len"]), _int(row["output_len"])
 
-    if kind in {"training", "finetune-lora"}:
+    if kind in {"cv-training", "cv-inference"}:
+        spec.update(task="cv-train" if kind == "cv-training" else "cv-inference", batch_size=batch or 1,
+                    image_size=inp or 224, attention=_attention(notes))
+        if kind == "cv-training":
+            spec["sharding"] = par.get("sharding", "ddp" if n > tp * pp else "none")
+            if _optimizer(notes):
+                spec["optimizer"] = _optimizer(notes)
+        if metric != "samples_per_s":
+            raise Skip(f"vision metric {metric} not predicted")
+    elif kind in {"training", "finetune-lora"}:
         if not seq:
             raise Skip("training row without a sequence length")
         spec["task"] = "lora" if kind == "finetune-lora" else "pretrain"
@@ -200,7 +223,7 @@ def predicted_value(case: Case) -> float:
     """The prediction in the row's metric."""
     p = predict(case.workload, compute_dtype=case.compute_dtype)
     w, metric = case.workload, case.metric
-    if p.inference is None and p.training is None and metric == "samples_per_s":
+    if p.inference is None and metric == "samples_per_s":
         return p.samples_per_s
     if metric == "tokens_per_s_per_gpu":
         return p.tokens_per_s_per_gpu
@@ -235,14 +258,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="CSV of published measurements")
     parser.add_argument("--models", type=Path, help="extra model catalog (YAML/TOML) the rows refer to")
+    parser.add_argument("--gpus", type=Path, help="extra GPU catalog (YAML/TOML) the rows refer to")
     args = parser.parse_args(argv)
-    if args.models:
-        import os
+    import os
 
-        from gpuwise.catalog import models as catalog_models
+    for path, env, module in ((args.models, "GPUWISE_MODELS", "models"), (args.gpus, "GPUWISE_GPUS", "gpus")):
+        if path is None:
+            continue
+        if not path.is_file():
+            print(f"validate_throughput: {path} does not exist", file=sys.stderr)
+            return 2
+        import importlib
 
-        os.environ["GPUWISE_MODELS"] = str(args.models.resolve())
-        catalog_models.clear_cache()
+        os.environ[env] = str(path.resolve())
+        importlib.import_module(f"gpuwise.catalog.{module}").clear_cache()
     if not args.data.is_file():
         print(f"validate_throughput: {args.data} does not exist", file=sys.stderr)
         return 2

@@ -145,11 +145,40 @@ def test_elementwise_traffic_hand_count():
     from gpuwise.perf.flops import elementwise_bytes_per_token
 
     gpt2 = get_model("gpt2")  # d 768, GELU MLP 3072, learned positions (no rotary), 12 layers
-    forward = 4 * 768 + 6 * 768 + 2 * 3072  # 2 norms, 2 residual adds, GELU in -> out
+    # 2 norms, 2 residual adds, GELU in -> out, attention output back to [tokens, heads x dim]
+    forward = 4 * 768 + 6 * 768 + 2 * 3072 + 2 * 768
     per_layer = forward * 3 * 2  # forward + 2x backward, bf16
     assert elementwise_bytes_per_token(gpt2, 2) == 12 * per_layer + 50257 * 20  # + fp32 cross-entropy
     recompute = elementwise_bytes_per_token(gpt2, 2, recompute=True)
     assert recompute - elementwise_bytes_per_token(gpt2, 2) == 12 * forward * 2
+
+
+def test_autocast_keeps_the_residual_stream_in_fp32_and_casts_norm_outputs():
+    from gpuwise.perf.flops import elementwise_bytes_per_token
+
+    vit = get_model("vit-b-16")  # d 768, GELU 3072, 12 layers, no loss over a vocabulary
+    d, i = 768, 3072
+    # norms read + write the fp32 stream; residual adds read fp32 + bf16 and write fp32; each norm
+    # output is cast to bf16 (read 4, write 2); GELU and the head merge stay bf16.
+    forward = 2 * d * 8 + 2 * d * 10 + 2 * d * 6 + 2 * i * 2 + 2 * d * 2
+    amp = elementwise_bytes_per_token(vit, 2, stream_bytes=4, autocast=True)
+    assert amp == 12 * forward * 3
+    pure = elementwise_bytes_per_token(vit, 2)
+    fp32 = elementwise_bytes_per_token(vit, 4)
+    assert pure < amp < fp32 * 1.1  # AMP moves nearly fp32's bytes in its elementwise work
+    assert pure == pytest.approx(fp32 / 2)
+
+
+def test_attention_traffic_fused_vs_eager():
+    from gpuwise.perf.flops import attention_bytes_per_token
+
+    vit = get_model("vit-b-16")
+    fused = attention_bytes_per_token(vit, 197, 2, "sdpa")
+    assert fused == 12 * 2 * (768 + 768) * 2  # read q, k, v and write o, bf16
+    eager = attention_bytes_per_token(vit, 197, 2, "eager")
+    assert eager - fused == 12 * 12 * 197 * (8 * 2 + 8)  # heads x context scores, 24 B each in bf16
+    fp32_scores = attention_bytes_per_token(vit, 197, 4, "eager") - attention_bytes_per_token(vit, 197, 4)
+    assert fp32_scores == 12 * 12 * 197 * 32  # no casts around an fp32 softmax: 8 x 4 bytes
 
 
 def test_attention_kernels_by_generation():

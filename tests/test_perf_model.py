@@ -187,3 +187,70 @@ def test_weight_bytes_of_quantized_model():
     blocks = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
     expected = blocks * (0.5 + 4 / 64) + (arch.num_params - blocks) * 2
     assert weight_bytes(arch, num) == pytest.approx(expected)
+
+
+def test_fp32_matmuls_run_on_the_cuda_cores_near_their_peak():
+    from gpuwise.perf.efficiency import fp32_matmul_fraction
+
+    assert fp32_matmul_fraction(get_gpu("a100-80gb-sxm")) == 0.85  # SIMT SGEMM on a datacenter die
+    assert fp32_matmul_fraction(get_gpu("rtx-4090")) == 0.60  # dual-issue fp32 counted in a graphics die's peak
+    assert fp32_matmul_fraction(get_gpu("l4")) == 0.60
+    fp32 = predict(W(model="vit-l-16", task="cv-train", gpu="a100-40gb-sxm", batch_size=64, precision="fp32"))
+    # no stack factor on SIMT GEMMs: only the 16-bit framework overhead (1/16 of the time) is added
+    assert 0.80 < fp32.training.linear_efficiency < 0.85
+    assert fp32.compute_dtype == "fp32" and 70 < fp32.mfu_pct < 85
+
+
+def test_amp_gain_on_a_vit_is_far_below_the_tensor_core_peak_ratio():
+    base = dict(model="vit-b-16", task="cv-train", gpu="a100-40gb-sxm", num_gpus=4, sharding="ddp", batch_size=128)
+    fp32 = predict(W(**base, precision="fp32"))
+    amp = predict(W(**base, precision="amp-bf16"))
+    pure = predict(W(**base, precision="bf16"))
+    gain = amp.samples_per_s / fp32.samples_per_s
+    assert 4 < gain < 0.6 * 312 / 19.5  # memory-bound work only halves its bytes; fp32 GEMMs run nearer their peak
+    # torch.autocast keeps the residual stream and LayerNorm in fp32 and casts weights on use: AMP is
+    # slower than pure bf16 (rasbt/pytorch-memory-optim: 3.45 vs 2.88 min for ViT-L/16, 1.20x)
+    t, p = amp.training, pure.training
+    assert t.elementwise_s > 1.5 * p.elementwise_s
+    assert t.weight_traffic_s > p.weight_traffic_s
+    assert 1.1 < t.step_time_s / p.step_time_s < 1.35
+    assert any("torch.autocast" in a for a in amp.assumptions)
+    # 197 tokens: the attention kernel moves more bytes than it has FLOPs to hide them
+    assert t.attention_bound == "memory_bandwidth"
+
+
+def test_frameworks_that_keep_16_bit_activations_pay_no_autocast_casts():
+    base = dict(model="llama-3-8b", task="pretrain", gpu="h100-sxm", batch_size=2, seq_len=4096, precision="amp-bf16",
+                grad_accum=4)
+    plain = predict(W(**base)).training
+    megatron = predict(W(**base, framework="megatron-lm")).training
+    assert megatron.weight_traffic_s == 0  # no casts; gradient accumulation fused into the wgrad GEMM
+    assert plain.weight_traffic_s > 0 and plain.elementwise_s > megatron.elementwise_s
+    assert megatron.optimizer.implementation == "fused" and plain.optimizer.implementation == "foreach"
+
+
+def test_eager_attention_moves_the_score_matrices():
+    base = dict(model="llama-3-8b", task="pretrain", gpu="a100-80gb-sxm", batch_size=1, seq_len=4096)
+    flash = predict(W(**base, attention="sdpa")).training
+    eager = predict(W(**base, attention="eager")).training
+    # 32 heads x 4096 scores per token and layer, 24 bytes each forward, twice that backward
+    scores = 4096 * 32 * 4096 * 24 * 3 * 32
+    assert eager.attention_s - flash.attention_s > scores / (2.039e12 * 0.9)
+    assert eager.attention_bound == "memory_bandwidth" and flash.attention_bound == "compute"
+
+
+def test_zero_gathers_updated_parameters_after_the_step():
+    base = dict(model="llama-3.2-1b", task="full-finetune", gpu="a100-80gb-pcie", num_gpus=4, batch_size=4,
+                seq_len=2048, precision="bf16")
+    ddp = predict(W(**base, sharding="ddp")).training
+    zero2 = predict(W(**base, sharding="zero2")).training
+    assert zero2.optimizer_s < ddp.optimizer_s / 3  # a quarter of the state each
+    assert zero2.dp_exposed_s > ddp.dp_exposed_s  # the parameter all-gather follows the update: nothing hides it
+
+
+def test_vit_inference_in_eager_pytorch_pays_its_elementwise_kernels():
+    base = dict(model="vit-b-16", task="cv-inference", gpu="a100-40gb-sxm", batch_size=128, precision="fp16")
+    engine = predict(W(**base)).samples_per_s
+    eager = predict(W(**base, framework="pytorch", attention="eager")).samples_per_s
+    # AITemplate README (examples/04_vit, A100-40GB): 5,100 img/s compiled vs 2,138 in PyTorch 1.12 eager
+    assert 4000 < engine < 6000 and 1800 < eager < 3000

@@ -56,3 +56,19 @@ def test_independent_llm_foundry_tables_within_target():
                       "--models", str(REPO / "benchmarks" / "data" / "mpt_models.yaml"))
     assert summary["rows"] == 33 and summary["skipped"] == 0
     assert summary["median_abs_err_pct"] <= 25
+
+
+def test_vision_transformer_set_within_target():
+    # ViT training and inference (rasbt A100 fp32/AMP/bf16, timm RTX 3090 AMP, AITemplate eager vs compiled).
+    data = REPO / "benchmarks" / "data"
+    out, summary = _run("--data", str(data / "vision_reference.csv"), "--models", str(data / "vision_models.yaml"),
+                        "--gpus", str(data / "vision_gpus.yaml"))
+    assert summary["rows"] == 15 and summary["skipped"] == 0
+    assert summary["median_abs_err_pct"] <= 25
+    assert "rasbt-vitl16-fp32" in out
+
+
+def test_missing_extra_catalog_is_reported(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--gpus", str(tmp_path / "nope.yaml")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr

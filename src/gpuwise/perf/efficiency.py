@@ -65,6 +65,26 @@ def stack(kind: str) -> float:
     return float(constants()["stack"][kind])
 
 
+def fp32_matmul_fraction(gpu: GPU) -> float:
+    """Share of the fp32 peak that fp32 matmuls without TF32 (SIMT SGEMM) reach on this GPU.
+
+    Graphics dies count a second, INT32-shared fp32 datapath in their peak and reach less of it;
+    they show as a 16-bit tensor rate only a few times the fp32 rate. AMD runs fp32 GEMMs on its
+    matrix cores, so its 16-bit MAMF x stack applies (an assumption).
+    """
+    table = constants()["fp32_matmul"]
+    if gpu.vendor.strip().lower() == "amd":
+        return mamf(gpu).bf16 * stack("training")
+    half = gpu.bf16_tflops or gpu.fp16_tflops
+    if half and gpu.fp32_tflops and half / gpu.fp32_tflops < float(table["graphics_max_tensor_ratio"]):
+        return float(table["graphics"])
+    return float(table["datacenter"])
+
+
+def optimizer(name: str) -> Any:
+    return constants()["optimizer"][name]
+
+
 def attention_ratio(impl: str) -> float:
     """Attention kernel rate relative to GEMMs: flash/sdpa vs eager (materialised scores)."""
     table = constants()["attention"]

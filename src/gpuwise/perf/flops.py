@@ -141,27 +141,40 @@ def lora_elementwise_bytes_per_token(arch: ModelArch, targets: tuple[str, ...], 
 _NO_ROTARY = {"gpt2", "bert", "vit", "mpt", "gpt3", "megatron-gpt", "stablelm-alpha"}
 
 
-def elementwise_bytes_per_token(arch: ModelArch, act_bytes: float, *, recompute: bool = False,
-                                fp8: bool = False) -> float:
+def elementwise_bytes_per_token(arch: ModelArch, act_bytes: float, *, stream_bytes: float | None = None,
+                                autocast: bool = False, recompute: bool = False, fp8: bool = False,
+                                training: bool = True) -> float:
     """Memory traffic of the memory-bound ops of one training token (all layers + the loss).
 
-    Counted per block from eager PyTorch: 2 norms (read + write), 2 residual adds (2 reads, 1
-    write), the MLP activation (gated: gate, up -> out; GELU: in -> out), rotary on q and k; the
-    backward moves ``elementwise.backward_factor`` × the forward; a full recompute repeats the
-    forward. The fp32 cross-entropy costs ``loss_bytes_per_vocab`` per vocabulary entry; fp8
-    matmuls add a cast of each linear input and output gradient (see efficiency.toml).
+    Counted per block from eager PyTorch, forward: 2 norms (read + write the stream), 2 residual
+    adds (read the stream and the branch output, write the stream), the MLP activation (gated:
+    gate, up -> out; GELU: in -> out), rotary on q and k, and the attention output copied back to
+    [tokens, heads x dim]. ``stream_bytes`` is the residual stream's element size (fp32 under
+    torch.autocast, else ``act_bytes``); with ``autocast`` each norm output is also cast to 16-bit
+    before its matmul. The backward moves ``elementwise.backward_factor`` x the forward; a full
+    recompute repeats the forward. The fp32 cross-entropy costs ``loss_bytes_per_vocab`` per
+    vocabulary entry; fp8 matmuls add a cast of each linear input and output gradient
+    (efficiency.toml [elementwise]). ``training=False``: an eager forward pass only, no loss.
     """
     from gpuwise.perf import efficiency as eff
 
     if not arch.is_transformer:
         return 0.0
+    a = act_bytes
+    s = a if stream_bytes is None else stream_bytes
     d = arch.hidden_size
     inter = arch.intermediate_size * ((arch.experts_per_token or 1) if arch.is_moe else 1)
-    activation = 3 * inter if arch.gated_mlp else 2 * inter
-    rotary = 0 if arch.family in _NO_ROTARY else 2 * (arch.q_dim + arch.kv_dim)
-    forward = 4 * d + 6 * d + activation + rotary
+    activation = (3 if arch.gated_mlp else 2) * inter * a
+    rotary = 0 if arch.family in _NO_ROTARY else 2 * (arch.q_dim + arch.kv_dim) * a
+    norms = 2 * d * (s + s)
+    residual_adds = 2 * d * (s + a + s)
+    casts = 2 * d * (s + a) if autocast else 0.0
+    head_merge = 2 * arch.q_dim * a
+    forward = norms + residual_adds + casts + activation + rotary + head_merge
+    if not training:
+        return forward * arch.num_layers
     passes = 1 + eff.elementwise("backward_factor") + (1 if recompute else 0)
-    per_layer = forward * passes * act_bytes
+    per_layer = forward * passes
     if fp8:
         mlp_in = 2 * inter if arch.gated_mlp else inter
         inputs = 2 * d + arch.q_dim + inter  # qkv, o, up/gate (shared input), down
@@ -169,6 +182,25 @@ def elementwise_bytes_per_token(arch: ModelArch, act_bytes: float, *, recompute:
         per_layer += (inputs + grads) * eff.elementwise("fp8_cast_bytes_per_element")
     loss = arch.vocab_size * eff.elementwise("loss_bytes_per_vocab") if arch.is_decoder else 0.0
     return per_layer * arch.num_layers + loss
+
+
+def attention_bytes_per_token(arch: ModelArch, context: float, act_bytes: float, impl: str = "sdpa") -> float:
+    """HBM traffic of one token's attention forward (all layers); the backward moves twice that.
+
+    Fused kernels (flash / SDPA) read q, k, v and write the output. Eager attention also
+    materializes ``heads x context`` scores per token (the full row even under a causal mask) and
+    moves each through the matmul, scale, mask, fp32 softmax and cast: 8a + 8 bytes per element
+    with 16-bit scores, 8a in fp32 (efficiency.toml [elementwise]).
+    """
+    if not arch.is_transformer:
+        return 0.0
+    a = act_bytes
+    fused = 2 * (arch.q_dim + arch.kv_dim) * a
+    scores = 0.0
+    if impl == "eager":
+        per_score = 8 * a + (8 if a < 4 else 0)
+        scores = arch.num_attention_heads * context * per_score
+    return (fused + scores) * arch.num_layers
 
 
 def vit_tokens(arch: ModelArch, image_size: int) -> int:

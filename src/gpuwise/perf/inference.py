@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from gpuwise.catalog import GPU, ModelArch
 from gpuwise.perf import comm
 from gpuwise.perf import efficiency as eff
-from gpuwise.perf.flops import attention_flops_per_token, block_linear_params, matmul_params, vit_tokens
+from gpuwise.perf.flops import (
+    attention_bytes_per_token,
+    attention_flops_per_token,
+    block_linear_params,
+    elementwise_bytes_per_token,
+    matmul_params,
+    vit_tokens,
+)
 from gpuwise.perf.footprint import kv_budget_bytes_per_gpu, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
 from gpuwise.perf.numerics import Numerics
 from gpuwise.perf.prediction import InferencePerf
@@ -67,6 +74,12 @@ class StepModel:
             per_step = float(eff.host("engine_step_overhead_ms")) * 1e-3
         self.eager = eager
         self.overhead_s = per_step
+        # Eager frameworks run norms, residual adds, activations and head copies as separate
+        # memory-bound kernels (serving engines fuse them into GEMM epilogues).
+        self.stream_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
+        self.eager_bytes_per_token = (
+            elementwise_bytes_per_token(arch, num.activation_bytes, training=False) / self.shards if eager else 0.0
+        )
 
     def weight_bytes_read(self, tokens: float) -> float:
         """Weights streamed by one step on one GPU: MoE layers read only the experts tokens hit."""
@@ -105,7 +118,23 @@ class StepModel:
         if prefill_tokens:
             causal = self.arch.is_decoder
             pre_flops = prefill_tokens * attention_flops_per_token(self.arch, prefill_context, causal) / self.shards
-            compute += pre_flops / (self.peak_attn * self.e_attn)
+            pre_c = pre_flops / (self.peak_attn * self.e_attn)
+            if self.eager:
+                # q/k/v/o traffic (and eager attention's materialized scores) vs the kernel's FLOPs
+                impl = self.w.attention
+                per_token = attention_bytes_per_token(self.arch, prefill_context, self.num.activation_bytes, impl)
+                pre_m = prefill_tokens * per_token / self.shards / self.stream_bw
+                if impl == "eager":
+                    compute += pre_c
+                    memory += pre_m
+                elif pre_m > pre_c:
+                    memory += pre_m
+                else:
+                    compute += pre_c
+            else:
+                compute += pre_c
+        if self.eager_bytes_per_token:
+            memory += linear_tokens * self.eager_bytes_per_token / self.stream_bw
         comm_s = 0.0
         if self.tp > 1:
             act = linear_tokens * self.arch.hidden_size * self.num.activation_bytes

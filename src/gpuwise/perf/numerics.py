@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuwise.catalog import GPU
+from gpuwise.perf import efficiency as eff
 from gpuwise.workload import Workload
 
 # Quantized weight storage, bytes per weight including block scales:
@@ -40,6 +41,12 @@ class Numerics:
     kv_bytes: float  # per cached element
     weight_only_quant: bool  # quantized storage, matmuls in 16-bit after dequantization
     notes: tuple[str, ...] = field(default=())
+    # Bytes per element of the residual stream and the norms (fp32 under torch.autocast: layer_norm
+    # is on autocast's fp32 list and the fp32 stream absorbs each 16-bit branch output).
+    stream_bytes: float = 2.0
+    # torch.autocast over fp32 weights: every matmul weight is cast to 16-bit on use and its gradient
+    # cast back, and each norm output is cast before its matmul.
+    autocast: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -64,6 +71,29 @@ def supported_dtype(gpu: GPU, dtype: str) -> str:
 def _half(gpu: GPU) -> str:
     """The 16-bit dtype a framework picks on this GPU (bf16 where it has bf16 tensor cores)."""
     return "bf16" if gpu.bf16_tflops else "fp16"
+
+
+def half_dtype(gpu: GPU) -> str:
+    """The GPU's 16-bit tensor-core dtype (its fp32 fallback on a GPU without 16-bit peaks)."""
+    return supported_dtype(gpu, _half(gpu))
+
+
+def plain_pytorch(workload: Workload) -> bool:
+    """Eager PyTorch without a training framework's fused kernels (no framework named, or one of
+    efficiency.toml host.eager_frameworks): the model's default for training jobs."""
+    framework = workload.framework.strip().lower()
+    return not framework or framework in set(eff.host("eager_frameworks"))
+
+
+def uses_torch_autocast(workload: Workload) -> bool:
+    """AMP as plain PyTorch does it: torch.autocast over fp32 weights.
+
+    Frameworks that keep activations and working weights in 16-bit with fp32 master weights in
+    the optimizer (Megatron/NeMo mixed precision, DeepSpeed, llm-foundry's low-precision LayerNorm
+    with FSDP mixed precision, torchtitan's FSDP2 policy) do not pay autocast's casts. A training
+    job that names no framework is taken to be plain PyTorch (the model's default).
+    """
+    return workload.is_training and workload.precision.startswith("amp-") and plain_pytorch(workload)
 
 
 def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> Numerics:
@@ -107,7 +137,10 @@ def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> N
         notes.append(f"{gpu.id} is a GeForce card: its {resolved} rate is the FP32-accumulate rate PyTorch uses")
     kv = _kv_bytes(workload.kv_cache_dtype, acts)
     other = 4.0 if weights == 4.0 else 2.0
-    return Numerics(resolved, attention, weights, other, acts, grads, kv, weight_only, tuple(notes))
+    autocast = uses_torch_autocast(workload)
+    stream = 4.0 if (autocast or acts == 4.0) else acts
+    return Numerics(resolved, attention, weights, other, acts, grads, kv, weight_only, tuple(notes),
+                    stream_bytes=stream, autocast=autocast)
 
 
 def _kv_bytes(kv_dtype: str, activation_bytes: float) -> float:

@@ -27,7 +27,8 @@ class TrainingPerf:
     optimizer_s: float
     dequant_s: float  # quantized base weights -> 16-bit before each matmul (QLoRA)
     adapter_s: float  # LoRA's unfused cast/dropout/scale/add kernels
-    elementwise_s: float  # norms, residual adds, activations, rotary, loss, fp8 casts (memory-bound)
+    elementwise_s: float  # norms, residual adds, activations, rotary, casts, loss, fp8 casts (memory-bound)
+    weight_traffic_s: float  # autocast weight casts, gradient accumulation, DDP bucket / FSDP2 buffer copies (memory-bound)
     tp_comm_s: float  # tensor-parallel all-reduces (not overlapped)
     dp_comm_s: float  # data-parallel / sharding traffic before overlap
     dp_exposed_s: float  # what of it stays visible
@@ -37,7 +38,9 @@ class TrainingPerf:
     step_time_s: float
     linear_efficiency: float  # fraction of the compute dtype's peak assumed for matmuls
     attention_efficiency: float
+    attention_bound: str = "compute"  # compute (FLOPs) | memory_bandwidth (q/k/v/o or score traffic)
     links: dict[str, Any] = field(default_factory=dict)  # collective -> link used
+    optimizer: Any = None  # gpuwise.perf.optimizer.OptimizerStep: implementation, bytes, launches
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

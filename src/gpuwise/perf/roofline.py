@@ -37,11 +37,26 @@ class RooflineTime:
         return asdict(self)
 
 
-def matmul_efficiency(gpu: GPU, dtype: str, kind: str = "training") -> float:
-    """Fraction of the dense peak a well-tuned stack reaches on large matmuls: MAMF × stack."""
+def gemm_fraction(gpu: GPU, dtype: str) -> float:
+    """Best sustained large-GEMM rate as a fraction of ``dtype``'s dense peak.
+
+    Tensor-core dtypes: the GPU's MAMF. fp32 without TF32 runs on the CUDA cores (SIMT SGEMM),
+    which keep a larger share of their much lower peak (efficiency.toml [fp32_matmul]).
+    """
+    if dtype == "fp32":
+        return eff.fp32_matmul_fraction(gpu)
     m = eff.mamf(gpu)
-    fraction = m.fp8 if dtype in {"fp8", "fp4", "int8"} else m.bf16
-    return fraction * eff.stack(kind)
+    return m.fp8 if dtype in {"fp8", "fp4", "int8"} else m.bf16
+
+
+def matmul_efficiency(gpu: GPU, dtype: str, kind: str = "training") -> float:
+    """Fraction of the dense peak a well-tuned stack reaches on large matmuls: MAMF × stack.
+
+    fp32 (SIMT) matmuls get no stack factor: the framework's launch gaps and non-matmul time
+    are a small share of their 16x longer GEMMs, and the sourced fp32 fraction is end to end.
+    """
+    fraction = gemm_fraction(gpu, dtype)
+    return fraction if dtype == "fp32" else fraction * eff.stack(kind)
 
 
 def peak_flops(gpu: GPU, dtype: str) -> float:

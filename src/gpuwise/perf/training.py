@@ -2,10 +2,12 @@
 
 One optimizer step per GPU =
     pipeline( micro-batch time × (microbatches + pp − 1) )      # pp = 1: microbatches × micro time
-  + exposed data-parallel gradient traffic                       # DDP / ZeRO-1/2, overlapped with backward
-  + optimizer update (memory-bound)
+  + exposed data-parallel traffic         # gradients overlap the backward; ZeRO-1/2's parameter gather does not
+  + optimizer update (perf/optimizer.py: memory-bound passes, or its launches when they take longer)
 where micro-batch time = max(kernels' time, host launch floor) and kernels' time = matmuls +
-attention + dequantization + tensor-parallel all-reduces + exposed FSDP/ZeRO-3 gathers.
+attention (a roofline of its FLOPs and its HBM bytes) + memory-bound elementwise passes
+(norms, residual adds, activations, casts, dequantization, LoRA kernels) + tensor-parallel
+all-reduces + exposed FSDP/ZeRO-3 gathers.
 """
 
 from __future__ import annotations
@@ -15,32 +17,24 @@ from gpuwise.perf import comm
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import (
     TrainingFlops,
+    attention_bytes_per_token,
     block_linear_params,
     elementwise_bytes_per_token,
     lora_elementwise_bytes_per_token,
     lora_params,
+    matmul_params,
     training_flops,
     vit_tokens,
 )
-from gpuwise.perf.numerics import Numerics, dtype_bytes
+from gpuwise.perf.numerics import Numerics, dtype_bytes, half_dtype, plain_pytorch
+from gpuwise.perf.optimizer import (
+    default_implementation,
+    optimizer_step,
+    trainable_tensors,
+)
 from gpuwise.perf.prediction import TrainingPerf
-from gpuwise.perf.roofline import matmul_efficiency, peak_flops
+from gpuwise.perf.roofline import gemm_fraction, matmul_efficiency, peak_flops
 from gpuwise.workload import Workload
-
-# Optimizer update traffic per trainable parameter, excluding the gradient read:
-# parameter read+write plus state read+write, with the state's dtype.
-#   adamw: m and v (fp32 with fp32 params; the param dtype in pure 16-bit training)
-#   8-bit adam: m and v in 1 byte each (bitsandbytes block-wise)
-#   adafactor: factored second moment, no first moment (HF default beta1=None) -> ~param only
-#   sgd: one momentum buffer
-_STATE_COPIES = {"adamw": 2, "adamw-fused": 2, "adamw-8bit": 2, "paged-adamw-8bit": 2, "adafactor": 0, "sgd": 1}
-
-
-def optimizer_bytes_per_param(optimizer: str, param_bytes: float, grad_bytes: float) -> float:
-    state_bytes = 1.0 if "8bit" in optimizer else param_bytes
-    copies = _STATE_COPIES.get(optimizer, 2)
-    return 2 * param_bytes + grad_bytes + 2 * copies * state_bytes
-
 
 def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
     """Micro-batch FLOPs for the whole model and the micro-batch 'tokens' (images for conv nets)."""
@@ -70,27 +64,91 @@ def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
 def _linear_time(flops: float, gpu: GPU, num: Numerics) -> tuple[float, float]:
     """Matmul time of a training step and the resulting fraction of the compute dtype's peak.
 
-    The stack factor stands for the non-matmul kernels (norms, activations, casts, loss,
-    optimizer glue). Those run at 16-bit speed whatever the matmul dtype, so with fp8/fp4
-    matmuls only the GEMM part shrinks: time = GEMMs at the low-precision rate + the 16-bit
-    overhead. (Transformer Engine / torchao float8 report 1.3-1.5x end-to-end, not 2x.)
+    time = GEMMs at their sustained rate (MAMF on tensor cores, the SIMT fraction for fp32) +
+    the framework's non-matmul share that the stack factor stands for (launch gaps, glue
+    kernels, imperfect shapes). That share is what a 16-bit step would spend, whatever the
+    matmul dtype: with fp8/fp4 matmuls only the GEMMs shrink (Transformer Engine / torchao
+    float8 report 1.3-1.5x end-to-end, not 2x), and fp32 GEMMs 16x slower do not make the
+    framework's glue 16x slower either.
     """
     dtype = num.compute_dtype
-    gemm_s = flops / (peak_flops(gpu, dtype) * matmul_efficiency(gpu, dtype, "training") / eff.stack("training"))
-    ref = dtype if dtype in {"fp32", "tf32", "bf16", "fp16"} else num.attention_dtype
-    overhead_s = flops / (peak_flops(gpu, ref) * matmul_efficiency(gpu, ref, "training") / eff.stack("training"))
+    gemm_s = flops / (peak_flops(gpu, dtype) * gemm_fraction(gpu, dtype))
+    ref = dtype if dtype in {"tf32", "bf16", "fp16"} else half_dtype(gpu)
+    overhead_s = flops / (peak_flops(gpu, ref) * gemm_fraction(gpu, ref))
     overhead_s *= 1 / eff.stack("training") - 1
     total = gemm_s + overhead_s
     return total, flops / (total * peak_flops(gpu, dtype)) if total else 0.0
 
 
-def _host_floor_s(arch: ModelArch, pp: int) -> float:
+def _attention_time(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics, flops: TrainingFlops,
+                    micro_tokens: int, seq: int, shards: int) -> tuple[float, float, str]:
+    """Attention kernels of one micro-batch: (time, fraction of peak on its FLOPs, bound).
+
+    Fused kernels are a roofline: FLOPs at the generation's FlashAttention rate, or their q/k/v/o
+    traffic when that takes longer (short sequences). Eager attention runs two batched GEMMs
+    over the full score matrix (causal masks save nothing) and moves the materialized scores
+    through scale, mask, softmax and casts, one kernel after another: the times add.
+    """
+    peak = peak_flops(gpu, num.attention_dtype)
+    bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
+    recompute = workload.grad_checkpointing in {"full", "selective"}
+    passes = 1 + eff.elementwise("backward_factor") + (1 if recompute else 0)
+    nbytes = micro_tokens * attention_bytes_per_token(arch, seq, num.activation_bytes, workload.attention) * passes
+    nbytes /= shards
+    executed = flops.attention_executed / shards
+    if workload.attention == "eager":
+        full = executed * (2 if arch.is_decoder else 1)  # the masked half is computed too
+        e = matmul_efficiency(gpu, num.attention_dtype, "training")
+        compute_s = full / (peak * e)
+        return compute_s + nbytes / bw, e, "memory_bandwidth" if nbytes / bw > compute_s else "compute"
+    e = eff.attention_efficiency(gpu, "training", workload.attention)
+    compute_s = executed / (peak * e)
+    memory_s = nbytes / bw
+    return max(compute_s, memory_s), e, "compute" if compute_s >= memory_s else "memory_bandwidth"
+
+
+def _host_floor_s(arch: ModelArch, pp: int, autocast: bool = False) -> float:
     """Eager dispatch time of one micro-batch's kernels (forward + backward) on one stage."""
     per_layer = int(eff.host("kernels_per_layer_training"))
     if not arch.is_transformer:
         per_layer = 12  # conv, norm, activation forward + their backward
+    elif autocast:
+        per_layer += int(eff.elementwise("autocast_kernels_per_layer"))
     layers = max(arch.num_layers, 1) / pp
     return layers * per_layer * float(eff.host("eager_op_us")) * 1e-6
+
+
+def _weight_traffic_bytes(workload: Workload, arch: ModelArch, num: Numerics, trainable: float, grad_bytes: float,
+                          gather_bytes: float, shards: int) -> float:
+    """Memory-bound passes over weights and gradients outside the layers' kernels, per optimizer step.
+
+    - torch.autocast casts each matmul weight to 16-bit on use (again in a full recompute) and each
+      trainable weight's 16-bit gradient back to fp32, every micro-batch;
+    - eager autograd adds each later micro-batch's gradient into .grad (AccumulateGrad; read 2x,
+      write 1x); Megatron-style frameworks fuse that into the weight-gradient GEMM;
+    - PyTorch DDP copies gradients into its all-reduce buckets and back after the reduction
+      (gradient_as_bucket_view=False, the default: read + write twice per step);
+    - FSDP2 (``fully_shard``: plain PyTorch, torchtitan) copies each all-gather's output into the
+      parameters (copy-out, twice per micro-batch) and the gradients into the reduce-scatter
+      input (copy-in); Megatron, DeepSpeed and FSDP1-based stacks use flat buffers instead.
+    """
+    m, dp = workload.grad_accum, workload.data_parallel
+    plain = plain_pytorch(workload)
+    sharded_params = workload.sharding in {"zero3", "fsdp"} and dp > 1
+    total = 0.0
+    if num.autocast:
+        half_cast = eff.elementwise("autocast_weight_bytes") / 2
+        uses = 1 + (1 if workload.grad_checkpointing == "full" else 0)
+        trainable_matmul = trainable if workload.is_lora else matmul_params(arch) / shards
+        total += m * (matmul_params(arch) / shards * uses + trainable_matmul) * half_cast
+    if plain:
+        total += (m - 1) * trainable / (dp if sharded_params else 1) * 3 * grad_bytes
+    if dp > 1 and plain and not sharded_params:
+        total += 4 * trainable * grad_bytes
+    fsdp2 = plain or workload.framework.strip().lower() in set(eff.host("fsdp2_frameworks"))
+    if sharded_params and fsdp2:
+        total += m * (2 * 2 * gather_bytes + 2 * trainable * grad_bytes)
+    return total
 
 
 def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[TrainingPerf, list[str]]:
@@ -102,10 +160,14 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
     flops, micro_tokens = _flops(workload, arch)
 
     # --- compute per micro-batch on one GPU -------------------------------------------------------
+    attention_bound = "compute"
     if arch.is_transformer:
         linear_s, e_lin = _linear_time(flops.linear_executed / shards, gpu, num)
-        e_attn = eff.attention_efficiency(gpu, "training", workload.attention)
-        attention_s = flops.attention_executed / shards / (peak_flops(gpu, num.attention_dtype) * e_attn)
+        seq = micro_tokens // max(workload.batch_size, 1)
+        attention_s, e_attn, attention_bound = _attention_time(workload, gpu, arch, num, flops, micro_tokens, seq,
+                                                               shards)
+        if num.compute_dtype == "fp32":
+            assumptions.append(f"fp32 matmuls without TF32 run on the CUDA cores at {e_lin:.0%} of the fp32 peak")
     else:
         e_lin = e_attn = eff.cnn_fraction("training")
         linear_s = flops.executed / shards / (peak_flops(gpu, num.compute_dtype) * e_lin)
@@ -115,10 +177,14 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
     stream_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
     dequant_s = adapter_s = elementwise_s = 0.0
     if arch.is_transformer:
-        per_token = elementwise_bytes_per_token(arch, num.activation_bytes,
+        per_token = elementwise_bytes_per_token(arch, num.activation_bytes, stream_bytes=num.stream_bytes,
+                                                autocast=num.autocast,
                                                 recompute=workload.grad_checkpointing == "full",
                                                 fp8=num.compute_dtype in {"fp8", "fp4"})
         elementwise_s = micro_tokens * per_token / shards / stream_bw
+        if num.autocast:
+            assumptions.append("torch.autocast over fp32 weights: fp32 residual stream and LayerNorm, "
+                               "16-bit casts of every weight and norm output on use")
     if num.weight_only_quant:
         # Each use of a quantized weight reads it and writes/reads a 16-bit copy (bitsandbytes
         # dequantize-then-matmul): forward, backward input-gradient, and the recompute forward.
@@ -149,43 +215,61 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
     trainable = (lora_params(arch, workload.lora_rank, workload.lora_targets) if workload.is_lora
                  else arch.param_counts().total) / shards
     grad_bytes = dtype_bytes(workload.lora_dtype) if workload.is_lora else num.grad_bytes
-    gather_bytes = arch.param_counts().total / shards * min(num.other_weight_bytes, 2.0)
+    # FSDP gathers 16-bit copies under a mixed-precision policy; plain PyTorch autocast gathers the fp32 weights.
+    gather_elem = 4.0 if num.autocast else min(num.other_weight_bytes, 2.0)
     if num.weight_only_quant:
-        gather_bytes = arch.param_counts().total / shards * num.block_weight_bytes
+        gather_elem = num.block_weight_bytes
+    gather_bytes = arch.param_counts().total / shards * gather_elem
     sharded_params = workload.sharding in {"zero3", "fsdp"} and dp > 1
     fsdp_comm_micro = 0.0
     if sharded_params:
         fsdp_comm_micro = (2 * comm.allgather_s(gather_bytes, dp, dp_link)
                            + comm.reduce_scatter_s(trainable * grad_bytes, dp, dp_link))
+    m = workload.grad_accum
+    weight_traffic_s = _weight_traffic_bytes(workload, arch, num, trainable, grad_bytes, gather_bytes, shards)
+    weight_traffic_s /= stream_bw
+
     kernels_s = linear_s + attention_s + dequant_s + adapter_s + elementwise_s
     fsdp_exposed_micro = comm.exposed_s(fsdp_comm_micro, kernels_s)
-    host_floor = _host_floor_s(arch, pp)
+    host_floor = _host_floor_s(arch, pp, num.autocast)
     micro_s = max(kernels_s + tp_comm_micro + fsdp_exposed_micro, host_floor)
 
     # --- pipeline -----------------------------------------------------------------------------------
-    m = workload.grad_accum
     bubble_fraction = comm.pipeline_bubble_fraction(pp, m)
     pipe_s = micro_s * (m + pp - 1)
     bubble_s = micro_s * (pp - 1)
 
-    # --- DDP / ZeRO-1/2: one gradient reduction per step, overlapped with the last backward ----------
-    dp_comm = 0.0
+    # --- DDP: one gradient all-reduce per step, overlapped with the last backward. ZeRO-1/2 reduce-
+    # scatter the gradients instead (overlapped the same way), update their shard, then all-gather the
+    # updated 16-bit parameters: that gather follows the optimizer step, so nothing hides it.
+    dp_comm = zero_gather = 0.0
     if dp > 1 and not sharded_params:
-        dp_comm = comm.allreduce_s(trainable * grad_bytes, dp, dp_link)
         if workload.sharding in {"zero1", "zero2"}:
-            assumptions.append("ZeRO-1/2: reduce-scatter + all-gather move the same bytes as one all-reduce")
+            dp_comm = comm.reduce_scatter_s(trainable * grad_bytes, dp, dp_link)
+            zero_gather = comm.allgather_s(trainable * gather_elem, dp, dp_link)
+            assumptions.append("ZeRO-1/2: gradients reduce-scattered during the backward; the updated parameters "
+                               "all-gathered after the optimizer step (exposed)")
+        else:
+            dp_comm = comm.allreduce_s(trainable * grad_bytes, dp, dp_link)
     backward_share = (2 / 3) * kernels_s
-    dp_exposed = comm.exposed_s(dp_comm, backward_share)
-    dp_comm_total = dp_comm + fsdp_comm_micro * m
+    dp_exposed = comm.exposed_s(dp_comm, backward_share) + zero_gather
+    dp_comm_total = dp_comm + zero_gather + fsdp_comm_micro * m
     dp_exposed_total = dp_exposed + fsdp_exposed_micro * m
 
-    # --- optimizer update (memory-bound) -------------------------------------------------------------
+    # --- optimizer update ------------------------------------------------------------------------------
     sharded_state = workload.sharding in {"zero1", "zero2", "zero3", "fsdp"} and dp > 1
     local_trainable = trainable / (dp if sharded_state else 1)
     param_bytes = dtype_bytes(workload.lora_dtype) if workload.is_lora else (4.0 if num.grad_bytes == 4 else num.other_weight_bytes)
-    optimizer_s = local_trainable * optimizer_bytes_per_param(workload.optimizer, param_bytes, grad_bytes) / stream_bw
+    tensors = trainable_tensors(arch, workload.lora_rank if workload.is_lora else None, workload.lora_targets)
+    update = optimizer_step(workload.optimizer, local_trainable, max(round(tensors / pp), 1), gpu,
+                            param_bytes=param_bytes, grad_bytes=grad_bytes,
+                            fp16_scaler=workload.precision == "amp-fp16",
+                            implementation=default_implementation(workload.optimizer, workload.framework))
+    optimizer_s = update.time_s
+    if update.bound == "host":
+        assumptions.append(f"optimizer step ({update.implementation}) waits on its {update.launches:,} kernel launches")
 
-    step_s = pipe_s + dp_exposed + optimizer_s
+    step_s = pipe_s + dp_exposed + weight_traffic_s + optimizer_s
     links = {"tp": tp_link.kind, "dp": dp_link.kind}
     if sharded_params or dp > 1:
         assumptions.append(
@@ -204,14 +288,16 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
         grad_accum=m, data_parallel=dp, tp=tp, pp=pp,
         model_flops_per_token=model_flops_token,
         executed_flops_per_step_per_gpu=flops.executed / shards * m,
-        compute_s=(linear_s + attention_s) * m,
+        compute_s=(linear_s + (attention_s if attention_bound == "compute" else 0.0)) * m,
         linear_s=linear_s * m,
         attention_s=attention_s * m,
-        memory_s=(dequant_s + adapter_s + elementwise_s) * m + optimizer_s,
+        memory_s=(dequant_s + adapter_s + elementwise_s + (attention_s if attention_bound != "compute" else 0.0)) * m
+        + weight_traffic_s + optimizer_s,
         optimizer_s=optimizer_s,
         dequant_s=dequant_s * m,
         adapter_s=adapter_s * m,
         elementwise_s=elementwise_s * m,
+        weight_traffic_s=weight_traffic_s,
         tp_comm_s=tp_comm_micro * m,
         dp_comm_s=dp_comm_total,
         dp_exposed_s=dp_exposed_total,
@@ -221,14 +307,16 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
         step_time_s=step_s,
         linear_efficiency=e_lin,
         attention_efficiency=e_attn,
+        attention_bound=attention_bound,
         links=links,
+        optimizer=update,
     )
     return perf, assumptions
 
 
 def training_bound(perf: TrainingPerf) -> str:
     """The resource that dominates the step."""
-    kernels = perf.compute_s + perf.memory_s - perf.optimizer_s + perf.tp_comm_s
+    kernels = perf.compute_s + perf.memory_s - perf.optimizer_s - perf.weight_traffic_s + perf.tp_comm_s
     if perf.host_floor_s > kernels:
         return "host"
     parts = {"compute": perf.compute_s, "memory_bandwidth": perf.memory_s,
