@@ -175,7 +175,7 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
     if speedup is None or speedup < T.TENSOR_CORE_SPEEDUP_MIN:
         return None
     compute_share = 100.0 - (ev.gpu_idle_pct or 0.0)
-    realistic = min(speedup, 3.0)  # matmuls rarely reach the full peak ratio; memory-bound ops gain ~2x from halved bytes
+    realistic = min(speedup, T.AMP_SPEEDUP_CAP_X)  # matmuls rarely reach the full peak ratio; memory-bound ops gain ~2x
     saving = compute_share * (share / 100) * (1 - 1 / realistic)
     return Finding(
         id="no_mixed_precision",
@@ -191,7 +191,8 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
             "with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16):\n"
             "    loss = model(batch)"
         ),
-        gain=Gain("throughput_x", 1.3, _speedup_from_saving(saving), "matmul share × tensor-core speed-up, capped at 3×"),
+        gain=Gain("throughput_x", min(1.3, _speedup_from_saving(saving)), _speedup_from_saving(saving),
+                  f"matmul share × tensor-core speed-up, capped at the {T.AMP_SPEEDUP_CAP_X:g}× measured end to end"),
         source=ev.source,
         tools=("torch.autocast",),
     )

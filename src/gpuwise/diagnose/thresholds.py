@@ -29,6 +29,11 @@ LAUNCH_STEP_SHARE_PCT = 25.0
 # no_mixed_precision: fp32 matmuls on a GPU whose tensor cores are much faster in 16-bit.
 FP32_MATMUL_SHARE_PCT = 50.0  # share of matmul time (or FLOPs) run in fp32
 TENSOR_CORE_SPEEDUP_MIN = 2.0  # bf16 dense peak / fp32 peak above which AMP pays off
+# Largest end-to-end AMP speed-up over fp32 to expect, whatever the peak ratio: memory-bound work
+# only halves its bytes and 16-bit GEMMs keep a lower share of their peak than fp32 ones. A ViT-L/16
+# fine-tune on an A100 (16x peak ratio) went from 17.94 to 3.45 min with fp16 AMP: 5.2x
+# (rasbt/pytorch-memory-optim logs.md@2d1ae1e, 01 vs 02); NVIDIA quotes up to 3x on V100 (8x).
+AMP_SPEEDUP_CAP_X = 5.2
 
 # pageable_copies: host->device copies from pageable (not pinned) memory.
 PAGEABLE_SHARE_PCT = 50.0  # share of H2D bytes (or copies) from pageable memory
