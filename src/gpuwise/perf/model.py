@@ -32,6 +32,8 @@ def predict(workload: Workload, gpu: GPU | None = None, *, compute_dtype: str | 
         "attention_training": eff.attention_efficiency(gpu, "training", workload.attention),
         "attention_inference": eff.attention_efficiency(gpu, "inference", workload.attention),
         "decode_bandwidth_fraction": eff.bandwidth_fraction("decode"),
+        "stream_bandwidth_fraction": eff.bandwidth_fraction("stream"),
+        "fp32_matmul_fraction": eff.fp32_matmul_fraction(gpu),
     }
     assumptions = [] if m.measured else [f"no published MAMF for {gpu.id}: {m.source}"]
     if workload.is_training:
