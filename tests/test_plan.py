@@ -158,7 +158,8 @@ def test_prediction_rules_fire_on_eager_attention_and_unfused_adamw():
                      precision="amp-bf16", optimizer="adamw")
     assert small.current.fits and "no_fused_optimizer" in {f.id for f in small.diagnosis.findings}
     fused = next(t for t in small.techniques if t.id == "fused_optimizer")
-    assert fused.verdict == "optional" and "no_fused_optimizer finding points here" in fused.reason
+    # perf models the optimizer step (foreach AdamW moves ~80 B/param, fused ~28 B), so the gain is computed
+    assert fused.verdict == "recommended" and fused.impact.throughput_x > 1.3
 
 
 def test_goal_changes_the_recommendation():
