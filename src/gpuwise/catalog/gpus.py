@@ -7,11 +7,8 @@ figures were halved at the source. Memory is decimal GB as the datasheets print 
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from gpuwise.errors import GpuwiseError, did_you_mean
@@ -134,15 +131,9 @@ def gpu_from_mapping(row: dict[str, Any], origin: str = "catalog") -> GPU:
 
 @lru_cache(maxsize=1)
 def _catalog() -> dict[str, GPU]:
-    from gpuwise.catalog.user_files import catalog_files, read_entries
+    from gpuwise.catalog.user_files import load_catalog
 
-    text = resources.files("gpuwise.catalog").joinpath("data/gpus.csv").read_text(encoding="utf-8")
-    gpus = {row["id"]: gpu_from_mapping(row) for row in csv.DictReader(io.StringIO(text))}
-    for path in catalog_files("gpus"):
-        for entry in read_entries(path):
-            gpu = gpu_from_mapping(entry, origin=str(path))
-            gpus[gpu.id] = gpu
-    return gpus
+    return load_catalog("gpus", gpu_from_mapping)
 
 
 def list_gpus() -> list[GPU]:

@@ -8,12 +8,9 @@ whose layers the transformer columns cannot describe, the published count is use
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -289,15 +286,9 @@ def model_from_hf_config(path: Path) -> ModelArch:
 
 @lru_cache(maxsize=1)
 def _catalog() -> dict[str, ModelArch]:
-    from gpuwise.catalog.user_files import catalog_files, read_entries
+    from gpuwise.catalog.user_files import load_catalog
 
-    text = resources.files("gpuwise.catalog").joinpath("data/models.csv").read_text(encoding="utf-8")
-    models = {row["id"]: model_from_mapping(row) for row in csv.DictReader(io.StringIO(text))}
-    for path in catalog_files("models"):
-        for entry in read_entries(path):
-            model = model_from_mapping(entry, origin=str(path))
-            models[model.id] = model
-    return models
+    return load_catalog("models", model_from_mapping)
 
 
 def list_models() -> list[ModelArch]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuwise.errors import GpuwiseError
 
@@ -19,6 +20,30 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
+
+
+T = TypeVar("T")
+
+
+def load_catalog(kind: str, build: Callable[..., T]) -> dict[str, T]:
+    """Bundled ``data/{kind}.csv`` rows, then the user's files, keyed by id (later wins).
+
+    ``build(mapping, origin=...)`` turns a row or user entry into a catalog object with an ``id``.
+    """
+    import csv
+    import io
+    from importlib import resources
+
+    text = resources.files("gpuwise.catalog").joinpath(f"data/{kind}.csv").read_text(encoding="utf-8")
+    entries: dict[str, T] = {}
+    for row in csv.DictReader(io.StringIO(text)):
+        item = build(row)
+        entries[item.id] = item  # type: ignore[attr-defined]
+    for path in catalog_files(kind):
+        for entry in read_entries(path):
+            item = build(entry, origin=str(path))
+            entries[item.id] = item  # type: ignore[attr-defined]
+    return entries
 
 
 def user_config_dir() -> Path:
