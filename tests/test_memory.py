@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -142,6 +143,39 @@ def test_amp_keeps_fp32_weights_state_and_16bit_weight_copies():
     assert fwd["autocast_weight_copies"] == 2 * matrices
 
 
+def test_autocast_copies_of_frozen_weights_in_lora_and_qlora():
+    head = 128_256 * 4096
+    # fp32 base under amp-bf16: a fresh 16-bit copy of every frozen matrix, kept until its backward
+    lora = estimate_memory(W(task="lora", precision="amp-bf16"))
+    assert lora.phase("forward").components["autocast_weight_copies"] == 2 * (LLAMA3_8B_BLOCK_MATRICES + head)
+    ckpt = estimate_memory(W(task="lora", precision="amp-bf16", grad_checkpointing="full"))
+    assert ckpt.phase("forward").components["autocast_weight_copies"] == 2 * head  # blocks recompute theirs
+    # QLoRA after prepare_model_for_kbit_training: only the fp32 lm_head is cast (0.98 GiB on Llama-3-8B)
+    q = estimate_memory(W(task="qlora", precision="nf4", grad_checkpointing="full"))
+    assert q.phase("forward").components["autocast_weight_copies"] == 2 * head
+    assert not q.phase("optimizer_step").components.get("autocast_weight_copies")
+    # pure bf16 LoRA: nothing is cast
+    assert not estimate_memory(W(task="lora")).phase("forward").components.get("autocast_weight_copies")
+
+
+def test_quantized_linears_keep_inputs_as_their_library_does():
+    arch = get_model("llama-3-8b")
+
+    def saved(precision, framework="hf", versions=()):
+        w = W(task="qlora", precision=precision, framework=framework)
+        return layer_activations(arch, w, regime_for(w), profile_for(framework, versions), 1, 2048).saved_bytes
+
+    t, h, i = 2048, 4096, 14336
+    # bitsandbytes < 0.43.2 kept each 4-bit matmul's 16-bit cast of its fp32 input (q, k, v, gate, up, down;
+    # o's input is SDPA's 16-bit output, kept anyway); 0.43.2+ keeps none
+    old_inputs = 2 * t * (3 * h + 2 * h + i)
+    assert saved("nf4", versions=("bitsandbytes==0.43.1",)) - saved("nf4") == old_inputs
+    # LLM.int8 keeps its input as given (the fp32 residual stream after prepare_model_for_kbit_training)
+    assert saved("int8") > saved("nf4")
+    # torchtune's NF4 (torchao linear_nf4) keeps only the weight whatever the bitsandbytes version
+    assert saved("nf4", "torchtune", ("bitsandbytes==0.41.0",)) == saved("nf4", "torchtune")
+
+
 def test_master_weights_with_zero_and_not_with_plain_bf16():
     assert estimate_memory(W(task="full-finetune", precision="bf16")).breakdown["master_weights"] == 0
     z = estimate_memory(W(task="full-finetune", precision="bf16", sharding="zero1", num_gpus=8))
@@ -162,6 +196,17 @@ def test_lora_adapters_carry_their_gradients_and_state():
     n = 41_943_040
     assert e.phase("optimizer_step").components["lora_adapters"] == n * (4 + 4 + 8)
     assert e.phase("optimizer_step").components.get("gradients", 0) == 0
+    # zero_grad(set_to_none=True): no adapter gradients during the forward, unless accumulating
+    assert e.phase("forward").components["lora_adapters"] == n * (4 + 8)
+    acc = estimate_memory(W(task="lora", lora_rank=16, lora_targets="all-linear", grad_accum=2))
+    assert acc.phase("forward").components["lora_adapters"] == n * (4 + 4 + 8)
+
+
+def test_gradients_stay_allocated_between_steps_before_torch_2():
+    new = estimate_memory(W(task="full-finetune", precision="bf16"))
+    old = estimate_memory(W(task="full-finetune", precision="bf16", library_versions="torch==1.13"))
+    assert new.phase("forward").components.get("gradients", 0) == 0
+    assert old.phase("forward").components["gradients"] == 2 * LLAMA3_8B  # zero_grad(set_to_none=False)
 
 
 # ---- activations ---------------------------------------------------------------------------------
@@ -183,8 +228,43 @@ def test_flash_attention_saves_no_scores_and_eager_does():
         return layer_activations(arch, w, regime_for(w), profile_for(""), 1, 4096).saved_bytes
 
     scores = 32 * 4096 * 4096  # heads x seq x seq, per sample
-    assert per_layer("eager") - per_layer("sdpa") == pytest.approx((4 + 2) * scores, rel=1e-3)  # fp32 softmax + bf16 probs
-    assert per_layer("flash") < per_layer("sdpa")  # flash-attn keeps K/V at 8 KV heads, SDPA repeats them
+    expanded_kv = 2 * 2 * 4096 * (4096 - 1024)  # K and V repeated from 8 to 32 heads, bf16
+    # eager: fp32 softmax + bf16 probs, and repeat_kv before its matmuls; SDPA takes GQA natively
+    assert per_layer("eager") - per_layer("sdpa") == pytest.approx(6 * scores + expanded_kv, rel=1e-3)
+    assert per_layer("flash") == per_layer("sdpa")
+
+
+def test_sdpa_expands_gqa_kv_only_before_transformers_4_54():
+    arch = get_model("llama-3-8b")
+    w = W(task="full-finetune")
+
+    def per_layer(*versions):
+        return layer_activations(arch, w, regime_for(w), profile_for("hf", versions), 1, 4096).saved_bytes
+
+    expanded_kv = 2 * 2 * 4096 * (4096 - 1024)
+    assert per_layer("transformers==4.53") - per_layer() == expanded_kv
+    assert per_layer("transformers==4.54.0") == per_layer()
+    # the estimate says what a padded batch (which still expands K/V) would add
+    note = next(a for a in estimate_memory(W(task="full-finetune", seq_len=4096)).assumptions if "GQA natively" in a)
+    assert f"+{32 * expanded_kv / GiB:.2f} GiB" in note
+
+
+def test_library_versions_are_checked():
+    with pytest.raises(GpuwiseError, match="did you mean 'transformers'"):
+        profile_for("hf", ("transfomers==4.44",))
+    with pytest.raises(GpuwiseError, match="write name==version"):
+        profile_for("hf", ("transformers",))
+    assert profile_for("hf", ("bitsandbytes 0.42.0", "torch=1.13")).bnb_4bit_keeps_input
+
+
+def test_python_gelu_new_keeps_three_more_mlp_wide_tensors():
+    arch = get_model("gpt2")  # hidden_act gelu_new: transformers' NewGELUActivation, written in Python
+    w = workload_from_mapping({"model": "gpt2", "task": "full-finetune", "precision": "bf16"})
+    hf = profile_for("hf")
+    native = replace(hf, transformers_modeling=False)  # e.g. nn.GELU(approximate="tanh") in LitGPT
+    t, i = 8 * 1024, 3072
+    got = layer_activations(arch, w, regime_for(w), hf, 8, 1024).saved_bytes
+    assert got - layer_activations(arch, w, regime_for(w), native, 8, 1024).saved_bytes == 3 * 2 * t * i
 
 
 def test_selective_recompute_drops_the_attention_core():

@@ -3,11 +3,14 @@
 Instead of a closed formula, one transformer block is walked op by op and every tensor that
 backward needs is recorded once (by identity, so a tensor saved by several ops counts once).
 What is saved follows PyTorch's autograd rules: a matmul keeps its input only when the weight
-needs a gradient (a frozen ``nn.Linear`` keeps just the weight) — but bitsandbytes' 4-bit matmul
-keeps its input whenever the input needs a gradient (``MatMul4Bit.forward``: ``ctx.tensors =
-(A, B)``); SDPA/flash keep q, k, v, the output and a log-sum-exp; eager attention keeps the
-softmax probabilities (HF upcasts them to fp32 first); SiLU/GELU keep their input; a product
-keeps both factors; dropout keeps a 1-byte mask. Per-layer totals are per micro-batch.
+needs a gradient (a frozen ``nn.Linear`` keeps just the weight). Quantized linears follow their
+library (``frameworks.quantized_linear_keeps_input``): bitsandbytes' 8-bit matmul keeps its input
+(``ctx.tensors = (CAt, subA, A)``), its 4-bit matmul keeps only the packed weight since 0.43.2
+(``ctx.tensors = (None, B)``; before, ``(A, B)``). SDPA/flash keep q, k, v, the output and a
+log-sum-exp; eager attention keeps the softmax probabilities (HF upcasts them to fp32 first);
+SiLU/GELU keep their input — transformers' ``gelu_new`` (GPT-2, GPT-J, Phi-1.5/2) is written in
+Python and keeps three more MLP-wide tensors; a product keeps both factors; dropout keeps a 1-byte
+mask. Per-layer totals are per micro-batch.
 
 Tensor parallelism is assumed to come with sequence parallelism (Korthikanti et al.,
 arXiv:2205.05198), so every per-layer activation divides by ``tp``.
@@ -18,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuwise.catalog import ModelArch
-from gpuwise.memory.frameworks import Profile
+from gpuwise.memory.frameworks import Profile, quantized_linear_keeps_input
 from gpuwise.memory.regime import Regime
-from gpuwise.memory.shapes import block_linears, hf_module, mlp_names, resolve_targets
+from gpuwise.memory.shapes import hf_module, mlp_names, resolve_targets
 from gpuwise.workload import Workload
 
 # Families whose blocks run attention and MLP in parallel off one shared norm / two norms.
@@ -29,6 +32,19 @@ _PARALLEL_TWO_NORMS = {"stablelm-alpha"}
 # Hidden / attention dropout of the reference configs (transformers config.json defaults).
 _DROPOUT = {"bert": (0.1, 0.1), "gpt2": (0.1, 0.1)}
 ENCODER_CLASSES = 1000  # encoders (bert, vit) are assumed to train a classification head
+# Families whose transformers config uses hidden_act "gelu_new" (transformers activations.NewGELUActivation:
+# 0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3))) in Python). Autograd keeps x (pow), tanh's output,
+# 1 + tanh and 0.5 * x: three tensors beyond the input. Gemma's gelu_pytorch_tanh and nn.GELU are native.
+PYTHON_GELU_FAMILIES = {"gpt2", "gpt-j", "phi"}
+
+
+def expands_kv(arch: ModelArch, w: Workload, profile: Profile) -> bool:
+    """Whether K/V are expanded to every query head before attention (GQA/MQA models under SDPA)."""
+    if w.attention == "flash" or arch.kv_dim >= arch.q_dim:
+        return False
+    if w.attention == "eager":
+        return True  # eager attention's matmuls take K/V per query head (transformers' repeat_kv)
+    return profile.repeat_kv_for_sdpa or arch.head_dim > profile.native_gqa_max_head_dim
 
 
 @dataclass
@@ -65,6 +81,7 @@ class LayerActivations:
     backward_workspace_bytes: float  # transient gradients while one layer runs backward
     prefill_workspace_bytes: float  # transient working set of one layer without autograd
     ctx_held_bytes: float = 0.0  # inputs bitsandbytes keeps on ctx (released only with the whole graph)
+    kv_expand_bytes: float = 0.0  # what expanding K and V to every query head adds (GQA under SDPA with a mask)
 
 
 @dataclass(frozen=True)
@@ -95,7 +112,9 @@ def block_dtypes(w: Workload, regime: Regime, profile: Profile) -> Dtypes:
     residual = 4.0 if upcast else regime.residual_bytes
     matmul_out = 4.0 if upcast else regime.compute_bytes
     if upcast:
-        attention = 2.0 if w.attention == "flash" else 4.0  # HF casts fp32 q/k/v to 16-bit only for flash-attn
+        # flash-attn gets 16-bit q/k/v from HF; SDPA is on CUDA autocast's lower-precision list, so it saves
+        # 16-bit casts too; eager attention keeps fp32 operands (its softmax returns the fp32 query dtype).
+        attention = 4.0 if w.attention == "eager" else 2.0
     else:
         attention = regime.compute_bytes
     adapter = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}[w.lora_dtype]
@@ -118,8 +137,9 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
     dt = block_dtypes(w, regime, profile)
     full = w.is_training and not w.is_lora
     targets = set(resolve_targets(arch, w.lora_targets)) if w.is_lora else set()
-    linears = block_linears(arch)
     quantized = regime.quantized
+    quant_keeps = quantized and quantized_linear_keeps_input(profile, w.precision)
+    python_gelu = profile.transformers_modeling and arch.family in PYTHON_GELU_FAMILIES and not arch.gated_mlp
     hidden_drop, attn_drop = _DROPOUT.get(arch.family, (0.0, 0.0))
     s = Saved()
 
@@ -136,13 +156,17 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
 
     def linear(name: str, src: str, src_bytes: float, d_in: int, tokens: float = t) -> None:
         """What a linear (with or without a LoRA adapter) keeps for backward."""
-        trainable_weight = full
-        keeps_input = trainable_weight or quantized or profile.frozen_linear_saves_input
-        if keeps_input:
-            if src_bytes != dt.compute and (quantized or regime.is_amp):
-                s.keep(f"{src}->{name}.cast", dt.compute * tokens * d_in, ctx=quantized)  # per-layer 16-bit cast
+        if quantized:
+            # bitsandbytes Linear4bit casts its input to the compute dtype first; Linear8bitLt takes it as is.
+            if quant_keeps and src_bytes != dt.compute and w.precision != "int8":
+                s.keep(f"{src}->{name}.cast", dt.compute * tokens * d_in, ctx=True)
+            elif quant_keeps:
+                s.keep(src, src_bytes * tokens * d_in, ctx=True)
+        elif full or profile.frozen_linear_saves_input:
+            if src_bytes != dt.compute and regime.is_amp:
+                s.keep(f"{src}->{name}.cast", dt.compute * tokens * d_in)  # autocast: per-layer 16-bit cast
             else:
-                s.keep(src, src_bytes * tokens * d_in, ctx=quantized)
+                s.keep(src, src_bytes * tokens * d_in)
         if name in targets:
             # peft adapts a fused Hugging Face module (phi-3's qkv_proj) once: one input copy for q, k and v.
             module = hf_module(arch, name) if profile.lora_input_per_module else name
@@ -159,8 +183,7 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
     def attention(src: str) -> str:
         for name in ("q", "k", "v"):
             linear(name, src, dt.residual, h)
-        repeat = profile.repeat_kv_for_sdpa and w.attention != "flash" and kvd < qd
-        kv_eff = qd if repeat else kvd
+        kv_eff = qd if expands_kv(arch, w, profile) else kvd
         s.keep("q", dt.attention * t * qd)
         s.keep("k", dt.attention * t * kv_eff)
         s.keep("v", dt.attention * t * kv_eff)
@@ -192,15 +215,25 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
                 continue
             linear(name, src if not arch.is_moe else f"{src}.routed", dt.residual, h, tokens)
         up_out = dt.matmul_out * tokens * i
+        down_in = dt.matmul_out  # bytes per element of the down projection's input
         if arch.gated_mlp:
             s.keep("gate.out", up_out)  # activation input
             s.keep("act.out", up_out)  # product keeps both factors
             s.keep("up.out", up_out)
             prod = "prod"
+        elif python_gelu:
+            # pow keeps x; under CUDA autocast pow runs in fp32, so x is kept as an fp32 copy and tanh,
+            # 1 + tanh and the product are fp32 too; 0.5 * x stays in the matmul dtype.
+            down_in = 4.0 if regime.is_amp else dt.matmul_out
+            s.keep("up.out" if down_in == dt.matmul_out else "up.out.fp32", down_in * tokens * i)
+            s.keep("gelu.tanh", down_in * tokens * i)
+            s.keep("gelu.one_plus_tanh", down_in * tokens * i)
+            s.keep("gelu.half_x", up_out)
+            prod = "act.out"
         else:
             s.keep("up.out", up_out)  # GELU input
             prod = "act.out"
-        linear("down", prod, dt.matmul_out, i, tokens)
+        linear("down", prod, down_in, i, tokens)
         if hidden_drop > 0:
             s.keep("mlp.drop.mask", 1.0 * t * h)
 
@@ -234,6 +267,7 @@ def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Pro
         backward_workspace_bytes=backward_ws / tp,
         prefill_workspace_bytes=prefill_ws / tp,
         ctx_held_bytes=s.ctx_bytes() / tp,
+        kv_expand_bytes=0.0 if w.attention == "flash" else 2 * dt.attention * t * max(qd - kvd, 0) / tp,
     )
 
 
@@ -247,8 +281,11 @@ def head_activation_bytes(arch: ModelArch, w: Workload, regime: Regime, profile:
     dt = block_dtypes(w, regime, profile)
     t = batch * seq
     total = (4.0 if dt.residual != 4 and profile.norm_fp32_saved else dt.residual) * t * arch.hidden_size
-    head_keeps_input = (w.is_training and not w.is_lora) or (regime.quantized and profile.quantize_lm_head)
-    head_keeps_input = head_keeps_input or profile.frozen_linear_saves_input
+    if regime.quantized and profile.quantize_lm_head:
+        head_keeps_input = quantized_linear_keeps_input(profile, w.precision)
+    else:
+        head_keeps_input = profile.frozen_linear_saves_input
+    head_keeps_input = head_keeps_input or (w.is_training and not w.is_lora)
     if w.is_lora and "lm_head" in resolve_targets(arch, w.lora_targets):
         head_keeps_input = True
     if head_keeps_input and arch.is_decoder:

@@ -25,8 +25,16 @@ from typing import Any
 from gpuwise.catalog import GPU, ModelArch, get_gpu, get_model
 from gpuwise.errors import GpuwiseError
 from gpuwise.memory import overheads
-from gpuwise.memory.activations import head_activation_bytes, layer_activations, logits_bytes, output_vocab
-from gpuwise.memory.frameworks import Profile, profile_for
+from gpuwise.memory.activations import (
+    LayerActivations,
+    expands_kv,
+    head_activation_bytes,
+    kbit_upcast,
+    layer_activations,
+    logits_bytes,
+    output_vocab,
+)
+from gpuwise.memory.frameworks import Profile, profile_for, quantized_linear_keeps_input
 from gpuwise.memory.kv_cache import kv_cache_bytes
 from gpuwise.memory.optimizer import is_paged, state_bytes_per_param, step_temporary_bytes
 from gpuwise.memory.regime import Regime, regime_for
@@ -141,10 +149,13 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
     """Estimate per-GPU memory of ``workload`` on ``gpu`` (default: the workload's GPU)."""
     w = workload
     gpu = gpu or get_gpu(w.gpu)
+    if not w.model:
+        raise GpuwiseError(f"the analytic estimate needs a catalog model or a config.json (model: ...); the model "
+                           f"factory {w.model_factory} can only be simulated: gpuwise memory --traced")
     arch = get_model(w.model)
     _check_supported(arch, w)
     regime = regime_for(w)
-    profile = profile_for(w.framework)
+    profile = profile_for(w.framework, w.library_versions)
     ctx = _Context(arch, w, regime, profile)
     phases = ctx.training_phases() if w.is_training else ctx.inference_phases()
     peak = max(phases, key=lambda p: p.allocated_bytes)
@@ -189,6 +200,8 @@ class _Context:
         self.arch, self.w, self.regime, self.profile = arch, w, regime, profile
         self.notes: list[str] = []
         self.assumptions: list[str] = [f"framework profile: {profile.name}"]
+        if w.library_versions:
+            self.assumptions.append("library versions: " + ", ".join(w.library_versions))
         dp = w.data_parallel
         sharding = w.sharding
         if w.is_training and dp > 1 and sharding == "none":
@@ -220,8 +233,8 @@ class _Context:
     # ---- persistent terms -------------------------------------------------------------------
     def _size_trainables(self) -> None:
         arch, w, regime = self.arch, self.w, self.regime
-        self.grads = self.states = self.master = self.adapters = self.ddp_buckets = 0.0
-        self.autocast = 0.0
+        self.grads = self.states = self.master = self.adapters = self.adapter_grads = self.ddp_buckets = 0.0
+        self.autocast = self.autocast_head = 0.0
         self.trainable = 0.0
         self.largest_param = 0.0
         if not w.is_training:
@@ -235,11 +248,14 @@ class _Context:
             shard = self.shard_weights
             state = state_bytes_per_param(w.optimizer, adapter_bytes if w.optimizer in ("adamw", "adamw-fused", "sgd") else 4.0, arch.hidden_size)
             self.trainable = n
-            self.adapters = n * 2 * adapter_bytes / shard  # weights + gradients
+            self.adapters = n * adapter_bytes / shard
+            # Gradients exist from the backward until the optimizer step (zero_grad(set_to_none=True)).
+            self.adapter_grads = n * adapter_bytes / shard
             state_total = n * state / shard
             self.step_state_dtype = adapter_bytes
             self.largest_param = arch.hidden_size * w.lora_rank
             self.assumptions.append(f"LoRA adapters: {int(n):,} trainable parameters in {int(adapter_bytes * 8)}-bit")
+            self._size_frozen_weight_casts()
         else:
             n = self.groups.total * self.share
             self.trainable = n
@@ -256,8 +272,8 @@ class _Context:
                 self.ddp_buckets = n * regime.grad_bytes
                 self.assumptions.append("DDP gradient buckets (gradient_as_bucket_view=False) hold a copy of the gradients")
             if regime.is_amp and self.shard_weights == 1:
-                matrices = (self.groups.block_matrices + self.groups.lm_head) * self.share
-                self.autocast = matrices * regime.autocast_copy_bytes
+                self.autocast = self.groups.block_matrices * self.share * regime.autocast_copy_bytes
+                self.autocast_head = self._head_matrix() * regime.autocast_copy_bytes
                 self.assumptions.append("autocast keeps a 16-bit copy of every linear weight from forward until its backward")
         if is_paged(w.optimizer):
             self.paged_state_bytes = state_total
@@ -266,6 +282,33 @@ class _Context:
             self.adapters += state_total  # adapters carry their own gradients and optimizer state
         else:
             self.states = state_total
+
+    def _head_matrix(self) -> float:
+        """Elements of the output layer's weight on this GPU (the tied embedding when tied)."""
+        if not self.arch.is_decoder:
+            return 0.0
+        return output_vocab(self.arch) * self.arch.hidden_size / self.w.tp
+
+    def _size_frozen_weight_casts(self) -> None:
+        """16-bit copies of frozen fp32 weights that a LoRA step keeps under autocast.
+
+        Autocast caches casts of trainable leaves only, so a frozen fp32 linear gets a fresh 16-bit
+        copy of its weight every forward, and the matmul keeps it for the input gradient until that
+        layer's backward. After ``prepare_model_for_kbit_training`` (QLoRA) the only such linear is
+        the fp32 lm_head (vocab × hidden × 2 bytes); with an fp32 base under amp-bf16/amp-fp16 it is
+        every frozen matrix (a recomputed block holds its own only while it runs).
+        """
+        w, regime = self.w, self.regime
+        if kbit_upcast(w, regime, self.profile):
+            self.autocast_head = 2.0 * self._head_matrix()
+            self.assumptions.append("autocast casts the frozen fp32 lm_head to 16-bit each forward; the copy stays "
+                                    "until its backward")
+        elif regime.is_amp and self.shard_weights == 1:  # FSDP/ZeRO-3 gather 16-bit copies themselves
+            self.autocast_head = regime.autocast_copy_bytes * self._head_matrix()
+            if w.grad_checkpointing != "full":
+                self.autocast = regime.autocast_copy_bytes * self.groups.block_matrices * self.share
+            self.assumptions.append("autocast makes a 16-bit copy of each frozen fp32 weight every forward (it caches "
+                                    "only trainable ones); the matmul keeps it until that layer's backward")
 
     # ---- transient terms ----------------------------------------------------------------------
     def _dequant_bytes(self) -> float:
@@ -318,15 +361,20 @@ class _Context:
             kept, recompute = la.saved_bytes, 0.0
         head = head_activation_bytes(arch, w, regime, profile, b, s) / w.tp
         acts = self.layers * kept * in_flight + head
-        if regime.quantized and profile.loss_outlives_step:
+        if regime.quantized and profile.loss_outlives_step and quantized_linear_keeps_input(profile, w.precision):
             # bitsandbytes' MatMul4Bit keeps its input as a ctx attribute, freed only with the whole graph;
             # a loop whose `loss` survives into the next step keeps the previous step's inputs alive.
             head_held = regime.compute_bytes * b * s * arch.hidden_size / w.tp if profile.quantize_lm_head else 0.0
             acts += self.layers * la.ctx_held_bytes * in_flight + head_held
             self.assumptions.append(f"{profile.name}: the previous step's bitsandbytes matmul inputs stay alive into the next forward")
+        self._note_gqa(la)
         logit_fwd, logit_bwd = logits_bytes(arch, w, regime, profile, b, s)
-        accumulating = w.grad_accum > 1
+        # Gradients live through forward when accumulating, or when zero_grad keeps them (torch < 2.0).
+        accumulating = w.grad_accum > 1 or not profile.grads_set_to_none
+        if not profile.grads_set_to_none:
+            self.assumptions.append("zero_grad keeps gradients allocated between steps (set_to_none=False, torch < 2.0)")
         grads_live = self.grads if accumulating else 0.0
+        adapter_grads_live = self.adapter_grads if accumulating else 0.0
         dequant, gather = self._dequant_bytes(), self._gather_bytes()
         step_tmp = step_temporary_bytes(w.optimizer, self.trainable / self.shard_state, self.largest_param, self.step_state_dtype)
 
@@ -336,27 +384,44 @@ class _Context:
                 comps[key] = comps.get(key, 0.0) + value
             return Phase(name, comps)
 
+        casts = self.autocast + self.autocast_head
         forward = phase(
-            "forward", gradients=grads_live, autocast_weight_copies=self.autocast, activations=acts,
-            logits_loss=logit_fwd, temporaries=dequant + gather,
+            "forward", gradients=grads_live, lora_adapters=adapter_grads_live, autocast_weight_copies=casts,
+            activations=acts, logits_loss=logit_fwd, temporaries=dequant + gather,
         )
         # Backward: (a) the loss gradients on top of every activation; (b) the first block's backward
         # with one block recomputed; (c) the last block's backward with almost all gradients present.
         g_per_layer = (self.grads - (self.grads * self.groups.lm_head / self.groups.total)) / max(self.layers, 1)
         g_head = self.grads * self.groups.lm_head / max(self.groups.total, 1)
         ws = la.backward_workspace_bytes + dequant + gather
-        start = phase("backward", gradients=grads_live, autocast_weight_copies=self.autocast, activations=acts,
-                      logits_loss=logit_bwd, temporaries=dequant + gather)
-        top = phase("backward", gradients=self.grads if accumulating else g_head, autocast_weight_copies=self.autocast,
-                    activations=acts - head + recompute, temporaries=ws)
+        start = phase("backward", gradients=grads_live, lora_adapters=adapter_grads_live, autocast_weight_copies=casts,
+                      activations=acts, logits_loss=logit_bwd, temporaries=dequant + gather)
+        top = phase("backward", gradients=self.grads if accumulating else g_head, lora_adapters=adapter_grads_live,
+                    autocast_weight_copies=self.autocast, activations=acts - head + recompute, temporaries=ws)
+        done = (self.layers - 1) / max(self.layers, 1)  # share of the adapters whose gradients exist at the last block
         bottom = phase(
             "backward", gradients=self.grads if accumulating else g_head + g_per_layer * (self.layers - 1),
+            lora_adapters=self.adapter_grads if accumulating else self.adapter_grads * done,
             autocast_weight_copies=self.autocast / max(self.layers, 1), activations=kept * in_flight + recompute,
             temporaries=ws,
         )
         backward = max((start, top, bottom), key=lambda p: p.allocated_bytes)
-        step = phase("optimizer_step", gradients=self.grads, temporaries=step_tmp)
+        step = phase("optimizer_step", gradients=self.grads, lora_adapters=self.adapter_grads, temporaries=step_tmp)
         return [forward, backward, step]
+
+    def _note_gqa(self, la: LayerActivations) -> None:
+        """Say how K/V reach SDPA for a GQA model, and what a padded batch would add."""
+        arch, w, profile = self.arch, self.w, self.profile
+        if w.attention != "sdpa" or arch.kv_dim >= arch.q_dim or profile.name != "hf":
+            return
+        if expands_kv(arch, w, profile):
+            self.assumptions.append("SDPA gets K/V expanded to every query head (repeat_kv: transformers < 4.54, "
+                                    f"or head_dim {arch.head_dim} > 256)")
+            return
+        extra = la.kv_expand_bytes * (1 if w.grad_checkpointing == "full" else self.layers)
+        self.assumptions.append(
+            f"SDPA runs GQA natively (transformers >= 4.54, batches without padding); a padded batch expands K/V "
+            f"to every query head: +{extra / GiB:.2f} GiB of activations")
 
     # ---- inference ----------------------------------------------------------------------------
     def inference_phases(self) -> list[Phase]:

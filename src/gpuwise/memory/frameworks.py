@@ -9,16 +9,30 @@ lm_head) to fp32 for QLoRA, which turns the residual stream fp32 too. ``workload
 selects a profile; unknown or empty means Hugging Face transformers (+peft), the most common stack.
 
 Sources (code read, not copied): transformers ``modeling_llama.py`` / ``loss_utils.py`` (fp32
-logits, ``repeat_kv`` before SDPA, RMSNorm in fp32), peft ``tuners/lora/layer.py`` (per-module
+logits, RMSNorm in fp32) and ``integrations/sdpa_attention.py`` (GQA), peft ``tuners/lora/layer.py`` (per-module
 dropout and ``_cast_input_dtype``) and ``utils/other.py`` (``prepare_model_for_kbit_training``),
 LitGPT ``lora.py`` / ``utils.chunked_cross_entropy`` / Lightning ``BitsandbytesPrecision`` (all
 ``nn.Linear`` converted, weights cast to fp16 before ``quantize_4bit``), torchtune
 ``modules/transformer.py`` (``output(h).float()``) and ``CEWithChunkedOutputLoss``.
+
+Library releases change what a step keeps, so a profile is resolved for the library versions in
+``workload.library_versions`` (default: current releases). Two changes matter here:
+- transformers 4.54 (PR #39412, July 2025) passes ``enable_gqa`` to SDPA when there is no attention
+  mask, so K/V are no longer expanded to every head (still expanded for padded batches, and for head
+  dims above 256 where SDPA's fused kernels lack GQA: ``integrations/sdpa_attention.py``).
+- bitsandbytes 0.43.2 (PR #1270, July 2024) stopped ``MatMul4Bit`` from keeping its input
+  (``ctx.tensors = (None, B)``); ``MatMul8bitLt`` still keeps it (``ctx.tensors = (CAt, subA, A)``).
+  torchtune's NF4 linears (torchao ``linear_nf4``) keep only the weight too.
+- torch 2.0 (March 2023) made ``zero_grad(set_to_none=True)`` the default; before, gradients stayed
+  allocated (zeroed) from one step into the next step's forward and backward.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
+
+from gpuwise.errors import GpuwiseError, did_you_mean
 
 # (forward-peak, backward-peak) bytes per (token × vocab) for the logits and loss.
 LOGITS_FP32_LOSS = (10.0, 12.0)  # 16-bit head output, .float() copy, fp32 log_softmax; backward: saved + grad + grad_in
@@ -37,6 +51,11 @@ class Profile:
     quantize_lm_head: bool = False
     quant_fp16_staging: bool = False  # weights staged as fp16 copies while (de)quantizing
     repeat_kv_for_sdpa: bool = True  # GQA: K/V expanded to all heads before SDPA (flash-attn is native)
+    native_gqa_max_head_dim: int = 1 << 30  # without expansion, only up to this head dim (larger ones expand)
+    transformers_modeling: bool = True  # runs transformers' modeling code (its activations, its SDPA integration)
+    quant_backend: str = "bitsandbytes"  # bitsandbytes | torchao (torchtune NF4) | unsloth (fused LoRA kernels)
+    bnb_4bit_keeps_input: bool = False  # bitsandbytes < 0.43.2: MatMul4Bit kept its 16-bit input on ctx
+    grads_set_to_none: bool = True  # zero_grad frees gradients between steps (torch >= 2.0 default)
     norm_fp32_saved: bool = True  # RMSNorm computes in fp32 and saves the fp32 input
     logits: tuple[float, float] = LOGITS_FP32_LOSS
     inference_logits: str = "last"  # "last": only the last position; "prompt": every prompt position
@@ -49,22 +68,25 @@ class Profile:
 
 
 PROFILES = {
-    "hf": Profile("hf"),
+    "hf": Profile("hf", repeat_kv_for_sdpa=False, native_gqa_max_head_dim=256),
     "litgpt": Profile(
-        "litgpt", adapter_dtype_from_model=True, lora_input_per_module=False, kbit_upcast=False,
+        "litgpt", adapter_dtype_from_model=True, lora_input_per_module=False, kbit_upcast=False, transformers_modeling=False,
         quantize_lm_head=True, quant_fp16_staging=True, logits=LOGITS_CHUNKED_16BIT, inference_logits="prompt",
         unties_embeddings=True, fsdp_full_state_load=True, frozen_linear_saves_input=True, loss_outlives_step=True,
     ),
     "torchtune": Profile(
-        "torchtune", adapter_dtype_from_model=True, lora_dropout=0.0, kbit_upcast=False,
-        quantize_scope="lora_targets", inference_logits="prompt",
+        "torchtune", adapter_dtype_from_model=True, lora_dropout=0.0, kbit_upcast=False, transformers_modeling=False,
+        quantize_scope="lora_targets", inference_logits="prompt", quant_backend="torchao",
     ),
-    "unsloth": Profile("unsloth", kbit_upcast=False, repeat_kv_for_sdpa=False, logits=LOGITS_CHUNKED_FP32),
-    "megatron": Profile("megatron", lora_dropout=0.0, kbit_upcast=False, repeat_kv_for_sdpa=False, ddp_grad_buckets=False),
-    "torch": Profile("torch", kbit_upcast=False, ddp_grad_buckets=True),
+    # Unsloth's fused LoRA autograd functions keep the layer input X for the adapter gradients.
+    "unsloth": Profile("unsloth", kbit_upcast=False, repeat_kv_for_sdpa=False, logits=LOGITS_CHUNKED_FP32,
+                       quant_backend="unsloth"),
+    "megatron": Profile("megatron", lora_dropout=0.0, kbit_upcast=False, repeat_kv_for_sdpa=False, ddp_grad_buckets=False,
+                        transformers_modeling=False),
+    "torch": Profile("torch", kbit_upcast=False, ddp_grad_buckets=True, transformers_modeling=False),
     # vLLM gpu_memory_utilization default 0.9; SGLang mem_fraction_static ~0.88 on 80 GB GPUs (server_args.py).
-    "vllm": Profile("vllm", repeat_kv_for_sdpa=False, kv_pool_fraction=0.90),
-    "sglang": Profile("sglang", repeat_kv_for_sdpa=False, kv_pool_fraction=0.88),
+    "vllm": Profile("vllm", repeat_kv_for_sdpa=False, kv_pool_fraction=0.90, transformers_modeling=False),
+    "sglang": Profile("sglang", repeat_kv_for_sdpa=False, kv_pool_fraction=0.88, transformers_modeling=False),
 }
 
 _ALIASES = {
@@ -77,7 +99,65 @@ _ALIASES = {
 }
 
 
-def profile_for(framework: str) -> Profile:
-    """The profile of ``framework`` (unknown names fall back to Hugging Face transformers)."""
+# Releases that changed what a step keeps: (library, first release with the change, the release before it,
+# month it shipped). Before it, the old behaviour holds.
+TRANSFORMERS_SDPA_NATIVE_GQA = ("transformers", (4, 54), (4, 53), "2025-07")  # huggingface/transformers PR #39412
+BITSANDBYTES_4BIT_DROPS_INPUT = ("bitsandbytes", (0, 43, 2), (0, 43, 1), "2024-07")  # PR #1270, CHANGELOG 0.43.2
+TORCH_ZERO_GRAD_SET_TO_NONE = ("torch", (2, 0), (1, 13), "2023-03")  # PyTorch 2.0: zero_grad(set_to_none=True) default
+_CHANGES = (TRANSFORMERS_SDPA_NATIVE_GQA, BITSANDBYTES_4BIT_DROPS_INPUT, TORCH_ZERO_GRAD_SET_TO_NONE)
+# Libraries whose version a workload may state (only transformers and bitsandbytes change the estimate).
+KNOWN_LIBRARIES = ("transformers", "bitsandbytes", "peft", "torch", "accelerate", "trl", "deepspeed", "litgpt",
+                   "torchtune", "torchao", "unsloth", "flash-attn", "vllm", "sglang", "megatron-core", "nemo")
+_VERSION_ITEM = re.compile(r"^\s*([a-z][a-z0-9_.-]*?)\s*(?:==|=|@|\s)\s*v?(\d+(?:\.\d+){0,2})\s*$", re.IGNORECASE)
+
+
+def parse_library_versions(items: tuple[str, ...] | list[str]) -> dict[str, tuple[int, ...]]:
+    """``("transformers==4.44", "bitsandbytes 0.42.0")`` -> ``{"transformers": (4, 44), ...}``."""
+    versions: dict[str, tuple[int, ...]] = {}
+    for item in items:
+        match = _VERSION_ITEM.match(str(item))
+        if not match:
+            raise GpuwiseError(f"library_versions: cannot read {item!r}; write name==version, e.g. transformers==4.44")
+        name = match.group(1).lower().replace("_", "-")
+        if name not in KNOWN_LIBRARIES:
+            known = "known: " + ", ".join(KNOWN_LIBRARIES)
+            raise did_you_mean("library in library_versions", name, KNOWN_LIBRARIES, hint=known)
+        versions[name] = tuple(int(part) for part in match.group(2).split("."))
+    return versions
+
+
+def versions_current_at(year: int, month: int) -> tuple[str, ...]:
+    """Library versions in use at a date: a release counts from the month after it shipped."""
+    when = f"{year:04d}-{month:02d}"
+    return tuple(f"{name}=={'.'.join(map(str, before))}" for name, _, before, released in _CHANGES if when <= released)
+
+
+def _older(versions: dict[str, tuple[int, ...]], change: tuple) -> bool:
+    """The stated version of the change's library predates the change (unstated: current, so no)."""
+    name, first = change[0], change[1]
+    have = versions.get(name)
+    return have is not None and have[: len(first)] < first
+
+
+def profile_for(framework: str, library_versions: tuple[str, ...] | list[str] = ()) -> Profile:
+    """The profile of ``framework`` (unknown names fall back to Hugging Face transformers) for the given
+    library versions (unstated libraries: current releases)."""
     key = (framework or "").strip().lower()
-    return PROFILES[_ALIASES.get(key, "hf")]
+    profile = PROFILES[_ALIASES.get(key, "hf")]
+    versions = parse_library_versions(library_versions)
+    if profile.name == "hf" and _older(versions, TRANSFORMERS_SDPA_NATIVE_GQA):
+        profile = replace(profile, repeat_kv_for_sdpa=True)  # only hf runs transformers' SDPA integration
+    if profile.quant_backend == "bitsandbytes" and _older(versions, BITSANDBYTES_4BIT_DROPS_INPUT):
+        profile = replace(profile, bnb_4bit_keeps_input=True)
+    if _older(versions, TORCH_ZERO_GRAD_SET_TO_NONE):
+        profile = replace(profile, grads_set_to_none=False)
+    return profile
+
+
+def quantized_linear_keeps_input(profile: Profile, precision: str) -> bool:
+    """Whether a frozen quantized linear keeps its input for backward (on autograd ctx, outside saved tensors)."""
+    if profile.quant_backend == "torchao":
+        return False  # torchao linear_nf4: ctx.nf4_weight only
+    if profile.quant_backend == "unsloth" or precision == "int8":
+        return True  # Unsloth's fused LoRA functions save X; bitsandbytes MatMul8bitLt keeps A
+    return profile.bnb_4bit_keeps_input

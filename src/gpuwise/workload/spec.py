@@ -46,7 +46,8 @@ _ALIASES = {
 class Workload:
     """A training, fine-tuning or serving job. Sizes are per GPU unless named ``global``."""
 
-    model: str
+    model: str = ""  # catalog id or config.json path; may be empty when model_factory builds the model
+    model_factory: str = ""  # pkg.module:function (or file.py:function) building the model; `memory --traced` only
     task: str = "inference"
     batch_size: int = 1  # micro-batch per GPU (training) or requests in flight per replica (inference)
     seq_len: int = 2048  # training sequence length; prompt/context length for inference
@@ -72,6 +73,7 @@ class Workload:
     goal: str = "throughput"
     utilization_pct: float | None = None  # observed GPU utilization, if known
     framework: str = ""  # e.g. hf-trainer, lightning, deepspeed, vllm (informs tool advice)
+    library_versions: tuple[str, ...] = ()  # e.g. transformers==4.44, bitsandbytes==0.42 (default: current releases)
     train_tokens: float | None = None  # dataset size in tokens (training cost)
     epochs: float = 1.0
     requirements: tuple[str, ...] = ()  # ecc, nvlink, mig, datacenter
@@ -110,6 +112,7 @@ class Workload:
         data = asdict(self)
         data.pop("source")
         data["lora_targets"] = list(self.lora_targets)
+        data["library_versions"] = list(self.library_versions)
         data["requirements"] = list(self.requirements)
         return data
 
@@ -167,8 +170,9 @@ def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
                 values["double_quant"] = True
             value = _ALIASES.get(key, {}).get(value, value)
         values[key] = value
-    if "model" not in values:
-        raise GpuwiseError(f"{where}the workload needs a model (e.g. model: llama-3-8b, or a path to a config.json)")
+    if not values.get("model") and not values.get("model_factory"):
+        raise GpuwiseError(f"{where}the workload needs a model (e.g. model: llama-3-8b, or a path to a config.json; "
+                          "with `memory --traced`, model_factory: pkg.module:function)")
     if values.get("task") in ("lora", "qlora") and "optimizer" not in values:
         values.setdefault("optimizer", "adamw")
     if values.get("task") == "qlora":
@@ -233,8 +237,10 @@ def validate(w: Workload, where: str = "") -> Workload:
 
     from gpuwise.catalog import get_model
 
-    arch = get_model(w.model)
-    if arch.is_transformer:
+    arch = get_model(w.model) if w.model else None  # None: model_factory builds it (traced simulation only)
+    if arch is None:
+        pass
+    elif arch.is_transformer:
         if w.tp > 1 and arch.num_attention_heads % w.tp:
             fail(f"tp={w.tp} does not divide {arch.id}'s {arch.num_attention_heads} attention heads")
         if w.tp > 1 and arch.num_kv_heads % w.tp and w.tp % arch.num_kv_heads:
