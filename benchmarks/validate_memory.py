@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from gpuwise.errors import GpuwiseError  # noqa: E402
 from gpuwise.memory import cuda_context_bytes, estimate_memory  # noqa: E402
+from gpuwise.memory.frameworks import KNOWN_LIBRARIES, versions_current_at  # noqa: E402
 from gpuwise.units import GiB, to_bytes  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 
@@ -58,9 +59,21 @@ UNMODELLED = [
 ]
 STACKS = re.compile(r"stacks on the previous row", re.I)
 GC_UNSTATED = re.compile(r"GC (setting )?not stated|checkpointing not stated", re.I)
+# Library versions a row states ("transformers/v4.21.0", "bitsandbytes 0.41", "torch==2.7.1"), and its date
+# ("Oct 2023", "2024-07"): libraries a row does not name are taken as the releases current at that date.
+_LIBS = "|".join(re.escape(name) for name in sorted(KNOWN_LIBRARIES, key=len, reverse=True))
+STATED_VERSION = re.compile(rf"\b({_LIBS})(?:/v|==|=| v| )(\d+\.\d+(?:\.\d+)?)", re.I)
+MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)}
+STATED_DATE = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? (20\d\d)\b|\b(20\d\d)-(\d\d)\b", re.I)
+FLASH_ATTENTION = re.compile(r"flash[- _]?attention[- _]?2|\bFA2\b|flash_attention_2", re.I)
 # Framework defaults for settings a row leaves unstated (sources: LLaMA-Factory hparams/model_args.py
 # disable_gradient_checkpointing=False; Unsloth use_gradient_checkpointing="unsloth" in its examples).
 FRAMEWORK_GC_DEFAULT = {"llama-factory": "full", "unsloth": "full"}
+# Library versions a framework pinned when it published the tables a row cites, for rows that state neither
+# versions nor a date. LitGPT's resource tables (2023) and config-hub table (from 2024) were produced with
+# the bitsandbytes its `all` extra pinned: 0.41.0 (requirements-all.txt 2023; setup.py of LitGPT 0.1.0, 2024).
+# (Today's LitGPT requires bitsandbytes >= 0.45.2, which keeps no 4-bit matmul inputs: the estimator's default.)
+FRAMEWORK_PINNED_VERSIONS = {"litgpt": {"bitsandbytes": "0.41.0"}}
 
 
 @dataclass
@@ -86,6 +99,27 @@ def _series(row_id: str) -> str:
 def _int(value: str, default: int) -> int:
     value = (value or "").strip()
     return int(float(value)) if value else default
+
+
+def row_library_versions(text: str, framework: str) -> list[str]:
+    """Library versions a row was measured with: the ones it states, then the releases current at its date,
+    else what its framework pinned for its published tables; nothing known means current releases."""
+    versions = {m.group(1).lower(): m.group(2) for m in STATED_VERSION.finditer(text)}
+    date = STATED_DATE.search(text)
+    if date:
+        if date.group(1):
+            year, month = int(date.group(2)), MONTHS[date.group(1).lower()[:3]]
+        else:
+            year, month = int(date.group(3)), int(date.group(4))
+        for item in versions_current_at(year, month):
+            name, version = item.split("==")
+            versions.setdefault(name, version)
+    transformers = versions.get("transformers", "")
+    if transformers and "torch" not in versions and tuple(int(x) for x in transformers.split(".")[:2]) < (4, 27):
+        versions["torch"] = "1.13"  # transformers 4.27 and torch 2.0 both shipped in March 2023
+    if not versions and not date:
+        versions = dict(FRAMEWORK_PINNED_VERSIONS.get(framework, {}))
+    return [f"{name}=={version}" for name, version in sorted(versions.items())]
 
 
 def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
@@ -122,10 +156,17 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
         mapping["lora_rank"] = _int(row["lora_rank"], 16)
     if row.get("lora_targets"):
         mapping["lora_targets"] = row["lora_targets"]
-    version = re.search(r"transformers/v?(\d+)\.(\d+)|transformers v(\d+)\.(\d+)", row.get("source", "") + " " + notes)
+    text = row.get("source", "") + " " + notes
+    versions = row_library_versions(text, framework)
+    if versions:
+        mapping["library_versions"] = versions
+        assumptions.append("library versions: " + ", ".join(versions))
+    version = re.search(r"transformers/v?(\d+)\.(\d+)|transformers v(\d+)\.(\d+)", text)
+    if FLASH_ATTENTION.search(notes):
+        mapping["attention"] = "flash"  # stated: wins over the era's default below
     if version:
         major, minor = (int(g) for g in version.groups() if g is not None)
-        if (major, minor) < (4, 36):
+        if (major, minor) < (4, 36) and "attention" not in mapping:
             mapping["attention"] = "eager"  # SDPA reached transformers' models in 4.36 (BERT in 4.41)
             assumptions.append(f"transformers {major}.{minor}: eager attention")
         if (major, minor) < (4, 37) and optimizer == "adamw":

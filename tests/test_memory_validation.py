@@ -54,3 +54,28 @@ def test_any_csv_with_the_same_columns_and_every_unit(tmp_path):
     assert summary["rows"] == 5 and summary["skipped"] == 1
     assert summary["median_abs_err_pct"] < 2  # all four units agree with the measurement
     assert "skip: unknown metric 'watts'" in out
+
+
+def _validator():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("validate_memory", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["validate_memory"] = module  # dataclasses look their module up while the file executes
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rows_are_estimated_with_the_libraries_of_their_time():
+    v = _validator()
+    base = {"id": "x", "model": "llama-2-7b", "task": "qlora", "batch_size": "1", "seq_len": "512", "precision": "nf4",
+            "optimizer": "adamw", "grad_checkpointing": "no", "num_gpus": "1", "framework": "hf-trainer", "notes": ""}
+    dated, _ = v.row_to_mapping({**base, "source": "some table (Oct 2023)"})
+    assert dated["library_versions"] == ["bitsandbytes==0.43.1", "transformers==4.53"]  # both changes came later
+    stated, _ = v.row_to_mapping({**base, "source": "docs", "notes": "transformers v4.21.0, FlashAttention-2"})
+    assert stated["library_versions"] == ["torch==1.13", "transformers==4.21.0"]  # 4.21 predates torch 2.0
+    assert stated["attention"] == "flash"
+    undated, _ = v.row_to_mapping({**base, "source": "a README"})
+    assert "library_versions" not in undated  # current releases
+    litgpt, _ = v.row_to_mapping({**base, "source": "a README", "framework": "litgpt"})
+    assert litgpt["library_versions"] == ["bitsandbytes==0.41.0"]  # what LitGPT pinned for its published tables
