@@ -1,7 +1,9 @@
 """`gpuwise memory` and `gpuwise fit`: per-GPU memory of a workload, and every GPU it fits on."""
 
 # No `from __future__ import annotations`: @workload_command hands these annotations to Typer as objects.
-from typing import Annotated
+import functools
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -13,6 +15,22 @@ from gpuwise.workload import Workload
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")]
 
 
+def _factory_names_the_model(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--model-factory` goes into the workload (``model_factory``), so a factory run needs no catalog model."""
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        factory = kwargs.get("model_factory")
+        if factory:
+            kwargs["set_values"] = [*(kwargs.get("set_values") or []), f"model_factory={factory}"]
+            if kwargs.get("spec") is None and kwargs.get("model") is None:
+                kwargs["model"] = ""  # no catalog model: the workload names the factory instead
+        return command(**kwargs)
+
+    return wrapper
+
+
+@_factory_names_the_model
 @workload_command
 def memory(
     workload: Workload,
@@ -34,6 +52,10 @@ def memory(
         raise GpuwiseError(f"--headroom must be between 0 and 100 percent, got {headroom}")
     if (model_factory or input_factory) and not traced:
         raise GpuwiseError("--model-factory and --input-factory need --traced")
+    model_factory = model_factory or workload.model_factory or None
+    if not workload.model and not traced:
+        raise GpuwiseError(f"the analytic estimate needs a catalog model or a config.json; a model factory "
+                           f"({model_factory}) runs only with --traced")
     if traced:
         if max_batch or max_seq:
             raise GpuwiseError("--max-batch and --max-seq use the analytic estimate; drop --traced for them")
