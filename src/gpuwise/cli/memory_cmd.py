@@ -23,8 +23,6 @@ def _factory_names_the_model(command: Callable[..., Any]) -> Callable[..., Any]:
         factory = kwargs.get("model_factory")
         if factory:
             kwargs["set_values"] = [*(kwargs.get("set_values") or []), f"model_factory={factory}"]
-            if kwargs.get("spec") is None and kwargs.get("model") is None:
-                kwargs["model"] = ""  # no catalog model: the workload names the factory instead
         return command(**kwargs)
 
     return wrapper

@@ -60,7 +60,7 @@ def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
         key, value = item.split("=", 1)
         overrides[key.strip()] = value.strip()
     if spec is None:
-        if "model" not in overrides:
+        if "model" not in overrides and "model_factory" not in overrides:
             raise GpuwiseError("give a workload file (e.g. examples/llama-3-8b-lora.yaml) or --model")
         return workload_from_mapping(overrides)
     path = Path(spec)
