@@ -262,3 +262,12 @@ def test_cli_traced_json_and_error_exit(cli, tiny_config, factories):
               "--input-factory", f"{factories}:batch")
     assert bad.exit_code == 2
     assert bad.stderr.startswith("gpuwise: error: cannot simulate") and bad.stderr.count("\n") == 1
+
+
+def test_a_workload_can_name_its_own_model_factory(factories):
+    from gpuwise.workload import workload_from_mapping
+
+    w = workload_from_mapping({"model_factory": f"{factories}:net", "task": "cv-train", "precision": "fp32",
+                               "optimizer": "adamw"})
+    est = traced_estimate(w, input_factory=f"{factories}:batch")
+    assert est.num_params == 3 * (64 * 256 + 256 + 256 * 64 + 64)

@@ -84,6 +84,7 @@ def simulate(workload: Workload, model_factory: str | None = None, input_factory
     """Build and run the step. ``fake=False`` runs the same step on real CPU tensors (for tests on tiny
     models: it allocates everything); ``block_bytes=1`` counts exact sizes as the CPU allocator does."""
     w = workload
+    model_factory = model_factory or w.model_factory or None  # a workload file may name its factory
     if input_factory and not model_factory:
         raise GpuwiseError("--input-factory needs --model-factory (catalog models get token or image inputs automatically)")
     if w.tp > 1 or w.pp > 1 or w.sharding not in ("none", "ddp"):
