@@ -31,3 +31,13 @@ def test_typer_exit_code_is_passed_through():
         assert done.value.code == 3
     finally:
         app_module.app.registered_commands = [c for c in app_module.app.registered_commands if c.name != "exit-probe"]
+
+
+def test_gpus_file_adds_a_gpu_for_one_run(cli, tmp_path):
+    extra = tmp_path / "mine.yaml"
+    extra.write_text("- id: lab-8gb\n  memory_gb: 8\n  mem_bw_tbps: 0.3\n  bf16_tflops: 30\n")
+    result = cli("--gpus-file", str(extra), "gpus", "lab-8gb", "--json")
+    assert result.exit_code == 0 and result.json()["gpu"]["memory_gb"] == 8
+    assert cli("gpus", "lab-8gb").exit_code == 2  # only for that run
+    missing = cli("--gpus-file", str(tmp_path / "none.yaml"), "gpus")
+    assert missing.exit_code == 2 and "does not exist" in missing.stderr

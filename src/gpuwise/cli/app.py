@@ -28,12 +28,26 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _add_catalog_file(kind: str, path: str | None) -> None:
+    """Same as listing the file in GPUWISE_GPUS / GPUWISE_MODELS, for this invocation."""
+    if not path:
+        return
+    import os
+
+    var = f"GPUWISE_{kind.upper()}"
+    os.environ[var] = os.pathsep.join(filter(None, [os.environ.get(var, ""), path]))
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    gpus_file: str = typer.Option(None, "--gpus-file", help="Extra GPU catalog file (YAML/TOML) for this run."),
+    models_file: str = typer.Option(None, "--models-file", help="Extra model catalog file (YAML/TOML) for this run."),
 ) -> None:
     _state["debug"] = debug
+    _add_catalog_file("gpus", gpus_file)
+    _add_catalog_file("models", models_file)
 
 
 app.command("gpus")(catalog_cmd.gpus)
