@@ -99,6 +99,28 @@ def test_throttling_straggler_comm_launch_sync_precision_pageable():
     assert [f.severity_rank for f in ranked] == sorted(f.severity_rank for f in ranked)
 
 
+@pytest.mark.parametrize("late_comm_s, severity", [(0.31, None), (0.29, "medium"), (0.14, "high")])
+def test_straggler_from_collective_wait_when_steps_are_equal(late_comm_s, severity):
+    # synchronous DP: every step 1.0 s; ranks 0, 1, 3 sit 0.4 s per step in collectives
+    ev = Evidence(source="trace", rank_step_time_s={0: 1.0, 1: 1.001, 2: 0.999, 3: 1.0},
+                  rank_comm_time_s={0: 0.4, 1: 0.41, 2: late_comm_s, 3: 0.39})
+    found = {f.id: f for f in diagnose(ev)}
+    if severity is None:  # a 9 % gap is below T.STRAGGLER_COMM_GAP_PCT
+        assert "straggler" not in found
+        return
+    f = found["straggler"]
+    assert f.severity == severity and f.confidence == "medium" and f.metrics["straggler_rank"] == 2
+    assert f.metrics["comm_wait_gap_s"] == pytest.approx(0.4 - late_comm_s)  # median of the others: 0.4
+    assert f"wait about {(0.4 - late_comm_s) * 1000:.3g} ms per step" in f.summary
+    assert f.gain.high == pytest.approx(1 / (1 - (0.4 - late_comm_s)))
+
+
+def test_step_time_skew_outranks_the_collective_wait():
+    ev = Evidence(source="trace", rank_step_time_s={0: 1.0, 1: 1.5}, rank_comm_time_s={0: 0.1, 1: 0.6})
+    f = next(f for f in diagnose(ev) if f.id == "straggler")
+    assert f.metrics["straggler_rank"] == 1 and f.confidence == "high" and "comm_wait_gap_s" not in f.metrics
+
+
 def test_amp_enabled_silences_precision_rule():
     ev = Evidence(source="profile", fp32_matmul_pct=90.0, tensor_core_speedup=15.0, amp_enabled=True)
     assert "no_mixed_precision" not in ids(ev)
@@ -109,12 +131,14 @@ def test_thresholds_are_the_only_numbers_rules_compare_against():
 
 
 def test_evidence_json_round_trip(tmp_path):
-    ev = Evidence(source="trace", rank=3, step_times_s=[0.1, 0.2], rank_step_time_s={0: 0.1, 1: 0.2}, phase_s={"forward": 0.05})
+    ev = Evidence(source="trace", rank=3, step_times_s=[0.1, 0.2], rank_step_time_s={0: 0.1, 1: 0.2},
+                  rank_comm_time_s={0: 0.03, 1: 0.01}, phase_s={"forward": 0.05})
     doc = {"schema_version": 1, "kind": "trace", "evidence": [ev.to_dict()]}
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
     loaded = load_evidence(path)
     assert loaded[0].rank_step_time_s == {0: 0.1, 1: 0.2}
+    assert loaded[0].rank_comm_time_s == {0: 0.03, 1: 0.01}
     assert loaded[0].rank == 3
     finding = diagnose(Evidence(source="profile", input_wait_pct=30))[0]
     assert Finding.from_dict(json.loads(json.dumps(finding.to_dict()))) == finding

@@ -71,6 +71,7 @@ class Evidence:
     comm_exposed_pct: float | None = None  # communication not overlapped with compute, share of step/span
     comm_overlap_pct: float | None = None  # share of communication time overlapped by compute
     rank_step_time_s: dict[int, float] = field(default_factory=dict)  # rank -> mean step time (cross-rank evidence)
+    rank_comm_time_s: dict[int, float] = field(default_factory=dict)  # rank -> mean per-step time in collective kernels (waiting for peers + transfer)
 
     # --- the GPU the run used, for rules that compare against its peaks -------------------------
     tensor_core_speedup: float | None = None  # bf16 dense peak / fp32 peak of the device
@@ -107,6 +108,7 @@ class Evidence:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["rank_step_time_s"] = {str(k): v for k, v in self.rank_step_time_s.items()}
+        data["rank_comm_time_s"] = {str(k): v for k, v in self.rank_comm_time_s.items()}
         data["memory_headroom_pct"] = self.memory_headroom_pct
         return data
 
@@ -118,8 +120,9 @@ class Evidence:
             raise GpuwiseError(f"{where}: evidence has no 'source' (one of {', '.join(SOURCES)})")
         if values["source"] not in SOURCES:
             raise GpuwiseError(f"{where}: unknown evidence source {values['source']!r} (one of {', '.join(SOURCES)})")
-        if "rank_step_time_s" in values:
-            values["rank_step_time_s"] = {int(k): float(v) for k, v in values["rank_step_time_s"].items()}
+        for key in ("rank_step_time_s", "rank_comm_time_s"):
+            if key in values:
+                values[key] = {int(k): float(v) for k, v in values[key].items()}
         try:
             return cls(**values)
         except TypeError as err:

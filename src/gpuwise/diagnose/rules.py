@@ -455,7 +455,7 @@ def straggler(ev: Evidence) -> Finding | None:
         return None
     skew_pct = 100.0 * (slow - median) / median
     if skew_pct < T.STRAGGLER_MODERATE_PCT:
-        return None
+        return _straggler_by_comm_wait(ev, median, skew_pct)
     return Finding(
         id="straggler",
         title=f"Rank {slow_rank} is a straggler",
@@ -468,6 +468,39 @@ def straggler(ev: Evidence) -> Finding | None:
         fix="Check that rank's node: input shard size, data loader, thermal/power throttling, a slower GPU or link.",
         fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
         gain=Gain("throughput_x", 1.0, 1.0 + skew_pct / 100, "all ranks run at the median pace"),
+        source=ev.source,
+    )
+
+
+def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float) -> Finding | None:
+    """Synchronous training hides a straggler's step time (collectives make every rank's step equal):
+    the late rank shows up instead as the one that waits least inside each collective."""
+    comm = ev.rank_comm_time_s
+    if len(comm) < 2:
+        return None
+    late = min(comm, key=comm.get)
+    others = statistics.median(v for r, v in comm.items() if r != late)
+    gap_s = others - comm[late]
+    gap_pct = 100.0 * gap_s / step_s
+    if gap_pct < T.STRAGGLER_COMM_GAP_PCT:
+        return None
+    return Finding(
+        id="straggler",
+        title=f"Rank {late} is likely a straggler: the other ranks wait for it",
+        severity="high" if gap_pct >= T.STRAGGLER_HIGH_PCT else "medium",
+        confidence="medium",  # inferred from who waits, not from the straggler's own step time
+        category="distributed",
+        summary=f"Step times are equal ({step_s * 1000:.3g} ms, within {skew_pct:.1f} %: collectives synchronize the ranks), "
+        f"but rank {late} spends {comm[late] * 1000:.3g} ms per step in collectives vs {others * 1000:.3g} ms on the other "
+        f"{len(comm) - 1} rank(s): it arrives last, and the others wait about {gap_s * 1000:.3g} ms per step for it "
+        f"({gap_pct:.0f} % of the step).",
+        metrics={"straggler_rank": late, "rank_step_time_s": {str(k): v for k, v in ev.rank_step_time_s.items()},
+                 "rank_comm_time_s": {str(k): v for k, v in comm.items()}, "comm_wait_gap_s": gap_s,
+                 "comm_wait_gap_pct": round(gap_pct, 2), "skew_pct": round(skew_pct, 2)},
+        fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower loader, "
+        "extra work on that rank (logging, checkpointing, evaluation), throttling or a slower GPU on its node.",
+        fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
+        gain=Gain("throughput_x", 1.0, _speedup_from_saving(gap_pct), "the others stop waiting: each step shrinks by the gap"),
         source=ev.source,
     )
 

@@ -74,6 +74,12 @@ LOW_UTIL_HIGH_PCT = 30.0
 # straggler: a rank slower than the median rank by this much.
 STRAGGLER_MODERATE_PCT = 10.0
 STRAGGLER_HIGH_PCT = 25.0
+# ... and, when collectives keep every rank's step time equal (synchronous data parallelism), a rank
+# that spends this much less of the step in collective kernels than the other ranks (median): the
+# transfer part of a collective is the same on every rank, so the gap is time the others sit waiting
+# for it to arrive. Same bar as the step-time skew (the job loses that share of every step); a smaller
+# gap can come from a rank's place in the ring/tree rather than from a slow rank.
+STRAGGLER_COMM_GAP_PCT = 10.0
 
 # --- prediction-specific rules (planner evidence; traces can fill the same fields) -----------------
 # no_flash_attention: the S×S attention scores eager attention materializes, as a share of peak memory.

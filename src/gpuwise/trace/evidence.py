@@ -51,4 +51,5 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
 def cross_rank_evidence(c: CrossRank) -> Evidence | None:
     if len(c.rank_step_time_s) < 2:
         return None
-    return Evidence(source="trace", label="cross-rank", rank_step_time_s=dict(c.rank_step_time_s), notes=list(c.notes))
+    return Evidence(source="trace", label="cross-rank", rank_step_time_s=dict(c.rank_step_time_s),
+                    rank_comm_time_s={rank: ms / 1000 for rank, ms in c.comm_ms_per_step.items()}, notes=list(c.notes))
