@@ -77,9 +77,12 @@ def kernel_table(r: RankAnalysis, top: int) -> Table:
 
 def top_kernels_table(r: RankAnalysis, top: int) -> Table:
     table = Table(title=f"Top {min(top, len(r.kernels.top))} kernels by device time", title_justify="left", header_style="bold")
+    # numbers keep their width and never wrap; the kernel name gives way (ellipsis) on narrow terminals
+    widths = {"category": 11, "calls": 5, "total": 9, "mean": 8, "share": 6}
     for col, justify in (("kernel", "left"), ("category", "left"), ("calls", "right"), ("total", "right"), ("mean", "right"),
                          ("share", "right")):
-        table.add_column(col, justify=justify, overflow="ellipsis", no_wrap=col == "kernel", max_width=60 if col == "kernel" else None)
+        table.add_column(col, justify=justify, overflow="ellipsis", no_wrap=col != "kernel",
+                         max_width=60 if col == "kernel" else None, min_width=widths.get(col))
     for kern in r.kernels.top[:top]:
         table.add_row(short_name(kern.name, 60), kern.category, f"{kern.count:,}", f"{kern.time_us / 1000:,.2f} ms",
                       f"{kern.mean_us:,.1f} µs", f"{kern.pct:.1f} %")
