@@ -120,8 +120,12 @@ def test_json_document_feeds_the_planner(cli, tmp_path):
 
 
 def test_terminal_view_and_compare(cli):
-    shown = cli("trace", str(RANK0))
-    assert shown.exit_code == 0 and "Temporal breakdown" in shown.stdout and "volta_sgemm_128x64_nn" in shown.stdout
+    import os
+
+    wide = cli("trace", str(RANK0), env={**os.environ, "COLUMNS": "160"})
+    assert wide.exit_code == 0 and "Temporal breakdown" in wide.stdout and "volta_sgemm_128x64_nn" in wide.stdout
+    narrow = cli("trace", str(RANK0), env={**os.environ, "COLUMNS": "80"})
+    assert "volta_sgemm_128x64_" in narrow.stdout and "350.0 µs" in narrow.stdout  # names give way, numbers do not
     cmp = cli("trace", "--compare", str(RANK0), str(RANK1), "--json")
     assert cmp.exit_code == 0, cmp.stderr
     doc = cmp.json()

@@ -13,7 +13,13 @@ SCHEMA_VERSION = 1
 
 
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    """Terminal output; piped to a file or a CI log (no terminal, no COLUMNS) it is 120 wide, not Rich's 80."""
+    import os
+
+    out = Console(highlight=False, soft_wrap=False)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out = Console(highlight=False, soft_wrap=False, width=120)
+    return out
 
 
 def to_json_bytes(payload: dict[str, Any]) -> bytes:
