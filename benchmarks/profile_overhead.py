@@ -9,6 +9,13 @@ over rounds of (its figure / the plain loop's figure in that round) - 1, for two
 - wall time per step (steps over twice the median dropped as preemptions), reported beside it:
   on a quiet machine the two agree, on a loaded one wall time mostly measures the neighbours.
 
+Garbage is collected (``gc.collect()``) after every mode's pass, outside the timed steps. Without
+it one mode's teardown is paid inside another's timed steps: torch.profiler leaves its event
+buffers in reference cycles, and freeing them (~12 ms) happened at the next gen-0 collection,
+which the mode that allocates Python objects per step (gpuwise) triggered far more often than
+the plain loop (~+1.5 % charged to gpuwise, measured with gc.callbacks). Collections a mode's
+own steps trigger still land in its timed steps, as they would in a real run.
+
 On a shared machine even CPU time drifts by a few % from round to round, which is more than
 gpuwise costs. So the benchmark also measures gpuwise's cost directly, in absolute terms:
 - hooks: the same loop with a tiny model (steps of ~0.5 ms, where microseconds show), plain vs
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import statistics
 import sys
@@ -105,6 +113,7 @@ def main() -> None:
         for name in order:
             with contexts[name]():
                 c, w = loop()
+            gc.collect()  # this mode's garbage is freed here, not in the next mode's timed steps
             cpu[name].append(c)
             wall[name].append(w)
         print(f"round {r + 1:2d} (cpu/wall ms): " + "  ".join(f"{n} {cpu[n][-1] * 1000:.2f}/{wall[n][-1] * 1000:.2f}" for n in names),
@@ -138,15 +147,25 @@ def direct_costs(batch: int, rounds: int = 40, steps: int = 200) -> tuple[float,
     tiny = make_loop(64, batch, steps)
     tiny()
     diffs = []
+
+    def plain() -> float:
+        cpu, _ = tiny()
+        gc.collect()  # as in main(): no run pays for the previous run's garbage
+        return cpu
+
+    def hooked() -> float:
+        with gpuwise.profile(warmup=WARMUP, store=False, telemetry=False):
+            cpu, _ = tiny()
+        gc.collect()
+        return cpu
+
     for r in range(rounds):
         if r % 2:
-            plain_cpu, _ = tiny()
-            with gpuwise.profile(warmup=WARMUP, store=False, telemetry=False):
-                hooked_cpu, _ = tiny()
+            plain_cpu = plain()
+            hooked_cpu = hooked()
         else:
-            with gpuwise.profile(warmup=WARMUP, store=False, telemetry=False):
-                hooked_cpu, _ = tiny()
-            plain_cpu, _ = tiny()
+            hooked_cpu = hooked()
+            plain_cpu = plain()
         diffs.append((hooked_cpu - plain_cpu) * 1e6)
     used = [0.0]
     original = telemetry.TelemetrySampler.sample_once
