@@ -56,8 +56,8 @@ class Instrumentation:
         self._patch(torch.autograd, "backward", self._wrap_phase("backward"))
         self._patch(torch.autograd, "grad", self._wrap_phase("backward"))
         if self.copies_and_syncs:
-            self._patch(torch.Tensor, "to", self._wrap_to)
-            self._patch(torch.Tensor, "cuda", self._wrap_cuda)
+            self._patch(torch.Tensor, "to", self._wrap_copy)
+            self._patch(torch.Tensor, "cuda", self._wrap_copy)
             for name in ("item", "tolist", "cpu"):
                 self._patch(torch.Tensor, name, self._wrap_sync)
             if hasattr(torch, "cuda"):
@@ -242,25 +242,17 @@ class Instrumentation:
             rec.contain("copy hook", exc)
         return out
 
-    def _wrap_to(self, original):
+    def _wrap_copy(self, original):
+        """Tensor.to / Tensor.cuda: time the host->device copies, pass everything else through."""
         copy = self._copy
 
-        def to(tensor, *args, **kwargs):
+        def copy_method(tensor, *args, **kwargs):
             return copy(original, tensor, args, kwargs)
 
-        to.__wrapped__ = original
-        to.__doc__ = original.__doc__
-        return to
-
-    def _wrap_cuda(self, original):
-        copy = self._copy
-
-        def cuda(tensor, *args, **kwargs):
-            return copy(original, tensor, args, kwargs)
-
-        cuda.__wrapped__ = original
-        cuda.__doc__ = original.__doc__
-        return cuda
+        copy_method.__name__ = original.__name__
+        copy_method.__wrapped__ = original
+        copy_method.__doc__ = original.__doc__
+        return copy_method
 
     def _wrap_sync(self, original):
         rec = self.rec
