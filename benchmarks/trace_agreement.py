@@ -12,42 +12,25 @@ Prints a table, then as its LAST line: {"traces": N, "max_abs_diff_pp": X}
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from gpuwise.trace.hta_reference import REFERENCE_BUILD, read_reference  # noqa: E402
 from gpuwise.trace.rank import analyze_file  # noqa: E402
 
 DEFAULT_REFERENCE = REPO.parent / "shared" / "traces" / "hta_reference.csv"
-DEFAULT_BUILD = "holistictraceanalysis==0.5.0; pandas==2.3.3"
-
-
-def read_reference(path: Path, build: str) -> tuple[dict, dict]:
-    ranks: dict[str, dict[str, float]] = defaultdict(dict)
-    streams: dict[str, dict[tuple[int, str], float]] = defaultdict(dict)
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row["hta_version"] != build:
-                continue
-            value = float(row["value"]) if row["value"] not in ("", "nan", "NaN") else math.nan
-            if row["stream"]:
-                streams[row["trace_path"]][(int(row["stream"]), row["metric"])] = value
-            else:
-                ranks[row["trace_path"]][row["metric"]] = value
-    return ranks, streams
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE, help="hta_reference.csv")
     ap.add_argument("--root", type=Path, default=None, help="directory the CSV's trace paths are relative to (default: the CSV's)")
-    ap.add_argument("--build", default=DEFAULT_BUILD, help="hta_version rows to compare against")
+    ap.add_argument("--build", default=REFERENCE_BUILD, help="hta_version rows to compare against")
     args = ap.parse_args()
     if not args.reference.is_file():
         print(f"reference CSV not found: {args.reference}", file=sys.stderr)

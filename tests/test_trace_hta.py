@@ -6,31 +6,14 @@ Reference: ../shared/traces/hta_reference.csv, rows of `holistictraceanalysis==0
 
 from __future__ import annotations
 
-import csv
-from collections import defaultdict
 
 import pytest
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.trace.hta_reference import read_reference
 from gpuwise.trace.rank import analyze_file
 
-REFERENCE_BUILD = "holistictraceanalysis==0.5.0; pandas==2.3.3"
 TOLERANCE_PP = 0.5
-
-
-def load_reference(path):
-    ranks: dict[str, dict[str, float]] = defaultdict(dict)
-    streams: dict[str, dict[tuple[int, str], float]] = defaultdict(dict)
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row["hta_version"] != REFERENCE_BUILD:
-                continue
-            value = float(row["value"]) if row["value"] not in ("", "nan", "NaN") else float("nan")
-            if row["stream"]:
-                streams[row["trace_path"]][(int(row["stream"]), row["metric"])] = value
-            else:
-                ranks[row["trace_path"]][row["metric"]] = value
-    return ranks, streams
 
 
 _CACHE: dict = {}
@@ -40,7 +23,7 @@ _CACHE: dict = {}
 def reference(shared_dir):
     """Each listed trace parsed once for the whole module."""
     if shared_dir not in _CACHE:
-        ranks, streams = load_reference(shared_dir / "traces" / "hta_reference.csv")
+        ranks, streams = read_reference(shared_dir / "traces" / "hta_reference.csv")
         _CACHE[shared_dir] = ranks, streams, {p: analyze_file(shared_dir / "traces" / p) for p in ranks}
     return _CACHE[shared_dir]
 
