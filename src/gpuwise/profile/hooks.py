@@ -258,35 +258,36 @@ class Instrumentation:
         rec = self.rec
         compiling = self._is_compiling
 
+        timed = self._timed_sync
+
         def sync_method(tensor, *args, **kwargs):
             if compiling() or tensor.device.type == "cpu" or not rec.on_thread():
                 return original(tensor, *args, **kwargs)
-            t0 = perf_counter()
-            out = original(tensor, *args, **kwargs)
-            try:
-                rec.note_sync(perf_counter() - t0)
-            except Exception as exc:  # noqa: BLE001
-                rec.contain("sync hook", exc)
-            return out
+            return timed(original, (tensor, *args), kwargs)
 
         sync_method.__wrapped__ = original
         sync_method.__doc__ = original.__doc__
         sync_method.__name__ = getattr(original, "__name__", "sync")
         return sync_method
 
+    def _timed_sync(self, original, args, kwargs):
+        """Run a host-blocking call and record how long the host waited (errors in the record are contained)."""
+        t0 = perf_counter()
+        out = original(*args, **kwargs)
+        try:
+            self.rec.note_sync(perf_counter() - t0)
+        except Exception as exc:  # noqa: BLE001
+            self.rec.contain("sync hook", exc)
+        return out
+
     def _wrap_sync_fn(self, original):
         rec = self.rec
+        timed = self._timed_sync
 
         def synchronize(*args, **kwargs):
             if not rec.on_thread():
                 return original(*args, **kwargs)
-            t0 = perf_counter()
-            out = original(*args, **kwargs)
-            try:
-                rec.note_sync(perf_counter() - t0)
-            except Exception as exc:  # noqa: BLE001
-                rec.contain("sync hook", exc)
-            return out
+            return timed(original, args, kwargs)
 
         synchronize.__wrapped__ = original
         synchronize.__doc__ = original.__doc__
