@@ -26,6 +26,55 @@ def usable_cpus() -> int:
 CHILDREN_REFRESH = 8  # samples between rescans of the process tree
 
 
+def has_children_files() -> bool:
+    """Does this kernel list a task's children in /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN)?"""
+    return os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children")
+
+
+def descendant_pids(pid: int) -> list[int]:
+    """Children, grandchildren, ... of ``pid``, from the children files of each of their threads."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:  # exited meanwhile
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", "rb") as fh:
+                    kids = [int(x) for x in fh.read().split()]
+            except OSError:
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found
+
+
+def whole_disks() -> set[str]:
+    """Names of whole block devices (/sys/block), so partitions are not counted twice; empty off Linux."""
+    try:
+        return set(os.listdir("/sys/block"))
+    except OSError:
+        return set()
+
+
+def diskstats_read_bytes(disks: set[str]) -> int | None:
+    """Bytes read from these devices since boot: /proc/diskstats counts 512-byte sectors (field 6)."""
+    try:
+        with open("/proc/diskstats", "rb") as fh:
+            lines = fh.read().split(b"\n")
+    except OSError:
+        return None
+    total = 0
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 5 and fields[2].decode() in disks:
+            total += int(fields[5])
+    return total * 512
+
+
 class TelemetrySampler:
     def __init__(self, interval_s: float = 0.5, nvml_index: int | None = None, on_tick=None) -> None:
         self.interval_s = interval_s
@@ -39,6 +88,8 @@ class TelemetrySampler:
         self._proc: Any = None
         self._last: dict[str, Any] = {}
         self._children: list[Any] = []
+        self._disks: set[str] | None = None
+        self._children_files = has_children_files()
         self._ticks = 0
         self.nvml: NvmlDevice | None = NvmlDevice(nvml_index) if nvml_index is not None else None
         if self.nvml is not None:
@@ -79,13 +130,14 @@ class TelemetrySampler:
     def _tree_cpu_s(self) -> float | None:
         """CPU seconds used so far by this process and its children (DataLoader workers).
 
-        Finding the children scans every process on the machine (~1 ms), so the list is refreshed
-        every CHILDREN_REFRESH samples; children that exited and were reaped are in children_user."""
+        The children are looked up every CHILDREN_REFRESH samples (through /proc/<pid>/task/*/children
+        where the kernel has it: ~0.1 ms, against ~1 ms for psutil's scan of every process); children
+        that exited and were reaped are in children_user."""
         proc = self._proc
         t = proc.cpu_times()
         total = t.user + t.system + getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
         if self._ticks % CHILDREN_REFRESH == 0:
-            self._children = proc.children(recursive=True)
+            self._children = self._find_children()
         self._ticks += 1
         for child in self._children:
             try:
@@ -95,6 +147,19 @@ class TelemetrySampler:
                 continue
         return total
 
+    def _find_children(self) -> list[Any]:
+        if not self._children_files:
+            return self._proc.children(recursive=True)
+        pids = descendant_pids(self._proc.pid)
+        known = {c.pid: c for c in self._children}
+        found = []
+        for pid in pids:
+            try:
+                found.append(known.get(pid) or self._psutil.Process(pid))
+            except self._psutil.Error:
+                continue
+        return found
+
     def _prime(self) -> None:
         now = time.perf_counter()
         self._last = {"t": now}
@@ -103,8 +168,15 @@ class TelemetrySampler:
         ps = self._psutil
         self._safe("cpu_per_core", lambda: ps.cpu_percent(percpu=True))
         self._last["tree_cpu_s"] = self._safe("process_cpu", self._tree_cpu_s)
-        disk = self._safe("disk_io", ps.disk_io_counters)
-        self._last["disk_read_bytes"] = getattr(disk, "read_bytes", None)
+        self._last["disk_read_bytes"] = self._safe("disk_io", self._disk_read_bytes)
+
+    def _disk_read_bytes(self) -> int | None:
+        """Bytes read from the machine's disks so far (whole disks, not their partitions, as psutil counts)."""
+        if self._disks is None:
+            self._disks = whole_disks()
+        if self._disks:
+            return diskstats_read_bytes(self._disks)
+        return getattr(self._psutil.disk_io_counters(), "read_bytes", None)
 
     def _safe(self, key: str, fn) -> Any:
         if key in self.not_available:
@@ -132,8 +204,7 @@ class TelemetrySampler:
             mem = self._safe("rss", self._proc.memory_info)
             if mem is not None:
                 sample["rss_bytes"] = int(mem.rss)
-            disk = self._safe("disk_io", ps.disk_io_counters)
-            read = getattr(disk, "read_bytes", None)
+            read = self._safe("disk_io", self._disk_read_bytes)
             last_read = self._last.get("disk_read_bytes")
             if read is not None and last_read is not None:
                 sample["disk_read_bytes_per_s"] = (read - last_read) / dt
