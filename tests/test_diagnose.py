@@ -76,6 +76,19 @@ def test_memory_growth_and_flat_memory():
     assert "memory_growth" not in ids(Evidence(source="profile", memory_per_step_bytes=flat))
 
 
+def test_memory_growth_from_spaced_readings_counts_steps_not_readings():
+    """A live run reads memory every few steps (the probe's time budget): growth per step uses the step index."""
+    steps = list(range(0, 40, 4))  # 10 readings over 37 steps
+    growing = [1e9 + s * 5e7 for s in steps]
+    finding = next(f for f in diagnose(Evidence(source="profile", memory_per_step_bytes=growing, memory_step_index=steps))
+                   if f.id == "memory_growth")
+    assert finding.metrics["bytes_per_step"] == 5e7 and "over 37 steps" in finding.summary
+    # five readings of five consecutive steps: too short a span to call a leak
+    assert "memory_growth" not in ids(Evidence(source="profile", memory_per_step_bytes=growing[:5], memory_step_index=[0, 1, 2, 3, 4]))
+    short = [1e9 + s * 5e7 for s in range(4)]
+    assert "memory_growth" not in ids(Evidence(source="profile", memory_per_step_bytes=short))
+
+
 def test_throttling_straggler_comm_launch_sync_precision_pageable():
     ev = Evidence(
         source="trace",

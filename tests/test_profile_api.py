@@ -178,7 +178,7 @@ def test_errors_inside_hooks_are_contained_and_reported_once(monkeypatch, capsys
     def broken(self, it):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(Recorder, "note_loader", broken)
+    monkeypatch.setattr(Recorder, "batch_wait_begins", broken)
     with gpuwise.profile(steps=8, warmup=1, store=False) as p:
         losses = train(DataLoader(SlowItems(128, 0.0), batch_size=8), small_model(), 10)
     assert len(losses) == 10  # the user's loop ran to the end
@@ -275,3 +275,54 @@ def test_host_blocking_calls_are_counted(monkeypatch):
         raw = rec.stop()
     step = raw["steps"][0]
     assert step["sync_calls"] == 2 and step["sync_wait_s"] >= 0.004
+
+
+def test_a_forked_child_keeps_the_hooks_but_records_nothing():
+    """A DataLoader worker is a fork of the training thread: its copy of the recorder must stay inert."""
+    import os
+
+    from gpuwise.profile.recorder import active_recorder
+
+    model = small_model()
+    with gpuwise.profile(warmup=0, store=False) as p:
+        model(torch.randn(2, 32))
+        pid = os.fork()
+        if pid == 0:  # the child: hooks still installed, nothing may be logged
+            code = 1
+            try:
+                logged = len(p.recorder._log)
+                for _ in range(50):
+                    model(torch.randn(2, 32)).sum().backward()
+                code = 0 if len(p.recorder._log) == logged and active_recorder() is None else 3
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        model(torch.randn(2, 32))
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert p.recorder.steps_closed == 0 and active_recorder() is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["enter", "exit", "step", "sync", "drain"]), st.integers(0, 4)), max_size=80))
+def test_steps_counted_at_boundaries_match_the_replayed_records(actions):
+    """The hooks count steps as they happen; the replay of the log must find exactly those steps."""
+    from gpuwise.profile.phases import EXIT, SYNC
+
+    rec = Recorder(warmup=0, telemetry=False)
+    stack = []
+    for action, phase in actions:
+        if action == "enter":
+            rec.mark(phase)
+            stack.append(phase)
+        elif action == "exit" and stack:
+            rec.mark(stack.pop() + EXIT)
+        elif action == "step":
+            rec.end_step()
+        elif action == "sync":
+            rec.log(SYNC, 0.001)
+        else:
+            rec.drain()
+    rec.drain()
+    assert len(rec.records) == rec.steps_closed
+    for record in rec.records:
+        assert sum(record.phase_s.values()) == pytest.approx(record.wall_s, abs=1e-9)

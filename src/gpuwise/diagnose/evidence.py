@@ -59,7 +59,8 @@ class Evidence:
     # --- memory ----------------------------------------------------------------------------------
     memory_capacity_bytes: int | None = None
     memory_peak_bytes: int | None = None  # peak reserved (or NVML used) during the run / predicted
-    memory_per_step_bytes: list[float] = field(default_factory=list)  # live allocated bytes at each step end
+    memory_per_step_bytes: list[float] = field(default_factory=list)  # live allocated bytes at step ends (each step, or those below)
+    memory_step_index: list[int] = field(default_factory=list)  # measured step of each reading above; empty = every step in order
 
     # --- hardware telemetry -------------------------------------------------------------------------
     throttle_pct: dict[str, float] = field(default_factory=dict)  # reason -> % of samples active (hw_thermal, sw_power_cap, ...)

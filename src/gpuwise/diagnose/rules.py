@@ -363,7 +363,8 @@ def step_outliers(ev: Evidence) -> Finding | None:
 @rule
 def memory_growth(ev: Evidence) -> Finding | None:
     mem = ev.memory_per_step_bytes
-    if len(mem) < T.MIN_STEPS_FOR_STATISTICS:
+    steps = ev.memory_step_index if len(ev.memory_step_index) == len(mem) else list(range(len(mem)))
+    if len(mem) < T.MEMORY_GROWTH_MIN_READINGS or steps[-1] - steps[0] + 1 < T.MIN_STEPS_FOR_STATISTICS:
         return None
     first, last = mem[0], mem[-1]
     if first <= 0:
@@ -373,7 +374,8 @@ def memory_growth(ev: Evidence) -> Finding | None:
     rising = sum(d > 0 for d in deltas) / len(deltas)
     if growth_pct < T.MEMORY_GROWTH_MIN_PCT or rising < T.MEMORY_GROWTH_RISING_SHARE:
         return None
-    per_step = (last - first) / (len(mem) - 1)
+    span = steps[-1] - steps[0] + 1  # steps the readings cover
+    per_step = (last - first) / (steps[-1] - steps[0])
     steps_left = None
     if ev.memory_capacity_bytes and per_step > 0:
         steps_left = int(max(0, ev.memory_capacity_bytes - (ev.memory_peak_bytes or last)) / per_step)
@@ -383,13 +385,13 @@ def memory_growth(ev: Evidence) -> Finding | None:
         severity="high" if growth_pct >= T.MEMORY_GROWTH_HIGH_PCT or steps_left is not None else "medium",
         confidence=_confidence(ev),
         category="memory",
-        summary=f"Allocated memory rose {growth_pct:.0f} % over {len(mem)} steps (+{per_step / 2**20:.1f} MiB per step)"
+        summary=f"Allocated memory rose {growth_pct:.0f} % over {span} steps (+{per_step / 2**20:.1f} MiB per step)"
         + (f"; at this rate memory runs out in ~{steps_left:,} steps." if steps_left is not None else "."),
         metrics={"growth_pct": round(growth_pct, 2), "bytes_per_step": round(per_step), "first_bytes": first, "last_bytes": last,
                  "steps_until_oom": steps_left},
         fix="Something keeps tensors (often the autograd graph) alive across steps: store loss.item() or loss.detach(), not loss.",
         fix_snippet="losses.append(loss.detach())   # not losses.append(loss)\n# or: total += loss.item()",
-        gain=Gain("memory_bytes", per_step * len(mem) * 0.5, per_step * len(mem), "the growth seen during the run"),
+        gain=Gain("memory_bytes", per_step * span * 0.5, per_step * span, "the growth seen during the run"),
         source=ev.source,
     )
 

@@ -120,7 +120,7 @@ def _start() -> None:
 
 
 def _active(recorder) -> bool:
-    return recorder.timer.step_start is not None or bool(recorder.records) or bool(recorder.loaders)
+    return recorder.has_activity()
 
 
 def _write(raw: dict[str, Any]) -> None:
@@ -151,7 +151,7 @@ def _maybe_flush() -> None:
 
 def _window_complete(recorder) -> None:
     cfg = _state["config"]
-    measured = len(recorder.records) - recorder.warmup
+    measured = recorder.steps_closed - recorder.warmup
     _write(recorder.raw())
     if cfg.get("stop"):
         print(f"gpuwise: measured {measured} steps after {recorder.warmup} warm-up steps; stopping the script (--stop)", file=sys.stderr)

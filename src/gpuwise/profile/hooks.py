@@ -12,14 +12,31 @@ What is hooked, and why it is enough to split a step into phases:
   calls that block the host on the device (``.item()``, ``.tolist()``, ``.cpu()``, ``synchronize``).
 
 Every wrapper calls the original exactly once and returns (or raises) exactly what it did; our own
-bookkeeping runs inside ``try/except`` and reports errors through ``Recorder.contain``.
+bookkeeping runs inside ``try/except`` and reports errors through ``Recorder.contain``. A hook's
+work is a thread check (``rec.tid == get_ident()``) and ``rec.mark(code)``: an append to the
+recorder's event log (see ``phases.py``).
 """
 
 from __future__ import annotations
 
 import weakref
+from threading import get_ident
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
+
+from gpuwise.profile.phases import (
+    EXIT,
+    FORWARD_IN,
+    FORWARD_OUT,
+    H2D_BYTES,
+    H2D_IN,
+    H2D_OUT,
+    H2D_PAGEABLE_BYTES,
+    OPTIMIZER_IN,
+    OPTIMIZER_OUT,
+    PHASES,
+    SYNC,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuwise.profile.recorder import Recorder
@@ -102,7 +119,7 @@ class Instrumentation:
         from torch.nn.modules import module as nn_module
 
         self._global_handles.append(nn_module.register_module_forward_pre_hook(self._fwd_pre_global))
-        self._global_handles.append(nn_module.register_module_forward_hook(self._fwd_post_global, always_call=True))
+        self._global_handles.append(nn_module.register_module_forward_hook(self._fwd_post, always_call=True))
         self.global_module_hooks = True
 
     def narrow_to_roots(self) -> None:
@@ -118,77 +135,83 @@ class Instrumentation:
             if module is None:
                 continue
             self._root_handles.append(module.register_forward_pre_hook(self._fwd_pre_root))
-            self._root_handles.append(module.register_forward_hook(self._fwd_post_root, always_call=True))
+            self._root_handles.append(module.register_forward_hook(self._fwd_post, always_call=True))
 
     def _fwd_pre_global(self, module, args):
-        if self.rec.on_thread():
+        rec = self.rec
+        if rec.tid == get_ident() or rec.on_thread():
             self.depth += 1
             if self.depth == 1:
                 try:
                     if id(module) not in self.roots:
                         self.roots[id(module)] = weakref.ref(module)
-                    self.rec.enter("forward", module)
+                    if not rec.device_checked:
+                        rec.inspect_model(module)
+                    rec.mark(FORWARD_IN)
                 except Exception as exc:  # noqa: BLE001
-                    self.rec.contain("forward hook", exc)
-        return None
-
-    def _fwd_post_global(self, module, args, output):
-        if self.rec.on_thread() and self.depth > 0:
-            self.depth -= 1
-            if self.depth == 0:
-                try:
-                    self.rec.exit("forward")
-                except Exception as exc:  # noqa: BLE001
-                    self.rec.contain("forward hook", exc)
+                    rec.contain("forward hook", exc)
         return None
 
     def _fwd_pre_root(self, module, args):
-        if self.rec.on_thread():
+        rec = self.rec
+        if rec.tid == get_ident() or rec.on_thread():
             self.depth += 1
             if self.depth == 1:
                 try:
-                    self.rec.enter("forward", module)
+                    if not rec.device_checked:
+                        rec.inspect_model(module)
+                    rec.mark(FORWARD_IN)
                 except Exception as exc:  # noqa: BLE001
-                    self.rec.contain("forward hook", exc)
+                    rec.contain("forward hook", exc)
         return None
 
-    def _fwd_post_root(self, module, args, output):
-        return self._fwd_post_global(module, args, output)
+    def _fwd_post(self, module, args, output):
+        rec = self.rec
+        if (rec.tid == get_ident() or rec.on_thread()) and self.depth > 0:
+            self.depth -= 1
+            if self.depth == 0:
+                try:
+                    rec.mark(FORWARD_OUT)
+                except Exception as exc:  # noqa: BLE001
+                    rec.contain("forward hook", exc)
+        return None
 
     # -- optimizer ----------------------------------------------------------------------------------
     def _opt_pre(self, optimizer, args, kwargs):
-        if self.rec.on_thread():
+        rec = self.rec
+        if rec.tid == get_ident() or rec.on_thread():
             try:
-                self.rec.enter("optimizer")
+                rec.mark(OPTIMIZER_IN)
             except Exception as exc:  # noqa: BLE001
-                self.rec.contain("optimizer hook", exc)
+                rec.contain("optimizer hook", exc)
         return None
 
     def _opt_post(self, optimizer, args, kwargs):
-        if self.rec.on_thread():
+        rec = self.rec
+        if rec.tid == get_ident() or rec.on_thread():
             try:
-                self.rec.exit("optimizer")
-                self.rec.auto_boundary()
+                rec.mark(OPTIMIZER_OUT)
+                rec.auto_boundary()
             except Exception as exc:  # noqa: BLE001
-                self.rec.contain("optimizer hook", exc)
+                rec.contain("optimizer hook", exc)
 
     # -- wrappers -------------------------------------------------------------------------------------
     def _wrap_next(self, original):
         rec = self.rec
 
         def __next__(it):
-            if not rec.on_thread():
+            if rec.tid != get_ident() and not rec.on_thread():
                 return original(it)
+            cpu0 = None
             try:
-                rec.enter("data_wait")
-                rec.note_loader(it)
+                cpu0 = rec.batch_wait_begins(it)
             except Exception as exc:  # noqa: BLE001
                 rec.contain("DataLoader hook", exc)
             try:
                 return original(it)
             finally:
                 try:
-                    rec.exit("data_wait")
+                    rec.batch_wait_ends(cpu0)
                 except Exception as exc:  # noqa: BLE001
                     rec.contain("DataLoader hook", exc)
 
@@ -198,20 +221,22 @@ class Instrumentation:
     def _wrap_phase(self, phase: str):
         rec = self.rec
         compiling = self._is_compiling
+        enter = PHASES.index(phase)
+        leave = enter + EXIT
 
         def make(original):
             def wrapper(*args, **kwargs):
-                if compiling() or not rec.on_thread():
+                if (rec.tid != get_ident() and not rec.on_thread()) or compiling():
                     return original(*args, **kwargs)
                 try:
-                    rec.enter(phase)
+                    rec.mark(enter)
                 except Exception as exc:  # noqa: BLE001
                     rec.contain(f"{phase} hook", exc)
                 try:
                     return original(*args, **kwargs)
                 finally:
                     try:
-                        rec.exit(phase)
+                        rec.mark(leave)
                     except Exception as exc:  # noqa: BLE001
                         rec.contain(f"{phase} hook", exc)
 
@@ -230,14 +255,19 @@ class Instrumentation:
         t0 = perf_counter()
         out = original(tensor, *args, **kwargs)
         try:
-            dt = perf_counter() - t0
+            t1 = perf_counter()
             if out is not tensor:
                 dst = out.device.type
                 if src_cpu and dst != "cpu":
+                    # logged after the fact: nothing else is logged during a copy, so the log stays in time order
                     nbytes = tensor.element_size() * tensor.nelement()
-                    rec.note_h2d(dt, nbytes, pinned=tensor.is_pinned())
+                    rec.log(H2D_IN, t0)
+                    rec.log(H2D_OUT, t1)
+                    rec.log(H2D_BYTES, nbytes)
+                    if not tensor.is_pinned():
+                        rec.log(H2D_PAGEABLE_BYTES, nbytes)
                 elif not src_cpu and dst == "cpu":
-                    rec.note_sync(dt)
+                    rec.log(SYNC, t1 - t0)
         except Exception as exc:  # noqa: BLE001
             rec.contain("copy hook", exc)
         return out
@@ -275,7 +305,7 @@ class Instrumentation:
         t0 = perf_counter()
         out = original(*args, **kwargs)
         try:
-            self.rec.note_sync(perf_counter() - t0)
+            self.rec.log(SYNC, perf_counter() - t0)
         except Exception as exc:  # noqa: BLE001
             self.rec.contain("sync hook", exc)
         return out

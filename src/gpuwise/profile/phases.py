@@ -1,4 +1,10 @@
-"""Exclusive phase accounting on the host clock.
+"""Exclusive phase accounting on the host clock, replayed from the hooks' event log.
+
+Hooks run between a training step's large kernels, when the CPU caches hold torch's data and not
+gpuwise's code, so each Python call they make costs microseconds, not the nanoseconds a warm
+benchmark shows. The hot path therefore only appends ``(code, value)`` pairs to a flat list (an
+``EventLog``); ``PhaseTimer.replay`` turns the log into ``StepRecord``s later, in batches, with warm
+caches.
 
 Phases nest (Lightning runs forward and backward inside ``optimizer.step(closure)``; a loss
 computed by a module inside backward is recomputation). Every instant of a step is charged to
@@ -12,6 +18,21 @@ from dataclasses import dataclass, field
 from time import perf_counter
 
 PHASES = ("data_wait", "h2d_copy", "forward", "backward", "optimizer", "other")
+
+# Event codes: entering phase i is code i, leaving it is EXIT + i; the value is a perf_counter time.
+EXIT = 8
+DATA_IN, H2D_IN, FORWARD_IN, BACKWARD_IN, OPTIMIZER_IN = range(5)
+DATA_OUT, H2D_OUT, FORWARD_OUT, BACKWARD_OUT, OPTIMIZER_OUT = (EXIT + i for i in range(5))
+STEP = 16  # a step boundary at the given time
+SYNC = 17  # the host waited this many seconds on the device (``.item()``, ``synchronize``, ...)
+H2D_BYTES = 18  # bytes copied host -> device
+H2D_PAGEABLE_BYTES = 19  # of those, bytes from pageable (not pinned) memory
+MEMORY = 20  # live memory in bytes, read at the step boundary just logged
+
+
+def phase_of(code: int) -> tuple[str, bool]:
+    """(phase name, True when entering) for an enter or exit code."""
+    return (PHASES[code], True) if code < EXIT else (PHASES[code - EXIT], False)
 
 
 @dataclass
@@ -38,9 +59,9 @@ class StepRecord:
 
 class PhaseTimer:
     """A stack of open phases; time goes to the top of the stack. Not thread-safe by design:
-    only the training thread calls it (hooks running on other threads are ignored by the caller)."""
+    only the training thread feeds it (hooks running on other threads are ignored by the caller)."""
 
-    __slots__ = ("stack", "acc", "mark", "step_start", "clock")
+    __slots__ = ("stack", "acc", "mark", "step_start", "clock", "counters")
 
     def __init__(self, clock=perf_counter) -> None:
         self.clock = clock
@@ -48,6 +69,7 @@ class PhaseTimer:
         self.acc = dict.fromkeys(PHASES, 0.0)
         self.mark = 0.0
         self.step_start: float | None = None
+        self.counters = [0, 0.0, 0, 0]  # sync calls, sync wait s, h2d bytes, pageable h2d bytes of the open step
 
     def _charge(self, now: float) -> None:
         if self.stack:
@@ -65,16 +87,9 @@ class PhaseTimer:
         now = self.clock() if now is None else now
         self._charge(now)
         # Pop down to the phase (tolerates a hook that never closed, e.g. an exception mid-phase).
-        while self.stack:
-            if self.stack.pop() == phase:
-                break
-
-    def reassign(self, phase: str, seconds: float) -> None:
-        """The last ``seconds`` belong to ``phase`` rather than to the open phase (a copy found inside forward)."""
-        self._charge(self.clock())
-        if self.stack:
-            self.acc[self.stack[-1]] -= seconds
-        self.acc[phase] += seconds
+        if phase in self.stack:
+            while self.stack.pop() != phase:
+                pass
 
     @property
     def current(self) -> str | None:
@@ -94,3 +109,30 @@ class PhaseTimer:
         self.acc = dict.fromkeys(PHASES, 0.0)
         self.step_start = now
         return start, wall, phases
+
+    def replay(self, log: list, origin: float, records: list[StepRecord]) -> None:
+        """Feed a flat event log ``[code, value, code, value, ...]``, appending the steps it closes to
+        ``records`` (start times relative to ``origin``). The timer keeps its state between calls, so a
+        log can be replayed in pieces."""
+        counters = self.counters
+        for i in range(0, len(log) - 1, 2):
+            code, value = log[i], log[i + 1]
+            if code < EXIT:
+                self.push(PHASES[code], value)
+            elif code < STEP:
+                self.pop(PHASES[code - EXIT], value)
+            elif code == STEP:
+                done = self.boundary(value)
+                if done is not None:
+                    start, wall, phases = done
+                    records.append(StepRecord(start - origin, wall, phases, None, *counters))
+                counters[:] = [0, 0.0, 0, 0]
+            elif code == SYNC:
+                counters[0] += 1
+                counters[1] += value
+            elif code == H2D_BYTES:
+                counters[2] += value
+            elif code == H2D_PAGEABLE_BYTES:
+                counters[3] += value
+            elif code == MEMORY and records:
+                records[-1].memory_bytes = value

@@ -4,6 +4,11 @@ One ``Recorder`` is active per process (torch's hooks are global). It produces a
 plain JSON-able dict that ``gpuwise.profile.result.build_run`` turns into a ``ProfileRun``; the
 split keeps this side free of gpuwise's CLI dependencies, so it also runs inside a user's
 interpreter that only has torch.
+
+The hot path is ``mark(code)``: two appends to the event log (see ``phases.py`` for why). Step
+boundaries do the little that must happen at once (count the step, read live memory within its
+budget, narrow the hooks after warm-up, end the window); the log becomes ``StepRecord``s every
+``DRAIN_EVERY_EVENTS`` entries and whenever the record is read on the training thread.
 """
 
 from __future__ import annotations
@@ -13,15 +18,36 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from time import perf_counter, thread_time
 from typing import Any
 
-from gpuwise.profile.phases import PhaseTimer, StepRecord
+from gpuwise.profile.memory_probe import COST_WINDOW, MAX_READ_S, MEMORY_PROBE_BUDGET, rss_reader
+from gpuwise.profile.phases import DATA_IN, DATA_OUT, EXIT, MEMORY, STEP, PhaseTimer, StepRecord, phase_of
 
 RAW_FORMAT = 1
 MAX_CONTAINED_ERRORS = 50  # after this many, profiling switches itself off for the rest of the run
+DRAIN_EVERY_EVENTS = 2048  # log entries (code + value) between replays into StepRecords: ~100 steps
+LOADER_CPU_SAMPLE_EVERY = 8  # one batch wait in this many also reads the thread's CPU clock (a syscall)
 
 _ACTIVE: Recorder | None = None
+
+
+def _no_loader() -> None:
+    return None
+
+
+def _after_fork_in_child() -> None:
+    """A forked process (a DataLoader worker) keeps our hooks but must not record: its log would only grow."""
+    global _ACTIVE
+    recorder, _ACTIVE = _ACTIVE, None
+    if recorder is not None:
+        recorder.active = False
+        recorder.tid = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def active_recorder() -> Recorder | None:
@@ -65,6 +91,10 @@ class Recorder:
 
         self.timer = PhaseTimer()
         self.records: list[StepRecord] = []
+        self._log: list = []  # [code, value, code, value, ...] since the last replay (phases.py)
+        self._log_append = self._log.append
+        self._drain_lock = threading.Lock()
+        self.steps_closed = 0  # steps ended so far, replayed or not
         self.status = "running"
         self.error: str | None = None
         self.errors: dict[tuple[str, str], dict[str, Any]] = {}
@@ -76,25 +106,24 @@ class Recorder:
         self.cuda_index: int | None = None
         self.model: dict[str, Any] = {}
         self.loaders: dict[tuple, dict[str, Any]] = {}
-        self._tid: int | None = None
+        self.tid: int | None = None  # the training thread, once a hook has run on it (hooks compare it first)
         self._pid = os.getpid()
         self._started_wall = 0.0
         self._started = 0.0
         self._stopped = 0.0
-        self._sync_calls = 0
-        self._sync_wait = 0.0
-        self._h2d_bytes = 0
-        self._h2d_pageable = 0
-        self._data_cpu = 0.0
+        self._loader_ref = _no_loader  # weak reference to the DataLoader iterator seen last
+        self._loader_info: dict[str, Any] = {}
+        self._data_cpu = 0.0  # thread CPU and wall seconds of the sampled batch waits
         self._data_wall = 0.0
-        self._data_t0 = (0.0, 0.0)
-        self._device_checked = False
+        self.device_checked = False
         self._cuda_possible = False
         self._cuda_timer = None
         self._nvtx = None
         self._nvtx_open: list[str] = []
         self._memory_measure = "not available"
         self._memory_read = None
+        self._memory_due_s = 0.0  # no read before this time (the probe's time budget)
+        self._memory_costs: list[float] = []  # seconds of the last COST_WINDOW reads
         self.instrumentation = None
         self.sampler = None
         self.notes: list[str] = []
@@ -160,6 +189,7 @@ class Recorder:
                 self.instrumentation.uninstall()  # the inert optimizer hooks left by a detach from inside a hook
             return
         self.active = False
+        self.tid = None
         self._stopped = perf_counter()
         if self.instrumentation is not None:
             try:
@@ -171,6 +201,10 @@ class Recorder:
                 self.sampler.stop()
             except Exception as exc:  # noqa: BLE001
                 self.contain("telemetry", exc, active_check=False)
+        try:
+            self.drain()
+        except Exception as exc:  # noqa: BLE001
+            self.contain("step replay", exc, active_check=False)
         if self._cuda_timer is not None:
             try:
                 self._finish_cuda_timing()
@@ -191,16 +225,17 @@ class Recorder:
 
     # -- thread binding and error containment -------------------------------------------------------------
     def on_thread(self) -> bool:
-        """True on the training thread: the first thread that reaches a hook (not autograd's or a worker's)."""
+        """True on the training thread: the first thread that reaches a hook (not autograd's or a worker's).
+        Hooks test ``rec.tid == get_ident()`` first and call this only when that fails."""
         if not self.active:
             return False
         tid = threading.get_ident()
-        if self._tid is None:
+        if self.tid is None:
             if os.getpid() != self._pid:  # a forked DataLoader worker: never record there
                 return False
-            self._tid = tid
+            self.tid = tid
             return True
-        return tid == self._tid
+        return tid == self.tid
 
     def contain(self, where: str, exc: BaseException, active_check: bool = True) -> None:
         """Record a failure inside gpuwise and keep the user's program running; report each kind once."""
@@ -217,43 +252,55 @@ class Recorder:
             self.notes.append("profiling switched itself off after repeated internal errors")
             self.detach(from_hook=True)
 
-    # -- phases ------------------------------------------------------------------------------------------------
-    def enter(self, phase: str, module: Any = None) -> None:
-        now = perf_counter()
-        self.timer.push(phase, now)
-        if phase == "data_wait":
-            self._data_t0 = (now, thread_time())
-        elif phase == "forward" and not self._device_checked:
-            self._inspect_model(module)
-        if self._cuda_timer is not None:
+    # -- the hot path: the event log ------------------------------------------------------------------------------
+    def mark(self, code: int) -> None:
+        """Log entering or leaving a phase now (codes in ``phases.py``). On CUDA ``_mark_cuda`` replaces it."""
+        append = self._log_append
+        append(code)
+        append(perf_counter())
+
+    def _mark_cuda(self, code: int) -> None:
+        """``mark`` plus CUDA events and NVTX ranges for the phase."""
+        append = self._log_append
+        append(code)
+        append(perf_counter())
+        phase, entering = phase_of(code)
+        if entering:
             self._cuda_timer.begin(phase)
-        if self._nvtx is not None:
             self._nvtx.range_push(f"gpuwise.{phase}")
             self._nvtx_open.append(phase)
+        else:
+            self._cuda_timer.end(phase, self.steps_closed)
+            if self._nvtx_open and self._nvtx_open[-1] == phase:  # only ranges we opened (NVTX may start mid-phase)
+                self._nvtx_open.pop()
+                self._nvtx.range_pop()
 
-    def exit(self, phase: str) -> None:
-        now = perf_counter()
-        self.timer.pop(phase, now)
-        if phase == "data_wait":
-            self._data_wall += now - self._data_t0[0]
-            self._data_cpu += thread_time() - self._data_t0[1]
-        if self._cuda_timer is not None:
-            self._cuda_timer.end(phase, len(self.records))
-        if self._nvtx_open and self._nvtx_open[-1] == phase:  # only ranges we opened (NVTX may start mid-phase)
-            self._nvtx_open.pop()
-            self._nvtx.range_pop()
+    def log(self, code: int, value: float) -> None:
+        """A counted event of the open step (``SYNC``, ``H2D_BYTES``, ...) or a phase at a given time."""
+        append = self._log_append
+        append(code)
+        append(value)
 
-    def note_h2d(self, seconds: float, nbytes: int, pinned: bool) -> None:
-        self.timer.reassign("h2d_copy", seconds)
-        self._h2d_bytes += nbytes
-        if not pinned:
-            self._h2d_pageable += nbytes
+    def batch_wait_begins(self, it: Any) -> float | None:
+        """A wait for the next batch starts; returns the thread CPU clock when this wait is sampled."""
+        self.mark(DATA_IN)
+        if self._loader_ref() is not it:
+            self.note_loader(it)
+        info = self._loader_info
+        info["batches"] += 1
+        if info["batches"] % LOADER_CPU_SAMPLE_EVERY == 1:
+            self._data_wall -= perf_counter()
+            return thread_time()
+        return None
 
-    def note_sync(self, seconds: float) -> None:
-        self._sync_calls += 1
-        self._sync_wait += seconds
+    def batch_wait_ends(self, cpu0: float | None) -> None:
+        self.mark(DATA_OUT)
+        if cpu0 is not None:
+            self._data_cpu += thread_time() - cpu0
+            self._data_wall += perf_counter()
 
     def note_loader(self, it: Any) -> None:
+        """A DataLoader iterator not seen last: find (or start) the entry for its loader settings."""
         key = (id(getattr(it, "_dataset", None)), getattr(it, "_num_workers", None), getattr(it, "_pin_memory", None))
         info = self.loaders.get(key)
         if info is None:
@@ -268,9 +315,13 @@ class Recorder:
                 "batches": 0,
             }
             self.loaders[key] = info
-        info["batches"] += 1
+        self._loader_info = info
+        try:
+            self._loader_ref = weakref.ref(it)
+        except TypeError:  # an iterator without weak references: note it again next time
+            self._loader_ref = _no_loader
 
-    def _inspect_model(self, module: Any) -> None:
+    def inspect_model(self, module: Any) -> None:
         """Which device and precision the model runs in (checked until a module with parameters shows up)."""
         import torch
 
@@ -280,7 +331,7 @@ class Recorder:
             param = None
         if param is None:
             return
-        self._device_checked = True
+        self.device_checked = True
         self.device = param.device.type
         self.model["param_dtype"] = str(param.dtype).replace("torch.", "")
         self.model["root_module"] = type(module).__name__
@@ -300,8 +351,8 @@ class Recorder:
             from gpuwise.profile.cuda_timing import CudaPhaseTimer
 
             self._cuda_timer = CudaPhaseTimer()
-            self._cuda_timer.begin("forward")  # this forward is already open
             self._nvtx = torch.cuda.nvtx
+            self.mark = self._mark_cuda  # from the forward being entered on
         else:
             try:
                 self.model["amp_enabled"] = bool(torch.is_autocast_enabled("cpu"))
@@ -309,9 +360,15 @@ class Recorder:
                 self.model["amp_enabled"] = bool(torch.is_autocast_cpu_enabled())
 
     # -- steps ----------------------------------------------------------------------------------------------------
+    def has_activity(self) -> bool:
+        """Has a step begun: a phase entered, a batch fetched or a step boundary passed (as ``PhaseTimer``
+        sees it once the log is replayed)?"""
+        return bool(self.steps_closed or self.timer.step_start is not None or self.loaders
+                    or any(code < EXIT or code == STEP for code in self._log[::2]))
+
     def auto_boundary(self) -> None:
         if self.auto_step and not self.manual_steps:
-            self._boundary()
+            self.end_step()
 
     def step(self) -> None:
         """A manual step boundary (``p.step()``); from then on optimizer steps no longer mark steps."""
@@ -321,52 +378,49 @@ class Recorder:
         self.manual_steps = True
         if self.on_thread():
             try:
-                if first_manual and self.records:
+                if first_manual and self.steps_closed:
                     self._merge_auto_steps()
-                self._boundary()
+                self.end_step()
             except Exception as exc:  # noqa: BLE001
                 self.contain("step", exc)
 
     def _merge_auto_steps(self) -> None:
         """The first ``p.step()`` ends one step that began at the first activity: fold the optimizer-step
         boundaries recorded so far back into the open step."""
+        self.drain()
+        timer = self.timer
         wall = sum(r.wall_s for r in self.records)
-        for name, seconds in self.timer.acc.items():
-            self.timer.acc[name] = seconds + sum(r.phase_s.get(name, 0.0) for r in self.records if name != "other")
-        self._sync_calls += sum(r.sync_calls for r in self.records)
-        self._sync_wait += sum(r.sync_wait_s for r in self.records)
-        self._h2d_bytes += sum(r.h2d_bytes for r in self.records)
-        self._h2d_pageable += sum(r.h2d_pageable_bytes for r in self.records)
-        if self.timer.step_start is not None:
-            self.timer.step_start -= wall
+        for name in timer.acc:
+            if name != "other":
+                timer.acc[name] += sum(r.phase_s.get(name, 0.0) for r in self.records)
+        for r in self.records:
+            timer.counters[0] += r.sync_calls
+            timer.counters[1] += r.sync_wait_s
+            timer.counters[2] += r.h2d_bytes
+            timer.counters[3] += r.h2d_pageable_bytes
+        if timer.step_start is not None:
+            timer.step_start -= wall
         self.records.clear()
+        self.steps_closed = 0
 
-    def _boundary(self) -> None:
-        closed = self.timer.boundary()
-        if closed is None:
+    def end_step(self) -> None:
+        """A step boundary: log it and do what cannot wait for the replay."""
+        now = perf_counter()
+        if not self.steps_closed and not self.has_activity():
+            self.log(STEP, now)  # nothing happened yet: this only starts the first step
             return
-        start, wall, phases = closed
-        record = StepRecord(start_s=start - self._started, wall_s=wall, phase_s=phases, sync_calls=self._sync_calls,
-                            sync_wait_s=self._sync_wait, h2d_bytes=self._h2d_bytes, h2d_pageable_bytes=self._h2d_pageable)
-        self._sync_calls, self._sync_wait, self._h2d_bytes, self._h2d_pageable = 0, 0.0, 0, 0
-        if self._memory_read is not None:
-            try:
-                t0 = perf_counter()
-                record.memory_bytes = self._memory_read()
-                if len(self.records) < 3 and self._memory_measure.startswith("glibc"):
-                    self._check_memory_probe_cost(perf_counter() - t0)
-                    record.memory_bytes = self._memory_read() if self._memory_read is not None else None
-            except Exception as exc:  # noqa: BLE001
-                self._memory_read = None
-                self.contain("memory probe", exc)
+        self.log(STEP, now)
+        n = self.steps_closed = self.steps_closed + 1
+        if self._memory_read is not None and now >= self._memory_due_s:
+            self._read_memory()
         if self._nvtx is not None:
-            self._nvtx.mark(f"gpuwise.step {len(self.records)}")
-        self.records.append(record)
+            self._nvtx.mark(f"gpuwise.step {n - 1}")
         if self._cuda_timer is not None:
             self._cuda_timer.drain()
-        n = len(self.records)
         if n == max(1, self.warmup) and self.instrumentation is not None:
             self.instrumentation.narrow_to_roots()
+        if len(self._log) >= DRAIN_EVERY_EVENTS:
+            self.drain()
         if self.on_step is not None:
             try:
                 self.on_step(n)
@@ -379,17 +433,46 @@ class Recorder:
             if self.on_window_complete is not None:
                 self.on_window_complete(self)
 
-    def _check_memory_probe_cost(self, seconds: float) -> None:
-        """mallinfo2 slows down as the heap fragments: past the budget, use RSS from the start instead."""
-        from gpuwise.profile.memory_probe import MAX_READ_S, _rss_reader
+    def _read_memory(self) -> None:
+        """Live memory at this boundary. Every read is timed: a mallinfo2 read (it walks the heap's free
+        lists) slower than MAX_READ_S switches to RSS, and reads are spaced to cost about
+        MEMORY_PROBE_BUDGET of the run's time."""
+        try:
+            t0 = perf_counter()
+            value = self._memory_read()
+            costs = self._memory_costs
+            costs.append(perf_counter() - t0)
+            del costs[:-COST_WINDOW]
+            if costs[-1] > MAX_READ_S and self._memory_measure.startswith("glibc"):
+                self._switch_memory_probe_to_rss(costs[-1])
+                if self._memory_read is None:
+                    return
+                t0 = perf_counter()
+                value = self._memory_read()
+                costs.append(perf_counter() - t0)
+            self.log(MEMORY, value)
+            self._memory_due_s = t0 + min(costs) / MEMORY_PROBE_BUDGET
+        except Exception as exc:  # noqa: BLE001
+            self._memory_read = None
+            self.contain("memory probe", exc)
 
-        if seconds <= MAX_READ_S:
-            return
-        reader = _rss_reader()
-        self._memory_measure, self._memory_read = ("process RSS (psutil)", reader) if reader else ("not available", None)
+    def _switch_memory_probe_to_rss(self, seconds: float) -> None:
+        """mallinfo2 got slow (a fragmented heap): RSS from here on; readings of the two measures do not mix."""
+        found = rss_reader()
+        self._memory_measure, self._memory_read = found if found else ("not available", None)
+        self._memory_costs.clear()
+        self.drain()
         for rec in self.records:
             rec.memory_bytes = None
-        self.notes.append(f"live memory: mallinfo2 took {seconds * 1e6:.0f} µs per read on this heap; using process RSS")
+        self.notes.append(f"live memory: a mallinfo2 read took {seconds * 1e6:.0f} µs on this heap; "
+                          f"{self._memory_measure} from step {self.steps_closed} on")
+
+    def drain(self) -> None:
+        """Replay the event log into StepRecords (on the training thread, or after the hooks are gone)."""
+        with self._drain_lock:
+            if self._log:
+                self.timer.replay(self._log, self._started, self.records)
+                self._log.clear()
 
     def _finish_cuda_timing(self) -> None:
         per_step = self._cuda_timer.finish()
@@ -402,6 +485,8 @@ class Recorder:
         """Everything measured so far, JSON-able (also used for periodic partial flushes)."""
         from gpuwise.profile.telemetry import summarize, usable_cpus
 
+        if not self.active or threading.get_ident() == self.tid:
+            self.drain()  # another thread (a periodic flush) takes the steps replayed so far
         records = [r.to_dict() for r in list(self.records)]
         sampler = self.sampler
         telemetry = None

@@ -120,9 +120,10 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
         ev.step_times_s = times
         ev.phase_s = {k: v["s_per_step"] for k, v in phase_breakdown(steps).items()}
         ev.input_wait_pct = ev.phase_pct("data_wait")
-        mem = [s["memory_bytes"] for s in steps if s.get("memory_bytes") is not None]
-        if len(mem) == len(steps):
-            ev.memory_per_step_bytes = mem
+        readings = [(i, s["memory_bytes"]) for i, s in enumerate(steps) if s.get("memory_bytes") is not None]
+        ev.memory_per_step_bytes = [m for _, m in readings]
+        if len(readings) < len(steps):  # the probe spaced its reads to stay within its time budget
+            ev.memory_step_index = [i for i, _ in readings]
     if loader:
         ev.loader_num_workers = loader.get("num_workers")
         ev.loader_pin_memory = loader.get("pin_memory")
