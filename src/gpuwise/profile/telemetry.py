@@ -1,8 +1,10 @@
-"""A background sampler: CPU per core, process-tree CPU, RSS, disk reads (psutil); GPU via NVML.
+"""A background sampler: CPU per core, process-tree CPU, RSS, disk reads; GPU via NVML.
 
 Runs on a daemon thread at a fixed interval; each sample is a small dict. It never touches torch,
 so it cannot change what the training computes. psutil or NVML features that are missing are
-recorded in ``not_available`` and skipped.
+recorded in ``not_available`` and skipped. Where Linux offers a cheaper reading than psutil's, it
+is used (``os.times()``, ``/proc/self/statm``, ``/proc/diskstats``, the task ``children`` files):
+a sample then costs ~110 µs of CPU in a tight loop, ~0.7 ms cold inside a training process.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from gpuwise.profile.memory_probe import rss_reader
 from gpuwise.profile.nvml import NvmlDevice
 
 
@@ -86,6 +89,7 @@ class TelemetrySampler:
         self._thread: threading.Thread | None = None
         self._psutil: Any = None
         self._proc: Any = None
+        self._read_rss: Any = None
         self._last: dict[str, Any] = {}
         self._children: list[Any] = []
         self._disks: set[str] | None = None
@@ -99,6 +103,7 @@ class TelemetrySampler:
 
             self._psutil = psutil
             self._proc = psutil.Process()
+            self._read_rss = (rss_reader() or ("", lambda: float(self._proc.memory_info().rss)))[1]
         except Exception as exc:  # noqa: BLE001
             self.not_available["psutil"] = f"psutil not importable: {exc}"
 
@@ -133,9 +138,8 @@ class TelemetrySampler:
         The children are looked up every CHILDREN_REFRESH samples (through /proc/<pid>/task/*/children
         where the kernel has it: ~0.1 ms, against ~1 ms for psutil's scan of every process); children
         that exited and were reaped are in children_user."""
-        proc = self._proc
-        t = proc.cpu_times()
-        total = t.user + t.system + getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
+        t = os.times()  # this process (all threads) and its reaped children: one system call, nothing to parse
+        total = t.user + t.system + t.children_user + t.children_system
         if self._ticks % CHILDREN_REFRESH == 0:
             self._children = self._find_children()
         self._ticks += 1
@@ -201,9 +205,9 @@ class TelemetrySampler:
             if tree is not None and last_tree is not None:
                 sample["process_cpu_pct"] = 100.0 * (tree - last_tree) / dt / self.cpu_count
             self._last["tree_cpu_s"] = tree
-            mem = self._safe("rss", self._proc.memory_info)
-            if mem is not None:
-                sample["rss_bytes"] = int(mem.rss)
+            rss = self._safe("rss", self._read_rss)
+            if rss is not None:
+                sample["rss_bytes"] = int(rss)
             read = self._safe("disk_io", self._disk_read_bytes)
             last_read = self._last.get("disk_read_bytes")
             if read is not None and last_read is not None:
