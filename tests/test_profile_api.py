@@ -326,3 +326,25 @@ def test_steps_counted_at_boundaries_match_the_replayed_records(actions):
     assert len(rec.records) == rec.steps_closed
     for record in rec.records:
         assert sum(record.phase_s.values()) == pytest.approx(record.wall_s, abs=1e-9)
+
+
+def test_slow_steps_are_replayed_within_seconds_for_the_periodic_flush():
+    """A flush from the telemetry thread takes the steps replayed so far: with slow steps the log must
+    not wait for its size limit."""
+    from time import perf_counter
+
+    from gpuwise.profile.phases import FORWARD_IN, FORWARD_OUT
+    from gpuwise.profile.recorder import DRAIN_EVERY_S
+
+    rec = Recorder(warmup=0, telemetry=False)
+    rec._drained_at = perf_counter()
+    for _ in range(3):
+        rec.mark(FORWARD_IN)
+        rec.mark(FORWARD_OUT)
+        rec.end_step()
+    assert rec.steps_closed == 3 and rec.records == []  # fast steps: still in the log
+    rec._drained_at -= DRAIN_EVERY_S  # as if the last replay was that long ago
+    rec.mark(FORWARD_IN)
+    rec.mark(FORWARD_OUT)
+    rec.end_step()
+    assert len(rec.records) == rec.steps_closed == 4

@@ -46,6 +46,8 @@ TRAIN = textwrap.dedent(
                 os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)
             if mode == "exit":
                 sys.exit(3)
+            if mode == "sigkill":
+                os.kill(os.getpid(), signal.SIGKILL)
             if mode != "forever":
                 break
     print("done")
@@ -105,6 +107,15 @@ def test_interrupted_script_still_saves_the_partial_run(tmp_path, script, mode, 
     run = result.json()["runs"][0]
     assert run["status"] == "interrupted"
     assert run["total_steps"] == 5
+
+
+def test_a_hard_kill_leaves_the_steps_flushed_before_it(tmp_path, script):
+    """SIGKILL cannot be caught: what is left is the record flushed every 5 s (steps replayed at most 2 s before)."""
+    result = profile(tmp_path, script, "sigkill", "900", opts=("--steps", "5000"))
+    assert result.exit_code == 137
+    run = result.json()["runs"][0]
+    assert run["status"] == "incomplete"
+    assert run["total_steps"] >= 150  # ~10 ms steps: the flush after 5.5 s holds the steps of the first ~3.5 s or more
 
 
 def test_stop_ends_the_script_after_the_measured_steps(tmp_path, script):

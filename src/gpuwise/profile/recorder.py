@@ -8,7 +8,8 @@ interpreter that only has torch.
 The hot path is ``mark(code)``: two appends to the event log (see ``phases.py`` for why). Step
 boundaries do the little that must happen at once (count the step, read live memory within its
 budget, narrow the hooks after warm-up, end the window); the log becomes ``StepRecord``s every
-``DRAIN_EVERY_EVENTS`` entries and whenever the record is read on the training thread.
+``DRAIN_EVERY_EVENTS`` entries or ``DRAIN_EVERY_S`` seconds, and whenever the record is read on the
+training thread.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from gpuwise.profile.phases import DATA_IN, DATA_OUT, EXIT, MEMORY, STEP, PhaseT
 RAW_FORMAT = 1
 MAX_CONTAINED_ERRORS = 50  # after this many, profiling switches itself off for the rest of the run
 DRAIN_EVERY_EVENTS = 2048  # log entries (code + value) between replays into StepRecords: ~100 steps
+DRAIN_EVERY_S = 2.0  # ... or this long, so a periodic flush (child.py, every 5 s) is never far behind
 LOADER_CPU_SAMPLE_EVERY = 8  # one batch wait in this many also reads the thread's CPU clock (a syscall)
 
 _ACTIVE: Recorder | None = None
@@ -95,6 +97,7 @@ class Recorder:
         self._log_append = self._log.append
         self._drain_lock = threading.Lock()
         self.steps_closed = 0  # steps ended so far, replayed or not
+        self._drained_at = 0.0
         self.status = "running"
         self.error: str | None = None
         self.errors: dict[tuple[str, str], dict[str, Any]] = {}
@@ -143,7 +146,7 @@ class Recorder:
         self.instrumentation = Instrumentation(self, copies_and_syncs=copies)
         self._memory_measure, self._memory_read = live_memory_probe("cpu")
         self._started_wall = time.time()
-        self._started = perf_counter()
+        self._started = self._drained_at = perf_counter()
         _ACTIVE = self
         self.active = True
         try:
@@ -419,7 +422,7 @@ class Recorder:
             self._cuda_timer.drain()
         if n == max(1, self.warmup) and self.instrumentation is not None:
             self.instrumentation.narrow_to_roots()
-        if len(self._log) >= DRAIN_EVERY_EVENTS:
+        if len(self._log) >= DRAIN_EVERY_EVENTS or now - self._drained_at >= DRAIN_EVERY_S:
             self.drain()
         if self.on_step is not None:
             try:
@@ -469,6 +472,7 @@ class Recorder:
 
     def drain(self) -> None:
         """Replay the event log into StepRecords (on the training thread, or after the hooks are gone)."""
+        self._drained_at = perf_counter()
         with self._drain_lock:
             if self._log:
                 self.timer.replay(self._log, self._started, self.records)
