@@ -118,7 +118,7 @@ class Instrumentation:
     def _install_global_module_hooks(self) -> None:
         from torch.nn.modules import module as nn_module
 
-        self._global_handles.append(nn_module.register_module_forward_pre_hook(self._fwd_pre_global))
+        self._global_handles.append(nn_module.register_module_forward_pre_hook(self._fwd_pre))
         self._global_handles.append(nn_module.register_module_forward_hook(self._fwd_post, always_call=True))
         self.global_module_hooks = True
 
@@ -134,30 +134,17 @@ class Instrumentation:
             module = ref()
             if module is None:
                 continue
-            self._root_handles.append(module.register_forward_pre_hook(self._fwd_pre_root))
+            self._root_handles.append(module.register_forward_pre_hook(self._fwd_pre))
             self._root_handles.append(module.register_forward_hook(self._fwd_post, always_call=True))
 
-    def _fwd_pre_global(self, module, args):
+    def _fwd_pre(self, module, args):
         rec = self.rec
         if rec.tid == get_ident() or rec.on_thread():
             self.depth += 1
             if self.depth == 1:
                 try:
-                    if id(module) not in self.roots:
+                    if self.global_module_hooks and id(module) not in self.roots:  # warm-up: find the roots
                         self.roots[id(module)] = weakref.ref(module)
-                    if not rec.device_checked:
-                        rec.inspect_model(module)
-                    rec.mark(FORWARD_IN)
-                except Exception as exc:  # noqa: BLE001
-                    rec.contain("forward hook", exc)
-        return None
-
-    def _fwd_pre_root(self, module, args):
-        rec = self.rec
-        if rec.tid == get_ident() or rec.on_thread():
-            self.depth += 1
-            if self.depth == 1:
-                try:
                     if not rec.device_checked:
                         rec.inspect_model(module)
                     rec.mark(FORWARD_IN)

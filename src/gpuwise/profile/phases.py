@@ -91,10 +91,6 @@ class PhaseTimer:
             while self.stack.pop() != phase:
                 pass
 
-    @property
-    def current(self) -> str | None:
-        return self.stack[-1] if self.stack else None
-
     def boundary(self, now: float | None = None) -> tuple[float, float, dict[str, float]] | None:
         """Close the step: (start, wall, exclusive phase seconds incl. 'other'); None before any activity."""
         now = self.clock() if now is None else now
