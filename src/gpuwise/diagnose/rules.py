@@ -364,7 +364,10 @@ def step_outliers(ev: Evidence) -> Finding | None:
 def memory_growth(ev: Evidence) -> Finding | None:
     mem = ev.memory_per_step_bytes
     steps = ev.memory_step_index if len(ev.memory_step_index) == len(mem) else list(range(len(mem)))
-    if len(mem) < T.MEMORY_GROWTH_MIN_READINGS or steps[-1] - steps[0] + 1 < T.MIN_STEPS_FOR_STATISTICS:
+    if len(mem) < T.MEMORY_GROWTH_MIN_READINGS:
+        return None
+    span = steps[-1] - steps[0] + 1  # steps the readings cover
+    if span < T.MIN_STEPS_FOR_STATISTICS:
         return None
     first, last = mem[0], mem[-1]
     if first <= 0:
@@ -374,8 +377,7 @@ def memory_growth(ev: Evidence) -> Finding | None:
     rising = sum(d > 0 for d in deltas) / len(deltas)
     if growth_pct < T.MEMORY_GROWTH_MIN_PCT or rising < T.MEMORY_GROWTH_RISING_SHARE:
         return None
-    span = steps[-1] - steps[0] + 1  # steps the readings cover
-    per_step = (last - first) / (steps[-1] - steps[0])
+    per_step = (last - first) / (span - 1)
     steps_left = None
     if ev.memory_capacity_bytes and per_step > 0:
         steps_left = int(max(0, ev.memory_capacity_bytes - (ev.memory_peak_bytes or last)) / per_step)

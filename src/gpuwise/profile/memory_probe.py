@@ -33,15 +33,15 @@ MAX_READ_S = 20e-6  # a mallinfo2 read slower than this: use RSS for the rest of
 COST_WINDOW = 3  # reads whose cheapest cost paces the probe
 MEMORY_PROBE_BUDGET = 0.0005  # share of the run's time the probe may use: after a read costing c, wait c / budget
 
-_statm: tuple[int, int] | None = None  # (pid, fd) of /proc/self/statm, opened once per process
+_statm: tuple[int, int, int] | None = None  # (pid, fd of /proc/self/statm, page size), opened once per process
 
 
 def _statm_rss() -> float:
     global _statm
     pid = os.getpid()
     if _statm is None or _statm[0] != pid:  # a forked child reopens: the fd points at its parent's file
-        _statm = (pid, os.open("/proc/self/statm", os.O_RDONLY))
-    return float(int(os.pread(_statm[1], 128, 0).split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+        _statm = (pid, os.open("/proc/self/statm", os.O_RDONLY), os.sysconf("SC_PAGE_SIZE"))
+    return float(int(os.pread(_statm[1], 128, 0).split()[1]) * _statm[2])
 
 
 def rss_reader() -> tuple[str, Callable[[], float]] | None:

@@ -2,8 +2,8 @@
 
 Hooks run between a training step's large kernels, when the CPU caches hold torch's data and not
 gpuwise's code, so each Python call they make costs microseconds, not the nanoseconds a warm
-benchmark shows. The hot path therefore only appends ``(code, value)`` pairs to a flat list (an
-``EventLog``); ``PhaseTimer.replay`` turns the log into ``StepRecord``s later, in batches, with warm
+benchmark shows. The hot path therefore only appends ``(code, value)`` pairs to a flat list, the
+event log; ``PhaseTimer.replay`` turns the log into ``StepRecord``s later, in batches, with warm
 caches.
 
 Phases nest (Lightning runs forward and backward inside ``optimizer.step(closure)``; a loss

@@ -103,7 +103,8 @@ class TelemetrySampler:
 
             self._psutil = psutil
             self._proc = psutil.Process()
-            self._read_rss = (rss_reader() or ("", lambda: float(self._proc.memory_info().rss)))[1]
+            found = rss_reader()  # statm where it exists, else psutil
+            self._read_rss = found[1] if found else None
         except Exception as exc:  # noqa: BLE001
             self.not_available["psutil"] = f"psutil not importable: {exc}"
 
@@ -205,7 +206,7 @@ class TelemetrySampler:
             if tree is not None and last_tree is not None:
                 sample["process_cpu_pct"] = 100.0 * (tree - last_tree) / dt / self.cpu_count
             self._last["tree_cpu_s"] = tree
-            rss = self._safe("rss", self._read_rss)
+            rss = self._safe("rss", self._read_rss) if self._read_rss is not None else None
             if rss is not None:
                 sample["rss_bytes"] = int(rss)
             read = self._safe("disk_io", self._disk_read_bytes)
