@@ -39,17 +39,22 @@ def wall_times(args: list[str], runs: int) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "gpuwise", *args], cwd=REPO, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpuwise", *args], cwd=REPO, capture_output=True, text=True
+        )
         times.append(time.perf_counter() - start)
         if proc.returncode != 0:
-            raise SystemExit(f"gpuwise {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
+            raise SystemExit(
+                f"gpuwise {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}"
+            )
     return times
 
 
 def imported_modules(args: list[str]) -> set[str]:
     """Top-level packages imported while running the command (from -X importtime)."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gpuwise", *args], cwd=REPO,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "gpuwise", *args], cwd=REPO, capture_output=True, text=True
+    )
     names = set()
     for line in proc.stderr.splitlines():
         if line.startswith("import time:") and "|" in line:

@@ -23,25 +23,38 @@ TARGET_S = 0.5
 
 
 def _cases() -> list[list[str]]:
-    examples = [p for p in sorted((REPO / "examples").glob("*.yaml")) if p.name not in {"gpus.yaml", "models.yaml"}]
+    examples = [
+        p for p in sorted((REPO / "examples").glob("*.yaml")) if p.name not in {"gpus.yaml", "models.yaml"}
+    ]
     if examples:
         return [["cost", str(p), "--usd-per-hour", "2", "--json"] for p in examples]
-    return [["cost", "llama-3-8b", "-t", "lora", "--json"], ["cost", "llama-3-70b", "-t", "serving", "-n", "4", "--tp", "4", "--json"]]
+    return [
+        ["cost", "llama-3-8b", "-t", "lora", "--json"],
+        ["cost", "llama-3-70b", "-t", "serving", "-n", "4", "--tp", "4", "--json"],
+    ]
 
 
 # Some examples use the extra GPUs of examples/gpus.yaml (e.g. an 8 GB RTX 4060).
-ENV = {**os.environ, "GPUWISE_GPUS": str(REPO / "examples" / "gpus.yaml")} if (REPO / "examples" / "gpus.yaml").is_file() else None
+ENV = (
+    {**os.environ, "GPUWISE_GPUS": str(REPO / "examples" / "gpus.yaml")}
+    if (REPO / "examples" / "gpus.yaml").is_file()
+    else None
+)
 
 
 def _time(args: list[str]) -> tuple[float, int]:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "gpuwise", *args], capture_output=True, text=True, cwd=REPO, env=ENV)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuwise", *args], capture_output=True, text=True, cwd=REPO, env=ENV
+    )
     return time.perf_counter() - start, proc.returncode
 
 
 def _torch_imported(args: list[str]) -> bool:
-    code = ("import sys\nfrom gpuwise.cli.app import main\ntry:\n    main(%r)\nexcept SystemExit:\n    pass\n"
-            "sys.stderr.write('TORCH=%%s' %% ('torch' in sys.modules))") % (args,)
+    code = (
+        "import sys\nfrom gpuwise.cli.app import main\ntry:\n    main(%r)\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write('TORCH=%%s' %% ('torch' in sys.modules))"
+    ) % (args,)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=ENV)
     return "TORCH=True" in proc.stderr
 
@@ -56,7 +69,9 @@ def main() -> int:
             times, codes = zip(*(_time(variant) for _ in range(args.repeat)))
             label = " ".join(a if not a.endswith(".yaml") else Path(a).name for a in variant[1:])
             results.append((label, statistics.median(times), max(times), set(codes)))
-            print(f"{statistics.median(times):6.3f} s median  {max(times):6.3f} s max  exit {sorted(set(codes))}  {label}")
+            print(
+                f"{statistics.median(times):6.3f} s median  {max(times):6.3f} s max  exit {sorted(set(codes))}  {label}"
+            )
     torch = any(_torch_imported(case) for case in _cases())
     medians = [r[1] for r in results]
     summary = {

@@ -28,12 +28,22 @@ def main() -> None:
         after.append(result.after_steps_per_s)
         speedups.append(result.speedup_x or 0.0)
         fixes = ", ".join(f"{f.setting}={f.after}" for f in result.applied_fixes)
-        print(f"run {i + 1}: {result.before_steps_per_s:.2f} -> {result.after_steps_per_s:.2f} steps/s = {speedups[-1]:.2f}x "
-              f"({fixes}; {time.perf_counter() - t0:.1f} s); data wait {result.before.phases['data_wait']['pct']:.0f} % -> "
-              f"{result.after.phases['data_wait']['pct']:.0f} %; findings after: {', '.join(f.id for f in result.after.findings) or 'none'}")
-    print(json.dumps({"repeats": args.repeats, "before_steps_per_s": round(statistics.median(before), 3),
-                      "after_steps_per_s": round(statistics.median(after), 3), "speedup_x_median": round(statistics.median(speedups), 3),
-                      "speedup_x_min": round(min(speedups), 3)}))
+        print(
+            f"run {i + 1}: {result.before_steps_per_s:.2f} -> {result.after_steps_per_s:.2f} steps/s = {speedups[-1]:.2f}x "
+            f"({fixes}; {time.perf_counter() - t0:.1f} s); data wait {result.before.phases['data_wait']['pct']:.0f} % -> "
+            f"{result.after.phases['data_wait']['pct']:.0f} %; findings after: {', '.join(f.id for f in result.after.findings) or 'none'}"
+        )
+    print(
+        json.dumps(
+            {
+                "repeats": args.repeats,
+                "before_steps_per_s": round(statistics.median(before), 3),
+                "after_steps_per_s": round(statistics.median(after), 3),
+                "speedup_x_median": round(statistics.median(speedups), 3),
+                "speedup_x_min": round(min(speedups), 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

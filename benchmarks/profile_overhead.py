@@ -55,15 +55,26 @@ from gpuwise.profile import telemetry
 
 WARMUP = 6  # steps each pass runs before its timed steps (gpuwise narrows its hooks after its warm-up)
 SAMPLE_INTERVAL_S = 0.5  # gpuwise's default telemetry interval
-PLAIN, CONTROL, GPUWISE, TORCH_PROFILER, HOOKS_ONLY = "plain", "plain (control)", "gpuwise", "torch.profiler", "gpuwise hooks only"
+PLAIN, CONTROL, GPUWISE, TORCH_PROFILER, HOOKS_ONLY = (
+    "plain",
+    "plain (control)",
+    "gpuwise",
+    "torch.profiler",
+    "gpuwise hooks only",
+)
 
 
 def make_loop(hidden: int, batch: int, steps: int):
     torch.manual_seed(0)
     n = batch * (steps + WARMUP + 1)
     data = TensorDataset(torch.randn(n, hidden), torch.randint(0, 10, (n,)))
-    model = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
-                                torch.nn.Linear(hidden, 10))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, 10),
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def run() -> dict:
@@ -80,7 +91,12 @@ def make_loop(hidden: int, batch: int, steps: int):
         cpu, dropped = _robust_mean(cpu_marks[WARMUP:])
         wall, _ = _robust_mean(wall_marks[WARMUP:])
         timed = cpu_marks[WARMUP:]
-        return {"cpu": cpu, "wall": wall, "dropped": dropped, "cpu_steps": [b - a for a, b in pairwise(timed)]}
+        return {
+            "cpu": cpu,
+            "wall": wall,
+            "dropped": dropped,
+            "cpu_steps": [b - a for a, b in pairwise(timed)],
+        }
 
     return run
 
@@ -166,11 +182,19 @@ def hook_cost_us(batch: int, rounds: int = 40, steps: int = 200) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=80)
-    parser.add_argument("--steps", type=int, default=60, help="timed steps per pass (60 hold two telemetry samples)")
+    parser.add_argument(
+        "--steps", type=int, default=60, help="timed steps per pass (60 hold two telemetry samples)"
+    )
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--batch", type=int, default=512)
-    parser.add_argument("--hooks-only", action="store_true", help="also run gpuwise without its telemetry thread")
-    parser.add_argument("--passes-out", metavar="FILE", help="write every pass's figures (JSON) for a closer look at the noise")
+    parser.add_argument(
+        "--hooks-only", action="store_true", help="also run gpuwise without its telemetry thread"
+    )
+    parser.add_argument(
+        "--passes-out",
+        metavar="FILE",
+        help="write every pass's figures (JSON) for a closer look at the noise",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     loop = make_loop(args.hidden, args.batch, args.steps)
@@ -182,7 +206,7 @@ def main() -> None:
     with Progress(console=console, transient=True) as progress, telemetry_cpu_counted() as sampled:
         task = progress.add_task("interleaved rounds", total=args.rounds)
         for r in range(args.rounds):
-            for name in names[r % len(names):] + names[: r % len(names)]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 with contexts[name]():
                     passes[name].append(loop())
                 gc.collect()  # this pass's garbage is freed here, not in the next pass's timed steps
@@ -205,36 +229,53 @@ def main() -> None:
     at_10ms_pct = 100.0 * hook_us / 10_000.0 + telemetry_pct
 
     total = args.rounds * args.steps
-    print(f"plain loop: {step_ms:.2f} ms/step wall, {cpu_step_ms:.2f} ms CPU (medians over {args.rounds} rounds × "
-          f"{args.steps} steps, 1 CPU thread, width {args.hidden}, batch {args.batch})")
+    print(
+        f"plain loop: {step_ms:.2f} ms/step wall, {cpu_step_ms:.2f} ms CPU (medians over {args.rounds} rounds × "
+        f"{args.steps} steps, 1 CPU thread, width {args.hidden}, batch {args.batch})"
+    )
     print(f"{'mode':20s} {'CPU time (95 % interval)':>28s} {'wall time':>10s}  steps dropped as preempted")
     for name in names:
         dropped = sum(p["dropped"] for p in passes[name])
-        figures = "reference" if name == PLAIN else f"{cpu[name][0]:+6.2f} % ({cpu[name][1]:+.2f} … {cpu[name][2]:+.2f})"
+        figures = (
+            "reference"
+            if name == PLAIN
+            else f"{cpu[name][0]:+6.2f} % ({cpu[name][1]:+.2f} … {cpu[name][2]:+.2f})"
+        )
         walls = "" if name == PLAIN else f"{wall[name][0]:+6.2f} %"
         print(f"{name:20s} {figures:>28s} {walls:>10s}  {dropped}/{total}")
-    print(f"noise: the A/A control reads {cpu[CONTROL][0]:+.2f} % ({cpu[CONTROL][1]:+.2f} … {cpu[CONTROL][2]:+.2f}) "
-          "for a mode that costs nothing")
-    print(f"gpuwise measured directly: hooks {hook_us:.1f} µs per step, telemetry thread {telemetry_pct:.3f} % of a core "
-          f"-> {direct_pct:.3f} % of this {cpu_step_ms:.1f} ms step, {at_10ms_pct:.3f} % of a 10 ms step")
+    print(
+        f"noise: the A/A control reads {cpu[CONTROL][0]:+.2f} % ({cpu[CONTROL][1]:+.2f} … {cpu[CONTROL][2]:+.2f}) "
+        "for a mode that costs nothing"
+    )
+    print(
+        f"gpuwise measured directly: hooks {hook_us:.1f} µs per step, telemetry thread {telemetry_pct:.3f} % of a core "
+        f"-> {direct_pct:.3f} % of this {cpu_step_ms:.1f} ms step, {at_10ms_pct:.3f} % of a 10 ms step"
+    )
     if step_ms < 10.0:
-        print(f"note: the reference step ({step_ms:.1f} ms) is shorter than the 10 ms the ≤ 1 % target is stated for")
-    print(json.dumps({
-        "step_ms": round(step_ms, 3),
-        "gpuwise_overhead_pct": round(cpu[GPUWISE][0], 3),
-        "torch_profiler_overhead_pct": round(cpu[TORCH_PROFILER][0], 3),
-        "gpuwise_overhead_ci95_pct": [round(v, 3) for v in cpu[GPUWISE][1:]],
-        "torch_profiler_overhead_ci95_pct": [round(v, 3) for v in cpu[TORCH_PROFILER][1:]],
-        "control_overhead_pct": round(cpu[CONTROL][0], 3),
-        "control_overhead_ci95_pct": [round(v, 3) for v in cpu[CONTROL][1:]],
-        "gpuwise_wall_overhead_pct": round(wall[GPUWISE][0], 3),
-        "torch_profiler_wall_overhead_pct": round(wall[TORCH_PROFILER][0], 3),
-        "gpuwise_hook_us_per_step": round(hook_us, 2),
-        "gpuwise_telemetry_cpu_pct": round(telemetry_pct, 4),
-        "gpuwise_cost_pct_of_step": round(direct_pct, 4),
-        "gpuwise_cost_pct_at_10ms": round(at_10ms_pct, 4),
-        "rounds": args.rounds, "steps_per_pass": args.steps,
-    }))
+        print(
+            f"note: the reference step ({step_ms:.1f} ms) is shorter than the 10 ms the ≤ 1 % target is stated for"
+        )
+    print(
+        json.dumps(
+            {
+                "step_ms": round(step_ms, 3),
+                "gpuwise_overhead_pct": round(cpu[GPUWISE][0], 3),
+                "torch_profiler_overhead_pct": round(cpu[TORCH_PROFILER][0], 3),
+                "gpuwise_overhead_ci95_pct": [round(v, 3) for v in cpu[GPUWISE][1:]],
+                "torch_profiler_overhead_ci95_pct": [round(v, 3) for v in cpu[TORCH_PROFILER][1:]],
+                "control_overhead_pct": round(cpu[CONTROL][0], 3),
+                "control_overhead_ci95_pct": [round(v, 3) for v in cpu[CONTROL][1:]],
+                "gpuwise_wall_overhead_pct": round(wall[GPUWISE][0], 3),
+                "torch_profiler_wall_overhead_pct": round(wall[TORCH_PROFILER][0], 3),
+                "gpuwise_hook_us_per_step": round(hook_us, 2),
+                "gpuwise_telemetry_cpu_pct": round(telemetry_pct, 4),
+                "gpuwise_cost_pct_of_step": round(direct_pct, 4),
+                "gpuwise_cost_pct_at_10ms": round(at_10ms_pct, 4),
+                "rounds": args.rounds,
+                "steps_per_pass": args.steps,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

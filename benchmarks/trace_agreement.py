@@ -29,7 +29,12 @@ DEFAULT_REFERENCE = REPO.parent / "shared" / "traces" / "hta_reference.csv"
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE, help="hta_reference.csv")
-    ap.add_argument("--root", type=Path, default=None, help="directory the CSV's trace paths are relative to (default: the CSV's)")
+    ap.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="directory the CSV's trace paths are relative to (default: the CSV's)",
+    )
     ap.add_argument("--build", default=REFERENCE_BUILD, help="hta_version rows to compare against")
     args = ap.parse_args()
     if not args.reference.is_file():
@@ -53,15 +58,18 @@ def main() -> int:
             print(f"{rel[-70:]:70} gpuwise found no GPU activity (HTA: idle {ref['idle_time_pctg']} %)")
             worst = math.inf
             continue
-        pairs = [(t.idle_pct, ref["idle_time_pctg"]), (t.compute_pct, ref["compute_time_pctg"]),
-                 (t.non_compute_pct, ref["non_compute_time_pctg"])]
+        pairs = [
+            (t.idle_pct, ref["idle_time_pctg"]),
+            (t.compute_pct, ref["compute_time_pctg"]),
+            (t.non_compute_pct, ref["non_compute_time_pctg"]),
+        ]
         diff = max(abs(a - b) for a, b in pairs)
         worst = max(worst, diff)
         mine = {s.stream: s for s in analysis.idle_by_stream}
         stream_diff = 0.0
         for (stream, metric), value in streams.get(rel, {}).items():
             if metric.endswith("_time") and not math.isnan(value):
-                category = metric[len("idle_"):-len("_time")]
+                category = metric[len("idle_") : -len("_time")]
                 got = getattr(mine[stream], f"{category}_us") if stream in mine else math.inf
                 stream_diff = max(stream_diff, abs(got - value))
         stream_worst_us = max(stream_worst_us, stream_diff)
@@ -69,8 +77,10 @@ def main() -> int:
         cells = " ".join(f"{a:6.2f}/{b:6.2f}  " for a, b in pairs)
         print(f"{rel[-70:]:70} {cells} {diff:8.3f} {('Δ' + format(stream_diff, '.2f') + 'µs'):>8}")
     print("-" * len(header))
-    print(f"{compared} traces; largest temporal difference {worst:.3f} pp (HTA rounds to 0.01); "
-          f"largest per-stream idle difference {stream_worst_us:.2f} µs")
+    print(
+        f"{compared} traces; largest temporal difference {worst:.3f} pp (HTA rounds to 0.01); "
+        f"largest per-stream idle difference {stream_worst_us:.2f} µs"
+    )
     print(json.dumps({"traces": compared, "max_abs_diff_pp": round(worst, 4)}))
     return 0
 

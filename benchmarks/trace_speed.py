@@ -53,9 +53,14 @@ def child_gpuwise(path: str) -> dict:
     imported, rss_imported = time.perf_counter(), _rss_bytes()
     analysis = analyze_file(path)
     done = time.perf_counter()
-    return {"seconds": done - imported, "import_s": imported - t0, "peak_rss_bytes": _rss_bytes(),
-            "import_rss_bytes": rss_imported, "json_bytes": analysis.json_bytes,
-            "idle_pct": analysis.temporal.idle_pct if analysis.temporal else None}
+    return {
+        "seconds": done - imported,
+        "import_s": imported - t0,
+        "peak_rss_bytes": _rss_bytes(),
+        "import_rss_bytes": rss_imported,
+        "json_bytes": analysis.json_bytes,
+        "idle_pct": analysis.temporal.idle_pct if analysis.temporal else None,
+    }
 
 
 def child_hta(path: str) -> dict:
@@ -73,14 +78,21 @@ def child_hta(path: str) -> dict:
     temporal = analysis.get_temporal_breakdown(visualize=False)
     analysis.get_idle_time_breakdown(visualize=False)
     done = time.perf_counter()
-    return {"seconds": done - imported, "import_s": imported - t0, "peak_rss_bytes": _rss_bytes(),
-            "import_rss_bytes": rss_imported, "idle_pct": float(temporal["idle_time_pctg"].iloc[0])}
+    return {
+        "seconds": done - imported,
+        "import_s": imported - t0,
+        "peak_rss_bytes": _rss_bytes(),
+        "import_rss_bytes": rss_imported,
+        "idle_pct": float(temporal["idle_time_pctg"].iloc[0]),
+    }
 
 
 def run_child(python: str, tool: str, path: Path, timeout: float) -> dict | None:
     started = time.perf_counter()
     try:
-        proc = subprocess.run([python, __file__, "--child", tool, str(path)], capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [python, __file__, "--child", tool, str(path)], capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     wall = time.perf_counter() - started
@@ -100,11 +112,24 @@ def ensure_hta(python: str | None) -> str | None:
     check = [str(py), "-c", "import hta.trace_analysis, pandas; assert pandas.__version__ < '3'"]
     if py.exists() and subprocess.run(check, capture_output=True).returncode == 0:
         return str(py)
-    print(f"creating {HTA_VENV} with holistictraceanalysis and pandas<3 (one-time, ~1 min)...", file=sys.stderr)
+    print(
+        f"creating {HTA_VENV} with holistictraceanalysis and pandas<3 (one-time, ~1 min)...", file=sys.stderr
+    )
     try:
         subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], check=True)
-        subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "holistictraceanalysis", "pandas<3"], check=True)
+        subprocess.run(
+            [
+                str(py),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "holistictraceanalysis",
+                "pandas<3",
+            ],
+            check=True,
+        )
     except (subprocess.CalledProcessError, OSError) as err:
         print(f"could not install HTA ({err}); measuring gpuwise only", file=sys.stderr)
         return None
@@ -125,12 +150,29 @@ def make_synthetic(source: Path, target_bytes: int, out: Path) -> int:
     timed = [e for e in body if isinstance(e.get("ts"), (int, float))]
     start = min(e["ts"] for e in timed)
     span = max(e["ts"] + (e.get("dur") or 0) for e in timed) - start + 1000
-    max_corr = max([e.get("args", {}).get("correlation", 0) or 0 for e in body] + [e.get("id", 0) or 0 for e in body]) + 1
-    max_ext = max((e.get("args", {}).get("External id") or e.get("args", {}).get("external id") or 0) for e in body) + 1
+    max_corr = (
+        max(
+            [e.get("args", {}).get("correlation", 0) or 0 for e in body] + [e.get("id", 0) or 0 for e in body]
+        )
+        + 1
+    )
+    max_ext = (
+        max((e.get("args", {}).get("External id") or e.get("args", {}).get("external id") or 0) for e in body)
+        + 1
+    )
     steps = [e for e in body if str(e.get("name", "")).startswith("ProfilerStep#")]
     max_step = max(int(e["name"].split("#")[1]) for e in steps) + 1 if steps else 0
-    base = [(e.get("ts"), (e.get("args") or {}).get("correlation"), e.get("id"),
-             (e.get("args") or {}).get("External id"), (e.get("args") or {}).get("external id"), e.get("name")) for e in body]
+    base = [
+        (
+            e.get("ts"),
+            (e.get("args") or {}).get("correlation"),
+            e.get("id"),
+            (e.get("args") or {}).get("External id"),
+            (e.get("args") or {}).get("external id"),
+            e.get("name"),
+        )
+        for e in body
+    ]
     written = 0
     with open(out, "wb") as fh:
         head = orjson.dumps(doc)[:-1] + b',"traceEvents":['
@@ -190,15 +232,19 @@ def measure_parsers(path: Path) -> None:
 
     import orjson
 
-    print(f"parser candidates on {path.name} ({len(raw) / 1e6:.1f} MB of JSON); decode + read 7 fields and args per event")
+    print(
+        f"parser candidates on {path.name} ({len(raw) / 1e6:.1f} MB of JSON); decode + read 7 fields and args per event"
+    )
     run("orjson.loads (whole document, dicts)", lambda: extract(orjson.loads(raw)["traceEvents"], dict.get))
     if importlib.util.find_spec("ijson"):
         import io
 
         import ijson
 
-        run(f"ijson.items ({ijson.backend}), streaming dicts",
-            lambda: extract(list(ijson.items(io.BytesIO(raw), "traceEvents.item", use_float=True)), dict.get))
+        run(
+            f"ijson.items ({ijson.backend}), streaming dicts",
+            lambda: extract(list(ijson.items(io.BytesIO(raw), "traceEvents.item", use_float=True)), dict.get),
+        )
     else:
         print(f"{'ijson':58} not installed")
     if importlib.util.find_spec("simdjson"):
@@ -231,12 +277,26 @@ def fmt_rate(nbytes: float, seconds: float | None) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--child", nargs=2, metavar=("TOOL", "FILE"), help=argparse.SUPPRESS)
-    ap.add_argument("--parsers", type=Path, metavar="FILE", help="measure the JSON parser candidates on FILE and exit")
+    ap.add_argument(
+        "--parsers", type=Path, metavar="FILE", help="measure the JSON parser candidates on FILE and exit"
+    )
     ap.add_argument("--root", type=Path, default=SHARED, help="traces directory holding hta_reference.csv")
-    ap.add_argument("--hta-python", help="python of an environment with HTA installed (default: /tmp/hta-venv, created)")
-    ap.add_argument("--synthetic-gb", type=float, default=1.0, help="size of the synthetic trace (decimal GB); 0 skips it")
-    ap.add_argument("--source", default=DEFAULT_SOURCE, help="trace (relative to --root) replicated into the synthetic one")
-    ap.add_argument("--skip-hta-synthetic", action="store_true", help="do not run HTA on the synthetic trace (it takes minutes)")
+    ap.add_argument(
+        "--hta-python", help="python of an environment with HTA installed (default: /tmp/hta-venv, created)"
+    )
+    ap.add_argument(
+        "--synthetic-gb", type=float, default=1.0, help="size of the synthetic trace (decimal GB); 0 skips it"
+    )
+    ap.add_argument(
+        "--source",
+        default=DEFAULT_SOURCE,
+        help="trace (relative to --root) replicated into the synthetic one",
+    )
+    ap.add_argument(
+        "--skip-hta-synthetic",
+        action="store_true",
+        help="do not run HTA on the synthetic trace (it takes minutes)",
+    )
     ap.add_argument("--hta-timeout", type=float, default=1800.0)
     ap.add_argument("--keep", action="store_true", help="keep the synthetic trace")
     args = ap.parse_args()
@@ -256,8 +316,12 @@ def main() -> int:
     with open(reference, newline="") as fh:
         files = sorted({row["trace_path"] for row in csv.DictReader(fh)})
     hta_python = ensure_hta(args.hta_python)
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; HTA: {hta_python or 'not available'}")
-    print(f"{'trace':62} {'MB':>7} | {'gpuwise MB/s':>12} {'RSS MB':>7} | {'HTA MB/s':>9} {'RSS MB':>7} | {'speed-up':>8}")
+    print(
+        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; HTA: {hta_python or 'not available'}"
+    )
+    print(
+        f"{'trace':62} {'MB':>7} | {'gpuwise MB/s':>12} {'RSS MB':>7} | {'HTA MB/s':>9} {'RSS MB':>7} | {'speed-up':>8}"
+    )
     rows = []
 
     def measure(label: str, path: Path, run_hta: bool) -> None:
@@ -270,9 +334,12 @@ def main() -> int:
         rows.append((label, size, gw, hta))
         hta_ok = hta is not None and "error" not in hta
         speed = f"{hta['seconds'] / gw['seconds']:7.1f}×" if hta_ok else ("—" if hta is None else "failed")
-        print(f"{label[-62:]:62} {size / 1e6:7.1f} | {fmt_rate(size, gw['seconds']):>12} {gw['peak_rss_bytes'] / 1e6:7.0f} | "
-              f"{fmt_rate(size, hta['seconds']) if hta_ok else '—':>9} {hta['peak_rss_bytes'] / 1e6 if hta_ok else 0:7.0f} | {speed:>8}"
-              + (f"  (HTA: {hta['error']})" if hta is not None and not hta_ok else ""), flush=True)
+        print(
+            f"{label[-62:]:62} {size / 1e6:7.1f} | {fmt_rate(size, gw['seconds']):>12} {gw['peak_rss_bytes'] / 1e6:7.0f} | "
+            f"{fmt_rate(size, hta['seconds']) if hta_ok else '—':>9} {hta['peak_rss_bytes'] / 1e6 if hta_ok else 0:7.0f} | {speed:>8}"
+            + (f"  (HTA: {hta['error']})" if hta is not None and not hta_ok else ""),
+            flush=True,
+        )
 
     for rel in files:
         measure(rel, args.root / rel, True)
@@ -284,8 +351,15 @@ def main() -> int:
             target = workdir / "synthetic.json"
             t = time.perf_counter()
             size = make_synthetic(args.root / args.source, int(args.synthetic_gb * 1e9), target)
-            print(f"synthetic trace: {size / 1e9:.2f} GB from {args.source} in {time.perf_counter() - t:.0f} s", flush=True)
-            measure(f"synthetic {size / 1e9:.2f} GB (replicated {Path(args.source).name})", target, not args.skip_hta_synthetic)
+            print(
+                f"synthetic trace: {size / 1e9:.2f} GB from {args.source} in {time.perf_counter() - t:.0f} s",
+                flush=True,
+            )
+            measure(
+                f"synthetic {size / 1e9:.2f} GB (replicated {Path(args.source).name})",
+                target,
+                not args.skip_hta_synthetic,
+            )
             gw = rows[-1][2] if rows and rows[-1][0].startswith("synthetic") else None
             if gw:
                 synthetic_ratio = gw["peak_rss_bytes"] / size
@@ -302,13 +376,23 @@ def main() -> int:
         gw_wall = sum(g["wall_s"] for _, g, _ in both)
         hta_wall = sum(h["wall_s"] for _, _, h in both)
         print(f"\n{len(both)} traces analyzed by both, {total / 1e6:,.0f} MB of JSON:")
-        print(f"  gpuwise {total / 1e6 / gw_s:,.1f} MB/s, HTA {total / 1e6 / hta_s:,.1f} MB/s  -> {speedup:.1f}× (load + analysis)")
-        print(f"  with interpreter start and imports: gpuwise {total / 1e6 / gw_wall:,.1f} MB/s, HTA {total / 1e6 / hta_wall:,.1f} MB/s "
-              f"-> {hta_wall / gw_wall:.1f}×")
+        print(
+            f"  gpuwise {total / 1e6 / gw_s:,.1f} MB/s, HTA {total / 1e6 / hta_s:,.1f} MB/s  -> {speedup:.1f}× (load + analysis)"
+        )
+        print(
+            f"  with interpreter start and imports: gpuwise {total / 1e6 / gw_wall:,.1f} MB/s, HTA {total / 1e6 / hta_wall:,.1f} MB/s "
+            f"-> {hta_wall / gw_wall:.1f}×"
+        )
     if synthetic_ratio is not None:
         print(f"  gpuwise peak RSS on the synthetic trace: {synthetic_ratio:.2f}× its size")
-    print(json.dumps({"speedup_vs_hta": None if speedup is None else round(speedup, 2),
-                      "peak_rss_over_trace_size": None if synthetic_ratio is None else round(synthetic_ratio, 3)}))
+    print(
+        json.dumps(
+            {
+                "speedup_vs_hta": None if speedup is None else round(speedup, 2),
+                "peak_rss_over_trace_size": None if synthetic_ratio is None else round(synthetic_ratio, 3),
+            }
+        )
+    )
     return 0
 
 

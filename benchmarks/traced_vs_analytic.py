@@ -25,7 +25,15 @@ from gpuwise.memory.traced import traced_estimate
 from gpuwise.units import GiB
 from gpuwise.workload import workload_from_mapping
 
-MODELS = ["llama-3.2-1b", "tinyllama-1.1b", "llama-3.2-3b", "phi-3-mini", "mistral-7b-v0.1", "qwen2.5-7b", "llama-3-8b"]
+MODELS = [
+    "llama-3.2-1b",
+    "tinyllama-1.1b",
+    "llama-3.2-3b",
+    "phi-3-mini",
+    "mistral-7b-v0.1",
+    "qwen2.5-7b",
+    "llama-3-8b",
+]
 SCENARIOS = {
     "full bf16": ({"task": "full-finetune", "precision": "bf16"}, True),
     "lora bf16": ({"task": "lora", "precision": "bf16"}, True),
@@ -55,30 +63,56 @@ def main() -> None:
                 wall = time.perf_counter() - start
                 analytic = estimate_memory(w)
                 diff = 100 * (analytic.peak_allocated_bytes / traced.peak_allocated_bytes - 1)
-                rows.append({
-                    "model": model, "scenario": name, "required": required,
-                    "traced_peak_bytes": traced.peak_allocated_bytes, "traced_phase": traced.peak_phase,
-                    "analytic_peak_bytes": int(analytic.peak_allocated_bytes), "analytic_phase": analytic.peak_phase,
-                    "diff_pct": round(diff, 2), "agrees": abs(diff) <= AGREEMENT_PCT, "simulation_s": round(wall, 1),
-                })
+                rows.append(
+                    {
+                        "model": model,
+                        "scenario": name,
+                        "required": required,
+                        "traced_peak_bytes": traced.peak_allocated_bytes,
+                        "traced_phase": traced.peak_phase,
+                        "analytic_peak_bytes": int(analytic.peak_allocated_bytes),
+                        "analytic_phase": analytic.peak_phase,
+                        "diff_pct": round(diff, 2),
+                        "agrees": abs(diff) <= AGREEMENT_PCT,
+                        "simulation_s": round(wall, 1),
+                    }
+                )
                 progress.advance(task)
-    table = Table(title=f"Peak allocated, analytic vs traced (batch 1, seq {opts.seq}; GiB)", header_style="bold")
+    table = Table(
+        title=f"Peak allocated, analytic vs traced (batch 1, seq {opts.seq}; GiB)", header_style="bold"
+    )
     for col in ("model", "scenario", "traced", "phase", "analytic", "phase ", "diff", "sim s"):
         table.add_column(col, justify="left" if col in ("model", "scenario", "phase", "phase ") else "right")
     for r in rows:
         style = "" if r["agrees"] else ("red" if r["required"] else "yellow")
         diff = f"[{style}]{r['diff_pct']:+.1f} %[/]" if style else f"{r['diff_pct']:+.1f} %"
-        table.add_row(r["model"], r["scenario"] + ("" if r["required"] else " *"), f"{r['traced_peak_bytes'] / GiB:.2f}",
-                      r["traced_phase"], f"{r['analytic_peak_bytes'] / GiB:.2f}", r["analytic_phase"], diff, f"{r['simulation_s']:.1f}")
+        table.add_row(
+            r["model"],
+            r["scenario"] + ("" if r["required"] else " *"),
+            f"{r['traced_peak_bytes'] / GiB:.2f}",
+            r["traced_phase"],
+            f"{r['analytic_peak_bytes'] / GiB:.2f}",
+            r["analytic_phase"],
+            diff,
+            f"{r['simulation_s']:.1f}",
+        )
     Console(width=150).print(table)
     print("* informational (not part of the 5 % requirement)")
     required = [r for r in rows if r["required"]]
     worst = max(required, key=lambda r: abs(r["diff_pct"]))
     ok = all(r["agrees"] for r in required)
-    print(json.dumps({
-        "benchmark": "traced_vs_analytic", "seq_len": opts.seq, "agreement_pct": AGREEMENT_PCT, "all_required_agree": ok,
-        "worst_required": {k: worst[k] for k in ("model", "scenario", "diff_pct")}, "rows": rows,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "traced_vs_analytic",
+                "seq_len": opts.seq,
+                "agreement_pct": AGREEMENT_PCT,
+                "all_required_agree": ok,
+                "worst_required": {k: worst[k] for k in ("model", "scenario", "diff_pct")},
+                "rows": rows,
+            }
+        )
+    )
     sys.exit(0 if ok else 1)
 
 

@@ -48,14 +48,22 @@ METRIC_FIELD = {
 
 # Features the workload spec has no field for: a note naming one makes the row unmodellable.
 UNMODELLED = [
-    (re.compile(r"optimizer[_ ]in[_ ]bwd\s*=\s*true|optimizer step fused into backward", re.I),
-     "optimizer step fused into backward (torchtune optimizer_in_bwd) is not expressible in the workload spec"),
-    (re.compile(r"(?<!not )activation offloading", re.I),
-     "activation offloading to CPU is not expressible in the workload spec"),
-    (re.compile(r"chunked cross-entropy|chunked CE", re.I),
-     "torchtune's chunked cross-entropy output is not expressible in the workload spec"),
-    (re.compile(r"includes? periodic eval generation", re.I),
-     "the peak includes periodic evaluation generation at another batch size, not the training step described"),
+    (
+        re.compile(r"optimizer[_ ]in[_ ]bwd\s*=\s*true|optimizer step fused into backward", re.I),
+        "optimizer step fused into backward (torchtune optimizer_in_bwd) is not expressible in the workload spec",
+    ),
+    (
+        re.compile(r"(?<!not )activation offloading", re.I),
+        "activation offloading to CPU is not expressible in the workload spec",
+    ),
+    (
+        re.compile(r"chunked cross-entropy|chunked CE", re.I),
+        "torchtune's chunked cross-entropy output is not expressible in the workload spec",
+    ),
+    (
+        re.compile(r"includes? periodic eval generation", re.I),
+        "the peak includes periodic evaluation generation at another batch size, not the training step described",
+    ),
 ]
 STACKS = re.compile(r"stacks on the previous row", re.I)
 GC_UNSTATED = re.compile(r"GC (setting )?not stated|checkpointing not stated", re.I)
@@ -63,8 +71,15 @@ GC_UNSTATED = re.compile(r"GC (setting )?not stated|checkpointing not stated", r
 # ("Oct 2023", "2024-07"): libraries a row does not name are taken as the releases current at that date.
 _LIBS = "|".join(re.escape(name) for name in sorted(KNOWN_LIBRARIES, key=len, reverse=True))
 STATED_VERSION = re.compile(rf"\b({_LIBS})(?:/v|==|=| v| )(\d+\.\d+(?:\.\d+)?)", re.I)
-MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)}
-STATED_DATE = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? (20\d\d)\b|\b(20\d\d)-(\d\d)\b", re.I)
+MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+}
+STATED_DATE = re.compile(
+    r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? (20\d\d)\b|\b(20\d\d)-(\d\d)\b", re.I
+)
 FLASH_ATTENTION = re.compile(r"flash[- _]?attention[- _]?2|\bFA2\b|flash_attention_2", re.I)
 # Framework defaults for settings a row leaves unstated (sources: LLaMA-Factory hparams/model_args.py
 # disable_gradient_checkpointing=False; Unsloth use_gradient_checkpointing="unsloth" in its examples).
@@ -115,7 +130,11 @@ def row_library_versions(text: str, framework: str) -> list[str]:
             name, version = item.split("==")
             versions.setdefault(name, version)
     transformers = versions.get("transformers", "")
-    if transformers and "torch" not in versions and tuple(int(x) for x in transformers.split(".")[:2]) < (4, 27):
+    if (
+        transformers
+        and "torch" not in versions
+        and tuple(int(x) for x in transformers.split(".")[:2]) < (4, 27)
+    ):
         versions["torch"] = "1.13"  # transformers 4.27 and torch 2.0 both shipped in March 2023
     if not versions and not date:
         versions = dict(FRAMEWORK_PINNED_VERSIONS.get(framework, {}))
@@ -132,11 +151,15 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
     optimizer = row["optimizer"].strip().lower() or "none"
     if optimizer == "paged-adamw":
         optimizer = "paged-adamw-8bit"
-        assumptions.append("paged-adamw (32-bit) sized as paged-adamw-8bit: same paging, LoRA state is negligible")
+        assumptions.append(
+            "paged-adamw (32-bit) sized as paged-adamw-8bit: same paging, LoRA state is negligible"
+        )
     framework = row.get("framework", "").strip().lower()
     if "accelerated-peft" in row["id"] or "accelerated-peft" in notes:
         framework = "unsloth"  # fms-acceleration's accelerated-peft plugin runs Unsloth-derived fused kernels
-        assumptions.append("fms accelerated-peft plugin modelled with the Unsloth profile (fused LoRA kernels, no fp32 upcast)")
+        assumptions.append(
+            "fms accelerated-peft plugin modelled with the Unsloth profile (fused LoRA kernels, no fp32 upcast)"
+        )
     mapping = {
         "model": row["model"],
         "task": row["task"],
@@ -170,11 +193,17 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
             mapping["attention"] = "eager"  # SDPA reached transformers' models in 4.36 (BERT in 4.41)
             assumptions.append(f"transformers {major}.{minor}: eager attention")
         if (major, minor) < (4, 37) and optimizer == "adamw":
-            mapping["optimizer"] = "adamw-fused"  # Trainer's default was transformers.AdamW: a per-parameter loop
-            assumptions.append("transformers.AdamW (per-parameter loop): no group-wide step temporary, sized as fused")
+            mapping["optimizer"] = (
+                "adamw-fused"  # Trainer's default was transformers.AdamW: a per-parameter loop
+            )
+            assumptions.append(
+                "transformers.AdamW (per-parameter loop): no group-wide step temporary, sized as fused"
+            )
     if GC_UNSTATED.search(notes) and framework in FRAMEWORK_GC_DEFAULT:
         mapping["grad_checkpointing"] = FRAMEWORK_GC_DEFAULT[framework]
-        assumptions.append(f"checkpointing not stated: {framework}'s default ({mapping['grad_checkpointing']}) used")
+        assumptions.append(
+            f"checkpointing not stated: {framework}'s default ({mapping['grad_checkpointing']}) used"
+        )
     if not row.get("gpu"):
         assumptions.append(f"GPU not stated: {DEFAULT_GPU} assumed (affects only capacity)")
     if row["task"].strip().lower() in ("inference", "serving", "rag"):
@@ -201,7 +230,9 @@ def persistent_floor_bytes(estimate) -> float:
     step = next((p for p in estimate.phases if p.name == "optimizer_step"), None)
     if step is None:
         return estimate.phases[0].components.get("weights", 0.0)
-    return sum(step.components.get(k, 0.0) for k in ("weights", "gradients", "optimizer_states", "master_weights"))
+    return sum(
+        step.components.get(k, 0.0) for k in ("weights", "gradients", "optimizer_states", "master_weights")
+    )
 
 
 def evaluate(rows: list[dict[str, str]]) -> list[Result]:
@@ -285,12 +316,19 @@ def print_report(results: list[Result]) -> None:
         for r in group:
             err = r.err_pct
             style = "green" if abs(err) <= 10 else ("yellow" if abs(err) <= 20 else "red")
-            table.add_row(r.row_id, r.metric, f"{r.measured_bytes / GiB:.2f}", f"{r.estimated_bytes / GiB:.2f}",
-                          f"[{style}]{err:+.1f}[/{style}]")
+            table.add_row(
+                r.row_id,
+                r.metric,
+                f"{r.measured_bytes / GiB:.2f}",
+                f"{r.estimated_bytes / GiB:.2f}",
+                f"[{style}]{err:+.1f}[/{style}]",
+            )
         console.print(table)
         errs = [abs(r.err_pct) for r in group]
-        console.print(f"{quality}: {len(group)} rows, median |err| {statistics.median(errs):.1f} %, "
-                      f"p90 |err| {_pct(errs, 0.9):.1f} %")
+        console.print(
+            f"{quality}: {len(group)} rows, median |err| {statistics.median(errs):.1f} %, "
+            f"p90 |err| {_pct(errs, 0.9):.1f} %"
+        )
     skipped = [r for r in results if r.estimated_bytes is None]
     if skipped:
         console.print(f"\nskipped {len(skipped)} of {len(results)} rows:")
@@ -300,7 +338,9 @@ def print_report(results: list[Result]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="CSV of measurements (default: %(default)s)")
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="CSV of measurements (default: %(default)s)"
+    )
     parser.add_argument("--json-only", action="store_true", help="print only the summary line")
     args = parser.parse_args(argv)
     if not args.data.is_file():

@@ -141,8 +141,15 @@ def row_to_case(row: dict) -> Case:
     notes = f"{row['parallelism']} {row['notes']}"
     assumptions: list[str] = []
     precision, compute_dtype, kv = _precision(row["precision"])
-    spec: dict = {"model": row["model"], "gpu": row["gpu"], "num_gpus": n, "tp": tp, "pp": pp,
-                  "precision": precision, "framework": row["framework"]}
+    spec: dict = {
+        "model": row["model"],
+        "gpu": row["gpu"],
+        "num_gpus": n,
+        "tp": tp,
+        "pp": pp,
+        "precision": precision,
+        "framework": row["framework"],
+    }
     if kv:
         spec["kv_cache_dtype"] = kv
     batch = _int(row["batch_size"])
@@ -150,8 +157,12 @@ def row_to_case(row: dict) -> Case:
     inp, out = _int(row["input_len"]), _int(row["output_len"])
 
     if kind in {"cv-training", "cv-inference"}:
-        spec.update(task="cv-train" if kind == "cv-training" else "cv-inference", batch_size=batch or 1,
-                    image_size=inp or 224, attention=_attention(notes))
+        spec.update(
+            task="cv-train" if kind == "cv-training" else "cv-inference",
+            batch_size=batch or 1,
+            image_size=inp or 224,
+            attention=_attention(notes),
+        )
         if kind == "cv-training":
             spec["sharding"] = par.get("sharding", "ddp" if n > tp * pp else "none")
             if _optimizer(notes):
@@ -203,11 +214,15 @@ def row_to_case(row: dict) -> Case:
                 raise Skip("input/output lengths are a dataset distribution, not per-row values")
             if kind == "inference-server":
                 raise Skip("server scenario: latency constraints and arrival process not modelled")
-            static = (row["framework"] or "").lower() == "fastertransformer" or "static batching" in notes.lower()
+            static = (
+                row["framework"] or ""
+            ).lower() == "fastertransformer" or "static batching" in notes.lower()
             if static:
                 spec.update(task="inference", batch_size=batch or 1, seq_len=inp, output_len=out)
             else:
-                spec.update(task="serving", batch_size=1, concurrency=OFFLINE_CONCURRENCY, seq_len=inp, output_len=out)
+                spec.update(
+                    task="serving", batch_size=1, concurrency=OFFLINE_CONCURRENCY, seq_len=inp, output_len=out
+                )
             if metric not in {"output_tokens_per_s", "samples_per_s"}:
                 raise Skip(f"offline metric {metric} not predicted")
     else:
@@ -298,8 +313,14 @@ def main(argv: list[str] | None = None) -> int:
         table.add_column(col, justify="right" if col in {"measured", "predicted", "error %"} else "left")
     for row, case, pred, err in results:
         colour = "green" if abs(err) <= 25 else ("yellow" if abs(err) <= 50 else "red")
-        table.add_row(row["id"], case.metric, f"{case.measured:,.4g}", f"{pred:,.4g}", f"[{colour}]{err:+.0f}[/{colour}]",
-                      "; ".join(case.assumptions))
+        table.add_row(
+            row["id"],
+            case.metric,
+            f"{case.measured:,.4g}",
+            f"{pred:,.4g}",
+            f"[{colour}]{err:+.0f}[/{colour}]",
+            "; ".join(case.assumptions),
+        )
     console.print(table)
 
     if skipped:
@@ -328,7 +349,9 @@ def main(argv: list[str] | None = None) -> int:
         "skipped": len(skipped),
         "median_abs_err_pct": round(statistics.median(abs_errs), 1) if abs_errs else None,
         "source_weighted_median_abs_err_pct": round(weighted, 1) if abs_errs else None,
-        "median_of_source_medians_pct": round(statistics.median(per_source.values()), 1) if per_source else None,
+        "median_of_source_medians_pct": round(statistics.median(per_source.values()), 1)
+        if per_source
+        else None,
         "within_25_pct": sum(e <= 25 for e in abs_errs),
         "per_source": per_source,
     }

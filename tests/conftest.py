@@ -27,7 +27,12 @@ class CliResult:
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> CliResult:
     """Run `python -m gpuwise ARGS` in a subprocess (the real entry point, real exit code)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "gpuwise", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO
+        [sys.executable, "-m", "gpuwise", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 

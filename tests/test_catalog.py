@@ -51,8 +51,14 @@ def test_unknown_names_suggest():
 
 def test_hf_config_json(tmp_path):
     config = {
-        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False,
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
     }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
@@ -71,7 +77,9 @@ def test_user_catalog_files(tmp_path, monkeypatch):
     gpus = tmp_path / "gpus.yaml"
     gpus.write_text("- id: lab-card\n  memory_gb: 20\n  mem_bw_tbps: 0.5\n  bf16_tflops: 100\n")
     models = tmp_path / "models.toml"
-    models.write_text('[[models]]\nid = "tiny"\nhidden_size = 64\nnum_layers = 2\nnum_attention_heads = 4\nvocab_size = 100\n')
+    models.write_text(
+        '[[models]]\nid = "tiny"\nhidden_size = 64\nnum_layers = 2\nnum_attention_heads = 4\nvocab_size = 100\n'
+    )
     monkeypatch.setenv("GPUWISE_GPUS", str(gpus))
     monkeypatch.setenv("GPUWISE_MODELS", str(models))
     gpus_module.clear_cache()

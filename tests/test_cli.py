@@ -30,7 +30,9 @@ def test_typer_exit_code_is_passed_through():
             app_module.main(["exit-probe"])
         assert done.value.code == 3
     finally:
-        app_module.app.registered_commands = [c for c in app_module.app.registered_commands if c.name != "exit-probe"]
+        app_module.app.registered_commands = [
+            c for c in app_module.app.registered_commands if c.name != "exit-probe"
+        ]
 
 
 def test_gpus_file_adds_a_gpu_for_one_run(cli, tmp_path):

@@ -16,7 +16,15 @@ def W(**kw):
 
 
 def test_training_run_cost_is_time_times_price():
-    w = W(model="llama-3-8b", task="lora", gpu="h100-sxm", num_gpus=2, sharding="ddp", train_tokens=2e9, epochs=3)
+    w = W(
+        model="llama-3-8b",
+        task="lora",
+        gpu="h100-sxm",
+        num_gpus=2,
+        sharding="ddp",
+        train_tokens=2e9,
+        epochs=3,
+    )
     est = estimate_cost(w, usd_per_gpu_hour=2.5)
     perf = predict(w)
     seconds = 2e9 * 3 / perf.tokens_per_s
@@ -101,7 +109,9 @@ def test_cli_cost_terminal_json_markdown(cli):
     term = cli("cost", "llama-3-8b", "-t", "lora", "-g", "a100-80gb-sxm", "--set", "train_tokens=1e9")
     assert term.exit_code == 0, term.stderr
     assert "run cost" in term.stdout and "$/GPU-hour" in term.stdout
-    doc = cli("cost", "llama-3-8b", "-t", "serving", "-g", "h100-sxm", "--api-usd-per-mtok", "0.3", "--json").json()
+    doc = cli(
+        "cost", "llama-3-8b", "-t", "serving", "-g", "h100-sxm", "--api-usd-per-mtok", "0.3", "--json"
+    ).json()
     assert doc["kind"] == "cost" and doc["schema_version"] == 1
     assert doc["cost"]["break_even"]["api_usd_per_million_tokens"] == 0.3
     assert doc["cost"]["perf"]["inference"]["tpot_s"] > 0
@@ -146,8 +156,10 @@ def test_cli_cost_bad_input_is_one_line(cli, args, message):
 def test_cli_cost_never_imports_torch(cli):
     import subprocess
 
-    code = ("import sys\nfrom gpuwise.cli.app import main\n"
-            "try:\n    main(['cost', 'llama-3-8b', '-t', 'lora', '--all-gpus', '--json'])\nexcept SystemExit:\n    pass\n"
-            "sys.stderr.write('TORCH=' + str('torch' in sys.modules))")
+    code = (
+        "import sys\nfrom gpuwise.cli.app import main\n"
+        "try:\n    main(['cost', 'llama-3-8b', '-t', 'lora', '--all-gpus', '--json'])\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write('TORCH=' + str('torch' in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "TORCH=False" in proc.stderr

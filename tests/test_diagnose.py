@@ -20,7 +20,9 @@ def test_empty_evidence_finds_nothing():
 
 @pytest.mark.parametrize("wait, severity", [(0.004, None), (0.006, "medium"), (0.025, "high")])
 def test_input_bound_thresholds(wait, severity):
-    ev = Evidence(source="profile", step_time_s=0.1, phase_s={"data_wait": wait}, loader_num_workers=0, cpu_count=8)
+    ev = Evidence(
+        source="profile", step_time_s=0.1, phase_s={"data_wait": wait}, loader_num_workers=0, cpu_count=8
+    )
     found = {f.id: f for f in diagnose(ev)}
     if severity is None:
         assert "input_bound" not in found
@@ -34,13 +36,18 @@ def test_saturated_cpu_changes_the_advice():
     ev = Evidence(source="profile", input_wait_pct=40, loader_num_workers=2, cpu_count=2, cpu_util_pct=97)
     found = {f.id: f for f in diagnose(ev)}
     assert "loader_cpu_saturated" in found
-    assert "more workers" not in found["input_bound"].fix or "rather than adding workers" in found["input_bound"].fix
+    assert (
+        "more workers" not in found["input_bound"].fix
+        or "rather than adding workers" in found["input_bound"].fix
+    )
 
 
 def test_oom_risk_and_does_not_fit():
     near = Evidence(source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(75 * GiB))
     over = Evidence(source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(90 * GiB))
-    comfortable = Evidence(source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(60 * GiB))
+    comfortable = Evidence(
+        source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(60 * GiB)
+    )
     assert diagnose(near)[0].severity == "high"
     assert diagnose(over)[0].severity == "critical"
     assert diagnose(over)[0].confidence == "low"  # predicted, not measured
@@ -48,10 +55,14 @@ def test_oom_risk_and_does_not_fit():
 
 
 def test_small_batch_needs_headroom_and_idle_gpu():
-    ev = Evidence(source="telemetry", memory_capacity_bytes=80 * GiB, memory_peak_bytes=20 * GiB, gpu_util_pct=40)
+    ev = Evidence(
+        source="telemetry", memory_capacity_bytes=80 * GiB, memory_peak_bytes=20 * GiB, gpu_util_pct=40
+    )
     found = {f.id: f for f in diagnose(ev)}
     assert found["small_batch"].metrics["batch_scale_possible"] == pytest.approx(80 * 0.85 / 20, rel=0.01)
-    busy = Evidence(source="telemetry", memory_capacity_bytes=80 * GiB, memory_peak_bytes=20 * GiB, gpu_util_pct=95)
+    busy = Evidence(
+        source="telemetry", memory_capacity_bytes=80 * GiB, memory_peak_bytes=20 * GiB, gpu_util_pct=95
+    )
     assert "small_batch" not in ids(busy)
 
 
@@ -59,7 +70,9 @@ def test_periodic_outliers_report_their_period():
     times = [0.1] * 40
     for i in range(4, 40, 10):
         times[i] = 0.4
-    finding = next(f for f in diagnose(Evidence(source="profile", step_times_s=times)) if f.id == "step_outliers")
+    finding = next(
+        f for f in diagnose(Evidence(source="profile", step_times_s=times)) if f.id == "step_outliers"
+    )
     assert finding.metrics["period_steps"] == 10
     assert finding.metrics["outlier_steps"] == [4, 14, 24, 34]
 
@@ -80,11 +93,16 @@ def test_memory_growth_from_spaced_readings_counts_steps_not_readings():
     """A live run reads memory every few steps (the probe's time budget): growth per step uses the step index."""
     steps = list(range(0, 40, 4))  # 10 readings over 37 steps
     growing = [1e9 + s * 5e7 for s in steps]
-    finding = next(f for f in diagnose(Evidence(source="profile", memory_per_step_bytes=growing, memory_step_index=steps))
-                   if f.id == "memory_growth")
+    finding = next(
+        f
+        for f in diagnose(Evidence(source="profile", memory_per_step_bytes=growing, memory_step_index=steps))
+        if f.id == "memory_growth"
+    )
     assert finding.metrics["bytes_per_step"] == 5e7 and "over 37 steps" in finding.summary
     # five readings of five consecutive steps: too short a span to call a leak
-    assert "memory_growth" not in ids(Evidence(source="profile", memory_per_step_bytes=growing[:5], memory_step_index=[0, 1, 2, 3, 4]))
+    assert "memory_growth" not in ids(
+        Evidence(source="profile", memory_per_step_bytes=growing[:5], memory_step_index=[0, 1, 2, 3, 4])
+    )
     short = [1e9 + s * 5e7 for s in range(4)]
     assert "memory_growth" not in ids(Evidence(source="profile", memory_per_step_bytes=short))
 
@@ -104,8 +122,16 @@ def test_throttling_straggler_comm_launch_sync_precision_pageable():
         h2d_copy_pct=8.0,
     )
     found = {f.id: f for f in diagnose(ev)}
-    assert {"throttling", "straggler", "comm_bound", "launch_bound", "sync_bound", "no_mixed_precision",
-            "pageable_copies", "low_utilization"} <= set(found)
+    assert {
+        "throttling",
+        "straggler",
+        "comm_bound",
+        "launch_bound",
+        "sync_bound",
+        "no_mixed_precision",
+        "pageable_copies",
+        "low_utilization",
+    } <= set(found)
     assert found["straggler"].metrics["straggler_rank"] == 2
     assert found["throttling"].severity == "high"
     ranked = diagnose(ev)
@@ -115,8 +141,11 @@ def test_throttling_straggler_comm_launch_sync_precision_pageable():
 @pytest.mark.parametrize("late_comm_s, severity", [(0.31, None), (0.29, "medium"), (0.14, "high")])
 def test_straggler_from_collective_wait_when_steps_are_equal(late_comm_s, severity):
     # synchronous DP: every step 1.0 s; ranks 0, 1, 3 sit 0.4 s per step in collectives
-    ev = Evidence(source="trace", rank_step_time_s={0: 1.0, 1: 1.001, 2: 0.999, 3: 1.0},
-                  rank_comm_time_s={0: 0.4, 1: 0.41, 2: late_comm_s, 3: 0.39})
+    ev = Evidence(
+        source="trace",
+        rank_step_time_s={0: 1.0, 1: 1.001, 2: 0.999, 3: 1.0},
+        rank_comm_time_s={0: 0.4, 1: 0.41, 2: late_comm_s, 3: 0.39},
+    )
     found = {f.id: f for f in diagnose(ev)}
     if severity is None:  # a 9 % gap is below T.STRAGGLER_COMM_GAP_PCT
         assert "straggler" not in found
@@ -144,8 +173,14 @@ def test_thresholds_are_the_only_numbers_rules_compare_against():
 
 
 def test_evidence_json_round_trip(tmp_path):
-    ev = Evidence(source="trace", rank=3, step_times_s=[0.1, 0.2], rank_step_time_s={0: 0.1, 1: 0.2},
-                  rank_comm_time_s={0: 0.03, 1: 0.01}, phase_s={"forward": 0.05})
+    ev = Evidence(
+        source="trace",
+        rank=3,
+        step_times_s=[0.1, 0.2],
+        rank_step_time_s={0: 0.1, 1: 0.2},
+        rank_comm_time_s={0: 0.03, 1: 0.01},
+        phase_s={"forward": 0.05},
+    )
     doc = {"schema_version": 1, "kind": "trace", "evidence": [ev.to_dict()]}
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
@@ -176,53 +211,109 @@ def test_bad_evidence_files(tmp_path):
 
 
 def test_oom_risk_names_the_computed_changes_that_fit():
-    ev = Evidence(source="prediction", memory_capacity_bytes=24 * GiB, memory_peak_bytes=30 * GiB,
-                  fit_options_bytes={"precision=nf4": 12 * GiB, "grad_checkpointing=full": 23.5 * GiB, "lora": 20 * GiB})
+    ev = Evidence(
+        source="prediction",
+        memory_capacity_bytes=24 * GiB,
+        memory_peak_bytes=30 * GiB,
+        fit_options_bytes={
+            "precision=nf4": 12 * GiB,
+            "grad_checkpointing=full": 23.5 * GiB,
+            "lora": 20 * GiB,
+        },
+    )
     found = {f.id: f for f in diagnose(ev)}["oom_risk"]
     assert "precision=nf4 (12.0 GiB)" in found.fix and "lora (20.0 GiB)" in found.fix
     assert "grad_checkpointing" not in found.fix  # 23.5 of 24 GiB leaves less than the required headroom
-    nothing = Evidence(source="prediction", memory_capacity_bytes=24 * GiB, memory_peak_bytes=30 * GiB,
-                       fit_options_bytes={"grad_checkpointing=full": 26 * GiB})
+    nothing = Evidence(
+        source="prediction",
+        memory_capacity_bytes=24 * GiB,
+        memory_peak_bytes=30 * GiB,
+        fit_options_bytes={"grad_checkpointing=full": 26 * GiB},
+    )
     assert "No single change tried fits" in diagnose(nothing)[0].fix
 
 
 def test_no_flash_attention_fires_on_large_score_matrices_only():
-    ev = Evidence(source="prediction", memory_peak_bytes=40 * GiB, attention_impl="eager", attention_scores_bytes=12 * GiB)
+    ev = Evidence(
+        source="prediction",
+        memory_peak_bytes=40 * GiB,
+        attention_impl="eager",
+        attention_scores_bytes=12 * GiB,
+    )
     found = {f.id: f for f in diagnose(ev)}["no_flash_attention"]
     assert found.severity == "high" and found.gain.high == 12 * GiB
-    small = Evidence(source="prediction", memory_peak_bytes=40 * GiB, attention_impl="eager",
-                     attention_scores_bytes=int(40 * GiB * (T.ATTENTION_SCORES_SHARE_PCT - 1) / 100))
-    flash = Evidence(source="prediction", memory_peak_bytes=40 * GiB, attention_impl="flash", attention_scores_bytes=12 * GiB)
+    small = Evidence(
+        source="prediction",
+        memory_peak_bytes=40 * GiB,
+        attention_impl="eager",
+        attention_scores_bytes=int(40 * GiB * (T.ATTENTION_SCORES_SHARE_PCT - 1) / 100),
+    )
+    flash = Evidence(
+        source="prediction",
+        memory_peak_bytes=40 * GiB,
+        attention_impl="flash",
+        attention_scores_bytes=12 * GiB,
+    )
     assert "no_flash_attention" not in ids(small) and "no_flash_attention" not in ids(flash)
 
 
 def test_no_fused_optimizer_needs_an_unfused_optimizer_and_a_visible_phase():
     ev = Evidence(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.1}, optimizer_fused=False)
     assert {f.id: f for f in diagnose(ev)}["no_fused_optimizer"].gain.high == pytest.approx(5.0)
-    assert "no_fused_optimizer" not in ids(Evidence(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.1}, optimizer_fused=True))
-    assert "no_fused_optimizer" not in ids(Evidence(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.01}, optimizer_fused=False))
+    assert "no_fused_optimizer" not in ids(
+        Evidence(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.1}, optimizer_fused=True)
+    )
+    assert "no_fused_optimizer" not in ids(
+        Evidence(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.01}, optimizer_fused=False)
+    )
 
 
 def test_kv_cache_dominant_and_decode_memory_bound():
-    ev = Evidence(source="prediction", memory_peak_bytes=20 * GiB, kv_cache_bytes=10 * GiB, kv_cache_bits=16,
-                  weight_bytes=8 * GiB, weight_bits=16, decode_bandwidth_bound=True)
+    ev = Evidence(
+        source="prediction",
+        memory_peak_bytes=20 * GiB,
+        kv_cache_bytes=10 * GiB,
+        kv_cache_bits=16,
+        weight_bytes=8 * GiB,
+        weight_bits=16,
+        decode_bandwidth_bound=True,
+    )
     found = {f.id: f for f in diagnose(ev)}
     assert found["kv_cache_dominant"].gain.high == 5 * GiB
     assert found["decode_memory_bound"].gain.high == pytest.approx(18 / 14, rel=1e-3)
-    fp8 = Evidence(source="prediction", memory_peak_bytes=20 * GiB, kv_cache_bytes=10 * GiB, kv_cache_bits=8,
-                   weight_bytes=8 * GiB, weight_bits=4, decode_bandwidth_bound=True)
+    fp8 = Evidence(
+        source="prediction",
+        memory_peak_bytes=20 * GiB,
+        kv_cache_bytes=10 * GiB,
+        kv_cache_bits=8,
+        weight_bytes=8 * GiB,
+        weight_bits=4,
+        decode_bandwidth_bound=True,
+    )
     found = {f.id: f for f in diagnose(fp8)}
     assert "kv_cache_dominant" not in found
     assert found["decode_memory_bound"].gain is None and "Quantize" not in found["decode_memory_bound"].fix
-    assert "decode_memory_bound" not in ids(Evidence(source="prediction", weight_bytes=8 * GiB, decode_bandwidth_bound=False))
+    assert "decode_memory_bound" not in ids(
+        Evidence(source="prediction", weight_bytes=8 * GiB, decode_bandwidth_bound=False)
+    )
 
 
 def test_new_evidence_fields_round_trip(tmp_path):
-    ev = Evidence(source="prediction", kv_cache_bytes=5, attention_impl="eager", fit_options_bytes={"lora": 3.0}, optimizer_fused=False)
+    ev = Evidence(
+        source="prediction",
+        kv_cache_bytes=5,
+        attention_impl="eager",
+        fit_options_bytes={"lora": 3.0},
+        optimizer_fused=False,
+    )
     path = tmp_path / "ev.json"
     path.write_text(json.dumps({"kind": "plan", "evidence": [ev.to_dict()]}))
     back = load_evidence(path)[0]
-    assert back.fit_options_bytes == {"lora": 3.0} and back.optimizer_fused is False and back.attention_impl == "eager"
+    assert (
+        back.fit_options_bytes == {"lora": 3.0}
+        and back.optimizer_fused is False
+        and back.attention_impl == "eager"
+    )
 
 
 def test_launch_bound_not_blamed_for_data_waits_or_a_few_launches_per_long_step():
@@ -240,18 +331,26 @@ def test_launch_bound_not_blamed_for_data_waits_or_a_few_launches_per_long_step(
 
 def test_documents_without_evidence_objects_are_one_clear_error(tmp_path):
     path = tmp_path / "run.json"
-    for body in ('{"kind": "profile", "evidence": null}', '{"kind": "trace", "evidence": []}', '{"evidence": [1, 2]}'):
+    for body in (
+        '{"kind": "profile", "evidence": null}',
+        '{"kind": "trace", "evidence": []}',
+        '{"evidence": [1, 2]}',
+    ):
         path.write_text(body)
         with pytest.raises(GpuwiseError, match="evidence' is empty or not an object"):
             load_evidence(path)
 
 
 def test_input_bound_names_the_loader_settings_it_suggests():
-    ev = Evidence(source="profile", step_time_s=0.1, phase_s={"data_wait": 0.05}, loader_num_workers=0, cpu_count=4)
+    ev = Evidence(
+        source="profile", step_time_s=0.1, phase_s={"data_wait": 0.05}, loader_num_workers=0, cpu_count=4
+    )
     found = {f.id: f for f in diagnose(ev)}
     assert found["input_bound"].metrics["suggested_num_workers"] == 3
     assert found["input_bound"].metrics["suggested_prefetch_factor"] == 4
-    saturated = Evidence(source="profile", input_wait_pct=40, loader_num_workers=2, cpu_count=2, cpu_util_pct=97)
+    saturated = Evidence(
+        source="profile", input_wait_pct=40, loader_num_workers=2, cpu_count=2, cpu_util_pct=97
+    )
     assert {f.id: f for f in diagnose(saturated)}["input_bound"].metrics["suggested_num_workers"] is None
 
 

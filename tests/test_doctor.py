@@ -18,7 +18,9 @@ def findings_for(**fields):
 
 
 def test_input_bound_fix_takes_its_numbers_from_the_finding():
-    findings = findings_for(step_time_s=0.1, phase_s={"data_wait": 0.06}, loader_num_workers=0, cpu_count=6, cpu_util_pct=30)
+    findings = findings_for(
+        step_time_s=0.1, phase_s={"data_wait": 0.06}, loader_num_workers=0, cpu_count=6, cpu_util_pct=30
+    )
     settings, applied, manual = plan_fixes(findings, WorkloadSettings(), "cpu")
     assert settings.num_workers == 5  # the rule's suggestion for 6 cores
     assert settings.prefetch_factor == 4 and settings.persistent_workers is True
@@ -29,7 +31,9 @@ def test_input_bound_fix_takes_its_numbers_from_the_finding():
 
 
 def test_on_a_gpu_the_loader_fix_also_pins_and_copies_asynchronously():
-    findings = findings_for(step_time_s=0.1, phase_s={"data_wait": 0.06}, loader_num_workers=0, cpu_count=2, cpu_util_pct=30)
+    findings = findings_for(
+        step_time_s=0.1, phase_s={"data_wait": 0.06}, loader_num_workers=0, cpu_count=2, cpu_util_pct=30
+    )
     settings, applied, _ = plan_fixes(findings, WorkloadSettings(), "cuda")
     assert settings.num_workers == 2 and settings.pin_memory and settings.non_blocking
 
@@ -63,12 +67,20 @@ def test_reference_samples_are_deterministic_and_really_decoded():
 def test_doctor_profiles_fixes_and_reruns(tmp_path):
     quick = WorkloadSettings(batch_size=16, storage_latency_s=0.002)
     stages = []
-    result = run_doctor(steps=8, warmup=1, device="cpu", store=tmp_path / "runs.sqlite", settings=quick,
-                        progress=lambda stage, done, total: stages.append((stage, done, total)))
+    result = run_doctor(
+        steps=8,
+        warmup=1,
+        device="cpu",
+        store=tmp_path / "runs.sqlite",
+        settings=quick,
+        progress=lambda stage, done, total: stages.append((stage, done, total)),
+    )
     assert result.before.findings[0].id == "input_bound"
     from gpuwise.profile.telemetry import usable_cpus
 
-    assert result.settings_after.num_workers == max(2, min(8, usable_cpus() - 1))  # the input_bound rule's suggestion
+    assert result.settings_after.num_workers == max(
+        2, min(8, usable_cpus() - 1)
+    )  # the input_bound rule's suggestion
     assert result.after.document["loader"]["num_workers"] == result.settings_after.num_workers
     assert result.after.document["loader"]["persistent_workers"] is True
     assert result.before.run_id and result.after.run_id == result.before.run_id + 1
@@ -87,7 +99,17 @@ def test_doctor_rejects_too_few_steps():
 
 @pytest.mark.slow
 def test_doctor_cli_json(tmp_path):
-    result = run_cli("doctor", "--json", "--steps", "10", "--warmup", "1", "--store", str(tmp_path / "runs.sqlite"), timeout=300)
+    result = run_cli(
+        "doctor",
+        "--json",
+        "--steps",
+        "10",
+        "--warmup",
+        "1",
+        "--store",
+        str(tmp_path / "runs.sqlite"),
+        timeout=300,
+    )
     assert result.exit_code == 0, result.stderr[-2000:]
     doc = result.json()
     assert doc["kind"] == "doctor" and doc["device"] == "cpu"

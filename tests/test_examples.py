@@ -44,7 +44,10 @@ def test_every_example_gives_a_complete_plan_that_fits(path):
     assert any(comfortable(h.outcome) for h in p.hardware)
     for t in p.recommended:  # every recommended line is computed: it fits, or it saves memory toward a fit
         assert t.reason and (t.after.fits or t.impact.memory_saved_bytes > 0)
-    if p.config.global_batch_before is not None and p.config.global_batch_after != p.config.global_batch_before:
+    if (
+        p.config.global_batch_before is not None
+        and p.config.global_batch_after != p.config.global_batch_before
+    ):
         assert any(t.quality_risk == "changes-training" for t in p.recommended)
 
 
@@ -75,7 +78,10 @@ def test_low_utilization_job_lists_input_and_small_batch_causes():
     ids = {f.id for f in p.diagnosis.findings}
     assert {"low_utilization", "small_batch", "no_mixed_precision"} <= ids
     causes = {c.id: c for c in p.diagnosis.idle_causes}
-    assert causes["input_bound"].status == "not-measured" and "gpuwise profile" in causes["input_bound"].how_to_check
+    assert (
+        causes["input_bound"].status == "not-measured"
+        and "gpuwise profile" in causes["input_bound"].how_to_check
+    )
     assert causes["small_batch"].status == "found"
     assert "mixed_precision" in p.config.applied
     assert {"NVIDIA DALI", "gpuwise profile"} <= {t.name for t in p.tools}
@@ -89,7 +95,11 @@ def test_rag_at_32k_on_8gb_versus_24gb():
     assert small.config.workload.gpu != "rtx-4060"  # 32k context needs a bigger GPU
     assert "llama.cpp" in {t.id for t in small.tools}
     assert big.config.workload.gpu == "l4" and comfortable(big.config.outcome)
-    assert big.config.workload.kv_cache_dtype == "fp8" or big.config.workload.precision in {"fp8", "int8", "int4"}
+    assert big.config.workload.kv_cache_dtype == "fp8" or big.config.workload.precision in {
+        "fp8",
+        "int8",
+        "int4",
+    }
     assert "--enable-prefix-caching" in big.config.snippets["vLLM"]
 
 

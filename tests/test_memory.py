@@ -37,6 +37,7 @@ def W(**kw):
 
 # ---- parameters and weights ---------------------------------------------------------------------
 
+
 def test_llama3_8b_parameter_groups_are_exact():
     g = param_groups(get_model("llama-3-8b"))
     assert g.total == LLAMA3_8B
@@ -50,12 +51,15 @@ def test_bf16_weights_are_two_bytes_per_parameter():
     assert weight_bytes(get_model("llama-3-8b"), w, regime_for(w), profile_for("")) == 2 * LLAMA3_8B
 
 
-@pytest.mark.parametrize("precision, double_quant, expected", [
-    ("nf4", False, 0.5 + 4 / 64),  # 4-bit codes + one fp32 absmax per block of 64
-    ("int4", False, 0.5625),
-    ("nf4", True, 0.5 + 1 / 64 + 4 / (64 * 256)),  # absmax as int8 per 64, one fp32 scale per 256 absmax
-    ("int8", False, 1 + 4 / 4096),  # LLM.int8: 1 byte + fp32 row scale
-])
+@pytest.mark.parametrize(
+    "precision, double_quant, expected",
+    [
+        ("nf4", False, 0.5 + 4 / 64),  # 4-bit codes + one fp32 absmax per block of 64
+        ("int4", False, 0.5625),
+        ("nf4", True, 0.5 + 1 / 64 + 4 / (64 * 256)),  # absmax as int8 per 64, one fp32 scale per 256 absmax
+        ("int8", False, 1 + 4 / 4096),  # LLM.int8: 1 byte + fp32 row scale
+    ],
+)
 def test_quantized_layouts(precision, double_quant, expected):
     assert quantized_bytes_per_param(precision, double_quant, 4096) == pytest.approx(expected)
 
@@ -70,21 +74,31 @@ def test_nf4_keeps_embeddings_and_lm_head_in_16_bit_like_bitsandbytes():
 def test_litgpt_quantizes_the_head_and_keeps_its_own_copy_of_tied_embeddings():
     arch = get_model("falcon-7b")  # tied in Hugging Face, untied in LitGPT's GPT
     hf = workload_from_mapping({"model": "falcon-7b", "task": "inference", "precision": "bf16"})
-    lit = workload_from_mapping({"model": "falcon-7b", "task": "inference", "precision": "bf16", "framework": "litgpt"})
+    lit = workload_from_mapping(
+        {"model": "falcon-7b", "task": "inference", "precision": "bf16", "framework": "litgpt"}
+    )
     head = arch.vocab_size * arch.hidden_size
-    assert weight_bytes(arch, lit, regime_for(lit), profile_for("litgpt")) - weight_bytes(arch, hf, regime_for(hf), profile_for("hf")) == 2 * head
+    assert (
+        weight_bytes(arch, lit, regime_for(lit), profile_for("litgpt"))
+        - weight_bytes(arch, hf, regime_for(hf), profile_for("hf"))
+        == 2 * head
+    )
 
 
 # ---- LoRA ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("model, expected", [
-    # LitGPT resource tables (commit 8641822), "Trainable parameters" for r=8 on q and v
-    ("llama-2-7b", 4_194_304),
-    ("llama-2-13b", 6_553_600),
-    ("phi-1.5", 1_572_864),
-    ("stablelm-alpha-3b", 2_097_152),
-    ("falcon-40b", 12_042_240),  # GQA: v projects to 8 KV heads x 64
-])
+
+@pytest.mark.parametrize(
+    "model, expected",
+    [
+        # LitGPT resource tables (commit 8641822), "Trainable parameters" for r=8 on q and v
+        ("llama-2-7b", 4_194_304),
+        ("llama-2-13b", 6_553_600),
+        ("phi-1.5", 1_572_864),
+        ("stablelm-alpha-3b", 2_097_152),
+        ("falcon-40b", 12_042_240),  # GQA: v projects to 8 KV heads x 64
+    ],
+)
 def test_lora_parameter_counts_match_published_figures(model, expected):
     assert lora_params(get_model(model), ("q", "v"), 8) == expected
 
@@ -92,7 +106,9 @@ def test_lora_parameter_counts_match_published_figures(model, expected):
 def test_lora_all_linear_by_hand():
     per_layer = 16 * ((4096 + 4096) + 2 * (4096 + 1024) + (4096 + 4096) + 3 * (4096 + 14336))
     assert lora_params(get_model("llama-3-8b"), ("all-linear",), 16) == 32 * per_layer == 41_943_040
-    assert lora_params(get_model("llama-3-8b"), ("q_proj", "v_proj"), 16) == lora_params(get_model("llama-3-8b"), ("q", "v"), 16)
+    assert lora_params(get_model("llama-3-8b"), ("q_proj", "v_proj"), 16) == lora_params(
+        get_model("llama-3-8b"), ("q", "v"), 16
+    )
 
 
 def test_unknown_lora_target_is_one_clear_line():
@@ -102,6 +118,7 @@ def test_unknown_lora_target_is_one_clear_line():
 
 # ---- KV cache -----------------------------------------------------------------------------------
 
+
 def test_gqa_kv_cache_by_hand():
     arch = get_model("llama-3-8b")  # 32 layers, 8 KV heads of 128
     w = W(task="inference", seq_len=8192)
@@ -109,7 +126,10 @@ def test_gqa_kv_cache_by_hand():
     assert kv_cache_bytes(arch, W(task="inference", kv_cache_dtype="fp8"), 8192, 1) == GiB / 2
     assert kv_cache_bytes(arch, W(task="inference", tp=2, num_gpus=2), 8192, 1) == GiB / 2
     mha = get_model("llama-2-7b")  # 32 KV heads: four times the per-token cache
-    assert kv_cache_bytes(mha, workload_from_mapping({"model": "llama-2-7b", "task": "inference"}), 1, 1) == 4 * 2 * 32 * 8 * 128 * 2
+    assert (
+        kv_cache_bytes(mha, workload_from_mapping({"model": "llama-2-7b", "task": "inference"}), 1, 1)
+        == 4 * 2 * 32 * 8 * 128 * 2
+    )
 
 
 def test_inference_kv_covers_prompt_and_generated_tokens():
@@ -119,6 +139,7 @@ def test_inference_kv_covers_prompt_and_generated_tokens():
 
 
 # ---- optimizer, gradients, precision ---------------------------------------------------------------
+
 
 def test_pure_bf16_adamw_foreach_step_matches_the_simulated_reference():
     e = estimate_memory(W(task="full-finetune", precision="bf16", batch_size=1, seq_len=2048))
@@ -163,7 +184,9 @@ def test_quantized_linears_keep_inputs_as_their_library_does():
 
     def saved(precision, framework="hf", versions=()):
         w = W(task="qlora", precision=precision, framework=framework)
-        return layer_activations(arch, w, regime_for(w), profile_for(framework, versions), 1, 2048).saved_bytes
+        return layer_activations(
+            arch, w, regime_for(w), profile_for(framework, versions), 1, 2048
+        ).saved_bytes
 
     t, h, i = 2048, 4096, 14336
     # bitsandbytes < 0.43.2 kept each 4-bit matmul's 16-bit cast of its fp32 input (q, k, v, gate, up, down;
@@ -183,10 +206,14 @@ def test_master_weights_with_zero_and_not_with_plain_bf16():
 
 
 def test_8bit_and_paged_optimizers():
-    eight = estimate_memory(W(task="full-finetune", optimizer="adamw-8bit")).phase("optimizer_step").components
+    eight = (
+        estimate_memory(W(task="full-finetune", optimizer="adamw-8bit")).phase("optimizer_step").components
+    )
     assert eight["optimizer_states"] == 2 * LLAMA3_8B
     paged = estimate_memory(W(task="full-finetune", optimizer="paged-adamw-8bit"))
-    assert paged.phase("optimizer_step").components["optimizer_states"] == 0  # unified memory: not in torch stats
+    assert (
+        paged.phase("optimizer_step").components["optimizer_states"] == 0
+    )  # unified memory: not in torch stats
     assert paged.breakdown["optimizer_states"] == 2 * LLAMA3_8B  # but nvidia-smi sees it
     assert paged.device_total_bytes - paged.peak_reserved_bytes > 2 * LLAMA3_8B
 
@@ -211,6 +238,7 @@ def test_gradients_stay_allocated_between_steps_before_torch_2():
 
 # ---- activations ---------------------------------------------------------------------------------
 
+
 def test_activations_scale_with_tokens_and_shrink_with_recompute():
     def acts(**kw):
         return estimate_memory(W(task="full-finetune", **kw)).phase("forward").components["activations"]
@@ -223,6 +251,7 @@ def test_activations_scale_with_tokens_and_shrink_with_recompute():
 
 def test_flash_attention_saves_no_scores_and_eager_does():
     arch = get_model("llama-3-8b")
+
     def per_layer(attn):
         w = W(task="full-finetune", attention=attn)
         return layer_activations(arch, w, regime_for(w), profile_for(""), 1, 4096).saved_bytes
@@ -245,7 +274,9 @@ def test_sdpa_expands_gqa_kv_only_before_transformers_4_54():
     assert per_layer("transformers==4.53") - per_layer() == expanded_kv
     assert per_layer("transformers==4.54.0") == per_layer()
     # the estimate says what a padded batch (which still expands K/V) would add
-    note = next(a for a in estimate_memory(W(task="full-finetune", seq_len=4096)).assumptions if "GQA natively" in a)
+    note = next(
+        a for a in estimate_memory(W(task="full-finetune", seq_len=4096)).assumptions if "GQA natively" in a
+    )
     assert f"+{32 * expanded_kv / GiB:.2f} GiB" in note
 
 
@@ -269,20 +300,31 @@ def test_python_gelu_new_keeps_three_more_mlp_wide_tensors():
 
 def test_selective_recompute_drops_the_attention_core():
     a = estimate_memory(W(task="full-finetune", attention="eager")).phase("forward").components["activations"]
-    s = estimate_memory(W(task="full-finetune", attention="eager", grad_checkpointing="selective")).phase("forward").components["activations"]
-    f = estimate_memory(W(task="full-finetune", attention="eager", grad_checkpointing="full")).phase("forward").components["activations"]
+    s = (
+        estimate_memory(W(task="full-finetune", attention="eager", grad_checkpointing="selective"))
+        .phase("forward")
+        .components["activations"]
+    )
+    f = (
+        estimate_memory(W(task="full-finetune", attention="eager", grad_checkpointing="full"))
+        .phase("forward")
+        .components["activations"]
+    )
     assert f < s < a
 
 
 def test_logits_are_upcast_to_fp32_for_the_loss():
     e = estimate_memory(W(task="full-finetune", batch_size=1, seq_len=2048))
     tv = 2048 * 128_256
-    assert e.phase("forward").components["logits_loss"] == 10 * tv  # bf16 head output + fp32 copy + fp32 log-softmax
+    assert (
+        e.phase("forward").components["logits_loss"] == 10 * tv
+    )  # bf16 head output + fp32 copy + fp32 log-softmax
     litgpt = estimate_memory(W(task="full-finetune", batch_size=1, seq_len=2048, framework="litgpt"))
     assert litgpt.phase("forward").components["logits_loss"] == 4 * tv  # chunked, 16-bit
 
 
 # ---- phases, totals, overheads ---------------------------------------------------------------------
+
 
 def test_peak_is_the_largest_phase_not_a_sum():
     e = estimate_memory(W(task="lora", batch_size=2))
@@ -311,9 +353,13 @@ def test_overhead_functions():
 
 
 def test_fits_and_headroom():
-    small = estimate_memory(workload_from_mapping({"model": "llama-3.2-1b", "task": "inference", "gpu": "h100-sxm"}))
+    small = estimate_memory(
+        workload_from_mapping({"model": "llama-3.2-1b", "task": "inference", "gpu": "h100-sxm"})
+    )
     assert small.fits and 90 < small.headroom_pct < 100
-    big = estimate_memory(workload_from_mapping({"model": "llama-3-70b", "task": "inference", "gpu": "rtx-4090"}))
+    big = estimate_memory(
+        workload_from_mapping({"model": "llama-3-70b", "task": "inference", "gpu": "rtx-4090"})
+    )
     assert not big.fits and big.headroom_pct < 0
     assert big.gpu_memory_bytes == 24 * GiB  # datasheet "24 GB" is binary: 24,564 MiB in nvidia-smi
 
@@ -326,12 +372,22 @@ def test_other_gpu_changes_only_capacity():
 
 # ---- sharding and parallelism ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("sharding, weights_div, grads_div, state_div", [
-    ("ddp", 1, 1, 1), ("zero1", 1, 1, 4), ("zero2", 1, 4, 4), ("zero3", 4, 4, 4), ("fsdp", 4, 4, 4),
-])
+
+@pytest.mark.parametrize(
+    "sharding, weights_div, grads_div, state_div",
+    [
+        ("ddp", 1, 1, 1),
+        ("zero1", 1, 1, 4),
+        ("zero2", 1, 4, 4),
+        ("zero3", 4, 4, 4),
+        ("fsdp", 4, 4, 4),
+    ],
+)
 def test_sharding_divides_the_right_terms(sharding, weights_div, grads_div, state_div):
     # amp-bf16: fp32 parameters, gradients and AdamW moments (4 + 4 + 8 bytes per parameter)
-    e = estimate_memory(W(task="full-finetune", precision="amp-bf16", optimizer="adamw-fused", num_gpus=4, sharding=sharding))
+    e = estimate_memory(
+        W(task="full-finetune", precision="amp-bf16", optimizer="adamw-fused", num_gpus=4, sharding=sharding)
+    )
     step = e.phase("optimizer_step").components
     assert step["weights"] == pytest.approx(4 * LLAMA3_8B / weights_div)
     buckets = 4 * LLAMA3_8B if sharding == "ddp" else 0  # DDP gradient buckets
@@ -347,8 +403,12 @@ def test_multi_gpu_without_sharding_is_ddp_and_says_so():
 def test_tensor_parallel_splits_weights_activations_and_kv():
     one = estimate_memory(W(task="inference", batch_size=8, seq_len=4096))
     two = estimate_memory(W(task="inference", batch_size=8, seq_len=4096, tp=2, num_gpus=2))
-    assert two.phase("decode").components["weights"] == pytest.approx(one.phase("decode").components["weights"] / 2)
-    assert two.phase("decode").components["kv_cache"] == pytest.approx(one.phase("decode").components["kv_cache"] / 2)
+    assert two.phase("decode").components["weights"] == pytest.approx(
+        one.phase("decode").components["weights"] / 2
+    )
+    assert two.phase("decode").components["kv_cache"] == pytest.approx(
+        one.phase("decode").components["kv_cache"] / 2
+    )
     t1 = estimate_memory(W(task="full-finetune")).phase("forward").components["activations"]
     t2 = estimate_memory(W(task="full-finetune", tp=2, num_gpus=2)).phase("forward").components["activations"]
     assert t2 == pytest.approx(t1 / 2)
@@ -362,9 +422,14 @@ def test_pipeline_parallel_splits_layers():
 
 # ---- model families ---------------------------------------------------------------------------------
 
+
 def test_vit_tokens_come_from_the_image():
-    e = estimate_memory(workload_from_mapping({"model": "vit-l-16", "task": "cv-train", "image_size": 224, "batch_size": 8}))
-    e384 = estimate_memory(workload_from_mapping({"model": "vit-l-16", "task": "cv-train", "image_size": 384, "batch_size": 8}))
+    e = estimate_memory(
+        workload_from_mapping({"model": "vit-l-16", "task": "cv-train", "image_size": 224, "batch_size": 8})
+    )
+    e384 = estimate_memory(
+        workload_from_mapping({"model": "vit-l-16", "task": "cv-train", "image_size": 384, "batch_size": 8})
+    )
     ratio = e384.phase("forward").components["activations"] / e.phase("forward").components["activations"]
     assert ratio == pytest.approx(577 / 197, rel=0.05)  # (384/16)^2 + 1 vs (224/16)^2 + 1 tokens
 
@@ -381,7 +446,9 @@ def test_cnn_and_diffusion_models_are_refused_with_a_clear_line():
 
 
 def test_memory_package_does_not_import_torch():
-    code = ("import sys; from gpuwise.memory import estimate_memory, fit_table; from gpuwise.workload import "
-            "workload_from_mapping as W; w = W({'model': 'llama-3-8b', 'task': 'qlora'}); estimate_memory(w); "
-            "fit_table(w); assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys; from gpuwise.memory import estimate_memory, fit_table; from gpuwise.workload import "
+        "workload_from_mapping as W; w = W({'model': 'llama-3-8b', 'task': 'qlora'}); estimate_memory(w); "
+        "fit_table(w); assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,8 +14,17 @@ def test_memory_json_has_the_documented_keys(cli):
     assert r.exit_code == 0, r.stderr
     doc = r.json()
     assert doc["kind"] == "memory" and doc["schema_version"] == 1
-    for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes", "peak_phase", "breakdown",
-                "phases", "gpu_memory_bytes", "headroom_pct", "fits"):
+    for key in (
+        "peak_allocated_bytes",
+        "peak_reserved_bytes",
+        "device_total_bytes",
+        "peak_phase",
+        "breakdown",
+        "phases",
+        "gpu_memory_bytes",
+        "headroom_pct",
+        "fits",
+    ):
         assert key in doc
     assert doc["peak_allocated_bytes"] <= doc["peak_reserved_bytes"] < doc["device_total_bytes"]
     assert sum(doc["breakdown"].values()) == pytest.approx(doc["device_total_bytes"], abs=16)
@@ -23,8 +32,23 @@ def test_memory_json_has_the_documented_keys(cli):
 
 
 def test_memory_terminal_draws_the_breakdown_and_names_the_peak(cli):
-    r = cli("memory", "--model", "llama-3-8b", "--task", "qlora", "--precision", "nf4-dq", "--gpu", "rtx-4090",
-            "--checkpointing", "full", "--batch", "1", "--seq", "1024")
+    r = cli(
+        "memory",
+        "--model",
+        "llama-3-8b",
+        "--task",
+        "qlora",
+        "--precision",
+        "nf4-dq",
+        "--gpu",
+        "rtx-4090",
+        "--checkpointing",
+        "full",
+        "--batch",
+        "1",
+        "--seq",
+        "1024",
+    )
     assert r.exit_code == 0, r.stderr
     out = r.stdout
     assert "peak phase:" in out and "GiB" in out and "device total (nvidia-smi)" in out
@@ -33,7 +57,9 @@ def test_memory_terminal_draws_the_breakdown_and_names_the_peak(cli):
 
 
 def test_max_batch_and_max_seq(cli):
-    r = cli("memory", "examples/llama-3-8b-lora.yaml", "--max-batch", "--max-seq", "--headroom", "20", "--json")
+    r = cli(
+        "memory", "examples/llama-3-8b-lora.yaml", "--max-batch", "--max-seq", "--headroom", "20", "--json"
+    )
     assert r.exit_code == 0, r.stderr
     doc = r.json()
     assert doc["max_batch"]["headroom_pct"] == 20 and doc["max_batch"]["value"] >= 1
@@ -46,26 +72,43 @@ def test_fit_json_and_terminal(cli):
     r = cli("fit", "examples/llama-3-8b-qlora-4090.yaml", "--json")
     assert r.exit_code == 0, r.stderr
     rows = r.json()["rows"]
-    assert rows and rows == sorted(rows, key=lambda x: (x["num_gpus"], x["gpu_memory_bytes"], -x["headroom_pct"]))
+    assert rows and rows == sorted(
+        rows, key=lambda x: (x["num_gpus"], x["gpu_memory_bytes"], -x["headroom_pct"])
+    )
     assert all(x["device_total_bytes"] <= x["gpu_memory_bytes"] for x in rows)
     text = cli("fit", "examples/llama-3-8b-qlora-4090.yaml").stdout
     assert "needs GiB" in text and "rtx-4090" in text
 
 
-@pytest.mark.parametrize("args, message", [
-    (["memory", "--model", "llama-3-8b", "--gpu", "h100"], "did you mean 'h100-sxm'"),
-    (["memory", "--model", "llama3-8b"], "unknown model 'llama3-8b': did you mean"),
-    (["memory", "--model", "llama-3-8b", "--batch", "0"], "batch_size must be at least 1"),
-    (["memory", "--model", "llama-3-8b", "--task", "lora", "--lora-rank", "8192"], "smaller than llama-3-8b's hidden size"),
-    (["memory", "--model", "llama-3-8b", "--tp", "3", "--gpus", "3"], "does not divide llama-3-8b's 32 attention heads"),
-    (["memory", "--model", "llama-3-8b", "--task", "full-finetune", "--precision", "nf4"], "cannot be fully fine-tuned"),
-    (["memory", "--model", "llama-3-8b", "--task", "lora", "--set", "lora_targets=qq"], "unknown LoRA target 'qq'"),
-    (["memory", "--model", "resnet-50", "--task", "cv-train"], "analytic estimator models transformers"),
-    (["memory", "--model", "llama-3-8b", "--headroom", "100"], "--headroom must be between 0 and 100"),
-    (["memory", "--model", "llama-3-8b", "--model-factory", "x:y"], "need --traced"),
-    (["memory", "--model", "llama-3-8b", "--traced", "--max-batch"], "drop --traced"),
-    (["fit", "--model", "llama-3-8b", "--headroom", "-5"], "headroom must be between 0 and 100"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["memory", "--model", "llama-3-8b", "--gpu", "h100"], "did you mean 'h100-sxm'"),
+        (["memory", "--model", "llama3-8b"], "unknown model 'llama3-8b': did you mean"),
+        (["memory", "--model", "llama-3-8b", "--batch", "0"], "batch_size must be at least 1"),
+        (
+            ["memory", "--model", "llama-3-8b", "--task", "lora", "--lora-rank", "8192"],
+            "smaller than llama-3-8b's hidden size",
+        ),
+        (
+            ["memory", "--model", "llama-3-8b", "--tp", "3", "--gpus", "3"],
+            "does not divide llama-3-8b's 32 attention heads",
+        ),
+        (
+            ["memory", "--model", "llama-3-8b", "--task", "full-finetune", "--precision", "nf4"],
+            "cannot be fully fine-tuned",
+        ),
+        (
+            ["memory", "--model", "llama-3-8b", "--task", "lora", "--set", "lora_targets=qq"],
+            "unknown LoRA target 'qq'",
+        ),
+        (["memory", "--model", "resnet-50", "--task", "cv-train"], "analytic estimator models transformers"),
+        (["memory", "--model", "llama-3-8b", "--headroom", "100"], "--headroom must be between 0 and 100"),
+        (["memory", "--model", "llama-3-8b", "--model-factory", "x:y"], "need --traced"),
+        (["memory", "--model", "llama-3-8b", "--traced", "--max-batch"], "drop --traced"),
+        (["fit", "--model", "llama-3-8b", "--headroom", "-5"], "headroom must be between 0 and 100"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(cli, args, message):
     r = cli(*args)
     assert r.exit_code == 2, (r.stdout, r.stderr)
@@ -82,15 +125,30 @@ def test_malformed_yaml_names_file_and_line(cli, tmp_path):
 
 def test_config_json_missing_a_field_names_it(cli, tmp_path):
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8}))
+    cfg.write_text(
+        json.dumps(
+            {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8}
+        )
+    )
     r = cli("memory", "--model", str(cfg))
     assert r.exit_code == 2 and "vocab_size" in r.stderr
 
 
 def test_local_config_json_is_estimated(cli, tmp_path):
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,
-                               "num_key_value_heads": 2, "intermediate_size": 1376, "vocab_size": 32000}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 512,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 2,
+                "intermediate_size": 1376,
+                "vocab_size": 32000,
+            }
+        )
+    )
     r = cli("memory", "--model", str(cfg), "--task", "inference", "--json")
     assert r.exit_code == 0, r.stderr
     assert 0 < r.json()["peak_allocated_bytes"] < GiB
@@ -106,8 +164,19 @@ def test_traced_mode_runs_the_simulator_and_agrees_with_the_analytic_estimate(cl
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
-                               "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 1000}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 256,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 2,
+                "intermediate_size": 688,
+                "vocab_size": 1000,
+            }
+        )
+    )
     args = ("memory", "--model", str(cfg), "--task", "lora", "--batch", "2", "--seq", "128", "--json")
     traced = cli(*args, "--traced", timeout=600)
     assert traced.exit_code == 0, traced.stderr
@@ -134,8 +203,18 @@ def test_a_model_factory_needs_no_catalog_model(cli, tmp_path):
     pytest.importorskip("torch")
     path = tmp_path / "user_models.py"
     path.write_text(FACTORY)
-    args = ("--task", "pretrain", "--precision", "fp32", "--seq", "32", "--model-factory", f"{path}:mlp",
-            "--input-factory", f"{path}:batch")
+    args = (
+        "--task",
+        "pretrain",
+        "--precision",
+        "fp32",
+        "--seq",
+        "32",
+        "--model-factory",
+        f"{path}:mlp",
+        "--input-factory",
+        f"{path}:batch",
+    )
     r = cli("memory", "--traced", *args, "--json")
     assert r.exit_code == 0, r.stderr
     doc = r.json()

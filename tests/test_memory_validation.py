@@ -6,19 +6,40 @@ import csv
 import json
 import subprocess
 import sys
-
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
 SCRIPT = REPO / "benchmarks" / "validate_memory.py"
-COLUMNS = ["id", "model", "task", "batch_size", "seq_len", "grad_accum", "precision", "optimizer", "grad_checkpointing",
-           "lora_rank", "lora_targets", "num_gpus", "sharding", "gpu", "metric", "measured_value", "unit", "framework",
-           "source", "quality", "notes"]
+COLUMNS = [
+    "id",
+    "model",
+    "task",
+    "batch_size",
+    "seq_len",
+    "grad_accum",
+    "precision",
+    "optimizer",
+    "grad_checkpointing",
+    "lora_rank",
+    "lora_targets",
+    "num_gpus",
+    "sharding",
+    "gpu",
+    "metric",
+    "measured_value",
+    "unit",
+    "framework",
+    "source",
+    "quality",
+    "notes",
+]
 
 
 def run(data) -> tuple[str, dict]:
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data)], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--data", str(data)], capture_output=True, text=True, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout, json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -34,10 +55,24 @@ def test_dev_set_meets_the_targets(shared_dir):
 
 def test_any_csv_with_the_same_columns_and_every_unit(tmp_path):
     # Llama-2-7B bf16 generation in LitGPT: weights 13.48 GB + a small KV cache; the same value in four units.
-    base = {"model": "llama-2-7b", "task": "inference", "batch_size": "1", "seq_len": "56", "grad_accum": "1",
-            "precision": "bf16", "optimizer": "none", "grad_checkpointing": "no", "num_gpus": "1", "sharding": "none",
-            "gpu": "a100-40gb-sxm", "metric": "max_allocated", "framework": "litgpt", "source": "test",
-            "quality": "clean", "notes": "max_new_tokens 50"}
+    base = {
+        "model": "llama-2-7b",
+        "task": "inference",
+        "batch_size": "1",
+        "seq_len": "56",
+        "grad_accum": "1",
+        "precision": "bf16",
+        "optimizer": "none",
+        "grad_checkpointing": "no",
+        "num_gpus": "1",
+        "sharding": "none",
+        "gpu": "a100-40gb-sxm",
+        "metric": "max_allocated",
+        "framework": "litgpt",
+        "source": "test",
+        "quality": "clean",
+        "notes": "max_new_tokens 50",
+    }
     rows = [
         {**base, "id": "gb", "measured_value": "13.52", "unit": "GB"},
         {**base, "id": "gib", "measured_value": str(13.52e9 / 2**30), "unit": "GiB"},
@@ -68,14 +103,32 @@ def _validator():
 
 def test_rows_are_estimated_with_the_libraries_of_their_time():
     v = _validator()
-    base = {"id": "x", "model": "llama-2-7b", "task": "qlora", "batch_size": "1", "seq_len": "512", "precision": "nf4",
-            "optimizer": "adamw", "grad_checkpointing": "no", "num_gpus": "1", "framework": "hf-trainer", "notes": ""}
+    base = {
+        "id": "x",
+        "model": "llama-2-7b",
+        "task": "qlora",
+        "batch_size": "1",
+        "seq_len": "512",
+        "precision": "nf4",
+        "optimizer": "adamw",
+        "grad_checkpointing": "no",
+        "num_gpus": "1",
+        "framework": "hf-trainer",
+        "notes": "",
+    }
     dated, _ = v.row_to_mapping({**base, "source": "some table (Oct 2023)"})
-    assert dated["library_versions"] == ["bitsandbytes==0.43.1", "transformers==4.53"]  # both changes came later
-    stated, _ = v.row_to_mapping({**base, "source": "docs", "notes": "transformers v4.21.0, FlashAttention-2"})
+    assert dated["library_versions"] == [
+        "bitsandbytes==0.43.1",
+        "transformers==4.53",
+    ]  # both changes came later
+    stated, _ = v.row_to_mapping(
+        {**base, "source": "docs", "notes": "transformers v4.21.0, FlashAttention-2"}
+    )
     assert stated["library_versions"] == ["torch==1.13", "transformers==4.21.0"]  # 4.21 predates torch 2.0
     assert stated["attention"] == "flash"
     undated, _ = v.row_to_mapping({**base, "source": "a README"})
     assert "library_versions" not in undated  # current releases
     litgpt, _ = v.row_to_mapping({**base, "source": "a README", "framework": "litgpt"})
-    assert litgpt["library_versions"] == ["bitsandbytes==0.41.0"]  # what LitGPT pinned for its published tables
+    assert litgpt["library_versions"] == [
+        "bitsandbytes==0.41.0"
+    ]  # what LitGPT pinned for its published tables

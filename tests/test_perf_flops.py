@@ -32,7 +32,10 @@ def test_tied_lm_head_still_costs_a_matmul():
     arch = get_model("gpt2")  # tied embeddings
     counts = arch.param_counts()
     assert counts.lm_head == 0
-    assert matmul_params(arch) == counts.num_layers * (counts.per_layer_attention + counts.per_layer_mlp) + 50257 * 768
+    assert (
+        matmul_params(arch)
+        == counts.num_layers * (counts.per_layer_attention + counts.per_layer_mlp) + 50257 * 768
+    )
 
 
 def test_full_training_is_six_n_t_plus_causal_attention():
@@ -67,7 +70,9 @@ def test_lora_targets_by_name():
     assert qv == 32 * 8 * ((4096 + 4096) + (4096 + 1024))
 
 
-@pytest.mark.parametrize("mode, extra_linear, extra_attention", [("full", 1, 1), ("selective", 0, 1), ("none", 0, 0)])
+@pytest.mark.parametrize(
+    "mode, extra_linear, extra_attention", [("full", 1, 1), ("selective", 0, 1), ("none", 0, 0)]
+)
 def test_recompute_adds_a_forward(mode, extra_linear, extra_attention):
     arch = get_model("llama-3-8b")
     tokens, seq = 2048, 2048
@@ -84,7 +89,9 @@ def test_moe_counts_only_routed_experts():
 
 def test_decode_attention_is_not_halved():
     arch = get_model("llama-3-8b")
-    assert attention_flops_per_token(arch, 1000, causal=False) == 2 * attention_flops_per_token(arch, 1000, causal=True)
+    assert attention_flops_per_token(arch, 1000, causal=False) == 2 * attention_flops_per_token(
+        arch, 1000, causal=True
+    )
 
 
 def test_memory_bound_roofline_is_bytes_over_bandwidth():

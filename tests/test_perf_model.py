@@ -45,8 +45,16 @@ def test_quantized_weights_cut_decode_time():
 
 
 def test_kv_cache_concurrency_hand_case():
-    w = W(model="llama-3-8b", gpu="h100-sxm", task="serving", seq_len=1000, output_len=1000, concurrency=10_000,
-          precision="fp8", kv_cache_dtype="fp8")
+    w = W(
+        model="llama-3-8b",
+        gpu="h100-sxm",
+        task="serving",
+        seq_len=1000,
+        output_len=1000,
+        concurrency=10_000,
+        precision="fp8",
+        kv_cache_dtype="fp8",
+    )
     p = predict(w).inference
     assert p.kv_bytes_per_token_per_gpu == 2 * 32 * 8 * 128 * 1  # K and V, 32 layers, 8 KV heads, fp8
     assert p.max_concurrency == int(p.kv_budget_bytes_per_gpu // (p.kv_bytes_per_token_per_gpu * 2000))
@@ -70,7 +78,9 @@ def test_training_that_does_not_fit_says_so():
 
 
 def test_long_prompt_serving_is_bound_by_prefill_compute():
-    p = predict(W(model="llama-3-8b", task="rag", gpu="h100-sxm", seq_len=32768, output_len=128, concurrency=8))
+    p = predict(
+        W(model="llama-3-8b", task="rag", gpu="h100-sxm", seq_len=32768, output_len=128, concurrency=8)
+    )
     assert p.inference.decode_bound == "memory_bandwidth"  # a decode-only step streams weights + KV
     assert p.bound == p.inference.throughput_bound == "compute"  # but prompts dominate the work
 
@@ -108,34 +118,60 @@ def test_recompute_and_lora_change_speed_in_the_right_direction():
 
 def test_fp8_training_is_faster_but_not_twice():
     base = dict(model="llama-3-8b", task="pretrain", gpu="h100-sxm", batch_size=2, seq_len=4096)
-    speedup = predict(W(**base, precision="fp8")).tokens_per_s / predict(W(**base, precision="bf16")).tokens_per_s
+    speedup = (
+        predict(W(**base, precision="fp8")).tokens_per_s / predict(W(**base, precision="bf16")).tokens_per_s
+    )
     assert 1.2 < speedup < 1.6
 
 
 def test_data_parallel_over_consumer_pcie_is_communication_bound():
-    p = predict(W(model="llama-3.2-1b", task="full-finetune", gpu="rtx-4090", num_gpus=4, sharding="ddp",
-                  batch_size=1, seq_len=512, precision="bf16"))
+    p = predict(
+        W(
+            model="llama-3.2-1b",
+            task="full-finetune",
+            gpu="rtx-4090",
+            num_gpus=4,
+            sharding="ddp",
+            batch_size=1,
+            seq_len=512,
+            precision="bf16",
+        )
+    )
     assert p.bound == "communication"
     assert p.training.links["dp"] == "pcie"
     assert p.training.dp_exposed_s > p.training.compute_s
 
 
 def test_fsdp_and_tensor_parallel_traffic():
-    fsdp = predict(W(model="llama-3-8b", task="pretrain", gpu="h100-sxm", num_gpus=8, sharding="fsdp",
-                     batch_size=2, seq_len=4096)).training
+    fsdp = predict(
+        W(
+            model="llama-3-8b",
+            task="pretrain",
+            gpu="h100-sxm",
+            num_gpus=8,
+            sharding="fsdp",
+            batch_size=2,
+            seq_len=4096,
+        )
+    ).training
     assert fsdp.dp_comm_s > 0 and fsdp.dp_exposed_s < fsdp.dp_comm_s  # mostly hidden under compute
-    tp = predict(W(model="llama-3-70b", task="pretrain", gpu="h100-sxm", num_gpus=8, tp=8,
-                   batch_size=1, seq_len=4096)).training
+    tp = predict(
+        W(model="llama-3-70b", task="pretrain", gpu="h100-sxm", num_gpus=8, tp=8, batch_size=1, seq_len=4096)
+    ).training
     assert tp.tp_comm_s > 0 and tp.data_parallel == 1
 
 
 def test_pipeline_bubble_in_step_time():
-    base = dict(model="llama-3-70b", task="pretrain", gpu="h100-sxm", num_gpus=4, pp=4, batch_size=1, seq_len=2048)
+    base = dict(
+        model="llama-3-70b", task="pretrain", gpu="h100-sxm", num_gpus=4, pp=4, batch_size=1, seq_len=2048
+    )
     few = predict(W(**base, grad_accum=1)).training
     many = predict(W(**base, grad_accum=16)).training
     assert few.bubble_fraction == pytest.approx(3 / 4)
     assert many.bubble_fraction == pytest.approx(3 / 19)
-    assert few.step_time_s == pytest.approx(few.bubble_s / 0.75 + few.optimizer_s + few.dp_exposed_s, rel=1e-6)
+    assert few.step_time_s == pytest.approx(
+        few.bubble_s / 0.75 + few.optimizer_s + few.dp_exposed_s, rel=1e-6
+    )
 
 
 def test_tiny_model_hits_the_host_floor():
@@ -175,7 +211,9 @@ def test_vision_models():
     assert vit.training.micro_batch_tokens == 64 * 197
     resnet = predict(W(model="resnet-50", task="cv-inference", gpu="l4", precision="int8", batch_size=64))
     assert resnet.compute_dtype == "int8"
-    assert resnet.samples_per_s == pytest.approx(242.5e12 * 0.44 / (8.18e9 + 0.5e-3 * 242.5e12 * 0.44 / 64), rel=1e-3)
+    assert resnet.samples_per_s == pytest.approx(
+        242.5e12 * 0.44 / (8.18e9 + 0.5e-3 * 242.5e12 * 0.44 / 64), rel=1e-3
+    )
     with pytest.raises(GpuwiseError, match="no FLOP count for sdxl"):
         predict(W(model="sdxl", task="cv-inference", gpu="l40s"))
 
@@ -193,7 +231,9 @@ def test_fp32_matmuls_run_on_the_cuda_cores_near_their_peak():
     from gpuwise.perf.efficiency import fp32_matmul_fraction
 
     assert fp32_matmul_fraction(get_gpu("a100-80gb-sxm")) == 0.85  # SIMT SGEMM on a datacenter die
-    assert fp32_matmul_fraction(get_gpu("rtx-4090")) == 0.60  # dual-issue fp32 counted in a graphics die's peak
+    assert (
+        fp32_matmul_fraction(get_gpu("rtx-4090")) == 0.60
+    )  # dual-issue fp32 counted in a graphics die's peak
     assert fp32_matmul_fraction(get_gpu("l4")) == 0.60
     fp32 = predict(W(model="vit-l-16", task="cv-train", gpu="a100-40gb-sxm", batch_size=64, precision="fp32"))
     # no stack factor on SIMT GEMMs: only the 16-bit framework overhead (1/16 of the time) is added
@@ -202,12 +242,16 @@ def test_fp32_matmuls_run_on_the_cuda_cores_near_their_peak():
 
 
 def test_amp_gain_on_a_vit_is_far_below_the_tensor_core_peak_ratio():
-    base = dict(model="vit-b-16", task="cv-train", gpu="a100-40gb-sxm", num_gpus=4, sharding="ddp", batch_size=128)
+    base = dict(
+        model="vit-b-16", task="cv-train", gpu="a100-40gb-sxm", num_gpus=4, sharding="ddp", batch_size=128
+    )
     fp32 = predict(W(**base, precision="fp32"))
     amp = predict(W(**base, precision="amp-bf16"))
     pure = predict(W(**base, precision="bf16"))
     gain = amp.samples_per_s / fp32.samples_per_s
-    assert 4 < gain < 0.6 * 312 / 19.5  # memory-bound work only halves its bytes; fp32 GEMMs run nearer their peak
+    assert (
+        4 < gain < 0.6 * 312 / 19.5
+    )  # memory-bound work only halves its bytes; fp32 GEMMs run nearer their peak
     # torch.autocast keeps the residual stream and LayerNorm in fp32 and casts weights on use: AMP is
     # slower than pure bf16 (rasbt/pytorch-memory-optim: 3.45 vs 2.88 min for ViT-L/16, 1.20x)
     t, p = amp.training, pure.training
@@ -220,8 +264,15 @@ def test_amp_gain_on_a_vit_is_far_below_the_tensor_core_peak_ratio():
 
 
 def test_frameworks_that_keep_16_bit_activations_pay_no_autocast_casts():
-    base = dict(model="llama-3-8b", task="pretrain", gpu="h100-sxm", batch_size=2, seq_len=4096, precision="amp-bf16",
-                grad_accum=4)
+    base = dict(
+        model="llama-3-8b",
+        task="pretrain",
+        gpu="h100-sxm",
+        batch_size=2,
+        seq_len=4096,
+        precision="amp-bf16",
+        grad_accum=4,
+    )
     plain = predict(W(**base)).training
     megatron = predict(W(**base, framework="megatron-lm")).training
     assert megatron.weight_traffic_s == 0  # no casts; gradient accumulation fused into the wgrad GEMM
@@ -240,12 +291,21 @@ def test_eager_attention_moves_the_score_matrices():
 
 
 def test_zero_gathers_updated_parameters_after_the_step():
-    base = dict(model="llama-3.2-1b", task="full-finetune", gpu="a100-80gb-pcie", num_gpus=4, batch_size=4,
-                seq_len=2048, precision="bf16")
+    base = dict(
+        model="llama-3.2-1b",
+        task="full-finetune",
+        gpu="a100-80gb-pcie",
+        num_gpus=4,
+        batch_size=4,
+        seq_len=2048,
+        precision="bf16",
+    )
     ddp = predict(W(**base, sharding="ddp")).training
     zero2 = predict(W(**base, sharding="zero2")).training
     assert zero2.optimizer_s < ddp.optimizer_s / 3  # a quarter of the state each
-    assert zero2.dp_exposed_s > ddp.dp_exposed_s  # the parameter all-gather follows the update: nothing hides it
+    assert (
+        zero2.dp_exposed_s > ddp.dp_exposed_s
+    )  # the parameter all-gather follows the update: nothing hides it
 
 
 def test_vit_inference_in_eager_pytorch_pays_its_elementwise_kernels():

@@ -95,8 +95,14 @@ def test_framework_defaults():
 
 
 def test_predict_puts_a_number_on_the_fused_kernel():
-    base = dict(model="llama-3.2-1b", task="full-finetune", gpu="h100-sxm", seq_len=1024, batch_size=1,
-                precision="amp-bf16")
+    base = dict(
+        model="llama-3.2-1b",
+        task="full-finetune",
+        gpu="h100-sxm",
+        seq_len=1024,
+        batch_size=1,
+        precision="amp-bf16",
+    )
     foreach = predict(W(**base, optimizer="adamw")).training
     fused = predict(W(**base, optimizer="adamw-fused")).training
     assert foreach.optimizer.implementation == "foreach" and fused.optimizer.implementation == "fused"
@@ -111,8 +117,15 @@ def test_predict_puts_a_number_on_the_fused_kernel():
 
 
 def test_sharded_optimizer_state_updates_a_shard():
-    base = dict(model="llama-3-8b", task="pretrain", gpu="h100-sxm", num_gpus=8, batch_size=1, seq_len=4096,
-                precision="bf16")
+    base = dict(
+        model="llama-3-8b",
+        task="pretrain",
+        gpu="h100-sxm",
+        num_gpus=8,
+        batch_size=1,
+        seq_len=4096,
+        precision="bf16",
+    )
     ddp = predict(W(**base, sharding="ddp")).training.optimizer
     fsdp = predict(W(**base, sharding="fsdp")).training.optimizer
     assert fsdp.params == pytest.approx(ddp.params / 8)

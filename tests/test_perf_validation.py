@@ -7,12 +7,16 @@ import sys
 from conftest import REPO
 
 SCRIPT = REPO / "benchmarks" / "validate_throughput.py"
-HEADER = ("id,workload,model,gpu,num_gpus,precision,batch_size,input_len,output_len,seq_len,parallelism,framework,"
-          "metric,value,source,quality,notes\n")
+HEADER = (
+    "id,workload,model,gpu,num_gpus,precision,batch_size,input_len,output_len,seq_len,parallelism,framework,"
+    "metric,value,source,quality,notes\n"
+)
 
 
 def _run(*args: str) -> tuple[str, dict]:
-    proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     return proc.stdout, json.loads(last)
@@ -45,15 +49,23 @@ def test_rows_are_parsed_predicted_or_skipped_with_a_reason(tmp_path):
 
 
 def test_missing_data_file_is_reported(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--data", str(tmp_path / "nope.csv")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--data", str(tmp_path / "nope.csv")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
 def test_independent_llm_foundry_tables_within_target():
     # llm-foundry's MPT training tables (A100/H100, 125M-70B, seq 512-64k): not used to set any constant.
-    _, summary = _run("--data", str(REPO / "benchmarks" / "data" / "llm_foundry_mpt.csv"),
-                      "--models", str(REPO / "benchmarks" / "data" / "mpt_models.yaml"))
+    _, summary = _run(
+        "--data",
+        str(REPO / "benchmarks" / "data" / "llm_foundry_mpt.csv"),
+        "--models",
+        str(REPO / "benchmarks" / "data" / "mpt_models.yaml"),
+    )
     assert summary["rows"] == 33 and summary["skipped"] == 0
     assert summary["median_abs_err_pct"] <= 25
 
@@ -61,14 +73,24 @@ def test_independent_llm_foundry_tables_within_target():
 def test_vision_transformer_set_within_target():
     # ViT training and inference (rasbt A100 fp32/AMP/bf16, timm RTX 3090 AMP, AITemplate eager vs compiled).
     data = REPO / "benchmarks" / "data"
-    out, summary = _run("--data", str(data / "vision_reference.csv"), "--models", str(data / "vision_models.yaml"),
-                        "--gpus", str(data / "vision_gpus.yaml"))
+    out, summary = _run(
+        "--data",
+        str(data / "vision_reference.csv"),
+        "--models",
+        str(data / "vision_models.yaml"),
+        "--gpus",
+        str(data / "vision_gpus.yaml"),
+    )
     assert summary["rows"] == 15 and summary["skipped"] == 0
     assert summary["median_abs_err_pct"] <= 25
     assert "rasbt-vitl16-fp32" in out
 
 
 def test_missing_extra_catalog_is_reported(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--gpus", str(tmp_path / "nope.yaml")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--gpus", str(tmp_path / "nope.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "does not exist" in proc.stderr

@@ -90,7 +90,9 @@ def test_serving_that_fits_nowhere_says_what_would_make_it_fit():
 
 
 def test_training_that_fits_nowhere_offers_lora_and_sharding():
-    p = plan_for(model="llama-3.1-405b", task="full-finetune", gpu="h100-sxm", precision="amp-bf16", seq_len=4096)
+    p = plan_for(
+        model="llama-3.1-405b", task="full-finetune", gpu="h100-sxm", precision="amp-bf16", seq_len=4096
+    )
     assert not p.fit.fits_anywhere
     labels = " | ".join(o.label for o in p.fit.options)
     assert "more GPUs" in labels and ("FSDP" in labels or "TP" in labels)
@@ -108,25 +110,46 @@ def test_fit_search_prefers_keeping_full_fine_tuning_over_lora():
 
 
 def test_measured_evidence_ranks_first_and_fills_the_idle_causes(tmp_path):
-    measured = Evidence(source="profile", label="train.py", step_time_s=0.2, input_wait_pct=40.0, loader_num_workers=0,
-                        cpu_count=8, gpu_util_pct=45.0)
+    measured = Evidence(
+        source="profile",
+        label="train.py",
+        step_time_s=0.2,
+        input_wait_pct=40.0,
+        loader_num_workers=0,
+        cpu_count=8,
+        gpu_util_pct=45.0,
+    )
     path = tmp_path / "profile.json"
     path.write_text(json.dumps({"schema_version": 1, "kind": "profile", "evidence": measured.to_dict()}))
-    w = workload_from_mapping({"model": "vit-b-16", "task": "cv-train", "gpu": "a10", "batch_size": 32,
-                               "precision": "amp-bf16", "utilization_pct": 90})
+    w = workload_from_mapping(
+        {
+            "model": "vit-b-16",
+            "task": "cv-train",
+            "gpu": "a10",
+            "batch_size": 32,
+            "precision": "amp-bf16",
+            "utilization_pct": 90,
+        }
+    )
     p = make_plan(w, evidence_files=[path])
     first = p.diagnosis.findings[0]
     assert first.id == "input_bound" and first.confidence == "high" and first.source == "profile"
     assert p.evidence[-1].gpu_util_pct is None  # the user's 90 % gives way to the measured 45 %
     causes = {c.id: c.status for c in p.diagnosis.idle_causes}
     assert causes["input_bound"] == "found"
-    assert "fix: input_bound" in p.config.snippets and "num_workers=7" in p.config.snippets["fix: input_bound"]
+    assert (
+        "fix: input_bound" in p.config.snippets and "num_workers=7" in p.config.snippets["fix: input_bound"]
+    )
     assert "Measured" in p.diagnosis.summary
 
 
 def test_measured_idle_caps_predicted_speedups(tmp_path):
-    measured = Evidence(source="trace", step_time_s=0.15, input_wait_pct=30.0, fp32_matmul_pct=100.0, tensor_core_speedup=8.0)
-    w = workload_from_mapping({"model": "vit-b-16", "task": "cv-train", "gpu": "a10", "batch_size": 32, "precision": "fp32"})
+    measured = Evidence(
+        source="trace", step_time_s=0.15, input_wait_pct=30.0, fp32_matmul_pct=100.0, tensor_core_speedup=8.0
+    )
+    w = workload_from_mapping(
+        {"model": "vit-b-16", "task": "cv-train", "gpu": "a10", "batch_size": 32, "precision": "fp32"}
+    )
     p = make_plan(w, evidence=[measured])
     amp = next(t for t in p.techniques if t.id == "mixed_precision")
     cap = 1 / (0.3 + 0.7 / amp.impact.throughput_x)
@@ -139,7 +162,21 @@ def test_trace_evidence_from_the_trace_command(shared_dir, tmp_path, cli):
     assert out.exit_code == 0, out.stderr
     doc = tmp_path / "trace.json"
     doc.write_text(out.stdout)
-    result = cli("plan", "vit-b-16", "-t", "cv-train", "-g", "v100-sxm2-32gb", "-b", "32", "-p", "fp32", "--evidence", str(doc), "--json")
+    result = cli(
+        "plan",
+        "vit-b-16",
+        "-t",
+        "cv-train",
+        "-g",
+        "v100-sxm2-32gb",
+        "-b",
+        "32",
+        "-p",
+        "fp32",
+        "--evidence",
+        str(doc),
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     plan = result.json()["plan"]
     ids = {f["id"]: f for f in plan["diagnosis"]["findings"]}
@@ -148,14 +185,33 @@ def test_trace_evidence_from_the_trace_command(shared_dir, tmp_path, cli):
 
 
 def test_prediction_rules_fire_on_eager_attention_and_unfused_adamw():
-    p = plan_for(model="llama-3.2-1b", task="full-finetune", gpu="h100-sxm", attention="eager", seq_len=4096,
-                 batch_size=2, precision="amp-bf16", optimizer="adamw")
+    p = plan_for(
+        model="llama-3.2-1b",
+        task="full-finetune",
+        gpu="h100-sxm",
+        attention="eager",
+        seq_len=4096,
+        batch_size=2,
+        precision="amp-bf16",
+        optimizer="adamw",
+    )
     found = {f.id: f for f in p.diagnosis.findings}
-    assert found["no_flash_attention"].metrics["attention_scores_bytes"] == p.evidence[-1].attention_scores_bytes > 0
+    assert (
+        found["no_flash_attention"].metrics["attention_scores_bytes"]
+        == p.evidence[-1].attention_scores_bytes
+        > 0
+    )
     assert "no_fused_optimizer" in found
     assert p.recommended[0].id == "flash_attention"  # the score matrices are what does not fit
-    small = plan_for(model="llama-3.2-1b", task="full-finetune", gpu="h100-sxm", seq_len=1024, batch_size=1,
-                     precision="amp-bf16", optimizer="adamw")
+    small = plan_for(
+        model="llama-3.2-1b",
+        task="full-finetune",
+        gpu="h100-sxm",
+        seq_len=1024,
+        batch_size=1,
+        precision="amp-bf16",
+        optimizer="adamw",
+    )
     assert small.current.fits and "no_fused_optimizer" in {f.id for f in small.diagnosis.findings}
     fused = next(t for t in small.techniques if t.id == "fused_optimizer")
     # perf models the optimizer step (foreach AdamW moves ~80 B/param, fused ~28 B), so the gain is computed
@@ -163,8 +219,15 @@ def test_prediction_rules_fire_on_eager_attention_and_unfused_adamw():
 
 
 def test_goal_changes_the_recommendation():
-    base = dict(model="mistral-7b-v0.1", task="serving", gpu="l4", seq_len=1024, output_len=256, concurrency=16,
-                usd_per_gpu_hour=0.8)
+    base = dict(
+        model="mistral-7b-v0.1",
+        task="serving",
+        gpu="l4",
+        seq_len=1024,
+        output_len=256,
+        concurrency=16,
+        usd_per_gpu_hour=0.8,
+    )
     cost, latency = plan_for(**base, goal="cost"), plan_for(**base, goal="latency")
     assert cost.config.outcome.usd_per_1m < cost.current.usd_per_1m
     assert latency.config.outcome.tpot_ms < latency.current.tpot_ms
@@ -193,7 +256,9 @@ def test_scaling_for_tensor_parallel_serving_says_nvlink_matters():
     p = make_plan(load_workload(REPO / "examples" / "inference-70b.yaml"))
     s = p.scaling
     assert "TP" in s.strategy and s.num_gpus >= 2
-    assert s.nvlink in {"required", "recommended"} and s.nvlink_slowdown_pct > 0 and "NVLink" in s.nvlink_reason
+    assert (
+        s.nvlink in {"required", "recommended"} and s.nvlink_slowdown_pct > 0 and "NVLink" in s.nvlink_reason
+    )
 
 
 def test_advice_follows_the_framework_you_run():
@@ -201,7 +266,10 @@ def test_advice_follows_the_framework_you_run():
     p = make_plan(w.with_changes(framework="deepspeed"))
     assert p.config.workload.sharding in {"fsdp", "zero2", "zero3"}
     ds = json.loads(p.config.snippets["DeepSpeed ds_config.json"])
-    assert ds["zero_optimization"]["stage"] in {2, 3} and ds["gradient_accumulation_steps"] == p.config.workload.grad_accum
+    assert (
+        ds["zero_optimization"]["stage"] in {2, 3}
+        and ds["gradient_accumulation_steps"] == p.config.workload.grad_accum
+    )
     assert "PyTorch FSDP2" not in p.config.snippets
     assert p.tools[0].id == "deepspeed" and "fsdp" not in {t.id for t in p.tools}
 
@@ -211,8 +279,15 @@ def test_single_gpu_job_needs_no_interconnect(lora_plan):
 
 
 def test_document_renderers_escape_their_formats(tmp_path):
-    doc = Document("plan <x>", [Paragraph("a <script>alert(1)</script>"), Table(["a|b", "n"], [["1|2", "3"]], align="lr"),
-                                Bars([("weights", 5.0, "5 GiB")], 10.0, "5 of 10"), Code("```\nx = 1\n```", label="cfg")])
+    doc = Document(
+        "plan <x>",
+        [
+            Paragraph("a <script>alert(1)</script>"),
+            Table(["a|b", "n"], [["1|2", "3"]], align="lr"),
+            Bars([("weights", 5.0, "5 GiB")], 10.0, "5 of 10"),
+            Code("```\nx = 1\n```", label="cfg"),
+        ],
+    )
     html = html_report.render(doc)
     assert "<script>" not in html and "&lt;script&gt;" in html and 'style="width:50.0%"' in html
     md = md_report.render(doc)
@@ -227,8 +302,15 @@ def test_cli_markdown_html_and_json(cli, tmp_path):
     html_path = tmp_path / "plan.html"
     md = cli("plan", "examples/lora-7b.yaml", "--markdown", "--html", str(html_path))
     assert md.exit_code == 0, md.stderr
-    for heading in ("## 1. Diagnosis", "## 2. Techniques", "## 3. Configuration changes", "## 4. VRAM per GPU",
-                    "## 5. Scaling", "## 6. Tools", "## Hardware options"):
+    for heading in (
+        "## 1. Diagnosis",
+        "## 2. Techniques",
+        "## 3. Configuration changes",
+        "## 4. VRAM per GPU",
+        "## 5. Scaling",
+        "## 6. Tools",
+        "## Hardware options",
+    ):
         assert heading in md.stdout
     page = html_path.read_text()
     assert page.startswith("<!doctype html>") and "<h2>5. Scaling</h2>" in page
@@ -238,12 +320,15 @@ def test_cli_markdown_html_and_json(cli, tmp_path):
     assert term.exit_code == 0 and "1. Diagnosis" in term.stdout and "Hardware options" in term.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--evidence", "missing.json"], "evidence file missing.json does not exist"),
-    (["--model-factory", "m:f"], "only apply with --traced"),
-    (["--html", "no/such/dir/plan.html"], "does not exist"),
-    (["-g", "h100"], "did you mean"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--evidence", "missing.json"], "evidence file missing.json does not exist"),
+        (["--model-factory", "m:f"], "only apply with --traced"),
+        (["--html", "no/such/dir/plan.html"], "does not exist"),
+        (["-g", "h100"], "did you mean"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(cli, args, message):
     result = cli("plan", "examples/lora-7b.yaml", *args)
     assert result.exit_code == 2
@@ -286,11 +371,15 @@ for x, y in DataLoader(Slow(), batch_size=8, num_workers=0):
 def test_profile_evidence_of_a_real_cpu_run(cli, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SLOW_LOADER_SCRIPT)
-    run = cli("profile", "-n", "8", "-w", "1", "--stop", "--no-save", "--json", "--", sys.executable, str(script))
+    run = cli(
+        "profile", "-n", "8", "-w", "1", "--stop", "--no-save", "--json", "--", sys.executable, str(script)
+    )
     assert run.exit_code == 0, run.stderr[-800:]
     doc = tmp_path / "run.json"
     doc.write_text(run.stdout)
-    result = cli("plan", "vit-b-16", "-t", "cv-train", "-g", "a10", "-b", "32", "--evidence", str(doc), "--json")
+    result = cli(
+        "plan", "vit-b-16", "-t", "cv-train", "-g", "a10", "-b", "32", "--evidence", str(doc), "--json"
+    )
     assert result.exit_code == 0, result.stderr
     findings = {f["id"]: f for f in result.json()["plan"]["diagnosis"]["findings"]}
     assert findings["input_bound"]["source"] == "profile" and findings["input_bound"]["confidence"] == "high"
@@ -299,12 +388,16 @@ def test_profile_evidence_of_a_real_cpu_run(cli, tmp_path):
 
 @pytest.mark.slow
 def test_traced_vram_for_the_current_configuration():
-    w = workload_from_mapping({"model": "qwen2.5-0.5b", "task": "lora", "gpu": "t4", "batch_size": 2, "seq_len": 512})
+    w = workload_from_mapping(
+        {"model": "qwen2.5-0.5b", "task": "lora", "gpu": "t4", "batch_size": 2, "seq_len": 512}
+    )
     p = make_plan(w, traced=True)
     traced, analytic = p.memory.current, Evaluator().memory_dict(w)
     assert p.memory.method == "traced" and traced["method"] == "traced" and traced["simulation_wall_s"] > 0
     assert traced["breakdown"] and traced["device_total_bytes"] > traced["peak_allocated_bytes"] > 0
-    assert abs(traced["device_total_bytes"] / analytic["device_total_bytes"] - 1) < 0.35  # two independent methods
+    assert (
+        abs(traced["device_total_bytes"] / analytic["device_total_bytes"] - 1) < 0.35
+    )  # two independent methods
     assert any("traced simulation" in n for n in p.notes)
 
 
@@ -314,7 +407,9 @@ def test_conv_nets_get_one_clear_line(cli):
 
 
 def test_plan_never_imports_torch():
-    code = ("import sys\nfrom gpuwise.cli.app import main\ntry:\n    main(['plan', 'examples/pretrain-8xh100.yaml', '--json'])\n"
-            "except SystemExit:\n    pass\nsys.stderr.write('TORCH=%s' % ('torch' in sys.modules))")
+    code = (
+        "import sys\nfrom gpuwise.cli.app import main\ntry:\n    main(['plan', 'examples/pretrain-8xh100.yaml', '--json'])\n"
+        "except SystemExit:\n    pass\nsys.stderr.write('TORCH=%s' % ('torch' in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert "TORCH=False" in proc.stderr, proc.stderr[-500:]

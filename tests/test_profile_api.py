@@ -77,7 +77,10 @@ def test_slow_getitem_is_input_bound(tmp_path):
 def test_in_memory_data_with_heavy_compute_is_not_input_bound():
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(128 * 24, 1024), torch.randint(0, 4, (128 * 24,)))
-    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU()) for _ in range(4)], torch.nn.Linear(1024, 4))
+    model = torch.nn.Sequential(
+        *[torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU()) for _ in range(4)],
+        torch.nn.Linear(1024, 4),
+    )
     with gpuwise.profile(steps=20, warmup=2, store=False) as p:
         train(DataLoader(data, batch_size=128), model, 22)
     assert "input_bound" not in ids(p)
@@ -139,7 +142,9 @@ def _seeded_run(profiled: bool):
     torch.manual_seed(1234)
     data = TensorDataset(torch.randn(512, 32), torch.randint(0, 4, (512,)))
     loader = DataLoader(data, batch_size=16, shuffle=True)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Dropout(0.3), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.Dropout(0.3), torch.nn.ReLU(), torch.nn.Linear(64, 4)
+    )
     if profiled:
         with gpuwise.profile(steps=10, warmup=2, store=False):
             losses = train(loader, model, 25)
@@ -160,15 +165,23 @@ def test_hooks_are_removed_after_the_run():
     from torch.optim import optimizer as optim_mod
     from torch.utils.data import dataloader as dl_mod
 
-    before = (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
-              len(optim_mod._global_optimizer_pre_hooks), len(optim_mod._global_optimizer_post_hooks))
+    before = (
+        len(nn_module._global_forward_pre_hooks),
+        len(nn_module._global_forward_hooks),
+        len(optim_mod._global_optimizer_pre_hooks),
+        len(optim_mod._global_optimizer_post_hooks),
+    )
     next_before, backward_before = dl_mod._BaseDataLoaderIter.__next__, torch.autograd.backward
     model = small_model()
     with gpuwise.profile(steps=3, warmup=1, store=False):
         assert torch.autograd.backward is not backward_before
         train(DataLoader(SlowItems(64, 0.0), batch_size=8), model, 6)
-    after = (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
-             len(optim_mod._global_optimizer_pre_hooks), len(optim_mod._global_optimizer_post_hooks))
+    after = (
+        len(nn_module._global_forward_pre_hooks),
+        len(nn_module._global_forward_hooks),
+        len(optim_mod._global_optimizer_pre_hooks),
+        len(optim_mod._global_optimizer_post_hooks),
+    )
     assert after == before
     assert dl_mod._BaseDataLoaderIter.__next__ is next_before and torch.autograd.backward is backward_before
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
@@ -190,14 +203,13 @@ def test_errors_inside_hooks_are_contained_and_reported_once(monkeypatch, capsys
 def test_exception_in_the_block_passes_through_and_keeps_the_partial_run(tmp_path):
     store = tmp_path / "runs.sqlite"
     p = gpuwise.profile(steps=50, warmup=1, store=store)
-    with pytest.raises(ValueError, match="user bug"):
-        with p:
-            model = small_model()
-            opt = torch.optim.SGD(model.parameters(), lr=0.01)
-            for _ in range(12):
-                model(torch.randn(4, 32)).sum().backward()
-                opt.step()
-            raise ValueError("user bug")
+    with pytest.raises(ValueError, match="user bug"), p:
+        model = small_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(12):
+            model(torch.randn(4, 32)).sum().backward()
+            opt.step()
+        raise ValueError("user bug")
     assert p.result.document["status"] == "error"
     assert p.result.document["measured_steps"] == 11
     from gpuwise.profile.store import RunStore
@@ -219,9 +231,8 @@ def test_manual_steps_take_over_from_optimizer_steps():
 
 
 def test_only_one_profile_at_a_time():
-    with gpuwise.profile(store=False):
-        with pytest.raises(RuntimeError, match="already active"):
-            gpuwise.profile(store=False).start()
+    with gpuwise.profile(store=False), pytest.raises(RuntimeError, match="already active"):
+        gpuwise.profile(store=False).start()
 
 
 def test_host_to_device_copies_are_counted_with_pinning():
@@ -244,7 +255,14 @@ def test_host_to_device_copies_are_counted_with_pinning():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["push", "pop", "boundary"]), st.sampled_from(PHASES[:-1]), st.floats(0, 5)), max_size=60))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["push", "pop", "boundary"]), st.sampled_from(PHASES[:-1]), st.floats(0, 5)
+        ),
+        max_size=60,
+    )
+)
 def test_phase_shares_always_add_up_to_the_step(events):
     clock = [0.0]
     timer = PhaseTimer(clock=lambda: clock[0])
@@ -303,7 +321,11 @@ def test_a_forked_child_keeps_the_hooks_but_records_nothing():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["enter", "exit", "step", "sync", "drain"]), st.integers(0, 4)), max_size=80))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["enter", "exit", "step", "sync", "drain"]), st.integers(0, 4)), max_size=80
+    )
+)
 def test_steps_counted_at_boundaries_match_the_replayed_records(actions):
     """The hooks count steps as they happen; the replay of the log must find exactly those steps."""
     from gpuwise.profile.phases import EXIT, SYNC

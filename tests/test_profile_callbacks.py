@@ -42,13 +42,25 @@ def test_hugging_face_trainer_callback(tmp_path):
 
     callback = GpuwiseCallback(steps=8, warmup=2, store=tmp_path / "runs.sqlite")
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=8, gradient_accumulation_steps=2, max_steps=12,
-        logging_steps=100, save_strategy="no", report_to=[], use_cpu=True, dataloader_num_workers=0, disable_tqdm=True,
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=2,
+        max_steps=12,
+        logging_steps=100,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
     )
-    transformers.Trainer(model=Regressor(), args=args, train_dataset=SlowPairs(), callbacks=[callback]).train()
+    transformers.Trainer(
+        model=Regressor(), args=args, train_dataset=SlowPairs(), callbacks=[callback]
+    ).train()
     run = callback.result
     assert run is not None and run.run_id == 1
-    assert run.document["total_steps"] == 10 and run.document["measured_steps"] == 8  # then the profiler detached
+    assert (
+        run.document["total_steps"] == 10 and run.document["measured_steps"] == 8
+    )  # then the profiler detached
     assert run.document["loader"]["batches"] >= 2 * 10  # a step is an optimizer step: two micro-batches each
     assert run.document["loader"]["batch_size"] == 8
     assert "input_bound" in [f.id for f in run.findings]
@@ -73,9 +85,17 @@ def test_lightning_callback(tmp_path):
 
     callback = GpuwiseLightningCallback(steps=8, warmup=2, store=tmp_path / "runs.sqlite")
     loader = torch.utils.data.DataLoader(SlowPairs(), batch_size=8)
-    trainer = pl.Trainer(max_steps=12, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, callbacks=[callback],
-                         default_root_dir=str(tmp_path))
+    trainer = pl.Trainer(
+        max_steps=12,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[callback],
+        default_root_dir=str(tmp_path),
+    )
     trainer.fit(Regressor(), loader)
     run = callback.result
     assert run is not None and run.run_id == 1
@@ -83,5 +103,10 @@ def test_lightning_callback(tmp_path):
     # Lightning runs forward/backward inside optimizer.step(closure): the phase stack keeps them apart
     phases = run.phases
     assert phases["forward"]["s_per_step"] > 0 and phases["backward"]["s_per_step"] > 0
-    assert phases["optimizer"]["s_per_step"] < phases["forward"]["s_per_step"] + phases["backward"]["s_per_step"] + phases["data_wait"]["s_per_step"]
+    assert (
+        phases["optimizer"]["s_per_step"]
+        < phases["forward"]["s_per_step"]
+        + phases["backward"]["s_per_step"]
+        + phases["data_wait"]["s_per_step"]
+    )
     assert "input_bound" in [f.id for f in run.findings]

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuwise.diagnose import load_evidence
-
 from conftest import run_cli
+from gpuwise.diagnose import load_evidence
 
 TRAIN = textwrap.dedent(
     """
@@ -63,8 +62,21 @@ def script(tmp_path: Path) -> Path:
 
 
 def profile(tmp_path: Path, script: Path, *args: str, opts: tuple[str, ...] = ()):
-    return run_cli("profile", "--json", "--steps", "6", "--warmup", "2", "--store", str(tmp_path / "runs.sqlite"), *opts,
-                   "--", sys.executable, str(script), *args)
+    return run_cli(
+        "profile",
+        "--json",
+        "--steps",
+        "6",
+        "--warmup",
+        "2",
+        "--store",
+        str(tmp_path / "runs.sqlite"),
+        *opts,
+        "--",
+        sys.executable,
+        str(script),
+        *args,
+    )
 
 
 def test_profile_finds_the_slow_loader_and_keeps_stdout_clean(tmp_path, script):
@@ -115,7 +127,9 @@ def test_a_hard_kill_leaves_the_steps_flushed_before_it(tmp_path, script):
     assert result.exit_code == 137
     run = result.json()["runs"][0]
     assert run["status"] == "incomplete"
-    assert run["total_steps"] >= 150  # ~10 ms steps: the flush after 5.5 s holds the steps of the first ~3.5 s or more
+    assert (
+        run["total_steps"] >= 150
+    )  # ~10 ms steps: the flush after 5.5 s holds the steps of the first ~3.5 s or more
 
 
 def test_stop_ends_the_script_after_the_measured_steps(tmp_path, script):
@@ -172,12 +186,31 @@ TORCHRUN = textwrap.dedent(
 def test_torchrun_records_one_run_per_rank(tmp_path):
     path = tmp_path / "ddp.py"
     path.write_text(TORCHRUN)
-    result = run_cli("profile", "--json", "--steps", "8", "--warmup", "2", "--store", str(tmp_path / "runs.sqlite"), "--",
-                     sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(path), timeout=300)
+    result = run_cli(
+        "profile",
+        "--json",
+        "--steps",
+        "8",
+        "--warmup",
+        "2",
+        "--store",
+        str(tmp_path / "runs.sqlite"),
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(path),
+        timeout=300,
+    )
     assert result.exit_code == 0, result.stderr[-2000:]
     doc = result.json()
     assert sorted(r["rank"] for r in doc["runs"]) == [0, 1], (doc["notes"], result.stderr[-3000:])
-    assert all(r["measured_steps"] == 8 and r["world_size"] == 2 for r in doc["runs"]), [(r["rank"], r["status"], r["measured_steps"]) for r in doc["runs"]]
+    assert all(r["measured_steps"] == 8 and r["world_size"] == 2 for r in doc["runs"]), [
+        (r["rank"], r["status"], r["measured_steps"]) for r in doc["runs"]
+    ]
     assert len({r["group_id"] for r in doc["runs"]}) == 1
     # per-rank evidence plus the cross-rank one (rank -> step time)
     assert [e["rank"] for e in doc["evidence"]] == [0, 1, None]

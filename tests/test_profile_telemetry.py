@@ -14,8 +14,17 @@ from gpuwise.profile.telemetry import TelemetrySampler, summarize
 from gpuwise.units import GiB
 
 
-def fake_nvml(util=(35, 20), used_gib=20.0, total_gib=80.0, power_mw=310_000, temp_c=86, clock_mhz=1215,
-              reasons=(0x40,), power_error=None, name="NVIDIA A100-SXM4-80GB"):
+def fake_nvml(
+    util=(35, 20),
+    used_gib=20.0,
+    total_gib=80.0,
+    power_mw=310_000,
+    temp_c=86,
+    clock_mhz=1215,
+    reasons=(0x40,),
+    power_error=None,
+    name="NVIDIA A100-SXM4-80GB",
+):
     """Patch pynvml so a sampler sees one GPU; ``reasons`` cycles through clock-event masks per sample."""
     masks = iter(list(reasons) * 100)
     power = mock.Mock(side_effect=power_error) if power_error else mock.Mock(return_value=power_mw)
@@ -24,9 +33,14 @@ def fake_nvml(util=(35, 20), used_gib=20.0, total_gib=80.0, power_mw=310_000, te
         "nvmlShutdown": mock.Mock(return_value=None),
         "nvmlDeviceGetHandleByIndex": mock.Mock(return_value=object()),
         "nvmlDeviceGetName": mock.Mock(return_value=name),
-        "nvmlDeviceGetUtilizationRates": mock.Mock(return_value=pynvml.c_nvmlUtilization_t(gpu=util[0], memory=util[1])),
-        "nvmlDeviceGetMemoryInfo": mock.Mock(return_value=pynvml.c_nvmlMemory_t(
-            total=int(total_gib * GiB), free=int((total_gib - used_gib) * GiB), used=int(used_gib * GiB))),
+        "nvmlDeviceGetUtilizationRates": mock.Mock(
+            return_value=pynvml.c_nvmlUtilization_t(gpu=util[0], memory=util[1])
+        ),
+        "nvmlDeviceGetMemoryInfo": mock.Mock(
+            return_value=pynvml.c_nvmlMemory_t(
+                total=int(total_gib * GiB), free=int((total_gib - used_gib) * GiB), used=int(used_gib * GiB)
+            )
+        ),
         "nvmlDeviceGetPowerUsage": power,
         "nvmlDeviceGetTemperature": mock.Mock(return_value=temp_c),
         "nvmlDeviceGetClockInfo": mock.Mock(return_value=clock_mhz),
@@ -46,10 +60,29 @@ def sampled(n: int = 10, **kwargs) -> dict:
 
 
 def run_from(telemetry: dict, device: str = "cuda", gpu_name: str = "NVIDIA A100-SXM4-80GB"):
-    steps = [{"wall_s": 0.1, "phase_s": {"data_wait": 0.001, "forward": 0.04, "backward": 0.05, "optimizer": 0.005, "other": 0.004},
-              "memory_bytes": 1e9} for _ in range(12)]
-    raw = {"steps": steps, "warmup": 2, "device": device, "gpu_name": gpu_name, "telemetry": telemetry,
-           "model": {"param_dtype": "bfloat16", "amp_enabled": True}, "memory": {"measure": "torch.cuda.memory_allocated"}}
+    steps = [
+        {
+            "wall_s": 0.1,
+            "phase_s": {
+                "data_wait": 0.001,
+                "forward": 0.04,
+                "backward": 0.05,
+                "optimizer": 0.005,
+                "other": 0.004,
+            },
+            "memory_bytes": 1e9,
+        }
+        for _ in range(12)
+    ]
+    raw = {
+        "steps": steps,
+        "warmup": 2,
+        "device": device,
+        "gpu_name": gpu_name,
+        "telemetry": telemetry,
+        "model": {"param_dtype": "bfloat16", "amp_enabled": True},
+        "memory": {"measure": "torch.cuda.memory_allocated"},
+    }
     return build_run(raw)
 
 
@@ -73,7 +106,9 @@ def test_thermal_throttling_becomes_a_finding_with_its_numbers():
     finding = next(f for f in run.findings if f.id == "throttling")
     assert finding.severity == "high" and "thermal" in finding.title
     assert finding.metrics["throttle_pct"]["hw_thermal_slowdown"] == pytest.approx(75.0)
-    assert finding.metrics["temperature_c_max"] == 86 and finding.metrics["power_w_mean"] == pytest.approx(310.0)
+    assert finding.metrics["temperature_c_max"] == 86 and finding.metrics["power_w_mean"] == pytest.approx(
+        310.0
+    )
 
 
 def test_power_cap_is_power_throttling_and_idle_is_not_throttling():
@@ -88,7 +123,10 @@ def test_headroom_rules_from_nvml_memory():
     assert "small_batch" in ids(roomy) and "oom_risk" not in ids(roomy)
     full = run_from(sampled(util=(97, 60), used_gib=76, reasons=(0x0,)))
     assert "oom_risk" in ids(full) and "small_batch" not in ids(full)
-    assert full.evidence.memory_capacity_bytes == 80 * GiB and full.evidence.memory_headroom_pct == pytest.approx(5.0)
+    assert (
+        full.evidence.memory_capacity_bytes == 80 * GiB
+        and full.evidence.memory_headroom_pct == pytest.approx(5.0)
+    )
 
 
 def test_catalog_gpu_gives_the_tensor_core_ratio():
@@ -101,9 +139,19 @@ def test_catalog_gpu_gives_the_tensor_core_ratio():
 
 def test_fp32_model_on_tensor_core_gpu_is_no_mixed_precision():
     tel = sampled(reasons=(0x0,))
-    steps = [{"wall_s": 0.1, "phase_s": {"forward": 0.04, "backward": 0.05, "other": 0.01}, "memory_bytes": 1e9} for _ in range(12)]
-    raw = {"steps": steps, "warmup": 2, "device": "cuda", "gpu_name": "NVIDIA A100-SXM4-80GB", "telemetry": tel,
-           "model": {"param_dtype": "float32", "amp_enabled": False}, "memory": {}}
+    steps = [
+        {"wall_s": 0.1, "phase_s": {"forward": 0.04, "backward": 0.05, "other": 0.01}, "memory_bytes": 1e9}
+        for _ in range(12)
+    ]
+    raw = {
+        "steps": steps,
+        "warmup": 2,
+        "device": "cuda",
+        "gpu_name": "NVIDIA A100-SXM4-80GB",
+        "telemetry": tel,
+        "model": {"param_dtype": "float32", "amp_enabled": False},
+        "memory": {},
+    }
     assert "no_mixed_precision" in ids(build_run(raw))
 
 
@@ -114,7 +162,9 @@ def test_unsupported_queries_degrade_to_not_available():
 
 
 def test_missing_nvml_library_degrades_to_not_available():
-    with mock.patch.object(pynvml, "nvmlInit", side_effect=pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)):
+    with mock.patch.object(
+        pynvml, "nvmlInit", side_effect=pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    ):
         device = NvmlDevice(0)
     assert not device.available and device.sample() == {}
     assert set(device.not_available) == set(NvmlDevice.METRICS)
@@ -164,13 +214,21 @@ def test_process_tree_and_disk_reads_match_psutil(children_files):
         child.wait()
     counters = psutil.disk_io_counters()
     if sys.platform.startswith("linux") and counters is not None:
-        assert abs(diskstats_read_bytes(whole_disks()) - counters.read_bytes) <= 1 << 20  # read a moment apart
+        assert (
+            abs(diskstats_read_bytes(whole_disks()) - counters.read_bytes) <= 1 << 20
+        )  # read a moment apart
 
 
 def test_older_drivers_use_the_throttle_reasons_call():
-    with fake_nvml(), mock.patch.object(pynvml, "nvmlDeviceGetCurrentClocksEventReasons",
-                                        side_effect=pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)), \
-            mock.patch.object(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", return_value=0x20 | 0x4):
+    with (
+        fake_nvml(),
+        mock.patch.object(
+            pynvml,
+            "nvmlDeviceGetCurrentClocksEventReasons",
+            side_effect=pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND),
+        ),
+        mock.patch.object(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", return_value=0x20 | 0x4),
+    ):
         sample = NvmlDevice(0).sample()
     assert sample["clock_reasons"] == ["sw_power_cap", "sw_thermal_slowdown"]
     assert decode_reasons(0x80) == ["hw_power_brake_slowdown"]
@@ -215,7 +273,7 @@ class FakeEvent:
     def synchronize(self) -> None:
         FakeEvent.synchronized.append(self)
 
-    def elapsed_time(self, end: "FakeEvent") -> float:
+    def elapsed_time(self, end: FakeEvent) -> float:
         return (end.t - self.t) * 1000.0  # milliseconds, like CUDA
 
 
@@ -248,9 +306,18 @@ def test_cuda_event_timing_resolves_without_waiting(monkeypatch):
 
 
 def test_cuda_event_phase_times_give_a_gpu_idle_estimate():
-    steps = [{"wall_s": 0.1, "phase_s": {"data_wait": 0.06, "forward": 0.015, "backward": 0.02, "other": 0.005},
-              "gpu_phase_s": {"forward": 0.012, "backward": 0.018}, "memory_bytes": 1e9} for _ in range(12)]
-    run = build_run({"steps": steps, "warmup": 2, "device": "cuda", "telemetry": None, "model": {}, "memory": {}})
+    steps = [
+        {
+            "wall_s": 0.1,
+            "phase_s": {"data_wait": 0.06, "forward": 0.015, "backward": 0.02, "other": 0.005},
+            "gpu_phase_s": {"forward": 0.012, "backward": 0.018},
+            "memory_bytes": 1e9,
+        }
+        for _ in range(12)
+    ]
+    run = build_run(
+        {"steps": steps, "warmup": 2, "device": "cuda", "telemetry": None, "model": {}, "memory": {}}
+    )
     assert run.document["gpu_phases_s"] == {"backward": pytest.approx(0.018), "forward": pytest.approx(0.012)}
     assert run.evidence.gpu_idle_pct == pytest.approx(70.0)
     assert "low_utilization" in ids(run) and "input_bound" in ids(run)
@@ -263,7 +330,16 @@ def test_recorder_cuda_path_with_faked_cuda(monkeypatch):
 
     import torch
 
-    from gpuwise.profile.phases import BACKWARD_IN, BACKWARD_OUT, DATA_IN, DATA_OUT, FORWARD_IN, FORWARD_OUT, OPTIMIZER_IN, OPTIMIZER_OUT
+    from gpuwise.profile.phases import (
+        BACKWARD_IN,
+        BACKWARD_OUT,
+        DATA_IN,
+        DATA_OUT,
+        FORWARD_IN,
+        FORWARD_OUT,
+        OPTIMIZER_IN,
+        OPTIMIZER_OUT,
+    )
     from gpuwise.profile.recorder import Recorder
 
     nvtx = mock.Mock()
@@ -274,7 +350,9 @@ def test_recorder_cuda_path_with_faked_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda index=None: 2 * GiB)
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda index=None: 30 * GiB)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda index=None: 25 * GiB)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=None: SimpleNamespace(total_memory=80 * GiB))
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda index=None: SimpleNamespace(total_memory=80 * GiB)
+    )
     FakeEvent.clock[0], FakeEvent.done[0], FakeEvent.synchronized[:] = 0.0, True, []
 
     class CudaParam:
@@ -291,12 +369,18 @@ def test_recorder_cuda_path_with_faked_cuda(monkeypatch):
     rec = Recorder(warmup=1, telemetry=False, copies_and_syncs=False).start()
     try:
         for _ in range(10):
-            rec.mark(DATA_IN); rec.mark(DATA_OUT)
+            rec.mark(DATA_IN)
+            rec.mark(DATA_OUT)
             if not rec.device_checked:
-                rec.inspect_model(OnGpu())  # what the forward hook does until a module with parameters shows up
-            rec.mark(FORWARD_IN); rec.mark(FORWARD_OUT)
-            rec.mark(BACKWARD_IN); rec.mark(BACKWARD_OUT)
-            rec.mark(OPTIMIZER_IN); rec.mark(OPTIMIZER_OUT)
+                rec.inspect_model(
+                    OnGpu()
+                )  # what the forward hook does until a module with parameters shows up
+            rec.mark(FORWARD_IN)
+            rec.mark(FORWARD_OUT)
+            rec.mark(BACKWARD_IN)
+            rec.mark(BACKWARD_OUT)
+            rec.mark(OPTIMIZER_IN)
+            rec.mark(OPTIMIZER_OUT)
             rec.end_step()
     finally:
         raw = rec.stop()

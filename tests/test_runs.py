@@ -16,11 +16,25 @@ from gpuwise.profile.store import RunStore
 
 def raw_run(data_wait_s: float, workers: int, label: str = "train.py") -> dict:
     compute = {"forward": 0.02, "backward": 0.04, "optimizer": 0.005, "other": 0.002}
-    steps = [{"wall_s": data_wait_s + sum(compute.values()), "phase_s": {"data_wait": data_wait_s, **compute}, "memory_bytes": 5e8}
-             for _ in range(12)]
-    return {"label": label, "steps": steps, "warmup": 2, "device": "cpu", "status": "completed", "cpu_count": 8,
-            "loader": {"num_workers": workers, "pin_memory": False, "batches": 12}, "meta": {"command": "python train.py"},
-            "telemetry": {"cpu_count": 8, "process_cpu_pct": 20.0}}
+    steps = [
+        {
+            "wall_s": data_wait_s + sum(compute.values()),
+            "phase_s": {"data_wait": data_wait_s, **compute},
+            "memory_bytes": 5e8,
+        }
+        for _ in range(12)
+    ]
+    return {
+        "label": label,
+        "steps": steps,
+        "warmup": 2,
+        "device": "cpu",
+        "status": "completed",
+        "cpu_count": 8,
+        "loader": {"num_workers": workers, "pin_memory": False, "batches": 12},
+        "meta": {"command": "python train.py"},
+        "telemetry": {"cpu_count": 8, "process_cpu_pct": 20.0},
+    }
 
 
 @pytest.fixture
@@ -94,7 +108,11 @@ def test_runs_cli(store_path, tmp_path):
     assert listed.exit_code == 0 and [r["id"] for r in listed.json()["runs"]] == [2, 1]
     shown = run_cli("runs", "show", "1", "--json", "--store", str(store_path))
     doc = shown.json()
-    assert doc["kind"] == "run" and doc["findings"][0]["id"] == "input_bound" and doc["evidence"]["source"] == "profile"
+    assert (
+        doc["kind"] == "run"
+        and doc["findings"][0]["id"] == "input_bound"
+        and doc["evidence"]["source"] == "profile"
+    )
     text = run_cli("runs", "compare", "1", "2", "--store", str(store_path))
     assert text.exit_code == 0 and "resolved" in text.stdout and "input_bound" in text.stdout
     cmp = run_cli("runs", "compare", "1", "last", "--json", "--store", str(store_path)).json()

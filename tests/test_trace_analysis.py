@@ -47,7 +47,11 @@ def test_hand_trace_idle_per_stream(hand):
 
 def test_hand_trace_kernels_steps_host_copies_comm_memory(hand):
     k = hand.kernels
-    assert k.count == 4 and k.categories["gemm"]["time_us"] == 700 and k.categories["communication"]["count"] == 1
+    assert (
+        k.count == 4
+        and k.categories["gemm"]["time_us"] == 700
+        and k.categories["communication"]["count"] == 1
+    )
     assert k.tiny_kernel_pct == 25.0  # the 5 µs fill of 4 kernels
     assert k.fp32_matmul_pct == 100.0  # sgemm
     s = hand.steps
@@ -55,7 +59,9 @@ def test_hand_trace_kernels_steps_host_copies_comm_memory(hand):
     assert s.input_wait_pct == pytest.approx(20.0) and s.loader_kind == "single-process"
     assert hand.sync.calls == 1 and hand.sync.wait_pct == pytest.approx(100 * 50 / 3000)
     launch = hand.launches
-    assert launch.kernels_per_step == 2.0 and launch.launch_delay_median_us == pytest.approx(47.5)  # 10, 10, 85, 180
+    assert launch.kernels_per_step == 2.0 and launch.launch_delay_median_us == pytest.approx(
+        47.5
+    )  # 10, 10, 85, 180
     assert hand.copies.directions["HtoD"]["bytes"] == 1_000_000 and hand.copies.pageable_copy_pct == 100.0
     assert hand.copies.h2d_copy_pct == pytest.approx(100 * 100 / 1500)
     assert hand.comm.overlap_pct == pytest.approx(55.0) and hand.comm.exposed_pct == pytest.approx(6.0)
@@ -86,7 +92,9 @@ def test_resnet_num_workers_0_is_input_bound_and_4_is_not(shared_dir):
     assert found0["input_bound"].severity == "high"
     assert "input_bound" not in {f.id for f in after.findings}
     assert "launch_bound" not in found0  # the idle time is the loader's, not the launches'
-    assert {"pageable_copies", "no_mixed_precision"} <= set(found0)  # pageable H2D, fp32 convolutions on a V100
+    assert {"pageable_copies", "no_mixed_precision"} <= set(
+        found0
+    )  # pageable H2D, fp32 convolutions on a V100
     cmp = compare_reports(before, after, "nw0", "nw4")
     step = next(c for c in cmp.metrics if c.name == "step_time_ms")
     assert step.b < step.a and step.verdict == "better" and "input_bound" in cmp.findings_removed
@@ -115,7 +123,10 @@ def test_json_document_feeds_the_planner(cli, tmp_path):
     path = tmp_path / "trace.json"
     path.write_text(result.stdout)
     evidence = load_evidence(path)
-    assert [e.source for e in evidence] == ["trace"] * 3 and evidence[-1].rank_step_time_s == {0: 0.001, 1: 0.0013}
+    assert [e.source for e in evidence] == ["trace"] * 3 and evidence[-1].rank_step_time_s == {
+        0: 0.001,
+        1: 0.0013,
+    }
     assert {f["id"] for f in doc["findings"]} >= {"straggler", "input_bound"}
 
 
@@ -123,9 +134,13 @@ def test_terminal_view_and_compare(cli):
     import os
 
     wide = cli("trace", str(RANK0), env={**os.environ, "COLUMNS": "160"})
-    assert wide.exit_code == 0 and "Temporal breakdown" in wide.stdout and "volta_sgemm_128x64_nn" in wide.stdout
+    assert (
+        wide.exit_code == 0 and "Temporal breakdown" in wide.stdout and "volta_sgemm_128x64_nn" in wide.stdout
+    )
     narrow = cli("trace", str(RANK0), env={**os.environ, "COLUMNS": "80"})
-    assert "volta_sgemm_128x64_" in narrow.stdout and "350.0 µs" in narrow.stdout  # names give way, numbers do not
+    assert (
+        "volta_sgemm_128x64_" in narrow.stdout and "350.0 µs" in narrow.stdout
+    )  # names give way, numbers do not
     cmp = cli("trace", "--compare", str(RANK0), str(RANK1), "--json")
     assert cmp.exit_code == 0, cmp.stderr
     doc = cmp.json()

@@ -6,7 +6,6 @@ Reference: ../shared/traces/hta_reference.csv, rows of `holistictraceanalysis==0
 
 from __future__ import annotations
 
-
 import pytest
 
 from gpuwise.errors import GpuwiseError
@@ -39,8 +38,11 @@ def test_temporal_breakdown_within_half_a_point_of_hta(reference):
     for path, ref in ranks.items():
         t = analyses[path].temporal
         assert t is not None, path
-        diffs = [abs(t.idle_pct - ref["idle_time_pctg"]), abs(t.compute_pct - ref["compute_time_pctg"]),
-                 abs(t.non_compute_pct - ref["non_compute_time_pctg"])]
+        diffs = [
+            abs(t.idle_pct - ref["idle_time_pctg"]),
+            abs(t.compute_pct - ref["compute_time_pctg"]),
+            abs(t.non_compute_pct - ref["non_compute_time_pctg"]),
+        ]
         assert max(diffs) <= TOLERANCE_PP, (path, diffs)
         assert t.span_us == pytest.approx(ref["kernel_time"], abs=1), path
         assert t.idle_us == pytest.approx(ref["idle_time"], abs=1), path
@@ -55,7 +57,7 @@ def test_idle_breakdown_per_stream_matches_hta(reference):
         mine = {s.stream: s for s in analyses[path].idle_by_stream}
         assert {s for s, _ in ref} <= set(mine), path
         for (stream, metric), value in ref.items():
-            category = metric[len("idle_"):].rsplit("_", 1)[0]
+            category = metric[len("idle_") :].rsplit("_", 1)[0]
             s = mine[stream]
             if metric.endswith("_time"):
                 assert getattr(s, f"{category}_us") == pytest.approx(value, abs=0.01), (path, stream, metric)
@@ -67,31 +69,51 @@ def test_idle_breakdown_per_stream_matches_hta(reference):
 
 # Traces HTA 0.5.0 could not analyze (../shared/traces/failures.txt): gpuwise still reads them.
 def test_cpu_only_traces_get_host_statistics_and_a_warning(shared_dir):
-    for rel in ("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "hta/rank_non_gpu/rank_non_gpu.json.gz",
-                "hta/mixed_files/rank_non_gpu.json.gz", "hta/rank_unavailable/rank_not_found.json.gz",
-                "hta/distributed_info_unavailable/distributed_info_not_found.json.gz"):
+    for rel in (
+        "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+        "hta/rank_non_gpu/rank_non_gpu.json.gz",
+        "hta/mixed_files/rank_non_gpu.json.gz",
+        "hta/rank_unavailable/rank_not_found.json.gz",
+        "hta/distributed_info_unavailable/distributed_info_not_found.json.gz",
+    ):
         a = analyze_file(shared_dir / "traces" / rel)
         assert a.temporal is None and a.device.kind == "cpu", rel
         assert any("no GPU activity" in w for w in a.warnings), rel
         assert a.steps.count == 1, rel
-    cpu_only = analyze_file(shared_dir / "traces" / "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    cpu_only = analyze_file(
+        shared_dir / "traces" / "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+    )
     assert cpu_only.rank.rank == 34 and cpu_only.rank.world_size == 300
     # rank_not_found has distributedInfo without a rank, and no rank in its file name
-    assert analyze_file(shared_dir / "traces" / "hta/rank_unavailable/rank_not_found.json.gz").rank.rank is None
+    assert (
+        analyze_file(shared_dir / "traces" / "hta/rank_unavailable/rank_not_found.json.gz").rank.rank is None
+    )
     # a multi-process loader whose __next__ takes 0.07 ms of a 75 ms step
     loader = analyze_file(shared_dir / "traces" / "hta/rank_non_gpu/rank_non_gpu.json.gz").steps
     assert loader.loader_kind == "multi-process" and loader.input_wait_pct == pytest.approx(0.094, abs=0.001)
 
 
 def test_cupti_counter_trace_has_no_kernel_activity(shared_dir):
-    a = analyze_file(shared_dir / "traces" / "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz")
-    assert a.temporal is None and a.sync.by_name == {"cudaDeviceSynchronize": 5, "cudaStreamSynchronize": 16, "cudaMemcpy": 1}
+    a = analyze_file(
+        shared_dir / "traces" / "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz"
+    )
+    assert a.temporal is None and a.sync.by_name == {
+        "cudaDeviceSynchronize": 5,
+        "cudaStreamSynchronize": 16,
+        "cudaMemcpy": 1,
+    }
 
 
-@pytest.mark.parametrize("rel, message", [
-    ("hta/execution_trace/benchmark_simple_add_et.json.gz", "no 'traceEvents' array (top-level keys: schema, pid"),
-    ("hta/memory_analysis/memory_timeline.raw.gz", "not a PyTorch profiler trace"),
-])
+@pytest.mark.parametrize(
+    "rel, message",
+    [
+        (
+            "hta/execution_trace/benchmark_simple_add_et.json.gz",
+            "no 'traceEvents' array (top-level keys: schema, pid",
+        ),
+        ("hta/memory_analysis/memory_timeline.raw.gz", "not a PyTorch profiler trace"),
+    ],
+)
 def test_files_that_are_not_profiler_traces_are_named_as_such(shared_dir, rel, message):
     with pytest.raises(GpuwiseError, match="not a PyTorch profiler trace") as err:
         analyze_file(shared_dir / "traces" / rel)

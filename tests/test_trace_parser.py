@@ -23,7 +23,9 @@ def assert_same_as_json(table, document):
     assert table.events_total == len(everything)
     events = [e for e in everything if e.get("ph") == "X"]  # rows are the complete events
     assert table.num_events == len(events)
-    expected_ts = np.array([e.get("ts") if isinstance(e.get("ts"), (int, float)) else None for e in events], dtype=float)
+    expected_ts = np.array(
+        [e.get("ts") if isinstance(e.get("ts"), (int, float)) else None for e in events], dtype=float
+    )
     assert np.array_equal(table.ts, expected_ts, equal_nan=True)
     assert [table.names[i] for i in table.name] == [e.get("name") for e in events]
     if isinstance(document, dict):
@@ -38,8 +40,12 @@ def tiny_batches(monkeypatch):
 
 
 def test_real_traces_match_a_plain_json_load(shared_dir):
-    for rel in ("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "kineto/test/gpu_metrics_input.json",
-                "hta/trace_file_list/inference_rank_1.json.gz", "hta/nccl_parser_config/nccl_data.json.gz"):
+    for rel in (
+        "hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+        "kineto/test/gpu_metrics_input.json",
+        "hta/trace_file_list/inference_rank_1.json.gz",
+        "hta/nccl_parser_config/nccl_data.json.gz",
+    ):
         path = shared_dir / "traces" / rel
         raw = gzip.open(path).read() if rel.endswith(".gz") else path.read_bytes()
         assert_same_as_json(parse_trace(path), orjson.loads(raw))
@@ -53,12 +59,25 @@ def test_tiny_batches_and_chunks_give_the_same_table(tiny_batches):
 
 
 def test_layouts(tmp_path, tiny_batches):
-    events = [{"ph": "X", "cat": "kernel", "name": 'a "}, {" trap \\ }]', "ts": 1, "dur": 2, "args": {"stream": 7, "x": [{"y": 1}, {"z": "}, {"}]}},
-              {"ph": "X", "cat": "cpu_op", "name": "ünïcødé ✓", "ts": 2.5, "dur": 1, "args": {"correlation": 3}}]
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": 'a "}, {" trap \\ }]',
+            "ts": 1,
+            "dur": 2,
+            "args": {"stream": 7, "x": [{"y": 1}, {"z": "}, {"}]},
+        },
+        {"ph": "X", "cat": "cpu_op", "name": "ünïcødé ✓", "ts": 2.5, "dur": 1, "args": {"correlation": 3}},
+    ]
     layouts = {
         "compact.json": json.dumps({"traceEvents": events, "traceName": "x"}, separators=(",", ":")),
-        "indented.json": json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 3}}, indent=4),
-        "events_last.json": json.dumps({"deviceProperties": [{"name": "traceEvents"}], "note": '"traceEvents": [', "traceEvents": events}),
+        "indented.json": json.dumps(
+            {"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 3}}, indent=4
+        ),
+        "events_last.json": json.dumps(
+            {"deviceProperties": [{"name": "traceEvents"}], "note": '"traceEvents": [', "traceEvents": events}
+        ),
         "bare_array.json": json.dumps(events),
         "bom.json": "\ufeff" + json.dumps({"traceEvents": events}),
     }
@@ -88,18 +107,41 @@ def test_empty_event_list_parses_to_an_empty_table(tmp_path):
     assert table.num_events == 0 and table.metadata == {"traceName": "t"}
 
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=False, allow_infinity=False),
-                      st.text(alphabet=st.sampled_from(list('ab{}[]",:\\ \n\tü') + ["\u2028"]), max_size=12))
-json_value = st.recursive(json_leaf, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                             st.dictionaries(st.text(max_size=6), inner, max_size=3)), max_leaves=8)
+json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(alphabet=st.sampled_from(list('ab{}[]",:\\ \n\tü') + ["\u2028"]), max_size=12),
+)
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
 event = st.fixed_dictionaries(
-    {"ph": st.sampled_from(["X", "i", "s", "f", "M"]), "name": st.text(alphabet=st.sampled_from(list('ab}{,"\\ [')), max_size=10),
-     "ts": st.one_of(st.integers(0, 10**9), st.floats(0, 1e9)), "dur": st.integers(0, 10**6)},
-    optional={"cat": st.sampled_from(["kernel", "cpu_op", "cuda_runtime"]), "args": st.dictionaries(st.text(max_size=8), json_value, max_size=4),
-              "pid": st.one_of(st.integers(0, 9), st.text(max_size=4))})
+    {
+        "ph": st.sampled_from(["X", "i", "s", "f", "M"]),
+        "name": st.text(alphabet=st.sampled_from(list('ab}{,"\\ [')), max_size=10),
+        "ts": st.one_of(st.integers(0, 10**9), st.floats(0, 1e9)),
+        "dur": st.integers(0, 10**6),
+    },
+    optional={
+        "cat": st.sampled_from(["kernel", "cpu_op", "cuda_runtime"]),
+        "args": st.dictionaries(st.text(max_size=8), json_value, max_size=4),
+        "pid": st.one_of(st.integers(0, 9), st.text(max_size=4)),
+    },
+)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(events=st.lists(event, max_size=12), indent=st.sampled_from([None, 0, 2]), tail=st.booleans())
 def test_property_any_valid_trace_parses_exactly(tmp_path, tiny_batches, events, indent, tail):
     document = {"schemaVersion": 1, "traceEvents": events}

@@ -26,18 +26,54 @@ def _trace(rank: int, compute_us: int, world_size: int) -> dict:
     corr = 0
     for step in range(3):
         t0 = step * STEP_US
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step + 1}", "pid": 1, "tid": 1,
-                       "ts": t0, "dur": STEP_US, "args": {}})
-        kernels = [("volta_sgemm_128x64_nn", 7, t0 + START_US, compute_us),
-                   (NCCL, 20, t0 + START_US + compute_us, COMM_END_US - START_US - compute_us)]
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step + 1}",
+                "pid": 1,
+                "tid": 1,
+                "ts": t0,
+                "dur": STEP_US,
+                "args": {},
+            }
+        )
+        kernels = [
+            ("volta_sgemm_128x64_nn", 7, t0 + START_US, compute_us),
+            (NCCL, 20, t0 + START_US + compute_us, COMM_END_US - START_US - compute_us),
+        ]
         for name, stream, ts, dur in kernels:
             corr += 1
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                           "ts": t0 + corr % 2, "dur": 1, "args": {"cbid": 211, "correlation": corr}})
-            events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
-                           "args": {"device": 0, "stream": stream, "correlation": corr}})
-    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85899345920}],
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size}, "traceEvents": events}
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t0 + corr % 2,
+                    "dur": 1,
+                    "args": {"cbid": 211, "correlation": corr},
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": name,
+                    "pid": 0,
+                    "tid": stream,
+                    "ts": ts,
+                    "dur": dur,
+                    "args": {"device": 0, "stream": stream, "correlation": corr},
+                }
+            )
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85899345920}],
+        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size},
+        "traceEvents": events,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +94,9 @@ def test_equal_steps_but_least_wait_names_the_straggler(traces):
     assert c.comm_ms_per_step == {0: 0.5, 1: 0.5, 2: 0.35} and c.least_comm_rank == 2
     cross = next(e for e in report.evidence if e.label == "cross-rank")
     assert cross.rank_comm_time_s == pytest.approx({0: 0.0005, 1: 0.0005, 2: 0.00035})
-    assert Evidence.from_dict(json.loads(json.dumps(cross.to_dict()))).rank_comm_time_s == cross.rank_comm_time_s
+    assert (
+        Evidence.from_dict(json.loads(json.dumps(cross.to_dict()))).rank_comm_time_s == cross.rank_comm_time_s
+    )
     found = {f.id: f for f in report.findings}
     straggler = found["straggler"]
     assert straggler.metrics["straggler_rank"] == 2 and straggler.confidence == "medium"

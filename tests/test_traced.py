@@ -21,9 +21,18 @@ from gpuwise.memory.traced.flops import causal_fraction  # noqa: E402
 from gpuwise.memory.traced.tracker import MemoryTracker, cuda_block_bytes  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 
-TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 128, "intermediate_size": 344,
-        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1024,
-        "max_position_embeddings": 512, "tie_word_embeddings": False}
+TINY = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 128,
+    "intermediate_size": 344,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1024,
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": False,
+}
 
 
 @pytest.fixture
@@ -75,7 +84,9 @@ def test_full_finetune_step_categories_and_adamw_foreach(tiny_config):
     phases = sim.tracker.phases
     params = rounded_param_bytes(sim.built.model)
     step = sim.tracker.breakdown(phases["optimizer_step"].live_at_peak)
-    assert step["parameters"] == rounded_param_bytes(sim.built.model, buffers=True)  # + rotary inv_freq buffers
+    assert step["parameters"] == rounded_param_bytes(
+        sim.built.model, buffers=True
+    )  # + rotary inv_freq buffers
     assert step["gradients"] == params
     assert step["optimizer_state"] >= 2 * params  # exp_avg + exp_avg_sq in bf16 (+ 512 B step counters)
     assert step["temporaries"] == params  # foreach AdamW's sqrt(exp_avg_sq) copy of every state tensor
@@ -118,7 +129,9 @@ def test_ddp_keeps_a_flat_copy_of_the_gradients(tiny_config):
 def test_checkpointing_cuts_saved_activations(tiny_config):
     plain = simulate(workload(tiny_config, task="full-finetune", precision="bf16"))
     full = simulate(workload(tiny_config, task="full-finetune", precision="bf16", grad_checkpointing="full"))
-    acts = [s.tracker.breakdown(s.tracker.phases["forward"].live_at_peak)["activations"] for s in (plain, full)]
+    acts = [
+        s.tracker.breakdown(s.tracker.phases["forward"].live_at_peak)["activations"] for s in (plain, full)
+    ]
     assert acts[1] < acts[0] / 3
     assert full.tracker.phases["backward"].flops > plain.tracker.phases["backward"].flops  # recompute counted
 
@@ -136,7 +149,9 @@ def test_lora_and_qlora(tiny_config):
 
 
 def test_short_lora_target_names_map_to_the_models_modules(tiny_config):
-    est = traced_estimate(workload(tiny_config, task="lora", precision="bf16", lora_rank=8, lora_targets="q,v"))
+    est = traced_estimate(
+        workload(tiny_config, task="lora", precision="bf16", lora_rank=8, lora_targets="q,v")
+    )
     assert est.trainable_params == 4 * (8 * (128 + 128) + 8 * (128 + 64))
     assert any("q_proj,v_proj" in n for n in est.notes)
     with pytest.raises(GpuwiseError, match="unknown LoRA target"):
@@ -147,15 +162,26 @@ def test_quantized_storage_sizes_follow_bitsandbytes():
     from gpuwise.memory.traced.quant import quantized_storage_bytes
 
     assert quantized_storage_bytes(4096, 64, "nf4", False) == {"weight": 2048, "absmax": 256}
-    assert quantized_storage_bytes(4096 * 256, 64, "nf4", True) == {"weight": 4096 * 128, "absmax": 4096 * 4, "nested_absmax": 256}
+    assert quantized_storage_bytes(4096 * 256, 64, "nf4", True) == {
+        "weight": 4096 * 128,
+        "absmax": 4096 * 4,
+        "nested_absmax": 256,
+    }
     assert quantized_storage_bytes(4096, 64, "int8", False) == {"weight": 4096, "scale": 256}
 
 
 def test_paged_optimizer_state_is_outside_allocated(tiny_config):
-    paged = traced_estimate(workload(tiny_config, task="full-finetune", precision="bf16", optimizer="paged-adamw-8bit"))
-    plain = traced_estimate(workload(tiny_config, task="full-finetune", precision="bf16", optimizer="adamw-8bit"))
+    paged = traced_estimate(
+        workload(tiny_config, task="full-finetune", precision="bf16", optimizer="paged-adamw-8bit")
+    )
+    plain = traced_estimate(
+        workload(tiny_config, task="full-finetune", precision="bf16", optimizer="adamw-8bit")
+    )
     assert paged.paged_state_bytes > 0 and paged.breakdown["optimizer_state"] == 0
-    assert paged.device_total_bytes == paged.peak_reserved_bytes + paged.cuda_context_bytes + paged.paged_state_bytes
+    assert (
+        paged.device_total_bytes
+        == paged.peak_reserved_bytes + paged.cuda_context_bytes + paged.paged_state_bytes
+    )
     assert plain.breakdown["optimizer_state"] > 0 and plain.paged_state_bytes == 0
 
 
@@ -164,8 +190,12 @@ def test_inference_prefill_and_decode_kv_cache(tiny_config):
     decode = next(p for p in est.phases if p.name == "decode")
     tokens = 64 + 16 - 1
     per_tensor = cuda_block_bytes(2 * 2 * 32 * tokens * 2)  # batch 2, 2 KV heads, head_dim 32, bf16
-    replaced = cuda_block_bytes(2 * 2 * 32 * (tokens - 1) * 2)  # DynamicCache's torch.cat: old and new briefly coexist
-    assert 4 * 2 * per_tensor <= decode.by_category["kv_cache"] <= 4 * 2 * per_tensor + replaced  # 4 layers x (K, V)
+    replaced = cuda_block_bytes(
+        2 * 2 * 32 * (tokens - 1) * 2
+    )  # DynamicCache's torch.cat: old and new briefly coexist
+    assert (
+        4 * 2 * per_tensor <= decode.by_category["kv_cache"] <= 4 * 2 * per_tensor + replaced
+    )  # 4 layers x (K, V)
     assert [p.name for p in est.phases] == ["prefill", "decode"]
     assert est.flops_per_step == est.flops_by_phase["prefill"] + 15 * est.flops_by_phase["decode"]
 
@@ -227,8 +257,11 @@ def factories(tmp_path):
 
 
 def test_factory_model_trains_with_its_input_factory(factories):
-    est = traced_estimate(workload("llama-3-8b", task="pretrain", precision="fp32"),
-                          model_factory=f"{factories}:net", input_factory=f"{factories}:batch")
+    est = traced_estimate(
+        workload("llama-3-8b", task="pretrain", precision="fp32"),
+        model_factory=f"{factories}:net",
+        input_factory=f"{factories}:batch",
+    )
     assert est.num_params == 3 * (64 * 256 + 256 + 256 * 64 + 64)
     assert [p.name for p in est.phases] == ["forward", "backward", "optimizer_step"]
     modules = {m["module"]: m for m in est.top_activation_modules}
@@ -248,8 +281,11 @@ def test_factory_model_trains_with_its_input_factory(factories):
 )
 def test_bad_factories_get_one_clear_line(factories, factory, inputs, message):
     with pytest.raises(GpuwiseError, match=message) as err:
-        traced_estimate(workload("llama-3-8b", task="pretrain", precision="fp32"),
-                        model_factory=factory.format(f=factories), input_factory=inputs and inputs.format(f=factories))
+        traced_estimate(
+            workload("llama-3-8b", task="pretrain", precision="fp32"),
+            model_factory=factory.format(f=factories),
+            input_factory=inputs and inputs.format(f=factories),
+        )
     assert "\n" not in str(err.value)
 
 
@@ -258,8 +294,18 @@ def test_cli_traced_json_and_error_exit(cli, tiny_config, factories):
     assert ok.exit_code == 0, ok.stderr
     doc = ok.json()
     assert doc["kind"] == "memory_traced" and doc["method"] == "traced" and doc["peak_allocated_bytes"] > 0
-    bad = cli("memory", "--model", "llama-3-8b", "--task", "pretrain", "--traced", "--model-factory", f"{factories}:routed",
-              "--input-factory", f"{factories}:batch")
+    bad = cli(
+        "memory",
+        "--model",
+        "llama-3-8b",
+        "--task",
+        "pretrain",
+        "--traced",
+        "--model-factory",
+        f"{factories}:routed",
+        "--input-factory",
+        f"{factories}:batch",
+    )
     assert bad.exit_code == 2
     assert bad.stderr.startswith("gpuwise: error: cannot simulate") and bad.stderr.count("\n") == 1
 
@@ -267,7 +313,8 @@ def test_cli_traced_json_and_error_exit(cli, tiny_config, factories):
 def test_a_workload_can_name_its_own_model_factory(factories):
     from gpuwise.workload import workload_from_mapping
 
-    w = workload_from_mapping({"model_factory": f"{factories}:net", "task": "cv-train", "precision": "fp32",
-                               "optimizer": "adamw"})
+    w = workload_from_mapping(
+        {"model_factory": f"{factories}:net", "task": "cv-train", "precision": "fp32", "optimizer": "adamw"}
+    )
     est = traced_estimate(w, input_factory=f"{factories}:batch")
     assert est.num_params == 3 * (64 * 256 + 256 + 256 * 64 + 64)

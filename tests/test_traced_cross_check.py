@@ -12,9 +12,9 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from gpuwise.memory import estimate_memory  # noqa: E402
-from gpuwise.memory.traced import traced_estimate  # noqa: E402
-from gpuwise.workload import workload_from_mapping  # noqa: E402
+from gpuwise.memory import estimate_memory
+from gpuwise.memory.traced import traced_estimate
+from gpuwise.workload import workload_from_mapping
 
 AGREEMENT_PCT = 5.0
 
@@ -36,5 +36,11 @@ def test_analytic_and_traced_peaks_agree(model, settings):
     traced = traced_estimate(w)
     analytic = estimate_memory(w)
     diff_pct = 100 * (analytic.peak_allocated_bytes / traced.peak_allocated_bytes - 1)
-    assert abs(diff_pct) <= AGREEMENT_PCT, (model, settings, traced.peak_phase, analytic.peak_phase, round(diff_pct, 2))
+    assert abs(diff_pct) <= AGREEMENT_PCT, (
+        model,
+        settings,
+        traced.peak_phase,
+        analytic.peak_phase,
+        round(diff_pct, 2),
+    )
     assert traced.peak_phase == analytic.peak_phase

@@ -22,9 +22,18 @@ from gpuwise.memory.traced.estimate import simulate  # noqa: E402
 from gpuwise.units import MiB  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 
-TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 128, "intermediate_size": 344,
-        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1024,
-        "max_position_embeddings": 512, "tie_word_embeddings": False}
+TINY = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 128,
+    "intermediate_size": 344,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1024,
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": False,
+}
 TOLERANCE_BYTES = 0.05 * MiB
 
 
@@ -34,7 +43,14 @@ def allocator_peak_delta(events_root, start_ns: int, end_ns: int) -> int:
 
     def walk(event, dispatched_op_end):
         if event.tag == _EventType.Allocation and event.extra_fields.device.type == "cpu":
-            allocations.append((event.start_time_ns, event.extra_fields.alloc_size, event.extra_fields.ptr, dispatched_op_end))
+            allocations.append(
+                (
+                    event.start_time_ns,
+                    event.extra_fields.alloc_size,
+                    event.extra_fields.ptr,
+                    dispatched_op_end,
+                )
+            )
         for child in event.children:
             # The op the tracker saw is the parent of the Python-dispatch-mode frame beneath it.
             python_mode = child.tag == _EventType.TorchOp and child.name == "PythonDispatchMode"
@@ -83,12 +99,16 @@ def test_fake_peak_matches_the_real_allocator(tmp_path, settings):
     phases = ["forward", "backward", "optimizer_step"] if w.is_training else ["prefill", "decode"]
 
     fake = simulate(w, block_bytes=1)  # exact sizes, as the CPU allocator counts them
-    fake_delta = max(fake.tracker.phases[p].peak_bytes for p in phases) - fake.tracker.phases[phases[0]].start_bytes
+    fake_delta = (
+        max(fake.tracker.phases[p].peak_bytes for p in phases) - fake.tracker.phases[phases[0]].start_bytes
+    )
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         real = simulate(w, block_bytes=1, fake=False)
     first, last = real.tracker.phases[phases[0]], real.tracker.phases[phases[-1]]
-    real_delta = allocator_peak_delta(prof.profiler.kineto_results.experimental_event_tree(), first.start_ns, last.end_ns)
+    real_delta = allocator_peak_delta(
+        prof.profiler.kineto_results.experimental_event_tree(), first.start_ns, last.end_ns
+    )
 
     assert abs(fake_delta - real_delta) <= TOLERANCE_BYTES, (fake_delta, real_delta)
     traced_real = max(real.tracker.phases[p].peak_bytes for p in phases) - first.start_bytes

@@ -103,10 +103,21 @@ def gpu_from_mapping(row: dict[str, Any], origin: str = "catalog") -> GPU:
     known = {f.name for f in fields(GPU)}
     unknown = set(row) - known
     if unknown and origin != "catalog":
-        raise GpuwiseError(f"{where}GPU entry {row['id']!r} has unknown field(s): {', '.join(sorted(unknown))}")
+        raise GpuwiseError(
+            f"{where}GPU entry {row['id']!r} has unknown field(s): {', '.join(sorted(unknown))}"
+        )
     numeric = {
-        "memory_gb", "mem_bw_tbps", "fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops",
-        "fp8_tflops", "int8_tops", "fp4_tflops", "tdp_w", "cloud_usd_per_hr",
+        "memory_gb",
+        "mem_bw_tbps",
+        "fp32_tflops",
+        "tf32_tflops",
+        "bf16_tflops",
+        "fp16_tflops",
+        "fp8_tflops",
+        "int8_tops",
+        "fp4_tflops",
+        "tdp_w",
+        "cloud_usd_per_hr",
     }
     kwargs: dict[str, Any] = {"origin": origin}
     for name in known & set(row):

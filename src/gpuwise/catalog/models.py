@@ -236,7 +236,9 @@ def model_from_hf_config(path: Path) -> ModelArch:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise GpuwiseError(f"{path}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+        raise GpuwiseError(
+            f"{path}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
+        ) from None
     if not isinstance(config, dict):
         raise GpuwiseError(f"{path}: expected a JSON object (a Hugging Face config.json)")
     if "text_config" in config and "hidden_size" not in config:
@@ -270,9 +272,14 @@ def model_from_hf_config(path: Path) -> ModelArch:
             "num_attention_heads": heads,
             "num_kv_heads": kv,
             "head_dim": config.get("head_dim") or hidden // heads,
-            "intermediate_size": config.get("intermediate_size") or config.get("n_inner") or config.get("ffn_hidden_size") or 4 * hidden,
+            "intermediate_size": config.get("intermediate_size")
+            or config.get("n_inner")
+            or config.get("ffn_hidden_size")
+            or 4 * hidden,
             "vocab_size": config["vocab_size"],
-            "max_position_embeddings": config.get("max_position_embeddings") or config.get("n_positions") or 0,
+            "max_position_embeddings": config.get("max_position_embeddings")
+            or config.get("n_positions")
+            or 0,
             "tie_word_embeddings": config.get("tie_word_embeddings", default_tie),
             "mlp_type": mlp_type,
             "num_experts": num_experts,
@@ -308,7 +315,9 @@ def get_model(name: str) -> ModelArch:
         if not path.is_file():
             raise GpuwiseError(f"model config {path} does not exist")
         return model_from_hf_config(path)
-    raise did_you_mean("model", name, catalog, hint="`gpuwise models` lists them; a path to a config.json works too")
+    raise did_you_mean(
+        "model", name, catalog, hint="`gpuwise models` lists them; a path to a config.json works too"
+    )
 
 
 def clear_cache() -> None:

@@ -41,9 +41,15 @@ def _add_catalog_file(kind: str, path: str | None) -> None:
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-    gpus_file: str = typer.Option(None, "--gpus-file", help="Extra GPU catalog file (YAML/TOML) for this run."),
-    models_file: str = typer.Option(None, "--models-file", help="Extra model catalog file (YAML/TOML) for this run."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
+    gpus_file: str = typer.Option(
+        None, "--gpus-file", help="Extra GPU catalog file (YAML/TOML) for this run."
+    ),
+    models_file: str = typer.Option(
+        None, "--models-file", help="Extra model catalog file (YAML/TOML) for this run."
+    ),
 ) -> None:
     _state["debug"] = debug
     _add_catalog_file("gpus", gpus_file)
@@ -102,5 +108,8 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2 if usage else err.exit_code)
         if debug:
             raise
-        print(f"gpuwise: internal error: {type(err).__name__}: {err} (run with --debug for the traceback)", file=sys.stderr)
+        print(
+            f"gpuwise: internal error: {type(err).__name__}: {err} (run with --debug for the traceback)",
+            file=sys.stderr,
+        )
         sys.exit(1)

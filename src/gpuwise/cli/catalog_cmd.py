@@ -23,11 +23,18 @@ def gpus(
         emit({"gpu": gpu.to_dict()}, "gpu", as_json, lambda c: catalog_view.render_gpu(c, gpu))
     else:
         items = list_gpus()
-        emit({"gpus": [g.to_dict() for g in items]}, "gpus", as_json, lambda c: catalog_view.render_gpu_table(c, items))
+        emit(
+            {"gpus": [g.to_dict() for g in items]},
+            "gpus",
+            as_json,
+            lambda c: catalog_view.render_gpu_table(c, items),
+        )
 
 
 def models(
-    model_id: Annotated[str | None, typer.Argument(help="Show one model (catalog id or path to a config.json).")] = None,
+    model_id: Annotated[
+        str | None, typer.Argument(help="Show one model (catalog id or path to a config.json).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """List the model catalog, or show one architecture with its parameter count and source."""
@@ -36,4 +43,9 @@ def models(
         emit({"model": model.to_dict()}, "model", as_json, lambda c: catalog_view.render_model(c, model))
     else:
         items = list_models()
-        emit({"models": [m.to_dict() for m in items]}, "models", as_json, lambda c: catalog_view.render_model_table(c, items))
+        emit(
+            {"models": [m.to_dict() for m in items]},
+            "models",
+            as_json,
+            lambda c: catalog_view.render_model_table(c, items),
+        )

@@ -32,12 +32,36 @@ def _factory_names_the_model(command: Callable[..., Any]) -> Callable[..., Any]:
 @workload_command
 def memory(
     workload: Workload,
-    max_batch: Annotated[bool, typer.Option("--max-batch", help="Also find the largest batch that fits with --headroom free.")] = False,
-    max_seq: Annotated[bool, typer.Option("--max-seq", help="Also find the longest sequence/context that fits with --headroom free.")] = False,
-    headroom: Annotated[float, typer.Option("--headroom", help="Percent of GPU memory to keep free for --max-batch/--max-seq.")] = 10.0,
-    traced: Annotated[bool, typer.Option("--traced", help="Simulate one step on fake tensors (needs torch; pip install 'gpuwise[sim]').")] = False,
-    model_factory: Annotated[str | None, typer.Option("--model-factory", help="With --traced: pkg.module:function or file.py:function building the model.")] = None,
-    input_factory: Annotated[str | None, typer.Option("--input-factory", help="With --traced: function building one batch of inputs.")] = None,
+    max_batch: Annotated[
+        bool, typer.Option("--max-batch", help="Also find the largest batch that fits with --headroom free.")
+    ] = False,
+    max_seq: Annotated[
+        bool,
+        typer.Option(
+            "--max-seq", help="Also find the longest sequence/context that fits with --headroom free."
+        ),
+    ] = False,
+    headroom: Annotated[
+        float,
+        typer.Option("--headroom", help="Percent of GPU memory to keep free for --max-batch/--max-seq."),
+    ] = 10.0,
+    traced: Annotated[
+        bool,
+        typer.Option(
+            "--traced", help="Simulate one step on fake tensors (needs torch; pip install 'gpuwise[sim]')."
+        ),
+    ] = False,
+    model_factory: Annotated[
+        str | None,
+        typer.Option(
+            "--model-factory",
+            help="With --traced: pkg.module:function or file.py:function building the model.",
+        ),
+    ] = None,
+    input_factory: Annotated[
+        str | None,
+        typer.Option("--input-factory", help="With --traced: function building one batch of inputs."),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Per-GPU memory: breakdown by component, the phase that sets the peak, allocated vs reserved vs nvidia-smi.
@@ -52,8 +76,10 @@ def memory(
         raise GpuwiseError("--model-factory and --input-factory need --traced")
     model_factory = model_factory or workload.model_factory or None
     if not workload.model and not traced:
-        raise GpuwiseError(f"the analytic estimate needs a catalog model or a config.json; a model factory "
-                           f"({model_factory}) runs only with --traced")
+        raise GpuwiseError(
+            f"the analytic estimate needs a catalog model or a config.json; a model factory "
+            f"({model_factory}) runs only with --traced"
+        )
     if traced:
         if max_batch or max_seq:
             raise GpuwiseError("--max-batch and --max-seq use the analytic estimate; drop --traced for them")
@@ -73,17 +99,27 @@ def memory(
     if max_batch:
         n = max_batch_that_fits(workload, estimate.gpu, headroom_pct=headroom)
         extras["max_batch"] = {
-            "value": n, "headroom_pct": headroom, "gpu": estimate.gpu.id,
-            "text": (f"largest batch on {estimate.gpu.id} with {headroom:g} % headroom: [bold]{n}[/]" if n else
-                     f"[red]batch 1 does not fit {estimate.gpu.id} with {headroom:g} % headroom[/]"),
+            "value": n,
+            "headroom_pct": headroom,
+            "gpu": estimate.gpu.id,
+            "text": (
+                f"largest batch on {estimate.gpu.id} with {headroom:g} % headroom: [bold]{n}[/]"
+                if n
+                else f"[red]batch 1 does not fit {estimate.gpu.id} with {headroom:g} % headroom[/]"
+            ),
         }
     if max_seq:
         n = max_seq_len_that_fits(workload, estimate.gpu, headroom_pct=headroom)
         what = "context (prompt)" if workload.is_inference else "sequence"
         extras["max_seq_len"] = {
-            "value": n, "headroom_pct": headroom, "gpu": estimate.gpu.id,
-            "text": (f"longest {what} on {estimate.gpu.id} with {headroom:g} % headroom: [bold]{n:,}[/] tokens" if n else
-                     f"[red]no {what} length fits {estimate.gpu.id} with {headroom:g} % headroom[/]"),
+            "value": n,
+            "headroom_pct": headroom,
+            "gpu": estimate.gpu.id,
+            "text": (
+                f"longest {what} on {estimate.gpu.id} with {headroom:g} % headroom: [bold]{n:,}[/] tokens"
+                if n
+                else f"[red]no {what} length fits {estimate.gpu.id} with {headroom:g} % headroom[/]"
+            ),
         }
     for key, answer in extras.items():
         payload[key] = {k: v for k, v in answer.items() if k != "text"}
@@ -93,7 +129,9 @@ def memory(
 @workload_command
 def fit(
     workload: Workload,
-    headroom: Annotated[float, typer.Option("--headroom", help="Only list GPUs that keep at least this percent free.")] = 0.0,
+    headroom: Annotated[
+        float, typer.Option("--headroom", help="Only list GPUs that keep at least this percent free.")
+    ] = 0.0,
     as_json: JsonFlag = False,
 ) -> None:
     """Every catalog GPU, at 1/2/4/8 GPUs, on which the workload fits — with its headroom, sorted."""

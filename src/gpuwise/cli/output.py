@@ -23,7 +23,9 @@ def console() -> Console:
 
 
 def to_json_bytes(payload: dict[str, Any]) -> bytes:
-    return orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(
+        payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    )
 
 
 def emit(

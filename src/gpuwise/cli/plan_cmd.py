@@ -15,16 +15,38 @@ from gpuwise.workload import Workload
 @workload_command
 def plan(
     workload: Workload,
-    evidence: Annotated[list[Path] | None, typer.Option(
-        "--evidence", "-e", help="Measured evidence: --json output of `gpuwise profile`, `gpuwise trace` or `gpuwise runs` (repeatable).")] = None,
-    traced: Annotated[bool, typer.Option(
-        "--traced", help="VRAM of the current configuration from a traced simulation of the real model (needs torch + transformers).")] = False,
-    model_factory: Annotated[str | None, typer.Option(
-        "--model-factory", help="With --traced: module:function (or file.py:function) that builds your model.")] = None,
-    input_factory: Annotated[str | None, typer.Option(
-        "--input-factory", help="With --traced: module:function that builds one input batch.")] = None,
-    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report to this file.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")] = False,
+    evidence: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--evidence",
+            "-e",
+            help="Measured evidence: --json output of `gpuwise profile`, `gpuwise trace` or `gpuwise runs` (repeatable).",
+        ),
+    ] = None,
+    traced: Annotated[
+        bool,
+        typer.Option(
+            "--traced",
+            help="VRAM of the current configuration from a traced simulation of the real model (needs torch + transformers).",
+        ),
+    ] = False,
+    model_factory: Annotated[
+        str | None,
+        typer.Option(
+            "--model-factory",
+            help="With --traced: module:function (or file.py:function) that builds your model.",
+        ),
+    ] = None,
+    input_factory: Annotated[
+        str | None,
+        typer.Option("--input-factory", help="With --traced: module:function that builds one input batch."),
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write a self-contained HTML report to this file.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")
+    ] = False,
     as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
 ) -> None:
     """Diagnosis, ranked techniques, config changes, VRAM, scaling and tools, each backed by a predicted number.
@@ -37,13 +59,24 @@ def plan(
 
     if (model_factory or input_factory) and not traced:
         raise GpuwiseError("--model-factory / --input-factory only apply with --traced")
-    result = make_plan(workload, evidence_files=evidence or (), traced=traced, model_factory=model_factory,
-                       input_factory=input_factory)
+    result = make_plan(
+        workload,
+        evidence_files=evidence or (),
+        traced=traced,
+        model_factory=model_factory,
+        input_factory=input_factory,
+    )
     if html is not None:
         from gpuwise.report import html as html_report
 
         html_report.write(plan_view.plan_document(result), html)
-    emit({"plan": result.to_dict()}, "plan", as_json, lambda c: plan_view.render(c, result),
-         lambda: plan_view.markdown(result), as_markdown)
+    emit(
+        {"plan": result.to_dict()},
+        "plan",
+        as_json,
+        lambda c: plan_view.render(c, result),
+        lambda: plan_view.markdown(result),
+        as_markdown,
+    )
     if html is not None and not as_json:
         typer.echo(f"HTML report written to {html}", err=True)

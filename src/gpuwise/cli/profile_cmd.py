@@ -12,20 +12,48 @@ from gpuwise.cli.output import emit
 from gpuwise.errors import GpuwiseError
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")]
-StoreOpt = Annotated[Path | None, typer.Option("--store", help="Run store (SQLite file). Default: the user data dir, or $GPUWISE_STORE.",
-                                               dir_okay=False)]
+StoreOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        help="Run store (SQLite file). Default: the user data dir, or $GPUWISE_STORE.",
+        dir_okay=False,
+    ),
+]
 
-runs_app = typer.Typer(help="List, show and compare profiled runs (the SQLite run store).", no_args_is_help=True)
+runs_app = typer.Typer(
+    help="List, show and compare profiled runs (the SQLite run store).", no_args_is_help=True
+)
 
 PROFILE_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
 def profile(
     ctx: typer.Context,
-    steps: Annotated[int, typer.Option("--steps", "-n", min=1, help="Steps to measure after warm-up (a step ends at each optimizer step).")] = 50,
-    warmup: Annotated[int, typer.Option("--warmup", "-w", min=0, help="Steps to run before measuring (compile, caches, worker start).")] = 5,
-    stop: Annotated[bool, typer.Option("--stop", help="End the script once the steps are measured (default: detach and let it finish).")] = False,
-    interval: Annotated[float, typer.Option("--interval", min=0.05, help="Telemetry sampling interval, seconds.")] = 0.5,
+    steps: Annotated[
+        int,
+        typer.Option(
+            "--steps",
+            "-n",
+            min=1,
+            help="Steps to measure after warm-up (a step ends at each optimizer step).",
+        ),
+    ] = 50,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "--warmup", "-w", min=0, help="Steps to run before measuring (compile, caches, worker start)."
+        ),
+    ] = 5,
+    stop: Annotated[
+        bool,
+        typer.Option(
+            "--stop", help="End the script once the steps are measured (default: detach and let it finish)."
+        ),
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.05, help="Telemetry sampling interval, seconds.")
+    ] = 0.5,
     store: StoreOpt = None,
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save the run in the run store.")] = True,
     as_json: JsonFlag = False,
@@ -38,16 +66,28 @@ def profile(
     from gpuwise.profile.launcher import run_profiled
     from gpuwise.report import profile_view
 
-    session = run_profiled(list(ctx.args), steps=steps, warmup=warmup, stop=stop, interval_s=interval,
-                           stdout_to_stderr=as_json, store=store, save=save)
+    session = run_profiled(
+        list(ctx.args),
+        steps=steps,
+        warmup=warmup,
+        stop=stop,
+        interval_s=interval,
+        stdout_to_stderr=as_json,
+        store=store,
+        save=save,
+    )
     emit(session.to_dict(), "profile", as_json, lambda c: profile_view.render_session(c, session))
     if session.exit_code:
         sys.exit(session.exit_code)  # the script's exit code is ours (click would swallow typer.Exit here)
 
 
 def doctor(
-    steps: Annotated[int, typer.Option("--steps", "-n", min=8, help="Steps measured in each of the two runs.")] = 40,
-    warmup: Annotated[int, typer.Option("--warmup", "-w", min=0, help="Warm-up steps before each measurement.")] = 3,
+    steps: Annotated[
+        int, typer.Option("--steps", "-n", min=8, help="Steps measured in each of the two runs.")
+    ] = 40,
+    warmup: Annotated[
+        int, typer.Option("--warmup", "-w", min=0, help="Warm-up steps before each measurement.")
+    ] = 3,
     device: Annotated[str, typer.Option("--device", help="auto | cpu | cuda")] = "auto",
     store: StoreOpt = None,
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save both runs in the run store.")] = True,
@@ -61,8 +101,15 @@ def doctor(
     from gpuwise.report import profile_view
 
     labels = {"before": "1/2 profiling the workload as written", "after": "2/2 re-running with the fixes"}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    ) as bar:
         tasks: dict[str, int] = {}
 
         def progress(stage: str, done: int, total: int) -> None:
@@ -70,7 +117,9 @@ def doctor(
                 tasks[stage] = bar.add_task(labels.get(stage, stage), total=total)
             bar.update(tasks[stage], completed=done)
 
-        result = run_doctor(steps=steps, warmup=warmup, device=device, store=store if save else False, progress=progress)
+        result = run_doctor(
+            steps=steps, warmup=warmup, device=device, store=store if save else False, progress=progress
+        )
     emit(result.to_dict(), "doctor", as_json, lambda c: profile_view.render_doctor(c, result))
 
 
@@ -90,7 +139,12 @@ def runs_list(
     else:
         with RunStore.open(path, create=False) as runs:
             rows, shown = runs.list(limit), str(runs.path)
-    emit({"store": shown, "runs": [r.to_dict() for r in rows]}, "runs", as_json, lambda c: profile_view.render_runs_list(c, rows, shown))
+    emit(
+        {"store": shown, "runs": [r.to_dict() for r in rows]},
+        "runs",
+        as_json,
+        lambda c: profile_view.render_runs_list(c, rows, shown),
+    )
 
 
 @runs_app.command("show")
@@ -132,4 +186,3 @@ def register(app: typer.Typer) -> None:
     app.command("profile", context_settings=PROFILE_CONTEXT)(profile)
     app.command("doctor")(doctor)
     app.add_typer(runs_app, name="runs")
-

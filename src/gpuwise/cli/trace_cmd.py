@@ -25,7 +25,14 @@ PROGRESS_MIN_BYTES = 8 << 20  # show a progress bar when the files add up to mor
 def _progress(paths: list[Path]) -> Iterator[FileProgress | None]:
     """A byte-level progress bar on stderr (only on a terminal, only for big inputs)."""
     from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
     sizes = [p.stat().st_size for p in paths]
     console = Console(stderr=True)
@@ -33,8 +40,16 @@ def _progress(paths: list[Path]) -> Iterator[FileProgress | None]:
         yield None
         return
     done_before = [sum(sizes[:i]) for i in range(len(sizes))]
-    with Progress(TextColumn("[bold]reading traces"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  TimeRemainingColumn(), TextColumn("{task.description}"), console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("[bold]reading traces"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("", total=sum(sizes))
 
         def update(index: int, path: Path, read: int) -> None:
@@ -44,11 +59,31 @@ def _progress(paths: list[Path]) -> Iterator[FileProgress | None]:
 
 
 def trace(
-    paths: Annotated[list[Path], typer.Argument(help="Trace files (.json, .json.gz, .pt.trace.json) or a directory of per-rank traces.")],
-    compare: Annotated[bool, typer.Option("--compare", help="Compare two traces (or two directories): gpuwise trace --compare A B.")] = False,
-    rank: Annotated[int | None, typer.Option("--rank", help="Show this rank's details (default: every rank up to 2, else the slowest).")] = None,
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Trace files (.json, .json.gz, .pt.trace.json) or a directory of per-rank traces."
+        ),
+    ],
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare", help="Compare two traces (or two directories): gpuwise trace --compare A B."
+        ),
+    ] = False,
+    rank: Annotated[
+        int | None,
+        typer.Option(
+            "--rank", help="Show this rank's details (default: every rank up to 2, else the slowest)."
+        ),
+    ] = None,
     top: Annotated[int, typer.Option("--top", min=1, max=100, help="How many kernels to list.")] = 10,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md); `gpuwise plan --evidence` reads it.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print JSON (schema in docs/json-schema.md); `gpuwise plan --evidence` reads it."
+        ),
+    ] = False,
 ) -> None:
     """Where a profiled run lost time: HTA's breakdown, kernels, steps, input, syncs, copies, communication, ranks, findings."""
     from gpuwise.report import trace_view
@@ -64,18 +99,25 @@ def trace(
             with _progress(files) as progress:
                 reports.append(analyze_traces(files, progress))
         result = compare_reports(reports[0], reports[1], side_label([paths[0]]), side_label([paths[1]]))
-        emit(result.to_dict(), "trace_compare", as_json, lambda c: trace_view.render_comparison(c, result, top))
+        emit(
+            result.to_dict(), "trace_compare", as_json, lambda c: trace_view.render_comparison(c, result, top)
+        )
         return
     files = expand_paths(paths)
     with _progress(files) as progress:
         report = analyze_traces(files, progress)
     if rank is not None and rank not in {r.rank.rank for r in report.ranks}:
         known = sorted({r.rank.rank for r in report.ranks if r.rank.rank is not None})
-        raise GpuwiseError(f"no trace for rank {rank} (ranks here: {', '.join(map(str, known)) or 'none known'})")
-    emit({"files": [str(p) for p in files], **report.to_dict()}, "trace", as_json,
-         lambda c: trace_view.render_report(c, report, top, rank))
+        raise GpuwiseError(
+            f"no trace for rank {rank} (ranks here: {', '.join(map(str, known)) or 'none known'})"
+        )
+    emit(
+        {"files": [str(p) for p in files], **report.to_dict()},
+        "trace",
+        as_json,
+        lambda c: trace_view.render_report(c, report, top, rank),
+    )
 
 
 def register(app: typer.Typer) -> None:
     app.command("trace")(trace)
-

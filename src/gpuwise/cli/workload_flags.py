@@ -28,14 +28,33 @@ def _opt(*names: str, help: str) -> Any:
 # name -> (type, typer option); the name is the Workload field it sets.
 _FLAGS: dict[str, tuple[Any, Any]] = {
     "model": (str, _opt("--model", "-m", help="Catalog model id or path to a config.json.")),
-    "task": (str, _opt("--task", "-t", help="inference, serving, rag, pretrain, full-finetune, lora, qlora, cv-train, cv-inference.")),
+    "task": (
+        str,
+        _opt(
+            "--task",
+            "-t",
+            help="inference, serving, rag, pretrain, full-finetune, lora, qlora, cv-train, cv-inference.",
+        ),
+    ),
     "gpu": (str, _opt("--gpu", "-g", help="Catalog GPU id (see `gpuwise gpus`).")),
     "num_gpus": (int, _opt("--gpus", "-n", help="Number of GPUs.")),
-    "batch_size": (int, _opt("--batch", "-b", help="Micro-batch per GPU (training) or batch per replica (inference).")),
-    "seq_len": (int, _opt("--seq", "-s", help="Sequence length (training) or prompt/context length (inference).")),
+    "batch_size": (
+        int,
+        _opt("--batch", "-b", help="Micro-batch per GPU (training) or batch per replica (inference)."),
+    ),
+    "seq_len": (
+        int,
+        _opt("--seq", "-s", help="Sequence length (training) or prompt/context length (inference)."),
+    ),
     "output_len": (int, _opt("--output-len", help="Generated tokens per request (inference).")),
-    "precision": (str, _opt("--precision", "-p", help="fp32, amp-bf16, amp-fp16, bf16, fp16, fp8, int8, int4, nf4, nf4-dq.")),
-    "optimizer": (str, _opt("--optimizer", help="adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor, sgd.")),
+    "precision": (
+        str,
+        _opt("--precision", "-p", help="fp32, amp-bf16, amp-fp16, bf16, fp16, fp8, int8, int4, nf4, nf4-dq."),
+    ),
+    "optimizer": (
+        str,
+        _opt("--optimizer", help="adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor, sgd."),
+    ),
     "grad_checkpointing": (str, _opt("--checkpointing", help="none, selective, full.")),
     "grad_accum": (int, _opt("--accum", help="Gradient accumulation steps.")),
     "lora_rank": (int, _opt("--lora-rank", help="LoRA rank.")),
@@ -47,7 +66,12 @@ _FLAGS: dict[str, tuple[Any, Any]] = {
     "concurrency": (int, _opt("--concurrency", help="Simultaneous requests (serving).")),
     "goal": (str, _opt("--goal", help="cost, latency, throughput, fit.")),
     "utilization_pct": (float, _opt("--utilization", help="Observed GPU utilization in percent.")),
-    "set_values": (list[str], typer.Option("--set", help="Any workload key: --set lora_dtype=bf16 (repeatable).", rich_help_panel=_PANEL)),
+    "set_values": (
+        list[str],
+        typer.Option(
+            "--set", help="Any workload key: --set lora_dtype=bf16 (repeatable).", rich_help_panel=_PANEL
+        ),
+    ),
 }
 
 
@@ -77,11 +101,17 @@ def workload_command(func: Callable[..., Any]) -> Callable[..., Any]:
     """Give ``func(workload: Workload, ...)`` the WORKLOAD argument and the workload flags."""
     own = [p for p in inspect.signature(func).parameters.values() if p.name != "workload"]
     spec_param = inspect.Parameter(
-        "spec", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-        annotation=Annotated[str | None, typer.Argument(metavar="WORKLOAD", help="Workload YAML file, or a model id.")],
+        "spec",
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        default=None,
+        annotation=Annotated[
+            str | None, typer.Argument(metavar="WORKLOAD", help="Workload YAML file, or a model id.")
+        ],
     )
     flag_params = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind | None, option])
+        inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind | None, option]
+        )
         for name, (kind, option) in _FLAGS.items()
     ]
 

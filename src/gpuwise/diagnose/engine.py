@@ -25,7 +25,10 @@ def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
     best: dict[str, Finding] = {}
     for finding in findings:
         current = best.get(finding.id)
-        if current is None or (finding.severity_rank, -_gain_score(finding)) < (current.severity_rank, -_gain_score(current)):
+        if current is None or (finding.severity_rank, -_gain_score(finding)) < (
+            current.severity_rank,
+            -_gain_score(current),
+        ):
             best[finding.id] = finding
     return sorted(best.values(), key=lambda f: (f.severity_rank, -_gain_score(f), f.id))
 

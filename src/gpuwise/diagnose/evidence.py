@@ -32,7 +32,9 @@ class Evidence:
     num_steps: int | None = None
     step_time_s: float | None = None  # mean over measured steps
     step_times_s: list[float] = field(default_factory=list)  # per measured step, in order
-    phase_s: dict[str, float] = field(default_factory=dict)  # mean per step: data_wait, h2d_copy, forward, backward, optimizer, other
+    phase_s: dict[str, float] = field(
+        default_factory=dict
+    )  # mean per step: data_wait, h2d_copy, forward, backward, optimizer, other
 
     # --- input pipeline ------------------------------------------------------------------------
     input_wait_pct: float | None = None  # share of step time waiting for the next batch
@@ -59,11 +61,17 @@ class Evidence:
     # --- memory ----------------------------------------------------------------------------------
     memory_capacity_bytes: int | None = None
     memory_peak_bytes: int | None = None  # peak reserved (or NVML used) during the run / predicted
-    memory_per_step_bytes: list[float] = field(default_factory=list)  # live allocated bytes at step ends (each step, or those below)
-    memory_step_index: list[int] = field(default_factory=list)  # measured step of each reading above; empty = every step in order
+    memory_per_step_bytes: list[float] = field(
+        default_factory=list
+    )  # live allocated bytes at step ends (each step, or those below)
+    memory_step_index: list[int] = field(
+        default_factory=list
+    )  # measured step of each reading above; empty = every step in order
 
     # --- hardware telemetry -------------------------------------------------------------------------
-    throttle_pct: dict[str, float] = field(default_factory=dict)  # reason -> % of samples active (hw_thermal, sw_power_cap, ...)
+    throttle_pct: dict[str, float] = field(
+        default_factory=dict
+    )  # reason -> % of samples active (hw_thermal, sw_power_cap, ...)
     temperature_c_max: float | None = None
     power_w_mean: float | None = None
     sm_clock_mhz_mean: float | None = None
@@ -71,8 +79,12 @@ class Evidence:
     # --- distributed --------------------------------------------------------------------------------
     comm_exposed_pct: float | None = None  # communication not overlapped with compute, share of step/span
     comm_overlap_pct: float | None = None  # share of communication time overlapped by compute
-    rank_step_time_s: dict[int, float] = field(default_factory=dict)  # rank -> mean step time (cross-rank evidence)
-    rank_comm_time_s: dict[int, float] = field(default_factory=dict)  # rank -> mean per-step time in collective kernels (waiting for peers + transfer)
+    rank_step_time_s: dict[int, float] = field(
+        default_factory=dict
+    )  # rank -> mean step time (cross-rank evidence)
+    rank_comm_time_s: dict[int, float] = field(
+        default_factory=dict
+    )  # rank -> mean per-step time in collective kernels (waiting for peers + transfer)
 
     # --- the GPU the run used, for rules that compare against its peaks -------------------------
     tensor_core_speedup: float | None = None  # bf16 dense peak / fp32 peak of the device
@@ -86,7 +98,9 @@ class Evidence:
     attention_impl: str = ""  # eager | sdpa | flash
     attention_scores_bytes: int | None = None  # materialized S×S attention scores at the peak (0 with flash)
     optimizer_fused: bool | None = None  # AdamW with fused=True (one kernel for all parameters)
-    fit_options_bytes: dict[str, float] = field(default_factory=dict)  # change -> predicted peak bytes with it
+    fit_options_bytes: dict[str, float] = field(
+        default_factory=dict
+    )  # change -> predicted peak bytes with it
 
     notes: list[str] = field(default_factory=list)
 
@@ -120,7 +134,9 @@ class Evidence:
         if "source" not in values:
             raise GpuwiseError(f"{where}: evidence has no 'source' (one of {', '.join(SOURCES)})")
         if values["source"] not in SOURCES:
-            raise GpuwiseError(f"{where}: unknown evidence source {values['source']!r} (one of {', '.join(SOURCES)})")
+            raise GpuwiseError(
+                f"{where}: unknown evidence source {values['source']!r} (one of {', '.join(SOURCES)})"
+            )
         for key in ("rank_step_time_s", "rank_comm_time_s"):
             if key in values:
                 values[key] = {int(k): float(v) for k, v in values[key].items()}
@@ -140,12 +156,16 @@ def evidence_from_document(document: Any, where: str) -> list[Evidence]:
         inner = document["evidence"]
         items = inner if isinstance(inner, list) else [inner]
         if not items or any(not isinstance(item, dict) for item in items):
-            raise GpuwiseError(f"{where}: the document's 'evidence' is empty or not an object (did the run measure any steps?)")
+            raise GpuwiseError(
+                f"{where}: the document's 'evidence' is empty or not an object (did the run measure any steps?)"
+            )
         return [Evidence.from_dict(item, where) for item in items]
     if "source" in document:
         return [Evidence.from_dict(document, where)]
     kind = document.get("kind", "unknown")
-    raise GpuwiseError(f"{where}: a {kind!r} document carries no evidence (use the --json output of `gpuwise profile` or `gpuwise trace`)")
+    raise GpuwiseError(
+        f"{where}: a {kind!r} document carries no evidence (use the --json output of `gpuwise profile` or `gpuwise trace`)"
+    )
 
 
 def load_evidence(path: str | Path) -> list[Evidence]:

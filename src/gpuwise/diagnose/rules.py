@@ -73,14 +73,25 @@ def input_bound(ev: Evidence) -> Finding | None:
         summary=f"{share:.1f} % of each step is spent waiting for the next batch"
         + (f" (num_workers={workers})" if workers is not None else "")
         + "; the device idles meanwhile.",
-        metrics={"input_wait_pct": round(share, 2), "loader_num_workers": workers, "cpu_util_pct": ev.cpu_util_pct,
-                 "suggested_num_workers": suggested, "suggested_prefetch_factor": None if saturated else 4},
+        metrics={
+            "input_wait_pct": round(share, 2),
+            "loader_num_workers": workers,
+            "cpu_util_pct": ev.cpu_util_pct,
+            "suggested_num_workers": suggested,
+            "suggested_prefetch_factor": None if saturated else 4,
+        },
         fix=fix,
         fix_snippet=snippet,
-        gain=Gain("throughput_x", 1.0 + (_speedup_from_saving(gain_high) - 1) * 0.5, _speedup_from_saving(gain_high),
-                  "if loading fully overlaps compute, the wait disappears from the step"),
+        gain=Gain(
+            "throughput_x",
+            1.0 + (_speedup_from_saving(gain_high) - 1) * 0.5,
+            _speedup_from_saving(gain_high),
+            "if loading fully overlaps compute, the wait disappears from the step",
+        ),
         source=ev.source,
-        tools=("torch.utils.data.DataLoader", "NVIDIA DALI") if saturated else ("torch.utils.data.DataLoader",),
+        tools=("torch.utils.data.DataLoader", "NVIDIA DALI")
+        if saturated
+        else ("torch.utils.data.DataLoader",),
     )
 
 
@@ -96,10 +107,18 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
         confidence="medium" if ev.cpu_util_pct is None else "high",
         category="input",
         summary=f"Data loading waits {share:.1f} % of the step while the CPU is "
-        + (f"{ev.cpu_util_pct:.0f} % busy" if ev.cpu_util_pct is not None else f"already running {ev.loader_num_workers} workers on {ev.cpu_count} cores")
+        + (
+            f"{ev.cpu_util_pct:.0f} % busy"
+            if ev.cpu_util_pct is not None
+            else f"already running {ev.loader_num_workers} workers on {ev.cpu_count} cores"
+        )
         + ".",
-        metrics={"input_wait_pct": round(share, 2), "cpu_util_pct": ev.cpu_util_pct, "cpu_count": ev.cpu_count,
-                 "loader_num_workers": ev.loader_num_workers},
+        metrics={
+            "input_wait_pct": round(share, 2),
+            "cpu_util_pct": ev.cpu_util_pct,
+            "cpu_count": ev.cpu_count,
+            "loader_num_workers": ev.loader_num_workers,
+        },
         fix="Move decoding/augmentation to the GPU, pre-process the dataset once, or use a machine with more CPU cores per GPU.",
         fix_snippet="# GPU decode + augment: nvidia.dali.fn.decoders.image(..., device='mixed'), or cache pre-processed tensors to disk",
         gain=Gain("throughput_x", 1.0, _speedup_from_saving(share), "bounded by the input wait share"),
@@ -121,7 +140,11 @@ def sync_bound(ev: Evidence) -> Finding | None:
         confidence=_confidence(ev),
         category="host",
         summary=f"The host waits for the device {share:.1f} % of the step"
-        + (f" in {calls:.1f} synchronizing calls per step (.item(), .cpu(), torch.cuda.synchronize)" if calls else "")
+        + (
+            f" in {calls:.1f} synchronizing calls per step (.item(), .cpu(), torch.cuda.synchronize)"
+            if calls
+            else ""
+        )
         + ", so kernels cannot be queued ahead.",
         metrics={"sync_wait_pct": round(share, 2), "sync_calls_per_step": calls},
         fix="Keep values on the device and read them rarely: accumulate the loss as a tensor and call .item() every N steps.",
@@ -130,7 +153,12 @@ def sync_bound(ev: Evidence) -> Finding | None:
             "if step % log_every == 0:\n"
             "    print((running_loss / log_every).item()); running_loss.zero_()"
         ),
-        gain=Gain("throughput_x", 1.0, _speedup_from_saving(share * 0.8), "most of the blocked time overlaps once the queue fills"),
+        gain=Gain(
+            "throughput_x",
+            1.0,
+            _speedup_from_saving(share * 0.8),
+            "most of the blocked time overlaps once the queue fills",
+        ),
         source=ev.source,
     )
 
@@ -157,11 +185,20 @@ def launch_bound(ev: Evidence) -> Finding | None:
         summary=f"{tiny:.0f} % of kernels run under {T.TINY_KERNEL_US:.0f} µs and the GPU is idle {idle:.0f} % of the time"
         + (f" ({ev.kernels_per_step:.0f} kernels per step)" if ev.kernels_per_step else "")
         + ": launch overhead, not compute, sets the pace.",
-        metrics={"tiny_kernel_pct": round(tiny, 2), "gpu_idle_pct": round(idle, 2), "kernels_per_step": ev.kernels_per_step,
-                 "host_busy_pct": ev.host_busy_pct},
+        metrics={
+            "tiny_kernel_pct": round(tiny, 2),
+            "gpu_idle_pct": round(idle, 2),
+            "kernels_per_step": ev.kernels_per_step,
+            "host_busy_pct": ev.host_busy_pct,
+        },
         fix="Fuse kernels and cut launches: torch.compile (mode='reduce-overhead' uses CUDA graphs), fused optimizers, a larger batch.",
-        fix_snippet="model = torch.compile(model, mode=\"reduce-overhead\")\noptimizer = torch.optim.AdamW(params, lr=lr, fused=True)",
-        gain=Gain("throughput_x", 1.2, _speedup_from_saving(idle * 0.7), "typical torch.compile gains on launch-bound models"),
+        fix_snippet='model = torch.compile(model, mode="reduce-overhead")\noptimizer = torch.optim.AdamW(params, lr=lr, fused=True)',
+        gain=Gain(
+            "throughput_x",
+            1.2,
+            _speedup_from_saving(idle * 0.7),
+            "typical torch.compile gains on launch-bound models",
+        ),
         source=ev.source,
         tools=("torch.compile", "CUDA graphs"),
     )
@@ -175,7 +212,9 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
     if speedup is None or speedup < T.TENSOR_CORE_SPEEDUP_MIN:
         return None
     compute_share = 100.0 - (ev.gpu_idle_pct or 0.0)
-    realistic = min(speedup, T.AMP_SPEEDUP_CAP_X)  # matmuls rarely reach the full peak ratio; memory-bound ops gain ~2x
+    realistic = min(
+        speedup, T.AMP_SPEEDUP_CAP_X
+    )  # matmuls rarely reach the full peak ratio; memory-bound ops gain ~2x
     saving = compute_share * (share / 100) * (1 - 1 / realistic)
     return Finding(
         id="no_mixed_precision",
@@ -188,11 +227,15 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
         fix="Train with bf16 autocast (or at least allow TF32 matmuls).",
         fix_snippet=(
             "torch.backends.cuda.matmul.allow_tf32 = True\n"
-            "with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16):\n"
+            'with torch.autocast(device_type="cuda", dtype=torch.bfloat16):\n'
             "    loss = model(batch)"
         ),
-        gain=Gain("throughput_x", min(1.3, _speedup_from_saving(saving)), _speedup_from_saving(saving),
-                  f"matmul share × tensor-core speed-up, capped at the {T.AMP_SPEEDUP_CAP_X:g}× measured end to end"),
+        gain=Gain(
+            "throughput_x",
+            min(1.3, _speedup_from_saving(saving)),
+            _speedup_from_saving(saving),
+            f"matmul share × tensor-core speed-up, capped at the {T.AMP_SPEEDUP_CAP_X:g}× measured end to end",
+        ),
         source=ev.source,
         tools=("torch.autocast",),
     )
@@ -216,8 +259,13 @@ def pageable_copies(ev: Evidence) -> Finding | None:
         + "; they cannot overlap with compute and run at a fraction of PCIe speed.",
         metrics={"pageable_copy_pct": round(share, 2), "h2d_copy_pct": copy_pct},
         fix="Pin host memory and copy asynchronously.",
-        fix_snippet="DataLoader(..., pin_memory=True)\nx = x.to(\"cuda\", non_blocking=True)",
-        gain=Gain("step_time_pct", 0.0, round((copy_pct or 0) * 0.5, 2), "pinned copies run ~2× faster and overlap with compute"),
+        fix_snippet='DataLoader(..., pin_memory=True)\nx = x.to("cuda", non_blocking=True)',
+        gain=Gain(
+            "step_time_pct",
+            0.0,
+            round((copy_pct or 0) * 0.5, 2),
+            "pinned copies run ~2× faster and overlap with compute",
+        ),
         source=ev.source,
     )
 
@@ -244,11 +292,21 @@ def small_batch(ev: Evidence) -> Finding | None:
         category="compute",
         summary=f"The GPU is {util:.0f} % utilized with {headroom:.0f} % of its memory free "
         f"({used / GiB:.1f} of {capacity / GiB:.1f} GiB used).",
-        metrics={"gpu_util_pct": round(util, 2), "memory_headroom_pct": round(headroom, 2),
-                 "memory_peak_bytes": used, "memory_capacity_bytes": capacity, "batch_scale_possible": round(factor, 2)},
+        metrics={
+            "gpu_util_pct": round(util, 2),
+            "memory_headroom_pct": round(headroom, 2),
+            "memory_peak_bytes": used,
+            "memory_capacity_bytes": capacity,
+            "batch_scale_possible": round(factor, 2),
+        },
         fix=f"Raise the per-GPU batch (memory allows up to ~{factor:.1f}× if activations dominate) and divide gradient accumulation by the same factor to keep the effective batch.",
         fix_snippet="# e.g. per_device_train_batch_size *= 2; gradient_accumulation_steps //= 2  (same global batch)",
-        gain=Gain("throughput_x", 1.1, min(2.0, 100.0 / max(util, 1.0)), "bounded by the idle share; larger batches also amortize launches"),
+        gain=Gain(
+            "throughput_x",
+            1.1,
+            min(2.0, 100.0 / max(util, 1.0)),
+            "bounded by the idle share; larger batches also amortize launches",
+        ),
         source=ev.source,
     )
 
@@ -264,9 +322,17 @@ def oom_risk(ev: Evidence) -> Finding | None:
     limit = capacity * (1 - T.OOM_HEADROOM_PCT / 100)
     fitting = {label: b for label, b in ev.fit_options_bytes.items() if b <= limit}
     if fitting:  # the planner computed these by re-running the memory model on each change
-        fix = "What makes it fit (predicted peak): " + "; ".join(f"{k} ({b / GiB:.1f} GiB)" for k, b in list(fitting.items())[:4]) + "."
+        fix = (
+            "What makes it fit (predicted peak): "
+            + "; ".join(f"{k} ({b / GiB:.1f} GiB)" for k, b in list(fitting.items())[:4])
+            + "."
+        )
     elif ev.fit_options_bytes:
-        fix = "No single change tried fits this GPU (" + "; ".join(ev.fit_options_bytes) + "): combine them, shard over more GPUs or use a larger GPU."
+        fix = (
+            "No single change tried fits this GPU ("
+            + "; ".join(ev.fit_options_bytes)
+            + "): combine them, shard over more GPUs or use a larger GPU."
+        )
     return Finding(
         id="oom_risk",
         title="Does not fit in GPU memory" if does_not_fit else "Little memory headroom: out-of-memory risk",
@@ -274,13 +340,25 @@ def oom_risk(ev: Evidence) -> Finding | None:
         confidence=_confidence(ev),
         category="memory",
         summary=f"Peak memory {peak / GiB:.1f} GiB of {capacity / GiB:.1f} GiB ({headroom:.1f} % headroom); "
-        + ("it will fail with CUDA out of memory." if does_not_fit else "fragmentation or a longer sequence can tip it over."),
-        metrics={"memory_peak_bytes": peak, "memory_capacity_bytes": capacity, "memory_headroom_pct": round(headroom, 2),
-                 **({"fit_options_bytes": dict(ev.fit_options_bytes)} if ev.fit_options_bytes else {})},
+        + (
+            "it will fail with CUDA out of memory."
+            if does_not_fit
+            else "fragmentation or a longer sequence can tip it over."
+        ),
+        metrics={
+            "memory_peak_bytes": peak,
+            "memory_capacity_bytes": capacity,
+            "memory_headroom_pct": round(headroom, 2),
+            **({"fit_options_bytes": dict(ev.fit_options_bytes)} if ev.fit_options_bytes else {}),
+        },
         fix=fix,
         fix_snippet="model.gradient_checkpointing_enable()\n# or: per_device_train_batch_size //= 2; gradient_accumulation_steps *= 2",
-        gain=Gain("memory_bytes", max(0.0, peak - capacity * (1 - T.TARGET_HEADROOM_PCT / 100)), max(0.0, peak - capacity * 0.5),
-                  f"to restore {T.TARGET_HEADROOM_PCT:.0f} % headroom"),
+        gain=Gain(
+            "memory_bytes",
+            max(0.0, peak - capacity * (1 - T.TARGET_HEADROOM_PCT / 100)),
+            max(0.0, peak - capacity * 0.5),
+            f"to restore {T.TARGET_HEADROOM_PCT:.0f} % headroom",
+        ),
         source=ev.source,
         tools=("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",),
     )
@@ -305,11 +383,17 @@ def throttling(ev: Evidence) -> Finding | None:
         + (f"; max temperature {ev.temperature_c_max:.0f} °C" if ev.temperature_c_max is not None else "")
         + (f", mean SM clock {ev.sm_clock_mhz_mean:.0f} MHz" if ev.sm_clock_mhz_mean is not None else "")
         + ".",
-        metrics={"throttle_pct": dict(ev.throttle_pct), "temperature_c_max": ev.temperature_c_max, "power_w_mean": ev.power_w_mean,
-                 "sm_clock_mhz_mean": ev.sm_clock_mhz_mean},
+        metrics={
+            "throttle_pct": dict(ev.throttle_pct),
+            "temperature_c_max": ev.temperature_c_max,
+            "power_w_mean": ev.power_w_mean,
+            "sm_clock_mhz_mean": ev.sm_clock_mhz_mean,
+        },
         fix="Check cooling and airflow (thermal) or the power limit (`nvidia-smi -q -d POWER`); on cloud instances report the node.",
         fix_snippet="nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER",
-        gain=Gain("throughput_x", 1.0, 1.0 + share / 100 * 0.3, "clock recovery; depends on how far clocks drop"),
+        gain=Gain(
+            "throughput_x", 1.0, 1.0 + share / 100 * 0.3, "clock recovery; depends on how far clocks drop"
+        ),
         source=ev.source,
         tools=("nvidia-smi", "DCGM"),
     )
@@ -349,13 +433,24 @@ def step_outliers(ev: Evidence) -> Finding | None:
         category="host",
         summary=f"{len(outliers)} of {len(times)} steps exceed the typical {median * 1000:.1f} ms by more than {T.OUTLIER_SIGMA:.0f}σ "
         f"(slowest {max(times) * 1000:.1f} ms), costing {cost_pct:.1f} % of the run"
-        + (f"; they recur every {period} steps (checkpointing, evaluation, logging or garbage collection?)." if period else "."),
-        metrics={"outlier_steps": outliers[:50], "typical_step_s": round(median, 6), "slowest_step_s": round(max(times), 6),
-                 "outlier_cost_pct": round(cost_pct, 2), "period_steps": period},
+        + (
+            f"; they recur every {period} steps (checkpointing, evaluation, logging or garbage collection?)."
+            if period
+            else "."
+        ),
+        metrics={
+            "outlier_steps": outliers[:50],
+            "typical_step_s": round(median, 6),
+            "slowest_step_s": round(max(times), 6),
+            "outlier_cost_pct": round(cost_pct, 2),
+            "period_steps": period,
+        },
         fix="Find what runs on those steps: move checkpoint saving/evaluation off the critical path (async checkpointing), "
         "avoid periodic host syncs, and call gc.freeze() after setup.",
         fix_snippet="import gc; gc.freeze()  # after model and data setup\n# torch.distributed.checkpoint.async_save(...) for checkpoints",
-        gain=Gain("step_time_pct", round(cost_pct * 0.5, 2), round(cost_pct, 2), "the excess time of the slow steps"),
+        gain=Gain(
+            "step_time_pct", round(cost_pct * 0.5, 2), round(cost_pct, 2), "the excess time of the slow steps"
+        ),
         source=ev.source,
     )
 
@@ -389,8 +484,13 @@ def memory_growth(ev: Evidence) -> Finding | None:
         category="memory",
         summary=f"Allocated memory rose {growth_pct:.0f} % over {span} steps (+{per_step / 2**20:.1f} MiB per step)"
         + (f"; at this rate memory runs out in ~{steps_left:,} steps." if steps_left is not None else "."),
-        metrics={"growth_pct": round(growth_pct, 2), "bytes_per_step": round(per_step), "first_bytes": first, "last_bytes": last,
-                 "steps_until_oom": steps_left},
+        metrics={
+            "growth_pct": round(growth_pct, 2),
+            "bytes_per_step": round(per_step),
+            "first_bytes": first,
+            "last_bytes": last,
+            "steps_until_oom": steps_left,
+        },
         fix="Something keeps tensors (often the autograd graph) alive across steps: store loss.item() or loss.detach(), not loss.",
         fix_snippet="losses.append(loss.detach())   # not losses.append(loss)\n# or: total += loss.item()",
         gain=Gain("memory_bytes", per_step * span * 0.5, per_step * span, "the growth seen during the run"),
@@ -410,7 +510,11 @@ def comm_bound(ev: Evidence) -> Finding | None:
         confidence=_confidence(ev),
         category="communication",
         summary=f"{share:.0f} % of the step is collective communication with no compute running"
-        + (f" ({ev.comm_overlap_pct:.0f} % of communication overlaps compute)" if ev.comm_overlap_pct is not None else "")
+        + (
+            f" ({ev.comm_overlap_pct:.0f} % of communication overlaps compute)"
+            if ev.comm_overlap_pct is not None
+            else ""
+        )
         + ".",
         metrics={"comm_exposed_pct": round(share, 2), "comm_overlap_pct": ev.comm_overlap_pct},
         fix="Overlap and reduce communication: gradient accumulation with no_sync, larger DDP buckets, FSDP prefetch; "
@@ -421,7 +525,12 @@ def comm_bound(ev: Evidence) -> Finding | None:
             "DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True)\n"
             "FSDP(model, forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE)"
         ),
-        gain=Gain("throughput_x", 1.0 + share / 200, _speedup_from_saving(share * 0.7), "exposed communication overlapped or removed"),
+        gain=Gain(
+            "throughput_x",
+            1.0 + share / 200,
+            _speedup_from_saving(share * 0.7),
+            "exposed communication overlapped or removed",
+        ),
         source=ev.source,
         tools=("NCCL", "torch.distributed"),
     )
@@ -443,7 +552,12 @@ def low_utilization(ev: Evidence) -> Finding | None:
         summary=f"The GPU computes {util:.0f} % of the time; the other findings say where the rest goes.",
         metrics={"gpu_util_pct": round(util, 2), "gpu_idle_pct": ev.gpu_idle_pct},
         fix="Fix the causes listed with it (input, host syncs, launches, communication); if none is listed, profile with `gpuwise profile`.",
-        gain=Gain("throughput_x", 1.0, min(3.0, 100.0 / max(util, 1.0) * 0.8), "recovering idle time, rarely all of it"),
+        gain=Gain(
+            "throughput_x",
+            1.0,
+            min(3.0, 100.0 / max(util, 1.0) * 0.8),
+            "recovering idle time, rarely all of it",
+        ),
         source=ev.source,
     )
 
@@ -468,7 +582,11 @@ def straggler(ev: Evidence) -> Finding | None:
         category="distributed",
         summary=f"Rank {slow_rank} takes {slow * 1000:.1f} ms per step vs a median of {median * 1000:.1f} ms (+{skew_pct:.0f} %); "
         "every other rank waits for it at each collective.",
-        metrics={"straggler_rank": slow_rank, "rank_step_time_s": {str(k): v for k, v in ranks.items()}, "skew_pct": round(skew_pct, 2)},
+        metrics={
+            "straggler_rank": slow_rank,
+            "rank_step_time_s": {str(k): v for k, v in ranks.items()},
+            "skew_pct": round(skew_pct, 2),
+        },
         fix="Check that rank's node: input shard size, data loader, thermal/power throttling, a slower GPU or link.",
         fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
         gain=Gain("throughput_x", 1.0, 1.0 + skew_pct / 100, "all ranks run at the median pace"),
@@ -498,13 +616,23 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float) -> Fin
         f"but rank {late} spends {comm[late] * 1000:.3g} ms per step in collectives vs {others * 1000:.3g} ms on the other "
         f"{len(comm) - 1} rank(s): it arrives last, and the others wait about {gap_s * 1000:.3g} ms per step for it "
         f"({gap_pct:.0f} % of the step).",
-        metrics={"straggler_rank": late, "rank_step_time_s": {str(k): v for k, v in ev.rank_step_time_s.items()},
-                 "rank_comm_time_s": {str(k): v for k, v in comm.items()}, "comm_wait_gap_s": gap_s,
-                 "comm_wait_gap_pct": round(gap_pct, 2), "skew_pct": round(skew_pct, 2)},
+        metrics={
+            "straggler_rank": late,
+            "rank_step_time_s": {str(k): v for k, v in ev.rank_step_time_s.items()},
+            "rank_comm_time_s": {str(k): v for k, v in comm.items()},
+            "comm_wait_gap_s": gap_s,
+            "comm_wait_gap_pct": round(gap_pct, 2),
+            "skew_pct": round(skew_pct, 2),
+        },
         fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower loader, "
         "extra work on that rank (logging, checkpointing, evaluation), throttling or a slower GPU on its node.",
         fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
-        gain=Gain("throughput_x", 1.0, _speedup_from_saving(gap_pct), "the others stop waiting: each step shrinks by the gap"),
+        gain=Gain(
+            "throughput_x",
+            1.0,
+            _speedup_from_saving(gap_pct),
+            "the others stop waiting: each step shrinks by the gap",
+        ),
         source=ev.source,
     )
 
@@ -524,10 +652,19 @@ def no_flash_attention(ev: Evidence) -> Finding | None:
         confidence=_confidence(ev),
         category="memory",
         summary=f"{ev.attention_impl or 'This'} attention keeps S×S scores: {scores / GiB:.1f} GiB, {share:.0f} % of the peak.",
-        metrics={"attention_scores_bytes": scores, "attention_scores_share_pct": round(share, 2), "attention_impl": ev.attention_impl},
+        metrics={
+            "attention_scores_bytes": scores,
+            "attention_scores_share_pct": round(share, 2),
+            "attention_impl": ev.attention_impl,
+        },
         fix="Use FlashAttention (or PyTorch SDPA's flash backend): exact attention in memory linear in the sequence length.",
         fix_snippet='AutoModelForCausalLM.from_pretrained(..., attn_implementation="flash_attention_2")  # or "sdpa"',
-        gain=Gain("memory_bytes", scores * 0.9, float(scores), "the score matrices no longer exist; fewer HBM reads too"),
+        gain=Gain(
+            "memory_bytes",
+            scores * 0.9,
+            float(scores),
+            "the score matrices no longer exist; fewer HBM reads too",
+        ),
         source=ev.source,
         tools=("FlashAttention",),
     )
@@ -547,8 +684,13 @@ def no_fused_optimizer(ev: Evidence) -> Finding | None:
         summary=f"The AdamW update takes {share:.0f} % of the step with one kernel per parameter group (fused=False).",
         metrics={"optimizer_step_pct": round(share, 2)},
         fix="Use the fused AdamW kernel: same math, one launch for all parameters.",
-        fix_snippet="torch.optim.AdamW(model.parameters(), lr=..., fused=True)\n# Hugging Face: TrainingArguments(optim=\"adamw_torch_fused\")",
-        gain=Gain("step_time_pct", 0.0, round(share / 2, 2), "at most half of the optimizer phase; the update stays bandwidth-bound"),
+        fix_snippet='torch.optim.AdamW(model.parameters(), lr=..., fused=True)\n# Hugging Face: TrainingArguments(optim="adamw_torch_fused")',
+        gain=Gain(
+            "step_time_pct",
+            0.0,
+            round(share / 2, 2),
+            "at most half of the optimizer phase; the update stays bandwidth-bound",
+        ),
         source=ev.source,
     )
 
@@ -594,12 +736,17 @@ def decode_memory_bound(ev: Evidence) -> Finding | None:
         confidence=_confidence(ev),
         category="memory",
         summary=f"Each generated token reads {weights / GiB:.1f} GiB of {bits:g}-bit weights"
-        + (f" and {kv / GiB:.1f} GiB of KV cache" if kv else "") + " from memory; the tensor cores mostly wait.",
+        + (f" and {kv / GiB:.1f} GiB of KV cache" if kv else "")
+        + " from memory; the tensor cores mostly wait.",
         metrics={"weight_bytes": int(weights), "weight_bits": bits, "kv_cache_bytes": int(kv)},
         fix=("Quantize weights to FP8/INT8 (half the bytes per token) and " if quantize else "")
         + "serve more requests per batch: each weight read then serves every sequence in the batch.",
-        fix_snippet="vllm serve MODEL --quantization fp8 --max-num-seqs 64" if quantize else "vllm serve MODEL --max-num-seqs 64",
-        gain=Gain("throughput_x", 1.0, round(speedup, 3), "per-token latency from halving weight bytes") if quantize else None,
+        fix_snippet="vllm serve MODEL --quantization fp8 --max-num-seqs 64"
+        if quantize
+        else "vllm serve MODEL --max-num-seqs 64",
+        gain=Gain("throughput_x", 1.0, round(speedup, 3), "per-token latency from halving weight bytes")
+        if quantize
+        else None,
         source=ev.source,
         tools=("vLLM", "TensorRT-LLM"),
     )

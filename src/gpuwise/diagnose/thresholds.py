@@ -17,7 +17,9 @@ SYNC_WAIT_MODERATE_PCT = 5.0
 SYNC_WAIT_HIGH_PCT = 15.0
 
 # launch_bound: GPU mostly idle between many tiny kernels while the host is busy.
-TINY_KERNEL_US = 10.0  # kernels shorter than this cost about as much to launch as to run (~5-10 us launch latency)
+TINY_KERNEL_US = (
+    10.0  # kernels shorter than this cost about as much to launch as to run (~5-10 us launch latency)
+)
 TINY_KERNEL_SHARE_PCT = 50.0  # share of kernels that are tiny
 LAUNCH_GPU_IDLE_PCT = 30.0  # GPU idle share that makes launches the limiter
 # ... and launching could plausibly fill the step: kernels per step x host cost per launched op
@@ -62,7 +64,9 @@ MIN_STEPS_FOR_STATISTICS = 8
 MEMORY_GROWTH_MIN_PCT = 5.0  # growth over the run relative to the first post-warm-up step
 MEMORY_GROWTH_RISING_SHARE = 0.7  # share of step-to-step deltas that must be increases
 MEMORY_GROWTH_HIGH_PCT = 25.0
-MEMORY_GROWTH_MIN_READINGS = 5  # live-memory readings needed (a live run spaces them to bound the probe's cost),
+MEMORY_GROWTH_MIN_READINGS = (
+    5  # live-memory readings needed (a live run spaces them to bound the probe's cost),
+)
 # spanning at least MIN_STEPS_FOR_STATISTICS steps
 
 # comm_bound: communication not hidden behind compute.

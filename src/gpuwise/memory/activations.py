@@ -81,7 +81,9 @@ class LayerActivations:
     backward_workspace_bytes: float  # transient gradients while one layer runs backward
     prefill_workspace_bytes: float  # transient working set of one layer without autograd
     ctx_held_bytes: float = 0.0  # inputs bitsandbytes keeps on ctx (released only with the whole graph)
-    kv_expand_bytes: float = 0.0  # what expanding K and V to every query head adds (GQA under SDPA with a mask)
+    kv_expand_bytes: float = (
+        0.0  # what expanding K and V to every query head adds (GQA under SDPA with a mask)
+    )
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,9 @@ def _rank(w: Workload) -> int:
     return w.lora_rank if w.is_lora else 0
 
 
-def layer_activations(arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int) -> LayerActivations:
+def layer_activations(
+    arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int
+) -> LayerActivations:
     """Walk one block for a micro-batch of ``batch`` × ``seq`` tokens (before the tp split)."""
     t = batch * seq
     h, i, qd, kvd = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
@@ -276,7 +280,9 @@ def output_vocab(arch: ModelArch) -> int:
     return arch.vocab_size if arch.is_decoder and arch.vocab_size else ENCODER_CLASSES
 
 
-def head_activation_bytes(arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int) -> float:
+def head_activation_bytes(
+    arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int
+) -> float:
     """Final norm and what the lm_head keeps of its input (trainable or bitsandbytes-quantized head)."""
     dt = block_dtypes(w, regime, profile)
     t = batch * seq
@@ -293,7 +299,9 @@ def head_activation_bytes(arch: ModelArch, w: Workload, regime: Regime, profile:
     return total
 
 
-def logits_bytes(arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int) -> tuple[float, float]:
+def logits_bytes(
+    arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int
+) -> tuple[float, float]:
     """(forward, backward) peak bytes of the logits and the loss for one micro-batch."""
     vocab = output_vocab(arch)
     if not arch.is_decoder:

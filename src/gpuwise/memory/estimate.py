@@ -44,8 +44,18 @@ from gpuwise.units import GiB
 from gpuwise.workload import Workload
 
 COMPONENTS = (
-    "weights", "gradients", "optimizer_states", "master_weights", "lora_adapters", "autocast_weight_copies",
-    "activations", "logits_loss", "kv_cache", "temporaries", "cuda_context", "allocator_reserve",
+    "weights",
+    "gradients",
+    "optimizer_states",
+    "master_weights",
+    "lora_adapters",
+    "autocast_weight_copies",
+    "activations",
+    "logits_loss",
+    "kv_cache",
+    "temporaries",
+    "cuda_context",
+    "allocator_reserve",
 )
 
 
@@ -150,8 +160,10 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
     w = workload
     gpu = gpu or get_gpu(w.gpu)
     if not w.model:
-        raise GpuwiseError(f"the analytic estimate needs a catalog model or a config.json (model: ...); the model "
-                           f"factory {w.model_factory} can only be simulated: gpuwise memory --traced")
+        raise GpuwiseError(
+            f"the analytic estimate needs a catalog model or a config.json (model: ...); the model "
+            f"factory {w.model_factory} can only be simulated: gpuwise memory --traced"
+        )
     arch = get_model(w.model)
     _check_supported(arch, w)
     regime = regime_for(w)
@@ -160,7 +172,9 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
     phases = ctx.training_phases() if w.is_training else ctx.inference_phases()
     peak = max(phases, key=lambda p: p.allocated_bytes)
     paged_state = ctx.paged_state_bytes
-    transient = max(p.components.get("logits_loss", 0.0) + p.components.get("temporaries", 0.0) for p in phases)
+    transient = max(
+        p.components.get("logits_loss", 0.0) + p.components.get("temporaries", 0.0) for p in phases
+    )
     sharded = w.sharding in ("fsdp", "zero3") and w.data_parallel > 1
     reserve = overheads.allocator_reserve_bytes(transient, sharded)
     context = overheads.cuda_context_bytes(gpu) + overheads.nccl_bytes(w.num_gpus)
@@ -176,8 +190,10 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
         # vLLM/SGLang allocate the whole KV pool up front: memory use is the configured fraction.
         breakdown["kv_cache"] += pool - total
         allocated, reserved, total = allocated + pool - total, reserved + pool - total, pool
-        ctx.notes.append(f"{profile.name} preallocates its KV cache up to {profile.kv_pool_fraction:.0%} of GPU memory; "
-                         "the workload itself needs less (see the prefill/decode phases)")
+        ctx.notes.append(
+            f"{profile.name} preallocates its KV cache up to {profile.kv_pool_fraction:.0%} of GPU memory; "
+            "the workload itself needs less (see the prefill/decode phases)"
+        )
     return MemoryEstimate(
         workload=w,
         gpu=gpu,
@@ -216,7 +232,9 @@ class _Context:
         self.layers = math.ceil(arch.num_layers / w.pp)
         self.tokens = sequence_tokens(arch, w)
         if arch.family == "vit" and w.seq_len != self.tokens and w.seq_len != 2048:
-            self.notes.append(f"ViT tokens come from image_size {w.image_size}: {self.tokens} (seq_len ignored)")
+            self.notes.append(
+                f"ViT tokens come from image_size {w.image_size}: {self.tokens} (seq_len ignored)"
+            )
         full_weights = weight_bytes(arch, w, regime, profile)
         self.unsharded_weights = full_weights * self.share
         self.weights = full_weights * self.share / self.shard_weights
@@ -225,8 +243,12 @@ class _Context:
             # a full unsharded copy of the weights next to the shards: Fabric's load_raw fills the whole
             # state dict on every rank, and that copy stays resident.
             self.weights += self.unsharded_weights
-            self.notes.append(f"{profile.name} FSDP: a full copy of the weights stays on every rank next to its shard")
-        self.layer_weight_bytes = full_weights * self.share / max(self.layers, 1)  # one block on this GPU, unsharded
+            self.notes.append(
+                f"{profile.name} FSDP: a full copy of the weights stays on every rank next to its shard"
+            )
+        self.layer_weight_bytes = (
+            full_weights * self.share / max(self.layers, 1)
+        )  # one block on this GPU, unsharded
         self.paged_state_bytes = 0.0
         self._size_trainables()
 
@@ -246,7 +268,11 @@ class _Context:
             if self.profile.adapter_dtype_from_model:
                 adapter_bytes = regime.compute_bytes if not regime.is_amp else 4.0
             shard = self.shard_weights
-            state = state_bytes_per_param(w.optimizer, adapter_bytes if w.optimizer in ("adamw", "adamw-fused", "sgd") else 4.0, arch.hidden_size)
+            state = state_bytes_per_param(
+                w.optimizer,
+                adapter_bytes if w.optimizer in ("adamw", "adamw-fused", "sgd") else 4.0,
+                arch.hidden_size,
+            )
             self.trainable = n
             self.adapters = n * adapter_bytes / shard
             # Gradients exist from the backward until the optimizer step (zero_grad(set_to_none=True)).
@@ -254,30 +280,44 @@ class _Context:
             state_total = n * state / shard
             self.step_state_dtype = adapter_bytes
             self.largest_param = arch.hidden_size * w.lora_rank
-            self.assumptions.append(f"LoRA adapters: {int(n):,} trainable parameters in {int(adapter_bytes * 8)}-bit")
+            self.assumptions.append(
+                f"LoRA adapters: {int(n):,} trainable parameters in {int(adapter_bytes * 8)}-bit"
+            )
             self._size_frozen_weight_casts()
         else:
             n = self.groups.total * self.share
             self.trainable = n
             self.grads = n * regime.grad_bytes / self.shard_grads
-            state_total = n * state_bytes_per_param(w.optimizer, state_dtype, arch.hidden_size) / self.shard_state
+            state_total = (
+                n * state_bytes_per_param(w.optimizer, state_dtype, arch.hidden_size) / self.shard_state
+            )
             self.master = n * regime.master_bytes / self.shard_state
             if regime.master_bytes:
                 # ZeRO/Megatron reduce 16-bit gradients into fp32 partitions for the fp32 optimizer.
                 self.grads += n * 4.0 / max(self.shard_grads, self.shard_state)
-                self.assumptions.append("fp32 master weights and fp32 gradient partitions (ZeRO/Megatron mixed precision)")
+                self.assumptions.append(
+                    "fp32 master weights and fp32 gradient partitions (ZeRO/Megatron mixed precision)"
+                )
             self.step_state_dtype = state_dtype
-            self.largest_param = max(arch.vocab_size * arch.hidden_size, arch.hidden_size * arch.intermediate_size)
+            self.largest_param = max(
+                arch.vocab_size * arch.hidden_size, arch.hidden_size * arch.intermediate_size
+            )
             if self.sharding == "ddp" and self.profile.ddp_grad_buckets:
                 self.ddp_buckets = n * regime.grad_bytes
-                self.assumptions.append("DDP gradient buckets (gradient_as_bucket_view=False) hold a copy of the gradients")
+                self.assumptions.append(
+                    "DDP gradient buckets (gradient_as_bucket_view=False) hold a copy of the gradients"
+                )
             if regime.is_amp and self.shard_weights == 1:
                 self.autocast = self.groups.block_matrices * self.share * regime.autocast_copy_bytes
                 self.autocast_head = self._head_matrix() * regime.autocast_copy_bytes
-                self.assumptions.append("autocast keeps a 16-bit copy of every linear weight from forward until its backward")
+                self.assumptions.append(
+                    "autocast keeps a 16-bit copy of every linear weight from forward until its backward"
+                )
         if is_paged(w.optimizer):
             self.paged_state_bytes = state_total
-            self.notes.append("paged optimizer state lives in CUDA unified memory: counted in device total, not in torch allocated/reserved")
+            self.notes.append(
+                "paged optimizer state lives in CUDA unified memory: counted in device total, not in torch allocated/reserved"
+            )
         elif w.is_lora:
             self.adapters += state_total  # adapters carry their own gradients and optimizer state
         else:
@@ -301,14 +341,18 @@ class _Context:
         w, regime = self.w, self.regime
         if kbit_upcast(w, regime, self.profile):
             self.autocast_head = 2.0 * self._head_matrix()
-            self.assumptions.append("autocast casts the frozen fp32 lm_head to 16-bit each forward; the copy stays "
-                                    "until its backward")
+            self.assumptions.append(
+                "autocast casts the frozen fp32 lm_head to 16-bit each forward; the copy stays "
+                "until its backward"
+            )
         elif regime.is_amp and self.shard_weights == 1:  # FSDP/ZeRO-3 gather 16-bit copies themselves
             self.autocast_head = regime.autocast_copy_bytes * self._head_matrix()
             if w.grad_checkpointing != "full":
                 self.autocast = regime.autocast_copy_bytes * self.groups.block_matrices * self.share
-            self.assumptions.append("autocast makes a 16-bit copy of each frozen fp32 weight every forward (it caches "
-                                    "only trainable ones); the matmul keeps it until that layer's backward")
+            self.assumptions.append(
+                "autocast makes a 16-bit copy of each frozen fp32 weight every forward (it caches "
+                "only trainable ones); the matmul keeps it until that layer's backward"
+            )
 
     # ---- transient terms ----------------------------------------------------------------------
     def _dequant_bytes(self) -> float:
@@ -349,11 +393,15 @@ class _Context:
         la = layer_activations(arch, w, regime, profile, b, s)
         in_flight = min(w.pp, w.grad_accum) if w.pp > 1 else 1
         if profile.frozen_linear_saves_input and w.is_lora:
-            self.assumptions.append(f"{profile.name}: inputs of frozen linears stay alive for backward "
-                                    "(reproduces its published LoRA peaks; torch's own frozen nn.Linear keeps none)")
+            self.assumptions.append(
+                f"{profile.name}: inputs of frozen linears stay alive for backward "
+                "(reproduces its published LoRA peaks; torch's own frozen nn.Linear keeps none)"
+            )
         if w.grad_checkpointing == "full":
             kept, recompute = la.input_bytes, la.saved_bytes
-            self.assumptions.append("full recompute keeps each block's input and re-runs one block during its backward")
+            self.assumptions.append(
+                "full recompute keeps each block's input and re-runs one block during its backward"
+            )
         elif w.grad_checkpointing == "selective":
             kept, recompute = la.selective_bytes, la.saved_bytes - la.selective_bytes
             self.assumptions.append("selective recompute drops the attention core (scores, softmax, dropout)")
@@ -361,22 +409,34 @@ class _Context:
             kept, recompute = la.saved_bytes, 0.0
         head = head_activation_bytes(arch, w, regime, profile, b, s) / w.tp
         acts = self.layers * kept * in_flight + head
-        if regime.quantized and profile.loss_outlives_step and quantized_linear_keeps_input(profile, w.precision):
+        if (
+            regime.quantized
+            and profile.loss_outlives_step
+            and quantized_linear_keeps_input(profile, w.precision)
+        ):
             # bitsandbytes' MatMul4Bit keeps its input as a ctx attribute, freed only with the whole graph;
             # a loop whose `loss` survives into the next step keeps the previous step's inputs alive.
-            head_held = regime.compute_bytes * b * s * arch.hidden_size / w.tp if profile.quantize_lm_head else 0.0
+            head_held = (
+                regime.compute_bytes * b * s * arch.hidden_size / w.tp if profile.quantize_lm_head else 0.0
+            )
             acts += self.layers * la.ctx_held_bytes * in_flight + head_held
-            self.assumptions.append(f"{profile.name}: the previous step's bitsandbytes matmul inputs stay alive into the next forward")
+            self.assumptions.append(
+                f"{profile.name}: the previous step's bitsandbytes matmul inputs stay alive into the next forward"
+            )
         self._note_gqa(la)
         logit_fwd, logit_bwd = logits_bytes(arch, w, regime, profile, b, s)
         # Gradients live through forward when accumulating, or when zero_grad keeps them (torch < 2.0).
         accumulating = w.grad_accum > 1 or not profile.grads_set_to_none
         if not profile.grads_set_to_none:
-            self.assumptions.append("zero_grad keeps gradients allocated between steps (set_to_none=False, torch < 2.0)")
+            self.assumptions.append(
+                "zero_grad keeps gradients allocated between steps (set_to_none=False, torch < 2.0)"
+            )
         grads_live = self.grads if accumulating else 0.0
         adapter_grads_live = self.adapter_grads if accumulating else 0.0
         dequant, gather = self._dequant_bytes(), self._gather_bytes()
-        step_tmp = step_temporary_bytes(w.optimizer, self.trainable / self.shard_state, self.largest_param, self.step_state_dtype)
+        step_tmp = step_temporary_bytes(
+            w.optimizer, self.trainable / self.shard_state, self.largest_param, self.step_state_dtype
+        )
 
         def phase(name: str, **extra: float) -> Phase:
             comps = self._base()
@@ -386,27 +446,53 @@ class _Context:
 
         casts = self.autocast + self.autocast_head
         forward = phase(
-            "forward", gradients=grads_live, lora_adapters=adapter_grads_live, autocast_weight_copies=casts,
-            activations=acts, logits_loss=logit_fwd, temporaries=dequant + gather,
+            "forward",
+            gradients=grads_live,
+            lora_adapters=adapter_grads_live,
+            autocast_weight_copies=casts,
+            activations=acts,
+            logits_loss=logit_fwd,
+            temporaries=dequant + gather,
         )
         # Backward: (a) the loss gradients on top of every activation; (b) the first block's backward
         # with one block recomputed; (c) the last block's backward with almost all gradients present.
-        g_per_layer = (self.grads - (self.grads * self.groups.lm_head / self.groups.total)) / max(self.layers, 1)
+        g_per_layer = (self.grads - (self.grads * self.groups.lm_head / self.groups.total)) / max(
+            self.layers, 1
+        )
         g_head = self.grads * self.groups.lm_head / max(self.groups.total, 1)
         ws = la.backward_workspace_bytes + dequant + gather
-        start = phase("backward", gradients=grads_live, lora_adapters=adapter_grads_live, autocast_weight_copies=casts,
-                      activations=acts, logits_loss=logit_bwd, temporaries=dequant + gather)
-        top = phase("backward", gradients=self.grads if accumulating else g_head, lora_adapters=adapter_grads_live,
-                    autocast_weight_copies=self.autocast, activations=acts - head + recompute, temporaries=ws)
-        done = (self.layers - 1) / max(self.layers, 1)  # share of the adapters whose gradients exist at the last block
+        start = phase(
+            "backward",
+            gradients=grads_live,
+            lora_adapters=adapter_grads_live,
+            autocast_weight_copies=casts,
+            activations=acts,
+            logits_loss=logit_bwd,
+            temporaries=dequant + gather,
+        )
+        top = phase(
+            "backward",
+            gradients=self.grads if accumulating else g_head,
+            lora_adapters=adapter_grads_live,
+            autocast_weight_copies=self.autocast,
+            activations=acts - head + recompute,
+            temporaries=ws,
+        )
+        done = (self.layers - 1) / max(
+            self.layers, 1
+        )  # share of the adapters whose gradients exist at the last block
         bottom = phase(
-            "backward", gradients=self.grads if accumulating else g_head + g_per_layer * (self.layers - 1),
+            "backward",
+            gradients=self.grads if accumulating else g_head + g_per_layer * (self.layers - 1),
             lora_adapters=self.adapter_grads if accumulating else self.adapter_grads * done,
-            autocast_weight_copies=self.autocast / max(self.layers, 1), activations=kept * in_flight + recompute,
+            autocast_weight_copies=self.autocast / max(self.layers, 1),
+            activations=kept * in_flight + recompute,
             temporaries=ws,
         )
         backward = max((start, top, bottom), key=lambda p: p.allocated_bytes)
-        step = phase("optimizer_step", gradients=self.grads, lora_adapters=self.adapter_grads, temporaries=step_tmp)
+        step = phase(
+            "optimizer_step", gradients=self.grads, lora_adapters=self.adapter_grads, temporaries=step_tmp
+        )
         return [forward, backward, step]
 
     def _note_gqa(self, la: LayerActivations) -> None:
@@ -415,13 +501,16 @@ class _Context:
         if w.attention != "sdpa" or arch.kv_dim >= arch.q_dim or profile.name != "hf":
             return
         if expands_kv(arch, w, profile):
-            self.assumptions.append("SDPA gets K/V expanded to every query head (repeat_kv: transformers < 4.54, "
-                                    f"or head_dim {arch.head_dim} > 256)")
+            self.assumptions.append(
+                "SDPA gets K/V expanded to every query head (repeat_kv: transformers < 4.54, "
+                f"or head_dim {arch.head_dim} > 256)"
+            )
             return
         extra = la.kv_expand_bytes * (1 if w.grad_checkpointing == "full" else self.layers)
         self.assumptions.append(
             f"SDPA runs GQA natively (transformers >= 4.54, batches without padding); a padded batch expands K/V "
-            f"to every query head: +{extra / GiB:.2f} GiB of activations")
+            f"to every query head: +{extra / GiB:.2f} GiB of activations"
+        )
 
     # ---- inference ----------------------------------------------------------------------------
     def inference_phases(self) -> list[Phase]:
@@ -430,25 +519,42 @@ class _Context:
         prompt = self.tokens
         if not arch.is_decoder:
             la = layer_activations(arch, w, regime, profile, seqs, prompt)
-            return [Phase("forward", {**self._base(), "temporaries": la.prefill_workspace_bytes + self._dequant_bytes()})]
+            return [
+                Phase(
+                    "forward",
+                    {**self._base(), "temporaries": la.prefill_workspace_bytes + self._dequant_bytes()},
+                )
+            ]
         total_len = prompt + w.output_len
         vocab = output_vocab(arch)
         cb = regime.compute_bytes
         la_prefill = layer_activations(arch, w, regime, profile, seqs, prompt)
         la_decode = layer_activations(arch, w, regime, profile, seqs, 1)
         last_logits = seqs * vocab * (cb + 4.0) / w.tp
-        prompt_logits = (seqs * prompt * vocab * cb / w.tp if profile.inference_logits == "prompt" else 0.0) + last_logits
+        prompt_logits = (
+            seqs * prompt * vocab * cb / w.tp if profile.inference_logits == "prompt" else 0.0
+        ) + last_logits
         kv_prefill = kv_cache_bytes(arch, w, prompt, seqs)
         kv_full = kv_cache_bytes(arch, w, total_len, seqs)
         self.assumptions.append(
             f"KV cache for {seqs} sequence(s) × {total_len} tokens ({prompt} prompt + {w.output_len} generated)"
         )
-        prefill = Phase("prefill", {
-            **self._base(), "kv_cache": kv_prefill, "logits_loss": prompt_logits,
-            "temporaries": la_prefill.prefill_workspace_bytes + self._dequant_bytes(),
-        })
-        decode = Phase("decode", {
-            **self._base(), "kv_cache": kv_full, "logits_loss": last_logits,
-            "temporaries": la_decode.prefill_workspace_bytes,
-        })
+        prefill = Phase(
+            "prefill",
+            {
+                **self._base(),
+                "kv_cache": kv_prefill,
+                "logits_loss": prompt_logits,
+                "temporaries": la_prefill.prefill_workspace_bytes + self._dequant_bytes(),
+            },
+        )
+        decode = Phase(
+            "decode",
+            {
+                **self._base(),
+                "kv_cache": kv_full,
+                "logits_loss": last_logits,
+                "temporaries": la_decode.prefill_workspace_bytes,
+            },
+        )
         return [prefill, decode]

@@ -44,7 +44,9 @@ def _check_headroom(headroom_pct: float) -> None:
         raise GpuwiseError(f"headroom must be between 0 and 100 percent, got {headroom_pct}")
 
 
-def max_batch_that_fits(workload: Workload, gpu: GPU | None = None, headroom_pct: float = DEFAULT_HEADROOM_PCT) -> int:
+def max_batch_that_fits(
+    workload: Workload, gpu: GPU | None = None, headroom_pct: float = DEFAULT_HEADROOM_PCT
+) -> int:
     """Largest per-GPU batch that leaves ``headroom_pct`` of the GPU free (0 if batch 1 does not fit)."""
     _check_headroom(headroom_pct)
     gpu = gpu or get_gpu(workload.gpu)
@@ -57,7 +59,9 @@ def max_batch_that_fits(workload: Workload, gpu: GPU | None = None, headroom_pct
     return _largest(1, MAX_BATCH, ok)
 
 
-def max_seq_len_that_fits(workload: Workload, gpu: GPU | None = None, headroom_pct: float = DEFAULT_HEADROOM_PCT) -> int:
+def max_seq_len_that_fits(
+    workload: Workload, gpu: GPU | None = None, headroom_pct: float = DEFAULT_HEADROOM_PCT
+) -> int:
     """Largest sequence (training) or prompt (inference) length that fits, capped by the model's context."""
     _check_headroom(headroom_pct)
     gpu = gpu or get_gpu(workload.gpu)
@@ -90,10 +94,17 @@ class FitRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "gpu": self.gpu, "gpu_name": self.gpu_name, "num_gpus": self.num_gpus, "sharding": self.sharding,
-            "tp": self.tp, "pp": self.pp, "device_total_bytes": int(self.device_total_bytes),
-            "gpu_memory_bytes": int(self.gpu_memory_bytes), "headroom_pct": round(self.headroom_pct, 2),
-            "peak_phase": self.peak_phase, "assumed": self.assumed,
+            "gpu": self.gpu,
+            "gpu_name": self.gpu_name,
+            "num_gpus": self.num_gpus,
+            "sharding": self.sharding,
+            "tp": self.tp,
+            "pp": self.pp,
+            "device_total_bytes": int(self.device_total_bytes),
+            "gpu_memory_bytes": int(self.gpu_memory_bytes),
+            "headroom_pct": round(self.headroom_pct, 2),
+            "peak_phase": self.peak_phase,
+            "assumed": self.assumed,
         }
 
 
@@ -130,15 +141,22 @@ def _layout(w: Workload, count: int) -> tuple[dict[str, Any], str]:
         sharding = w.sharding if w.sharding != "none" else "fsdp"
         note = "" if w.sharding != "none" else "FSDP full sharding assumed"
         return {"num_gpus": count, "sharding": sharding}, note
-    heads_ok = arch.num_attention_heads % count == 0 and (arch.num_kv_heads % count == 0 or count % arch.num_kv_heads == 0)
+    heads_ok = arch.num_attention_heads % count == 0 and (
+        arch.num_kv_heads % count == 0 or count % arch.num_kv_heads == 0
+    )
     if heads_ok:
         return {"num_gpus": count, "tp": count}, f"tensor parallel tp={count} assumed"
     if arch.num_layers >= count:
-        return {"num_gpus": count, "pp": count}, f"pipeline parallel pp={count} assumed (heads do not split {count} ways)"
+        return {
+            "num_gpus": count,
+            "pp": count,
+        }, f"pipeline parallel pp={count} assumed (heads do not split {count} ways)"
     raise GpuwiseError(f"{arch.id} cannot be split over {count} GPUs")
 
 
-def fit_table(workload: Workload, counts: tuple[int, ...] = (1, 2, 4, 8), min_headroom_pct: float = 0.0) -> FitResult:
+def fit_table(
+    workload: Workload, counts: tuple[int, ...] = (1, 2, 4, 8), min_headroom_pct: float = 0.0
+) -> FitResult:
     """Every catalog GPU at each count on which ``workload`` fits with at least ``min_headroom_pct`` free."""
     _check_headroom(min_headroom_pct)
     rows: list[FitRow] = []
@@ -156,10 +174,20 @@ def fit_table(workload: Workload, counts: tuple[int, ...] = (1, 2, 4, 8), min_he
             estimate = estimate_memory(w, gpu)
             if estimate.headroom_pct < min_headroom_pct or not estimate.fits:
                 continue
-            rows.append(FitRow(
-                gpu=gpu.id, gpu_name=gpu.name, num_gpus=w.num_gpus, sharding=w.sharding, tp=w.tp, pp=w.pp,
-                device_total_bytes=estimate.device_total_bytes, gpu_memory_bytes=estimate.gpu_memory_bytes,
-                headroom_pct=estimate.headroom_pct, peak_phase=estimate.peak_phase, assumed=note,
-            ))
+            rows.append(
+                FitRow(
+                    gpu=gpu.id,
+                    gpu_name=gpu.name,
+                    num_gpus=w.num_gpus,
+                    sharding=w.sharding,
+                    tp=w.tp,
+                    pp=w.pp,
+                    device_total_bytes=estimate.device_total_bytes,
+                    gpu_memory_bytes=estimate.gpu_memory_bytes,
+                    headroom_pct=estimate.headroom_pct,
+                    peak_phase=estimate.peak_phase,
+                    assumed=note,
+                )
+            )
     rows.sort(key=lambda r: (r.num_gpus, r.gpu_memory_bytes, -r.headroom_pct, r.gpu))
     return FitResult(workload=workload, counts=tuple(counts), rows=rows, checked=checked, skipped=skipped)

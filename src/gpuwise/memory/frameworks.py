@@ -35,7 +35,10 @@ from dataclasses import dataclass, replace
 from gpuwise.errors import GpuwiseError, did_you_mean
 
 # (forward-peak, backward-peak) bytes per (token × vocab) for the logits and loss.
-LOGITS_FP32_LOSS = (10.0, 12.0)  # 16-bit head output, .float() copy, fp32 log_softmax; backward: saved + grad + grad_in
+LOGITS_FP32_LOSS = (
+    10.0,
+    12.0,
+)  # 16-bit head output, .float() copy, fp32 log_softmax; backward: saved + grad + grad_in
 LOGITS_CHUNKED_16BIT = (4.0, 5.0)  # head output chunks + 16-bit log_softmax; backward per chunk
 LOGITS_CHUNKED_FP32 = (6.0, 7.0)  # 16-bit chunks + fp32 log_softmax per chunk
 
@@ -52,15 +55,21 @@ class Profile:
     quant_fp16_staging: bool = False  # weights staged as fp16 copies while (de)quantizing
     repeat_kv_for_sdpa: bool = True  # GQA: K/V expanded to all heads before SDPA (flash-attn is native)
     native_gqa_max_head_dim: int = 1 << 30  # without expansion, only up to this head dim (larger ones expand)
-    transformers_modeling: bool = True  # runs transformers' modeling code (its activations, its SDPA integration)
-    quant_backend: str = "bitsandbytes"  # bitsandbytes | torchao (torchtune NF4) | unsloth (fused LoRA kernels)
+    transformers_modeling: bool = (
+        True  # runs transformers' modeling code (its activations, its SDPA integration)
+    )
+    quant_backend: str = (
+        "bitsandbytes"  # bitsandbytes | torchao (torchtune NF4) | unsloth (fused LoRA kernels)
+    )
     bnb_4bit_keeps_input: bool = False  # bitsandbytes < 0.43.2: MatMul4Bit kept its 16-bit input on ctx
     grads_set_to_none: bool = True  # zero_grad frees gradients between steps (torch >= 2.0 default)
     norm_fp32_saved: bool = True  # RMSNorm computes in fp32 and saves the fp32 input
     logits: tuple[float, float] = LOGITS_FP32_LOSS
     inference_logits: str = "last"  # "last": only the last position; "prompt": every prompt position
     ddp_grad_buckets: bool = True  # DDP keeps flat gradient buckets (gradient_as_bucket_view=False)
-    frozen_linear_saves_input: bool = False  # inputs of frozen linears stay alive (LitGPT's published LoRA peaks)
+    frozen_linear_saves_input: bool = (
+        False  # inputs of frozen linears stay alive (LitGPT's published LoRA peaks)
+    )
     unties_embeddings: bool = False  # keeps its own lm_head even when the checkpoint ties it (LitGPT's GPT)
     fsdp_full_state_load: bool = False  # FSDP loads a full (unsharded) state dict on every rank
     loss_outlives_step: bool = False  # the training loop's `loss` (and its graph) lives into the next forward
@@ -70,19 +79,46 @@ class Profile:
 PROFILES = {
     "hf": Profile("hf", repeat_kv_for_sdpa=False, native_gqa_max_head_dim=256),
     "litgpt": Profile(
-        "litgpt", adapter_dtype_from_model=True, lora_input_per_module=False, kbit_upcast=False, transformers_modeling=False,
-        quantize_lm_head=True, quant_fp16_staging=True, logits=LOGITS_CHUNKED_16BIT, inference_logits="prompt",
-        unties_embeddings=True, fsdp_full_state_load=True, frozen_linear_saves_input=True, loss_outlives_step=True,
+        "litgpt",
+        adapter_dtype_from_model=True,
+        lora_input_per_module=False,
+        kbit_upcast=False,
+        transformers_modeling=False,
+        quantize_lm_head=True,
+        quant_fp16_staging=True,
+        logits=LOGITS_CHUNKED_16BIT,
+        inference_logits="prompt",
+        unties_embeddings=True,
+        fsdp_full_state_load=True,
+        frozen_linear_saves_input=True,
+        loss_outlives_step=True,
     ),
     "torchtune": Profile(
-        "torchtune", adapter_dtype_from_model=True, lora_dropout=0.0, kbit_upcast=False, transformers_modeling=False,
-        quantize_scope="lora_targets", inference_logits="prompt", quant_backend="torchao",
+        "torchtune",
+        adapter_dtype_from_model=True,
+        lora_dropout=0.0,
+        kbit_upcast=False,
+        transformers_modeling=False,
+        quantize_scope="lora_targets",
+        inference_logits="prompt",
+        quant_backend="torchao",
     ),
     # Unsloth's fused LoRA autograd functions keep the layer input X for the adapter gradients.
-    "unsloth": Profile("unsloth", kbit_upcast=False, repeat_kv_for_sdpa=False, logits=LOGITS_CHUNKED_FP32,
-                       quant_backend="unsloth"),
-    "megatron": Profile("megatron", lora_dropout=0.0, kbit_upcast=False, repeat_kv_for_sdpa=False, ddp_grad_buckets=False,
-                        transformers_modeling=False),
+    "unsloth": Profile(
+        "unsloth",
+        kbit_upcast=False,
+        repeat_kv_for_sdpa=False,
+        logits=LOGITS_CHUNKED_FP32,
+        quant_backend="unsloth",
+    ),
+    "megatron": Profile(
+        "megatron",
+        lora_dropout=0.0,
+        kbit_upcast=False,
+        repeat_kv_for_sdpa=False,
+        ddp_grad_buckets=False,
+        transformers_modeling=False,
+    ),
     "torch": Profile("torch", kbit_upcast=False, ddp_grad_buckets=True, transformers_modeling=False),
     # vLLM gpu_memory_utilization default 0.9; SGLang mem_fraction_static ~0.88 on 80 GB GPUs (server_args.py).
     "vllm": Profile("vllm", repeat_kv_for_sdpa=False, kv_pool_fraction=0.90, transformers_modeling=False),
@@ -90,25 +126,82 @@ PROFILES = {
 }
 
 _ALIASES = {
-    "": "hf", "hf": "hf", "hf-trainer": "hf", "hf-transformers": "hf", "transformers": "hf", "peft": "hf", "trl": "hf",
-    "axolotl": "hf", "llama-factory": "hf", "fms-acceleration": "hf", "fms-hf-tuning": "hf", "accelerate": "hf",
-    "optimum-benchmark": "hf", "litgpt": "litgpt", "lit-gpt": "litgpt", "torchtune": "torchtune",
-    "unsloth": "unsloth", "deepspeed": "megatron", "megatron": "megatron", "megatron-lm": "megatron", "nemo": "megatron",
-    "torchtitan": "megatron", "lightning": "torch", "lightning-fabric": "torch", "pytorch": "torch", "torch": "torch",
-    "vllm": "vllm", "tgi": "hf", "sglang": "sglang", "tensorrt-llm": "megatron",
+    "": "hf",
+    "hf": "hf",
+    "hf-trainer": "hf",
+    "hf-transformers": "hf",
+    "transformers": "hf",
+    "peft": "hf",
+    "trl": "hf",
+    "axolotl": "hf",
+    "llama-factory": "hf",
+    "fms-acceleration": "hf",
+    "fms-hf-tuning": "hf",
+    "accelerate": "hf",
+    "optimum-benchmark": "hf",
+    "litgpt": "litgpt",
+    "lit-gpt": "litgpt",
+    "torchtune": "torchtune",
+    "unsloth": "unsloth",
+    "deepspeed": "megatron",
+    "megatron": "megatron",
+    "megatron-lm": "megatron",
+    "nemo": "megatron",
+    "torchtitan": "megatron",
+    "lightning": "torch",
+    "lightning-fabric": "torch",
+    "pytorch": "torch",
+    "torch": "torch",
+    "vllm": "vllm",
+    "tgi": "hf",
+    "sglang": "sglang",
+    "tensorrt-llm": "megatron",
 }
 
 
 # Releases that changed what a step keeps: (library, first release with the change, the release before it,
 # month it shipped). Before it, the old behaviour holds.
-TRANSFORMERS_SDPA_NATIVE_GQA = ("transformers", (4, 54), (4, 53), "2025-07")  # huggingface/transformers PR #39412
-BITSANDBYTES_4BIT_DROPS_INPUT = ("bitsandbytes", (0, 43, 2), (0, 43, 1), "2024-07")  # PR #1270, CHANGELOG 0.43.2
-TORCH_ZERO_GRAD_SET_TO_NONE = ("torch", (2, 0), (1, 13), "2023-03")  # PyTorch 2.0: zero_grad(set_to_none=True) default
+TRANSFORMERS_SDPA_NATIVE_GQA = (
+    "transformers",
+    (4, 54),
+    (4, 53),
+    "2025-07",
+)  # huggingface/transformers PR #39412
+BITSANDBYTES_4BIT_DROPS_INPUT = (
+    "bitsandbytes",
+    (0, 43, 2),
+    (0, 43, 1),
+    "2024-07",
+)  # PR #1270, CHANGELOG 0.43.2
+TORCH_ZERO_GRAD_SET_TO_NONE = (
+    "torch",
+    (2, 0),
+    (1, 13),
+    "2023-03",
+)  # PyTorch 2.0: zero_grad(set_to_none=True) default
 _CHANGES = (TRANSFORMERS_SDPA_NATIVE_GQA, BITSANDBYTES_4BIT_DROPS_INPUT, TORCH_ZERO_GRAD_SET_TO_NONE)
 # Libraries whose version a workload may state (only transformers and bitsandbytes change the estimate).
-KNOWN_LIBRARIES = ("transformers", "bitsandbytes", "peft", "torch", "accelerate", "trl", "deepspeed", "litgpt",
-                   "torchtune", "torchao", "unsloth", "flash-attn", "vllm", "sglang", "megatron-core", "nemo")
-_VERSION_ITEM = re.compile(r"^\s*([a-z][a-z0-9_.-]*?)\s*(?:==|=|@|\s)\s*v?(\d+(?:\.\d+){0,2})\s*$", re.IGNORECASE)
+KNOWN_LIBRARIES = (
+    "transformers",
+    "bitsandbytes",
+    "peft",
+    "torch",
+    "accelerate",
+    "trl",
+    "deepspeed",
+    "litgpt",
+    "torchtune",
+    "torchao",
+    "unsloth",
+    "flash-attn",
+    "vllm",
+    "sglang",
+    "megatron-core",
+    "nemo",
+)
+_VERSION_ITEM = re.compile(
+    r"^\s*([a-z][a-z0-9_.-]*?)\s*(?:==|=|@|\s)\s*v?(\d+(?:\.\d+){0,2})\s*$", re.IGNORECASE
+)
 
 
 def parse_library_versions(items: tuple[str, ...] | list[str]) -> dict[str, tuple[int, ...]]:
@@ -117,7 +210,9 @@ def parse_library_versions(items: tuple[str, ...] | list[str]) -> dict[str, tupl
     for item in items:
         match = _VERSION_ITEM.match(str(item))
         if not match:
-            raise GpuwiseError(f"library_versions: cannot read {item!r}; write name==version, e.g. transformers==4.44")
+            raise GpuwiseError(
+                f"library_versions: cannot read {item!r}; write name==version, e.g. transformers==4.44"
+            )
         name = match.group(1).lower().replace("_", "-")
         if name not in KNOWN_LIBRARIES:
             known = "known: " + ", ".join(KNOWN_LIBRARIES)
@@ -129,7 +224,9 @@ def parse_library_versions(items: tuple[str, ...] | list[str]) -> dict[str, tupl
 def versions_current_at(year: int, month: int) -> tuple[str, ...]:
     """Library versions in use at a date: a release counts from the month after it shipped."""
     when = f"{year:04d}-{month:02d}"
-    return tuple(f"{name}=={'.'.join(map(str, before))}" for name, _, before, released in _CHANGES if when <= released)
+    return tuple(
+        f"{name}=={'.'.join(map(str, before))}" for name, _, before, released in _CHANGES if when <= released
+    )
 
 
 def _older(versions: dict[str, tuple[int, ...]], change: tuple) -> bool:

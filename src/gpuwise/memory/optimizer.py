@@ -37,7 +37,9 @@ def is_paged(optimizer: str) -> bool:
     return optimizer.startswith("paged-")
 
 
-def step_temporary_bytes(optimizer: str, trainable_params: float, largest_param: float, state_dtype_bytes: float) -> float:
+def step_temporary_bytes(
+    optimizer: str, trainable_params: float, largest_param: float, state_dtype_bytes: float
+) -> float:
     """Transient bytes the optimizer step allocates on top of params, grads and state."""
     if optimizer == "adamw":  # foreach: sqrt(exp_avg_sq) for the whole group
         return trainable_params * state_dtype_bytes

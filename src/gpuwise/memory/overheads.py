@@ -49,6 +49,8 @@ def allocator_reserve_bytes(transient_bytes: float, sharded: bool = False) -> fl
     return max(transient_bytes, 0.0) * (RESERVE_FRACTION_SHARDED if sharded else RESERVE_FRACTION)
 
 
-def device_total_bytes(reserved_bytes: float, num_gpus: int = 1, gpu: GPU | None = None, extra_bytes: float = 0.0) -> float:
+def device_total_bytes(
+    reserved_bytes: float, num_gpus: int = 1, gpu: GPU | None = None, extra_bytes: float = 0.0
+) -> float:
     """What nvidia-smi shows for the process: reserved + context (+ NCCL, unified-memory pages)."""
     return reserved_bytes + cuda_context_bytes(gpu) + nccl_bytes(num_gpus) + extra_bytes

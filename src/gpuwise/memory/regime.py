@@ -54,7 +54,9 @@ def regime_for(w: Workload) -> Regime:
         return Regime(4, 4, 2, 4, 0, 4, 2, False)
     if p in ("bf16", "fp16"):
         full_param_training = w.is_training and not w.is_lora
-        if full_param_training and (framework in MASTER_WEIGHT_FRAMEWORKS or w.sharding in ("zero1", "zero2", "zero3")):
+        if full_param_training and (
+            framework in MASTER_WEIGHT_FRAMEWORKS or w.sharding in ("zero1", "zero2", "zero3")
+        ):
             master = 4.0
         state = 4.0 if master else 2.0
         return Regime(2, 2, 2, 2, master, state, 0, False)

@@ -14,11 +14,34 @@ from gpuwise.errors import GpuwiseError
 
 ATTENTION = ("q", "k", "v", "o")
 _ALIASES = {
-    "q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "out_proj": "o", "output_proj": "o",
-    "dense": "o", "query": "q", "key": "k", "value": "v", "wq": "q", "wk": "k", "wv": "v",
-    "wo": "o", "gate_proj": "gate", "up_proj": "up", "down_proj": "down", "w1": "gate", "w3": "up",
-    "w2": "down", "fc1": "up", "fc2": "down", "fc_1": "gate", "fc_2": "up", "c_fc": "up",
-    "c_proj": "down", "head": "lm_head", "output": "lm_head",
+    "q_proj": "q",
+    "k_proj": "k",
+    "v_proj": "v",
+    "o_proj": "o",
+    "out_proj": "o",
+    "output_proj": "o",
+    "dense": "o",
+    "query": "q",
+    "key": "k",
+    "value": "v",
+    "wq": "q",
+    "wk": "k",
+    "wv": "v",
+    "wo": "o",
+    "gate_proj": "gate",
+    "up_proj": "up",
+    "down_proj": "down",
+    "w1": "gate",
+    "w3": "up",
+    "w2": "down",
+    "fc1": "up",
+    "fc2": "down",
+    "fc_1": "gate",
+    "fc_2": "up",
+    "c_fc": "up",
+    "c_proj": "down",
+    "head": "lm_head",
+    "output": "lm_head",
 }
 
 
@@ -93,7 +116,12 @@ def lora_modules(arch: ModelArch, targets: tuple[str, ...]) -> list[Linear]:
 _QKV = {"q": "qkv", "k": "qkv", "v": "qkv"}
 FUSED_HF_MODULES = {
     "phi-3": {**_QKV, "gate": "gate_up", "up": "gate_up"},
-    "falcon": _QKV, "stablelm-alpha": _QKV, "gpt2": _QKV, "gpt3": _QKV, "megatron-gpt": _QKV, "mpt": _QKV,
+    "falcon": _QKV,
+    "stablelm-alpha": _QKV,
+    "gpt2": _QKV,
+    "gpt3": _QKV,
+    "megatron-gpt": _QKV,
+    "mpt": _QKV,
 }
 
 
@@ -106,7 +134,9 @@ def lora_params(arch: ModelArch, targets: tuple[str, ...], rank: int) -> int:
     """Trainable LoRA parameters: r × (d_in + d_out) per adapted matrix (A: r×d_in, B: d_out×r)."""
     names = resolve_targets(arch, targets)
     linears = block_linears(arch)
-    per_layer = sum(rank * (linears[n].d_in + linears[n].d_out) * linears[n].copies for n in names if n in linears)
+    per_layer = sum(
+        rank * (linears[n].d_in + linears[n].d_out) * linears[n].copies for n in names if n in linears
+    )
     total = per_layer * arch.num_layers
     if "lm_head" in names:
         total += rank * (arch.hidden_size + arch.vocab_size)

@@ -85,12 +85,20 @@ def weight_bytes(arch: ModelArch, w: Workload, regime: Regime, profile: Profile)
     quantized = quantized_matrix_names(arch, w, profile)
     total = 0.0
     for name, lin in linears.items():
-        per_param = quantized_bytes_per_param(w.precision, w.double_quant, lin.d_in) if name in quantized else other_bytes
+        per_param = (
+            quantized_bytes_per_param(w.precision, w.double_quant, lin.d_in)
+            if name in quantized
+            else other_bytes
+        )
         total += lin.params * arch.num_layers * per_param
     total += (groups.block_other + groups.embedding + groups.final_norm) * other_bytes
     if groups.lm_head:
         head_q = profile.quantize_lm_head
-        per = quantized_bytes_per_param(w.precision, w.double_quant, arch.hidden_size) if head_q else other_bytes
+        per = (
+            quantized_bytes_per_param(w.precision, w.double_quant, arch.hidden_size)
+            if head_q
+            else other_bytes
+        )
         total += groups.lm_head * per
     return total
 

@@ -43,7 +43,9 @@ def link_for(gpu: GPU, group_size: int, crosses_nodes: bool = False) -> Link:
         return NO_LINK
     latency = eff.comm("latency_us")
     if crosses_nodes or group_size > gpus_per_node():
-        return Link("network", eff.network_bytes_per_s(gpu) * eff.comm("network_fraction"), latency["network"] * 1e-6)
+        return Link(
+            "network", eff.network_bytes_per_s(gpu) * eff.comm("network_fraction"), latency["network"] * 1e-6
+        )
     switched = any(tag in gpu.form_factor.lower() for tag in _SWITCHED)
     if gpu.nvlink_gbps and (switched or group_size == 2):
         per_direction = gpu.nvlink_gbps / 2 * 1e9  # catalog lists total bidirectional NVLink bandwidth

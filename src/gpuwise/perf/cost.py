@@ -88,16 +88,29 @@ class Energy:
         return asdict(self)
 
 
-def energy(gpu: GPU, num_gpus: int, utilization_pct: float, cooling_overhead_pct: float,
-           usd_per_kwh: float | None = None) -> Energy:
+def energy(
+    gpu: GPU,
+    num_gpus: int,
+    utilization_pct: float,
+    cooling_overhead_pct: float,
+    usd_per_kwh: float | None = None,
+) -> Energy:
     if not 0 <= cooling_overhead_pct <= 200:
         raise GpuwiseError(f"cooling overhead must be between 0 and 200 %, got {cooling_overhead_pct}")
     price = float(cost_constants()["energy"]["usd_per_kwh"]) if usd_per_kwh is None else usd_per_kwh
     tdp = gpu.tdp_w
     gpu_w = (tdp or 0.0) * utilization_pct / 100 * num_gpus
     facility_w = gpu_w * (1 + cooling_overhead_pct / 100)
-    return Energy(tdp, utilization_pct, gpu_w, cooling_overhead_pct, facility_w, facility_w / 1000,
-                  price, facility_w / 1000 * price)
+    return Energy(
+        tdp,
+        utilization_pct,
+        gpu_w,
+        cooling_overhead_pct,
+        facility_w,
+        facility_w / 1000,
+        price,
+        facility_w / 1000 * price,
+    )
 
 
 @dataclass(frozen=True)
@@ -156,15 +169,23 @@ def break_even(monthly_usd: float, capacity_tokens_per_month: float, api_usd_per
     if api_usd_per_mtok <= 0:
         raise GpuwiseError(f"the API price must be positive, got {api_usd_per_mtok}")
     volume = monthly_usd / api_usd_per_mtok * MILLION
-    at_capacity = monthly_usd / capacity_tokens_per_month * MILLION if capacity_tokens_per_month else float("inf")
+    at_capacity = (
+        monthly_usd / capacity_tokens_per_month * MILLION if capacity_tokens_per_month else float("inf")
+    )
     can_win = volume <= capacity_tokens_per_month
     if can_win:
-        verdict = (f"self-hosting is cheaper above {volume / 1e6:,.0f} M tokens/month "
-                   f"({100 * volume / capacity_tokens_per_month:.0f} % of this deployment's capacity)")
+        verdict = (
+            f"self-hosting is cheaper above {volume / 1e6:,.0f} M tokens/month "
+            f"({100 * volume / capacity_tokens_per_month:.0f} % of this deployment's capacity)"
+        )
     else:
-        verdict = (f"the API is cheaper at any volume: this deployment costs ${at_capacity:,.3f} per 1M tokens "
-                   f"even flat out, vs ${api_usd_per_mtok:,.3f} from the API")
-    return BreakEven(api_usd_per_mtok, monthly_usd, volume, capacity_tokens_per_month, at_capacity, can_win, verdict)
+        verdict = (
+            f"the API is cheaper at any volume: this deployment costs ${at_capacity:,.3f} per 1M tokens "
+            f"even flat out, vs ${api_usd_per_mtok:,.3f} from the API"
+        )
+    return BreakEven(
+        api_usd_per_mtok, monthly_usd, volume, capacity_tokens_per_month, at_capacity, can_win, verdict
+    )
 
 
 @dataclass(frozen=True)
@@ -183,12 +204,17 @@ class CostEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "gpu": self.gpu, "gpu_name": self.gpu_name, "num_gpus": self.num_gpus, "price": self.price.to_dict(),
-            "usd_per_hour": self.usd_per_hour, "energy": self.energy.to_dict(),
+            "gpu": self.gpu,
+            "gpu_name": self.gpu_name,
+            "num_gpus": self.num_gpus,
+            "price": self.price.to_dict(),
+            "usd_per_hour": self.usd_per_hour,
+            "energy": self.energy.to_dict(),
             "training": self.training.to_dict() if self.training else None,
             "serving": self.serving.to_dict() if self.serving else None,
             "break_even": self.break_even.to_dict() if self.break_even else None,
-            "notes": list(self.notes), "perf": self.perf.to_dict(),
+            "notes": list(self.notes),
+            "perf": self.perf.to_dict(),
         }
 
 
@@ -235,14 +261,19 @@ def estimate_cost(
     else:
         serving = _serving_cost(perf, hourly, power, util)
         if api_usd_per_mtok is not None:
-            be = break_even(serving.monthly_cost_usd, serving.total_tokens_per_s * 3600 * hours_per_month(),
-                            api_usd_per_mtok)
+            be = break_even(
+                serving.monthly_cost_usd,
+                serving.total_tokens_per_s * 3600 * hours_per_month(),
+                api_usd_per_mtok,
+            )
     if not perf.fits:
         notes.append("the workload does not fit this GPU as configured: figures assume it did")
     return CostEstimate(gpu.id, gpu.name, n, price, hourly, power, perf, training, serving, be, notes)
 
 
-def _training_cost(workload: Workload, perf: PerfPrediction, hourly: float, power: Energy, util: float) -> TrainingCost:
+def _training_cost(
+    workload: Workload, perf: PerfPrediction, hourly: float, power: Energy, util: float
+) -> TrainingCost:
     # Utilization below 100 % means the job also waits (input, restarts): time stretches.
     tokens_s = perf.tokens_per_s * util / 100
     per_billion = hourly / (tokens_s * 3600) * 1e9
@@ -251,8 +282,16 @@ def _training_cost(workload: Workload, perf: PerfPrediction, hourly: float, powe
     total = workload.train_tokens * workload.epochs
     seconds = total / tokens_s
     hours = seconds / 3600
-    return TrainingCost(tokens_s, total, workload.epochs, seconds, hours * workload.num_gpus, hours * hourly,
-                        per_billion, hours * power.kwh_per_hour)
+    return TrainingCost(
+        tokens_s,
+        total,
+        workload.epochs,
+        seconds,
+        hours * workload.num_gpus,
+        hours * hourly,
+        per_billion,
+        hours * power.kwh_per_hour,
+    )
 
 
 def _serving_cost(perf: PerfPrediction, hourly: float, power: Energy, util: float) -> ServingCost:
@@ -263,10 +302,13 @@ def _serving_cost(perf: PerfPrediction, hourly: float, power: Energy, util: floa
     served_hour_total = total_s * 3600 * util / 100
     monthly = hourly * hours_per_month()
     return ServingCost(
-        output_tokens_per_s=output_s, total_tokens_per_s=total_s, utilization_pct=util,
+        output_tokens_per_s=output_s,
+        total_tokens_per_s=total_s,
+        utilization_pct=util,
         usd_per_million_output_tokens=hourly / served_hour_out * MILLION,
         usd_per_million_tokens=hourly / served_hour_total * MILLION,
-        monthly_cost_usd=monthly, monthly_token_capacity=served_hour_total * hours_per_month(),
+        monthly_cost_usd=monthly,
+        monthly_token_capacity=served_hour_total * hours_per_month(),
         energy_kwh_per_month=power.kwh_per_hour * hours_per_month(),
     )
 
@@ -313,30 +355,53 @@ def compare_gpus(
         rows.append(_compare_one(workload, gpu, usd_per_gpu_hour, cooling_overhead_pct, utilization_pct))
 
     def key(r: GpuCostRow) -> tuple:
-        cost = r.run_cost_usd if r.run_cost_usd is not None else (r.usd_per_billion_tokens or r.usd_per_million_tokens)
+        cost = (
+            r.run_cost_usd
+            if r.run_cost_usd is not None
+            else (r.usd_per_billion_tokens or r.usd_per_million_tokens)
+        )
         return (r.fits is False, cost is None, cost if cost is not None else 0.0, -(r.tokens_per_s or 0.0))
 
     return sorted(rows, key=key)
 
 
-def _compare_one(workload: Workload, gpu: GPU, usd: float | None, cooling: float | None, util: float | None) -> GpuCostRow:
+def _compare_one(
+    workload: Workload, gpu: GPU, usd: float | None, cooling: float | None, util: float | None
+) -> GpuCostRow:
     try:
         perf = predict(workload, gpu)
     except GpuwiseError as err:
-        return GpuCostRow(gpu.id, gpu.name, False, str(err), None, None, None, None, None, None, None, None, None)
+        return GpuCostRow(
+            gpu.id, gpu.name, False, str(err), None, None, None, None, None, None, None, None, None
+        )
     fits, fit_note = _fits(workload, gpu, perf)
     inf = perf.inference
     price = gpu_price(gpu, workload, usd)
-    row = dict(gpu=gpu.id, gpu_name=gpu.name, fits=fits, fit_note=fit_note, usd_per_gpu_hour=price.usd_per_gpu_hour,
-               tokens_per_s=perf.tokens_per_s, step_time_s=perf.step_time_s, bound=perf.bound,
-               ttft_s=inf.ttft_s if inf else None, tpot_s=inf.tpot_s if inf else None,
-               batch=inf.batch if inf else None, run_cost_usd=None, usd_per_billion_tokens=None, usd_per_million_tokens=None)
+    row = dict(
+        gpu=gpu.id,
+        gpu_name=gpu.name,
+        fits=fits,
+        fit_note=fit_note,
+        usd_per_gpu_hour=price.usd_per_gpu_hour,
+        tokens_per_s=perf.tokens_per_s,
+        step_time_s=perf.step_time_s,
+        bound=perf.bound,
+        ttft_s=inf.ttft_s if inf else None,
+        tpot_s=inf.tpot_s if inf else None,
+        batch=inf.batch if inf else None,
+        run_cost_usd=None,
+        usd_per_billion_tokens=None,
+        usd_per_million_tokens=None,
+    )
     if price.usd_per_gpu_hour is None:
         return GpuCostRow(**row, note="no verified price")
-    est = estimate_cost(workload, gpu, usd_per_gpu_hour=usd, cooling_overhead_pct=cooling,
-                        utilization_pct=util, perf=perf)
+    est = estimate_cost(
+        workload, gpu, usd_per_gpu_hour=usd, cooling_overhead_pct=cooling, utilization_pct=util, perf=perf
+    )
     if est.training:
-        row.update(run_cost_usd=est.training.run_cost_usd, usd_per_billion_tokens=est.training.usd_per_billion_tokens)
+        row.update(
+            run_cost_usd=est.training.run_cost_usd, usd_per_billion_tokens=est.training.usd_per_billion_tokens
+        )
     if est.serving:
         row["usd_per_million_tokens"] = est.serving.usd_per_million_tokens
     return GpuCostRow(**row)
@@ -347,7 +412,9 @@ def _fits(workload: Workload, gpu: GPU, perf: PerfPrediction) -> tuple[bool | No
     fits next to the weights; training: gpuwise.memory's estimate (both decided in predict)."""
     if perf.inference is not None:
         cap = perf.inference.max_concurrency
-        return cap >= 1, (f"KV cache for {cap:,} sequence(s)" if cap >= 1 else "weights leave no room for the KV cache")
+        return cap >= 1, (
+            f"KV cache for {cap:,} sequence(s)" if cap >= 1 else "weights leave no room for the KV cache"
+        )
     if perf.training is not None:
         return perf.fits, next((n for n in perf.notes if n.startswith("does not fit")), "fits")
     return None, "memory not checked"

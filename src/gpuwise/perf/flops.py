@@ -20,14 +20,37 @@ from gpuwise.catalog import ModelArch
 
 # LoRA target names (peft spelling, several families) -> which projection they adapt.
 _TARGET_ALIASES = {
-    "q_proj": "q", "query": "q", "wq": "q",
-    "k_proj": "k", "key": "k", "wk": "k",
-    "v_proj": "v", "value": "v", "wv": "v",
-    "o_proj": "o", "out_proj": "o", "dense": "o", "wo": "o",
-    "gate_proj": "gate", "w1": "gate",
-    "up_proj": "up", "fc1": "up", "c_fc": "up", "fc_in": "up", "dense_h_to_4h": "up", "w3": "up",
-    "down_proj": "down", "fc2": "down", "c_proj": "down", "fc_out": "down", "dense_4h_to_h": "down", "w2": "down",
-    "qkv_proj": "qkv", "query_key_value": "qkv", "c_attn": "qkv", "wqkv": "qkv",
+    "q_proj": "q",
+    "query": "q",
+    "wq": "q",
+    "k_proj": "k",
+    "key": "k",
+    "wk": "k",
+    "v_proj": "v",
+    "value": "v",
+    "wv": "v",
+    "o_proj": "o",
+    "out_proj": "o",
+    "dense": "o",
+    "wo": "o",
+    "gate_proj": "gate",
+    "w1": "gate",
+    "up_proj": "up",
+    "fc1": "up",
+    "c_fc": "up",
+    "fc_in": "up",
+    "dense_h_to_4h": "up",
+    "w3": "up",
+    "down_proj": "down",
+    "fc2": "down",
+    "c_proj": "down",
+    "fc_out": "down",
+    "dense_4h_to_h": "down",
+    "w2": "down",
+    "qkv_proj": "qkv",
+    "query_key_value": "qkv",
+    "c_attn": "qkv",
+    "wqkv": "qkv",
 }
 
 
@@ -67,8 +90,15 @@ def attention_flops_per_token(arch: ModelArch, context: float, causal: bool = Tr
 
 def _projection_dims(arch: ModelArch) -> dict[str, tuple[int, int]]:
     h, i = arch.hidden_size, arch.intermediate_size
-    dims = {"q": (h, arch.q_dim), "k": (h, arch.kv_dim), "v": (h, arch.kv_dim), "o": (arch.q_dim, h),
-            "qkv": (h, arch.q_dim + 2 * arch.kv_dim), "up": (h, i), "down": (i, h)}
+    dims = {
+        "q": (h, arch.q_dim),
+        "k": (h, arch.kv_dim),
+        "v": (h, arch.kv_dim),
+        "o": (arch.q_dim, h),
+        "qkv": (h, arch.q_dim + 2 * arch.kv_dim),
+        "up": (h, i),
+        "down": (i, h),
+    }
     if arch.gated_mlp:
         dims["gate"] = (h, i)
     return dims
@@ -117,8 +147,9 @@ def lora_active_params(arch: ModelArch, rank: int, targets: tuple[str, ...]) -> 
     return total * arch.num_layers
 
 
-def lora_elementwise_bytes_per_token(arch: ModelArch, targets: tuple[str, ...], act_bytes: float,
-                                     adapter_bytes: float) -> float:
+def lora_elementwise_bytes_per_token(
+    arch: ModelArch, targets: tuple[str, ...], act_bytes: float, adapter_bytes: float
+) -> float:
     """Memory traffic of LoRA's unfused elementwise ops per token, forward + backward, all layers.
 
     peft's LoRA layer runs, per adapted projection: cast the input to the adapter dtype, dropout
@@ -134,16 +165,25 @@ def lora_elementwise_bytes_per_token(arch: ModelArch, targets: tuple[str, ...], 
     for key in lora_targets(arch, targets):
         d_in, d_out = dims[key]
         copies = experts if key in {"gate", "up", "down"} else 1
-        per_layer += copies * (d_in * (act_bytes + 2 * adapter_bytes + 1) + d_out * (2 * adapter_bytes + 2 * act_bytes))
+        per_layer += copies * (
+            d_in * (act_bytes + 2 * adapter_bytes + 1) + d_out * (2 * adapter_bytes + 2 * act_bytes)
+        )
     return 2 * per_layer * arch.num_layers
 
 
 _NO_ROTARY = {"gpt2", "bert", "vit", "mpt", "gpt3", "megatron-gpt", "stablelm-alpha"}
 
 
-def elementwise_bytes_per_token(arch: ModelArch, act_bytes: float, *, stream_bytes: float | None = None,
-                                autocast: bool = False, recompute: bool = False, fp8: bool = False,
-                                training: bool = True) -> float:
+def elementwise_bytes_per_token(
+    arch: ModelArch,
+    act_bytes: float,
+    *,
+    stream_bytes: float | None = None,
+    autocast: bool = False,
+    recompute: bool = False,
+    fp8: bool = False,
+    training: bool = True,
+) -> float:
     """Memory traffic of the memory-bound ops of one training token (all layers + the loss).
 
     Counted per block from eager PyTorch, forward: 2 norms (read + write the stream), 2 residual

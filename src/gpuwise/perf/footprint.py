@@ -46,7 +46,9 @@ def prefill_workspace_bytes(arch: ModelArch, num: Numerics, tp: int) -> float:
     return tokens * per_token * num.activation_bytes
 
 
-def kv_budget_bytes_per_gpu(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, str]:
+def kv_budget_bytes_per_gpu(
+    workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics
+) -> tuple[float, str]:
     """Bytes per GPU a serving engine can give the KV cache, and how they were computed.
 
     Engines take a fixed share of the device (vLLM gpu_memory_utilization, TensorRT-LLM
@@ -61,7 +63,11 @@ def kv_budget_bytes_per_gpu(workload: Workload, gpu: GPU, arch: ModelArch, num: 
     except ImportError:  # pragma: no cover - gpuwise.memory ships with the package
         estimate_memory = None
     if estimate_memory is not None and arch.is_transformer:
-        one = workload.with_changes(batch_size=1, concurrency=1) if (workload.batch_size, workload.concurrency) != (1, 1) else workload
+        one = (
+            workload.with_changes(batch_size=1, concurrency=1)
+            if (workload.batch_size, workload.concurrency) != (1, 1)
+            else workload
+        )
         est = estimate_memory(one, gpu)
         non_kv = est.device_total_bytes - est.breakdown.get("kv_cache", 0.0)
         budget = share * est.gpu_memory_bytes - non_kv
@@ -71,4 +77,6 @@ def kv_budget_bytes_per_gpu(workload: Workload, gpu: GPU, arch: ModelArch, num: 
         + float(eff.serving("context_bytes"))
         + prefill_workspace_bytes(arch, num, workload.tp)
     )
-    return max(share * gpu.memory_bytes - reserved, 0.0), "serving rule: 0.90 × memory − weights − CUDA context − prefill chunk"
+    return max(
+        share * gpu.memory_bytes - reserved, 0.0
+    ), "serving rule: 0.90 × memory − weights − CUDA context − prefill chunk"

@@ -46,8 +46,12 @@ class StepTime:
 
     @property
     def bound(self) -> str:
-        parts = {"compute": self.compute_s, "memory_bandwidth": self.memory_s, "communication": self.comm_s,
-                 "host": self.overhead_s}
+        parts = {
+            "compute": self.compute_s,
+            "memory_bandwidth": self.memory_s,
+            "communication": self.comm_s,
+            "host": self.overhead_s,
+        }
         return max(parts, key=parts.get)
 
 
@@ -69,7 +73,12 @@ class StepModel:
         self.tp_link = comm.link_for(gpu, self.tp)
         eager = workload.framework.strip().lower() in set(eff.host("eager_frameworks"))
         if eager:
-            per_step = self.layers * int(eff.host("kernels_per_layer_forward")) * float(eff.host("eager_op_us")) * 1e-6
+            per_step = (
+                self.layers
+                * int(eff.host("kernels_per_layer_forward"))
+                * float(eff.host("eager_op_us"))
+                * 1e-6
+            )
         else:
             per_step = float(eff.host("engine_step_overhead_ms")) * 1e-3
         self.eager = eager
@@ -78,7 +87,9 @@ class StepModel:
         # memory-bound kernels (serving engines fuse them into GEMM epilogues).
         self.stream_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
         self.eager_bytes_per_token = (
-            elementwise_bytes_per_token(arch, num.activation_bytes, training=False) / self.shards if eager else 0.0
+            elementwise_bytes_per_token(arch, num.activation_bytes, training=False) / self.shards
+            if eager
+            else 0.0
         )
 
     def weight_bytes_read(self, tokens: float) -> float:
@@ -94,8 +105,14 @@ class StepModel:
             blocks = blocks - experts_total + experts_total * touched
         return (blocks * num.block_weight_bytes + lm_head * num.other_weight_bytes) / self.shards
 
-    def step(self, linear_tokens: float, decode_seqs: float = 0.0, decode_context: float = 0.0,
-             prefill_tokens: float = 0.0, prefill_context: float = 0.0) -> StepTime:
+    def step(
+        self,
+        linear_tokens: float,
+        decode_seqs: float = 0.0,
+        decode_context: float = 0.0,
+        prefill_tokens: float = 0.0,
+        prefill_context: float = 0.0,
+    ) -> StepTime:
         """Time of one step on one GPU processing ``linear_tokens`` tokens through the matmuls."""
         compute = memory = 0.0
         flops = 2.0 * self.active_params * linear_tokens / self.shards
@@ -108,7 +125,9 @@ class StepModel:
             memory += lin_m
         kv = decode_seqs * decode_context * self.kv_token
         if decode_seqs:
-            attn_flops = decode_seqs * attention_flops_per_token(self.arch, decode_context, causal=False) / self.shards
+            attn_flops = (
+                decode_seqs * attention_flops_per_token(self.arch, decode_context, causal=False) / self.shards
+            )
             att_c = attn_flops / (self.peak_attn * self.e_attn)
             att_m = kv / self.decode_bw
             if att_c >= att_m:
@@ -117,12 +136,16 @@ class StepModel:
                 memory += att_m
         if prefill_tokens:
             causal = self.arch.is_decoder
-            pre_flops = prefill_tokens * attention_flops_per_token(self.arch, prefill_context, causal) / self.shards
+            pre_flops = (
+                prefill_tokens * attention_flops_per_token(self.arch, prefill_context, causal) / self.shards
+            )
             pre_c = pre_flops / (self.peak_attn * self.e_attn)
             if self.eager:
                 # q/k/v/o traffic (and eager attention's materialized scores) vs the kernel's FLOPs
                 impl = self.w.attention
-                per_token = attention_bytes_per_token(self.arch, prefill_context, self.num.activation_bytes, impl)
+                per_token = attention_bytes_per_token(
+                    self.arch, prefill_context, self.num.activation_bytes, impl
+                )
                 pre_m = prefill_tokens * per_token / self.shards / self.stream_bw
                 if impl == "eager":
                     compute += pre_c
@@ -151,11 +174,15 @@ class StepModel:
 def max_concurrency(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[int, float, str]:
     """Sequences of prompt + output tokens whose KV cache fits per replica (full length reserved)."""
     budget, method = kv_budget_bytes_per_gpu(workload, gpu, arch, num)
-    per_seq = kv_bytes_per_token_per_gpu(arch, num, workload.tp, workload.pp) * (workload.seq_len + workload.output_len)
+    per_seq = kv_bytes_per_token_per_gpu(arch, num, workload.tp, workload.pp) * (
+        workload.seq_len + workload.output_len
+    )
     return (int(budget // per_seq) if per_seq else 0), budget, method
 
 
-def predict_inference(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[InferencePerf, list[str], bool]:
+def predict_inference(
+    workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics
+) -> tuple[InferencePerf, list[str], bool]:
     """Serving / generation speed. Returns the breakdown, assumptions, and whether it fits."""
     assumptions: list[str] = []
     model = StepModel(workload, gpu, arch, num)
@@ -186,12 +213,19 @@ def predict_inference(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeri
         # Continuous batching with chunked prefill: every step also prefills the prompts of the
         # requests that replace finished ones (batch·p/o prompt tokens per step on average).
         new_tokens = per_stage * p / o
-        mixed = model.step(per_stage + new_tokens, decode_seqs=per_stage, decode_context=ctx,
-                           prefill_tokens=new_tokens, prefill_context=p)
+        mixed = model.step(
+            per_stage + new_tokens,
+            decode_seqs=per_stage,
+            decode_context=ctx,
+            prefill_tokens=new_tokens,
+            prefill_context=p,
+        )
         tpot = pp * mixed.time_s
         per_replica_out = batch / tpot
         throughput_bound = mixed.bound
-        assumptions.append("continuous batching with chunked prefill: prompts of new requests share decode steps")
+        assumptions.append(
+            "continuous batching with chunked prefill: prompts of new requests share decode steps"
+        )
     else:
         tpot = pp * decode.time_s
         prefill_all = model.step(batch * p, prefill_tokens=batch * p, prefill_context=p)
@@ -199,14 +233,20 @@ def predict_inference(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeri
         throughput_bound = prefill_all.bound if pp * prefill_all.time_s > o * tpot else decode.bound
         assumptions.append("static batching: the batch is prefilled, then decoded to the end")
     if model.eager:
-        assumptions.append(f"eager framework {workload.framework!r}: per-kernel launch overhead on every decode step")
+        assumptions.append(
+            f"eager framework {workload.framework!r}: per-kernel launch overhead on every decode step"
+        )
     else:
         assumptions.append("serving engine with CUDA graphs: ~0.5 ms host overhead per step")
 
     out_total = per_replica_out * replicas
     requests = out_total / o
     perf = InferencePerf(
-        prompt_tokens=p, output_tokens=o, replicas=replicas, tp=tp, pp=pp,
+        prompt_tokens=p,
+        output_tokens=o,
+        replicas=replicas,
+        tp=tp,
+        pp=pp,
         weights_bytes_per_gpu=weight_bytes_per_gpu(arch, num, tp, pp),
         kv_bytes_per_token_per_gpu=model.kv_token,
         kv_budget_bytes_per_gpu=budget,

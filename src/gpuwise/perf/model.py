@@ -12,7 +12,9 @@ from gpuwise.perf.training import predict_training, training_bound
 from gpuwise.workload import Workload
 
 
-def predict(workload: Workload, gpu: GPU | None = None, *, compute_dtype: str | None = None) -> PerfPrediction:
+def predict(
+    workload: Workload, gpu: GPU | None = None, *, compute_dtype: str | None = None
+) -> PerfPrediction:
     """Predict step time, throughput, MFU and the bounding resource of ``workload``.
 
     ``gpu`` defaults to the workload's GPU (use it to ask "what if on another GPU" without
@@ -26,8 +28,12 @@ def predict(workload: Workload, gpu: GPU | None = None, *, compute_dtype: str | 
     num = resolve(workload, gpu, compute_dtype)
     m = eff.mamf(gpu)
     efficiency = {
-        "mamf_bf16": m.bf16, "mamf_fp8": m.fp8, "mamf_source": m.source, "mamf_measured": m.measured,
-        "stack_training": eff.stack("training"), "stack_inference": eff.stack("inference"),
+        "mamf_bf16": m.bf16,
+        "mamf_fp8": m.fp8,
+        "mamf_source": m.source,
+        "mamf_measured": m.measured,
+        "stack_training": eff.stack("training"),
+        "stack_inference": eff.stack("inference"),
         "attention_ratio": eff.attention_ratio(workload.attention),
         "attention_training": eff.attention_efficiency(gpu, "training", workload.attention),
         "attention_inference": eff.attention_efficiency(gpu, "inference", workload.attention),
@@ -41,7 +47,9 @@ def predict(workload: Workload, gpu: GPU | None = None, *, compute_dtype: str | 
     return _inference(workload, gpu, arch, num, efficiency, assumptions)
 
 
-def _training(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dict, assumptions: list[str]) -> PerfPrediction:
+def _training(
+    workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dict, assumptions: list[str]
+) -> PerfPrediction:
     perf, more = predict_training(workload, gpu, arch, num)
     fits, fit_note = training_fits(workload, gpu)
     notes = list(num.notes) + ([fit_note] if fit_note else [])
@@ -53,12 +61,26 @@ def _training(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dic
     samples_s = tokens_s / seq if arch.is_transformer else tokens_s
     rate, unit = (samples_s, "images/s") if workload.is_cv else (tokens_s, "tokens/s")
     return PerfPrediction(
-        workload=workload.to_dict(), gpu=gpu.id, gpu_name=gpu.name, num_gpus=n, mode="training",
-        precision=workload.precision, compute_dtype=num.compute_dtype, bound=training_bound(perf),
-        step_time_s=perf.step_time_s, tokens_per_s=rate, tokens_per_s_per_gpu=rate / n, throughput_unit=unit,
+        workload=workload.to_dict(),
+        gpu=gpu.id,
+        gpu_name=gpu.name,
+        num_gpus=n,
+        mode="training",
+        precision=workload.precision,
+        compute_dtype=num.compute_dtype,
+        bound=training_bound(perf),
+        step_time_s=perf.step_time_s,
+        tokens_per_s=rate,
+        tokens_per_s_per_gpu=rate / n,
+        throughput_unit=unit,
         samples_per_s=samples_s,
-        mfu_pct=100.0 * model_flops_s / (n * peak), model_tflops_per_gpu=model_flops_s / n / 1e12,
-        fits=fits, training=perf, efficiency=efficiency, assumptions=assumptions + more, notes=notes,
+        mfu_pct=100.0 * model_flops_s / (n * peak),
+        model_tflops_per_gpu=model_flops_s / n / 1e12,
+        fits=fits,
+        training=perf,
+        efficiency=efficiency,
+        assumptions=assumptions + more,
+        notes=notes,
     )
 
 
@@ -76,26 +98,45 @@ def training_fits(workload: Workload, gpu: GPU) -> tuple[bool, str]:
         return True, ""
     if est.fits:
         return True, ""
-    return False, (f"does not fit: gpuwise.memory estimates {est.device_total_bytes / 2**30:,.1f} GiB per GPU "
-                   f"on {est.gpu_memory_bytes / 2**30:,.1f} GiB; see `gpuwise memory` for what would make it fit")
+    return False, (
+        f"does not fit: gpuwise.memory estimates {est.device_total_bytes / 2**30:,.1f} GiB per GPU "
+        f"on {est.gpu_memory_bytes / 2**30:,.1f} GiB; see `gpuwise memory` for what would make it fit"
+    )
 
 
-def _inference(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dict, assumptions: list[str]) -> PerfPrediction:
+def _inference(
+    workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dict, assumptions: list[str]
+) -> PerfPrediction:
     n = workload.num_gpus
     replicas = workload.data_parallel
     peak = peak_flops(gpu, num.compute_dtype)
-    base = dict(workload=workload.to_dict(), gpu=gpu.id, gpu_name=gpu.name, num_gpus=n, mode="inference",
-                precision=workload.precision, compute_dtype=num.compute_dtype, efficiency=efficiency,
-                notes=list(num.notes))
+    base = dict(
+        workload=workload.to_dict(),
+        gpu=gpu.id,
+        gpu_name=gpu.name,
+        num_gpus=n,
+        mode="inference",
+        precision=workload.precision,
+        compute_dtype=num.compute_dtype,
+        efficiency=efficiency,
+        notes=list(num.notes),
+    )
     if not arch.is_transformer:
         seconds, flops = conv_forward(workload, gpu, arch, num)
         images_s = workload.batch_size / seconds * replicas
         return PerfPrediction(
-            **base, bound="compute", step_time_s=seconds, tokens_per_s=images_s, tokens_per_s_per_gpu=images_s / n,
+            **base,
+            bound="compute",
+            step_time_s=seconds,
+            tokens_per_s=images_s,
+            tokens_per_s_per_gpu=images_s / n,
             throughput_unit="images/s",
-            samples_per_s=images_s, mfu_pct=100.0 * flops * replicas / seconds / (n * peak),
-            model_tflops_per_gpu=flops * replicas / seconds / n / 1e12, fits=True,
-            assumptions=assumptions + [f"conv net: {eff.cnn_fraction('inference'):.0%} of peak; throughput in images/s"],
+            samples_per_s=images_s,
+            mfu_pct=100.0 * flops * replicas / seconds / (n * peak),
+            model_tflops_per_gpu=flops * replicas / seconds / n / 1e12,
+            fits=True,
+            assumptions=assumptions
+            + [f"conv net: {eff.cnn_fraction('inference'):.0%} of peak; throughput in images/s"],
         )
     if not arch.is_decoder:
         seconds, tokens, bound = encoder_forward(workload, gpu, arch, num)
@@ -106,18 +147,27 @@ def _inference(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: di
         samples_s = workload.batch_size / seconds * replicas
         rate, unit = (samples_s, "images/s") if workload.is_cv else (tokens / seconds * replicas, "tokens/s")
         return PerfPrediction(
-            **base, bound=bound, step_time_s=seconds, tokens_per_s=rate, tokens_per_s_per_gpu=rate / n,
-            throughput_unit=unit, samples_per_s=samples_s,
+            **base,
+            bound=bound,
+            step_time_s=seconds,
+            tokens_per_s=rate,
+            tokens_per_s_per_gpu=rate / n,
+            throughput_unit=unit,
+            samples_per_s=samples_s,
             mfu_pct=100.0 * flops / seconds / (workload.tp * workload.pp * peak),
-            model_tflops_per_gpu=flops / seconds / (workload.tp * workload.pp) / 1e12, fits=True,
+            model_tflops_per_gpu=flops / seconds / (workload.tp * workload.pp) / 1e12,
+            fits=True,
             assumptions=assumptions + ["encoder model: one forward pass per batch (no generation)"],
         )
     perf, more, fits = predict_inference(workload, gpu, arch, num)
     from gpuwise.perf.flops import attention_flops_per_token, matmul_params
 
-    per_request = (2 * matmul_params(arch) * (perf.prompt_tokens + perf.output_tokens)
-                   + perf.prompt_tokens * attention_flops_per_token(arch, perf.prompt_tokens, causal=True)
-                   + perf.output_tokens * attention_flops_per_token(arch, perf.prompt_tokens + perf.output_tokens / 2, causal=False))
+    per_request = (
+        2 * matmul_params(arch) * (perf.prompt_tokens + perf.output_tokens)
+        + perf.prompt_tokens * attention_flops_per_token(arch, perf.prompt_tokens, causal=True)
+        + perf.output_tokens
+        * attention_flops_per_token(arch, perf.prompt_tokens + perf.output_tokens / 2, causal=False)
+    )
     model_flops_s = per_request * perf.requests_per_s
     bound = perf.throughput_bound
     notes = list(num.notes)
@@ -129,9 +179,16 @@ def _inference(workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: di
         )
     base["notes"] = notes
     return PerfPrediction(
-        **base, bound=bound, step_time_s=perf.tpot_s, tokens_per_s=perf.output_tokens_per_s,
-        tokens_per_s_per_gpu=perf.output_tokens_per_s_per_gpu, samples_per_s=perf.requests_per_s,
+        **base,
+        bound=bound,
+        step_time_s=perf.tpot_s,
+        tokens_per_s=perf.output_tokens_per_s,
+        tokens_per_s_per_gpu=perf.output_tokens_per_s_per_gpu,
+        samples_per_s=perf.requests_per_s,
         throughput_unit="output tokens/s",
-        mfu_pct=100.0 * model_flops_s / (n * peak), model_tflops_per_gpu=model_flops_s / n / 1e12, fits=fits,
-        inference=perf, assumptions=assumptions + more,
+        mfu_pct=100.0 * model_flops_s / (n * peak),
+        model_tflops_per_gpu=model_flops_s / n / 1e12,
+        fits=fits,
+        inference=perf,
+        assumptions=assumptions + more,
     )

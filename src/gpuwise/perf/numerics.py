@@ -125,22 +125,39 @@ def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> N
     resolved = supported_dtype(gpu, compute)
     if resolved != compute:
         if compute == "fp8" and p == "fp8":
-            notes.append(f"{gpu.id} has no fp8 tensor cores: fp8 weights are dequantized and multiplied in {_half(gpu)}")
+            notes.append(
+                f"{gpu.id} has no fp8 tensor cores: fp8 weights are dequantized and multiplied in {_half(gpu)}"
+            )
             weight_only = True
             resolved = supported_dtype(gpu, _half(gpu))
         elif compute == "bf16" and resolved == "fp32":
-            notes.append(f"{gpu.id} has no bf16 tensor cores: bf16 matmuls run at the fp32 rate (use fp16 on this GPU)")
+            notes.append(
+                f"{gpu.id} has no bf16 tensor cores: bf16 matmuls run at the fp32 rate (use fp16 on this GPU)"
+            )
         else:
             notes.append(f"{gpu.id} has no {compute} peak: matmuls counted at its {resolved} rate")
     attention = resolved if resolved in {"fp32", "bf16", "fp16"} else supported_dtype(gpu, _half(gpu))
     if gpu.consumer and resolved in {"bf16", "fp16", "fp8"}:
-        notes.append(f"{gpu.id} is a GeForce card: its {resolved} rate is the FP32-accumulate rate PyTorch uses")
+        notes.append(
+            f"{gpu.id} is a GeForce card: its {resolved} rate is the FP32-accumulate rate PyTorch uses"
+        )
     kv = _kv_bytes(workload.kv_cache_dtype, acts)
     other = 4.0 if weights == 4.0 else 2.0
     autocast = uses_torch_autocast(workload)
     stream = 4.0 if (autocast or acts == 4.0) else acts
-    return Numerics(resolved, attention, weights, other, acts, grads, kv, weight_only, tuple(notes),
-                    stream_bytes=stream, autocast=autocast)
+    return Numerics(
+        resolved,
+        attention,
+        weights,
+        other,
+        acts,
+        grads,
+        kv,
+        weight_only,
+        tuple(notes),
+        stream_bytes=stream,
+        autocast=autocast,
+    )
 
 
 def _kv_bytes(kv_dtype: str, activation_bytes: float) -> float:
@@ -152,8 +169,16 @@ def _kv_bytes(kv_dtype: str, activation_bytes: float) -> float:
 
 def precision_to_dtype(precision: str) -> str:
     """Map a workload precision or a dtype name to the peak column its matmuls use."""
-    mapping = {"amp-bf16": "bf16", "amp-fp16": "fp16", "nf4": "bf16", "int4": "bf16", "float32": "fp32",
-               "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+    mapping = {
+        "amp-bf16": "bf16",
+        "amp-fp16": "fp16",
+        "nf4": "bf16",
+        "int4": "bf16",
+        "float32": "fp32",
+        "bfloat16": "bf16",
+        "float16": "fp16",
+        "half": "fp16",
+    }
     dtype = mapping.get(precision, precision)
     if dtype not in _DTYPE_BYTES:
         raise ValueError(f"unknown precision {precision!r}")

@@ -52,8 +52,16 @@ class Pass:
 
 # AdamW, foreach or for-loop (torch/optim/adamw.py): weight decay, lerp_ m, mul_ v, addcmul_ v,
 # sqrt, div_, add_ eps, addcdiv_ p.
-_ADAMW_PASSES = (Pass(2, 0, 0, 1), Pass(0, 1, 2, 2), Pass(0, 0, 2, 1), Pass(0, 1, 2, 3),
-                 Pass(0, 0, 2, 2), Pass(0, 0, 2, 1), Pass(0, 0, 2, 1), Pass(2, 0, 2, 3))
+_ADAMW_PASSES = (
+    Pass(2, 0, 0, 1),
+    Pass(0, 1, 2, 2),
+    Pass(0, 0, 2, 1),
+    Pass(0, 1, 2, 3),
+    Pass(0, 0, 2, 2),
+    Pass(0, 0, 2, 1),
+    Pass(0, 0, 2, 1),
+    Pass(2, 0, 2, 3),
+)
 # torch._fused_adamw_: read p, g, m, v; write p, m, v; one kernel walking four lists.
 _FUSED_ADAMW_PASSES = (Pass(2, 1, 4, 4),)
 # SGD with momentum, foreach (torch/optim/sgd.py): mul_ buf, add_ buf += g, add_ p += -lr * buf.
@@ -82,8 +90,9 @@ class OptimizerStep:
         return asdict(self)
 
 
-def trainable_tensors(arch: ModelArch, lora_rank: int | None = None,
-                      lora_target_names: tuple[str, ...] = ("all-linear",)) -> int:
+def trainable_tensors(
+    arch: ModelArch, lora_rank: int | None = None, lora_target_names: tuple[str, ...] = ("all-linear",)
+) -> int:
     """Parameter tensors the optimizer walks (launch counts depend on tensors, not elements).
 
     Full training: per layer the attention and MLP weights (one per expert), their biases when
@@ -102,8 +111,13 @@ def trainable_tensors(arch: ModelArch, lora_rank: int | None = None,
         return per_layer * arch.num_layers
     h, i = arch.hidden_size, arch.intermediate_size
     attn_weights = 2 * h * arch.q_dim + 2 * h * arch.kv_dim
-    attention = 4 + (4 if counts.per_layer_attention - attn_weights >= arch.q_dim + h else
-                     3 if counts.per_layer_attention > attn_weights else 0)
+    attention = 4 + (
+        4
+        if counts.per_layer_attention - attn_weights >= arch.q_dim + h
+        else 3
+        if counts.per_layer_attention > attn_weights
+        else 0
+    )
     mlp_matrices = 3 if arch.gated_mlp else 2
     mlp_weights = mlp_matrices * h * i * experts + (h * experts if arch.is_moe else 0)
     mlp_biases = 2 * experts if counts.per_layer_mlp > mlp_weights else 0
@@ -127,8 +141,17 @@ def _launches(passes: tuple[Pass, ...], tensors: int, elements: float) -> int:
     return total
 
 
-def optimizer_step(optimizer: str, params: float, tensors: int, gpu: GPU, *, param_bytes: float,
-                   grad_bytes: float, fp16_scaler: bool = False, implementation: str | None = None) -> OptimizerStep:
+def optimizer_step(
+    optimizer: str,
+    params: float,
+    tensors: int,
+    gpu: GPU,
+    *,
+    param_bytes: float,
+    grad_bytes: float,
+    fp16_scaler: bool = False,
+    implementation: str | None = None,
+) -> OptimizerStep:
     """Time of one update of ``params`` trainable elements in ``tensors`` tensors on ``gpu``.
 
     ``param_bytes`` / ``grad_bytes`` are the element sizes of what the optimizer updates (fp32
@@ -176,4 +199,6 @@ def optimizer_step(optimizer: str, params: float, tensors: int, gpu: GPU, *, par
     device = moved / bw if params else 0.0
     time_s = device + host if serialized else max(device, host)
     bound = "host" if host > device else "memory_bandwidth"
-    return OptimizerStep(optimizer, impl, params, tensors, per_param, moved, launches, device, host, time_s, bound)
+    return OptimizerStep(
+        optimizer, impl, params, tensors, per_param, moved, launches, device, host, time_s, bound
+    )

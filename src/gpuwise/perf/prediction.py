@@ -28,7 +28,9 @@ class TrainingPerf:
     dequant_s: float  # quantized base weights -> 16-bit before each matmul (QLoRA)
     adapter_s: float  # LoRA's unfused cast/dropout/scale/add kernels
     elementwise_s: float  # norms, residual adds, activations, rotary, casts, loss, fp8 casts (memory-bound)
-    weight_traffic_s: float  # autocast weight casts, gradient accumulation, DDP bucket / FSDP2 buffer copies (memory-bound)
+    weight_traffic_s: (
+        float  # autocast weight casts, gradient accumulation, DDP bucket / FSDP2 buffer copies (memory-bound)
+    )
     tp_comm_s: float  # tensor-parallel all-reduces (not overlapped)
     dp_comm_s: float  # data-parallel / sharding traffic before overlap
     dp_exposed_s: float  # what of it stays visible
@@ -94,7 +96,9 @@ class PerfPrediction:
     precision: str
     compute_dtype: str
     bound: str  # compute | memory_bandwidth | communication | host
-    step_time_s: float  # training: optimizer step; inference: time per output token (or per batch for encoders)
+    step_time_s: (
+        float  # training: optimizer step; inference: time per output token (or per batch for encoders)
+    )
     tokens_per_s: float  # training tokens/s or output tokens/s, whole job; images/s for vision tasks (see throughput_unit)
     tokens_per_s_per_gpu: float
     samples_per_s: float  # sequences (training), requests (serving) or images per second

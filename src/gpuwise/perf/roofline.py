@@ -63,7 +63,9 @@ def peak_flops(gpu: GPU, dtype: str) -> float:
     """Dense peak in FLOP/s for ``dtype`` on ``gpu`` (falling back where the GPU lacks it)."""
     value = gpu.peak_tflops(supported_dtype(gpu, dtype))
     if not value:
-        raise GpuwiseError(f"GPU {gpu.id!r} has no {dtype} or fp32 peak in the catalog: add fp32_tflops to its entry")
+        raise GpuwiseError(
+            f"GPU {gpu.id!r} has no {dtype} or fp32 peak in the catalog: add fp32_tflops to its entry"
+        )
     return value * 1e12
 
 
@@ -100,7 +102,16 @@ def step_time_from_flops(
     else:
         bound = "compute" if compute_s >= memory_s else "memory_bandwidth"
     return RooflineTime(
-        time_s=busy + overhead_s, compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s, bound=bound,
-        flops=flops, bytes_moved=bytes_moved, dtype=dtype, peak_tflops=peak / 1e12, efficiency=e,
-        bandwidth_bytes_per_s=bw, bandwidth_fraction=f,
+        time_s=busy + overhead_s,
+        compute_s=compute_s,
+        memory_s=memory_s,
+        overhead_s=overhead_s,
+        bound=bound,
+        flops=flops,
+        bytes_moved=bytes_moved,
+        dtype=dtype,
+        peak_tflops=peak / 1e12,
+        efficiency=e,
+        bandwidth_bytes_per_s=bw,
+        bandwidth_fraction=f,
     )

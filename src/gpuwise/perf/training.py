@@ -36,6 +36,7 @@ from gpuwise.perf.prediction import TrainingPerf
 from gpuwise.perf.roofline import gemm_fraction, matmul_efficiency, peak_flops
 from gpuwise.workload import Workload
 
+
 def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
     """Micro-batch FLOPs for the whole model and the micro-batch 'tokens' (images for conv nets)."""
     if not arch.is_transformer:
@@ -53,7 +54,9 @@ def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
     seq = vit_tokens(arch, workload.image_size) if arch.family == "vit" else workload.seq_len
     tokens = workload.batch_size * seq
     flops = training_flops(
-        arch, tokens, seq,
+        arch,
+        tokens,
+        seq,
         lora_rank=workload.lora_rank if workload.is_lora else None,
         lora_target_names=workload.lora_targets,
         checkpointing=workload.grad_checkpointing,
@@ -80,8 +83,16 @@ def _linear_time(flops: float, gpu: GPU, num: Numerics) -> tuple[float, float]:
     return total, flops / (total * peak_flops(gpu, dtype)) if total else 0.0
 
 
-def _attention_time(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics, flops: TrainingFlops,
-                    micro_tokens: int, seq: int, shards: int) -> tuple[float, float, str]:
+def _attention_time(
+    workload: Workload,
+    gpu: GPU,
+    arch: ModelArch,
+    num: Numerics,
+    flops: TrainingFlops,
+    micro_tokens: int,
+    seq: int,
+    shards: int,
+) -> tuple[float, float, str]:
     """Attention kernels of one micro-batch: (time, fraction of peak on its FLOPs, bound).
 
     Fused kernels are a roofline: FLOPs at the generation's FlashAttention rate, or their q/k/v/o
@@ -93,7 +104,9 @@ def _attention_time(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics
     bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
     recompute = workload.grad_checkpointing in {"full", "selective"}
     passes = 1 + eff.elementwise("backward_factor") + (1 if recompute else 0)
-    nbytes = micro_tokens * attention_bytes_per_token(arch, seq, num.activation_bytes, workload.attention) * passes
+    nbytes = (
+        micro_tokens * attention_bytes_per_token(arch, seq, num.activation_bytes, workload.attention) * passes
+    )
     nbytes /= shards
     executed = flops.attention_executed / shards
     if workload.attention == "eager":
@@ -118,8 +131,15 @@ def _host_floor_s(arch: ModelArch, pp: int, autocast: bool = False) -> float:
     return layers * per_layer * float(eff.host("eager_op_us")) * 1e-6
 
 
-def _weight_traffic_bytes(workload: Workload, arch: ModelArch, num: Numerics, trainable: float, grad_bytes: float,
-                          gather_bytes: float, shards: int) -> float:
+def _weight_traffic_bytes(
+    workload: Workload,
+    arch: ModelArch,
+    num: Numerics,
+    trainable: float,
+    grad_bytes: float,
+    gather_bytes: float,
+    shards: int,
+) -> float:
     """Memory-bound passes over weights and gradients outside the layers' kernels, per optimizer step.
 
     - torch.autocast casts each matmul weight to 16-bit on use (again in a full recompute) and each
@@ -151,7 +171,9 @@ def _weight_traffic_bytes(workload: Workload, arch: ModelArch, num: Numerics, tr
     return total
 
 
-def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[TrainingPerf, list[str]]:
+def predict_training(
+    workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics
+) -> tuple[TrainingPerf, list[str]]:
     """Step time of ``workload`` on ``gpu``; returns the breakdown and the assumptions it made."""
     assumptions: list[str] = []
     tp, pp, n = workload.tp, workload.pp, workload.num_gpus
@@ -164,41 +186,58 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
     if arch.is_transformer:
         linear_s, e_lin = _linear_time(flops.linear_executed / shards, gpu, num)
         seq = micro_tokens // max(workload.batch_size, 1)
-        attention_s, e_attn, attention_bound = _attention_time(workload, gpu, arch, num, flops, micro_tokens, seq,
-                                                               shards)
+        attention_s, e_attn, attention_bound = _attention_time(
+            workload, gpu, arch, num, flops, micro_tokens, seq, shards
+        )
         if num.compute_dtype == "fp32":
-            assumptions.append(f"fp32 matmuls without TF32 run on the CUDA cores at {e_lin:.0%} of the fp32 peak")
+            assumptions.append(
+                f"fp32 matmuls without TF32 run on the CUDA cores at {e_lin:.0%} of the fp32 peak"
+            )
     else:
         e_lin = e_attn = eff.cnn_fraction("training")
         linear_s = flops.executed / shards / (peak_flops(gpu, num.compute_dtype) * e_lin)
         attention_s = 0.0
-        assumptions.append(f"conv net: {e_lin:.0%} of peak (cuDNN training is limited by memory-bound BatchNorm/ReLU)")
+        assumptions.append(
+            f"conv net: {e_lin:.0%} of peak (cuDNN training is limited by memory-bound BatchNorm/ReLU)"
+        )
 
     stream_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
     dequant_s = adapter_s = elementwise_s = 0.0
     if arch.is_transformer:
-        per_token = elementwise_bytes_per_token(arch, num.activation_bytes, stream_bytes=num.stream_bytes,
-                                                autocast=num.autocast,
-                                                recompute=workload.grad_checkpointing == "full",
-                                                fp8=num.compute_dtype in {"fp8", "fp4"})
+        per_token = elementwise_bytes_per_token(
+            arch,
+            num.activation_bytes,
+            stream_bytes=num.stream_bytes,
+            autocast=num.autocast,
+            recompute=workload.grad_checkpointing == "full",
+            fp8=num.compute_dtype in {"fp8", "fp4"},
+        )
         elementwise_s = micro_tokens * per_token / shards / stream_bw
         if num.autocast:
-            assumptions.append("torch.autocast over fp32 weights: fp32 residual stream and LayerNorm, "
-                               "16-bit casts of every weight and norm output on use")
+            assumptions.append(
+                "torch.autocast over fp32 weights: fp32 residual stream and LayerNorm, "
+                "16-bit casts of every weight and norm output on use"
+            )
     if num.weight_only_quant:
         # Each use of a quantized weight reads it and writes/reads a 16-bit copy (bitsandbytes
         # dequantize-then-matmul): forward, backward input-gradient, and the recompute forward.
         passes = 2 + (1 if workload.grad_checkpointing == "full" else 0)
         per_pass = block_linear_params(arch) / shards * (num.block_weight_bytes + 2 * num.activation_bytes)
         dequant_s = passes * per_pass / stream_bw
-        assumptions.append("quantized base weights are dequantized to 16-bit for every matmul (bitsandbytes-style)")
+        assumptions.append(
+            "quantized base weights are dequantized to 16-bit for every matmul (bitsandbytes-style)"
+        )
 
     fused_lora = workload.framework.strip().lower() in set(eff.host("fused_lora_frameworks"))
     if workload.is_lora and arch.is_transformer and not fused_lora:
         adapter_bytes = dtype_bytes(workload.lora_dtype)
-        per_token = lora_elementwise_bytes_per_token(arch, workload.lora_targets, num.activation_bytes, adapter_bytes)
+        per_token = lora_elementwise_bytes_per_token(
+            arch, workload.lora_targets, num.activation_bytes, adapter_bytes
+        )
         adapter_s = micro_tokens * per_token / shards / stream_bw
-        assumptions.append("LoRA adapters run unfused (peft): input cast, dropout, scale and add are memory-bound kernels")
+        assumptions.append(
+            "LoRA adapters run unfused (peft): input cast, dropout, scale and add are memory-bound kernels"
+        )
 
     # --- tensor parallel: 2 all-reduces per layer forward, 2 backward (Megatron); +2 with full recompute
     tp_link = comm.link_for(gpu, tp)
@@ -212,8 +251,11 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
 
     # --- sharded data parallel (FSDP / ZeRO-3): gathers every micro-batch, overlapped with compute --
     dp_link = comm.link_for(gpu, dp, crosses_nodes=n > comm.gpus_per_node())
-    trainable = (lora_params(arch, workload.lora_rank, workload.lora_targets) if workload.is_lora
-                 else arch.param_counts().total) / shards
+    trainable = (
+        lora_params(arch, workload.lora_rank, workload.lora_targets)
+        if workload.is_lora
+        else arch.param_counts().total
+    ) / shards
     grad_bytes = dtype_bytes(workload.lora_dtype) if workload.is_lora else num.grad_bytes
     # FSDP gathers 16-bit copies under a mixed-precision policy; plain PyTorch autocast gathers the fp32 weights.
     gather_elem = 4.0 if num.autocast else min(num.other_weight_bytes, 2.0)
@@ -223,8 +265,9 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
     sharded_params = workload.sharding in {"zero3", "fsdp"} and dp > 1
     fsdp_comm_micro = 0.0
     if sharded_params:
-        fsdp_comm_micro = (2 * comm.allgather_s(gather_bytes, dp, dp_link)
-                           + comm.reduce_scatter_s(trainable * grad_bytes, dp, dp_link))
+        fsdp_comm_micro = 2 * comm.allgather_s(gather_bytes, dp, dp_link) + comm.reduce_scatter_s(
+            trainable * grad_bytes, dp, dp_link
+        )
     m = workload.grad_accum
     weight_traffic_s = _weight_traffic_bytes(workload, arch, num, trainable, grad_bytes, gather_bytes, shards)
     weight_traffic_s /= stream_bw
@@ -247,8 +290,10 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
         if workload.sharding in {"zero1", "zero2"}:
             dp_comm = comm.reduce_scatter_s(trainable * grad_bytes, dp, dp_link)
             zero_gather = comm.allgather_s(trainable * gather_elem, dp, dp_link)
-            assumptions.append("ZeRO-1/2: gradients reduce-scattered during the backward; the updated parameters "
-                               "all-gathered after the optimizer step (exposed)")
+            assumptions.append(
+                "ZeRO-1/2: gradients reduce-scattered during the backward; the updated parameters "
+                "all-gathered after the optimizer step (exposed)"
+            )
         else:
             dp_comm = comm.allreduce_s(trainable * grad_bytes, dp, dp_link)
     backward_share = (2 / 3) * kernels_s
@@ -259,15 +304,27 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
     # --- optimizer update ------------------------------------------------------------------------------
     sharded_state = workload.sharding in {"zero1", "zero2", "zero3", "fsdp"} and dp > 1
     local_trainable = trainable / (dp if sharded_state else 1)
-    param_bytes = dtype_bytes(workload.lora_dtype) if workload.is_lora else (4.0 if num.grad_bytes == 4 else num.other_weight_bytes)
+    param_bytes = (
+        dtype_bytes(workload.lora_dtype)
+        if workload.is_lora
+        else (4.0 if num.grad_bytes == 4 else num.other_weight_bytes)
+    )
     tensors = trainable_tensors(arch, workload.lora_rank if workload.is_lora else None, workload.lora_targets)
-    update = optimizer_step(workload.optimizer, local_trainable, max(round(tensors / pp), 1), gpu,
-                            param_bytes=param_bytes, grad_bytes=grad_bytes,
-                            fp16_scaler=workload.precision == "amp-fp16",
-                            implementation=default_implementation(workload.optimizer, workload.framework))
+    update = optimizer_step(
+        workload.optimizer,
+        local_trainable,
+        max(round(tensors / pp), 1),
+        gpu,
+        param_bytes=param_bytes,
+        grad_bytes=grad_bytes,
+        fp16_scaler=workload.precision == "amp-fp16",
+        implementation=default_implementation(workload.optimizer, workload.framework),
+    )
     optimizer_s = update.time_s
     if update.bound == "host":
-        assumptions.append(f"optimizer step ({update.implementation}) waits on its {update.launches:,} kernel launches")
+        assumptions.append(
+            f"optimizer step ({update.implementation}) waits on its {update.launches:,} kernel launches"
+        )
 
     step_s = pipe_s + dp_exposed + weight_traffic_s + optimizer_s
     links = {"tp": tp_link.kind, "dp": dp_link.kind}
@@ -277,22 +334,33 @@ def predict_training(workload: Workload, gpu: GPU, arch: ModelArch, num: Numeric
             f"{eff.comm('overlap_fraction'):.0%} of what fits under compute is hidden"
         )
     if pp > 1:
-        assumptions.append(f"pipeline of {pp} stages with {m} micro-batches (grad_accum): bubble {bubble_fraction:.0%}")
+        assumptions.append(
+            f"pipeline of {pp} stages with {m} micro-batches (grad_accum): bubble {bubble_fraction:.0%}"
+        )
     if host_floor >= kernels_s + tp_comm_micro:
-        assumptions.append("kernels are too small to hide launch overhead: step time is the host dispatch floor")
+        assumptions.append(
+            "kernels are too small to hide launch overhead: step time is the host dispatch floor"
+        )
 
     model_flops_token = flops.model / max(flops.tokens, 1)
     perf = TrainingPerf(
         global_tokens_per_step=micro_tokens * m * dp,
         micro_batch_tokens=micro_tokens,
-        grad_accum=m, data_parallel=dp, tp=tp, pp=pp,
+        grad_accum=m,
+        data_parallel=dp,
+        tp=tp,
+        pp=pp,
         model_flops_per_token=model_flops_token,
         executed_flops_per_step_per_gpu=flops.executed / shards * m,
         compute_s=(linear_s + (attention_s if attention_bound == "compute" else 0.0)) * m,
         linear_s=linear_s * m,
         attention_s=attention_s * m,
-        memory_s=(dequant_s + adapter_s + elementwise_s + (attention_s if attention_bound != "compute" else 0.0)) * m
-        + weight_traffic_s + optimizer_s,
+        memory_s=(
+            dequant_s + adapter_s + elementwise_s + (attention_s if attention_bound != "compute" else 0.0)
+        )
+        * m
+        + weight_traffic_s
+        + optimizer_s,
         optimizer_s=optimizer_s,
         dequant_s=dequant_s * m,
         adapter_s=adapter_s * m,
@@ -319,7 +387,9 @@ def training_bound(perf: TrainingPerf) -> str:
     kernels = perf.compute_s + perf.memory_s - perf.optimizer_s - perf.weight_traffic_s + perf.tp_comm_s
     if perf.host_floor_s > kernels:
         return "host"
-    parts = {"compute": perf.compute_s, "memory_bandwidth": perf.memory_s,
-             "communication": perf.tp_comm_s + perf.dp_exposed_s}
+    parts = {
+        "compute": perf.compute_s,
+        "memory_bandwidth": perf.memory_s,
+        "communication": perf.tp_comm_s + perf.dp_exposed_s,
+    }
     return max(parts, key=parts.get)
-

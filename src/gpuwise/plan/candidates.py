@@ -83,13 +83,25 @@ def mixed_precision(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate
     if w.precision != "fp32" or half is None:
         return []
     if w.is_training:
-        return [Candidate("mixed_precision", f"Train with {half} autocast (AMP)", {"precision": f"amp-{half}"}, "low")]
-    return [Candidate("mixed_precision", f"Run inference in {half}", {"precision": half}, "low", saves_memory=True)]
+        return [
+            Candidate(
+                "mixed_precision", f"Train with {half} autocast (AMP)", {"precision": f"amp-{half}"}, "low"
+            )
+        ]
+    return [
+        Candidate(
+            "mixed_precision", f"Run inference in {half}", {"precision": half}, "low", saves_memory=True
+        )
+    ]
 
 
 @generator
 def fp8_training(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
-    if w.task not in {"pretrain", "full-finetune"} or not gpu.fp8_tflops or w.precision not in {"amp-bf16", "bf16", "amp-fp16", "fp16"}:
+    if (
+        w.task not in {"pretrain", "full-finetune"}
+        or not gpu.fp8_tflops
+        or w.precision not in {"amp-bf16", "bf16", "amp-fp16", "fp16"}
+    ):
         return []
     return [Candidate("fp8_training", "Train the matmuls in FP8", {"precision": "fp8"}, "medium")]
 
@@ -97,10 +109,21 @@ def fp8_training(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
 @generator
 def bf16_weights(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     """Full-parameter training with 16-bit weights and optimizer states (no fp32 master copy)."""
-    if w.task not in {"pretrain", "full-finetune"} or w.precision not in {"amp-bf16", "amp-fp16"} or not gpu.bf16_tflops:
+    if (
+        w.task not in {"pretrain", "full-finetune"}
+        or w.precision not in {"amp-bf16", "amp-fp16"}
+        or not gpu.bf16_tflops
+    ):
         return []
-    return [Candidate("bf16_weights", "Keep weights and optimizer states in bf16 (no fp32 master copy)", {"precision": "bf16"},
-                      "medium", saves_memory=True)]
+    return [
+        Candidate(
+            "bf16_weights",
+            "Keep weights and optimizer states in bf16 (no fp32 master copy)",
+            {"precision": "bf16"},
+            "medium",
+            saves_memory=True,
+        )
+    ]
 
 
 @generator
@@ -110,10 +133,28 @@ def weight_quantization(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candi
     out = []
     if w.precision in {"fp32", "bf16", "fp16", "amp-bf16", "amp-fp16"}:
         if gpu.fp8_tflops:
-            out.append(Candidate("weight_fp8", "Serve FP8 weights", {"precision": "fp8"}, "low", saves_memory=True))
+            out.append(
+                Candidate("weight_fp8", "Serve FP8 weights", {"precision": "fp8"}, "low", saves_memory=True)
+            )
         else:
-            out.append(Candidate("weight_int8", "Serve INT8 weight-only quantized weights", {"precision": "int8"}, "low", saves_memory=True))
-    out.append(Candidate("weight_int4", "Serve 4-bit (AWQ/GPTQ) weights", {"precision": "int4"}, "medium", saves_memory=True))
+            out.append(
+                Candidate(
+                    "weight_int8",
+                    "Serve INT8 weight-only quantized weights",
+                    {"precision": "int8"},
+                    "low",
+                    saves_memory=True,
+                )
+            )
+    out.append(
+        Candidate(
+            "weight_int4",
+            "Serve 4-bit (AWQ/GPTQ) weights",
+            {"precision": "int4"},
+            "medium",
+            saves_memory=True,
+        )
+    )
     return out
 
 
@@ -121,7 +162,9 @@ def weight_quantization(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candi
 def kv_cache_fp8(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     if not w.is_inference or w.is_cv or kv_bits(w) <= 8:
         return []
-    return [Candidate("kv_fp8", "Store the KV cache in FP8", {"kv_cache_dtype": "fp8"}, "low", saves_memory=True)]
+    return [
+        Candidate("kv_fp8", "Store the KV cache in FP8", {"kv_cache_dtype": "fp8"}, "low", saves_memory=True)
+    ]
 
 
 # --- kernels ---------------------------------------------------------------------------------------
@@ -131,7 +174,9 @@ def kv_cache_fp8(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
 def flash_attention(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     if not _llm(w) or w.attention == "flash" or not _flash_capable(gpu) or w.precision == "fp32":
         return []
-    return [Candidate("flash_attention", "Use FlashAttention", {"attention": "flash"}, "none", saves_memory=True)]
+    return [
+        Candidate("flash_attention", "Use FlashAttention", {"attention": "flash"}, "none", saves_memory=True)
+    ]
 
 
 @generator
@@ -149,8 +194,24 @@ def optimizer_8bit(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]
     if not w.is_training or w.optimizer not in {"adamw", "adamw-fused"}:
         return []
     if w.task == "qlora":
-        return [Candidate("optimizer_8bit", "Use paged 8-bit AdamW", {"optimizer": "paged-adamw-8bit"}, "low", saves_memory=True)]
-    return [Candidate("optimizer_8bit", "Keep optimizer states in 8 bits", {"optimizer": "adamw-8bit"}, "low", saves_memory=True)]
+        return [
+            Candidate(
+                "optimizer_8bit",
+                "Use paged 8-bit AdamW",
+                {"optimizer": "paged-adamw-8bit"},
+                "low",
+                saves_memory=True,
+            )
+        ]
+    return [
+        Candidate(
+            "optimizer_8bit",
+            "Keep optimizer states in 8 bits",
+            {"optimizer": "adamw-8bit"},
+            "low",
+            saves_memory=True,
+        )
+    ]
 
 
 @generator
@@ -159,9 +220,25 @@ def grad_checkpointing(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candid
         return []
     out = []
     if w.grad_checkpointing == "none" and _llm(w):
-        out.append(Candidate("grad_checkpointing", "Checkpoint activations selectively", {"grad_checkpointing": "selective"}, "none", saves_memory=True))
+        out.append(
+            Candidate(
+                "grad_checkpointing",
+                "Checkpoint activations selectively",
+                {"grad_checkpointing": "selective"},
+                "none",
+                saves_memory=True,
+            )
+        )
     if w.grad_checkpointing != "full":
-        out.append(Candidate("grad_checkpointing", "Checkpoint every layer's activations", {"grad_checkpointing": "full"}, "none", saves_memory=True))
+        out.append(
+            Candidate(
+                "grad_checkpointing",
+                "Checkpoint every layer's activations",
+                {"grad_checkpointing": "full"},
+                "none",
+                saves_memory=True,
+            )
+        )
     return out
 
 
@@ -192,7 +269,9 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
             return []
         changes = {"batch_size": best, "grad_accum": total // best if keep else 1}
         risk = "none" if keep or not w.is_training else "changes-training"
-        title = f"Raise the micro-batch to {best}" + (f" with {total // best}× accumulation (same global batch {total})" if keep else "")
+        title = f"Raise the micro-batch to {best}" + (
+            f" with {total // best}× accumulation (same global batch {total})" if keep else ""
+        )
         return [Candidate("bigger_batch", title, changes, risk)]
     smaller = [d for d in _divisors(total) if d < w.batch_size]
     if not smaller or not w.is_training:
@@ -202,8 +281,15 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
         if comfortable(evaluate(w.with_changes(batch_size=size, grad_accum=total // size))):
             chosen = size
             break
-    return [Candidate("smaller_batch", f"Lower the micro-batch to {chosen} with {total // chosen}× accumulation (same global batch {total})",
-                      {"batch_size": chosen, "grad_accum": total // chosen}, "none", saves_memory=True)]
+    return [
+        Candidate(
+            "smaller_batch",
+            f"Lower the micro-batch to {chosen} with {total // chosen}× accumulation (same global batch {total})",
+            {"batch_size": chosen, "grad_accum": total // chosen},
+            "none",
+            saves_memory=True,
+        )
+    ]
 
 
 @generator
@@ -213,11 +299,27 @@ def adapters(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     out = []
     base = "bf16" if gpu.bf16_tflops else "fp16"
     if w.task == "full-finetune":
-        out.append(Candidate("lora", "Fine-tune LoRA adapters instead of all weights",
-                             {"task": "lora", "precision": base if w.precision in {"fp32", "amp-bf16", "amp-fp16"} else w.precision},
-                             "changes-task", saves_memory=True))
-    out.append(Candidate("qlora", "QLoRA: LoRA on 4-bit NF4 base weights", {"task": "qlora", "precision": "nf4", "double_quant": True},
-                         "changes-task", saves_memory=True))
+        out.append(
+            Candidate(
+                "lora",
+                "Fine-tune LoRA adapters instead of all weights",
+                {
+                    "task": "lora",
+                    "precision": base if w.precision in {"fp32", "amp-bf16", "amp-fp16"} else w.precision,
+                },
+                "changes-task",
+                saves_memory=True,
+            )
+        )
+    out.append(
+        Candidate(
+            "qlora",
+            "QLoRA: LoRA on 4-bit NF4 base weights",
+            {"task": "qlora", "precision": "nf4", "double_quant": True},
+            "changes-task",
+            saves_memory=True,
+        )
+    )
     return out
 
 
@@ -227,11 +329,25 @@ def sharding(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
         return []
     out = []
     if w.sharding in {"none", "ddp", "zero1"}:
-        out.append(Candidate("sharding", f"Shard gradients and optimizer states (ZeRO-2) over {w.data_parallel} GPUs", {"sharding": "zero2"},
-                             "none", saves_memory=True))
+        out.append(
+            Candidate(
+                "sharding",
+                f"Shard gradients and optimizer states (ZeRO-2) over {w.data_parallel} GPUs",
+                {"sharding": "zero2"},
+                "none",
+                saves_memory=True,
+            )
+        )
     if w.sharding not in {"zero3", "fsdp"}:
-        out.append(Candidate("sharding", f"Shard parameters too (FSDP / ZeRO-3) over {w.data_parallel} GPUs", {"sharding": "fsdp"},
-                             "none", saves_memory=True))
+        out.append(
+            Candidate(
+                "sharding",
+                f"Shard parameters too (FSDP / ZeRO-3) over {w.data_parallel} GPUs",
+                {"sharding": "fsdp"},
+                "none",
+                saves_memory=True,
+            )
+        )
     return out
 
 
@@ -251,4 +367,11 @@ def concurrency(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
         target = max(w.concurrency, target * 3 // 4)
     if target <= w.concurrency:
         return []
-    return [Candidate("more_concurrency", f"Batch up to {target} requests (continuous batching)", {"concurrency": target}, "none")]
+    return [
+        Candidate(
+            "more_concurrency",
+            f"Batch up to {target} requests (continuous batching)",
+            {"concurrency": target},
+            "none",
+        )
+    ]

@@ -15,7 +15,17 @@ from gpuwise.diagnose import Evidence, load_evidence
 from gpuwise.plan.predict import Prediction
 from gpuwise.workload import Workload
 
-_BITS = {"fp32": 32, "amp-bf16": 16, "amp-fp16": 16, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "nf4": 4}
+_BITS = {
+    "fp32": 32,
+    "amp-bf16": 16,
+    "amp-fp16": 16,
+    "bf16": 16,
+    "fp16": 16,
+    "fp8": 8,
+    "int8": 8,
+    "int4": 4,
+    "nf4": 4,
+}
 _KV_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8}
 
 
@@ -40,8 +50,12 @@ def tensor_core_speedup(gpu: GPU) -> float | None:
     return half / gpu.fp32_tflops
 
 
-def prediction_evidence(workload: Workload, prediction: Prediction, fit_options_bytes: dict[str, float] | None = None,
-                        attention_scores_bytes: int | None = None) -> Evidence:
+def prediction_evidence(
+    workload: Workload,
+    prediction: Prediction,
+    fit_options_bytes: dict[str, float] | None = None,
+    attention_scores_bytes: int | None = None,
+) -> Evidence:
     """What the models predict for this workload, in the rule engine's terms."""
     gpu = get_gpu(workload.gpu)
     outcome = prediction.outcome
@@ -67,14 +81,18 @@ def prediction_evidence(workload: Workload, prediction: Prediction, fit_options_
     if workload.is_training:
         ev.step_time_s = outcome.step_time_s
         ev.phase_s = dict(prediction.phase_s)
-        ev.optimizer_fused = workload.optimizer in {"adamw-fused"} if workload.optimizer.startswith("adamw") else None
+        ev.optimizer_fused = (
+            workload.optimizer in {"adamw-fused"} if workload.optimizer.startswith("adamw") else None
+        )
     if workload.is_inference and not workload.is_cv:
         ev.kv_cache_bytes = prediction.kv_cache_bytes
         ev.kv_cache_bits = kv_bits(workload)
         ev.decode_bandwidth_bound = prediction.decode_bound == "memory" if prediction.decode_bound else None
     if workload.utilization_pct is not None:
         ev.gpu_util_pct = workload.utilization_pct
-        ev.notes.append(f"gpu_util_pct {workload.utilization_pct:g} % as observed by the user (workload utilization_pct)")
+        ev.notes.append(
+            f"gpu_util_pct {workload.utilization_pct:g} % as observed by the user (workload utilization_pct)"
+        )
     return ev
 
 

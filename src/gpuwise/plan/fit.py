@@ -37,14 +37,27 @@ def remedies(w: Workload) -> list[tuple[str, dict[str, Any]]]:
             saver["optimizer"] = "paged-adamw-8bit" if w.task == "qlora" else "adamw-8bit"
         out.append(("checkpointing + 8-bit optimizer", saver))
         if w.task in {"full-finetune"}:
-            out.append(("LoRA (bf16 base) + checkpointing", {"task": "lora", "precision": "bf16", "grad_checkpointing": "full"}))
+            out.append(
+                (
+                    "LoRA (bf16 base) + checkpointing",
+                    {"task": "lora", "precision": "bf16", "grad_checkpointing": "full"},
+                )
+            )
         if w.task in {"full-finetune", "lora"}:
-            out.append(("QLoRA (NF4 base) + checkpointing", {"task": "qlora", "precision": "nf4", "double_quant": True,
-                                                             "grad_checkpointing": "full"}))
+            out.append(
+                (
+                    "QLoRA (NF4 base) + checkpointing",
+                    {"task": "qlora", "precision": "nf4", "double_quant": True, "grad_checkpointing": "full"},
+                )
+            )
         if w.batch_size > 1:
             total = w.batch_size * w.grad_accum
-            out.append((f"micro-batch 1 × {total} accumulation + checkpointing",
-                        {"batch_size": 1, "grad_accum": total, "grad_checkpointing": "full"}))
+            out.append(
+                (
+                    f"micro-batch 1 × {total} accumulation + checkpointing",
+                    {"batch_size": 1, "grad_accum": total, "grad_checkpointing": "full"},
+                )
+            )
     return out
 
 
@@ -59,7 +72,9 @@ def _smallest_fit(w: Workload, evaluate: Evaluate, gpus: list[GPU]) -> tuple[GPU
     return None
 
 
-def _scaled_fit(w: Workload, evaluate: Evaluate, gpus: list[GPU]) -> tuple[str, GPU, Workload, Outcome] | None:
+def _scaled_fit(
+    w: Workload, evaluate: Evaluate, gpus: list[GPU]
+) -> tuple[str, GPU, Workload, Outcome] | None:
     """More GPUs: sharding (training) or tensor/pipeline parallelism (inference), smallest count first."""
     n = w.num_gpus * 2
     while n <= NODE_GPUS * _MAX_NODES:
@@ -109,19 +124,32 @@ def _context_option(original: Workload, local_steps: list[Step], evaluate: Evalu
     changes = {k: v for s in local_steps for k, v in s.candidate.changes.items() if getattr(original, k) != v}
     edits = ", ".join(f"{k}={v}" for k, v in changes.items())
     what = "prompt" if original.is_inference else "sequence"
-    label = f"{what} of at most {longest:,} tokens (not {original.seq_len:,})" + (f", with {edits}" if edits else "")
+    label = f"{what} of at most {longest:,} tokens (not {original.seq_len:,})" + (
+        f", with {edits}" if edits else ""
+    )
     changes["seq_len"] = longest
-    return FitOption(label, changes, original.gpu, original.num_gpus, evaluate(base.with_changes(seq_len=longest)))
+    return FitOption(
+        label, changes, original.gpu, original.num_gpus, evaluate(base.with_changes(seq_len=longest))
+    )
 
 
-def report(original: Workload, current: Outcome, fit_steps: list[Step], evaluate: Evaluate,
-           local_steps: list[Step] | None = None) -> FitReport:
+def report(
+    original: Workload,
+    current: Outcome,
+    fit_steps: list[Step],
+    evaluate: Evaluate,
+    local_steps: list[Step] | None = None,
+) -> FitReport:
     gpu = get_gpu(original.gpu)
     need = current.peak_bytes / GiB
     have = current.capacity_bytes / GiB
     if comfortable(current):
-        return FitReport(True, True, f"Fits on {original.num_gpus} × {gpu.id}: {need:.1f} GiB of {have:.1f} GiB per GPU "
-                                     f"({current.headroom_pct:.0f} % free).")
+        return FitReport(
+            True,
+            True,
+            f"Fits on {original.num_gpus} × {gpu.id}: {need:.1f} GiB of {have:.1f} GiB per GPU "
+            f"({current.headroom_pct:.0f} % free).",
+        )
     as_given = hw_as_given(original, evaluate)
     fits_here = [gid for gid, o in as_given.items() if comfortable(o)]
     options: list[FitOption] = []
@@ -135,9 +163,12 @@ def report(original: Workload, current: Outcome, fit_steps: list[Step], evaluate
         if context is not None:
             options.append(context)
     tight = current.fits and not comfortable(current)
-    head = (f"Tight on {original.num_gpus} × {gpu.id}: {need:.1f} GiB of {have:.1f} GiB per GPU ({current.headroom_pct:.0f} % free, "
-            "out-of-memory risk)" if tight else
-            f"Does not fit on {original.num_gpus} × {gpu.id}: needs {need:.1f} GiB per GPU, {have:.1f} GiB available")
+    head = (
+        f"Tight on {original.num_gpus} × {gpu.id}: {need:.1f} GiB of {have:.1f} GiB per GPU ({current.headroom_pct:.0f} % free, "
+        "out-of-memory risk)"
+        if tight
+        else f"Does not fit on {original.num_gpus} × {gpu.id}: needs {need:.1f} GiB per GPU, {have:.1f} GiB available"
+    )
     gpus = sorted(list_gpus(), key=lambda g: (g.memory_gb, g.cloud_usd_per_hr or float("inf")))
     if fits_here:
         names = ", ".join(sorted(fits_here, key=lambda g: get_gpu(g).memory_gb)[:5])
@@ -163,7 +194,9 @@ def report(original: Workload, current: Outcome, fit_steps: list[Step], evaluate
     tail = ""
     if largest is not None:
         tail = f" (largest: {largest.gpu}, {largest.peak_bytes / GiB:.1f} GiB needed of {largest.capacity_bytes / GiB:.1f} GiB)"
-    message = (f"{head}. It fits on no catalog GPU at {original.num_gpus} GPU(s) as given{tail}. "
-               + (f"{len(options)} computed way(s) to make it fit follow." if options else
-                  "Nothing tried makes it fit: reduce the sequence length or batch, or use a smaller model."))
+    message = f"{head}. It fits on no catalog GPU at {original.num_gpus} GPU(s) as given{tail}. " + (
+        f"{len(options)} computed way(s) to make it fit follow."
+        if options
+        else "Nothing tried makes it fit: reduce the sequence length or batch, or use a smaller model."
+    )
     return FitReport(False, False, message, tuple(options))

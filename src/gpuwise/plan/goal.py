@@ -34,7 +34,9 @@ def goal_value(outcome: Outcome, goal: str, workload: Workload) -> float:
         if outcome.usd_per_1m is not None:
             return -outcome.usd_per_1m
         per_unit = gpu_seconds_per_unit(outcome)
-        return float("-inf") if per_unit is None else -per_unit  # no price: GPU time (hardware lists put priced GPUs first)
+        return (
+            float("-inf") if per_unit is None else -per_unit
+        )  # no price: GPU time (hardware lists put priced GPUs first)
     if goal == "latency":
         if workload.is_inference and outcome.tpot_ms is not None:
             return -outcome.tpot_ms
@@ -48,7 +50,11 @@ def goal_metric_name(goal: str, workload: Workload) -> str:
     if goal == "cost":
         return "$ per 1M " + ("images" if workload.is_cv else "tokens")
     if goal == "latency":
-        return "per-token latency (TPOT)" if workload.is_inference and not workload.is_cv else "time per " + ("image" if workload.is_cv else "token")
+        return (
+            "per-token latency (TPOT)"
+            if workload.is_inference and not workload.is_cv
+            else "time per " + ("image" if workload.is_cv else "token")
+        )
     if goal == "fit":
         return "memory headroom, then throughput"
     return "images/s" if workload.is_cv else "tokens/s"
@@ -63,4 +69,6 @@ def relative_gain_pct(before: Outcome, after: Outcome, goal: str, workload: Work
         return after.headroom_pct - before.headroom_pct
     if b == 0:
         return None
-    return 100.0 * (a - b) / abs(b)  # costs and latencies are negated, so this reads "% better" for every goal
+    return (
+        100.0 * (a - b) / abs(b)
+    )  # costs and latencies are negated, so this reads "% better" for every goal

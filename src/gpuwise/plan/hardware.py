@@ -76,7 +76,12 @@ def place(workload: Workload, gpu: GPU, goal: str, evaluate: Evaluate) -> Placem
 
 
 def meets(gpu: GPU, requirements: tuple[str, ...]) -> bool:
-    checks = {"ecc": gpu.ecc, "nvlink": gpu.nvlink_gbps > 0, "mig": gpu.mig_max > 0, "datacenter": not gpu.consumer}
+    checks = {
+        "ecc": gpu.ecc,
+        "nvlink": gpu.nvlink_gbps > 0,
+        "mig": gpu.mig_max > 0,
+        "datacenter": not gpu.consumer,
+    }
     return all(checks[r] for r in requirements)
 
 
@@ -93,12 +98,16 @@ def caveats(gpu: GPU, w: Workload, outcome: Outcome) -> list[str]:
     if outcome.num_gpus > 1 and w.tp > 1 and gpu.nvlink_gbps <= 0:
         out.append("tensor parallelism over PCIe: every layer waits for all-reduces")
     if not gpu.bf16_tflops and gpu.vendor.upper() == "NVIDIA":
-        out.append("pre-Ampere: no bf16; FlashAttention-2 and Marlin 4-bit kernels need Ampere or newer: check your engine's support")
+        out.append(
+            "pre-Ampere: no bf16; FlashAttention-2 and Marlin 4-bit kernels need Ampere or newer: check your engine's support"
+        )
     if w.is_inference and gpu.mig_max and outcome.num_gpus == 1 and gpu.vendor.upper() == "NVIDIA":
         fraction, what, source = K.MIG_SLICE_FRACTION
         slice_bytes = gpu.memory_gb * GB * fraction
         if outcome.peak_bytes <= slice_bytes:
-            out.append(f"fits one MIG slice ({gpu.memory_gb * fraction:.0f} GB): up to {gpu.mig_max} isolated tenants per GPU [{source}]")
+            out.append(
+                f"fits one MIG slice ({gpu.memory_gb * fraction:.0f} GB): up to {gpu.mig_max} isolated tenants per GPU [{source}]"
+            )
     if gpu.vendor.upper() == "AMD":
         out.append("ROCm stack: check your serving/training framework's ROCm support and kernels")
     if gpu.confidence == "uncertain":
@@ -110,7 +119,11 @@ def caveats(gpu: GPU, w: Workload, outcome: Outcome) -> list[str]:
 
 def _sort_key(h: HardwareOption, goal: str, w: Workload) -> tuple:
     """Fitting, requirement-meeting options on the asked GPU count first; then the goal decides."""
-    first = (not (h.outcome.fits and comfortable(h.outcome)), not h.meets_requirements, h.num_gpus > w.num_gpus)
+    first = (
+        not (h.outcome.fits and comfortable(h.outcome)),
+        not h.meets_requirements,
+        h.num_gpus > w.num_gpus,
+    )
     value = goal_value(h.outcome, goal, w)
     if goal == "fit":  # it fits: the cheapest way to run it, then the most room
         price = h.outcome.usd_per_hour if h.outcome.usd_per_hour is not None else float("inf")
@@ -130,24 +143,51 @@ def as_given(workload: Workload, evaluate: Evaluate, gpus: list[GPU] | None = No
     return out
 
 
-def options(workload: Workload, goal: str, evaluate: Evaluate, gpus: list[GPU] | None = None) -> list[HardwareOption]:
+def options(
+    workload: Workload, goal: str, evaluate: Evaluate, gpus: list[GPU] | None = None
+) -> list[HardwareOption]:
     """Ranked hardware options: fitting ones first, each with the edits it needed."""
     out: list[HardwareOption] = []
     for gpu in gpus if gpus is not None else list_gpus():
         placed = place(workload, gpu, goal, evaluate)
         if placed.workload is None or placed.outcome is None:
             if placed.as_given is not None:
-                out.append(HardwareOption(gpu.id, gpu.name, placed.as_given.num_gpus, placed.as_given,
-                                          meets(gpu, workload.requirements), ("does not fit, even sharded over one node",), {}))
+                out.append(
+                    HardwareOption(
+                        gpu.id,
+                        gpu.name,
+                        placed.as_given.num_gpus,
+                        placed.as_given,
+                        meets(gpu, workload.requirements),
+                        ("does not fit, even sharded over one node",),
+                        {},
+                    )
+                )
             continue
         w = placed.workload
-        changed = {k: v for k, v in w.to_dict().items()
-                   if k not in {"gpu", "usd_per_gpu_hour"} and v != getattr(workload, k) and not isinstance(v, list)}
-        out.append(HardwareOption(gpu.id, gpu.name, w.num_gpus, placed.outcome, meets(gpu, workload.requirements),
-                                  tuple(caveats(gpu, w, placed.outcome)), changed))
+        changed = {
+            k: v
+            for k, v in w.to_dict().items()
+            if k not in {"gpu", "usd_per_gpu_hour"} and v != getattr(workload, k) and not isinstance(v, list)
+        }
+        out.append(
+            HardwareOption(
+                gpu.id,
+                gpu.name,
+                w.num_gpus,
+                placed.outcome,
+                meets(gpu, workload.requirements),
+                tuple(caveats(gpu, w, placed.outcome)),
+                changed,
+            )
+        )
     out.sort(key=lambda h: _sort_key(h, goal, workload))
-    return [HardwareOption(h.gpu, h.name, h.num_gpus, h.outcome, h.meets_requirements, h.caveats, h.config, rank=i + 1)
-            for i, h in enumerate(out)]
+    return [
+        HardwareOption(
+            h.gpu, h.name, h.num_gpus, h.outcome, h.meets_requirements, h.caveats, h.config, rank=i + 1
+        )
+        for i, h in enumerate(out)
+    ]
 
 
 def best_fitting(hardware: list[HardwareOption], single_gpu: bool) -> HardwareOption | None:

@@ -56,7 +56,9 @@ def make_plan(
     `traced` takes the current configuration's VRAM from a fake-tensor simulation of the real model
     (`model_factory` / `input_factory`: ``module:function`` for models outside the catalog)."""
     loaded = [*read_evidence_files(evidence_files), *evidence]
-    measured = [e for e in loaded if e.source != "prediction"]  # a plan's own predictions are not measurements
+    measured = [
+        e for e in loaded if e.source != "prediction"
+    ]  # a plan's own predictions are not measurements
     ev = Evaluator()
     goal = workload.goal
     try:
@@ -74,8 +76,10 @@ def make_plan(
     hardware = hw.options(config_w if fits_here else workload, goal, ev.outcome)
     notes: list[str] = []
     if len(measured) < len(loaded):
-        notes.append(f"Ignored {len(loaded) - len(measured)} predicted evidence item(s) passed as evidence: "
-                     "--evidence takes measurements (profile, trace, telemetry).")
+        notes.append(
+            f"Ignored {len(loaded) - len(measured)} predicted evidence item(s) passed as evidence: "
+            "--evidence takes measurements (profile, trace, telemetry)."
+        )
     move_note = ""
     if not fits_here:
         config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
@@ -86,58 +90,116 @@ def make_plan(
     config_out = ev.outcome(config_w)
 
     fit_steps = [s for s in steps if s.purpose == "fit"]
-    fit_report = fit_mod.report(workload, current, fit_steps if config_w.gpu == workload.gpu else [], ev.outcome,
-                                local_steps=local_steps)
+    fit_report = fit_mod.report(
+        workload,
+        current,
+        fit_steps if config_w.gpu == workload.gpu else [],
+        ev.outcome,
+        local_steps=local_steps,
+    )
 
     fit_options = _fit_options_bytes(workload, ev) if not comfortable(current) else {}
     predicted = prediction_evidence(workload, current_pred, fit_options, attention_scores_bytes(ev, workload))
     all_evidence = merge_evidence(predicted, measured)
     findings = _findings(measured, predicted, goal)
-    techniques = assess(workload, goal, ev.outcome, steps, final=config_w, finding_ids=frozenset(f.id for f in findings))
+    techniques = assess(
+        workload, goal, ev.outcome, steps, final=config_w, finding_ids=frozenset(f.id for f in findings)
+    )
     techniques = _bound_by_measured_idle(techniques, measured)
     diagnosis = _diagnosis(workload, current, findings, all_evidence)
 
-    changes = {k: (getattr(workload, k), v) for k, v in config_w.to_dict().items()
-               if k not in {"name"} and getattr(workload, k) != (tuple(v) if isinstance(v, list) else v)}
+    changes = {
+        k: (getattr(workload, k), v)
+        for k, v in config_w.to_dict().items()
+        if k not in {"name"} and getattr(workload, k) != (tuple(v) if isinstance(v, list) else v)
+    }
     snippets = snip.snippets(config_w, changes)
     for f in findings:
         if f.source != "prediction" and f.fix_snippet:
             snippets[f"fix: {f.id}"] = f.fix_snippet + ("\n" if not f.fix_snippet.endswith("\n") else "")
     config = ConfigPlan(
-        workload=config_w, changes=changes, applied=tuple(s.candidate.id for s in steps), outcome=config_out, snippets=snippets,
+        workload=config_w,
+        changes=changes,
+        applied=tuple(s.candidate.id for s in steps),
+        outcome=config_out,
+        snippets=snippets,
         global_batch_before=workload.global_batch if workload.is_training else None,
-        global_batch_after=config_w.global_batch if config_w.is_training else None, note=move_note,
+        global_batch_after=config_w.global_batch if config_w.is_training else None,
+        note=move_note,
     )
     memory = _memory_view(workload, config_w, ev, traced, notes, model_factory, input_factory)
-    tools = advise(workload, config_w, config_out, techniques, findings, scaling, hardware,
-                   measured=bool(measured), fit_needed=bool(fit_steps) or not comfortable(current))
+    tools = advise(
+        workload,
+        config_w,
+        config_out,
+        techniques,
+        findings,
+        scaling,
+        hardware,
+        measured=bool(measured),
+        fit_needed=bool(fit_steps) or not comfortable(current),
+    )
     notes += _notes(current_pred, measured, workload)
-    return Plan(workload=workload, goal=goal, current=current, diagnosis=diagnosis, techniques=techniques, config=config,
-                memory=memory, scaling=scaling, tools=tools, hardware=hardware, fit=fit_report, evidence=all_evidence,
-                notes=notes)
+    return Plan(
+        workload=workload,
+        goal=goal,
+        current=current,
+        diagnosis=diagnosis,
+        techniques=techniques,
+        config=config,
+        memory=memory,
+        scaling=scaling,
+        tools=tools,
+        hardware=hardware,
+        fit=fit_report,
+        evidence=all_evidence,
+        notes=notes,
+    )
 
 
-def _relocate(original: Workload, config_w: Workload, steps: list[Step], goal: str, ev: Evaluator,
-              hardware: list) -> tuple[Workload, list[Step], str]:
+def _relocate(
+    original: Workload, config_w: Workload, steps: list[Step], goal: str, ev: Evaluator, hardware: list
+) -> tuple[Workload, list[Step], str]:
     """The job does not fit the user's GPU count: move it where it fits (another GPU, or more GPUs)."""
     if original.num_gpus == 1:
         best = hw.best_fitting(hardware, single_gpu=True)
         if best is not None:
-            return _placed(original, best, goal, ev, f"{original.gpu} cannot hold this job even with the memory techniques "
-                           f"tried; the config moves it to one {best.gpu} (top-ranked GPU that fits for goal '{goal}').")
+            return _placed(
+                original,
+                best,
+                goal,
+                ev,
+                f"{original.gpu} cannot hold this job even with the memory techniques "
+                f"tried; the config moves it to one {best.gpu} (top-ranked GPU that fits for goal '{goal}').",
+            )
     decision = scale.decide(config_w, goal, ev.outcome_on)
     if decision.num_gpus:
-        layout = config_w.with_changes(num_gpus=decision.num_gpus, tp=decision.tp, pp=decision.pp,
-                                       **({"sharding": decision.sharding} if config_w.is_training else {}))
-        return layout, steps, f"{original.num_gpus} × {original.gpu} is too small; the config uses {decision.strategy}."
+        layout = config_w.with_changes(
+            num_gpus=decision.num_gpus,
+            tp=decision.tp,
+            pp=decision.pp,
+            **({"sharding": decision.sharding} if config_w.is_training else {}),
+        )
+        return (
+            layout,
+            steps,
+            f"{original.num_gpus} × {original.gpu} is too small; the config uses {decision.strategy}.",
+        )
     best = hw.best_fitting(hardware, single_gpu=False)
     if best is not None:
-        return _placed(original, best, goal, ev, f"The config moves the job to {best.num_gpus} × {best.gpu}, "
-                                                 "the top-ranked option that fits.")
+        return _placed(
+            original,
+            best,
+            goal,
+            ev,
+            f"The config moves the job to {best.num_gpus} × {best.gpu}, the top-ranked option that fits.",
+        )
     return config_w, steps, "Nothing tried fits: see the fit section."
 
 
-def _placed(original: Workload, option: Any, goal: str, ev: Evaluator, note: str) -> tuple[Workload, list[Step], str]:
+def _placed(
+    original: Workload, option: Any, goal: str, ev: Evaluator, note: str
+) -> tuple[Workload, list[Step], str]:
     """The hardware option's workload (the fit edits made on that GPU), then the goal's edits there."""
     placed = hw.place(original, get_gpu(option.gpu), goal, ev.outcome)
     if placed.workload is None:
@@ -150,7 +212,9 @@ def _placed(original: Workload, option: Any, goal: str, ev: Evaluator, note: str
 def _bound_by_measured_idle(techniques: list, measured: list[Evidence]) -> list:
     """Amdahl: the models assume a busy GPU; if a measurement shows it idle (waiting for input, host),
     a compute speed-up only shortens the busy part. Say how far that caps each predicted gain."""
-    idle = max((v for e in measured for v in (e.input_wait_pct, e.gpu_idle_pct) if v is not None), default=None)
+    idle = max(
+        (v for e in measured for v in (e.input_wait_pct, e.gpu_idle_pct) if v is not None), default=None
+    )
     if not idle:
         return techniques
     share = min(idle, 95.0) / 100.0
@@ -159,8 +223,12 @@ def _bound_by_measured_idle(techniques: list, measured: list[Evidence]) -> list:
         x = t.impact.throughput_x
         if x and x > 1 and t.verdict != "not-recommended":
             cap = 1.0 / (share + (1.0 - share) / x)
-            t = replace(t, reason=t.reason + f" Measured: the GPU idles {idle:.0f} % of each step, so until that is fixed "
-                                             f"this gives at most {cap:.2f}× (not {x:.2f}×).")
+            t = replace(
+                t,
+                reason=t.reason
+                + f" Measured: the GPU idles {idle:.0f} % of each step, so until that is fixed "
+                f"this gives at most {cap:.2f}× (not {x:.2f}×).",
+            )
         out.append(t)
     return out
 
@@ -202,8 +270,14 @@ def _findings(measured: list[Evidence], predicted: Evidence, goal: str) -> list[
     ranked = rank_findings([*from_measured, *from_prediction])
     order = _GOAL_CATEGORIES.get(goal, _GOAL_CATEGORIES["throughput"])
     position = {f.id: i for i, f in enumerate(ranked)}
-    return sorted(ranked, key=lambda f: (f.severity_rank, order.index(f.category) if f.category in order else len(order),
-                                         position[f.id]))
+    return sorted(
+        ranked,
+        key=lambda f: (
+            f.severity_rank,
+            order.index(f.category) if f.category in order else len(order),
+            position[f.id],
+        ),
+    )
 
 
 def _diagnosis(w: Workload, current: Outcome, findings: list[Finding], evidence: list[Evidence]) -> Diagnosis:
@@ -213,25 +287,46 @@ def _diagnosis(w: Workload, current: Outcome, findings: list[Finding], evidence:
     if not current.fits:
         summary = f"Does not fit on {where}: {mem}."
     elif w.is_training:
-        summary = (f"Predicted {_bound_words(current.bound)} on {where}: {current.step_time_s:.3g} s per step, "
-                   f"{current.throughput:,.0f} {current.throughput_unit}"
-                   + (f", MFU {current.mfu_pct:.0f} %" if current.mfu_pct is not None else "") + f"; {mem}.")
+        summary = (
+            f"Predicted {_bound_words(current.bound)} on {where}: {current.step_time_s:.3g} s per step, "
+            f"{current.throughput:,.0f} {current.throughput_unit}"
+            + (f", MFU {current.mfu_pct:.0f} %" if current.mfu_pct is not None else "")
+            + f"; {mem}."
+        )
     elif w.is_cv:
-        summary = f"Predicted {_bound_words(current.bound)} on {where}: {current.throughput:,.0f} images/s; {mem}."
+        summary = (
+            f"Predicted {_bound_words(current.bound)} on {where}: {current.throughput:,.0f} images/s; {mem}."
+        )
     else:
-        summary = (f"Decode is {_bound_words(current.bound)} on {where}: {current.tpot_ms:.1f} ms per token, "
-                   f"time to first token {current.ttft_ms:,.0f} ms, {current.throughput:,.0f} output tokens/s"
-                   + (f"; the KV cache holds {current.max_concurrency} concurrent sequences" if current.max_concurrency else "")
-                   + f"; {mem}.")
+        summary = (
+            f"Decode is {_bound_words(current.bound)} on {where}: {current.tpot_ms:.1f} ms per token, "
+            f"time to first token {current.ttft_ms:,.0f} ms, {current.throughput:,.0f} output tokens/s"
+            + (
+                f"; the KV cache holds {current.max_concurrency} concurrent sequences"
+                if current.max_concurrency
+                else ""
+            )
+            + f"; {mem}."
+        )
     measured = [f for f in findings if f.source != "prediction"]
     if measured:
         summary += " Measured: " + "; ".join(f.summary.rstrip(".") for f in measured[:2]) + "."
-    return Diagnosis(summary=summary, bound=current.bound, findings=tuple(findings), idle_causes=_idle_causes(w, findings, evidence))
+    return Diagnosis(
+        summary=summary,
+        bound=current.bound,
+        findings=tuple(findings),
+        idle_causes=_idle_causes(w, findings, evidence),
+    )
 
 
 def _bound_words(bound: str) -> str:
-    return {"compute": "compute-bound", "memory_bandwidth": "memory-bandwidth-bound", "memory": "memory-bandwidth-bound",
-            "communication": "communication-bound", "host": "host/launch-bound"}.get(bound, bound or "unbounded")
+    return {
+        "compute": "compute-bound",
+        "memory_bandwidth": "memory-bandwidth-bound",
+        "memory": "memory-bandwidth-bound",
+        "communication": "communication-bound",
+        "host": "host/launch-bound",
+    }.get(bound, bound or "unbounded")
 
 
 def _idle_causes(w: Workload, findings: list[Finding], evidence: list[Evidence]) -> tuple[IdleCause, ...]:
@@ -251,9 +346,14 @@ def _idle_causes(w: Workload, findings: list[Finding], evidence: list[Evidence])
         if cause == "small_batch":
             measured = [e for e in evidence if e.memory_peak_bytes is not None and e.memory_capacity_bytes]
             status = "ruled-out" if measured else "not-measured"
-            detail = ("memory headroom is too small to raise the batch" if measured else "no memory figure")
+            detail = "memory headroom is too small to raise the batch" if measured else "no memory figure"
         elif measured:
-            status, detail = "ruled-out", "measured below the rule's threshold (" + ", ".join(sorted({e.source for e in measured})) + ")"
+            status, detail = (
+                "ruled-out",
+                "measured below the rule's threshold ("
+                + ", ".join(sorted({e.source for e in measured}))
+                + ")",
+            )
         else:
             status, detail = "not-measured", "the prediction cannot see it"
         out.append(IdleCause(cause, what, status, detail, how))
@@ -265,8 +365,15 @@ def _has(ev: Evidence, name: str) -> bool:
     return bool(value) if isinstance(value, (dict, list)) else value is not None
 
 
-def _memory_view(original: Workload, config_w: Workload, ev: Evaluator, traced: bool, notes: list[str],
-                 model_factory: str | None, input_factory: str | None) -> MemoryView:
+def _memory_view(
+    original: Workload,
+    config_w: Workload,
+    ev: Evaluator,
+    traced: bool,
+    notes: list[str],
+    model_factory: str | None,
+    input_factory: str | None,
+) -> MemoryView:
     current = ev.memory_dict(original)
     method = "analytic"
     if traced:
@@ -274,11 +381,15 @@ def _memory_view(original: Workload, config_w: Workload, ev: Evaluator, traced: 
 
         analytic_total = current["device_total_bytes"]
         current, method = traced_memory(original, model_factory, input_factory), "traced"
-        notes.append(f"VRAM of the current configuration from a traced simulation ({current['device_total_bytes'] / GiB:.1f} GiB; "
-                     f"the analytic model says {analytic_total / GiB:.1f} GiB); every what-if stays analytic.")
+        notes.append(
+            f"VRAM of the current configuration from a traced simulation ({current['device_total_bytes'] / GiB:.1f} GiB; "
+            f"the analytic model says {analytic_total / GiB:.1f} GiB); every what-if stays analytic."
+        )
         if bool(current["fits"]) != bool(ev.outcome(original).fits):
-            notes.append("The traced and analytic estimates disagree on whether it fits: trust the traced figure for the "
-                         "current configuration and re-check edits with `gpuwise memory --traced`.")
+            notes.append(
+                "The traced and analytic estimates disagree on whether it fits: trust the traced figure for the "
+                "current configuration and re-check edits with `gpuwise memory --traced`."
+            )
     recommended = ev.memory_dict(config_w) if config_w != original else None
     return MemoryView(current=current, recommended=recommended, method=method)
 
@@ -286,10 +397,14 @@ def _memory_view(original: Workload, config_w: Workload, ev: Evaluator, traced: 
 def _notes(pred: Any, measured: list[Evidence], w: Workload) -> list[str]:
     notes = list(pred.assumptions)
     for gpu in sorted({e.gpu for e in measured if e.gpu and e.gpu != w.gpu}):
-        notes.append(f"Measured evidence comes from {gpu}, the plan is for {w.gpu}: shares (input wait, idle, fp32) carry "
-                     "over, absolute times do not.")
+        notes.append(
+            f"Measured evidence comes from {gpu}, the plan is for {w.gpu}: shares (input wait, idle, fp32) carry "
+            "over, absolute times do not."
+        )
     if not measured:
-        notes.append("All numbers are predictions (confidence low): run `gpuwise profile` and pass its --json with --evidence.")
+        notes.append(
+            "All numbers are predictions (confidence low): run `gpuwise profile` and pass its --json with --evidence."
+        )
     return notes
 
 

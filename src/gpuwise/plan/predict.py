@@ -28,7 +28,7 @@ class Prediction:
     assumptions: tuple[str, ...] = ()
 
 
-def attention_scores_bytes(ev: "Evaluator", w: Workload) -> int | None:
+def attention_scores_bytes(ev: Evaluator, w: Workload) -> int | None:
     """Memory the S×S attention scores take: the peak with this attention minus the peak with
     FlashAttention (which never materializes them), both from the memory model."""
     if w.attention == "flash" or w.is_cv or w.precision == "fp32":
@@ -72,15 +72,28 @@ def _predict(w: Workload, gpu: GPU, full: bool = False) -> Prediction:
 
     memory = estimate_memory(w, gpu)
     capacity = int(memory.gpu_memory_bytes)
-    peak = int(memory.device_total_bytes)  # what nvidia-smi would show: reserved + CUDA context (+ paged state)
+    peak = int(
+        memory.device_total_bytes
+    )  # what nvidia-smi would show: reserved + CUDA context (+ paged state)
     fits = bool(memory.fits)
     if not fits and not full:
-        outcome = Outcome(gpu=gpu.id, num_gpus=w.num_gpus, fits=False, peak_bytes=peak, capacity_bytes=capacity,
-                          headroom_pct=round(memory.headroom_pct, 2),
-                          throughput_unit="images/s" if w.is_cv else ("output tokens/s" if w.is_inference else "tokens/s"))
+        outcome = Outcome(
+            gpu=gpu.id,
+            num_gpus=w.num_gpus,
+            fits=False,
+            peak_bytes=peak,
+            capacity_bytes=capacity,
+            headroom_pct=round(memory.headroom_pct, 2),
+            throughput_unit="images/s" if w.is_cv else ("output tokens/s" if w.is_inference else "tokens/s"),
+        )
         parts = memory.breakdown
-        return Prediction(outcome=outcome, memory=memory, perf=None, weight_bytes=int(parts.get("weights", 0)) or None,
-                          kv_cache_bytes=int(parts["kv_cache"]) if parts.get("kv_cache") else None)
+        return Prediction(
+            outcome=outcome,
+            memory=memory,
+            perf=None,
+            weight_bytes=int(parts.get("weights", 0)) or None,
+            kv_cache_bytes=int(parts["kv_cache"]) if parts.get("kv_cache") else None,
+        )
     from gpuwise.perf import predict
     from gpuwise.perf.cost import estimate_cost, gpu_price
 
@@ -94,7 +107,9 @@ def _predict(w: Workload, gpu: GPU, full: bool = False) -> Prediction:
         cost = estimate_cost(w, gpu, perf=perf)
         usd_hour = cost.usd_per_hour
         if w.is_cv:
-            util = (w.utilization_pct or 100.0) / 100.0  # as gpuwise.perf.cost: idle paid time stretches the job
+            util = (
+                w.utilization_pct or 100.0
+            ) / 100.0  # as gpuwise.perf.cost: idle paid time stretches the job
             usd_1m = usd_hour / (throughput * util * 3600) * 1e6
         elif cost.training is not None:
             usd_1m = cost.training.usd_per_billion_tokens / 1000.0
@@ -107,25 +122,43 @@ def _predict(w: Workload, gpu: GPU, full: bool = False) -> Prediction:
     elif inf is not None and inf.tpot_s > 0 and inf.tp_comm_per_step_s:
         comm_pct = 100.0 * inf.tp_comm_per_step_s / inf.tpot_s
     outcome = Outcome(
-        gpu=gpu.id, num_gpus=w.num_gpus, fits=fits, peak_bytes=peak, capacity_bytes=capacity,
+        gpu=gpu.id,
+        num_gpus=w.num_gpus,
+        fits=fits,
+        peak_bytes=peak,
+        capacity_bytes=capacity,
         headroom_pct=round(memory.headroom_pct, 2),
         throughput=throughput if fits else None,
         throughput_unit="images/s" if w.is_cv else ("output tokens/s" if inf is not None else "tokens/s"),
-        step_time_s=perf.step_time_s, mfu_pct=perf.mfu_pct if w.is_training or w.is_cv else None,
-        ttft_ms=inf.ttft_s * 1000 if inf is not None else None, tpot_ms=inf.tpot_s * 1000 if inf is not None else None,
-        max_concurrency=inf.max_concurrency if inf is not None else None, bound=perf.bound,
-        comm_exposed_pct=comm_pct, usd_per_hour=usd_hour, run_time_s=run_s, usd_per_run=usd_run, usd_per_1m=usd_1m,
+        step_time_s=perf.step_time_s,
+        mfu_pct=perf.mfu_pct if w.is_training or w.is_cv else None,
+        ttft_ms=inf.ttft_s * 1000 if inf is not None else None,
+        tpot_ms=inf.tpot_s * 1000 if inf is not None else None,
+        max_concurrency=inf.max_concurrency if inf is not None else None,
+        bound=perf.bound,
+        comm_exposed_pct=comm_pct,
+        usd_per_hour=usd_hour,
+        run_time_s=run_s,
+        usd_per_run=usd_run,
+        usd_per_1m=usd_1m,
     )
     parts = memory.breakdown
     phases: dict[str, float] = {}
     if tr is not None:
-        phases = {"optimizer": tr.optimizer_s}  # the model times the update separately; forward/backward it does not split
+        phases = {
+            "optimizer": tr.optimizer_s
+        }  # the model times the update separately; forward/backward it does not split
     return Prediction(
-        outcome=outcome, memory=memory, perf=perf,
+        outcome=outcome,
+        memory=memory,
+        perf=perf,
         weight_bytes=int(parts.get("weights", 0)) or None,
         kv_cache_bytes=int(parts["kv_cache"]) if parts.get("kv_cache") else None,
-        decode_bound=("memory" if inf.decode_bound == "memory_bandwidth" else "compute") if inf is not None else None,
-        phase_s=phases, assumptions=tuple(perf.assumptions),
+        decode_bound=("memory" if inf.decode_bound == "memory_bandwidth" else "compute")
+        if inf is not None
+        else None,
+        phase_s=phases,
+        assumptions=tuple(perf.assumptions),
     )
 
 

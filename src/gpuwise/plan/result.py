@@ -73,11 +73,18 @@ class Technique:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "title": self.title,
+            "id": self.id,
+            "title": self.title,
             "changes": {k: {"from": a, "to": b} for k, (a, b) in self.changes.items()},
-            "before": self.before.to_dict(), "after": self.after.to_dict(), "impact": self.impact.to_dict(),
-            "quality_risk": self.quality_risk, "verdict": self.verdict, "reason": self.reason,
-            "tools": list(self.tools), "caveat": self.caveat, "caveat_source": self.caveat_source,
+            "before": self.before.to_dict(),
+            "after": self.after.to_dict(),
+            "impact": self.impact.to_dict(),
+            "quality_risk": self.quality_risk,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "tools": list(self.tools),
+            "caveat": self.caveat,
+            "caveat_source": self.caveat_source,
             "finding_ids": list(self.finding_ids),
         }
 
@@ -104,8 +111,12 @@ class Diagnosis:
     idle_causes: tuple[IdleCause, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"summary": self.summary, "bound": self.bound, "findings": [f.to_dict() for f in self.findings],
-                "idle_causes": [c.to_dict() for c in self.idle_causes]}
+        return {
+            "summary": self.summary,
+            "bound": self.bound,
+            "findings": [f.to_dict() for f in self.findings],
+            "idle_causes": [c.to_dict() for c in self.idle_causes],
+        }
 
 
 @dataclass(frozen=True)
@@ -116,17 +127,23 @@ class ConfigPlan:
     changes: dict[str, tuple[Any, Any]]
     applied: tuple[str, ...]  # technique ids, in the order applied
     outcome: Outcome
-    snippets: dict[str, str]  # label -> text (workload YAML, HF TrainingArguments, DeepSpeed JSON, vLLM command, ...)
+    snippets: dict[
+        str, str
+    ]  # label -> text (workload YAML, HF TrainingArguments, DeepSpeed JSON, vLLM command, ...)
     global_batch_before: int | None = None
     global_batch_after: int | None = None
     note: str = ""  # e.g. why the config moves the job to another GPU
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "workload": self.workload.to_dict(), "applied": list(self.applied), "note": self.note,
+            "workload": self.workload.to_dict(),
+            "applied": list(self.applied),
+            "note": self.note,
             "changes": {k: {"from": a, "to": b} for k, (a, b) in self.changes.items()},
-            "outcome": self.outcome.to_dict(), "snippets": dict(self.snippets),
-            "global_batch_before": self.global_batch_before, "global_batch_after": self.global_batch_after,
+            "outcome": self.outcome.to_dict(),
+            "snippets": dict(self.snippets),
+            "global_batch_before": self.global_batch_before,
+            "global_batch_after": self.global_batch_after,
         }
 
 
@@ -202,9 +219,16 @@ class HardwareOption:
     rank: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "name": self.name, "num_gpus": self.num_gpus, "rank": self.rank,
-                "meets_requirements": self.meets_requirements, "caveats": list(self.caveats),
-                "config": dict(self.config), "outcome": self.outcome.to_dict()}
+        return {
+            "gpu": self.gpu,
+            "name": self.name,
+            "num_gpus": self.num_gpus,
+            "rank": self.rank,
+            "meets_requirements": self.meets_requirements,
+            "caveats": list(self.caveats),
+            "config": dict(self.config),
+            "outcome": self.outcome.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -218,8 +242,13 @@ class FitOption:
     outcome: Outcome
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "changes": dict(self.changes), "gpu": self.gpu, "num_gpus": self.num_gpus,
-                "outcome": self.outcome.to_dict()}
+        return {
+            "label": self.label,
+            "changes": dict(self.changes),
+            "gpu": self.gpu,
+            "num_gpus": self.num_gpus,
+            "outcome": self.outcome.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -232,8 +261,12 @@ class FitReport:
     options: tuple[FitOption, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"fits_current": self.fits_current, "fits_anywhere": self.fits_anywhere, "message": self.message,
-                "options": [o.to_dict() for o in self.options]}
+        return {
+            "fits_current": self.fits_current,
+            "fits_anywhere": self.fits_anywhere,
+            "message": self.message,
+            "options": [o.to_dict() for o in self.options],
+        }
 
 
 @dataclass

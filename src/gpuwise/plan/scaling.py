@@ -22,8 +22,19 @@ EvaluateOn = Callable[[Workload, GPU], Outcome]
 
 NODE_GPUS = 8  # GPUs per NVLink domain on HGX/DGX servers (NVIDIA DGX H100/A100 user guides)
 _MAX_GPUS = 1024
-_SIMPLICITY = {"single": 0, "replicas": 0, "ddp": 1, "zero1": 2, "zero2": 3, "zero3": 4, "fsdp": 4, "tp": 5,
-               "fsdp+tp": 6, "tp+pp": 7, "fsdp+tp+pp": 8}
+_SIMPLICITY = {
+    "single": 0,
+    "replicas": 0,
+    "ddp": 1,
+    "zero1": 2,
+    "zero2": 3,
+    "zero3": 4,
+    "fsdp": 4,
+    "tp": 5,
+    "fsdp+tp": 6,
+    "tp+pp": 7,
+    "fsdp+tp+pp": 8,
+}
 
 
 def strategy_of(w: Workload) -> str:
@@ -43,7 +54,14 @@ def label_of(w: Workload) -> str:
     """Human name of the parallel layout: 'FSDP (ZeRO-3) on 8 GPUs', 'TP4 + PP2 on 8 GPUs', ..."""
     if w.num_gpus == 1:
         return "single GPU"
-    names = {"none": "DDP", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3", "fsdp": "FSDP (ZeRO-3)"}
+    names = {
+        "none": "DDP",
+        "ddp": "DDP",
+        "zero1": "ZeRO-1",
+        "zero2": "ZeRO-2",
+        "zero3": "ZeRO-3",
+        "fsdp": "FSDP (ZeRO-3)",
+    }
     parts = []
     if w.is_training and w.data_parallel > 1:
         parts.append(names[w.sharding] + (f" ×{w.data_parallel}" if (w.tp > 1 or w.pp > 1) else ""))
@@ -60,7 +78,11 @@ def _tp_sizes(arch: ModelArch, limit: int) -> list[int]:
     sizes = [t for t in (2, 4, 8) if t <= limit]
     if not arch.is_transformer:
         return []
-    return [t for t in sizes if arch.num_attention_heads % t == 0 and (arch.num_kv_heads % t == 0 or t % arch.num_kv_heads == 0)]
+    return [
+        t
+        for t in sizes
+        if arch.num_attention_heads % t == 0 and (arch.num_kv_heads % t == 0 or t % arch.num_kv_heads == 0)
+    ]
 
 
 def layouts(w: Workload, n: int) -> list[Workload]:
@@ -78,7 +100,9 @@ def layouts(w: Workload, n: int) -> list[Workload]:
             tp = _tp_sizes(arch, NODE_GPUS)[-1]
             for pp in (2, 4, 8, 16):
                 if n % (tp * pp) == 0 and pp <= arch.num_layers:
-                    tries.append({"num_gpus": n, "tp": tp, "pp": pp, "sharding": "fsdp" if n > tp * pp else "none"})
+                    tries.append(
+                        {"num_gpus": n, "tp": tp, "pp": pp, "sharding": "fsdp" if n > tp * pp else "none"}
+                    )
     else:  # inference: n GPUs as n/tp replicas of a tp-way model
         for tp in [1, *_tp_sizes(arch, min(n, NODE_GPUS))]:
             if n % tp == 0:
@@ -97,8 +121,15 @@ def layouts(w: Workload, n: int) -> list[Workload]:
 
 
 def _option(w: Workload, outcome: Outcome) -> ScaleOption:
-    return ScaleOption(label=label_of(w), strategy=strategy_of(w), num_gpus=w.num_gpus, tp=w.tp, pp=w.pp,
-                       sharding=w.sharding, outcome=outcome)
+    return ScaleOption(
+        label=label_of(w),
+        strategy=strategy_of(w),
+        num_gpus=w.num_gpus,
+        tp=w.tp,
+        pp=w.pp,
+        sharding=w.sharding,
+        outcome=outcome,
+    )
 
 
 def _value(o: ScaleOption, goal: str, w: Workload) -> float:
@@ -118,7 +149,9 @@ def _choose(options: list[ScaleOption], goal: str, w: Workload) -> ScaleOption:
     best_value = _value(best, goal, w)
     tolerance = T.PLAN_SIMPLER_STRATEGY_TOLERANCE_PCT / 100 * abs(best_value)
     near = [o for o in options if _value(o, goal, w) >= best_value - tolerance]
-    return min(near, key=lambda o: (not _same_layout(o, w), _SIMPLICITY.get(o.strategy, 9), -_value(o, goal, w)))
+    return min(
+        near, key=lambda o: (not _same_layout(o, w), _SIMPLICITY.get(o.strategy, 9), -_value(o, goal, w))
+    )
 
 
 def _counts(w: Workload) -> list[int]:
@@ -132,7 +165,11 @@ def decide(workload: Workload, goal: str, evaluate_on: EvaluateOn) -> ScalingDec
     evaluated: dict[int, list[ScaleOption]] = {}
     counts = _counts(workload)
     n = counts[-1]
-    while n < _MAX_GPUS and not any(comfortable(o.outcome) for c in counts for o in evaluated.setdefault(c, _eval(workload, c, gpu, evaluate_on))):
+    while n < _MAX_GPUS and not any(
+        comfortable(o.outcome)
+        for c in counts
+        for o in evaluated.setdefault(c, _eval(workload, c, gpu, evaluate_on))
+    ):
         n *= 2
         counts.append(n)
     for c in counts:
@@ -141,9 +178,16 @@ def decide(workload: Workload, goal: str, evaluate_on: EvaluateOn) -> ScalingDec
     fitting = [o for o in every if comfortable(o.outcome)]
     if not fitting:
         return ScalingDecision(
-            strategy="none fits", num_gpus=0, tp=1, pp=1, sharding="none",
+            strategy="none fits",
+            num_gpus=0,
+            tp=1,
+            pp=1,
+            sharding="none",
             reason=f"No layout of up to {counts[-1]} × {gpu.id} fits this workload; see the fit section for what would.",
-            nvlink="n/a", nvlink_reason="", nvlink_slowdown_pct=None, options=tuple(every),
+            nvlink="n/a",
+            nvlink_reason="",
+            nvlink_slowdown_pct=None,
+            options=tuple(every),
         )
     min_count = min(o.num_gpus for o in fitting)
     count = max(min_count, workload.num_gpus)
@@ -156,11 +200,22 @@ def decide(workload: Workload, goal: str, evaluate_on: EvaluateOn) -> ScalingDec
         here = [o for o in evaluated[c] if comfortable(o.outcome)]
         if here:
             best_ids.add(id(_choose(here, goal, workload)))
-    shown = sorted((replace(o, best_at_count=id(o) in best_ids) for o in every),
-                   key=lambda o: (o.num_gpus, _SIMPLICITY.get(o.strategy, 9)))
-    return ScalingDecision(strategy=chosen.label, num_gpus=chosen.num_gpus, tp=chosen.tp, pp=chosen.pp, sharding=chosen.sharding,
-                           reason=reason, nvlink=nvlink, nvlink_reason=nvlink_reason, nvlink_slowdown_pct=slowdown,
-                           options=tuple(shown))
+    shown = sorted(
+        (replace(o, best_at_count=id(o) in best_ids) for o in every),
+        key=lambda o: (o.num_gpus, _SIMPLICITY.get(o.strategy, 9)),
+    )
+    return ScalingDecision(
+        strategy=chosen.label,
+        num_gpus=chosen.num_gpus,
+        tp=chosen.tp,
+        pp=chosen.pp,
+        sharding=chosen.sharding,
+        reason=reason,
+        nvlink=nvlink,
+        nvlink_reason=nvlink_reason,
+        nvlink_slowdown_pct=slowdown,
+        options=tuple(shown),
+    )
 
 
 def _eval(w: Workload, n: int, gpu: GPU, evaluate_on: EvaluateOn) -> list[ScaleOption]:
@@ -172,19 +227,33 @@ def _reason(w: Workload, chosen: ScaleOption, min_count: int, count: int, gpu: G
     if chosen.num_gpus == 1:
         text = f"It fits one {gpu.id} ({peak:.1f} GiB per GPU, {chosen.outcome.headroom_pct:.0f} % free)"
         if w.is_inference:
-            return text + "; add replicas (one per GPU) for more requests per second rather than splitting the model."
-        return text + "; more GPUs with DDP multiply throughput (see the options) without changing the memory per GPU."
+            return (
+                text
+                + "; add replicas (one per GPU) for more requests per second rather than splitting the model."
+            )
+        return (
+            text
+            + "; more GPUs with DDP multiply throughput (see the options) without changing the memory per GPU."
+        )
     if min_count > 1 and count == min_count:
-        return (f"It needs at least {min_count} × {gpu.id}: {chosen.label} holds {peak:.1f} GiB per GPU "
-                f"({chosen.outcome.headroom_pct:.0f} % free).")
+        return (
+            f"It needs at least {min_count} × {gpu.id}: {chosen.label} holds {peak:.1f} GiB per GPU "
+            f"({chosen.outcome.headroom_pct:.0f} % free)."
+        )
     return f"On {count} GPUs, {chosen.label} is the simplest layout within {T.PLAN_SIMPLER_STRATEGY_TOLERANCE_PCT:.0f} % of the best for the goal ({peak:.1f} GiB per GPU)."
 
 
-def _nvlink(w: Workload, chosen: ScaleOption, gpu: GPU, evaluate_on: EvaluateOn) -> tuple[str, str, float | None]:
+def _nvlink(
+    w: Workload, chosen: ScaleOption, gpu: GPU, evaluate_on: EvaluateOn
+) -> tuple[str, str, float | None]:
     if chosen.num_gpus == 1 or (chosen.strategy == "replicas"):
         return "not-needed", "One GPU per model copy: no collective communication.", None
-    layout = w.with_changes(num_gpus=chosen.num_gpus, tp=chosen.tp, pp=chosen.pp,
-                            **({"sharding": chosen.sharding} if w.is_training else {}))
+    layout = w.with_changes(
+        num_gpus=chosen.num_gpus,
+        tp=chosen.tp,
+        pp=chosen.pp,
+        **({"sharding": chosen.sharding} if w.is_training else {}),
+    )
     with_link = chosen.outcome
     if gpu.nvlink_gbps > 0:
         without = evaluate_on(layout, replace(gpu, nvlink_gbps=0.0))
@@ -193,8 +262,10 @@ def _nvlink(w: Workload, chosen: ScaleOption, gpu: GPU, evaluate_on: EvaluateOn)
     else:
         exposed = with_link.comm_exposed_pct or 0.0
         slowdown = 100.0 * exposed / max(1.0, 100.0 - exposed)
-        basis = (f"{gpu.id} has no NVLink: {exposed:.0f} % of each step is exposed communication over PCIe "
-                 f"(up to {slowdown:.0f} % faster with NVLink-class links)")
+        basis = (
+            f"{gpu.id} has no NVLink: {exposed:.0f} % of each step is exposed communication over PCIe "
+            f"(up to {slowdown:.0f} % faster with NVLink-class links)"
+        )
     if slowdown >= T.NVLINK_REQUIRED_SLOWDOWN_PCT:
         verdict = "required"
     elif slowdown >= T.NVLINK_RECOMMENDED_SLOWDOWN_PCT:
@@ -202,7 +273,7 @@ def _nvlink(w: Workload, chosen: ScaleOption, gpu: GPU, evaluate_on: EvaluateOn)
     else:
         verdict = "not-needed"
     if chosen.num_gpus > NODE_GPUS:
-        basis += f"; across nodes the network (InfiniBand/RoCE) carries the data-parallel traffic"
+        basis += "; across nodes the network (InfiniBand/RoCE) carries the data-parallel traffic"
     return verdict, basis + ".", round(slowdown, 2)
 
 

@@ -15,8 +15,14 @@ from typing import Any
 from gpuwise.catalog import get_model
 from gpuwise.workload import Workload
 
-_HF_OPTIM = {"adamw": "adamw_torch", "adamw-fused": "adamw_torch_fused", "adamw-8bit": "adamw_bnb_8bit",
-             "paged-adamw-8bit": "paged_adamw_8bit", "adafactor": "adafactor", "sgd": "sgd"}
+_HF_OPTIM = {
+    "adamw": "adamw_torch",
+    "adamw-fused": "adamw_torch_fused",
+    "adamw-8bit": "adamw_bnb_8bit",
+    "paged-adamw-8bit": "paged_adamw_8bit",
+    "adafactor": "adafactor",
+    "sgd": "sgd",
+}
 _ATTN = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
 _ZERO_STAGE = {"zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
 
@@ -80,10 +86,14 @@ def hf_trainer(w: Workload) -> str:
         lines.insert(0, "from peft import LoraConfig, get_peft_model")
         if w.task == "qlora":
             lines.insert(0, "from peft import prepare_model_for_kbit_training")
-            lines.append(f"model = prepare_model_for_kbit_training(model, use_gradient_checkpointing={w.grad_checkpointing != 'none'})")
+            lines.append(
+                f"model = prepare_model_for_kbit_training(model, use_gradient_checkpointing={w.grad_checkpointing != 'none'})"
+            )
         targets = "all-linear" if "all-linear" in w.lora_targets else list(w.lora_targets)
-        lines.append(f"model = get_peft_model(model, LoraConfig(r={w.lora_rank}, lora_alpha={w.lora_alpha}, "
-                     f"target_modules={json.dumps(targets)}, task_type=\"CAUSAL_LM\"))")
+        lines.append(
+            f"model = get_peft_model(model, LoraConfig(r={w.lora_rank}, lora_alpha={w.lora_alpha}, "
+            f'target_modules={json.dumps(targets)}, task_type="CAUSAL_LM"))'
+        )
     args = [f"per_device_train_batch_size={w.batch_size}", f"gradient_accumulation_steps={w.grad_accum}"]
     half = _half(w)
     if half and w.task != "qlora":
@@ -101,14 +111,14 @@ def hf_trainer(w: Workload) -> str:
         args.append('fsdp="full_shard auto_wrap"')
     elif w.sharding in {"zero1", "zero2"}:
         args.append('deepspeed="ds_config.json"')
-    lines.append("args = TrainingArguments(\n    output_dir=\"out\",\n    " + ",\n    ".join(args) + ",\n)")
+    lines.append('args = TrainingArguments(\n    output_dir="out",\n    ' + ",\n    ".join(args) + ",\n)")
     return "\n".join(lines) + "\n"
 
 
 def pytorch_loop(w: Workload) -> str:
     """Plain PyTorch: autocast, optimizer, checkpointing, attention backend, accumulation."""
     lines = ["import torch"]
-    half = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}.get(_half(w) or "", None)
+    half = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}.get(_half(w) or "")
     if w.optimizer in {"adamw", "adamw-fused"}:
         fused = ", fused=True" if w.optimizer == "adamw-fused" else ""
         lines.append(f"opt = torch.optim.AdamW(model.parameters(), lr=lr{fused})")
@@ -118,28 +128,38 @@ def pytorch_loop(w: Workload) -> str:
     if w.precision == "fp32":
         lines.append("torch.backends.cuda.matmul.allow_tf32 = True  # at least use TF32 tensor cores")
     if w.precision in {"bf16", "fp16"}:
-        lines.append(f"model = model.to(torch.{'bfloat16' if w.precision == 'bf16' else 'float16'})  # 16-bit weights and optimizer states")
+        lines.append(
+            f"model = model.to(torch.{'bfloat16' if w.precision == 'bf16' else 'float16'})  # 16-bit weights and optimizer states"
+        )
     if w.precision == "fp8":
-        lines.append("from torchao.float8 import convert_to_float8_training\n"
-                     "convert_to_float8_training(model)  # FP8 matmuls in nn.Linear; or NVIDIA Transformer Engine te.Linear + te.fp8_autocast")
+        lines.append(
+            "from torchao.float8 import convert_to_float8_training\n"
+            "convert_to_float8_training(model)  # FP8 matmuls in nn.Linear; or NVIDIA Transformer Engine te.Linear + te.fp8_autocast"
+        )
         half = "torch.bfloat16"
     if w.precision == "amp-fp16":
-        lines.append("scaler = torch.amp.GradScaler(\"cuda\")  # fp16 needs loss scaling")
+        lines.append('scaler = torch.amp.GradScaler("cuda")  # fp16 needs loss scaling')
     if w.grad_checkpointing != "none" and not w.is_cv:
-        lines.append("model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})  # HF models; "
-                     "else torch.utils.checkpoint per block")
+        lines.append(
+            'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # HF models; '
+            "else torch.utils.checkpoint per block"
+        )
     loop = [f"for i, batch in enumerate(loader):  # micro-batch {w.batch_size}"]
     if half and (w.precision.startswith("amp-") or w.precision == "fp8"):
-        loop.append(f"    with torch.autocast(\"cuda\", dtype={half}):")
+        loop.append(f'    with torch.autocast("cuda", dtype={half}):')
         loop.append(f"        loss = model(**batch).loss / {w.grad_accum}")
     else:
         loop.append(f"    loss = model(**batch).loss / {w.grad_accum}")
     loop.append("    scaler.scale(loss).backward()" if w.precision == "amp-fp16" else "    loss.backward()")
     loop.append(f"    if (i + 1) % {w.grad_accum} == 0:")
-    loop.append("        scaler.step(opt); scaler.update()" if w.precision == "amp-fp16" else "        opt.step()")
+    loop.append(
+        "        scaler.step(opt); scaler.update()" if w.precision == "amp-fp16" else "        opt.step()"
+    )
     loop.append("        opt.zero_grad(set_to_none=True)")
     if w.attention == "flash":
-        lines.append("# attention: torch.nn.functional.scaled_dot_product_attention picks the flash kernel for bf16/fp16 without an explicit mask")
+        lines.append(
+            "# attention: torch.nn.functional.scaled_dot_product_attention picks the flash kernel for bf16/fp16 without an explicit mask"
+        )
     return "\n".join(lines + loop) + "\n"
 
 
@@ -169,8 +189,11 @@ def fsdp2(w: Workload) -> str:
         "fully_shard(model, mp_policy=mp)",
     ]
     if w.tp > 1:
-        lines.insert(0, f"# tensor parallel inside the node first: init_device_mesh('cuda', ({w.data_parallel // max(w.pp, 1) or 1}, {w.tp}), "
-                        "mesh_dim_names=('dp', 'tp')); parallelize_module(...) on the 'tp' mesh; then fully_shard on the 'dp' mesh")
+        lines.insert(
+            0,
+            f"# tensor parallel inside the node first: init_device_mesh('cuda', ({w.data_parallel // max(w.pp, 1) or 1}, {w.tp}), "
+            "mesh_dim_names=('dp', 'tp')); parallelize_module(...) on the 'tp' mesh; then fully_shard on the 'dp' mesh",
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -179,8 +202,10 @@ def launch(w: Workload) -> str:
     per_node = min(w.num_gpus, 8)
     if nodes == 1:
         return f"torchrun --standalone --nproc_per_node={per_node} train.py\n"
-    return (f"torchrun --nnodes={nodes} --nproc_per_node={per_node} --rdzv_backend=c10d "
-            "--rdzv_endpoint=$HEAD_NODE:29500 train.py   # run on every node\n")
+    return (
+        f"torchrun --nnodes={nodes} --nproc_per_node={per_node} --rdzv_backend=c10d "
+        "--rdzv_endpoint=$HEAD_NODE:29500 train.py   # run on every node\n"
+    )
 
 
 def vllm_command(w: Workload) -> str:
@@ -196,7 +221,9 @@ def vllm_command(w: Workload) -> str:
         notes.append("# serve an AWQ (or GPTQ: --quantization gptq) 4-bit checkpoint of the model")
         args.append("--quantization awq")
     elif w.precision == "int8":
-        notes.append("# 8-bit weights: FP8 weight-only on GPUs without FP8 tensor cores, or an INT8 W8A16 checkpoint")
+        notes.append(
+            "# 8-bit weights: FP8 weight-only on GPUs without FP8 tensor cores, or an INT8 W8A16 checkpoint"
+        )
         args.append("--quantization fp8")
     if w.kv_cache_dtype in {"fp8", "int8"}:
         args.append("--kv-cache-dtype fp8")
@@ -216,15 +243,20 @@ def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]
             out["Hugging Face Trainer + PEFT"] = hf_trainer(w)
         out["PyTorch loop"] = pytorch_loop(w)
         deepspeed = w.framework.strip().lower() == "deepspeed"
-        if w.data_parallel > 1 and (w.sharding in {"zero1", "zero2", "zero3"} or (deepspeed and w.sharding == "fsdp")):
+        if w.data_parallel > 1 and (
+            w.sharding in {"zero1", "zero2", "zero3"} or (deepspeed and w.sharding == "fsdp")
+        ):
             out["DeepSpeed ds_config.json"] = deepspeed_json(w)  # you run DeepSpeed: ZeRO-3 is its FSDP
-        elif w.data_parallel > 1 and w.sharding == "fsdp" or w.tp > 1:
+        elif (w.data_parallel > 1 and w.sharding == "fsdp") or w.tp > 1:
             out["PyTorch FSDP2"] = fsdp2(w)
         if w.num_gpus > 1:
             out["launch"] = launch(w)
     elif w.is_cv and w.is_training:
-        out["PyTorch loop"] = pytorch_loop(w).replace("model(**batch).loss", "criterion(model(images), labels)").replace(
-            "for i, batch in enumerate(loader)", "for i, (images, labels) in enumerate(loader)")
+        out["PyTorch loop"] = (
+            pytorch_loop(w)
+            .replace("model(**batch).loss", "criterion(model(images), labels)")
+            .replace("for i, batch in enumerate(loader)", "for i, (images, labels) in enumerate(loader)")
+        )
         if w.num_gpus > 1:
             out["launch"] = launch(w)
     elif w.is_inference and not w.is_cv:

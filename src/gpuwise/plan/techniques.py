@@ -30,12 +30,22 @@ _MAX_STEPS = 8
 _OUTSIDE_THE_MODEL = frozenset({"small_batch", "low_utilization", "no_fused_optimizer"})
 # Which findings a technique addresses (finding ids from gpuwise.diagnose.rules).
 ADDRESSES = {
-    "mixed_precision": ("no_mixed_precision",), "fp8_training": ("no_mixed_precision",), "bf16_weights": ("oom_risk",),
-    "flash_attention": ("no_flash_attention", "oom_risk"), "fused_optimizer": ("no_fused_optimizer",),
-    "optimizer_8bit": ("oom_risk",), "grad_checkpointing": ("oom_risk",), "smaller_batch": ("oom_risk",),
-    "bigger_batch": ("small_batch", "low_utilization"), "lora": ("oom_risk",), "qlora": ("oom_risk",), "sharding": ("oom_risk",),
-    "weight_fp8": ("decode_memory_bound", "oom_risk"), "weight_int8": ("decode_memory_bound", "oom_risk"),
-    "weight_int4": ("decode_memory_bound", "oom_risk"), "kv_fp8": ("kv_cache_dominant", "oom_risk"),
+    "mixed_precision": ("no_mixed_precision",),
+    "fp8_training": ("no_mixed_precision",),
+    "bf16_weights": ("oom_risk",),
+    "flash_attention": ("no_flash_attention", "oom_risk"),
+    "fused_optimizer": ("no_fused_optimizer",),
+    "optimizer_8bit": ("oom_risk",),
+    "grad_checkpointing": ("oom_risk",),
+    "smaller_batch": ("oom_risk",),
+    "bigger_batch": ("small_batch", "low_utilization"),
+    "lora": ("oom_risk",),
+    "qlora": ("oom_risk",),
+    "sharding": ("oom_risk",),
+    "weight_fp8": ("decode_memory_bound", "oom_risk"),
+    "weight_int8": ("decode_memory_bound", "oom_risk"),
+    "weight_int4": ("decode_memory_bound", "oom_risk"),
+    "kv_fp8": ("kv_cache_dominant", "oom_risk"),
     "more_concurrency": ("decode_memory_bound",),
 }
 
@@ -76,10 +86,14 @@ def impact(before: Outcome, after: Outcome) -> Impact:
     else:
         cost = pct(gpu_seconds_per_unit(after), gpu_seconds_per_unit(before))
     step = pct(after.step_time_s, before.step_time_s) if before.fits and after.fits else None
-    return Impact(step_time_pct=step, throughput_x=throughput_x, latency_pct=latency,
-                  memory_saved_bytes=int(before.peak_bytes - after.peak_bytes),
-                  cost_pct=cost if before.fits and after.fits else None,
-                  makes_it_fit=not comfortable(before) and comfortable(after))
+    return Impact(
+        step_time_pct=step,
+        throughput_x=throughput_x,
+        latency_pct=latency,
+        memory_saved_bytes=int(before.peak_bytes - after.peak_bytes),
+        cost_pct=cost if before.fits and after.fits else None,
+        makes_it_fit=not comfortable(before) and comfortable(after),
+    )
 
 
 def describe(imp: Impact, after: Outcome) -> str:
@@ -139,7 +153,9 @@ def _greedy_fit(workload: Workload, evaluate: Evaluate, max_risk: int) -> list[S
                 tried.append((cand, edited, evaluate(edited)))
         fitting = [t for t in tried if comfortable(t[2])]
         if fitting:
-            cand, edited, after = min(fitting, key=lambda t: (RISK_ORDER[t[0].quality_risk], -(t[2].throughput or 0.0)))
+            cand, edited, after = min(
+                fitting, key=lambda t: (RISK_ORDER[t[0].quality_risk], -(t[2].throughput or 0.0))
+            )
         else:
             saving = [t for t in tried if t[2].peak_bytes < before.peak_bytes]
             if not saving:
@@ -191,7 +207,10 @@ def _goal_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]
             gain = relative_gain_pct(before, after, goal, w)
             if gain is None or not _allowed_for_goal(cand, gain):
                 continue
-            key = (RISK_ORDER[cand.quality_risk], -gain)  # the safest edit that clears the bar, then the biggest
+            key = (
+                RISK_ORDER[cand.quality_risk],
+                -gain,
+            )  # the safest edit that clears the bar, then the biggest
             if best is None or key < best[0]:
                 best = (key, cand, edited, after)
         if best is None:
@@ -220,8 +239,13 @@ def _merge_repeats(steps: list[Step]) -> list[Step]:
         if prev is None or prev.candidate.id != step.candidate.id:
             out.append(step)
             continue
-        cand = Candidate(prev.candidate.id, step.candidate.title, {**prev.candidate.changes, **step.candidate.changes},
-                         step.candidate.quality_risk, step.candidate.saves_memory)
+        cand = Candidate(
+            prev.candidate.id,
+            step.candidate.title,
+            {**prev.candidate.changes, **step.candidate.changes},
+            step.candidate.quality_risk,
+            step.candidate.saves_memory,
+        )
         out[-1] = Step(cand, prev.before_workload, step.after_workload, prev.before, step.after, prev.purpose)
     return out
 
@@ -239,8 +263,14 @@ def _marginal(final: Workload | None, cand: Candidate, goal: str, evaluate: Eval
     return relative_gain_pct(before, after, goal, final)
 
 
-def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step],
-           final: Workload | None = None, finding_ids: frozenset[str] = frozenset()) -> list[Technique]:
+def assess(
+    workload: Workload,
+    goal: str,
+    evaluate: Evaluate,
+    steps: list[Step],
+    final: Workload | None = None,
+    finding_ids: frozenset[str] = frozenset(),
+) -> list[Technique]:
     """Every single edit of the workload as given, plus the edits the combination applied later,
     each with its impact and verdict, ranked: recommended, optional, not recommended."""
     current = evaluate(workload)
@@ -250,13 +280,25 @@ def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step],
     seen_ids: set[str] = set()
     for step in _merge_repeats(steps):
         imp = impact(step.before, step.after)
-        why = ("makes it fit" if step.purpose == "fit" and imp.makes_it_fit else
-               "saves memory toward a fit" if step.purpose == "fit" else f"the safest edit that clears the bar, largest gain in {metric}")
+        why = (
+            "makes it fit"
+            if step.purpose == "fit" and imp.makes_it_fit
+            else "saves memory toward a fit"
+            if step.purpose == "fit"
+            else f"the safest edit that clears the bar, largest gain in {metric}"
+        )
         if step.before_workload.gpu != workload.gpu:
             why += f" (on {step.before_workload.gpu}, where the config moves the job)"
         elif step.before_workload != workload:
             why += " (measured after the steps before it)"
-        t = _make(step.candidate, step.before_workload, step.before, step.after, "recommended", f"In the recommended config: {why}.")
+        t = _make(
+            step.candidate,
+            step.before_workload,
+            step.before,
+            step.after,
+            "recommended",
+            f"In the recommended config: {why}.",
+        )
         out.append((0, len(out), t))  # recommended rows keep the order they were applied in
         seen_ids.add(step.candidate.id)
     for cand in candidates(workload, evaluate):
@@ -269,11 +311,23 @@ def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step],
         imp = impact(current, after)
         gain = relative_gain_pct(current, after, goal, workload)
         if not after.fits:
-            verdict, reason, rank = "not-recommended", f"Still does not fit ({after.peak_bytes / GiB:.1f} of {after.capacity_bytes / GiB:.1f} GiB).", 2
+            verdict, reason, rank = (
+                "not-recommended",
+                f"Still does not fit ({after.peak_bytes / GiB:.1f} of {after.capacity_bytes / GiB:.1f} GiB).",
+                2,
+            )
         elif not comfortable(current) and comfortable(after):
-            verdict, reason, rank = "optional", "Also makes it fit, but with more quality risk or less speed than the chosen edit.", 1
+            verdict, reason, rank = (
+                "optional",
+                "Also makes it fit, but with more quality risk or less speed than the chosen edit.",
+                1,
+            )
         elif not comfortable(current):
-            verdict, reason, rank = "not-recommended", f"Leaves too little headroom ({after.headroom_pct:.0f} % free).", 2
+            verdict, reason, rank = (
+                "not-recommended",
+                f"Leaves too little headroom ({after.headroom_pct:.0f} % free).",
+                2,
+            )
         elif gain is not None and gain >= T.PLAN_MIN_GAIN_PCT:
             extra = _marginal(final, cand, goal, evaluate)
             if extra is None:
@@ -305,22 +359,43 @@ def assess(workload: Workload, goal: str, evaluate: Evaluate, steps: list[Step],
             hinted = sorted(set(ADDRESSES.get(cand.id, ())) & finding_ids & _OUTSIDE_THE_MODEL)
             harmless = comfortable(after) and (gain is None or gain > -T.PLAN_MIN_GAIN_PCT)
             if hinted and harmless:
-                blind = ("it assumes a GPU that is kept busy" if {"small_batch", "low_utilization"} & set(hinted)
-                         else "it does not separate this effect")
+                blind = (
+                    "it assumes a GPU that is kept busy"
+                    if {"small_batch", "low_utilization"} & set(hinted)
+                    else "it does not separate this effect"
+                )
                 verdict, rank = "optional", 1
-                reason = (f"The {', '.join(hinted)} finding points here, but the performance model predicts "
-                          f"{describe(imp, after)} because {blind}: try it and measure.")
+                reason = (
+                    f"The {', '.join(hinted)} finding points here, but the performance model predicts "
+                    f"{describe(imp, after)} because {blind}: try it and measure."
+                )
         out.append((rank, -(gain or 0.0), _make(cand, workload, current, after, verdict, reason)))
     out.sort(key=lambda item: (item[0], item[1]))
     return [t for _, _, t in out]
 
 
-def _make(cand: Candidate, before_workload: Workload, before: Outcome, after: Outcome, verdict: str, reason: str) -> Technique:
-    caveat, source = K.CAVEATS.get("bigger_batch_global" if cand.quality_risk == "changes-training" else cand.id, ("", ""))
+def _make(
+    cand: Candidate, before_workload: Workload, before: Outcome, after: Outcome, verdict: str, reason: str
+) -> Technique:
+    caveat, source = K.CAVEATS.get(
+        "bigger_batch_global" if cand.quality_risk == "changes-training" else cand.id, ("", "")
+    )
     return Technique(
-        id=cand.id, title=cand.title,
-        changes={k: (getattr(before_workload, k), v) for k, v in cand.changes.items() if getattr(before_workload, k) != v},
-        before=before, after=after, impact=impact(before, after), quality_risk=cand.quality_risk,
-        verdict=verdict, reason=reason, tools=K.TECHNIQUE_TOOLS.get(cand.id, ()), caveat=caveat, caveat_source=source,
+        id=cand.id,
+        title=cand.title,
+        changes={
+            k: (getattr(before_workload, k), v)
+            for k, v in cand.changes.items()
+            if getattr(before_workload, k) != v
+        },
+        before=before,
+        after=after,
+        impact=impact(before, after),
+        quality_risk=cand.quality_risk,
+        verdict=verdict,
+        reason=reason,
+        tools=K.TECHNIQUE_TOOLS.get(cand.id, ()),
+        caveat=caveat,
+        caveat_source=source,
         finding_ids=ADDRESSES.get(cand.id, ()),
     )

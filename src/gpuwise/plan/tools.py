@@ -14,9 +14,16 @@ from gpuwise.plan.techniques import describe
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 
-_FINDING_TOOLS = {"input_bound": ("dali",), "loader_cpu_saturated": ("dali",), "launch_bound": ("torch.compile",),
-                  "no_flash_attention": ("flash-attention",), "comm_bound": ("nccl",), "kv_cache_dominant": ("vllm",),
-                  "decode_memory_bound": ("vllm", "tensorrt-llm"), "no_mixed_precision": ("torch-amp",)}
+_FINDING_TOOLS = {
+    "input_bound": ("dali",),
+    "loader_cpu_saturated": ("dali",),
+    "launch_bound": ("torch.compile",),
+    "no_flash_attention": ("flash-attention",),
+    "comm_bound": ("nccl",),
+    "kv_cache_dominant": ("vllm",),
+    "decode_memory_bound": ("vllm", "tensorrt-llm"),
+    "no_mixed_precision": ("torch-amp",),
+}
 
 
 class _Advice:
@@ -58,41 +65,80 @@ def advise(
         _serving(a, config, outcome, gpu, hardware)
         mine = get_gpu(original.gpu)
         if mine.consumer and mine.memory_gb <= 16 and mine.id != gpu.id:
-            a.add("llama.cpp", f"To stay on your {mine.memory_gb:.0f} GB {mine.id}: GGUF 4-bit weights with some layers offloaded to the CPU "
-                               "(slower per token, but it runs).")
+            a.add(
+                "llama.cpp",
+                f"To stay on your {mine.memory_gb:.0f} GB {mine.id}: GGUF 4-bit weights with some layers offloaded to the CPU "
+                "(slower per token, but it runs).",
+            )
     if config.is_training:
         _training(a, config, scaling, fit_needed)
-    if config.is_training and config.is_cv and "dali" not in a.items and any(f.id == "low_utilization" for f in findings):
-        a.add("dali", "Low utilization in a vision job: if `gpuwise profile` shows data wait, decoding/augmenting on the GPU removes it.")
+    if (
+        config.is_training
+        and config.is_cv
+        and "dali" not in a.items
+        and any(f.id == "low_utilization" for f in findings)
+    ):
+        a.add(
+            "dali",
+            "Low utilization in a vision job: if `gpuwise profile` shows data wait, decoding/augmenting on the GPU removes it.",
+        )
     if config.num_gpus > 1:
-        a.add("nccl", f"{scaling.strategy}: run once with NCCL_DEBUG=INFO to confirm the collectives use "
-                      + ("NVLink" if gpu.nvlink_gbps > 0 else "the links you expect (this GPU has no NVLink)") + ".")
+        a.add(
+            "nccl",
+            f"{scaling.strategy}: run once with NCCL_DEBUG=INFO to confirm the collectives use "
+            + ("NVLink" if gpu.nvlink_gbps > 0 else "the links you expect (this GPU has no NVLink)")
+            + ".",
+        )
     if not measured:
-        a.add("gpuwise-profile", "Everything above is predicted (confidence low): measure the real loop and re-plan with --evidence.")
+        a.add(
+            "gpuwise-profile",
+            "Everything above is predicted (confidence low): measure the real loop and re-plan with --evidence.",
+        )
     return list(a.items.values())
 
 
 def _serving(a: _Advice, w: Workload, outcome: Outcome, gpu, hardware: list[HardwareOption]) -> None:
     conc = f"{w.concurrency} concurrent requests" if w.concurrency > 1 else "single-stream requests"
-    cap = f"; the KV cache holds up to {outcome.max_concurrency} sequences of {w.seq_len + w.output_len} tokens" if outcome.max_concurrency else ""
+    cap = (
+        f"; the KV cache holds up to {outcome.max_concurrency} sequences of {w.seq_len + w.output_len} tokens"
+        if outcome.max_concurrency
+        else ""
+    )
     engine = w.framework.strip().lower()
     if engine in {"tensorrt-llm", "sglang"}:  # the engine you run first, with the same reasons
         a.add(engine, f"Your serving engine: {conc} with in-flight batching and paged KV memory{cap}.")
     a.add("vllm", f"Serves {conc} with continuous batching and paged KV memory{cap}.")
     if gpu.vendor.upper() == "NVIDIA" and gpu.fp8_tflops and w.goal == "latency":
-        a.add("tensorrt-llm", f"Goal is latency on a GPU with FP8 tensor cores ({gpu.id}): compiled, fused kernels cut per-token time further.")
+        a.add(
+            "tensorrt-llm",
+            f"Goal is latency on a GPU with FP8 tensor cores ({gpu.id}): compiled, fused kernels cut per-token time further.",
+        )
     if w.task == "rag":
-        a.add("sglang", "RAG prompts share long prefixes (instructions, retrieved documents): prefix caching computes them once.")
+        a.add(
+            "sglang",
+            "RAG prompts share long prefixes (instructions, retrieved documents): prefix caching computes them once.",
+        )
     if gpu.consumer and gpu.memory_gb <= 16:
-        a.add("llama.cpp", f"{gpu.memory_gb:.0f} GB consumer GPU: GGUF 4-bit models and partial CPU offload when the model and "
-                           f"{w.seq_len:,}-token context do not both fit.")
-    if "mig" in w.requirements or any(c.startswith("fits one MIG slice") for h in hardware[:5] for c in h.caveats):
-        a.add("mig", "The model fits a MIG slice: isolate tenants on one A100/H100-class GPU instead of renting several.")
+        a.add(
+            "llama.cpp",
+            f"{gpu.memory_gb:.0f} GB consumer GPU: GGUF 4-bit models and partial CPU offload when the model and "
+            f"{w.seq_len:,}-token context do not both fit.",
+        )
+    if "mig" in w.requirements or any(
+        c.startswith("fits one MIG slice") for h in hardware[:5] for c in h.caveats
+    ):
+        a.add(
+            "mig",
+            "The model fits a MIG slice: isolate tenants on one A100/H100-class GPU instead of renting several.",
+        )
 
 
 def _training(a: _Advice, w: Workload, scaling: ScalingDecision, fit_needed: bool) -> None:
     if w.is_lora:
-        a.add("peft", f"{'QLoRA' if w.task == 'qlora' else 'LoRA'} adapters (rank {w.lora_rank}, targets {', '.join(w.lora_targets)}).")
+        a.add(
+            "peft",
+            f"{'QLoRA' if w.task == 'qlora' else 'LoRA'} adapters (rank {w.lora_rank}, targets {', '.join(w.lora_targets)}).",
+        )
     if w.task == "qlora" or w.optimizer in {"adamw-8bit", "paged-adamw-8bit"}:
         what = "NF4 base weights" if w.task == "qlora" else ""
         what += (" and " if what else "") + ("8-bit optimizer states" if "8bit" in w.optimizer else "")
@@ -100,21 +146,42 @@ def _training(a: _Advice, w: Workload, scaling: ScalingDecision, fit_needed: boo
     deepspeed = w.framework.strip().lower() == "deepspeed"
     if w.sharding in {"zero1", "zero2", "zero3"} or (deepspeed and w.sharding == "fsdp"):
         stage = 3 if w.sharding == "fsdp" else int(w.sharding[-1])
-        a.add("deepspeed", f"{scaling.strategy}: ZeRO stage {stage}" + (" (your framework)" if deepspeed else "")
-              + " as decided in the scaling section.")
+        a.add(
+            "deepspeed",
+            f"{scaling.strategy}: ZeRO stage {stage}"
+            + (" (your framework)" if deepspeed else "")
+            + " as decided in the scaling section.",
+        )
     elif w.sharding == "fsdp":
-        a.add("fsdp", f"{scaling.strategy}: parameters, gradients and optimizer states sharded over {w.data_parallel} GPUs.")
+        a.add(
+            "fsdp",
+            f"{scaling.strategy}: parameters, gradients and optimizer states sharded over {w.data_parallel} GPUs.",
+        )
     if w.tp > 1 or w.pp > 1 or (w.task == "pretrain" and w.num_gpus >= 8):
-        a.add("torchtitan", f"Pretraining on {w.num_gpus} GPUs: a tested FSDP2/TP/PP recipe with float8 and async checkpointing.")
+        a.add(
+            "torchtitan",
+            f"Pretraining on {w.num_gpus} GPUs: a tested FSDP2/TP/PP recipe with float8 and async checkpointing.",
+        )
         if w.num_gpus > 8 or w.pp > 1:
             a.add("megatron", f"{scaling.strategy}: tensor/pipeline parallelism across nodes.")
     if w.precision == "fp8":
-        a.add("transformer-engine", "FP8 training recipe (scaling, amax history) for the FP8 matmuls in the config.")
+        a.add(
+            "transformer-engine",
+            "FP8 training recipe (scaling, amax history) for the FP8 matmuls in the config.",
+        )
     if w.attention == "flash" and not w.is_cv:
         a.add("flash-attention", f"Attention at {w.seq_len:,} tokens without the S×S score matrices.")
     if not w.is_cv and fit_needed:
         vocab = get_model(w.model).vocab_size
-        logits = w.batch_size * w.seq_len * vocab * 4  # fp32 logits for the loss, as Hugging Face models upcast them
-        a.add("liger-kernel", f"Memory is tight: chunked cross-entropy never materializes the {logits / GiB:.1f} GiB of fp32 logits "
-                              f"(micro-batch {w.batch_size} × {w.seq_len:,} tokens × {vocab:,} vocabulary).")
-    a.add("torch.compile", "Fuses elementwise kernels and cuts launches; the gain is not in these predictions: measure it.")
+        logits = (
+            w.batch_size * w.seq_len * vocab * 4
+        )  # fp32 logits for the loss, as Hugging Face models upcast them
+        a.add(
+            "liger-kernel",
+            f"Memory is tight: chunked cross-entropy never materializes the {logits / GiB:.1f} GiB of fp32 logits "
+            f"(micro-batch {w.batch_size} × {w.seq_len:,} tokens × {vocab:,} vocabulary).",
+        )
+    a.add(
+        "torch.compile",
+        "Fuses elementwise kernels and cuts launches; the gain is not in these predictions: measure it.",
+    )

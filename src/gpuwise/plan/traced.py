@@ -13,12 +13,16 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
 
 
-def traced_memory(workload: Workload, model_factory: str | None = None, input_factory: str | None = None) -> dict[str, Any]:
+def traced_memory(
+    workload: Workload, model_factory: str | None = None, input_factory: str | None = None
+) -> dict[str, Any]:
     try:
         from gpuwise.memory.traced import traced_estimate
     except ImportError as err:  # torch / transformers missing
-        raise GpuwiseError(f"--traced needs torch and transformers ({err.name} is not installed): "
-                           "pip install 'gpuwise[sim]' plus a torch build") from None
+        raise GpuwiseError(
+            f"--traced needs torch and transformers ({err.name} is not installed): "
+            "pip install 'gpuwise[sim]' plus a torch build"
+        ) from None
     est = traced_estimate(workload, model_factory=model_factory, input_factory=input_factory)
     capacity = est.device_memory_bytes
     return {
@@ -31,7 +35,11 @@ def traced_memory(workload: Workload, model_factory: str | None = None, input_fa
         "gpu_memory_bytes": capacity,
         "headroom_pct": round(100.0 * (1 - est.device_total_bytes / capacity), 2) if capacity else None,
         "fits": est.fits,
-        "breakdown": {**est.breakdown, "cuda_context": est.cuda_context_bytes, "allocator_reserve": est.allocator_reserve_bytes},
+        "breakdown": {
+            **est.breakdown,
+            "cuda_context": est.cuda_context_bytes,
+            "allocator_reserve": est.allocator_reserve_bytes,
+        },
         "phases": [p.to_dict() for p in est.phases],
         "notes": list(est.notes),
         "simulation_wall_s": est.simulation_wall_s,

@@ -42,8 +42,13 @@ class Profile:
         self.result: ProfileRun | None = None
         script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
         self._recorder = Recorder(
-            steps=steps, warmup=warmup, auto_step=auto_step, telemetry=telemetry, sample_interval_s=sample_interval_s,
-            label=label or script, meta={"script": script, "command": " ".join(sys.argv), "api": "python", **(meta or {})},
+            steps=steps,
+            warmup=warmup,
+            auto_step=auto_step,
+            telemetry=telemetry,
+            sample_interval_s=sample_interval_s,
+            label=label or script,
+            meta={"script": script, "command": " ".join(sys.argv), "api": "python", **(meta or {})},
             on_step=on_step,
         )
 
@@ -79,7 +84,7 @@ class Profile:
         raw = self._recorder.stop(status=status, error=error)
         try:
             self.result = build_run(raw)
-        except Exception as exc:  # noqa: BLE001 - never turn the user's run into a gpuwise crash
+        except Exception as exc:
             self._recorder.contain("result building", exc, active_check=False)
             return None
         if self.store is not False:
@@ -88,7 +93,7 @@ class Profile:
 
                 with RunStore.open(None if self.store in (None, True) else self.store) as runs:
                     self.result.run_id = runs.save(self.result)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 print(f"gpuwise: the run was profiled but not saved: {exc}", file=sys.stderr)
         return self.result
 

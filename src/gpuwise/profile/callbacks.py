@@ -26,8 +26,16 @@ _built: dict[str, type] = {}
 class _Session:
     """What both callbacks share: start once, step, stop once (also at interpreter exit)."""
 
-    def __init__(self, steps: int | None, warmup: int, store: Any, label: str, auto_step: bool, log_findings: bool) -> None:
-        self.options = {"steps": steps, "warmup": warmup, "store": store, "label": label, "auto_step": auto_step}
+    def __init__(
+        self, steps: int | None, warmup: int, store: Any, label: str, auto_step: bool, log_findings: bool
+    ) -> None:
+        self.options = {
+            "steps": steps,
+            "warmup": warmup,
+            "store": store,
+            "label": label,
+            "auto_step": auto_step,
+        }
         self.profile: Profile | None = None
         self.result = None
         self.log_findings = log_findings
@@ -50,8 +58,13 @@ class _Session:
         atexit.unregister(self.stop)
         if self.result is not None and self.log_findings:
             doc = self.result.document
-            log.warning("gpuwise: %s steps measured, %.2f steps/s; %s", doc.get("measured_steps"), doc.get("steps_per_s") or 0,
-                        "; ".join(f"{f.id} ({f.severity}): {f.summary}" for f in self.result.findings[:3]) or "no findings")
+            log.warning(
+                "gpuwise: %s steps measured, %.2f steps/s; %s",
+                doc.get("measured_steps"),
+                doc.get("steps_per_s") or 0,
+                "; ".join(f"{f.id} ({f.severity}): {f.summary}" for f in self.result.findings[:3])
+                or "no findings",
+            )
         return self.result
 
 
@@ -61,8 +74,14 @@ def _make_hf() -> type:
     class GpuwiseCallback(TrainerCallback):
         """Steps are the Trainer's optimizer steps (``on_step_end``), so gradient accumulation counts once."""
 
-        def __init__(self, steps: int | None = None, warmup: int = 5, store: Any = None, label: str = "hf-trainer",
-                     log_findings: bool = True) -> None:
+        def __init__(
+            self,
+            steps: int | None = None,
+            warmup: int = 5,
+            store: Any = None,
+            label: str = "hf-trainer",
+            log_findings: bool = True,
+        ) -> None:
             self.session = _Session(steps, warmup, store, label, auto_step=False, log_findings=log_findings)
 
         @property
@@ -70,8 +89,14 @@ def _make_hf() -> type:
             return self.session.result
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self.session.start({"script": "transformers.Trainer", "framework": "hf-trainer",
-                                "rank": getattr(args, "process_index", None), "world_size": getattr(args, "world_size", None)})
+            self.session.start(
+                {
+                    "script": "transformers.Trainer",
+                    "framework": "hf-trainer",
+                    "rank": getattr(args, "process_index", None),
+                    "world_size": getattr(args, "world_size", None),
+                }
+            )
 
         def on_step_end(self, args, state, control, **kwargs):
             self.session.step()
@@ -92,8 +117,14 @@ def _make_lightning() -> type:
         """Steps end at each optimizer step (torch's optimizer hooks; Lightning runs forward and
         backward inside ``optimizer.step(closure)``, which the phase stack accounts for)."""
 
-        def __init__(self, steps: int | None = None, warmup: int = 5, store: Any = None, label: str = "lightning",
-                     log_findings: bool = True) -> None:
+        def __init__(
+            self,
+            steps: int | None = None,
+            warmup: int = 5,
+            store: Any = None,
+            label: str = "lightning",
+            log_findings: bool = True,
+        ) -> None:
             super().__init__()
             self.session = _Session(steps, warmup, store, label, auto_step=True, log_findings=log_findings)
 
@@ -102,8 +133,14 @@ def _make_lightning() -> type:
             return self.session.result
 
         def on_train_start(self, trainer, pl_module):
-            self.session.start({"script": "lightning.Trainer", "framework": "lightning",
-                                "rank": getattr(trainer, "global_rank", None), "world_size": getattr(trainer, "world_size", None)})
+            self.session.start(
+                {
+                    "script": "lightning.Trainer",
+                    "framework": "lightning",
+                    "rank": getattr(trainer, "global_rank", None),
+                    "world_size": getattr(trainer, "world_size", None),
+                }
+            )
 
         def on_train_end(self, trainer, pl_module):
             self.session.stop()

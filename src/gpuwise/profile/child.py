@@ -26,7 +26,13 @@ from typing import Any
 ENV = "GPUWISE_PROFILE"
 FLUSH_EVERY_S = 5.0
 
-_state: dict[str, Any] = {"recorder": None, "config": None, "exc": None, "written_final": False, "last_flush": 0.0}
+_state: dict[str, Any] = {
+    "recorder": None,
+    "config": None,
+    "exc": None,
+    "written_final": False,
+    "last_flush": 0.0,
+}
 _write_lock = threading.Lock()
 
 
@@ -39,7 +45,10 @@ def _is_helper_process() -> bool:
 def _is_launcher() -> bool:
     """torchrun's agent only starts the ranks (which attach themselves): no need to watch it."""
     argv = list(getattr(sys, "orig_argv", None) or sys.argv)
-    return any(os.path.basename(a) == "torchrun" or a in {"torch.distributed.run", "torch.distributed.launch"} for a in argv[:4])
+    return any(
+        os.path.basename(a) == "torchrun" or a in {"torch.distributed.run", "torch.distributed.launch"}
+        for a in argv[:4]
+    )
 
 
 def activate() -> None:
@@ -98,13 +107,21 @@ def _start() -> None:
 
         meta = _rank_meta(cfg)
         recorder = Recorder(
-            steps=cfg.get("steps"), warmup=int(cfg.get("warmup", 5)), telemetry=cfg.get("telemetry", True),
-            sample_interval_s=float(cfg.get("interval_s", 0.5)), label=meta["script"], meta=meta,
-            on_window_complete=_window_complete, on_tick=_maybe_flush,
+            steps=cfg.get("steps"),
+            warmup=int(cfg.get("warmup", 5)),
+            telemetry=cfg.get("telemetry", True),
+            sample_interval_s=float(cfg.get("interval_s", 0.5)),
+            label=meta["script"],
+            meta=meta,
+            on_window_complete=_window_complete,
+            on_tick=_maybe_flush,
         )
         recorder.start()
-    except Exception as exc:  # noqa: BLE001 - the script must run even if gpuwise cannot attach
-        print(f"gpuwise: could not attach the profiler ({type(exc).__name__}: {exc}); the script runs unprofiled", file=sys.stderr)
+    except Exception as exc:
+        print(
+            f"gpuwise: could not attach the profiler ({type(exc).__name__}: {exc}); the script runs unprofiled",
+            file=sys.stderr,
+        )
         return
     _state["recorder"] = recorder
     atexit.register(_at_exit)
@@ -115,7 +132,10 @@ def _start() -> None:
         previous_hook(exc_type, exc, tb)
 
     sys.excepthook = excepthook
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
@@ -138,14 +158,19 @@ def _maybe_flush() -> None:
     """Called from the telemetry thread: a partial record, in case the process is killed hard."""
     recorder = _state["recorder"]
     now = time.monotonic()
-    if recorder is None or _state["written_final"] or now - _state["last_flush"] < FLUSH_EVERY_S or not _active(recorder):
+    if (
+        recorder is None
+        or _state["written_final"]
+        or now - _state["last_flush"] < FLUSH_EVERY_S
+        or not _active(recorder)
+    ):
         return
     _state["last_flush"] = now
     try:
         raw = recorder.raw()
         raw["status"] = "incomplete"  # what the record says if nothing better replaces it
         _write(raw)
-    except Exception:  # noqa: BLE001 - raced with the training thread; the next tick retries
+    except Exception:
         pass
 
 
@@ -154,11 +179,17 @@ def _window_complete(recorder) -> None:
     measured = recorder.steps_closed - recorder.warmup
     _write(recorder.raw())
     if cfg.get("stop"):
-        print(f"gpuwise: measured {measured} steps after {recorder.warmup} warm-up steps; stopping the script (--stop)", file=sys.stderr)
+        print(
+            f"gpuwise: measured {measured} steps after {recorder.warmup} warm-up steps; stopping the script (--stop)",
+            file=sys.stderr,
+        )
         _state["written_final"] = True
         raise SystemExit(0)
-    print(f"gpuwise: measured {measured} steps after {recorder.warmup} warm-up steps; profiler detached, "
-          "the script continues (pass --stop to end it here)", file=sys.stderr)
+    print(
+        f"gpuwise: measured {measured} steps after {recorder.warmup} warm-up steps; profiler detached, "
+        "the script continues (pass --stop to end it here)",
+        file=sys.stderr,
+    )
 
 
 def _final_status() -> tuple[str | None, str | None]:
@@ -184,7 +215,7 @@ def _at_exit(status: str | None = None, error: str | None = None) -> None:
         raw = recorder.stop(status=status, error=error)
         if _active(recorder):
             _write(raw)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         print(f"gpuwise: could not save the profile ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 

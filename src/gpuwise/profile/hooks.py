@@ -67,8 +67,10 @@ class Instrumentation:
         self._is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
         self._install_global_module_hooks()
         # Kept apart: torch iterates the live hook dicts, so these cannot be removed from inside a hook.
-        self._optimizer_handles = [optim_mod.register_optimizer_step_pre_hook(self._opt_pre),
-                                   optim_mod.register_optimizer_step_post_hook(self._opt_post)]
+        self._optimizer_handles = [
+            optim_mod.register_optimizer_step_pre_hook(self._opt_pre),
+            optim_mod.register_optimizer_step_post_hook(self._opt_post),
+        ]
         self._patch(dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next)
         self._patch(torch.autograd, "backward", self._wrap_phase("backward"))
         self._patch(torch.autograd, "grad", self._wrap_phase("backward"))
@@ -91,7 +93,7 @@ class Instrumentation:
         for handle in handles:
             try:
                 handle.remove()
-            except Exception:  # noqa: BLE001 - a handle whose owner is gone
+            except Exception:
                 pass
         self._handles.clear()
         self._global_handles.clear()
@@ -109,7 +111,9 @@ class Instrumentation:
         self.installed = False
 
     def _patch(self, owner: Any, name: str, make_wrapper) -> None:
-        original_attr = owner.__dict__.get(name, _MISSING) if isinstance(owner, type) else getattr(owner, name)
+        original_attr = (
+            owner.__dict__.get(name, _MISSING) if isinstance(owner, type) else getattr(owner, name)
+        )
         original = getattr(owner, name)
         setattr(owner, name, make_wrapper(original))
         self._patches.append((owner, name, original_attr))
@@ -148,7 +152,7 @@ class Instrumentation:
                     if not rec.device_checked:
                         rec.inspect_model(module)
                     rec.mark(FORWARD_IN)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     rec.contain("forward hook", exc)
         return None
 
@@ -159,7 +163,7 @@ class Instrumentation:
             if self.depth == 0:
                 try:
                     rec.mark(FORWARD_OUT)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     rec.contain("forward hook", exc)
         return None
 
@@ -169,7 +173,7 @@ class Instrumentation:
         if rec.tid == get_ident() or rec.on_thread():
             try:
                 rec.mark(OPTIMIZER_IN)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 rec.contain("optimizer hook", exc)
         return None
 
@@ -179,7 +183,7 @@ class Instrumentation:
             try:
                 rec.mark(OPTIMIZER_OUT)
                 rec.auto_boundary()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 rec.contain("optimizer hook", exc)
 
     # -- wrappers -------------------------------------------------------------------------------------
@@ -192,14 +196,14 @@ class Instrumentation:
             cpu0 = None
             try:
                 cpu0 = rec.batch_wait_begins(it)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 rec.contain("DataLoader hook", exc)
             try:
                 return original(it)
             finally:
                 try:
                     rec.batch_wait_ends(cpu0)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     rec.contain("DataLoader hook", exc)
 
         __next__.__wrapped__ = original
@@ -217,14 +221,14 @@ class Instrumentation:
                     return original(*args, **kwargs)
                 try:
                     rec.mark(enter)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     rec.contain(f"{phase} hook", exc)
                 try:
                     return original(*args, **kwargs)
                 finally:
                     try:
                         rec.mark(leave)
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:
                         rec.contain(f"{phase} hook", exc)
 
             wrapper.__wrapped__ = original
@@ -255,7 +259,7 @@ class Instrumentation:
                         rec.log(H2D_PAGEABLE_BYTES, nbytes)
                 elif not src_cpu and dst == "cpu":
                     rec.log(SYNC, t1 - t0)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             rec.contain("copy hook", exc)
         return out
 
@@ -293,7 +297,7 @@ class Instrumentation:
         out = original(*args, **kwargs)
         try:
             self.rec.log(SYNC, perf_counter() - t0)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.rec.contain("sync hook", exc)
         return out
 

@@ -53,7 +53,10 @@ class ProfileSession:
         for name in PHASES:
             rows = [r.phases.get(name) for r in self.runs if r.phases.get(name)]
             if rows:
-                out[name] = {"s_per_step": sum(r["s_per_step"] for r in rows) / len(rows), "pct": sum(r["pct"] for r in rows) / len(rows)}
+                out[name] = {
+                    "s_per_step": sum(r["s_per_step"] for r in rows) / len(rows),
+                    "pct": sum(r["pct"] for r in rows) / len(rows),
+                }
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,18 +87,24 @@ class ProfileSession:
 
 def normalize_command(command: list[str]) -> list[str]:
     if not command:
-        raise GpuwiseError("give the command to profile after --, e.g.: gpuwise profile -- python train.py --epochs 1")
+        raise GpuwiseError(
+            "give the command to profile after --, e.g.: gpuwise profile -- python train.py --epochs 1"
+        )
     if command[0].endswith(".py"):
         if not Path(command[0]).is_file():
             raise GpuwiseError(f"script {command[0]} does not exist")
         return [sys.executable, *command]
     if shutil.which(command[0]) is None and not Path(command[0]).is_file():
-        raise GpuwiseError(f"command {command[0]!r} not found (give e.g. `python train.py` or `torchrun ... train.py` after --)")
+        raise GpuwiseError(
+            f"command {command[0]!r} not found (give e.g. `python train.py` or `torchrun ... train.py` after --)"
+        )
     return list(command)
 
 
 def _exit_code(returncode: int) -> int:
-    return 128 - returncode if returncode < 0 else returncode  # killed by signal N -> 128+N, as shells report it
+    return (
+        128 - returncode if returncode < 0 else returncode
+    )  # killed by signal N -> 128+N, as shells report it
 
 
 def _read_records(out_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
@@ -105,15 +114,26 @@ def _read_records(out_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
             records.append(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError) as err:
             notes.append(f"a profiled process left an unreadable record ({path.name}: {err})")
-    records.sort(key=lambda r: ((r.get("meta") or {}).get("rank") is None, (r.get("meta") or {}).get("rank") or 0))
+    records.sort(
+        key=lambda r: ((r.get("meta") or {}).get("rank") is None, (r.get("meta") or {}).get("rank") or 0)
+    )
     return records
 
 
 def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
-    ranked = {r.evidence.rank: r.evidence.step_time_s for r in runs if r.evidence.rank is not None and r.evidence.step_time_s}
+    ranked = {
+        r.evidence.rank: r.evidence.step_time_s
+        for r in runs
+        if r.evidence.rank is not None and r.evidence.step_time_s
+    }
     if len(ranked) < 2:
         return None
-    return Evidence(source="profile", label="all ranks", rank_step_time_s=ranked, notes=["cross-rank: mean step time per rank"])
+    return Evidence(
+        source="profile",
+        label="all ranks",
+        rank_step_time_s=ranked,
+        notes=["cross-rank: mean step time per rank"],
+    )
 
 
 def run_profiled(
@@ -132,19 +152,31 @@ def run_profiled(
     group_id = uuid.uuid4().hex[:12]
     shown = " ".join(command)
     out_dir = Path(tempfile.mkdtemp(prefix="gpuwise-profile-"))
-    config = {"out_dir": str(out_dir), "steps": steps, "warmup": warmup, "stop": stop, "interval_s": interval_s,
-              "telemetry": telemetry, "group_id": group_id, "command": shown}
+    config = {
+        "out_dir": str(out_dir),
+        "steps": steps,
+        "warmup": warmup,
+        "stop": stop,
+        "interval_s": interval_s,
+        "telemetry": telemetry,
+        "group_id": group_id,
+        "command": shown,
+    }
     env = dict(os.environ)
     env["GPUWISE_PROFILE"] = json.dumps(config)
     env["GPUWISE_PROFILE_PATH"] = str(PACKAGE_PARENT)
-    env["PYTHONPATH"] = os.pathsep.join([str(BOOT_DIR), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(BOOT_DIR), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
+    )
     notes: list[str] = []
     try:
         try:
             proc = subprocess.Popen(argv, env=env, stdout=sys.stderr if stdout_to_stderr else None)
         except OSError as err:
             raise GpuwiseError(f"could not start {argv[0]!r}: {err.strerror or err}") from None
-        previous_int = signal.signal(signal.SIGINT, lambda *_: None)  # the child gets Ctrl-C and saves; we wait
+        previous_int = signal.signal(
+            signal.SIGINT, lambda *_: None
+        )  # the child gets Ctrl-C and saves; we wait
         previous_term = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
         try:
             returncode = proc.wait()
@@ -156,7 +188,9 @@ def run_profiled(
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
     if not records:
-        notes.append("the command ran no training step, model forward or DataLoader batch under torch: nothing was profiled")
+        notes.append(
+            "the command ran no training step, model forward or DataLoader batch under torch: nothing was profiled"
+        )
     runs = []
     for raw in records:
         status = raw.get("status")

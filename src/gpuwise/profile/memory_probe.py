@@ -26,14 +26,32 @@ from collections.abc import Callable
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (n, ctypes.c_size_t)
+        for n in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 MAX_READ_S = 20e-6  # a mallinfo2 read slower than this: use RSS for the rest of the run
 COST_WINDOW = 3  # reads whose cheapest cost paces the probe
-MEMORY_PROBE_BUDGET = 0.0005  # share of the run's time the probe may use: after a read costing c, wait c / budget
+MEMORY_PROBE_BUDGET = (
+    0.0005  # share of the run's time the probe may use: after a read costing c, wait c / budget
+)
 
-_statm: tuple[int, int, int] | None = None  # (pid, fd of /proc/self/statm, page size), opened once per process
+_statm: tuple[int, int, int] | None = (
+    None  # (pid, fd of /proc/self/statm, page size), opened once per process
+)
 
 
 def _statm_rss() -> float:
@@ -56,7 +74,7 @@ def rss_reader() -> tuple[str, Callable[[], float]] | None:
 
         proc = psutil.Process()
         return "process RSS (psutil)", lambda: float(proc.memory_info().rss)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 

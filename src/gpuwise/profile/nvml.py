@@ -46,7 +46,7 @@ class NvmlDevice:
             self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             name = pynvml.nvmlDeviceGetName(self._handle)
             self.name = name.decode() if isinstance(name, bytes) else str(name)
-        except Exception as exc:  # noqa: BLE001 - no library, no driver, no GPU
+        except Exception as exc:
             self._nvml = None
             self.not_available = {m: _why(exc) for m in self.METRICS}
 
@@ -59,7 +59,7 @@ class NvmlDevice:
             return None
         try:
             return fn()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.not_available[metric] = _why(exc)
             return None
 
@@ -94,7 +94,7 @@ class NvmlDevice:
         if self._nvml is not None:
             try:
                 self._nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
 
 
@@ -104,7 +104,7 @@ def _clock_reasons(nv: Any, handle: Any) -> int:
     if getter is not None:
         try:
             return getter(handle)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if "FunctionNotFound" not in type(exc).__name__ and "Function Not Found" not in str(exc):
                 raise
     return nv.nvmlDeviceGetCurrentClocksThrottleReasons(handle)

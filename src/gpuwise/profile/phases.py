@@ -51,9 +51,15 @@ class StepRecord:
 
     def to_dict(self) -> dict:
         return {
-            "start_s": self.start_s, "wall_s": self.wall_s, "phase_s": self.phase_s, "memory_bytes": self.memory_bytes,
-            "sync_calls": self.sync_calls, "sync_wait_s": self.sync_wait_s, "h2d_bytes": self.h2d_bytes,
-            "h2d_pageable_bytes": self.h2d_pageable_bytes, "gpu_phase_s": self.gpu_phase_s,
+            "start_s": self.start_s,
+            "wall_s": self.wall_s,
+            "phase_s": self.phase_s,
+            "memory_bytes": self.memory_bytes,
+            "sync_calls": self.sync_calls,
+            "sync_wait_s": self.sync_wait_s,
+            "h2d_bytes": self.h2d_bytes,
+            "h2d_pageable_bytes": self.h2d_pageable_bytes,
+            "gpu_phase_s": self.gpu_phase_s,
         }
 
 
@@ -61,7 +67,7 @@ class PhaseTimer:
     """A stack of open phases; time goes to the top of the stack. Not thread-safe by design:
     only the training thread feeds it (hooks running on other threads are ignored by the caller)."""
 
-    __slots__ = ("stack", "acc", "mark", "step_start", "clock", "counters")
+    __slots__ = ("acc", "clock", "counters", "mark", "stack", "step_start")
 
     def __init__(self, clock=perf_counter) -> None:
         self.clock = clock
@@ -69,7 +75,12 @@ class PhaseTimer:
         self.acc = dict.fromkeys(PHASES, 0.0)
         self.mark = 0.0
         self.step_start: float | None = None
-        self.counters = [0, 0.0, 0, 0]  # sync calls, sync wait s, h2d bytes, pageable h2d bytes of the open step
+        self.counters = [
+            0,
+            0.0,
+            0,
+            0,
+        ]  # sync calls, sync wait s, h2d bytes, pageable h2d bytes of the open step
 
     def _charge(self, now: float) -> None:
         if self.stack:

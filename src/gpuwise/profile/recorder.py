@@ -135,7 +135,9 @@ class Recorder:
     def start(self) -> Recorder:
         global _ACTIVE
         if _ACTIVE is not None and _ACTIVE is not self:
-            raise RuntimeError("a gpuwise profile is already active in this process; finish it before starting another")
+            raise RuntimeError(
+                "a gpuwise profile is already active in this process; finish it before starting another"
+            )
         import torch
 
         from gpuwise.profile.hooks import Instrumentation
@@ -169,7 +171,7 @@ class Recorder:
         try:
             self.sampler = TelemetrySampler(self.sample_interval_s, nvml_index=index, on_tick=self.on_tick)
             self.sampler.start()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.sampler = None
             self.contain("telemetry", exc)
 
@@ -178,10 +180,14 @@ class Recorder:
             import torch
 
             local = int(os.environ.get("LOCAL_RANK", "0"))
-            index = torch.cuda.current_device() if torch.cuda.is_initialized() else local % max(1, torch.cuda.device_count())
+            index = (
+                torch.cuda.current_device()
+                if torch.cuda.is_initialized()
+                else local % max(1, torch.cuda.device_count())
+            )
             # honours CUDA_VISIBLE_DEVICES (UUIDs or indices); private helper, hence the fallback
             return int(torch.cuda._get_nvml_device_index(index))
-        except Exception:  # noqa: BLE001
+        except Exception:
             return int(os.environ.get("LOCAL_RANK", "0") or 0)
 
     def detach(self, from_hook: bool = False) -> None:
@@ -197,21 +203,21 @@ class Recorder:
         if self.instrumentation is not None:
             try:
                 self.instrumentation.uninstall(from_hook=from_hook)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.contain("uninstall", exc, active_check=False)
         if self.sampler is not None:
             try:
                 self.sampler.stop()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.contain("telemetry", exc, active_check=False)
         try:
             self.drain()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.contain("step replay", exc, active_check=False)
         if self._cuda_timer is not None:
             try:
                 self._finish_cuda_timing()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.contain("CUDA event timing", exc, active_check=False)
         if _ACTIVE is self:
             _ACTIVE = None
@@ -246,12 +252,23 @@ class Recorder:
         key = (where, type(exc).__name__)
         if key not in self.errors:
             tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-            self.errors[key] = {"where": where, "error": f"{type(exc).__name__}: {exc}", "count": 0, "traceback": "".join(tb[-3:])}
-            print(f"gpuwise: internal error in its {where} (contained; your program continues, this part of the profile "
-                  f"may be incomplete): {type(exc).__name__}: {exc}", file=sys.stderr)
+            self.errors[key] = {
+                "where": where,
+                "error": f"{type(exc).__name__}: {exc}",
+                "count": 0,
+                "traceback": "".join(tb[-3:]),
+            }
+            print(
+                f"gpuwise: internal error in its {where} (contained; your program continues, this part of the profile "
+                f"may be incomplete): {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
         self.errors[key]["count"] += 1
         if active_check and self.error_count >= MAX_CONTAINED_ERRORS and self.active:
-            print(f"gpuwise: {self.error_count} internal errors; profiling switched off for the rest of the run", file=sys.stderr)
+            print(
+                f"gpuwise: {self.error_count} internal errors; profiling switched off for the rest of the run",
+                file=sys.stderr,
+            )
             self.notes.append("profiling switched itself off after repeated internal errors")
             self.detach(from_hook=True)
 
@@ -274,7 +291,9 @@ class Recorder:
             self._nvtx_open.append(phase)
         else:
             self._cuda_timer.end(phase, self.steps_closed)
-            if self._nvtx_open and self._nvtx_open[-1] == phase:  # only ranges we opened (NVTX may start mid-phase)
+            if (
+                self._nvtx_open and self._nvtx_open[-1] == phase
+            ):  # only ranges we opened (NVTX may start mid-phase)
                 self._nvtx_open.pop()
                 self._nvtx.range_pop()
 
@@ -304,7 +323,11 @@ class Recorder:
 
     def note_loader(self, it: Any) -> None:
         """A DataLoader iterator not seen last: find (or start) the entry for its loader settings."""
-        key = (id(getattr(it, "_dataset", None)), getattr(it, "_num_workers", None), getattr(it, "_pin_memory", None))
+        key = (
+            id(getattr(it, "_dataset", None)),
+            getattr(it, "_num_workers", None),
+            getattr(it, "_pin_memory", None),
+        )
         info = self.loaders.get(key)
         if info is None:
             sampler = getattr(it, "_index_sampler", None)
@@ -330,7 +353,7 @@ class Recorder:
 
         try:
             param = next(module.parameters(), None) if module is not None else None
-        except Exception:  # noqa: BLE001
+        except Exception:
             param = None
         if param is None:
             return
@@ -340,7 +363,7 @@ class Recorder:
         self.model["root_module"] = type(module).__name__
         try:
             self.model["num_params"] = sum(p.numel() for p in module.parameters())
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         if self.device == "cuda":
             try:
@@ -348,9 +371,14 @@ class Recorder:
             except TypeError:  # torch < 2.4 has no device argument
                 self.model["amp_enabled"] = bool(torch.is_autocast_enabled())
             self.model["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32
-            self.cuda_index = param.device.index if param.device.index is not None else torch.cuda.current_device()
+            self.cuda_index = (
+                param.device.index if param.device.index is not None else torch.cuda.current_device()
+            )
             self.gpu_name = torch.cuda.get_device_name(self.cuda_index)
-            self._memory_measure, self._memory_read = "torch.cuda.memory_allocated", lambda: float(torch.cuda.memory_allocated(self.cuda_index))
+            self._memory_measure, self._memory_read = (
+                "torch.cuda.memory_allocated",
+                lambda: float(torch.cuda.memory_allocated(self.cuda_index)),
+            )
             from gpuwise.profile.cuda_timing import CudaPhaseTimer
 
             self._cuda_timer = CudaPhaseTimer()
@@ -366,8 +394,12 @@ class Recorder:
     def has_activity(self) -> bool:
         """Has a step begun: a phase entered, a batch fetched or a step boundary passed (as ``PhaseTimer``
         sees it once the log is replayed)?"""
-        return bool(self.steps_closed or self.timer.step_start is not None or self.loaders
-                    or any(code < EXIT or code == STEP for code in self._log[::2]))
+        return bool(
+            self.steps_closed
+            or self.timer.step_start is not None
+            or self.loaders
+            or any(code < EXIT or code == STEP for code in self._log[::2])
+        )
 
     def auto_boundary(self) -> None:
         if self.auto_step and not self.manual_steps:
@@ -384,7 +416,7 @@ class Recorder:
                 if first_manual and self.steps_closed:
                     self._merge_auto_steps()
                 self.end_step()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.contain("step", exc)
 
     def _merge_auto_steps(self) -> None:
@@ -427,9 +459,13 @@ class Recorder:
         if self.on_step is not None:
             try:
                 self.on_step(n)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.contain("step callback", exc)
-        if self.steps_requested is not None and n >= self.warmup + self.steps_requested and not self.window_complete:
+        if (
+            self.steps_requested is not None
+            and n >= self.warmup + self.steps_requested
+            and not self.window_complete
+        ):
             self.window_complete = True
             self.status = "completed"
             self.detach(from_hook=not self.manual_steps)
@@ -455,7 +491,7 @@ class Recorder:
                 costs.append(perf_counter() - t0)
             self.log(MEMORY, value)
             self._memory_due_s = t0 + min(costs) / MEMORY_PROBE_BUDGET
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._memory_read = None
             self.contain("memory probe", exc)
 
@@ -467,8 +503,10 @@ class Recorder:
         self.drain()
         for rec in self.records:
             rec.memory_bytes = None
-        self.notes.append(f"live memory: a mallinfo2 read took {seconds * 1e6:.0f} µs on this heap; "
-                          f"{self._memory_measure} from step {self.steps_closed} on")
+        self.notes.append(
+            f"live memory: a mallinfo2 read took {seconds * 1e6:.0f} µs on this heap; "
+            f"{self._memory_measure} from step {self.steps_closed} on"
+        )
 
     def drain(self) -> None:
         """Replay the event log into StepRecords (on the training thread, or after the hooks are gone)."""
@@ -495,10 +533,15 @@ class Recorder:
         sampler = self.sampler
         telemetry = None
         if sampler is not None:
-            telemetry = summarize(list(sampler.samples), sampler.cpu_count, dict(sampler.not_available), sampler.interval_s)
+            telemetry = summarize(
+                list(sampler.samples), sampler.cpu_count, dict(sampler.not_available), sampler.interval_s
+            )
         loader = max(self.loaders.values(), key=lambda d: d["batches"], default=None)
         if loader is not None and self._data_wall > 0:
-            loader = {**loader, "main_thread_cpu_share_pct": round(100.0 * min(1.0, self._data_cpu / self._data_wall), 1)}
+            loader = {
+                **loader,
+                "main_thread_cpu_share_pct": round(100.0 * min(1.0, self._data_cpu / self._data_wall), 1),
+            }
         memory: dict[str, Any] = {"measure": self._memory_measure}
         if self.device == "cuda":
             memory.update(self._cuda_memory())
@@ -535,6 +578,6 @@ class Recorder:
                 "peak_allocated_bytes": int(torch.cuda.max_memory_allocated(index)),
                 "capacity_bytes": int(torch.cuda.get_device_properties(index).total_memory),
             }
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.contain("CUDA memory statistics", exc, active_check=False)
             return {}

@@ -33,12 +33,21 @@ class ProfileRun:
         return self.document.get("phases", {})
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, **self.document, "findings": [f.to_dict() for f in self.findings], "evidence": self.evidence.to_dict()}
+        return {
+            "run_id": self.run_id,
+            **self.document,
+            "findings": [f.to_dict() for f in self.findings],
+            "evidence": self.evidence.to_dict(),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProfileRun:
         doc = {k: v for k, v in data.items() if k not in {"run_id", "findings", "evidence"}}
-        evidence = Evidence.from_dict(data["evidence"], "run") if data.get("evidence") else Evidence(source="profile")
+        evidence = (
+            Evidence.from_dict(data["evidence"], "run")
+            if data.get("evidence")
+            else Evidence(source="profile")
+        )
         findings = [Finding.from_dict(f) for f in data.get("findings", [])]
         return cls(doc, evidence, findings, data.get("run_id"))
 
@@ -53,14 +62,18 @@ def measured_steps(raw: dict[str, Any]) -> tuple[list[dict[str, Any]], int, list
     elif steps:
         dropped = min(1, len(steps) - 1)
         measured = steps[dropped:]
-        notes.append(f"only {len(steps)} steps ran (fewer than the {warmup} warm-up steps): warm-up steps are included")
+        notes.append(
+            f"only {len(steps)} steps ran (fewer than the {warmup} warm-up steps): warm-up steps are included"
+        )
     else:
         measured, dropped = [], 0
     requested = raw.get("steps_requested")
     if requested:
         measured = measured[:requested]
         if steps and len(measured) < requested:
-            notes.append(f"the run ended after {len(measured)} measured steps, fewer than the {requested} requested")
+            notes.append(
+                f"the run ended after {len(measured)} measured steps, fewer than the {requested} requested"
+            )
     return measured, dropped, notes
 
 
@@ -76,7 +89,10 @@ def phase_breakdown(steps: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     out = {}
     for phase in PHASES:
         seconds = sum(s["phase_s"].get(phase, 0.0) for s in steps)
-        out[phase] = {"s_per_step": seconds / len(steps), "pct": 100.0 * seconds / total if total > 0 else 0.0}
+        out[phase] = {
+            "s_per_step": seconds / len(steps),
+            "pct": 100.0 * seconds / total if total > 0 else 0.0,
+        }
     return out
 
 
@@ -108,7 +124,12 @@ def match_catalog_gpu(device_name: str) -> str | None:
 
 def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int | None) -> Evidence:
     meta = raw.get("meta") or {}
-    ev = Evidence(source="profile", label=raw.get("label") or meta.get("script", ""), rank=rank, device=raw.get("device", ""))
+    ev = Evidence(
+        source="profile",
+        label=raw.get("label") or meta.get("script", ""),
+        rank=rank,
+        device=raw.get("device", ""),
+    )
     telemetry = raw.get("telemetry") or {}
     loader = raw.get("loader") or {}
     model = raw.get("model") or {}
@@ -139,7 +160,9 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
             ev.pageable_copy_pct = 100.0 * sum(s.get("h2d_pageable_bytes", 0) for s in steps) / h2d
         ev.amp_enabled = model.get("amp_enabled")
         if model.get("param_dtype") == "float32" and model.get("amp_enabled") is False:
-            ev.fp32_matmul_pct = 100.0  # every matmul of an fp32 model without autocast runs in fp32 (or TF32)
+            ev.fp32_matmul_pct = (
+                100.0  # every matmul of an fp32 model without autocast runs in fp32 (or TF32)
+            )
         elif model.get("amp_enabled") or model.get("param_dtype") in {"bfloat16", "float16"}:
             ev.fp32_matmul_pct = 0.0
         ev.memory_capacity_bytes = memory.get("capacity_bytes")
@@ -159,7 +182,9 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
         ev.throttle_pct = {k: v for k, v in (gpu.get("clock_reason_pct") or {}).items() if k != "gpu_idle"}
         if ev.memory_capacity_bytes is None and gpu.get("memory_total_bytes"):
             ev.memory_capacity_bytes = int(gpu["memory_total_bytes"])
-            ev.memory_peak_bytes = int(gpu["memory_used_peak_bytes"]) if gpu.get("memory_used_peak_bytes") is not None else None
+            ev.memory_peak_bytes = (
+                int(gpu["memory_used_peak_bytes"]) if gpu.get("memory_used_peak_bytes") is not None else None
+            )
             ev.notes.append("memory peak from NVML (includes the CUDA context and other processes)")
     gpu_name = raw.get("gpu_name") or ""
     catalog_id = match_catalog_gpu(gpu_name) if gpu_name else None
@@ -173,7 +198,9 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
     if memory.get("measure"):
         ev.notes.append(f"memory_per_step_bytes: {memory['measure']}")
     if ev.cpu_util_pct is not None:
-        ev.notes.append("cpu_util_pct: this process and its children (DataLoader workers), share of the usable cores")
+        ev.notes.append(
+            "cpu_util_pct: this process and its children (DataLoader workers), share of the usable cores"
+        )
     return ev
 
 

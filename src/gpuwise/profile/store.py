@@ -81,22 +81,30 @@ class RunStore:
     def open(cls, path: str | os.PathLike | None = None, create: bool = True) -> RunStore:
         target = Path(path).expanduser() if path else default_store_path()
         if target.is_dir():
-            raise GpuwiseError(f"run store {target} is a directory; give a file path such as {target / 'runs.sqlite'}")
+            raise GpuwiseError(
+                f"run store {target} is a directory; give a file path such as {target / 'runs.sqlite'}"
+            )
         if not target.exists():
             if not create:
-                raise GpuwiseError(f"no run store at {target} (profile a run first: gpuwise profile -- python train.py)")
+                raise GpuwiseError(
+                    f"no run store at {target} (profile a run first: gpuwise profile -- python train.py)"
+                )
             target.parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(target, timeout=30)
             conn.row_factory = sqlite3.Row
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise GpuwiseError(f"run store {target} was written by a newer gpuwise (schema {version}); upgrade gpuwise")
+                raise GpuwiseError(
+                    f"run store {target} was written by a newer gpuwise (schema {version}); upgrade gpuwise"
+                )
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.commit()
         except sqlite3.DatabaseError as err:
-            raise GpuwiseError(f"{target} is not a readable gpuwise run store ({err}); choose another file with --store") from None
+            raise GpuwiseError(
+                f"{target} is not a readable gpuwise run store ({err}); choose another file with --store"
+            ) from None
         return cls(target, conn)
 
     def __enter__(self) -> RunStore:
@@ -119,10 +127,23 @@ class RunStore:
             cur = self.conn.execute(
                 "INSERT INTO runs (created_at, kind, label, command, group_id, rank, status, exit_code, device, gpu,"
                 " measured_steps, step_time_s, steps_per_s, top_finding, document) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (created, kind, doc.get("label") or "", doc.get("command") or "", doc.get("group_id"), doc.get("rank"),
-                 doc.get("status") or "", doc.get("exit_code"), doc.get("device") or "", doc.get("gpu_name") or "",
-                 doc.get("measured_steps") or 0, doc.get("step_time_s"), doc.get("steps_per_s"), top,
-                 json.dumps(doc, default=str)),
+                (
+                    created,
+                    kind,
+                    doc.get("label") or "",
+                    doc.get("command") or "",
+                    doc.get("group_id"),
+                    doc.get("rank"),
+                    doc.get("status") or "",
+                    doc.get("exit_code"),
+                    doc.get("device") or "",
+                    doc.get("gpu_name") or "",
+                    doc.get("measured_steps") or 0,
+                    doc.get("step_time_s"),
+                    doc.get("steps_per_s"),
+                    top,
+                    json.dumps(doc, default=str),
+                ),
             )
         run.run_id = int(cur.lastrowid)
         return run.run_id
@@ -141,9 +162,13 @@ class RunStore:
         try:
             number = int(text)
         except ValueError:
-            raise GpuwiseError(f"run id must be a number, 'last', or a negative offset like -2; got {ref!r}") from None
+            raise GpuwiseError(
+                f"run id must be a number, 'last', or a negative offset like -2; got {ref!r}"
+            ) from None
         if number < 0:
-            row = self.conn.execute("SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?", (-number - 1,)).fetchone()
+            row = self.conn.execute(
+                "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?", (-number - 1,)
+            ).fetchone()
             if row is None:
                 raise GpuwiseError(f"the run store {self.path} has fewer than {-number} runs")
             return int(row["id"])
@@ -161,7 +186,9 @@ class RunStore:
         try:
             data = json.loads(row["document"])
         except json.JSONDecodeError as err:
-            raise GpuwiseError(f"run {run_id} in {self.path} is corrupt (JSON error at position {err.pos}: {err.msg})") from None
+            raise GpuwiseError(
+                f"run {run_id} in {self.path} is corrupt (JSON error at position {err.pos}: {err.msg})"
+            ) from None
         run = ProfileRun.from_dict(data)
         run.run_id = int(row["id"])
         return run

@@ -105,7 +105,7 @@ class TelemetrySampler:
             self._proc = psutil.Process()
             found = rss_reader()  # statm where it exists, else psutil
             self._read_rss = found[1] if found else None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.not_available["psutil"] = f"psutil not importable: {exc}"
 
     # -- lifecycle -----------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ class TelemetrySampler:
             if self.on_tick is not None:
                 try:
                     self.on_tick()
-                except Exception:  # noqa: BLE001 - a flush must never kill telemetry
+                except Exception:
                     pass
 
     # -- sampling -------------------------------------------------------------------------------------
@@ -139,7 +139,9 @@ class TelemetrySampler:
         The children are looked up every CHILDREN_REFRESH samples (through /proc/<pid>/task/*/children
         where the kernel has it: ~0.1 ms, against ~1 ms for psutil's scan of every process); children
         that exited and were reaped are in children_user."""
-        t = os.times()  # this process (all threads) and its reaped children: one system call, nothing to parse
+        t = (
+            os.times()
+        )  # this process (all threads) and its reaped children: one system call, nothing to parse
         total = t.user + t.system + t.children_user + t.children_system
         if self._ticks % CHILDREN_REFRESH == 0:
             self._children = self._find_children()
@@ -188,7 +190,7 @@ class TelemetrySampler:
             return None
         try:
             return fn()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.not_available[key] = str(exc) or type(exc).__name__
             return None
 
@@ -221,7 +223,9 @@ class TelemetrySampler:
         return sample
 
 
-def summarize(samples: list[dict[str, Any]], cpu_count: int, not_available: dict[str, str], interval_s: float) -> dict[str, Any]:
+def summarize(
+    samples: list[dict[str, Any]], cpu_count: int, not_available: dict[str, str], interval_s: float
+) -> dict[str, Any]:
     """Means, maxima and shares over the samples; keys are absent when nothing measured them."""
 
     def values(key: str) -> list[float]:
@@ -249,7 +253,21 @@ def summarize(samples: list[dict[str, Any]], cpu_count: int, not_available: dict
         "gpu": None,
         "not_available": dict(sorted(not_available.items())),
     }
-    gpu_samples = [s for s in samples if any(k in s for k in ("gpu_util_pct", "memory_used_bytes", "power_w", "temperature_c", "sm_clock_mhz", "clock_reasons"))]
+    gpu_samples = [
+        s
+        for s in samples
+        if any(
+            k in s
+            for k in (
+                "gpu_util_pct",
+                "memory_used_bytes",
+                "power_w",
+                "temperature_c",
+                "sm_clock_mhz",
+                "clock_reasons",
+            )
+        )
+    ]
     if gpu_samples:
         reasons: dict[str, float] = {}
         with_reasons = [s["clock_reasons"] for s in gpu_samples if "clock_reasons" in s]
@@ -264,6 +282,10 @@ def summarize(samples: list[dict[str, Any]], cpu_count: int, not_available: dict
             "power_w_mean": mean("power_w"),
             "temperature_c_max": peak("temperature_c"),
             "sm_clock_mhz_mean": mean("sm_clock_mhz"),
-            "clock_reason_pct": {k: round(100.0 * v / len(with_reasons), 2) for k, v in sorted(reasons.items())} if with_reasons else None,
+            "clock_reason_pct": {
+                k: round(100.0 * v / len(with_reasons), 2) for k, v in sorted(reasons.items())
+            }
+            if with_reasons
+            else None,
         }
     return out

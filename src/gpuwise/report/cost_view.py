@@ -10,8 +10,12 @@ from gpuwise.perf.cost import BreakEven, CostEstimate, GpuCostRow
 from gpuwise.perf.prediction import PerfPrediction
 from gpuwise.units import fmt_duration
 
-BOUND_TEXT = {"compute": "compute", "memory_bandwidth": "memory bandwidth", "communication": "communication",
-              "host": "host / kernel launches"}
+BOUND_TEXT = {
+    "compute": "compute",
+    "memory_bandwidth": "memory bandwidth",
+    "communication": "communication",
+    "host": "host / kernel launches",
+}
 
 
 def _usd(value: float | None, digits: int = 2) -> str:
@@ -44,8 +48,10 @@ def speed_rows(p: PerfPrediction) -> list[tuple[str, str]]:
             (f"{unit} (all GPUs)", _num(p.tokens_per_s)),
             (f"{unit} per GPU", _num(p.tokens_per_s_per_gpu)),
             ("MFU", f"{p.mfu_pct:.1f} % of {p.compute_dtype} dense peak"),
-            ("compute / memory / exposed comm",
-             f"{fmt_duration(t.compute_s)} / {fmt_duration(t.memory_s)} / {fmt_duration(t.tp_comm_s + t.dp_exposed_s)}"),
+            (
+                "compute / memory / exposed comm",
+                f"{fmt_duration(t.compute_s)} / {fmt_duration(t.memory_s)} / {fmt_duration(t.tp_comm_s + t.dp_exposed_s)}",
+            ),
         ]
         if t.pp > 1:
             rows.append(("pipeline bubble", f"{100 * t.bubble_fraction:.0f} %"))
@@ -55,11 +61,17 @@ def speed_rows(p: PerfPrediction) -> list[tuple[str, str]]:
             ("time to first token", fmt_duration(i.ttft_s)),
             ("time per output token", f"{i.tpot_s * 1000:,.1f} ms at batch {i.batch}"),
             ("output tokens/s (all GPUs)", _num(p.tokens_per_s)),
-            ("max concurrency (KV cache)", f"{i.max_concurrency:,} sequences of {i.prompt_tokens + i.output_tokens:,} tokens"),
+            (
+                "max concurrency (KV cache)",
+                f"{i.max_concurrency:,} sequences of {i.prompt_tokens + i.output_tokens:,} tokens",
+            ),
             ("decode turns compute-bound at", f"batch {i.decode_compute_bound_batch:,.0f}"),
         ]
     else:
-        rows += [("throughput", f"{p.samples_per_s:,.1f} samples/s"), ("time per batch", fmt_duration(p.step_time_s))]
+        rows += [
+            ("throughput", f"{p.samples_per_s:,.1f} samples/s"),
+            ("time per batch", fmt_duration(p.step_time_s)),
+        ]
     return rows
 
 
@@ -78,13 +90,21 @@ def cost_rows(c: CostEstimate) -> list[tuple[str, str]]:
         if t.train_tokens is not None:
             what = "images" if images else "tokens"
             rows += [
-                ("run", f"{_tokens(t.train_tokens)} {what} ({t.epochs:g} epoch{'s' if t.epochs != 1 else ''})"),
+                (
+                    "run",
+                    f"{_tokens(t.train_tokens)} {what} ({t.epochs:g} epoch{'s' if t.epochs != 1 else ''})",
+                ),
                 ("run time", fmt_duration(t.run_time_s or 0.0)),
                 ("GPU-hours", _num(t.gpu_hours, "{:,.1f}")),
                 ("run cost", _usd(t.run_cost_usd)),
             ]
         else:
-            rows.append(("run cost", "set train_tokens (images for vision) and epochs in the workload for a run total"))
+            rows.append(
+                (
+                    "run cost",
+                    "set train_tokens (images for vision) and epochs in the workload for a run total",
+                )
+            )
     if c.serving:
         s = c.serving
         rows += [
@@ -102,15 +122,28 @@ def energy_rows(c: CostEstimate) -> list[tuple[str, str]]:
     if e.tdp_w is None:
         return [("energy", "no TDP in the catalog")]
     rows = [
-        ("GPU power", f"{e.gpu_power_w:,.0f} W (TDP {e.tdp_w:,.0f} W × {e.utilization_pct:g} % × {c.num_gpus})"),
+        (
+            "GPU power",
+            f"{e.gpu_power_w:,.0f} W (TDP {e.tdp_w:,.0f} W × {e.utilization_pct:g} % × {c.num_gpus})",
+        ),
         ("with cooling overhead", f"{e.facility_power_w:,.0f} W (+{e.cooling_overhead_pct:g} %)"),
     ]
     if c.training and c.training.energy_kwh is not None:
-        rows.append(("energy for the run", f"{c.training.energy_kwh:,.0f} kWh ≈ {_usd(c.training.energy_kwh * e.usd_per_kwh)}"
-                     f" at ${e.usd_per_kwh:.3f}/kWh"))
+        rows.append(
+            (
+                "energy for the run",
+                f"{c.training.energy_kwh:,.0f} kWh ≈ {_usd(c.training.energy_kwh * e.usd_per_kwh)}"
+                f" at ${e.usd_per_kwh:.3f}/kWh",
+            )
+        )
     elif c.serving:
-        rows.append(("energy per month", f"{c.serving.energy_kwh_per_month:,.0f} kWh ≈ "
-                     f"{_usd(c.serving.energy_kwh_per_month * e.usd_per_kwh)} at ${e.usd_per_kwh:.3f}/kWh"))
+        rows.append(
+            (
+                "energy per month",
+                f"{c.serving.energy_kwh_per_month:,.0f} kWh ≈ "
+                f"{_usd(c.serving.energy_kwh_per_month * e.usd_per_kwh)} at ${e.usd_per_kwh:.3f}/kWh",
+            )
+        )
     else:
         rows.append(("energy per hour", f"{e.kwh_per_hour:,.2f} kWh"))
     return rows
@@ -160,8 +193,12 @@ def _md_table(title: str, rows: list[tuple[str, str]]) -> str:
 
 
 def markdown_cost(c: CostEstimate) -> str:
-    parts = [f"## Cost: {_title(c)}\n", _md_table("Speed (predicted)", speed_rows(c.perf)), _md_table("Cost", cost_rows(c)),
-             _md_table("Energy", energy_rows(c))]
+    parts = [
+        f"## Cost: {_title(c)}\n",
+        _md_table("Speed (predicted)", speed_rows(c.perf)),
+        _md_table("Cost", cost_rows(c)),
+        _md_table("Energy", energy_rows(c)),
+    ]
     if c.break_even:
         parts.append(_md_table("API vs self-hosted", break_even_rows(c.break_even)))
     notes = c.notes + c.perf.notes + c.perf.assumptions
@@ -193,25 +230,45 @@ def _comparison_cells(r: GpuCostRow, training: bool, with_run: bool, vision: boo
     else:
         money = [_usd(r.usd_per_million_tokens, 3)]
     batch = [] if training or vision else [_num(r.batch)]
-    return [r.gpu, fits, _usd(r.usd_per_gpu_hour), *batch, _num(r.tokens_per_s), latency,
-            SHORT_BOUND.get(r.bound or "", "—"), *money]
+    return [
+        r.gpu,
+        fits,
+        _usd(r.usd_per_gpu_hour),
+        *batch,
+        _num(r.tokens_per_s),
+        latency,
+        SHORT_BOUND.get(r.bound or "", "—"),
+        *money,
+    ]
 
 
-def render_comparison(console: Console, rows: list[GpuCostRow], title: str, training: bool, vision: bool = False) -> None:
+def render_comparison(
+    console: Console, rows: list[GpuCostRow], title: str, training: bool, vision: bool = False
+) -> None:
     with_run = any(r.run_cost_usd is not None for r in rows)
-    table = Table(title=title, header_style="bold", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
+    table = Table(
+        title=title,
+        header_style="bold",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     for col in _comparison_columns(training, with_run, vision):
         if col == "GPU":
             table.add_column(col, overflow="fold", min_width=14)
         else:
             table.add_column(col, justify="left" if col == "bound" else "right", no_wrap=True)
     for r in rows:
-        table.add_row(*_comparison_cells(r, training, with_run, vision), style="dim" if r.fits is False else None)
+        table.add_row(
+            *_comparison_cells(r, training, with_run, vision), style="dim" if r.fits is False else None
+        )
     console.print(table)
-    console.print("[dim]Same GPU count and parallelism on every GPU; $/h per GPU; $/Mtok per 1M prompt + output "
-                  "tokens, $/Btok per 1B training tokens. '—' = no verified price (pass --usd-per-hour); "
-                  "fits '?' = memory not checked.[/dim]")
+    console.print(
+        "[dim]Same GPU count and parallelism on every GPU; $/h per GPU; $/Mtok per 1M prompt + output "
+        "tokens, $/Btok per 1B training tokens. '—' = no verified price (pass --usd-per-hour); "
+        "fits '?' = memory not checked.[/dim]"
+    )
 
 
 def markdown_comparison(rows: list[GpuCostRow], title: str, training: bool, vision: bool = False) -> str:

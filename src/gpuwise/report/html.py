@@ -30,30 +30,38 @@ def _cls(style: str) -> str:
 
 def _table(t: Table) -> str:
     align = (t.align or "").ljust(len(t.columns), "l")
-    head = "".join(f'<th{" class=r" if a == "r" else ""}>{escape(c)}</th>' for c, a in zip(t.columns, align))
+    head = "".join(f"<th{' class=r' if a == 'r' else ''}>{escape(c)}</th>" for c, a in zip(t.columns, align))
     rows = []
     for i, row in enumerate(t.rows):
         style = t.row_styles[i] if i < len(t.row_styles) else ""
-        cells = "".join(f'<td{" class=r" if a == "r" else ""}>{escape(str(c))}</td>' for c, a in zip(row, align))
+        cells = "".join(
+            f"<td{' class=r' if a == 'r' else ''}>{escape(str(c))}</td>" for c, a in zip(row, align)
+        )
         rows.append(f"<tr{_cls(style)}>{cells}</tr>")
     caption = f"<caption>{escape(t.caption)}</caption>" if t.caption else ""
     return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _bars(b: Bars) -> str:
-    out = [f'<div class="bars">' + (f'<div class="muted">{escape(b.caption)}</div>' if b.caption else "")]
+    out = ['<div class="bars">' + (f'<div class="muted">{escape(b.caption)}</div>' if b.caption else "")]
     for label, value, text in b.items:
         pct = 0.0 if b.total <= 0 else 100.0 * min(max(value, 0.0) / b.total, 1.0)
-        out.append(f'<div class="bar"><span>{escape(label)}</span><div class="track"><div class="fill" style="width:{pct:.1f}%">'
-                   f'</div></div><span class="val">{escape(text)}</span></div>')
+        out.append(
+            f'<div class="bar"><span>{escape(label)}</span><div class="track"><div class="fill" style="width:{pct:.1f}%">'
+            f'</div></div><span class="val">{escape(text)}</span></div>'
+        )
     if b.total_label:
-        out.append(f'<div class="bar"><span class="strong">total</span><span></span><span class="val">{escape(b.total_label)}</span></div>')
+        out.append(
+            f'<div class="bar"><span class="strong">total</span><span></span><span class="val">{escape(b.total_label)}</span></div>'
+        )
     return "".join(out) + "</div>"
 
 
 def render(doc: Document) -> str:
-    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width'>"
-             f"<title>{escape(doc.title)}</title><style>{_CSS}</style></head><body><h1>{escape(doc.title)}</h1>"]
+    parts = [
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width'>"
+        f"<title>{escape(doc.title)}</title><style>{_CSS}</style></head><body><h1>{escape(doc.title)}</h1>"
+    ]
     if doc.subtitle:
         parts.append(f'<p class="subtitle">{escape(doc.subtitle)}</p>')
     for block in doc.blocks:
@@ -67,7 +75,9 @@ def render(doc: Document) -> str:
         elif isinstance(block, Bars):
             parts.append(_bars(block))
         elif isinstance(block, Bullets):
-            parts.append(f"<ul{_cls(block.style)}>" + "".join(f"<li>{escape(i)}</li>" for i in block.items) + "</ul>")
+            parts.append(
+                f"<ul{_cls(block.style)}>" + "".join(f"<li>{escape(i)}</li>" for i in block.items) + "</ul>"
+            )
         elif isinstance(block, Code):
             label = f'<div class="label">{escape(block.label)}</div>' if block.label else ""
             parts.append(f"{label}<pre><code>{escape(block.text.rstrip())}</code></pre>")

@@ -60,9 +60,17 @@ def bar(value: float, total: float, width: int = BAR_WIDTH) -> str:
 
 def _title(e: MemoryEstimate) -> str:
     w = e.workload
-    shape = f"batch {w.batch_size} × {w.seq_len}" if w.is_training or w.task != "serving" else f"{max(w.concurrency, w.batch_size)} requests × {w.seq_len}"
+    shape = (
+        f"batch {w.batch_size} × {w.seq_len}"
+        if w.is_training or w.task != "serving"
+        else f"{max(w.concurrency, w.batch_size)} requests × {w.seq_len}"
+    )
     layout = f"{w.num_gpus} × {e.gpu.id}"
-    extra = [f"{w.sharding}" if w.sharding != "none" else "", f"tp {w.tp}" if w.tp > 1 else "", f"pp {w.pp}" if w.pp > 1 else ""]
+    extra = [
+        f"{w.sharding}" if w.sharding != "none" else "",
+        f"tp {w.tp}" if w.tp > 1 else "",
+        f"pp {w.pp}" if w.pp > 1 else "",
+    ]
     extras = ", ".join(x for x in extra if x)
     return f"Memory per GPU — {w.model} · {w.task} · {w.precision} · {shape} on {layout}{' (' + extras + ')' if extras else ''}"
 
@@ -83,15 +91,21 @@ def render_estimate(console: Console, e: MemoryEstimate, extras: dict[str, Any] 
     for key, value in e.breakdown.items():
         if value <= 0:
             continue
-        table.add_row(LABELS.get(key, key), gib(value), f"[cyan]{bar(value, total)}[/] {100 * value / total:.0f} %")
+        table.add_row(
+            LABELS.get(key, key), gib(value), f"[cyan]{bar(value, total)}[/] {100 * value / total:.0f} %"
+        )
     table.add_section()
     table.add_row("[bold]device total (nvidia-smi)[/]", f"[bold]{gib(total)}[/]", "")
     console.print(table)
     capacity = e.gpu_memory_bytes
     console.print(f"peak phase: [bold]{e.peak_phase}[/] — {PHASE_TEXT.get(e.peak_phase, '')}")
-    console.print(f"peak allocated (torch max_memory_allocated): {gib(e.peak_allocated_bytes)} GiB · "
-                  f"peak reserved (caching allocator): {gib(e.peak_reserved_bytes)} GiB")
-    console.print(f"{e.gpu.id}: {gib(capacity)} GiB ({e.gpu.memory_gb:g} GB on the datasheet) → {_verdict(e.fits, e.headroom_pct)}")
+    console.print(
+        f"peak allocated (torch max_memory_allocated): {gib(e.peak_allocated_bytes)} GiB · "
+        f"peak reserved (caching allocator): {gib(e.peak_reserved_bytes)} GiB"
+    )
+    console.print(
+        f"{e.gpu.id}: {gib(capacity)} GiB ({e.gpu.memory_gb:g} GB on the datasheet) → {_verdict(e.fits, e.headroom_pct)}"
+    )
     phases = Table(title="phases (allocated, GiB)", header_style="bold", title_justify="left", box=None)
     phases.add_column("phase")
     phases.add_column("GiB", justify="right")
@@ -109,8 +123,11 @@ def render_estimate(console: Console, e: MemoryEstimate, extras: dict[str, Any] 
 
 def render_traced(console: Console, t: Any) -> None:
     """A ``gpuwise.memory.traced.TracedMemoryEstimate``."""
-    table = Table(title=f"Traced memory per GPU — {t.model} on {t.gpu} ({t.mode}, simulated on fake tensors)",
-                  header_style="bold", title_justify="left")
+    table = Table(
+        title=f"Traced memory per GPU — {t.model} on {t.gpu} ({t.mode}, simulated on fake tensors)",
+        header_style="bold",
+        title_justify="left",
+    )
     table.add_column("component")
     table.add_column("GiB", justify="right")
     table.add_column("share of device total", no_wrap=True)
@@ -120,12 +137,16 @@ def render_traced(console: Console, t: Any) -> None:
     rows["allocator_reserve"] = t.allocator_reserve_bytes
     for key, value in rows.items():
         if value > 0:
-            table.add_row(LABELS.get(key, key), gib(value), f"[cyan]{bar(value, total)}[/] {100 * value / total:.0f} %")
+            table.add_row(
+                LABELS.get(key, key), gib(value), f"[cyan]{bar(value, total)}[/] {100 * value / total:.0f} %"
+            )
     table.add_section()
     table.add_row("[bold]device total (nvidia-smi)[/]", f"[bold]{gib(total)}[/]", "")
     console.print(table)
-    console.print(f"peak phase: [bold]{t.peak_phase}[/] · peak allocated {gib(t.peak_allocated_bytes)} GiB · "
-                  f"peak reserved {gib(t.peak_reserved_bytes)} GiB")
+    console.print(
+        f"peak phase: [bold]{t.peak_phase}[/] · peak allocated {gib(t.peak_allocated_bytes)} GiB · "
+        f"peak reserved {gib(t.peak_reserved_bytes)} GiB"
+    )
     headroom = 100.0 * (1 - total / t.device_memory_bytes) if t.device_memory_bytes else 0.0
     console.print(f"{t.gpu}: {gib(t.device_memory_bytes)} GiB → {_verdict(t.fits, headroom)}")
     phases = Table(title="phases (peak allocated, GiB)", header_style="bold", title_justify="left", box=None)
@@ -133,7 +154,12 @@ def render_traced(console: Console, t: Any) -> None:
         phases.add_column(col, justify="right" if col == "GiB" else "left")
     top = max((p.peak_allocated_bytes for p in t.phases), default=1)
     for p in t.phases:
-        phases.add_row(p.name, gib(p.peak_allocated_bytes), f"[magenta]{bar(p.peak_allocated_bytes, top, 20)}[/]", p.where_at_peak)
+        phases.add_row(
+            p.name,
+            gib(p.peak_allocated_bytes),
+            f"[magenta]{bar(p.peak_allocated_bytes, top, 20)}[/]",
+            p.where_at_peak,
+        )
     console.print(phases)
     for line in t.notes:
         console.print(f"[dim]· {line}[/dim]")
@@ -143,24 +169,52 @@ def render_fit(console: Console, result: FitResult) -> None:
     w = result.workload
     table = Table(
         title=f"Where {w.model} · {w.task} · {w.precision} · batch {w.batch_size} × {w.seq_len} fits "
-              f"({len(result.rows)} of {result.checked} GPU × count pairs)",
-        header_style="bold", title_justify="left",
+        f"({len(result.rows)} of {result.checked} GPU × count pairs)",
+        header_style="bold",
+        title_justify="left",
     )
-    for col, justify in (("GPU", "left"), ("n", "right"), ("layout", "left"), ("needs GiB", "right"),
-                         ("has GiB (GB)", "right"), ("free", "right"), ("peak", "left")):
+    for col, justify in (
+        ("GPU", "left"),
+        ("n", "right"),
+        ("layout", "left"),
+        ("needs GiB", "right"),
+        ("has GiB (GB)", "right"),
+        ("free", "right"),
+        ("peak", "left"),
+    ):
         table.add_column(col, justify=justify, no_wrap=True)
     for r in result.rows:
-        layout = ", ".join(x for x in (r.sharding if r.sharding != "none" else "", f"tp {r.tp}" if r.tp > 1 else "",
-                                       f"pp {r.pp}" if r.pp > 1 else "") if x) or "—"
+        layout = (
+            ", ".join(
+                x
+                for x in (
+                    r.sharding if r.sharding != "none" else "",
+                    f"tp {r.tp}" if r.tp > 1 else "",
+                    f"pp {r.pp}" if r.pp > 1 else "",
+                )
+                if x
+            )
+            or "—"
+        )
         style = "green" if r.headroom_pct >= 10 else "yellow"
-        table.add_row(r.gpu, str(r.num_gpus), layout, gib(r.device_total_bytes),
-                      f"{r.gpu_memory_bytes / GiB:.0f} ({r.gpu_memory_bytes / GiB:g} GB)",
-                      f"[{style}]{r.headroom_pct:.0f} %[/]", SHORT_PHASE.get(r.peak_phase, r.peak_phase))
+        table.add_row(
+            r.gpu,
+            str(r.num_gpus),
+            layout,
+            gib(r.device_total_bytes),
+            f"{r.gpu_memory_bytes / GiB:.0f} ({r.gpu_memory_bytes / GiB:g} GB)",
+            f"[{style}]{r.headroom_pct:.0f} %[/]",
+            SHORT_PHASE.get(r.peak_phase, r.peak_phase),
+        )
     if result.rows:
         console.print(table)
     else:
-        console.print(f"[bold red]{w.model} fits on no catalog GPU at {', '.join(map(str, result.counts))} GPUs as given.[/]")
+        console.print(
+            f"[bold red]{w.model} fits on no catalog GPU at {', '.join(map(str, result.counts))} GPUs as given.[/]"
+        )
     for line in sorted({r.assumed for r in result.rows if r.assumed}) + result.skipped:
         console.print(f"[dim]· {line}[/dim]")
-    console.print("[dim]· needs = device total per GPU (what nvidia-smi would show); has = GPU memory in GiB "
-                  "(the datasheet's GB figure is binary); sorted by count, GPU size, headroom[/dim]")
+    console.print(
+        "[dim]· needs = device total per GPU (what nvidia-smi would show); has = GPU memory in GiB "
+        "(the datasheet's GB figure is binary); sorted by count, GPU size, headroom[/dim]"
+    )

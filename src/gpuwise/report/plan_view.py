@@ -36,7 +36,11 @@ def _speed(o: Outcome) -> str:
 
 def _latency(o: Outcome) -> str:
     if o.tpot_ms is not None:
-        return f"{o.tpot_ms:,.1f} ms/token, TTFT {o.ttft_ms:,.0f} ms" if o.ttft_ms is not None else f"{o.tpot_ms:,.1f} ms/token"
+        return (
+            f"{o.tpot_ms:,.1f} ms/token, TTFT {o.ttft_ms:,.0f} ms"
+            if o.ttft_ms is not None
+            else f"{o.tpot_ms:,.1f} ms/token"
+        )
     if o.step_time_s is not None:
         return f"{o.step_time_s:,.3g} s/step"
     return "—"
@@ -47,7 +51,11 @@ def _per_1m(o: Outcome, cv: bool) -> str:
 
 
 def _mem(o: Outcome) -> str:
-    return f"{_gib(o.peak_bytes)} ({o.headroom_pct:.0f} % free)" if o.fits else f"{_gib(o.peak_bytes)} (does not fit)"
+    return (
+        f"{_gib(o.peak_bytes)} ({o.headroom_pct:.0f} % free)"
+        if o.fits
+        else f"{_gib(o.peak_bytes)} (does not fit)"
+    )
 
 
 def _changes(changes: dict[str, Any]) -> str:
@@ -69,9 +77,22 @@ def _fit(doc: Document, plan: Plan) -> None:
     fit = plan.fit
     doc.add(Paragraph(fit.message, "good" if fit.fits_current else "bad"))
     if fit.options:
-        doc.add(Table(["What would make it fit", "Where", "Memory per GPU", "Free", "Speed"],
-                      [[o.label, f"{o.num_gpus} × {o.gpu}", _gib(o.outcome.peak_bytes), f"{o.outcome.headroom_pct:.0f} %", _speed(o.outcome)]
-                       for o in fit.options], align="llrrr"))
+        doc.add(
+            Table(
+                ["What would make it fit", "Where", "Memory per GPU", "Free", "Speed"],
+                [
+                    [
+                        o.label,
+                        f"{o.num_gpus} × {o.gpu}",
+                        _gib(o.outcome.peak_bytes),
+                        f"{o.outcome.headroom_pct:.0f} %",
+                        _speed(o.outcome),
+                    ]
+                    for o in fit.options
+                ],
+                align="llrrr",
+            )
+        )
 
 
 def _diagnosis(doc: Document, plan: Plan) -> None:
@@ -81,16 +102,30 @@ def _diagnosis(doc: Document, plan: Plan) -> None:
         rows, styles = [], []
         for f in d.findings:
             fix = f.fix + (f"\nexpected: {_gain(f)}" if f.gain is not None else "")
-            rows.append([f.severity, f"{f.title}\n{f.summary}", fix, f"{f.source}\n({f.confidence} confidence)"])
+            rows.append(
+                [f.severity, f"{f.title}\n{f.summary}", fix, f"{f.source}\n({f.confidence} confidence)"]
+            )
             styles.append(_SEVERITY_STYLE.get(f.severity, ""))
         doc.add(Table(["Severity", "Finding", "Fix", "Evidence"], rows, row_styles=styles))
     else:
-        doc.add(Paragraph("No rule fired on the evidence: nothing in the predictions or measurements crosses a threshold.", "muted"))
+        doc.add(
+            Paragraph(
+                "No rule fired on the evidence: nothing in the predictions or measurements crosses a threshold.",
+                "muted",
+            )
+        )
     if d.idle_causes:
-        doc.add(Heading("Why the GPU idles: the usual causes", 3),
-                Table(["Cause", "Status", "Detail", "How to check"],
-                      [[c.what, c.status, c.detail, c.how_to_check] for c in d.idle_causes],
-                      row_styles=["bad" if c.status == "found" else "muted" if c.status == "ruled-out" else "" for c in d.idle_causes]))
+        doc.add(
+            Heading("Why the GPU idles: the usual causes", 3),
+            Table(
+                ["Cause", "Status", "Detail", "How to check"],
+                [[c.what, c.status, c.detail, c.how_to_check] for c in d.idle_causes],
+                row_styles=[
+                    "bad" if c.status == "found" else "muted" if c.status == "ruled-out" else ""
+                    for c in d.idle_causes
+                ],
+            ),
+        )
 
 
 def _gain(f: Any) -> str:
@@ -107,26 +142,42 @@ def _gain(f: Any) -> str:
 def _technique_row(i: int, t: Technique) -> list[str]:
     from gpuwise.plan.techniques import describe
 
-    return [str(i), f"{t.title}\n{_changes(t.changes)}", describe(t.impact, t.after),
-            f"{t.verdict} ({t.quality_risk} risk)\n{t.reason}"]
+    return [
+        str(i),
+        f"{t.title}\n{_changes(t.changes)}",
+        describe(t.impact, t.after),
+        f"{t.verdict} ({t.quality_risk} risk)\n{t.reason}",
+    ]
 
 
 def _techniques(doc: Document, plan: Plan) -> None:
     doc.add(Heading("2. Techniques, ranked for the goal"))
     measured = [f for f in plan.diagnosis.findings if f.source != "prediction" and f.fix]
     if measured:
-        doc.add(Paragraph("From measured evidence (gain estimated by the rule from the measurement):", "strong"),
-                Bullets([f"{f.title}: {f.fix}" for f in measured]))
+        doc.add(
+            Paragraph("From measured evidence (gain estimated by the rule from the measurement):", "strong"),
+            Bullets([f"{f.title}: {f.fix}" for f in measured]),
+        )
     if not plan.techniques:
         doc.add(Paragraph("No applicable technique changes the predictions for this workload.", "muted"))
         return
-    doc.add(Paragraph("Each impact below is the memory and performance models re-run on the changed workload "
-                      "(vs the current configuration; recommended steps vs the step before them).", "muted"),
-            Table(["#", "Technique and change", "Predicted impact", "Verdict"],
-                  [_technique_row(i + 1, t) for i, t in enumerate(plan.techniques)],
-                  row_styles=[_VERDICT_STYLE[t.verdict] for t in plan.techniques]))
-    caveats = [f"{t.title}: {t.caveat}" + (f" [{t.caveat_source}]" if t.caveat_source else "")
-               for t in plan.techniques if t.verdict != "not-recommended" and t.caveat]
+    doc.add(
+        Paragraph(
+            "Each impact below is the memory and performance models re-run on the changed workload "
+            "(vs the current configuration; recommended steps vs the step before them).",
+            "muted",
+        ),
+        Table(
+            ["#", "Technique and change", "Predicted impact", "Verdict"],
+            [_technique_row(i + 1, t) for i, t in enumerate(plan.techniques)],
+            row_styles=[_VERDICT_STYLE[t.verdict] for t in plan.techniques],
+        ),
+    )
+    caveats = [
+        f"{t.title}: {t.caveat}" + (f" [{t.caveat_source}]" if t.caveat_source else "")
+        for t in plan.techniques
+        if t.verdict != "not-recommended" and t.caveat
+    ]
     if caveats:
         doc.add(Paragraph("Caveats:", "muted"), Bullets(caveats, "muted"))
 
@@ -137,30 +188,64 @@ def _config(doc: Document, plan: Plan) -> None:
     if c.note:
         doc.add(Paragraph(c.note, "warn"))
     if not c.changes:
-        doc.add(Paragraph("Keep the current configuration: no change improves the goal by the required margin.", "good"))
+        doc.add(
+            Paragraph(
+                "Keep the current configuration: no change improves the goal by the required margin.", "good"
+            )
+        )
     else:
         doc.add(Paragraph("Applied in order: " + " → ".join(c.applied) + "." if c.applied else "Changes:"))
         if c.global_batch_before is not None and c.global_batch_after is not None:
             same = c.global_batch_before == c.global_batch_after
             unit = "images" if w.is_cv else "sequences"
-            doc.add(Paragraph(f"Global batch {c.global_batch_before} → {c.global_batch_after} {unit} per optimizer step"
-                              + (" (unchanged: same optimization)." if same else " (changed: re-tune the learning rate)."),
-                              "good" if same else "warn"))
+            doc.add(
+                Paragraph(
+                    f"Global batch {c.global_batch_before} → {c.global_batch_after} {unit} per optimizer step"
+                    + (
+                        " (unchanged: same optimization)."
+                        if same
+                        else " (changed: re-tune the learning rate)."
+                    ),
+                    "good" if same else "warn",
+                )
+            )
     after = c.outcome
-    rows = [["GPUs", f"{now.num_gpus} × {now.gpu}", f"{after.num_gpus} × {after.gpu}"],
-            ["memory per GPU", f"{_gib(now.peak_bytes)} ({now.headroom_pct:.0f} % free)" if now.fits else f"{_gib(now.peak_bytes)} (does not fit)",
-             f"{_gib(after.peak_bytes)} ({after.headroom_pct:.0f} % free)"],
-            ["throughput", _speed(now) if now.fits else "—", _speed(after)],
-            ["latency", _latency(now) if now.fits else "—", _latency(after)]]
+    rows = [
+        ["GPUs", f"{now.num_gpus} × {now.gpu}", f"{after.num_gpus} × {after.gpu}"],
+        [
+            "memory per GPU",
+            f"{_gib(now.peak_bytes)} ({now.headroom_pct:.0f} % free)"
+            if now.fits
+            else f"{_gib(now.peak_bytes)} (does not fit)",
+            f"{_gib(after.peak_bytes)} ({after.headroom_pct:.0f} % free)",
+        ],
+        ["throughput", _speed(now) if now.fits else "—", _speed(after)],
+        ["latency", _latency(now) if now.fits else "—", _latency(after)],
+    ]
     if now.mfu_pct is not None or after.mfu_pct is not None:
-        rows.append(["MFU", _num(now.mfu_pct, "{:.0f} %") if now.fits else "—", _num(after.mfu_pct, "{:.0f} %")])
+        rows.append(
+            ["MFU", _num(now.mfu_pct, "{:.0f} %") if now.fits else "—", _num(after.mfu_pct, "{:.0f} %")]
+        )
     rows.append(["cost", _per_1m(now, w.is_cv) if now.fits else "—", _per_1m(after, w.is_cv)])
     if after.usd_per_run is not None:
-        rows.append(["training run", f"{_usd(now.usd_per_run)}, {fmt_duration(now.run_time_s)}" if now.fits and now.run_time_s else "—",
-                     f"{_usd(after.usd_per_run)}, {fmt_duration(after.run_time_s)}" if after.run_time_s else "—"])
+        rows.append(
+            [
+                "training run",
+                f"{_usd(now.usd_per_run)}, {fmt_duration(now.run_time_s)}"
+                if now.fits and now.run_time_s
+                else "—",
+                f"{_usd(after.usd_per_run)}, {fmt_duration(after.run_time_s)}" if after.run_time_s else "—",
+            ]
+        )
     doc.add(Table(["", "current", "recommended"], rows, align="lrr"))
     for label, text in c.snippets.items():
-        doc.add(Code(text, label=label, language="yaml" if label.endswith(".yaml") else "json" if label.endswith(".json") else ""))
+        doc.add(
+            Code(
+                text,
+                label=label,
+                language="yaml" if label.endswith(".yaml") else "json" if label.endswith(".json") else "",
+            )
+        )
 
 
 def _breakdown_items(memory: dict[str, Any]) -> list[tuple[str, float]]:
@@ -168,13 +253,19 @@ def _breakdown_items(memory: dict[str, Any]) -> list[tuple[str, float]]:
     raw = memory.get("breakdown") or {}
     items: list[tuple[str, float]] = []
     if isinstance(raw, dict):
-        items = [(k.removesuffix("_bytes").replace("_", " "), float(v)) for k, v in raw.items() if isinstance(v, (int, float))]
+        items = [
+            (k.removesuffix("_bytes").replace("_", " "), float(v))
+            for k, v in raw.items()
+            if isinstance(v, (int, float))
+        ]
     elif isinstance(raw, list):
         for item in raw:
             if isinstance(item, dict):
                 value = item.get("bytes", item.get("value_bytes"))
                 if isinstance(value, (int, float)):
-                    items.append((str(item.get("name") or item.get("label") or item.get("component")), float(value)))
+                    items.append(
+                        (str(item.get("name") or item.get("label") or item.get("component")), float(value))
+                    )
     return sorted([i for i in items if i[1] > 0], key=lambda kv: -kv[1])
 
 
@@ -188,37 +279,71 @@ def _memory(doc: Document, plan: Plan) -> None:
         total = float(mem.get("device_total_bytes") or 0)
         items = _breakdown_items(mem)
         free = mem.get("headroom_pct")
-        caption = (f"{name}: {_gib(total)} of {_gib(capacity)} per GPU"
-                   + (f" ({free:.0f} % free)" if free is not None and free >= 0 else " (does not fit)")
-                   + (f", peak in {mem['peak_phase']}" if mem.get("peak_phase") else "")
-                   + f"; torch would report {_gib(mem.get('peak_allocated_bytes'))} allocated, {_gib(mem.get('peak_reserved_bytes'))} reserved"
-                   + f" [{plan.memory.method if name == 'current' else 'analytic'}]")
+        caption = (
+            f"{name}: {_gib(total)} of {_gib(capacity)} per GPU"
+            + (f" ({free:.0f} % free)" if free is not None and free >= 0 else " (does not fit)")
+            + (f", peak in {mem['peak_phase']}" if mem.get("peak_phase") else "")
+            + f"; torch would report {_gib(mem.get('peak_allocated_bytes'))} allocated, {_gib(mem.get('peak_reserved_bytes'))} reserved"
+            + f" [{plan.memory.method if name == 'current' else 'analytic'}]"
+        )
         if items:
-            doc.add(Bars([(label, value, _gib(value)) for label, value in items], total=max(capacity, total),
-                         total_label=f"{_gib(total)} of {_gib(capacity)}", caption=caption))
+            doc.add(
+                Bars(
+                    [(label, value, _gib(value)) for label, value in items],
+                    total=max(capacity, total),
+                    total_label=f"{_gib(total)} of {_gib(capacity)}",
+                    caption=caption,
+                )
+            )
         else:
             doc.add(Paragraph(caption))
 
 
 def _scaling(doc: Document, plan: Plan) -> None:
     s = plan.scaling
-    doc.add(Heading("5. Scaling"),
-            Paragraph(f"Decision: {s.strategy}" + (f" ({s.num_gpus} GPU{'s' if s.num_gpus != 1 else ''})" if s.num_gpus else "") + ".", "strong"),
-            Paragraph(s.reason))
+    doc.add(
+        Heading("5. Scaling"),
+        Paragraph(
+            f"Decision: {s.strategy}"
+            + (f" ({s.num_gpus} GPU{'s' if s.num_gpus != 1 else ''})" if s.num_gpus else "")
+            + ".",
+            "strong",
+        ),
+        Paragraph(s.reason),
+    )
     if s.nvlink != "n/a":
         doc.add(Paragraph(f"NVLink: {s.nvlink}. {s.nvlink_reason}", "warn" if s.nvlink == "required" else ""))
     if s.options:
         cv = plan.workload.is_cv
         rows, styles = [], []
         shown = [o for o in s.options if o.best_at_count or o.label == s.strategy]
-        doc.add(Paragraph("The layout the decision rule picks at each GPU count (all layouts tried are in --json):", "muted"))
+        doc.add(
+            Paragraph(
+                "The layout the decision rule picks at each GPU count (all layouts tried are in --json):",
+                "muted",
+            )
+        )
         for o in shown:
             out = o.outcome
-            rows.append([o.label, _mem(out), _speed(out) if out.fits else "—", _latency(out) if out.fits else "—",
-                         _num(out.comm_exposed_pct, "{:.0f} %"), _per_1m(out, cv) if out.fits else "—"])
+            rows.append(
+                [
+                    o.label,
+                    _mem(out),
+                    _speed(out) if out.fits else "—",
+                    _latency(out) if out.fits else "—",
+                    _num(out.comm_exposed_pct, "{:.0f} %"),
+                    _per_1m(out, cv) if out.fits else "—",
+                ]
+            )
             styles.append("good" if o.label == s.strategy else "" if out.fits else "muted")
-        doc.add(Table(["Layout", "Memory/GPU", "Throughput", "Latency", "Exposed comm", "Cost"], rows,
-                      align="lrrrrr", row_styles=styles))
+        doc.add(
+            Table(
+                ["Layout", "Memory/GPU", "Throughput", "Latency", "Exposed comm", "Cost"],
+                rows,
+                align="lrrrrr",
+                row_styles=styles,
+            )
+        )
 
 
 def _tools(doc: Document, plan: Plan) -> None:
@@ -235,18 +360,38 @@ def _hardware(doc: Document, plan: Plan) -> None:
         doc.add(Paragraph("No catalog GPU was evaluated.", "muted"))
         return
     reqs = f" Requirements: {', '.join(w.requirements)}." if w.requirements else ""
-    doc.add(Paragraph(f"Ranked for goal '{plan.goal}', each with the recommended configuration moved to it "
-                      f"(and made to fit where needed).{reqs}", "muted"))
+    doc.add(
+        Paragraph(
+            f"Ranked for goal '{plan.goal}', each with the recommended configuration moved to it "
+            f"(and made to fit where needed).{reqs}",
+            "muted",
+        )
+    )
     rows, styles = [], []
     for h in shown:
         o = h.outcome
         cost = _usd(o.usd_per_run) + " / run" if o.usd_per_run is not None else _per_1m(o, w.is_cv)
-        rows.append([str(h.rank), f"{h.num_gpus} × {h.gpu}", _mem(o), _speed(o) if o.fits else "—",
-                     _latency(o) if o.fits else "—", _usd(o.usd_per_hour) + "/h" if o.usd_per_hour is not None else "—",
-                     cost if o.fits else "—", _changes(h.config) or "—"])
+        rows.append(
+            [
+                str(h.rank),
+                f"{h.num_gpus} × {h.gpu}",
+                _mem(o),
+                _speed(o) if o.fits else "—",
+                _latency(o) if o.fits else "—",
+                _usd(o.usd_per_hour) + "/h" if o.usd_per_hour is not None else "—",
+                cost if o.fits else "—",
+                _changes(h.config) or "—",
+            ]
+        )
         styles.append("muted" if not o.fits or not h.meets_requirements else "")
-    doc.add(Table(["#", "GPU", "Memory/GPU", "Throughput", "Latency", "Price", "Cost", "Changes"],
-                  rows, align="llrrrrrl", row_styles=styles))
+    doc.add(
+        Table(
+            ["#", "GPU", "Memory/GPU", "Throughput", "Latency", "Price", "Cost", "Changes"],
+            rows,
+            align="llrrrrrl",
+            row_styles=styles,
+        )
+    )
     grouped: dict[str, list[str]] = {}
     for h in shown:
         for caveat in h.caveats:
@@ -261,8 +406,15 @@ def plan_document(plan: Plan) -> Document:
     w = plan.workload
     src = f"{w.source}: " if w.source else ""
     shape = f"image {w.image_size} px" if w.is_cv else f"sequence {w.seq_len:,}"
-    doc = Document(_title(plan), subtitle=f"{src}{w.model}, batch {w.batch_size}, {shape}, {w.precision}"
-                   + (f", {len(plan.evidence) - 1} measured evidence item(s)" if len(plan.evidence) > 1 else ", predictions only"))
+    doc = Document(
+        _title(plan),
+        subtitle=f"{src}{w.model}, batch {w.batch_size}, {shape}, {w.precision}"
+        + (
+            f", {len(plan.evidence) - 1} measured evidence item(s)"
+            if len(plan.evidence) > 1
+            else ", predictions only"
+        ),
+    )
     doc.add(Heading("Fit"))
     _fit(doc, plan)
     _diagnosis(doc, plan)

@@ -12,9 +12,21 @@ from rich.text import Text
 
 from gpuwise.units import GiB, MiB
 
-SEVERITY_STYLE = {"critical": "bold white on red", "high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
-PHASE_LABEL = {"data_wait": "waiting for data", "h2d_copy": "host→device copy", "forward": "forward", "backward": "backward",
-               "optimizer": "optimizer step", "other": "other (loop, logging…)"}
+SEVERITY_STYLE = {
+    "critical": "bold white on red",
+    "high": "bold red",
+    "medium": "yellow",
+    "low": "cyan",
+    "info": "dim",
+}
+PHASE_LABEL = {
+    "data_wait": "waiting for data",
+    "h2d_copy": "host→device copy",
+    "forward": "forward",
+    "backward": "backward",
+    "optimizer": "optimizer step",
+    "other": "other (loop, logging…)",
+}
 BAR_WIDTH = 32
 
 
@@ -31,7 +43,11 @@ def _bar(pct: float, style: str = "green") -> Text:
     return Text("█" * filled, style=style) + Text("░" * (BAR_WIDTH - filled), style="dim")
 
 
-def phase_table(phases: dict[str, dict[str, float]], gpu_phases: dict[str, float] | None = None, title: str = "Where each step's time goes") -> Table:
+def phase_table(
+    phases: dict[str, dict[str, float]],
+    gpu_phases: dict[str, float] | None = None,
+    title: str = "Where each step's time goes",
+) -> Table:
     table = Table(title=title, header_style="bold", title_justify="left")
     table.add_column("phase")
     table.add_column("per step", justify="right")
@@ -40,8 +56,19 @@ def phase_table(phases: dict[str, dict[str, float]], gpu_phases: dict[str, float
     if gpu_phases:
         table.add_column("GPU time", justify="right")
     for name, row in phases.items():
-        style = "red" if name == "data_wait" and row["pct"] >= 20 else "yellow" if name == "data_wait" and row["pct"] >= 5 else "green"
-        cells = [PHASE_LABEL.get(name, name), _ms(row["s_per_step"]), f"{row['pct']:.1f} %", _bar(row["pct"], style)]
+        style = (
+            "red"
+            if name == "data_wait" and row["pct"] >= 20
+            else "yellow"
+            if name == "data_wait" and row["pct"] >= 5
+            else "green"
+        )
+        cells = [
+            PHASE_LABEL.get(name, name),
+            _ms(row["s_per_step"]),
+            f"{row['pct']:.1f} %",
+            _bar(row["pct"], style),
+        ]
         if gpu_phases:
             cells.append(_ms(gpu_phases.get(name)))
         table.add_row(*cells)
@@ -52,15 +79,31 @@ def findings_group(findings: list[dict[str, Any]] | list[Any], limit: int | None
     items = []
     for f in findings[:limit] if limit else findings:
         f = f if isinstance(f, dict) else f.to_dict()
-        head = Text.assemble((f" {f['severity'].upper()} ", SEVERITY_STYLE.get(f["severity"], "")), " ", (f["title"], "bold"),
-                             (f"  [{f['id']}, confidence {f['confidence']}]", "dim"))
+        head = Text.assemble(
+            (f" {f['severity'].upper()} ", SEVERITY_STYLE.get(f["severity"], "")),
+            " ",
+            (f["title"], "bold"),
+            (f"  [{f['id']}, confidence {f['confidence']}]", "dim"),
+        )
         parts: list[Any] = [head, Text(f["summary"]), Text.assemble(("fix: ", "bold"), f["fix"])]
         gain = f.get("gain")
         if gain:
-            parts.append(Text.assemble(("expected: ", "bold"), _gain_text(gain), (f"  ({gain['note']})" if gain.get("note") else "", "dim")))
+            parts.append(
+                Text.assemble(
+                    ("expected: ", "bold"),
+                    _gain_text(gain),
+                    (f"  ({gain['note']})" if gain.get("note") else "", "dim"),
+                )
+            )
         if f.get("fix_snippet"):
             parts.append(Syntax(f["fix_snippet"], "python", theme="ansi_dark", background_color="default"))
-        items.append(Panel(Group(*parts), border_style=SEVERITY_STYLE.get(f["severity"], "white").split()[-1], padding=(0, 1)))
+        items.append(
+            Panel(
+                Group(*parts),
+                border_style=SEVERITY_STYLE.get(f["severity"], "white").split()[-1],
+                padding=(0, 1),
+            )
+        )
     if not items:
         items.append(Text("No findings: nothing in this run crossed a threshold.", style="green"))
     return Group(*items)
@@ -86,22 +129,35 @@ def telemetry_table(doc: dict[str, Any]) -> Table:
     tel = doc.get("telemetry") or {}
     loader = doc.get("loader") or {}
     if loader:
-        table.add_row("DataLoader", f"num_workers={loader.get('num_workers')}, pin_memory={loader.get('pin_memory')}, "
-                      f"prefetch_factor={loader.get('prefetch_factor')}, persistent_workers={loader.get('persistent_workers')}, "
-                      f"batch_size={loader.get('batch_size')}")
+        table.add_row(
+            "DataLoader",
+            f"num_workers={loader.get('num_workers')}, pin_memory={loader.get('pin_memory')}, "
+            f"prefetch_factor={loader.get('prefetch_factor')}, persistent_workers={loader.get('persistent_workers')}, "
+            f"batch_size={loader.get('batch_size')}",
+        )
     if tel:
         cores = tel.get("cpu_per_core_pct") or []
-        table.add_row("CPU (this run)", f"{_num(tel.get('process_cpu_pct'), '{:.0f}')} % of {tel.get('cpu_count')} usable cores (process + workers)")
-        table.add_row("CPU (whole machine)", f"{_num(tel.get('system_cpu_pct'), '{:.0f}')} %  per core: " + " ".join(f"{c:.0f}" for c in cores))
+        table.add_row(
+            "CPU (this run)",
+            f"{_num(tel.get('process_cpu_pct'), '{:.0f}')} % of {tel.get('cpu_count')} usable cores (process + workers)",
+        )
+        table.add_row(
+            "CPU (whole machine)",
+            f"{_num(tel.get('system_cpu_pct'), '{:.0f}')} %  per core: "
+            + " ".join(f"{c:.0f}" for c in cores),
+        )
         if tel.get("rss_peak_bytes"):
             table.add_row("RSS peak", f"{tel['rss_peak_bytes'] / GiB:.2f} GiB")
         if tel.get("disk_read_bytes_per_s") is not None:
             table.add_row("disk reads", f"{tel['disk_read_bytes_per_s'] / MiB:.1f} MiB/s (whole machine)")
         gpu = tel.get("gpu")
         if gpu:
-            table.add_row("GPU", f"util {_num(gpu.get('util_pct'), '{:.0f}')} %, memory {_num((gpu.get('memory_used_peak_bytes') or 0) / GiB, '{:.1f}')}"
-                          f" of {_num((gpu.get('memory_total_bytes') or 0) / GiB, '{:.1f}')} GiB, {_num(gpu.get('power_w_mean'), '{:.0f}')} W, "
-                          f"max {_num(gpu.get('temperature_c_max'), '{:.0f}')} °C, SM {_num(gpu.get('sm_clock_mhz_mean'), '{:.0f}')} MHz")
+            table.add_row(
+                "GPU",
+                f"util {_num(gpu.get('util_pct'), '{:.0f}')} %, memory {_num((gpu.get('memory_used_peak_bytes') or 0) / GiB, '{:.1f}')}"
+                f" of {_num((gpu.get('memory_total_bytes') or 0) / GiB, '{:.1f}')} GiB, {_num(gpu.get('power_w_mean'), '{:.0f}')} W, "
+                f"max {_num(gpu.get('temperature_c_max'), '{:.0f}')} °C, SM {_num(gpu.get('sm_clock_mhz_mean'), '{:.0f}')} MHz",
+            )
             reasons = gpu.get("clock_reason_pct") or {}
             if reasons:
                 table.add_row("clock events", ", ".join(f"{k} {v:.0f} %" for k, v in reasons.items()))
@@ -110,9 +166,15 @@ def telemetry_table(doc: dict[str, Any]) -> Table:
             table.add_row("not available", ", ".join(sorted(missing)))
     mem = doc.get("memory") or {}
     if mem.get("first_step_bytes") is not None:
-        table.add_row("live memory", f"{mem['first_step_bytes'] / MiB:,.1f} → {mem['last_step_bytes'] / MiB:,.1f} MiB over the measured steps ({mem.get('measure')})")
+        table.add_row(
+            "live memory",
+            f"{mem['first_step_bytes'] / MiB:,.1f} → {mem['last_step_bytes'] / MiB:,.1f} MiB over the measured steps ({mem.get('measure')})",
+        )
     if mem.get("capacity_bytes"):
-        table.add_row("GPU memory peak", f"{(mem.get('peak_reserved_bytes') or 0) / GiB:.2f} GiB reserved of {mem['capacity_bytes'] / GiB:.2f} GiB")
+        table.add_row(
+            "GPU memory peak",
+            f"{(mem.get('peak_reserved_bytes') or 0) / GiB:.2f} GiB reserved of {mem['capacity_bytes'] / GiB:.2f} GiB",
+        )
     return table
 
 
@@ -120,15 +182,23 @@ def run_header(doc: dict[str, Any], run_id: int | None) -> Text:
     status = doc.get("status") or "?"
     style = "green" if status == "completed" else "yellow"
     text = Text.assemble(
-        ("run ", "dim"), (str(run_id) if run_id is not None else "(not saved)", "bold"), ("  ", ""),
-        (doc.get("label") or "", "bold"), ("  ", ""), (status, style),
+        ("run ", "dim"),
+        (str(run_id) if run_id is not None else "(not saved)", "bold"),
+        ("  ", ""),
+        (doc.get("label") or "", "bold"),
+        ("  ", ""),
+        (status, style),
         (f"  rank {doc['rank']}" if doc.get("rank") is not None else "", ""),
         (f"  exit code {doc['exit_code']}" if doc.get("exit_code") is not None else "", "dim"),
     )
     text.append(f"\n{doc.get('device') or '?'}" + (f" ({doc['gpu_name']})" if doc.get("gpu_name") else ""))
-    text.append(f"  ·  {doc.get('measured_steps', 0)} steps measured after {doc.get('warmup_steps', 0)} warm-up")
+    text.append(
+        f"  ·  {doc.get('measured_steps', 0)} steps measured after {doc.get('warmup_steps', 0)} warm-up"
+    )
     if doc.get("steps_per_s"):
-        text.append(f"  ·  {doc['steps_per_s']:.2f} steps/s, {_ms(doc.get('step_time_s'))} per step (median {_ms(doc.get('step_time_p50_s'))})")
+        text.append(
+            f"  ·  {doc['steps_per_s']:.2f} steps/s, {_ms(doc.get('step_time_s'))} per step (median {_ms(doc.get('step_time_p50_s'))})"
+        )
     if doc.get("error"):
         text.append(f"\nended with {doc['error']}", style="yellow")
     return text
@@ -141,7 +211,9 @@ def render_run(console: Console, run) -> None:
         console.print(phase_table(doc["phases"], doc.get("gpu_phases_s")))
     console.print(telemetry_table(doc))
     for err in doc.get("hook_errors") or []:
-        console.print(f"[yellow]gpuwise contained an internal error in its {err['where']} ({err['count']}×): {err['error']}[/yellow]")
+        console.print(
+            f"[yellow]gpuwise contained an internal error in its {err['where']} ({err['count']}×): {err['error']}[/yellow]"
+        )
     for note in doc.get("notes") or []:
         console.print(f"[dim]note: {note}[/dim]")
     console.print(findings_group(run.findings))
@@ -156,14 +228,36 @@ def render_session(console: Console, session) -> None:
     if len(session.runs) == 1:
         render_run(console, session.runs[0])
     else:
-        table = Table(title=f"{len(session.runs)} processes (one run each)", header_style="bold", title_justify="left")
-        for col in ("run", "rank", "status", "steps", "steps/s", "step", "data wait", "forward", "backward", "optimizer"):
+        table = Table(
+            title=f"{len(session.runs)} processes (one run each)", header_style="bold", title_justify="left"
+        )
+        for col in (
+            "run",
+            "rank",
+            "status",
+            "steps",
+            "steps/s",
+            "step",
+            "data wait",
+            "forward",
+            "backward",
+            "optimizer",
+        ):
             table.add_column(col, justify="left" if col in {"status"} else "right")
         for run in session.runs:
             d, ph = run.document, run.document.get("phases") or {}
-            table.add_row(str(run.run_id or "—"), str(d.get("rank")), d.get("status") or "", str(d.get("measured_steps")),
-                          _num(d.get("steps_per_s"), "{:.2f}"), _ms(d.get("step_time_s")),
-                          *[f"{(ph.get(p) or {}).get('pct', 0):.1f} %" for p in ("data_wait", "forward", "backward", "optimizer")])
+            table.add_row(
+                str(run.run_id or "—"),
+                str(d.get("rank")),
+                d.get("status") or "",
+                str(d.get("measured_steps")),
+                _num(d.get("steps_per_s"), "{:.2f}"),
+                _ms(d.get("step_time_s")),
+                *[
+                    f"{(ph.get(p) or {}).get('pct', 0):.1f} %"
+                    for p in ("data_wait", "forward", "backward", "optimizer")
+                ],
+            )
         console.print(table)
         console.print(phase_table(session.phases(), title="Mean over processes"))
         console.print(telemetry_table(session.runs[0].document))
@@ -172,21 +266,38 @@ def render_session(console: Console, session) -> None:
         console.print(f"[dim]note: {note}[/dim]")
     if session.store:
         ids = ", ".join(str(r.run_id) for r in session.runs)
-        console.print(f"[dim]saved as run {ids} in {session.store} · `gpuwise runs show {session.runs[0].run_id}` · exit code {session.exit_code}[/dim]")
+        console.print(
+            f"[dim]saved as run {ids} in {session.store} · `gpuwise runs show {session.runs[0].run_id}` · exit code {session.exit_code}[/dim]"
+        )
 
 
 def render_runs_list(console: Console, rows, store_path: str) -> None:
     table = Table(title=f"Profiled runs ({store_path})", header_style="bold", title_justify="left")
     for col in ("id", "when (UTC)", "label", "rank", "status", "device", "steps", "steps/s", "top finding"):
-        table.add_column(col, justify="right" if col in {"id", "rank", "steps", "steps/s"} else "left",
-                         no_wrap=col in {"id", "when (UTC)", "steps/s"}, overflow="fold")
+        table.add_column(
+            col,
+            justify="right" if col in {"id", "rank", "steps", "steps/s"} else "left",
+            no_wrap=col in {"id", "when (UTC)", "steps/s"},
+            overflow="fold",
+        )
     for r in rows:
         when = r.created_at[5:16].replace("T", " ")  # MM-DD HH:MM
-        table.add_row(str(r.id), when, r.label, "" if r.rank is None else str(r.rank), r.status, r.device,
-                      str(r.measured_steps), _num(r.steps_per_s, "{:.2f}"), r.top_finding or "—")
+        table.add_row(
+            str(r.id),
+            when,
+            r.label,
+            "" if r.rank is None else str(r.rank),
+            r.status,
+            r.device,
+            str(r.measured_steps),
+            _num(r.steps_per_s, "{:.2f}"),
+            r.top_finding or "—",
+        )
     console.print(table)
     if not rows:
-        console.print("[dim]No runs yet: `gpuwise profile -- python train.py` or `gpuwise doctor` records one.[/dim]")
+        console.print(
+            "[dim]No runs yet: `gpuwise profile -- python train.py` or `gpuwise doctor` records one.[/dim]"
+        )
 
 
 def render_comparison(console: Console, cmp) -> None:
@@ -194,7 +305,9 @@ def render_comparison(console: Console, cmp) -> None:
     title = f"run {cmp.a.run_id} → run {cmp.b.run_id}"
     head = Text(title, style="bold")
     if cmp.speedup_x:
-        head.append(f"   {a.get('steps_per_s') or 0:.2f} → {b.get('steps_per_s') or 0:.2f} steps/s = ", style="")
+        head.append(
+            f"   {a.get('steps_per_s') or 0:.2f} → {b.get('steps_per_s') or 0:.2f} steps/s = ", style=""
+        )
         head.append(f"{cmp.speedup_x:.2f}×", style="bold green" if cmp.speedup_x >= 1 else "bold red")
     console.print(head)
     table = Table(header_style="bold")
@@ -202,8 +315,15 @@ def render_comparison(console: Console, cmp) -> None:
         table.add_column(col, justify="left" if col == "phase" else "right")
     for name, row in cmp.phases.items():
         delta = row["delta_s"]
-        table.add_row(PHASE_LABEL.get(name, name), _ms(row["a_s_per_step"]), _ms(row["b_s_per_step"]),
-                      Text("—" if delta is None else f"{delta * 1000:+,.1f} ms", style="green" if (delta or 0) < 0 else "red" if (delta or 0) > 0 else ""))
+        table.add_row(
+            PHASE_LABEL.get(name, name),
+            _ms(row["a_s_per_step"]),
+            _ms(row["b_s_per_step"]),
+            Text(
+                "—" if delta is None else f"{delta * 1000:+,.1f} ms",
+                style="green" if (delta or 0) < 0 else "red" if (delta or 0) > 0 else "",
+            ),
+        )
     console.print(table)
     for key, change in cmp.settings_changed.items():
         console.print(f"  {key}: {change['a']} → {change['b']}")
@@ -234,14 +354,31 @@ def render_doctor(console: Console, result) -> None:
     console.print(run_header(result.after.document, result.after.run_id))
     console.print(phase_table(result.after.phases, result.after.document.get("gpu_phases_s")))
     if result.after.findings:
-        console.print("Remaining findings: " + ", ".join(f"{f.id} ({f.severity})" for f in result.after.findings))
+        console.print(
+            "Remaining findings: " + ", ".join(f"{f.id} ({f.severity})" for f in result.after.findings)
+        )
     speed = result.speedup_x
     style = "bold green" if speed and speed >= 2 else "bold yellow"
-    console.print(Panel(Text.assemble(
-        ("before ", "dim"), (f"{result.before_steps_per_s:.2f} steps/s", "bold"), ("  →  after ", "dim"),
-        (f"{result.after_steps_per_s:.2f} steps/s", "bold"), ("   = ", ""), (f"{speed:.2f}× faster", style),
-        (f"\nsame model, data, batch size and seed; changed only: {', '.join(dict.fromkeys(f.setting for f in result.applied_fixes)) or 'nothing'}"
-         f" · device {result.device}", "dim"),
-    ), title="gpuwise doctor", border_style="green" if speed and speed >= 2 else "yellow"))
+    console.print(
+        Panel(
+            Text.assemble(
+                ("before ", "dim"),
+                (f"{result.before_steps_per_s:.2f} steps/s", "bold"),
+                ("  →  after ", "dim"),
+                (f"{result.after_steps_per_s:.2f} steps/s", "bold"),
+                ("   = ", ""),
+                (f"{speed:.2f}× faster", style),
+                (
+                    f"\nsame model, data, batch size and seed; changed only: {', '.join(dict.fromkeys(f.setting for f in result.applied_fixes)) or 'nothing'}"
+                    f" · device {result.device}",
+                    "dim",
+                ),
+            ),
+            title="gpuwise doctor",
+            border_style="green" if speed and speed >= 2 else "yellow",
+        )
+    )
     if result.before.run_id is not None:
-        console.print(f"[dim]runs {result.before.run_id} and {result.after.run_id} saved · `gpuwise runs compare {result.before.run_id} {result.after.run_id}`[/dim]")
+        console.print(
+            f"[dim]runs {result.before.run_id} and {result.after.run_id} saved · `gpuwise runs compare {result.before.run_id} {result.after.run_id}`[/dim]"
+        )

@@ -15,8 +15,14 @@ _BAR_WIDTH = 30
 
 
 def _table(t: Table) -> RichTable:
-    table = RichTable(title=t.caption or None, title_justify="left", title_style="dim", header_style="bold",
-                      show_lines=False, expand=False)
+    table = RichTable(
+        title=t.caption or None,
+        title_justify="left",
+        title_style="dim",
+        header_style="bold",
+        show_lines=False,
+        expand=False,
+    )
     align = (t.align or "").ljust(len(t.columns), "l")
     for col, a in zip(t.columns, align):
         table.add_column(col, justify="right" if a == "r" else "left", overflow="fold")
@@ -63,5 +69,12 @@ def render(console: Console, doc: Document) -> None:
             for item in block.items:
                 console.print(Text("• ", style="dim") + Text(item, style=_STYLE.get(block.style, "")))
         elif isinstance(block, Code):
-            console.print(Panel(Text(block.text.rstrip("\n")), title=block.label or None, title_align="left",
-                                border_style="dim", expand=False))
+            console.print(
+                Panel(
+                    Text(block.text.rstrip("\n")),
+                    title=block.label or None,
+                    title_align="left",
+                    border_style="dim",
+                    expand=False,
+                )
+            )

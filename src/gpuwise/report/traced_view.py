@@ -22,8 +22,15 @@ CATEGORY_LABELS = {
     "logits_loss": "logits + loss",
     "temporaries": "temporaries",
 }
-_SHORT = {"parameters": "params", "gradients": "grads", "optimizer_state": "optim", "kv_cache": "KV",
-          "activations": "acts", "logits_loss": "logits", "temporaries": "temps"}
+_SHORT = {
+    "parameters": "params",
+    "gradients": "grads",
+    "optimizer_state": "optim",
+    "kv_cache": "KV",
+    "activations": "acts",
+    "logits_loss": "logits",
+    "temporaries": "temps",
+}
 _STEP_GPUS_SHOWN = 8
 
 
@@ -42,8 +49,10 @@ def _bar(value: float, total: float, width: int = 24) -> str:
 def render_traced(console: Console, t: Any) -> None:
     """Breakdown at the peak, phases by category, top activation modules, FLOPs and step time."""
     w = t.workload
-    console.print(f"[bold]Traced memory per GPU[/] — {t.model} · {w['task']} · {w['precision']} · "
-                  f"batch {w['batch_size']} × {w['seq_len']} · simulated on fake tensors in {t.simulation_wall_s:.1f} s")
+    console.print(
+        f"[bold]Traced memory per GPU[/] — {t.model} · {w['task']} · {w['precision']} · "
+        f"batch {w['batch_size']} × {w['seq_len']} · simulated on fake tensors in {t.simulation_wall_s:.1f} s"
+    )
     _breakdown(console, t)
     _phases(console, t)
     _top_modules(console, t)
@@ -80,7 +89,9 @@ def _breakdown(console: Console, t: Any) -> None:
 
 def _phases(console: Console, t: Any) -> None:
     categories = [c for c in _SHORT if any(p.by_category.get(c) for p in t.phases)]
-    table = Table(title="phases: peak allocated by category (GiB)", header_style="bold", title_justify="left", box=None)
+    table = Table(
+        title="phases: peak allocated by category (GiB)", header_style="bold", title_justify="left", box=None
+    )
     table.add_column("phase")
     table.add_column("peak", justify="right")
     table.add_column("")
@@ -90,16 +101,24 @@ def _phases(console: Console, t: Any) -> None:
     top = max((p.peak_allocated_bytes for p in t.phases), default=1)
     for p in t.phases:
         mark = " ◀" if p.name == t.peak_phase else ""
-        table.add_row(p.name, _gib(p.peak_allocated_bytes), f"[magenta]{_bar(p.peak_allocated_bytes, top, 16)}[/]{mark}",
-                      *(_gib(p.by_category.get(c, 0)) for c in categories), p.where_at_peak or "—")
+        table.add_row(
+            p.name,
+            _gib(p.peak_allocated_bytes),
+            f"[magenta]{_bar(p.peak_allocated_bytes, top, 16)}[/]{mark}",
+            *(_gib(p.by_category.get(c, 0)) for c in categories),
+            p.where_at_peak or "—",
+        )
     console.print(table)
 
 
 def _top_modules(console: Console, t: Any) -> None:
     if not t.top_activation_modules:
         return
-    title = ("activation memory by module (kept for backward)" if t.mode == "training"
-             else "memory by module at the prefill peak")
+    title = (
+        "activation memory by module (kept for backward)"
+        if t.mode == "training"
+        else "memory by module at the prefill peak"
+    )
     table = Table(title=title, header_style="bold", title_justify="left", box=None)
     table.add_column("module (layer index folded to *)")
     table.add_column("×", justify="right")
@@ -107,15 +126,21 @@ def _top_modules(console: Console, t: Any) -> None:
     table.add_column("")
     top = t.top_activation_modules[0]["activation_bytes"] or 1
     for row in t.top_activation_modules:
-        table.add_row(row["module"], str(row["instances"]), _gib(row["activation_bytes"]),
-                      f"[green]{_bar(row['activation_bytes'], top, 16)}[/]")
+        table.add_row(
+            row["module"],
+            str(row["instances"]),
+            _gib(row["activation_bytes"]),
+            f"[green]{_bar(row['activation_bytes'], top, 16)}[/]",
+        )
     console.print(table)
 
 
 def _compute(console: Console, t: Any) -> None:
     by_phase = ", ".join(f"{name} {flops / 1e12:,.2f}" for name, flops in t.flops_by_phase.items() if flops)
-    console.print(f"FLOPs per step: [bold]{t.flops_per_step / 1e12:,.2f} TFLOP[/] (per pass: {by_phase} TFLOP; "
-                  "attention included, causal masking accounted, recompute included)")
+    console.print(
+        f"FLOPs per step: [bold]{t.flops_per_step / 1e12:,.2f} TFLOP[/] (per pass: {by_phase} TFLOP; "
+        "attention included, causal masking accounted, recompute included)"
+    )
     if not t.step_times:
         return
     console.print("[bold]predicted step time[/] (perf roofline per op; eager PyTorch launch floor)")

@@ -70,10 +70,16 @@ class StreamIdle:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "stream": self.stream, "kernels": self.kernels, "idle_us": round(self.idle_us, 3),
-            "host_wait_us": round(self.host_wait_us, 3), "kernel_wait_us": round(self.kernel_wait_us, 3),
+            "stream": self.stream,
+            "kernels": self.kernels,
+            "idle_us": round(self.idle_us, 3),
+            "host_wait_us": round(self.host_wait_us, 3),
+            "kernel_wait_us": round(self.kernel_wait_us, 3),
             "other_us": round(self.other_us, 3),
-            **{f"{c}_ratio": (None if (r := self.ratio(c)) is None else round(r, 4)) for c in ("host_wait", "kernel_wait", "other")},
+            **{
+                f"{c}_ratio": (None if (r := self.ratio(c)) is None else round(r, 4))
+                for c in ("host_wait", "kernel_wait", "other")
+            },
         }
 
 
@@ -124,10 +130,14 @@ def temporal_breakdown(t: EventTable, view: HtaView, types: np.ndarray) -> Tempo
     non_compute = span - compute - idle
     if span <= 0:
         return TemporalBreakdown(0.0, 0.0, 0.0, span, idle, compute, non_compute)
-    return TemporalBreakdown(100 * idle / span, 100 * compute / span, 100 * non_compute / span, span, idle, compute, non_compute)
+    return TemporalBreakdown(
+        100 * idle / span, 100 * compute / span, 100 * non_compute / span, span, idle, compute, non_compute
+    )
 
 
-def idle_by_stream(t: EventTable, view: HtaView, delay_us: float = CONSECUTIVE_KERNEL_DELAY_US) -> list[StreamIdle]:
+def idle_by_stream(
+    t: EventTable, view: HtaView, delay_us: float = CONSECUTIVE_KERNEL_DELAY_US
+) -> list[StreamIdle]:
     rows = view.rows
     kernel_cat = t.cat_mask(*IDLE_KERNEL_CATS)
     rows = rows[(t.stream[rows] != -1) & kernel_cat[rows]]
@@ -152,6 +162,13 @@ def idle_by_stream(t: EventTable, view: HtaView, delay_us: float = CONSECUTIVE_K
             host = launch > prev_end
             kernel = ~host & (gap < delay_us)
         other = ~host & ~kernel
-        out.append(StreamIdle(int(stream), float(np.nansum(gap[host])), float(np.nansum(gap[kernel])),
-                              float(np.nansum(gap[other])), int(on.sum())))
+        out.append(
+            StreamIdle(
+                int(stream),
+                float(np.nansum(gap[host])),
+                float(np.nansum(gap[kernel])),
+                float(np.nansum(gap[other])),
+                int(on.sum()),
+            )
+        )
     return out

@@ -29,8 +29,13 @@ class CommStats:
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
 
-        return {"kernels": self.kernels, "time_us": round(self.time_us, 3), "overlap_pct": r(self.overlap_pct),
-                "exposed_pct": r(self.exposed_pct), "ms_per_step": r(self.ms_per_step)}
+        return {
+            "kernels": self.kernels,
+            "time_us": round(self.time_us, 3),
+            "overlap_pct": r(self.overlap_pct),
+            "exposed_pct": r(self.exposed_pct),
+            "ms_per_step": r(self.ms_per_step),
+        }
 
 
 def overlap_length(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> float:
@@ -43,14 +48,23 @@ def overlap_length(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, 
 
     def coverage(x: np.ndarray) -> np.ndarray:  # length of union(b) below x
         k = np.searchsorted(b_s, x, side="right")
-        inside = np.where(k > 0, np.clip(x - b_s[np.maximum(k - 1, 0)], 0, (b_e - b_s)[np.maximum(k - 1, 0)]), 0.0)
+        inside = np.where(
+            k > 0, np.clip(x - b_s[np.maximum(k - 1, 0)], 0, (b_e - b_s)[np.maximum(k - 1, 0)]), 0.0
+        )
         return covered[np.maximum(k - 1, 0)] * (k > 0) + inside
 
     return float((coverage(a_e) - coverage(a_s)).sum())
 
 
-def comm_stats(t: EventTable, rows: np.ndarray, ts: np.ndarray, end: np.ndarray, hta_types: np.ndarray,
-               span_us: float | None, steps_in_window: int) -> CommStats:
+def comm_stats(
+    t: EventTable,
+    rows: np.ndarray,
+    ts: np.ndarray,
+    end: np.ndarray,
+    hta_types: np.ndarray,
+    span_us: float | None,
+    steps_in_window: int,
+) -> CommStats:
     """``hta_types``: HTA kernel type per name code (0 computation, 1 communication)."""
     rows = unique_rows(rows)
     rows = rows[t.stream[rows] != -1]
@@ -62,7 +76,8 @@ def comm_stats(t: EventTable, rows: np.ndarray, ts: np.ndarray, end: np.ndarray,
     comm_us = float((c_e - c_s).sum())
     overlap = overlap_length(ts[comm], end[comm], ts[comp], end[comp])
     return CommStats(
-        kernels=int(comm.size), time_us=comm_us,
+        kernels=int(comm.size),
+        time_us=comm_us,
         overlap_pct=100.0 * overlap / comm_us if comm_us > 0 else None,
         exposed_pct=100.0 * (comm_us - overlap) / span_us if span_us else None,
         ms_per_step=comm_us / 1000 / steps_in_window if steps_in_window else None,

@@ -26,10 +26,14 @@ class Side:
     per_step: bool  # False when a side has no ProfilerStep: figures are per trace instead
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "files": self.files, "per_step": self.per_step,
-                "metrics": {k: (None if v is None else round(v, 4)) for k, v in self.metrics.items()},
-                "categories_ms": {k: round(v, 4) for k, v in self.categories_ms.items()},
-                "findings": self.findings}
+        return {
+            "label": self.label,
+            "files": self.files,
+            "per_step": self.per_step,
+            "metrics": {k: (None if v is None else round(v, 4)) for k, v in self.metrics.items()},
+            "categories_ms": {k: round(v, 4) for k, v in self.categories_ms.items()},
+            "findings": self.findings,
+        }
 
 
 @dataclass
@@ -64,8 +68,15 @@ class Change:
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
 
-        return {"name": self.name, "unit": self.unit, "a": r(self.a), "b": r(self.b), "delta": r(self.delta),
-                "delta_pct": r(self.delta_pct), "verdict": self.verdict}
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "a": r(self.a),
+            "b": r(self.b),
+            "delta": r(self.delta),
+            "delta_pct": r(self.delta_pct),
+            "verdict": self.verdict,
+        }
 
 
 @dataclass
@@ -80,18 +91,35 @@ class TraceComparison:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"a": self.a.to_dict(), "b": self.b.to_dict(), "metrics": [c.to_dict() for c in self.metrics],
-                "categories": [c.to_dict() for c in self.categories], "kernels": [c.to_dict() for c in self.kernels],
-                "findings_added": self.findings_added, "findings_removed": self.findings_removed, "notes": self.notes}
+        return {
+            "a": self.a.to_dict(),
+            "b": self.b.to_dict(),
+            "metrics": [c.to_dict() for c in self.metrics],
+            "categories": [c.to_dict() for c in self.categories],
+            "kernels": [c.to_dict() for c in self.kernels],
+            "findings_added": self.findings_added,
+            "findings_removed": self.findings_removed,
+            "notes": self.notes,
+        }
 
 
 # name, unit, lower is better (None: neither)
 _METRICS = [
-    ("step_time_ms", "ms", True), ("idle_pct", "pp", True), ("compute_pct", "pp", False), ("non_compute_pct", "pp", True),
-    ("input_wait_pct", "pp", True), ("sync_wait_pct", "pp", True), ("sync_calls_per_step", "", True),
-    ("kernels_per_step", "", True), ("tiny_kernel_pct", "pp", True), ("launch_delay_median_us", "µs", None),
-    ("h2d_copy_pct", "pp", True), ("pageable_copy_pct", "pp", True), ("comm_exposed_pct", "pp", True),
-    ("comm_overlap_pct", "pp", False), ("peak_reserved_gib", "GiB", True),
+    ("step_time_ms", "ms", True),
+    ("idle_pct", "pp", True),
+    ("compute_pct", "pp", False),
+    ("non_compute_pct", "pp", True),
+    ("input_wait_pct", "pp", True),
+    ("sync_wait_pct", "pp", True),
+    ("sync_calls_per_step", "", True),
+    ("kernels_per_step", "", True),
+    ("tiny_kernel_pct", "pp", True),
+    ("launch_delay_median_us", "µs", None),
+    ("h2d_copy_pct", "pp", True),
+    ("pageable_copy_pct", "pp", True),
+    ("comm_exposed_pct", "pp", True),
+    ("comm_overlap_pct", "pp", False),
+    ("peak_reserved_gib", "GiB", True),
 ]
 
 
@@ -118,8 +146,12 @@ def summarize(report: TraceReport, label: str) -> Side:
         "pageable_copy_pct": _mean([r.copies.pageable_copy_pct for r in ranks]),
         "comm_exposed_pct": _mean([r.comm.exposed_pct for r in ranks]),
         "comm_overlap_pct": _mean([r.comm.overlap_pct for r in ranks]),
-        "peak_reserved_gib": _mean([r.memory.peak_reserved_bytes / 2**30 if r.memory and r.memory.peak_reserved_bytes else None
-                                    for r in ranks]),
+        "peak_reserved_gib": _mean(
+            [
+                r.memory.peak_reserved_bytes / 2**30 if r.memory and r.memory.peak_reserved_bytes else None
+                for r in ranks
+            ]
+        ),
     }
     categories: dict[str, float] = {}
     kernels: dict[str, float] = {}
@@ -129,22 +161,43 @@ def summarize(report: TraceReport, label: str) -> Side:
             categories[name] = categories.get(name, 0.0) + row["time_us"] * scale
         for k in r.kernels.top:
             kernels[k.name] = kernels.get(k.name, 0.0) + k.time_us * scale
-    return Side(label, [r.file for r in ranks], metrics, categories, kernels, [f.id for f in report.findings], per_step)
+    return Side(
+        label,
+        [r.file for r in ranks],
+        metrics,
+        categories,
+        kernels,
+        [f.id for f in report.findings],
+        per_step,
+    )
 
 
-def compare_reports(a: TraceReport, b: TraceReport, label_a: str, label_b: str, top_n: int = 12) -> TraceComparison:
+def compare_reports(
+    a: TraceReport, b: TraceReport, label_a: str, label_b: str, top_n: int = 12
+) -> TraceComparison:
     side_a, side_b = summarize(a, label_a), summarize(b, label_b)
     notes = []
     if side_a.per_step != side_b.per_step:
-        notes.append("one side has no ProfilerStep annotations: kernel times are per trace, not per step, and differ in scope")
+        notes.append(
+            "one side has no ProfilerStep annotations: kernel times are per trace, not per step, and differ in scope"
+        )
     unit = "ms/step" if side_a.per_step and side_b.per_step else "ms"
-    metrics = [Change(name, u, side_a.metrics[name], side_b.metrics[name], better) for name, u, better in _METRICS
-               if side_a.metrics[name] is not None or side_b.metrics[name] is not None]
-    categories = [Change(c, unit, side_a.categories_ms.get(c, 0.0), side_b.categories_ms.get(c, 0.0), True)
-                  for c in sorted(set(side_a.categories_ms) | set(side_b.categories_ms),
-                                  key=lambda c: -max(side_a.categories_ms.get(c, 0.0), side_b.categories_ms.get(c, 0.0)))]
+    metrics = [
+        Change(name, u, side_a.metrics[name], side_b.metrics[name], better)
+        for name, u, better in _METRICS
+        if side_a.metrics[name] is not None or side_b.metrics[name] is not None
+    ]
+    categories = [
+        Change(c, unit, side_a.categories_ms.get(c, 0.0), side_b.categories_ms.get(c, 0.0), True)
+        for c in sorted(
+            set(side_a.categories_ms) | set(side_b.categories_ms),
+            key=lambda c: -max(side_a.categories_ms.get(c, 0.0), side_b.categories_ms.get(c, 0.0)),
+        )
+    ]
     names = set(side_a.kernels_ms) | set(side_b.kernels_ms)
-    ranked = sorted(names, key=lambda n: -abs(side_b.kernels_ms.get(n, 0.0) - side_a.kernels_ms.get(n, 0.0)))[:top_n]
+    ranked = sorted(names, key=lambda n: -abs(side_b.kernels_ms.get(n, 0.0) - side_a.kernels_ms.get(n, 0.0)))[
+        :top_n
+    ]
     kernels = [Change(n, unit, side_a.kernels_ms.get(n), side_b.kernels_ms.get(n), True) for n in ranked]
     added = [f for f in side_b.findings if f not in side_a.findings]
     removed = [f for f in side_a.findings if f not in side_b.findings]

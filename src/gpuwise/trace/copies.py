@@ -23,19 +23,30 @@ _NAME_RE = re.compile(r"^Memcpy\s+(\w+)\s*(?:\((\w+)\s*->\s*(\w+)\))?")
 
 @dataclass
 class CopyStats:
-    directions: dict[str, dict[str, float]]  # HtoD/DtoH/DtoD/... -> count, bytes, time_us, pageable_count, pageable_bytes
+    directions: dict[
+        str, dict[str, float]
+    ]  # HtoD/DtoH/DtoD/... -> count, bytes, time_us, pageable_count, pageable_bytes
     h2d_copy_pct: float | None  # host->device copy time, share of the device span
-    pageable_copy_pct: float | None  # share of host->device bytes (copies, if sizes are missing) from pageable memory
+    pageable_copy_pct: (
+        float | None
+    )  # share of host->device bytes (copies, if sizes are missing) from pageable memory
     pageable_d2h_pct: float | None
 
     def to_dict(self) -> dict[str, Any]:
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
 
-        return {"directions": {k: {kk: (int(vv) if kk.endswith(("count", "bytes")) else round(vv, 3)) for kk, vv in v.items()}
-                               for k, v in self.directions.items()},
-                "h2d_copy_pct": r(self.h2d_copy_pct), "pageable_copy_pct": r(self.pageable_copy_pct),
-                "pageable_d2h_pct": r(self.pageable_d2h_pct)}
+        return {
+            "directions": {
+                k: {
+                    kk: (int(vv) if kk.endswith(("count", "bytes")) else round(vv, 3)) for kk, vv in v.items()
+                }
+                for k, v in self.directions.items()
+            },
+            "h2d_copy_pct": r(self.h2d_copy_pct),
+            "pageable_copy_pct": r(self.pageable_copy_pct),
+            "pageable_d2h_pct": r(self.pageable_d2h_pct),
+        }
 
 
 def copy_stats(t: EventTable, rows: np.ndarray, span_us: float | None) -> CopyStats:
@@ -52,7 +63,9 @@ def copy_stats(t: EventTable, rows: np.ndarray, span_us: float | None) -> CopySt
     for code, (direction, pageable) in parsed.items():
         sel = rows[t.name[rows] == code]
         nbytes = np.nan_to_num(t.nbytes[sel], nan=0.0)
-        entry = directions.setdefault(direction, {"count": 0, "bytes": 0, "time_us": 0.0, "pageable_count": 0, "pageable_bytes": 0})
+        entry = directions.setdefault(
+            direction, {"count": 0, "bytes": 0, "time_us": 0.0, "pageable_count": 0, "pageable_bytes": 0}
+        )
         entry["count"] += sel.size
         entry["bytes"] += float(nbytes.sum())
         entry["time_us"] += float(t.dur[sel].sum())
@@ -63,8 +76,12 @@ def copy_stats(t: EventTable, rows: np.ndarray, span_us: float | None) -> CopySt
             h2d_rows.append(sel)
     h2d = np.concatenate(h2d_rows) if h2d_rows else np.zeros(0, dtype=np.int64)
     h2d_pct = 100.0 * union_length(t.ts[h2d], t.ts[h2d] + t.dur[h2d]) / span_us if span_us else None
-    return CopyStats(directions, h2d_pct if h2d.size or span_us else None,
-                     _pageable_share(directions.get("HtoD")), _pageable_share(directions.get("DtoH")))
+    return CopyStats(
+        directions,
+        h2d_pct if h2d.size or span_us else None,
+        _pageable_share(directions.get("HtoD")),
+        _pageable_share(directions.get("DtoH")),
+    )
 
 
 def _pageable_share(entry: dict[str, float] | None) -> float | None:

@@ -37,14 +37,21 @@ class CrossRank:
             return None if x is None else round(x, 4)
 
         return {
-            "ranks": self.ranks, "world_size": self.world_size,
+            "ranks": self.ranks,
+            "world_size": self.world_size,
             "duplicates": {str(k): v for k, v in self.duplicates.items()},
-            "missing_ranks": self.missing, "missing_count": len(self.missing), "unranked_files": self.unranked,
+            "missing_ranks": self.missing,
+            "missing_count": len(self.missing),
+            "unranked_files": self.unranked,
             "rank_step_time_s": {str(k): round(v, 7) for k, v in self.rank_step_time_s.items()},
-            "step_skew_pct": r(self.step_skew_pct), "slowest_rank": self.slowest_rank, "fastest_rank": self.fastest_rank,
+            "step_skew_pct": r(self.step_skew_pct),
+            "slowest_rank": self.slowest_rank,
+            "fastest_rank": self.fastest_rank,
             "comm_ms_per_step": {str(k): round(v, 4) for k, v in self.comm_ms_per_step.items()},
-            "comm_skew_pct": r(self.comm_skew_pct), "least_comm_rank": self.least_comm_rank,
-            "idle_pct": {str(k): round(v, 4) for k, v in self.idle_pct.items()}, "notes": self.notes,
+            "comm_skew_pct": r(self.comm_skew_pct),
+            "least_comm_rank": self.least_comm_rank,
+            "idle_pct": {str(k): round(v, 4) for k, v in self.idle_pct.items()},
+            "notes": self.notes,
         }
 
 
@@ -73,16 +80,22 @@ def cross_rank(analyses: list[RankAnalysis]) -> CrossRank:
             by_rank[a.rank.rank].append(a)
     duplicates = {rank: [a.file for a in group] for rank, group in by_rank.items() if len(group) > 1}
     for rank, files in sorted(duplicates.items()):
-        notes.append(f"rank {rank} appears in {len(files)} files ({', '.join(files)}); all were analyzed, "
-                     f"the first stands for rank {rank} in the cross-rank comparison")
+        notes.append(
+            f"rank {rank} appears in {len(files)} files ({', '.join(files)}); all were analyzed, "
+            f"the first stands for rank {rank} in the cross-rank comparison"
+        )
     if unranked and len(analyses) > 1:
-        notes.append(f"{len(unranked)} file(s) carry no rank (no distributedInfo.rank, no rank-N in the name): "
-                     "analyzed on their own, left out of the cross-rank comparison")
+        notes.append(
+            f"{len(unranked)} file(s) carry no rank (no distributedInfo.rank, no rank-N in the name): "
+            "analyzed on their own, left out of the cross-rank comparison"
+        )
     worlds = {a.rank.world_size for a in analyses if a.rank.world_size}
     world = max(worlds) if worlds else None
     if len(worlds) > 1:
-        notes.append(f"the files report different world sizes ({', '.join(map(str, sorted(worlds)))}): "
-                     "they may come from different jobs")
+        notes.append(
+            f"the files report different world sizes ({', '.join(map(str, sorted(worlds)))}): "
+            "they may come from different jobs"
+        )
     first = {rank: group[0] for rank, group in sorted(by_rank.items())}
     missing = sorted(set(range(world)) - set(first)) if world and len(first) > 0 else []
     if missing and len(first) > 1:
@@ -101,5 +114,19 @@ def cross_rank(analyses: list[RankAnalysis]) -> CrossRank:
         least = min(comm, key=comm.get)
         comm_skew = 100.0 * (max(comm.values()) - comm[least]) / max(comm.values())
     idle = {rank: a.temporal.idle_pct for rank, a in first.items() if a.temporal is not None}
-    return CrossRank(sorted(first), world, duplicates, missing, unranked, steps, skew, slowest, fastest, comm, comm_skew,
-                     least, idle, notes)
+    return CrossRank(
+        sorted(first),
+        world,
+        duplicates,
+        missing,
+        unranked,
+        steps,
+        skew,
+        slowest,
+        fastest,
+        comm,
+        comm_skew,
+        least,
+        idle,
+        notes,
+    )

@@ -14,8 +14,28 @@ from gpuwise.units import GB
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
 # Family tokens, most specific first; matched against the normalized CUDA device name.
-_FAMILIES = ("h200", "h100", "gh200", "b200", "gb200", "a100", "a10g", "a10", "a40", "l40s", "l40", "l4", "t4", "v100",
-             "rtx 4090", "rtx 5090", "rtx 6000 ada", "rtx a6000", "mi300x", "mi325x")
+_FAMILIES = (
+    "h200",
+    "h100",
+    "gh200",
+    "b200",
+    "gb200",
+    "a100",
+    "a10g",
+    "a10",
+    "a40",
+    "l40s",
+    "l40",
+    "l4",
+    "t4",
+    "v100",
+    "rtx 4090",
+    "rtx 5090",
+    "rtx 6000 ada",
+    "rtx a6000",
+    "mi300x",
+    "mi325x",
+)
 
 
 @dataclass
@@ -26,7 +46,12 @@ class RankInfo:
     backend: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "world_size": self.world_size, "source": self.source, "backend": self.backend}
+        return {
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "source": self.source,
+            "backend": self.backend,
+        }
 
 
 @dataclass
@@ -38,8 +63,13 @@ class DeviceInfo:
     catalog_note: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "memory_bytes": self.memory_bytes, "kind": self.kind, "catalog_id": self.catalog_id,
-                "catalog_note": self.catalog_note}
+        return {
+            "name": self.name,
+            "memory_bytes": self.memory_bytes,
+            "kind": self.kind,
+            "catalog_id": self.catalog_id,
+            "catalog_note": self.catalog_note,
+        }
 
 
 def _int(value: Any) -> int | None:
@@ -52,7 +82,9 @@ def _int(value: Any) -> int | None:
 def rank_info(metadata: dict[str, Any], path: Path) -> RankInfo:
     info = metadata.get("distributedInfo")
     if isinstance(info, dict) and _int(info.get("rank")) is not None:
-        return RankInfo(_int(info["rank"]), _int(info.get("world_size")), "distributedInfo", info.get("backend"))
+        return RankInfo(
+            _int(info["rank"]), _int(info.get("world_size")), "distributedInfo", info.get("backend")
+        )
     match = _RANK_IN_NAME.search(path.name)
     world = _int(info.get("world_size")) if isinstance(info, dict) else None
     if match:
@@ -66,7 +98,9 @@ def device_info(metadata: dict[str, Any], kind_hint: str) -> DeviceInfo:
     if not devices:
         return DeviceInfo(None, None, kind_hint, None, "no deviceProperties in the trace")
     name = Counter(str(d.get("name", "")) for d in devices).most_common(1)[0][0] or None
-    memory = next((_int(d.get("totalGlobalMem")) for d in devices if str(d.get("name", "")) == (name or "")), None)
+    memory = next(
+        (_int(d.get("totalGlobalMem")) for d in devices if str(d.get("name", "")) == (name or "")), None
+    )
     kind = kind_hint
     if name and any(s in name.lower() for s in ("radeon", "instinct", "mi2", "mi3", "amd")):
         kind = "rocm"
@@ -79,10 +113,14 @@ def match_catalog(name: str | None, memory_bytes: int | None) -> tuple[GPU | Non
     if not name:
         return None, "no device name"
     text = name.lower().replace("nvidia", "").replace("tesla", "").replace("-", " ").replace("_", " ")
-    family = next((f for f in _FAMILIES if re.search(rf"(^|\s){re.escape(f)}(\s|$)", " ".join(text.split()))), None)
+    family = next(
+        (f for f in _FAMILIES if re.search(rf"(^|\s){re.escape(f)}(\s|$)", " ".join(text.split()))), None
+    )
     if family is None:
         return None, f"{name!r} is not in the GPU catalog"
-    candidates = [g for g in list_gpus() if g.id.replace("-", " ").startswith(family) or family in g.name.lower()]
+    candidates = [
+        g for g in list_gpus() if g.id.replace("-", " ").startswith(family) or family in g.name.lower()
+    ]
     if not candidates:
         return None, f"{name!r}: no catalog entry for the {family.upper()} family"
     pcie = "pcie" in text
@@ -92,4 +130,7 @@ def match_catalog(name: str | None, memory_bytes: int | None) -> tuple[GPU | Non
     else:
         best = same_form[0]
     exact = best.name.lower().replace("nvidia", "").split() == text.split()
-    return best, "" if exact else f"{name!r} matched to catalog entry {best.id!r} (same family, closest memory size)"
+    return (
+        best,
+        "" if exact else f"{name!r} matched to catalog entry {best.id!r} (same family, closest memory size)",
+    )

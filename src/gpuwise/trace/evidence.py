@@ -27,29 +27,50 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
     if r.device.catalog_note:
         notes.append(r.device.catalog_note)
     if r.memory and r.memory.source == "allocation deltas":
-        notes.append("this trace records allocation deltas only: absolute peak memory is unknown "
-                     f"(growth within the trace: {r.memory.window_growth_peak_bytes / 2**30:.2f} GiB)")
+        notes.append(
+            "this trace records allocation deltas only: absolute peak memory is unknown "
+            f"(growth within the trace: {r.memory.window_growth_peak_bytes / 2**30:.2f} GiB)"
+        )
     return Evidence(
-        source="trace", label=r.file, rank=r.rank.rank, device=r.device.kind, gpu=r.device.catalog_id or (r.device.name or ""),
-        num_steps=s.count or None, step_time_s=s.mean_ms / 1000 if s.mean_ms is not None else None,
-        step_times_s=list(s.step_times_s), input_wait_pct=s.input_wait_pct,
+        source="trace",
+        label=r.file,
+        rank=r.rank.rank,
+        device=r.device.kind,
+        gpu=r.device.catalog_id or (r.device.name or ""),
+        num_steps=s.count or None,
+        step_time_s=s.mean_ms / 1000 if s.mean_ms is not None else None,
+        step_times_s=list(s.step_times_s),
+        input_wait_pct=s.input_wait_pct,
         phase_s={"data_wait": s.loader_ms_per_step / 1000} if s.loader_ms_per_step is not None else {},
         # _SingleProcessDataLoaderIter is what DataLoader(num_workers=0) iterates with
         loader_num_workers=0 if s.loader_kind == "single-process" else None,
-        sync_calls_per_step=r.sync.calls_per_step, sync_wait_pct=r.sync.wait_pct,
-        kernels_per_step=r.launches.kernels_per_step, tiny_kernel_pct=k.tiny_kernel_pct,
-        gpu_idle_pct=t.idle_pct if t else None, gpu_util_pct=t.compute_pct if t else None,
-        host_busy_pct=r.launches.host_busy_pct, fp32_matmul_pct=k.fp32_matmul_pct,
+        sync_calls_per_step=r.sync.calls_per_step,
+        sync_wait_pct=r.sync.wait_pct,
+        kernels_per_step=r.launches.kernels_per_step,
+        tiny_kernel_pct=k.tiny_kernel_pct,
+        gpu_idle_pct=t.idle_pct if t else None,
+        gpu_util_pct=t.compute_pct if t else None,
+        host_busy_pct=r.launches.host_busy_pct,
+        fp32_matmul_pct=k.fp32_matmul_pct,
         amp_enabled=True if k.amp_ops_seen else None,
-        h2d_copy_pct=r.copies.h2d_copy_pct, pageable_copy_pct=r.copies.pageable_copy_pct,
-        memory_capacity_bytes=r.device.memory_bytes, memory_peak_bytes=memory_peak,
-        comm_exposed_pct=r.comm.exposed_pct, comm_overlap_pct=r.comm.overlap_pct,
-        tensor_core_speedup=_tensor_core_speedup(r.device.catalog_id), notes=notes,
+        h2d_copy_pct=r.copies.h2d_copy_pct,
+        pageable_copy_pct=r.copies.pageable_copy_pct,
+        memory_capacity_bytes=r.device.memory_bytes,
+        memory_peak_bytes=memory_peak,
+        comm_exposed_pct=r.comm.exposed_pct,
+        comm_overlap_pct=r.comm.overlap_pct,
+        tensor_core_speedup=_tensor_core_speedup(r.device.catalog_id),
+        notes=notes,
     )
 
 
 def cross_rank_evidence(c: CrossRank) -> Evidence | None:
     if len(c.rank_step_time_s) < 2:
         return None
-    return Evidence(source="trace", label="cross-rank", rank_step_time_s=dict(c.rank_step_time_s),
-                    rank_comm_time_s={rank: ms / 1000 for rank, ms in c.comm_ms_per_step.items()}, notes=list(c.notes))
+    return Evidence(
+        source="trace",
+        label="cross-rank",
+        rank_step_time_s=dict(c.rank_step_time_s),
+        rank_comm_time_s={rank: ms / 1000 for rank, ms in c.comm_ms_per_step.items()},
+        notes=list(c.notes),
+    )

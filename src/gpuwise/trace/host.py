@@ -21,8 +21,10 @@ from gpuwise.trace.steps import Steps, cpu_complete_events, in_steps
 from gpuwise.trace.table import EventTable
 
 RUNTIME_CATS = ("cuda_runtime", "Runtime", "cuda_driver", "mtia_runtime")
-_SYNC_RE = re.compile(r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|Memcpy2D|Memcpy3D|MemcpyFromSymbol|MemcpyToSymbol)$"
-                      r"|^cu(CtxSynchronize|StreamSynchronize|EventSynchronize|Memcpy[A-Za-z0-9]*?)(_v2)?$")
+_SYNC_RE = re.compile(
+    r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|Memcpy2D|Memcpy3D|MemcpyFromSymbol|MemcpyToSymbol)$"
+    r"|^cu(CtxSynchronize|StreamSynchronize|EventSynchronize|Memcpy[A-Za-z0-9]*?)(_v2)?$"
+)
 _LAUNCH_RE = re.compile(r"Launch|launch")
 
 
@@ -36,9 +38,14 @@ class SyncStats:
     scope: str  # 'steps' or 'trace'
 
     def to_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "calls_per_step": None if self.calls_per_step is None else round(self.calls_per_step, 3),
-                "time_ms": round(self.time_ms, 4), "wait_pct": None if self.wait_pct is None else round(self.wait_pct, 4),
-                "by_name": self.by_name, "scope": self.scope}
+        return {
+            "calls": self.calls,
+            "calls_per_step": None if self.calls_per_step is None else round(self.calls_per_step, 3),
+            "time_ms": round(self.time_ms, 4),
+            "wait_pct": None if self.wait_pct is None else round(self.wait_pct, 4),
+            "by_name": self.by_name,
+            "scope": self.scope,
+        }
 
 
 @dataclass
@@ -56,10 +63,16 @@ class LaunchStats:
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 3)
 
-        return {"launches": self.launches, "kernels": self.kernels, "kernels_per_step": r(self.kernels_per_step),
-                "launch_api_mean_us": r(self.launch_api_mean_us), "launch_delay_median_us": r(self.launch_delay_median_us),
-                "launch_delay_p90_us": r(self.launch_delay_p90_us), "host_busy_pct": r(self.host_busy_pct),
-                "launch_thread": self.launch_thread}
+        return {
+            "launches": self.launches,
+            "kernels": self.kernels,
+            "kernels_per_step": r(self.kernels_per_step),
+            "launch_api_mean_us": r(self.launch_api_mean_us),
+            "launch_delay_median_us": r(self.launch_delay_median_us),
+            "launch_delay_p90_us": r(self.launch_delay_p90_us),
+            "host_busy_pct": r(self.host_busy_pct),
+            "launch_thread": self.launch_thread,
+        }
 
 
 def sync_stats(t: EventTable, steps: Steps) -> SyncStats:
@@ -73,9 +86,12 @@ def sync_stats(t: EventTable, steps: Steps) -> SyncStats:
     time_us = float(t.dur[rows].sum())
     total = float(steps.dur_us.sum()) if steps.count else None
     return SyncStats(
-        calls=int(rows.size), calls_per_step=rows.size / steps.count if steps.count else None, time_ms=time_us / 1000,
+        calls=int(rows.size),
+        calls_per_step=rows.size / steps.count if steps.count else None,
+        time_ms=time_us / 1000,
         wait_pct=100.0 * time_us / total if total else None,
-        by_name={t.name_of(int(c)): int(n) for c, n in zip(names, counts)}, scope=scope,
+        by_name={t.name_of(int(c)): int(n) for c, n in zip(names, counts)},
+        scope=scope,
     )
 
 
@@ -89,13 +105,16 @@ def _match_by_correlation(keys: np.ndarray, rows: np.ndarray, queries: np.ndarra
     return np.where(sorted_keys[pos] == queries, rows[order][pos], -1)
 
 
-def launch_stats(t: EventTable, kernel_rows: np.ndarray, steps_in_window: int, span_us: float | None) -> LaunchStats:
+def launch_stats(
+    t: EventTable, kernel_rows: np.ndarray, steps_in_window: int, span_us: float | None
+) -> LaunchStats:
     """``kernel_rows``: kernels in the analysis window; launch calls are found by correlation id."""
     kernel_rows = unique_rows(kernel_rows)
     kernel_rows = kernel_rows[t.cat_mask(*KERNEL_CATS)[kernel_rows]]
     launch_codes = t.name_codes(lambda s: bool(_LAUNCH_RE.search(s)))
-    runtime = np.flatnonzero(t.cat_mask(*RUNTIME_CATS) & t.name_mask(launch_codes) & (t.correlation >= 0)
-                             & cpu_complete_events(t))
+    runtime = np.flatnonzero(
+        t.cat_mask(*RUNTIME_CATS) & t.name_mask(launch_codes) & (t.correlation >= 0) & cpu_complete_events(t)
+    )
     launch_of = _match_by_correlation(t.correlation[runtime], runtime, t.correlation[kernel_rows])
     linked = launch_of >= 0
     launch_rows = launch_of[linked]
@@ -107,16 +126,23 @@ def launch_stats(t: EventTable, kernel_rows: np.ndarray, steps_in_window: int, s
         tid = int(tids[np.argmax(counts)])
         thread = t.tids[tid]
         if span_us:
-            first, last = float(t.ts[kernel_rows].min()), float((t.ts[kernel_rows] + t.dur[kernel_rows]).max())
-            on_thread = np.flatnonzero((t.tid == tid) & cpu_complete_events(t) & (t.ts < last) & (t.ts + t.dur > first))
+            first, last = (
+                float(t.ts[kernel_rows].min()),
+                float((t.ts[kernel_rows] + t.dur[kernel_rows]).max()),
+            )
+            on_thread = np.flatnonzero(
+                (t.tid == tid) & cpu_complete_events(t) & (t.ts < last) & (t.ts + t.dur > first)
+            )
             start = np.clip(t.ts[on_thread], first, last)
             end = np.clip(t.ts[on_thread] + t.dur[on_thread], first, last)
             busy = 100.0 * union_length(start, end) / (last - first) if last > first else None
     return LaunchStats(
-        launches=int(launch_rows.size), kernels=int(kernel_rows.size),
+        launches=int(launch_rows.size),
+        kernels=int(kernel_rows.size),
         kernels_per_step=kernel_rows.size / steps_in_window if steps_in_window else None,
         launch_api_mean_us=float(api.mean()) if api.size else None,
         launch_delay_median_us=float(np.percentile(delay, 50)) if delay.size else None,
         launch_delay_p90_us=float(np.percentile(delay, 90)) if delay.size else None,
-        host_busy_pct=busy, launch_thread=thread,
+        host_busy_pct=busy,
+        launch_thread=thread,
     )

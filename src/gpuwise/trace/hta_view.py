@@ -34,7 +34,9 @@ class HtaView:
     index_correlation: np.ndarray  # per event: the linked launch/kernel row, 0 = linked row absent, -1 = none
     dropped_last_step: bool
     last_step_start_us: float | None
-    invalid_rows: int  # events with a negative duration or no timestamp (HTA would keep them; gpuwise drops them)
+    invalid_rows: (
+        int  # events with a negative duration or no timestamp (HTA would keep them; gpuwise drops them)
+    )
 
     def present(self, num_events: int) -> np.ndarray:
         """Per event: is it among the kept rows (at least once)?"""
@@ -78,8 +80,12 @@ def build_view(t: EventTable) -> HtaView:
     # The symbol table holds every kept name and category; a filter needs two distinct ProfilerStep symbols.
     kept_names = distinct(t.name[kept])
     kept_cats = distinct(t.cat[kept])
-    step_symbols = {t.names[c] for c in kept_names if isinstance(t.names[c], str) and "ProfilerStep" in t.names[c]}
-    step_symbols |= {t.cats[c] for c in kept_cats if isinstance(t.cats[c], str) and "ProfilerStep" in t.cats[c]}
+    step_symbols = {
+        t.names[c] for c in kept_names if isinstance(t.names[c], str) and "ProfilerStep" in t.names[c]
+    }
+    step_symbols |= {
+        t.cats[c] for c in kept_cats if isinstance(t.cats[c], str) and "ProfilerStep" in t.cats[c]
+    }
     cpu = kept & ~is_gpu
     gpu = kept & is_gpu
     step_rows = cpu & t.name_mask(t.name_codes(lambda s: "ProfilerStep" in s))
@@ -93,7 +99,9 @@ def build_view(t: EventTable) -> HtaView:
     gpu_rows = np.flatnonzero(gpu)
     where = np.searchsorted(corr_values, t.correlation[gpu_rows])
     where = np.minimum(where, max(len(corr_values) - 1, 0))
-    matched = (corr_values[where] == t.correlation[gpu_rows]) if len(corr_values) else np.zeros(len(gpu_rows), bool)
+    matched = (
+        (corr_values[where] == t.correlation[gpu_rows]) if len(corr_values) else np.zeros(len(gpu_rows), bool)
+    )
     multiplicity = np.where(matched, corr_counts[where] if len(corr_counts) else 0, 0)
     rows = np.concatenate([np.repeat(gpu_rows, multiplicity), np.flatnonzero(keep_cpu)])
     rows.sort(kind="stable")
@@ -113,12 +121,18 @@ def _index_correlation(t: EventTable, kept: np.ndarray, is_gpu: np.ndarray) -> n
     if not len(cpu_rows) or not len(gpu_rows):
         return ic
     # For a GPU row the last CPU row (file order) with its id wins; for a CPU row the last GPU row.
-    ic[gpu_rows] = _last_partner(t.correlation[cpu_rows], cpu_rows, t.correlation[gpu_rows], fallback=ic[gpu_rows])
-    ic[cpu_rows] = _last_partner(t.correlation[gpu_rows], gpu_rows, t.correlation[cpu_rows], fallback=ic[cpu_rows])
+    ic[gpu_rows] = _last_partner(
+        t.correlation[cpu_rows], cpu_rows, t.correlation[gpu_rows], fallback=ic[gpu_rows]
+    )
+    ic[cpu_rows] = _last_partner(
+        t.correlation[gpu_rows], gpu_rows, t.correlation[cpu_rows], fallback=ic[cpu_rows]
+    )
     return ic
 
 
-def _last_partner(keys: np.ndarray, rows: np.ndarray, queries: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+def _last_partner(
+    keys: np.ndarray, rows: np.ndarray, queries: np.ndarray, fallback: np.ndarray
+) -> np.ndarray:
     order = np.lexsort((rows, keys))  # by key, then by row: the last of each run is the latest row
     keys_sorted, rows_sorted = keys[order], rows[order]
     pos = np.searchsorted(keys_sorted, queries, side="right") - 1

@@ -18,15 +18,48 @@ from gpuwise.trace.table import EventTable, distinct
 KERNEL_CATS = ("kernel", "Kernel", "mtia_ccp_events")
 MEMCPY_CATS = ("gpu_memcpy", "Memcpy")
 MEMSET_CATS = ("gpu_memset", "Memset")
-CATEGORIES = ("gemm", "convolution", "attention", "elementwise", "reduction", "communication", "memcpy", "memset", "other")
+CATEGORIES = (
+    "gemm",
+    "convolution",
+    "attention",
+    "elementwise",
+    "reduction",
+    "communication",
+    "memcpy",
+    "memset",
+    "other",
+)
 
 _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("communication", re.compile(r"nccl|rccl|c10d::|AllReduce|AllGather|ReduceScatter|SendRecv|AllToAll")),
     ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|mem_eff|xformers", re.I)),
-    ("convolution", re.compile(r"conv|scudnn|cudnn::.*(wgrad|dgrad|fprop)|winograd|implicit_(convolve|gemm)|dgrad|wgrad|fft2d|fft_", re.I)),
-    ("gemm", re.compile(r"gemm|gemv|matmul|cublas|cutlass|xmma|wgmma|\bmma|_mm_|triton_tem_fused.*mm|splitk", re.I)),
-    ("reduction", re.compile(r"reduce|reduction|softmax|norm|\bbn_|_bn_|welford|sum_|argmax|argmin|nll_loss|cross_entropy|triton_(red|per)_|cub::", re.I)),
-    ("elementwise", re.compile(r"elementwise|pointwise|triton_poi_|copy|fill|cat_?array|index|gather|scatter|relu|gelu|silu|sigmoid|tanh|add|mul|div|dropout|activation|where|clamp|pow|exp|transpose|permute", re.I)),
+    (
+        "convolution",
+        re.compile(
+            r"conv|scudnn|cudnn::.*(wgrad|dgrad|fprop)|winograd|implicit_(convolve|gemm)|dgrad|wgrad|fft2d|fft_",
+            re.I,
+        ),
+    ),
+    (
+        "gemm",
+        re.compile(
+            r"gemm|gemv|matmul|cublas|cutlass|xmma|wgmma|\bmma|_mm_|triton_tem_fused.*mm|splitk", re.I
+        ),
+    ),
+    (
+        "reduction",
+        re.compile(
+            r"reduce|reduction|softmax|norm|\bbn_|_bn_|welford|sum_|argmax|argmin|nll_loss|cross_entropy|triton_(red|per)_|cub::",
+            re.I,
+        ),
+    ),
+    (
+        "elementwise",
+        re.compile(
+            r"elementwise|pointwise|triton_poi_|copy|fill|cat_?array|index|gather|scatter|relu|gelu|silu|sigmoid|tanh|add|mul|div|dropout|activation|where|clamp|pow|exp|transpose|permute",
+            re.I,
+        ),
+    ),
 ]
 
 # Precision of matmul/convolution kernels from cuBLAS/cuDNN/CUTLASS names.
@@ -35,7 +68,12 @@ _PRECISION_RULES: list[tuple[str, re.Pattern[str]]] = [
     ("int8", re.compile(r"int8|i8816|imma|s8s8|\bi8", re.I)),
     ("bf16", re.compile(r"bf16|bfloat16", re.I)),
     ("tf32", re.compile(r"tf32|tensorop_s1688|tensorop_s16816", re.I)),
-    ("fp16", re.compile(r"fp16|f16|half|h884|h1688|h16816|hgemm|s884gemm|s1688gemm|s16816gemm|884cudnn|1688cudnn", re.I)),
+    (
+        "fp16",
+        re.compile(
+            r"fp16|f16|half|h884|h1688|h16816|hgemm|s884gemm|s1688gemm|s16816gemm|884cudnn|1688cudnn", re.I
+        ),
+    ),
     ("fp32", re.compile(r"sgemm|scudnn|gemmSN|<float|float>|f32f32|sgemv|\bfloat\b", re.I)),
 ]
 
@@ -82,8 +120,15 @@ class TopKernel:
     pct: float  # of all device-op time
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "short_name": short_name(self.name), "category": self.category, "count": self.count,
-                "time_us": round(self.time_us, 3), "mean_us": round(self.mean_us, 3), "pct": round(self.pct, 3)}
+        return {
+            "name": self.name,
+            "short_name": short_name(self.name),
+            "category": self.category,
+            "count": self.count,
+            "time_us": round(self.time_us, 3),
+            "mean_us": round(self.mean_us, 3),
+            "pct": round(self.pct, 3),
+        }
 
 
 @dataclass
@@ -100,9 +145,12 @@ class KernelSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "count": self.count, "time_us": round(self.time_us, 3),
-            "categories": {k: {"count": int(v["count"]), "time_us": round(v["time_us"], 3), "pct": round(v["pct"], 3)}
-                           for k, v in self.categories.items()},
+            "count": self.count,
+            "time_us": round(self.time_us, 3),
+            "categories": {
+                k: {"count": int(v["count"]), "time_us": round(v["time_us"], 3), "pct": round(v["pct"], 3)}
+                for k, v in self.categories.items()
+            },
             "top": [k.to_dict() for k in self.top],
             "precision_us": {k: round(v, 3) for k, v in self.precision_us.items()},
             "fp32_matmul_pct": None if self.fp32_matmul_pct is None else round(self.fp32_matmul_pct, 3),
@@ -127,7 +175,9 @@ def category_by_code(t: EventTable, codes: np.ndarray) -> np.ndarray:
     return out
 
 
-def summarize_kernels(t: EventTable, rows: np.ndarray, durations: np.ndarray, tiny_us: float, top_n: int = 15) -> KernelSummary:
+def summarize_kernels(
+    t: EventTable, rows: np.ndarray, durations: np.ndarray, tiny_us: float, top_n: int = 15
+) -> KernelSummary:
     """Kernel statistics over ``rows`` (device-op event indices); ``durations`` per event, µs."""
     ops = device_op_rows(t, rows)
     dur = durations[ops]
@@ -140,7 +190,11 @@ def summarize_kernels(t: EventTable, rows: np.ndarray, durations: np.ndarray, ti
         sel = category == i
         if sel.any():
             time_us = float(dur[sel].sum())
-            categories[name] = {"count": int(sel.sum()), "time_us": time_us, "pct": 100 * time_us / total if total else 0.0}
+            categories[name] = {
+                "count": int(sel.sum()),
+                "time_us": time_us,
+                "pct": 100 * time_us / total if total else 0.0,
+            }
 
     top: list[TopKernel] = []
     if ops.size:
@@ -150,19 +204,38 @@ def summarize_kernels(t: EventTable, rows: np.ndarray, durations: np.ndarray, ti
         cat_of = np.zeros(codes.size, dtype=np.int8)
         cat_of[inverse] = category
         for j in np.argsort(-per_name, kind="stable")[:top_n]:
-            top.append(TopKernel(t.name_of(int(codes[j])), CATEGORIES[cat_of[j]], int(counts[j]), float(per_name[j]),
-                                 float(per_name[j] / counts[j]), 100 * float(per_name[j]) / total if total else 0.0))
+            top.append(
+                TopKernel(
+                    t.name_of(int(codes[j])),
+                    CATEGORIES[cat_of[j]],
+                    int(counts[j]),
+                    float(per_name[j]),
+                    float(per_name[j] / counts[j]),
+                    100 * float(per_name[j]) / total if total else 0.0,
+                )
+            )
 
     precision_us, fp32_pct, notes = _precision(t, ops, dur, category)
     is_kernel = t.cat_mask(*KERNEL_CATS)[ops]
     kernel_dur = dur[is_kernel]
     tiny = 100.0 * float((kernel_dur < tiny_us).mean()) if kernel_dur.size else None
     amp_codes = t.name_codes(lambda s: "autocast" in s)
-    return KernelSummary(int(is_kernel.sum()), total, categories, top, precision_us, fp32_pct, tiny,
-                         bool(t.name_mask(amp_codes).any()), notes)
+    return KernelSummary(
+        int(is_kernel.sum()),
+        total,
+        categories,
+        top,
+        precision_us,
+        fp32_pct,
+        tiny,
+        bool(t.name_mask(amp_codes).any()),
+        notes,
+    )
 
 
-def _precision(t: EventTable, ops: np.ndarray, dur: np.ndarray, category: np.ndarray) -> tuple[dict[str, float], float | None, list[str]]:
+def _precision(
+    t: EventTable, ops: np.ndarray, dur: np.ndarray, category: np.ndarray
+) -> tuple[dict[str, float], float | None, list[str]]:
     matmul = (category == CATEGORIES.index("gemm")) | (category == CATEGORIES.index("convolution"))
     if not matmul.any():
         return {}, None, []
@@ -176,5 +249,9 @@ def _precision(t: EventTable, ops: np.ndarray, dur: np.ndarray, category: np.nda
     known = sum(v for k, v in out.items() if k != "unknown")
     total = sum(out.values())
     if total <= 0 or known < 0.5 * total:
-        return out, None, ["matmul precision unknown for most matmul/convolution time (kernel names do not say)"]
+        return (
+            out,
+            None,
+            ["matmul precision unknown for most matmul/convolution time (kernel names do not say)"],
+        )
     return out, 100.0 * out.get("fp32", 0.0) / known, []

@@ -27,15 +27,22 @@ class MemoryStats:
     source: str  # 'allocator totals' | 'allocation deltas' | 'none'
 
     def to_dict(self) -> dict[str, Any]:
-        return {"events": self.events, "peak_allocated_bytes": self.peak_allocated_bytes,
-                "peak_reserved_bytes": self.peak_reserved_bytes, "window_growth_peak_bytes": self.window_growth_peak_bytes,
-                "source": self.source}
+        return {
+            "events": self.events,
+            "peak_allocated_bytes": self.peak_allocated_bytes,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "window_growth_peak_bytes": self.window_growth_peak_bytes,
+            "source": self.source,
+        }
 
 
 def memory_stats(memory: MemoryEvents) -> MemoryStats | None:
-    device = (memory.device_type == CUDA_DEVICE_TYPE) | ((memory.device_id >= 0) & np.isnan(memory.device_type))
+    device = (memory.device_type == CUDA_DEVICE_TYPE) | (
+        (memory.device_id >= 0) & np.isnan(memory.device_type)
+    )
     if not device.any():
         return None
+
     def finite(a: np.ndarray) -> np.ndarray:
         return np.where(np.isfinite(a), a, np.nan)
 
@@ -49,6 +56,11 @@ def memory_stats(memory: MemoryEvents) -> MemoryStats | None:
         peaks = [np.cumsum(deltas[order][by_device == d]).max() for d in distinct(by_device)]
         growth = int(max(0.0, max(peaks)))
     if np.isfinite(allocated).any():
-        return MemoryStats(events, int(np.nanmax(allocated)),
-                           int(np.nanmax(reserved)) if np.isfinite(reserved).any() else None, growth, "allocator totals")
+        return MemoryStats(
+            events,
+            int(np.nanmax(allocated)),
+            int(np.nanmax(reserved)) if np.isfinite(reserved).any() else None,
+            growth,
+            "allocator totals",
+        )
     return MemoryStats(events, None, None, growth, "allocation deltas")

@@ -68,8 +68,13 @@ class _Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
 
 
 def _instant(tag: str) -> type:
-    return msgspec.defstruct(f"_Instant_{tag}", [("name", Any, None), ("ts", Any, _NAN), ("args", _MemArgs | None, None)],
-                             tag_field="ph", tag=tag, gc=False)
+    return msgspec.defstruct(
+        f"_Instant_{tag}",
+        [("name", Any, None), ("ts", Any, _NAN), ("args", _MemArgs | None, None)],
+        tag_field="ph",
+        tag=tag,
+        gc=False,
+    )
 
 
 def _skipped(tag: str) -> type:
@@ -141,10 +146,12 @@ class _Columns:
     """Accumulates per-batch arrays; `finish` concatenates them once."""
 
     def __init__(self) -> None:
-        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in (
-            "cat", "name", "tid", "ts", "dur", "stream", "correlation", "nbytes")}
-        self.mem_parts: dict[str, list[np.ndarray]] = {k: [] for k in (
-            "ts", "bytes", "total_allocated", "total_reserved", "device_type", "device_id")}
+        self.parts: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("cat", "name", "tid", "ts", "dur", "stream", "correlation", "nbytes")
+        }
+        self.mem_parts: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("ts", "bytes", "total_allocated", "total_reserved", "device_type", "device_id")
+        }
         self.cats, self.names, self.tids = Interner(), Interner(), Interner()
         self.phases: Counter[Any] = Counter()
         self.ts_has_float = False
@@ -161,10 +168,14 @@ class _Columns:
         kinds = Counter(map(type, events))
         for kind, n in kinds.items():
             self.phases[_PHASE_OF.get(kind, kind)] += n
-        complete = events if kinds.get(_Complete, 0) == len(events) else [e for e in events if type(e) is _Complete]
+        complete = (
+            events if kinds.get(_Complete, 0) == len(events) else [e for e in events if type(e) is _Complete]
+        )
         self.count += len(events)
         if any(kind in _INSTANTS for kind in kinds):
-            self._memory([e for e in events if type(e) in _INSTANTS and e.name == "[memory]" and e.args is not None])
+            self._memory(
+                [e for e in events if type(e) in _INSTANTS and e.name == "[memory]" and e.args is not None]
+            )
         if not complete:
             return
         p = self.parts
@@ -189,21 +200,45 @@ class _Columns:
             attr = "mem_bytes" if key == "bytes" else key
             m[key].append(_floats([getattr(e.args, attr) for e in events]))
 
-    def finish(self, path: Path, json_bytes: int, file_bytes: int, metadata: dict[str, Any], warnings: list[str]) -> EventTable:
+    def finish(
+        self, path: Path, json_bytes: int, file_bytes: int, metadata: dict[str, Any], warnings: list[str]
+    ) -> EventTable:
         def cat(parts: list[np.ndarray], dtype) -> np.ndarray:
             return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
-        c = {k: cat(v, np.float64 if k in {"ts", "dur", "correlation", "nbytes"} else
-                    (np.int64 if k == "stream" else np.int32)) for k, v in self.parts.items()}
+        c = {
+            k: cat(
+                v,
+                np.float64
+                if k in {"ts", "dur", "correlation", "nbytes"}
+                else (np.int64 if k == "stream" else np.int32),
+            )
+            for k, v in self.parts.items()
+        }
         self.parts.clear()
         m = {k: cat(v, np.float64) for k, v in self.mem_parts.items()}
         return EventTable(
-            path=path, json_bytes=json_bytes, file_bytes=file_bytes, metadata=metadata, events_total=self.count,
-            phase_counts=dict(self.phases), first_event_is_row0=bool(self.first_is_complete),
-            cat=c["cat"], name=c["name"], tid=c["tid"], ts=c["ts"], dur=c["dur"],
-            stream=c["stream"], correlation=c["correlation"], nbytes=c["nbytes"],
-            cats=self.cats.values, names=self.names.values, tids=self.tids.values,
-            ts_has_float=self.ts_has_float, memory=MemoryEvents(**m), warnings=warnings,
+            path=path,
+            json_bytes=json_bytes,
+            file_bytes=file_bytes,
+            metadata=metadata,
+            events_total=self.count,
+            phase_counts=dict(self.phases),
+            first_event_is_row0=bool(self.first_is_complete),
+            cat=c["cat"],
+            name=c["name"],
+            tid=c["tid"],
+            ts=c["ts"],
+            dur=c["dur"],
+            stream=c["stream"],
+            correlation=c["correlation"],
+            nbytes=c["nbytes"],
+            cats=self.cats.values,
+            names=self.names.values,
+            tids=self.tids.values,
+            ts_has_float=self.ts_has_float,
+            memory=MemoryEvents(**m),
+            warnings=warnings,
         )
 
 
@@ -299,7 +334,9 @@ class _StreamParser:
         if self.odd_events:
             for what, n in sorted(self.odd_events.items()):
                 self.warnings.append(f"{n:,} {what}")
-        table = self.columns.finish(self.path, self.counter.decompressed, self.counter.compressed, metadata, self.warnings)
+        table = self.columns.finish(
+            self.path, self.counter.decompressed, self.counter.compressed, metadata, self.warnings
+        )
         return table
 
     def _header(self) -> tuple[bytes, dict[str, Any] | None]:
@@ -312,7 +349,9 @@ class _StreamParser:
             stripped = buf.lstrip(_WS + b"\xef\xbb\xbf")
             if not stripped:
                 if self.eof:
-                    raise GpuwiseError(f"{self.path}: the file is empty (a PyTorch profiler trace is a JSON object with 'traceEvents')")
+                    raise GpuwiseError(
+                        f"{self.path}: the file is empty (a PyTorch profiler trace is a JSON object with 'traceEvents')"
+                    )
                 continue
             lead = len(buf) - len(stripped)
             first = stripped[:1]
@@ -322,7 +361,7 @@ class _StreamParser:
                 raise self._not_json(buf, lead)
             for match in _EVENTS_KEY.finditer(buf, max(lead, checked - 64)):
                 try:
-                    meta = orjson.loads(buf[lead:match.start()] + b'"traceEvents":null}')
+                    meta = orjson.loads(buf[lead : match.start()] + b'"traceEvents":null}')
                 except orjson.JSONDecodeError:
                     continue
                 meta.pop("traceEvents", None)
@@ -332,27 +371,37 @@ class _StreamParser:
                 return self._no_events(buf, lead)
 
     def _not_json(self, buf: bytes, lead: int) -> GpuwiseError:
-        sample = buf[lead:lead + 16]
+        sample = buf[lead : lead + 16]
         if b"\x00" in sample or any(b > 0x7F for b in sample[:4]):
-            return GpuwiseError(f"{self.path}: not a JSON trace (binary data at byte {lead:,}); "
-                                "expected a PyTorch profiler .json or .json.gz file")
+            return GpuwiseError(
+                f"{self.path}: not a JSON trace (binary data at byte {lead:,}); "
+                "expected a PyTorch profiler .json or .json.gz file"
+            )
         return self._fail("not a JSON trace: expected '{' or '['", buf, lead)
 
     def _no_events(self, buf: bytes, lead: int) -> tuple[bytes, dict[str, Any]]:
         try:
             document = orjson.loads(buf)
         except orjson.JSONDecodeError as err:
-            what = "the JSON ends abruptly (truncated file?)" if err.pos >= len(buf.rstrip()) - 1 else f"invalid JSON ({err.msg})"
+            what = (
+                "the JSON ends abruptly (truncated file?)"
+                if err.pos >= len(buf.rstrip()) - 1
+                else f"invalid JSON ({err.msg})"
+            )
             raise self._fail(what, buf, min(err.pos, len(buf))) from None
         keys = ", ".join(list(document)[:8]) if isinstance(document, dict) else ""
-        raise GpuwiseError(f"{self.path}: not a PyTorch profiler trace: no 'traceEvents' array"
-                           + (f" (top-level keys: {keys})" if keys else ""))
+        raise GpuwiseError(
+            f"{self.path}: not a PyTorch profiler trace: no 'traceEvents' array"
+            + (f" (top-level keys: {keys})" if keys else "")
+        )
 
     # -- events ---------------------------------------------------------------------------------
     def _events(self, buf: bytes) -> bytes:
         """Decode every event batch; return the bytes after the closing ``]``."""
         while True:
-            if self.after_element:  # the previous batch ended right after an event: drop the ',' that follows it
+            if (
+                self.after_element
+            ):  # the previous batch ended right after an event: drop the ',' that follows it
                 rest = buf.lstrip(_WS)
                 if rest.startswith(b","):
                     buf = self._advance(buf, len(buf) - len(rest) + 1)
@@ -393,7 +442,7 @@ class _StreamParser:
         ends, array_end = scan_elements(buf)
         if array_end is not None:
             self._decode(buf, array_end, strict_errors=True)
-            rest = buf[array_end + 1:]
+            rest = buf[array_end + 1 :]
             self._advance(buf, array_end + 1)
             return b"", rest
         if ends.size == 0:
@@ -412,7 +461,7 @@ class _StreamParser:
             pos = buf.rfind(b"]", 0, pos)
             if pos < 0 or attempts == 2:
                 break
-            tail = buf[pos + 1:]
+            tail = buf[pos + 1 :]
             if tail.strip(_WS) and not self._tail_ok(tail):
                 continue
             attempts += 1
@@ -422,10 +471,14 @@ class _StreamParser:
         ends, array_end = scan_elements(buf)
         if array_end is None:
             at = int(ends[-1]) + 1 if ends.size else 0
-            raise self._fail("the file is truncated (the traceEvents array is never closed); the incomplete part starts", buf, at)
+            raise self._fail(
+                "the file is truncated (the traceEvents array is never closed); the incomplete part starts",
+                buf,
+                at,
+            )
         self._decode(buf, array_end, strict_errors=True)
         self._advance(buf, array_end + 1)
-        return buf[array_end + 1:]
+        return buf[array_end + 1 :]
 
     @staticmethod
     def _tail_ok(tail: bytes) -> bool:
@@ -446,7 +499,9 @@ class _StreamParser:
         except orjson.JSONDecodeError as err:
             pos = max(0, err.pos - len(b'{"traceEvents":null'))
             if pos >= len(tail.rstrip()):
-                raise self._fail("the JSON ends abruptly after the events (truncated file?)", tail, len(tail)) from None
+                raise self._fail(
+                    "the JSON ends abruptly after the events (truncated file?)", tail, len(tail)
+                ) from None
             raise self._fail(f"invalid JSON after the events array ({err.msg})", tail, pos) from None
         if not isinstance(meta, dict):
             return {}
@@ -483,7 +538,9 @@ class _StreamParser:
         events: list[Any] = []
         for item in items:
             if not isinstance(item, dict):
-                self.odd_events[f"traceEvents entries that are not JSON objects ({type(item).__name__}) were ignored"] += 1
+                self.odd_events[
+                    f"traceEvents entries that are not JSON objects ({type(item).__name__}) were ignored"
+                ] += 1
                 continue
             phase = item.get("ph")
             if not (isinstance(phase, str) and phase in KNOWN_PHASES):
@@ -497,11 +554,15 @@ class _StreamParser:
                 events.append(msgspec.convert(item, _ANY_EVENT))
             except msgspec.ValidationError:
                 self.odd_events["malformed events were ignored"] += 1
-        self.columns.count += len(items) - len(events)  # ignored entries still count as entries of traceEvents
+        self.columns.count += len(items) - len(
+            events
+        )  # ignored entries still count as entries of traceEvents
         if items and not any(isinstance(item, dict) for item in items):
             kind = type(items[0]).__name__
-            raise GpuwiseError(f"{self.path}: not a PyTorch profiler trace: the event list holds {kind}s, not event objects "
-                               f"(around byte {self.offset:,})")
+            raise GpuwiseError(
+                f"{self.path}: not a PyTorch profiler trace: the event list holds {kind}s, not event objects "
+                f"(around byte {self.offset:,})"
+            )
         return events
 
 

@@ -60,16 +60,27 @@ class RankAnalysis:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "file": self.file, "rank": self.rank.rank, "rank_info": self.rank.to_dict(), "device": self.device.to_dict(),
-            "file_bytes": self.file_bytes, "json_bytes": self.json_bytes, "events": self.events,
-            "parse_s": round(self.parse_s, 4), "analyze_s": round(self.analyze_s, 4),
+            "file": self.file,
+            "rank": self.rank.rank,
+            "rank_info": self.rank.to_dict(),
+            "device": self.device.to_dict(),
+            "file_bytes": self.file_bytes,
+            "json_bytes": self.json_bytes,
+            "events": self.events,
+            "parse_s": round(self.parse_s, 4),
+            "analyze_s": round(self.analyze_s, 4),
             "window": {"dropped_last_step": self.dropped_last_step, "steps_in_window": self.steps_in_window},
             "temporal_breakdown": self.temporal.to_dict() if self.temporal else None,
             "idle_by_stream": [s.to_dict() for s in self.idle_by_stream],
-            "kernels": self.kernels.to_dict(), "steps": self.steps.to_dict(), "memcpy": self.copies.to_dict(),
-            "sync": self.sync.to_dict(), "launches": self.launches.to_dict(), "communication": self.comm.to_dict(),
+            "kernels": self.kernels.to_dict(),
+            "steps": self.steps.to_dict(),
+            "memcpy": self.copies.to_dict(),
+            "sync": self.sync.to_dict(),
+            "launches": self.launches.to_dict(),
+            "communication": self.comm.to_dict(),
             "memory": self.memory.to_dict() if self.memory else None,
-            "warnings": self.warnings, "findings": self.findings,
+            "warnings": self.warnings,
+            "findings": self.findings,
         }
 
 
@@ -86,7 +97,9 @@ def analyze_file(path: str | Path, progress: Progress | None = None) -> RankAnal
 def _phase_warnings(t: EventTable) -> list[str]:
     skipped = {k: n for k, n in t.phase_counts.items() if k in ("B", "E")}
     if skipped:
-        return [f"{sum(skipped.values()):,} begin/end (ph='B'/'E') events were not analyzed (only complete 'X' events are)"]
+        return [
+            f"{sum(skipped.values()):,} begin/end (ph='B'/'E') events were not analyzed (only complete 'X' events are)"
+        ]
     return []
 
 
@@ -97,8 +110,10 @@ def analyze_table(t: EventTable) -> RankAnalysis:
 
 def _analyze(t: EventTable) -> RankAnalysis:
     if t.events_total == 0:
-        raise GpuwiseError(f"{t.path}: the trace has no events (empty traceEvents): "
-                           "was the profiler stopped before any step ran?")
+        raise GpuwiseError(
+            f"{t.path}: the trace has no events (empty traceEvents): "
+            "was the profiler stopped before any step ran?"
+        )
     warnings = list(t.warnings) + _phase_warnings(t)
     view = build_view(t)
     incomplete = int((np.isnan(t.ts) | np.isnan(t.dur)).sum())
@@ -117,18 +132,32 @@ def _analyze(t: EventTable) -> RankAnalysis:
     if temporal is not None:
         kind = "mtia" if "mtia_ccp_events" in t.cats else "cuda"
     else:
-        warnings.append("no GPU activity in this trace (no kernels, copies or memsets on a device stream): "
-                        "CPU-side statistics only")
+        warnings.append(
+            "no GPU activity in this trace (no kernels, copies or memsets on a device stream): "
+            "CPU-side statistics only"
+        )
     span = temporal.span_us if temporal else None
     kernels = summarize_kernels(t, view.rows, t.dur, thresholds.TINY_KERNEL_US)
     kernel_rows = view.rows[t.cat_mask(*KERNEL_CATS)[view.rows]]
     return RankAnalysis(
-        file=str(t.path), rank=rank_info(t.metadata, t.path), device=device_info(t.metadata, kind),
-        file_bytes=t.file_bytes, json_bytes=t.json_bytes, events=t.events_total, parse_s=0.0, analyze_s=0.0,
-        dropped_last_step=view.dropped_last_step, steps_in_window=window_steps, temporal=temporal,
-        idle_by_stream=idle_by_stream(t, view), kernels=kernels, steps=step_stats(t, steps),
-        copies=copy_stats(t, view.rows, span), sync=sync_stats(t, steps),
+        file=str(t.path),
+        rank=rank_info(t.metadata, t.path),
+        device=device_info(t.metadata, kind),
+        file_bytes=t.file_bytes,
+        json_bytes=t.json_bytes,
+        events=t.events_total,
+        parse_s=0.0,
+        analyze_s=0.0,
+        dropped_last_step=view.dropped_last_step,
+        steps_in_window=window_steps,
+        temporal=temporal,
+        idle_by_stream=idle_by_stream(t, view),
+        kernels=kernels,
+        steps=step_stats(t, steps),
+        copies=copy_stats(t, view.rows, span),
+        sync=sync_stats(t, steps),
         launches=launch_stats(t, kernel_rows, window_steps, span),
         comm=comm_stats(t, view.rows, view.ts, view.end, hta_types, span, window_steps),
-        memory=memory_stats(t.memory), warnings=warnings,
+        memory=memory_stats(t.memory),
+        warnings=warnings,
     )

@@ -34,7 +34,9 @@ def is_gzip(path: Path) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
-def iter_chunks(path: Path, counter: ByteCounter | None = None, chunk_bytes: int | None = None) -> Iterator[bytes]:
+def iter_chunks(
+    path: Path, counter: ByteCounter | None = None, chunk_bytes: int | None = None
+) -> Iterator[bytes]:
     """Yield the file's (decompressed) bytes in chunks of at most ``chunk_bytes``."""
     counter = counter if counter is not None else ByteCounter()
     chunk_bytes = chunk_bytes or CHUNK_BYTES
@@ -79,8 +81,10 @@ def _inflate(path: Path, fh, counter: ByteCounter, chunk_bytes: int) -> Iterator
             inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
             pending = rest if rest.strip(b"\x00") else b""
             if pending and not pending.startswith(GZIP_MAGIC):
-                raise GpuwiseError(f"{path}: unexpected data after the gzip stream at compressed byte "
-                                   f"{counter.compressed - len(pending):,}")
+                raise GpuwiseError(
+                    f"{path}: unexpected data after the gzip stream at compressed byte "
+                    f"{counter.compressed - len(pending):,}"
+                )
             started = False
         else:
             started = True
@@ -92,4 +96,3 @@ def _inflate(path: Path, fh, counter: ByteCounter, chunk_bytes: int) -> Iterator
             f"{path}: the gzip stream is truncated (ends after {counter.compressed:,} compressed bytes, "
             f"{counter.decompressed:,} bytes of JSON); the file was cut short while copying or writing"
         )
-

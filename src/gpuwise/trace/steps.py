@@ -49,7 +49,9 @@ class StepStats:
     std_ms: float | None
     input_wait_pct: float | None  # DataLoader __next__ time / step time
     loader_ms_per_step: float | None
-    loader_kind: str  # 'single-process' (num_workers=0), 'multi-process', or '' when no loader ops were traced
+    loader_kind: (
+        str  # 'single-process' (num_workers=0), 'multi-process', or '' when no loader ops were traced
+    )
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,11 +59,19 @@ class StepStats:
             return None if x is None else round(x, n)
 
         return {
-            "count": self.count, "numbers": self.numbers, "step_times_s": [round(x, 7) for x in self.step_times_s],
-            "mean_ms": r(self.mean_ms), "median_ms": r(self.median_ms), "p90_ms": r(self.p90_ms),
-            "min_ms": r(self.min_ms), "max_ms": r(self.max_ms), "std_ms": r(self.std_ms),
-            "input_wait_pct": r(self.input_wait_pct), "loader_ms_per_step": r(self.loader_ms_per_step),
-            "loader_kind": self.loader_kind, "notes": self.notes,
+            "count": self.count,
+            "numbers": self.numbers,
+            "step_times_s": [round(x, 7) for x in self.step_times_s],
+            "mean_ms": r(self.mean_ms),
+            "median_ms": r(self.median_ms),
+            "p90_ms": r(self.p90_ms),
+            "min_ms": r(self.min_ms),
+            "max_ms": r(self.max_ms),
+            "std_ms": r(self.std_ms),
+            "input_wait_pct": r(self.input_wait_pct),
+            "loader_ms_per_step": r(self.loader_ms_per_step),
+            "loader_kind": self.loader_kind,
+            "notes": self.notes,
         }
 
 
@@ -80,8 +90,11 @@ def find_steps(t: EventTable) -> Steps:
         if number not in best or t.dur[row] > t.dur[best[number]]:
             best[number] = row
     chosen = sorted(best.items(), key=lambda kv: t.ts[kv[1]])
-    return Steps([n for n, _ in chosen], t.ts[[r for _, r in chosen]].astype(np.float64),
-                 t.dur[[r for _, r in chosen]].astype(np.float64))
+    return Steps(
+        [n for n, _ in chosen],
+        t.ts[[r for _, r in chosen]].astype(np.float64),
+        t.dur[[r for _, r in chosen]].astype(np.float64),
+    )
 
 
 def in_steps(ts: np.ndarray, steps: Steps) -> np.ndarray:
@@ -102,18 +115,30 @@ def step_stats(t: EventTable, steps: Steps) -> StepStats:
     loader_codes = t.name_codes(lambda s: bool(_LOADER_RE.search(s)))
     loader_rows = np.flatnonzero(t.name_mask(loader_codes) & cpu_complete_events(t))
     names = {t.name_of(int(c)) for c in distinct(t.name[loader_rows])}
-    kind = "multi-process" if any("MultiProcessing" in n for n in names) else ("single-process" if names else "")
+    kind = (
+        "multi-process" if any("MultiProcessing" in n for n in names) else ("single-process" if names else "")
+    )
     if not steps.count:
-        notes.append("no ProfilerStep#N annotations: step statistics need torch.profiler's schedule + prof.step()")
+        notes.append(
+            "no ProfilerStep#N annotations: step statistics need torch.profiler's schedule + prof.step()"
+        )
         return StepStats(0, [], [], None, None, None, None, None, None, None, None, kind, notes)
     dur_ms = steps.dur_us / 1000.0
     loader_in = loader_rows[in_steps(t.ts[loader_rows], steps)]
     loader_us = union_length(t.ts[loader_in], t.ts[loader_in] + t.dur[loader_in])
     total_us = float(steps.dur_us.sum())
     return StepStats(
-        count=steps.count, numbers=steps.numbers, step_times_s=(steps.dur_us / 1e6).tolist(),
-        mean_ms=float(dur_ms.mean()), median_ms=float(np.percentile(dur_ms, 50)), p90_ms=float(np.percentile(dur_ms, 90)),
-        min_ms=float(dur_ms.min()), max_ms=float(dur_ms.max()), std_ms=float(dur_ms.std()),
+        count=steps.count,
+        numbers=steps.numbers,
+        step_times_s=(steps.dur_us / 1e6).tolist(),
+        mean_ms=float(dur_ms.mean()),
+        median_ms=float(np.percentile(dur_ms, 50)),
+        p90_ms=float(np.percentile(dur_ms, 90)),
+        min_ms=float(dur_ms.min()),
+        max_ms=float(dur_ms.max()),
+        std_ms=float(dur_ms.std()),
         input_wait_pct=100.0 * loader_us / total_us if names and total_us > 0 else None,
-        loader_ms_per_step=loader_us / 1000.0 / steps.count if names else None, loader_kind=kind, notes=notes,
+        loader_ms_per_step=loader_us / 1000.0 / steps.count if names else None,
+        loader_kind=kind,
+        notes=notes,
     )

@@ -54,7 +54,9 @@ class Interner:
 
     def codes_where(self, predicate) -> np.ndarray:
         """Ids of every stored value for which ``predicate(value)`` holds."""
-        return np.array([i for i, v in enumerate(self.values) if isinstance(v, str) and predicate(v)], dtype=np.int32)
+        return np.array(
+            [i for i, v in enumerate(self.values) if isinstance(v, str) and predicate(v)], dtype=np.int32
+        )
 
 
 @dataclass
@@ -95,7 +97,9 @@ class EventTable:
     cats: list[Any]
     names: list[Any]
     tids: list[Any]
-    ts_has_float: bool  # any ts (of any event) written as a JSON float, or missing: HTA then rounds to whole µs
+    ts_has_float: (
+        bool  # any ts (of any event) written as a JSON float, or missing: HTA then rounds to whole µs
+    )
     memory: MemoryEvents
     warnings: list[str] = field(default_factory=list)
 
@@ -116,7 +120,9 @@ class EventTable:
         return lookup[self.name]
 
     def name_codes(self, predicate) -> np.ndarray:
-        return np.array([i for i, v in enumerate(self.names) if isinstance(v, str) and predicate(v)], dtype=np.int32)
+        return np.array(
+            [i for i, v in enumerate(self.names) if isinstance(v, str) and predicate(v)], dtype=np.int32
+        )
 
     def name_of(self, code: int) -> str:
         value = self.names[code] if code >= 0 else ""

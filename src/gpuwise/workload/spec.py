@@ -13,7 +13,17 @@ from typing import Any
 
 from gpuwise.errors import GpuwiseError
 
-TASKS = ("inference", "serving", "rag", "pretrain", "full-finetune", "lora", "qlora", "cv-train", "cv-inference")
+TASKS = (
+    "inference",
+    "serving",
+    "rag",
+    "pretrain",
+    "full-finetune",
+    "lora",
+    "qlora",
+    "cv-train",
+    "cv-inference",
+)
 TRAINING_TASKS = {"pretrain", "full-finetune", "lora", "qlora", "cv-train"}
 INFERENCE_TASKS = {"inference", "serving", "rag", "cv-inference"}
 PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
@@ -29,14 +39,48 @@ REQUIREMENTS = ("ecc", "nvlink", "mig", "datacenter")
 
 # Accepted spellings -> canonical value.
 _ALIASES = {
-    "task": {"finetune": "full-finetune", "full": "full-finetune", "fine-tune": "full-finetune", "train": "pretrain",
-             "training": "pretrain", "serve": "serving", "cv": "cv-train"},
-    "precision": {"nf4-dq": "nf4", "int4-dq": "int4", "amp": "amp-bf16", "float32": "fp32", "bfloat16": "bf16",
-                  "float16": "fp16", "mixed-bf16": "amp-bf16", "mixed-fp16": "amp-fp16", "bf16-mixed": "amp-bf16",
-                  "16-mixed": "amp-fp16", "bf16-true": "bf16", "fp4": "int4", "4bit": "nf4", "8bit": "int8"},
-    "optimizer": {"adam": "adamw", "adamw_torch": "adamw", "adamw_torch_fused": "adamw-fused", "adamw8bit": "adamw-8bit",
-                  "adamw_8bit": "adamw-8bit", "adamw_bnb_8bit": "adamw-8bit", "paged_adamw_8bit": "paged-adamw-8bit"},
-    "grad_checkpointing": {"no": "none", "false": "none", "off": "none", "yes": "full", "true": "full", "on": "full"},
+    "task": {
+        "finetune": "full-finetune",
+        "full": "full-finetune",
+        "fine-tune": "full-finetune",
+        "train": "pretrain",
+        "training": "pretrain",
+        "serve": "serving",
+        "cv": "cv-train",
+    },
+    "precision": {
+        "nf4-dq": "nf4",
+        "int4-dq": "int4",
+        "amp": "amp-bf16",
+        "float32": "fp32",
+        "bfloat16": "bf16",
+        "float16": "fp16",
+        "mixed-bf16": "amp-bf16",
+        "mixed-fp16": "amp-fp16",
+        "bf16-mixed": "amp-bf16",
+        "16-mixed": "amp-fp16",
+        "bf16-true": "bf16",
+        "fp4": "int4",
+        "4bit": "nf4",
+        "8bit": "int8",
+    },
+    "optimizer": {
+        "adam": "adamw",
+        "adamw_torch": "adamw",
+        "adamw_torch_fused": "adamw-fused",
+        "adamw8bit": "adamw-8bit",
+        "adamw_8bit": "adamw-8bit",
+        "adamw_bnb_8bit": "adamw-8bit",
+        "paged_adamw_8bit": "paged-adamw-8bit",
+    },
+    "grad_checkpointing": {
+        "no": "none",
+        "false": "none",
+        "off": "none",
+        "yes": "full",
+        "true": "full",
+        "on": "full",
+    },
     "attention": {"flash-attention": "flash", "flash_attention_2": "flash", "fa2": "flash"},
     "sharding": {"zero-1": "zero1", "zero-2": "zero2", "zero-3": "zero3", "fsdp-full": "fsdp", "no": "none"},
 }
@@ -47,7 +91,9 @@ class Workload:
     """A training, fine-tuning or serving job. Sizes are per GPU unless named ``global``."""
 
     model: str = ""  # catalog id or config.json path; may be empty when model_factory builds the model
-    model_factory: str = ""  # pkg.module:function (or file.py:function) building the model; `memory --traced` only
+    model_factory: str = (
+        ""  # pkg.module:function (or file.py:function) building the model; `memory --traced` only
+    )
     task: str = "inference"
     batch_size: int = 1  # micro-batch per GPU (training) or requests in flight per replica (inference)
     seq_len: int = 2048  # training sequence length; prompt/context length for inference
@@ -73,7 +119,9 @@ class Workload:
     goal: str = "throughput"
     utilization_pct: float | None = None  # observed GPU utilization, if known
     framework: str = ""  # e.g. hf-trainer, lightning, deepspeed, vllm (informs tool advice)
-    library_versions: tuple[str, ...] = ()  # e.g. transformers==4.44, bitsandbytes==0.42 (default: current releases)
+    library_versions: tuple[
+        str, ...
+    ] = ()  # e.g. transformers==4.44, bitsandbytes==0.42 (default: current releases)
     train_tokens: float | None = None  # dataset size in tokens (training cost)
     epochs: float = 1.0
     requirements: tuple[str, ...] = ()  # ecc, nvlink, mig, datacenter
@@ -118,15 +166,36 @@ class Workload:
 
 
 _FIELDS = {f.name: f for f in fields(Workload) if f.name != "source"}
-_KEY_ALIASES = {"batch": "batch_size", "micro_batch_size": "batch_size", "seq": "seq_len", "context": "seq_len",
-                "context_len": "seq_len", "sequence_length": "seq_len", "gpus": "num_gpus", "gpu_count": "num_gpus",
-                "checkpointing": "grad_checkpointing", "gradient_checkpointing": "grad_checkpointing",
-                "gradient_accumulation": "grad_accum", "gradient_accumulation_steps": "grad_accum",
-                "kv_dtype": "kv_cache_dtype", "utilization": "utilization_pct", "max_new_tokens": "output_len",
-                "tensor_parallel": "tp", "pipeline_parallel": "pp"}
-_CHOICES = {"task": TASKS, "precision": PRECISIONS, "optimizer": OPTIMIZERS, "grad_checkpointing": CHECKPOINTING,
-            "attention": ATTENTION, "sharding": SHARDING, "kv_cache_dtype": KV_DTYPES, "lora_dtype": ADAPTER_DTYPES,
-            "goal": GOALS}
+_KEY_ALIASES = {
+    "batch": "batch_size",
+    "micro_batch_size": "batch_size",
+    "seq": "seq_len",
+    "context": "seq_len",
+    "context_len": "seq_len",
+    "sequence_length": "seq_len",
+    "gpus": "num_gpus",
+    "gpu_count": "num_gpus",
+    "checkpointing": "grad_checkpointing",
+    "gradient_checkpointing": "grad_checkpointing",
+    "gradient_accumulation": "grad_accum",
+    "gradient_accumulation_steps": "grad_accum",
+    "kv_dtype": "kv_cache_dtype",
+    "utilization": "utilization_pct",
+    "max_new_tokens": "output_len",
+    "tensor_parallel": "tp",
+    "pipeline_parallel": "pp",
+}
+_CHOICES = {
+    "task": TASKS,
+    "precision": PRECISIONS,
+    "optimizer": OPTIMIZERS,
+    "grad_checkpointing": CHECKPOINTING,
+    "attention": ATTENTION,
+    "sharding": SHARDING,
+    "kv_cache_dtype": KV_DTYPES,
+    "lora_dtype": ADAPTER_DTYPES,
+    "goal": GOALS,
+}
 
 
 def _coerce(name: str, value: Any, where: str) -> Any:
@@ -171,8 +240,10 @@ def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
             value = _ALIASES.get(key, {}).get(value, value)
         values[key] = value
     if not values.get("model") and not values.get("model_factory"):
-        raise GpuwiseError(f"{where}the workload needs a model (e.g. model: llama-3-8b, or a path to a config.json; "
-                          "with `memory --traced`, model_factory: pkg.module:function)")
+        raise GpuwiseError(
+            f"{where}the workload needs a model (e.g. model: llama-3-8b, or a path to a config.json; "
+            "with `memory --traced`, model_factory: pkg.module:function)"
+        )
     if values.get("task") in ("lora", "qlora") and "optimizer" not in values:
         values.setdefault("optimizer", "adamw")
     if values.get("task") == "qlora":
@@ -192,7 +263,9 @@ def load_workload(path: str | Path) -> Workload:
         raise GpuwiseError(f"workload file {path} does not exist")
     data = load_structured(path)
     if not isinstance(data, dict):
-        raise GpuwiseError(f"{path}: a workload file must be a mapping of keys to values (model: ..., task: ...)")
+        raise GpuwiseError(
+            f"{path}: a workload file must be a mapping of keys to values (model: ..., task: ...)"
+        )
     if isinstance(data.get("workload"), dict):
         data = data["workload"]
     return workload_from_mapping(data, source=str(path))
@@ -210,7 +283,17 @@ def validate(w: Workload, where: str = "") -> Workload:
             close = difflib.get_close_matches(value, choices, n=1)
             hint = f"did you mean {close[0]!r}?" if close else "choose one of " + ", ".join(choices)
             fail(f"unknown {name} {value!r}: {hint}")
-    for name in ("batch_size", "seq_len", "grad_accum", "num_gpus", "tp", "pp", "concurrency", "output_len", "image_size"):
+    for name in (
+        "batch_size",
+        "seq_len",
+        "grad_accum",
+        "num_gpus",
+        "tp",
+        "pp",
+        "concurrency",
+        "output_len",
+        "image_size",
+    ):
         if getattr(w, name) < 1:
             fail(f"{name} must be at least 1, got {getattr(w, name)}")
     for req in w.requirements:
@@ -223,13 +306,17 @@ def validate(w: Workload, where: str = "") -> Workload:
     if w.num_gpus % (w.tp * w.pp):
         fail(f"num_gpus ({w.num_gpus}) must be a multiple of tp × pp ({w.tp} × {w.pp})")
     if w.precision in QUANTIZED and w.task in {"pretrain", "full-finetune"}:
-        fail(f"{w.precision} weights cannot be fully fine-tuned: use task qlora (LoRA on {w.precision} weights) or precision bf16")
+        fail(
+            f"{w.precision} weights cannot be fully fine-tuned: use task qlora (LoRA on {w.precision} weights) or precision bf16"
+        )
     if w.task == "qlora" and w.precision not in QUANTIZED:
         fail(f"qlora means LoRA on quantized weights: precision must be nf4, int4 or int8, got {w.precision}")
     if w.double_quant and w.precision not in {"nf4", "int4"}:
         fail("double quantization applies to nf4/int4 weights only")
     if w.is_training and w.optimizer == "none":
-        fail(f"task {w.task} trains, so it needs an optimizer (adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor, sgd)")
+        fail(
+            f"task {w.task} trains, so it needs an optimizer (adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor, sgd)"
+        )
     if w.is_inference and w.sharding not in {"none"}:
         fail(f"sharding {w.sharding} is a training setting; for inference split the model with tp/pp")
     if w.is_inference and w.grad_checkpointing != "none":
@@ -244,7 +331,9 @@ def validate(w: Workload, where: str = "") -> Workload:
         if w.tp > 1 and arch.num_attention_heads % w.tp:
             fail(f"tp={w.tp} does not divide {arch.id}'s {arch.num_attention_heads} attention heads")
         if w.tp > 1 and arch.num_kv_heads % w.tp and w.tp % arch.num_kv_heads:
-            fail(f"tp={w.tp} does not divide {arch.id}'s {arch.num_kv_heads} KV heads (nor is a multiple of it)")
+            fail(
+                f"tp={w.tp} does not divide {arch.id}'s {arch.num_kv_heads} KV heads (nor is a multiple of it)"
+            )
         if w.pp > arch.num_layers:
             fail(f"pp={w.pp} is more pipeline stages than {arch.id}'s {arch.num_layers} layers")
         if w.is_lora and w.lora_rank >= arch.hidden_size:

@@ -34,14 +34,18 @@ def apply_checkpointing(built: BuiltModel, mode: str) -> str:
             return "full activation checkpointing (transformers gradient_checkpointing_enable, non-reentrant)"
         blocks = _largest_module_list(model)
         if blocks is None:
-            raise GpuwiseError(f"{built.description}: no nn.ModuleList of blocks to checkpoint; apply "
-                               "torch.utils.checkpoint inside your factory and use --checkpointing none")
+            raise GpuwiseError(
+                f"{built.description}: no nn.ModuleList of blocks to checkpoint; apply "
+                "torch.utils.checkpoint inside your factory and use --checkpointing none"
+            )
         for block in blocks:
             block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)
         return f"full activation checkpointing of the {len(blocks)} blocks of the largest nn.ModuleList (non-reentrant)"
     if not built.is_hf or not getattr(model, "_can_set_attn_implementation", lambda: False)():
-        raise GpuwiseError(f"{built.description}: selective checkpointing is simulated for Hugging Face models only; "
-                           f"use --checkpointing full, or {ANALYTIC_HINT}")
+        raise GpuwiseError(
+            f"{built.description}: selective checkpointing is simulated for Hugging Face models only; "
+            f"use --checkpointing full, or {ANALYTIC_HINT}"
+        )
     _register_selective_attention(model.config._attn_implementation)
     model.set_attn_implementation(_SELECTIVE)
     return "selective recomputation of the attention core (softmax(QK^T)V) in backward"
@@ -61,8 +65,8 @@ def _register_selective_attention(base: str) -> None:
 
     inner = ALL_ATTENTION_FUNCTIONS[base]
 
-    def recompute(module, query, key, value, attention_mask, **kwargs):  # noqa: ANN001, ANN202
-        def core(q, k, v, mask):  # noqa: ANN001, ANN202
+    def recompute(module, query, key, value, attention_mask, **kwargs):
+        def core(q, k, v, mask):
             return inner(module, q, k, v, mask, **kwargs)
 
         return checkpoint(core, query, key, value, attention_mask, use_reentrant=False)
@@ -85,15 +89,23 @@ def apply_lora(built: BuiltModel, workload: Workload, dropout: float) -> str:
         # which refuses lora_dropout.
         dropout, dropout_note = 0.0, " (fused expert parameters: peft allows no lora_dropout there)"
     task_type = {"causal-lm": TaskType.CAUSAL_LM, "seq-classifier": TaskType.SEQ_CLS}.get(built.kind)
-    config = LoraConfig(r=workload.lora_rank, lora_alpha=workload.lora_alpha, target_modules=targets, lora_dropout=dropout,
-                        bias="none", task_type=task_type)
+    config = LoraConfig(
+        r=workload.lora_rank,
+        lora_alpha=workload.lora_alpha,
+        target_modules=targets,
+        lora_dropout=dropout,
+        bias="none",
+        task_type=task_type,
+    )
     adapter_dtype = _DTYPES[workload.lora_dtype]
     try:
         with torch.device("meta"):
             model = get_peft_model(built.model, config, autocast_adapter_dtype=adapter_dtype == torch.float32)
     except ValueError as err:
-        raise GpuwiseError(f"peft cannot add LoRA to {built.description}: {str(err).splitlines()[0]} "
-                           "(set lora_targets to module names, e.g. --set lora_targets=q_proj,v_proj)") from None
+        raise GpuwiseError(
+            f"peft cannot add LoRA to {built.description}: {str(err).splitlines()[0]} "
+            "(set lora_targets to module names, e.g. --set lora_targets=q_proj,v_proj)"
+        ) from None
     for name, param in model.named_parameters():
         if "lora_" in name and param.dtype != adapter_dtype:
             param.data = param.data.to(adapter_dtype)
@@ -102,18 +114,41 @@ def apply_lora(built: BuiltModel, workload: Workload, dropout: float) -> str:
     shown = targets if isinstance(targets, str) else ",".join(targets)  # the model's own module names
     fused = [t for t in targets if len(_HF_ROLES.get(t, ())) > 1] if not isinstance(targets, str) else []
     extra = f" (fused {', '.join(fused)}: the whole module is adapted)" if fused else ""
-    return (f"peft LoRA r={workload.lora_rank} on {shown}{extra}, lora_dropout={dropout:g}{dropout_note}, adapters in "
-            f"{workload.lora_dtype} ({trainable:,} trainable parameters)")
+    return (
+        f"peft LoRA r={workload.lora_rank} on {shown}{extra}, lora_dropout={dropout:g}{dropout_note}, adapters in "
+        f"{workload.lora_dtype} ({trainable:,} trainable parameters)"
+    )
 
 
 # Leaf names of Hugging Face linear layers -> the block roles they implement (a fused module implements several).
 _HF_ROLES = {
-    "q_proj": {"q"}, "k_proj": {"k"}, "v_proj": {"v"}, "o_proj": {"o"}, "out_proj": {"o"}, "dense": {"o"},
-    "query": {"q"}, "key": {"k"}, "value": {"v"}, "qkv_proj": {"q", "k", "v"}, "query_key_value": {"q", "k", "v"},
-    "c_attn": {"q", "k", "v"}, "Wqkv": {"q", "k", "v"}, "W_pack": {"q", "k", "v"},
-    "gate_proj": {"gate"}, "up_proj": {"up"}, "down_proj": {"down"}, "gate_up_proj": {"gate", "up"},
-    "fc1": {"up"}, "fc2": {"down"}, "dense_h_to_4h": {"up"}, "dense_4h_to_h": {"down"}, "c_fc": {"up"},
-    "w1": {"gate"}, "w3": {"up"}, "w2": {"down"}, "lm_head": {"lm_head"},
+    "q_proj": {"q"},
+    "k_proj": {"k"},
+    "v_proj": {"v"},
+    "o_proj": {"o"},
+    "out_proj": {"o"},
+    "dense": {"o"},
+    "query": {"q"},
+    "key": {"k"},
+    "value": {"v"},
+    "qkv_proj": {"q", "k", "v"},
+    "query_key_value": {"q", "k", "v"},
+    "c_attn": {"q", "k", "v"},
+    "Wqkv": {"q", "k", "v"},
+    "W_pack": {"q", "k", "v"},
+    "gate_proj": {"gate"},
+    "up_proj": {"up"},
+    "down_proj": {"down"},
+    "gate_up_proj": {"gate", "up"},
+    "fc1": {"up"},
+    "fc2": {"down"},
+    "dense_h_to_4h": {"up"},
+    "dense_4h_to_h": {"down"},
+    "c_fc": {"up"},
+    "w1": {"gate"},
+    "w3": {"up"},
+    "w2": {"down"},
+    "lm_head": {"lm_head"},
 }
 
 
@@ -138,12 +173,18 @@ def peft_targets(built: BuiltModel, workload: Workload) -> str | list[str]:
     from gpuwise.catalog import get_model
     from gpuwise.memory.shapes import resolve_targets
 
-    roles = set(resolve_targets(get_model(workload.model), tuple(requested))) if not built.input_factory else set()
+    roles = (
+        set(resolve_targets(get_model(workload.model), tuple(requested)))
+        if not built.input_factory
+        else set()
+    )
     chosen = sorted(leaf for leaf in leaves if _HF_ROLES.get(leaf, set()) & roles)
     missing = roles - set().union(*(_HF_ROLES.get(leaf, set()) for leaf in chosen)) if chosen else roles
     if not chosen or missing:
-        raise GpuwiseError(f"LoRA targets {','.join(requested)} do not name linear layers of {built.description}; "
-                           f"its linear layers are named {', '.join(sorted(leaves)) or 'nothing'}")
+        raise GpuwiseError(
+            f"LoRA targets {','.join(requested)} do not name linear layers of {built.description}; "
+            f"its linear layers are named {', '.join(sorted(leaves)) or 'nothing'}"
+        )
     return chosen
 
 
@@ -155,11 +196,15 @@ def apply_kbit_upcast(built: BuiltModel) -> str:
         if "lora_" not in name and param.dtype in (torch.float16, torch.bfloat16):
             param.data = param.data.to(torch.float32)
             upcast += param.numel()
-    return (f"peft prepare_model_for_kbit_training: {upcast:,} non-quantized parameters upcast to fp32, "
-            "training under bf16 autocast (the Hugging Face QLoRA recipe)")
+    return (
+        f"peft prepare_model_for_kbit_training: {upcast:,} non-quantized parameters upcast to fp32, "
+        "training under bf16 autocast (the Hugging Face QLoRA recipe)"
+    )
 
 
-def apply_quantization(built: BuiltModel, precision: str, double_quant: bool, compute_dtype: torch.dtype) -> str:
+def apply_quantization(
+    built: BuiltModel, precision: str, double_quant: bool, compute_dtype: torch.dtype
+) -> str:
     """Quantize the base linear layers as bitsandbytes would (transformers leaves the output head alone)."""
     skip: set[int] = set()
     if built.is_hf:
@@ -175,5 +220,7 @@ def apply_quantization(built: BuiltModel, precision: str, double_quant: bool, co
     if count == 0:
         raise GpuwiseError(f"{built.description} has no nn.Linear layers to quantize to {precision}")
     dq = " with double quantization" if double_quant else ""
-    return (f"{precision} base weights{dq} in {count} linear layers accounted analytically "
-            "(bitsandbytes cannot run here: storage sizes and its dequantize-per-matmul pattern are reproduced)")
+    return (
+        f"{precision} base weights{dq} in {count} linear layers accounted analytically "
+        "(bitsandbytes cannot run here: storage sizes and its dequantize-per-matmul pattern are reproduced)"
+    )

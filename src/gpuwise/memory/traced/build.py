@@ -26,21 +26,45 @@ from gpuwise.errors import GpuwiseError
 ANALYTIC_HINT = "run `gpuwise memory` without --traced for the analytic estimate"
 
 # Catalog family -> (transformers model_type, how the catalog columns map onto that config class).
-_LLAMA_FAMILIES = {"llama-1", "llama-2", "llama-3", "llama-3.1", "llama-3.2", "llama-3.3", "code-llama",
-                   "tinyllama", "yi", "baichuan", "llama"}
+_LLAMA_FAMILIES = {
+    "llama-1",
+    "llama-2",
+    "llama-3",
+    "llama-3.1",
+    "llama-3.2",
+    "llama-3.3",
+    "code-llama",
+    "tinyllama",
+    "yi",
+    "baichuan",
+    "llama",
+}
 
 
 def _llama_like(a: ModelArch) -> dict[str, Any]:
-    return {"hidden_size": a.hidden_size, "intermediate_size": a.intermediate_size, "num_hidden_layers": a.num_layers,
-            "num_attention_heads": a.num_attention_heads, "num_key_value_heads": a.num_kv_heads, "head_dim": a.head_dim,
-            "vocab_size": a.vocab_size, "max_position_embeddings": a.max_position_embeddings or 4096,
-            "tie_word_embeddings": a.tie_word_embeddings}
+    return {
+        "hidden_size": a.hidden_size,
+        "intermediate_size": a.intermediate_size,
+        "num_hidden_layers": a.num_layers,
+        "num_attention_heads": a.num_attention_heads,
+        "num_key_value_heads": a.num_kv_heads,
+        "head_dim": a.head_dim,
+        "vocab_size": a.vocab_size,
+        "max_position_embeddings": a.max_position_embeddings or 4096,
+        "tie_word_embeddings": a.tie_word_embeddings,
+    }
 
 
 def _gpt2_like(a: ModelArch) -> dict[str, Any]:
-    return {"n_embd": a.hidden_size, "n_layer": a.num_layers, "n_head": a.num_attention_heads, "n_inner": a.intermediate_size,
-            "n_positions": a.max_position_embeddings or 2048, "vocab_size": a.vocab_size,
-            "tie_word_embeddings": a.tie_word_embeddings}
+    return {
+        "n_embd": a.hidden_size,
+        "n_layer": a.num_layers,
+        "n_head": a.num_attention_heads,
+        "n_inner": a.intermediate_size,
+        "n_positions": a.max_position_embeddings or 2048,
+        "vocab_size": a.vocab_size,
+        "tie_word_embeddings": a.tie_word_embeddings,
+    }
 
 
 def catalog_config_kwargs(a: ModelArch) -> tuple[str, dict[str, Any]]:
@@ -51,7 +75,11 @@ def catalog_config_kwargs(a: ModelArch) -> tuple[str, dict[str, Any]]:
     if fam == "mistral":
         return "mistral", _llama_like(a)
     if fam == "mixtral":
-        return "mixtral", {**_llama_like(a), "num_local_experts": a.num_experts, "num_experts_per_tok": a.experts_per_token}
+        return "mixtral", {
+            **_llama_like(a),
+            "num_local_experts": a.num_experts,
+            "num_experts_per_tok": a.experts_per_token,
+        }
     if fam in ("qwen2.5", "qwen2"):
         return "qwen2", _llama_like(a)
     if fam == "qwen3":
@@ -63,36 +91,75 @@ def catalog_config_kwargs(a: ModelArch) -> tuple[str, dict[str, Any]]:
     if fam in ("gpt2", "gpt3", "megatron-gpt"):
         return "gpt2", _gpt2_like(a)
     if fam == "gpt-j":
-        return "gptj", {**{k: v for k, v in _gpt2_like(a).items() if k != "n_inner"}, "n_inner": a.intermediate_size,
-                        "rotary_dim": 64}
+        return "gptj", {
+            **{k: v for k, v in _gpt2_like(a).items() if k != "n_inner"},
+            "n_inner": a.intermediate_size,
+            "rotary_dim": 64,
+        }
     if fam == "phi":
-        return "phi", {"hidden_size": a.hidden_size, "intermediate_size": a.intermediate_size, "num_hidden_layers": a.num_layers,
-                       "num_attention_heads": a.num_attention_heads, "num_key_value_heads": a.num_kv_heads,
-                       "vocab_size": a.vocab_size, "max_position_embeddings": a.max_position_embeddings or 2048,
-                       "tie_word_embeddings": a.tie_word_embeddings}
+        return "phi", {
+            "hidden_size": a.hidden_size,
+            "intermediate_size": a.intermediate_size,
+            "num_hidden_layers": a.num_layers,
+            "num_attention_heads": a.num_attention_heads,
+            "num_key_value_heads": a.num_kv_heads,
+            "vocab_size": a.vocab_size,
+            "max_position_embeddings": a.max_position_embeddings or 2048,
+            "tie_word_embeddings": a.tie_word_embeddings,
+        }
     if fam == "falcon":
-        return "falcon", {"hidden_size": a.hidden_size, "num_hidden_layers": a.num_layers,
-                          "num_attention_heads": a.num_attention_heads, "num_kv_heads": a.num_kv_heads,
-                          "new_decoder_architecture": a.num_kv_heads > 1, "multi_query": a.num_kv_heads == 1,
-                          "parallel_attn": True, "bias": False, "ffn_hidden_size": a.intermediate_size,
-                          "vocab_size": a.vocab_size, "tie_word_embeddings": a.tie_word_embeddings}
+        return "falcon", {
+            "hidden_size": a.hidden_size,
+            "num_hidden_layers": a.num_layers,
+            "num_attention_heads": a.num_attention_heads,
+            "num_kv_heads": a.num_kv_heads,
+            "new_decoder_architecture": a.num_kv_heads > 1,
+            "multi_query": a.num_kv_heads == 1,
+            "parallel_attn": True,
+            "bias": False,
+            "ffn_hidden_size": a.intermediate_size,
+            "vocab_size": a.vocab_size,
+            "tie_word_embeddings": a.tie_word_embeddings,
+        }
     if fam == "stablelm-alpha":
-        return "gpt_neox", {"hidden_size": a.hidden_size, "num_hidden_layers": a.num_layers,
-                            "num_attention_heads": a.num_attention_heads, "intermediate_size": a.intermediate_size,
-                            "vocab_size": a.vocab_size, "max_position_embeddings": a.max_position_embeddings or 4096,
-                            "rotary_pct": 0.25, "tie_word_embeddings": a.tie_word_embeddings}
+        return "gpt_neox", {
+            "hidden_size": a.hidden_size,
+            "num_hidden_layers": a.num_layers,
+            "num_attention_heads": a.num_attention_heads,
+            "intermediate_size": a.intermediate_size,
+            "vocab_size": a.vocab_size,
+            "max_position_embeddings": a.max_position_embeddings or 4096,
+            "rotary_pct": 0.25,
+            "tie_word_embeddings": a.tie_word_embeddings,
+        }
     if fam == "mpt":
-        return "mpt", {"d_model": a.hidden_size, "n_heads": a.num_attention_heads, "n_layers": a.num_layers,
-                       "expansion_ratio": max(1, a.intermediate_size // a.hidden_size),
-                       "max_seq_len": a.max_position_embeddings or 2048, "vocab_size": a.vocab_size, "no_bias": True}
+        return "mpt", {
+            "d_model": a.hidden_size,
+            "n_heads": a.num_attention_heads,
+            "n_layers": a.num_layers,
+            "expansion_ratio": max(1, a.intermediate_size // a.hidden_size),
+            "max_seq_len": a.max_position_embeddings or 2048,
+            "vocab_size": a.vocab_size,
+            "no_bias": True,
+        }
     if fam == "bert":
-        return "bert", {"hidden_size": a.hidden_size, "num_hidden_layers": a.num_layers,
-                        "num_attention_heads": a.num_attention_heads, "intermediate_size": a.intermediate_size,
-                        "vocab_size": a.vocab_size, "max_position_embeddings": a.max_position_embeddings or 512}
+        return "bert", {
+            "hidden_size": a.hidden_size,
+            "num_hidden_layers": a.num_layers,
+            "num_attention_heads": a.num_attention_heads,
+            "intermediate_size": a.intermediate_size,
+            "vocab_size": a.vocab_size,
+            "max_position_embeddings": a.max_position_embeddings or 512,
+        }
     if fam == "vit":
-        return "vit", {"hidden_size": a.hidden_size, "num_hidden_layers": a.num_layers,
-                       "num_attention_heads": a.num_attention_heads, "intermediate_size": a.intermediate_size,
-                       "patch_size": 16, "num_labels": 1000}
+        return "vit", {
+            "hidden_size": a.hidden_size,
+            "num_hidden_layers": a.num_layers,
+            "num_attention_heads": a.num_attention_heads,
+            "intermediate_size": a.intermediate_size,
+            "patch_size": 16,
+            "num_labels": 1000,
+        }
     if fam == "resnet":
         return "resnet", {"num_labels": 1000}  # ResNetConfig's defaults are ResNet-50
     if a.mlp_type == "gated_silu" and a.is_transformer:
@@ -137,8 +204,11 @@ def _hf_kind(config: Any, task_is_cv: bool) -> str:
 def _hf_build(config: Any, kind: str, dtype: torch.dtype, attention: str, description: str) -> BuiltModel:
     import transformers
 
-    auto = {"causal-lm": transformers.AutoModelForCausalLM, "seq-classifier": transformers.AutoModelForSequenceClassification,
-            "image-classifier": transformers.AutoModelForImageClassification}[kind]
+    auto = {
+        "causal-lm": transformers.AutoModelForCausalLM,
+        "seq-classifier": transformers.AutoModelForSequenceClassification,
+        "image-classifier": transformers.AutoModelForImageClassification,
+    }[kind]
     # flash-attention-2 is a CUDA library; SDPA dispatches to a flash kernel on the GPU with the same memory.
     attn = {"eager": "eager"}.get(attention, "sdpa")
     with torch.device("meta"), default_dtype(dtype):
@@ -146,20 +216,29 @@ def _hf_build(config: Any, kind: str, dtype: torch.dtype, attention: str, descri
             model = auto.from_config(config, dtype=dtype, attn_implementation=attn)
         except ValueError as err:
             if "does not support" not in str(err) or attn == "eager":
-                raise GpuwiseError(f"transformers cannot build {description}: {str(err).splitlines()[0]}") from None
+                raise GpuwiseError(
+                    f"transformers cannot build {description}: {str(err).splitlines()[0]}"
+                ) from None
             model = auto.from_config(config, dtype=dtype, attn_implementation="eager")
     return BuiltModel(model, kind, description, is_hf=True)
 
 
-def build_from_catalog(arch: ModelArch, dtype: torch.dtype, attention: str, task_is_cv: bool, image_size: int) -> BuiltModel:
+def build_from_catalog(
+    arch: ModelArch, dtype: torch.dtype, attention: str, task_is_cv: bool, image_size: int
+) -> BuiltModel:
     from transformers import AutoConfig
 
     model_type, kwargs = catalog_config_kwargs(arch)
     if model_type == "vit":
         kwargs["image_size"] = image_size
     config = AutoConfig.for_model(model_type, **kwargs)
-    return _hf_build(config, _hf_kind(config, task_is_cv), dtype, attention,
-                     f"{arch.id} (catalog architecture as transformers {type(config).__name__}, no weights)")
+    return _hf_build(
+        config,
+        _hf_kind(config, task_is_cv),
+        dtype,
+        attention,
+        f"{arch.id} (catalog architecture as transformers {type(config).__name__}, no weights)",
+    )
 
 
 def build_from_config_file(path: Path, dtype: torch.dtype, attention: str, task_is_cv: bool) -> BuiltModel:
@@ -173,7 +252,13 @@ def build_from_config_file(path: Path, dtype: torch.dtype, attention: str, task_
             f"{path}: transformers cannot read this config ({first}); for custom architectures pass "
             f"--model-factory pkg.module:function, or {ANALYTIC_HINT}"
         ) from None
-    return _hf_build(config, _hf_kind(config, task_is_cv), dtype, attention, f"{path} (transformers {type(config).__name__}, no weights)")
+    return _hf_build(
+        config,
+        _hf_kind(config, task_is_cv),
+        dtype,
+        attention,
+        f"{path} (transformers {type(config).__name__}, no weights)",
+    )
 
 
 def resolve_model(workload_model: str) -> tuple[ModelArch | None, Path | None]:
@@ -189,7 +274,9 @@ def load_callable(spec: str, option: str) -> Callable[..., Any]:
     """Import ``pkg.module:function`` or ``path/to/file.py:function``; failures name the module."""
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
-        raise GpuwiseError(f"{option} {spec!r} must look like package.module:function or path/to/file.py:function")
+        raise GpuwiseError(
+            f"{option} {spec!r} must look like package.module:function or path/to/file.py:function"
+        )
     try:
         if module_name.endswith(".py") or "/" in module_name:
             path = Path(module_name).expanduser()
@@ -212,7 +299,7 @@ def load_callable(spec: str, option: str) -> Callable[..., Any]:
                     sys.path.remove(cwd)
     except GpuwiseError:
         raise
-    except Exception as err:  # noqa: BLE001 - any import-time failure is the user's module's problem
+    except Exception as err:
         raise GpuwiseError(
             f"{option} {spec!r}: cannot import module {module_name!r} ({type(err).__name__}: {_first_line(err)}); "
             f"check PYTHONPATH or give path/to/file.py:function, or {ANALYTIC_HINT}"
@@ -222,8 +309,12 @@ def load_callable(spec: str, option: str) -> Callable[..., Any]:
         names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
         from gpuwise.errors import did_you_mean
 
-        raise did_you_mean(f"callable in {module_name} for {option}", attr, names,
-                           hint="it defines " + (", ".join(names[:6]) or "no public callables"))
+        raise did_you_mean(
+            f"callable in {module_name} for {option}",
+            attr,
+            names,
+            hint="it defines " + (", ".join(names[:6]) or "no public callables"),
+        )
     return func
 
 
@@ -239,7 +330,7 @@ def call_user(func: Callable[..., Any], option: str, spec: str, available: dict[
         return func(**kwargs)
     except GpuwiseError:
         raise
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         raise GpuwiseError(
             f"{option} {spec} raised {type(err).__name__}: {_first_line(err)} (called with {sorted(kwargs) or 'no arguments'}); "
             f"fix the factory, or {ANALYTIC_HINT}"
@@ -265,7 +356,9 @@ def build_from_factory(spec: str, dtype: torch.dtype, input_spec: str | None) ->
             f"--model-factory {spec} returned a {type(model).__name__}, which is not a Hugging Face model: "
             "pass --input-factory pkg.module:function returning its inputs (a tensor, a tuple or a dict)"
         )
-    return BuiltModel(model, kind, f"{type(model).__name__} from {spec}", input_factory=input_factory, is_hf=is_hf)
+    return BuiltModel(
+        model, kind, f"{type(model).__name__} from {spec}", input_factory=input_factory, is_hf=is_hf
+    )
 
 
 def _first_line(err: BaseException) -> str:

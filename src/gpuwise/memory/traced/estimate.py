@@ -19,15 +19,15 @@ from dataclasses import dataclass
 
 import torch
 
-from gpuwise.catalog import GPU, get_gpu, list_gpus
+from gpuwise.catalog import get_gpu, list_gpus
 from gpuwise.errors import GpuwiseError
 from gpuwise.memory.activations import kbit_upcast
 from gpuwise.memory.frameworks import profile_for
 from gpuwise.memory.regime import regime_for
 from gpuwise.memory.traced import adapt, build
 from gpuwise.memory.traced.optim import build_optimizer
-from gpuwise.memory.traced.result import GpuStepTime, TracedMemoryEstimate, TracedPhase
 from gpuwise.memory.traced.parity import cuda_code_paths
+from gpuwise.memory.traced.result import GpuStepTime, TracedMemoryEstimate, TracedPhase
 from gpuwise.memory.traced.run import RunSettings, explain_failure, inference, materialize, training_step
 from gpuwise.memory.traced.tracker import CUDA_BLOCK_BYTES, MemoryTracker, PhaseRecord
 from gpuwise.workload import Workload
@@ -49,8 +49,10 @@ def precision_plan(w: Workload) -> PrecisionPlan:
     if p in ("amp-bf16", "amp-fp16"):
         return PrecisionPlan(torch.float32, _DTYPE[p[4:]], None)
     if p == "fp8" and w.is_training:
-        raise GpuwiseError("fp8 training (Transformer Engine) cannot be simulated on CPU fake tensors; "
-                           f"simulate bf16 (--precision bf16), or {build.ANALYTIC_HINT}")
+        raise GpuwiseError(
+            "fp8 training (Transformer Engine) cannot be simulated on CPU fake tensors; "
+            f"simulate bf16 (--precision bf16), or {build.ANALYTIC_HINT}"
+        )
     return PrecisionPlan(torch.bfloat16, None, p)  # quantized weights, 16-bit compute
 
 
@@ -67,8 +69,12 @@ class Simulation:
     paged_state_bytes: int = 0
 
 
-def traced_estimate(workload: Workload, model_factory: str | None = None, input_factory: str | None = None,
-                    progress: bool | None = None) -> TracedMemoryEstimate:
+def traced_estimate(
+    workload: Workload,
+    model_factory: str | None = None,
+    input_factory: str | None = None,
+    progress: bool | None = None,
+) -> TracedMemoryEstimate:
     """Simulate one step of ``workload`` on fake tensors and return its exact tensor-memory peaks.
 
     ``model_factory`` / ``input_factory`` are ``pkg.module:function`` (or ``file.py:function``);
@@ -79,23 +85,36 @@ def traced_estimate(workload: Workload, model_factory: str | None = None, input_
     return _assemble(workload, sim, time.perf_counter() - started)
 
 
-def simulate(workload: Workload, model_factory: str | None = None, input_factory: str | None = None, *,
-             block_bytes: int = CUDA_BLOCK_BYTES, fake: bool = True, progress: bool | None = False) -> Simulation:
+def simulate(
+    workload: Workload,
+    model_factory: str | None = None,
+    input_factory: str | None = None,
+    *,
+    block_bytes: int = CUDA_BLOCK_BYTES,
+    fake: bool = True,
+    progress: bool | None = False,
+) -> Simulation:
     """Build and run the step. ``fake=False`` runs the same step on real CPU tensors (for tests on tiny
     models: it allocates everything); ``block_bytes=1`` counts exact sizes as the CPU allocator does."""
     w = workload
     model_factory = model_factory or w.model_factory or None  # a workload file may name its factory
     if input_factory and not model_factory:
-        raise GpuwiseError("--input-factory needs --model-factory (catalog models get token or image inputs automatically)")
+        raise GpuwiseError(
+            "--input-factory needs --model-factory (catalog models get token or image inputs automatically)"
+        )
     if w.tp > 1 or w.pp > 1 or w.sharding not in ("none", "ddp"):
-        raise GpuwiseError(f"traced simulation runs one unsharded replica (tp=1, pp=1, sharding none/ddp), got "
-                           f"tp={w.tp}, pp={w.pp}, sharding={w.sharding}; {build.ANALYTIC_HINT}")
+        raise GpuwiseError(
+            f"traced simulation runs one unsharded replica (tp=1, pp=1, sharding none/ddp), got "
+            f"tp={w.tp}, pp={w.pp}, sharding={w.sharding}; {build.ANALYTIC_HINT}"
+        )
     plan = precision_plan(w)
     profile = profile_for(w.framework)
     notes: list[str] = []
     if profile.name != "hf":
-        notes.append(f"simulated with the transformers + peft implementation; {w.framework}'s own code (loss, adapters) "
-                     "is modelled by the analytic estimate only")
+        notes.append(
+            f"simulated with the transformers + peft implementation; {w.framework}'s own code (loss, adapters) "
+            "is modelled by the analytic estimate only"
+        )
     with _status(progress) as status, _quiet_libraries():
         status("building the model on the meta device")
         built = _build(w, plan, model_factory, input_factory)
@@ -111,23 +130,37 @@ def simulate(workload: Workload, model_factory: str | None = None, input_factory
                 notes.append(adapt.apply_kbit_upcast(built))
                 plan = PrecisionPlan(plan.param_dtype, torch.bfloat16, plan.quantized)
         if plan.autocast_dtype is not None:
-            notes.append(f"autocast to {str(plan.autocast_dtype).removeprefix('torch.')} simulated with CPU autocast, "
-                         "whose op lists differ slightly from CUDA's")
+            notes.append(
+                f"autocast to {str(plan.autocast_dtype).removeprefix('torch.')} simulated with CPU autocast, "
+                "whose op lists differ slightly from CUDA's"
+            )
         # A serving replica holds `concurrency` sequences at once (as the analytic estimate assumes).
         batch = max(w.batch_size, w.concurrency) if w.task == "serving" else w.batch_size
         ddp = w.is_training and w.data_parallel > 1
         if ddp:
-            notes.append(f"{w.data_parallel} data-parallel replicas: DDP gradient buckets (one flat copy of the gradients, "
-                         "gradient_as_bucket_view=False) are included; NCCL buffers are in the context line")
-        settings = RunSettings(batch, w.seq_len, w.output_len, w.image_size, plan.param_dtype, plan.autocast_dtype,
-                               w.grad_accum, ddp_buckets=ddp)
+            notes.append(
+                f"{w.data_parallel} data-parallel replicas: DDP gradient buckets (one flat copy of the gradients, "
+                "gradient_as_bucket_view=False) are included; NCCL buffers are in the context line"
+            )
+        settings = RunSettings(
+            batch,
+            w.seq_len,
+            w.output_len,
+            w.image_size,
+            plan.param_dtype,
+            plan.autocast_dtype,
+            w.grad_accum,
+            ddp_buckets=ddp,
+        )
         sim = _run(built, w, settings, input_factory, status, block_bytes, fake)
     sim.notes[:0] = notes
     sim.notes.extend(_limits_notes(w, built))
     return sim
 
 
-def _build(w: Workload, plan: PrecisionPlan, model_factory: str | None, input_factory: str | None) -> build.BuiltModel:
+def _build(
+    w: Workload, plan: PrecisionPlan, model_factory: str | None, input_factory: str | None
+) -> build.BuiltModel:
     if model_factory:
         return build.build_from_factory(model_factory, plan.param_dtype, input_factory)
     arch, config_path = build.resolve_model(w.model)
@@ -136,8 +169,15 @@ def _build(w: Workload, plan: PrecisionPlan, model_factory: str | None, input_fa
     return build.build_from_catalog(arch, plan.param_dtype, w.attention, w.is_cv, w.image_size)
 
 
-def _run(built: build.BuiltModel, w: Workload, s: RunSettings, input_spec: str | None, status, block_bytes: int,  # noqa: ANN001
-         fake: bool) -> Simulation:
+def _run(
+    built: build.BuiltModel,
+    w: Workload,
+    s: RunSettings,
+    input_spec: str | None,
+    status,
+    block_bytes: int,
+    fake: bool,
+) -> Simulation:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     model = built.model
@@ -158,11 +198,15 @@ def _run(built: build.BuiltModel, w: Workload, s: RunSettings, input_spec: str |
                     status("simulating forward, backward and optimizer step")
                     training_step(model, built, s, tracker, choice, input_spec)
                 else:
-                    status("simulating prefill and decode" if built.kind == "causal-lm" else "simulating the forward")
+                    status(
+                        "simulating prefill and decode"
+                        if built.kind == "causal-lm"
+                        else "simulating the forward"
+                    )
                     inference(model, built, s, tracker, input_spec)
         except GpuwiseError:
             raise
-        except Exception as err:  # noqa: BLE001 - any failure inside the model becomes one line naming where
+        except Exception as err:
             raise explain_failure(err, tracker, built.description, model) from err
     return Simulation(built, tracker, optimizer_text, num_params, trainable, [], tracker.untracked_bytes)
 
@@ -215,11 +259,17 @@ def _status(progress: bool | None) -> Iterator:
 def _limits_notes(w: Workload, built: build.BuiltModel) -> list[str]:
     notes = []
     if w.is_inference and w.kv_cache_dtype not in ("auto", "bf16", "fp16") and built.kind == "causal-lm":
-        notes.append(f"KV cache simulated in the model dtype: a {w.kv_cache_dtype} cache (serving engines) is not modelled")
+        notes.append(
+            f"KV cache simulated in the model dtype: a {w.kv_cache_dtype} cache (serving engines) is not modelled"
+        )
     if w.attention == "flash":
-        notes.append("flash attention simulated with SDPA, which dispatches to a flash kernel on the GPU (same memory)")
-    notes.append("not visible to a fake-tensor run: cuBLAS/flash-attention workspaces, NCCL buffers, fragmentation "
-                 "beyond the allocator reserve")
+        notes.append(
+            "flash attention simulated with SDPA, which dispatches to a flash kernel on the GPU (same memory)"
+        )
+    notes.append(
+        "not visible to a fake-tensor run: cuBLAS/flash-attention workspaces, NCCL buffers, fragmentation "
+        "beyond the allocator reserve"
+    )
     return notes
 
 
@@ -229,8 +279,16 @@ def _assemble(w: Workload, sim: Simulation, wall_s: float) -> TracedMemoryEstima
     tracker = sim.tracker
     records = [r for name, r in tracker.phases.items() if not name.startswith("_")]
     phases = [
-        TracedPhase(r.name, r.peak_bytes, r.start_bytes, r.end_bytes, tracker.breakdown(r.live_at_peak), r.flops,
-                    r.kernels, r.where_at_peak)
+        TracedPhase(
+            r.name,
+            r.peak_bytes,
+            r.start_bytes,
+            r.end_bytes,
+            tracker.breakdown(r.live_at_peak),
+            r.flops,
+            r.kernels,
+            r.where_at_peak,
+        )
         for r in records
     ]
     peak = max(phases, key=lambda p: p.peak_allocated_bytes)
@@ -248,28 +306,53 @@ def _assemble(w: Workload, sim: Simulation, wall_s: float) -> TracedMemoryEstima
     here = next((t for t in times if t.gpu == gpu.id), None)
     notes = list(sim.notes)
     if sim.paged_state_bytes:
-        notes.append("paged optimizer state lives in CUDA unified memory: counted in the device total, not in allocated/reserved")
+        notes.append(
+            "paged optimizer state lives in CUDA unified memory: counted in the device total, not in allocated/reserved"
+        )
     if not times:
         notes.append("predicted step time unavailable: the performance model (gpuwise.perf) is not installed")
     assumptions = [f"optimizer: {sim.optimizer}"] if w.is_training else []
     assumptions.append(f"model: {sim.built.description}")
     assumptions.append(f"libraries simulated: {_library_versions()}")
     if w.is_training:
-        assumptions.append("steady-state step (optimizer state exists, as from step 2 on)"
-                           + ("; gradients held across micro-batches" if w.grad_accum > 1 else ""))
+        assumptions.append(
+            "steady-state step (optimizer state exists, as from step 2 on)"
+            + ("; gradients held across micro-batches" if w.grad_accum > 1 else "")
+        )
     elif sim.built.kind == "causal-lm":
-        assumptions.append(f"generate(): prefill of {w.seq_len} tokens keeping the last logits, then decode to "
-                           f"{w.seq_len + w.output_len - 1} cached tokens (the last decode step is measured)")
+        assumptions.append(
+            f"generate(): prefill of {w.seq_len} tokens keeping the last logits, then decode to "
+            f"{w.seq_len + w.output_len - 1} cached tokens (the last decode step is measured)"
+        )
     return TracedMemoryEstimate(
-        workload=w.to_dict(), gpu=gpu.id, model=sim.built.description, mode="training" if w.is_training else "inference",
-        phases=phases, peak_phase=peak.name, peak_allocated_bytes=peak.peak_allocated_bytes, breakdown=peak.by_category,
-        cuda_context_bytes=context, allocator_reserve_bytes=reserve, paged_state_bytes=sim.paged_state_bytes,
-        peak_reserved_bytes=reserved, device_total_bytes=total, device_memory_bytes=capacity, fits=total <= capacity,
-        num_params=sim.num_params, trainable_params=sim.trainable_params,
-        flops_per_step=int(_per_step(w, flops_by_phase)), flops_by_phase=flops_by_phase,
-        step_time_s=here.step_time_s if here else None, step_times=times,
-        top_activation_modules=tracker.top_activation_modules("forward" if "forward" in tracker.phases else "prefill"),
-        optimizer=sim.optimizer, notes=notes, assumptions=assumptions, simulation_wall_s=round(wall_s, 3),
+        workload=w.to_dict(),
+        gpu=gpu.id,
+        model=sim.built.description,
+        mode="training" if w.is_training else "inference",
+        phases=phases,
+        peak_phase=peak.name,
+        peak_allocated_bytes=peak.peak_allocated_bytes,
+        breakdown=peak.by_category,
+        cuda_context_bytes=context,
+        allocator_reserve_bytes=reserve,
+        paged_state_bytes=sim.paged_state_bytes,
+        peak_reserved_bytes=reserved,
+        device_total_bytes=total,
+        device_memory_bytes=capacity,
+        fits=total <= capacity,
+        num_params=sim.num_params,
+        trainable_params=sim.trainable_params,
+        flops_per_step=int(_per_step(w, flops_by_phase)),
+        flops_by_phase=flops_by_phase,
+        step_time_s=here.step_time_s if here else None,
+        step_times=times,
+        top_activation_modules=tracker.top_activation_modules(
+            "forward" if "forward" in tracker.phases else "prefill"
+        ),
+        optimizer=sim.optimizer,
+        notes=notes,
+        assumptions=assumptions,
+        simulation_wall_s=round(wall_s, 3),
     )
 
 
@@ -288,9 +371,13 @@ def _library_versions() -> str:
 def _per_step(w: Workload, per_phase: dict[str, float]) -> float:
     """Training: grad_accum micro-batches + one optimizer step; inference: prefill + output_len - 1 decodes."""
     if w.is_training:
-        return w.grad_accum * (per_phase.get("forward", 0) + per_phase.get("backward", 0)) + per_phase.get("optimizer_step", 0)
+        return w.grad_accum * (per_phase.get("forward", 0) + per_phase.get("backward", 0)) + per_phase.get(
+            "optimizer_step", 0
+        )
     decode_steps = max(w.output_len - 1, 0) if "decode" in per_phase else 0
-    return per_phase.get("prefill", 0) + per_phase.get("forward", 0) + decode_steps * per_phase.get("decode", 0)
+    return (
+        per_phase.get("prefill", 0) + per_phase.get("forward", 0) + decode_steps * per_phase.get("decode", 0)
+    )
 
 
 def _repeats(w: Workload, phase: str) -> int:
@@ -326,9 +413,13 @@ def _step_times(w: Workload, records: dict[str, PhaseRecord], device_total_bytes
                 by_bound = {"compute": 0.0, "memory_bandwidth": 0.0}
                 for (op_kind, flops, nbytes), count in r.compute_ops.items():
                     efficiency = attention_eff if op_kind == "attention" else None
-                    t = step_time_from_flops(flops, nbytes, gpu, w.precision, kind=kind, efficiency=efficiency)
+                    t = step_time_from_flops(
+                        flops, nbytes, gpu, w.precision, kind=kind, efficiency=efficiency
+                    )
                     by_bound["compute" if t.bound == "compute" else "memory_bandwidth"] += count * t.time_s
-                by_bound["memory_bandwidth"] += step_time_from_flops(0, r.memory_bytes, gpu, w.precision, kind=kind).memory_s
+                by_bound["memory_bandwidth"] += step_time_from_flops(
+                    0, r.memory_bytes, gpu, w.precision, kind=kind
+                ).memory_s
                 device = sum(by_bound.values())
                 host = r.kernels * float(eff.host("eager_op_us")) * 1e-6  # eager PyTorch: one launch per op
                 per_phase[name] = max(device, host)

@@ -8,7 +8,7 @@ half, so attention is scaled by the exact fraction of (query, key) pairs the mas
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import torch
@@ -42,7 +42,7 @@ def causal_fraction(q_len: int, kv_len: int) -> float:
     return kept / (q_len * kv_len)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _arg_index(func: Any, name: str) -> int | None:
     for i, arg in enumerate(func._schema.arguments):
         if arg.name == name:

@@ -29,28 +29,42 @@ def build_optimizer(name: str, model: nn.Module) -> OptimizerChoice:
     if not params:
         raise GpuwiseError("the model has no trainable parameters, so there is no training step to simulate")
     if name == "adamw":
-        return OptimizerChoice(torch.optim.AdamW(params, lr=1e-4, foreach=True),
-                               "torch.optim.AdamW, foreach implementation (the CUDA default)")
+        return OptimizerChoice(
+            torch.optim.AdamW(params, lr=1e-4, foreach=True),
+            "torch.optim.AdamW, foreach implementation (the CUDA default)",
+        )
     if name == "adamw-fused":
-        return OptimizerChoice(torch.optim.AdamW(params, lr=1e-4, fused=True),
-                               "torch.optim.AdamW(fused=True) (the Hugging Face Trainer default with torch >= 2.8)")
+        return OptimizerChoice(
+            torch.optim.AdamW(params, lr=1e-4, fused=True),
+            "torch.optim.AdamW(fused=True) (the Hugging Face Trainer default with torch >= 2.8)",
+        )
     if name == "sgd":
-        return OptimizerChoice(torch.optim.SGD(params, lr=1e-2, momentum=0.9, foreach=True),
-                               "torch.optim.SGD(momentum=0.9), foreach implementation")
+        return OptimizerChoice(
+            torch.optim.SGD(params, lr=1e-2, momentum=0.9, foreach=True),
+            "torch.optim.SGD(momentum=0.9), foreach implementation",
+        )
     if name == "adafactor":
         from transformers.optimization import Adafactor
 
         # What the Hugging Face Trainer builds for optim="adafactor" (trainer.py): fixed lr, no scaling.
-        return OptimizerChoice(Adafactor(params, lr=1e-3, scale_parameter=False, relative_step=False),
-                               "transformers Adafactor (scale_parameter=False, relative_step=False), as the HF Trainer builds it")
+        return OptimizerChoice(
+            Adafactor(params, lr=1e-3, scale_parameter=False, relative_step=False),
+            "transformers Adafactor (scale_parameter=False, relative_step=False), as the HF Trainer builds it",
+        )
     if name in ("adamw-8bit", "paged-adamw-8bit"):
         paged = name.startswith("paged")
         embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
         optimizer = AdamW8bitStandIn(params, fp32_state_params=embeddings, paged=paged)
         what = "bitsandbytes PagedAdamW8bit" if paged else "bitsandbytes AdamW8bit"
-        return OptimizerChoice(optimizer, f"{what} (state sizes accounted analytically: bitsandbytes cannot run here; "
-                                          "embedding weights keep 32-bit state, as the HF Trainer sets)", paged=paged)
-    raise GpuwiseError(f"optimizer {name!r} cannot be simulated; choose adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor or sgd")
+        return OptimizerChoice(
+            optimizer,
+            f"{what} (state sizes accounted analytically: bitsandbytes cannot run here; "
+            "embedding weights keep 32-bit state, as the HF Trainer sets)",
+            paged=paged,
+        )
+    raise GpuwiseError(
+        f"optimizer {name!r} cannot be simulated; choose adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor or sgd"
+    )
 
 
 def state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:

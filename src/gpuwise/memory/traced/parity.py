@@ -33,7 +33,9 @@ def cuda_dropout() -> Iterator[None]:
 
     original = F.dropout
 
-    def fused(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
+    def fused(
+        input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+    ) -> torch.Tensor:
         if not training or p <= 0.0 or p >= 1.0 or input.numel() == 0:
             return original(input, p, training, inplace)
         out = torch.native_dropout(input, p, training)[0]
@@ -46,8 +48,13 @@ def cuda_dropout() -> Iterator[None]:
         F.dropout = original
 
 
-def cuda_sdpa_backend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None,
-                      enable_gqa: bool) -> str:
+def cuda_sdpa_backend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    enable_gqa: bool,
+) -> str:
     """The SDPA backend CUDA picks (ATen sdp_utils.cpp: flash, then memory-efficient, then math).
 
     flash: fp16/bf16, no mask, head dim <= 256 and equal for q/k/v, equal heads or enable_gqa.
@@ -60,7 +67,13 @@ def cuda_sdpa_backend(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     same_heads = hq == hk == hv
     gqa = enable_gqa and hk == hv and hq % hk == 0
     d, dv = query.size(-1), value.size(-1)
-    if query.dtype in _LOW_PRECISION and attn_mask is None and d == key.size(-1) == dv and d <= 256 and (same_heads or gqa):
+    if (
+        query.dtype in _LOW_PRECISION
+        and attn_mask is None
+        and d == key.size(-1) == dv
+        and d <= 256
+        and (same_heads or gqa)
+    ):
         return "flash"
     align = 8 if query.dtype in _LOW_PRECISION else 4
     if same_heads and d % align == 0 and dv % align == 0:
@@ -83,7 +96,7 @@ def cuda_sdpa() -> Iterator[None]:
     original = F.scaled_dot_product_attention
     aten = torch.ops.aten
 
-    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):  # noqa: ANN001, ANN202
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         if torch.is_autocast_enabled("cpu"):
             # CUDA autocast runs SDPA in the lower precision (it is on autocast's fp16/bf16 op list).
             low = torch.get_autocast_dtype("cpu")
@@ -92,14 +105,17 @@ def cuda_sdpa() -> Iterator[None]:
                 attn_mask = attn_mask.to(low)
         backend = cuda_sdpa_backend(query, key, value, attn_mask, enable_gqa)
         if backend == "math":
-            return aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
-                                                            scale=scale, enable_gqa=enable_gqa)[0]
+            return aten._scaled_dot_product_attention_math(
+                query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+            )[0]
         if attn_mask is not None and attn_mask.dtype == torch.bool:
             # The memory-efficient kernel takes an additive bias: SDPA converts boolean masks first.
             attn_mask = torch.zeros((), dtype=query.dtype, device=query.device).masked_fill(
-                attn_mask.logical_not(), float("-inf"))
-        return aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal,
-                                                                attn_mask=attn_mask, scale=scale)[0]
+                attn_mask.logical_not(), float("-inf")
+            )
+        return aten._scaled_dot_product_flash_attention_for_cpu(
+            query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
+        )[0]
 
     F.scaled_dot_product_attention = sdpa
     try:

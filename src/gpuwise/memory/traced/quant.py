@@ -29,7 +29,9 @@ _BLOCK_8BIT_OPTIM = 2048
 _MIN_8BIT_OPTIM_NUMEL = 4096
 
 
-def quantized_storage_bytes(numel: int, out_features: int, precision: str, double_quant: bool) -> dict[str, int]:
+def quantized_storage_bytes(
+    numel: int, out_features: int, precision: str, double_quant: bool
+) -> dict[str, int]:
     """Bytes per storage a quantized weight of ``numel`` elements occupies (before allocator rounding)."""
     if precision in ("nf4", "int4"):
         blocks = -(-numel // _BLOCK_4BIT)
@@ -55,7 +57,7 @@ class _DequantMatmul(torch.autograd.Function):
     activation checkpointing does not drop them."""
 
     @staticmethod
-    def forward(ctx, x, layer, bias):  # noqa: ANN001, ANN205
+    def forward(ctx, x, layer, bias):
         ctx.layer = layer
         out = torch.nn.functional.linear(x, layer.dequantize(x.dtype), bias)
         if layer.precision == "int8" and ctx.needs_input_grad[0]:
@@ -63,7 +65,7 @@ class _DequantMatmul(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, grad_out):  # noqa: ANN001, ANN205
+    def backward(ctx, grad_out):
         grad_x = grad_out @ ctx.layer.dequantize(grad_out.dtype) if ctx.needs_input_grad[0] else None
         return grad_x, None, None
 
@@ -71,19 +73,25 @@ class _DequantMatmul(torch.autograd.Function):
 class QuantizedLinear(nn.Module):
     """A frozen linear layer stored like bitsandbytes stores it; computes in ``compute_dtype``."""
 
-    def __init__(self, linear: nn.Linear, precision: str, double_quant: bool, compute_dtype: torch.dtype) -> None:
+    def __init__(
+        self, linear: nn.Linear, precision: str, double_quant: bool, compute_dtype: torch.dtype
+    ) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.precision, self.compute_dtype = precision, compute_dtype
         numel = self.in_features * self.out_features
         sizes = quantized_storage_bytes(numel, self.out_features, precision, double_quant)
         device = linear.weight.device
-        self.weight = nn.Parameter(torch.empty(sizes.pop("weight"), dtype=torch.uint8, device=device), requires_grad=False)
+        self.weight = nn.Parameter(
+            torch.empty(sizes.pop("weight"), dtype=torch.uint8, device=device), requires_grad=False
+        )
         for name, nbytes in sizes.items():
             self.register_buffer(name, torch.empty(nbytes, dtype=torch.uint8, device=device))
         self.bias = None
         if linear.bias is not None:
-            self.bias = nn.Parameter(torch.empty(self.out_features, dtype=compute_dtype, device=device), requires_grad=False)
+            self.bias = nn.Parameter(
+                torch.empty(self.out_features, dtype=compute_dtype, device=device), requires_grad=False
+            )
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
         # A new (out, in) tensor in the compute dtype, as bitsandbytes' dequantize kernel returns.
@@ -99,8 +107,9 @@ class QuantizedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, precision={self.precision}"
 
 
-def quantize_linears(model: nn.Module, precision: str, double_quant: bool, compute_dtype: torch.dtype,
-                     skip: set[int]) -> int:
+def quantize_linears(
+    model: nn.Module, precision: str, double_quant: bool, compute_dtype: torch.dtype, skip: set[int]
+) -> int:
     """Replace every plain ``nn.Linear`` (not LoRA adapters, not ``skip``) by a QuantizedLinear; returns the count."""
     replaced = 0
     for parent_name, parent in list(model.named_modules()):
@@ -120,13 +129,15 @@ class AdamW8bitStandIn(torch.optim.Optimizer):
     embedding weights (trainer.py: ``register_module_override(module, "weight", {"optim_bits": 32})``).
     """
 
-    def __init__(self, params, fp32_state_params: set[int] | None = None, paged: bool = False, lr: float = 1e-3):  # noqa: ANN001
+    def __init__(
+        self, params, fp32_state_params: set[int] | None = None, paged: bool = False, lr: float = 1e-3
+    ):
         super().__init__(params, {"lr": lr})
         self.fp32_state_params = fp32_state_params or set()
         self.paged = paged
 
     @torch.no_grad()
-    def step(self, closure=None):  # noqa: ANN001, ANN201
+    def step(self, closure=None):
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -140,8 +151,10 @@ class AdamW8bitStandIn(torch.optim.Optimizer):
     def _init_state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
         n = p.numel()
         if n < _MIN_8BIT_OPTIM_NUMEL or id(p) in self.fp32_state_params:
-            return {"state1": torch.zeros(n, dtype=torch.float32, device=p.device),
-                    "state2": torch.zeros(n, dtype=torch.float32, device=p.device)}
+            return {
+                "state1": torch.zeros(n, dtype=torch.float32, device=p.device),
+                "state2": torch.zeros(n, dtype=torch.float32, device=p.device),
+            }
         blocks = -(-n // _BLOCK_8BIT_OPTIM)
         return {
             "state1": torch.zeros(n, dtype=torch.uint8, device=p.device),

@@ -58,7 +58,9 @@ class TracedMemoryEstimate:
     peak_allocated_bytes: int
     breakdown: dict[str, int]  # tensor bytes by category at the overall peak (sums to peak_allocated_bytes)
     cuda_context_bytes: int  # CUDA context (+ NCCL buffers), from the analytic estimator's overhead model
-    allocator_reserve_bytes: int  # caching-allocator reserve, same model, from the traced transient working set
+    allocator_reserve_bytes: (
+        int  # caching-allocator reserve, same model, from the traced transient working set
+    )
     paged_state_bytes: int  # paged optimizer state in CUDA unified memory (outside allocated/reserved)
     peak_reserved_bytes: int  # allocated + allocator reserve
     device_total_bytes: int  # reserved + context + paged state (what nvidia-smi would show)
@@ -70,7 +72,9 @@ class TracedMemoryEstimate:
     flops_by_phase: dict[str, int]  # one pass of each phase
     step_time_s: float | None  # predicted on `gpu`
     step_times: list[GpuStepTime]  # every catalog GPU, fastest first
-    top_activation_modules: list[dict[str, Any]]  # bytes kept by module (saved for backward, or live at the prefill peak)
+    top_activation_modules: list[
+        dict[str, Any]
+    ]  # bytes kept by module (saved for backward, or live at the prefill peak)
     optimizer: str
     notes: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
@@ -79,7 +83,11 @@ class TracedMemoryEstimate:
 
     @property
     def headroom_pct(self) -> float:
-        return 100.0 * (1.0 - self.device_total_bytes / self.device_memory_bytes) if self.device_memory_bytes else 0.0
+        return (
+            100.0 * (1.0 - self.device_total_bytes / self.device_memory_bytes)
+            if self.device_memory_bytes
+            else 0.0
+        )
 
     @property
     def phase_peaks(self) -> dict[str, int]:

@@ -21,7 +21,6 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.memory.traced.build import ANALYTIC_HINT, BuiltModel, call_user
 from gpuwise.memory.traced.optim import OptimizerChoice, state_tensors
 from gpuwise.memory.traced.tracker import MemoryTracker
-from gpuwise.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -86,12 +85,19 @@ def _tokens(batch: int, length: int) -> torch.Tensor:
     return torch.zeros(batch, length, dtype=torch.long)
 
 
-def model_inputs(built: BuiltModel, s: RunSettings, training: bool, user_spec: str | None) -> tuple[tuple, dict]:
+def model_inputs(
+    built: BuiltModel, s: RunSettings, training: bool, user_spec: str | None
+) -> tuple[tuple, dict]:
     """(args, kwargs) for the forward; training inputs carry labels so the model computes its loss."""
     if built.input_factory is not None:
-        available = {"batch_size": s.batch_size, "seq_len": s.seq_len, "image_size": s.image_size,
-                     "dtype": s.param_dtype if s.autocast_dtype is None else torch.float32, "device": torch.device("cpu"),
-                     "training": training}
+        available = {
+            "batch_size": s.batch_size,
+            "seq_len": s.seq_len,
+            "image_size": s.image_size,
+            "dtype": s.param_dtype if s.autocast_dtype is None else torch.float32,
+            "device": torch.device("cpu"),
+            "training": training,
+        }
         value = call_user(built.input_factory, "--input-factory", user_spec or "", available)
         if isinstance(value, dict):
             return (), value
@@ -99,7 +105,9 @@ def model_inputs(built: BuiltModel, s: RunSettings, training: bool, user_spec: s
             return tuple(value), {}
         if isinstance(value, torch.Tensor):
             return (value,), {}
-        raise GpuwiseError(f"--input-factory {user_spec} returned {type(value).__name__}: return a tensor, a tuple or a dict")
+        raise GpuwiseError(
+            f"--input-factory {user_spec} returned {type(value).__name__}: return a tensor, a tuple or a dict"
+        )
     if built.kind == "image-classifier":
         pixels = torch.empty(s.batch_size, 3, s.image_size, s.image_size, dtype=s.param_dtype)
         kwargs: dict[str, Any] = {"pixel_values": pixels}
@@ -122,8 +130,10 @@ def _loss_of(output: Any) -> torch.Tensor:
         return output["loss"]
     first = next((t for t in _tensors_in(output) if t.is_floating_point() and t.requires_grad), None)
     if first is None:
-        raise GpuwiseError("the model's output has no tensor that requires grad, so there is nothing to backpropagate "
-                           "(are all parameters frozen?)")
+        raise GpuwiseError(
+            "the model's output has no tensor that requires grad, so there is nothing to backpropagate "
+            "(are all parameters frozen?)"
+        )
     return first if first.dim() == 0 else first.sum()
 
 
@@ -134,8 +144,14 @@ def _autocast(s: RunSettings) -> contextlib.AbstractContextManager:
 
 
 # -- the runs ------------------------------------------------------------------------------------
-def training_step(model: nn.Module, built: BuiltModel, s: RunSettings, tracker: MemoryTracker,
-                  choice: OptimizerChoice, user_spec: str | None) -> None:
+def training_step(
+    model: nn.Module,
+    built: BuiltModel,
+    s: RunSettings,
+    tracker: MemoryTracker,
+    choice: OptimizerChoice,
+    user_spec: str | None,
+) -> None:
     model.train()
     optimizer = choice.optimizer
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -180,12 +196,16 @@ def _ddp_buckets(trainable: list[torch.Tensor]) -> list[torch.Tensor]:
 def _tag_optimizer_state(tracker: MemoryTracker, choice: OptimizerChoice) -> None:
     states = state_tensors(choice.optimizer)
     if choice.paged:
-        tracker.untrack(states)  # bitsandbytes pages it through CUDA unified memory, outside PyTorch's allocator
+        tracker.untrack(
+            states
+        )  # bitsandbytes pages it through CUDA unified memory, outside PyTorch's allocator
     else:
         tracker.tag(states, "optimizer_state")
 
 
-def inference(model: nn.Module, built: BuiltModel, s: RunSettings, tracker: MemoryTracker, user_spec: str | None) -> None:
+def inference(
+    model: nn.Module, built: BuiltModel, s: RunSettings, tracker: MemoryTracker, user_spec: str | None
+) -> None:
     model.eval()
     with torch.no_grad(), _autocast(s):
         if built.kind != "causal-lm" or built.input_factory is not None:
@@ -208,7 +228,9 @@ def _generate(model: nn.Module, s: RunSettings, tracker: MemoryTracker) -> None:
         logits = out.logits[:, -1].to(copy=True, dtype=torch.float32)  # what generate() keeps
         del out, logits
     if cache is None:
-        raise GpuwiseError(f"{type(model).__name__} returned no KV cache (past_key_values) from a use_cache=True forward")
+        raise GpuwiseError(
+            f"{type(model).__name__} returned no KV cache (past_key_values) from a use_cache=True forward"
+        )
     tracker.tag(_tensors_in(cache), "kv_cache")
     if s.output_len >= 3:
         # Bring the cache to its length before the last decode step in one chunk (not measured).
@@ -226,7 +248,9 @@ def _generate(model: nn.Module, s: RunSettings, tracker: MemoryTracker) -> None:
         tracker.tag(_tensors_in(cache), "kv_cache")
 
 
-def explain_failure(err: BaseException, tracker: MemoryTracker, description: str, model: nn.Module) -> GpuwiseError:
+def explain_failure(
+    err: BaseException, tracker: MemoryTracker, description: str, model: nn.Module
+) -> GpuwiseError:
     """One line naming the module and op where a fake-tensor run failed."""
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
@@ -240,12 +264,13 @@ def explain_failure(err: BaseException, tracker: MemoryTracker, description: str
         where = f"{where} ({type(module).__name__})"
     op = str(getattr(err, "func", "") or tracker.failed_op or "")
     if isinstance(err, (DataDependentOutputException, DynamicOutputShapeException)):
-        why = (f"runs {op}, whose result depends on tensor values (data-dependent control flow or output shape), "
-               "which fake tensors do not have")
+        why = (
+            f"runs {op}, whose result depends on tensor values (data-dependent control flow or output shape), "
+            "which fake tensors do not have"
+        )
     elif isinstance(err, UnsupportedOperatorException):
         why = f"runs {op}, which has no fake-tensor (meta) implementation"
     else:
         text = str(err).strip().splitlines()[0] if str(err).strip() else ""
         why = f"raised {type(err).__name__}{f' in {op}' if op else ''}: {text}"
     return GpuwiseError(f"cannot simulate {description}: {where} {why}; {ANALYTIC_HINT}")
-

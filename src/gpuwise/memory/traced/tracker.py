@@ -36,7 +36,15 @@ from gpuwise.memory.traced.flops import is_attention, op_flops
 CUDA_BLOCK_BYTES = 512
 
 # logits_loss: what the output head and the loss keep from the forward (fp32 logits copy, log-softmax output).
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "kv_cache", "activations", "logits_loss", "temporaries")
+CATEGORIES = (
+    "parameters",
+    "gradients",
+    "optimizer_state",
+    "kv_cache",
+    "activations",
+    "logits_loss",
+    "temporaries",
+)
 _LAYER_INDEX = re.compile(r"\.\d+(?=\.|$)")  # the first index in a module path is the layer (blocks.3.mlp)
 
 
@@ -57,8 +65,12 @@ class PhaseRecord:
     end_bytes: int = 0
     flops: int = 0
     kernels: int = 0  # ops that would launch a GPU kernel (views and allocations excluded)
-    memory_bytes: int = 0  # bytes read + written by kernels without a FLOP formula (elementwise, norms, copies)
-    compute_ops: Counter = field(default_factory=Counter)  # (kind, flops, bytes) -> count, kind: matmul | attention
+    memory_bytes: int = (
+        0  # bytes read + written by kernels without a FLOP formula (elementwise, norms, copies)
+    )
+    compute_ops: Counter = field(
+        default_factory=Counter
+    )  # (kind, flops, bytes) -> count, kind: matmul | attention
     live_at_peak: dict[int, int] = field(default_factory=dict)  # storage id -> bytes, at the peak
     where_at_peak: str = ""  # the module running when the peak was reached
     start_ns: int = 0  # wall clock (time.time_ns), to line a real run's profiler events up with phases
@@ -68,8 +80,12 @@ class PhaseRecord:
 class MemoryTracker(TorchDispatchMode):
     """Counts live tensor storages under a fake-tensor run; enter it *inside* ``FakeTensorMode``."""
 
-    def __init__(self, module_names: dict[int, str] | None = None, block_bytes: int = CUDA_BLOCK_BYTES,
-                 head_modules: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        module_names: dict[int, str] | None = None,
+        block_bytes: int = CUDA_BLOCK_BYTES,
+        head_modules: set[str] | None = None,
+    ) -> None:
         super().__init__()
         self.head_modules = head_modules or set()  # modules whose forward output is logits/loss
         self.block_bytes = block_bytes  # 1 counts exact sizes (as the CPU allocator does)
@@ -90,24 +106,31 @@ class MemoryTracker(TorchDispatchMode):
         self.failed_op: str = ""
         self.survivors: dict[str, dict[int, int]] = {}  # phase -> live storages born in it, at its end
         self._outside = ""
-        self.untracked_bytes = 0  # storages a GPU run keeps outside PyTorch's allocator (paged optimizer state)
+        self.untracked_bytes = (
+            0  # storages a GPU run keeps outside PyTorch's allocator (paged optimizer state)
+        )
 
     # -- dispatch -------------------------------------------------------------------------------
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         try:
             out = func(*args, **kwargs)
         except Exception:
             self.failed_op = str(func)
             raise
-        if self._record is not None and func not in _NO_KERNEL and not func.is_view and func.namespace != "prim":
+        if (
+            self._record is not None
+            and func not in _NO_KERNEL
+            and not func.is_view
+            and func.namespace != "prim"
+        ):
             self._count_kernel(func, args, kwargs, out)
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor) and t.device.type != "meta":
                 self._track(t.untyped_storage())
         return out
 
-    def _count_kernel(self, func, args, kwargs, out) -> None:  # noqa: ANN001
+    def _count_kernel(self, func, args, kwargs, out) -> None:
         record = self._record
         nbytes = 0
         for t in tree_flatten((args, kwargs, out))[0]:
@@ -173,7 +196,9 @@ class MemoryTracker(TorchDispatchMode):
 
     # -- phases, tags, modules ------------------------------------------------------------------
     @contextmanager
-    def track_phase(self, name: str, attribute_modules: bool = False, outside_modules: str = "") -> Iterator[PhaseRecord]:
+    def track_phase(
+        self, name: str, attribute_modules: bool = False, outside_modules: str = ""
+    ) -> Iterator[PhaseRecord]:
         """Measure a phase; ``attribute_modules`` records which module allocated each storage;
         ``outside_modules`` names where the peak is when no module forward is running (e.g. autograd)."""
         record = PhaseRecord(name, self.current_bytes, self.current_bytes, start_ns=time.time_ns())
@@ -270,14 +295,17 @@ class MemoryTracker(TorchDispatchMode):
     def watching_modules(self) -> Iterator[None]:
         from torch.nn.modules import module as nn_module
 
-        def pre(module, _args):  # noqa: ANN001
+        def pre(module, _args):
             self.module_stack.append(self.module_names.get(id(module), type(module).__name__))
 
-        def post(_module, _args, _out):  # noqa: ANN001
+        def post(_module, _args, _out):
             if self.module_stack:
                 self.module_stack.pop()
 
-        handles = [nn_module.register_module_forward_pre_hook(pre), nn_module.register_module_forward_hook(post)]
+        handles = [
+            nn_module.register_module_forward_pre_hook(pre),
+            nn_module.register_module_forward_hook(post),
+        ]
         try:
             yield
         finally:
@@ -288,6 +316,14 @@ class MemoryTracker(TorchDispatchMode):
 _FORWARD_PHASES = {"forward", "prefill"}
 _aten = torch.ops.aten
 # Ops that allocate or relabel memory without running a kernel.
-_NO_KERNEL = {_aten.empty.memory_format, _aten.empty_like.default, _aten.empty_strided.default,
-              _aten.new_empty.default, _aten.new_empty_strided.default, _aten.lift_fresh.default,
-              _aten._unsafe_view.default, _aten._local_scalar_dense.default, _aten.set_.source_Storage_storage_offset}
+_NO_KERNEL = {
+    _aten.empty.memory_format,
+    _aten.empty_like.default,
+    _aten.empty_strided.default,
+    _aten.new_empty.default,
+    _aten.new_empty_strided.default,
+    _aten.lift_fresh.default,
+    _aten._unsafe_view.default,
+    _aten._local_scalar_dense.default,
+    _aten.set_.source_Storage_storage_offset,
+}

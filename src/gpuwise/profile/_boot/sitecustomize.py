@@ -22,8 +22,11 @@ def _gpuwise_attach():
             sys.path.append(extra)  # last, so the interpreter's own packages (its torch) win
             from gpuwise.profile import child
         child.activate()
-    except Exception as exc:  # noqa: BLE001 - never stop the user's program from starting
-        print(f"gpuwise: could not attach the profiler ({type(exc).__name__}: {exc}); running unprofiled", file=sys.stderr)
+    except Exception as exc:
+        print(
+            f"gpuwise: could not attach the profiler ({type(exc).__name__}: {exc}); running unprofiled",
+            file=sys.stderr,
+        )
 
 
 def _chain_next_sitecustomize():
@@ -42,5 +45,5 @@ def _chain_next_sitecustomize():
 _gpuwise_attach()
 try:
     _chain_next_sitecustomize()
-except Exception as _exc:  # noqa: BLE001
+except Exception as _exc:
     print(f"gpuwise: the environment's sitecustomize failed: {_exc}", file=sys.stderr)

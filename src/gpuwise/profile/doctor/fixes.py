@@ -38,7 +38,9 @@ def _from_finding(finding: Finding, metric: str, pattern: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def plan_fixes(findings: list[Finding], settings: WorkloadSettings, device: str) -> tuple[WorkloadSettings, list[AppliedFix], list[dict[str, str]]]:
+def plan_fixes(
+    findings: list[Finding], settings: WorkloadSettings, device: str
+) -> tuple[WorkloadSettings, list[AppliedFix], list[dict[str, str]]]:
     ids = {f.id for f in findings}
     applied: list[AppliedFix] = []
     manual: list[dict[str, str]] = []
@@ -58,7 +60,12 @@ def plan_fixes(findings: list[Finding], settings: WorkloadSettings, device: str)
             if not workers:
                 manual.append({"finding_id": f.id, "why": "the finding names no worker count"})
                 continue
-            change(f.id, "num_workers", max(workers, new.num_workers), f"{f.metrics.get('input_wait_pct', 0):.0f} % of each step waited for data")
+            change(
+                f.id,
+                "num_workers",
+                max(workers, new.num_workers),
+                f"{f.metrics.get('input_wait_pct', 0):.0f} % of each step waited for data",
+            )
             prefetch = _from_finding(f, "suggested_prefetch_factor", r"prefetch_factor=(\d+)")
             if prefetch:
                 change(f.id, "prefetch_factor", prefetch, "keep batches queued ahead of the training loop")
@@ -69,18 +76,38 @@ def plan_fixes(findings: list[Finding], settings: WorkloadSettings, device: str)
                     change(f.id, "pin_memory", True, "page-locked batches copy faster and asynchronously")
                     change(f.id, "non_blocking", True, "overlap the copy with compute")
                 else:
-                    manual.append({"finding_id": f.id, "why": "pin_memory=True skipped: without a GPU there is no host→device copy to speed up"})
+                    manual.append(
+                        {
+                            "finding_id": f.id,
+                            "why": "pin_memory=True skipped: without a GPU there is no host→device copy to speed up",
+                        }
+                    )
         elif f.id == "pageable_copies" and device == "cuda":
-            change(f.id, "pin_memory", True, f"{f.metrics.get('pageable_copy_pct', 0):.0f} % of copies came from pageable memory")
+            change(
+                f.id,
+                "pin_memory",
+                True,
+                f"{f.metrics.get('pageable_copy_pct', 0):.0f} % of copies came from pageable memory",
+            )
             change(f.id, "non_blocking", True, "overlap the copy with compute")
         elif f.id == "no_mixed_precision" and device == "cuda":
             import torch
 
             dtype = "bfloat16" if torch.cuda.is_bf16_supported() else None
             if dtype:
-                change(f.id, "amp_dtype", dtype, f"{f.metrics.get('fp32_matmul_pct', 0):.0f} % of matmul work ran in fp32")
+                change(
+                    f.id,
+                    "amp_dtype",
+                    dtype,
+                    f"{f.metrics.get('fp32_matmul_pct', 0):.0f} % of matmul work ran in fp32",
+                )
             else:
-                manual.append({"finding_id": f.id, "why": "this GPU has no bf16; fp16 autocast needs a GradScaler, left to you"})
+                manual.append(
+                    {
+                        "finding_id": f.id,
+                        "why": "this GPU has no bf16; fp16 autocast needs a GradScaler, left to you",
+                    }
+                )
             change(f.id, "tf32", True, "TF32 tensor cores for what stays in fp32")
         else:
             manual.append({"finding_id": f.id, "why": "not safe to apply automatically: " + f.fix})

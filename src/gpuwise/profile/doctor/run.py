@@ -68,8 +68,15 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def _profiled_run(stage: str, settings: WorkloadSettings, steps: int, warmup: int, device: str, store: Any,
-                  progress: ProgressFn | None) -> ProfileRun:
+def _profiled_run(
+    stage: str,
+    settings: WorkloadSettings,
+    steps: int,
+    warmup: int,
+    device: str,
+    store: Any,
+    progress: ProgressFn | None,
+) -> ProfileRun:
     from gpuwise.profile.api import Profile
 
     total = warmup + steps
@@ -78,8 +85,18 @@ def _profiled_run(stage: str, settings: WorkloadSettings, steps: int, warmup: in
         if progress is not None:
             progress(stage, n, total)
 
-    p = Profile(steps=steps, warmup=warmup, label=f"doctor: {stage}", store=store, on_step=on_step,
-                meta={"script": "gpuwise doctor", "command": f"gpuwise doctor ({stage})", "settings": settings.to_dict()})
+    p = Profile(
+        steps=steps,
+        warmup=warmup,
+        label=f"doctor: {stage}",
+        store=store,
+        on_step=on_step,
+        meta={
+            "script": "gpuwise doctor",
+            "command": f"gpuwise doctor ({stage})",
+            "settings": settings.to_dict(),
+        },
+    )
     with p:
         train(settings, total, device, profiler=p)
     if p.result is None:
@@ -87,8 +104,14 @@ def _profiled_run(stage: str, settings: WorkloadSettings, steps: int, warmup: in
     return p.result
 
 
-def run_doctor(steps: int = 40, warmup: int = 3, device: str = "auto", store: Any = None,
-               progress: ProgressFn | None = None, settings: WorkloadSettings | None = None) -> DoctorResult:
+def run_doctor(
+    steps: int = 40,
+    warmup: int = 3,
+    device: str = "auto",
+    store: Any = None,
+    progress: ProgressFn | None = None,
+    settings: WorkloadSettings | None = None,
+) -> DoctorResult:
     if steps < 8:
         raise GpuwiseError("--steps must be at least 8 (the step statistics need them)")
     device = resolve_device(device)

@@ -81,7 +81,10 @@ def _resized_crop(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, side - 1)
     w = (pos - lo)[None, :]
-    rows = img[:, y0 + lo, :].astype(np.float32) * (1 - w.T)[None] + img[:, y0 + hi, :].astype(np.float32) * w.T[None]
+    rows = (
+        img[:, y0 + lo, :].astype(np.float32) * (1 - w.T)[None]
+        + img[:, y0 + hi, :].astype(np.float32) * w.T[None]
+    )
     cols = rows[:, :, x0 + lo] * (1 - w)[None] + rows[:, :, x0 + hi] * w[None]
     return cols
 
@@ -120,10 +123,18 @@ def build_model():
 
     c = 24
     return nn.Sequential(
-        nn.Conv2d(3, c, 3, stride=2, padding=1), nn.BatchNorm2d(c), nn.ReLU(),
-        nn.Conv2d(c, 2 * c, 3, stride=2, padding=1), nn.BatchNorm2d(2 * c), nn.ReLU(),
-        nn.Conv2d(2 * c, 4 * c, 3, stride=2, padding=1), nn.BatchNorm2d(4 * c), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * c, NUM_CLASSES),
+        nn.Conv2d(3, c, 3, stride=2, padding=1),
+        nn.BatchNorm2d(c),
+        nn.ReLU(),
+        nn.Conv2d(c, 2 * c, 3, stride=2, padding=1),
+        nn.BatchNorm2d(2 * c),
+        nn.ReLU(),
+        nn.Conv2d(2 * c, 4 * c, 3, stride=2, padding=1),
+        nn.BatchNorm2d(4 * c),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4 * c, NUM_CLASSES),
     )
 
 
@@ -133,8 +144,14 @@ def make_loader(settings: WorkloadSettings, num_batches: int):
 
     dataset = ReferenceImages(num_batches * settings.batch_size, settings.storage_latency_s, settings.seed)
     generator = torch.Generator().manual_seed(settings.seed)
-    kwargs: dict[str, Any] = {"batch_size": settings.batch_size, "shuffle": True, "generator": generator, "drop_last": True,
-                              "num_workers": settings.num_workers, "pin_memory": settings.pin_memory}
+    kwargs: dict[str, Any] = {
+        "batch_size": settings.batch_size,
+        "shuffle": True,
+        "generator": generator,
+        "drop_last": True,
+        "num_workers": settings.num_workers,
+        "pin_memory": settings.pin_memory,
+    }
     if settings.num_workers > 0:
         kwargs["persistent_workers"] = settings.persistent_workers
         if settings.prefetch_factor is not None:
