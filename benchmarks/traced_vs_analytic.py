@@ -21,7 +21,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from gpuwise.memory import estimate_memory
-from gpuwise.memory.traced import traced_estimate
+from gpuwise.simulation import traced_estimate
 from gpuwise.units import GiB
 from gpuwise.workload import workload_from_mapping
 

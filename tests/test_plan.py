@@ -13,8 +13,8 @@ from gpuwise.diagnose import Evidence
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan import make_plan
+from gpuwise.plan.evaluate import Evaluator
 from gpuwise.plan.goal import comfortable
-from gpuwise.plan.predict import Evaluator
 from gpuwise.report import html as html_report
 from gpuwise.report import markdown as md_report
 from gpuwise.report.document import Bars, Code, Document, Paragraph, Table

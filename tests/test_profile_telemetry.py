@@ -8,8 +8,8 @@ from unittest import mock
 import pynvml
 import pytest
 
+from gpuwise.profile.analysis import build_run, match_catalog_gpu
 from gpuwise.profile.nvml import NvmlDevice, decode_reasons
-from gpuwise.profile.result import build_run, match_catalog_gpu
 from gpuwise.profile.telemetry import TelemetrySampler, summarize
 from gpuwise.units import GiB
 

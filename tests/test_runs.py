@@ -9,8 +9,8 @@ import pytest
 
 from conftest import run_cli
 from gpuwise.errors import GpuwiseError
+from gpuwise.profile.analysis import build_run
 from gpuwise.profile.compare import compare_runs
-from gpuwise.profile.result import build_run
 from gpuwise.profile.store import RunStore
 
 

@@ -15,10 +15,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count  # noqa: E402
 
 from gpuwise.errors import GpuwiseError  # noqa: E402
-from gpuwise.memory.traced import traced_estimate  # noqa: E402
-from gpuwise.memory.traced.estimate import simulate  # noqa: E402
-from gpuwise.memory.traced.flops import causal_fraction  # noqa: E402
-from gpuwise.memory.traced.tracker import MemoryTracker, cuda_block_bytes  # noqa: E402
+from gpuwise.simulation import traced_estimate  # noqa: E402
+from gpuwise.simulation.estimate import simulate  # noqa: E402
+from gpuwise.simulation.flops import causal_fraction  # noqa: E402
+from gpuwise.simulation.tracker import MemoryTracker, cuda_block_bytes  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 
 TINY = {
@@ -159,7 +159,7 @@ def test_short_lora_target_names_map_to_the_models_modules(tiny_config):
 
 
 def test_quantized_storage_sizes_follow_bitsandbytes():
-    from gpuwise.memory.traced.quant import quantized_storage_bytes
+    from gpuwise.simulation.quant import quantized_storage_bytes
 
     assert quantized_storage_bytes(4096, 64, "nf4", False) == {"weight": 2048, "absmax": 256}
     assert quantized_storage_bytes(4096 * 256, 64, "nf4", True) == {

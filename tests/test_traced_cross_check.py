@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
 from gpuwise.memory import estimate_memory
-from gpuwise.memory.traced import traced_estimate
+from gpuwise.simulation import traced_estimate
 from gpuwise.workload import workload_from_mapping
 
 AGREEMENT_PCT = 5.0

@@ -18,7 +18,7 @@ pytest.importorskip("peft")
 from torch._C._profiler import _EventType  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from gpuwise.memory.traced.estimate import simulate  # noqa: E402
+from gpuwise.simulation.estimate import simulate  # noqa: E402
 from gpuwise.units import MiB  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 

@@ -83,12 +83,12 @@ def memory(
     if traced:
         if max_batch or max_seq:
             raise GpuwiseError("--max-batch and --max-seq use the analytic estimate; drop --traced for them")
-        from gpuwise.memory.traced import traced_estimate
+        from gpuwise.simulation import traced_estimate
 
         result = traced_estimate(workload, model_factory=model_factory, input_factory=input_factory)
-        from gpuwise.report import traced_view
+        from gpuwise.report import simulation_view
 
-        emit(result.to_dict(), "memory_traced", as_json, lambda c: traced_view.render_traced(c, result))
+        emit(result.to_dict(), "memory_traced", as_json, lambda c: simulation_view.render_traced(c, result))
         return
 
     from gpuwise.memory import estimate_memory, max_batch_that_fits, max_seq_len_that_fits

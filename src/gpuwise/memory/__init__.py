@@ -9,7 +9,7 @@ Public API (stable):
   ``allocator_reserve_bytes``, ``device_total_bytes``
 - per-term helpers: ``kv_cache_bytes``, ``lora_params``, ``weight_bytes``, ``quantized_bytes_per_param``
 
-The traced (fake-tensor) simulator lives in ``gpuwise.memory.traced`` and imports torch; this
+The traced (fake-tensor) simulator lives in ``gpuwise.simulation`` and imports torch; this
 package does not.
 """
 

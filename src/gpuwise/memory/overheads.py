@@ -1,6 +1,6 @@
 """Fixed and allocator overheads that no tensor accounts for.
 
-Shared with the traced simulator (``gpuwise.memory.traced``) so analytic and traced totals
+Shared with the traced simulator (``gpuwise.simulation``) so analytic and traced totals
 compare on the same terms:
 
 - ``cuda_context_bytes``: what a process holds on the device before its first tensor — CUDA

@@ -22,8 +22,8 @@ from gpuwise.perf.flops import (
     palm_flops_per_token,
     training_flops,
 )
-from gpuwise.perf.model import predict
 from gpuwise.perf.numerics import Numerics, resolve
+from gpuwise.perf.predict import predict
 from gpuwise.perf.prediction import BOUNDS, InferencePerf, PerfPrediction, TrainingPerf
 from gpuwise.perf.roofline import RooflineTime, matmul_efficiency, peak_flops, step_time_from_flops
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuwise.catalog import GPU, get_gpu, list_gpus
 from gpuwise.errors import GpuwiseError
-from gpuwise.perf.model import predict
+from gpuwise.perf.predict import predict
 from gpuwise.perf.prediction import PerfPrediction
 from gpuwise.workload import Workload
 

@@ -7,6 +7,6 @@ changed workload; every threshold comes from ``gpuwise.diagnose.thresholds``. No
 """
 
 from gpuwise.plan.planner import make_plan
-from gpuwise.plan.result import Plan
+from gpuwise.plan.types import Plan
 
 __all__ = ["Plan", "make_plan"]

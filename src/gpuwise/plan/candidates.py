@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwise.catalog import GPU, get_gpu
-from gpuwise.plan.evidence import kv_bits
+from gpuwise.plan.evidence_sources import kv_bits
 from gpuwise.plan.goal import comfortable
-from gpuwise.plan.result import Outcome
+from gpuwise.plan.types import Outcome
 from gpuwise.workload import Workload
 
 Evaluate = Callable[[Workload], Outcome]

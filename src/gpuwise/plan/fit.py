@@ -15,9 +15,9 @@ from gpuwise.plan.candidates import Evaluate
 from gpuwise.plan.goal import comfortable
 from gpuwise.plan.hardware import as_given as hw_as_given
 from gpuwise.plan.hardware import port
-from gpuwise.plan.result import FitOption, FitReport, Outcome
 from gpuwise.plan.scaling import NODE_GPUS, layouts
 from gpuwise.plan.techniques import Step
+from gpuwise.plan.types import FitOption, FitReport, Outcome
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 

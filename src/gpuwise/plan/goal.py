@@ -9,7 +9,7 @@ fit         free memory until there is enough of it, then throughput
 from __future__ import annotations
 
 from gpuwise.diagnose import thresholds as T
-from gpuwise.plan.result import Outcome
+from gpuwise.plan.types import Outcome
 from gpuwise.workload import Workload
 
 

@@ -16,9 +16,9 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.plan import knowledge as K
 from gpuwise.plan.candidates import Evaluate
 from gpuwise.plan.goal import comfortable, goal_value
-from gpuwise.plan.result import HardwareOption, Outcome
 from gpuwise.plan.scaling import NODE_GPUS, layouts
 from gpuwise.plan.techniques import Step, _fit_steps
+from gpuwise.plan.types import HardwareOption, Outcome
 from gpuwise.units import GB
 from gpuwise.workload import Workload
 

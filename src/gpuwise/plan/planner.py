@@ -25,12 +25,12 @@ from gpuwise.plan import knowledge as K
 from gpuwise.plan import scaling as scale
 from gpuwise.plan import snippets as snip
 from gpuwise.plan.candidates import candidates
-from gpuwise.plan.evidence import merge_evidence, prediction_evidence, read_evidence_files
+from gpuwise.plan.evaluate import Evaluator, attention_scores_bytes
+from gpuwise.plan.evidence_sources import merge_evidence, prediction_evidence, read_evidence_files
 from gpuwise.plan.goal import comfortable
-from gpuwise.plan.predict import Evaluator, attention_scores_bytes
-from gpuwise.plan.result import ConfigPlan, Diagnosis, IdleCause, MemoryView, Outcome, Plan, ScalingDecision
 from gpuwise.plan.techniques import Step, apply, assess, recommend
 from gpuwise.plan.tools import advise
+from gpuwise.plan.types import ConfigPlan, Diagnosis, IdleCause, MemoryView, Outcome, Plan, ScalingDecision
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 
@@ -377,7 +377,7 @@ def _memory_view(
     current = ev.memory_dict(original)
     method = "analytic"
     if traced:
-        from gpuwise.plan.traced import traced_memory
+        from gpuwise.plan.simulated_memory import traced_memory
 
         analytic_total = current["device_total_bytes"]
         current, method = traced_memory(original, model_factory, input_factory), "traced"

@@ -15,7 +15,7 @@ from gpuwise.catalog import GPU, ModelArch, get_gpu, get_model
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.goal import comfortable, goal_value
-from gpuwise.plan.result import Outcome, ScaleOption, ScalingDecision
+from gpuwise.plan.types import Outcome, ScaleOption, ScalingDecision
 from gpuwise.workload import Workload
 
 EvaluateOn = Callable[[Workload, GPU], Outcome]

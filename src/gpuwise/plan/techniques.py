@@ -17,7 +17,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.plan import knowledge as K
 from gpuwise.plan.candidates import Candidate, Evaluate, candidates
 from gpuwise.plan.goal import comfortable, goal_metric_name, gpu_seconds_per_unit, relative_gain_pct
-from gpuwise.plan.result import Impact, Outcome, Technique
+from gpuwise.plan.types import Impact, Outcome, Technique
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from gpuwise.catalog import get_gpu, get_model
 from gpuwise.diagnose import Finding
 from gpuwise.plan import knowledge as K
-from gpuwise.plan.result import HardwareOption, Outcome, ScalingDecision, Technique, ToolAdvice
 from gpuwise.plan.techniques import describe
+from gpuwise.plan.types import HardwareOption, Outcome, ScalingDecision, Technique, ToolAdvice
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 

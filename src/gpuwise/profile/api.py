@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpuwise.profile.analysis import ProfileRun, build_run
 from gpuwise.profile.recorder import Recorder
-from gpuwise.profile.result import ProfileRun, build_run
 
 
 class Profile:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwise.profile.analysis import ProfileRun
 from gpuwise.profile.phases import PHASES
-from gpuwise.profile.result import ProfileRun
 
 
 @dataclass

@@ -23,8 +23,8 @@ from typing import Any
 
 from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.errors import GpuwiseError
+from gpuwise.profile.analysis import ProfileRun, build_run
 from gpuwise.profile.phases import PHASES
-from gpuwise.profile.result import ProfileRun, build_run
 
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds the gpuwise package

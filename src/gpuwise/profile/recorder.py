@@ -1,7 +1,7 @@
 """The in-process recorder: phases per step, memory, copies and syncs, telemetry, contained errors.
 
 One ``Recorder`` is active per process (torch's hooks are global). It produces a *raw record*, a
-plain JSON-able dict that ``gpuwise.profile.result.build_run`` turns into a ``ProfileRun``; the
+plain JSON-able dict that ``gpuwise.profile.analysis.build_run`` turns into a ``ProfileRun``; the
 split keeps this side free of gpuwise's CLI dependencies, so it also runs inside a user's
 interpreter that only has torch.
 

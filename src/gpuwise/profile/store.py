@@ -175,7 +175,7 @@ class RunStore:
         return number
 
     def load(self, ref: str | int):
-        from gpuwise.profile.result import ProfileRun
+        from gpuwise.profile.analysis import ProfileRun
 
         run_id = self.resolve(ref)
         row = self.conn.execute("SELECT id, document FROM runs WHERE id = ?", (run_id,)).fetchone()

@@ -122,7 +122,7 @@ def render_estimate(console: Console, e: MemoryEstimate, extras: dict[str, Any] 
 
 
 def render_traced(console: Console, t: Any) -> None:
-    """A ``gpuwise.memory.traced.TracedMemoryEstimate``."""
+    """A ``gpuwise.simulation.TracedMemoryEstimate``."""
     table = Table(
         title=f"Traced memory per GPU — {t.model} on {t.gpu} ({t.mode}, simulated on fake tensors)",
         header_style="bold",

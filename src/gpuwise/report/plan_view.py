@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.console import Console
 
-from gpuwise.plan.result import Outcome, Plan, Technique
+from gpuwise.plan.types import Outcome, Plan, Technique
 from gpuwise.report import terminal
 from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Table
 from gpuwise.units import GiB, fmt_duration

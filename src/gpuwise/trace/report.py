@@ -10,8 +10,8 @@ from typing import Any
 from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace.cross_rank import CrossRank, cross_rank
-from gpuwise.trace.evidence import cross_rank_evidence, rank_evidence
 from gpuwise.trace.rank import RankAnalysis, analyze_file
+from gpuwise.trace.to_evidence import cross_rank_evidence, rank_evidence
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 

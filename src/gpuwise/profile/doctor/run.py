@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.profile.analysis import ProfileRun
 from gpuwise.profile.doctor.fixes import AppliedFix, plan_fixes
 from gpuwise.profile.doctor.workload import WorkloadSettings, train
-from gpuwise.profile.result import ProfileRun
 
 ProgressFn = Callable[[str, int, int], None]  # (stage, steps done, steps total)
 

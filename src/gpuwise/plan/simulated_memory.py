@@ -1,6 +1,6 @@
 """`gpuwise plan --traced`: the VRAM of the current configuration from a traced simulation.
 
-The real model runs on fake tensors (gpuwise.memory.traced, which imports torch lazily here
+The real model runs on fake tensors (gpuwise.simulation, which imports torch lazily here
 only). What-ifs stay on the analytic model: a simulation per edited workload would take
 minutes. The result is reshaped to the analytic estimate's keys so one view draws both.
 """
@@ -17,7 +17,7 @@ def traced_memory(
     workload: Workload, model_factory: str | None = None, input_factory: str | None = None
 ) -> dict[str, Any]:
     try:
-        from gpuwise.memory.traced import traced_estimate
+        from gpuwise.simulation import traced_estimate
     except ImportError as err:  # torch / transformers missing
         raise GpuwiseError(
             f"--traced needs torch and transformers ({err.name} is not installed): "

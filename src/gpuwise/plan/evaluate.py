@@ -10,7 +10,7 @@ from typing import Any
 
 from gpuwise.catalog import GPU, get_gpu
 from gpuwise.errors import GpuwiseError
-from gpuwise.plan.result import Outcome
+from gpuwise.plan.types import Outcome
 from gpuwise.workload import Workload
 
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.memory.traced.quant import AdamW8bitStandIn
+from gpuwise.simulation.quant import AdamW8bitStandIn
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Terminal view of a traced (fake-tensor) memory simulation: `gpuwise memory --traced`.
 
 Sizes are binary GiB (``torch.cuda`` statistics / 2**30). Takes the same
-``gpuwise.memory.traced.TracedMemoryEstimate`` the JSON comes from.
+``gpuwise.simulation.TracedMemoryEstimate`` the JSON comes from.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.memory.traced.build import ANALYTIC_HINT, BuiltModel
-from gpuwise.memory.traced.quant import quantize_linears
+from gpuwise.simulation.build import ANALYTIC_HINT, BuiltModel
+from gpuwise.simulation.quant import quantize_linears
 from gpuwise.workload import Workload
 
 _SELECTIVE = "gpuwise_recompute_core_attention"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gpuwise.catalog import GPU, get_gpu
 from gpuwise.diagnose import Evidence, load_evidence
-from gpuwise.plan.predict import Prediction
+from gpuwise.plan.evaluate import Prediction
 from gpuwise.workload import Workload
 
 _BITS = {

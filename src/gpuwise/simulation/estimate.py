@@ -24,12 +24,12 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.memory.activations import kbit_upcast
 from gpuwise.memory.frameworks import profile_for
 from gpuwise.memory.regime import regime_for
-from gpuwise.memory.traced import adapt, build
-from gpuwise.memory.traced.optim import build_optimizer
-from gpuwise.memory.traced.parity import cuda_code_paths
-from gpuwise.memory.traced.result import GpuStepTime, TracedMemoryEstimate, TracedPhase
-from gpuwise.memory.traced.run import RunSettings, explain_failure, inference, materialize, training_step
-from gpuwise.memory.traced.tracker import CUDA_BLOCK_BYTES, MemoryTracker, PhaseRecord
+from gpuwise.simulation import adapt, build
+from gpuwise.simulation.optim import build_optimizer
+from gpuwise.simulation.parity import cuda_code_paths
+from gpuwise.simulation.run import RunSettings, explain_failure, inference, materialize, training_step
+from gpuwise.simulation.tracker import CUDA_BLOCK_BYTES, MemoryTracker, PhaseRecord
+from gpuwise.simulation.types import GpuStepTime, TracedMemoryEstimate, TracedPhase
 from gpuwise.workload import Workload
 
 _DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

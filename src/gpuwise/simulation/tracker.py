@@ -29,7 +29,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from gpuwise.memory.traced.flops import is_attention, op_flops
+from gpuwise.simulation.flops import is_attention, op_flops
 
 # The CUDA caching allocator hands out blocks in multiples of 512 bytes (c10/cuda/CUDACachingAllocator.cpp,
 # kMinBlockSize); torch.cuda.max_memory_allocated() counts those rounded blocks.

@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.memory.traced.build import ANALYTIC_HINT, BuiltModel, call_user
-from gpuwise.memory.traced.optim import OptimizerChoice, state_tensors
-from gpuwise.memory.traced.tracker import MemoryTracker
+from gpuwise.simulation.build import ANALYTIC_HINT, BuiltModel, call_user
+from gpuwise.simulation.optim import OptimizerChoice, state_tensors
+from gpuwise.simulation.tracker import MemoryTracker
 
 
 @dataclass(frozen=True)
