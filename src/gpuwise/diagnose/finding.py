@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
-SEVERITIES = ("critical", "high", "medium", "low", "info")
-CONFIDENCES = ("high", "medium", "low")
+Severity = Literal["critical", "high", "medium", "low", "info"]
+Confidence = Literal["high", "medium", "low"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+CONFIDENCES: tuple[Confidence, ...] = get_args(Confidence)
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,8 @@ class Gain:
 class Finding:
     id: str  # stable identifier, e.g. "input_bound"
     title: str
-    severity: str  # critical | high | medium | low | info
-    confidence: str  # high (measured directly) | medium (derived) | low (predicted / heuristic)
+    severity: Severity
+    confidence: Confidence  # high (measured directly) | medium (derived) | low (predicted / heuristic)
     category: str  # input | host | compute | memory | communication | hardware | distributed
     summary: str  # one or two sentences with the numbers
     metrics: dict[str, Any]  # the numbers behind it, units in the keys

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
-BOUNDS = ("compute", "memory_bandwidth", "communication", "host")
+# What limits the step: the resource whose time dominates.
+Bound = Literal["compute", "memory_bandwidth", "communication", "host"]
+BOUNDS: tuple[Bound, ...] = get_args(Bound)
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ class TrainingPerf:
     step_time_s: float
     linear_efficiency: float  # fraction of the compute dtype's peak assumed for matmuls
     attention_efficiency: float
-    attention_bound: str = "compute"  # compute (FLOPs) | memory_bandwidth (q/k/v/o or score traffic)
+    attention_bound: Bound = "compute"  # compute (FLOPs) or memory_bandwidth (q/k/v/o or score traffic)
     links: dict[str, Any] = field(default_factory=dict)  # collective -> link used
     optimizer: Any = None  # gpuwise.perf.optimizer.OptimizerStep: implementation, bytes, launches
 
@@ -66,8 +68,8 @@ class InferencePerf:
     ttft_s: float  # prefill of `batch_size` prompts, first token included
     prefill_tokens_per_s: float
     tpot_s: float  # time per output token at `batch` (decode step without prefill interleaved)
-    decode_bound: str  # what limits a decode-only step at `batch`
-    throughput_bound: str  # what limits steady-state throughput (prefill work included)
+    decode_bound: Bound  # what limits a decode-only step at `batch`
+    throughput_bound: Bound  # what limits steady-state throughput (prefill work included)
     decode_compute_bound_batch: float  # batch at which decode turns compute-bound
     decode_weight_bytes: float  # weights read per decode step per GPU
     decode_kv_bytes: float  # KV read per decode step per GPU
@@ -95,7 +97,7 @@ class PerfPrediction:
     mode: str  # training | inference
     precision: str
     compute_dtype: str
-    bound: str  # compute | memory_bandwidth | communication | host
+    bound: Bound
     step_time_s: (
         float  # training: optimizer step; inference: time per output token (or per batch for encoders)
     )

@@ -9,33 +9,37 @@ from __future__ import annotations
 import difflib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError
 
-TASKS = (
-    "inference",
-    "serving",
-    "rag",
-    "pretrain",
-    "full-finetune",
-    "lora",
-    "qlora",
-    "cv-train",
-    "cv-inference",
-)
-TRAINING_TASKS = {"pretrain", "full-finetune", "lora", "qlora", "cv-train"}
-INFERENCE_TASKS = {"inference", "serving", "rag", "cv-inference"}
-PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "bf16", "fp16", "fp8", "int8", "int4", "nf4")
-QUANTIZED = {"int8", "int4", "nf4"}
-OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "paged-adamw-8bit", "adafactor", "sgd", "none")
-CHECKPOINTING = ("none", "selective", "full")
-ATTENTION = ("sdpa", "flash", "eager")
-SHARDING = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp")
-KV_DTYPES = ("auto", "fp32", "bf16", "fp16", "fp8", "int8")
-ADAPTER_DTYPES = ("fp32", "bf16", "fp16")
-GOALS = ("cost", "latency", "throughput", "fit")
-REQUIREMENTS = ("ecc", "nvlink", "mig", "datacenter")
+# Closed value sets: the Literal is the type mypy checks, the tuple is what validation and help list.
+Task = Literal[
+    "inference", "serving", "rag", "pretrain", "full-finetune", "lora", "qlora", "cv-train", "cv-inference"
+]
+Precision = Literal["fp32", "amp-bf16", "amp-fp16", "bf16", "fp16", "fp8", "int8", "int4", "nf4"]
+Optimizer = Literal["adamw", "adamw-fused", "adamw-8bit", "paged-adamw-8bit", "adafactor", "sgd", "none"]
+Checkpointing = Literal["none", "selective", "full"]
+Attention = Literal["sdpa", "flash", "eager"]
+Sharding = Literal["none", "ddp", "zero1", "zero2", "zero3", "fsdp"]
+KvCacheDtype = Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8"]
+AdapterDtype = Literal["fp32", "bf16", "fp16"]
+Goal = Literal["cost", "latency", "throughput", "fit"]
+Requirement = Literal["ecc", "nvlink", "mig", "datacenter"]
+
+TASKS: tuple[Task, ...] = get_args(Task)
+TRAINING_TASKS: frozenset[Task] = frozenset({"pretrain", "full-finetune", "lora", "qlora", "cv-train"})
+INFERENCE_TASKS: frozenset[Task] = frozenset({"inference", "serving", "rag", "cv-inference"})
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+QUANTIZED: frozenset[Precision] = frozenset({"int8", "int4", "nf4"})
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+CHECKPOINTING: tuple[Checkpointing, ...] = get_args(Checkpointing)
+ATTENTION: tuple[Attention, ...] = get_args(Attention)
+SHARDING: tuple[Sharding, ...] = get_args(Sharding)
+KV_DTYPES: tuple[KvCacheDtype, ...] = get_args(KvCacheDtype)
+ADAPTER_DTYPES: tuple[AdapterDtype, ...] = get_args(AdapterDtype)
+GOALS: tuple[Goal, ...] = get_args(Goal)
+REQUIREMENTS: tuple[Requirement, ...] = get_args(Requirement)
 
 # Accepted spellings -> canonical value.
 _ALIASES = {
@@ -94,29 +98,29 @@ class Workload:
     model_factory: str = (
         ""  # pkg.module:function (or file.py:function) building the model; `memory --traced` only
     )
-    task: str = "inference"
+    task: Task = "inference"
     batch_size: int = 1  # micro-batch per GPU (training) or requests in flight per replica (inference)
     seq_len: int = 2048  # training sequence length; prompt/context length for inference
     output_len: int = 256  # generated tokens per request (inference)
     image_size: int = 224  # cv tasks
-    precision: str = "bf16"
+    precision: Precision = "bf16"
     double_quant: bool = False  # nf4/int4 double quantization of the quantization constants
-    optimizer: str = "adamw"
-    grad_checkpointing: str = "none"
+    optimizer: Optimizer = "adamw"
+    grad_checkpointing: Checkpointing = "none"
     grad_accum: int = 1
     lora_rank: int = 16
     lora_alpha: int = 32
     lora_targets: tuple[str, ...] = ("all-linear",)
-    lora_dtype: str = "fp32"  # peft keeps adapters in fp32 by default
-    attention: str = "sdpa"
+    lora_dtype: AdapterDtype = "fp32"  # peft keeps adapters in fp32 by default
+    attention: Attention = "sdpa"
     gpu: str = "h100-sxm"
     num_gpus: int = 1
-    sharding: str = "none"
+    sharding: Sharding = "none"
     tp: int = 1
     pp: int = 1
-    kv_cache_dtype: str = "auto"
+    kv_cache_dtype: KvCacheDtype = "auto"
     concurrency: int = 1  # simultaneous requests (serving)
-    goal: str = "throughput"
+    goal: Goal = "throughput"
     utilization_pct: float | None = None  # observed GPU utilization, if known
     framework: str = ""  # e.g. hf-trainer, lightning, deepspeed, vllm (informs tool advice)
     library_versions: tuple[
