@@ -47,7 +47,10 @@ def help_commands() -> list[str]:
         cwd=REPO,
         env={**os.environ, "COLUMNS": "200"},
     ).stdout
-    section = out[out.index("Commands") :]
+    choices = re.search(r"\{([a-z][\w-]*(?:,[a-z][\w-]*)+)\}", out)  # argparse: {gpus,models,...}
+    if "Commands" not in out and choices:
+        return choices.group(1).split(",")
+    section = out[out.find("Commands") :]  # click / Typer / Rich: one "name  help" line per command
     return re.findall(r"^[^\w\n]*([a-z][\w-]*)\s{2,}\S", section, re.M)
 
 
