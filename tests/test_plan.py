@@ -372,7 +372,17 @@ def test_profile_evidence_of_a_real_cpu_run(cli, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SLOW_LOADER_SCRIPT)
     run = cli(
-        "profile", "-n", "8", "-w", "1", "--stop", "--no-save", "--json", "--", sys.executable, str(script)
+        "profile",
+        "--steps",
+        "8",
+        "-w",
+        "1",
+        "--stop",
+        "--no-save",
+        "--json",
+        "--",
+        sys.executable,
+        str(script),
     )
     assert run.exit_code == 0, run.stderr[-800:]
     doc = tmp_path / "run.json"

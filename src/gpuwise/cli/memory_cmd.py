@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuwise.cli.output import emit
+from gpuwise.cli.sim_extra import sim_extra_required
 from gpuwise.cli.workload_flags import workload_command
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
@@ -48,7 +49,7 @@ def memory(
     traced: Annotated[
         bool,
         typer.Option(
-            "--traced", help="Simulate one step on fake tensors (needs torch; pip install 'gpuwise[sim]')."
+            "--traced", help="Simulate one step on fake tensors (needs torch; pip install 'gpuwise\\[sim]')."
         ),
     ] = False,
     model_factory: Annotated[
@@ -83,9 +84,10 @@ def memory(
     if traced:
         if max_batch or max_seq:
             raise GpuwiseError("--max-batch and --max-seq use the analytic estimate; drop --traced for them")
-        from gpuwise.simulation import traced_estimate
+        with sim_extra_required():
+            from gpuwise.simulation import traced_estimate
 
-        result = traced_estimate(workload, model_factory=model_factory, input_factory=input_factory)
+            result = traced_estimate(workload, model_factory=model_factory, input_factory=input_factory)
         from gpuwise.report import simulation_view
 
         emit(result.to_dict(), "memory_traced", as_json, lambda c: simulation_view.render_traced(c, result))
