@@ -13,7 +13,7 @@ from rich.console import Console
 
 from gpuwise.errors import GpuwiseError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # docs/json-schema.md: what changed in each version
 
 _CODE_SPAN = re.compile(r"(`+).*?\1")
 _FENCE = re.compile(r"^\s*(```|~~~)")
