@@ -17,7 +17,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (schema in do
 
 
 def _factory_names_the_model(command: Callable[..., Any]) -> Callable[..., Any]:
-    """`--model-factory` goes into the workload (``model_factory``), so a factory run needs no catalog model."""
+    """`--model-factory` goes into the workload (``model_factory``): a factory run needs no catalog model."""
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
@@ -65,7 +65,7 @@ def memory(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Per-GPU memory: breakdown by component, the phase that sets the peak, allocated vs reserved vs nvidia-smi.
+    """Per-GPU memory: breakdown by component, the phase that sets the peak, allocated/reserved/nvidia-smi.
 
     The analytic estimate never imports torch. `--traced` runs the real model on fake tensors instead.
     """

@@ -21,7 +21,7 @@ _LINE_BREAK = "<br>"  # the one tag the Markdown renderer writes itself (a newli
 
 
 def console() -> Console:
-    """Terminal output; piped to a file or a CI log (no terminal, no COLUMNS) it is 120 wide, not Rich's 80."""
+    """Terminal output; piped to a file or a CI log (no terminal, no COLUMNS) 120 wide, not Rich's 80."""
     import os
 
     out = Console(highlight=False, soft_wrap=False)
@@ -74,7 +74,7 @@ def emit(
     markdown: Callable[[], str] | None = None,
     as_markdown: bool = False,
 ) -> None:
-    """Print ``payload`` as JSON (with ``schema``/``kind`` keys), as Markdown, or call the terminal renderer."""
+    """Print ``payload`` as JSON (with ``schema_version``/``kind``), as Markdown, or render it."""
     one_format(as_json, as_markdown)
     if as_json:
         document = {"schema_version": SCHEMA_VERSION, "kind": kind, **payload}

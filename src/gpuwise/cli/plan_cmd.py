@@ -21,7 +21,8 @@ def plan(
         typer.Option(
             "--evidence",
             "-e",
-            help="Measured evidence: --json output of `gpuwise profile`, `gpuwise trace` or `gpuwise runs` (repeatable).",
+            help="Measured evidence: --json output of `gpuwise profile`, `gpuwise trace` or "
+            "`gpuwise runs` (repeatable).",
         ),
     ] = None,
     traced: Annotated[
@@ -51,7 +52,7 @@ def plan(
     ] = False,
     as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
 ) -> None:
-    """Diagnosis, ranked techniques, config changes, VRAM, scaling and tools, each backed by a predicted number.
+    """Diagnosis, ranked techniques, config changes, VRAM, scaling and tools, each with a predicted number.
 
     Every technique's impact is the memory and performance models re-run on the changed workload.
     Ranked for the workload's goal (--goal cost | latency | throughput | fit).

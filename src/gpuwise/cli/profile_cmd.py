@@ -97,9 +97,16 @@ def doctor(
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save both runs in the run store.")] = True,
     as_json: JsonFlag = False,
 ) -> None:
-    """Profile a built-in training workload, apply the fixes its findings call for, and measure the speed-up."""
+    """Profile a built-in training workload, apply the fixes its findings call for, measure the speed-up."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from gpuwise.profile.doctor.run import run_doctor
     from gpuwise.report import profile_view
@@ -114,7 +121,7 @@ def doctor(
         console=Console(stderr=True),
         transient=False,
     ) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(stage: str, done: int, total: int) -> None:
             if stage not in tasks:

@@ -89,7 +89,7 @@ def is_model_config(path: Path) -> bool:
 
 
 def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
-    """WORKLOAD file, model config.json or model id, + flags -> validated Workload. Flags win over the file."""
+    """WORKLOAD file, model config.json or model id, + flags -> validated Workload. Flags win."""
     overrides = {k: v for k, v in flags.items() if k != "set_values" and v is not None}
     for item in flags.get("set_values") or []:
         if "=" not in item:
