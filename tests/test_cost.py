@@ -112,7 +112,7 @@ def test_cli_cost_terminal_json_markdown(cli):
     doc = cli(
         "cost", "llama-3-8b", "-t", "serving", "-g", "h100-sxm", "--api-usd-per-mtok", "0.3", "--json"
     ).json()
-    assert doc["kind"] == "cost" and doc["schema_version"] == 1
+    assert doc["kind"] == "cost" and doc["schema_version"] == 2
     assert doc["cost"]["break_even"]["api_usd_per_million_tokens"] == 0.3
     assert doc["cost"]["perf"]["inference"]["tpot_s"] > 0
     md = cli("cost", "llama-3-8b", "-g", "rtx-4090", "--usd-per-hour", "0.4", "--markdown")

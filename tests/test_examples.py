@@ -40,7 +40,7 @@ def test_every_example_gives_a_complete_plan_that_fits(path):
     assert comfortable(p.config.outcome), f"{path.stem}: the recommended config must fit with headroom"
     assert p.config.outcome.throughput and p.config.outcome.throughput > 0
     assert p.diagnosis.summary and p.scaling.strategy and p.tools
-    assert p.memory.current["breakdown"]
+    assert p.memory.current["breakdown_bytes"]
     assert any(comfortable(h.outcome) for h in p.hardware)
     for t in p.recommended:  # every recommended line is computed: it fits, or it saves memory toward a fit
         assert t.reason and (t.after.fits or t.impact.memory_saved_bytes > 0)

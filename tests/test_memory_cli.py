@@ -13,13 +13,13 @@ def test_memory_json_has_the_documented_keys(cli):
     r = cli("memory", "examples/llama-3-8b-lora.yaml", "--json")
     assert r.exit_code == 0, r.stderr
     doc = r.json()
-    assert doc["kind"] == "memory" and doc["schema_version"] == 1
+    assert doc["kind"] == "memory" and doc["schema_version"] == 2
     for key in (
         "peak_allocated_bytes",
         "peak_reserved_bytes",
         "device_total_bytes",
         "peak_phase",
-        "breakdown",
+        "breakdown_bytes",
         "phases",
         "gpu_memory_bytes",
         "headroom_pct",
@@ -27,7 +27,7 @@ def test_memory_json_has_the_documented_keys(cli):
     ):
         assert key in doc
     assert doc["peak_allocated_bytes"] <= doc["peak_reserved_bytes"] < doc["device_total_bytes"]
-    assert sum(doc["breakdown"].values()) == pytest.approx(doc["device_total_bytes"], abs=16)
+    assert sum(doc["breakdown_bytes"].values()) == pytest.approx(doc["device_total_bytes"], abs=16)
     assert doc["peak_phase"] in {p["name"] for p in doc["phases"]}
 
 

@@ -38,7 +38,7 @@ def test_plan_has_every_section_and_serializes(lora_plan):
     data = lora_plan.to_dict()
     assert all(key in data for key in SECTIONS)
     back = json.loads(orjson.dumps(data))
-    assert back["memory"]["current"]["breakdown"]["weights"] > 0
+    assert back["memory"]["current"]["breakdown_bytes"]["weights"] > 0
     assert back["scaling"]["strategy"] and back["tools"] and back["hardware"]
     assert back["evidence"][-1]["source"] == "prediction"
 
@@ -315,7 +315,7 @@ def test_cli_markdown_html_and_json(cli, tmp_path):
     page = html_path.read_text()
     assert page.startswith("<!doctype html>") and "<h2>5. Scaling</h2>" in page
     js = cli("plan", "examples/lora-7b.yaml", "--json")
-    assert js.json()["kind"] == "plan" and js.json()["schema_version"] == 1
+    assert js.json()["kind"] == "plan" and js.json()["schema_version"] == 2
     term = cli("plan", "examples/lora-7b.yaml")
     assert term.exit_code == 0 and "1. Diagnosis" in term.stdout and "Hardware options" in term.stdout
 
@@ -372,7 +372,17 @@ def test_profile_evidence_of_a_real_cpu_run(cli, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SLOW_LOADER_SCRIPT)
     run = cli(
-        "profile", "-n", "8", "-w", "1", "--stop", "--no-save", "--json", "--", sys.executable, str(script)
+        "profile",
+        "--steps",
+        "8",
+        "-w",
+        "1",
+        "--stop",
+        "--no-save",
+        "--json",
+        "--",
+        sys.executable,
+        str(script),
     )
     assert run.exit_code == 0, run.stderr[-800:]
     doc = tmp_path / "run.json"
@@ -394,7 +404,7 @@ def test_traced_vram_for_the_current_configuration():
     p = make_plan(w, traced=True)
     traced, analytic = p.memory.current, Evaluator().memory_dict(w)
     assert p.memory.method == "traced" and traced["method"] == "traced" and traced["simulation_wall_s"] > 0
-    assert traced["breakdown"] and traced["device_total_bytes"] > traced["peak_allocated_bytes"] > 0
+    assert traced["breakdown_bytes"] and traced["device_total_bytes"] > traced["peak_allocated_bytes"] > 0
     assert (
         abs(traced["device_total_bytes"] / analytic["device_total_bytes"] - 1) < 0.35
     )  # two independent methods

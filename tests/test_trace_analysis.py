@@ -117,7 +117,7 @@ def test_json_document_feeds_the_planner(cli, tmp_path):
     result = cli("trace", str(RANK0), str(RANK1), "--json")
     assert result.exit_code == 0, result.stderr
     doc = result.json()
-    assert doc["kind"] == "trace" and doc["schema_version"] == 1
+    assert doc["kind"] == "trace" and doc["schema_version"] == 2
     tb = doc["ranks"][0]["temporal_breakdown"]
     assert set(tb) >= {"idle_pct", "compute_pct", "non_compute_pct", "span_us"}
     path = tmp_path / "trace.json"

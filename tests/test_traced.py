@@ -208,7 +208,7 @@ def test_result_has_the_analytic_keys_and_sums(tiny_config):
     analytic = estimate_memory(w).to_dict()
     assert set(analytic) <= set(traced)
     assert set(analytic["phases"][0]) <= set(traced["phases"][0])
-    assert sum(traced["breakdown"].values()) == traced["device_total_bytes"]
+    assert sum(traced["breakdown_bytes"].values()) == traced["device_total_bytes"]
     assert traced["top_activation_modules"] and traced["step_times"] and traced["flops_per_step"] > 0
     json.dumps(traced)
 

@@ -79,7 +79,10 @@ def read_entries(path: Path) -> list[dict[str, Any]]:
 
 def load_structured(path: Path) -> Any:
     """Parse YAML or TOML, reporting syntax errors with file and line."""
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise GpuwiseError(f"{path}: not a text file (expected UTF-8 YAML or TOML)") from None
     if path.suffix == ".toml":
         try:
             return tomllib.loads(text)

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Exit as done:
         sys.exit(done.exit_code)
     except Exception as err:  # click usage errors and anything unexpected
-        # Typer >= 0.29 vendors click (typer._click), older versions use click itself: duck-type.
+        # Newer typer vendors click (typer._click), older typer uses click itself: duck-type.
         if hasattr(err, "show") and hasattr(err, "exit_code"):
             err.show()
             usage = any(cls.__name__ == "UsageError" for cls in type(err).__mro__)

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from gpuwise.cli.output import emit
+from gpuwise.cli.output import emit, one_format
 from gpuwise.cli.workload_flags import workload_command
 from gpuwise.workload import Workload
 
@@ -47,6 +47,8 @@ def cost(
     """
     from gpuwise.perf.cost import compare_gpus, estimate_cost
     from gpuwise.report import cost_view
+
+    one_format(as_json, as_markdown)  # before the work, not after it
 
     if all_gpus:
         rows = compare_gpus(

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuwise.cli.output import emit
+from gpuwise.cli.sim_extra import sim_extra_required
 from gpuwise.cli.workload_flags import workload_command
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
@@ -16,7 +17,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (schema in do
 
 
 def _factory_names_the_model(command: Callable[..., Any]) -> Callable[..., Any]:
-    """`--model-factory` goes into the workload (``model_factory``), so a factory run needs no catalog model."""
+    """`--model-factory` goes into the workload (``model_factory``): a factory run needs no catalog model."""
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
@@ -48,7 +49,7 @@ def memory(
     traced: Annotated[
         bool,
         typer.Option(
-            "--traced", help="Simulate one step on fake tensors (needs torch; pip install 'gpuwise[sim]')."
+            "--traced", help="Simulate one step on fake tensors (needs torch; pip install 'gpuwise\\[sim]')."
         ),
     ] = False,
     model_factory: Annotated[
@@ -64,7 +65,7 @@ def memory(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Per-GPU memory: breakdown by component, the phase that sets the peak, allocated vs reserved vs nvidia-smi.
+    """Per-GPU memory: breakdown by component, the phase that sets the peak, allocated/reserved/nvidia-smi.
 
     The analytic estimate never imports torch. `--traced` runs the real model on fake tensors instead.
     """
@@ -83,9 +84,10 @@ def memory(
     if traced:
         if max_batch or max_seq:
             raise GpuwiseError("--max-batch and --max-seq use the analytic estimate; drop --traced for them")
-        from gpuwise.simulation import traced_estimate
+        with sim_extra_required():
+            from gpuwise.simulation import traced_estimate
 
-        result = traced_estimate(workload, model_factory=model_factory, input_factory=input_factory)
+            result = traced_estimate(workload, model_factory=model_factory, input_factory=input_factory)
         from gpuwise.report import simulation_view
 
         emit(result.to_dict(), "memory_traced", as_json, lambda c: simulation_view.render_traced(c, result))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -9,11 +11,17 @@ from typing import Any
 import orjson
 from rich.console import Console
 
-SCHEMA_VERSION = 1
+from gpuwise.errors import GpuwiseError
+
+SCHEMA_VERSION = 2  # docs/json-schema.md: what changed in each version
+
+_CODE_SPAN = re.compile(r"(`+).*?\1")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LINE_BREAK = "<br>"  # the one tag the Markdown renderer writes itself (a newline inside a table cell)
 
 
 def console() -> Console:
-    """Terminal output; piped to a file or a CI log (no terminal, no COLUMNS) it is 120 wide, not Rich's 80."""
+    """Terminal output; piped to a file or a CI log (no terminal, no COLUMNS) 120 wide, not Rich's 80."""
     import os
 
     out = Console(highlight=False, soft_wrap=False)
@@ -28,6 +36,36 @@ def to_json_bytes(payload: dict[str, Any]) -> bytes:
     )
 
 
+def one_format(as_json: bool, as_markdown: bool) -> None:
+    """Refuse --json with --markdown up front (one of them would be silently dropped)."""
+    if as_json and as_markdown:
+        raise GpuwiseError("--json and --markdown are exclusive: choose one output format")
+
+
+def _escape_text(text: str) -> str:
+    return _LINE_BREAK.join(html.escape(part, quote=False) for part in text.split(_LINE_BREAK))
+
+
+def escape_markdown_html(markdown: str) -> str:
+    """Escape HTML that came in with the inputs (model names, paths) so that a Markdown viewer shows it
+    as text; code spans and fenced blocks are shown literally by Markdown already, so they stay as they are.
+    """
+    out, in_fence = [], False
+    for line in markdown.split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            out.append(line)
+        elif in_fence:
+            out.append(line)
+        else:
+            pieces, last = [], 0
+            for span in _CODE_SPAN.finditer(line):
+                pieces += [_escape_text(line[last : span.start()]), span.group(0)]
+                last = span.end()
+            out.append("".join([*pieces, _escape_text(line[last:])]))
+    return "\n".join(out)
+
+
 def emit(
     payload: dict[str, Any],
     kind: str,
@@ -36,13 +74,14 @@ def emit(
     markdown: Callable[[], str] | None = None,
     as_markdown: bool = False,
 ) -> None:
-    """Print ``payload`` as JSON (with ``schema``/``kind`` keys) or call the terminal renderer."""
+    """Print ``payload`` as JSON (with ``schema_version``/``kind``), as Markdown, or render it."""
+    one_format(as_json, as_markdown)
     if as_json:
         document = {"schema_version": SCHEMA_VERSION, "kind": kind, **payload}
         sys.stdout.buffer.write(to_json_bytes(document) + b"\n")
         sys.stdout.flush()
     elif as_markdown and markdown is not None:
-        sys.stdout.write(markdown())
+        sys.stdout.write(escape_markdown_html(markdown()))
         sys.stdout.flush()
     else:
         render(console())

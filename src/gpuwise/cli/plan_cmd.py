@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from gpuwise.cli.output import emit
+from gpuwise.cli.output import emit, one_format
+from gpuwise.cli.sim_extra import sim_extra_required
 from gpuwise.cli.workload_flags import workload_command
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
@@ -20,14 +21,16 @@ def plan(
         typer.Option(
             "--evidence",
             "-e",
-            help="Measured evidence: --json output of `gpuwise profile`, `gpuwise trace` or `gpuwise runs` (repeatable).",
+            help="Measured evidence: --json output of `gpuwise profile`, `gpuwise trace` or "
+            "`gpuwise runs` (repeatable).",
         ),
     ] = None,
     traced: Annotated[
         bool,
         typer.Option(
             "--traced",
-            help="VRAM of the current configuration from a traced simulation of the real model (needs torch + transformers).",
+            help="VRAM of the current configuration from a traced simulation of the real model "
+            "(needs torch; pip install 'gpuwise\\[sim]').",
         ),
     ] = False,
     model_factory: Annotated[
@@ -49,7 +52,7 @@ def plan(
     ] = False,
     as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
 ) -> None:
-    """Diagnosis, ranked techniques, config changes, VRAM, scaling and tools, each backed by a predicted number.
+    """Diagnosis, ranked techniques, config changes, VRAM, scaling and tools, each with a predicted number.
 
     Every technique's impact is the memory and performance models re-run on the changed workload.
     Ranked for the workload's goal (--goal cost | latency | throughput | fit).
@@ -57,15 +60,18 @@ def plan(
     from gpuwise.plan import make_plan
     from gpuwise.report import plan_view
 
+    one_format(as_json, as_markdown)  # before the work, not after it
+
     if (model_factory or input_factory) and not traced:
         raise GpuwiseError("--model-factory / --input-factory only apply with --traced")
-    result = make_plan(
-        workload,
-        evidence_files=evidence or (),
-        traced=traced,
-        model_factory=model_factory,
-        input_factory=input_factory,
-    )
+    with sim_extra_required():
+        result = make_plan(
+            workload,
+            evidence_files=evidence or (),
+            traced=traced,
+            model_factory=model_factory,
+            input_factory=input_factory,
+        )
     if html is not None:
         from gpuwise.report import html as html_report
 

@@ -34,7 +34,6 @@ def profile(
         int,
         typer.Option(
             "--steps",
-            "-n",
             min=1,
             help="Steps to measure after warm-up (a step ends at each optimizer step).",
         ),
@@ -66,6 +65,11 @@ def profile(
     from gpuwise.profile.launcher import run_profiled
     from gpuwise.report import profile_view
 
+    if ctx.args and ctx.args[0].startswith("-"):  # unknown options land in ctx.args (see PROFILE_CONTEXT)
+        raise GpuwiseError(
+            f"gpuwise profile has no option {ctx.args[0]}; the script's command goes after -- "
+            "(gpuwise profile --help)"
+        )
     session = run_profiled(
         list(ctx.args),
         steps=steps,
@@ -83,7 +87,7 @@ def profile(
 
 def doctor(
     steps: Annotated[
-        int, typer.Option("--steps", "-n", min=8, help="Steps measured in each of the two runs.")
+        int, typer.Option("--steps", min=8, help="Steps measured in each of the two runs.")
     ] = 40,
     warmup: Annotated[
         int, typer.Option("--warmup", "-w", min=0, help="Warm-up steps before each measurement.")
@@ -93,9 +97,16 @@ def doctor(
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save both runs in the run store.")] = True,
     as_json: JsonFlag = False,
 ) -> None:
-    """Profile a built-in training workload, apply the fixes its findings call for, and measure the speed-up."""
+    """Profile a built-in training workload, apply the fixes its findings call for, measure the speed-up."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from gpuwise.profile.doctor.run import run_doctor
     from gpuwise.report import profile_view
@@ -110,7 +121,7 @@ def doctor(
         console=Console(stderr=True),
         transient=False,
     ) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(stage: str, done: int, total: int) -> None:
             if stage not in tasks:

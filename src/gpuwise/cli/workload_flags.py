@@ -75,8 +75,21 @@ _FLAGS: dict[str, tuple[Any, Any]] = {
 }
 
 
+def is_model_config(path: Path) -> bool:
+    """A Hugging Face ``config.json`` (it names an architecture or model type), not a workload file."""
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return False
+    import json
+
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):  # unreadable or not JSON: the workload loader reports it
+        return False
+    return isinstance(data, dict) and ("architectures" in data or "model_type" in data)
+
+
 def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
-    """WORKLOAD file (or model id) + flags -> validated Workload. Flags win over the file."""
+    """WORKLOAD file, model config.json or model id, + flags -> validated Workload. Flags win."""
     overrides = {k: v for k, v in flags.items() if k != "set_values" and v is not None}
     for item in flags.get("set_values") or []:
         if "=" not in item:
@@ -88,6 +101,10 @@ def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
             raise GpuwiseError("give a workload file (e.g. examples/llama-3-8b-lora.yaml) or --model")
         return workload_from_mapping(overrides)
     path = Path(spec)
+    if is_model_config(path):
+        if "model" in overrides:
+            raise GpuwiseError(f"{spec} is a model config.json; give the model either there or with --model")
+        return workload_from_mapping({"model": spec, **overrides})
     if path.suffix.lower() in {".yaml", ".yml", ".toml"} or path.is_file():
         base = load_workload(path)
         if not overrides:
@@ -105,7 +122,10 @@ def workload_command(func: Callable[..., Any]) -> Callable[..., Any]:
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
         default=None,
         annotation=Annotated[
-            str | None, typer.Argument(metavar="WORKLOAD", help="Workload YAML file, or a model id.")
+            str | None,
+            typer.Argument(
+                metavar="WORKLOAD", help="Workload YAML file, a model's config.json, or a catalog model id."
+            ),
         ],
     )
     flag_params = [

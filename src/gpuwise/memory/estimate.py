@@ -74,7 +74,7 @@ class Phase:
         return {
             "name": self.name,
             "allocated_bytes": int(self.allocated_bytes),
-            "components": {k: int(v) for k, v in self.components.items() if v},
+            "components_bytes": {k: int(v) for k, v in self.components.items() if v},
         }
 
 
@@ -116,7 +116,7 @@ class MemoryEstimate:
             "gpu_memory_bytes": int(self.gpu_memory_bytes),
             "headroom_pct": round(self.headroom_pct, 2),
             "fits": self.fits,
-            "breakdown": {k: int(v) for k, v in self.breakdown.items()},
+            "breakdown_bytes": {k: int(v) for k, v in self.breakdown.items()},
             "phases": [p.to_dict() for p in self.phases],
             "notes": list(self.notes),
             "assumptions": list(self.assumptions),

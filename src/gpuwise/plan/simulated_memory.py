@@ -35,7 +35,7 @@ def traced_memory(
         "gpu_memory_bytes": capacity,
         "headroom_pct": round(100.0 * (1 - est.device_total_bytes / capacity), 2) if capacity else None,
         "fits": est.fits,
-        "breakdown": {
+        "breakdown_bytes": {
             **est.breakdown,
             "cuda_context": est.cuda_context_bytes,
             "allocator_reserve": est.allocator_reserve_bytes,

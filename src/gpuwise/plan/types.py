@@ -37,7 +37,15 @@ class Outcome:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["notes"] = list(self.notes)
+        # JSON names carry their unit (schema 2): the speed is per second, the price per million of what.
+        data["throughput_per_s"] = data.pop("throughput")
+        data["usd_per_million"] = data.pop("usd_per_1m")
+        data["usd_per_million_of"] = _PRICED_UNIT.get(self.throughput_unit, self.throughput_unit)
         return data
+
+
+# What `usd_per_1m` is priced per, by throughput unit: training prices every token processed.
+_PRICED_UNIT = {"tokens/s": "training tokens", "output tokens/s": "output tokens", "images/s": "images"}
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,8 @@ class ProfileRun:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProfileRun:
         doc = {k: v for k, v in data.items() if k not in {"run_id", "findings", "evidence"}}
+        if "started_at" in doc:  # a run saved before JSON schema 2 named the unit
+            doc.setdefault("started_at_unix_s", doc.pop("started_at"))
         evidence = (
             Evidence.from_dict(data["evidence"], "run")
             if data.get("evidence")
@@ -227,7 +229,7 @@ def build_run(raw: dict[str, Any], extra: dict[str, Any] | None = None) -> Profi
         "rank": rank,
         "world_size": meta.get("world_size"),
         "group_id": meta.get("group_id"),
-        "started_at": meta.get("started_at"),
+        "started_at_unix_s": meta.get("started_at"),
         "device": raw.get("device"),
         "gpu_name": raw.get("gpu_name") or None,
         "warmup_steps": dropped,

@@ -250,7 +250,7 @@ def _config(doc: Document, plan: Plan) -> None:
 
 def _breakdown_items(memory: dict[str, Any]) -> list[tuple[str, float]]:
     """(component, bytes) pairs of a memory estimate's breakdown, largest first."""
-    raw = memory.get("breakdown") or {}
+    raw = memory.get("breakdown_bytes") or {}
     items: list[tuple[str, float]] = []
     if isinstance(raw, dict):
         items = [

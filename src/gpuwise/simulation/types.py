@@ -27,7 +27,7 @@ class TracedPhase:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["allocated_bytes"] = self.peak_allocated_bytes  # the analytic Phase's keys
-        data["components"] = {k: v for k, v in self.by_category.items() if v}
+        data["components_bytes"] = {k: v for k, v in self.by_category.items() if v}
         return data
 
 
@@ -109,7 +109,7 @@ class TracedMemoryEstimate:
             "gpu_memory_bytes": self.device_memory_bytes,
             "headroom_pct": round(self.headroom_pct, 2),
             "fits": self.fits,
-            "breakdown": breakdown,
+            "breakdown_bytes": breakdown,
             "phases": [p.to_dict() for p in self.phases],
             "notes": list(self.notes),
             "assumptions": list(self.assumptions),
