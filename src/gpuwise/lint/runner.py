@@ -56,6 +56,8 @@ def lint_source(source: Source, config: LintConfig | None = None) -> list[Violat
                 severity=config.severity.get(spec.id, spec.severity),
                 cell=cell,
                 edit=hit.edit if spec.fixable and not source.is_notebook else None,
+                code=pos.lines[line - 1].strip() if line <= len(pos.lines) else "",
+                framework=ctx.framework,
             )
             found.setdefault((spec.id, line, col), violation)
     return sorted(found.values(), key=lambda v: (v.cell or 0, v.line, v.col, v.rule))

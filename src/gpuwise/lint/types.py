@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwise.diagnose.finding import SEVERITIES, Severity
+from gpuwise.lint.context import Framework
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,8 @@ class Violation:
     severity: Severity
     cell: int | None = None  # notebook code cell (1-based), None for .py files
     edit: Edit | None = None  # a safe fix, applied by --fix
+    code: str = ""  # the source line, stripped
+    framework: Framework = "pytorch"  # the fix is given in this framework's terms
 
     @property
     def severity_rank(self) -> int:
@@ -37,6 +40,12 @@ class Violation:
         """path:line:col, or path:cell_N:line:col inside a notebook (the nbQA convention)."""
         cell = f"cell_{self.cell}:" if self.cell is not None else ""
         return f"{self.path}:{cell}{self.line}:{self.col}"
+
+    @property
+    def fix(self) -> str:
+        from gpuwise.lint.catalog import SPECS
+
+        return SPECS[self.rule].fix_for(self.framework)
 
     def to_dict(self) -> dict[str, Any]:
         from gpuwise.lint.catalog import SPECS
@@ -53,7 +62,10 @@ class Violation:
             "line": self.line,
             "col": self.col,
             "message": self.message,
+            "code": self.code,
             "why": spec.why,
+            "fix": self.fix,
+            "framework": self.framework,
             "fixable": self.edit is not None,
         }
 
