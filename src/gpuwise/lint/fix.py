@@ -38,7 +38,7 @@ def fixed_texts(result: LintResult) -> dict[str, tuple[str, str]]:
 
 
 def unified_diff(changes: dict[str, tuple[str, str]]) -> str:
-    chunks = []
+    chunks: list[str] = []
     for path, (old, new) in changes.items():
         chunks.extend(
             difflib.unified_diff(

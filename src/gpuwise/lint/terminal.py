@@ -18,10 +18,10 @@ def render(console: Console, result: LintResult) -> None:
         console.print(f"[bold]{escape(path)}[/bold]")
         for v in group:
             place = f"cell {v.cell}:{v.line}" if v.cell is not None else f"{v.line}:{v.col}"
-            fixable = " [green](fixable)[/green]" if v.edit else ""
+            mark = " [green](fixable)[/green]" if v.edit else ""
             console.print(
                 f"  {place:>9}  [{STYLE[v.severity]}]{v.severity:<8}[/]  [bold]{v.rule}[/bold]  "
-                f"{escape(v.message)}{fixable}"
+                f"{escape(v.message)}{mark}"
             )
             if v.code:
                 console.print(f"             [dim]{escape(v.code[:140])}[/dim]")
