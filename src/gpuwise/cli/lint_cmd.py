@@ -39,6 +39,10 @@ def lint(
     diff: Annotated[
         bool, typer.Option("--diff", help="Show the safe fixes as a diff; write nothing.")
     ] = False,
+    unsafe_fixes: Annotated[
+        bool,
+        typer.Option("--unsafe-fixes", help="With --fix/--diff, also the fixes that may change behaviour."),
+    ] = False,
 ) -> None:
     """Check training code for slow or unsafe patterns before it runs: [bold]gpuwise lint train.py[/bold]
 
@@ -71,10 +75,10 @@ def lint(
 
     result = lint_paths(paths, settings)
     if diff:
-        sys.stdout.write(lint_fix.unified_diff(lint_fix.fixed_texts(result)))
+        sys.stdout.write(lint_fix.unified_diff(lint_fix.fixed_texts(result, unsafe_fixes)))
         return
     if fix:
-        changes = lint_fix.fixed_texts(result)
+        changes = lint_fix.fixed_texts(result, unsafe_fixes)
         for path, (_, new) in changes.items():
             lint_fix.write_atomically(path, new)
         result = lint_paths(paths, settings)  # report what is left

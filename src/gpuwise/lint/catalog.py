@@ -23,7 +23,7 @@ class RuleSpec:
     why: str  # the cost, in one or two sentences
     fix: dict[Framework, str]  # "pytorch" is the default
     finding: str = ""  # the runtime finding id for the same problem, if any
-    fixable: bool = False  # --fix has a safe, behaviour-preserving edit
+    fixable: bool = False  # --fix has an edit (Edit.safe says whether it can change behaviour)
     help_uri: str = ""
     tags: tuple[str, ...] = field(default=())
 
@@ -195,7 +195,10 @@ SPECS_LIST = [
         "security",
         "torch.load unpickles arbitrary objects: a malicious checkpoint runs code on load. weights_only=True "
         "(the default since PyTorch 2.6) loads tensors and plain containers only.",
-        {"pytorch": "torch.load(path, weights_only=True) (or safetensors.torch.load_file)."},
+        {
+            "pytorch": "torch.load(path, weights_only=True) (or safetensors.torch.load_file); a file "
+            "written by torch.save(model) (a whole pickled module) needs a state_dict instead.",
+        },
         fixable=True,
     ),
     RuleSpec(

@@ -12,11 +12,12 @@ from pathlib import Path
 from gpuwise.lint.types import Edit, LintResult
 
 
-def fixed_texts(result: LintResult) -> dict[str, tuple[str, str]]:
-    """path -> (old text, new text) for every file with safe edits; overlapping edits keep the first."""
+def fixed_texts(result: LintResult, unsafe: bool = False) -> dict[str, tuple[str, str]]:
+    """path -> (old text, new text) for every file with edits (safe ones, and unsafe ones if asked);
+    overlapping edits keep the first."""
     edits: dict[str, list[Edit]] = defaultdict(list)
     for violation in result.violations:
-        if violation.edit is not None:
+        if violation.edit is not None and (violation.edit.safe or unsafe):
             edits[violation.path].append(violation.edit)
     out: dict[str, tuple[str, str]] = {}
     for path, items in edits.items():

@@ -54,7 +54,18 @@ def _argument(call: ast.Call, name: str, position: int) -> tuple[bool, ast.expr 
 
 
 def _loaders(ctx: Context) -> Iterator[ast.Call]:
-    return (c for c in ctx.calls if ctx.is_api(c.func, *LOADERS) and not has_star_kwargs(c))
+    """DataLoader calls, except one-shot ones (``next(iter(DataLoader(...)))`` reads one batch)."""
+    for call in ctx.calls:
+        if not ctx.is_api(call.func, *LOADERS) or has_star_kwargs(call):
+            continue
+        parent = ctx.parents.get(id(call))
+        if (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in {"iter", "next"}
+        ):
+            continue
+        yield call
 
 
 @check
@@ -292,15 +303,21 @@ def _accumulates(loop: ast.AST) -> bool:
 
 @check
 def accumulation_without_no_sync(ctx: Context, pos: Positions) -> Iterator[Hit]:
-    if ctx.framework != "pytorch" or not ctx.uses_api("torch.nn.parallel.DistributedDataParallel"):
+    """Plain DDP, or Accelerate without ``accelerator.accumulate`` (its backward all-reduces each call)."""
+    if ctx.framework == "pytorch":
+        if not ctx.uses_api("torch.nn.parallel.DistributedDataParallel"):
+            return
+    elif ctx.framework != "accelerate":
         return
-    if any(w in {"no_sync", "require_backward_grad_sync"} for w in words(ctx.tree)):
+    if any(w in {"no_sync", "require_backward_grad_sync", "accumulate"} for w in words(ctx.tree)):
         return
     for loop in ctx.step_loops:
         if _accumulates(loop):
             backward = next(n for n in ast.walk(loop) if isinstance(n, ast.Call) and is_backward(n))
             yield Hit(
-                "accumulation_without_no_sync", backward, "gradient accumulation under DDP without no_sync()"
+                "accumulation_without_no_sync",
+                backward,
+                "gradient accumulation all-reduces on every backward (no no_sync/accumulate)",
             )
 
 
@@ -311,12 +328,9 @@ def torch_load_unsafe(ctx: Context, pos: Positions) -> Iterator[Hit]:
             continue
         kw = keyword(call, "weights_only")
         if kw is None:
-            yield Hit(
-                "torch_load_unsafe",
-                call,
-                "torch.load without weights_only=True",
-                add_keyword(pos, call, "weights_only=True"),
-            )
+            edit = add_keyword(pos, call, "weights_only=True")
+            unsafe = Edit(edit.start, edit.end, edit.text, safe=False) if edit else None
+            yield Hit("torch_load_unsafe", call, "torch.load without weights_only=True", unsafe)
         elif ctx.value(kw.value) is False:
             yield Hit("torch_load_unsafe", call, "torch.load(weights_only=False) unpickles arbitrary code")
 

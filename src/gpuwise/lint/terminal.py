@@ -18,7 +18,8 @@ def render(console: Console, result: LintResult) -> None:
         console.print(f"[bold]{escape(path)}[/bold]")
         for v in group:
             place = f"cell {v.cell}:{v.line}" if v.cell is not None else f"{v.line}:{v.col}"
-            mark = " [green](fixable)[/green]" if v.edit else ""
+            mark = " [green](fixable)[/green]" if v.edit and v.edit.safe else ""
+            mark = " [yellow](unsafe fix)[/yellow]" if v.edit and not v.edit.safe else mark
             console.print(
                 f"  {place:>9}  [{STYLE[v.severity]}]{v.severity:<8}[/]  [bold]{v.rule}[/bold]  "
                 f"{escape(v.message)}{mark}"
@@ -39,7 +40,7 @@ def render(console: Console, result: LintResult) -> None:
         console.print(f"  [green]fix:[/green] {escape(fix)}")
     counts = {s: sum(v.severity == s for v in result.violations) for s in STYLE}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no findings"
-    fixable = sum(v.edit is not None for v in result.violations)
+    fixable = sum(v.edit is not None and v.edit.safe for v in result.violations)
     console.print(
         f"\n{result.files} file(s) checked: {summary}"
         + (f"; {fixable} fixable with --fix" if fixable else "")

@@ -16,6 +16,7 @@ class Edit:
     start: int
     end: int
     text: str
+    safe: bool = True  # False: may change behaviour (applied only with --unsafe-fixes)
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class Violation:
             "why": spec.why,
             "fix": self.fix,
             "framework": self.framework,
-            "fixable": self.edit is not None,
+            "fixable": "safe" if self.edit and self.edit.safe else "unsafe" if self.edit else None,
         }
 
 
