@@ -127,8 +127,15 @@ class Context:
         name = self.qualname(node)
         if name in targets:
             return True
-        bare = isinstance(node, ast.Name) and node.id not in self.aliases
+        bare = isinstance(node, ast.Name) and node.id not in self.aliases and node.id not in self.functions
         return bare and any(name == t.rsplit(".", 1)[-1] for t in targets)
+
+    @staticmethod
+    def root_name(node: ast.AST) -> str:
+        """The variable an expression chain starts from: ``np`` for ``np.asarray(x).tolist``."""
+        while isinstance(node, ast.Attribute | ast.Call | ast.Subscript):
+            node = node.func if isinstance(node, ast.Call) else node.value
+        return node.id if isinstance(node, ast.Name) else ""
 
     def uses_api(self, *targets: str) -> bool:
         return any(self.is_api(c.func, *targets) for c in self.calls)
@@ -289,8 +296,9 @@ class Context:
         """Calls of ``func`` by name, and calls that hand it over (``mp.spawn(func, ...)``)."""
         sites = [c for c in self.calls if func in self.callees(c)]
         for call in self.calls:
-            if isinstance(call.func, ast.Attribute) and call.func.attr == func.name and call not in sites:
-                sites.append(call)  # trainer.train(): a method called on an instance
+            method = isinstance(call.func, ast.Attribute) and call.func.attr == func.name
+            if method and self.root_name(call.func) not in self.aliases and call not in sites:
+                sites.append(call)  # trainer.train(): a method called on an instance, not torch.save
             passed = [*call.args, *(k.value for k in call.keywords)]
             if any(isinstance(a, ast.Name) and a.id == func.name for a in passed):
                 sites.append(call)

@@ -112,7 +112,7 @@ def _sync_call(ctx: Context, node: ast.AST) -> str:
         return ""
     func = node.func
     if isinstance(func, ast.Attribute) and func.attr in SYNC_METHODS and not node.args and not node.keywords:
-        numpy_owner = ctx.qualname(func.value).split(".")[0] in {"np", "numpy"}
+        numpy_owner = ctx.aliases.get(ctx.root_name(func.value), "").split(".")[0] == "numpy"
         return "" if func.attr in {"numpy", "tolist"} and numpy_owner else f".{func.attr}()"
     if (
         isinstance(func, ast.Attribute)
