@@ -70,7 +70,10 @@ def test_loader_rules_need_gpu_code_and_resolve_aliases() -> None:
 
 
 def test_hf_training_arguments_without_workers() -> None:
-    code = "from transformers import Trainer, TrainingArguments\nargs = TrainingArguments('out', bf16=True)\nTrainer(args=args)\n"
+    code = (
+        "from transformers import Trainer, TrainingArguments\n"
+        "args = TrainingArguments('out', bf16=True)\nTrainer(args=args)\n"
+    )
     assert rules(code) == [("loader_no_workers", 2)]
     assert "dataloader_num_workers" in lint(code)[0].fix
     ok = code.replace("bf16=True", "bf16=True, dataloader_num_workers=4")
@@ -167,7 +170,10 @@ def test_no_mixed_precision() -> None:
 
 
 def test_no_mixed_precision_in_framework_terms() -> None:
-    hf = "from transformers import Trainer, TrainingArguments\nTrainer(args=TrainingArguments('o', dataloader_num_workers=2))\n"
+    hf = (
+        "from transformers import Trainer, TrainingArguments\n"
+        "Trainer(args=TrainingArguments('o', dataloader_num_workers=2))\n"
+    )
     [v] = lint(hf)
     assert v.rule == "no_mixed_precision" and "bf16=True" in v.fix and v.framework == "hf_trainer"
     lit = "import lightning as L\ntrainer = L.Trainer(max_epochs=3)\n"
@@ -230,10 +236,16 @@ def test_every_rank_saves_only_in_distributed_code() -> None:
 
 # --- find_unused_parameters -------------------------------------------------------------------------
 def test_find_unused_parameters() -> None:
-    code = "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, find_unused_parameters=True)\n"
+    code = (
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "m = DDP(m, find_unused_parameters=True)\n"
+    )
     assert rules(code) == [("find_unused_parameters", 2)]
     assert rules(code.replace("True", "False")) == []
-    lit = "import lightning as L\nL.Trainer(strategy='ddp_find_unused_parameters_true', precision='bf16-mixed')\n"
+    lit = (
+        "import lightning as L\n"
+        "L.Trainer(strategy='ddp_find_unused_parameters_true', precision='bf16-mixed')\n"
+    )
     assert rules(lit) == [("find_unused_parameters", 2)]
 
 

@@ -10,7 +10,9 @@ def train(args, model, optimizer, scheduler, train_set, eval_set, collate):
     accelerator = Accelerator()
     train_loader = DataLoader(train_set, shuffle=True, collate_fn=collate, batch_size=args.batch)
     eval_loader = DataLoader(eval_set, collate_fn=collate, batch_size=args.batch)
-    model, optimizer, train_loader, eval_loader = accelerator.prepare(model, optimizer, train_loader, eval_loader)
+    model, optimizer, train_loader, eval_loader = accelerator.prepare(
+        model, optimizer, train_loader, eval_loader
+    )
     updates = math.ceil(len(train_loader) / args.accum) * args.epochs
     done = 0
     for _epoch in range(args.epochs):

@@ -45,7 +45,9 @@ class SnapshotTrainer:
 
 
 def make_loader(dataset, batch):
-    return DataLoader(dataset, batch_size=batch, pin_memory=True, shuffle=False, sampler=DistributedSampler(dataset))
+    return DataLoader(
+        dataset, batch_size=batch, pin_memory=True, shuffle=False, sampler=DistributedSampler(dataset)
+    )
 
 
 def main(dataset, net, every, epochs):
