@@ -54,5 +54,6 @@ def add_keyword(pos: Positions, call: ast.Call, text: str) -> Edit | None:
     indent = line_text[: len(line_text) - len(line_text.lstrip())]
     own_line = not line_text[: pos.column(last.lineno, last.col_offset)].strip()
     if own_line and last.lineno > call.lineno:
-        return Edit(at, at, f",\n{indent}{text}")
+        newline = "\r\n" if line_text.endswith("\r\n") else "\n"
+        return Edit(at, at, f",{newline}{indent}{text}")
     return Edit(at, at, f", {text}")
