@@ -41,6 +41,7 @@ class LintConfig:
     exclude: tuple[str, ...] = ()
     fail_on: Severity = "low"
     origin: str = ""  # the pyproject.toml it came from, '' for defaults
+    assume_gpu: bool = False  # GPU-only rules run even if the file never names a GPU (a profile measured it)
 
     def enabled(self, path: str) -> frozenset[str]:
         """Rules that run on ``path`` (per-path ignores applied)."""

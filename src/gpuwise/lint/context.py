@@ -83,10 +83,11 @@ class Context:
     constants: dict[str, ast.expr] = field(default_factory=dict)  # module-level NAME = literal
     functions: dict[str, list[FunctionNode]] = field(default_factory=dict)  # by name (methods too)
     calls: list[ast.Call] = field(default_factory=list)  # every call in the file
+    assume_gpu: bool = False  # known to run on a GPU whatever the text says
 
     @classmethod
-    def build(cls, tree: ast.Module, text: str) -> Context:
-        ctx = cls(tree, text)
+    def build(cls, tree: ast.Module, text: str, assume_gpu: bool = False) -> Context:
+        ctx = cls(tree, text, assume_gpu=assume_gpu)
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 ctx.calls.append(node)
@@ -175,7 +176,7 @@ class Context:
     @cached_property
     def uses_gpu(self) -> bool:
         """The code targets a GPU: it names CUDA/NCCL/a GPU, or a framework that places on the GPU itself."""
-        if self.framework != "pytorch":
+        if self.assume_gpu or self.framework != "pytorch":
             return True
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Attribute) and node.attr == "cuda":

@@ -30,7 +30,7 @@ def lint_source(source: Source, config: LintConfig | None = None) -> list[Violat
         return Note(source.path, f"syntax error at {where}: {err.msg}; not linted")
     except (ValueError, RecursionError) as err:  # null bytes; absurdly deep nesting
         return Note(source.path, f"cannot parse: {err}; not linted")
-    ctx = Context.build(tree, source.text)
+    ctx = Context.build(tree, source.text, config.assume_gpu)
     pos = Positions(source.text)
     suppressed = Suppressions.parse(source.text)
     found: dict[tuple[str, int, int], Violation] = {}
