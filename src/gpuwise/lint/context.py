@@ -84,13 +84,37 @@ class Context:
     functions: dict[str, list[FunctionNode]] = field(default_factory=dict)  # by name (methods too)
     calls: list[ast.Call] = field(default_factory=list)  # every call in the file
     assume_gpu: bool = False  # known to run on a GPU whatever the text says
+    parents: dict[int, ast.AST] = field(default_factory=dict)  # id(node) -> parent node
+    names: set[str] = field(default_factory=set)  # every identifier, attribute and keyword name
+    strings: list[str] = field(default_factory=list)  # every string constant
+    loops: list[Loop] = field(default_factory=list)
+    memo: dict[str, object] = field(default_factory=dict)  # per-file results rules share
+    qualnames: dict[int, str] = field(default_factory=dict)  # id(node) -> resolved dotted name
+    kids: dict[int, list[ast.AST]] = field(default_factory=dict)  # id(node) -> children, walked once
 
     @classmethod
     def build(cls, tree: ast.Module, text: str, assume_gpu: bool = False) -> Context:
         ctx = cls(tree, text, assume_gpu=assume_gpu)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
+        stack: list[ast.AST] = [tree]  # one pass over the tree: every later question reads its tables
+        parents = ctx.parents
+        while stack:
+            node = stack.pop()
+            kids = ctx.kids[id(node)] = children(node)
+            for child in kids:
+                parents[id(child)] = node
+            stack.extend(kids)
+            if isinstance(node, ast.Name):
+                ctx.names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                ctx.names.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                ctx.strings.append(node.value)
+            elif isinstance(node, ast.keyword) and node.arg:
+                ctx.names.add(node.arg)
+            elif isinstance(node, ast.Call):
                 ctx.calls.append(node)
+            elif isinstance(node, Loop):
+                ctx.loops.append(node)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     local = alias.asname or alias.name.split(".")[0]
@@ -100,6 +124,7 @@ class Context:
                     ctx.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 ctx.functions.setdefault(node.name, []).append(node)
+        ctx.calls.sort(key=lambda c: (c.lineno, c.col_offset))
         for stmt in tree.body:
             if (
                 isinstance(stmt, ast.Assign)
@@ -113,6 +138,12 @@ class Context:
     # --- names ---------------------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str:
         """Dotted name of a Name/Attribute chain with import aliases resolved; '' for anything else."""
+        key = id(node)
+        if key not in self.qualnames:
+            self.qualnames[key] = self._qualname(node)
+        return self.qualnames[key]
+
+    def _qualname(self, node: ast.AST) -> str:
         parts: list[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
@@ -178,16 +209,7 @@ class Context:
         """The code targets a GPU: it names CUDA/NCCL/a GPU, or a framework that places on the GPU itself."""
         if self.assume_gpu or self.framework != "pytorch":
             return True
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Attribute) and node.attr == "cuda":
-                return True
-            if (
-                isinstance(node, ast.Constant)
-                and isinstance(node.value, str)
-                and _GPU_TEXT.search(node.value)
-            ):
-                return True
-        return False
+        return "cuda" in self.names or any(_GPU_TEXT.search(text) for text in self.strings)
 
     @cached_property
     def distributed(self) -> bool:
@@ -213,25 +235,33 @@ class Context:
             return self.functions.get(func.attr, [])
         return []
 
-    def _scope(self, body: list[ast.stmt], depth: int, seen: set[int]) -> Iterator[ast.AST]:
+    def _reach(self, body: list[ast.stmt], depth: int) -> list[ast.AST]:
         """Every node of ``body`` and of the same-file functions it calls (any branch)."""
+        out: list[ast.AST] = []
         for stmt in body:
-            for node in _walk_no_defs(stmt):
-                yield node
+            for node in self.walk_no_defs(stmt):
+                out.append(node)
                 if isinstance(node, ast.Call) and depth < CALL_DEPTH:
                     for func in self.callees(node):
-                        if id(func) not in seen:
-                            seen.add(id(func))
-                            yield from self._scope(func.body, depth + 1, seen)
+                        out.extend(self._function_reach(func, depth + 1))
+        return out
+
+    def _function_reach(self, func: FunctionNode, depth: int) -> list[ast.AST]:
+        key = f"reach:{id(func)}:{depth}"
+        if key not in self.memo:
+            self.memo[key] = []  # a recursive call sees nothing more
+            self.memo[key] = self._reach(func.body, depth)
+        return self.memo[key]  # type: ignore[return-value]  # set just above
 
     @cached_property
     def step_loops(self) -> list[Loop]:
         """Innermost loops that both back-propagate and step an optimizer."""
-        loops = [n for n in ast.walk(self.tree) if isinstance(n, Loop)]
+        if not any(is_backward(c) for c in self.calls):
+            return []
         trains: dict[int, Loop] = {}
         inner: dict[int, list[int]] = {}
-        for loop in loops:
-            nodes = list(self._scope(loop.body, 0, set()))
+        for loop in self.loops:
+            nodes = self._reach(loop.body, 0)
             calls = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
             if any(is_backward(c) for c in calls) and any(c.func.attr == "step" for c in calls):  # type: ignore[attr-defined]
                 trains[id(loop)] = loop
@@ -282,16 +312,12 @@ class Context:
     def _expr_nodes(
         self, expr: ast.expr, loop: ast.AST, via: tuple[ast.Call, ...], out: list[StepCode], seen: set[int]
     ) -> None:
-        for node in _walk_no_defs(expr):
+        for node in self.walk_no_defs(expr):
             out.append(StepCode(node, loop, via))
             if isinstance(node, ast.Call) and len(via) < CALL_DEPTH:
                 for func in self.callees(node):
                     if id(func) not in seen:
                         self._every_step(func.body, loop, (*via, node), out, seen | {id(func)})
-
-    @cached_property
-    def parents(self) -> dict[int, ast.AST]:
-        return {id(child): node for node in ast.walk(self.tree) for child in ast.iter_child_nodes(node)}
 
     def call_sites(self, func: FunctionNode) -> list[ast.Call]:
         """Calls of ``func`` by name, and calls that hand it over (``mp.spawn(func, ...)``)."""
@@ -304,6 +330,15 @@ class Context:
             if any(isinstance(a, ast.Name) and a.id == func.name for a in passed):
                 sites.append(call)
         return sites
+
+    def walk_no_defs(self, node: ast.AST) -> Iterator[ast.AST]:
+        """ast.walk that does not enter nested function, lambda or class bodies."""
+        kids = self.kids
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            yield current
+            stack.extend(child for child in kids[id(current)] if not isinstance(child, _NESTED))
 
     @cached_property
     def loss_names(self) -> set[str]:
@@ -333,12 +368,18 @@ def has_star_kwargs(call: ast.Call) -> bool:
     return any(k.arg is None for k in call.keywords)
 
 
-def _walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
-    """ast.walk that does not enter nested function, lambda or class bodies."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        for child in ast.iter_child_nodes(current):
-            if not isinstance(child, FunctionNode | ast.Lambda | ast.ClassDef):
-                stack.append(child)
+def children(node: ast.AST) -> list[ast.AST]:
+    """ast.iter_child_nodes without the Load/Store/Del markers (a third of all nodes, never needed)."""
+    out: list[ast.AST] = []
+    for name in node._fields:
+        if name == "ctx":
+            continue
+        value = getattr(node, name, None)
+        if value.__class__ is list:
+            out.extend(item for item in value if isinstance(item, ast.AST))
+        elif isinstance(value, ast.AST):
+            out.append(value)
+    return out
+
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)

@@ -53,8 +53,14 @@ def _argument(call: ast.Call, name: str, position: int) -> tuple[bool, ast.expr 
     return False, None
 
 
-def _loaders(ctx: Context) -> Iterator[ast.Call]:
+def _loaders(ctx: Context) -> list[ast.Call]:
     """DataLoader calls, except one-shot ones (``next(iter(DataLoader(...)))`` reads one batch)."""
+    if "loaders" not in ctx.memo:
+        ctx.memo["loaders"] = list(_find_loaders(ctx))
+    return ctx.memo["loaders"]  # type: ignore[return-value]  # memo holds what _find_loaders built
+
+
+def _find_loaders(ctx: Context) -> Iterator[ast.Call]:
     for call in ctx.calls:
         if not ctx.is_api(call.func, *LOADERS) or has_star_kwargs(call):
             continue
@@ -157,15 +163,7 @@ def cuda_sync_in_loop(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 
 def _mentions_amp(ctx: Context) -> bool:
-    for node in ast.walk(ctx.tree):
-        text = (
-            node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-        )
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            text = node.value
-        if text and AMP_WORDS.search(text):
-            return True
-    return any(k.arg and AMP_WORDS.search(k.arg) for c in ctx.calls for k in c.keywords)
+    return any(AMP_WORDS.search(text) for text in (*ctx.names, *ctx.strings))
 
 
 @check
@@ -309,7 +307,7 @@ def accumulation_without_no_sync(ctx: Context, pos: Positions) -> Iterator[Hit]:
             return
     elif ctx.framework != "accelerate":
         return
-    if any(w in {"no_sync", "require_backward_grad_sync", "accumulate"} for w in words(ctx.tree)):
+    if ctx.names & {"no_sync", "require_backward_grad_sync", "accumulate"}:
         return
     for loop in ctx.step_loops:
         if _accumulates(loop):
@@ -337,7 +335,7 @@ def torch_load_unsafe(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def non_blocking_from_pageable(ctx: Context, pos: Positions) -> Iterator[Hit]:
-    loaders = list(_loaders(ctx))
+    loaders = _loaders(ctx)
     if not loaders or any(
         isinstance(c.func, ast.Attribute) and c.func.attr == "pin_memory" for c in ctx.calls
     ):

@@ -1,0 +1,90 @@
+#!/usr/bin/env python
+"""Files per second of `gpuwise lint` on a generated tree of realistic training scripts, one core.
+
+Usage: python benchmarks/lint_speed.py [--files N] [--runs R]
+
+The tree is built from the look-alike training scripts in tests/data/lint (DDP, FSDP, Lightning,
+Accelerate, nanoGPT-style, RNN LM): each generated file joins two to four of them with renamed
+identifiers and changed constants, so files are 100-250 lines like real training scripts and no two
+are the same. Linting runs in this process (discovery, read, parse, every rule) on one core; the
+target is at least 200 files/s. The best of R runs is the least disturbed one on a shared machine;
+CPU time (process_time) is reported beside wall time because other processes inflate the latter.
+For scale, the same files are also only parsed (ast.parse), the floor any Python linter pays.
+The last line is one JSON object with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from gpuwise.lint import lint_paths  # noqa: E402
+
+TARGET_FILES_PER_S = 200.0
+
+
+def generate(root: Path, count: int, seed: int = 0) -> int:
+    """Write ``count`` training files under ``root`` (20 per package folder); returns total lines."""
+    rng = random.Random(seed)
+    templates = [p.read_text() for p in sorted((REPO / "tests" / "data" / "lint").glob("*.py"))]
+    lines = 0
+    for index in range(count):
+        parts = rng.sample(templates, rng.randint(2, 4))
+        text = "\n\n".join(parts)
+        for old in ("Runner", "SnapshotTrainer", "AutoEncoder", "train_epoch", "main", "fit"):
+            text = text.replace(old, f"{old}{index}")
+        text = text.replace("lr=1e-3", f"lr={rng.choice(['1e-4', '3e-4', '2e-3'])}")
+        folder = root / f"project{index // 20:03d}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"train_{index:04d}.py").write_text(text)
+        lines += text.count("\n") + 1
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gpuwise-lint-speed-") as tmp:
+        root = Path(tmp)
+        lines = generate(root, args.files)
+        times, findings = [], 0
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            result = lint_paths([root])
+            times.append(time.perf_counter() - start)
+            findings = len(result.violations)
+            assert result.files == args.files, (result.files, result.notes[:3])
+    best = min(times)
+    rate = args.files / best
+    print(f"{args.files} files, {lines} lines, {findings} findings")
+    print(
+        f"best of {args.runs}: {best:.2f} s -> {rate:.0f} files/s, {lines / best:.0f} lines/s (target >= 200 files/s)"
+    )
+    print(
+        json.dumps(
+            {
+                "files": args.files,
+                "lines": lines,
+                "findings": findings,
+                "best_s": round(best, 3),
+                "files_per_s": round(rate, 1),
+                "lines_per_s": round(lines / best),
+                "target_files_per_s": TARGET_FILES_PER_S,
+                "meets_target": rate >= TARGET_FILES_PER_S,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
