@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,15 @@ def test_exit_codes_follow_fail_on(cli, project: Path) -> None:
     assert cli("lint", str(project / "missing.py")).exit_code == 2
     unknown = cli("lint", str(project), "--select", "sync_bund")
     assert unknown.exit_code == 2 and "sync_bound" in unknown.stderr
+
+
+def test_lint_never_imports_torch(project: Path) -> None:
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom gpuwise.lint import lint_paths\n"
+        f"lint_paths([Path({str(project)!r})])\nassert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 def test_json_and_terminal_output(cli, project: Path) -> None:

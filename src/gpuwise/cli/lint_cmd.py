@@ -63,7 +63,8 @@ def lint(
         raise GpuwiseError(f"no such file or directory: {', '.join(missing)}")
     if config is not None and not config.is_file():
         raise GpuwiseError(f"config file {config} does not exist")
-    settings = lint_config.load_config(config, start=paths[0].parent if paths else None)
+    first = paths[0] if paths[0].is_dir() else paths[0].parent
+    settings = lint_config.load_config(config, start=first)
     if select:
         settings = dataclasses.replace(settings, select=lint_config.expand(select, "--select"))
     if ignore:
