@@ -66,6 +66,23 @@ def is_rank_guard(test: ast.expr) -> bool:
     return any(_RANK.search(word) for word in words(test))
 
 
+BACKWARD = frozenset({"backward", "manual_backward"})
+
+
+@dataclass
+class Reach:
+    """What a stretch of code does, following same-file calls: the facts that find the step loop."""
+
+    backward: bool = False
+    step: bool = False
+    loops: list[Loop] = field(default_factory=list)
+
+    def add(self, other: Reach) -> None:
+        self.backward |= other.backward
+        self.step |= other.step
+        self.loops.extend(other.loops)
+
+
 @dataclass
 class StepCode:
     """A node that runs every step, reached from ``loop`` (through ``via`` calls, if any)."""
@@ -235,21 +252,26 @@ class Context:
             return self.functions.get(func.attr, [])
         return []
 
-    def _reach(self, body: list[ast.stmt], depth: int) -> list[ast.AST]:
-        """Every node of ``body`` and of the same-file functions it calls (any branch)."""
-        out: list[ast.AST] = []
+    def _reach(self, body: list[ast.stmt], depth: int) -> Reach:
+        """What ``body`` and the same-file functions it calls do (any branch): backward, step, loops."""
+        reach = Reach()
         for stmt in body:
             for node in self.walk_no_defs(stmt):
-                out.append(node)
-                if isinstance(node, ast.Call) and depth < CALL_DEPTH:
-                    for func in self.callees(node):
-                        out.extend(self._function_reach(func, depth + 1))
-        return out
+                if isinstance(node, ast.Call):
+                    if isinstance(node.func, ast.Attribute):
+                        reach.backward |= node.func.attr in BACKWARD
+                        reach.step |= node.func.attr == "step"
+                    if depth < CALL_DEPTH:
+                        for func in self.callees(node):
+                            reach.add(self._function_reach(func, depth + 1))
+                elif isinstance(node, Loop):
+                    reach.loops.append(node)
+        return reach
 
-    def _function_reach(self, func: FunctionNode, depth: int) -> list[ast.AST]:
+    def _function_reach(self, func: FunctionNode, depth: int) -> Reach:
         key = f"reach:{id(func)}:{depth}"
         if key not in self.memo:
-            self.memo[key] = []  # a recursive call sees nothing more
+            self.memo[key] = Reach()  # a recursive call sees nothing more
             self.memo[key] = self._reach(func.body, depth)
         return self.memo[key]  # type: ignore[return-value]  # set just above
 
@@ -261,11 +283,10 @@ class Context:
         trains: dict[int, Loop] = {}
         inner: dict[int, list[int]] = {}
         for loop in self.loops:
-            nodes = self._reach(loop.body, 0)
-            calls = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
-            if any(is_backward(c) for c in calls) and any(c.func.attr == "step" for c in calls):  # type: ignore[attr-defined]
+            reach = self._reach(loop.body, 0)
+            if reach.backward and reach.step:
                 trains[id(loop)] = loop
-                inner[id(loop)] = [id(n) for n in nodes if isinstance(n, Loop)]
+                inner[id(loop)] = [id(n) for n in reach.loops]
         return [loop for key, loop in trains.items() if not any(i in trains for i in inner[key])]
 
     @cached_property
@@ -331,14 +352,22 @@ class Context:
                 sites.append(call)
         return sites
 
-    def walk_no_defs(self, node: ast.AST) -> Iterator[ast.AST]:
+    def walk_no_defs(self, node: ast.AST) -> list[ast.AST]:
         """ast.walk that does not enter nested function, lambda or class bodies."""
+        key = f"walk:{id(node)}"
+        if key in self.memo:
+            return self.memo[key]  # type: ignore[return-value]  # set below
         kids = self.kids
+        out: list[ast.AST] = []
         stack = [node]
         while stack:
             current = stack.pop()
-            yield current
-            stack.extend(child for child in kids[id(current)] if not isinstance(child, _NESTED))
+            out.append(current)
+            for child in kids[id(current)]:
+                if not isinstance(child, _NESTED):
+                    stack.append(child)
+        self.memo[key] = out
+        return out
 
     @cached_property
     def loss_names(self) -> set[str]:
@@ -357,7 +386,7 @@ class Context:
 
 
 def is_backward(call: ast.Call) -> bool:
-    return isinstance(call.func, ast.Attribute) and call.func.attr in {"backward", "manual_backward"}
+    return isinstance(call.func, ast.Attribute) and call.func.attr in BACKWARD
 
 
 def keyword(call: ast.Call, name: str) -> ast.keyword | None:
