@@ -414,7 +414,7 @@ def optimizer_before_fsdp(ctx: Context, pos: Positions) -> Iterator[Hit]:
             continue
         for wrap in wraps:
             same_scope = _scope_of(ctx, wrap) is _scope_of(ctx, call)
-            if same_scope and wrap.args[0].id == model and wrap.lineno > call.lineno:  # type: ignore[attr-defined]
+            if same_scope and wrap.args[0].id == model and wrap.lineno > call.lineno:  # type: ignore[attr-defined]  # wraps keeps Name first args only
                 yield Hit(
                     "optimizer_before_fsdp",
                     call,
