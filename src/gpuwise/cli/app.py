@@ -77,6 +77,9 @@ profile_cmd.register(app)
 from gpuwise.cli import trace_cmd  # noqa: E402
 
 trace_cmd.register(app)
+from gpuwise.cli import lint_cmd  # noqa: E402
+
+lint_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -108,3 +108,12 @@ NVLINK_RECOMMENDED_SLOWDOWN_PCT = 10.0
 NVLINK_REQUIRED_SLOWDOWN_PCT = 30.0
 # A lossy change (int4, LoRA, fp8) enters the recommended config only if it fits the job or gains this much.
 PLAN_LOSSY_MIN_GAIN_PCT = 15.0
+
+# --- gpuwise lint (static checks of training code) ------------------------------------------------
+# Files larger than this are skipped with a note: hand-written training code is a few hundred KiB at
+# most; multi-MiB .py files are generated (vendored data, embedded weights) and would dominate lint time.
+LINT_MAX_FILE_BYTES = 5 * 2**20
+# DataLoader workers the lint fix suggests when none are set: enough to overlap decoding with a GPU
+# step on common 8-16 core hosts without oversubscribing (PyTorch's tuning guide: num_workers > 0 and
+# pin_memory=True; the live `input_bound` rule suggests up to 8 by the measured core count).
+LINT_SUGGESTED_NUM_WORKERS = 4

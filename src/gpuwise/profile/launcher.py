@@ -199,6 +199,10 @@ def run_profiled(
         runs.append(build_run(raw, {"command": shown, "exit_code": exit_code}))
     cross = cross_rank_evidence(runs)
     findings = diagnose([r.evidence for r in runs] + ([cross] if cross else []))
+    from gpuwise.lint.link import script_of, source_hints  # lint names the line behind a finding
+
+    script = script_of(argv)
+    notes.extend(source_hints(script, [f.id for f in findings]) if script and findings else [])
     store_path = None
     if save and runs:
         from gpuwise.profile.store import RunStore

@@ -1,0 +1,103 @@
+"""`gpuwise lint PATH...`: static checks of training code. The logic is in `gpuwise.lint`; this
+module only turns flags into a `LintConfig`, prints the result and sets the exit code."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Annotated, Literal, get_args
+
+import typer
+
+from gpuwise.cli.output import console, to_json_bytes
+from gpuwise.errors import GpuwiseError
+
+OutputFormat = Literal["terminal", "json", "sarif", "flake8"]
+FORMATS: tuple[OutputFormat, ...] = get_args(OutputFormat)
+
+
+def lint(
+    paths: Annotated[list[Path], typer.Argument(help="Files, directories or notebooks (.ipynb) to check.")],
+    output_format: Annotated[
+        str, typer.Option("--format", "-f", help="terminal | json | sarif | flake8")
+    ] = "terminal",
+    as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    fail_on: Annotated[
+        str | None,
+        typer.Option("--fail-on", help="Exit 1 if a finding has this severity or higher (default: low)."),
+    ] = None,
+    select: Annotated[
+        list[str] | None, typer.Option("--select", help="Only these rules (or shared finding ids).")
+    ] = None,
+    ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Skip these rules.")] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="pyproject.toml to read [tool.gpuwise.lint] from (default: nearest)."),
+    ] = None,
+    fix: Annotated[bool, typer.Option("--fix", help="Apply the safe fixes to the files.")] = False,
+    diff: Annotated[
+        bool, typer.Option("--diff", help="Show the safe fixes as a diff; write nothing.")
+    ] = False,
+    unsafe_fixes: Annotated[
+        bool,
+        typer.Option("--unsafe-fixes", help="With --fix/--diff, also the fixes that may change behaviour."),
+    ] = False,
+) -> None:
+    """Check training code for slow or unsafe patterns before it runs: [bold]gpuwise lint train.py[/bold]
+
+    Data loading, host syncs every step, precision, distributed correctness, unsafe torch.load.
+    Exit 1 when a finding reaches --fail-on, 0 otherwise, 2 on usage errors."""
+    from gpuwise.lint import config as lint_config
+    from gpuwise.lint import fix as lint_fix
+    from gpuwise.lint import formats, terminal
+    from gpuwise.lint.runner import lint_paths
+
+    chosen = "json" if as_json else output_format
+    if chosen not in FORMATS:
+        raise GpuwiseError(f"unknown --format {chosen!r} (one of {', '.join(FORMATS)})")
+    if fix and diff:
+        raise GpuwiseError("--fix writes the fixes and --diff only shows them: give one of them")
+    missing = [str(p) for p in paths if not p.exists() and not p.is_symlink()]
+    if missing:
+        raise GpuwiseError(f"no such file or directory: {', '.join(missing)}")
+    if config is not None and not config.is_file():
+        raise GpuwiseError(f"config file {config} does not exist")
+    first = paths[0] if paths[0].is_dir() else paths[0].parent
+    settings = lint_config.load_config(config, start=first)
+    if select:
+        settings = dataclasses.replace(settings, select=lint_config.expand(select, "--select"))
+    if ignore:
+        settings = dataclasses.replace(
+            settings, select=settings.select - lint_config.expand(ignore, "--ignore")
+        )
+    if fail_on is not None:
+        settings = dataclasses.replace(settings, fail_on=lint_config.severity_of(fail_on, "--fail-on"))
+
+    result = lint_paths(paths, settings)
+    if diff:
+        sys.stdout.write(lint_fix.unified_diff(lint_fix.fixed_texts(result, unsafe_fixes)))
+        return
+    if fix:
+        changes = lint_fix.fixed_texts(result, unsafe_fixes)
+        for path, (_, new) in changes.items():
+            lint_fix.write_atomically(path, new)
+        result = lint_paths(paths, settings)  # report what is left
+        result.fixed = sum(1 for _ in changes)
+
+    if chosen == "json":
+        document = {"schema_version": 1, "kind": "lint", **result.to_dict()}
+        sys.stdout.buffer.write(to_json_bytes(document) + b"\n")
+    elif chosen == "sarif":
+        sys.stdout.buffer.write(to_json_bytes(formats.sarif(result)) + b"\n")
+    elif chosen == "flake8":
+        sys.stdout.write("".join(line + "\n" for line in formats.flake8_lines(result)))
+    else:
+        terminal.render(console(), result)
+    sys.stdout.flush()
+    if result.at_or_above(settings.fail_on):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("lint")(lint)

@@ -1,0 +1,242 @@
+"""Every lint rule's fixed facts: id, the runtime finding it shares, severity, why (with the cost) and
+the fix in each framework's terms. The checks themselves live in `rules`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.finding import Confidence, Severity
+from gpuwise.lint.context import Framework
+
+# Runtime findings (gpuwise.diagnose.rules) that a lint rule can point at in the source.
+SHARED_FINDINGS = ("input_bound", "pageable_copies", "sync_bound", "no_mixed_precision", "comm_bound")
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    id: str
+    title: str
+    severity: Severity
+    confidence: Confidence  # how often the pattern is really the problem where the rule fires
+    category: str  # input | host | compute | distributed | correctness | security (diagnose's categories +2)
+    why: str  # the cost, in one or two sentences
+    fix: dict[Framework, str]  # "pytorch" is the default
+    finding: str = ""  # the runtime finding id for the same problem, if any
+    fixable: bool = False  # --fix has an edit (Edit.safe says whether it can change behaviour)
+    help_uri: str = ""
+    tags: tuple[str, ...] = field(default=())
+
+    def fix_for(self, framework: Framework) -> str:
+        return self.fix.get(framework, self.fix["pytorch"])
+
+
+_W = T.LINT_SUGGESTED_NUM_WORKERS
+SPECS_LIST = [
+    RuleSpec(
+        "loader_no_workers",
+        "DataLoader loads batches in the training process",
+        "medium",
+        "medium",
+        "input",
+        "With num_workers=0 every batch is read, decoded and collated between two GPU steps: the GPU idles "
+        f"for the whole load (measured as `input_bound` when the wait passes {T.INPUT_WAIT_MODERATE_PCT:g} % "
+        "of the step).",
+        {
+            "pytorch": f"DataLoader(..., num_workers={_W}, persistent_workers=True): batches load in "
+            "parallel with compute.",
+            "lightning": f"Give the DataLoaders of your LightningDataModule num_workers={_W}, "
+            "persistent_workers=True.",
+            "hf_trainer": f"TrainingArguments(dataloader_num_workers={_W}, "
+            "dataloader_persistent_workers=True).",
+            "accelerate": f"DataLoader(..., num_workers={_W}, persistent_workers=True) before "
+            "accelerator.prepare.",
+        },
+        finding="input_bound",
+    ),
+    RuleSpec(
+        "loader_no_pin_memory",
+        "DataLoader batches are in pageable memory",
+        "low",
+        "medium",
+        "input",
+        "Copies from pageable memory go through a staging buffer at a fraction of PCIe speed and cannot "
+        "overlap with compute (`non_blocking=True` silently becomes blocking).",
+        {
+            "pytorch": "DataLoader(..., pin_memory=True) and x.to(device, non_blocking=True) in the loop.",
+            "hf_trainer": "TrainingArguments(dataloader_pin_memory=True) (the default; do not turn it off).",
+            "lightning": "Give the DataLoaders of your LightningDataModule pin_memory=True.",
+        },
+        finding="pageable_copies",
+        fixable=True,
+    ),
+    RuleSpec(
+        "host_sync_per_step",
+        "The host waits for the GPU every step",
+        "medium",
+        "medium",
+        "host",
+        ".item(), .cpu(), .tolist(), .numpy() or printing a tensor blocks until every queued kernel has run: "
+        "the GPU then idles while Python launches the next step's kernels "
+        f"(~{T.LAUNCH_HOST_US_PER_KERNEL:g} µs each); measured as `sync_bound`.",
+        {
+            "pytorch": "Accumulate on the device (running += loss.detach()) and read it under "
+            "`if step % log_every == 0:`.",
+            "lightning": "self.log('loss', loss) (a tensor, no .item()); Lightning reads it at "
+            "log_every_n_steps.",
+            "accelerate": "Accumulate loss.detach() and call accelerator.gather(...).item() every N steps.",
+        },
+        finding="sync_bound",
+    ),
+    RuleSpec(
+        "cuda_sync_in_loop",
+        "torch.cuda.synchronize()/empty_cache() every step",
+        "medium",
+        "high",
+        "host",
+        "synchronize() drains the GPU queue each step; empty_cache() also frees cached blocks that the next "
+        "step must allocate again with cudaMalloc, which itself synchronizes. Both serialize host and GPU "
+        "(measured as `sync_bound`).",
+        {
+            "pytorch": "Remove it from the loop; time with torch.cuda.Event(enable_timing=True) and "
+            "free memory by dropping references, not by emptying the cache.",
+        },
+        finding="sync_bound",
+    ),
+    RuleSpec(
+        "no_mixed_precision",
+        "GPU training without mixed precision",
+        "medium",
+        "low",
+        "compute",
+        "fp32 matmuls use a fraction of a tensor-core GPU's 16-bit throughput; bf16 autocast typically "
+        f"speeds training up 1.5-3× end to end (up to {T.AMP_SPEEDUP_CAP_X:g}× measured on an A100).",
+        {
+            "pytorch": 'with torch.autocast(device_type="cuda", dtype=torch.bfloat16): '
+            "around forward and loss.",
+            "hf_trainer": "TrainingArguments(bf16=True) (fp16=True on GPUs without bf16).",
+            "lightning": 'Trainer(precision="bf16-mixed").',
+            "accelerate": 'Accelerator(mixed_precision="bf16") or `accelerate config`.',
+            "deepspeed": 'Enable "bf16": {"enabled": true} in the DeepSpeed config.',
+        },
+        finding="no_mixed_precision",
+    ),
+    RuleSpec(
+        "fp16_without_grad_scaler",
+        "float16 autocast without a GradScaler",
+        "high",
+        "high",
+        "correctness",
+        "fp16 gradients below ~6e-8 flush to zero: without loss scaling small gradients vanish and training "
+        "silently stalls or diverges.",
+        {
+            "pytorch": "scaler = torch.amp.GradScaler('cuda'); scaler.scale(loss).backward(); "
+            "scaler.step(optimizer); scaler.update() — or use bfloat16, which needs no scaler.",
+        },
+    ),
+    RuleSpec(
+        "sampler_without_set_epoch",
+        "DistributedSampler without set_epoch()",
+        "high",
+        "high",
+        "correctness",
+        "DistributedSampler seeds its shuffle with the epoch: without sampler.set_epoch(epoch) every epoch "
+        "sees the same order, which hurts convergence.",
+        {
+            "pytorch": "Call sampler.set_epoch(epoch) (or loader.sampler.set_epoch(epoch)) "
+            "at the start of each epoch."
+        },
+    ),
+    RuleSpec(
+        "every_rank_saves",
+        "Every rank writes the checkpoint",
+        "medium",
+        "medium",
+        "distributed",
+        "All N processes write the same file at once: N× the I/O, and readers can see a torn checkpoint.",
+        {
+            "pytorch": "Save on one rank: `if dist.get_rank() == 0: torch.save(...)` (then dist.barrier()).",
+            "accelerate": "accelerator.save(obj, path) or `if accelerator.is_main_process:`.",
+        },
+    ),
+    RuleSpec(
+        "find_unused_parameters",
+        "DDP searches for unused parameters every step",
+        "low",
+        "high",
+        "distributed",
+        "find_unused_parameters=True traverses the autograd graph after every forward and delays the "
+        "gradient all-reduce; only models that really skip parameters need it.",
+        {
+            "pytorch": "DDP(model, ...) without find_unused_parameters (or static_graph=True).",
+            "hf_trainer": "TrainingArguments(ddp_find_unused_parameters=False).",
+            "lightning": 'Trainer(strategy="ddp") rather than "ddp_find_unused_parameters_true".',
+        },
+    ),
+    RuleSpec(
+        "accumulation_without_no_sync",
+        "Gradient accumulation all-reduces every micro-step",
+        "medium",
+        "medium",
+        "communication",
+        "Under DDP every backward() all-reduces the gradients: accumulating k micro-batches costs k "
+        "all-reduces instead of one (measured as `comm_bound`).",
+        {
+            "pytorch": "Wrap the non-final micro-steps in `with model.no_sync():`.",
+            "accelerate": "with accelerator.accumulate(model): around each micro-step.",
+        },
+        finding="comm_bound",
+    ),
+    RuleSpec(
+        "torch_load_unsafe",
+        "torch.load without weights_only=True",
+        "high",
+        "high",
+        "security",
+        "torch.load unpickles arbitrary objects: a malicious checkpoint runs code on load. weights_only=True "
+        "(the default since PyTorch 2.6) loads tensors and plain containers only.",
+        {
+            "pytorch": "torch.load(path, weights_only=True) (or safetensors.torch.load_file); a file "
+            "written by torch.save(model) (a whole pickled module) needs a state_dict instead.",
+        },
+        fixable=True,
+    ),
+    RuleSpec(
+        "non_blocking_from_pageable",
+        "non_blocking=True copy from pageable memory",
+        "low",
+        "medium",
+        "input",
+        "An asynchronous copy needs pinned host memory; from pageable memory it runs synchronously, so "
+        "non_blocking=True buys nothing (measured as `pageable_copies`).",
+        {
+            "pytorch": "DataLoader(..., pin_memory=True) (or tensor.pin_memory()) "
+            "before .to(device, non_blocking=True)."
+        },
+        finding="pageable_copies",
+    ),
+    RuleSpec(
+        "cpu_tensor_per_step",
+        "Tensor created on the CPU and copied to the GPU every step",
+        "low",
+        "medium",
+        "host",
+        "A CPU allocation plus a host-to-device copy each step, where the tensor could be created on the "
+        "device directly.",
+        {
+            "pytorch": "torch.zeros(..., device=device) (any factory takes device=), "
+            "or create it once before the loop."
+        },
+    ),
+    RuleSpec(
+        "optimizer_before_fsdp",
+        "Optimizer built before FSDP wraps the model",
+        "high",
+        "high",
+        "correctness",
+        "FSDP replaces the parameters with flattened shards: an optimizer built earlier holds the old "
+        "tensors and updates nothing (or keeps full copies in memory).",
+        {"pytorch": "model = FSDP(model, ...) first, then optimizer = AdamW(model.parameters(), ...)."},
+    ),
+]
+SPECS: dict[str, RuleSpec] = {spec.id: spec for spec in SPECS_LIST}

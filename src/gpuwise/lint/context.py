@@ -1,0 +1,428 @@
+"""What a file is, in the terms the rules need: imports and aliases, constants, framework, GPU and
+distributed use, the training loop, and which code runs every step.
+
+The training (step) loop is the innermost loop whose body — following calls into functions of the
+same file — calls both ``backward()`` and ``.step()``; code inside it runs every step unless it sits
+under a periodic guard (``if step % log_every == 0:``, ``if i == 0:``, ``if args.log:``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+Framework = Literal["pytorch", "hf_trainer", "lightning", "accelerate", "deepspeed"]
+FRAMEWORKS: tuple[Framework, ...] = ("pytorch", "hf_trainer", "lightning", "accelerate", "deepspeed")
+
+STEP_METHODS = ("training_step", "compute_loss")  # Lightning / HF Trainer hooks run once per step
+CALL_DEPTH = 3  # how deep the linter follows same-file calls from a loop
+Loop = ast.For | ast.AsyncFor | ast.While
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+_PERIODIC = re.compile(
+    r"log|print|eval|valid|save|ckpt|checkpoint|interval|every|freq|verbose|debug|display|report|"
+    r"sample|visual|plot|wandb|tensorboard|writer|profil|first|last|warmup",
+    re.IGNORECASE,
+)
+_RANK = re.compile(
+    r"rank|master|main_process|is_main|gpu_id|global_zero|world_process_zero|process_index|is_local_main",
+    re.IGNORECASE,
+)
+_GPU_TEXT = re.compile(r"cuda|nccl|\bgpu\b", re.IGNORECASE)
+
+
+def words(node: ast.AST) -> Iterator[str]:
+    """Identifiers, attribute names and string constants mentioned in an expression."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            yield sub.id
+        elif isinstance(sub, ast.Attribute):
+            yield sub.attr
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            yield sub.value
+
+
+def is_periodic_guard(test: ast.expr) -> bool:
+    """A condition true on a few steps only: a modulo, an equality with a constant, or a logging flag."""
+    for sub in ast.walk(test):
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
+            return True
+        if (
+            isinstance(sub, ast.Compare)
+            and any(isinstance(op, ast.Eq) for op in sub.ops)
+            and any(isinstance(c, ast.Constant) and isinstance(c.value, int) for c in sub.comparators)
+            and not is_rank_guard(sub)
+        ):
+            return True
+    return any(_PERIODIC.search(word) for word in words(test))
+
+
+def is_rank_guard(test: ast.expr) -> bool:
+    """A condition that selects one process: ``rank == 0``, ``is_main_process``, ``self.gpu_id == 0``."""
+    return any(_RANK.search(word) for word in words(test))
+
+
+BACKWARD = frozenset({"backward", "manual_backward"})
+
+
+@dataclass
+class Reach:
+    """What a stretch of code does, following same-file calls: the facts that find the step loop."""
+
+    backward: bool = False
+    step: bool = False
+    loops: list[Loop] = field(default_factory=list)
+
+    def add(self, other: Reach) -> None:
+        self.backward |= other.backward
+        self.step |= other.step
+        self.loops.extend(other.loops)
+
+
+@dataclass
+class StepCode:
+    """A node that runs every step, reached from ``loop`` (through ``via`` calls, if any)."""
+
+    node: ast.AST
+    loop: ast.AST  # the step loop, or a framework's per-step method (training_step)
+    via: tuple[ast.Call, ...] = ()
+
+
+@dataclass
+class Context:
+    tree: ast.Module
+    text: str
+    aliases: dict[str, str] = field(default_factory=dict)  # local name -> dotted import path
+    constants: dict[str, ast.expr] = field(default_factory=dict)  # module-level NAME = literal
+    functions: dict[str, list[FunctionNode]] = field(default_factory=dict)  # by name (methods too)
+    calls: list[ast.Call] = field(default_factory=list)  # every call in the file
+    assume_gpu: bool = False  # known to run on a GPU whatever the text says
+    parents: dict[int, ast.AST] = field(default_factory=dict)  # id(node) -> parent node
+    names: set[str] = field(default_factory=set)  # every identifier, attribute and keyword name
+    strings: list[str] = field(default_factory=list)  # every string constant
+    loops: list[Loop] = field(default_factory=list)
+    memo: dict[str, object] = field(default_factory=dict)  # per-file results rules share
+    qualnames: dict[int, str] = field(default_factory=dict)  # id(node) -> resolved dotted name
+    kids: dict[int, list[ast.AST]] = field(default_factory=dict)  # id(node) -> children, walked once
+
+    @classmethod
+    def build(cls, tree: ast.Module, text: str, assume_gpu: bool = False) -> Context:
+        ctx = cls(tree, text, assume_gpu=assume_gpu)
+        stack: list[ast.AST] = [tree]  # one pass over the tree: every later question reads its tables
+        parents, all_kids, names, strings = ctx.parents, ctx.kids, ctx.names, ctx.strings
+        while stack:
+            node: Any = stack.pop()  # dispatch on type() below: isinstance per node costs a third of lint
+            kind = type(node)
+            if kind is ast.Name:  # leaves first: most nodes are names and constants
+                names.add(node.id)
+                all_kids[id(node)] = []
+                continue
+            if kind is ast.Constant:
+                if type(node.value) is str:
+                    strings.append(node.value)
+                all_kids[id(node)] = []
+                continue
+            kids = all_kids[id(node)] = children(node)
+            for child in kids:
+                parents[id(child)] = node
+            stack.extend(kids)
+            if kind is ast.Attribute:
+                names.add(node.attr)
+            elif kind is ast.Call:
+                ctx.calls.append(node)
+            elif kind is ast.keyword and node.arg:
+                names.add(node.arg)
+            elif kind in _LOOPS:
+                ctx.loops.append(node)
+            elif kind is ast.Import:
+                for alias in node.names:
+                    local = alias.asname or alias.name.split(".")[0]
+                    ctx.aliases[local] = alias.name if alias.asname else local
+            elif kind is ast.ImportFrom and node.module and node.level == 0:
+                for alias in node.names:
+                    ctx.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                ctx.functions.setdefault(node.name, []).append(node)
+        ctx.calls.sort(key=lambda c: (c.lineno, c.col_offset))
+        for stmt in tree.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and isinstance(stmt.value, ast.Constant)
+            ):
+                ctx.constants[stmt.targets[0].id] = stmt.value
+        return ctx
+
+    # --- names ---------------------------------------------------------------------------------------
+    def qualname(self, node: ast.AST) -> str:
+        """Dotted name of a Name/Attribute chain with import aliases resolved; '' for anything else."""
+        key = id(node)
+        if key not in self.qualnames:
+            self.qualnames[key] = self._qualname(node)
+        return self.qualnames[key]
+
+    def _qualname(self, node: ast.AST) -> str:
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return ""
+        parts.append(self.aliases.get(node.id, node.id))
+        return ".".join(reversed(parts))
+
+    def is_api(self, node: ast.AST, *targets: str) -> bool:
+        """Whether ``node`` names one of ``targets`` (dotted paths), through aliases; a bare name that no
+        import explains (star import, re-export) matches by its last part."""
+        name = self.qualname(node)
+        if name in targets:
+            return True
+        bare = isinstance(node, ast.Name) and node.id not in self.aliases and node.id not in self.functions
+        return bare and any(name == t.rsplit(".", 1)[-1] for t in targets)
+
+    @staticmethod
+    def root_name(node: ast.AST) -> str:
+        """The variable an expression chain starts from: ``np`` for ``np.asarray(x).tolist``."""
+        while isinstance(node, ast.Attribute | ast.Call | ast.Subscript):
+            node = node.func if isinstance(node, ast.Call) else node.value
+        return node.id if isinstance(node, ast.Name) else ""
+
+    def uses_api(self, *targets: str) -> bool:
+        return any(self.is_api(c.func, *targets) for c in self.calls)
+
+    def value(self, node: ast.expr | None) -> object:
+        """The literal value of an expression, through module constants; ``...`` when unknown."""
+        if isinstance(node, ast.Name) and node.id in self.constants:
+            node = self.constants[node.id]
+        if isinstance(node, ast.Constant):
+            return node.value
+        if node is not None and self.qualname(node) in {"torch.float16", "torch.half"}:
+            return "float16"
+        if node is not None and self.qualname(node) in {"torch.bfloat16"}:
+            return "bfloat16"
+        return ...
+
+    # --- what kind of file ------------------------------------------------------------------------
+    def imports(self, *prefixes: str) -> bool:
+        return any(path == p or path.startswith(p + ".") for path in self.aliases.values() for p in prefixes)
+
+    @cached_property
+    def framework(self) -> Framework:
+        if self.imports("transformers") and any(
+            self.is_api(c.func, "transformers.Trainer") for c in self.calls
+        ):
+            return "hf_trainer"
+        if self.imports("trl") and any(self.qualname(c.func).endswith("Trainer") for c in self.calls):
+            return "hf_trainer"
+        if self.imports("lightning", "pytorch_lightning"):
+            return "lightning"
+        if self.imports("accelerate"):
+            return "accelerate"
+        if self.imports("deepspeed"):
+            return "deepspeed"
+        return "pytorch"
+
+    @cached_property
+    def uses_gpu(self) -> bool:
+        """The code targets a GPU: it names CUDA/NCCL/a GPU, or a framework that places on the GPU itself."""
+        if self.assume_gpu or self.framework != "pytorch":
+            return True
+        return "cuda" in self.names or any(_GPU_TEXT.search(text) for text in self.strings)
+
+    @cached_property
+    def distributed(self) -> bool:
+        names = (
+            "torch.nn.parallel.DistributedDataParallel",
+            "torch.distributed.init_process_group",
+            "torch.distributed.fsdp.FullyShardedDataParallel",
+            "torch.utils.data.distributed.DistributedSampler",
+        )
+        return self.imports("deepspeed") or any(self.is_api(c.func, *names) for c in self.calls)
+
+    # --- the training loop ------------------------------------------------------------------------
+    def callees(self, call: ast.Call) -> list[FunctionNode]:
+        """Same-file functions a call may reach: ``f(...)`` and ``self.f(...)`` by name."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            return self.functions.get(func.id, [])
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in {"self", "cls"}
+        ):
+            return self.functions.get(func.attr, [])
+        return []
+
+    def _reach(self, body: list[ast.stmt], depth: int) -> Reach:
+        """What ``body`` and the same-file functions it calls do (any branch): backward, step, loops."""
+        reach = Reach()
+        for stmt in body:
+            for node in self.walk_no_defs(stmt):
+                if isinstance(node, ast.Call):
+                    if isinstance(node.func, ast.Attribute):
+                        reach.backward |= node.func.attr in BACKWARD
+                        reach.step |= node.func.attr == "step"
+                    if depth < CALL_DEPTH:
+                        for func in self.callees(node):
+                            reach.add(self._function_reach(func, depth + 1))
+                elif isinstance(node, Loop):
+                    reach.loops.append(node)
+        return reach
+
+    def _function_reach(self, func: FunctionNode, depth: int) -> Reach:
+        key = f"reach:{id(func)}:{depth}"
+        if key not in self.memo:
+            self.memo[key] = Reach()  # a recursive call sees nothing more
+            self.memo[key] = self._reach(func.body, depth)
+        return self.memo[key]  # type: ignore[return-value]  # set just above
+
+    @cached_property
+    def step_loops(self) -> list[Loop]:
+        """Innermost loops that both back-propagate and step an optimizer."""
+        if not any(is_backward(c) for c in self.calls):
+            return []
+        trains: dict[int, Loop] = {}
+        inner: dict[int, list[int]] = {}
+        for loop in self.loops:
+            reach = self._reach(loop.body, 0)
+            if reach.backward and reach.step:
+                trains[id(loop)] = loop
+                inner[id(loop)] = [id(n) for n in reach.loops]
+        return [loop for key, loop in trains.items() if not any(i in trains for i in inner[key])]
+
+    @cached_property
+    def step_code(self) -> list[StepCode]:
+        """Nodes that run on every step of a training loop (periodic guards excluded)."""
+        found: list[StepCode] = []
+        for loop in self.step_loops:
+            self._every_step(loop.body, loop, (), found, set())
+        if self.framework in {"lightning", "hf_trainer"}:  # the framework's loop calls these every step
+            for name in STEP_METHODS:
+                for func in self.functions.get(name, []):
+                    self._every_step(func.body, func, (), found, {id(func)})
+        return found
+
+    def _every_step(
+        self,
+        body: list[ast.stmt],
+        loop: ast.AST,
+        via: tuple[ast.Call, ...],
+        out: list[StepCode],
+        seen: set[int],
+    ) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                self._expr_nodes(stmt.test, loop, via, out, seen)
+                if not is_periodic_guard(stmt.test):
+                    self._every_step(stmt.body, loop, via, out, seen)
+                    self._every_step(stmt.orelse, loop, via, out, seen)
+                continue
+            if isinstance(stmt, FunctionNode | ast.ClassDef):
+                continue
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.expr):
+                    self._expr_nodes(child, loop, via, out, seen)
+                elif isinstance(child, ast.withitem):
+                    self._expr_nodes(child.context_expr, loop, via, out, seen)
+            for name in ("body", "orelse", "finalbody"):
+                inner = getattr(stmt, name, None)
+                if isinstance(inner, list):
+                    self._every_step(inner, loop, via, out, seen)
+            for handler in getattr(stmt, "handlers", []):
+                self._every_step(handler.body, loop, via, out, seen)
+
+    def _expr_nodes(
+        self, expr: ast.expr, loop: ast.AST, via: tuple[ast.Call, ...], out: list[StepCode], seen: set[int]
+    ) -> None:
+        for node in self.walk_no_defs(expr):
+            out.append(StepCode(node, loop, via))
+            if isinstance(node, ast.Call) and len(via) < CALL_DEPTH:
+                for func in self.callees(node):
+                    if id(func) not in seen:
+                        self._every_step(func.body, loop, (*via, node), out, seen | {id(func)})
+
+    def call_sites(self, func: FunctionNode) -> list[ast.Call]:
+        """Calls of ``func`` by name, and calls that hand it over (``mp.spawn(func, ...)``)."""
+        sites = [c for c in self.calls if func in self.callees(c)]
+        for call in self.calls:
+            method = isinstance(call.func, ast.Attribute) and call.func.attr == func.name
+            if method and self.root_name(call.func) not in self.aliases and call not in sites:
+                sites.append(call)  # trainer.train(): a method called on an instance, not torch.save
+            passed = [*call.args, *(k.value for k in call.keywords)]
+            if any(isinstance(a, ast.Name) and a.id == func.name for a in passed):
+                sites.append(call)
+        return sites
+
+    def walk_no_defs(self, node: ast.AST) -> list[ast.AST]:
+        """ast.walk that does not enter nested function, lambda or class bodies."""
+        key = f"walk:{id(node)}"
+        if key in self.memo:
+            return self.memo[key]  # type: ignore[return-value]  # set below
+        kids = self.kids
+        out: list[ast.AST] = []
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            out.append(current)
+            for child in kids[id(current)]:
+                if not isinstance(child, _NESTED):
+                    stack.append(child)
+        self.memo[key] = out
+        return out
+
+    @cached_property
+    def loss_names(self) -> set[str]:
+        """Names of the tensors back-propagated (``loss.backward()``, ``scaler.scale(loss)``)."""
+        names: set[str] = set()
+        for call in self.calls:
+            if is_backward(call):
+                target = call.func.value if isinstance(call.func, ast.Attribute) else None
+                if isinstance(target, ast.Call) and target.args:  # scaler.scale(loss).backward()
+                    target = target.args[0]
+                if call.args and not isinstance(target, ast.Name):  # accelerator.backward(loss)
+                    target = call.args[0]
+                if isinstance(target, ast.Name):
+                    names.add(target.id)
+        return names
+
+
+def is_backward(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Attribute) and call.func.attr in BACKWARD
+
+
+def keyword(call: ast.Call, name: str) -> ast.keyword | None:
+    return next((k for k in call.keywords if k.arg == name), None)
+
+
+def has_star_kwargs(call: ast.Call) -> bool:
+    return any(k.arg is None for k in call.keywords)
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """ast.iter_child_nodes without the Load/Store/Del markers (a third of all nodes, never needed)."""
+    kind = type(node)
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
+    out: list[ast.AST] = []
+    for name in names:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            for item in value:
+                if isinstance(item, ast.AST):
+                    out.append(item)
+        elif isinstance(value, ast.AST):
+            out.append(value)
+    return out
+
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)

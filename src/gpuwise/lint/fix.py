@@ -1,0 +1,64 @@
+"""--fix and --diff: apply the safe edits by exact source spans (formatting kept, no LibCST needed),
+write each file atomically (temporary file + rename, mode kept), or show a unified diff."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from gpuwise.lint.types import Edit, LintResult
+
+
+def fixed_texts(result: LintResult, unsafe: bool = False) -> dict[str, tuple[str, str]]:
+    """path -> (old text, new text) for every file with edits (safe ones, and unsafe ones if asked);
+    overlapping edits keep the first."""
+    edits: dict[str, list[Edit]] = defaultdict(list)
+    for violation in result.violations:
+        if violation.edit is not None and (violation.edit.safe or unsafe):
+            edits[violation.path].append(violation.edit)
+    out: dict[str, tuple[str, str]] = {}
+    for path, items in edits.items():
+        try:
+            old = Path(path).read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):  # edits are offsets into UTF-8 text; leave others alone
+            continue
+        bom = "\ufeff" if old.startswith("\ufeff") else ""  # the linted text had it stripped
+        new, last_start = old[len(bom) :], len(old) + 1
+        for edit in sorted(set(items), key=lambda e: (e.start, e.end), reverse=True):
+            if edit.end > last_start:  # overlaps the edit after it
+                continue
+            new = new[: edit.start] + edit.text + new[edit.end :]
+            last_start = edit.start
+        new = bom + new
+        if new != old:
+            out[path] = (old, new)
+    return out
+
+
+def unified_diff(changes: dict[str, tuple[str, str]]) -> str:
+    chunks: list[str] = []
+    for path, (old, new) in changes.items():
+        chunks.extend(
+            difflib.unified_diff(
+                old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+            )
+        )
+    return "".join(chunks)
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Replace the file in one rename: a crash leaves the old file or the new one, never half of one."""
+    target = Path(path)
+    mode = target.stat().st_mode
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".gpuwise-fix")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
+        os.chmod(temporary, mode & 0o7777)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,430 @@
+"""The checks: each reads a file's `Context` and yields `Hit`s (rule id, node, message, safe edit).
+
+Facts that never change (severity, why, fix per framework, shared finding id) are in `catalog`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from gpuwise.lint.context import Context, has_star_kwargs, is_backward, is_rank_guard, keyword, words
+from gpuwise.lint.spans import Positions, add_keyword
+from gpuwise.lint.types import Edit
+
+LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
+FACTORIES = tuple(
+    f"torch.{name}"
+    for name in ("tensor", "zeros", "ones", "full", "arange", "rand", "randn", "randint", "empty", "eye")
+)
+SYNC_METHODS = frozenset({"item", "cpu", "tolist", "numpy"})
+# Any of these in a name, attribute, keyword or string means the author has chosen a precision.
+AMP_WORDS = re.compile(
+    r"autocast|bf16|fp16|float16|bfloat16|precision|(?<![a-z])(amp|half)(?![a-z])", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class Hit:
+    rule: str
+    node: ast.AST
+    message: str
+    edit: Edit | None = None
+
+
+Check = Callable[[Context, Positions], Iterator[Hit]]
+CHECKS: list[Check] = []
+
+
+def check(func: Check) -> Check:
+    CHECKS.append(func)
+    return func
+
+
+def _argument(call: ast.Call, name: str, position: int) -> tuple[bool, ast.expr | None]:
+    """(given, expression) of an argument passed by keyword or at ``position``."""
+    kw = keyword(call, name)
+    if kw is not None:
+        return True, kw.value
+    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+        return True, call.args[position]
+    return False, None
+
+
+def _loaders(ctx: Context) -> list[ast.Call]:
+    """DataLoader calls, except one-shot ones (``next(iter(DataLoader(...)))`` reads one batch)."""
+    if "loaders" not in ctx.memo:
+        ctx.memo["loaders"] = list(_find_loaders(ctx))
+    return ctx.memo["loaders"]  # type: ignore[return-value]  # memo holds what _find_loaders built
+
+
+def _find_loaders(ctx: Context) -> Iterator[ast.Call]:
+    for call in ctx.calls:
+        if not ctx.is_api(call.func, *LOADERS) or has_star_kwargs(call):
+            continue
+        parent = ctx.parents.get(id(call))
+        if (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in {"iter", "next"}
+        ):
+            continue
+        yield call
+
+
+@check
+def loader_no_workers(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    if not ctx.uses_gpu:
+        return
+    for call in _loaders(ctx):
+        given, expr = _argument(call, "num_workers", 5)
+        if not given:
+            yield Hit(
+                "loader_no_workers",
+                call,
+                "DataLoader without num_workers: batches load in the training process",
+            )
+        elif ctx.value(expr) == 0:
+            yield Hit(
+                "loader_no_workers", call, "DataLoader(num_workers=0): batches load in the training process"
+            )
+    for call in ctx.calls:
+        if ctx.is_api(call.func, "transformers.TrainingArguments") and not has_star_kwargs(call):
+            kw = keyword(call, "dataloader_num_workers")
+            if kw is None or ctx.value(kw.value) == 0:
+                yield Hit(
+                    "loader_no_workers", call, "TrainingArguments without dataloader_num_workers (default 0)"
+                )
+
+
+@check
+def loader_no_pin_memory(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    if not ctx.uses_gpu:
+        return
+    for call in _loaders(ctx):
+        given, expr = _argument(call, "pin_memory", 7)
+        if not given:
+            edit = add_keyword(pos, call, "pin_memory=True")
+            yield Hit("loader_no_pin_memory", call, "DataLoader without pin_memory=True", edit)
+        elif ctx.value(expr) is False:
+            yield Hit("loader_no_pin_memory", call, "DataLoader(pin_memory=False) on GPU code")
+
+
+def _sync_call(ctx: Context, node: ast.AST) -> str:
+    """The name of a host-device synchronizing call, or ''."""
+    if not isinstance(node, ast.Call):
+        return ""
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in SYNC_METHODS and not node.args and not node.keywords:
+        numpy_owner = ctx.aliases.get(ctx.root_name(func.value), "").split(".")[0] == "numpy"
+        return "" if func.attr in {"numpy", "tolist"} and numpy_owner else f".{func.attr}()"
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr == "to"
+        and node.args
+        and ctx.value(node.args[0]) == "cpu"
+    ):
+        return '.to("cpu")'
+    if isinstance(func, ast.Name) and func.id in {"print", "float", "int"} and node.args:
+        mentioned = {w for a in node.args for w in words(a)}
+        if mentioned & ctx.loss_names and not any(
+            isinstance(a, ast.Call) for a in ast.walk(node.args[0]) if a is not node
+        ):
+            return f"{func.id}(<loss tensor>)"
+    return ""
+
+
+def _step_message(what: str, via: tuple[ast.Call, ...]) -> str:
+    through = f" (called every step from line {via[0].lineno})" if via else ""
+    return f"{what} every training step{through}"
+
+
+@check
+def host_sync_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    seen: set[int] = set()
+    for code in ctx.step_code:
+        name = _sync_call(ctx, code.node)
+        if name and id(code.node) not in seen:
+            seen.add(id(code.node))
+            yield Hit("host_sync_per_step", code.node, _step_message(f"{name} waits for the GPU", code.via))
+
+
+@check
+def cuda_sync_in_loop(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    seen: set[int] = set()
+    targets = ("torch.cuda.synchronize", "torch.cuda.empty_cache", "torch.cuda.ipc_collect")
+    for code in ctx.step_code:
+        node = code.node
+        if isinstance(node, ast.Call) and ctx.is_api(node.func, *targets) and id(node) not in seen:
+            seen.add(id(node))
+            yield Hit("cuda_sync_in_loop", node, _step_message(f"{ctx.qualname(node.func)}()", code.via))
+
+
+def _mentions_amp(ctx: Context) -> bool:
+    return any(AMP_WORDS.search(text) for text in (*ctx.names, *ctx.strings))
+
+
+@check
+def no_mixed_precision(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    if not ctx.uses_gpu or _mentions_amp(ctx):
+        return
+    if ctx.framework == "pytorch" and ctx.step_loops:
+        backward = next(
+            (c.node for c in ctx.step_code if isinstance(c.node, ast.Call) and is_backward(c.node)),
+            ctx.step_loops[0],
+        )
+        yield Hit(
+            "no_mixed_precision", backward, "GPU training loop runs in fp32 (no autocast, no 16-bit dtype)"
+        )
+    for call in ctx.calls:
+        if has_star_kwargs(call):
+            continue
+        if ctx.framework == "hf_trainer" and ctx.is_api(call.func, "transformers.TrainingArguments"):
+            yield Hit(
+                "no_mixed_precision", call, "TrainingArguments without bf16=True or fp16=True: fp32 training"
+            )
+        if ctx.framework == "lightning" and ctx.is_api(
+            call.func, "lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"
+        ):
+            yield Hit("no_mixed_precision", call, "Lightning Trainer without precision=: fp32 training")
+
+
+@check
+def fp16_without_grad_scaler(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    if ctx.framework != "pytorch" or not any(is_backward(c) for c in ctx.calls):
+        return
+    if any("GradScaler" in w or w == "scale" for c in ctx.calls for w in words(c.func)):
+        return
+    for call in ctx.calls:
+        if not ctx.is_api(call.func, "torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"):
+            continue
+        dtype = keyword(call, "dtype")
+        device = keyword(call, "device_type")
+        device_value = ctx.value(device.value if device else call.args[0] if call.args else None)
+        cuda_default = ctx.is_api(call.func, "torch.cuda.amp.autocast") or device_value == "cuda"
+        if (dtype is not None and ctx.value(dtype.value) == "float16") or (dtype is None and cuda_default):
+            yield Hit(
+                "fp16_without_grad_scaler", call, "float16 autocast in a training script without GradScaler"
+            )
+
+
+@check
+def sampler_without_set_epoch(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    if ctx.framework not in {"pytorch", "deepspeed"}:
+        return
+    if any(isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in ctx.calls):
+        return
+    for call in ctx.calls:
+        if ctx.is_api(
+            call.func,
+            "torch.utils.data.distributed.DistributedSampler",
+            "torch.utils.data.DistributedSampler",
+        ):
+            yield Hit(
+                "sampler_without_set_epoch", call, "DistributedSampler, but set_epoch() is never called"
+            )
+
+
+def _rank_guarded(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
+    """Whether only one process reaches ``node``: under a rank test, after an early return for the
+    other ranks, or in a function every caller guards. Unknown callers count as guarded (quiet)."""
+    child, parent = node, ctx.parents.get(id(node))
+    while parent is not None:
+        if isinstance(parent, ast.If) and child is not parent.test and is_rank_guard(parent.test):
+            return True
+        body = getattr(parent, "body", None)
+        if isinstance(body, list) and child in body:
+            for earlier in body[: body.index(child)]:
+                if (
+                    isinstance(earlier, ast.If)
+                    and is_rank_guard(earlier.test)
+                    and any(isinstance(s, ast.Return) for s in earlier.body)
+                ):
+                    return True
+        if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
+            sites = ctx.call_sites(parent)
+            return not sites or depth >= 3 or all(_rank_guarded(ctx, s, depth + 1) for s in sites)
+        child, parent = parent, ctx.parents.get(id(parent))
+    return False
+
+
+@check
+def every_rank_saves(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    if not ctx.distributed or ctx.framework not in {"pytorch", "deepspeed"}:
+        return
+    for call in ctx.calls:
+        if ctx.is_api(call.func, "torch.save") and not _rank_guarded(ctx, call):
+            yield Hit(
+                "every_rank_saves", call, "torch.save runs on every rank (no rank check on the way here)"
+            )
+
+
+@check
+def find_unused_parameters(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    for call in ctx.calls:
+        for kw in call.keywords:
+            if (
+                kw.arg in {"find_unused_parameters", "ddp_find_unused_parameters"}
+                and ctx.value(kw.value) is True
+            ):
+                yield Hit(
+                    "find_unused_parameters",
+                    kw.value,
+                    f"{kw.arg}=True: an extra autograd-graph pass every step",
+                )
+            if kw.arg == "strategy" and ctx.value(kw.value) == "ddp_find_unused_parameters_true":
+                yield Hit("find_unused_parameters", kw.value, 'strategy="ddp_find_unused_parameters_true"')
+
+
+def _steps(node: ast.AST) -> bool:
+    return any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "step"
+        for c in ast.walk(node)
+    )
+
+
+def _accumulates(loop: ast.AST) -> bool:
+    """Several backward() per optimizer step: a step under ``if ... % k``, or an inner backward-only loop."""
+    for node in ast.walk(loop):
+        modulo = isinstance(node, ast.If) and any(
+            isinstance(s, ast.BinOp) and isinstance(s.op, ast.Mod) for s in ast.walk(node.test)
+        )
+        if modulo and _steps(node):
+            return True
+        inner = node is not loop and isinstance(node, ast.For | ast.While) and not _steps(node)
+        if inner and any(isinstance(c, ast.Call) and is_backward(c) for c in ast.walk(node)):
+            return True
+    return False
+
+
+@check
+def accumulation_without_no_sync(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """Plain DDP, or Accelerate without ``accelerator.accumulate`` (its backward all-reduces each call)."""
+    if ctx.framework == "pytorch":
+        if not ctx.uses_api("torch.nn.parallel.DistributedDataParallel"):
+            return
+    elif ctx.framework != "accelerate":
+        return
+    if ctx.names & {"no_sync", "require_backward_grad_sync", "accumulate"}:
+        return
+    for loop in ctx.step_loops:
+        if _accumulates(loop):
+            backward = next(n for n in ast.walk(loop) if isinstance(n, ast.Call) and is_backward(n))
+            yield Hit(
+                "accumulation_without_no_sync",
+                backward,
+                "gradient accumulation all-reduces on every backward (no no_sync/accumulate)",
+            )
+
+
+@check
+def torch_load_unsafe(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    for call in ctx.calls:
+        if not ctx.is_api(call.func, "torch.load") or has_star_kwargs(call):
+            continue
+        kw = keyword(call, "weights_only")
+        if kw is None:
+            edit = add_keyword(pos, call, "weights_only=True")
+            unsafe = Edit(edit.start, edit.end, edit.text, safe=False) if edit else None
+            yield Hit("torch_load_unsafe", call, "torch.load without weights_only=True", unsafe)
+        elif ctx.value(kw.value) is False:
+            yield Hit("torch_load_unsafe", call, "torch.load(weights_only=False) unpickles arbitrary code")
+
+
+@check
+def non_blocking_from_pageable(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    loaders = _loaders(ctx)
+    if not loaders or any(
+        isinstance(c.func, ast.Attribute) and c.func.attr == "pin_memory" for c in ctx.calls
+    ):
+        return
+    for loader in loaders:
+        given, expr = _argument(loader, "pin_memory", 7)
+        if given and ctx.value(expr) is not False:  # pinned, or decided elsewhere
+            return
+    for call in ctx.calls:
+        kw = keyword(call, "non_blocking")
+        if (
+            isinstance(call.func, ast.Attribute)
+            and call.func.attr in {"to", "cuda"}
+            and kw
+            and ctx.value(kw.value) is True
+        ):
+            yield Hit(
+                "non_blocking_from_pageable",
+                call,
+                "non_blocking=True, but the DataLoader does not pin memory",
+            )
+
+
+@check
+def cpu_tensor_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    seen: set[int] = set()
+    for code in ctx.step_code:
+        node = code.node
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"to", "cuda"}
+        ):
+            continue
+        made = node.func.value
+        if (
+            isinstance(made, ast.Call)
+            and ctx.is_api(made.func, *FACTORIES)
+            and keyword(made, "device") is None
+            and id(node) not in seen
+        ):
+            seen.add(id(node))
+            yield Hit(
+                "cpu_tensor_per_step",
+                node,
+                _step_message(f"{ctx.qualname(made.func)}(...) is built on the CPU and copied", code.via),
+            )
+
+
+def _parameters_of(call: ast.Call) -> str:
+    """``model`` for ``Optimizer(model.parameters(), ...)``; '' otherwise."""
+    for arg in call.args[:1]:
+        if (
+            isinstance(arg, ast.Call)
+            and isinstance(arg.func, ast.Attribute)
+            and arg.func.attr == "parameters"
+        ):
+            owner = arg.func.value
+            return owner.id if isinstance(owner, ast.Name) else ""
+    return ""
+
+
+@check
+def optimizer_before_fsdp(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    wrappers = (
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_shard",
+        "torch.distributed._composable.fsdp.fully_shard",
+    )
+    wraps = [
+        c for c in ctx.calls if ctx.is_api(c.func, *wrappers) and c.args and isinstance(c.args[0], ast.Name)
+    ]
+    for call in ctx.calls:
+        model = _parameters_of(call)
+        if not model or not ctx.qualname(call.func).startswith(("torch.optim.", "bitsandbytes.")):
+            continue
+        for wrap in wraps:
+            same_scope = _scope_of(ctx, wrap) is _scope_of(ctx, call)
+            if same_scope and wrap.args[0].id == model and wrap.lineno > call.lineno:  # type: ignore[attr-defined]  # wraps keeps Name first args only
+                yield Hit(
+                    "optimizer_before_fsdp",
+                    call,
+                    f"optimizer built on {model}.parameters() before FSDP wraps {model} (line {wrap.lineno})",
+                )
+                break
+
+
+def _scope_of(ctx: Context, node: ast.AST) -> ast.AST | None:
+    parent = ctx.parents.get(id(node))
+    while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
+        parent = ctx.parents.get(id(parent))
+    return parent
