@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO / "src"))
 from gpuwise.trace.hta_reference import REFERENCE_BUILD, read_reference  # noqa: E402
 from gpuwise.trace.rank import analyze_file  # noqa: E402
 
-DEFAULT_REFERENCE = REPO.parent / "shared" / "traces" / "hta_reference.csv"
+DEFAULT_REFERENCE = REPO / "tests" / "data" / "traces" / "hta_reference.csv"
 
 
 def main() -> int:

@@ -1,12 +1,11 @@
 """Speed and memory of `gpuwise trace` next to Holistic Trace Analysis (HTA), on the same traces.
 
 Runs each tool in a fresh process per trace, interleaved (so both see the same machine load), on
-every trace HTA can analyze (the files of ../shared/traces/hta_reference.csv) and on a synthetic
+every trace HTA can analyze (the files of tests/data/traces/hta_reference.csv) and on a synthetic
 ~1 GB trace made by replicating a real one (written under /tmp, deleted afterwards).
 
-Timed: load + analysis inside the process (HTA: Trace load, temporal and idle breakdown, as in
-../shared/traces/hta_timing.csv; gpuwise: parse + every per-rank analysis). Interpreter start and
-imports are excluded for both (shown apart). Peak RSS is the process's ru_maxrss.
+Timed: load + analysis inside the process (HTA: Trace load, temporal and idle breakdown; gpuwise:
+parse + every per-rank analysis). Interpreter start and imports are excluded for both (shown apart). Peak RSS is the process's ru_maxrss.
 HTA runs in its own venv (default /tmp/hta-venv, created if missing with
 `pip install holistictraceanalysis 'pandas<3'`: HTA 0.5.0 fails on some traces under pandas 3).
 
@@ -33,7 +32,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "traces"
+TRACES = REPO / "tests" / "data" / "traces"
 DEFAULT_SOURCE = "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 HTA_VENV = Path("/tmp/hta-venv")
 
@@ -280,7 +279,7 @@ def main() -> int:
     ap.add_argument(
         "--parsers", type=Path, metavar="FILE", help="measure the JSON parser candidates on FILE and exit"
     )
-    ap.add_argument("--root", type=Path, default=SHARED, help="traces directory holding hta_reference.csv")
+    ap.add_argument("--root", type=Path, default=TRACES, help="traces directory holding hta_reference.csv")
     ap.add_argument(
         "--hta-python", help="python of an environment with HTA installed (default: /tmp/hta-venv, created)"
     )
