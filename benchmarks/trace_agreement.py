@@ -19,9 +19,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "tests"))  # hta_reference.py: test support, not in the installed package
 
-from gpuwise.trace.hta_reference import REFERENCE_BUILD, read_reference  # noqa: E402
 from gpuwise.trace.rank import analyze_file  # noqa: E402
+from hta_reference import REFERENCE_BUILD, read_reference  # noqa: E402
 
 DEFAULT_REFERENCE = REPO / "tests" / "data" / "traces" / "hta_reference.csv"
 

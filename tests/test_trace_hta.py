@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.trace.hta_reference import read_reference
 from gpuwise.trace.rank import analyze_file
+from hta_reference import read_reference
 
 TOLERANCE_PP = 0.5
 
