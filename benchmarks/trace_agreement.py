@@ -47,7 +47,10 @@ def main() -> int:
         print(f"no rows for build {args.build!r} in {args.reference}", file=sys.stderr)
         return 2
 
-    header = f"{'trace':70} {'idle gw/hta':>15} {'compute gw/hta':>15} {'non-comp gw/hta':>15} {'max Δ pp':>8} {'streams':>8}"
+    header = (
+        f"{'trace':70} {'idle gw/hta':>15} {'compute gw/hta':>15} {'non-comp gw/hta':>15} "
+        f"{'max Δ pp':>8} {'streams':>8}"
+    )
     print(header)
     print("-" * len(header))
     worst, stream_worst_us, compared = 0.0, 0.0, 0

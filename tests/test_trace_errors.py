@@ -195,7 +195,7 @@ REAL_TRACES = (
 )
 def test_fuzz_mutated_real_traces(trace_dir, tmp_path, which, seed, steps, small):
     """Mutations of real Kineto traces (HTA's test data): a GpuwiseError or an analysis, nothing else."""
-    raw = gzip.open(trace_dir / which).read()
+    raw = gzip.decompress((trace_dir / which).read_bytes())
     rng = random.Random(seed)
     path = write(tmp_path, "mutated.json", _mutate(raw, rng, steps))
     old = parser.BATCH_BYTES, reader.CHUNK_BYTES

@@ -1,4 +1,4 @@
-"""Agreement with Holistic Trace Analysis on every trace it could analyze, and hand-checked verdicts on the rest.
+"""Agreement with Holistic Trace Analysis on every trace it could analyze, hand-checked verdicts on the rest.
 
 Reference: tests/data/traces/hta_reference.csv, rows of `holistictraceanalysis==0.5.0; pandas==2.3.3`
 (each file analyzed alone with HTA's defaults: last ProfilerStep dropped, 30 µs kernel-wait threshold).
@@ -51,7 +51,7 @@ def test_temporal_breakdown_within_half_a_point_of_hta(reference):
 
 
 def test_idle_breakdown_per_stream_matches_hta(reference):
-    ranks, streams, analyses = reference
+    _, streams, analyses = reference
     checked = 0
     for path, ref in streams.items():
         mine = {s.stream: s for s in analyses[path].idle_by_stream}

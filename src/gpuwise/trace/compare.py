@@ -179,7 +179,8 @@ def compare_reports(
     notes = []
     if side_a.per_step != side_b.per_step:
         notes.append(
-            "one side has no ProfilerStep annotations: kernel times are per trace, not per step, and differ in scope"
+            "one side has no ProfilerStep annotations: "
+            "kernel times are per trace, not per step, and differ in scope"
         )
     unit = "ms/step" if side_a.per_step and side_b.per_step else "ms"
     metrics = [

@@ -243,7 +243,7 @@ def _precision(
     for code in distinct(t.name[ops][matmul]):
         precision_of[int(code)] = matmul_precision(t.name_of(int(code))) or "unknown"
     out: dict[str, float] = {}
-    for code, d in zip(t.name[ops][matmul].tolist(), dur[matmul].tolist()):
+    for code, d in zip(t.name[ops][matmul].tolist(), dur[matmul].tolist(), strict=True):
         key = precision_of[code]
         out[key] = out.get(key, 0.0) + d
     known = sum(v for k, v in out.items() if k != "unknown")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gc
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from operator import attrgetter
@@ -67,7 +67,7 @@ class _Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
     args: _Args | None = None
 
 
-def _instant(tag: str) -> type:
+def _instant(tag: str) -> type[msgspec.Struct]:
     return msgspec.defstruct(
         f"_Instant_{tag}",
         [("name", Any, None), ("ts", Any, _NAN), ("args", _MemArgs | None, None)],
@@ -77,15 +77,20 @@ def _instant(tag: str) -> type:
     )
 
 
-def _skipped(tag: str) -> type:
-    """Any other phase (flows, metadata, counters...): only its timestamp is read (HTA's ts column sees it)."""
+def _skipped(tag: str) -> type[msgspec.Struct]:
+    """Any other phase (flows, metadata, counters...): only its timestamp is read (HTA's ts sees it)."""
     return msgspec.defstruct(f"_Phase_{ord(tag)}", [("ts", Any, _NAN)], tag_field="ph", tag=tag, gc=False)
 
 
 _INSTANTS = tuple(_instant(tag) for tag in "iI")
-_EVENT_TYPES = (_Complete, *_INSTANTS, *(_skipped(tag) for tag in sorted(KNOWN_PHASES - set("XiI"))))
+_EVENT_TYPES: tuple[type[msgspec.Struct], ...] = (
+    _Complete,
+    *_INSTANTS,
+    *(_skipped(tag) for tag in sorted(KNOWN_PHASES - set("XiI"))),
+)
 _PHASE_OF = {cls: cls.__struct_config__.tag for cls in _EVENT_TYPES}
-_ANY_EVENT = Union[_EVENT_TYPES]  # type: ignore[valid-type]
+# A union built from a runtime tuple: only typing.Union takes one (mypy cannot see the members).
+_ANY_EVENT = Union[_EVENT_TYPES]  # type: ignore[valid-type]  # noqa: UP007
 _STRICT = msgspec.json.Decoder(list[_ANY_EVENT])
 _LENIENT = msgspec.json.Decoder(list[Any])
 _NO_ARGS = _Args()
@@ -196,9 +201,9 @@ class _Columns:
             return
         m = self.mem_parts
         m["ts"].append(_column(events, _TS))
-        for key in ("bytes", "total_allocated", "total_reserved", "device_type", "device_id"):
-            attr = "mem_bytes" if key == "bytes" else key
-            m[key].append(_floats([getattr(e.args, attr) for e in events]))
+        m["bytes"].append(_floats([e.args.mem_bytes for e in events]))
+        for key in ("total_allocated", "total_reserved", "device_type", "device_id"):
+            m[key].append(_floats([getattr(e.args, key) for e in events]))
 
     def finish(
         self, path: Path, json_bytes: int, file_bytes: int, metadata: dict[str, Any], warnings: list[str]
@@ -350,7 +355,8 @@ class _StreamParser:
             if not stripped:
                 if self.eof:
                     raise GpuwiseError(
-                        f"{self.path}: the file is empty (a PyTorch profiler trace is a JSON object with 'traceEvents')"
+                        f"{self.path}: the file is empty "
+                        "(a PyTorch profiler trace is a JSON object with 'traceEvents')"
                     )
                 continue
             lead = len(buf) - len(stripped)
@@ -425,17 +431,14 @@ class _StreamParser:
     def _guess_cut(buf: bytes) -> tuple[int, int] | None:
         """(offset of the last event's '}', offset of the next event's '{'), from a `}, {` search."""
         window = 1 << 16
-        while window <= len(buf):
-            last = None
-            for last in _CUT.finditer(buf, len(buf) - window):
-                pass
-            if last is not None:
-                return last.start(), last.end() - 1
+        while True:  # search the end first: the last cut is almost always in the last 64 KiB
+            start = max(0, len(buf) - window)
+            last = deque(_CUT.finditer(buf, start), maxlen=1)
+            if last:
+                return last[0].start(), last[0].end() - 1
+            if start == 0:
+                return None
             window *= 4
-        last = None
-        for last in _CUT.finditer(buf):
-            pass
-        return (last.start(), last.end() - 1) if last is not None else None
 
     def _exact_batch(self, buf: bytes) -> tuple[bytes, bytes | None]:
         """Cut at the last exact element boundary; return (rest, tail if the array ended)."""

@@ -98,7 +98,8 @@ def _phase_warnings(t: EventTable) -> list[str]:
     skipped = {k: n for k, n in t.phase_counts.items() if k in ("B", "E")}
     if skipped:
         return [
-            f"{sum(skipped.values()):,} begin/end (ph='B'/'E') events were not analyzed (only complete 'X' events are)"
+            f"{sum(skipped.values()):,} begin/end (ph='B'/'E') events were not analyzed "
+            "(only complete 'X' events are)"
         ]
     return []
 

@@ -26,12 +26,6 @@ class ByteCounter:
 
     compressed: int = 0
     decompressed: int = 0
-    gzip: bool = False
-
-
-def is_gzip(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == GZIP_MAGIC
 
 
 def iter_chunks(
@@ -41,7 +35,7 @@ def iter_chunks(
     counter = counter if counter is not None else ByteCounter()
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
-        fh = open(path, "rb")
+        fh = open(path, "rb")  # noqa: SIM115 - `with` below; only open()'s error becomes the message
     except OSError as err:
         raise GpuwiseError(f"{path}: cannot read the trace: {err.strerror or err}") from None
     with fh:
@@ -53,7 +47,6 @@ def iter_chunks(
                 counter.decompressed += len(block)
                 yield block
             return
-        counter.gzip = True
         yield from _inflate(path, fh, counter, chunk_bytes)
 
 
@@ -71,7 +64,8 @@ def _inflate(path: Path, fh, counter: ByteCounter, chunk_bytes: int) -> Iterator
             out = inflater.decompress(pending, chunk_bytes)
         except zlib.error as err:
             raise GpuwiseError(
-                f"{path}: corrupt gzip data near compressed byte {counter.compressed - len(pending):,} ({err}); "
+                f"{path}: corrupt gzip data near compressed byte "
+                f"{counter.compressed - len(pending):,} ({err}); "
                 "re-copy or re-export the trace"
             ) from None
         pending = inflater.unconsumed_tail

@@ -1,4 +1,4 @@
-"""`analyze_traces`: files or directories in, one `TraceReport` (ranks, cross-rank, evidence, findings) out."""
+"""`analyze_traces`: files or directories in, one `TraceReport` (ranks, cross-rank, evidence, findings)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def is_trace_name(path: Path) -> bool:
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files as given; directories contribute their ``*.json`` / ``*.json.gz`` files (sorted, not recursive)."""
+    """Files as given; directories contribute their ``*.json`` / ``*.json.gz`` files (sorted)."""
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)

@@ -29,7 +29,7 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
     if r.memory and r.memory.source == "allocation deltas":
         notes.append(
             "this trace records allocation deltas only: absolute peak memory is unknown "
-            f"(growth within the trace: {r.memory.window_growth_peak_bytes / 2**30:.2f} GiB)"
+            f"(growth within the trace: {(r.memory.window_growth_peak_bytes or 0) / 2**30:.2f} GiB)"
         )
     return Evidence(
         source="trace",
