@@ -10,7 +10,8 @@ Peak RSS is the process's ru_maxrss.
 HTA runs in its own venv (default /tmp/hta-venv, created if missing with
 `pip install holistictraceanalysis 'pandas<3'`: HTA 0.5.0 fails on some traces under pandas 3).
 
-    python benchmarks/trace_speed.py [--root DIR] [--hta-python PY] [--synthetic-gb 1] [--skip-hta-synthetic]
+    python benchmarks/trace_speed.py [--root DIR] [--hta-python PY | --no-hta] [--synthetic-gb 1]
+                                     [--skip-hta-synthetic]
     python benchmarks/trace_speed.py --parsers FILE   # the parser candidates measured for ARCHITECTURE.md
 
 LAST line: {"speedup_vs_hta": X, "peak_rss_over_trace_size": Y}
@@ -303,6 +304,11 @@ def main() -> int:
         action="store_true",
         help="do not run HTA on the synthetic trace (it takes minutes)",
     )
+    ap.add_argument(
+        "--no-hta",
+        action="store_true",
+        help="measure gpuwise only (no HTA environment is looked for or made)",
+    )
     ap.add_argument("--hta-timeout", type=float, default=1800.0)
     ap.add_argument("--keep", action="store_true", help="keep the synthetic trace")
     args = ap.parse_args()
@@ -321,7 +327,7 @@ def main() -> int:
         return 2
     with open(reference, newline="") as fh:
         files = sorted({row["trace_path"] for row in csv.DictReader(fh)})
-    hta_python = ensure_hta(args.hta_python)
+    hta_python = None if args.no_hta else ensure_hta(args.hta_python)
     print(
         f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
         f"HTA: {hta_python or 'not available'}"
