@@ -13,6 +13,9 @@ from gpuwise.catalog.gpus import GPU
 from gpuwise.units import GB
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
+# Above any job run so far (the largest published training clusters hold ~10^5 GPUs): a header beyond it
+# is damaged, and believing it would make the cross-rank "missing ranks" list as long as the number.
+MAX_WORLD_SIZE = 1 << 20
 # Family tokens, most specific first; matched against the normalized CUDA device name.
 _FAMILIES = (
     "h200",
@@ -73,23 +76,43 @@ class DeviceInfo:
 
 
 def _int(value: Any) -> int | None:
+    """An integer as JSON or text holds it (8, 8.0, "8"); None for anything else (true, 8.5, "x")."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
     try:
         return int(value)
     except (TypeError, ValueError):
         return None
 
 
-def rank_info(metadata: dict[str, Any], path: Path) -> RankInfo:
+def rank_info(metadata: dict[str, Any], path: Path) -> tuple[RankInfo, list[str]]:
+    """The rank from distributedInfo, else from `rank-N` in the file name; values no job can have are
+    dropped, each with a one-line warning naming the header field."""
     info = metadata.get("distributedInfo")
-    if isinstance(info, dict) and _int(info.get("rank")) is not None:
-        return RankInfo(
-            _int(info["rank"]), _int(info.get("world_size")), "distributedInfo", info.get("backend")
-        )
-    match = _RANK_IN_NAME.search(path.name)
-    world = _int(info.get("world_size")) if isinstance(info, dict) else None
-    if match:
-        return RankInfo(int(match.group(1)), world, "file name", None)
-    return RankInfo(None, world, "unknown", None)
+    raw = info if isinstance(info, dict) else {}
+    problems = []
+    world = _int(raw.get("world_size"))
+    if world is None and raw.get("world_size") is not None:
+        problems.append(f"distributedInfo.world_size {raw['world_size']!r} is not an integer: ignored")
+    elif world is not None and not 1 <= world <= MAX_WORLD_SIZE:
+        problems.append(f"distributedInfo.world_size {world} is outside 1..{MAX_WORLD_SIZE:,}: ignored")
+        world = None
+    rank, source = _int(raw.get("rank")), "distributedInfo"
+    if rank is None and raw.get("rank") is not None:
+        problems.append(f"distributedInfo.rank {raw['rank']!r} is not an integer: ignored")
+    elif rank is not None and not 0 <= rank < MAX_WORLD_SIZE:
+        problems.append(f"distributedInfo.rank {rank} is outside 0..{MAX_WORLD_SIZE - 1:,}: ignored")
+        rank = None
+    if rank is None:
+        match = _RANK_IN_NAME.search(path.name)
+        rank, source = (int(match.group(1)), "file name") if match else (None, "unknown")
+    if rank is not None and world is not None and rank >= world:
+        problems.append(f"rank {rank} is not below distributedInfo.world_size {world}: world size ignored")
+        world = None
+    backend = raw.get("backend") if source == "distributedInfo" else None
+    return RankInfo(rank, world, source, None if backend is None else str(backend)), problems
 
 
 def device_info(metadata: dict[str, Any], kind_hint: str) -> DeviceInfo:

@@ -138,11 +138,13 @@ def _analyze(t: EventTable) -> RankAnalysis:
             "CPU-side statistics only"
         )
     span = temporal.span_us if temporal else None
+    rank, rank_problems = rank_info(t.metadata, t.path)
+    warnings += rank_problems
     kernels = summarize_kernels(t, view.rows, t.dur, thresholds.TINY_KERNEL_US)
     kernel_rows = view.rows[t.cat_mask(*KERNEL_CATS)[view.rows]]
     return RankAnalysis(
         file=str(t.path),
-        rank=rank_info(t.metadata, t.path),
+        rank=rank,
         device=device_info(t.metadata, kind),
         file_bytes=t.file_bytes,
         json_bytes=t.json_bytes,
