@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -17,8 +18,9 @@ import pytest
 
 from conftest import REPO
 from gpuwise.trace.device import MAX_WORLD_SIZE
+from gpuwise.trace.kernel_names import distinct_short_names
 from gpuwise.trace.rank import analyze_file
-from gpuwise.trace.report import analyze_traces
+from gpuwise.trace.report import analyze_traces, expand_paths
 
 DLRM = "param/dlrm_kineto"
 
@@ -99,3 +101,97 @@ def test_the_real_dlrm_ranks_pass_validation(trace_dir):
     assert all(r.rank.world_size == 8 for r in report.ranks)
     assert report.cross_rank.missing == []
     assert not any("world_size" in w for r in report.ranks for w in r.warnings)
+
+
+def a_damaged_run(trace_dir: Path, root: Path) -> Path:
+    """A killed 3-rank job as it lands on disk: per-worker folders, a rank cut mid-write, an empty file,
+    a macOS ``._`` twin and a stray config beside the traces."""
+    for rank in (0, 1):
+        folder = root / f"worker{rank}"
+        folder.mkdir(parents=True)
+        (folder / dlrm_rank(trace_dir, rank).name).write_bytes(dlrm_rank(trace_dir, rank).read_bytes())
+    (root / "worker0" / f"._{dlrm_rank(trace_dir, 0).name}").write_bytes(b"\x00\x05\x16\x07" + bytes(4000))
+    whole = gzip.decompress(dlrm_rank(trace_dir, 2).read_bytes())
+    (root / "worker2.json").write_bytes(whole[: len(whole) * 6 // 10])
+    (root / "worker3.json").write_bytes(b"")
+    (root / "config.json").write_text(json.dumps({"lr": 0.1, "batch_size": 64}))
+    return root
+
+
+def test_one_bad_file_does_not_abort_a_directory(trace_dir, tmp_path, cli):
+    run = a_damaged_run(trace_dir, tmp_path / "run")
+    out = cli("trace", str(run), "--json")
+    assert out.exit_code == 0, out.stderr
+    assert out.stderr.count("\n") == 1 and "skipped 4 of 6 files that are not readable traces" in out.stderr
+    doc = out.json()
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    reasons = {Path(s["file"]).name: s["reason"] for s in doc["skipped_files"]}
+    assert set(reasons) == {
+        f"._{dlrm_rank(trace_dir, 0).name}",
+        "worker2.json",
+        "worker3.json",
+        "config.json",
+    }
+    assert "macOS metadata file" in reasons[f"._{dlrm_rank(trace_dir, 0).name}"]
+    assert "truncated" in reasons["worker2.json"] and "empty" in reasons["worker3.json"]
+    assert "not a PyTorch profiler trace" in reasons["config.json"]
+    assert doc["cross_rank"]["missing_ranks"] == [2, 3, 4, 5, 6, 7]  # the cut rank is missing, not hidden
+    text = cli("trace", str(run))
+    assert text.exit_code == 0 and "Skipped 4 of 6 files" in text.stdout and "worker2.json" in text.stdout
+
+
+def test_strict_fails_on_the_first_bad_file(trace_dir, tmp_path, cli):
+    out = cli("trace", str(a_damaged_run(trace_dir, tmp_path / "run")), "--strict")
+    assert out.exit_code == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_a_directory_of_nothing_readable_is_still_an_error(tmp_path, cli):
+    (tmp_path / "a.json").write_bytes(b"")
+    (tmp_path / "b.json").write_text("{}")
+    out = cli("trace", str(tmp_path))
+    assert out.exit_code == 2 and "none of the 2 files is a readable trace" in out.stderr
+
+
+def test_directories_are_searched_deep_and_ranks_sorted_as_numbers(tmp_path):
+    for rel in ("w/rank10.json", "w/rank2.json.gz", "w/sub/rank1.json", "w/notes.txt", "x/rank0.json"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("{}")
+    found = [p.relative_to(tmp_path).as_posix() for p in expand_paths([tmp_path])]
+    assert found == ["w/rank2.json.gz", "w/rank10.json", "w/sub/rank1.json", "x/rank0.json"]
+
+
+def test_top_kernels_that_share_a_short_name_are_told_apart(trace_dir, cli):
+    # three CUTLASS GEMMs (one per tile shape) and NCCL among the top kernels of HTA's A100 sample
+    trace = trace_dir / "hta/negative_queue_length_values_check/rank0.json.gz"
+    out = cli("trace", str(trace), "--top", "10", env={**os.environ, "COLUMNS": "200"})
+    assert out.exit_code == 0, out.stderr
+    table = out.stdout.split("kernels by device time")[1].split("└")[0]
+    rows = [line.split("│")[1].strip() for line in table.splitlines() if line.startswith("│")]
+    assert len(rows) == 10 and len(set(rows)) == 10
+    for tile in ("256x64_16x4_tn_align1", "256x128_32x3_nt_align1", "256x128_32x3_nn_align1"):
+        assert f"Kernel<cutlass_80_tensorop_s1688gemm_{tile}>" in rows
+
+
+@pytest.mark.parametrize(
+    "rel, expected",
+    [
+        (
+            "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+            {"implicit_convolve_sgemm<1024>", "implicit_convolve_sgemm<128>"},
+        ),
+        (
+            "param/dlrm_kineto/worker1_step_12.1694128201556.pt.trace.json.gz",
+            {
+                "vectorized_elementwise_kernel<sqrt_kernel_cuda>",
+                "unrolled_elementwise_kernel<addcmul_cuda_kernel>",
+            },
+        ),
+        ("hta/trace_file_list/inference_rank_1.json.gz", {"at::native::elementwise_kernel #2"}),
+    ],
+)
+def test_distinct_names_on_real_top_kernels(trace_dir, rel, expected):
+    top = analyze_file(trace_dir / rel).kernels.top[:10]
+    names = distinct_short_names([k.name for k in top], 60)
+    assert len(set(names)) == len(names) and expected <= set(names)
+    assert all(len(n) <= 60 for n in names)

@@ -9,6 +9,7 @@ from rich.text import Text
 from gpuwise.report.profile_view import findings_group
 from gpuwise.trace.compare import TraceComparison
 from gpuwise.trace.cross_rank import compact_ranges
+from gpuwise.trace.kernel_names import distinct_short_names
 from gpuwise.trace.kernels import short_name
 from gpuwise.trace.rank import RankAnalysis
 from gpuwise.trace.report import TraceReport
@@ -135,9 +136,10 @@ def top_kernels_table(r: RankAnalysis, top: int) -> Table:
             max_width=60 if col == "kernel" else None,
             min_width=widths.get(col),
         )
-    for kern in r.kernels.top[:top]:
+    listed = r.kernels.top[:top]
+    for kern, name in zip(listed, distinct_short_names([k.name for k in listed], 60), strict=True):
         table.add_row(
-            short_name(kern.name, 60),
+            name,
             kern.category,
             f"{kern.count:,}",
             f"{kern.time_us / 1000:,.2f} ms",
@@ -305,8 +307,20 @@ def render_cross_rank(console: Console, report: TraceReport) -> None:
         console.print(Text("• " + line))
 
 
+def render_skipped(console: Console, report: TraceReport) -> None:
+    total = len(report.ranks) + len(report.skipped)
+    console.print(
+        Text(f"Skipped {len(report.skipped)} of {total} files (the rest are analyzed):", style="yellow")
+    )
+    for s in report.skipped:
+        console.print(Text(f"• {s.file}: {s.reason}"))
+    console.print()
+
+
 def render_report(console: Console, report: TraceReport, top: int = 10, rank: int | None = None) -> None:
     ranks = report.ranks
+    if report.skipped:
+        render_skipped(console, report)
     if len(ranks) > 1:
         render_cross_rank(console, report)
         console.print()
