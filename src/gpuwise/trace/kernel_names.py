@@ -21,7 +21,9 @@ def template_args(name: str) -> list[str]:
     paren = text.find("(")
     if start < 0 or (0 <= paren < start):
         return []
-    args, depth, current = [], 0, []
+    args: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text[start + 1 :]:
         if ch in _OPEN:
             depth += 1
