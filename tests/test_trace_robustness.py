@@ -195,3 +195,77 @@ def test_distinct_names_on_real_top_kernels(trace_dir, rel, expected):
     names = distinct_short_names([k.name for k in top], 60)
     assert len(set(names)) == len(names) and expected <= set(names)
     assert all(len(n) <= 60 for n in names)
+
+
+def edited_events(source: Path, target: Path, edit) -> Path:
+    """The trace with ``edit(events)`` applied to its traceEvents list (in place), as plain JSON."""
+    document = json.loads(gzip.decompress(source.read_bytes()))
+    edit(document["traceEvents"])
+    target.write_text(json.dumps(document))
+    return target
+
+
+def _kernels(events: list[dict]) -> list[dict]:
+    return [e for e in events if e.get("cat") == "kernel"]
+
+
+@pytest.mark.parametrize(
+    "field, value, warning",
+    [("ts", 1e308, "1 with a timestamp beyond 2^53 µs"), ("dur", 1e300, "1 lasting more than 24 h")],
+)
+def test_one_absurd_value_is_dropped_and_counted(trace_dir, tmp_path, field, value, warning):
+    source = dlrm_rank(trace_dir, 3)
+    before = analyze_file(source).temporal
+
+    def spoil(events: list[dict]) -> None:
+        _kernels(events)[5][field] = value
+
+    after = analyze_file(edited_events(source, tmp_path / "t.json", spoil))
+    assert any(warning in w for w in after.warnings)
+    t = after.temporal
+    assert t is not None and not t.degenerate
+    assert t.span_us == pytest.approx(before.span_us, rel=0.01)  # one kernel fewer, not a 300-digit span
+    assert abs(t.compute_pct - before.compute_pct) < 1 and t.idle_pct == pytest.approx(before.idle_pct, abs=1)
+
+
+def test_kernels_with_a_non_numeric_stream_still_count(trace_dir, tmp_path):
+    source = dlrm_rank(trace_dir, 4)
+    before = analyze_file(source)
+
+    def spoil(events: list[dict]) -> None:
+        for e in _kernels(events):
+            e["args"]["stream"] = "cuda:0"
+
+    after = analyze_file(edited_events(source, tmp_path / "t.json", spoil))
+    n = len(_kernels(json.loads(gzip.decompress(source.read_bytes()))["traceEvents"]))
+    assert any(
+        w.startswith(f"{n:,} kernels/copies/memsets had no numeric args.stream") for w in after.warnings
+    )
+    # one stream instead of several: the union of device time, hence HTA's breakdown, is unchanged
+    assert after.temporal.compute_pct == pytest.approx(before.temporal.compute_pct, abs=1e-9)
+    assert after.temporal.idle_pct == pytest.approx(before.temporal.idle_pct, abs=1e-9)
+    assert after.kernels.count == before.kernels.count
+
+
+def test_a_sub_microsecond_trace_gives_no_idle_finding(trace_dir, tmp_path, cli):
+    def cut_to_one_kernel(events: list[dict]) -> None:
+        kernel = _kernels(events)[0]
+        launch = next(
+            e
+            for e in events
+            if e.get("cat") == "cuda_runtime"
+            and e["args"].get("correlation") == kernel["args"]["correlation"]
+        )
+        kernel.update(ts=launch["ts"] + 5.3, dur=0.4)
+        events[:] = [e for e in events if e.get("ph") == "M" or e is launch or e is kernel]
+
+    path = edited_events(dlrm_rank(trace_dir, 5), tmp_path / "t.json", cut_to_one_kernel)
+    a = analyze_file(path)
+    assert a.temporal is not None and a.temporal.degenerate and a.temporal.span_us < 0
+    assert any("too short for a breakdown" in w for w in a.warnings)
+    out = cli("trace", str(path), "--json")
+    assert out.exit_code == 0, out.stderr
+    doc = out.json()
+    assert doc["evidence"][0]["gpu_idle_pct"] is None and doc["evidence"][0]["gpu_util_pct"] is None
+    # nothing rests on the span (no_mixed_precision reads the fp32 share of matmul time)
+    assert {f["id"] for f in doc["findings"]} <= {"no_mixed_precision"}

@@ -26,6 +26,7 @@ from gpuwise.trace.hta_view import build_view
 from gpuwise.trace.kernels import KERNEL_CATS, KernelSummary, summarize_kernels
 from gpuwise.trace.memory import MemoryStats, memory_stats
 from gpuwise.trace.parser import Progress, parse_trace
+from gpuwise.trace.sanitize import drop_out_of_range, recover_streams
 from gpuwise.trace.steps import StepStats, find_steps, step_stats
 from gpuwise.trace.table import EventTable
 
@@ -116,10 +117,11 @@ def _analyze(t: EventTable) -> RankAnalysis:
             "was the profiler stopped before any step ran?"
         )
     warnings = list(t.warnings) + _phase_warnings(t)
-    view = build_view(t)
     incomplete = int((np.isnan(t.ts) | np.isnan(t.dur)).sum())
     if incomplete:
         warnings.append(f"{incomplete:,} complete (ph='X') events without a numeric ts or dur were ignored")
+    warnings += drop_out_of_range(t) + recover_streams(t)
+    view = build_view(t)
     negative = int((t.dur < 0).sum())
     if negative:
         warnings.append(f"{negative:,} events with a negative duration were ignored")
@@ -137,7 +139,12 @@ def _analyze(t: EventTable) -> RankAnalysis:
             "no GPU activity in this trace (no kernels, copies or memsets on a device stream): "
             "CPU-side statistics only"
         )
-    span = temporal.span_us if temporal else None
+    if temporal is not None and temporal.degenerate:
+        warnings.append(
+            f"the device events span {temporal.span_us:g} µs once rounded as HTA does: "
+            "too short for a breakdown, no finding is drawn from it"
+        )
+    span = temporal.span_us if temporal and not temporal.degenerate else None
     rank, rank_problems = rank_info(t.metadata, t.path)
     warnings += rank_problems
     kernels = summarize_kernels(t, view.rows, t.dur, thresholds.TINY_KERNEL_US)

@@ -21,7 +21,8 @@ def _tensor_core_speedup(catalog_id: str | None) -> float | None:
 
 
 def rank_evidence(r: RankAnalysis) -> Evidence:
-    t, k, s = r.temporal, r.kernels, r.steps
+    k, s = r.kernels, r.steps
+    t = r.temporal if r.temporal and not r.temporal.degenerate else None
     memory_peak = r.memory.peak_reserved_bytes or r.memory.peak_allocated_bytes if r.memory else None
     notes = list(r.warnings) + list(s.notes) + list(k.notes)
     if r.device.catalog_note:
