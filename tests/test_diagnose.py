@@ -117,6 +117,7 @@ def test_throttling_straggler_comm_launch_sync_precision_pageable():
         gpu_idle_pct=55.0,
         sync_wait_pct=20.0,
         fp32_matmul_pct=90.0,
+        fp32_matmul_time_pct=40.0,  # a trace measures the fp32 matmul time (Amdahl's fraction)
         tensor_core_speedup=15.0,
         pageable_copy_pct=100.0,
         h2d_copy_pct=8.0,

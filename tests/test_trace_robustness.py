@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from gpuwise.diagnose import thresholds as T
 from gpuwise.trace.device import MAX_WORLD_SIZE
 from gpuwise.trace.kernel_names import distinct_short_names
 from gpuwise.trace.rank import analyze_file
@@ -267,5 +268,44 @@ def test_a_sub_microsecond_trace_gives_no_idle_finding(trace_dir, tmp_path, cli)
     assert out.exit_code == 0, out.stderr
     doc = out.json()
     assert doc["evidence"][0]["gpu_idle_pct"] is None and doc["evidence"][0]["gpu_util_pct"] is None
-    # nothing rests on the span (no_mixed_precision reads the fp32 share of matmul time)
-    assert {f["id"] for f in doc["findings"]} <= {"no_mixed_precision"}
+    assert doc["evidence"][0]["fp32_matmul_time_pct"] is None and doc["findings"] == []
+
+
+def _amdahl(time_pct: float, speedup: float) -> float:
+    return 1 / (1 - time_pct / 100 * (1 - 1 / speedup))
+
+
+def test_mixed_precision_gain_is_bounded_by_the_measured_matmul_time(trace_dir):
+    # DLRM on V100s: fp32 GEMMs hold ~2 % of the step, so even 16-bit matmuls at the 5.2x cap gain <1.05x
+    report = analyze_traces([trace_dir / DLRM])
+    shares = [e.fp32_matmul_time_pct for e in report.evidence if e.label != "cross-rank"]
+    assert len(shares) == 8 and all(0 < s < 3 for s in shares)
+    assert all(_amdahl(s, T.AMP_SPEEDUP_CAP_X) < T.AMP_MIN_GAIN_X for s in shares)
+    assert "no_mixed_precision" not in {f.id for f in report.findings}
+
+
+def test_a_v100_without_device_properties_is_told_fp16_and_a_grad_scaler(trace_dir, tmp_path):
+    source = trace_dir / "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+    document = json.loads(gzip.decompress(source.read_bytes()))
+    del document["deviceProperties"]
+    path = tmp_path / "no_props.json"
+    path.write_text(json.dumps(document))
+    report = analyze_traces([path])
+    rank = report.ranks[0]
+    assert rank.device.name is None and rank.device.catalog_id == "v100-sxm2-32gb"
+    assert "volta_* kernels are Volta's" in rank.device.catalog_note
+    ev = report.evidence[0]
+    assert ev.tensor_core_dtype == "fp16" and ev.fp32_matmul_time_pct == pytest.approx(39.5, abs=0.5)
+    f = next(f for f in report.findings if f.id == "no_mixed_precision")
+    assert "GradScaler" in f.fix and "float16" in f.fix_snippet and "bf16" not in f.summary
+    assert "fp16 tensor cores" in f.summary
+    # Amdahl on the measured share: 2x (memory-bound) to 5.2x (cap) faster matmuls, nothing more
+    assert f.gain.low == pytest.approx(_amdahl(ev.fp32_matmul_time_pct, T.AMP_MATMUL_SPEEDUP_LOW_X))
+    assert f.gain.high == pytest.approx(_amdahl(ev.fp32_matmul_time_pct, T.AMP_SPEEDUP_CAP_X))
+    assert f.gain.high < 1 / (1 - ev.fp32_matmul_time_pct / 100)
+
+
+def test_fbgemm_embedding_kernels_are_not_gemms(trace_dir):
+    top = analyze_file(trace_dir / "hta/trace_filter/sampled_rank-0.json.gz").kernels.top
+    embedding = [k for k in top if "split_embedding" in k.name]
+    assert len(embedding) >= 3 and all(k.category not in ("gemm", "convolution") for k in embedding)

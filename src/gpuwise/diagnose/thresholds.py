@@ -108,3 +108,11 @@ NVLINK_RECOMMENDED_SLOWDOWN_PCT = 10.0
 NVLINK_REQUIRED_SLOWDOWN_PCT = 30.0
 # A lossy change (int4, LoRA, fp8) enters the recommended config only if it fits the job or gains this much.
 PLAN_LOSSY_MIN_GAIN_PCT = 15.0
+
+# --- no_mixed_precision gain (Amdahl on the measured fp32 matmul time; appended for issue 12.3) ---
+# Low end: a matmul that 16-bit only speeds up by halving its bytes (memory-bound) runs ~2x faster.
+AMP_MATMUL_SPEEDUP_LOW_X = 2.0
+# Below this end-to-end ceiling the switch is not worth a finding (noise between runs is ~1-2 %).
+AMP_MIN_GAIN_X = 1.05
+# A ceiling from here up is a high-severity finding: a third of the step or more can go.
+AMP_HIGH_GAIN_X = 1.5

@@ -39,6 +39,11 @@ _FAMILIES = (
     "mi300x",
     "mi325x",
 )
+# cuBLAS/cuDNN kernel-name prefixes that name an architecture (prefix, catalog GPU, architecture).
+# Volta's only tensor-core datacenter part is the V100 (all variants: fp16 125 / fp32 15.7 TFLOPS,
+# no bf16). Ampere's "ampere_" is not listed: it names the A100 (16x fp16/fp32) and the A10/RTX 30
+# (about 4x) alike.
+_ARCH_BY_KERNEL_PREFIX = (("volta_", "v100-sxm2-32gb", "Volta"),)
 
 
 @dataclass
@@ -115,11 +120,26 @@ def rank_info(metadata: dict[str, Any], path: Path) -> tuple[RankInfo, list[str]
     return RankInfo(rank, world, source, None if backend is None else str(backend)), problems
 
 
-def device_info(metadata: dict[str, Any], kind_hint: str) -> DeviceInfo:
+def _gpu_from_kernels(kernel_names: list[str]) -> tuple[str | None, str]:
+    """A catalog GPU named by its kernels, when only one GPU with tensor cores has that architecture."""
+    for prefix, catalog_id, family in _ARCH_BY_KERNEL_PREFIX:
+        if any(n.startswith(prefix) or f" {prefix}" in n for n in kernel_names):
+            return catalog_id, (
+                f"no deviceProperties in the trace; its {prefix}* kernels are {family}'s: "
+                f"taken as {catalog_id} for peak ratios (memory size unknown)"
+            )
+    return None, "no deviceProperties in the trace"
+
+
+def device_info(
+    metadata: dict[str, Any], kind_hint: str, kernel_names: list[str] | None = None
+) -> DeviceInfo:
+    """From deviceProperties; without them, from kernel names that only one architecture emits."""
     props = metadata.get("deviceProperties")
     devices = [d for d in props if isinstance(d, dict)] if isinstance(props, list) else []
     if not devices:
-        return DeviceInfo(None, None, kind_hint, None, "no deviceProperties in the trace")
+        catalog_id, note = _gpu_from_kernels(kernel_names or []) if kind_hint == "cuda" else (None, "")
+        return DeviceInfo(None, None, kind_hint, catalog_id, note or "no deviceProperties in the trace")
     name = Counter(str(d.get("name", "")) for d in devices).most_common(1)[0][0] or None
     memory = next(
         (_int(d.get("totalGlobalMem")) for d in devices if str(d.get("name", "")) == (name or "")), None

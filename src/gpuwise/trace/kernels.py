@@ -78,9 +78,24 @@ _PRECISION_RULES: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+def without_parameters(name: str) -> str:
+    """The name and template arguments, not the parameter list: FBGEMM's embedding kernels take a
+    `fbgemm_gpu::FixedDivisor`, which must not make them GEMMs."""
+    text, depth = name.replace("(anonymous namespace)", ""), 0
+    for i, ch in enumerate(text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif ch == "(" and depth == 0 and i:
+            return text[:i]
+    return text
+
+
 def kernel_category(name: str) -> str:
+    head = without_parameters(name)
     for category, pattern in _RULES:
-        if pattern.search(name):
+        if pattern.search(head):
             return category
     return "other"
 

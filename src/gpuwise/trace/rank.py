@@ -152,7 +152,7 @@ def _analyze(t: EventTable) -> RankAnalysis:
     return RankAnalysis(
         file=str(t.path),
         rank=rank,
-        device=device_info(t.metadata, kind),
+        device=device_info(t.metadata, kind, [k.name for k in kernels.top]),
         file_bytes=t.file_bytes,
         json_bytes=t.json_bytes,
         events=t.events_total,
