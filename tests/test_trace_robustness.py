@@ -309,3 +309,17 @@ def test_fbgemm_embedding_kernels_are_not_gemms(trace_dir):
     top = analyze_file(trace_dir / "hta/trace_filter/sampled_rank-0.json.gz").kernels.top
     embedding = [k for k in top if "split_embedding" in k.name]
     assert len(embedding) >= 3 and all(k.category not in ("gemm", "convolution") for k in embedding)
+
+
+def test_dlrm_straggler_is_the_rank_that_waits_least_not_the_longest_step(trace_dir):
+    # PARAM DLRM, clocks aligned: every rank's NCCL kernels end together; rank 1's window starts first,
+    # so its step looks longest (19.9 ms vs a 16.1 ms median) while it sits 11.3 ms in SendRecv waiting.
+    # Rank 7 arrives last: 1.75 ms in collectives against a 6.25 ms median on the other seven ranks.
+    report = analyze_traces([trace_dir / DLRM])
+    c = report.cross_rank
+    assert c.slowest_rank == 1 and c.least_comm_rank == 7
+    assert c.comm_ms_per_step[7] == pytest.approx(1.746, abs=0.01) and c.comm_ms_per_step[1] > 11
+    f = next(f for f in report.findings if f.id == "straggler")
+    assert f.metrics["straggler_rank"] == 7 and f.title.startswith("Rank 7 ")
+    assert f.metrics["comm_wait_gap_s"] == pytest.approx(0.0045, abs=0.0002)
+    assert "Rank 1's step looks" in f.summary and "but that is waiting" in f.summary

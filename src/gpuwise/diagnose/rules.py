@@ -604,8 +604,19 @@ def straggler(ev: Evidence) -> Finding | None:
     if median <= 0:
         return None
     skew_pct = 100.0 * (slow - median) / median
+    comm = ev.rank_comm_time_s
+    if len(comm) >= 2 and max(comm.values()) > 0:
+        # Collectives pace synchronous ranks alike: step times then differ by where each rank's profile
+        # window began (PARAM DLRM: the rank that enters first waits longest and looks slowest). Who
+        # waits least inside the collectives is the rank the others wait for.
+        by_wait = _straggler_by_comm_wait(ev, median, skew_pct, slow_rank)
+        others = [v for r, v in comm.items() if r != slow_rank]
+        if by_wait is not None or (
+            slow_rank in comm and others and comm[slow_rank] > statistics.median(others)
+        ):
+            return by_wait  # the longest step is mostly waiting in collectives: not the straggler
     if skew_pct < T.STRAGGLER_MODERATE_PCT:
-        return _straggler_by_comm_wait(ev, median, skew_pct)
+        return None
     return Finding(
         id="straggler",
         title=f"Rank {slow_rank} is a straggler",
@@ -626,13 +637,26 @@ def straggler(ev: Evidence) -> Finding | None:
     )
 
 
-def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float) -> Finding | None:
+def _straggler_context(step_s: float, skew_pct: float, slow_rank: int, late: int) -> str:
+    if skew_pct < T.STRAGGLER_MODERATE_PCT:
+        return (
+            f"Step times are equal ({step_s * 1000:.3g} ms, within {skew_pct:.1f} %): "
+            "collectives synchronize the ranks. "
+        )
+    if slow_rank == late:
+        return f"Rank {late} also has the longest step (+{skew_pct:.0f} % vs the median). "
+    return (
+        f"Rank {slow_rank}'s step looks {skew_pct:.0f} % longer than the median, but that is waiting: "
+        "it sits longer in collectives than the others (profile windows that start apart make "
+        "synchronized steps look unequal). "
+    )
+
+
+def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_rank: int) -> Finding | None:
     """Synchronous training hides a straggler's step time (collectives make every rank's step equal):
     the late rank shows up instead as the one that waits least inside each collective."""
     comm = ev.rank_comm_time_s
-    if len(comm) < 2:
-        return None
-    late = min(comm, key=comm.get)
+    late = min(comm, key=comm.__getitem__)
     others = statistics.median(v for r, v in comm.items() if r != late)
     gap_s = others - comm[late]
     gap_pct = 100.0 * gap_s / step_s
@@ -644,10 +668,10 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float) -> Fin
         severity="high" if gap_pct >= T.STRAGGLER_HIGH_PCT else "medium",
         confidence="medium",  # inferred from who waits, not from the straggler's own step time
         category="distributed",
-        summary=f"Step times are equal ({step_s * 1000:.3g} ms, within {skew_pct:.1f} %: collectives synchronize the ranks), "
-        f"but rank {late} spends {comm[late] * 1000:.3g} ms per step in collectives vs {others * 1000:.3g} ms on the other "
-        f"{len(comm) - 1} rank(s): it arrives last, and the others wait about {gap_s * 1000:.3g} ms per step for it "
-        f"({gap_pct:.0f} % of the step).",
+        summary=_straggler_context(step_s, skew_pct, slow_rank, late)
+        + f"Rank {late} spends {comm[late] * 1000:.3g} ms per step in collectives vs {others * 1000:.3g} ms "
+        f"on the other {len(comm) - 1} rank(s): it arrives last, and the others wait about "
+        f"{gap_s * 1000:.3g} ms per step for it ({gap_pct:.0f} % of the step).",
         metrics={
             "straggler_rank": late,
             "rank_step_time_s": {str(k): v for k, v in ev.rank_step_time_s.items()},
