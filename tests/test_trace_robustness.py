@@ -323,3 +323,16 @@ def test_dlrm_straggler_is_the_rank_that_waits_least_not_the_longest_step(trace_
     assert f.metrics["straggler_rank"] == 7 and f.title.startswith("Rank 7 ")
     assert f.metrics["comm_wait_gap_s"] == pytest.approx(0.0045, abs=0.0002)
     assert "Rank 1's step looks" in f.summary and "but that is waiting" in f.summary
+
+
+def test_ranks_are_reported_in_rank_order_whatever_the_file_names(trace_dir, tmp_path):
+    names = {10: "a.json", 2: "b.json", 0: "c.json"}
+    for rank, name in names.items():
+        edited_copy(
+            dlrm_rank(trace_dir, rank % 8),
+            tmp_path / name,
+            distributedInfo={"backend": "nccl", "rank": rank, "world_size": 16},
+        )
+    report = analyze_traces([tmp_path])
+    assert [r.rank.rank for r in report.ranks] == [0, 2, 10]
+    assert report.cross_rank.ranks == [0, 2, 10]

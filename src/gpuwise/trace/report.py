@@ -119,6 +119,7 @@ def analyze_traces(
             skipped.append(SkippedFile(str(path), reason))
     if not ranks:
         raise GpuwiseError(f"none of the {len(files)} files is a readable trace (first: {skipped[0].reason})")
+    ranks.sort(key=lambda r: (r.rank.rank is None, r.rank.rank or 0))  # by rank number; unranked last
     report = build_report(ranks)
     report.skipped = skipped
     return report
