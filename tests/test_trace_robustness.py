@@ -336,3 +336,24 @@ def test_ranks_are_reported_in_rank_order_whatever_the_file_names(trace_dir, tmp
     report = analyze_traces([tmp_path])
     assert [r.rank.rank for r in report.ranks] == [0, 2, 10]
     assert report.cross_rank.ranks == [0, 2, 10]
+
+
+def test_deeply_nested_json_is_bad_input_not_an_internal_error(trace_dir, tmp_path, cli):
+    raw = gzip.decompress((trace_dir / "hta/trace_compare/base/base.json.gz").read_bytes()).decode()
+    depth = 100_000
+    nested = raw.replace('"args": {', '"deep": ' + "[" * depth + "]" * depth + ', "args": {', 1)
+    assert nested != raw
+    path = tmp_path / "nested.json"
+    path.write_text(nested)
+    out = cli("trace", str(path))
+    assert out.exit_code == 2 and out.stderr.count("\n") == 1
+    assert "JSON nested deeper than the parser follows" in out.stderr and "internal error" not in out.stderr
+
+
+def test_fifos_and_devices_are_named_for_what_they_are(tmp_path, cli):
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    out = cli("trace", str(fifo))
+    assert out.exit_code == 2 and "a named pipe (FIFO), not a regular file" in out.stderr
+    out = cli("trace", "/dev/null")
+    assert out.exit_code == 2 and "/dev/null: a character device, not a regular file" in out.stderr

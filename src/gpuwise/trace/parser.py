@@ -29,7 +29,7 @@ import numpy as np
 import orjson
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.trace.reader import ByteCounter, iter_chunks
+from gpuwise.trace.reader import ByteCounter, iter_chunks, special_kind
 from gpuwise.trace.table import EventTable, Interner, MemoryEvents
 
 BATCH_BYTES = 8 << 20
@@ -576,4 +576,12 @@ def parse_trace(path: str | Path, progress: Progress | None = None) -> EventTabl
         raise GpuwiseError(f"{path} is a directory; pass the trace files in it (or use `gpuwise trace DIR`)")
     if not path.exists():
         raise GpuwiseError(f"{path}: no such file")
-    return _StreamParser(path, progress).parse()
+    if not path.is_file():
+        raise GpuwiseError(f"{path}: {special_kind(path)}, not a regular file: pass a trace file")
+    try:
+        return _StreamParser(path, progress).parse()
+    except RecursionError:
+        raise GpuwiseError(
+            f"{path}: JSON nested deeper than the parser follows: not a PyTorch profiler trace "
+            "(its events nest a few levels at most)"
+        ) from None

@@ -8,6 +8,7 @@ truncated gzip stream raises a `GpuwiseError` naming the file and the compressed
 
 from __future__ import annotations
 
+import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -90,3 +91,17 @@ def _inflate(path: Path, fh, counter: ByteCounter, chunk_bytes: int) -> Iterator
             f"{path}: the gzip stream is truncated (ends after {counter.compressed:,} compressed bytes, "
             f"{counter.decompressed:,} bytes of JSON); the file was cut short while copying or writing"
         )
+
+
+def special_kind(path: Path) -> str:
+    """What a path that exists but is not a regular file is (a FIFO would block a reader forever)."""
+    mode = path.stat().st_mode
+    for test, kind in (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"

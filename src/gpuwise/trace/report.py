@@ -13,6 +13,7 @@ from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace.cross_rank import CrossRank, cross_rank
 from gpuwise.trace.rank import RankAnalysis, analyze_file
+from gpuwise.trace.reader import special_kind
 from gpuwise.trace.to_evidence import cross_rank_evidence, rank_evidence
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -81,6 +82,8 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
             out.extend(found)
         elif path.is_file():
             out.append(path)
+        elif path.exists():
+            raise GpuwiseError(f"{path}: {special_kind(path)}, not a regular file: pass a trace file")
         else:
             raise GpuwiseError(f"{path}: no such file or directory")
     if not out:
