@@ -357,3 +357,20 @@ def test_fifos_and_devices_are_named_for_what_they_are(tmp_path, cli):
     assert out.exit_code == 2 and "a named pipe (FIFO), not a regular file" in out.stderr
     out = cli("trace", "/dev/null")
     assert out.exit_code == 2 and "/dev/null: a character device, not a regular file" in out.stderr
+
+
+def test_nan_and_infinity_written_by_python_are_read_then_dropped(trace_dir, tmp_path):
+    source = dlrm_rank(trace_dir, 6)
+    before = analyze_file(source)
+    document = json.loads(gzip.decompress(source.read_bytes()))
+    kernels = _kernels(document["traceEvents"])
+    kernels[3]["dur"], kernels[4]["ts"] = float("inf"), float("nan")
+    path = tmp_path / "python_dump.json"
+    path.write_text(json.dumps(document))  # allow_nan=True: Infinity and NaN literals, not JSON
+    assert "Infinity" in path.read_text()
+    after = analyze_file(path)
+    assert any(w.startswith("2 NaN/Infinity values") for w in after.warnings)
+    assert any("1 complete (ph='X') events without a numeric ts or dur" in w for w in after.warnings)
+    assert any("1 lasting more than 24 h" in w for w in after.warnings)
+    assert after.kernels.count == before.kernels.count - 2
+    assert after.temporal.span_us == pytest.approx(before.temporal.span_us, rel=0.01)

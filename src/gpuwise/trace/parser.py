@@ -16,6 +16,7 @@ Errors name the file and the byte / line where the JSON goes wrong.
 from __future__ import annotations
 
 import gc
+import json
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -98,6 +99,7 @@ _CUT = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 _WS = b" \t\r\n"
+_NON_FINITE = re.compile(rb"NaN|Infinity")
 
 
 @contextmanager
@@ -526,6 +528,13 @@ class _StreamParser:
         except msgspec.DecodeError as err:
             if not strict_errors:
                 return False
+            items = _python_json(data)
+            if items is not None:  # NaN / Infinity: not JSON, but Python's json.dump writes them
+                self.odd_events[
+                    "NaN/Infinity values (Python's json writes them, JSON has none) were read as numbers"
+                ] += len(_NON_FINITE.findall(data))
+                self.columns.add(self._keep_events(items))
+                return True
             match = _BYTE_POS.search(str(err))
             if match is None:  # "Input data was truncated"
                 raise self._fail("the JSON ends inside an event (truncated file?)", buf, end) from None
@@ -537,7 +546,9 @@ class _StreamParser:
 
     def _lenient(self, data: bytes) -> list[Any]:
         """Slow path for a batch with odd shapes: skip what is not an event, keep the rest."""
-        items = _LENIENT.decode(data)
+        return self._keep_events(_LENIENT.decode(data))
+
+    def _keep_events(self, items: list[Any]) -> list[Any]:
         events: list[Any] = []
         for item in items:
             if not isinstance(item, dict):
@@ -567,6 +578,17 @@ class _StreamParser:
                 f"(around byte {self.offset:,})"
             )
         return events
+
+
+def _python_json(data: bytes) -> list[Any] | None:
+    """A batch as Python's json reads it (NaN, Infinity, -Infinity allowed), or None."""
+    if not _NON_FINITE.search(data):
+        return None
+    try:
+        items = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return items if isinstance(items, list) else None
 
 
 def parse_trace(path: str | Path, progress: Progress | None = None) -> EventTable:

@@ -24,7 +24,7 @@ def drop_out_of_range(t: EventTable) -> list[str]:
     """Timestamps beyond MAX_TIME_US and durations beyond MAX_EVENT_US become NaN (ignored)."""
     with np.errstate(invalid="ignore"):
         bad_ts = np.abs(t.ts) > MAX_TIME_US
-        bad_dur = (t.dur > MAX_EVENT_US) & ~bad_ts
+        bad_dur = (t.dur > MAX_EVENT_US) & ~bad_ts & ~np.isnan(t.ts)  # NaN ts: already counted
     if not (bad_ts.any() or bad_dur.any()):
         return []
     t.ts[bad_ts] = np.nan
