@@ -20,6 +20,7 @@ from conftest import REPO
 from gpuwise.diagnose import thresholds as T
 from gpuwise.trace.device import MAX_WORLD_SIZE
 from gpuwise.trace.kernel_names import distinct_short_names
+from gpuwise.trace.kernels import NAME_READ_CHARS
 from gpuwise.trace.rank import analyze_file
 from gpuwise.trace.report import analyze_traces, expand_paths
 
@@ -374,3 +375,21 @@ def test_nan_and_infinity_written_by_python_are_read_then_dropped(trace_dir, tmp
     assert any("1 lasting more than 24 h" in w for w in after.warnings)
     assert after.kernels.count == before.kernels.count - 2
     assert after.temporal.span_us == pytest.approx(before.temporal.span_us, rel=0.01)
+
+
+def test_a_megabyte_kernel_name_is_read_only_up_to_a_bound(trace_dir, tmp_path):
+    source = dlrm_rank(trace_dir, 7)
+    huge = "void " + "a" * (3 << 20) + "_sgemm_kernel<float>(float*)"  # the GEMM hint lies past the bound
+
+    busiest = analyze_file(source).kernels.top[0].name
+
+    def rename(events: list[dict]) -> None:
+        for e in _kernels(events):
+            if e["name"] == busiest:
+                e["name"] = huge
+
+    a = analyze_file(edited_events(source, tmp_path / "t.json", rename))
+    top = a.kernels.top[0]
+    assert top.name == huge and len(huge) > NAME_READ_CHARS and top.category == "other"
+    assert len(top.to_dict()["short_name"]) <= 70
+    assert distinct_short_names([huge, huge], 60)[0].endswith("#1")

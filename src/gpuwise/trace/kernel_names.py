@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from gpuwise.trace.kernels import short_name
+from gpuwise.trace.kernels import NAME_READ_CHARS, short_name
 
 _OPEN, _CLOSE = "<([{", ">)]}"
 
 
 def template_args(name: str) -> list[str]:
     """Top-level arguments of the kernel's template list: `void k<4, F<float> >(int)` -> ['4', 'F<float>']."""
-    text = name.replace("->", "").replace("(anonymous namespace)", "").removeprefix("void ")
+    text = name[:NAME_READ_CHARS].replace("->", "").replace("(anonymous namespace)", "").removeprefix("void ")
     start = text.find("<")
     paren = text.find("(")
     if start < 0 or (0 <= paren < start):

@@ -78,10 +78,15 @@ _PRECISION_RULES: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+# Names are read up to this many characters: the longest in the public traces tested is 5,123 (a
+# templated kernel with its parameter list); a multi-megabyte name would cost seconds of regex work.
+NAME_READ_CHARS = 16384
+
+
 def without_parameters(name: str) -> str:
     """The name and template arguments, not the parameter list: FBGEMM's embedding kernels take a
     `fbgemm_gpu::FixedDivisor`, which must not make them GEMMs."""
-    text, depth = name.replace("(anonymous namespace)", ""), 0
+    text, depth = name[:NAME_READ_CHARS].replace("(anonymous namespace)", ""), 0
     for i, ch in enumerate(text):
         if ch == "<":
             depth += 1
@@ -102,7 +107,7 @@ def kernel_category(name: str) -> str:
 
 def matmul_precision(name: str) -> str | None:
     for precision, pattern in _PRECISION_RULES:
-        if pattern.search(name):
+        if pattern.search(name, 0, NAME_READ_CHARS):
             return precision
     return None
 
@@ -110,7 +115,8 @@ def matmul_precision(name: str) -> str | None:
 def short_name(name: str, width: int = 70) -> str:
     """Drop template arguments and parameter lists: `void foo<float, 4>(float*, int)` -> `foo`."""
     if name.startswith(("Memcpy", "Memset")):
-        return name
+        return name[:width]
+    name = name[:NAME_READ_CHARS]
     out, depth = [], 0
     for ch in name.replace("->", ""):
         if ch in "<(":
