@@ -18,6 +18,7 @@ import pytest
 
 from conftest import REPO
 from gpuwise.diagnose import thresholds as T
+from gpuwise.trace.compare import compare_reports
 from gpuwise.trace.device import MAX_WORLD_SIZE
 from gpuwise.trace.kernel_names import distinct_short_names
 from gpuwise.trace.kernels import NAME_READ_CHARS
@@ -393,3 +394,38 @@ def test_a_megabyte_kernel_name_is_read_only_up_to_a_bound(trace_dir, tmp_path):
     assert top.name == huge and len(huge) > NAME_READ_CHARS and top.category == "other"
     assert len(top.to_dict()["short_name"]) <= 70
     assert distinct_short_names([huge, huge], 60)[0].endswith("#1")
+
+
+NW0 = "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+NW4 = "kineto/samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
+
+
+def test_compare_matches_every_kernel_by_its_full_name(trace_dir):
+    before, after = analyze_traces([trace_dir / NW0]), analyze_traces([trace_dir / NW4])
+    cmp = compare_reports(before, after, "nw0", "nw4", top_n=40)
+    all_a, all_b = before.ranks[0].kernels.by_name_us, after.ranks[0].kernels.by_name_us
+    assert len(all_a) > 15  # more kernels than the top list holds
+    for c in cmp.kernels:
+        assert (c.a is None) == (c.name not in all_a) and (c.b is None) == (c.name not in all_b), c.name
+    # the same job on the same V100: a finding that disappears is resolved
+    assert "input_bound" in cmp.findings_removed and not any("not the same job" in n for n in cmp.notes)
+
+
+def test_compare_refuses_resolved_verdicts_across_devices_and_rank_counts(trace_dir):
+    dlrm = analyze_traces([trace_dir / DLRM])
+    a100 = analyze_traces([trace_dir / "hta/negative_queue_length_values_check/rank0.json.gz"])
+    cmp = compare_reports(dlrm, a100, "dlrm", "a100")
+    note = next(n for n in cmp.notes if "not the same job" in n)
+    assert "the devices differ (v100-sxm2-32gb vs a100-80gb-sxm)" in note
+    assert "the rank counts differ (8 vs 1)" in note
+    assert cmp.findings_removed == [] and "only in A: " in note
+
+
+def test_compare_notices_a_different_workload_on_the_same_gpu(trace_dir):
+    resnet = analyze_traces([trace_dir / NW0])  # a V100, as the DLRM ranks
+    dlrm0 = analyze_traces([dlrm_rank(trace_dir, 0)])
+    cmp = compare_reports(resnet, dlrm0, "resnet", "dlrm")
+    note = next(n for n in cmp.notes if "not the same job" in n)
+    assert "devices differ" not in note and "rank counts" not in note
+    assert "of the kernel time is in kernels both ran (different workloads?)" in note
+    assert cmp.findings_removed == []

@@ -10,7 +10,6 @@ from gpuwise.report.profile_view import findings_group
 from gpuwise.trace.compare import TraceComparison
 from gpuwise.trace.cross_rank import compact_ranges
 from gpuwise.trace.kernel_names import distinct_short_names
-from gpuwise.trace.kernels import short_name
 from gpuwise.trace.rank import RankAnalysis
 from gpuwise.trace.report import TraceReport
 from gpuwise.units import GiB
@@ -402,8 +401,8 @@ def render_comparison(console: Console, cmp: TraceComparison, top: int = 10) -> 
                 overflow="ellipsis",
                 max_width=44 if col == "name" else None,
             )
-        for c in rows:
-            t.add_row(short_name(c.name, 44), _n(c.a, "{:,.2f}"), _n(c.b, "{:,.2f}"), _delta(c))
+        for c, name in zip(rows, distinct_short_names([c.name for c in rows], 44), strict=True):
+            t.add_row(name, _n(c.a, "{:,.2f}"), _n(c.b, "{:,.2f}"), _delta(c))
         console.print(t)
     if cmp.findings_removed:
         console.print(Text("resolved in B: " + ", ".join(cmp.findings_removed), style="green"))

@@ -163,6 +163,7 @@ class KernelSummary:
     tiny_kernel_pct: float | None
     amp_ops_seen: bool  # autocast casts in the CPU ops: mixed precision is on
     notes: list[str] = field(default_factory=list)
+    by_name_us: dict[str, float] = field(default_factory=dict)  # every device op's name -> time (µs)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -218,12 +219,14 @@ def summarize_kernels(
             }
 
     top: list[TopKernel] = []
+    by_name_us: dict[str, float] = {}
     if ops.size:
         codes, inverse = np.unique(t.name[ops], return_inverse=True)
         per_name = np.bincount(inverse, weights=dur)
         counts = np.bincount(inverse)
         cat_of = np.zeros(codes.size, dtype=np.int8)
         cat_of[inverse] = category
+        by_name_us = {t.name_of(int(c)): float(v) for c, v in zip(codes, per_name, strict=True)}
         for j in np.argsort(-per_name, kind="stable")[:top_n]:
             top.append(
                 TopKernel(
@@ -251,6 +254,7 @@ def summarize_kernels(
         tiny,
         bool(t.name_mask(amp_codes).any()),
         notes,
+        by_name_us,
     )
 
 
