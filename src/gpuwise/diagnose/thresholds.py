@@ -116,3 +116,8 @@ AMP_MATMUL_SPEEDUP_LOW_X = 2.0
 AMP_MIN_GAIN_X = 1.05
 # A ceiling from here up is a high-severity finding: a third of the step or more can go.
 AMP_HIGH_GAIN_X = 1.5
+
+# --- trace --compare (appended for issue 12.5) --------------------------------------------------
+# Below this share of kernel time in kernels both sides ran, A and B are different workloads (the same
+# model before and after a fix keeps most of its kernels; another model keeps few): nothing "resolved".
+COMPARABLE_SHARED_KERNEL_PCT = 50.0

@@ -12,11 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from gpuwise.diagnose import thresholds as T
 from gpuwise.trace.report import TraceReport
-
-# Below this share of kernel time in kernels both sides ran, A and B are different workloads
-# (the same model before and after a fix keeps most kernels; a different model keeps few).
-COMPARABLE_SHARED_KERNEL_PCT = 50.0
 
 
 @dataclass
@@ -200,7 +197,7 @@ def mismatches(a: Side, b: Side) -> list[str]:
         out.append(f"the rank counts differ ({a.num_ranks} vs {b.num_ranks})")
     if a.kernels_ms and b.kernels_ms:
         shared = _shared_time_pct(a.kernels_ms, b.kernels_ms)
-        if shared < COMPARABLE_SHARED_KERNEL_PCT:
+        if shared < T.COMPARABLE_SHARED_KERNEL_PCT:
             out.append(
                 f"only {shared:.0f} % of the kernel time is in kernels both ran (different workloads?)"
             )
