@@ -429,3 +429,25 @@ def test_compare_notices_a_different_workload_on_the_same_gpu(trace_dir):
     assert "devices differ" not in note and "rank counts" not in note
     assert "of the kernel time is in kernels both ran (different workloads?)" in note
     assert cmp.findings_removed == []
+
+
+def test_expert_parallel_kernels_count_as_communication_beside_hta_columns(trace_dir, tmp_path):
+    # DLRM's NCCL send/recv renamed as DeepEP's dispatch/combine (the kernels of deepseek-ai's EP traces)
+    source = dlrm_rank(trace_dir, 0)
+    before = analyze_file(source)
+
+    def as_deep_ep(events: list[dict]) -> None:
+        for i, e in enumerate(k for k in _kernels(events) if k["name"].startswith("ncclKernel_SendRecv")):
+            stage = ("dispatch", "combine")[i % 2]
+            e["name"] = (
+                f"void deep_ep::internode::{stage}<false, 8, 3, 4, 24, 1024>(int4*, float*, int const*)"
+            )
+
+    after = analyze_file(edited_events(source, tmp_path / "ep.json", as_deep_ep))
+    assert after.comm.ms_per_step == pytest.approx(before.comm.ms_per_step, rel=1e-6) and after.comm.kernels
+    assert after.kernels.categories["communication"]["time_us"] == pytest.approx(
+        before.kernels.categories["communication"]["time_us"]
+    )
+    # HTA's columns keep HTA's classes: `^nccl.*Kernel` is its only communication, DeepEP is compute there
+    assert after.temporal.compute_pct > before.temporal.compute_pct + 10
+    assert after.temporal.idle_pct == pytest.approx(before.temporal.idle_pct)

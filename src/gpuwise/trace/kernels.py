@@ -30,8 +30,19 @@ CATEGORIES = (
     "other",
 )
 
+# Communication kernels outside NCCL's naming: DeepEP's expert-parallel dispatch/combine/notify
+# (deepseek-ai/DeepEP: `deep_ep::internode::...`, `ep::intranode::...`), NVSHMEM, MSCCL, all-to-all.
+COMM_BEYOND_HTA = re.compile(r"deep_?ep::|\bep::(internode|intranode)::|nvshmem|msccl|all_?to_?all", re.I)
+
 _RULES: list[tuple[str, re.Pattern[str]]] = [
-    ("communication", re.compile(r"nccl|rccl|c10d::|AllReduce|AllGather|ReduceScatter|SendRecv|AllToAll")),
+    (
+        "communication",
+        re.compile(
+            r"nccl|rccl|c10d::|AllReduce|AllGather|ReduceScatter|SendRecv|AllToAll|deep_?ep::"
+            r"|\bep::(internode|intranode)::|nvshmem|msccl|all_?to_?all",
+            re.I,
+        ),
+    ),
     ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|mem_eff|xformers", re.I)),
     (
         "convolution",

@@ -18,7 +18,7 @@ from gpuwise.trace.breakdown import (
     kernel_type_by_code,
     temporal_breakdown,
 )
-from gpuwise.trace.comm import CommStats, comm_stats
+from gpuwise.trace.comm import CommStats, comm_stats, comm_types
 from gpuwise.trace.copies import CopyStats, copy_stats
 from gpuwise.trace.device import DeviceInfo, RankInfo, device_info, rank_info
 from gpuwise.trace.host import LaunchStats, SyncStats, launch_stats, sync_stats
@@ -167,7 +167,7 @@ def _analyze(t: EventTable) -> RankAnalysis:
         copies=copy_stats(t, view.rows, span),
         sync=sync_stats(t, steps),
         launches=launch_stats(t, kernel_rows, window_steps, span),
-        comm=comm_stats(t, view.rows, view.ts, view.end, hta_types, span, window_steps),
+        comm=comm_stats(t, view.rows, view.ts, view.end, comm_types(t, hta_types), span, window_steps),
         memory=memory_stats(t.memory),
         warnings=warnings,
     )
