@@ -89,7 +89,8 @@ def trace(
         typer.Option("--strict", help="Fail (exit 2) on any unreadable file instead of skipping it."),
     ] = False,
 ) -> None:
-    """Where a profiled run lost time: HTA's breakdown, kernels, steps, input, syncs, copies, communication, ranks, findings."""
+    """Where a profiled run lost time: HTA's breakdown, kernels, steps, input, syncs, copies, communication,
+    ranks, findings."""
     from gpuwise.report import trace_view
     from gpuwise.trace.compare import compare_reports, side_label
     from gpuwise.trace.report import analyze_traces, expand_paths
