@@ -19,11 +19,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "tests"))  # hta_reference.py: test support, not in the installed package
 
-from gpuwise.trace.hta_reference import REFERENCE_BUILD, read_reference  # noqa: E402
 from gpuwise.trace.rank import analyze_file  # noqa: E402
+from hta_reference import REFERENCE_BUILD, read_reference  # noqa: E402
 
-DEFAULT_REFERENCE = REPO.parent / "shared" / "traces" / "hta_reference.csv"
+DEFAULT_REFERENCE = REPO / "tests" / "data" / "traces" / "hta_reference.csv"
 
 
 def main() -> int:
@@ -46,7 +47,10 @@ def main() -> int:
         print(f"no rows for build {args.build!r} in {args.reference}", file=sys.stderr)
         return 2
 
-    header = f"{'trace':70} {'idle gw/hta':>15} {'compute gw/hta':>15} {'non-comp gw/hta':>15} {'max Δ pp':>8} {'streams':>8}"
+    header = (
+        f"{'trace':70} {'idle gw/hta':>15} {'compute gw/hta':>15} {'non-comp gw/hta':>15} "
+        f"{'max Δ pp':>8} {'streams':>8}"
+    )
     print(header)
     print("-" * len(header))
     worst, stream_worst_us, compared = 0.0, 0.0, 0

@@ -1,16 +1,17 @@
 """Speed and memory of `gpuwise trace` next to Holistic Trace Analysis (HTA), on the same traces.
 
 Runs each tool in a fresh process per trace, interleaved (so both see the same machine load), on
-every trace HTA can analyze (the files of ../shared/traces/hta_reference.csv) and on a synthetic
+every trace HTA can analyze (the files of tests/data/traces/hta_reference.csv) and on a synthetic
 ~1 GB trace made by replicating a real one (written under /tmp, deleted afterwards).
 
-Timed: load + analysis inside the process (HTA: Trace load, temporal and idle breakdown, as in
-../shared/traces/hta_timing.csv; gpuwise: parse + every per-rank analysis). Interpreter start and
-imports are excluded for both (shown apart). Peak RSS is the process's ru_maxrss.
+Timed: load + analysis inside the process (HTA: Trace load, temporal and idle breakdown; gpuwise:
+parse + every per-rank analysis). Interpreter start and imports are excluded for both (shown apart).
+Peak RSS is the process's ru_maxrss.
 HTA runs in its own venv (default /tmp/hta-venv, created if missing with
 `pip install holistictraceanalysis 'pandas<3'`: HTA 0.5.0 fails on some traces under pandas 3).
 
-    python benchmarks/trace_speed.py [--root DIR] [--hta-python PY] [--synthetic-gb 1] [--skip-hta-synthetic]
+    python benchmarks/trace_speed.py [--root DIR] [--hta-python PY | --no-hta] [--synthetic-gb 1]
+                                     [--skip-hta-synthetic]
     python benchmarks/trace_speed.py --parsers FILE   # the parser candidates measured for ARCHITECTURE.md
 
 LAST line: {"speedup_vs_hta": X, "peak_rss_over_trace_size": Y}
@@ -33,7 +34,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "traces"
+TRACES = REPO / "tests" / "data" / "traces"
 DEFAULT_SOURCE = "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 HTA_VENV = Path("/tmp/hta-venv")
 
@@ -137,12 +138,17 @@ def ensure_hta(python: str | None) -> str | None:
 
 
 # --------------------------------------------------------------------------- synthetic trace
+def _read_json_bytes(path: Path) -> bytes:
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
 def make_synthetic(source: Path, target_bytes: int, out: Path) -> int:
     """Replicate a real trace until it is ``target_bytes`` of JSON: each copy shifted in time, with
     fresh correlation / external / flow ids and step numbers, so it reads as one long profile."""
     import orjson
 
-    raw = gzip.open(source).read() if source.read_bytes()[:2] == b"\x1f\x8b" else source.read_bytes()
+    raw = _read_json_bytes(source)
     doc = orjson.loads(raw)
     events = doc.pop("traceEvents")
     meta_events = [e for e in events if e.get("ph") == "M"]
@@ -183,7 +189,7 @@ def make_synthetic(source: Path, target_bytes: int, out: Path) -> int:
         written += len(chunk)
         k = 0
         while written < target_bytes:
-            for e, (ts, corr, fid, ext, ext_lc, name) in zip(body, base):
+            for e, (ts, corr, fid, ext, ext_lc, name) in zip(body, base, strict=True):
                 if isinstance(ts, (int, float)):
                     e["ts"] = ts + k * span
                 args = e.get("args")
@@ -213,7 +219,7 @@ def measure_parsers(path: Path) -> None:
 
     import numpy as np
 
-    raw = gzip.open(path).read() if path.read_bytes()[:2] == b"\x1f\x8b" else path.read_bytes()
+    raw = _read_json_bytes(path)
     fields = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
 
     def extract(events, get) -> None:
@@ -233,7 +239,8 @@ def measure_parsers(path: Path) -> None:
     import orjson
 
     print(
-        f"parser candidates on {path.name} ({len(raw) / 1e6:.1f} MB of JSON); decode + read 7 fields and args per event"
+        f"parser candidates on {path.name} ({len(raw) / 1e6:.1f} MB of JSON); "
+        "decode + read 7 fields and args per event"
     )
     run("orjson.loads (whole document, dicts)", lambda: extract(orjson.loads(raw)["traceEvents"], dict.get))
     if importlib.util.find_spec("ijson"):
@@ -280,7 +287,7 @@ def main() -> int:
     ap.add_argument(
         "--parsers", type=Path, metavar="FILE", help="measure the JSON parser candidates on FILE and exit"
     )
-    ap.add_argument("--root", type=Path, default=SHARED, help="traces directory holding hta_reference.csv")
+    ap.add_argument("--root", type=Path, default=TRACES, help="traces directory holding hta_reference.csv")
     ap.add_argument(
         "--hta-python", help="python of an environment with HTA installed (default: /tmp/hta-venv, created)"
     )
@@ -296,6 +303,11 @@ def main() -> int:
         "--skip-hta-synthetic",
         action="store_true",
         help="do not run HTA on the synthetic trace (it takes minutes)",
+    )
+    ap.add_argument(
+        "--no-hta",
+        action="store_true",
+        help="measure gpuwise only (no HTA environment is looked for or made)",
     )
     ap.add_argument("--hta-timeout", type=float, default=1800.0)
     ap.add_argument("--keep", action="store_true", help="keep the synthetic trace")
@@ -315,12 +327,14 @@ def main() -> int:
         return 2
     with open(reference, newline="") as fh:
         files = sorted({row["trace_path"] for row in csv.DictReader(fh)})
-    hta_python = ensure_hta(args.hta_python)
+    hta_python = None if args.no_hta else ensure_hta(args.hta_python)
     print(
-        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; HTA: {hta_python or 'not available'}"
+        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+        f"HTA: {hta_python or 'not available'}"
     )
     print(
-        f"{'trace':62} {'MB':>7} | {'gpuwise MB/s':>12} {'RSS MB':>7} | {'HTA MB/s':>9} {'RSS MB':>7} | {'speed-up':>8}"
+        f"{'trace':62} {'MB':>7} | {'gpuwise MB/s':>12} {'RSS MB':>7} | "
+        f"{'HTA MB/s':>9} {'RSS MB':>7} | {'speed-up':>8}"
     )
     rows = []
 
@@ -335,8 +349,10 @@ def main() -> int:
         hta_ok = hta is not None and "error" not in hta
         speed = f"{hta['seconds'] / gw['seconds']:7.1f}×" if hta_ok else ("—" if hta is None else "failed")
         print(
-            f"{label[-62:]:62} {size / 1e6:7.1f} | {fmt_rate(size, gw['seconds']):>12} {gw['peak_rss_bytes'] / 1e6:7.0f} | "
-            f"{fmt_rate(size, hta['seconds']) if hta_ok else '—':>9} {hta['peak_rss_bytes'] / 1e6 if hta_ok else 0:7.0f} | {speed:>8}"
+            f"{label[-62:]:62} {size / 1e6:7.1f} | "
+            f"{fmt_rate(size, gw['seconds']):>12} {gw['peak_rss_bytes'] / 1e6:7.0f} | "
+            f"{fmt_rate(size, hta['seconds']) if hta_ok else '—':>9} "
+            f"{hta['peak_rss_bytes'] / 1e6 if hta_ok else 0:7.0f} | {speed:>8}"
             + (f"  (HTA: {hta['error']})" if hta is not None and not hta_ok else ""),
             flush=True,
         )
@@ -377,10 +393,12 @@ def main() -> int:
         hta_wall = sum(h["wall_s"] for _, _, h in both)
         print(f"\n{len(both)} traces analyzed by both, {total / 1e6:,.0f} MB of JSON:")
         print(
-            f"  gpuwise {total / 1e6 / gw_s:,.1f} MB/s, HTA {total / 1e6 / hta_s:,.1f} MB/s  -> {speedup:.1f}× (load + analysis)"
+            f"  gpuwise {total / 1e6 / gw_s:,.1f} MB/s, HTA {total / 1e6 / hta_s:,.1f} MB/s  "
+            f"-> {speedup:.1f}× (load + analysis)"
         )
         print(
-            f"  with interpreter start and imports: gpuwise {total / 1e6 / gw_wall:,.1f} MB/s, HTA {total / 1e6 / hta_wall:,.1f} MB/s "
+            f"  with interpreter start and imports: gpuwise {total / 1e6 / gw_wall:,.1f} MB/s, "
+            f"HTA {total / 1e6 / hta_wall:,.1f} MB/s "
             f"-> {hta_wall / gw_wall:.1f}×"
         )
     if synthetic_ratio is not None:

@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+TRACES = REPO / "tests" / "data" / "traces"
 
 
 @dataclass
@@ -47,3 +48,9 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared is not beside the checkout")
     return SHARED
+
+
+@pytest.fixture
+def trace_dir() -> Path:
+    """Real profiler traces committed with the tests (sources and licenses in its README)."""
+    return TRACES

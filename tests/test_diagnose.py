@@ -117,6 +117,7 @@ def test_throttling_straggler_comm_launch_sync_precision_pageable():
         gpu_idle_pct=55.0,
         sync_wait_pct=20.0,
         fp32_matmul_pct=90.0,
+        fp32_matmul_time_pct=40.0,  # a trace measures the fp32 matmul time (Amdahl's fraction)
         tensor_core_speedup=15.0,
         pageable_copy_pct=100.0,
         h2d_copy_pct=8.0,
@@ -157,8 +158,17 @@ def test_straggler_from_collective_wait_when_steps_are_equal(late_comm_s, severi
     assert f.gain.high == pytest.approx(1 / (1 - (0.4 - late_comm_s)))
 
 
-def test_step_time_skew_outranks_the_collective_wait():
+def test_collective_wait_outranks_a_step_time_skew_that_is_waiting():
+    # rank 1's longer step is 0.5 s more waiting in collectives (issue 12.2): rank 0 is the late one
     ev = Evidence(source="trace", rank_step_time_s={0: 1.0, 1: 1.5}, rank_comm_time_s={0: 0.1, 1: 0.6})
+    f = next(f for f in diagnose(ev) if f.id == "straggler")
+    assert (
+        f.metrics["straggler_rank"] == 0 and f.confidence == "medium" and "but that is waiting" in f.summary
+    )
+
+
+def test_step_time_skew_names_the_straggler_when_it_is_not_waiting():
+    ev = Evidence(source="trace", rank_step_time_s={0: 1.0, 1: 1.5}, rank_comm_time_s={0: 0.1, 1: 0.1})
     f = next(f for f in diagnose(ev) if f.id == "straggler")
     assert f.metrics["straggler_rank"] == 1 and f.confidence == "high" and "comm_wait_gap_s" not in f.metrics
 

@@ -156,8 +156,8 @@ def test_measured_idle_caps_predicted_speedups(tmp_path):
     assert f"at most {cap:.2f}×" in amp.reason
 
 
-def test_trace_evidence_from_the_trace_command(shared_dir, tmp_path, cli):
-    trace = next((shared_dir / "traces" / "kineto" / "samples" / "resnet50_num_workers_0").glob("*.json.gz"))
+def test_trace_evidence_from_the_trace_command(trace_dir, tmp_path, cli):
+    trace = next((trace_dir / "kineto" / "samples" / "resnet50_num_workers_0").glob("*.json.gz"))
     out = cli("trace", str(trace), "--json")
     assert out.exit_code == 0, out.stderr
     doc = tmp_path / "trace.json"

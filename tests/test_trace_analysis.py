@@ -83,9 +83,8 @@ def test_cross_rank_reports_duplicates_missing_and_skew(tmp_path):
     assert any("appears in 2 files" in n for n in c.notes)
 
 
-def test_resnet_num_workers_0_is_input_bound_and_4_is_not(shared_dir):
-    traces = shared_dir / "traces"
-    before, after = analyze_traces([traces / NW0]), analyze_traces([traces / NW4])
+def test_resnet_num_workers_0_is_input_bound_and_4_is_not(trace_dir):
+    before, after = analyze_traces([trace_dir / NW0]), analyze_traces([trace_dir / NW4])
     wait0, wait4 = before.ranks[0].steps.input_wait_pct, after.ranks[0].steps.input_wait_pct
     assert wait0 > 30 and wait4 < 2
     found0 = {f.id: f for f in before.findings}
@@ -100,8 +99,8 @@ def test_resnet_num_workers_0_is_input_bound_and_4_is_not(shared_dir):
     assert step.b < step.a and step.verdict == "better" and "input_bound" in cmp.findings_removed
 
 
-def test_multi_rank_comm_overlap_matches_hta(shared_dir):
-    report = analyze_traces([shared_dir / "traces" / "hta" / "trace_filter"])
+def test_multi_rank_comm_overlap_matches_hta(trace_dir):
+    report = analyze_traces([trace_dir / "hta" / "trace_filter"])
     overlap = {r.rank.rank: r.comm.overlap_pct for r in report.ranks}
     # HTA get_comm_comp_overlap on these files: 11.81 % and 20.05 %
     assert overlap[0] == pytest.approx(11.81, abs=0.01) and overlap[1] == pytest.approx(20.05, abs=0.01)

@@ -193,9 +193,9 @@ REAL_TRACES = (
     steps=st.integers(1, 6),
     small=st.booleans(),
 )
-def test_fuzz_mutated_shared_traces(shared_dir, tmp_path, which, seed, steps, small):
+def test_fuzz_mutated_real_traces(trace_dir, tmp_path, which, seed, steps, small):
     """Mutations of real Kineto traces (HTA's test data): a GpuwiseError or an analysis, nothing else."""
-    raw = gzip.open(shared_dir / "traces" / which).read()
+    raw = gzip.decompress((trace_dir / which).read_bytes())
     rng = random.Random(seed)
     path = write(tmp_path, "mutated.json", _mutate(raw, rng, steps))
     old = parser.BATCH_BYTES, reader.CHUNK_BYTES

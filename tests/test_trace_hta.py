@@ -1,6 +1,6 @@
-"""Agreement with Holistic Trace Analysis on every trace it could analyze, and hand-checked verdicts on the rest.
+"""Agreement with Holistic Trace Analysis on every trace it could analyze, hand-checked verdicts on the rest.
 
-Reference: ../shared/traces/hta_reference.csv, rows of `holistictraceanalysis==0.5.0; pandas==2.3.3`
+Reference: tests/data/traces/hta_reference.csv, rows of `holistictraceanalysis==0.5.0; pandas==2.3.3`
 (each file analyzed alone with HTA's defaults: last ProfilerStep dropped, 30 µs kernel-wait threshold).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.trace.hta_reference import read_reference
 from gpuwise.trace.rank import analyze_file
+from hta_reference import read_reference
 
 TOLERANCE_PP = 0.5
 
@@ -19,12 +19,12 @@ _CACHE: dict = {}
 
 
 @pytest.fixture
-def reference(shared_dir):
+def reference(trace_dir):
     """Each listed trace parsed once for the whole module."""
-    if shared_dir not in _CACHE:
-        ranks, streams = read_reference(shared_dir / "traces" / "hta_reference.csv")
-        _CACHE[shared_dir] = ranks, streams, {p: analyze_file(shared_dir / "traces" / p) for p in ranks}
-    return _CACHE[shared_dir]
+    if trace_dir not in _CACHE:
+        ranks, streams = read_reference(trace_dir / "hta_reference.csv")
+        _CACHE[trace_dir] = ranks, streams, {p: analyze_file(trace_dir / p) for p in ranks}
+    return _CACHE[trace_dir]
 
 
 def test_reference_covers_the_traces(reference):
@@ -51,7 +51,7 @@ def test_temporal_breakdown_within_half_a_point_of_hta(reference):
 
 
 def test_idle_breakdown_per_stream_matches_hta(reference):
-    ranks, streams, analyses = reference
+    _, streams, analyses = reference
     checked = 0
     for path, ref in streams.items():
         mine = {s.stream: s for s in analyses[path].idle_by_stream}
@@ -67,8 +67,8 @@ def test_idle_breakdown_per_stream_matches_hta(reference):
     assert checked >= 180
 
 
-# Traces HTA 0.5.0 could not analyze (../shared/traces/failures.txt): gpuwise still reads them.
-def test_cpu_only_traces_get_host_statistics_and_a_warning(shared_dir):
+# Traces HTA 0.5.0 could not analyze (tests/data/traces/failures.txt): gpuwise still reads them.
+def test_cpu_only_traces_get_host_statistics_and_a_warning(trace_dir):
     for rel in (
         "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
         "hta/rank_non_gpu/rank_non_gpu.json.gz",
@@ -76,27 +76,21 @@ def test_cpu_only_traces_get_host_statistics_and_a_warning(shared_dir):
         "hta/rank_unavailable/rank_not_found.json.gz",
         "hta/distributed_info_unavailable/distributed_info_not_found.json.gz",
     ):
-        a = analyze_file(shared_dir / "traces" / rel)
+        a = analyze_file(trace_dir / rel)
         assert a.temporal is None and a.device.kind == "cpu", rel
         assert any("no GPU activity" in w for w in a.warnings), rel
         assert a.steps.count == 1, rel
-    cpu_only = analyze_file(
-        shared_dir / "traces" / "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
-    )
+    cpu_only = analyze_file(trace_dir / "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
     assert cpu_only.rank.rank == 34 and cpu_only.rank.world_size == 300
     # rank_not_found has distributedInfo without a rank, and no rank in its file name
-    assert (
-        analyze_file(shared_dir / "traces" / "hta/rank_unavailable/rank_not_found.json.gz").rank.rank is None
-    )
+    assert analyze_file(trace_dir / "hta/rank_unavailable/rank_not_found.json.gz").rank.rank is None
     # a multi-process loader whose __next__ takes 0.07 ms of a 75 ms step
-    loader = analyze_file(shared_dir / "traces" / "hta/rank_non_gpu/rank_non_gpu.json.gz").steps
+    loader = analyze_file(trace_dir / "hta/rank_non_gpu/rank_non_gpu.json.gz").steps
     assert loader.loader_kind == "multi-process" and loader.input_wait_pct == pytest.approx(0.094, abs=0.001)
 
 
-def test_cupti_counter_trace_has_no_kernel_activity(shared_dir):
-    a = analyze_file(
-        shared_dir / "traces" / "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz"
-    )
+def test_cupti_counter_trace_has_no_kernel_activity(trace_dir):
+    a = analyze_file(trace_dir / "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz")
     assert a.temporal is None and a.sync.by_name == {
         "cudaDeviceSynchronize": 5,
         "cudaStreamSynchronize": 16,
@@ -114,7 +108,7 @@ def test_cupti_counter_trace_has_no_kernel_activity(shared_dir):
         ("hta/memory_analysis/memory_timeline.raw.gz", "not a PyTorch profiler trace"),
     ],
 )
-def test_files_that_are_not_profiler_traces_are_named_as_such(shared_dir, rel, message):
+def test_files_that_are_not_profiler_traces_are_named_as_such(trace_dir, rel, message):
     with pytest.raises(GpuwiseError, match="not a PyTorch profiler trace") as err:
-        analyze_file(shared_dir / "traces" / rel)
+        analyze_file(trace_dir / rel)
     assert message in str(err.value) and rel.split("/")[-1] in str(err.value)

@@ -84,6 +84,10 @@ def trace(
             "--json", help="Print JSON (schema in docs/json-schema.md); `gpuwise plan --evidence` reads it."
         ),
     ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="Fail (exit 2) on any unreadable file instead of skipping it."),
+    ] = False,
 ) -> None:
     """Where a profiled run lost time: HTA's breakdown, kernels, steps, input, syncs, copies, communication,
     ranks, findings."""
@@ -98,7 +102,7 @@ def trace(
         for side in paths:
             files = expand_paths([side])
             with _progress(files) as progress:
-                reports.append(analyze_traces(files, progress))
+                reports.append(analyze_traces(files, progress, strict))
         result = compare_reports(reports[0], reports[1], side_label([paths[0]]), side_label([paths[1]]))
         emit(
             result.to_dict(), "trace_compare", as_json, lambda c: trace_view.render_comparison(c, result, top)
@@ -106,7 +110,13 @@ def trace(
         return
     files = expand_paths(paths)
     with _progress(files) as progress:
-        report = analyze_traces(files, progress)
+        report = analyze_traces(files, progress, strict)
+    if report.skipped:
+        typer.echo(
+            f"gpuwise: warning: skipped {len(report.skipped)} of {len(files)} files that are not "
+            "readable traces (listed in the report; --strict fails instead)",
+            err=True,
+        )
     if rank is not None and rank not in {r.rank.rank for r in report.ranks}:
         known = sorted({r.rank.rank for r in report.ranks if r.rank.rank is not None})
         raise GpuwiseError(

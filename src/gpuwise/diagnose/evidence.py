@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from gpuwise.errors import GpuwiseError
 
@@ -55,6 +55,7 @@ class Evidence:
     # --- precision and copies -------------------------------------------------------------------
     fp32_matmul_pct: float | None = None  # share of matmul time in fp32 (not tf32/bf16/fp16)
     amp_enabled: bool | None = None
+    fp32_matmul_time_pct: float | None = None  # share of measured time in fp32 matmul/conv kernels
     h2d_copy_pct: float | None = None  # share of step spent in host->device copies
     pageable_copy_pct: float | None = None  # share of H2D bytes (or copies) from pageable memory
 
@@ -88,6 +89,7 @@ class Evidence:
 
     # --- the GPU the run used, for rules that compare against its peaks -------------------------
     tensor_core_speedup: float | None = None  # bf16 dense peak / fp32 peak of the device
+    tensor_core_dtype: Literal["bf16", "fp16"] | None = None  # the 16-bit type of that peak
 
     # --- model configuration as run (prediction knows them; traces can infer them from kernels) ---
     weight_bytes: int | None = None  # weights resident per GPU

@@ -204,6 +204,24 @@ def launch_bound(ev: Evidence) -> Finding | None:
     )
 
 
+def _amp_prescription(dtype: str | None) -> tuple[str, str]:
+    """(fix, snippet) for what the GPU supports: bf16 autocast, or fp16 with loss scaling (V100, T4)."""
+    if dtype == "fp16":
+        return (
+            "Train with fp16 autocast and a GradScaler (this GPU has no bf16 or TF32 tensor cores).",
+            "scaler = torch.cuda.amp.GradScaler()\n"
+            'with torch.autocast(device_type="cuda", dtype=torch.float16):\n'
+            "    loss = model(batch)\n"
+            "scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()",
+        )
+    return (
+        "Train with bf16 autocast (or at least allow TF32 matmuls).",
+        "torch.backends.cuda.matmul.allow_tf32 = True\n"
+        'with torch.autocast(device_type="cuda", dtype=torch.bfloat16):\n'
+        "    loss = model(batch)",
+    )
+
+
 @rule
 def no_mixed_precision(ev: Evidence) -> Finding | None:
     share, speedup = ev.fp32_matmul_pct, ev.tensor_core_speedup
@@ -211,30 +229,44 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
         return None
     if speedup is None or speedup < T.TENSOR_CORE_SPEEDUP_MIN:
         return None
-    compute_share = 100.0 - (ev.gpu_idle_pct or 0.0)
-    realistic = min(
-        speedup, T.AMP_SPEEDUP_CAP_X
-    )  # matmuls rarely reach the full peak ratio; memory-bound ops gain ~2x
-    saving = compute_share * (share / 100) * (1 - 1 / realistic)
+    # Amdahl: only the fp32 matmul time can shrink. A trace measures it; other sources bound it by
+    # the busy share times the fp32 share of matmul work.
+    time_pct = ev.fp32_matmul_time_pct
+    if time_pct is None:
+        if ev.source == "trace":
+            return None
+        time_pct = (100.0 - (ev.gpu_idle_pct or 0.0)) * share / 100
+    realistic = min(speedup, T.AMP_SPEEDUP_CAP_X)  # matmuls rarely reach the full peak ratio
+    high = _speedup_from_saving(time_pct * (1 - 1 / realistic))
+    low = _speedup_from_saving(time_pct * (1 - 1 / min(realistic, T.AMP_MATMUL_SPEEDUP_LOW_X)))
+    if high < T.AMP_MIN_GAIN_X:
+        return None
+    dtype = ev.tensor_core_dtype or "16-bit"
+    fix, snippet = _amp_prescription(ev.tensor_core_dtype)
     return Finding(
         id="no_mixed_precision",
         title="Matmuls run in fp32 on a GPU built for 16-bit",
-        severity="high" if share >= 80 else "medium",
+        severity="high" if high >= T.AMP_HIGH_GAIN_X else "medium",
         confidence=_confidence(ev),
         category="compute",
-        summary=f"{share:.0f} % of matmul work runs in fp32; this GPU's bf16 tensor cores are {speedup:.0f}× faster at peak.",
-        metrics={"fp32_matmul_pct": round(share, 2), "tensor_core_speedup": round(speedup, 2)},
-        fix="Train with bf16 autocast (or at least allow TF32 matmuls).",
-        fix_snippet=(
-            "torch.backends.cuda.matmul.allow_tf32 = True\n"
-            'with torch.autocast(device_type="cuda", dtype=torch.bfloat16):\n'
-            "    loss = model(batch)"
+        summary=(
+            f"{share:.0f} % of matmul work runs in fp32, {time_pct:.1f} % of the measured time; "
+            f"this GPU's {dtype} tensor cores are {speedup:.0f}× faster at peak."
         ),
+        metrics={
+            "fp32_matmul_pct": round(share, 2),
+            "fp32_matmul_time_pct": round(time_pct, 2),
+            "tensor_core_speedup": round(speedup, 2),
+        },
+        fix=fix,
+        fix_snippet=snippet,
         gain=Gain(
             "throughput_x",
-            min(1.3, _speedup_from_saving(saving)),
-            _speedup_from_saving(saving),
-            f"matmul share × tensor-core speed-up, capped at the {T.AMP_SPEEDUP_CAP_X:g}× measured end to end",
+            low,
+            high,
+            f"Amdahl on the fp32 matmul share of time, the matmuls "
+            f"{min(realistic, T.AMP_MATMUL_SPEEDUP_LOW_X):g}-{realistic:g}× faster "
+            f"(capped at the {T.AMP_SPEEDUP_CAP_X:g}× measured end to end)",
         ),
         source=ev.source,
         tools=("torch.autocast",),
@@ -572,8 +604,19 @@ def straggler(ev: Evidence) -> Finding | None:
     if median <= 0:
         return None
     skew_pct = 100.0 * (slow - median) / median
+    comm = ev.rank_comm_time_s
+    if len(comm) >= 2 and max(comm.values()) > 0:
+        # Collectives pace synchronous ranks alike: step times then differ by where each rank's profile
+        # window began (PARAM DLRM: the rank that enters first waits longest and looks slowest). Who
+        # waits least inside the collectives is the rank the others wait for.
+        by_wait = _straggler_by_comm_wait(ev, median, skew_pct, slow_rank)
+        others = [v for r, v in comm.items() if r != slow_rank]
+        if by_wait is not None or (
+            slow_rank in comm and others and comm[slow_rank] > statistics.median(others)
+        ):
+            return by_wait  # the longest step is mostly waiting in collectives: not the straggler
     if skew_pct < T.STRAGGLER_MODERATE_PCT:
-        return _straggler_by_comm_wait(ev, median, skew_pct)
+        return None
     return Finding(
         id="straggler",
         title=f"Rank {slow_rank} is a straggler",
@@ -594,13 +637,26 @@ def straggler(ev: Evidence) -> Finding | None:
     )
 
 
-def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float) -> Finding | None:
+def _straggler_context(step_s: float, skew_pct: float, slow_rank: int, late: int) -> str:
+    if skew_pct < T.STRAGGLER_MODERATE_PCT:
+        return (
+            f"Step times are equal ({step_s * 1000:.3g} ms, within {skew_pct:.1f} %): "
+            "collectives synchronize the ranks. "
+        )
+    if slow_rank == late:
+        return f"Rank {late} also has the longest step (+{skew_pct:.0f} % vs the median). "
+    return (
+        f"Rank {slow_rank}'s step looks {skew_pct:.0f} % longer than the median, but that is waiting: "
+        "it sits longer in collectives than the others (profile windows that start apart make "
+        "synchronized steps look unequal). "
+    )
+
+
+def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_rank: int) -> Finding | None:
     """Synchronous training hides a straggler's step time (collectives make every rank's step equal):
     the late rank shows up instead as the one that waits least inside each collective."""
     comm = ev.rank_comm_time_s
-    if len(comm) < 2:
-        return None
-    late = min(comm, key=comm.get)
+    late = min(comm, key=comm.__getitem__)
     others = statistics.median(v for r, v in comm.items() if r != late)
     gap_s = others - comm[late]
     gap_pct = 100.0 * gap_s / step_s
@@ -612,10 +668,10 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float) -> Fin
         severity="high" if gap_pct >= T.STRAGGLER_HIGH_PCT else "medium",
         confidence="medium",  # inferred from who waits, not from the straggler's own step time
         category="distributed",
-        summary=f"Step times are equal ({step_s * 1000:.3g} ms, within {skew_pct:.1f} %: collectives synchronize the ranks), "
-        f"but rank {late} spends {comm[late] * 1000:.3g} ms per step in collectives vs {others * 1000:.3g} ms on the other "
-        f"{len(comm) - 1} rank(s): it arrives last, and the others wait about {gap_s * 1000:.3g} ms per step for it "
-        f"({gap_pct:.0f} % of the step).",
+        summary=_straggler_context(step_s, skew_pct, slow_rank, late)
+        + f"Rank {late} spends {comm[late] * 1000:.3g} ms per step in collectives vs {others * 1000:.3g} ms "
+        f"on the other {len(comm) - 1} rank(s): it arrives last, and the others wait about "
+        f"{gap_s * 1000:.3g} ms per step for it ({gap_pct:.0f} % of the step).",
         metrics={
             "straggler_rank": late,
             "rank_step_time_s": {str(k): v for k, v in ev.rank_step_time_s.items()},

@@ -117,3 +117,15 @@ LINT_MAX_FILE_BYTES = 5 * 2**20
 # step on common 8-16 core hosts without oversubscribing (PyTorch's tuning guide: num_workers > 0 and
 # pin_memory=True; the live `input_bound` rule suggests up to 8 by the measured core count).
 LINT_SUGGESTED_NUM_WORKERS = 4
+# --- no_mixed_precision gain (Amdahl on the measured fp32 matmul time; appended for issue 12.3) ---
+# Low end: a matmul that 16-bit only speeds up by halving its bytes (memory-bound) runs ~2x faster.
+AMP_MATMUL_SPEEDUP_LOW_X = 2.0
+# Below this end-to-end ceiling the switch is not worth a finding (noise between runs is ~1-2 %).
+AMP_MIN_GAIN_X = 1.05
+# A ceiling from here up is a high-severity finding: a third of the step or more can go.
+AMP_HIGH_GAIN_X = 1.5
+
+# --- trace --compare (appended for issue 12.5) --------------------------------------------------
+# Below this share of kernel time in kernels both sides ran, A and B are different workloads (the same
+# model before and after a fix keeps most of its kernels; another model keeps few): nothing "resolved".
+COMPARABLE_SHARED_KERNEL_PCT = 50.0

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
 from gpuwise.report.profile_view import findings_group
 from gpuwise.trace.compare import TraceComparison
 from gpuwise.trace.cross_rank import compact_ranges
-from gpuwise.trace.kernels import short_name
+from gpuwise.trace.kernel_names import distinct_short_names
 from gpuwise.trace.rank import RankAnalysis
 from gpuwise.trace.report import TraceReport
 from gpuwise.units import GiB
@@ -52,7 +52,7 @@ def breakdown_bar(r: RankAnalysis) -> Text:
     widths = [round(p / 100 * BAR) for _, p in parts]
     widths[-1] = max(0, BAR - sum(widths[:-1]))
     bar = Text()
-    for (name, _), w in zip(parts, widths):
+    for (name, _), w in zip(parts, widths, strict=True):
         bar.append("█" * w, style=_PART_STYLE[name])
     legend = Text("  ")
     for name, pct in parts:
@@ -90,13 +90,14 @@ def kernel_table(r: RankAnalysis, top: int) -> Table:
         title_justify="left",
         header_style="bold",
     )
-    for col, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("category", "left"),
         ("count", "right"),
         ("time", "right"),
         ("share", "right"),
         ("", "left"),
-    ):
+    )
+    for col, justify in columns:
         table.add_column(col, justify=justify)
     for name, row in sorted(k.categories.items(), key=lambda kv: -kv[1]["time_us"]):
         table.add_row(
@@ -117,14 +118,15 @@ def top_kernels_table(r: RankAnalysis, top: int) -> Table:
     )
     # numbers keep their width and never wrap; the kernel name gives way (ellipsis) on narrow terminals
     widths = {"category": 11, "calls": 5, "total": 9, "mean": 8, "share": 6}
-    for col, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("kernel", "left"),
         ("category", "left"),
         ("calls", "right"),
         ("total", "right"),
         ("mean", "right"),
         ("share", "right"),
-    ):
+    )
+    for col, justify in columns:
         table.add_column(
             col,
             justify=justify,
@@ -133,9 +135,10 @@ def top_kernels_table(r: RankAnalysis, top: int) -> Table:
             max_width=60 if col == "kernel" else None,
             min_width=widths.get(col),
         )
-    for kern in r.kernels.top[:top]:
+    listed = r.kernels.top[:top]
+    for kern, name in zip(listed, distinct_short_names([k.name for k in listed], 60), strict=True):
         table.add_row(
-            short_name(kern.name, 60),
+            name,
             kern.category,
             f"{kern.count:,}",
             f"{kern.time_us / 1000:,.2f} ms",
@@ -177,7 +180,8 @@ def host_table(r: RankAnalysis) -> Table:
     table.add_row(
         "kernel launches",
         f"{launch.kernels:,} kernels ({_n(launch.kernels_per_step, '{:,.0f}')} per step) · "
-        f"{_n(r.kernels.tiny_kernel_pct)} % under 10 µs · launch→start median {_n(launch.launch_delay_median_us, '{:,.0f}')} µs, "
+        f"{_n(r.kernels.tiny_kernel_pct)} % under 10 µs · "
+        f"launch→start median {_n(launch.launch_delay_median_us, '{:,.0f}')} µs, "
         f"p90 {_n(launch.launch_delay_p90_us, '{:,.0f}')} µs",
     )
     for direction, row in sorted(copies.directions.items()):
@@ -285,13 +289,14 @@ def render_cross_rank(console: Console, report: TraceReport) -> None:
     lines = []
     if c.step_skew_pct is not None:
         lines.append(f"step time: slowest rank {c.slowest_rank} is {c.step_skew_pct:+.1f} % vs the median")
-    if c.comm_skew_pct is not None:
-        most = max(c.comm_ms_per_step, key=c.comm_ms_per_step.get)
+    if c.comm_skew_pct is not None and c.least_comm_rank is not None:
+        most = max(c.comm_ms_per_step, key=c.comm_ms_per_step.__getitem__)
         lines.append(
             f"communication kernels per step: least on rank {c.least_comm_rank} "
             f"({c.comm_ms_per_step[c.least_comm_rank]:,.2f} ms), most on rank {most} "
             f"({c.comm_ms_per_step[most]:,.2f} ms), spread {c.comm_skew_pct:.0f} % "
-            "(time in collectives is mostly waiting: the rank that waits least is the one the others wait for)"
+            "(time in collectives is mostly waiting: "
+            "the rank that waits least is the one the others wait for)"
         )
     if c.missing:
         lines.append(f"missing ranks: {len(c.missing)} of {c.world_size} ({compact_ranges(c.missing)})")
@@ -301,8 +306,20 @@ def render_cross_rank(console: Console, report: TraceReport) -> None:
         console.print(Text("• " + line))
 
 
+def render_skipped(console: Console, report: TraceReport) -> None:
+    total = len(report.ranks) + len(report.skipped)
+    console.print(
+        Text(f"Skipped {len(report.skipped)} of {total} files (the rest are analyzed):", style="yellow")
+    )
+    for s in report.skipped:
+        console.print(Text(f"• {s.file}: {s.reason}"))
+    console.print()
+
+
 def render_report(console: Console, report: TraceReport, top: int = 10, rank: int | None = None) -> None:
     ranks = report.ranks
+    if report.skipped:
+        render_skipped(console, report)
     if len(ranks) > 1:
         render_cross_rank(console, report)
         console.print()
@@ -384,8 +401,8 @@ def render_comparison(console: Console, cmp: TraceComparison, top: int = 10) -> 
                 overflow="ellipsis",
                 max_width=44 if col == "name" else None,
             )
-        for c in rows:
-            t.add_row(short_name(c.name, 44), _n(c.a, "{:,.2f}"), _n(c.b, "{:,.2f}"), _delta(c))
+        for c, name in zip(rows, distinct_short_names([c.name for c in rows], 44), strict=True):
+            t.add_row(name, _n(c.a, "{:,.2f}"), _n(c.b, "{:,.2f}"), _delta(c))
         console.print(t)
     if cmp.findings_removed:
         console.print(Text("resolved in B: " + ", ".join(cmp.findings_removed), style="green"))

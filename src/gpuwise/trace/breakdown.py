@@ -10,6 +10,7 @@ if shorter than 30 µs, otherwise other.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -47,6 +48,12 @@ class TemporalBreakdown:
     idle_us: float
     compute_us: float
     non_compute_us: float
+
+    @property
+    def degenerate(self) -> bool:
+        """No positive, finite span (a sub-µs trace rounds to end before it starts): shares of it mean
+        nothing, so no finding may rest on them."""
+        return not (0 < self.span_us < math.inf)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: round(v, 4) for k, v in asdict(self).items()}

@@ -14,7 +14,8 @@ import numpy as np
 
 from gpuwise.trace.breakdown import merge_intervals
 from gpuwise.trace.hta_view import unique_rows
-from gpuwise.trace.table import EventTable
+from gpuwise.trace.kernels import COMM_BEYOND_HTA, NAME_READ_CHARS
+from gpuwise.trace.table import EventTable, distinct
 
 
 @dataclass
@@ -56,6 +57,17 @@ def overlap_length(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, 
     return float((coverage(a_e) - coverage(a_s)).sum())
 
 
+def comm_types(t: EventTable, hta_types: np.ndarray) -> np.ndarray:
+    """HTA's kernel types with the communication kernels its `^nccl.*Kernel` misses (DeepEP,
+    NVSHMEM, MSCCL, all-to-all) counted as communication: for gpuwise's own communication analysis,
+    while the HTA columns keep HTA's types."""
+    out = hta_types.copy()
+    for code in distinct(t.name[t.stream != -1]).tolist():
+        if out[code] != 1 and COMM_BEYOND_HTA.search(t.name_of(code), 0, NAME_READ_CHARS):
+            out[code] = 1
+    return out
+
+
 def comm_stats(
     t: EventTable,
     rows: np.ndarray,
@@ -65,7 +77,7 @@ def comm_stats(
     span_us: float | None,
     steps_in_window: int,
 ) -> CommStats:
-    """``hta_types``: HTA kernel type per name code (0 computation, 1 communication)."""
+    """``hta_types``: kernel type per name code (0 computation, 1 communication), as `comm_types`."""
     rows = unique_rows(rows)
     rows = rows[t.stream[rows] != -1]
     kind = hta_types[t.name[rows]]

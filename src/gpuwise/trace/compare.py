@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuwise.diagnose import thresholds as T
 from gpuwise.trace.report import TraceReport
 
 
@@ -21,9 +22,11 @@ class Side:
     files: list[str]
     metrics: dict[str, float | None]
     categories_ms: dict[str, float]  # kernel category -> ms per step
-    kernels_ms: dict[str, float]  # kernel name -> ms per step (top kernels of each rank)
+    kernels_ms: dict[str, float]  # full kernel name -> ms per step (every kernel of every rank)
     findings: list[str]
     per_step: bool  # False when a side has no ProfilerStep: figures are per trace instead
+    devices: list[str] = field(default_factory=list)  # distinct GPU names (catalog id, else as reported)
+    num_ranks: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -33,6 +36,8 @@ class Side:
             "metrics": {k: (None if v is None else round(v, 4)) for k, v in self.metrics.items()},
             "categories_ms": {k: round(v, 4) for k, v in self.categories_ms.items()},
             "findings": self.findings,
+            "devices": self.devices,
+            "num_ranks": self.num_ranks,
         }
 
 
@@ -159,8 +164,9 @@ def summarize(report: TraceReport, label: str) -> Side:
         scale = 1.0 / 1000 / (r.steps_in_window if per_step else 1) / len(ranks)
         for name, row in r.kernels.categories.items():
             categories[name] = categories.get(name, 0.0) + row["time_us"] * scale
-        for k in r.kernels.top:
-            kernels[k.name] = kernels.get(k.name, 0.0) + k.time_us * scale
+        for name, time_us in r.kernels.by_name_us.items():
+            kernels[name] = kernels.get(name, 0.0) + time_us * scale
+    devices = sorted({r.device.catalog_id or r.device.name or r.device.kind for r in ranks})
     return Side(
         label,
         [r.file for r in ranks],
@@ -169,7 +175,33 @@ def summarize(report: TraceReport, label: str) -> Side:
         kernels,
         [f.id for f in report.findings],
         per_step,
+        devices,
+        len(ranks),
     )
+
+
+def _shared_time_pct(a: dict[str, float], b: dict[str, float]) -> float:
+    """Share of the kernel time spent in kernels both sides ran (by full name), the smaller side's view."""
+    shared = set(a) & set(b)
+    return 100.0 * min(
+        sum(a[n] for n in shared) / (sum(a.values()) or 1), sum(b[n] for n in shared) / (sum(b.values()) or 1)
+    )
+
+
+def mismatches(a: Side, b: Side) -> list[str]:
+    """Why the two sides are not the same job: then a finding that disappears is not 'resolved'."""
+    out = []
+    if a.devices != b.devices:
+        out.append(f"the devices differ ({', '.join(a.devices)} vs {', '.join(b.devices)})")
+    if a.num_ranks != b.num_ranks:
+        out.append(f"the rank counts differ ({a.num_ranks} vs {b.num_ranks})")
+    if a.kernels_ms and b.kernels_ms:
+        shared = _shared_time_pct(a.kernels_ms, b.kernels_ms)
+        if shared < T.COMPARABLE_SHARED_KERNEL_PCT:
+            out.append(
+                f"only {shared:.0f} % of the kernel time is in kernels both ran (different workloads?)"
+            )
+    return out
 
 
 def compare_reports(
@@ -179,7 +211,8 @@ def compare_reports(
     notes = []
     if side_a.per_step != side_b.per_step:
         notes.append(
-            "one side has no ProfilerStep annotations: kernel times are per trace, not per step, and differ in scope"
+            "one side has no ProfilerStep annotations: "
+            "kernel times are per trace, not per step, and differ in scope"
         )
     unit = "ms/step" if side_a.per_step and side_b.per_step else "ms"
     metrics = [
@@ -201,6 +234,14 @@ def compare_reports(
     kernels = [Change(n, unit, side_a.kernels_ms.get(n), side_b.kernels_ms.get(n), True) for n in ranked]
     added = [f for f in side_b.findings if f not in side_a.findings]
     removed = [f for f in side_a.findings if f not in side_b.findings]
+    differ = mismatches(side_a, side_b)
+    if differ:
+        notes.append(
+            "A and B are not the same job: " + "; ".join(differ) + ". Differences are shown, "
+            "but findings only in A are not called resolved"
+            + (f" (only in A: {', '.join(removed)})" if removed else "")
+        )
+        removed = []
     return TraceComparison(side_a, side_b, metrics, categories, kernels, added, removed, notes)
 
 

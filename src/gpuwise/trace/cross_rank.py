@@ -57,18 +57,13 @@ class CrossRank:
 
 def compact_ranges(values: list[int]) -> str:
     """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
-    out, start, prev = [], None, None
+    runs: list[list[int]] = []
     for v in sorted(values):
-        if start is None:
-            start = prev = v
-        elif v == prev + 1:
-            prev = v
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
         else:
-            out.append(f"{start}-{prev}" if prev != start else str(start))
-            start = prev = v
-    if start is not None:
-        out.append(f"{start}-{prev}" if prev != start else str(start))
-    return ", ".join(out)
+            runs.append([v, v])
+    return ", ".join(f"{a}-{b}" if b != a else str(a) for a, b in runs)
 
 
 def cross_rank(analyses: list[RankAnalysis]) -> CrossRank:
@@ -105,13 +100,13 @@ def cross_rank(analyses: list[RankAnalysis]) -> CrossRank:
     skew = slowest = fastest = None
     if len(steps) >= 2:
         median = statistics.median(steps.values())
-        slowest = max(steps, key=steps.get)
-        fastest = min(steps, key=steps.get)
+        slowest = max(steps, key=steps.__getitem__)
+        fastest = min(steps, key=steps.__getitem__)
         skew = 100.0 * (steps[slowest] - median) / median if median > 0 else None
     comm = {rank: a.comm.ms_per_step for rank, a in first.items() if a.comm.ms_per_step is not None}
     comm_skew = least = None
     if len(comm) >= 2 and max(comm.values()) > 0:
-        least = min(comm, key=comm.get)
+        least = min(comm, key=comm.__getitem__)
         comm_skew = 100.0 * (max(comm.values()) - comm[least]) / max(comm.values())
     idle = {rank: a.temporal.idle_pct for rank, a in first.items() if a.temporal is not None}
     return CrossRank(

@@ -13,6 +13,9 @@ from gpuwise.catalog.gpus import GPU
 from gpuwise.units import GB
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
+# Above any job run so far (the largest published training clusters hold ~10^5 GPUs): a header beyond it
+# is damaged, and believing it would make the cross-rank "missing ranks" list as long as the number.
+MAX_WORLD_SIZE = 1 << 20
 # Family tokens, most specific first; matched against the normalized CUDA device name.
 _FAMILIES = (
     "h200",
@@ -36,6 +39,11 @@ _FAMILIES = (
     "mi300x",
     "mi325x",
 )
+# cuBLAS/cuDNN kernel-name prefixes that name an architecture (prefix, catalog GPU, architecture).
+# Volta's only tensor-core datacenter part is the V100 (all variants: fp16 125 / fp32 15.7 TFLOPS,
+# no bf16). Ampere's "ampere_" is not listed: it names the A100 (16x fp16/fp32) and the A10/RTX 30
+# (about 4x) alike.
+_ARCH_BY_KERNEL_PREFIX = (("volta_", "v100-sxm2-32gb", "Volta"),)
 
 
 @dataclass
@@ -73,30 +81,65 @@ class DeviceInfo:
 
 
 def _int(value: Any) -> int | None:
+    """An integer as JSON or text holds it (8, 8.0, "8"); None for anything else (true, 8.5, "x")."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
     try:
         return int(value)
     except (TypeError, ValueError):
         return None
 
 
-def rank_info(metadata: dict[str, Any], path: Path) -> RankInfo:
+def rank_info(metadata: dict[str, Any], path: Path) -> tuple[RankInfo, list[str]]:
+    """The rank from distributedInfo, else from `rank-N` in the file name; values no job can have are
+    dropped, each with a one-line warning naming the header field."""
     info = metadata.get("distributedInfo")
-    if isinstance(info, dict) and _int(info.get("rank")) is not None:
-        return RankInfo(
-            _int(info["rank"]), _int(info.get("world_size")), "distributedInfo", info.get("backend")
-        )
-    match = _RANK_IN_NAME.search(path.name)
-    world = _int(info.get("world_size")) if isinstance(info, dict) else None
-    if match:
-        return RankInfo(int(match.group(1)), world, "file name", None)
-    return RankInfo(None, world, "unknown", None)
+    raw = info if isinstance(info, dict) else {}
+    problems = []
+    world = _int(raw.get("world_size"))
+    if world is None and raw.get("world_size") is not None:
+        problems.append(f"distributedInfo.world_size {raw['world_size']!r} is not an integer: ignored")
+    elif world is not None and not 1 <= world <= MAX_WORLD_SIZE:
+        problems.append(f"distributedInfo.world_size {world} is outside 1..{MAX_WORLD_SIZE:,}: ignored")
+        world = None
+    rank, source = _int(raw.get("rank")), "distributedInfo"
+    if rank is None and raw.get("rank") is not None:
+        problems.append(f"distributedInfo.rank {raw['rank']!r} is not an integer: ignored")
+    elif rank is not None and not 0 <= rank < MAX_WORLD_SIZE:
+        problems.append(f"distributedInfo.rank {rank} is outside 0..{MAX_WORLD_SIZE - 1:,}: ignored")
+        rank = None
+    if rank is None:
+        match = _RANK_IN_NAME.search(path.name)
+        rank, source = (int(match.group(1)), "file name") if match else (None, "unknown")
+    if rank is not None and world is not None and rank >= world:
+        problems.append(f"rank {rank} is not below distributedInfo.world_size {world}: world size ignored")
+        world = None
+    backend = raw.get("backend") if source == "distributedInfo" else None
+    return RankInfo(rank, world, source, None if backend is None else str(backend)), problems
 
 
-def device_info(metadata: dict[str, Any], kind_hint: str) -> DeviceInfo:
+def _gpu_from_kernels(kernel_names: list[str]) -> tuple[str | None, str]:
+    """A catalog GPU named by its kernels, when only one GPU with tensor cores has that architecture."""
+    for prefix, catalog_id, family in _ARCH_BY_KERNEL_PREFIX:
+        if any(n.startswith(prefix) or f" {prefix}" in n for n in kernel_names):
+            return catalog_id, (
+                f"no deviceProperties in the trace; its {prefix}* kernels are {family}'s: "
+                f"taken as {catalog_id} for peak ratios (memory size unknown)"
+            )
+    return None, "no deviceProperties in the trace"
+
+
+def device_info(
+    metadata: dict[str, Any], kind_hint: str, kernel_names: list[str] | None = None
+) -> DeviceInfo:
+    """From deviceProperties; without them, from kernel names that only one architecture emits."""
     props = metadata.get("deviceProperties")
     devices = [d for d in props if isinstance(d, dict)] if isinstance(props, list) else []
     if not devices:
-        return DeviceInfo(None, None, kind_hint, None, "no deviceProperties in the trace")
+        catalog_id, note = _gpu_from_kernels(kernel_names or []) if kind_hint == "cuda" else (None, "")
+        return DeviceInfo(None, None, kind_hint, catalog_id, note or "no deviceProperties in the trace")
     name = Counter(str(d.get("name", "")) for d in devices).most_common(1)[0][0] or None
     memory = next(
         (_int(d.get("totalGlobalMem")) for d in devices if str(d.get("name", "")) == (name or "")), None

@@ -90,7 +90,7 @@ def sync_stats(t: EventTable, steps: Steps) -> SyncStats:
         calls_per_step=rows.size / steps.count if steps.count else None,
         time_ms=time_us / 1000,
         wait_pct=100.0 * time_us / total if total else None,
-        by_name={t.name_of(int(c)): int(n) for c, n in zip(names, counts)},
+        by_name={t.name_of(int(c)): int(n) for c, n in zip(names, counts, strict=True)},
         scope=scope,
     )
 

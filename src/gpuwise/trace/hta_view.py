@@ -34,9 +34,6 @@ class HtaView:
     index_correlation: np.ndarray  # per event: the linked launch/kernel row, 0 = linked row absent, -1 = none
     dropped_last_step: bool
     last_step_start_us: float | None
-    invalid_rows: (
-        int  # events with a negative duration or no timestamp (HTA would keep them; gpuwise drops them)
-    )
 
     def present(self, num_events: int) -> np.ndarray:
         """Per event: is it among the kept rows (at least once)?"""
@@ -63,15 +60,13 @@ def rounded_times(t: EventTable) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_view(t: EventTable) -> HtaView:
-    n = t.num_events
     ts, end = rounded_times(t)
     cat_missing = np.array([v is None for v in t.cats], dtype=bool)
     cat_trace = np.array([v == "Trace" for v in t.cats], dtype=bool)
     kept = ~np.isnan(t.dur)
     if len(t.cats):
         kept &= ~cat_missing[t.cat] & ~cat_trace[t.cat]
-    invalid = kept & (np.isnan(t.ts) | (t.dur < 0))
-    kept &= ~invalid
+    kept &= ~(np.isnan(t.ts) | (t.dur < 0))  # HTA would keep these; gpuwise drops them
 
     sync_names = t.name_codes(lambda s: s in SYNC_ON_DEVICE)
     is_gpu = ((t.stream >= 0) & (t.correlation >= 0)) | t.name_mask(sync_names)
@@ -91,7 +86,7 @@ def build_view(t: EventTable) -> HtaView:
     step_rows = cpu & t.name_mask(t.name_codes(lambda s: "ProfilerStep" in s))
     if len(step_symbols) <= 1 or not step_rows.any():
         rows = np.flatnonzero(kept)
-        return HtaView(rows, ts, end, is_gpu, index_correlation, False, None, int(invalid.sum()))
+        return HtaView(rows, ts, end, is_gpu, index_correlation, False, None)
 
     last_start = float(ts[step_rows].max())
     keep_cpu = cpu & (ts < last_start)
@@ -105,7 +100,7 @@ def build_view(t: EventTable) -> HtaView:
     multiplicity = np.where(matched, corr_counts[where] if len(corr_counts) else 0, 0)
     rows = np.concatenate([np.repeat(gpu_rows, multiplicity), np.flatnonzero(keep_cpu)])
     rows.sort(kind="stable")
-    return HtaView(rows, ts, end, is_gpu, index_correlation, True, last_start, int(invalid.sum()))
+    return HtaView(rows, ts, end, is_gpu, index_correlation, True, last_start)
 
 
 def _index_correlation(t: EventTable, kept: np.ndarray, is_gpu: np.ndarray) -> np.ndarray:

@@ -30,8 +30,19 @@ CATEGORIES = (
     "other",
 )
 
+# Communication kernels outside NCCL's naming: DeepEP's expert-parallel dispatch/combine/notify
+# (deepseek-ai/DeepEP: `deep_ep::internode::...`, `ep::intranode::...`), NVSHMEM, MSCCL, all-to-all.
+COMM_BEYOND_HTA = re.compile(r"deep_?ep::|\bep::(internode|intranode)::|nvshmem|msccl|all_?to_?all", re.I)
+
 _RULES: list[tuple[str, re.Pattern[str]]] = [
-    ("communication", re.compile(r"nccl|rccl|c10d::|AllReduce|AllGather|ReduceScatter|SendRecv|AllToAll")),
+    (
+        "communication",
+        re.compile(
+            r"nccl|rccl|c10d::|AllReduce|AllGather|ReduceScatter|SendRecv|AllToAll|deep_?ep::"
+            r"|\bep::(internode|intranode)::|nvshmem|msccl|all_?to_?all",
+            re.I,
+        ),
+    ),
     ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|mem_eff|xformers", re.I)),
     (
         "convolution",
@@ -78,16 +89,36 @@ _PRECISION_RULES: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+# Names are read up to this many characters: the longest in the public traces tested is 5,123 (a
+# templated kernel with its parameter list); a multi-megabyte name would cost seconds of regex work.
+NAME_READ_CHARS = 16384
+
+
+def without_parameters(name: str) -> str:
+    """The name and template arguments, not the parameter list: FBGEMM's embedding kernels take a
+    `fbgemm_gpu::FixedDivisor`, which must not make them GEMMs."""
+    text, depth = name[:NAME_READ_CHARS].replace("(anonymous namespace)", ""), 0
+    for i, ch in enumerate(text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif ch == "(" and depth == 0 and i:
+            return text[:i]
+    return text
+
+
 def kernel_category(name: str) -> str:
+    head = without_parameters(name)
     for category, pattern in _RULES:
-        if pattern.search(name):
+        if pattern.search(head):
             return category
     return "other"
 
 
 def matmul_precision(name: str) -> str | None:
     for precision, pattern in _PRECISION_RULES:
-        if pattern.search(name):
+        if pattern.search(name, 0, NAME_READ_CHARS):
             return precision
     return None
 
@@ -95,7 +126,8 @@ def matmul_precision(name: str) -> str | None:
 def short_name(name: str, width: int = 70) -> str:
     """Drop template arguments and parameter lists: `void foo<float, 4>(float*, int)` -> `foo`."""
     if name.startswith(("Memcpy", "Memset")):
-        return name
+        return name[:width]
+    name = name[:NAME_READ_CHARS]
     out, depth = [], 0
     for ch in name.replace("->", ""):
         if ch in "<(":
@@ -142,6 +174,7 @@ class KernelSummary:
     tiny_kernel_pct: float | None
     amp_ops_seen: bool  # autocast casts in the CPU ops: mixed precision is on
     notes: list[str] = field(default_factory=list)
+    by_name_us: dict[str, float] = field(default_factory=dict)  # every device op's name -> time (µs)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -197,12 +230,14 @@ def summarize_kernels(
             }
 
     top: list[TopKernel] = []
+    by_name_us: dict[str, float] = {}
     if ops.size:
         codes, inverse = np.unique(t.name[ops], return_inverse=True)
         per_name = np.bincount(inverse, weights=dur)
         counts = np.bincount(inverse)
         cat_of = np.zeros(codes.size, dtype=np.int8)
         cat_of[inverse] = category
+        by_name_us = {t.name_of(int(c)): float(v) for c, v in zip(codes, per_name, strict=True)}
         for j in np.argsort(-per_name, kind="stable")[:top_n]:
             top.append(
                 TopKernel(
@@ -230,6 +265,7 @@ def summarize_kernels(
         tiny,
         bool(t.name_mask(amp_codes).any()),
         notes,
+        by_name_us,
     )
 
 
@@ -243,7 +279,7 @@ def _precision(
     for code in distinct(t.name[ops][matmul]):
         precision_of[int(code)] = matmul_precision(t.name_of(int(code))) or "unknown"
     out: dict[str, float] = {}
-    for code, d in zip(t.name[ops][matmul].tolist(), dur[matmul].tolist()):
+    for code, d in zip(t.name[ops][matmul].tolist(), dur[matmul].tolist(), strict=True):
         key = precision_of[code]
         out[key] = out.get(key, 0.0) + d
     known = sum(v for k, v in out.items() if k != "unknown")

@@ -16,8 +16,9 @@ Errors name the file and the byte / line where the JSON goes wrong.
 from __future__ import annotations
 
 import gc
+import json
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from operator import attrgetter
@@ -29,7 +30,7 @@ import numpy as np
 import orjson
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.trace.reader import ByteCounter, iter_chunks
+from gpuwise.trace.reader import ByteCounter, iter_chunks, special_kind
 from gpuwise.trace.table import EventTable, Interner, MemoryEvents
 
 BATCH_BYTES = 8 << 20
@@ -67,7 +68,7 @@ class _Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
     args: _Args | None = None
 
 
-def _instant(tag: str) -> type:
+def _instant(tag: str) -> type[msgspec.Struct]:
     return msgspec.defstruct(
         f"_Instant_{tag}",
         [("name", Any, None), ("ts", Any, _NAN), ("args", _MemArgs | None, None)],
@@ -77,15 +78,20 @@ def _instant(tag: str) -> type:
     )
 
 
-def _skipped(tag: str) -> type:
-    """Any other phase (flows, metadata, counters...): only its timestamp is read (HTA's ts column sees it)."""
+def _skipped(tag: str) -> type[msgspec.Struct]:
+    """Any other phase (flows, metadata, counters...): only its timestamp is read (HTA's ts sees it)."""
     return msgspec.defstruct(f"_Phase_{ord(tag)}", [("ts", Any, _NAN)], tag_field="ph", tag=tag, gc=False)
 
 
 _INSTANTS = tuple(_instant(tag) for tag in "iI")
-_EVENT_TYPES = (_Complete, *_INSTANTS, *(_skipped(tag) for tag in sorted(KNOWN_PHASES - set("XiI"))))
+_EVENT_TYPES: tuple[type[msgspec.Struct], ...] = (
+    _Complete,
+    *_INSTANTS,
+    *(_skipped(tag) for tag in sorted(KNOWN_PHASES - set("XiI"))),
+)
 _PHASE_OF = {cls: cls.__struct_config__.tag for cls in _EVENT_TYPES}
-_ANY_EVENT = Union[_EVENT_TYPES]  # type: ignore[valid-type]
+# A union built from a runtime tuple: only typing.Union takes one (mypy cannot see the members).
+_ANY_EVENT = Union[_EVENT_TYPES]  # type: ignore[valid-type]  # noqa: UP007
 _STRICT = msgspec.json.Decoder(list[_ANY_EVENT])
 _LENIENT = msgspec.json.Decoder(list[Any])
 _NO_ARGS = _Args()
@@ -93,6 +99,7 @@ _CUT = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 _WS = b" \t\r\n"
+_NON_FINITE = re.compile(rb"NaN|Infinity")
 
 
 @contextmanager
@@ -196,9 +203,9 @@ class _Columns:
             return
         m = self.mem_parts
         m["ts"].append(_column(events, _TS))
-        for key in ("bytes", "total_allocated", "total_reserved", "device_type", "device_id"):
-            attr = "mem_bytes" if key == "bytes" else key
-            m[key].append(_floats([getattr(e.args, attr) for e in events]))
+        m["bytes"].append(_floats([e.args.mem_bytes for e in events]))
+        for key in ("total_allocated", "total_reserved", "device_type", "device_id"):
+            m[key].append(_floats([getattr(e.args, key) for e in events]))
 
     def finish(
         self, path: Path, json_bytes: int, file_bytes: int, metadata: dict[str, Any], warnings: list[str]
@@ -350,7 +357,8 @@ class _StreamParser:
             if not stripped:
                 if self.eof:
                     raise GpuwiseError(
-                        f"{self.path}: the file is empty (a PyTorch profiler trace is a JSON object with 'traceEvents')"
+                        f"{self.path}: the file is empty "
+                        "(a PyTorch profiler trace is a JSON object with 'traceEvents')"
                     )
                 continue
             lead = len(buf) - len(stripped)
@@ -425,17 +433,14 @@ class _StreamParser:
     def _guess_cut(buf: bytes) -> tuple[int, int] | None:
         """(offset of the last event's '}', offset of the next event's '{'), from a `}, {` search."""
         window = 1 << 16
-        while window <= len(buf):
-            last = None
-            for last in _CUT.finditer(buf, len(buf) - window):
-                pass
-            if last is not None:
-                return last.start(), last.end() - 1
+        while True:  # search the end first: the last cut is almost always in the last 64 KiB
+            start = max(0, len(buf) - window)
+            last = deque(_CUT.finditer(buf, start), maxlen=1)
+            if last:
+                return last[0].start(), last[0].end() - 1
+            if start == 0:
+                return None
             window *= 4
-        last = None
-        for last in _CUT.finditer(buf):
-            pass
-        return (last.start(), last.end() - 1) if last is not None else None
 
     def _exact_batch(self, buf: bytes) -> tuple[bytes, bytes | None]:
         """Cut at the last exact element boundary; return (rest, tail if the array ended)."""
@@ -523,6 +528,13 @@ class _StreamParser:
         except msgspec.DecodeError as err:
             if not strict_errors:
                 return False
+            items = _python_json(data)
+            if items is not None:  # NaN / Infinity: not JSON, but Python's json.dump writes them
+                self.odd_events[
+                    "NaN/Infinity values (Python's json writes them, JSON has none) were read as numbers"
+                ] += len(_NON_FINITE.findall(data))
+                self.columns.add(self._keep_events(items))
+                return True
             match = _BYTE_POS.search(str(err))
             if match is None:  # "Input data was truncated"
                 raise self._fail("the JSON ends inside an event (truncated file?)", buf, end) from None
@@ -534,7 +546,9 @@ class _StreamParser:
 
     def _lenient(self, data: bytes) -> list[Any]:
         """Slow path for a batch with odd shapes: skip what is not an event, keep the rest."""
-        items = _LENIENT.decode(data)
+        return self._keep_events(_LENIENT.decode(data))
+
+    def _keep_events(self, items: list[Any]) -> list[Any]:
         events: list[Any] = []
         for item in items:
             if not isinstance(item, dict):
@@ -566,6 +580,17 @@ class _StreamParser:
         return events
 
 
+def _python_json(data: bytes) -> list[Any] | None:
+    """A batch as Python's json reads it (NaN, Infinity, -Infinity allowed), or None."""
+    if not _NON_FINITE.search(data):
+        return None
+    try:
+        items = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return items if isinstance(items, list) else None
+
+
 def parse_trace(path: str | Path, progress: Progress | None = None) -> EventTable:
     """Parse one trace file (``.json``, ``.json.gz``, ``.pt.trace.json``) into columns."""
     path = Path(path)
@@ -573,4 +598,12 @@ def parse_trace(path: str | Path, progress: Progress | None = None) -> EventTabl
         raise GpuwiseError(f"{path} is a directory; pass the trace files in it (or use `gpuwise trace DIR`)")
     if not path.exists():
         raise GpuwiseError(f"{path}: no such file")
-    return _StreamParser(path, progress).parse()
+    if not path.is_file():
+        raise GpuwiseError(f"{path}: {special_kind(path)}, not a regular file: pass a trace file")
+    try:
+        return _StreamParser(path, progress).parse()
+    except RecursionError:
+        raise GpuwiseError(
+            f"{path}: JSON nested deeper than the parser follows: not a PyTorch profiler trace "
+            "(its events nest a few levels at most)"
+        ) from None

@@ -18,7 +18,7 @@ from gpuwise.trace.breakdown import (
     kernel_type_by_code,
     temporal_breakdown,
 )
-from gpuwise.trace.comm import CommStats, comm_stats
+from gpuwise.trace.comm import CommStats, comm_stats, comm_types
 from gpuwise.trace.copies import CopyStats, copy_stats
 from gpuwise.trace.device import DeviceInfo, RankInfo, device_info, rank_info
 from gpuwise.trace.host import LaunchStats, SyncStats, launch_stats, sync_stats
@@ -26,6 +26,7 @@ from gpuwise.trace.hta_view import build_view
 from gpuwise.trace.kernels import KERNEL_CATS, KernelSummary, summarize_kernels
 from gpuwise.trace.memory import MemoryStats, memory_stats
 from gpuwise.trace.parser import Progress, parse_trace
+from gpuwise.trace.sanitize import drop_out_of_range, recover_streams
 from gpuwise.trace.steps import StepStats, find_steps, step_stats
 from gpuwise.trace.table import EventTable
 
@@ -98,7 +99,8 @@ def _phase_warnings(t: EventTable) -> list[str]:
     skipped = {k: n for k, n in t.phase_counts.items() if k in ("B", "E")}
     if skipped:
         return [
-            f"{sum(skipped.values()):,} begin/end (ph='B'/'E') events were not analyzed (only complete 'X' events are)"
+            f"{sum(skipped.values()):,} begin/end (ph='B'/'E') events were not analyzed "
+            "(only complete 'X' events are)"
         ]
     return []
 
@@ -115,10 +117,11 @@ def _analyze(t: EventTable) -> RankAnalysis:
             "was the profiler stopped before any step ran?"
         )
     warnings = list(t.warnings) + _phase_warnings(t)
-    view = build_view(t)
     incomplete = int((np.isnan(t.ts) | np.isnan(t.dur)).sum())
     if incomplete:
         warnings.append(f"{incomplete:,} complete (ph='X') events without a numeric ts or dur were ignored")
+    warnings += drop_out_of_range(t) + recover_streams(t)
+    view = build_view(t)
     negative = int((t.dur < 0).sum())
     if negative:
         warnings.append(f"{negative:,} events with a negative duration were ignored")
@@ -136,13 +139,20 @@ def _analyze(t: EventTable) -> RankAnalysis:
             "no GPU activity in this trace (no kernels, copies or memsets on a device stream): "
             "CPU-side statistics only"
         )
-    span = temporal.span_us if temporal else None
+    if temporal is not None and temporal.degenerate:
+        warnings.append(
+            f"the device events span {temporal.span_us:g} µs once rounded as HTA does: "
+            "too short for a breakdown, no finding is drawn from it"
+        )
+    span = temporal.span_us if temporal and not temporal.degenerate else None
+    rank, rank_problems = rank_info(t.metadata, t.path)
+    warnings += rank_problems
     kernels = summarize_kernels(t, view.rows, t.dur, thresholds.TINY_KERNEL_US)
     kernel_rows = view.rows[t.cat_mask(*KERNEL_CATS)[view.rows]]
     return RankAnalysis(
         file=str(t.path),
-        rank=rank_info(t.metadata, t.path),
-        device=device_info(t.metadata, kind),
+        rank=rank,
+        device=device_info(t.metadata, kind, [k.name for k in kernels.top]),
         file_bytes=t.file_bytes,
         json_bytes=t.json_bytes,
         events=t.events_total,
@@ -157,7 +167,7 @@ def _analyze(t: EventTable) -> RankAnalysis:
         copies=copy_stats(t, view.rows, span),
         sync=sync_stats(t, steps),
         launches=launch_stats(t, kernel_rows, window_steps, span),
-        comm=comm_stats(t, view.rows, view.ts, view.end, hta_types, span, window_steps),
+        comm=comm_stats(t, view.rows, view.ts, view.end, comm_types(t, hta_types), span, window_steps),
         memory=memory_stats(t.memory),
         warnings=warnings,
     )

@@ -8,6 +8,7 @@ truncated gzip stream raises a `GpuwiseError` naming the file and the compressed
 
 from __future__ import annotations
 
+import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,12 +27,6 @@ class ByteCounter:
 
     compressed: int = 0
     decompressed: int = 0
-    gzip: bool = False
-
-
-def is_gzip(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == GZIP_MAGIC
 
 
 def iter_chunks(
@@ -41,7 +36,7 @@ def iter_chunks(
     counter = counter if counter is not None else ByteCounter()
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     try:
-        fh = open(path, "rb")
+        fh = open(path, "rb")  # noqa: SIM115 - `with` below; only open()'s error becomes the message
     except OSError as err:
         raise GpuwiseError(f"{path}: cannot read the trace: {err.strerror or err}") from None
     with fh:
@@ -53,7 +48,6 @@ def iter_chunks(
                 counter.decompressed += len(block)
                 yield block
             return
-        counter.gzip = True
         yield from _inflate(path, fh, counter, chunk_bytes)
 
 
@@ -71,7 +65,8 @@ def _inflate(path: Path, fh, counter: ByteCounter, chunk_bytes: int) -> Iterator
             out = inflater.decompress(pending, chunk_bytes)
         except zlib.error as err:
             raise GpuwiseError(
-                f"{path}: corrupt gzip data near compressed byte {counter.compressed - len(pending):,} ({err}); "
+                f"{path}: corrupt gzip data near compressed byte "
+                f"{counter.compressed - len(pending):,} ({err}); "
                 "re-copy or re-export the trace"
             ) from None
         pending = inflater.unconsumed_tail
@@ -96,3 +91,17 @@ def _inflate(path: Path, fh, counter: ByteCounter, chunk_bytes: int) -> Iterator
             f"{path}: the gzip stream is truncated (ends after {counter.compressed:,} compressed bytes, "
             f"{counter.decompressed:,} bytes of JSON); the file was cut short while copying or writing"
         )
+
+
+def special_kind(path: Path) -> str:
+    """What a path that exists but is not a regular file is (a FIFO would block a reader forever)."""
+    mode = path.stat().st_mode
+    for test, kind in (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"

@@ -1,9 +1,11 @@
-"""`analyze_traces`: files or directories in, one `TraceReport` (ranks, cross-rank, evidence, findings) out."""
+"""`analyze_traces`: files or directories in, one `TraceReport` (ranks, cross-rank, evidence, findings)."""
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace.cross_rank import CrossRank, cross_rank
 from gpuwise.trace.rank import RankAnalysis, analyze_file
+from gpuwise.trace.reader import special_kind
 from gpuwise.trace.to_evidence import cross_rank_evidence, rank_evidence
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -20,11 +23,23 @@ FileProgress = Callable[[int, Path, int], None]
 
 
 @dataclass
+class SkippedFile:
+    """A file of a multi-file run that could not be analyzed: the others still are (unless --strict)."""
+
+    file: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"file": self.file, "reason": self.reason}
+
+
+@dataclass
 class TraceReport:
     ranks: list[RankAnalysis]
     cross_rank: CrossRank
     evidence: list[Evidence]
     findings: list[Finding]
+    skipped: list[SkippedFile] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -32,6 +47,7 @@ class TraceReport:
             "cross_rank": self.cross_rank.to_dict(),
             "evidence": [e.to_dict() for e in self.evidence],
             "findings": [f.to_dict() for f in self.findings],
+            "skipped_files": [s.to_dict() for s in self.skipped],
         }
 
 
@@ -39,18 +55,35 @@ def is_trace_name(path: Path) -> bool:
     return path.name.lower().endswith(TRACE_SUFFIXES)
 
 
+def natural_key(path: Path) -> list[Any]:
+    """rank2 before rank10: digit runs compare as numbers (split() alternates text and digits)."""
+    parts = re.split(r"(\d+)", str(path))
+    return [int(p) if i % 2 else p.lower() for i, p in enumerate(parts)]
+
+
+def _traces_under(directory: Path) -> list[Path]:
+    """``*.json`` / ``*.json.gz`` files at any depth (tensorboard_trace_handler nests per worker);
+    symlinked directories are not followed, so a link loop cannot recurse."""
+    found = []
+    for root, _, names in os.walk(directory):
+        found += [Path(root) / n for n in names if is_trace_name(Path(n))]
+    return sorted((p for p in found if p.is_file()), key=natural_key)
+
+
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files as given; directories contribute their ``*.json`` / ``*.json.gz`` files (sorted, not recursive)."""
+    """Files as given; directories contribute their trace files at any depth, in natural order."""
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and is_trace_name(p))
+            found = _traces_under(path)
             if not found:
                 raise GpuwiseError(f"{path}: no .json or .json.gz trace files in this directory")
             out.extend(found)
         elif path.is_file():
             out.append(path)
+        elif path.exists():
+            raise GpuwiseError(f"{path}: {special_kind(path)}, not a regular file: pass a trace file")
         else:
             raise GpuwiseError(f"{path}: no such file or directory")
     if not out:
@@ -65,13 +98,34 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
     return unique
 
 
-def analyze_traces(paths: Iterable[str | Path], progress: FileProgress | None = None) -> TraceReport:
+def _analyze_one(path: Path, callback: Callable[[int], None] | None) -> RankAnalysis:
+    if path.name.startswith("._"):
+        raise GpuwiseError(f"{path}: a macOS metadata file (._*), not a trace")
+    return analyze_file(path, callback)
+
+
+def analyze_traces(
+    paths: Iterable[str | Path], progress: FileProgress | None = None, strict: bool = False
+) -> TraceReport:
+    """Every readable file is analyzed; an unreadable one (cut, empty, not a trace) is listed as skipped
+    unless ``strict`` or it is the only file, in which case its error is the result."""
     files = expand_paths(paths)
-    ranks = []
+    ranks, skipped = [], []
     for i, path in enumerate(files):
         callback = (lambda n, i=i, path=path: progress(i, path, n)) if progress else None
-        ranks.append(analyze_file(path, callback))
-    return build_report(ranks)
+        try:
+            ranks.append(_analyze_one(path, callback))
+        except GpuwiseError as err:
+            if strict or len(files) == 1:
+                raise
+            reason = str(err).removeprefix(f"{path}: ")
+            skipped.append(SkippedFile(str(path), reason))
+    if not ranks:
+        raise GpuwiseError(f"none of the {len(files)} files is a readable trace (first: {skipped[0].reason})")
+    ranks.sort(key=lambda r: (r.rank.rank is None, r.rank.rank or 0))  # by rank number; unranked last
+    report = build_report(ranks)
+    report.skipped = skipped
+    return report
 
 
 def build_report(ranks: list[RankAnalysis]) -> TraceReport:

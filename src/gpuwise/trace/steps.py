@@ -83,10 +83,11 @@ def cpu_complete_events(t: EventTable) -> np.ndarray:
 def find_steps(t: EventTable) -> Steps:
     """One entry per step number (the longest annotation if a step is recorded twice), by start time."""
     codes = t.name_codes(lambda s: bool(_STEP_RE.match(s)))
+    number_of = {int(c): int(m.group(1)) for c in codes if (m := _STEP_RE.match(t.name_of(int(c))))}
     rows = np.flatnonzero(t.name_mask(codes) & cpu_complete_events(t))
     best: dict[int, int] = {}
     for row in rows.tolist():
-        number = int(_STEP_RE.match(t.name_of(int(t.name[row]))).group(1))
+        number = number_of[int(t.name[row])]
         if number not in best or t.dur[row] > t.dur[best[number]]:
             best[number] = row
     chosen = sorted(best.items(), key=lambda kv: t.ts[kv[1]])

@@ -52,12 +52,6 @@ class Interner:
         """The id of ``value``, or -1 when the trace never contained it."""
         return self.ids.get(value, -1)
 
-    def codes_where(self, predicate) -> np.ndarray:
-        """Ids of every stored value for which ``predicate(value)`` holds."""
-        return np.array(
-            [i for i, v in enumerate(self.values) if isinstance(v, str) and predicate(v)], dtype=np.int32
-        )
-
 
 @dataclass
 class MemoryEvents:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from gpuwise.catalog import get_gpu
 from gpuwise.diagnose import Evidence
 from gpuwise.errors import GpuwiseError
@@ -9,27 +11,39 @@ from gpuwise.trace.cross_rank import CrossRank
 from gpuwise.trace.rank import RankAnalysis
 
 
-def _tensor_core_speedup(catalog_id: str | None) -> float | None:
+def _tensor_cores(catalog_id: str | None) -> tuple[float | None, Literal["bf16", "fp16"] | None]:
+    """(16-bit dense peak / fp32 peak, which 16-bit type): bf16 where the GPU has it, else fp16 (V100, T4)."""
     if not catalog_id:
-        return None
+        return None, None
     try:
         gpu = get_gpu(catalog_id)
     except GpuwiseError:
-        return None
+        return None, None
+    dtype: Literal["bf16", "fp16"] = "bf16" if gpu.bf16_tflops else "fp16"
     low = gpu.bf16_tflops or gpu.fp16_tflops
-    return low / gpu.fp32_tflops if low and gpu.fp32_tflops else None
+    return (low / gpu.fp32_tflops if low and gpu.fp32_tflops else None), dtype
+
+
+def _fp32_matmul_time_pct(r: RankAnalysis) -> float | None:
+    """fp32 matmul/conv kernel time over the device span of the same window: Amdahl's fraction."""
+    t = r.temporal
+    if t is None or t.degenerate or "fp32" not in r.kernels.precision_us:
+        return None
+    return min(100.0, 100.0 * r.kernels.precision_us["fp32"] / t.span_us)
 
 
 def rank_evidence(r: RankAnalysis) -> Evidence:
-    t, k, s = r.temporal, r.kernels, r.steps
+    k, s = r.kernels, r.steps
+    t = r.temporal if r.temporal and not r.temporal.degenerate else None
     memory_peak = r.memory.peak_reserved_bytes or r.memory.peak_allocated_bytes if r.memory else None
     notes = list(r.warnings) + list(s.notes) + list(k.notes)
+    speedup, dtype = _tensor_cores(r.device.catalog_id)
     if r.device.catalog_note:
         notes.append(r.device.catalog_note)
     if r.memory and r.memory.source == "allocation deltas":
         notes.append(
             "this trace records allocation deltas only: absolute peak memory is unknown "
-            f"(growth within the trace: {r.memory.window_growth_peak_bytes / 2**30:.2f} GiB)"
+            f"(growth within the trace: {(r.memory.window_growth_peak_bytes or 0) / 2**30:.2f} GiB)"
         )
     return Evidence(
         source="trace",
@@ -52,6 +66,7 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
         gpu_util_pct=t.compute_pct if t else None,
         host_busy_pct=r.launches.host_busy_pct,
         fp32_matmul_pct=k.fp32_matmul_pct,
+        fp32_matmul_time_pct=_fp32_matmul_time_pct(r),
         amp_enabled=True if k.amp_ops_seen else None,
         h2d_copy_pct=r.copies.h2d_copy_pct,
         pageable_copy_pct=r.copies.pageable_copy_pct,
@@ -59,7 +74,8 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
         memory_peak_bytes=memory_peak,
         comm_exposed_pct=r.comm.exposed_pct,
         comm_overlap_pct=r.comm.overlap_pct,
-        tensor_core_speedup=_tensor_core_speedup(r.device.catalog_id),
+        tensor_core_speedup=speedup,
+        tensor_core_dtype=dtype,
         notes=notes,
     )
 

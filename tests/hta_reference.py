@@ -1,4 +1,7 @@
-"""HTA's reference numbers (shared/traces/hta_reference.csv), read once for the agreement test and benchmark."""
+"""HTA's reference numbers (tests/data/traces/hta_reference.csv) for the agreement test and benchmark.
+
+Test support, not part of the installed package: only the test and the benchmark compare against HTA.
+"""
 
 from __future__ import annotations
 
