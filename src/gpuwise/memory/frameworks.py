@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, replace
 
 from gpuwise.errors import GpuwiseError, did_you_mean
+from gpuwise.workload.spec import Precision
 
 # (forward-peak, backward-peak) bytes per (token × vocab) for the logits and loss.
 LOGITS_FP32_LOSS = (
@@ -251,7 +252,7 @@ def profile_for(framework: str, library_versions: tuple[str, ...] | list[str] = 
     return profile
 
 
-def quantized_linear_keeps_input(profile: Profile, precision: str) -> bool:
+def quantized_linear_keeps_input(profile: Profile, precision: Precision) -> bool:
     """Whether a frozen quantized linear keeps its input for backward (on autograd ctx, outside saved tensors)."""
     if profile.quant_backend == "torchao":
         return False  # torchao linear_nf4: ctx.nf4_weight only

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpuwise.catalog import ModelArch
+from gpuwise.workload.spec import Attention, Checkpointing
 
 # LoRA target names (peft spelling, several families) -> which projection they adapt.
 _TARGET_ALIASES = {
@@ -224,7 +225,9 @@ def elementwise_bytes_per_token(
     return per_layer * arch.num_layers + loss
 
 
-def attention_bytes_per_token(arch: ModelArch, context: float, act_bytes: float, impl: str = "sdpa") -> float:
+def attention_bytes_per_token(
+    arch: ModelArch, context: float, act_bytes: float, impl: Attention = "sdpa"
+) -> float:
     """HBM traffic of one token's attention forward (all layers); the backward moves twice that.
 
     Fused kernels (flash / SDPA) read q, k, v and write the output. Eager attention also
@@ -291,7 +294,7 @@ def training_flops(
     *,
     lora_rank: int | None = None,
     lora_target_names: tuple[str, ...] = ("all-linear",),
-    checkpointing: str = "none",
+    checkpointing: Checkpointing = "none",
     causal: bool | None = None,
 ) -> TrainingFlops:
     """FLOPs for ``tokens`` tokens (micro-batch × sequence) of a training step.

@@ -8,6 +8,7 @@ the latter from gpuwise.memory's estimate of the same workload.
 from __future__ import annotations
 
 from gpuwise.catalog import GPU, ModelArch
+from gpuwise.memory import estimate_memory
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import block_linear_params
 from gpuwise.perf.numerics import Numerics
@@ -54,15 +55,11 @@ def kv_budget_bytes_per_gpu(
     Engines take a fixed share of the device (vLLM gpu_memory_utilization, TensorRT-LLM
     kv_cache_free_gpu_mem_fraction; 0.90 by default) and hand what the weights, CUDA context
     and working buffers leave to the cache. Those non-KV bytes come from gpuwise.memory's
-    estimate of the same workload with one sequence; without that package, from weights +
-    context + one prefill chunk.
+    estimate of the same workload with one sequence; for models that are not transformers,
+    from weights + context + one prefill chunk.
     """
     share = float(eff.serving("memory_utilization"))
-    try:
-        from gpuwise.memory import estimate_memory
-    except ImportError:  # pragma: no cover - gpuwise.memory ships with the package
-        estimate_memory = None
-    if estimate_memory is not None and arch.is_transformer:
+    if arch.is_transformer:
         one = (
             workload.with_changes(batch_size=1, concurrency=1)
             if (workload.batch_size, workload.concurrency) != (1, 1)

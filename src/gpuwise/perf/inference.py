@@ -27,7 +27,7 @@ from gpuwise.perf.flops import (
 )
 from gpuwise.perf.footprint import kv_budget_bytes_per_gpu, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
 from gpuwise.perf.numerics import Numerics
-from gpuwise.perf.prediction import InferencePerf
+from gpuwise.perf.prediction import Bound, InferencePerf
 from gpuwise.perf.roofline import matmul_efficiency, peak_flops
 from gpuwise.workload import Workload
 
@@ -45,14 +45,14 @@ class StepTime:
     kv_bytes: float
 
     @property
-    def bound(self) -> str:
-        parts = {
+    def bound(self) -> Bound:
+        parts: dict[Bound, float] = {
             "compute": self.compute_s,
             "memory_bandwidth": self.memory_s,
             "communication": self.comm_s,
             "host": self.overhead_s,
         }
-        return max(parts, key=parts.get)
+        return max(parts, key=parts.__getitem__)
 
 
 class StepModel:
@@ -273,7 +273,9 @@ def predict_inference(
     return perf, assumptions, fits
 
 
-def encoder_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, float, str]:
+def encoder_forward(
+    workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics
+) -> tuple[float, float, Bound]:
     """Encoder-only models (BERT, ViT): one forward of the batch. Returns (seconds, tokens, bound)."""
     seq = vit_tokens(arch, workload.image_size) if arch.family == "vit" else workload.seq_len
     tokens = workload.batch_size * seq

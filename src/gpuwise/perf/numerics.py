@@ -14,6 +14,7 @@ from typing import Any
 from gpuwise.catalog import GPU
 from gpuwise.perf import efficiency as eff
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import KvCacheDtype
 
 # Quantized weight storage, bytes per weight including block scales:
 #   int8: LLM.int8 / fp8-style per-channel scales (negligible) -> 1.0
@@ -160,7 +161,7 @@ def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> N
     )
 
 
-def _kv_bytes(kv_dtype: str, activation_bytes: float) -> float:
+def _kv_bytes(kv_dtype: KvCacheDtype, activation_bytes: float) -> float:
     """KV-cache element size; 'auto' follows the activation dtype (vLLM's and HF's default)."""
     if kv_dtype == "auto":
         return activation_bytes

@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from gpuwise.workload.spec import Precision
+
 # What limits the step: the resource whose time dominates.
 Bound = Literal["compute", "memory_bandwidth", "communication", "host"]
 BOUNDS: tuple[Bound, ...] = get_args(Bound)
+# What a prediction is of: an optimizer step, or serving / offline generation.
+Mode = Literal["training", "inference"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ class InferencePerf:
     total_tokens_per_s: float  # prompt + output tokens processed per second
     requests_per_s: float
     request_latency_s: float  # ttft + output × tpot for one request
-    batching: str  # continuous (serving engines) | static (one batch at a time)
+    batching: Literal["continuous", "static"]  # serving engines | one batch at a time
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,8 +98,8 @@ class PerfPrediction:
     gpu: str
     gpu_name: str
     num_gpus: int
-    mode: str  # training | inference
-    precision: str
+    mode: Mode
+    precision: Precision
     compute_dtype: str
     bound: Bound
     step_time_s: (

@@ -14,6 +14,7 @@ from gpuwise.catalog import GPU
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.numerics import precision_to_dtype, supported_dtype
+from gpuwise.perf.prediction import Bound
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class RooflineTime:
     compute_s: float
     memory_s: float
     overhead_s: float
-    bound: str  # compute | memory_bandwidth | host
+    bound: Bound
     flops: float
     bytes_moved: float
     dtype: str
@@ -97,6 +98,7 @@ def step_time_from_flops(
     compute_s = flops / (peak * e) if flops else 0.0
     memory_s = bytes_moved / (bw * f) if bytes_moved else 0.0
     busy = max(compute_s, memory_s)
+    bound: Bound
     if overhead_s > busy:
         bound = "host"
     else:

@@ -32,7 +32,7 @@ from gpuwise.perf.optimizer import (
     optimizer_step,
     trainable_tensors,
 )
-from gpuwise.perf.prediction import TrainingPerf
+from gpuwise.perf.prediction import Bound, TrainingPerf
 from gpuwise.perf.roofline import gemm_fraction, matmul_efficiency, peak_flops
 from gpuwise.workload import Workload
 
@@ -92,7 +92,7 @@ def _attention_time(
     micro_tokens: int,
     seq: int,
     shards: int,
-) -> tuple[float, float, str]:
+) -> tuple[float, float, Bound]:
     """Attention kernels of one micro-batch: (time, fraction of peak on its FLOPs, bound).
 
     Fused kernels are a roofline: FLOPs at the generation's FlashAttention rate, or their q/k/v/o
@@ -182,7 +182,7 @@ def predict_training(
     flops, micro_tokens = _flops(workload, arch)
 
     # --- compute per micro-batch on one GPU -------------------------------------------------------
-    attention_bound = "compute"
+    attention_bound: Bound = "compute"
     if arch.is_transformer:
         linear_s, e_lin = _linear_time(flops.linear_executed / shards, gpu, num)
         seq = micro_tokens // max(workload.batch_size, 1)
@@ -382,14 +382,14 @@ def predict_training(
     return perf, assumptions
 
 
-def training_bound(perf: TrainingPerf) -> str:
+def training_bound(perf: TrainingPerf) -> Bound:
     """The resource that dominates the step."""
     kernels = perf.compute_s + perf.memory_s - perf.optimizer_s - perf.weight_traffic_s + perf.tp_comm_s
     if perf.host_floor_s > kernels:
         return "host"
-    parts = {
+    parts: dict[Bound, float] = {
         "compute": perf.compute_s,
         "memory_bandwidth": perf.memory_s,
         "communication": perf.tp_comm_s + perf.dp_exposed_s,
     }
-    return max(parts, key=parts.get)
+    return max(parts, key=parts.__getitem__)

@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from torch import nn
 
 from gpuwise.catalog import ModelArch, get_model
 from gpuwise.errors import GpuwiseError
+from gpuwise.workload.spec import Attention
 
 ANALYTIC_HINT = "run `gpuwise memory` without --traced for the analytic estimate"
 
@@ -201,7 +202,9 @@ def _hf_kind(config: Any, task_is_cv: bool) -> str:
     return "causal-lm"
 
 
-def _hf_build(config: Any, kind: str, dtype: torch.dtype, attention: str, description: str) -> BuiltModel:
+def _hf_build(
+    config: Any, kind: str, dtype: torch.dtype, attention: Attention, description: str
+) -> BuiltModel:
     import transformers
 
     auto = {
@@ -224,7 +227,7 @@ def _hf_build(config: Any, kind: str, dtype: torch.dtype, attention: str, descri
 
 
 def build_from_catalog(
-    arch: ModelArch, dtype: torch.dtype, attention: str, task_is_cv: bool, image_size: int
+    arch: ModelArch, dtype: torch.dtype, attention: Attention, task_is_cv: bool, image_size: int
 ) -> BuiltModel:
     from transformers import AutoConfig
 
@@ -241,7 +244,9 @@ def build_from_catalog(
     )
 
 
-def build_from_config_file(path: Path, dtype: torch.dtype, attention: str, task_is_cv: bool) -> BuiltModel:
+def build_from_config_file(
+    path: Path, dtype: torch.dtype, attention: Attention, task_is_cv: bool
+) -> BuiltModel:
     from transformers import AutoConfig
 
     try:
@@ -261,7 +266,7 @@ def build_from_config_file(path: Path, dtype: torch.dtype, attention: str, task_
     )
 
 
-def resolve_model(workload_model: str) -> tuple[ModelArch | None, Path | None]:
+def resolve_model(workload_model: str) -> tuple[ModelArch, Path | None]:
     """A catalog entry, or the config.json a path points to (get_model validates both)."""
     arch = get_model(workload_model)
     if arch.origin != "catalog" and Path(arch.origin).name.endswith(".json"):
@@ -320,6 +325,7 @@ def load_callable(spec: str, option: str) -> Callable[..., Any]:
 
 def call_user(func: Callable[..., Any], option: str, spec: str, available: dict[str, Any]) -> Any:
     """Call a factory with the keyword arguments it declares among ``available``."""
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(func).parameters
     except (TypeError, ValueError):

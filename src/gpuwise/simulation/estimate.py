@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -24,6 +24,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.memory.activations import kbit_upcast
 from gpuwise.memory.frameworks import profile_for
 from gpuwise.memory.regime import regime_for
+from gpuwise.perf.prediction import Bound
 from gpuwise.simulation import adapt, build
 from gpuwise.simulation.optim import build_optimizer
 from gpuwise.simulation.parity import cuda_code_paths
@@ -31,6 +32,7 @@ from gpuwise.simulation.run import RunSettings, explain_failure, inference, mate
 from gpuwise.simulation.tracker import CUDA_BLOCK_BYTES, MemoryTracker, PhaseRecord
 from gpuwise.simulation.types import GpuStepTime, TracedMemoryEstimate, TracedPhase
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Precision
 
 _DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -39,7 +41,7 @@ _DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 class PrecisionPlan:
     param_dtype: torch.dtype
     autocast_dtype: torch.dtype | None
-    quantized: str | None  # nf4 | int4 | int8 | fp8 base weights
+    quantized: Precision | None  # nf4 | int4 | int8 | fp8 base weights
 
 
 def precision_plan(w: Workload) -> PrecisionPlan:
@@ -62,7 +64,7 @@ class Simulation:
 
     built: build.BuiltModel
     tracker: MemoryTracker
-    optimizer: str
+    optimizer: str  # what the simulated optimizer was, in words
     num_params: int
     trainable_params: int
     notes: list[str]
@@ -368,7 +370,7 @@ def _library_versions() -> str:
     return ", ".join(found)
 
 
-def _per_step(w: Workload, per_phase: dict[str, float]) -> float:
+def _per_step(w: Workload, per_phase: Mapping[str, float]) -> float:
     """Training: grad_accum micro-batches + one optimizer step; inference: prefill + output_len - 1 decodes."""
     if w.is_training:
         return w.grad_accum * (per_phase.get("forward", 0) + per_phase.get("backward", 0)) + per_phase.get(
@@ -396,21 +398,18 @@ def _step_times(w: Workload, records: dict[str, PhaseRecord], device_total_bytes
     go faster than one launch per op (host floor), so a phase takes the larger of the two.
     """
     from gpuwise.memory import gpu_capacity_bytes
+    from gpuwise.perf import efficiency as eff
+    from gpuwise.perf.roofline import matmul_efficiency, step_time_from_flops
 
-    try:
-        from gpuwise.perf import efficiency as eff
-        from gpuwise.perf.roofline import matmul_efficiency, step_time_from_flops
-    except ImportError:
-        return []
     kind = "training" if w.is_training else "inference"
     results = []
     for gpu in list_gpus():
         try:
             attention_eff = matmul_efficiency(gpu, "bf16", kind) * eff.attention_ratio(w.attention)
             per_phase: dict[str, float] = {}
-            totals = {"compute": 0.0, "memory_bandwidth": 0.0, "host": 0.0}
+            totals: dict[Bound, float] = {"compute": 0.0, "memory_bandwidth": 0.0, "host": 0.0}
             for name, r in records.items():
-                by_bound = {"compute": 0.0, "memory_bandwidth": 0.0}
+                by_bound: dict[Bound, float] = {"compute": 0.0, "memory_bandwidth": 0.0}
                 for (op_kind, flops, nbytes), count in r.compute_ops.items():
                     efficiency = attention_eff if op_kind == "attention" else None
                     t = step_time_from_flops(
@@ -432,7 +431,7 @@ def _step_times(w: Workload, records: dict[str, PhaseRecord], device_total_bytes
         except GpuwiseError:
             continue
         step = _per_step(w, per_phase)
-        bound = max(totals, key=totals.get)
+        bound = max(totals, key=totals.__getitem__)
         fits = device_total_bytes <= gpu_capacity_bytes(gpu)
         results.append(GpuStepTime(gpu.id, step, {k: round(v, 6) for k, v in per_phase.items()}, bound, fits))
     return sorted(results, key=lambda t: t.step_time_s)

@@ -15,6 +15,7 @@ from torch import nn
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.simulation.quant import AdamW8bitStandIn
+from gpuwise.workload.spec import Optimizer
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class OptimizerChoice:
     paged: bool = False  # state lives in CUDA unified memory, outside PyTorch's allocator
 
 
-def build_optimizer(name: str, model: nn.Module) -> OptimizerChoice:
+def build_optimizer(name: Optimizer, model: nn.Module) -> OptimizerChoice:
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise GpuwiseError("the model has no trainable parameters, so there is no training step to simulate")

@@ -23,6 +23,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gpuwise.workload.spec import Precision
+
 _BLOCK_4BIT = 64
 _BLOCK_DOUBLE_QUANT = 256
 _BLOCK_8BIT_OPTIM = 2048
@@ -30,7 +32,7 @@ _MIN_8BIT_OPTIM_NUMEL = 4096
 
 
 def quantized_storage_bytes(
-    numel: int, out_features: int, precision: str, double_quant: bool
+    numel: int, out_features: int, precision: Precision, double_quant: bool
 ) -> dict[str, int]:
     """Bytes per storage a quantized weight of ``numel`` elements occupies (before allocator rounding)."""
     if precision in ("nf4", "int4"):
@@ -74,7 +76,7 @@ class QuantizedLinear(nn.Module):
     """A frozen linear layer stored like bitsandbytes stores it; computes in ``compute_dtype``."""
 
     def __init__(
-        self, linear: nn.Linear, precision: str, double_quant: bool, compute_dtype: torch.dtype
+        self, linear: nn.Linear, precision: Precision, double_quant: bool, compute_dtype: torch.dtype
     ) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
@@ -108,7 +110,7 @@ class QuantizedLinear(nn.Module):
 
 
 def quantize_linears(
-    model: nn.Module, precision: str, double_quant: bool, compute_dtype: torch.dtype, skip: set[int]
+    model: nn.Module, precision: Precision, double_quant: bool, compute_dtype: torch.dtype, skip: set[int]
 ) -> int:
     """Replace every plain ``nn.Linear`` (not LoRA adapters, not ``skip``) by a QuantizedLinear; returns the count."""
     replaced = 0

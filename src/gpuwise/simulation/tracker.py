@@ -118,20 +118,16 @@ class MemoryTracker(TorchDispatchMode):
         except Exception:
             self.failed_op = str(func)
             raise
-        if (
-            self._record is not None
-            and func not in _NO_KERNEL
-            and not func.is_view
-            and func.namespace != "prim"
-        ):
-            self._count_kernel(func, args, kwargs, out)
+        record = self._record
+        if record is not None and func not in _NO_KERNEL and not func.is_view and func.namespace != "prim":
+            self._count_kernel(record, func, args, kwargs, out)
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor) and t.device.type != "meta":
                 self._track(t.untyped_storage())
         return out
 
-    def _count_kernel(self, func, args, kwargs, out) -> None:
-        record = self._record
+    @staticmethod
+    def _count_kernel(record: PhaseRecord, func, args, kwargs, out) -> None:
         nbytes = 0
         for t in tree_flatten((args, kwargs, out))[0]:
             if isinstance(t, torch.Tensor):

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpuwise.perf.prediction import Bound, Mode
+
 
 @dataclass(frozen=True)
 class TracedPhase:
@@ -38,7 +40,7 @@ class GpuStepTime:
     gpu: str
     step_time_s: float  # training: one optimizer step (grad_accum micro-batches); inference: prefill + all decode steps
     phase_times_s: dict[str, float]  # one pass of each phase
-    bound: str  # compute | memory_bandwidth | host
+    bound: Bound  # compute | memory_bandwidth | host
     fits: bool  # the simulated device total fits this GPU's memory
 
     def to_dict(self) -> dict[str, Any]:
@@ -52,7 +54,7 @@ class TracedMemoryEstimate:
     workload: dict[str, Any]
     gpu: str
     model: str  # what was simulated
-    mode: str  # training | inference
+    mode: Mode
     phases: list[TracedPhase]
     peak_phase: str
     peak_allocated_bytes: int
@@ -75,7 +77,7 @@ class TracedMemoryEstimate:
     top_activation_modules: list[
         dict[str, Any]
     ]  # bytes kept by module (saved for backward, or live at the prefill peak)
-    optimizer: str
+    optimizer: str  # what the simulated optimizer was, in words
     notes: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     simulation_wall_s: float = 0.0
