@@ -205,6 +205,8 @@ _CHOICES = {
 def _coerce(name: str, value: Any, where: str) -> Any:
     kind = _FIELDS[name].type
     try:
+        if isinstance(value, bool) and kind in ("int", "float", "float | None"):
+            raise ValueError  # YAML `true` is a bool, and bool is an int subclass: not a count
         if kind in ("int",):
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError
