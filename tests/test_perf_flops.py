@@ -195,3 +195,18 @@ def test_attention_kernels_by_generation():
     assert attention_efficiency(get_gpu("h100-sxm"), "training") == 0.30  # FA2 reaches ~35 % on H100
     assert attention_efficiency(get_gpu("h100-sxm"), "inference") == 0.60  # FA3-class forward
     assert attention_efficiency(get_gpu("h100-sxm"), "training", "eager") == pytest.approx(0.30 * 0.25)
+
+
+def test_efficiency_table_loads_typed_and_names_a_bad_key():
+    from gpuwise.perf import efficiency
+
+    table = efficiency.constants()
+    assert table.host.kernels_per_layer_training == 90 and isinstance(table.host.eager_frameworks, tuple)
+    assert table.mamf.gpu["a100-80gb-sxm"].fp8 is None  # no fp8 figure: mamf() falls back to bf16
+    assert efficiency.mamf(get_gpu("a100-80gb-sxm")).fp8 == 0.869
+    with pytest.raises(ValueError, match=r"\[bandwidth\]: unknown key 'stream_fractoin'"):
+        efficiency._load(efficiency.Bandwidth, {"decode_fraction": 0.75, "stream_fractoin": 0.9}, "bandwidth")
+    with pytest.raises(ValueError, match=r"\[serving\]: missing key 'context_bytes'"):
+        efficiency._load(
+            efficiency.Serving, {"memory_utilization": 0.9, "prefill_chunk_tokens": 1}, "serving"
+        )

@@ -214,14 +214,14 @@ def elementwise_bytes_per_token(
     forward = norms + residual_adds + casts + activation + rotary + head_merge
     if not training:
         return forward * arch.num_layers
-    passes = 1 + eff.elementwise("backward_factor") + (1 if recompute else 0)
+    passes = 1 + eff.constants().elementwise.backward_factor + (1 if recompute else 0)
     per_layer = forward * passes
     if fp8:
         mlp_in = 2 * inter if arch.gated_mlp else inter
         inputs = 2 * d + arch.q_dim + inter  # qkv, o, up/gate (shared input), down
         grads = (arch.q_dim + 2 * arch.kv_dim) + d + mlp_in + d
-        per_layer += (inputs + grads) * eff.elementwise("fp8_cast_bytes_per_element")
-    loss = arch.vocab_size * eff.elementwise("loss_bytes_per_vocab") if arch.is_decoder else 0.0
+        per_layer += (inputs + grads) * eff.constants().elementwise.fp8_cast_bytes_per_element
+    loss = arch.vocab_size * eff.constants().elementwise.loss_bytes_per_vocab if arch.is_decoder else 0.0
     return per_layer * arch.num_layers + loss
 
 

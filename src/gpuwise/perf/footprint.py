@@ -42,7 +42,7 @@ def kv_bytes_per_token_per_gpu(arch: ModelArch, num: Numerics, tp: int, pp: int)
 
 def prefill_workspace_bytes(arch: ModelArch, num: Numerics, tp: int) -> float:
     """Activations of one prefill chunk (the engine's max_num_tokens), which the engine reserves."""
-    tokens = int(eff.serving("prefill_chunk_tokens"))
+    tokens = eff.constants().serving.prefill_chunk_tokens
     per_token = 4 * arch.hidden_size + 3 * arch.intermediate_size / tp + (arch.q_dim + 2 * arch.kv_dim) / tp
     return tokens * per_token * num.activation_bytes
 
@@ -58,7 +58,7 @@ def kv_budget_bytes_per_gpu(
     estimate of the same workload with one sequence; for models that are not transformers,
     from weights + context + one prefill chunk.
     """
-    share = float(eff.serving("memory_utilization"))
+    share = eff.constants().serving.memory_utilization
     if arch.is_transformer:
         one = (
             workload.with_changes(batch_size=1, concurrency=1)
@@ -71,7 +71,7 @@ def kv_budget_bytes_per_gpu(
         return max(budget, 0.0), f"gpuwise.memory: {share:.2f} × device memory − weights, context and buffers"
     reserved = (
         weight_bytes_per_gpu(arch, num, workload.tp, workload.pp)
-        + float(eff.serving("context_bytes"))
+        + eff.constants().serving.context_bytes
         + prefill_workspace_bytes(arch, num, workload.tp)
     )
     return max(

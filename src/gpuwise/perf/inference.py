@@ -71,16 +71,16 @@ class StepModel:
         self.active_params = matmul_params(arch, active=True)
         self.kv_token = kv_bytes_per_token_per_gpu(arch, num, self.tp, self.pp)
         self.tp_link = comm.link_for(gpu, self.tp)
-        eager = workload.framework.strip().lower() in set(eff.host("eager_frameworks"))
+        eager = workload.framework.strip().lower() in eff.constants().host.eager_frameworks
         if eager:
             per_step = (
                 self.layers
-                * int(eff.host("kernels_per_layer_forward"))
-                * float(eff.host("eager_op_us"))
+                * eff.constants().host.kernels_per_layer_forward
+                * eff.constants().host.eager_op_us
                 * 1e-6
             )
         else:
-            per_step = float(eff.host("engine_step_overhead_ms")) * 1e-3
+            per_step = eff.constants().host.engine_step_overhead_ms * 1e-3
         self.eager = eager
         self.overhead_s = per_step
         # Eager frameworks run norms, residual adds, activations and head copies as separate
@@ -296,4 +296,4 @@ def conv_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -
         )
     flops = gflops * 1e9 * (workload.image_size / 224) ** 2 * workload.batch_size
     seconds = flops / (_peak(gpu, num.compute_dtype) * eff.cnn_fraction("inference"))
-    return seconds + float(eff.host("engine_step_overhead_ms")) * 1e-3, flops
+    return seconds + eff.constants().host.engine_step_overhead_ms * 1e-3, flops

@@ -83,7 +83,7 @@ def plain_pytorch(workload: Workload) -> bool:
     """Eager PyTorch without a training framework's fused kernels (no framework named, or one of
     efficiency.toml host.eager_frameworks): the model's default for training jobs."""
     framework = workload.framework.strip().lower()
-    return not framework or framework in set(eff.host("eager_frameworks"))
+    return not framework or framework in eff.constants().host.eager_frameworks
 
 
 def uses_torch_autocast(workload: Workload) -> bool:

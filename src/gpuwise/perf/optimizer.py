@@ -35,7 +35,7 @@ IMPLEMENTATIONS: dict[Optimizer, Implementation] = {
 
 def default_implementation(optimizer: Optimizer, framework: str = "") -> Implementation:
     """The implementation a job's optimizer name runs: frameworks that ship a fused AdamW use it."""
-    if optimizer == "adamw" and framework.strip().lower() in set(eff.optimizer("fused_adamw_frameworks")):
+    if optimizer == "adamw" and framework.strip().lower() in eff.constants().optimizer.fused_adamw_frameworks:
         return "fused"
     return IMPLEMENTATIONS.get(optimizer, "foreach")
 
@@ -132,9 +132,9 @@ def trainable_tensors(
 
 def _launches(passes: tuple[Pass, ...], tensors: int, elements: float) -> int:
     """Kernel launches of multi-tensor ops (ATen MultiTensorApply: tensors and chunks per launch)."""
-    limits = list(eff.optimizer("max_tensors_per_launch"))
-    chunks = elements / float(eff.optimizer("chunk_elements")) + tensors
-    by_chunks = math.ceil(chunks / float(eff.optimizer("max_chunks_per_launch")))
+    limits = eff.constants().optimizer.max_tensors_per_launch
+    chunks = elements / eff.constants().optimizer.chunk_elements + tensors
+    by_chunks = math.ceil(chunks / eff.constants().optimizer.max_chunks_per_launch)
     total = 0
     for one in passes:
         by_tensors = math.ceil(tensors / limits[min(one.lists, len(limits)) - 1])
@@ -162,8 +162,8 @@ def optimizer_step(
     """
     impl = implementation or IMPLEMENTATIONS.get(optimizer, "foreach")
     bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
-    op_s = float(eff.host("eager_op_us")) * 1e-6
-    launch_s = float(eff.host("graph_op_us")) * 1e-6
+    op_s = eff.constants().host.eager_op_us * 1e-6
+    launch_s = eff.constants().host.graph_op_us * 1e-6
     p, g = param_bytes, grad_bytes
     serialized = False  # the host waits for the device once per tensor (Adafactor)
     if impl in {"foreach", "for-loop", "fused"}:
@@ -187,10 +187,10 @@ def optimizer_step(
         if fp16_scaler:
             per_param += 2 * g
         launches = tensors + (1 if fp16_scaler else 0)
-        host = tensors * float(eff.optimizer("bnb_host_ops_per_tensor")) * op_s
+        host = tensors * eff.constants().optimizer.bnb_host_ops_per_tensor * op_s
     elif impl == "adafactor":
-        per_param = float(eff.optimizer("adafactor_bytes_per_element")) + (2 * g if fp16_scaler else 0.0)
-        ops = int(eff.optimizer("adafactor_ops_per_tensor"))
+        per_param = eff.constants().optimizer.adafactor_bytes_per_element + (2 * g if fp16_scaler else 0.0)
+        ops = eff.constants().optimizer.adafactor_ops_per_tensor
         launches = ops * tensors
         host = launches * op_s
         serialized = True

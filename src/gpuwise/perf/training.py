@@ -103,7 +103,7 @@ def _attention_time(
     peak = peak_flops(gpu, num.attention_dtype)
     bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
     recompute = workload.grad_checkpointing in {"full", "selective"}
-    passes = 1 + eff.elementwise("backward_factor") + (1 if recompute else 0)
+    passes = 1 + eff.constants().elementwise.backward_factor + (1 if recompute else 0)
     nbytes = (
         micro_tokens * attention_bytes_per_token(arch, seq, num.activation_bytes, workload.attention) * passes
     )
@@ -122,13 +122,13 @@ def _attention_time(
 
 def _host_floor_s(arch: ModelArch, pp: int, autocast: bool = False) -> float:
     """Eager dispatch time of one micro-batch's kernels (forward + backward) on one stage."""
-    per_layer = int(eff.host("kernels_per_layer_training"))
+    per_layer = eff.constants().host.kernels_per_layer_training
     if not arch.is_transformer:
         per_layer = 12  # conv, norm, activation forward + their backward
     elif autocast:
-        per_layer += int(eff.elementwise("autocast_kernels_per_layer"))
+        per_layer += eff.constants().elementwise.autocast_kernels_per_layer
     layers = max(arch.num_layers, 1) / pp
-    return layers * per_layer * float(eff.host("eager_op_us")) * 1e-6
+    return layers * per_layer * eff.constants().host.eager_op_us * 1e-6
 
 
 def _weight_traffic_bytes(
@@ -157,7 +157,7 @@ def _weight_traffic_bytes(
     sharded_params = workload.sharding in {"zero3", "fsdp"} and dp > 1
     total = 0.0
     if num.autocast:
-        half_cast = eff.elementwise("autocast_weight_bytes") / 2
+        half_cast = eff.constants().elementwise.autocast_weight_bytes / 2
         uses = 1 + (1 if workload.grad_checkpointing == "full" else 0)
         trainable_matmul = trainable if workload.is_lora else matmul_params(arch) / shards
         total += m * (matmul_params(arch) / shards * uses + trainable_matmul) * half_cast
@@ -165,7 +165,7 @@ def _weight_traffic_bytes(
         total += (m - 1) * trainable / (dp if sharded_params else 1) * 3 * grad_bytes
     if dp > 1 and plain and not sharded_params:
         total += 4 * trainable * grad_bytes
-    fsdp2 = plain or workload.framework.strip().lower() in set(eff.host("fsdp2_frameworks"))
+    fsdp2 = plain or workload.framework.strip().lower() in eff.constants().host.fsdp2_frameworks
     if sharded_params and fsdp2:
         total += m * (2 * 2 * gather_bytes + 2 * trainable * grad_bytes)
     return total
@@ -228,7 +228,7 @@ def predict_training(
             "quantized base weights are dequantized to 16-bit for every matmul (bitsandbytes-style)"
         )
 
-    fused_lora = workload.framework.strip().lower() in set(eff.host("fused_lora_frameworks"))
+    fused_lora = workload.framework.strip().lower() in eff.constants().host.fused_lora_frameworks
     if workload.is_lora and arch.is_transformer and not fused_lora:
         adapter_bytes = dtype_bytes(workload.lora_dtype)
         per_token = lora_elementwise_bytes_per_token(
@@ -331,7 +331,7 @@ def predict_training(
     if sharded_params or dp > 1:
         assumptions.append(
             f"data-parallel traffic over {dp_link.kind} ({dp_link.bytes_per_s / 1e9:,.0f} GB/s bus bandwidth); "
-            f"{eff.comm('overlap_fraction'):.0%} of what fits under compute is hidden"
+            f"{eff.constants().comm.overlap_fraction:.0%} of what fits under compute is hidden"
         )
     if pp > 1:
         assumptions.append(

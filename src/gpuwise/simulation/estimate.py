@@ -24,7 +24,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.memory.activations import kbit_upcast
 from gpuwise.memory.frameworks import profile_for
 from gpuwise.memory.regime import regime_for
-from gpuwise.perf.prediction import Bound
+from gpuwise.perf.prediction import Bound, Mode
 from gpuwise.simulation import adapt, build
 from gpuwise.simulation.optim import build_optimizer
 from gpuwise.simulation.parity import cuda_code_paths
@@ -401,7 +401,7 @@ def _step_times(w: Workload, records: dict[str, PhaseRecord], device_total_bytes
     from gpuwise.perf import efficiency as eff
     from gpuwise.perf.roofline import matmul_efficiency, step_time_from_flops
 
-    kind = "training" if w.is_training else "inference"
+    kind: Mode = "training" if w.is_training else "inference"
     results = []
     for gpu in list_gpus():
         try:
@@ -420,7 +420,7 @@ def _step_times(w: Workload, records: dict[str, PhaseRecord], device_total_bytes
                     0, r.memory_bytes, gpu, w.precision, kind=kind
                 ).memory_s
                 device = sum(by_bound.values())
-                host = r.kernels * float(eff.host("eager_op_us")) * 1e-6  # eager PyTorch: one launch per op
+                host = r.kernels * eff.constants().host.eager_op_us * 1e-6  # eager PyTorch: one launch per op
                 per_phase[name] = max(device, host)
                 repeat = _repeats(w, name)
                 if host > device:
