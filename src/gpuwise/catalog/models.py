@@ -47,11 +47,6 @@ class ParamCounts:
         return self.embedding + self.lm_head + self.num_layers * self.per_layer + self.final_norm
 
     @property
-    def non_embedding(self) -> int:
-        """Parameters that take part in matmuls per token (lm_head included, embedding lookup not)."""
-        return self.total - self.embedding
-
-    @property
     def active(self) -> int:
         """Parameters used per token (MoE: only the routed experts)."""
         return self.total - self.num_layers * (self.per_layer_mlp - self.active_per_layer_mlp)
@@ -146,10 +141,6 @@ class ModelArch:
     @property
     def num_params(self) -> int:
         return self.param_counts().total
-
-    def kv_bytes_per_token(self, bytes_per_elem: float) -> float:
-        """K and V for one token across all layers (GQA-aware)."""
-        return 2 * self.num_layers * self.kv_dim * bytes_per_elem
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -127,10 +127,6 @@ def block_dtypes(w: Workload, regime: Regime, profile: Profile) -> Dtypes:
     return Dtypes(residual, matmul_out, regime.compute_bytes, attention, adapter, lora_input)
 
 
-def _rank(w: Workload) -> int:
-    return w.lora_rank if w.is_lora else 0
-
-
 def layer_activations(
     arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int
 ) -> LayerActivations:

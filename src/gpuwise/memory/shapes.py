@@ -103,13 +103,6 @@ def resolve_targets(arch: ModelArch, targets: tuple[str, ...]) -> tuple[str, ...
     return tuple(names)
 
 
-def lora_modules(arch: ModelArch, targets: tuple[str, ...]) -> list[Linear]:
-    """The linears that get an adapter, per block, plus the lm_head if targeted (copies=layers for blocks)."""
-    linears = block_linears(arch)
-    names = resolve_targets(arch, targets)
-    return [linears[n] for n in names if n in linears]
-
-
 # Hugging Face modules that hold several projections in one nn.Linear, so peft adapts the group as one
 # module (one dropout/cast copy of its input, one A output): transformers modeling_phi3 (qkv_proj, gate_up_proj),
 # modeling_falcon and modeling_gpt_neox (query_key_value), modeling_gpt2 (c_attn), modeling_mpt (Wqkv).

@@ -139,7 +139,7 @@ class AdamW8bitStandIn(torch.optim.Optimizer):
         self.paged = paged
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure=None):  # torch.optim.Optimizer.step signature; no loss to re-evaluate
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:

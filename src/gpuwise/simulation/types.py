@@ -91,10 +91,6 @@ class TracedMemoryEstimate:
             else 0.0
         )
 
-    @property
-    def phase_peaks(self) -> dict[str, int]:
-        return {p.name: p.peak_allocated_bytes for p in self.phases}
-
     def to_dict(self) -> dict[str, Any]:
         breakdown = {k: v for k, v in self.breakdown.items()}
         breakdown["cuda_context"] = self.cuda_context_bytes
