@@ -43,13 +43,14 @@ def test_full_training_is_six_n_t_plus_causal_attention():
     tokens, seq = 4 * 2048, 2048
     f = training_flops(arch, tokens, seq)
     assert f.linear_model == 6 * LLAMA3_8B_MATMUL * tokens
-    # Causal: average context s/2; 2 matmuls (QK^T, PV) x 2 FLOPs x context x q_dim per layer; x3 for backward.
+    # Causal: average context s/2; 2 matmuls (QK^T, PV) x 2 FLOPs x context x q_dim per layer;
+    # x3 for backward.
     assert f.attention_model == 3 * (4 * (seq / 2) * 4096 * 32) * tokens
     assert f.executed == f.model
 
 
 def test_palm_convention_matches_a_torch_flop_count():
-    # shared/notes/simulation.md: FlopCounterMode counted 9.991e13 FLOPs for one Llama-3-8B
+    # torch.utils.flop_counter.FlopCounterMode counted 9.991e13 FLOPs for one Llama-3-8B
     # training step at batch 1 x 2048 (attention counted non-causal, like PaLM's 12·L·d·s term).
     arch = get_model("llama-3-8b")
     assert palm_flops_per_token(arch, 2048) * 2048 == pytest.approx(9.991e13, rel=0.02)

@@ -101,7 +101,7 @@ class ModelArch:
     def param_counts(self) -> ParamCounts:
         """Count parameters from the shapes (see module doc for non-transformers)."""
         if not self.is_transformer:
-            total = int(round((self.params_b or 0) * 1e9))
+            total = round((self.params_b or 0) * 1e9)
             return ParamCounts(0, 0, 0, total, 0, 0, 1, total)
         h, fam = self.hidden_size, self.family
         bias_all = fam in _BIAS_ALL

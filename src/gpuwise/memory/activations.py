@@ -99,7 +99,8 @@ class Dtypes:
 
 
 def kbit_upcast(w: Workload, regime: Regime, profile: Profile) -> bool:
-    """peft's prepare_model_for_kbit_training ran: non-quantized weights, and so the residual stream, are fp32.
+    """peft's prepare_model_for_kbit_training ran: non-quantized weights, and so the residual
+    stream, are fp32.
 
     The QLoRA recipes that use it train under autocast (``fp16=True``/``bf16=True``), so matmuls keep
     16-bit copies of their inputs. TRL skips it for sharded QLoRA (FSDP/ZeRO-3 need one dtype

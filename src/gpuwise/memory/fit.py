@@ -111,7 +111,8 @@ class FitRow:
 
 @dataclass(frozen=True)
 class FitResult:
-    """Every (GPU, count) that holds the workload, fewest GPUs first, then the smallest GPU, then most headroom."""
+    """Every (GPU, count) that holds the workload: fewest GPUs first, then the smallest GPU,
+    then the most headroom."""
 
     workload: Workload
     counts: tuple[int, ...]

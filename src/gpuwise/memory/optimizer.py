@@ -4,7 +4,7 @@
   frameworks). The ``foreach`` implementation — torch's default on CUDA — computes
   ``sqrt(v)`` for the whole parameter group into a new tensor list before ``addcdiv_``: one
   extra parameter-sized tensor at the step (torch/optim/adamw.py ``_multi_tensor_adamw``;
-  measured 14.96 GiB for Llama-3-8B bf16 in shared/notes/simulation.md). ``fused`` does it
+  14.96 GiB for Llama-3-8B bf16 in gpuwise's traced simulation of that step). ``fused`` does it
   in one kernel without the temporary.
 - bitsandbytes 8-bit Adam: two 1-byte moments (+ negligible block absmax, block 2048). The
   ``paged`` variants live in CUDA unified memory, which ``torch.cuda.max_memory_allocated``

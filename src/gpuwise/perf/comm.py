@@ -66,7 +66,8 @@ def allreduce_s(n_bytes: float, n: int, link: Link) -> float:
 
 
 def allgather_s(n_bytes: float, n: int, link: Link) -> float:
-    """Ring all-gather (or reduce-scatter) of a buffer whose FULL size is ``n_bytes``: (n-1)/n · bytes / bw."""
+    """Ring all-gather (or reduce-scatter) of a buffer whose FULL size is ``n_bytes``:
+    (n-1)/n · bytes / bw."""
     if n <= 1 or n_bytes <= 0:
         return 0.0
     return (n - 1) / n * n_bytes / link.bytes_per_s + link.latency_s

@@ -291,8 +291,8 @@ def conv_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -
     gflops = eff.cnn_gflops_224(arch.id)
     if gflops is None:
         raise GpuwiseError(
-            f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the conv nets "
-            "in perf/data/efficiency.toml [cnn.gflops_224]"
+            f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the conv "
+            "nets in perf/data/efficiency.toml [cnn.gflops_224]"
         )
     flops = gflops * 1e9 * (workload.image_size / 224) ** 2 * workload.batch_size
     seconds = flops / (_peak(gpu, num.compute_dtype) * eff.cnn_fraction("inference"))

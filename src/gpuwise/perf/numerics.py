@@ -127,7 +127,8 @@ def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> N
     if resolved != compute:
         if compute == "fp8" and p == "fp8":
             notes.append(
-                f"{gpu.id} has no fp8 tensor cores: fp8 weights are dequantized and multiplied in {_half(gpu)}"
+                f"{gpu.id} has no fp8 tensor cores: fp8 weights are dequantized and multiplied in "
+                f"{_half(gpu)}"
             )
             weight_only = True
             resolved = supported_dtype(gpu, _half(gpu))

@@ -146,8 +146,10 @@ def _inference(
             mfu_pct=100.0 * flops * replicas / seconds / (n * peak),
             model_tflops_per_gpu=flops * replicas / seconds / n / 1e12,
             fits=True,
-            assumptions=assumptions
-            + [f"conv net: {eff.cnn_fraction('inference'):.0%} of peak; throughput in images/s"],
+            assumptions=[
+                *assumptions,
+                f"conv net: {eff.cnn_fraction('inference'):.0%} of peak; throughput in images/s",
+            ],
         )
     if not arch.is_decoder:
         seconds, tokens, bound = encoder_forward(workload, gpu, arch, num)
@@ -165,7 +167,7 @@ def _inference(
             mfu_pct=100.0 * flops / seconds / (workload.tp * workload.pp * peak),
             model_tflops_per_gpu=flops / seconds / (workload.tp * workload.pp) / 1e12,
             fits=True,
-            assumptions=assumptions + ["encoder model: one forward pass per batch (no generation)"],
+            assumptions=[*assumptions, "encoder model: one forward pass per batch (no generation)"],
         )
     perf, more, fits = predict_inference(workload, gpu, arch, num)
     per_request = (
@@ -179,9 +181,9 @@ def _inference(
     notes = list(num.notes)
     if not fits:
         notes.append(
-            f"does not fit: {perf.weights_bytes_per_gpu / 1e9:,.1f} GB of weights per GPU leave no room for one "
-            f"{perf.prompt_tokens + perf.output_tokens}-token KV cache on {gpu.memory_gb:g} GB; quantize the weights "
-            "(int8/int4), shard with tp, or use a larger GPU"
+            f"does not fit: {perf.weights_bytes_per_gpu / 1e9:,.1f} GB of weights per GPU leave no room "
+            f"for one {perf.prompt_tokens + perf.output_tokens}-token KV cache on {gpu.memory_gb:g} GB; "
+            "quantize the weights (int8/int4), shard with tp, or use a larger GPU"
         )
     return base(
         notes=notes,

@@ -105,12 +105,14 @@ class PerfPrediction:
     step_time_s: (
         float  # training: optimizer step; inference: time per output token (or per batch for encoders)
     )
-    tokens_per_s: float  # training tokens/s or output tokens/s, whole job; images/s for vision tasks (see throughput_unit)
+    # training tokens/s or output tokens/s, whole job; images/s for vision tasks (see throughput_unit)
+    tokens_per_s: float
     tokens_per_s_per_gpu: float
     samples_per_s: float  # sequences (training), requests (serving) or images per second
     mfu_pct: float  # model FLOPs / (time × GPUs × dense peak of the compute dtype)
     model_tflops_per_gpu: float
-    fits: bool  # inference: one sequence's KV cache fits next to the weights; training: gpuwise.memory's estimate fits
+    # inference: one sequence's KV cache fits next to the weights; training: gpuwise.memory's estimate fits
+    fits: bool
     training: TrainingPerf | None = None
     inference: InferencePerf | None = None
     throughput_unit: str = "tokens/s"  # what tokens_per_s counts: tokens/s | output tokens/s | images/s

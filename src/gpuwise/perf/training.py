@@ -2,7 +2,7 @@
 
 One optimizer step per GPU =
     pipeline( micro-batch time × (microbatches + pp − 1) )      # pp = 1: microbatches × micro time
-  + exposed data-parallel traffic         # gradients overlap the backward; ZeRO-1/2's parameter gather does not
+  + exposed data-parallel traffic         # gradients overlap the backward; ZeRO-1/2's gather does not
   + optimizer update (perf/optimizer.py: memory-bound passes, or its launches when they take longer)
 where micro-batch time = max(kernels' time, host launch floor) and kernels' time = matmuls +
 attention (a roofline of its FLOPs and its HBM bytes) + memory-bound elementwise passes
@@ -49,8 +49,8 @@ def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
             from gpuwise.errors import GpuwiseError
 
             raise GpuwiseError(
-                f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the conv nets "
-                "in perf/data/efficiency.toml [cnn.gflops_224]"
+                f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the "
+                "conv nets in perf/data/efficiency.toml [cnn.gflops_224]"
             )
         per_image = gflops * 1e9 * (workload.image_size / 224) ** 2
         images = workload.batch_size
@@ -411,7 +411,8 @@ def _data_parallel(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics)
         else arch.param_counts().total
     ) / shards
     grad_bytes = dtype_bytes(workload.lora_dtype) if workload.is_lora else num.grad_bytes
-    # FSDP gathers 16-bit copies under a mixed-precision policy; plain PyTorch autocast gathers the fp32 weights.
+    # FSDP gathers 16-bit copies under a mixed-precision policy; plain PyTorch autocast gathers the
+    # fp32 weights.
     gather_elem = 4.0 if num.autocast else min(num.other_weight_bytes, 2.0)
     if num.weight_only_quant:
         gather_elem = num.block_weight_bytes

@@ -1,7 +1,7 @@
 """Turn the bare model into the one a training script would run: checkpointing, LoRA, quantized base.
 
 Everything here runs on ``meta`` before materialisation, because peft calls ``.to()`` and ``.to()``
-fails on a model whose parameters are already fake (shared/notes/simulation.md).
+fails on a model whose parameters are already fake ("Couldn't swap ... weight").
 """
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ def apply_checkpointing(built: BuiltModel, mode: Checkpointing) -> str:
             )
         for block in blocks:
             block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)
-        return f"full activation checkpointing of the {len(blocks)} blocks of the largest nn.ModuleList (non-reentrant)"
+        return (
+            f"full activation checkpointing of the {len(blocks)} blocks of the largest nn.ModuleList "
+            "(non-reentrant)"
+        )
     if not built.is_hf or not getattr(model, "_can_set_attn_implementation", lambda: False)():
         raise GpuwiseError(
             f"{built.description}: selective checkpointing is simulated for Hugging Face models only; "
@@ -126,12 +129,13 @@ def apply_lora(built: BuiltModel, workload: Workload, dropout: float) -> str:
     fused = [t for t in targets if len(_HF_ROLES.get(t, ())) > 1] if not isinstance(targets, str) else []
     extra = f" (fused {', '.join(fused)}: the whole module is adapted)" if fused else ""
     return (
-        f"peft LoRA r={workload.lora_rank} on {shown}{extra}, lora_dropout={dropout:g}{dropout_note}, adapters in "
-        f"{workload.lora_dtype} ({trainable:,} trainable parameters)"
+        f"peft LoRA r={workload.lora_rank} on {shown}{extra}, lora_dropout={dropout:g}{dropout_note}, "
+        f"adapters in {workload.lora_dtype} ({trainable:,} trainable parameters)"
     )
 
 
-# Leaf names of Hugging Face linear layers -> the block roles they implement (a fused module implements several).
+# Leaf names of Hugging Face linear layers -> the block roles they implement (a fused module
+# implements several).
 _HF_ROLES = {
     "q_proj": {"q"},
     "k_proj": {"k"},

@@ -1,7 +1,8 @@
 """``traced_estimate``: build the workload's model without weights, run one step on fake tensors, report.
 
-The order matters and follows shared/notes/simulation.md: build on ``meta`` (default dtype set
-around construction), apply checkpointing, LoRA and quantized stand-ins there, then materialise as
+The order matters: build on ``meta`` (default dtype set around construction), apply
+checkpointing, LoRA and quantized stand-ins there (peft calls ``.to()``, which fails on fake
+parameters), then materialise as
 fake *CPU* tensors inside ``FakeTensorMode`` (fake CUDA tensors that require grad abort a CPU-only
 torch), keeping tied weights tied. Sizes do not depend on the device, so the peaks are GPU peaks
 minus what the CUDA context, the caching allocator and library workspaces add; those come from
@@ -114,8 +115,8 @@ def simulate(
     notes: list[str] = []
     if profile.name != "hf":
         notes.append(
-            f"simulated with the transformers + peft implementation; {w.framework}'s own code (loss, adapters) "
-            "is modelled by the analytic estimate only"
+            f"simulated with the transformers + peft implementation; {w.framework}'s own code (loss, "
+            "adapters) is modelled by the analytic estimate only"
         )
     with _status(progress) as status, _quiet_libraries():
         status("building the model on the meta device")
@@ -141,8 +142,8 @@ def simulate(
         ddp = w.is_training and w.data_parallel > 1
         if ddp:
             notes.append(
-                f"{w.data_parallel} data-parallel replicas: DDP gradient buckets (one flat copy of the gradients, "
-                "gradient_as_bucket_view=False) are included; NCCL buffers are in the context line"
+                f"{w.data_parallel} data-parallel replicas: DDP gradient buckets (one flat copy of the "
+                "gradients, gradient_as_bucket_view=False) are included; NCCL buffers are in the context line"
             )
         settings = RunSettings(
             batch,
@@ -262,7 +263,8 @@ def _limits_notes(w: Workload, built: build.BuiltModel) -> list[str]:
     notes = []
     if w.is_inference and w.kv_cache_dtype not in ("auto", "bf16", "fp16") and built.kind == "causal-lm":
         notes.append(
-            f"KV cache simulated in the model dtype: a {w.kv_cache_dtype} cache (serving engines) is not modelled"
+            f"KV cache simulated in the model dtype: a {w.kv_cache_dtype} cache (serving engines) is not "
+            "modelled"
         )
     if w.attention == "flash":
         notes.append(
@@ -309,7 +311,8 @@ def _assemble(w: Workload, sim: Simulation, wall_s: float) -> TracedMemoryEstima
     notes = list(sim.notes)
     if sim.paged_state_bytes:
         notes.append(
-            "paged optimizer state lives in CUDA unified memory: counted in the device total, not in allocated/reserved"
+            "paged optimizer state lives in CUDA unified memory: counted in the device total, not in "
+            "allocated/reserved"
         )
     if not times:
         notes.append("predicted step time unavailable: the performance model (gpuwise.perf) is not installed")
@@ -371,7 +374,8 @@ def _library_versions() -> str:
 
 
 def _per_step(w: Workload, per_phase: Mapping[str, float]) -> float:
-    """Training: grad_accum micro-batches + one optimizer step; inference: prefill + output_len - 1 decodes."""
+    """Training: grad_accum micro-batches + one optimizer step; inference: prefill + output_len - 1
+    decodes."""
     if w.is_training:
         return w.grad_accum * (per_phase.get("forward", 0) + per_phase.get("backward", 0)) + per_phase.get(
             "optimizer_step", 0

@@ -1,7 +1,7 @@
 """The optimizer a CUDA run would build, built explicitly so a CPU simulation does not pick CPU defaults.
 
-The implementation moves the peak a lot (Llama-3-8B pure bf16: AdamW foreach 75.3 GiB, fused 60.6,
-for-loop 62.3; shared/notes/simulation.md): ``torch.optim.AdamW(params)`` on CUDA tensors takes the
+The implementation moves the peak a lot (Llama-3-8B pure bf16, traced with this simulation: AdamW
+foreach 75.3 GiB, fused 60.6, for-loop 62.3): ``torch.optim.AdamW(params)`` on CUDA tensors takes the
 foreach path (torch/optim/optimizer.py ``_default_to_fused_or_foreach``), on CPU tensors the
 for-loop. So every choice below names its implementation.
 """
@@ -50,7 +50,8 @@ def build_optimizer(name: Optimizer, model: nn.Module) -> OptimizerChoice:
         # What the Hugging Face Trainer builds for optim="adafactor" (trainer.py): fixed lr, no scaling.
         return OptimizerChoice(
             Adafactor(params, lr=1e-3, scale_parameter=False, relative_step=False),
-            "transformers Adafactor (scale_parameter=False, relative_step=False), as the HF Trainer builds it",
+            "transformers Adafactor (scale_parameter=False, relative_step=False), as the HF Trainer builds "
+            "it",
         )
     if name in ("adamw-8bit", "paged-adamw-8bit"):
         paged = name.startswith("paged")
@@ -64,7 +65,8 @@ def build_optimizer(name: Optimizer, model: nn.Module) -> OptimizerChoice:
             paged=paged,
         )
     raise GpuwiseError(
-        f"optimizer {name!r} cannot be simulated; choose adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor or sgd"
+        f"optimizer {name!r} cannot be simulated; choose adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, "
+        "adafactor or sgd"
     )
 
 

@@ -112,7 +112,8 @@ class QuantizedLinear(nn.Module):
 def quantize_linears(
     model: nn.Module, precision: Precision, double_quant: bool, compute_dtype: torch.dtype, skip: set[int]
 ) -> int:
-    """Replace every plain ``nn.Linear`` (not LoRA adapters, not ``skip``) by a QuantizedLinear; returns the count."""
+    """Replace every plain ``nn.Linear`` (not LoRA adapters, not ``skip``) by a QuantizedLinear;
+    returns the count."""
     replaced = 0
     for parent_name, parent in list(model.named_modules()):
         if "lora_" in parent_name:  # peft adapters (lora_A.default, lora_B.default) stay trainable

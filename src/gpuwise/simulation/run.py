@@ -265,8 +265,8 @@ def explain_failure(
     op = str(getattr(err, "func", "") or tracker.failed_op or "")
     if isinstance(err, (DataDependentOutputException, DynamicOutputShapeException)):
         why = (
-            f"runs {op}, whose result depends on tensor values (data-dependent control flow or output shape), "
-            "which fake tensors do not have"
+            f"runs {op}, whose result depends on tensor values (data-dependent control flow or output "
+            "shape), which fake tensors do not have"
         )
     elif isinstance(err, UnsupportedOperatorException):
         why = f"runs {op}, which has no fake-tensor (meta) implementation"

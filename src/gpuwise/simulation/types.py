@@ -38,7 +38,8 @@ class GpuStepTime:
     """Predicted time of the simulated work on one catalog GPU (the perf roofline, op by op)."""
 
     gpu: str
-    step_time_s: float  # training: one optimizer step (grad_accum micro-batches); inference: prefill + all decode steps
+    # training: one optimizer step (grad_accum micro-batches); inference: prefill + all decode steps
+    step_time_s: float
     phase_times_s: dict[str, float]  # one pass of each phase
     bound: Bound  # compute | memory_bandwidth | host
     fits: bool  # the simulated device total fits this GPU's memory

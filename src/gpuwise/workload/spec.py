@@ -254,9 +254,8 @@ def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
         values.setdefault("optimizer", "adamw")
     if values.get("task") == "qlora":
         values.setdefault("precision", "nf4")
-    if values.get("task") in INFERENCE_TASKS or values.get("task") in (None, "inference"):
-        if values.get("task", "inference") in INFERENCE_TASKS:
-            values.setdefault("optimizer", "none")
+    if values.get("task", "inference") in INFERENCE_TASKS:  # inference is the default task
+        values.setdefault("optimizer", "none")
     return validate(Workload(**values, source=source), where)
 
 
@@ -376,7 +375,10 @@ def _model_mismatch(w: Workload) -> str | None:
         if w.tp > 1 and arch.num_attention_heads % w.tp:
             return f"tp={w.tp} does not divide {arch.id}'s {arch.num_attention_heads} attention heads"
         if w.tp > 1 and arch.num_kv_heads % w.tp and w.tp % arch.num_kv_heads:
-            return f"tp={w.tp} does not divide {arch.id}'s {arch.num_kv_heads} KV heads (nor is a multiple of it)"
+            return (
+                f"tp={w.tp} does not divide {arch.id}'s {arch.num_kv_heads} KV heads "
+                "(nor is a multiple of it)"
+            )
         if w.pp > arch.num_layers:
             return f"pp={w.pp} is more pipeline stages than {arch.id}'s {arch.num_layers} layers"
         if w.is_lora and w.lora_rank >= arch.hidden_size:
