@@ -14,11 +14,14 @@ import typing
 from dataclasses import MISSING, dataclass, fields
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from gpuwise.catalog import GPU
 from gpuwise.perf.prediction import Mode
 from gpuwise.workload.spec import Attention
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -185,7 +188,7 @@ class Efficiency:
     cnn: Cnn
 
 
-T = TypeVar("T")
+D = TypeVar("D", bound="DataclassInstance")
 
 
 def _convert(kind: Any, value: Any, where: str) -> Any:
@@ -210,15 +213,15 @@ def _convert(kind: Any, value: Any, where: str) -> Any:
     )  # pragma: no cover - a new field type
 
 
-def _load(cls: type[T], table: dict[str, Any], where: str) -> T:
+def _load(cls: type[D], table: dict[str, Any], where: str) -> D:
     """Build dataclass ``cls`` from a TOML table; unknown or missing keys name the table."""
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]  # cls is always a dataclass here
+    names = {f.name for f in fields(cls)}
     unknown = set(table) - names
     if unknown:
         raise ValueError(f"efficiency.toml [{where}]: unknown key {sorted(unknown)[0]!r}")
     values = {}
-    for f in fields(cls):  # type: ignore[arg-type]  # as above
+    for f in fields(cls):
         if f.name in table:
             values[f.name] = _convert(hints[f.name], table[f.name], f"{where}.{f.name}".lstrip("."))
         elif f.default is MISSING:
