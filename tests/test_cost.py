@@ -89,7 +89,7 @@ def test_price_precedence_and_missing_price():
     assert gpu_price(gpu, w, 4.0).origin == "flag"
     assert gpu_price(gpu, w).usd_per_gpu_hour == 1.5
     assert gpu_price(gpu).origin == "catalog"
-    with pytest.raises(GpuwiseError, match="no verified \\$/GPU-hour for rtx-4090.*--usd-per-hour"):
+    with pytest.raises(GpuwiseError, match=r"no verified \$/GPU-hour for rtx-4090.*--usd-per-hour"):
         estimate_cost(W(model="llama-3-8b", gpu="rtx-4090"))
 
 
@@ -158,8 +158,8 @@ def test_cli_cost_never_imports_torch(cli):
 
     code = (
         "import sys\nfrom gpuwise.cli.app import main\n"
-        "try:\n    main(['cost', 'llama-3-8b', '-t', 'lora', '--all-gpus', '--json'])\nexcept SystemExit:\n    pass\n"
-        "sys.stderr.write('TORCH=' + str('torch' in sys.modules))"
+        "try:\n    main(['cost', 'llama-3-8b', '-t', 'lora', '--all-gpus', '--json'])\nexcept SystemExit:\n  "
+        "  pass\nsys.stderr.write('TORCH=' + str('torch' in sys.modules))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "TORCH=False" in proc.stderr

@@ -123,6 +123,15 @@ def test_malformed_yaml_names_file_and_line(cli, tmp_path):
     assert r.exit_code == 2 and "bad.yaml" in r.stderr and "line" in r.stderr
 
 
+def test_boolean_count_in_yaml_is_one_line_exit_2(cli, tmp_path):
+    bad = tmp_path / "bool.yaml"
+    bad.write_text("model: llama-3-8b\nbatch_size: true\n")
+    r = cli("memory", str(bad))
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert "batch_size must be int, got True" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 def test_config_json_missing_a_field_names_it(cli, tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text(

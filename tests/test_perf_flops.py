@@ -43,13 +43,14 @@ def test_full_training_is_six_n_t_plus_causal_attention():
     tokens, seq = 4 * 2048, 2048
     f = training_flops(arch, tokens, seq)
     assert f.linear_model == 6 * LLAMA3_8B_MATMUL * tokens
-    # Causal: average context s/2; 2 matmuls (QK^T, PV) x 2 FLOPs x context x q_dim per layer; x3 for backward.
+    # Causal: average context s/2; 2 matmuls (QK^T, PV) x 2 FLOPs x context x q_dim per layer;
+    # x3 for backward.
     assert f.attention_model == 3 * (4 * (seq / 2) * 4096 * 32) * tokens
     assert f.executed == f.model
 
 
 def test_palm_convention_matches_a_torch_flop_count():
-    # shared/notes/simulation.md: FlopCounterMode counted 9.991e13 FLOPs for one Llama-3-8B
+    # torch.utils.flop_counter.FlopCounterMode counted 9.991e13 FLOPs for one Llama-3-8B
     # training step at batch 1 x 2048 (attention counted non-causal, like PaLM's 12·L·d·s term).
     arch = get_model("llama-3-8b")
     assert palm_flops_per_token(arch, 2048) * 2048 == pytest.approx(9.991e13, rel=0.02)
@@ -195,3 +196,18 @@ def test_attention_kernels_by_generation():
     assert attention_efficiency(get_gpu("h100-sxm"), "training") == 0.30  # FA2 reaches ~35 % on H100
     assert attention_efficiency(get_gpu("h100-sxm"), "inference") == 0.60  # FA3-class forward
     assert attention_efficiency(get_gpu("h100-sxm"), "training", "eager") == pytest.approx(0.30 * 0.25)
+
+
+def test_efficiency_table_loads_typed_and_names_a_bad_key():
+    from gpuwise.perf import efficiency
+
+    table = efficiency.constants()
+    assert table.host.kernels_per_layer_training == 90 and isinstance(table.host.eager_frameworks, tuple)
+    assert table.mamf.gpu["a100-80gb-sxm"].fp8 is None  # no fp8 figure: mamf() falls back to bf16
+    assert efficiency.mamf(get_gpu("a100-80gb-sxm")).fp8 == 0.869
+    with pytest.raises(ValueError, match=r"\[bandwidth\]: unknown key 'stream_fractoin'"):
+        efficiency._load(efficiency.Bandwidth, {"decode_fraction": 0.75, "stream_fractoin": 0.9}, "bandwidth")
+    with pytest.raises(ValueError, match=r"\[serving\]: missing key 'context_bytes'"):
+        efficiency._load(
+            efficiency.Serving, {"memory_utilization": 0.9, "prefill_chunk_tokens": 1}, "serving"
+        )

@@ -221,7 +221,9 @@ FACTORIES = textwrap.dedent("""
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
-            self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64)) for _ in range(3)])
+            self.blocks = nn.ModuleList(
+                [nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64)) for _ in range(3)]
+            )
         def forward(self, x):
             for block in self.blocks:
                 x = x + block(x)

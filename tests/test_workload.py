@@ -24,6 +24,8 @@ def test_defaults_and_aliases():
         ({"model": "llama-3-8b", "optimizer": "adamw9"}, "unknown optimizer"),
         ({"task": "lora"}, "needs a model"),
         ({"model": "llama-3-8b", "tp": 2}, "must be a multiple of tp"),
+        ({"model": "llama-3-8b", "batch_size": True}, "batch_size must be int, got True"),
+        ({"model": "llama-3-8b", "epochs": False}, "epochs must be float, got False"),
     ],
 )
 def test_impossible_values_get_one_clear_line(data, message):

@@ -17,14 +17,6 @@ def to_bytes(value: float, unit: str) -> float:
         raise ValueError(f"unknown memory unit {unit!r} (use GB, GiB, MB or MiB)") from None
 
 
-def fmt_gib(n_bytes: float) -> str:
-    return f"{n_bytes / GiB:,.2f} GiB"
-
-
-def fmt_gb(n_bytes: float) -> str:
-    return f"{n_bytes / GB:,.2f} GB"
-
-
 def fmt_duration(seconds: float) -> str:
     """Human duration: 850 ms, 12.3 s, 4.2 min, 3.1 h, 2.5 days."""
     if seconds < 1:

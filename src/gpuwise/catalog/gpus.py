@@ -1,7 +1,7 @@
 """The GPU catalog: datasheet specs (dense TFLOPS), interconnect, features and prices.
 
-Every bundled row comes from ``data/gpus.csv`` (copied from shared/data, sources in
-``spec_source`` / ``price_source``). TFLOPS are **dense** peaks; sparse datasheet
+Every bundled row comes from ``data/gpus.csv`` (each row names its sources in ``spec_source``
+/ ``price_source``). TFLOPS are **dense** peaks; sparse datasheet
 figures were halved at the source. Memory is decimal GB as the datasheets print it.
 """
 

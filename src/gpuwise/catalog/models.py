@@ -47,11 +47,6 @@ class ParamCounts:
         return self.embedding + self.lm_head + self.num_layers * self.per_layer + self.final_norm
 
     @property
-    def non_embedding(self) -> int:
-        """Parameters that take part in matmuls per token (lm_head included, embedding lookup not)."""
-        return self.total - self.embedding
-
-    @property
     def active(self) -> int:
         """Parameters used per token (MoE: only the routed experts)."""
         return self.total - self.num_layers * (self.per_layer_mlp - self.active_per_layer_mlp)
@@ -106,7 +101,7 @@ class ModelArch:
     def param_counts(self) -> ParamCounts:
         """Count parameters from the shapes (see module doc for non-transformers)."""
         if not self.is_transformer:
-            total = int(round((self.params_b or 0) * 1e9))
+            total = round((self.params_b or 0) * 1e9)
             return ParamCounts(0, 0, 0, total, 0, 0, 1, total)
         h, fam = self.hidden_size, self.family
         bias_all = fam in _BIAS_ALL
@@ -146,10 +141,6 @@ class ModelArch:
     @property
     def num_params(self) -> int:
         return self.param_counts().total
-
-    def kv_bytes_per_token(self, bytes_per_elem: float) -> float:
-        """K and V for one token across all layers (GQA-aware)."""
-        return 2 * self.num_layers * self.kv_dim * bytes_per_elem
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

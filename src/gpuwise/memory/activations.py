@@ -99,7 +99,8 @@ class Dtypes:
 
 
 def kbit_upcast(w: Workload, regime: Regime, profile: Profile) -> bool:
-    """peft's prepare_model_for_kbit_training ran: non-quantized weights, and so the residual stream, are fp32.
+    """peft's prepare_model_for_kbit_training ran: non-quantized weights, and so the residual
+    stream, are fp32.
 
     The QLoRA recipes that use it train under autocast (``fp16=True``/``bf16=True``), so matmuls keep
     16-bit copies of their inputs. TRL skips it for sharded QLoRA (FSDP/ZeRO-3 need one dtype
@@ -127,152 +128,185 @@ def block_dtypes(w: Workload, regime: Regime, profile: Profile) -> Dtypes:
     return Dtypes(residual, matmul_out, regime.compute_bytes, attention, adapter, lora_input)
 
 
-def _rank(w: Workload) -> int:
-    return w.lora_rank if w.is_lora else 0
-
-
 def layer_activations(
     arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int
 ) -> LayerActivations:
     """Walk one block for a micro-batch of ``batch`` × ``seq`` tokens (before the tp split)."""
-    t = batch * seq
-    h, i, qd, kvd = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
-    heads = arch.num_attention_heads
-    dt = block_dtypes(w, regime, profile)
-    full = w.is_training and not w.is_lora
-    targets = set(resolve_targets(arch, w.lora_targets)) if w.is_lora else set()
-    quantized = regime.quantized
-    quant_keeps = quantized and quantized_linear_keeps_input(profile, w.precision)
-    python_gelu = profile.transformers_modeling and arch.family in PYTHON_GELU_FAMILIES and not arch.gated_mlp
-    hidden_drop, attn_drop = _DROPOUT.get(arch.family, (0.0, 0.0))
-    s = Saved()
-
-    def norm(name: str, src: str) -> str:
-        """A norm on tensor ``src`` (residual dtype); returns the id of its output."""
-        if arch.norm_type.startswith("layernorm") or not profile.norm_fp32_saved:
-            s.keep(src, dt.residual * t * h)  # native layer_norm keeps its input (+ tiny mean/rstd)
-        else:
-            # RMSNorm computes in fp32: pow/mul keep the fp32 copy of the input (the input itself if fp32).
-            s.keep(src if dt.residual == 4 else f"{src}.fp32", 4.0 * t * h)
-        if full and not arch.norm_type.startswith("layernorm"):
-            s.keep(f"{name}.normed", dt.residual * t * h)  # python RMSNorm: weight * x_normed keeps x_normed
-        return name
-
-    def linear(name: str, src: str, src_bytes: float, d_in: int, tokens: float = t) -> None:
-        """What a linear (with or without a LoRA adapter) keeps for backward."""
-        if quantized:
-            # bitsandbytes Linear4bit casts its input to the compute dtype first; Linear8bitLt takes it as is.
-            if quant_keeps and src_bytes != dt.compute and w.precision != "int8":
-                s.keep(f"{src}->{name}.cast", dt.compute * tokens * d_in, ctx=True)
-            elif quant_keeps:
-                s.keep(src, src_bytes * tokens * d_in, ctx=True)
-        elif full or profile.frozen_linear_saves_input:
-            if src_bytes != dt.compute and regime.is_amp:
-                s.keep(f"{src}->{name}.cast", dt.compute * tokens * d_in)  # autocast: per-layer 16-bit cast
-            else:
-                s.keep(src, src_bytes * tokens * d_in)
-        if name in targets:
-            # peft adapts a fused Hugging Face module (phi-3's qkv_proj) once: one input copy for q, k and v.
-            module = hf_module(arch, name) if profile.lora_input_per_module else name
-            key = f"{module}.lora" if profile.lora_input_per_module else f"{src}.lora"
-            if profile.lora_dropout > 0:
-                s.keep(f"{key}.dropout", dt.lora_input * tokens * d_in)
-                s.keep(f"{key}.mask", 1.0 * tokens * d_in)
-            elif dt.lora_input != src_bytes:
-                s.keep(f"{key}.cast", dt.lora_input * tokens * d_in)
-            else:
-                s.keep(src, src_bytes * tokens * d_in)
-            s.keep(f"{module}.lora_a_out", dt.lora_input * tokens * w.lora_rank)
-
-    def attention(src: str) -> str:
-        for name in ("q", "k", "v"):
-            linear(name, src, dt.residual, h)
-        kv_eff = qd if expands_kv(arch, w, profile) else kvd
-        s.keep("q", dt.attention * t * qd)
-        s.keep("k", dt.attention * t * kv_eff)
-        s.keep("v", dt.attention * t * kv_eff)
-        if w.attention == "eager":
-            scores = batch * heads * seq * seq
-            decoder_upcast = arch.is_decoder  # HF decoders: softmax in fp32, then cast back
-            s.keep("probs", (4.0 + dt.attention if decoder_upcast else dt.attention) * scores, core=True)
-            if attn_drop > 0:
-                s.keep("probs.mask", 1.0 * scores, core=True)
-                s.keep("probs.dropped", dt.attention * scores, core=True)
-            s.keep("attn.out", dt.attention * t * qd)  # transpose + reshape copy feeding o_proj
-        else:
-            s.keep("attn.out", dt.attention * t * qd)  # kernel output, (b, s, heads, d) already
-            s.keep("attn.lse", 4.0 * batch * heads * seq)
-        linear("o", "attn.out", dt.attention, qd)
-        if hidden_drop > 0:
-            s.keep("attn.drop.mask", 1.0 * t * h)
-        return "attn.out"
-
-    def mlp(src: str) -> None:
-        k = arch.experts_per_token if arch.is_moe else 1
-        tokens = t * k
-        if arch.is_moe:
-            s.keep("router.probs", 4.0 * t * arch.num_experts)  # fp32 routing softmax
-            if full or profile.frozen_linear_saves_input:
-                s.keep(src, dt.residual * t * h)  # the router's input
-        for name in mlp_names(arch):
-            if name == "down":
-                continue
-            linear(name, src if not arch.is_moe else f"{src}.routed", dt.residual, h, tokens)
-        up_out = dt.matmul_out * tokens * i
-        down_in = dt.matmul_out  # bytes per element of the down projection's input
-        if arch.gated_mlp:
-            s.keep("gate.out", up_out)  # activation input
-            s.keep("act.out", up_out)  # product keeps both factors
-            s.keep("up.out", up_out)
-            prod = "prod"
-        elif python_gelu:
-            # pow keeps x; under CUDA autocast pow runs in fp32, so x is kept as an fp32 copy and tanh,
-            # 1 + tanh and the product are fp32 too; 0.5 * x stays in the matmul dtype.
-            down_in = 4.0 if regime.is_amp else dt.matmul_out
-            s.keep("up.out" if down_in == dt.matmul_out else "up.out.fp32", down_in * tokens * i)
-            s.keep("gelu.tanh", down_in * tokens * i)
-            s.keep("gelu.one_plus_tanh", down_in * tokens * i)
-            s.keep("gelu.half_x", up_out)
-            prod = "act.out"
-        else:
-            s.keep("up.out", up_out)  # GELU input
-            prod = "act.out"
-        linear("down", prod, down_in, i, tokens)
-        if hidden_drop > 0:
-            s.keep("mlp.drop.mask", 1.0 * t * h)
-
-    if arch.family in _PARALLEL_ONE_NORM or (arch.family == "falcon" and arch.num_kv_heads == 1):
-        n1 = norm("n1", "x")
-        attention(n1)
-        mlp(n1)
-    elif arch.family in _PARALLEL_TWO_NORMS or arch.family == "falcon":
-        attention(norm("n1", "x"))
-        mlp(norm("n2", "x"))
-    else:
-        attention(norm("n1", "x"))
-        mlp(norm("n2", "x_mid"))
-
-    input_bytes = dt.residual * t * h
+    walk = _BlockWalk(arch, w, regime, profile, batch, seq)
+    s = walk.run()
+    dt, t, h, qd, kvd = walk.dt, walk.t, arch.hidden_size, arch.q_dim, arch.kv_dim
+    backward_ws, prefill_ws = _layer_workspaces(arch, w, dt, batch, seq)
     tp = w.tp
-    k = arch.experts_per_token if arch.is_moe else 1
-    experts = max(arch.num_experts, 1)  # MoE experts run (and backpropagate) one after another
-    grad_mlp = 3 * dt.matmul_out * t * k * i / experts
-    grad_attn = dt.attention * t * (qd + 2 * kvd) + 4.0 * t * qd
-    if w.attention == "eager":
-        grad_attn += (4.0 + dt.attention) * batch * heads * seq * seq
-    backward_ws = max(grad_mlp, grad_attn) + 2 * dt.residual * t * h
-    prefill_ws = dt.compute * t * (2 * h + qd + 2 * kvd + 3 * k * i / experts)
-    if w.attention == "eager":
-        prefill_ws += (4.0 + dt.compute) * batch * heads * seq * seq
     return LayerActivations(
         saved_bytes=s.total / tp,
         selective_bytes=s.without_core() / tp,
-        input_bytes=input_bytes / tp,
+        input_bytes=dt.residual * t * h / tp,
         backward_workspace_bytes=backward_ws / tp,
         prefill_workspace_bytes=prefill_ws / tp,
         ctx_held_bytes=s.ctx_bytes() / tp,
         kv_expand_bytes=0.0 if w.attention == "flash" else 2 * dt.attention * t * max(qd - kvd, 0) / tp,
     )
+
+
+def _layer_workspaces(arch: ModelArch, w: Workload, dt: Dtypes, batch: int, seq: int) -> tuple[float, float]:
+    """Transient bytes of one layer: its backward's gradients, and a forward without autograd."""
+    t = batch * seq
+    h, i, qd, kvd = arch.hidden_size, arch.intermediate_size, arch.q_dim, arch.kv_dim
+    scores = batch * arch.num_attention_heads * seq * seq
+    k = arch.experts_per_token if arch.is_moe else 1
+    experts = max(arch.num_experts, 1)  # MoE experts run (and backpropagate) one after another
+    grad_mlp = 3 * dt.matmul_out * t * k * i / experts
+    grad_attn = dt.attention * t * (qd + 2 * kvd) + 4.0 * t * qd
+    if w.attention == "eager":
+        grad_attn += (4.0 + dt.attention) * scores
+    backward_ws = max(grad_mlp, grad_attn) + 2 * dt.residual * t * h
+    prefill_ws = dt.compute * t * (2 * h + qd + 2 * kvd + 3 * k * i / experts)
+    if w.attention == "eager":
+        prefill_ws += (4.0 + dt.compute) * scores
+    return backward_ws, prefill_ws
+
+
+class _BlockWalk:
+    """What one transformer block keeps for backward, op by op, in the order autograd saves it."""
+
+    def __init__(
+        self, arch: ModelArch, w: Workload, regime: Regime, profile: Profile, batch: int, seq: int
+    ) -> None:
+        self.arch, self.w, self.regime, self.profile = arch, w, regime, profile
+        self.batch, self.seq, self.t = batch, seq, batch * seq
+        self.dt = block_dtypes(w, regime, profile)
+        self.full = w.is_training and not w.is_lora
+        self.targets = set(resolve_targets(arch, w.lora_targets)) if w.is_lora else set()
+        self.quantized = regime.quantized
+        self.quant_keeps = regime.quantized and quantized_linear_keeps_input(profile, w.precision)
+        self.python_gelu = (
+            profile.transformers_modeling and arch.family in PYTHON_GELU_FAMILIES and not arch.gated_mlp
+        )
+        self.hidden_drop, self.attn_drop = _DROPOUT.get(arch.family, (0.0, 0.0))
+        self.saved = Saved()
+
+    def run(self) -> Saved:
+        arch = self.arch
+        if arch.family in _PARALLEL_ONE_NORM or (arch.family == "falcon" and arch.num_kv_heads == 1):
+            n1 = self.norm("n1", "x")
+            self.attention(n1)
+            self.mlp(n1)
+        elif arch.family in _PARALLEL_TWO_NORMS or arch.family == "falcon":
+            self.attention(self.norm("n1", "x"))
+            self.mlp(self.norm("n2", "x"))
+        else:
+            self.attention(self.norm("n1", "x"))
+            self.mlp(self.norm("n2", "x_mid"))
+        return self.saved
+
+    def norm(self, name: str, src: str) -> str:
+        """A norm on tensor ``src`` (residual dtype); returns the id of its output."""
+        s, dt, t, h = self.saved, self.dt, self.t, self.arch.hidden_size
+        layernorm = self.arch.norm_type.startswith("layernorm")
+        if layernorm or not self.profile.norm_fp32_saved:
+            s.keep(src, dt.residual * t * h)  # native layer_norm keeps its input (+ tiny mean/rstd)
+        else:
+            # RMSNorm computes in fp32: pow/mul keep the fp32 copy of the input (the input itself if fp32).
+            s.keep(src if dt.residual == 4 else f"{src}.fp32", 4.0 * t * h)
+        if self.full and not layernorm:
+            s.keep(f"{name}.normed", dt.residual * t * h)  # python RMSNorm: weight * x_normed keeps x_normed
+        return name
+
+    def linear(self, name: str, src: str, src_bytes: float, d_in: int, tokens: float | None = None) -> None:
+        """What a linear (with or without a LoRA adapter) keeps for backward."""
+        s, dt, w, profile = self.saved, self.dt, self.w, self.profile
+        tokens = self.t if tokens is None else tokens
+        if self.quantized:
+            # bitsandbytes Linear4bit casts its input to the compute dtype first; Linear8bitLt takes it as is.
+            if self.quant_keeps and src_bytes != dt.compute and w.precision != "int8":
+                s.keep(f"{src}->{name}.cast", dt.compute * tokens * d_in, ctx=True)
+            elif self.quant_keeps:
+                s.keep(src, src_bytes * tokens * d_in, ctx=True)
+        elif self.full or profile.frozen_linear_saves_input:
+            if src_bytes != dt.compute and self.regime.is_amp:
+                s.keep(f"{src}->{name}.cast", dt.compute * tokens * d_in)  # autocast: per-layer 16-bit cast
+            else:
+                s.keep(src, src_bytes * tokens * d_in)
+        if name in self.targets:
+            self._adapter(name, src, src_bytes, d_in, tokens)
+
+    def _adapter(self, name: str, src: str, src_bytes: float, d_in: int, tokens: float) -> None:
+        """A LoRA adapter's saved input (dropout output, cast or the input itself) and A output."""
+        s, dt, profile = self.saved, self.dt, self.profile
+        # peft adapts a fused Hugging Face module (phi-3's qkv_proj) once: one input copy for q, k and v.
+        module = hf_module(self.arch, name) if profile.lora_input_per_module else name
+        key = f"{module}.lora" if profile.lora_input_per_module else f"{src}.lora"
+        if profile.lora_dropout > 0:
+            s.keep(f"{key}.dropout", dt.lora_input * tokens * d_in)
+            s.keep(f"{key}.mask", 1.0 * tokens * d_in)
+        elif dt.lora_input != src_bytes:
+            s.keep(f"{key}.cast", dt.lora_input * tokens * d_in)
+        else:
+            s.keep(src, src_bytes * tokens * d_in)
+        s.keep(f"{module}.lora_a_out", dt.lora_input * tokens * self.w.lora_rank)
+
+    def attention(self, src: str) -> str:
+        s, dt, t, arch = self.saved, self.dt, self.t, self.arch
+        qd = arch.q_dim
+        for name in ("q", "k", "v"):
+            self.linear(name, src, dt.residual, arch.hidden_size)
+        kv_eff = qd if expands_kv(arch, self.w, self.profile) else arch.kv_dim
+        s.keep("q", dt.attention * t * qd)
+        s.keep("k", dt.attention * t * kv_eff)
+        s.keep("v", dt.attention * t * kv_eff)
+        if self.w.attention == "eager":
+            scores = self.batch * arch.num_attention_heads * self.seq * self.seq
+            decoder_upcast = arch.is_decoder  # HF decoders: softmax in fp32, then cast back
+            s.keep("probs", (4.0 + dt.attention if decoder_upcast else dt.attention) * scores, core=True)
+            if self.attn_drop > 0:
+                s.keep("probs.mask", 1.0 * scores, core=True)
+                s.keep("probs.dropped", dt.attention * scores, core=True)
+            s.keep("attn.out", dt.attention * t * qd)  # transpose + reshape copy feeding o_proj
+        else:
+            s.keep("attn.out", dt.attention * t * qd)  # kernel output, (b, s, heads, d) already
+            s.keep("attn.lse", 4.0 * self.batch * arch.num_attention_heads * self.seq)
+        self.linear("o", "attn.out", dt.attention, qd)
+        if self.hidden_drop > 0:
+            s.keep("attn.drop.mask", 1.0 * t * arch.hidden_size)
+        return "attn.out"
+
+    def mlp(self, src: str) -> None:
+        s, dt, t, arch = self.saved, self.dt, self.t, self.arch
+        h = arch.hidden_size
+        tokens = t * (arch.experts_per_token if arch.is_moe else 1)
+        if arch.is_moe:
+            s.keep("router.probs", 4.0 * t * arch.num_experts)  # fp32 routing softmax
+            if self.full or self.profile.frozen_linear_saves_input:
+                s.keep(src, dt.residual * t * h)  # the router's input
+        for name in mlp_names(arch):
+            if name == "down":
+                continue
+            self.linear(name, src if not arch.is_moe else f"{src}.routed", dt.residual, h, tokens)
+        prod, down_in = self._activation(tokens)
+        self.linear("down", prod, down_in, arch.intermediate_size, tokens)
+        if self.hidden_drop > 0:
+            s.keep("mlp.drop.mask", 1.0 * t * h)
+
+    def _activation(self, tokens: float) -> tuple[str, float]:
+        """What the MLP activation keeps; returns the down projection's input and its element size."""
+        s, dt, i = self.saved, self.dt, self.arch.intermediate_size
+        up_out = dt.matmul_out * tokens * i
+        if self.arch.gated_mlp:
+            s.keep("gate.out", up_out)  # activation input
+            s.keep("act.out", up_out)  # product keeps both factors
+            s.keep("up.out", up_out)
+            return "prod", dt.matmul_out
+        if self.python_gelu:
+            # pow keeps x; under CUDA autocast pow runs in fp32, so x is kept as an fp32 copy and tanh,
+            # 1 + tanh and the product are fp32 too; 0.5 * x stays in the matmul dtype.
+            down_in = 4.0 if self.regime.is_amp else dt.matmul_out
+            s.keep("up.out" if down_in == dt.matmul_out else "up.out.fp32", down_in * tokens * i)
+            s.keep("gelu.tanh", down_in * tokens * i)
+            s.keep("gelu.one_plus_tanh", down_in * tokens * i)
+            s.keep("gelu.half_x", up_out)
+            return "act.out", down_in
+        s.keep("up.out", up_out)  # GELU input
+        return "act.out", dt.matmul_out
 
 
 def output_vocab(arch: ModelArch) -> int:

@@ -150,8 +150,8 @@ def _model_share(arch: ModelArch, w: Workload, untie: bool = False) -> float:
 def _check_supported(arch: ModelArch, w: Workload) -> None:
     if not arch.is_transformer:
         raise GpuwiseError(
-            f"the analytic estimator models transformers; {arch.id} is a {arch.mlp_type} model whose activations "
-            "it cannot size from its config — use `gpuwise memory --traced` with a model factory"
+            f"the analytic estimator models transformers; {arch.id} is a {arch.mlp_type} model whose "
+            "activations it cannot size from its config — use `gpuwise memory --traced` with a model factory"
         )
 
 
@@ -316,7 +316,8 @@ class _Context:
         if is_paged(w.optimizer):
             self.paged_state_bytes = state_total
             self.notes.append(
-                "paged optimizer state lives in CUDA unified memory: counted in device total, not in torch allocated/reserved"
+                "paged optimizer state lives in CUDA unified memory: counted in device total, not in torch "
+                "allocated/reserved"
             )
         elif w.is_lora:
             self.adapters += state_total  # adapters carry their own gradients and optimizer state
@@ -421,7 +422,8 @@ class _Context:
             )
             acts += self.layers * la.ctx_held_bytes * in_flight + head_held
             self.assumptions.append(
-                f"{profile.name}: the previous step's bitsandbytes matmul inputs stay alive into the next forward"
+                f"{profile.name}: the previous step's bitsandbytes matmul inputs stay alive into the next "
+                "forward"
             )
         self._note_gqa(la)
         logit_fwd, logit_bwd = logits_bytes(arch, w, regime, profile, b, s)
@@ -508,8 +510,8 @@ class _Context:
             return
         extra = la.kv_expand_bytes * (1 if w.grad_checkpointing == "full" else self.layers)
         self.assumptions.append(
-            f"SDPA runs GQA natively (transformers >= 4.54, batches without padding); a padded batch expands K/V "
-            f"to every query head: +{extra / GiB:.2f} GiB of activations"
+            "SDPA runs GQA natively (transformers >= 4.54, batches without padding); a padded batch expands "
+            f"K/V to every query head: +{extra / GiB:.2f} GiB of activations"
         )
 
     # ---- inference ----------------------------------------------------------------------------
@@ -537,7 +539,8 @@ class _Context:
         kv_prefill = kv_cache_bytes(arch, w, prompt, seqs)
         kv_full = kv_cache_bytes(arch, w, total_len, seqs)
         self.assumptions.append(
-            f"KV cache for {seqs} sequence(s) × {total_len} tokens ({prompt} prompt + {w.output_len} generated)"
+            f"KV cache for {seqs} sequence(s) × {total_len} tokens ({prompt} prompt + {w.output_len} "
+            "generated)"
         )
         prefill = Phase(
             "prefill",

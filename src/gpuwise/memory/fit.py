@@ -14,6 +14,7 @@ from gpuwise.catalog import GPU, get_gpu, get_model, list_gpus
 from gpuwise.errors import GpuwiseError
 from gpuwise.memory.estimate import estimate_memory
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Sharding
 
 DEFAULT_HEADROOM_PCT = 10.0
 MAX_BATCH = 1 << 16
@@ -83,7 +84,7 @@ class FitRow:
     gpu: str
     gpu_name: str
     num_gpus: int
-    sharding: str
+    sharding: Sharding
     tp: int
     pp: int
     device_total_bytes: float
@@ -110,7 +111,8 @@ class FitRow:
 
 @dataclass(frozen=True)
 class FitResult:
-    """Every (GPU, count) that holds the workload, fewest GPUs first, then the smallest GPU, then most headroom."""
+    """Every (GPU, count) that holds the workload: fewest GPUs first, then the smallest GPU,
+    then the most headroom."""
 
     workload: Workload
     counts: tuple[int, ...]

@@ -9,10 +9,11 @@ lm_head) to fp32 for QLoRA, which turns the residual stream fp32 too. ``workload
 selects a profile; unknown or empty means Hugging Face transformers (+peft), the most common stack.
 
 Sources (code read, not copied): transformers ``modeling_llama.py`` / ``loss_utils.py`` (fp32
-logits, RMSNorm in fp32) and ``integrations/sdpa_attention.py`` (GQA), peft ``tuners/lora/layer.py`` (per-module
-dropout and ``_cast_input_dtype``) and ``utils/other.py`` (``prepare_model_for_kbit_training``),
-LitGPT ``lora.py`` / ``utils.chunked_cross_entropy`` / Lightning ``BitsandbytesPrecision`` (all
-``nn.Linear`` converted, weights cast to fp16 before ``quantize_4bit``), torchtune
+logits, RMSNorm in fp32) and ``integrations/sdpa_attention.py`` (GQA), peft
+``tuners/lora/layer.py`` (per-module dropout and ``_cast_input_dtype``) and ``utils/other.py``
+(``prepare_model_for_kbit_training``), LitGPT ``lora.py`` / ``utils.chunked_cross_entropy`` /
+Lightning ``BitsandbytesPrecision`` (all ``nn.Linear`` converted, weights cast to fp16 before
+``quantize_4bit``), torchtune
 ``modules/transformer.py`` (``output(h).float()``) and ``CEWithChunkedOutputLoss``.
 
 Library releases change what a step keeps, so a profile is resolved for the library versions in
@@ -33,6 +34,7 @@ import re
 from dataclasses import dataclass, replace
 
 from gpuwise.errors import GpuwiseError, did_you_mean
+from gpuwise.workload.spec import Precision
 
 # (forward-peak, backward-peak) bytes per (token × vocab) for the logits and loss.
 LOGITS_FP32_LOSS = (
@@ -120,7 +122,8 @@ PROFILES = {
         transformers_modeling=False,
     ),
     "torch": Profile("torch", kbit_upcast=False, ddp_grad_buckets=True, transformers_modeling=False),
-    # vLLM gpu_memory_utilization default 0.9; SGLang mem_fraction_static ~0.88 on 80 GB GPUs (server_args.py).
+    # vLLM gpu_memory_utilization default 0.9; SGLang mem_fraction_static ~0.88 on 80 GB GPUs
+    # (server_args.py).
     "vllm": Profile("vllm", repeat_kv_for_sdpa=False, kv_pool_fraction=0.90, transformers_modeling=False),
     "sglang": Profile("sglang", repeat_kv_for_sdpa=False, kv_pool_fraction=0.88, transformers_modeling=False),
 }
@@ -251,8 +254,9 @@ def profile_for(framework: str, library_versions: tuple[str, ...] | list[str] = 
     return profile
 
 
-def quantized_linear_keeps_input(profile: Profile, precision: str) -> bool:
-    """Whether a frozen quantized linear keeps its input for backward (on autograd ctx, outside saved tensors)."""
+def quantized_linear_keeps_input(profile: Profile, precision: Precision) -> bool:
+    """Whether a frozen quantized linear keeps its input for backward (on autograd ctx, outside
+    saved tensors)."""
     if profile.quant_backend == "torchao":
         return False  # torchao linear_nf4: ctx.nf4_weight only
     if profile.quant_backend == "unsloth" or precision == "int8":

@@ -4,7 +4,7 @@
   frameworks). The ``foreach`` implementation — torch's default on CUDA — computes
   ``sqrt(v)`` for the whole parameter group into a new tensor list before ``addcdiv_``: one
   extra parameter-sized tensor at the step (torch/optim/adamw.py ``_multi_tensor_adamw``;
-  measured 14.96 GiB for Llama-3-8B bf16 in shared/notes/simulation.md). ``fused`` does it
+  14.96 GiB for Llama-3-8B bf16 in gpuwise's traced simulation of that step). ``fused`` does it
   in one kernel without the temporary.
 - bitsandbytes 8-bit Adam: two 1-byte moments (+ negligible block absmax, block 2048). The
   ``paged`` variants live in CUDA unified memory, which ``torch.cuda.max_memory_allocated``
@@ -16,10 +16,12 @@
 
 from __future__ import annotations
 
-ADAM_LIKE = {"adamw", "adamw-fused"}
+from gpuwise.workload.spec import Optimizer
+
+ADAM_LIKE: frozenset[Optimizer] = frozenset({"adamw", "adamw-fused"})
 
 
-def state_bytes_per_param(optimizer: str, state_dtype_bytes: float, hidden_size: int = 4096) -> float:
+def state_bytes_per_param(optimizer: Optimizer, state_dtype_bytes: float, hidden_size: int = 4096) -> float:
     """Optimizer state bytes per trainable parameter."""
     if optimizer in ADAM_LIKE:
         return 2 * state_dtype_bytes
@@ -33,12 +35,12 @@ def state_bytes_per_param(optimizer: str, state_dtype_bytes: float, hidden_size:
     return 0.0
 
 
-def is_paged(optimizer: str) -> bool:
+def is_paged(optimizer: Optimizer) -> bool:
     return optimizer.startswith("paged-")
 
 
 def step_temporary_bytes(
-    optimizer: str, trainable_params: float, largest_param: float, state_dtype_bytes: float
+    optimizer: Optimizer, trainable_params: float, largest_param: float, state_dtype_bytes: float
 ) -> float:
     """Transient bytes the optimizer step allocates on top of params, grads and state."""
     if optimizer == "adamw":  # foreach: sqrt(exp_avg_sq) for the whole group

@@ -96,23 +96,17 @@ def resolve_targets(arch: ModelArch, targets: tuple[str, ...]) -> tuple[str, ...
             expanded = (key,) if not (key == "gate" and not arch.gated_mlp) else ()
         else:
             raise GpuwiseError(
-                f"unknown LoRA target {raw!r}: use q, k, v, o, gate, up, down, mlp, attn, lm_head or all-linear "
-                "(Hugging Face names like q_proj work too)"
+                f"unknown LoRA target {raw!r}: use q, k, v, o, gate, up, down, mlp, attn, lm_head or "
+                "all-linear (Hugging Face names like q_proj work too)"
             )
         names.extend(n for n in expanded if n not in names)
     return tuple(names)
 
 
-def lora_modules(arch: ModelArch, targets: tuple[str, ...]) -> list[Linear]:
-    """The linears that get an adapter, per block, plus the lm_head if targeted (copies=layers for blocks)."""
-    linears = block_linears(arch)
-    names = resolve_targets(arch, targets)
-    return [linears[n] for n in names if n in linears]
-
-
-# Hugging Face modules that hold several projections in one nn.Linear, so peft adapts the group as one
-# module (one dropout/cast copy of its input, one A output): transformers modeling_phi3 (qkv_proj, gate_up_proj),
-# modeling_falcon and modeling_gpt_neox (query_key_value), modeling_gpt2 (c_attn), modeling_mpt (Wqkv).
+# Hugging Face modules that hold several projections in one nn.Linear, so peft adapts the group as
+# one module (one dropout/cast copy of its input, one A output): transformers modeling_phi3
+# (qkv_proj, gate_up_proj), modeling_falcon and modeling_gpt_neox (query_key_value), modeling_gpt2
+# (c_attn), modeling_mpt (Wqkv).
 _QKV = {"q": "qkv", "k": "qkv", "v": "qkv"}
 FUSED_HF_MODULES = {
     "phi-3": {**_QKV, "gate": "gate_up", "up": "gate_up"},

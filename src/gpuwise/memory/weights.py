@@ -19,12 +19,13 @@ from gpuwise.memory.frameworks import Profile
 from gpuwise.memory.regime import Regime
 from gpuwise.memory.shapes import block_linears, resolve_targets
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Precision
 
 NF4_BLOCK = 64
 DQ_BLOCK = 256
 
 
-def quantized_bytes_per_param(precision: str, double_quant: bool, d_in: int) -> float:
+def quantized_bytes_per_param(precision: Precision, double_quant: bool, d_in: int) -> float:
     """Stored bytes per weight of a quantized matrix with ``d_in`` input features."""
     if precision in ("nf4", "int4"):
         if double_quant:

@@ -34,26 +34,28 @@ NO_LINK = Link("none", float("inf"), 0.0)
 
 
 def gpus_per_node() -> int:
-    return int(eff.comm("gpus_per_node"))
+    return eff.constants().comm.gpus_per_node
 
 
 def link_for(gpu: GPU, group_size: int, crosses_nodes: bool = False) -> Link:
     """The bottleneck link for a collective among ``group_size`` GPUs of this model."""
     if group_size <= 1:
         return NO_LINK
-    latency = eff.comm("latency_us")
+    latency = eff.constants().comm.latency_us
     if crosses_nodes or group_size > gpus_per_node():
         return Link(
-            "network", eff.network_bytes_per_s(gpu) * eff.comm("network_fraction"), latency["network"] * 1e-6
+            "network",
+            eff.network_bytes_per_s(gpu) * eff.constants().comm.network_fraction,
+            latency.network * 1e-6,
         )
     switched = any(tag in gpu.form_factor.lower() for tag in _SWITCHED)
     if gpu.nvlink_gbps and (switched or group_size == 2):
         per_direction = gpu.nvlink_gbps / 2 * 1e9  # catalog lists total bidirectional NVLink bandwidth
-        return Link("nvlink", per_direction * eff.comm("nvlink_fraction"), latency["nvlink"] * 1e-6)
-    pcie = gpu.pcie_gbps * 1e9 * eff.comm("pcie_fraction")
+        return Link("nvlink", per_direction * eff.constants().comm.nvlink_fraction, latency.nvlink * 1e-6)
+    pcie = gpu.pcie_gbps * 1e9 * eff.constants().comm.pcie_fraction
     if gpu.consumer:
-        pcie *= eff.comm("consumer_pcie_factor")  # no peer-to-peer on GeForce: through host memory
-    return Link("pcie", pcie, latency["pcie"] * 1e-6)
+        pcie *= eff.constants().comm.consumer_pcie_factor  # no peer-to-peer on GeForce: through host memory
+    return Link("pcie", pcie, latency.pcie * 1e-6)
 
 
 def allreduce_s(n_bytes: float, n: int, link: Link) -> float:
@@ -64,7 +66,8 @@ def allreduce_s(n_bytes: float, n: int, link: Link) -> float:
 
 
 def allgather_s(n_bytes: float, n: int, link: Link) -> float:
-    """Ring all-gather (or reduce-scatter) of a buffer whose FULL size is ``n_bytes``: (n-1)/n · bytes / bw."""
+    """Ring all-gather (or reduce-scatter) of a buffer whose FULL size is ``n_bytes``:
+    (n-1)/n · bytes / bw."""
     if n <= 1 or n_bytes <= 0:
         return 0.0
     return (n - 1) / n * n_bytes / link.bytes_per_s + link.latency_s
@@ -88,6 +91,6 @@ def exposed_s(comm_s: float, overlappable_s: float) -> float:
     """
     if comm_s <= 0:
         return 0.0
-    hidden_fraction = float(eff.comm("overlap_fraction"))
+    hidden_fraction = eff.constants().comm.overlap_fraction
     fits = min(comm_s, overlappable_s)
     return (comm_s - fits) + fits * (1 - hidden_fraction)

@@ -9,7 +9,7 @@ hour, busy or not, which is what the API break-even compares against.
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 from gpuwise.catalog import GPU, get_gpu, list_gpus
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf.predict import predict
-from gpuwise.perf.prediction import PerfPrediction
+from gpuwise.perf.prediction import Bound, PerfPrediction
 from gpuwise.workload import Workload
 
 if sys.version_info >= (3, 11):
@@ -324,7 +324,7 @@ class GpuCostRow:
     usd_per_gpu_hour: float | None
     tokens_per_s: float | None
     step_time_s: float | None
-    bound: str | None
+    bound: Bound | None
     run_cost_usd: float | None  # training with train_tokens
     usd_per_billion_tokens: float | None  # training
     usd_per_million_tokens: float | None  # serving (prompt + output)
@@ -377,7 +377,7 @@ def _compare_one(
     fits, fit_note = _fits(workload, gpu, perf)
     inf = perf.inference
     price = gpu_price(gpu, workload, usd)
-    row = dict(
+    row = GpuCostRow(
         gpu=gpu.id,
         gpu_name=gpu.name,
         fits=fits,
@@ -394,17 +394,19 @@ def _compare_one(
         usd_per_million_tokens=None,
     )
     if price.usd_per_gpu_hour is None:
-        return GpuCostRow(**row, note="no verified price")
+        return replace(row, note="no verified price")
     est = estimate_cost(
         workload, gpu, usd_per_gpu_hour=usd, cooling_overhead_pct=cooling, utilization_pct=util, perf=perf
     )
     if est.training:
-        row.update(
-            run_cost_usd=est.training.run_cost_usd, usd_per_billion_tokens=est.training.usd_per_billion_tokens
+        row = replace(
+            row,
+            run_cost_usd=est.training.run_cost_usd,
+            usd_per_billion_tokens=est.training.usd_per_billion_tokens,
         )
     if est.serving:
-        row["usd_per_million_tokens"] = est.serving.usd_per_million_tokens
-    return GpuCostRow(**row)
+        row = replace(row, usd_per_million_tokens=est.serving.usd_per_million_tokens)
+    return row
 
 
 def _fits(workload: Workload, gpu: GPU, perf: PerfPrediction) -> tuple[bool | None, str]:

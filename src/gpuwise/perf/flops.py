@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpuwise.catalog import ModelArch
+from gpuwise.workload.spec import Attention, Checkpointing
 
 # LoRA target names (peft spelling, several families) -> which projection they adapt.
 _TARGET_ALIASES = {
@@ -213,18 +214,20 @@ def elementwise_bytes_per_token(
     forward = norms + residual_adds + casts + activation + rotary + head_merge
     if not training:
         return forward * arch.num_layers
-    passes = 1 + eff.elementwise("backward_factor") + (1 if recompute else 0)
+    passes = 1 + eff.constants().elementwise.backward_factor + (1 if recompute else 0)
     per_layer = forward * passes
     if fp8:
         mlp_in = 2 * inter if arch.gated_mlp else inter
         inputs = 2 * d + arch.q_dim + inter  # qkv, o, up/gate (shared input), down
         grads = (arch.q_dim + 2 * arch.kv_dim) + d + mlp_in + d
-        per_layer += (inputs + grads) * eff.elementwise("fp8_cast_bytes_per_element")
-    loss = arch.vocab_size * eff.elementwise("loss_bytes_per_vocab") if arch.is_decoder else 0.0
+        per_layer += (inputs + grads) * eff.constants().elementwise.fp8_cast_bytes_per_element
+    loss = arch.vocab_size * eff.constants().elementwise.loss_bytes_per_vocab if arch.is_decoder else 0.0
     return per_layer * arch.num_layers + loss
 
 
-def attention_bytes_per_token(arch: ModelArch, context: float, act_bytes: float, impl: str = "sdpa") -> float:
+def attention_bytes_per_token(
+    arch: ModelArch, context: float, act_bytes: float, impl: Attention = "sdpa"
+) -> float:
     """HBM traffic of one token's attention forward (all layers); the backward moves twice that.
 
     Fused kernels (flash / SDPA) read q, k, v and write the output. Eager attention also
@@ -291,7 +294,7 @@ def training_flops(
     *,
     lora_rank: int | None = None,
     lora_target_names: tuple[str, ...] = ("all-linear",),
-    checkpointing: str = "none",
+    checkpointing: Checkpointing = "none",
     causal: bool | None = None,
 ) -> TrainingFlops:
     """FLOPs for ``tokens`` tokens (micro-batch × sequence) of a training step.

@@ -8,6 +8,7 @@ the latter from gpuwise.memory's estimate of the same workload.
 from __future__ import annotations
 
 from gpuwise.catalog import GPU, ModelArch
+from gpuwise.memory import estimate_memory
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import block_linear_params
 from gpuwise.perf.numerics import Numerics
@@ -41,7 +42,7 @@ def kv_bytes_per_token_per_gpu(arch: ModelArch, num: Numerics, tp: int, pp: int)
 
 def prefill_workspace_bytes(arch: ModelArch, num: Numerics, tp: int) -> float:
     """Activations of one prefill chunk (the engine's max_num_tokens), which the engine reserves."""
-    tokens = int(eff.serving("prefill_chunk_tokens"))
+    tokens = eff.constants().serving.prefill_chunk_tokens
     per_token = 4 * arch.hidden_size + 3 * arch.intermediate_size / tp + (arch.q_dim + 2 * arch.kv_dim) / tp
     return tokens * per_token * num.activation_bytes
 
@@ -54,15 +55,11 @@ def kv_budget_bytes_per_gpu(
     Engines take a fixed share of the device (vLLM gpu_memory_utilization, TensorRT-LLM
     kv_cache_free_gpu_mem_fraction; 0.90 by default) and hand what the weights, CUDA context
     and working buffers leave to the cache. Those non-KV bytes come from gpuwise.memory's
-    estimate of the same workload with one sequence; without that package, from weights +
-    context + one prefill chunk.
+    estimate of the same workload with one sequence; for models that are not transformers,
+    from weights + context + one prefill chunk.
     """
-    share = float(eff.serving("memory_utilization"))
-    try:
-        from gpuwise.memory import estimate_memory
-    except ImportError:  # pragma: no cover - gpuwise.memory ships with the package
-        estimate_memory = None
-    if estimate_memory is not None and arch.is_transformer:
+    share = eff.constants().serving.memory_utilization
+    if arch.is_transformer:
         one = (
             workload.with_changes(batch_size=1, concurrency=1)
             if (workload.batch_size, workload.concurrency) != (1, 1)
@@ -74,7 +71,7 @@ def kv_budget_bytes_per_gpu(
         return max(budget, 0.0), f"gpuwise.memory: {share:.2f} × device memory − weights, context and buffers"
     reserved = (
         weight_bytes_per_gpu(arch, num, workload.tp, workload.pp)
-        + float(eff.serving("context_bytes"))
+        + eff.constants().serving.context_bytes
         + prefill_workspace_bytes(arch, num, workload.tp)
     )
     return max(

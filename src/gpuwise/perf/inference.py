@@ -27,7 +27,7 @@ from gpuwise.perf.flops import (
 )
 from gpuwise.perf.footprint import kv_budget_bytes_per_gpu, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
 from gpuwise.perf.numerics import Numerics
-from gpuwise.perf.prediction import InferencePerf
+from gpuwise.perf.prediction import Bound, InferencePerf
 from gpuwise.perf.roofline import matmul_efficiency, peak_flops
 from gpuwise.workload import Workload
 
@@ -45,14 +45,14 @@ class StepTime:
     kv_bytes: float
 
     @property
-    def bound(self) -> str:
-        parts = {
+    def bound(self) -> Bound:
+        parts: dict[Bound, float] = {
             "compute": self.compute_s,
             "memory_bandwidth": self.memory_s,
             "communication": self.comm_s,
             "host": self.overhead_s,
         }
-        return max(parts, key=parts.get)
+        return max(parts, key=parts.__getitem__)
 
 
 class StepModel:
@@ -71,16 +71,16 @@ class StepModel:
         self.active_params = matmul_params(arch, active=True)
         self.kv_token = kv_bytes_per_token_per_gpu(arch, num, self.tp, self.pp)
         self.tp_link = comm.link_for(gpu, self.tp)
-        eager = workload.framework.strip().lower() in set(eff.host("eager_frameworks"))
+        eager = workload.framework.strip().lower() in eff.constants().host.eager_frameworks
         if eager:
             per_step = (
                 self.layers
-                * int(eff.host("kernels_per_layer_forward"))
-                * float(eff.host("eager_op_us"))
+                * eff.constants().host.kernels_per_layer_forward
+                * eff.constants().host.eager_op_us
                 * 1e-6
             )
         else:
-            per_step = float(eff.host("engine_step_overhead_ms")) * 1e-3
+            per_step = eff.constants().host.engine_step_overhead_ms * 1e-3
         self.eager = eager
         self.overhead_s = per_step
         # Eager frameworks run norms, residual adds, activations and head copies as separate
@@ -273,7 +273,9 @@ def predict_inference(
     return perf, assumptions, fits
 
 
-def encoder_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, float, str]:
+def encoder_forward(
+    workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics
+) -> tuple[float, float, Bound]:
     """Encoder-only models (BERT, ViT): one forward of the batch. Returns (seconds, tokens, bound)."""
     seq = vit_tokens(arch, workload.image_size) if arch.family == "vit" else workload.seq_len
     tokens = workload.batch_size * seq
@@ -289,9 +291,9 @@ def conv_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -
     gflops = eff.cnn_gflops_224(arch.id)
     if gflops is None:
         raise GpuwiseError(
-            f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the conv nets "
-            "in perf/data/efficiency.toml [cnn.gflops_224]"
+            f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the conv "
+            "nets in perf/data/efficiency.toml [cnn.gflops_224]"
         )
     flops = gflops * 1e9 * (workload.image_size / 224) ** 2 * workload.batch_size
     seconds = flops / (_peak(gpu, num.compute_dtype) * eff.cnn_fraction("inference"))
-    return seconds + float(eff.host("engine_step_overhead_ms")) * 1e-3, flops
+    return seconds + eff.constants().host.engine_step_overhead_ms * 1e-3, flops

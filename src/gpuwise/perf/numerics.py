@@ -14,6 +14,7 @@ from typing import Any
 from gpuwise.catalog import GPU
 from gpuwise.perf import efficiency as eff
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import KvCacheDtype
 
 # Quantized weight storage, bytes per weight including block scales:
 #   int8: LLM.int8 / fp8-style per-channel scales (negligible) -> 1.0
@@ -82,7 +83,7 @@ def plain_pytorch(workload: Workload) -> bool:
     """Eager PyTorch without a training framework's fused kernels (no framework named, or one of
     efficiency.toml host.eager_frameworks): the model's default for training jobs."""
     framework = workload.framework.strip().lower()
-    return not framework or framework in set(eff.host("eager_frameworks"))
+    return not framework or framework in eff.constants().host.eager_frameworks
 
 
 def uses_torch_autocast(workload: Workload) -> bool:
@@ -126,7 +127,8 @@ def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> N
     if resolved != compute:
         if compute == "fp8" and p == "fp8":
             notes.append(
-                f"{gpu.id} has no fp8 tensor cores: fp8 weights are dequantized and multiplied in {_half(gpu)}"
+                f"{gpu.id} has no fp8 tensor cores: fp8 weights are dequantized and multiplied in "
+                f"{_half(gpu)}"
             )
             weight_only = True
             resolved = supported_dtype(gpu, _half(gpu))
@@ -160,7 +162,7 @@ def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> N
     )
 
 
-def _kv_bytes(kv_dtype: str, activation_bytes: float) -> float:
+def _kv_bytes(kv_dtype: KvCacheDtype, activation_bytes: float) -> float:
     """KV-cache element size; 'auto' follows the activation dtype (vLLM's and HF's default)."""
     if kv_dtype == "auto":
         return activation_bytes

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gpuwise.catalog import GPU, ModelArch
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import lora_targets
+from gpuwise.perf.prediction import Bound
+from gpuwise.workload.spec import Optimizer
 
 # Implementation behind each workload optimizer name (PyTorch defaults: foreach on CUDA).
-IMPLEMENTATIONS = {
+Implementation = Literal["foreach", "for-loop", "fused", "bitsandbytes-8bit", "adafactor"]
+IMPLEMENTATIONS: dict[Optimizer, Implementation] = {
     "adamw": "foreach",
-    "adamw-foreach": "foreach",
-    "adamw-for-loop": "for-loop",
     "adamw-fused": "fused",
     "adamw-8bit": "bitsandbytes-8bit",
     "paged-adamw-8bit": "bitsandbytes-8bit",
@@ -32,9 +33,9 @@ IMPLEMENTATIONS = {
 }
 
 
-def default_implementation(optimizer: str, framework: str = "") -> str:
+def default_implementation(optimizer: Optimizer, framework: str = "") -> Implementation:
     """The implementation a job's optimizer name runs: frameworks that ship a fused AdamW use it."""
-    if optimizer == "adamw" and framework.strip().lower() in set(eff.optimizer("fused_adamw_frameworks")):
+    if optimizer == "adamw" and framework.strip().lower() in eff.constants().optimizer.fused_adamw_frameworks:
         return "fused"
     return IMPLEMENTATIONS.get(optimizer, "foreach")
 
@@ -52,7 +53,7 @@ class Pass:
 
 # AdamW, foreach or for-loop (torch/optim/adamw.py): weight decay, lerp_ m, mul_ v, addcmul_ v,
 # sqrt, div_, add_ eps, addcdiv_ p.
-_ADAMW_PASSES = (
+_ADAMW_PASSES: tuple[Pass, ...] = (
     Pass(2, 0, 0, 1),
     Pass(0, 1, 2, 2),
     Pass(0, 0, 2, 1),
@@ -63,9 +64,9 @@ _ADAMW_PASSES = (
     Pass(2, 0, 2, 3),
 )
 # torch._fused_adamw_: read p, g, m, v; write p, m, v; one kernel walking four lists.
-_FUSED_ADAMW_PASSES = (Pass(2, 1, 4, 4),)
+_FUSED_ADAMW_PASSES: tuple[Pass, ...] = (Pass(2, 1, 4, 4),)
 # SGD with momentum, foreach (torch/optim/sgd.py): mul_ buf, add_ buf += g, add_ p += -lr * buf.
-_SGD_PASSES = (Pass(0, 0, 2, 1), Pass(0, 1, 2, 2), Pass(2, 0, 1, 2))
+_SGD_PASSES: tuple[Pass, ...] = (Pass(0, 0, 2, 1), Pass(0, 1, 2, 2), Pass(2, 0, 1, 2))
 # GradScaler's unscale of fp16 gradients (_amp_foreach_non_finite_check_and_unscale_).
 _UNSCALE_PASS = Pass(0, 2, 0, 1)
 
@@ -74,8 +75,8 @@ _UNSCALE_PASS = Pass(0, 2, 0, 1)
 class OptimizerStep:
     """Time of one optimizer update on one GPU, and what sets it."""
 
-    optimizer: str  # workload name: adamw, adamw-fused, adamw-8bit, ...
-    implementation: str  # foreach | for-loop | fused | bitsandbytes-8bit | adafactor
+    optimizer: Optimizer
+    implementation: Implementation
     params: float  # trainable elements this GPU updates
     tensors: int  # trainable parameter tensors
     bytes_per_param: float
@@ -84,7 +85,7 @@ class OptimizerStep:
     device_s: float  # bytes / streaming bandwidth
     host_s: float  # dispatch and launch time on the CPU
     time_s: float
-    bound: str  # memory_bandwidth | host
+    bound: Bound  # memory_bandwidth | host
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,9 +132,9 @@ def trainable_tensors(
 
 def _launches(passes: tuple[Pass, ...], tensors: int, elements: float) -> int:
     """Kernel launches of multi-tensor ops (ATen MultiTensorApply: tensors and chunks per launch)."""
-    limits = list(eff.optimizer("max_tensors_per_launch"))
-    chunks = elements / float(eff.optimizer("chunk_elements")) + tensors
-    by_chunks = math.ceil(chunks / float(eff.optimizer("max_chunks_per_launch")))
+    limits = eff.constants().optimizer.max_tensors_per_launch
+    chunks = elements / eff.constants().optimizer.chunk_elements + tensors
+    by_chunks = math.ceil(chunks / eff.constants().optimizer.max_chunks_per_launch)
     total = 0
     for one in passes:
         by_tensors = math.ceil(tensors / limits[min(one.lists, len(limits)) - 1])
@@ -142,7 +143,7 @@ def _launches(passes: tuple[Pass, ...], tensors: int, elements: float) -> int:
 
 
 def optimizer_step(
-    optimizer: str,
+    optimizer: Optimizer,
     params: float,
     tensors: int,
     gpu: GPU,
@@ -150,7 +151,7 @@ def optimizer_step(
     param_bytes: float,
     grad_bytes: float,
     fp16_scaler: bool = False,
-    implementation: str | None = None,
+    implementation: Implementation | None = None,
 ) -> OptimizerStep:
     """Time of one update of ``params`` trainable elements in ``tensors`` tensors on ``gpu``.
 
@@ -161,8 +162,8 @@ def optimizer_step(
     """
     impl = implementation or IMPLEMENTATIONS.get(optimizer, "foreach")
     bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
-    op_s = float(eff.host("eager_op_us")) * 1e-6
-    launch_s = float(eff.host("graph_op_us")) * 1e-6
+    op_s = eff.constants().host.eager_op_us * 1e-6
+    launch_s = eff.constants().host.graph_op_us * 1e-6
     p, g = param_bytes, grad_bytes
     serialized = False  # the host waits for the device once per tensor (Adafactor)
     if impl in {"foreach", "for-loop", "fused"}:
@@ -186,10 +187,10 @@ def optimizer_step(
         if fp16_scaler:
             per_param += 2 * g
         launches = tensors + (1 if fp16_scaler else 0)
-        host = tensors * float(eff.optimizer("bnb_host_ops_per_tensor")) * op_s
+        host = tensors * eff.constants().optimizer.bnb_host_ops_per_tensor * op_s
     elif impl == "adafactor":
-        per_param = float(eff.optimizer("adafactor_bytes_per_element")) + (2 * g if fp16_scaler else 0.0)
-        ops = int(eff.optimizer("adafactor_ops_per_tensor"))
+        per_param = eff.constants().optimizer.adafactor_bytes_per_element + (2 * g if fp16_scaler else 0.0)
+        ops = eff.constants().optimizer.adafactor_ops_per_tensor
         launches = ops * tensors
         host = launches * op_s
         serialized = True
@@ -198,7 +199,7 @@ def optimizer_step(
     moved = per_param * params
     device = moved / bw if params else 0.0
     time_s = device + host if serialized else max(device, host)
-    bound = "host" if host > device else "memory_bandwidth"
+    bound: Bound = "host" if host > device else "memory_bandwidth"
     return OptimizerStep(
         optimizer, impl, params, tensors, per_param, moved, launches, device, host, time_s, bound
     )

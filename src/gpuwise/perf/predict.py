@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from gpuwise.catalog import GPU, get_gpu, get_model
+import functools
+from typing import Any
+
+from gpuwise.catalog import GPU, ModelArch, get_gpu, get_model
+from gpuwise.errors import GpuwiseError
+from gpuwise.memory import estimate_memory
 from gpuwise.perf import efficiency as eff
+from gpuwise.perf.flops import attention_flops_per_token, matmul_params
 from gpuwise.perf.inference import conv_forward, encoder_forward, predict_inference
 from gpuwise.perf.numerics import Numerics, resolve
 from gpuwise.perf.prediction import PerfPrediction
@@ -48,7 +54,12 @@ def predict(
 
 
 def _training(
-    workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dict, assumptions: list[str]
+    workload: Workload,
+    gpu: GPU,
+    arch: ModelArch,
+    num: Numerics,
+    efficiency: dict[str, Any],
+    assumptions: list[str],
 ) -> PerfPrediction:
     perf, more = predict_training(workload, gpu, arch, num)
     fits, fit_note = training_fits(workload, gpu)
@@ -86,11 +97,6 @@ def _training(
 
 def training_fits(workload: Workload, gpu: GPU) -> tuple[bool, str]:
     """Whether the training step fits in memory, per gpuwise.memory (the one memory model)."""
-    try:
-        from gpuwise.memory import estimate_memory
-    except ImportError:  # pragma: no cover - gpuwise.memory ships with the package
-        return True, ""
-    from gpuwise.errors import GpuwiseError
 
     try:
         est = estimate_memory(workload, gpu)
@@ -105,12 +111,18 @@ def training_fits(workload: Workload, gpu: GPU) -> tuple[bool, str]:
 
 
 def _inference(
-    workload: Workload, gpu: GPU, arch, num: Numerics, efficiency: dict, assumptions: list[str]
+    workload: Workload,
+    gpu: GPU,
+    arch: ModelArch,
+    num: Numerics,
+    efficiency: dict[str, Any],
+    assumptions: list[str],
 ) -> PerfPrediction:
     n = workload.num_gpus
     replicas = workload.data_parallel
     peak = peak_flops(gpu, num.compute_dtype)
-    base = dict(
+    base = functools.partial(
+        PerfPrediction,
         workload=workload.to_dict(),
         gpu=gpu.id,
         gpu_name=gpu.name,
@@ -124,8 +136,7 @@ def _inference(
     if not arch.is_transformer:
         seconds, flops = conv_forward(workload, gpu, arch, num)
         images_s = workload.batch_size / seconds * replicas
-        return PerfPrediction(
-            **base,
+        return base(
             bound="compute",
             step_time_s=seconds,
             tokens_per_s=images_s,
@@ -135,19 +146,18 @@ def _inference(
             mfu_pct=100.0 * flops * replicas / seconds / (n * peak),
             model_tflops_per_gpu=flops * replicas / seconds / n / 1e12,
             fits=True,
-            assumptions=assumptions
-            + [f"conv net: {eff.cnn_fraction('inference'):.0%} of peak; throughput in images/s"],
+            assumptions=[
+                *assumptions,
+                f"conv net: {eff.cnn_fraction('inference'):.0%} of peak; throughput in images/s",
+            ],
         )
     if not arch.is_decoder:
         seconds, tokens, bound = encoder_forward(workload, gpu, arch, num)
-        from gpuwise.perf.flops import attention_flops_per_token, matmul_params
-
         seq = tokens / workload.batch_size
         flops = tokens * (2 * matmul_params(arch) + attention_flops_per_token(arch, seq, causal=False))
         samples_s = workload.batch_size / seconds * replicas
         rate, unit = (samples_s, "images/s") if workload.is_cv else (tokens / seconds * replicas, "tokens/s")
-        return PerfPrediction(
-            **base,
+        return base(
             bound=bound,
             step_time_s=seconds,
             tokens_per_s=rate,
@@ -157,11 +167,9 @@ def _inference(
             mfu_pct=100.0 * flops / seconds / (workload.tp * workload.pp * peak),
             model_tflops_per_gpu=flops / seconds / (workload.tp * workload.pp) / 1e12,
             fits=True,
-            assumptions=assumptions + ["encoder model: one forward pass per batch (no generation)"],
+            assumptions=[*assumptions, "encoder model: one forward pass per batch (no generation)"],
         )
     perf, more, fits = predict_inference(workload, gpu, arch, num)
-    from gpuwise.perf.flops import attention_flops_per_token, matmul_params
-
     per_request = (
         2 * matmul_params(arch) * (perf.prompt_tokens + perf.output_tokens)
         + perf.prompt_tokens * attention_flops_per_token(arch, perf.prompt_tokens, causal=True)
@@ -173,13 +181,12 @@ def _inference(
     notes = list(num.notes)
     if not fits:
         notes.append(
-            f"does not fit: {perf.weights_bytes_per_gpu / 1e9:,.1f} GB of weights per GPU leave no room for one "
-            f"{perf.prompt_tokens + perf.output_tokens}-token KV cache on {gpu.memory_gb:g} GB; quantize the weights "
-            "(int8/int4), shard with tp, or use a larger GPU"
+            f"does not fit: {perf.weights_bytes_per_gpu / 1e9:,.1f} GB of weights per GPU leave no room "
+            f"for one {perf.prompt_tokens + perf.output_tokens}-token KV cache on {gpu.memory_gb:g} GB; "
+            "quantize the weights (int8/int4), shard with tp, or use a larger GPU"
         )
-    base["notes"] = notes
-    return PerfPrediction(
-        **base,
+    return base(
+        notes=notes,
         bound=bound,
         step_time_s=perf.tpot_s,
         tokens_per_s=perf.output_tokens_per_s,

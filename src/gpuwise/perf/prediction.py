@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from gpuwise.workload.spec import Precision
+
 # What limits the step: the resource whose time dominates.
 Bound = Literal["compute", "memory_bandwidth", "communication", "host"]
 BOUNDS: tuple[Bound, ...] = get_args(Bound)
+# What a prediction is of: an optimizer step, or serving / offline generation.
+Mode = Literal["training", "inference"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ class InferencePerf:
     total_tokens_per_s: float  # prompt + output tokens processed per second
     requests_per_s: float
     request_latency_s: float  # ttft + output × tpot for one request
-    batching: str  # continuous (serving engines) | static (one batch at a time)
+    batching: Literal["continuous", "static"]  # serving engines | one batch at a time
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,19 +98,21 @@ class PerfPrediction:
     gpu: str
     gpu_name: str
     num_gpus: int
-    mode: str  # training | inference
-    precision: str
+    mode: Mode
+    precision: Precision
     compute_dtype: str
     bound: Bound
     step_time_s: (
         float  # training: optimizer step; inference: time per output token (or per batch for encoders)
     )
-    tokens_per_s: float  # training tokens/s or output tokens/s, whole job; images/s for vision tasks (see throughput_unit)
+    # training tokens/s or output tokens/s, whole job; images/s for vision tasks (see throughput_unit)
+    tokens_per_s: float
     tokens_per_s_per_gpu: float
     samples_per_s: float  # sequences (training), requests (serving) or images per second
     mfu_pct: float  # model FLOPs / (time × GPUs × dense peak of the compute dtype)
     model_tflops_per_gpu: float
-    fits: bool  # inference: one sequence's KV cache fits next to the weights; training: gpuwise.memory's estimate fits
+    # inference: one sequence's KV cache fits next to the weights; training: gpuwise.memory's estimate fits
+    fits: bool
     training: TrainingPerf | None = None
     inference: InferencePerf | None = None
     throughput_unit: str = "tokens/s"  # what tokens_per_s counts: tokens/s | output tokens/s | images/s

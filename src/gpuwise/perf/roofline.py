@@ -14,6 +14,7 @@ from gpuwise.catalog import GPU
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.numerics import precision_to_dtype, supported_dtype
+from gpuwise.perf.prediction import Bound, Mode
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class RooflineTime:
     compute_s: float
     memory_s: float
     overhead_s: float
-    bound: str  # compute | memory_bandwidth | host
+    bound: Bound
     flops: float
     bytes_moved: float
     dtype: str
@@ -49,7 +50,7 @@ def gemm_fraction(gpu: GPU, dtype: str) -> float:
     return m.fp8 if dtype in {"fp8", "fp4", "int8"} else m.bf16
 
 
-def matmul_efficiency(gpu: GPU, dtype: str, kind: str = "training") -> float:
+def matmul_efficiency(gpu: GPU, dtype: str, kind: Mode = "training") -> float:
     """Fraction of the dense peak a well-tuned stack reaches on large matmuls: MAMF × stack.
 
     fp32 (SIMT) matmuls get no stack factor: the framework's launch gaps and non-matmul time
@@ -75,7 +76,7 @@ def step_time_from_flops(
     gpu: GPU,
     precision: str = "bf16",
     *,
-    kind: str = "training",
+    kind: Mode = "training",
     efficiency: float | None = None,
     bandwidth_fraction: float | None = None,
     overhead_s: float = 0.0,
@@ -97,6 +98,7 @@ def step_time_from_flops(
     compute_s = flops / (peak * e) if flops else 0.0
     memory_s = bytes_moved / (bw * f) if bytes_moved else 0.0
     busy = max(compute_s, memory_s)
+    bound: Bound
     if overhead_s > busy:
         bound = "host"
     else:

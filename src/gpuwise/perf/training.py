@@ -2,7 +2,7 @@
 
 One optimizer step per GPU =
     pipeline( micro-batch time × (microbatches + pp − 1) )      # pp = 1: microbatches × micro time
-  + exposed data-parallel traffic         # gradients overlap the backward; ZeRO-1/2's parameter gather does not
+  + exposed data-parallel traffic         # gradients overlap the backward; ZeRO-1/2's gather does not
   + optimizer update (perf/optimizer.py: memory-bound passes, or its launches when they take longer)
 where micro-batch time = max(kernels' time, host launch floor) and kernels' time = matmuls +
 attention (a roofline of its FLOPs and its HBM bytes) + memory-bound elementwise passes
@@ -12,9 +12,12 @@ all-reduces + exposed FSDP/ZeRO-3 gathers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpuwise.catalog import GPU, ModelArch
 from gpuwise.perf import comm
 from gpuwise.perf import efficiency as eff
+from gpuwise.perf.comm import Link
 from gpuwise.perf.flops import (
     TrainingFlops,
     attention_bytes_per_token,
@@ -28,11 +31,12 @@ from gpuwise.perf.flops import (
 )
 from gpuwise.perf.numerics import Numerics, dtype_bytes, half_dtype, plain_pytorch
 from gpuwise.perf.optimizer import (
+    OptimizerStep,
     default_implementation,
     optimizer_step,
     trainable_tensors,
 )
-from gpuwise.perf.prediction import TrainingPerf
+from gpuwise.perf.prediction import Bound, TrainingPerf
 from gpuwise.perf.roofline import gemm_fraction, matmul_efficiency, peak_flops
 from gpuwise.workload import Workload
 
@@ -45,8 +49,8 @@ def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
             from gpuwise.errors import GpuwiseError
 
             raise GpuwiseError(
-                f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the conv nets "
-                "in perf/data/efficiency.toml [cnn.gflops_224]"
+                f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the "
+                "conv nets in perf/data/efficiency.toml [cnn.gflops_224]"
             )
         per_image = gflops * 1e9 * (workload.image_size / 224) ** 2
         images = workload.batch_size
@@ -92,7 +96,7 @@ def _attention_time(
     micro_tokens: int,
     seq: int,
     shards: int,
-) -> tuple[float, float, str]:
+) -> tuple[float, float, Bound]:
     """Attention kernels of one micro-batch: (time, fraction of peak on its FLOPs, bound).
 
     Fused kernels are a roofline: FLOPs at the generation's FlashAttention rate, or their q/k/v/o
@@ -103,7 +107,7 @@ def _attention_time(
     peak = peak_flops(gpu, num.attention_dtype)
     bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
     recompute = workload.grad_checkpointing in {"full", "selective"}
-    passes = 1 + eff.elementwise("backward_factor") + (1 if recompute else 0)
+    passes = 1 + eff.constants().elementwise.backward_factor + (1 if recompute else 0)
     nbytes = (
         micro_tokens * attention_bytes_per_token(arch, seq, num.activation_bytes, workload.attention) * passes
     )
@@ -122,13 +126,13 @@ def _attention_time(
 
 def _host_floor_s(arch: ModelArch, pp: int, autocast: bool = False) -> float:
     """Eager dispatch time of one micro-batch's kernels (forward + backward) on one stage."""
-    per_layer = int(eff.host("kernels_per_layer_training"))
+    per_layer = eff.constants().host.kernels_per_layer_training
     if not arch.is_transformer:
         per_layer = 12  # conv, norm, activation forward + their backward
     elif autocast:
-        per_layer += int(eff.elementwise("autocast_kernels_per_layer"))
+        per_layer += eff.constants().elementwise.autocast_kernels_per_layer
     layers = max(arch.num_layers, 1) / pp
-    return layers * per_layer * float(eff.host("eager_op_us")) * 1e-6
+    return layers * per_layer * eff.constants().host.eager_op_us * 1e-6
 
 
 def _weight_traffic_bytes(
@@ -157,7 +161,7 @@ def _weight_traffic_bytes(
     sharded_params = workload.sharding in {"zero3", "fsdp"} and dp > 1
     total = 0.0
     if num.autocast:
-        half_cast = eff.elementwise("autocast_weight_bytes") / 2
+        half_cast = eff.constants().elementwise.autocast_weight_bytes / 2
         uses = 1 + (1 if workload.grad_checkpointing == "full" else 0)
         trainable_matmul = trainable if workload.is_lora else matmul_params(arch) / shards
         total += m * (matmul_params(arch) / shards * uses + trainable_matmul) * half_cast
@@ -165,10 +169,41 @@ def _weight_traffic_bytes(
         total += (m - 1) * trainable / (dp if sharded_params else 1) * 3 * grad_bytes
     if dp > 1 and plain and not sharded_params:
         total += 4 * trainable * grad_bytes
-    fsdp2 = plain or workload.framework.strip().lower() in set(eff.host("fsdp2_frameworks"))
+    fsdp2 = plain or workload.framework.strip().lower() in eff.constants().host.fsdp2_frameworks
     if sharded_params and fsdp2:
         total += m * (2 * 2 * gather_bytes + 2 * trainable * grad_bytes)
     return total
+
+
+@dataclass(frozen=True)
+class _Kernels:
+    """One micro-batch's kernels on one GPU (seconds), and the matmul/attention efficiencies."""
+
+    linear_s: float
+    attention_s: float
+    dequant_s: float
+    adapter_s: float
+    elementwise_s: float
+    linear_efficiency: float
+    attention_efficiency: float
+    attention_bound: Bound
+
+    @property
+    def total_s(self) -> float:
+        return self.linear_s + self.attention_s + self.dequant_s + self.adapter_s + self.elementwise_s
+
+
+@dataclass(frozen=True)
+class _DataParallel:
+    """What data parallelism moves per GPU: trainable elements, element sizes, link, sharded gathers."""
+
+    trainable: float  # trainable elements per model shard (tp × pp)
+    grad_bytes: float
+    gather_elem: float  # bytes per parameter element FSDP / ZeRO gather
+    gather_bytes: float
+    sharded_params: bool  # FSDP / ZeRO-3 across more than one replica
+    link: Link
+    fsdp_comm_micro_s: float  # per micro-batch, before overlap
 
 
 def predict_training(
@@ -176,13 +211,91 @@ def predict_training(
 ) -> tuple[TrainingPerf, list[str]]:
     """Step time of ``workload`` on ``gpu``; returns the breakdown and the assumptions it made."""
     assumptions: list[str] = []
-    tp, pp, n = workload.tp, workload.pp, workload.num_gpus
+    tp, pp, m = workload.tp, workload.pp, workload.grad_accum
     dp = workload.data_parallel
     shards = tp * pp
     flops, micro_tokens = _flops(workload, arch)
+    stream_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
+    k = _kernels(workload, gpu, arch, num, flops, micro_tokens, stream_bw, assumptions)
+    tp_link, tp_comm_micro = _tensor_parallel(workload, gpu, arch, num, micro_tokens, assumptions)
+    data = _data_parallel(workload, gpu, arch, num)
+    weight_traffic_s = (
+        _weight_traffic_bytes(workload, arch, num, data.trainable, data.grad_bytes, data.gather_bytes, shards)
+        / stream_bw
+    )
+    kernels_s = k.total_s
+    fsdp_exposed_micro = comm.exposed_s(data.fsdp_comm_micro_s, kernels_s)
+    host_floor = _host_floor_s(arch, pp, num.autocast)
+    micro_s = max(kernels_s + tp_comm_micro + fsdp_exposed_micro, host_floor)
 
-    # --- compute per micro-batch on one GPU -------------------------------------------------------
-    attention_bound = "compute"
+    # --- pipeline -----------------------------------------------------------------------------------
+    bubble_fraction = comm.pipeline_bubble_fraction(pp, m)
+    pipe_s = micro_s * (m + pp - 1)
+    bubble_s = micro_s * (pp - 1)
+
+    dp_comm, zero_gather = _gradient_sync(workload, data, assumptions)
+    backward_share = (2 / 3) * kernels_s
+    dp_exposed = comm.exposed_s(dp_comm, backward_share) + zero_gather
+    update = _optimizer_update(workload, gpu, arch, num, data)
+    optimizer_s = update.time_s
+    if update.bound == "host":
+        assumptions.append(
+            f"optimizer step ({update.implementation}) waits on its {update.launches:,} kernel launches"
+        )
+    step_s = pipe_s + dp_exposed + weight_traffic_s + optimizer_s
+    _note_schedule(workload, data, bubble_fraction, host_floor >= kernels_s + tp_comm_micro, assumptions)
+
+    attention_compute = k.attention_s if k.attention_bound == "compute" else 0.0
+    attention_memory = 0.0 if k.attention_bound == "compute" else k.attention_s
+    perf = TrainingPerf(
+        global_tokens_per_step=micro_tokens * m * dp,
+        micro_batch_tokens=micro_tokens,
+        grad_accum=m,
+        data_parallel=dp,
+        tp=tp,
+        pp=pp,
+        model_flops_per_token=flops.model / max(flops.tokens, 1),
+        executed_flops_per_step_per_gpu=flops.executed / shards * m,
+        compute_s=(k.linear_s + attention_compute) * m,
+        linear_s=k.linear_s * m,
+        attention_s=k.attention_s * m,
+        memory_s=(k.dequant_s + k.adapter_s + k.elementwise_s + attention_memory) * m
+        + weight_traffic_s
+        + optimizer_s,
+        optimizer_s=optimizer_s,
+        dequant_s=k.dequant_s * m,
+        adapter_s=k.adapter_s * m,
+        elementwise_s=k.elementwise_s * m,
+        weight_traffic_s=weight_traffic_s,
+        tp_comm_s=tp_comm_micro * m,
+        dp_comm_s=dp_comm + zero_gather + data.fsdp_comm_micro_s * m,
+        dp_exposed_s=dp_exposed + fsdp_exposed_micro * m,
+        bubble_s=bubble_s,
+        bubble_fraction=bubble_fraction,
+        host_floor_s=host_floor * m,
+        step_time_s=step_s,
+        linear_efficiency=k.linear_efficiency,
+        attention_efficiency=k.attention_efficiency,
+        attention_bound=k.attention_bound,
+        links={"tp": tp_link.kind, "dp": data.link.kind},
+        optimizer=update,
+    )
+    return perf, assumptions
+
+
+def _kernels(
+    workload: Workload,
+    gpu: GPU,
+    arch: ModelArch,
+    num: Numerics,
+    flops: TrainingFlops,
+    micro_tokens: int,
+    stream_bw: float,
+    assumptions: list[str],
+) -> _Kernels:
+    """Compute (matmuls, attention) and memory-bound passes of one micro-batch on one GPU."""
+    shards = workload.tp * workload.pp
+    attention_bound: Bound = "compute"
     if arch.is_transformer:
         linear_s, e_lin = _linear_time(flops.linear_executed / shards, gpu, num)
         seq = micro_tokens // max(workload.batch_size, 1)
@@ -200,64 +313,106 @@ def predict_training(
         assumptions.append(
             f"conv net: {e_lin:.0%} of peak (cuDNN training is limited by memory-bound BatchNorm/ReLU)"
         )
+    elementwise_s = _elementwise_s(workload, arch, num, micro_tokens, stream_bw, assumptions)
+    dequant_s = _dequant_s(workload, arch, num, stream_bw, assumptions)
+    adapter_s = _adapter_s(workload, arch, num, micro_tokens, stream_bw, assumptions)
+    return _Kernels(
+        linear_s, attention_s, dequant_s, adapter_s, elementwise_s, e_lin, e_attn, attention_bound
+    )
 
-    stream_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
-    dequant_s = adapter_s = elementwise_s = 0.0
-    if arch.is_transformer:
-        per_token = elementwise_bytes_per_token(
-            arch,
-            num.activation_bytes,
-            stream_bytes=num.stream_bytes,
-            autocast=num.autocast,
-            recompute=workload.grad_checkpointing == "full",
-            fp8=num.compute_dtype in {"fp8", "fp4"},
-        )
-        elementwise_s = micro_tokens * per_token / shards / stream_bw
-        if num.autocast:
-            assumptions.append(
-                "torch.autocast over fp32 weights: fp32 residual stream and LayerNorm, "
-                "16-bit casts of every weight and norm output on use"
-            )
-    if num.weight_only_quant:
-        # Each use of a quantized weight reads it and writes/reads a 16-bit copy (bitsandbytes
-        # dequantize-then-matmul): forward, backward input-gradient, and the recompute forward.
-        passes = 2 + (1 if workload.grad_checkpointing == "full" else 0)
-        per_pass = block_linear_params(arch) / shards * (num.block_weight_bytes + 2 * num.activation_bytes)
-        dequant_s = passes * per_pass / stream_bw
+
+def _elementwise_s(
+    workload: Workload,
+    arch: ModelArch,
+    num: Numerics,
+    micro_tokens: int,
+    stream_bw: float,
+    assumptions: list[str],
+) -> float:
+    """Norms, residual adds, activations, casts and the loss: memory-bound kernels."""
+    if not arch.is_transformer:
+        return 0.0
+    per_token = elementwise_bytes_per_token(
+        arch,
+        num.activation_bytes,
+        stream_bytes=num.stream_bytes,
+        autocast=num.autocast,
+        recompute=workload.grad_checkpointing == "full",
+        fp8=num.compute_dtype in {"fp8", "fp4"},
+    )
+    if num.autocast:
         assumptions.append(
-            "quantized base weights are dequantized to 16-bit for every matmul (bitsandbytes-style)"
+            "torch.autocast over fp32 weights: fp32 residual stream and LayerNorm, "
+            "16-bit casts of every weight and norm output on use"
         )
+    return micro_tokens * per_token / (workload.tp * workload.pp) / stream_bw
 
-    fused_lora = workload.framework.strip().lower() in set(eff.host("fused_lora_frameworks"))
-    if workload.is_lora and arch.is_transformer and not fused_lora:
-        adapter_bytes = dtype_bytes(workload.lora_dtype)
-        per_token = lora_elementwise_bytes_per_token(
-            arch, workload.lora_targets, num.activation_bytes, adapter_bytes
-        )
-        adapter_s = micro_tokens * per_token / shards / stream_bw
-        assumptions.append(
-            "LoRA adapters run unfused (peft): input cast, dropout, scale and add are memory-bound kernels"
-        )
 
-    # --- tensor parallel: 2 all-reduces per layer forward, 2 backward (Megatron); +2 with full recompute
+def _dequant_s(
+    workload: Workload, arch: ModelArch, num: Numerics, stream_bw: float, assumptions: list[str]
+) -> float:
+    """Each use of a quantized weight reads it and writes/reads a 16-bit copy (bitsandbytes
+    dequantize-then-matmul): forward, backward input-gradient, and the recompute forward."""
+    if not num.weight_only_quant:
+        return 0.0
+    passes = 2 + (1 if workload.grad_checkpointing == "full" else 0)
+    shards = workload.tp * workload.pp
+    per_pass = block_linear_params(arch) / shards * (num.block_weight_bytes + 2 * num.activation_bytes)
+    assumptions.append(
+        "quantized base weights are dequantized to 16-bit for every matmul (bitsandbytes-style)"
+    )
+    return passes * per_pass / stream_bw
+
+
+def _adapter_s(
+    workload: Workload,
+    arch: ModelArch,
+    num: Numerics,
+    micro_tokens: int,
+    stream_bw: float,
+    assumptions: list[str],
+) -> float:
+    """peft's unfused LoRA kernels (cast, dropout, scale, add); fused-LoRA frameworks have none."""
+    fused_lora = workload.framework.strip().lower() in eff.constants().host.fused_lora_frameworks
+    if not (workload.is_lora and arch.is_transformer) or fused_lora:
+        return 0.0
+    adapter_bytes = dtype_bytes(workload.lora_dtype)
+    per_token = lora_elementwise_bytes_per_token(
+        arch, workload.lora_targets, num.activation_bytes, adapter_bytes
+    )
+    assumptions.append(
+        "LoRA adapters run unfused (peft): input cast, dropout, scale and add are memory-bound kernels"
+    )
+    return micro_tokens * per_token / (workload.tp * workload.pp) / stream_bw
+
+
+def _tensor_parallel(
+    workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics, micro_tokens: int, assumptions: list[str]
+) -> tuple[Link, float]:
+    """2 all-reduces per layer forward, 2 backward (Megatron); +2 with full recompute. Per micro-batch."""
+    tp, pp = workload.tp, workload.pp
     tp_link = comm.link_for(gpu, tp)
-    tp_comm_micro = 0.0
-    if tp > 1 and arch.is_transformer:
-        per_layer = 4 + (2 if workload.grad_checkpointing == "full" else 0)
-        act = micro_tokens * arch.hidden_size * num.activation_bytes
-        tp_comm_micro = per_layer * (arch.num_layers / pp) * comm.allreduce_s(act, tp, tp_link)
-        if tp > comm.gpus_per_node():
-            assumptions.append(f"tp={tp} spans nodes: tensor-parallel all-reduces go over the network")
+    if tp <= 1 or not arch.is_transformer:
+        return tp_link, 0.0
+    per_layer = 4 + (2 if workload.grad_checkpointing == "full" else 0)
+    act = micro_tokens * arch.hidden_size * num.activation_bytes
+    if tp > comm.gpus_per_node():
+        assumptions.append(f"tp={tp} spans nodes: tensor-parallel all-reduces go over the network")
+    return tp_link, per_layer * (arch.num_layers / pp) * comm.allreduce_s(act, tp, tp_link)
 
-    # --- sharded data parallel (FSDP / ZeRO-3): gathers every micro-batch, overlapped with compute --
-    dp_link = comm.link_for(gpu, dp, crosses_nodes=n > comm.gpus_per_node())
+
+def _data_parallel(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> _DataParallel:
+    """Sharded data parallel (FSDP / ZeRO-3) gathers every micro-batch, overlapped with compute."""
+    dp, shards = workload.data_parallel, workload.tp * workload.pp
+    link = comm.link_for(gpu, dp, crosses_nodes=workload.num_gpus > comm.gpus_per_node())
     trainable = (
         lora_params(arch, workload.lora_rank, workload.lora_targets)
         if workload.is_lora
         else arch.param_counts().total
     ) / shards
     grad_bytes = dtype_bytes(workload.lora_dtype) if workload.is_lora else num.grad_bytes
-    # FSDP gathers 16-bit copies under a mixed-precision policy; plain PyTorch autocast gathers the fp32 weights.
+    # FSDP gathers 16-bit copies under a mixed-precision policy; plain PyTorch autocast gathers the
+    # fp32 weights.
     gather_elem = 4.0 if num.autocast else min(num.other_weight_bytes, 2.0)
     if num.weight_only_quant:
         gather_elem = num.block_weight_bytes
@@ -265,131 +420,89 @@ def predict_training(
     sharded_params = workload.sharding in {"zero3", "fsdp"} and dp > 1
     fsdp_comm_micro = 0.0
     if sharded_params:
-        fsdp_comm_micro = 2 * comm.allgather_s(gather_bytes, dp, dp_link) + comm.reduce_scatter_s(
-            trainable * grad_bytes, dp, dp_link
+        fsdp_comm_micro = 2 * comm.allgather_s(gather_bytes, dp, link) + comm.reduce_scatter_s(
+            trainable * grad_bytes, dp, link
         )
-    m = workload.grad_accum
-    weight_traffic_s = _weight_traffic_bytes(workload, arch, num, trainable, grad_bytes, gather_bytes, shards)
-    weight_traffic_s /= stream_bw
+    return _DataParallel(
+        trainable, grad_bytes, gather_elem, gather_bytes, sharded_params, link, fsdp_comm_micro
+    )
 
-    kernels_s = linear_s + attention_s + dequant_s + adapter_s + elementwise_s
-    fsdp_exposed_micro = comm.exposed_s(fsdp_comm_micro, kernels_s)
-    host_floor = _host_floor_s(arch, pp, num.autocast)
-    micro_s = max(kernels_s + tp_comm_micro + fsdp_exposed_micro, host_floor)
 
-    # --- pipeline -----------------------------------------------------------------------------------
-    bubble_fraction = comm.pipeline_bubble_fraction(pp, m)
-    pipe_s = micro_s * (m + pp - 1)
-    bubble_s = micro_s * (pp - 1)
+def _gradient_sync(workload: Workload, data: _DataParallel, assumptions: list[str]) -> tuple[float, float]:
+    """(gradient traffic that can overlap the last backward, parameter gather that cannot), per step.
 
-    # --- DDP: one gradient all-reduce per step, overlapped with the last backward. ZeRO-1/2 reduce-
-    # scatter the gradients instead (overlapped the same way), update their shard, then all-gather the
-    # updated 16-bit parameters: that gather follows the optimizer step, so nothing hides it.
-    dp_comm = zero_gather = 0.0
-    if dp > 1 and not sharded_params:
-        if workload.sharding in {"zero1", "zero2"}:
-            dp_comm = comm.reduce_scatter_s(trainable * grad_bytes, dp, dp_link)
-            zero_gather = comm.allgather_s(trainable * gather_elem, dp, dp_link)
-            assumptions.append(
-                "ZeRO-1/2: gradients reduce-scattered during the backward; the updated parameters "
-                "all-gathered after the optimizer step (exposed)"
-            )
-        else:
-            dp_comm = comm.allreduce_s(trainable * grad_bytes, dp, dp_link)
-    backward_share = (2 / 3) * kernels_s
-    dp_exposed = comm.exposed_s(dp_comm, backward_share) + zero_gather
-    dp_comm_total = dp_comm + zero_gather + fsdp_comm_micro * m
-    dp_exposed_total = dp_exposed + fsdp_exposed_micro * m
+    DDP: one gradient all-reduce per step, overlapped with the last backward. ZeRO-1/2 reduce-
+    scatter the gradients instead (overlapped the same way), update their shard, then all-gather
+    the updated 16-bit parameters: that gather follows the optimizer step, so nothing hides it.
+    """
+    dp = workload.data_parallel
+    if dp <= 1 or data.sharded_params:
+        return 0.0, 0.0
+    grads = data.trainable * data.grad_bytes
+    if workload.sharding in {"zero1", "zero2"}:
+        assumptions.append(
+            "ZeRO-1/2: gradients reduce-scattered during the backward; the updated parameters "
+            "all-gathered after the optimizer step (exposed)"
+        )
+        return (
+            comm.reduce_scatter_s(grads, dp, data.link),
+            comm.allgather_s(data.trainable * data.gather_elem, dp, data.link),
+        )
+    return comm.allreduce_s(grads, dp, data.link), 0.0
 
-    # --- optimizer update ------------------------------------------------------------------------------
+
+def _optimizer_update(
+    workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics, data: _DataParallel
+) -> OptimizerStep:
+    """The optimizer step over this GPU's share of the trainable elements (sharded state divides it)."""
+    dp = workload.data_parallel
     sharded_state = workload.sharding in {"zero1", "zero2", "zero3", "fsdp"} and dp > 1
-    local_trainable = trainable / (dp if sharded_state else 1)
     param_bytes = (
         dtype_bytes(workload.lora_dtype)
         if workload.is_lora
         else (4.0 if num.grad_bytes == 4 else num.other_weight_bytes)
     )
     tensors = trainable_tensors(arch, workload.lora_rank if workload.is_lora else None, workload.lora_targets)
-    update = optimizer_step(
+    return optimizer_step(
         workload.optimizer,
-        local_trainable,
-        max(round(tensors / pp), 1),
+        data.trainable / (dp if sharded_state else 1),
+        max(round(tensors / workload.pp), 1),
         gpu,
         param_bytes=param_bytes,
-        grad_bytes=grad_bytes,
+        grad_bytes=data.grad_bytes,
         fp16_scaler=workload.precision == "amp-fp16",
         implementation=default_implementation(workload.optimizer, workload.framework),
     )
-    optimizer_s = update.time_s
-    if update.bound == "host":
-        assumptions.append(
-            f"optimizer step ({update.implementation}) waits on its {update.launches:,} kernel launches"
-        )
 
-    step_s = pipe_s + dp_exposed + weight_traffic_s + optimizer_s
-    links = {"tp": tp_link.kind, "dp": dp_link.kind}
-    if sharded_params or dp > 1:
+
+def _note_schedule(
+    workload: Workload, data: _DataParallel, bubble_fraction: float, host_bound: bool, assumptions: list[str]
+) -> None:
+    """Assumptions about the step's schedule: data-parallel overlap, pipeline bubble, host floor."""
+    if data.sharded_params or workload.data_parallel > 1:
         assumptions.append(
-            f"data-parallel traffic over {dp_link.kind} ({dp_link.bytes_per_s / 1e9:,.0f} GB/s bus bandwidth); "
-            f"{eff.comm('overlap_fraction'):.0%} of what fits under compute is hidden"
+            f"data-parallel traffic over {data.link.kind} ({data.link.bytes_per_s / 1e9:,.0f} GB/s bus "
+            f"bandwidth); {eff.constants().comm.overlap_fraction:.0%} of what fits under compute is hidden"
         )
-    if pp > 1:
+    if workload.pp > 1:
         assumptions.append(
-            f"pipeline of {pp} stages with {m} micro-batches (grad_accum): bubble {bubble_fraction:.0%}"
+            f"pipeline of {workload.pp} stages with {workload.grad_accum} micro-batches (grad_accum): "
+            f"bubble {bubble_fraction:.0%}"
         )
-    if host_floor >= kernels_s + tp_comm_micro:
+    if host_bound:
         assumptions.append(
             "kernels are too small to hide launch overhead: step time is the host dispatch floor"
         )
 
-    model_flops_token = flops.model / max(flops.tokens, 1)
-    perf = TrainingPerf(
-        global_tokens_per_step=micro_tokens * m * dp,
-        micro_batch_tokens=micro_tokens,
-        grad_accum=m,
-        data_parallel=dp,
-        tp=tp,
-        pp=pp,
-        model_flops_per_token=model_flops_token,
-        executed_flops_per_step_per_gpu=flops.executed / shards * m,
-        compute_s=(linear_s + (attention_s if attention_bound == "compute" else 0.0)) * m,
-        linear_s=linear_s * m,
-        attention_s=attention_s * m,
-        memory_s=(
-            dequant_s + adapter_s + elementwise_s + (attention_s if attention_bound != "compute" else 0.0)
-        )
-        * m
-        + weight_traffic_s
-        + optimizer_s,
-        optimizer_s=optimizer_s,
-        dequant_s=dequant_s * m,
-        adapter_s=adapter_s * m,
-        elementwise_s=elementwise_s * m,
-        weight_traffic_s=weight_traffic_s,
-        tp_comm_s=tp_comm_micro * m,
-        dp_comm_s=dp_comm_total,
-        dp_exposed_s=dp_exposed_total,
-        bubble_s=bubble_s,
-        bubble_fraction=bubble_fraction,
-        host_floor_s=host_floor * m,
-        step_time_s=step_s,
-        linear_efficiency=e_lin,
-        attention_efficiency=e_attn,
-        attention_bound=attention_bound,
-        links=links,
-        optimizer=update,
-    )
-    return perf, assumptions
 
-
-def training_bound(perf: TrainingPerf) -> str:
+def training_bound(perf: TrainingPerf) -> Bound:
     """The resource that dominates the step."""
     kernels = perf.compute_s + perf.memory_s - perf.optimizer_s - perf.weight_traffic_s + perf.tp_comm_s
     if perf.host_floor_s > kernels:
         return "host"
-    parts = {
+    parts: dict[Bound, float] = {
         "compute": perf.compute_s,
         "memory_bandwidth": perf.memory_s,
         "communication": perf.tp_comm_s + perf.dp_exposed_s,
     }
-    return max(parts, key=parts.get)
+    return max(parts, key=parts.__getitem__)

@@ -1,12 +1,13 @@
 """Turn the bare model into the one a training script would run: checkpointing, LoRA, quantized base.
 
 Everything here runs on ``meta`` before materialisation, because peft calls ``.to()`` and ``.to()``
-fails on a model whose parameters are already fake (shared/notes/simulation.md).
+fails on a model whose parameters are already fake ("Couldn't swap ... weight").
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 from torch import nn
@@ -16,12 +17,13 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.simulation.build import ANALYTIC_HINT, BuiltModel
 from gpuwise.simulation.quant import quantize_linears
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Checkpointing, Precision
 
 _SELECTIVE = "gpuwise_recompute_core_attention"
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def apply_checkpointing(built: BuiltModel, mode: str) -> str:
+def apply_checkpointing(built: BuiltModel, mode: Checkpointing) -> str:
     """Full: recompute each block in backward. Selective: recompute only the attention core (Megatron-LM's
     selective recomputation, Korthikanti et al. arXiv:2205.05198). Returns a description."""
     if mode == "none":
@@ -30,7 +32,9 @@ def apply_checkpointing(built: BuiltModel, mode: str) -> str:
     if mode == "full":
         if built.is_hf and getattr(model, "supports_gradient_checkpointing", False):
             # transformers' default is non-reentrant (modeling_utils.gradient_checkpointing_enable).
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            _transformers_api(model).gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
             return "full activation checkpointing (transformers gradient_checkpointing_enable, non-reentrant)"
         blocks = _largest_module_list(model)
         if blocks is None:
@@ -40,15 +44,25 @@ def apply_checkpointing(built: BuiltModel, mode: str) -> str:
             )
         for block in blocks:
             block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)
-        return f"full activation checkpointing of the {len(blocks)} blocks of the largest nn.ModuleList (non-reentrant)"
+        return (
+            f"full activation checkpointing of the {len(blocks)} blocks of the largest nn.ModuleList "
+            "(non-reentrant)"
+        )
     if not built.is_hf or not getattr(model, "_can_set_attn_implementation", lambda: False)():
         raise GpuwiseError(
             f"{built.description}: selective checkpointing is simulated for Hugging Face models only; "
             f"use --checkpointing full, or {ANALYTIC_HINT}"
         )
-    _register_selective_attention(model.config._attn_implementation)
-    model.set_attn_implementation(_SELECTIVE)
+    hf_model = _transformers_api(model)
+    _register_selective_attention(hf_model.config._attn_implementation)
+    hf_model.set_attn_implementation(_SELECTIVE)
     return "selective recomputation of the attention core (softmax(QK^T)V) in backward"
+
+
+def _transformers_api(model: nn.Module) -> Any:
+    """A transformers PreTrainedModel: its methods (config, gradient checkpointing, attention
+    implementation) are not on nn.Module, whose typed ``__getattr__`` would call them tensors."""
+    return model
 
 
 def _largest_module_list(model: nn.Module) -> nn.ModuleList | None:
@@ -115,12 +129,13 @@ def apply_lora(built: BuiltModel, workload: Workload, dropout: float) -> str:
     fused = [t for t in targets if len(_HF_ROLES.get(t, ())) > 1] if not isinstance(targets, str) else []
     extra = f" (fused {', '.join(fused)}: the whole module is adapted)" if fused else ""
     return (
-        f"peft LoRA r={workload.lora_rank} on {shown}{extra}, lora_dropout={dropout:g}{dropout_note}, adapters in "
-        f"{workload.lora_dtype} ({trainable:,} trainable parameters)"
+        f"peft LoRA r={workload.lora_rank} on {shown}{extra}, lora_dropout={dropout:g}{dropout_note}, "
+        f"adapters in {workload.lora_dtype} ({trainable:,} trainable parameters)"
     )
 
 
-# Leaf names of Hugging Face linear layers -> the block roles they implement (a fused module implements several).
+# Leaf names of Hugging Face linear layers -> the block roles they implement (a fused module
+# implements several).
 _HF_ROLES = {
     "q_proj": {"q"},
     "k_proj": {"k"},
@@ -203,12 +218,13 @@ def apply_kbit_upcast(built: BuiltModel) -> str:
 
 
 def apply_quantization(
-    built: BuiltModel, precision: str, double_quant: bool, compute_dtype: torch.dtype
+    built: BuiltModel, precision: Precision, double_quant: bool, compute_dtype: torch.dtype
 ) -> str:
     """Quantize the base linear layers as bitsandbytes would (transformers leaves the output head alone)."""
     skip: set[int] = set()
     if built.is_hf:
-        head = built.model.get_output_embeddings() if hasattr(built.model, "get_output_embeddings") else None
+        model = _transformers_api(built.model)
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
         if head is not None:
             skip.add(id(head))
         for name, module in built.model.named_modules():

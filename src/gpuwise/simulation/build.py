@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from torch import nn
 
 from gpuwise.catalog import ModelArch, get_model
 from gpuwise.errors import GpuwiseError
+from gpuwise.workload.spec import Attention
 
 ANALYTIC_HINT = "run `gpuwise memory` without --traced for the analytic estimate"
 
@@ -67,101 +68,133 @@ def _gpt2_like(a: ModelArch) -> dict[str, Any]:
     }
 
 
+def _mixtral(a: ModelArch) -> dict[str, Any]:
+    return {**_llama_like(a), "num_local_experts": a.num_experts, "num_experts_per_tok": a.experts_per_token}
+
+
+def _phi3(a: ModelArch) -> dict[str, Any]:
+    return {k: v for k, v in _llama_like(a).items() if k != "head_dim"}
+
+
+def _gptj(a: ModelArch) -> dict[str, Any]:
+    return {
+        **{k: v for k, v in _gpt2_like(a).items() if k != "n_inner"},
+        "n_inner": a.intermediate_size,
+        "rotary_dim": 64,
+    }
+
+
+def _phi(a: ModelArch) -> dict[str, Any]:
+    return {
+        "hidden_size": a.hidden_size,
+        "intermediate_size": a.intermediate_size,
+        "num_hidden_layers": a.num_layers,
+        "num_attention_heads": a.num_attention_heads,
+        "num_key_value_heads": a.num_kv_heads,
+        "vocab_size": a.vocab_size,
+        "max_position_embeddings": a.max_position_embeddings or 2048,
+        "tie_word_embeddings": a.tie_word_embeddings,
+    }
+
+
+def _falcon(a: ModelArch) -> dict[str, Any]:
+    return {
+        "hidden_size": a.hidden_size,
+        "num_hidden_layers": a.num_layers,
+        "num_attention_heads": a.num_attention_heads,
+        "num_kv_heads": a.num_kv_heads,
+        "new_decoder_architecture": a.num_kv_heads > 1,
+        "multi_query": a.num_kv_heads == 1,
+        "parallel_attn": True,
+        "bias": False,
+        "ffn_hidden_size": a.intermediate_size,
+        "vocab_size": a.vocab_size,
+        "tie_word_embeddings": a.tie_word_embeddings,
+    }
+
+
+def _gpt_neox(a: ModelArch) -> dict[str, Any]:
+    return {
+        "hidden_size": a.hidden_size,
+        "num_hidden_layers": a.num_layers,
+        "num_attention_heads": a.num_attention_heads,
+        "intermediate_size": a.intermediate_size,
+        "vocab_size": a.vocab_size,
+        "max_position_embeddings": a.max_position_embeddings or 4096,
+        "rotary_pct": 0.25,
+        "tie_word_embeddings": a.tie_word_embeddings,
+    }
+
+
+def _mpt(a: ModelArch) -> dict[str, Any]:
+    return {
+        "d_model": a.hidden_size,
+        "n_heads": a.num_attention_heads,
+        "n_layers": a.num_layers,
+        "expansion_ratio": max(1, a.intermediate_size // a.hidden_size),
+        "max_seq_len": a.max_position_embeddings or 2048,
+        "vocab_size": a.vocab_size,
+        "no_bias": True,
+    }
+
+
+def _bert(a: ModelArch) -> dict[str, Any]:
+    return {
+        "hidden_size": a.hidden_size,
+        "num_hidden_layers": a.num_layers,
+        "num_attention_heads": a.num_attention_heads,
+        "intermediate_size": a.intermediate_size,
+        "vocab_size": a.vocab_size,
+        "max_position_embeddings": a.max_position_embeddings or 512,
+    }
+
+
+def _vit(a: ModelArch) -> dict[str, Any]:
+    return {
+        "hidden_size": a.hidden_size,
+        "num_hidden_layers": a.num_layers,
+        "num_attention_heads": a.num_attention_heads,
+        "intermediate_size": a.intermediate_size,
+        "patch_size": 16,
+        "num_labels": 1000,
+    }
+
+
+def _resnet(a: ModelArch) -> dict[str, Any]:
+    return {"num_labels": 1000}  # ResNetConfig's defaults are ResNet-50
+
+
+# Catalog family -> (transformers model_type, config kwargs).
+_CONFIGS: dict[str, tuple[str, Callable[[ModelArch], dict[str, Any]]]] = {
+    "mistral": ("mistral", _llama_like),
+    "mixtral": ("mixtral", _mixtral),
+    "qwen2.5": ("qwen2", _llama_like),
+    "qwen2": ("qwen2", _llama_like),
+    "qwen3": ("qwen3", _llama_like),
+    "phi-3": ("phi3", _phi3),
+    "gemma": ("gemma", _llama_like),
+    "gpt2": ("gpt2", _gpt2_like),
+    "gpt3": ("gpt2", _gpt2_like),
+    "megatron-gpt": ("gpt2", _gpt2_like),
+    "gpt-j": ("gptj", _gptj),
+    "phi": ("phi", _phi),
+    "falcon": ("falcon", _falcon),
+    "stablelm-alpha": ("gpt_neox", _gpt_neox),
+    "mpt": ("mpt", _mpt),
+    "bert": ("bert", _bert),
+    "vit": ("vit", _vit),
+    "resnet": ("resnet", _resnet),
+}
+
+
 def catalog_config_kwargs(a: ModelArch) -> tuple[str, dict[str, Any]]:
     """(model_type, config kwargs) reproducing a catalog architecture with transformers' config classes."""
     fam = a.family
     if fam in _LLAMA_FAMILIES or (fam.startswith("llama") and a.mlp_type == "gated_silu"):
         return "llama", _llama_like(a)
-    if fam == "mistral":
-        return "mistral", _llama_like(a)
-    if fam == "mixtral":
-        return "mixtral", {
-            **_llama_like(a),
-            "num_local_experts": a.num_experts,
-            "num_experts_per_tok": a.experts_per_token,
-        }
-    if fam in ("qwen2.5", "qwen2"):
-        return "qwen2", _llama_like(a)
-    if fam == "qwen3":
-        return "qwen3", _llama_like(a)
-    if fam == "phi-3":
-        return "phi3", {k: v for k, v in _llama_like(a).items() if k != "head_dim"}
-    if fam == "gemma":
-        return "gemma", _llama_like(a)
-    if fam in ("gpt2", "gpt3", "megatron-gpt"):
-        return "gpt2", _gpt2_like(a)
-    if fam == "gpt-j":
-        return "gptj", {
-            **{k: v for k, v in _gpt2_like(a).items() if k != "n_inner"},
-            "n_inner": a.intermediate_size,
-            "rotary_dim": 64,
-        }
-    if fam == "phi":
-        return "phi", {
-            "hidden_size": a.hidden_size,
-            "intermediate_size": a.intermediate_size,
-            "num_hidden_layers": a.num_layers,
-            "num_attention_heads": a.num_attention_heads,
-            "num_key_value_heads": a.num_kv_heads,
-            "vocab_size": a.vocab_size,
-            "max_position_embeddings": a.max_position_embeddings or 2048,
-            "tie_word_embeddings": a.tie_word_embeddings,
-        }
-    if fam == "falcon":
-        return "falcon", {
-            "hidden_size": a.hidden_size,
-            "num_hidden_layers": a.num_layers,
-            "num_attention_heads": a.num_attention_heads,
-            "num_kv_heads": a.num_kv_heads,
-            "new_decoder_architecture": a.num_kv_heads > 1,
-            "multi_query": a.num_kv_heads == 1,
-            "parallel_attn": True,
-            "bias": False,
-            "ffn_hidden_size": a.intermediate_size,
-            "vocab_size": a.vocab_size,
-            "tie_word_embeddings": a.tie_word_embeddings,
-        }
-    if fam == "stablelm-alpha":
-        return "gpt_neox", {
-            "hidden_size": a.hidden_size,
-            "num_hidden_layers": a.num_layers,
-            "num_attention_heads": a.num_attention_heads,
-            "intermediate_size": a.intermediate_size,
-            "vocab_size": a.vocab_size,
-            "max_position_embeddings": a.max_position_embeddings or 4096,
-            "rotary_pct": 0.25,
-            "tie_word_embeddings": a.tie_word_embeddings,
-        }
-    if fam == "mpt":
-        return "mpt", {
-            "d_model": a.hidden_size,
-            "n_heads": a.num_attention_heads,
-            "n_layers": a.num_layers,
-            "expansion_ratio": max(1, a.intermediate_size // a.hidden_size),
-            "max_seq_len": a.max_position_embeddings or 2048,
-            "vocab_size": a.vocab_size,
-            "no_bias": True,
-        }
-    if fam == "bert":
-        return "bert", {
-            "hidden_size": a.hidden_size,
-            "num_hidden_layers": a.num_layers,
-            "num_attention_heads": a.num_attention_heads,
-            "intermediate_size": a.intermediate_size,
-            "vocab_size": a.vocab_size,
-            "max_position_embeddings": a.max_position_embeddings or 512,
-        }
-    if fam == "vit":
-        return "vit", {
-            "hidden_size": a.hidden_size,
-            "num_hidden_layers": a.num_layers,
-            "num_attention_heads": a.num_attention_heads,
-            "intermediate_size": a.intermediate_size,
-            "patch_size": 16,
-            "num_labels": 1000,
-        }
-    if fam == "resnet":
-        return "resnet", {"num_labels": 1000}  # ResNetConfig's defaults are ResNet-50
+    if fam in _CONFIGS:
+        model_type, kwargs = _CONFIGS[fam]
+        return model_type, kwargs(a)
     if a.mlp_type == "gated_silu" and a.is_transformer:
         return "llama", _llama_like(a)  # user catalog entries of an unknown family: a Llama-shaped decoder
     raise GpuwiseError(
@@ -201,7 +234,9 @@ def _hf_kind(config: Any, task_is_cv: bool) -> str:
     return "causal-lm"
 
 
-def _hf_build(config: Any, kind: str, dtype: torch.dtype, attention: str, description: str) -> BuiltModel:
+def _hf_build(
+    config: Any, kind: str, dtype: torch.dtype, attention: Attention, description: str
+) -> BuiltModel:
     import transformers
 
     auto = {
@@ -224,7 +259,7 @@ def _hf_build(config: Any, kind: str, dtype: torch.dtype, attention: str, descri
 
 
 def build_from_catalog(
-    arch: ModelArch, dtype: torch.dtype, attention: str, task_is_cv: bool, image_size: int
+    arch: ModelArch, dtype: torch.dtype, attention: Attention, task_is_cv: bool, image_size: int
 ) -> BuiltModel:
     from transformers import AutoConfig
 
@@ -241,7 +276,9 @@ def build_from_catalog(
     )
 
 
-def build_from_config_file(path: Path, dtype: torch.dtype, attention: str, task_is_cv: bool) -> BuiltModel:
+def build_from_config_file(
+    path: Path, dtype: torch.dtype, attention: Attention, task_is_cv: bool
+) -> BuiltModel:
     from transformers import AutoConfig
 
     try:
@@ -261,7 +298,7 @@ def build_from_config_file(path: Path, dtype: torch.dtype, attention: str, task_
     )
 
 
-def resolve_model(workload_model: str) -> tuple[ModelArch | None, Path | None]:
+def resolve_model(workload_model: str) -> tuple[ModelArch, Path | None]:
     """A catalog entry, or the config.json a path points to (get_model validates both)."""
     arch = get_model(workload_model)
     if arch.origin != "catalog" and Path(arch.origin).name.endswith(".json"):
@@ -301,7 +338,8 @@ def load_callable(spec: str, option: str) -> Callable[..., Any]:
         raise
     except Exception as err:
         raise GpuwiseError(
-            f"{option} {spec!r}: cannot import module {module_name!r} ({type(err).__name__}: {_first_line(err)}); "
+            f"{option} {spec!r}: cannot import module {module_name!r} ({type(err).__name__}: "
+            f"{_first_line(err)}); "
             f"check PYTHONPATH or give path/to/file.py:function, or {ANALYTIC_HINT}"
         ) from None
     func = getattr(module, attr, None)
@@ -320,6 +358,7 @@ def load_callable(spec: str, option: str) -> Callable[..., Any]:
 
 def call_user(func: Callable[..., Any], option: str, spec: str, available: dict[str, Any]) -> Any:
     """Call a factory with the keyword arguments it declares among ``available``."""
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(func).parameters
     except (TypeError, ValueError):
@@ -332,13 +371,15 @@ def call_user(func: Callable[..., Any], option: str, spec: str, available: dict[
         raise
     except Exception as err:
         raise GpuwiseError(
-            f"{option} {spec} raised {type(err).__name__}: {_first_line(err)} (called with {sorted(kwargs) or 'no arguments'}); "
+            f"{option} {spec} raised {type(err).__name__}: {_first_line(err)} "
+            f"(called with {sorted(kwargs) or 'no arguments'}); "
             f"fix the factory, or {ANALYTIC_HINT}"
         ) from None
 
 
 def build_from_factory(spec: str, dtype: torch.dtype, input_spec: str | None) -> BuiltModel:
-    """Call the user's factory with parameters created on ``meta`` (buffers stay real: init code may read them)."""
+    """Call the user's factory with parameters created on ``meta`` (buffers stay real: init code
+    may read them)."""
     from accelerate import init_empty_weights
 
     func = load_callable(spec, "--model-factory")

@@ -1,7 +1,8 @@
 """``traced_estimate``: build the workload's model without weights, run one step on fake tensors, report.
 
-The order matters and follows shared/notes/simulation.md: build on ``meta`` (default dtype set
-around construction), apply checkpointing, LoRA and quantized stand-ins there, then materialise as
+The order matters: build on ``meta`` (default dtype set around construction), apply
+checkpointing, LoRA and quantized stand-ins there (peft calls ``.to()``, which fails on fake
+parameters), then materialise as
 fake *CPU* tensors inside ``FakeTensorMode`` (fake CUDA tensors that require grad abort a CPU-only
 torch), keeping tied weights tied. Sizes do not depend on the device, so the peaks are GPU peaks
 minus what the CUDA context, the caching allocator and library workspaces add; those come from
@@ -13,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.memory.activations import kbit_upcast
 from gpuwise.memory.frameworks import profile_for
 from gpuwise.memory.regime import regime_for
+from gpuwise.perf.prediction import Bound, Mode
 from gpuwise.simulation import adapt, build
 from gpuwise.simulation.optim import build_optimizer
 from gpuwise.simulation.parity import cuda_code_paths
@@ -31,6 +33,7 @@ from gpuwise.simulation.run import RunSettings, explain_failure, inference, mate
 from gpuwise.simulation.tracker import CUDA_BLOCK_BYTES, MemoryTracker, PhaseRecord
 from gpuwise.simulation.types import GpuStepTime, TracedMemoryEstimate, TracedPhase
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Precision
 
 _DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -39,7 +42,7 @@ _DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 class PrecisionPlan:
     param_dtype: torch.dtype
     autocast_dtype: torch.dtype | None
-    quantized: str | None  # nf4 | int4 | int8 | fp8 base weights
+    quantized: Precision | None  # nf4 | int4 | int8 | fp8 base weights
 
 
 def precision_plan(w: Workload) -> PrecisionPlan:
@@ -62,7 +65,7 @@ class Simulation:
 
     built: build.BuiltModel
     tracker: MemoryTracker
-    optimizer: str
+    optimizer: str  # what the simulated optimizer was, in words
     num_params: int
     trainable_params: int
     notes: list[str]
@@ -112,8 +115,8 @@ def simulate(
     notes: list[str] = []
     if profile.name != "hf":
         notes.append(
-            f"simulated with the transformers + peft implementation; {w.framework}'s own code (loss, adapters) "
-            "is modelled by the analytic estimate only"
+            f"simulated with the transformers + peft implementation; {w.framework}'s own code (loss, "
+            "adapters) is modelled by the analytic estimate only"
         )
     with _status(progress) as status, _quiet_libraries():
         status("building the model on the meta device")
@@ -139,8 +142,8 @@ def simulate(
         ddp = w.is_training and w.data_parallel > 1
         if ddp:
             notes.append(
-                f"{w.data_parallel} data-parallel replicas: DDP gradient buckets (one flat copy of the gradients, "
-                "gradient_as_bucket_view=False) are included; NCCL buffers are in the context line"
+                f"{w.data_parallel} data-parallel replicas: DDP gradient buckets (one flat copy of the "
+                "gradients, gradient_as_bucket_view=False) are included; NCCL buffers are in the context line"
             )
         settings = RunSettings(
             batch,
@@ -260,7 +263,8 @@ def _limits_notes(w: Workload, built: build.BuiltModel) -> list[str]:
     notes = []
     if w.is_inference and w.kv_cache_dtype not in ("auto", "bf16", "fp16") and built.kind == "causal-lm":
         notes.append(
-            f"KV cache simulated in the model dtype: a {w.kv_cache_dtype} cache (serving engines) is not modelled"
+            f"KV cache simulated in the model dtype: a {w.kv_cache_dtype} cache (serving engines) is not "
+            "modelled"
         )
     if w.attention == "flash":
         notes.append(
@@ -307,7 +311,8 @@ def _assemble(w: Workload, sim: Simulation, wall_s: float) -> TracedMemoryEstima
     notes = list(sim.notes)
     if sim.paged_state_bytes:
         notes.append(
-            "paged optimizer state lives in CUDA unified memory: counted in the device total, not in allocated/reserved"
+            "paged optimizer state lives in CUDA unified memory: counted in the device total, not in "
+            "allocated/reserved"
         )
     if not times:
         notes.append("predicted step time unavailable: the performance model (gpuwise.perf) is not installed")
@@ -368,8 +373,9 @@ def _library_versions() -> str:
     return ", ".join(found)
 
 
-def _per_step(w: Workload, per_phase: dict[str, float]) -> float:
-    """Training: grad_accum micro-batches + one optimizer step; inference: prefill + output_len - 1 decodes."""
+def _per_step(w: Workload, per_phase: Mapping[str, float]) -> float:
+    """Training: grad_accum micro-batches + one optimizer step; inference: prefill + output_len - 1
+    decodes."""
     if w.is_training:
         return w.grad_accum * (per_phase.get("forward", 0) + per_phase.get("backward", 0)) + per_phase.get(
             "optimizer_step", 0
@@ -396,21 +402,18 @@ def _step_times(w: Workload, records: dict[str, PhaseRecord], device_total_bytes
     go faster than one launch per op (host floor), so a phase takes the larger of the two.
     """
     from gpuwise.memory import gpu_capacity_bytes
+    from gpuwise.perf import efficiency as eff
+    from gpuwise.perf.roofline import matmul_efficiency, step_time_from_flops
 
-    try:
-        from gpuwise.perf import efficiency as eff
-        from gpuwise.perf.roofline import matmul_efficiency, step_time_from_flops
-    except ImportError:
-        return []
-    kind = "training" if w.is_training else "inference"
+    kind: Mode = "training" if w.is_training else "inference"
     results = []
     for gpu in list_gpus():
         try:
             attention_eff = matmul_efficiency(gpu, "bf16", kind) * eff.attention_ratio(w.attention)
             per_phase: dict[str, float] = {}
-            totals = {"compute": 0.0, "memory_bandwidth": 0.0, "host": 0.0}
+            totals: dict[Bound, float] = {"compute": 0.0, "memory_bandwidth": 0.0, "host": 0.0}
             for name, r in records.items():
-                by_bound = {"compute": 0.0, "memory_bandwidth": 0.0}
+                by_bound: dict[Bound, float] = {"compute": 0.0, "memory_bandwidth": 0.0}
                 for (op_kind, flops, nbytes), count in r.compute_ops.items():
                     efficiency = attention_eff if op_kind == "attention" else None
                     t = step_time_from_flops(
@@ -421,7 +424,7 @@ def _step_times(w: Workload, records: dict[str, PhaseRecord], device_total_bytes
                     0, r.memory_bytes, gpu, w.precision, kind=kind
                 ).memory_s
                 device = sum(by_bound.values())
-                host = r.kernels * float(eff.host("eager_op_us")) * 1e-6  # eager PyTorch: one launch per op
+                host = r.kernels * eff.constants().host.eager_op_us * 1e-6  # eager PyTorch: one launch per op
                 per_phase[name] = max(device, host)
                 repeat = _repeats(w, name)
                 if host > device:
@@ -432,7 +435,7 @@ def _step_times(w: Workload, records: dict[str, PhaseRecord], device_total_bytes
         except GpuwiseError:
             continue
         step = _per_step(w, per_phase)
-        bound = max(totals, key=totals.get)
+        bound = max(totals, key=totals.__getitem__)
         fits = device_total_bytes <= gpu_capacity_bytes(gpu)
         results.append(GpuStepTime(gpu.id, step, {k: round(v, 6) for k, v in per_phase.items()}, bound, fits))
     return sorted(results, key=lambda t: t.step_time_s)

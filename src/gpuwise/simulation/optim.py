@@ -1,7 +1,7 @@
 """The optimizer a CUDA run would build, built explicitly so a CPU simulation does not pick CPU defaults.
 
-The implementation moves the peak a lot (Llama-3-8B pure bf16: AdamW foreach 75.3 GiB, fused 60.6,
-for-loop 62.3; shared/notes/simulation.md): ``torch.optim.AdamW(params)`` on CUDA tensors takes the
+The implementation moves the peak a lot (Llama-3-8B pure bf16, traced with this simulation: AdamW
+foreach 75.3 GiB, fused 60.6, for-loop 62.3): ``torch.optim.AdamW(params)`` on CUDA tensors takes the
 foreach path (torch/optim/optimizer.py ``_default_to_fused_or_foreach``), on CPU tensors the
 for-loop. So every choice below names its implementation.
 """
@@ -15,6 +15,7 @@ from torch import nn
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.simulation.quant import AdamW8bitStandIn
+from gpuwise.workload.spec import Optimizer
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class OptimizerChoice:
     paged: bool = False  # state lives in CUDA unified memory, outside PyTorch's allocator
 
 
-def build_optimizer(name: str, model: nn.Module) -> OptimizerChoice:
+def build_optimizer(name: Optimizer, model: nn.Module) -> OptimizerChoice:
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise GpuwiseError("the model has no trainable parameters, so there is no training step to simulate")
@@ -49,7 +50,8 @@ def build_optimizer(name: str, model: nn.Module) -> OptimizerChoice:
         # What the Hugging Face Trainer builds for optim="adafactor" (trainer.py): fixed lr, no scaling.
         return OptimizerChoice(
             Adafactor(params, lr=1e-3, scale_parameter=False, relative_step=False),
-            "transformers Adafactor (scale_parameter=False, relative_step=False), as the HF Trainer builds it",
+            "transformers Adafactor (scale_parameter=False, relative_step=False), as the HF Trainer builds "
+            "it",
         )
     if name in ("adamw-8bit", "paged-adamw-8bit"):
         paged = name.startswith("paged")
@@ -63,7 +65,8 @@ def build_optimizer(name: str, model: nn.Module) -> OptimizerChoice:
             paged=paged,
         )
     raise GpuwiseError(
-        f"optimizer {name!r} cannot be simulated; choose adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor or sgd"
+        f"optimizer {name!r} cannot be simulated; choose adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, "
+        "adafactor or sgd"
     )
 
 

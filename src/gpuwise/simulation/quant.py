@@ -23,6 +23,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gpuwise.workload.spec import Precision
+
 _BLOCK_4BIT = 64
 _BLOCK_DOUBLE_QUANT = 256
 _BLOCK_8BIT_OPTIM = 2048
@@ -30,7 +32,7 @@ _MIN_8BIT_OPTIM_NUMEL = 4096
 
 
 def quantized_storage_bytes(
-    numel: int, out_features: int, precision: str, double_quant: bool
+    numel: int, out_features: int, precision: Precision, double_quant: bool
 ) -> dict[str, int]:
     """Bytes per storage a quantized weight of ``numel`` elements occupies (before allocator rounding)."""
     if precision in ("nf4", "int4"):
@@ -74,7 +76,7 @@ class QuantizedLinear(nn.Module):
     """A frozen linear layer stored like bitsandbytes stores it; computes in ``compute_dtype``."""
 
     def __init__(
-        self, linear: nn.Linear, precision: str, double_quant: bool, compute_dtype: torch.dtype
+        self, linear: nn.Linear, precision: Precision, double_quant: bool, compute_dtype: torch.dtype
     ) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
@@ -108,9 +110,10 @@ class QuantizedLinear(nn.Module):
 
 
 def quantize_linears(
-    model: nn.Module, precision: str, double_quant: bool, compute_dtype: torch.dtype, skip: set[int]
+    model: nn.Module, precision: Precision, double_quant: bool, compute_dtype: torch.dtype, skip: set[int]
 ) -> int:
-    """Replace every plain ``nn.Linear`` (not LoRA adapters, not ``skip``) by a QuantizedLinear; returns the count."""
+    """Replace every plain ``nn.Linear`` (not LoRA adapters, not ``skip``) by a QuantizedLinear;
+    returns the count."""
     replaced = 0
     for parent_name, parent in list(model.named_modules()):
         if "lora_" in parent_name:  # peft adapters (lora_A.default, lora_B.default) stay trainable
@@ -137,7 +140,7 @@ class AdamW8bitStandIn(torch.optim.Optimizer):
         self.paged = paged
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure=None):  # torch.optim.Optimizer.step signature; no loss to re-evaluate
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:

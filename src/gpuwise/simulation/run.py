@@ -10,7 +10,7 @@ steps that grow the KV cache; the decode measured is the last one, at the longes
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,25 +42,25 @@ def materialize(model: nn.Module, real: bool = False) -> tuple[list[torch.Tensor
     original object. Run inside FakeTensorMode (and the tracker, so the storages are counted).
     ``real=True`` allocates real CPU memory instead (tests on tiny models compare the two).
     """
-    fresh: dict[int, torch.Tensor] = {}
+    fresh: dict[int, torch.Tensor] = {}  # every new tensor, in module order
+    params: dict[int, nn.Parameter] = {}
     for module in model.modules():
         for name, param in list(module._parameters.items()):
             if param is None:
                 continue
-            if id(param) not in fresh:
+            if id(param) not in params:
                 data = torch.empty(param.shape, dtype=param.dtype)
                 if real and data.is_floating_point():
                     data.normal_(0.0, 0.02)
-                fresh[id(param)] = nn.Parameter(data, requires_grad=param.requires_grad)
-            module._parameters[name] = fresh[id(param)]
+                params[id(param)] = fresh[id(param)] = nn.Parameter(data, requires_grad=param.requires_grad)
+            module._parameters[name] = params[id(param)]
         for name, buf in list(module._buffers.items()):
             if buf is None:
                 continue
             if id(buf) not in fresh:
                 fresh[id(buf)] = torch.empty(buf.shape, dtype=buf.dtype)
             module._buffers[name] = fresh[id(buf)]
-    tensors = list(fresh.values())
-    return tensors, sum(t.numel() for t in tensors if isinstance(t, nn.Parameter))
+    return list(fresh.values()), sum(p.numel() for p in params.values())
 
 
 def _tensors_in(obj: Any, depth: int = 0) -> Iterator[torch.Tensor]:
@@ -184,7 +184,7 @@ def training_step(
     _tag_optimizer_state(tracker, choice)
 
 
-def _ddp_buckets(trainable: list[torch.Tensor]) -> list[torch.Tensor]:
+def _ddp_buckets(trainable: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """DistributedDataParallel's reducer buckets: flat per-dtype copies of the gradients, allocated once
     (gradient_as_bucket_view=False, the default), alive for the whole run."""
     by_dtype: dict[torch.dtype, int] = {}
@@ -265,8 +265,8 @@ def explain_failure(
     op = str(getattr(err, "func", "") or tracker.failed_op or "")
     if isinstance(err, (DataDependentOutputException, DynamicOutputShapeException)):
         why = (
-            f"runs {op}, whose result depends on tensor values (data-dependent control flow or output shape), "
-            "which fake tensors do not have"
+            f"runs {op}, whose result depends on tensor values (data-dependent control flow or output "
+            "shape), which fake tensors do not have"
         )
     elif isinstance(err, UnsupportedOperatorException):
         why = f"runs {op}, which has no fake-tensor (meta) implementation"

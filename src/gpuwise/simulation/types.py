@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpuwise.perf.prediction import Bound, Mode
+
 
 @dataclass(frozen=True)
 class TracedPhase:
@@ -36,9 +38,10 @@ class GpuStepTime:
     """Predicted time of the simulated work on one catalog GPU (the perf roofline, op by op)."""
 
     gpu: str
-    step_time_s: float  # training: one optimizer step (grad_accum micro-batches); inference: prefill + all decode steps
+    # training: one optimizer step (grad_accum micro-batches); inference: prefill + all decode steps
+    step_time_s: float
     phase_times_s: dict[str, float]  # one pass of each phase
-    bound: str  # compute | memory_bandwidth | host
+    bound: Bound  # compute | memory_bandwidth | host
     fits: bool  # the simulated device total fits this GPU's memory
 
     def to_dict(self) -> dict[str, Any]:
@@ -52,7 +55,7 @@ class TracedMemoryEstimate:
     workload: dict[str, Any]
     gpu: str
     model: str  # what was simulated
-    mode: str  # training | inference
+    mode: Mode
     phases: list[TracedPhase]
     peak_phase: str
     peak_allocated_bytes: int
@@ -75,7 +78,7 @@ class TracedMemoryEstimate:
     top_activation_modules: list[
         dict[str, Any]
     ]  # bytes kept by module (saved for backward, or live at the prefill peak)
-    optimizer: str
+    optimizer: str  # what the simulated optimizer was, in words
     notes: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     simulation_wall_s: float = 0.0
@@ -88,10 +91,6 @@ class TracedMemoryEstimate:
             if self.device_memory_bytes
             else 0.0
         )
-
-    @property
-    def phase_peaks(self) -> dict[str, int]:
-        return {p.name: p.peak_allocated_bytes for p in self.phases}
 
     def to_dict(self) -> dict[str, Any]:
         breakdown = {k: v for k, v in self.breakdown.items()}

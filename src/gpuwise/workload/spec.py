@@ -205,6 +205,8 @@ _CHOICES = {
 def _coerce(name: str, value: Any, where: str) -> Any:
     kind = _FIELDS[name].type
     try:
+        if isinstance(value, bool) and kind in ("int", "float", "float | None"):
+            raise ValueError  # YAML `true` is a bool, and bool is an int subclass: not a count
         if kind in ("int",):
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError
@@ -252,9 +254,8 @@ def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
         values.setdefault("optimizer", "adamw")
     if values.get("task") == "qlora":
         values.setdefault("precision", "nf4")
-    if values.get("task") in INFERENCE_TASKS or values.get("task") in (None, "inference"):
-        if values.get("task", "inference") in INFERENCE_TASKS:
-            values.setdefault("optimizer", "none")
+    if values.get("task", "inference") in INFERENCE_TASKS:  # inference is the default task
+        values.setdefault("optimizer", "none")
     return validate(Workload(**values, source=source), where)
 
 
@@ -276,77 +277,114 @@ def load_workload(path: str | Path) -> Workload:
 
 
 def validate(w: Workload, where: str = "") -> Workload:
-    """Reject impossible or contradictory settings, one clear line each."""
+    """Reject impossible or contradictory settings, one clear line each (the first problem found)."""
+    problem = (
+        _unknown_choice(w)
+        or _bad_count(w)
+        or _unknown_requirement(w)
+        or _bad_number(w)
+        or _contradiction(w)
+        or _model_mismatch(w)
+    )
+    if problem:
+        raise GpuwiseError(where + problem)
+    from gpuwise.catalog import get_gpu
 
-    def fail(message: str) -> None:
-        raise GpuwiseError(where + message)
+    get_gpu(w.gpu)  # unknown GPU -> did you mean
+    return w
 
+
+_COUNTS = (
+    "batch_size",
+    "seq_len",
+    "grad_accum",
+    "num_gpus",
+    "tp",
+    "pp",
+    "concurrency",
+    "output_len",
+    "image_size",
+)
+
+
+def _unknown_choice(w: Workload) -> str | None:
     for name, choices in _CHOICES.items():
         value = getattr(w, name)
         if value not in choices:
             close = difflib.get_close_matches(value, choices, n=1)
             hint = f"did you mean {close[0]!r}?" if close else "choose one of " + ", ".join(choices)
-            fail(f"unknown {name} {value!r}: {hint}")
-    for name in (
-        "batch_size",
-        "seq_len",
-        "grad_accum",
-        "num_gpus",
-        "tp",
-        "pp",
-        "concurrency",
-        "output_len",
-        "image_size",
-    ):
+            return f"unknown {name} {value!r}: {hint}"
+    return None
+
+
+def _bad_count(w: Workload) -> str | None:
+    for name in _COUNTS:
         if getattr(w, name) < 1:
-            fail(f"{name} must be at least 1, got {getattr(w, name)}")
+            return f"{name} must be at least 1, got {getattr(w, name)}"
+    return None
+
+
+def _unknown_requirement(w: Workload) -> str | None:
     for req in w.requirements:
         if req not in REQUIREMENTS:
-            fail(f"unknown requirement {req!r}: choose from {', '.join(REQUIREMENTS)}")
+            return f"unknown requirement {req!r}: choose from {', '.join(REQUIREMENTS)}"
+    return None
+
+
+def _bad_number(w: Workload) -> str | None:
     if w.utilization_pct is not None and not 0 <= w.utilization_pct <= 100:
-        fail(f"utilization_pct must be between 0 and 100, got {w.utilization_pct}")
+        return f"utilization_pct must be between 0 and 100, got {w.utilization_pct}"
     if w.epochs <= 0:
-        fail(f"epochs must be positive, got {w.epochs}")
+        return f"epochs must be positive, got {w.epochs}"
     if w.num_gpus % (w.tp * w.pp):
-        fail(f"num_gpus ({w.num_gpus}) must be a multiple of tp × pp ({w.tp} × {w.pp})")
+        return f"num_gpus ({w.num_gpus}) must be a multiple of tp × pp ({w.tp} × {w.pp})"
+    return None
+
+
+def _contradiction(w: Workload) -> str | None:
+    """Settings that each make sense alone but not together."""
     if w.precision in QUANTIZED and w.task in {"pretrain", "full-finetune"}:
-        fail(
-            f"{w.precision} weights cannot be fully fine-tuned: use task qlora (LoRA on {w.precision} weights) or precision bf16"
+        return (
+            f"{w.precision} weights cannot be fully fine-tuned: "
+            f"use task qlora (LoRA on {w.precision} weights) or precision bf16"
         )
     if w.task == "qlora" and w.precision not in QUANTIZED:
-        fail(f"qlora means LoRA on quantized weights: precision must be nf4, int4 or int8, got {w.precision}")
-    if w.double_quant and w.precision not in {"nf4", "int4"}:
-        fail("double quantization applies to nf4/int4 weights only")
-    if w.is_training and w.optimizer == "none":
-        fail(
-            f"task {w.task} trains, so it needs an optimizer (adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor, sgd)"
+        return (
+            f"qlora means LoRA on quantized weights: precision must be nf4, int4 or int8, got {w.precision}"
         )
-    if w.is_inference and w.sharding not in {"none"}:
-        fail(f"sharding {w.sharding} is a training setting; for inference split the model with tp/pp")
+    if w.double_quant and w.precision not in {"nf4", "int4"}:
+        return "double quantization applies to nf4/int4 weights only"
+    if w.is_training and w.optimizer == "none":
+        return (
+            f"task {w.task} trains, so it needs an optimizer "
+            "(adamw, adamw-fused, adamw-8bit, paged-adamw-8bit, adafactor, sgd)"
+        )
+    if w.is_inference and w.sharding != "none":
+        return f"sharding {w.sharding} is a training setting; for inference split the model with tp/pp"
     if w.is_inference and w.grad_checkpointing != "none":
-        fail("gradient checkpointing is a training setting; remove it for inference")
+        return "gradient checkpointing is a training setting; remove it for inference"
+    return None
 
+
+def _model_mismatch(w: Workload) -> str | None:
+    """Parallelism and LoRA settings the model's shape cannot take."""
     from gpuwise.catalog import get_model
 
     arch = get_model(w.model) if w.model else None  # None: model_factory builds it (traced simulation only)
-    if arch is None:
-        pass
-    elif arch.is_transformer:
+    if arch is not None and arch.is_transformer:
         if w.tp > 1 and arch.num_attention_heads % w.tp:
-            fail(f"tp={w.tp} does not divide {arch.id}'s {arch.num_attention_heads} attention heads")
+            return f"tp={w.tp} does not divide {arch.id}'s {arch.num_attention_heads} attention heads"
         if w.tp > 1 and arch.num_kv_heads % w.tp and w.tp % arch.num_kv_heads:
-            fail(
-                f"tp={w.tp} does not divide {arch.id}'s {arch.num_kv_heads} KV heads (nor is a multiple of it)"
+            return (
+                f"tp={w.tp} does not divide {arch.id}'s {arch.num_kv_heads} KV heads "
+                "(nor is a multiple of it)"
             )
         if w.pp > arch.num_layers:
-            fail(f"pp={w.pp} is more pipeline stages than {arch.id}'s {arch.num_layers} layers")
+            return f"pp={w.pp} is more pipeline stages than {arch.id}'s {arch.num_layers} layers"
         if w.is_lora and w.lora_rank >= arch.hidden_size:
-            fail(f"lora_rank {w.lora_rank} must be smaller than {arch.id}'s hidden size {arch.hidden_size}")
-    elif w.is_lora or w.task in {"inference", "serving", "rag"}:
-        fail(f"{arch.id} is not a transformer language model: use task cv-train or cv-inference")
+            return f"lora_rank {w.lora_rank} must be smaller than {arch.id}'s hidden size {arch.hidden_size}"
+    elif arch is not None and (w.is_lora or w.task in {"inference", "serving", "rag"}):
+        return f"{arch.id} is not a transformer language model: use task cv-train or cv-inference"
     if w.is_lora and w.lora_rank < 1:
-        fail(f"lora_rank must be at least 1, got {w.lora_rank}")
-    from gpuwise.catalog import get_gpu
-
-    get_gpu(w.gpu)  # unknown GPU -> did you mean
-    return w
+        return f"lora_rank must be at least 1, got {w.lora_rank}"
+    return None
