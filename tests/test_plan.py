@@ -12,6 +12,7 @@ from gpuwise.catalog import get_gpu
 from gpuwise.diagnose import Evidence
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
+from gpuwise.perf import predict
 from gpuwise.plan import make_plan
 from gpuwise.plan.evaluate import Evaluator
 from gpuwise.plan.goal import comfortable
@@ -240,6 +241,16 @@ def test_prediction_evidence_for_serving():
     assert ev.source == "prediction" and ev.weight_bits == 16 and ev.kv_cache_bits == 16
     assert ev.kv_cache_bytes > 0 and ev.decode_bandwidth_bound is not None
     assert "kv_fp8" in {t.id for t in p.techniques}
+
+
+def test_bound_uses_the_performance_models_names_end_to_end():
+    """Outcome.bound is the perf model's Bound; the decode rule and the summary read it by those names."""
+    p = plan_for(model="llama-3.1-8b", task="serving", gpu="a100-80gb-sxm", seq_len=2048, concurrency=1)
+    decode_bound = predict(p.workload).inference.decode_bound
+    assert decode_bound == p.current.bound == p.diagnosis.bound == "memory_bandwidth"  # one stream
+    assert p.evidence[-1].decode_bandwidth_bound is True
+    assert "decode_memory_bound" in {f.id for f in p.diagnosis.findings}
+    assert p.diagnosis.summary.startswith("Decode is memory-bandwidth-bound")
 
 
 def test_requirements_rank_first_and_consumer_gpus_carry_caveats():

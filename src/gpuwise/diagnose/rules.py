@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
-from gpuwise.diagnose.finding import Finding, Gain
+from gpuwise.diagnose.finding import Confidence, Finding, Gain
 from gpuwise.units import GiB
 
 Rule = Callable[[Evidence], "Finding | None"]
@@ -23,7 +23,7 @@ def rule(func: Rule) -> Rule:
     return func
 
 
-def _confidence(ev: Evidence) -> str:
+def _confidence(ev: Evidence) -> Confidence:
     return "low" if ev.source == "prediction" else "high"
 
 
@@ -600,7 +600,7 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float) -> Fin
     comm = ev.rank_comm_time_s
     if len(comm) < 2:
         return None
-    late = min(comm, key=comm.get)
+    late = min(comm, key=lambda rank: comm[rank])
     others = statistics.median(v for r, v in comm.items() if r != late)
     gap_s = others - comm[late]
     gap_pct = 100.0 * gap_s / step_s

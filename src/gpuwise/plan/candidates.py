@@ -13,7 +13,7 @@ from typing import Any
 from gpuwise.catalog import GPU, get_gpu
 from gpuwise.plan.evidence_sources import kv_bits
 from gpuwise.plan.goal import comfortable
-from gpuwise.plan.types import Outcome
+from gpuwise.plan.types import Outcome, QualityRisk
 from gpuwise.workload import Workload
 
 Evaluate = Callable[[Workload], Outcome]
@@ -29,7 +29,7 @@ class Candidate:
     id: str
     title: str
     changes: dict[str, Any]
-    quality_risk: str  # none | low | changes-training | medium | changes-task
+    quality_risk: QualityRisk
     saves_memory: bool = False  # a memory technique (may cost speed): used to make a job fit
     notes: tuple[str, ...] = field(default=())
 
@@ -268,7 +268,7 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
         if best is None:
             return []
         changes = {"batch_size": best, "grad_accum": total // best if keep else 1}
-        risk = "none" if keep or not w.is_training else "changes-training"
+        risk: QualityRisk = "none" if keep or not w.is_training else "changes-training"
         title = f"Raise the micro-batch to {best}" + (
             f" with {total // best}× accumulation (same global batch {total})" if keep else ""
         )

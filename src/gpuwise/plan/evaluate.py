@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuwise.catalog import GPU, get_gpu
 from gpuwise.errors import GpuwiseError
+from gpuwise.perf.prediction import Bound
 from gpuwise.plan.types import Outcome
 from gpuwise.workload import Workload
 
@@ -23,7 +24,7 @@ class Prediction:
     perf: Any  # gpuwise.perf.PerfPrediction; None when it does not fit and speed was not asked for
     weight_bytes: int | None = None  # per GPU
     kv_cache_bytes: int | None = None  # per GPU at the memory peak
-    decode_bound: str | None = None  # inference: memory | compute
+    decode_bound: Bound | None = None  # inference: what limits a decode step
     phase_s: dict[str, float] = field(default_factory=dict)  # training: forward, backward, optimizer, other
     assumptions: tuple[str, ...] = ()
 
@@ -154,9 +155,7 @@ def _predict(w: Workload, gpu: GPU, full: bool = False) -> Prediction:
         perf=perf,
         weight_bytes=int(parts.get("weights", 0)) or None,
         kv_cache_bytes=int(parts["kv_cache"]) if parts.get("kv_cache") else None,
-        decode_bound=("memory" if inf.decode_bound == "memory_bandwidth" else "compute")
-        if inf is not None
-        else None,
+        decode_bound=inf.decode_bound if inf is not None else None,
         phase_s=phases,
         assumptions=tuple(perf.assumptions),
     )

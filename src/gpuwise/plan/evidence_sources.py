@@ -87,7 +87,9 @@ def prediction_evidence(
     if workload.is_inference and not workload.is_cv:
         ev.kv_cache_bytes = prediction.kv_cache_bytes
         ev.kv_cache_bits = kv_bits(workload)
-        ev.decode_bandwidth_bound = prediction.decode_bound == "memory" if prediction.decode_bound else None
+        ev.decode_bandwidth_bound = (
+            prediction.decode_bound == "memory_bandwidth" if prediction.decode_bound else None
+        )
     if workload.utilization_pct is not None:
         ev.gpu_util_pct = workload.utilization_pct
         ev.notes.append(

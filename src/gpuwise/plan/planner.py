@@ -18,7 +18,9 @@ from typing import Any
 
 from gpuwise.catalog import get_gpu
 from gpuwise.diagnose import Evidence, Finding, diagnose, rank_findings
+from gpuwise.diagnose.finding import Category
 from gpuwise.errors import GpuwiseError
+from gpuwise.perf.prediction import Bound
 from gpuwise.plan import fit as fit_mod
 from gpuwise.plan import hardware as hw
 from gpuwise.plan import knowledge as K
@@ -30,12 +32,23 @@ from gpuwise.plan.evidence_sources import merge_evidence, prediction_evidence, r
 from gpuwise.plan.goal import comfortable
 from gpuwise.plan.techniques import Step, apply, assess, recommend
 from gpuwise.plan.tools import advise
-from gpuwise.plan.types import ConfigPlan, Diagnosis, IdleCause, MemoryView, Outcome, Plan, ScalingDecision
+from gpuwise.plan.types import (
+    ConfigPlan,
+    Diagnosis,
+    IdleCause,
+    IdleStatus,
+    MemoryMethod,
+    MemoryView,
+    Outcome,
+    Plan,
+    ScalingDecision,
+)
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Goal
 
 # Finding categories in the order each goal cares about (ties within a severity only).
-_GOAL_CATEGORIES = {
+_GOAL_CATEGORIES: dict[Goal, tuple[Category, ...]] = {
     "fit": ("memory", "compute", "input", "host", "communication", "distributed", "hardware"),
     "latency": ("memory", "compute", "host", "communication", "input", "distributed", "hardware"),
     "throughput": ("input", "compute", "communication", "host", "memory", "distributed", "hardware"),
@@ -158,7 +171,7 @@ def make_plan(
 
 
 def _relocate(
-    original: Workload, config_w: Workload, steps: list[Step], goal: str, ev: Evaluator, hardware: list
+    original: Workload, config_w: Workload, steps: list[Step], goal: Goal, ev: Evaluator, hardware: list
 ) -> tuple[Workload, list[Step], str]:
     """The job does not fit the user's GPU count: move it where it fits (another GPU, or more GPUs)."""
     if original.num_gpus == 1:
@@ -198,7 +211,7 @@ def _relocate(
 
 
 def _placed(
-    original: Workload, option: Any, goal: str, ev: Evaluator, note: str
+    original: Workload, option: Any, goal: Goal, ev: Evaluator, note: str
 ) -> tuple[Workload, list[Step], str]:
     """The hardware option's workload (the fit edits made on that GPU), then the goal's edits there."""
     placed = hw.place(original, get_gpu(option.gpu), goal, ev.outcome)
@@ -240,7 +253,7 @@ def _adopt_layout(w: Workload, decision: ScalingDecision, ev: Evaluator) -> tupl
     layout = (decision.num_gpus, decision.tp, decision.pp, decision.sharding if w.is_training else w.sharding)
     if layout == (w.num_gpus, w.tp, w.pp, w.sharding):
         return w, ""
-    changes = {"num_gpus": decision.num_gpus, "tp": decision.tp, "pp": decision.pp}
+    changes: dict[str, object] = {"num_gpus": decision.num_gpus, "tp": decision.tp, "pp": decision.pp}
     if w.is_training:
         changes["sharding"] = decision.sharding
     adopted = w.with_changes(**changes)
@@ -262,13 +275,13 @@ def _fit_options_bytes(workload: Workload, ev: Evaluator) -> dict[str, float]:
     return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
 
-def _findings(measured: list[Evidence], predicted: Evidence, goal: str) -> list[Finding]:
+def _findings(measured: list[Evidence], predicted: Evidence, goal: Goal) -> list[Finding]:
     """Measured findings win over predicted ones with the same id; ranked by severity, then the goal."""
     from_measured = diagnose(measured) if measured else []
     ids = {f.id for f in from_measured}
     from_prediction = [f for f in diagnose(predicted) if f.id not in ids]
     ranked = rank_findings([*from_measured, *from_prediction])
-    order = _GOAL_CATEGORIES.get(goal, _GOAL_CATEGORIES["throughput"])
+    order = _GOAL_CATEGORIES[goal]
     position = {f.id: i for i, f in enumerate(ranked)}
     return sorted(
         ranked,
@@ -319,14 +332,16 @@ def _diagnosis(w: Workload, current: Outcome, findings: list[Finding], evidence:
     )
 
 
-def _bound_words(bound: str) -> str:
-    return {
-        "compute": "compute-bound",
-        "memory_bandwidth": "memory-bandwidth-bound",
-        "memory": "memory-bandwidth-bound",
-        "communication": "communication-bound",
-        "host": "host/launch-bound",
-    }.get(bound, bound or "unbounded")
+_BOUND_WORDS: dict[Bound, str] = {
+    "compute": "compute-bound",
+    "memory_bandwidth": "memory-bandwidth-bound",
+    "communication": "communication-bound",
+    "host": "host/launch-bound",
+}
+
+
+def _bound_words(bound: Bound | None) -> str:
+    return "unbounded" if bound is None else _BOUND_WORDS[bound]
 
 
 def _idle_causes(w: Workload, findings: list[Finding], evidence: list[Evidence]) -> tuple[IdleCause, ...]:
@@ -343,6 +358,7 @@ def _idle_causes(w: Workload, findings: list[Finding], evidence: list[Evidence])
             out.append(IdleCause(cause, what, "found", f.summary, how))
             continue
         measured = [e for e in evidence if e.source != "prediction" and any(_has(e, name) for name in fields)]
+        status: IdleStatus
         if cause == "small_batch":
             measured = [e for e in evidence if e.memory_peak_bytes is not None and e.memory_capacity_bytes]
             status = "ruled-out" if measured else "not-measured"
@@ -375,7 +391,7 @@ def _memory_view(
     input_factory: str | None,
 ) -> MemoryView:
     current = ev.memory_dict(original)
-    method = "analytic"
+    method: MemoryMethod = "analytic"
     if traced:
         from gpuwise.plan.simulated_memory import traced_memory
 

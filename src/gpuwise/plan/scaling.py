@@ -15,8 +15,9 @@ from gpuwise.catalog import GPU, ModelArch, get_gpu, get_model
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.goal import comfortable, goal_value
-from gpuwise.plan.types import Outcome, ScaleOption, ScalingDecision
+from gpuwise.plan.types import NvlinkVerdict, Outcome, ScaleOption, ScalingDecision
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Goal
 
 EvaluateOn = Callable[[Workload, GPU], Outcome]
 
@@ -132,7 +133,7 @@ def _option(w: Workload, outcome: Outcome) -> ScaleOption:
     )
 
 
-def _value(o: ScaleOption, goal: str, w: Workload) -> float:
+def _value(o: ScaleOption, goal: Goal, w: Workload) -> float:
     value = goal_value(o.outcome, goal, w)
     if goal == "throughput" and w.is_inference and o.outcome.throughput:
         return o.outcome.throughput / o.num_gpus  # serving scales out by replicas: per-GPU speed decides
@@ -143,7 +144,7 @@ def _same_layout(o: ScaleOption, w: Workload) -> bool:
     return (o.num_gpus, o.tp, o.pp, o.sharding) == (w.num_gpus, w.tp, w.pp, w.sharding)
 
 
-def _choose(options: list[ScaleOption], goal: str, w: Workload) -> ScaleOption:
+def _choose(options: list[ScaleOption], goal: Goal, w: Workload) -> ScaleOption:
     """Best for the goal, but the workload's own layout, or else the simplest, within the tolerance of it."""
     best = max(options, key=lambda o: _value(o, goal, w))
     best_value = _value(best, goal, w)
@@ -159,7 +160,7 @@ def _counts(w: Workload) -> list[int]:
     return sorted(c for c in counts if c <= max(NODE_GPUS, w.num_gpus))
 
 
-def decide(workload: Workload, goal: str, evaluate_on: EvaluateOn) -> ScalingDecision:
+def decide(workload: Workload, goal: Goal, evaluate_on: EvaluateOn) -> ScalingDecision:
     """The scaling decision for `workload` (already carrying the recommended single-GPU edits)."""
     gpu = get_gpu(workload.gpu)
     evaluated: dict[int, list[ScaleOption]] = {}
@@ -245,7 +246,7 @@ def _reason(w: Workload, chosen: ScaleOption, min_count: int, count: int, gpu: G
 
 def _nvlink(
     w: Workload, chosen: ScaleOption, gpu: GPU, evaluate_on: EvaluateOn
-) -> tuple[str, str, float | None]:
+) -> tuple[NvlinkVerdict, str, float | None]:
     if chosen.num_gpus == 1 or (chosen.strategy == "replicas"):
         return "not-needed", "One GPU per model copy: no collective communication.", None
     layout = w.with_changes(
@@ -266,6 +267,7 @@ def _nvlink(
             f"{gpu.id} has no NVLink: {exposed:.0f} % of each step is exposed communication over PCIe "
             f"(up to {slowdown:.0f} % faster with NVLink-class links)"
         )
+    verdict: NvlinkVerdict
     if slowdown >= T.NVLINK_REQUIRED_SLOWDOWN_PCT:
         verdict = "required"
     elif slowdown >= T.NVLINK_RECOMMENDED_SLOWDOWN_PCT:

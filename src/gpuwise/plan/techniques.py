@@ -11,18 +11,20 @@ ever done to make a job fit, because it changes what is trained.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan import knowledge as K
 from gpuwise.plan.candidates import Candidate, Evaluate, candidates
 from gpuwise.plan.goal import comfortable, goal_metric_name, gpu_seconds_per_unit, relative_gain_pct
-from gpuwise.plan.types import Impact, Outcome, Technique
+from gpuwise.plan.types import QUALITY_RISKS, Impact, Outcome, QualityRisk, Technique, Verdict
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Goal
 
-RISK_ORDER = {"none": 0, "low": 1, "changes-training": 2, "medium": 3, "changes-task": 4}
-_LOSSY = {"medium", "changes-training", "changes-task"}
+RISK_ORDER: dict[QualityRisk, int] = {risk: i for i, risk in enumerate(QUALITY_RISKS)}
+_LOSSY: frozenset[QualityRisk] = frozenset({"medium", "changes-training", "changes-task"})
 _FIT_ONLY = {"lora", "qlora"}  # they change what is trained: never applied just for speed
 _MAX_STEPS = 8
 # Findings whose cause the performance model does not see (it assumes a fed, busy GPU and does not
@@ -59,7 +61,7 @@ class Step:
     after_workload: Workload
     before: Outcome
     after: Outcome
-    purpose: str  # fit | goal
+    purpose: Literal["fit", "goal"]  # made the job fit, or served the goal
 
 
 def apply(workload: Workload, cand: Candidate) -> Workload | None:
@@ -120,7 +122,7 @@ def _allowed_for_goal(cand: Candidate, gain: float) -> bool:
     return gain >= T.PLAN_MIN_GAIN_PCT
 
 
-def _fit_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
+def _fit_steps(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step]:
     """Memory edits until the job fits comfortably, allowing more quality risk only when less is not enough.
 
     Tier by tier (none, low, changes-training, medium): greedily take an edit that fits alone (best
@@ -191,7 +193,7 @@ def _prune(workload: Workload, steps: list[Step], evaluate: Evaluate) -> list[St
     return out
 
 
-def _goal_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
+def _goal_steps(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step]:
     steps: list[Step] = []
     w = workload
     for _ in range(_MAX_STEPS):
@@ -221,7 +223,7 @@ def _goal_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]
     return steps
 
 
-def recommend(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
+def recommend(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step]:
     """The recommended sequence of edits (fit first, then goal), each with its own before/after."""
     fit = _fit_steps(workload, goal, evaluate)
     start = fit[-1].after_workload if fit else workload
@@ -250,7 +252,7 @@ def _merge_repeats(steps: list[Step]) -> list[Step]:
     return out
 
 
-def _marginal(final: Workload | None, cand: Candidate, goal: str, evaluate: Evaluate) -> float | None:
+def _marginal(final: Workload | None, cand: Candidate, goal: Goal, evaluate: Evaluate) -> float | None:
     """What `cand` adds on top of the recommended config (None if it does not apply there)."""
     if final is None:
         return None
@@ -265,7 +267,7 @@ def _marginal(final: Workload | None, cand: Candidate, goal: str, evaluate: Eval
 
 def assess(
     workload: Workload,
-    goal: str,
+    goal: Goal,
     evaluate: Evaluate,
     steps: list[Step],
     final: Workload | None = None,
@@ -276,6 +278,7 @@ def assess(
     current = evaluate(workload)
     applied = {s.candidate.id for s in steps}
     metric = goal_metric_name(goal, workload)
+    verdict: Verdict
     out: list[tuple[int, float, Technique]] = []
     seen_ids: set[str] = set()
     for step in _merge_repeats(steps):
@@ -375,7 +378,7 @@ def assess(
 
 
 def _make(
-    cand: Candidate, before_workload: Workload, before: Outcome, after: Outcome, verdict: str, reason: str
+    cand: Candidate, before_workload: Workload, before: Outcome, after: Outcome, verdict: Verdict, reason: str
 ) -> Technique:
     caveat, source = K.CAVEATS.get(
         "bigger_batch_global" if cand.quality_risk == "changes-training" else cand.id, ("", "")

@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from gpuwise.diagnose import Evidence, Finding
+from gpuwise.perf.prediction import Bound
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Goal, Sharding
+
+# What an edit may cost besides what the models compute, least to most: none; low; changes-training
+# (the optimization changes, e.g. a larger global batch); medium (numerics, e.g. int4 or fp8);
+# changes-task (LoRA/QLoRA train adapters instead of all weights).
+QualityRisk = Literal["none", "low", "changes-training", "medium", "changes-task"]
+QUALITY_RISKS: tuple[QualityRisk, ...] = get_args(QualityRisk)
+Verdict = Literal["recommended", "optional", "not-recommended"]
+# An idle cause is found (a finding says so), ruled out (measured below the rule's threshold) or not measured.
+IdleStatus = Literal["found", "ruled-out", "not-measured"]
+# Whether a multi-GPU layout needs NVLink, from the predicted slowdown over PCIe ("n/a": nothing fits).
+NvlinkVerdict = Literal["required", "recommended", "not-needed", "n/a"]
+MemoryMethod = Literal["analytic", "traced"]
+ThroughputUnit = Literal["tokens/s", "output tokens/s", "images/s"]
 
 
 @dataclass(frozen=True)
@@ -20,13 +35,13 @@ class Outcome:
     capacity_bytes: int  # device memory per GPU
     headroom_pct: float
     throughput: float | None = None  # tokens/s (LLMs) or images/s (vision), whole job
-    throughput_unit: str = "tokens/s"
+    throughput_unit: ThroughputUnit = "tokens/s"
     step_time_s: float | None = None  # training step (one micro-batch × accumulation), or one decode step
     mfu_pct: float | None = None
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     max_concurrency: int | None = None
-    bound: str = ""  # compute | memory | communication | overhead, as the performance model says
+    bound: Bound | None = None  # what limits the step, as the performance model says (None: no speed)
     comm_exposed_pct: float | None = None
     usd_per_hour: float | None = None  # all GPUs of the job
     run_time_s: float | None = None  # training: train_tokens × epochs
@@ -63,8 +78,8 @@ class Technique:
     before: Outcome
     after: Outcome
     impact: Impact
-    quality_risk: str  # none | low | changes-training (optimization changes) | medium (numerics) | changes-task (LoRA instead of full)
-    verdict: str  # recommended | not-recommended
+    quality_risk: QualityRisk
+    verdict: Verdict
     reason: str  # one line: why it is (not) recommended, with the numbers
     tools: tuple[str, ...] = ()
     caveat: str = ""
@@ -95,7 +110,7 @@ class IdleCause:
 
     id: str
     what: str
-    status: str  # found | ruled-out | not-measured
+    status: IdleStatus
     detail: str
     how_to_check: str
 
@@ -106,7 +121,7 @@ class IdleCause:
 @dataclass(frozen=True)
 class Diagnosis:
     summary: str  # one or two sentences: what limits this workload, in numbers
-    bound: str
+    bound: Bound | None
     findings: tuple[Finding, ...]
     idle_causes: tuple[IdleCause, ...] = ()
 
@@ -153,7 +168,7 @@ class MemoryView:
 
     current: dict[str, Any]
     recommended: dict[str, Any] | None
-    method: str = "analytic"  # analytic | traced
+    method: MemoryMethod = "analytic"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,11 +177,11 @@ class MemoryView:
 @dataclass(frozen=True)
 class ScaleOption:
     label: str  # e.g. "FSDP (ZeRO-3) on 8 GPUs"
-    strategy: str  # single | ddp | zero1 | zero2 | zero3 | fsdp | tp | tp+pp | fsdp+tp | replicas
+    strategy: str  # scaling.strategy_of: single, replicas, ddp, zero2, fsdp, tp, fsdp+tp, tp+pp, ...
     num_gpus: int
     tp: int
     pp: int
-    sharding: str
+    sharding: Sharding
     outcome: Outcome
     best_at_count: bool = False  # the layout the decision rule would pick at this GPU count
 
@@ -182,9 +197,9 @@ class ScalingDecision:
     num_gpus: int
     tp: int
     pp: int
-    sharding: str
+    sharding: Sharding
     reason: str
-    nvlink: str  # required | recommended | not-needed | n/a
+    nvlink: NvlinkVerdict
     nvlink_reason: str
     nvlink_slowdown_pct: float | None  # predicted step-time (or latency) increase without NVLink
     options: tuple[ScaleOption, ...]
@@ -272,7 +287,7 @@ class FitReport:
 @dataclass
 class Plan:
     workload: Workload
-    goal: str
+    goal: Goal
     current: Outcome
     diagnosis: Diagnosis
     techniques: list[Technique]  # recommended first (ranked for the goal), then the rest

@@ -6,7 +6,7 @@ size is also shown in decimal GB next to it, labelled.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -173,7 +173,7 @@ def render_fit(console: Console, result: FitResult) -> None:
         header_style="bold",
         title_justify="left",
     )
-    for col, justify in (
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("GPU", "left"),
         ("n", "right"),
         ("layout", "left"),
@@ -181,7 +181,8 @@ def render_fit(console: Console, result: FitResult) -> None:
         ("has GiB (GB)", "right"),
         ("free", "right"),
         ("peak", "left"),
-    ):
+    )
+    for col, justify in columns:
         table.add_column(col, justify=justify, no_wrap=True)
     for r in result.rows:
         layout = (

@@ -8,9 +8,16 @@ from rich.rule import Rule
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Table
+from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Style, Table
 
-_STYLE = {"": "", "muted": "dim", "good": "green", "warn": "yellow", "bad": "bold red", "strong": "bold"}
+_STYLE: dict[Style, str] = {
+    "": "",
+    "muted": "dim",
+    "good": "green",
+    "warn": "yellow",
+    "bad": "bold red",
+    "strong": "bold",
+}
 _BAR_WIDTH = 30
 
 
