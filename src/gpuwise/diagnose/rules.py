@@ -16,6 +16,7 @@ from gpuwise.units import GiB
 
 Rule = Callable[[Evidence], "Finding | None"]
 RULES: list[Rule] = []
+_MAD_TO_SIGMA = 1.4826  # median absolute deviation × this estimates σ of normally distributed steps
 
 
 def rule(func: Rule) -> Rule:
@@ -29,7 +30,7 @@ def _confidence(ev: Evidence) -> Confidence:
 
 def _speedup_from_saving(saving_pct: float) -> float:
     """Removing saving_pct of the step time speeds the step up by this factor."""
-    return 1.0 / max(1e-9, 1.0 - min(saving_pct, 95.0) / 100.0)
+    return 1.0 / (1.0 - min(saving_pct, T.MAX_REMOVABLE_STEP_PCT) / 100.0)
 
 
 def input_share_pct(ev: Evidence) -> float | None:
@@ -179,7 +180,7 @@ def launch_bound(ev: Evidence) -> Finding | None:
     return Finding(
         id="launch_bound",
         title="Many tiny kernels: the GPU waits for the CPU to launch work",
-        severity="high" if idle >= 50 else "medium",
+        severity="high" if idle >= T.LAUNCH_GPU_IDLE_HIGH_PCT else "medium",
         confidence=_confidence(ev),
         category="host",
         summary=f"{tiny:.0f} % of kernels run under {T.TINY_KERNEL_US:.0f} µs and the GPU is idle {idle:.0f} % of the time"
@@ -219,7 +220,7 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
     return Finding(
         id="no_mixed_precision",
         title="Matmuls run in fp32 on a GPU built for 16-bit",
-        severity="high" if share >= 80 else "medium",
+        severity="high" if share >= T.FP32_MATMUL_HIGH_PCT else "medium",
         confidence=_confidence(ev),
         category="compute",
         summary=f"{share:.0f} % of matmul work runs in fp32; this GPU's bf16 tensor cores are {speedup:.0f}× faster at peak.",
@@ -251,7 +252,7 @@ def pageable_copies(ev: Evidence) -> Finding | None:
     return Finding(
         id="pageable_copies",
         title="Host-to-device copies come from pageable memory",
-        severity="medium" if (copy_pct or 0) >= 5 else "low",
+        severity="medium" if (copy_pct or 0) >= T.PAGEABLE_COPY_MODERATE_PCT else "low",
         confidence=_confidence(ev),
         category="input",
         summary=f"{share:.0f} % of host-to-device copies read pageable memory"
@@ -400,7 +401,7 @@ def throttling(ev: Evidence) -> Finding | None:
 
 
 def _outlier_period(indices: list[int]) -> int | None:
-    if len(indices) < 3:
+    if len(indices) < T.OUTLIER_PERIOD_MIN_STEPS:
         return None
     gaps = {b - a for a, b in zip(indices, indices[1:])}
     period = gaps.pop() if len(gaps) == 1 else None
@@ -414,9 +415,9 @@ def step_outliers(ev: Evidence) -> Finding | None:
         return None
     # Judge against the typical step: median and a robust spread, so the outliers do not hide themselves.
     median = statistics.median(times)
-    mad = statistics.median(abs(t - median) for t in times) * 1.4826
+    mad = statistics.median(abs(t - median) for t in times) * _MAD_TO_SIGMA
     spread = mad if mad > 0 else statistics.pstdev(times)
-    limit = median + T.OUTLIER_SIGMA * max(spread, 0.02 * median)
+    limit = median + T.OUTLIER_SIGMA * max(spread, T.OUTLIER_MIN_SPREAD_FRACTION * median)
     outliers = [i for i, t in enumerate(times) if t > limit]
     if not outliers:
         return None
@@ -648,7 +649,7 @@ def no_flash_attention(ev: Evidence) -> Finding | None:
     return Finding(
         id="no_flash_attention",
         title="Attention materializes the full score matrix",
-        severity="high" if share >= 2 * T.ATTENTION_SCORES_SHARE_PCT else "medium",
+        severity="high" if share >= T.ATTENTION_SCORES_HIGH_PCT else "medium",
         confidence=_confidence(ev),
         category="memory",
         summary=f"{ev.attention_impl or 'This'} attention keeps S×S scores: {scores / GiB:.1f} GiB, {share:.0f} % of the peak.",
@@ -698,12 +699,12 @@ def no_fused_optimizer(ev: Evidence) -> Finding | None:
 @rule
 def kv_cache_dominant(ev: Evidence) -> Finding | None:
     kv, peak, bits = ev.kv_cache_bytes, ev.memory_peak_bytes, ev.kv_cache_bits
-    if not kv or not peak or bits is None or bits <= 8:
+    if not kv or not peak or bits is None or bits <= T.KV_CACHE_QUANTIZED_BITS:
         return None
     share = 100.0 * kv / peak
     if share < T.KV_CACHE_DOMINANT_PCT:
         return None
-    saved = kv * (1 - 8 / bits)
+    saved = kv * (1 - T.KV_CACHE_QUANTIZED_BITS / bits)
     return Finding(
         id="kv_cache_dominant",
         title="The KV cache dominates memory",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwise.catalog import GPU, get_gpu
+from gpuwise.diagnose import thresholds as T
 from gpuwise.plan.evidence_sources import kv_bits
 from gpuwise.plan.goal import comfortable
 from gpuwise.plan.types import Outcome, QualityRisk
@@ -160,7 +161,7 @@ def weight_quantization(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candi
 
 @generator
 def kv_cache_fp8(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
-    if not w.is_inference or w.is_cv or kv_bits(w) <= 8:
+    if not w.is_inference or w.is_cv or kv_bits(w) <= T.KV_CACHE_QUANTIZED_BITS:
         return []
     return [
         Candidate("kv_fp8", "Store the KV cache in FP8", {"kv_cache_dtype": "fp8"}, "low", saves_memory=True)

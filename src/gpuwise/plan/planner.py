@@ -18,6 +18,7 @@ from typing import Any
 
 from gpuwise.catalog import get_gpu
 from gpuwise.diagnose import Evidence, Finding, diagnose, rank_findings
+from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.finding import Category
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf.prediction import Bound
@@ -230,7 +231,7 @@ def _bound_by_measured_idle(techniques: list, measured: list[Evidence]) -> list:
     )
     if not idle:
         return techniques
-    share = min(idle, 95.0) / 100.0
+    share = min(idle, T.MAX_REMOVABLE_STEP_PCT) / 100.0
     out = []
     for t in techniques:
         x = t.impact.throughput_x

@@ -13,6 +13,7 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from gpuwise.catalog import get_model
+from gpuwise.plan.scaling import NODE_GPUS
 from gpuwise.workload import Workload
 
 _HF_OPTIM = {
@@ -198,8 +199,8 @@ def fsdp2(w: Workload) -> str:
 
 
 def launch(w: Workload) -> str:
-    nodes = max(1, -(-w.num_gpus // 8))
-    per_node = min(w.num_gpus, 8)
+    nodes = max(1, -(-w.num_gpus // NODE_GPUS))
+    per_node = min(w.num_gpus, NODE_GPUS)
     if nodes == 1:
         return f"torchrun --standalone --nproc_per_node={per_node} train.py\n"
     return (

@@ -103,13 +103,17 @@ def describe(imp: Impact, after: Outcome) -> str:
     parts = []
     if imp.makes_it_fit:
         parts.append(f"fits ({after.headroom_pct:.0f} % free)")
-    if imp.throughput_x is not None and abs(imp.throughput_x - 1) >= 0.005:
+    if imp.throughput_x is not None and abs(imp.throughput_x - 1) >= T.IMPACT_MIN_THROUGHPUT_CHANGE_X:
         parts.append(f"{imp.throughput_x:.2f}× {after.throughput_unit}")
-    if imp.latency_pct is not None and after.tpot_ms is not None and abs(imp.latency_pct) >= 0.5:
+    if (
+        imp.latency_pct is not None
+        and after.tpot_ms is not None
+        and abs(imp.latency_pct) >= T.IMPACT_MIN_CHANGE_PCT
+    ):
         parts.append(f"{imp.latency_pct:+.0f} % per-token latency")
-    if abs(imp.memory_saved_bytes) >= 0.05 * GiB:
+    if abs(imp.memory_saved_bytes) >= T.IMPACT_MIN_MEMORY_GIB * GiB:
         parts.append(f"{-imp.memory_saved_bytes / GiB:+.1f} GiB")
-    if imp.cost_pct is not None and abs(imp.cost_pct) >= 0.5:
+    if imp.cost_pct is not None and abs(imp.cost_pct) >= T.IMPACT_MIN_CHANGE_PCT:
         parts.append(f"{imp.cost_pct:+.0f} % cost")
     return ", ".join(parts) or "no measurable change"
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from gpuwise.catalog import get_gpu, get_model
 from gpuwise.diagnose import Finding
+from gpuwise.diagnose import thresholds as T
 from gpuwise.plan import knowledge as K
+from gpuwise.plan.scaling import NODE_GPUS
 from gpuwise.plan.techniques import describe
 from gpuwise.plan.types import HardwareOption, Outcome, ScalingDecision, Technique, ToolAdvice
 from gpuwise.units import GiB
@@ -64,7 +66,7 @@ def advise(
     if config.is_inference and not config.is_cv:
         _serving(a, config, outcome, gpu, hardware)
         mine = get_gpu(original.gpu)
-        if mine.consumer and mine.memory_gb <= 16 and mine.id != gpu.id:
+        if mine.consumer and mine.memory_gb <= T.SMALL_GPU_MEMORY_GB and mine.id != gpu.id:
             a.add(
                 "llama.cpp",
                 f"To stay on your {mine.memory_gb:.0f} GB {mine.id}: GGUF 4-bit weights with some layers offloaded to the CPU "
@@ -118,7 +120,7 @@ def _serving(a: _Advice, w: Workload, outcome: Outcome, gpu, hardware: list[Hard
             "sglang",
             "RAG prompts share long prefixes (instructions, retrieved documents): prefix caching computes them once.",
         )
-    if gpu.consumer and gpu.memory_gb <= 16:
+    if gpu.consumer and gpu.memory_gb <= T.SMALL_GPU_MEMORY_GB:
         a.add(
             "llama.cpp",
             f"{gpu.memory_gb:.0f} GB consumer GPU: GGUF 4-bit models and partial CPU offload when the model and "
@@ -157,12 +159,12 @@ def _training(a: _Advice, w: Workload, scaling: ScalingDecision, fit_needed: boo
             "fsdp",
             f"{scaling.strategy}: parameters, gradients and optimizer states sharded over {w.data_parallel} GPUs.",
         )
-    if w.tp > 1 or w.pp > 1 or (w.task == "pretrain" and w.num_gpus >= 8):
+    if w.tp > 1 or w.pp > 1 or (w.task == "pretrain" and w.num_gpus >= NODE_GPUS):
         a.add(
             "torchtitan",
             f"Pretraining on {w.num_gpus} GPUs: a tested FSDP2/TP/PP recipe with float8 and async checkpointing.",
         )
-        if w.num_gpus > 8 or w.pp > 1:
+        if w.num_gpus > NODE_GPUS or w.pp > 1:
             a.add("megatron", f"{scaling.strategy}: tensor/pipeline parallelism across nodes.")
     if w.precision == "fp8":
         a.add(

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
+from gpuwise.diagnose import thresholds as T
 from gpuwise.memory import FitResult, MemoryEstimate
 from gpuwise.units import GiB
 
@@ -78,7 +79,7 @@ def _title(e: MemoryEstimate) -> str:
 def _verdict(fits: bool, headroom_pct: float) -> str:
     if not fits:
         return f"[bold red]does not fit[/] ({-headroom_pct:.1f} % over)"
-    style = "green" if headroom_pct >= 10 else "yellow"
+    style = "green" if headroom_pct >= T.OOM_HEADROOM_PCT else "yellow"
     return f"[bold {style}]fits[/] with {headroom_pct:.1f} % headroom"
 
 
@@ -197,7 +198,7 @@ def render_fit(console: Console, result: FitResult) -> None:
             )
             or "—"
         )
-        style = "green" if r.headroom_pct >= 10 else "yellow"
+        style = "green" if r.headroom_pct >= T.OOM_HEADROOM_PCT else "yellow"
         table.add_row(
             r.gpu,
             str(r.num_gpus),
