@@ -88,12 +88,7 @@ def make_plan(
     # Hardware options carry the recommended config when it fits here; otherwise each GPU gets the
     # workload as given plus only the edits that GPU needs (a bigger GPU may need no lossy edit at all).
     hardware = hw.options(config_w if fits_here else workload, goal, ev.outcome)
-    notes: list[str] = []
-    if len(measured) < len(loaded):
-        notes.append(
-            f"Ignored {len(loaded) - len(measured)} predicted evidence item(s) passed as evidence: "
-            "--evidence takes measurements (profile, trace, telemetry)."
-        )
+    notes = [_ignored_predictions_note(len(loaded) - len(measured))] if len(measured) < len(loaded) else []
     move_note = ""
     if not fits_here:
         config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
@@ -122,25 +117,7 @@ def make_plan(
     techniques = _bound_by_measured_idle(techniques, measured)
     diagnosis = _diagnosis(workload, current, findings, all_evidence)
 
-    changes = {
-        k: (getattr(workload, k), v)
-        for k, v in config_w.to_dict().items()
-        if k not in {"name"} and getattr(workload, k) != (tuple(v) if isinstance(v, list) else v)
-    }
-    snippets = snip.snippets(config_w, changes)
-    for f in findings:
-        if f.source != "prediction" and f.fix_snippet:
-            snippets[f"fix: {f.id}"] = f.fix_snippet + ("\n" if not f.fix_snippet.endswith("\n") else "")
-    config = ConfigPlan(
-        workload=config_w,
-        changes=changes,
-        applied=tuple(s.candidate.id for s in steps),
-        outcome=config_out,
-        snippets=snippets,
-        global_batch_before=workload.global_batch if workload.is_training else None,
-        global_batch_after=config_w.global_batch if config_w.is_training else None,
-        note=move_note,
-    )
+    config = _config_plan(workload, config_w, steps, config_out, findings, move_note)
     memory = _memory_view(workload, config_w, ev, traced, notes, model_factory, input_factory)
     tools = advise(
         workload,
@@ -168,6 +145,44 @@ def make_plan(
         fit=fit_report,
         evidence=all_evidence,
         notes=notes,
+    )
+
+
+def _ignored_predictions_note(count: int) -> str:
+    return (
+        f"Ignored {count} predicted evidence item(s) passed as evidence: "
+        "--evidence takes measurements (profile, trace, telemetry)."
+    )
+
+
+def _config_plan(
+    workload: Workload,
+    config_w: Workload,
+    steps: list[Step],
+    outcome: Outcome,
+    findings: list[Finding],
+    note: str,
+) -> ConfigPlan:
+    """The recommended config: its diff from the workload, snippets to paste (with the measured
+    findings' fixes), and the global batch before and after."""
+    changes = {
+        k: (getattr(workload, k), v)
+        for k, v in config_w.to_dict().items()
+        if k not in {"name"} and getattr(workload, k) != (tuple(v) if isinstance(v, list) else v)
+    }
+    snippets = snip.snippets(config_w, changes)
+    for f in findings:
+        if f.source != "prediction" and f.fix_snippet:
+            snippets[f"fix: {f.id}"] = f.fix_snippet + ("\n" if not f.fix_snippet.endswith("\n") else "")
+    return ConfigPlan(
+        workload=config_w,
+        changes=changes,
+        applied=tuple(s.candidate.id for s in steps),
+        outcome=outcome,
+        snippets=snippets,
+        global_batch_before=workload.global_batch if workload.is_training else None,
+        global_batch_after=config_w.global_batch if config_w.is_training else None,
+        note=note,
     )
 
 

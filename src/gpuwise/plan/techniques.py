@@ -269,6 +269,20 @@ def _marginal(final: Workload | None, cand: Candidate, goal: Goal, evaluate: Eva
     return relative_gain_pct(before, after, goal, final)
 
 
+@dataclass(frozen=True)
+class _Judging:
+    """What every single edit is judged against: the workload as given and the recommended config."""
+
+    workload: Workload
+    goal: Goal
+    evaluate: Evaluate
+    current: Outcome
+    metric: str  # the goal's metric, in words
+    applied: frozenset[str]  # technique ids the recommended config applies
+    final: Workload | None
+    finding_ids: frozenset[str]
+
+
 def assess(
     workload: Workload,
     goal: Goal,
@@ -279,106 +293,122 @@ def assess(
 ) -> list[Technique]:
     """Every single edit of the workload as given, plus the edits the combination applied later,
     each with its impact and verdict, ranked: recommended, optional, not recommended."""
-    current = evaluate(workload)
-    applied = {s.candidate.id for s in steps}
-    metric = goal_metric_name(goal, workload)
-    verdict: Verdict
-    out: list[tuple[int, float, Technique]] = []
-    seen_ids: set[str] = set()
-    for step in _merge_repeats(steps):
-        imp = impact(step.before, step.after)
-        why = (
-            "makes it fit"
-            if step.purpose == "fit" and imp.makes_it_fit
-            else "saves memory toward a fit"
-            if step.purpose == "fit"
-            else f"the safest edit that clears the bar, largest gain in {metric}"
-        )
-        if step.before_workload.gpu != workload.gpu:
-            why += f" (on {step.before_workload.gpu}, where the config moves the job)"
-        elif step.before_workload != workload:
-            why += " (measured after the steps before it)"
-        t = _make(
-            step.candidate,
-            step.before_workload,
-            step.before,
-            step.after,
-            "recommended",
-            f"In the recommended config: {why}.",
-        )
-        out.append((0, len(out), t))  # recommended rows keep the order they were applied in
-        seen_ids.add(step.candidate.id)
+    ctx = _Judging(
+        workload,
+        goal,
+        evaluate,
+        evaluate(workload),
+        goal_metric_name(goal, workload),
+        frozenset(s.candidate.id for s in steps),
+        final,
+        finding_ids,
+    )
+    # Recommended rows keep the order they were applied in.
+    out = [(0, float(i), _recommended(step, ctx)) for i, step in enumerate(_merge_repeats(steps))]
     for cand in candidates(workload, evaluate):
-        if cand.id in seen_ids:
+        if cand.id in ctx.applied:
             continue
         edited = apply(workload, cand)
         if edited is None:
             continue
         after = evaluate(edited)
-        imp = impact(current, after)
-        gain = relative_gain_pct(current, after, goal, workload)
-        if not after.fits:
-            verdict, reason, rank = (
-                "not-recommended",
-                f"Still does not fit ({after.peak_bytes / GiB:.1f} of {after.capacity_bytes / GiB:.1f} GiB).",
-                2,
-            )
-        elif not comfortable(current) and comfortable(after):
-            verdict, reason, rank = (
-                "optional",
-                "Also makes it fit, but with more quality risk or less speed than the chosen edit.",
-                1,
-            )
-        elif not comfortable(current):
-            verdict, reason, rank = (
-                "not-recommended",
-                f"Leaves too little headroom ({after.headroom_pct:.0f} % free).",
-                2,
-            )
-        elif gain is not None and gain >= T.PLAN_MIN_GAIN_PCT:
-            extra = _marginal(final, cand, goal, evaluate)
-            if extra is None:
-                on_top = "it conflicts with the recommended config"
-            elif extra >= 0:
-                on_top = f"on top of the recommended config it adds {extra:.1f} %"
-            else:
-                on_top = f"on top of the recommended config it is {-extra:.0f} % worse"
-            if cand.id in _FIT_ONLY:
-                why = "changes what is trained (adapters instead of all weights): worth it to fit or to cut cost, not for speed alone"
-            elif cand.id in applied:
-                why = "the recommended config applies a variant of it"
-            elif cand.quality_risk in _LOSSY:
-                why = f"it trades accuracy or changes the optimization, and {on_top}"
-                if extra is not None and extra >= T.PLAN_LOSSY_MIN_GAIN_PCT:
-                    why += ": weigh it against your quality bar"
-            else:
-                why = on_top
-            verdict, reason, rank = "optional", f"Helps {metric} by {gain:.0f} %, but {why}.", 1
-        else:
-            if imp.memory_saved_bytes > 0 and comfortable(current):
-                why = f"memory is not short ({current.headroom_pct:.0f} % free) and it does not help {metric}"
-            elif gain is not None and gain < 0:
-                why = f"it makes {metric} {abs(gain):.0f} % worse"
-            else:
-                why = f"no gain in {metric}"
-            reason = f"Not worth it: {why}."
-            verdict, rank = "not-recommended", 2
-            hinted = sorted(set(ADDRESSES.get(cand.id, ())) & finding_ids & _OUTSIDE_THE_MODEL)
-            harmless = comfortable(after) and (gain is None or gain > -T.PLAN_MIN_GAIN_PCT)
-            if hinted and harmless:
-                blind = (
-                    "it assumes a GPU that is kept busy"
-                    if {"small_batch", "low_utilization"} & set(hinted)
-                    else "it does not separate this effect"
-                )
-                verdict, rank = "optional", 1
-                reason = (
-                    f"The {', '.join(hinted)} finding points here, but the performance model predicts "
-                    f"{describe(imp, after)} because {blind}: try it and measure."
-                )
-        out.append((rank, -(gain or 0.0), _make(cand, workload, current, after, verdict, reason)))
+        gain = relative_gain_pct(ctx.current, after, goal, workload)
+        verdict, reason, rank = _judge(cand, after, gain, ctx)
+        out.append((rank, -(gain or 0.0), _make(cand, workload, ctx.current, after, verdict, reason)))
     out.sort(key=lambda item: (item[0], item[1]))
     return [t for _, _, t in out]
+
+
+def _recommended(step: Step, ctx: _Judging) -> Technique:
+    """A step of the recommended combination, measured from the step before it."""
+    if step.purpose == "goal":
+        why = f"the safest edit that clears the bar, largest gain in {ctx.metric}"
+    elif impact(step.before, step.after).makes_it_fit:
+        why = "makes it fit"
+    else:
+        why = "saves memory toward a fit"
+    if step.before_workload.gpu != ctx.workload.gpu:
+        why += f" (on {step.before_workload.gpu}, where the config moves the job)"
+    elif step.before_workload != ctx.workload:
+        why += " (measured after the steps before it)"
+    return _make(
+        step.candidate,
+        step.before_workload,
+        step.before,
+        step.after,
+        "recommended",
+        f"In the recommended config: {why}.",
+    )
+
+
+def _judge(cand: Candidate, after: Outcome, gain: float | None, ctx: _Judging) -> tuple[Verdict, str, int]:
+    """Verdict, reason and rank (1 optional, 2 not recommended) of one edit left out of the config."""
+    current = ctx.current
+    if not after.fits:
+        used, capacity = after.peak_bytes / GiB, after.capacity_bytes / GiB
+        return "not-recommended", f"Still does not fit ({used:.1f} of {capacity:.1f} GiB).", 2
+    if not comfortable(current) and comfortable(after):
+        return (
+            "optional",
+            "Also makes it fit, but with more quality risk or less speed than the chosen edit.",
+            1,
+        )
+    if not comfortable(current):
+        return "not-recommended", f"Leaves too little headroom ({after.headroom_pct:.0f} % free).", 2
+    if gain is not None and gain >= T.PLAN_MIN_GAIN_PCT:
+        return "optional", f"Helps {ctx.metric} by {gain:.0f} %, but {_why_not_chosen(cand, ctx)}.", 1
+    return _not_worth_it(cand, after, gain, ctx)
+
+
+def _why_not_chosen(cand: Candidate, ctx: _Judging) -> str:
+    """Why an edit that helps the goal on its own is left out of the recommended config."""
+    if cand.id in _FIT_ONLY:
+        return (
+            "changes what is trained (adapters instead of all weights): "
+            "worth it to fit or to cut cost, not for speed alone"
+        )
+    if cand.id in ctx.applied:
+        return "the recommended config applies a variant of it"
+    extra = _marginal(ctx.final, cand, ctx.goal, ctx.evaluate)
+    if extra is None:
+        on_top = "it conflicts with the recommended config"
+    elif extra >= 0:
+        on_top = f"on top of the recommended config it adds {extra:.1f} %"
+    else:
+        on_top = f"on top of the recommended config it is {-extra:.0f} % worse"
+    if cand.quality_risk not in _LOSSY:
+        return on_top
+    why = f"it trades accuracy or changes the optimization, and {on_top}"
+    if extra is not None and extra >= T.PLAN_LOSSY_MIN_GAIN_PCT:
+        why += ": weigh it against your quality bar"
+    return why
+
+
+def _not_worth_it(
+    cand: Candidate, after: Outcome, gain: float | None, ctx: _Judging
+) -> tuple[Verdict, str, int]:
+    """No gain for the goal: not recommended, unless a measured finding points at what the models miss."""
+    current, imp = ctx.current, impact(ctx.current, after)
+    hinted = sorted(set(ADDRESSES.get(cand.id, ())) & ctx.finding_ids & _OUTSIDE_THE_MODEL)
+    harmless = comfortable(after) and (gain is None or gain > -T.PLAN_MIN_GAIN_PCT)
+    if hinted and harmless:
+        blind = (
+            "it assumes a GPU that is kept busy"
+            if {"small_batch", "low_utilization"} & set(hinted)
+            else "it does not separate this effect"
+        )
+        reason = (
+            f"The {', '.join(hinted)} finding points here, but the performance model predicts "
+            f"{describe(imp, after)} because {blind}: try it and measure."
+        )
+        return "optional", reason, 1
+    if imp.memory_saved_bytes > 0 and comfortable(current):
+        why = f"memory is not short ({current.headroom_pct:.0f} % free) and it does not help {ctx.metric}"
+    elif gain is not None and gain < 0:
+        why = f"it makes {ctx.metric} {abs(gain):.0f} % worse"
+    else:
+        why = f"no gain in {ctx.metric}"
+    return "not-recommended", f"Not worth it: {why}.", 2
 
 
 def _make(

@@ -136,6 +136,12 @@ def _serving(a: _Advice, w: Workload, outcome: Outcome, gpu, hardware: list[Hard
 
 
 def _training(a: _Advice, w: Workload, scaling: ScalingDecision, fit_needed: bool) -> None:
+    _adapters_and_quantization(a, w)
+    _parallelism(a, w, scaling)
+    _kernels(a, w, fit_needed)
+
+
+def _adapters_and_quantization(a: _Advice, w: Workload) -> None:
     if w.is_lora:
         a.add(
             "peft",
@@ -145,6 +151,9 @@ def _training(a: _Advice, w: Workload, scaling: ScalingDecision, fit_needed: boo
         what = "NF4 base weights" if w.task == "qlora" else ""
         what += (" and " if what else "") + ("8-bit optimizer states" if "8bit" in w.optimizer else "")
         a.add("bitsandbytes", f"Provides the {what}.")
+
+
+def _parallelism(a: _Advice, w: Workload, scaling: ScalingDecision) -> None:
     deepspeed = w.framework.strip().lower() == "deepspeed"
     if w.sharding in {"zero1", "zero2", "zero3"} or (deepspeed and w.sharding == "fsdp"):
         stage = 3 if w.sharding == "fsdp" else int(w.sharding[-1])
@@ -166,6 +175,9 @@ def _training(a: _Advice, w: Workload, scaling: ScalingDecision, fit_needed: boo
         )
         if w.num_gpus > NODE_GPUS or w.pp > 1:
             a.add("megatron", f"{scaling.strategy}: tensor/pipeline parallelism across nodes.")
+
+
+def _kernels(a: _Advice, w: Workload, fit_needed: bool) -> None:
     if w.precision == "fp8":
         a.add(
             "transformer-engine",
