@@ -28,10 +28,6 @@ class Gain:
     high: float
     note: str = ""
 
-    @property
-    def best(self) -> float:
-        return self.high
-
 
 @dataclass(frozen=True)
 class Finding:

@@ -7,7 +7,7 @@ edit is worth. `techniques.py` re-runs memory and performance on the edited work
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.catalog import GPU, get_gpu
@@ -32,7 +32,6 @@ class Candidate:
     changes: dict[str, Any]
     quality_risk: QualityRisk
     saves_memory: bool = False  # a memory technique (may cost speed): used to make a job fit
-    notes: tuple[str, ...] = field(default=())
 
 
 Generator = Callable[[Workload, GPU, Evaluate], "list[Candidate]"]

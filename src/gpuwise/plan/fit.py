@@ -15,7 +15,7 @@ from gpuwise.plan.candidates import Evaluate
 from gpuwise.plan.goal import comfortable
 from gpuwise.plan.hardware import as_given as hw_as_given
 from gpuwise.plan.hardware import port
-from gpuwise.plan.scaling import NODE_GPUS, layouts
+from gpuwise.plan.scaling import NODE_GPUS, label_of, layouts
 from gpuwise.plan.techniques import Step
 from gpuwise.plan.types import FitOption, FitReport, Outcome
 from gpuwise.units import GiB
@@ -91,8 +91,6 @@ def _scaled_fit(
             if best:
                 break
         if best:
-            from gpuwise.plan.scaling import label_of
-
             return label_of(best[1]), *best
         n *= 2
     return None

@@ -1,4 +1,4 @@
-"""Terminal views of memory estimates (analytic and traced) and of the fit table.
+"""Terminal views of analytic memory estimates and of the fit table (traced runs: `simulation_view`).
 
 Sizes are binary GiB (what ``torch.cuda`` statistics divided by 2**30 give); a GPU's datasheet
 size is also shown in decimal GB next to it, labelled.
@@ -29,9 +29,6 @@ LABELS = {
     "temporaries": "temporaries / workspaces",
     "cuda_context": "CUDA context (+ NCCL)",
     "allocator_reserve": "allocator reserve",
-    # traced categories
-    "parameters": "parameters",
-    "optimizer_state": "optimizer state",
 }
 PHASE_TEXT = {
     "forward": "end of forward: every saved activation plus the logits and loss",
@@ -119,50 +116,6 @@ def render_estimate(console: Console, e: MemoryEstimate, extras: dict[str, Any] 
     for key, answer in (extras or {}).items():
         console.print(answer["text"])
     for line in e.notes + e.assumptions:
-        console.print(f"[dim]· {line}[/dim]")
-
-
-def render_traced(console: Console, t: Any) -> None:
-    """A ``gpuwise.simulation.TracedMemoryEstimate``."""
-    table = Table(
-        title=f"Traced memory per GPU — {t.model} on {t.gpu} ({t.mode}, simulated on fake tensors)",
-        header_style="bold",
-        title_justify="left",
-    )
-    table.add_column("component")
-    table.add_column("GiB", justify="right")
-    table.add_column("share of device total", no_wrap=True)
-    total = t.device_total_bytes
-    rows = dict(t.breakdown)
-    rows["cuda_context"] = t.cuda_context_bytes
-    rows["allocator_reserve"] = t.allocator_reserve_bytes
-    for key, value in rows.items():
-        if value > 0:
-            table.add_row(
-                LABELS.get(key, key), gib(value), f"[cyan]{bar(value, total)}[/] {100 * value / total:.0f} %"
-            )
-    table.add_section()
-    table.add_row("[bold]device total (nvidia-smi)[/]", f"[bold]{gib(total)}[/]", "")
-    console.print(table)
-    console.print(
-        f"peak phase: [bold]{t.peak_phase}[/] · peak allocated {gib(t.peak_allocated_bytes)} GiB · "
-        f"peak reserved {gib(t.peak_reserved_bytes)} GiB"
-    )
-    headroom = 100.0 * (1 - total / t.device_memory_bytes) if t.device_memory_bytes else 0.0
-    console.print(f"{t.gpu}: {gib(t.device_memory_bytes)} GiB → {_verdict(t.fits, headroom)}")
-    phases = Table(title="phases (peak allocated, GiB)", header_style="bold", title_justify="left", box=None)
-    for col in ("phase", "GiB", "", "where"):
-        phases.add_column(col, justify="right" if col == "GiB" else "left")
-    top = max((p.peak_allocated_bytes for p in t.phases), default=1)
-    for p in t.phases:
-        phases.add_row(
-            p.name,
-            gib(p.peak_allocated_bytes),
-            f"[magenta]{bar(p.peak_allocated_bytes, top, 20)}[/]",
-            p.where_at_peak,
-        )
-    console.print(phases)
-    for line in t.notes:
         console.print(f"[dim]· {line}[/dim]")
 
 

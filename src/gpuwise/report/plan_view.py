@@ -8,6 +8,7 @@ from rich.console import Console
 
 from gpuwise.diagnose import Finding
 from gpuwise.diagnose.finding import Severity
+from gpuwise.plan.techniques import describe
 from gpuwise.plan.types import Outcome, Plan, Technique, Verdict
 from gpuwise.report import terminal
 from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Style, Table
@@ -151,8 +152,6 @@ def _gain(f: Finding) -> str:
 
 
 def _technique_row(i: int, t: Technique) -> list[str]:
-    from gpuwise.plan.techniques import describe
-
     return [
         str(i),
         f"{t.title}\n{_changes(t.changes)}",
@@ -450,9 +449,3 @@ def markdown(plan: Plan) -> str:
     from gpuwise.report import markdown as md
 
     return md.render(plan_document(plan))
-
-
-def html(plan: Plan) -> str:
-    from gpuwise.report import html as h
-
-    return h.render(plan_document(plan))
