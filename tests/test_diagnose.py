@@ -90,7 +90,8 @@ def test_memory_growth_and_flat_memory():
 
 
 def test_memory_growth_from_spaced_readings_counts_steps_not_readings():
-    """A live run reads memory every few steps (the probe's time budget): growth per step uses the step index."""
+    """A live run reads memory every few steps (the probe's time budget): growth per step uses the
+    step index."""
     steps = list(range(0, 40, 4))  # 10 readings over 37 steps
     growing = [1e9 + s * 5e7 for s in steps]
     finding = next(
@@ -319,7 +320,8 @@ def test_new_evidence_fields_round_trip(tmp_path):
 def test_launch_bound_not_blamed_for_data_waits_or_a_few_launches_per_long_step():
     base = dict(source="trace", tiny_kernel_pct=62.0, gpu_idle_pct=39.0)
     assert "launch_bound" in ids(Evidence(**base))
-    # the idle time is the input pipeline's (ResNet-50, num_workers=0: 40 % of each step in DataLoader.__next__)
+    # the idle time is the input pipeline's
+    # (ResNet-50, num_workers=0: 40 % of each step in DataLoader.__next__)
     assert "launch_bound" not in ids(Evidence(**base, input_wait_pct=39.6))
     # 1,462 launches cannot fill a 175 ms step at ~10 µs each
     assert "launch_bound" not in ids(Evidence(**base, kernels_per_step=1462, step_time_s=0.175))

@@ -1,4 +1,5 @@
-"""The planner: sections, computed impacts, fit search, evidence merging, goals, hardware, renderers, bad input."""
+"""The planner: sections, computed impacts, fit search, evidence merging, goals, hardware, renderers,
+bad input."""
 
 import json
 import subprocess
@@ -419,7 +420,8 @@ def test_conv_nets_get_one_clear_line(cli):
 
 def test_plan_never_imports_torch():
     code = (
-        "import sys\nfrom gpuwise.cli.app import main\ntry:\n    main(['plan', 'examples/pretrain-8xh100.yaml', '--json'])\n"
+        "import sys\nfrom gpuwise.cli.app import main\ntry:\n    main(['plan', "
+        "'examples/pretrain-8xh100.yaml', '--json'])\n"
         "except SystemExit:\n    pass\nsys.stderr.write('TORCH=%s' % ('torch' in sys.modules))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)

@@ -160,14 +160,16 @@ def evidence_from_document(document: Any, where: str) -> list[Evidence]:
         items = inner if isinstance(inner, list) else [inner]
         if not items or any(not isinstance(item, dict) for item in items):
             raise GpuwiseError(
-                f"{where}: the document's 'evidence' is empty or not an object (did the run measure any steps?)"
+                f"{where}: the document's 'evidence' is empty or not an object (did the run measure any "
+                "steps?)"
             )
         return [Evidence.from_dict(item, where) for item in items]
     if "source" in document:
         return [Evidence.from_dict(document, where)]
     kind = document.get("kind", "unknown")
     raise GpuwiseError(
-        f"{where}: a {kind!r} document carries no evidence (use the --json output of `gpuwise profile` or `gpuwise trace`)"
+        f"{where}: a {kind!r} document carries no evidence (use the --json output of `gpuwise profile` or "
+        "`gpuwise trace`)"
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from itertools import pairwise
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
@@ -54,11 +55,20 @@ def input_bound(ev: Evidence) -> Finding | None:
     workers = ev.loader_num_workers
     suggested: int | None = None
     if saturated:
-        fix = "The loader already uses every core: make each sample cheaper (decode/augment on the GPU, pre-process offline, cache decoded data) rather than adding workers."
-        snippet = "# e.g. NVIDIA DALI or torchvision.io.decode_jpeg(device='cuda'); or pre-tokenize / pre-resize once and load arrays"
+        fix = (
+            "The loader already uses every core: make each sample cheaper (decode/augment on the GPU, "
+            "pre-process offline, cache decoded data) rather than adding workers."
+        )
+        snippet = (
+            "# e.g. NVIDIA DALI or torchvision.io.decode_jpeg(device='cuda'); or pre-tokenize / pre-resize "
+            "once and load arrays"
+        )
     else:
         suggested = max(2, min(8, (ev.cpu_count or 4) - 1))
-        fix = f"Load batches in parallel and overlap them with compute: num_workers={suggested}, pin_memory=True, persistent_workers=True, prefetch_factor=4."
+        fix = (
+            f"Load batches in parallel and overlap them with compute: num_workers={suggested}, "
+            "pin_memory=True, persistent_workers=True, prefetch_factor=4."
+        )
         snippet = (
             f"DataLoader(dataset, batch_size=..., num_workers={suggested}, pin_memory=True,\n"
             "           persistent_workers=True, prefetch_factor=4)\n"
@@ -120,8 +130,14 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
             "cpu_count": ev.cpu_count,
             "loader_num_workers": ev.loader_num_workers,
         },
-        fix="Move decoding/augmentation to the GPU, pre-process the dataset once, or use a machine with more CPU cores per GPU.",
-        fix_snippet="# GPU decode + augment: nvidia.dali.fn.decoders.image(..., device='mixed'), or cache pre-processed tensors to disk",
+        fix=(
+            "Move decoding/augmentation to the GPU, pre-process the dataset once, or use a machine with more "
+            "CPU cores per GPU."
+        ),
+        fix_snippet=(
+            "# GPU decode + augment: nvidia.dali.fn.decoders.image(..., device='mixed'), or cache "
+            "pre-processed tensors to disk"
+        ),
         gain=Gain("throughput_x", 1.0, _speedup_from_saving(share), "bounded by the input wait share"),
         source=ev.source,
         tools=("NVIDIA DALI", "torchvision.io.decode_jpeg(device='cuda')"),
@@ -148,7 +164,10 @@ def sync_bound(ev: Evidence) -> Finding | None:
         )
         + ", so kernels cannot be queued ahead.",
         metrics={"sync_wait_pct": round(share, 2), "sync_calls_per_step": calls},
-        fix="Keep values on the device and read them rarely: accumulate the loss as a tensor and call .item() every N steps.",
+        fix=(
+            "Keep values on the device and read them rarely: accumulate the loss as a tensor and call "
+            ".item() every N steps."
+        ),
         fix_snippet=(
             "running_loss += loss.detach()          # no sync\n"
             "if step % log_every == 0:\n"
@@ -183,7 +202,10 @@ def launch_bound(ev: Evidence) -> Finding | None:
         severity="high" if idle >= T.LAUNCH_GPU_IDLE_HIGH_PCT else "medium",
         confidence=_confidence(ev),
         category="host",
-        summary=f"{tiny:.0f} % of kernels run under {T.TINY_KERNEL_US:.0f} µs and the GPU is idle {idle:.0f} % of the time"
+        summary=(
+            f"{tiny:.0f} % of kernels run under {T.TINY_KERNEL_US:.0f} µs and the GPU is idle {idle:.0f} % "
+            "of the time"
+        )
         + (f" ({ev.kernels_per_step:.0f} kernels per step)" if ev.kernels_per_step else "")
         + ": launch overhead, not compute, sets the pace.",
         metrics={
@@ -192,8 +214,14 @@ def launch_bound(ev: Evidence) -> Finding | None:
             "kernels_per_step": ev.kernels_per_step,
             "host_busy_pct": ev.host_busy_pct,
         },
-        fix="Fuse kernels and cut launches: torch.compile (mode='reduce-overhead' uses CUDA graphs), fused optimizers, a larger batch.",
-        fix_snippet='model = torch.compile(model, mode="reduce-overhead")\noptimizer = torch.optim.AdamW(params, lr=lr, fused=True)',
+        fix=(
+            "Fuse kernels and cut launches: torch.compile (mode='reduce-overhead' uses CUDA graphs), fused "
+            "optimizers, a larger batch."
+        ),
+        fix_snippet=(
+            'model = torch.compile(model, mode="reduce-overhead")\noptimizer = torch.optim.AdamW(params, '
+            "lr=lr, fused=True)"
+        ),
         gain=Gain(
             "throughput_x",
             1.2,
@@ -223,7 +251,10 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
         severity="high" if share >= T.FP32_MATMUL_HIGH_PCT else "medium",
         confidence=_confidence(ev),
         category="compute",
-        summary=f"{share:.0f} % of matmul work runs in fp32; this GPU's bf16 tensor cores are {speedup:.0f}× faster at peak.",
+        summary=(
+            f"{share:.0f} % of matmul work runs in fp32; this GPU's bf16 tensor cores are {speedup:.0f}× "
+            "faster at peak."
+        ),
         metrics={"fp32_matmul_pct": round(share, 2), "tensor_core_speedup": round(speedup, 2)},
         fix="Train with bf16 autocast (or at least allow TF32 matmuls).",
         fix_snippet=(
@@ -235,7 +266,8 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
             "throughput_x",
             min(1.3, _speedup_from_saving(saving)),
             _speedup_from_saving(saving),
-            f"matmul share × tensor-core speed-up, capped at the {T.AMP_SPEEDUP_CAP_X:g}× measured end to end",
+            f"matmul share × tensor-core speed-up, capped at the {T.AMP_SPEEDUP_CAP_X:g}× measured end to "
+            "end",
         ),
         source=ev.source,
         tools=("torch.autocast",),
@@ -300,8 +332,13 @@ def small_batch(ev: Evidence) -> Finding | None:
             "memory_capacity_bytes": capacity,
             "batch_scale_possible": round(factor, 2),
         },
-        fix=f"Raise the per-GPU batch (memory allows up to ~{factor:.1f}× if activations dominate) and divide gradient accumulation by the same factor to keep the effective batch.",
-        fix_snippet="# e.g. per_device_train_batch_size *= 2; gradient_accumulation_steps //= 2  (same global batch)",
+        fix=(
+            f"Raise the per-GPU batch (memory allows up to ~{factor:.1f}× if activations dominate) and "
+            "divide gradient accumulation by the same factor to keep the effective batch."
+        ),
+        fix_snippet=(
+            "# e.g. per_device_train_batch_size *= 2; gradient_accumulation_steps //= 2  (same global batch)"
+        ),
         gain=Gain(
             "throughput_x",
             1.1,
@@ -319,7 +356,10 @@ def oom_risk(ev: Evidence) -> Finding | None:
         return None
     peak, capacity = ev.memory_peak_bytes or 0, ev.memory_capacity_bytes or 0
     does_not_fit = headroom < 0
-    fix = "Cut the peak: gradient checkpointing, a smaller micro-batch with more accumulation, 8-bit optimizer states, sharding (FSDP/ZeRO), or LoRA/QLoRA."
+    fix = (
+        "Cut the peak: gradient checkpointing, a smaller micro-batch with more accumulation, 8-bit optimizer "
+        "states, sharding (FSDP/ZeRO), or LoRA/QLoRA."
+    )
     limit = capacity * (1 - T.OOM_HEADROOM_PCT / 100)
     fitting = {label: b for label, b in ev.fit_options_bytes.items() if b <= limit}
     if fitting:  # the planner computed these by re-running the memory model on each change
@@ -353,7 +393,10 @@ def oom_risk(ev: Evidence) -> Finding | None:
             **({"fit_options_bytes": dict(ev.fit_options_bytes)} if ev.fit_options_bytes else {}),
         },
         fix=fix,
-        fix_snippet="model.gradient_checkpointing_enable()\n# or: per_device_train_batch_size //= 2; gradient_accumulation_steps *= 2",
+        fix_snippet=(
+            "model.gradient_checkpointing_enable()\n# or: per_device_train_batch_size //= 2; "
+            "gradient_accumulation_steps *= 2"
+        ),
         gain=Gain(
             "memory_bytes",
             max(0.0, peak - capacity * (1 - T.TARGET_HEADROOM_PCT / 100)),
@@ -390,7 +433,10 @@ def throttling(ev: Evidence) -> Finding | None:
             "power_w_mean": ev.power_w_mean,
             "sm_clock_mhz_mean": ev.sm_clock_mhz_mean,
         },
-        fix="Check cooling and airflow (thermal) or the power limit (`nvidia-smi -q -d POWER`); on cloud instances report the node.",
+        fix=(
+            "Check cooling and airflow (thermal) or the power limit (`nvidia-smi -q -d POWER`); on cloud "
+            "instances report the node."
+        ),
         fix_snippet="nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER",
         gain=Gain(
             "throughput_x", 1.0, 1.0 + share / 100 * 0.3, "clock recovery; depends on how far clocks drop"
@@ -403,7 +449,7 @@ def throttling(ev: Evidence) -> Finding | None:
 def _outlier_period(indices: list[int]) -> int | None:
     if len(indices) < T.OUTLIER_PERIOD_MIN_STEPS:
         return None
-    gaps = {b - a for a, b in zip(indices, indices[1:])}
+    gaps = {b - a for a, b in pairwise(indices)}
     period = gaps.pop() if len(gaps) == 1 else None
     return period if period and period > 1 else None  # back-to-back slow steps are a burst, not a period
 
@@ -432,7 +478,8 @@ def step_outliers(ev: Evidence) -> Finding | None:
         severity="medium" if cost_pct >= T.OUTLIER_MODERATE_COST_PCT else "low",
         confidence=_confidence(ev),
         category="host",
-        summary=f"{len(outliers)} of {len(times)} steps exceed the typical {median * 1000:.1f} ms by more than {T.OUTLIER_SIGMA:.0f}σ "
+        summary=f"{len(outliers)} of {len(times)} steps exceed the typical {median * 1000:.1f} ms by more "
+        f"than {T.OUTLIER_SIGMA:.0f}σ "
         f"(slowest {max(times) * 1000:.1f} ms), costing {cost_pct:.1f} % of the run"
         + (
             f"; they recur every {period} steps (checkpointing, evaluation, logging or garbage collection?)."
@@ -446,9 +493,13 @@ def step_outliers(ev: Evidence) -> Finding | None:
             "outlier_cost_pct": round(cost_pct, 2),
             "period_steps": period,
         },
-        fix="Find what runs on those steps: move checkpoint saving/evaluation off the critical path (async checkpointing), "
+        fix="Find what runs on those steps: move checkpoint saving/evaluation off the critical path (async "
+        "checkpointing), "
         "avoid periodic host syncs, and call gc.freeze() after setup.",
-        fix_snippet="import gc; gc.freeze()  # after model and data setup\n# torch.distributed.checkpoint.async_save(...) for checkpoints",
+        fix_snippet=(
+            "import gc; gc.freeze()  # after model and data setup\n# "
+            "torch.distributed.checkpoint.async_save(...) for checkpoints"
+        ),
         gain=Gain(
             "step_time_pct", round(cost_pct * 0.5, 2), round(cost_pct, 2), "the excess time of the slow steps"
         ),
@@ -469,7 +520,7 @@ def memory_growth(ev: Evidence) -> Finding | None:
     if first <= 0:
         return None
     growth_pct = 100.0 * (last - first) / first
-    deltas = [b - a for a, b in zip(mem, mem[1:])]
+    deltas = [b - a for a, b in pairwise(mem)]
     rising = sum(d > 0 for d in deltas) / len(deltas)
     if growth_pct < T.MEMORY_GROWTH_MIN_PCT or rising < T.MEMORY_GROWTH_RISING_SHARE:
         return None
@@ -483,7 +534,10 @@ def memory_growth(ev: Evidence) -> Finding | None:
         severity="high" if growth_pct >= T.MEMORY_GROWTH_HIGH_PCT or steps_left is not None else "medium",
         confidence=_confidence(ev),
         category="memory",
-        summary=f"Allocated memory rose {growth_pct:.0f} % over {span} steps (+{per_step / 2**20:.1f} MiB per step)"
+        summary=(
+            f"Allocated memory rose {growth_pct:.0f} % over {span} steps (+{per_step / 2**20:.1f} MiB per "
+            "step)"
+        )
         + (f"; at this rate memory runs out in ~{steps_left:,} steps." if steps_left is not None else "."),
         metrics={
             "growth_pct": round(growth_pct, 2),
@@ -492,7 +546,10 @@ def memory_growth(ev: Evidence) -> Finding | None:
             "last_bytes": last,
             "steps_until_oom": steps_left,
         },
-        fix="Something keeps tensors (often the autograd graph) alive across steps: store loss.item() or loss.detach(), not loss.",
+        fix=(
+            "Something keeps tensors (often the autograd graph) alive across steps: store loss.item() or "
+            "loss.detach(), not loss."
+        ),
         fix_snippet="losses.append(loss.detach())   # not losses.append(loss)\n# or: total += loss.item()",
         gain=Gain("memory_bytes", per_step * span * 0.5, per_step * span, "the growth seen during the run"),
         source=ev.source,
@@ -518,7 +575,8 @@ def comm_bound(ev: Evidence) -> Finding | None:
         )
         + ".",
         metrics={"comm_exposed_pct": round(share, 2), "comm_overlap_pct": ev.comm_overlap_pct},
-        fix="Overlap and reduce communication: gradient accumulation with no_sync, larger DDP buckets, FSDP prefetch; "
+        fix="Overlap and reduce communication: gradient accumulation with no_sync, larger DDP buckets, FSDP "
+        "prefetch; "
         "keep tensor parallelism inside an NVLink domain.",
         fix_snippet=(
             "with model.no_sync():            # skip all-reduce on accumulation micro-steps\n"
@@ -552,7 +610,10 @@ def low_utilization(ev: Evidence) -> Finding | None:
         category="compute",
         summary=f"The GPU computes {util:.0f} % of the time; the other findings say where the rest goes.",
         metrics={"gpu_util_pct": round(util, 2), "gpu_idle_pct": ev.gpu_idle_pct},
-        fix="Fix the causes listed with it (input, host syncs, launches, communication); if none is listed, profile with `gpuwise profile`.",
+        fix=(
+            "Fix the causes listed with it (input, host syncs, launches, communication); if none is listed, "
+            "profile with `gpuwise profile`."
+        ),
         gain=Gain(
             "throughput_x",
             1.0,
@@ -581,14 +642,18 @@ def straggler(ev: Evidence) -> Finding | None:
         severity="high" if skew_pct >= T.STRAGGLER_HIGH_PCT else "medium",
         confidence=_confidence(ev),
         category="distributed",
-        summary=f"Rank {slow_rank} takes {slow * 1000:.1f} ms per step vs a median of {median * 1000:.1f} ms (+{skew_pct:.0f} %); "
+        summary=f"Rank {slow_rank} takes {slow * 1000:.1f} ms per step vs a median of {median * 1000:.1f} ms "
+        f"(+{skew_pct:.0f} %); "
         "every other rank waits for it at each collective.",
         metrics={
             "straggler_rank": slow_rank,
             "rank_step_time_s": {str(k): v for k, v in ranks.items()},
             "skew_pct": round(skew_pct, 2),
         },
-        fix="Check that rank's node: input shard size, data loader, thermal/power throttling, a slower GPU or link.",
+        fix=(
+            "Check that rank's node: input shard size, data loader, thermal/power throttling, a slower GPU "
+            "or link."
+        ),
         fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
         gain=Gain("throughput_x", 1.0, 1.0 + skew_pct / 100, "all ranks run at the median pace"),
         source=ev.source,
@@ -613,9 +678,12 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float) -> Fin
         severity="high" if gap_pct >= T.STRAGGLER_HIGH_PCT else "medium",
         confidence="medium",  # inferred from who waits, not from the straggler's own step time
         category="distributed",
-        summary=f"Step times are equal ({step_s * 1000:.3g} ms, within {skew_pct:.1f} %: collectives synchronize the ranks), "
-        f"but rank {late} spends {comm[late] * 1000:.3g} ms per step in collectives vs {others * 1000:.3g} ms on the other "
-        f"{len(comm) - 1} rank(s): it arrives last, and the others wait about {gap_s * 1000:.3g} ms per step for it "
+        summary=f"Step times are equal ({step_s * 1000:.3g} ms, within {skew_pct:.1f} %: collectives "
+        "synchronize the ranks), "
+        f"but rank {late} spends {comm[late] * 1000:.3g} ms per step in collectives vs {others * 1000:.3g} "
+        "ms on the other "
+        f"{len(comm) - 1} rank(s): it arrives last, and the others wait about {gap_s * 1000:.3g} ms per step "
+        "for it "
         f"({gap_pct:.0f} % of the step).",
         metrics={
             "straggler_rank": late,
@@ -625,8 +693,10 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float) -> Fin
             "comm_wait_gap_pct": round(gap_pct, 2),
             "skew_pct": round(skew_pct, 2),
         },
-        fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower loader, "
-        "extra work on that rank (logging, checkpointing, evaluation), throttling or a slower GPU on its node.",
+        fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower "
+        "loader, "
+        "extra work on that rank (logging, checkpointing, evaluation), throttling or a slower GPU on its "
+        "node.",
         fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
         gain=Gain(
             "throughput_x",
@@ -652,14 +722,22 @@ def no_flash_attention(ev: Evidence) -> Finding | None:
         severity="high" if share >= T.ATTENTION_SCORES_HIGH_PCT else "medium",
         confidence=_confidence(ev),
         category="memory",
-        summary=f"{ev.attention_impl or 'This'} attention keeps S×S scores: {scores / GiB:.1f} GiB, {share:.0f} % of the peak.",
+        summary=(
+            f"{ev.attention_impl or 'This'} attention keeps S×S scores: {scores / GiB:.1f} GiB, {share:.0f} "
+            "% of the peak."
+        ),
         metrics={
             "attention_scores_bytes": scores,
             "attention_scores_share_pct": round(share, 2),
             "attention_impl": ev.attention_impl,
         },
-        fix="Use FlashAttention (or PyTorch SDPA's flash backend): exact attention in memory linear in the sequence length.",
-        fix_snippet='AutoModelForCausalLM.from_pretrained(..., attn_implementation="flash_attention_2")  # or "sdpa"',
+        fix=(
+            "Use FlashAttention (or PyTorch SDPA's flash backend): exact attention in memory linear in the "
+            "sequence length."
+        ),
+        fix_snippet=(
+            'AutoModelForCausalLM.from_pretrained(..., attn_implementation="flash_attention_2")  # or "sdpa"'
+        ),
         gain=Gain(
             "memory_bytes",
             scores * 0.9,
@@ -682,10 +760,16 @@ def no_fused_optimizer(ev: Evidence) -> Finding | None:
         severity="low",
         confidence=_confidence(ev),
         category="compute",
-        summary=f"The AdamW update takes {share:.0f} % of the step with one kernel per parameter group (fused=False).",
+        summary=(
+            f"The AdamW update takes {share:.0f} % of the step with one kernel per parameter group "
+            "(fused=False)."
+        ),
         metrics={"optimizer_step_pct": round(share, 2)},
         fix="Use the fused AdamW kernel: same math, one launch for all parameters.",
-        fix_snippet='torch.optim.AdamW(model.parameters(), lr=..., fused=True)\n# Hugging Face: TrainingArguments(optim="adamw_torch_fused")',
+        fix_snippet=(
+            "torch.optim.AdamW(model.parameters(), lr=..., fused=True)\n# Hugging Face: "
+            'TrainingArguments(optim="adamw_torch_fused")'
+        ),
         gain=Gain(
             "step_time_pct",
             0.0,

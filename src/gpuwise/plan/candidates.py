@@ -284,7 +284,8 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     return [
         Candidate(
             "smaller_batch",
-            f"Lower the micro-batch to {chosen} with {total // chosen}× accumulation (same global batch {total})",
+            f"Lower the micro-batch to {chosen} with {total // chosen}× accumulation (same global batch "
+            f"{total})",
             {"batch_size": chosen, "grad_accum": total // chosen},
             "none",
             saves_memory=True,

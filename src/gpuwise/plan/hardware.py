@@ -102,14 +102,16 @@ def caveats(gpu: GPU, w: Workload, outcome: Outcome) -> list[str]:
         out.append("tensor parallelism over PCIe: every layer waits for all-reduces")
     if not gpu.bf16_tflops and gpu.vendor.upper() == "NVIDIA":
         out.append(
-            "pre-Ampere: no bf16; FlashAttention-2 and Marlin 4-bit kernels need Ampere or newer: check your engine's support"
+            "pre-Ampere: no bf16; FlashAttention-2 and Marlin 4-bit kernels need Ampere or newer: check your "
+            "engine's support"
         )
     if w.is_inference and gpu.mig_max and outcome.num_gpus == 1 and gpu.vendor.upper() == "NVIDIA":
-        fraction, what, source = K.MIG_SLICE_FRACTION
+        fraction, _, source = K.MIG_SLICE_FRACTION
         slice_bytes = gpu.memory_gb * GB * fraction
         if outcome.peak_bytes <= slice_bytes:
             out.append(
-                f"fits one MIG slice ({gpu.memory_gb * fraction:.0f} GB): up to {gpu.mig_max} isolated tenants per GPU [{source}]"
+                f"fits one MIG slice ({gpu.memory_gb * fraction:.0f} GB): up to {gpu.mig_max} isolated "
+                f"tenants per GPU [{source}]"
             )
     if gpu.vendor.upper() == "AMD":
         out.append("ROCm stack: check your serving/training framework's ROCm support and kernels")

@@ -414,12 +414,14 @@ def _memory_view(
         analytic_total = current["device_total_bytes"]
         current, method = traced_memory(original, model_factory, input_factory), "traced"
         notes.append(
-            f"VRAM of the current configuration from a traced simulation ({current['device_total_bytes'] / GiB:.1f} GiB; "
+            "VRAM of the current configuration from a traced simulation "
+            f"({current['device_total_bytes'] / GiB:.1f} GiB; "
             f"the analytic model says {analytic_total / GiB:.1f} GiB); every what-if stays analytic."
         )
         if bool(current["fits"]) != bool(ev.outcome(original).fits):
             notes.append(
-                "The traced and analytic estimates disagree on whether it fits: trust the traced figure for the "
+                "The traced and analytic estimates disagree on whether it fits: trust the traced figure for "
+                "the "
                 "current configuration and re-check edits with `gpuwise memory --traced`."
             )
     recommended = ev.memory_dict(config_w) if config_w != original else None
@@ -430,12 +432,14 @@ def _notes(pred: Any, measured: list[Evidence], w: Workload) -> list[str]:
     notes = list(pred.assumptions)
     for gpu in sorted({e.gpu for e in measured if e.gpu and e.gpu != w.gpu}):
         notes.append(
-            f"Measured evidence comes from {gpu}, the plan is for {w.gpu}: shares (input wait, idle, fp32) carry "
+            f"Measured evidence comes from {gpu}, the plan is for {w.gpu}: shares (input wait, idle, fp32) "
+            "carry "
             "over, absolute times do not."
         )
     if not measured:
         notes.append(
-            "All numbers are predictions (confidence low): run `gpuwise profile` and pass its --json with --evidence."
+            "All numbers are predictions (confidence low): run `gpuwise profile` and pass its --json with "
+            "--evidence."
         )
     return notes
 

@@ -184,7 +184,10 @@ def decide(workload: Workload, goal: Goal, evaluate_on: EvaluateOn) -> ScalingDe
             tp=1,
             pp=1,
             sharding="none",
-            reason=f"No layout of up to {counts[-1]} × {gpu.id} fits this workload; see the fit section for what would.",
+            reason=(
+                f"No layout of up to {counts[-1]} × {gpu.id} fits this workload; see the fit section for "
+                "what would."
+            ),
             nvlink="n/a",
             nvlink_reason="",
             nvlink_slowdown_pct=None,
@@ -232,16 +235,18 @@ def _reason(w: Workload, chosen: ScaleOption, min_count: int, count: int, gpu: G
                 text
                 + "; add replicas (one per GPU) for more requests per second rather than splitting the model."
             )
-        return (
-            text
-            + "; more GPUs with DDP multiply throughput (see the options) without changing the memory per GPU."
+        return text + (
+            "; more GPUs with DDP multiply throughput (see the options) without changing the memory per GPU."
         )
     if min_count > 1 and count == min_count:
         return (
             f"It needs at least {min_count} × {gpu.id}: {chosen.label} holds {peak:.1f} GiB per GPU "
             f"({chosen.outcome.headroom_pct:.0f} % free)."
         )
-    return f"On {count} GPUs, {chosen.label} is the simplest layout within {T.PLAN_SIMPLER_STRATEGY_TOLERANCE_PCT:.0f} % of the best for the goal ({peak:.1f} GiB per GPU)."
+    return (
+        f"On {count} GPUs, {chosen.label} is the simplest layout within "
+        f"{T.PLAN_SIMPLER_STRATEGY_TOLERANCE_PCT:.0f} % of the best for the goal ({peak:.1f} GiB per GPU)."
+    )
 
 
 def _nvlink(
@@ -259,7 +264,10 @@ def _nvlink(
     if gpu.nvlink_gbps > 0:
         without = evaluate_on(layout, replace(gpu, nvlink_gbps=0.0))
         slowdown = _slowdown_pct(with_link, without, w)
-        basis = f"predicted {slowdown:+.0f} % {'per-token latency' if w.is_inference else 'step time'} over PCIe Gen{gpu.pcie_gen or 4} instead of {gpu.nvlink_gbps:.0f} GB/s NVLink"
+        basis = (
+            f"predicted {slowdown:+.0f} % {'per-token latency' if w.is_inference else 'step time'} over PCIe "
+            f"Gen{gpu.pcie_gen or 4} instead of {gpu.nvlink_gbps:.0f} GB/s NVLink"
+        )
     else:
         exposed = with_link.comm_exposed_pct or 0.0
         slowdown = 100.0 * exposed / max(1.0, 100.0 - exposed)

@@ -69,7 +69,8 @@ def advise(
         if mine.consumer and mine.memory_gb <= T.SMALL_GPU_MEMORY_GB and mine.id != gpu.id:
             a.add(
                 "llama.cpp",
-                f"To stay on your {mine.memory_gb:.0f} GB {mine.id}: GGUF 4-bit weights with some layers offloaded to the CPU "
+                f"To stay on your {mine.memory_gb:.0f} GB {mine.id}: GGUF 4-bit weights with some layers "
+                "offloaded to the CPU "
                 "(slower per token, but it runs).",
             )
     if config.is_training:
@@ -82,7 +83,8 @@ def advise(
     ):
         a.add(
             "dali",
-            "Low utilization in a vision job: if `gpuwise profile` shows data wait, decoding/augmenting on the GPU removes it.",
+            "Low utilization in a vision job: if `gpuwise profile` shows data wait, decoding/augmenting on "
+            "the GPU removes it.",
         )
     if config.num_gpus > 1:
         a.add(
@@ -94,7 +96,8 @@ def advise(
     if not measured:
         a.add(
             "gpuwise-profile",
-            "Everything above is predicted (confidence low): measure the real loop and re-plan with --evidence.",
+            "Everything above is predicted (confidence low): measure the real loop and re-plan with "
+            "--evidence.",
         )
     return list(a.items.values())
 
@@ -113,17 +116,20 @@ def _serving(a: _Advice, w: Workload, outcome: Outcome, gpu, hardware: list[Hard
     if gpu.vendor.upper() == "NVIDIA" and gpu.fp8_tflops and w.goal == "latency":
         a.add(
             "tensorrt-llm",
-            f"Goal is latency on a GPU with FP8 tensor cores ({gpu.id}): compiled, fused kernels cut per-token time further.",
+            f"Goal is latency on a GPU with FP8 tensor cores ({gpu.id}): compiled, fused kernels cut "
+            "per-token time further.",
         )
     if w.task == "rag":
         a.add(
             "sglang",
-            "RAG prompts share long prefixes (instructions, retrieved documents): prefix caching computes them once.",
+            "RAG prompts share long prefixes (instructions, retrieved documents): prefix caching computes "
+            "them once.",
         )
     if gpu.consumer and gpu.memory_gb <= T.SMALL_GPU_MEMORY_GB:
         a.add(
             "llama.cpp",
-            f"{gpu.memory_gb:.0f} GB consumer GPU: GGUF 4-bit models and partial CPU offload when the model and "
+            f"{gpu.memory_gb:.0f} GB consumer GPU: GGUF 4-bit models and partial CPU offload when the model "
+            "and "
             f"{w.seq_len:,}-token context do not both fit.",
         )
     if "mig" in w.requirements or any(
@@ -131,7 +137,8 @@ def _serving(a: _Advice, w: Workload, outcome: Outcome, gpu, hardware: list[Hard
     ):
         a.add(
             "mig",
-            "The model fits a MIG slice: isolate tenants on one A100/H100-class GPU instead of renting several.",
+            "The model fits a MIG slice: isolate tenants on one A100/H100-class GPU instead of renting "
+            "several.",
         )
 
 
@@ -145,7 +152,8 @@ def _adapters_and_quantization(a: _Advice, w: Workload) -> None:
     if w.is_lora:
         a.add(
             "peft",
-            f"{'QLoRA' if w.task == 'qlora' else 'LoRA'} adapters (rank {w.lora_rank}, targets {', '.join(w.lora_targets)}).",
+            f"{'QLoRA' if w.task == 'qlora' else 'LoRA'} adapters (rank {w.lora_rank}, targets "
+            f"{', '.join(w.lora_targets)}).",
         )
     if w.task == "qlora" or w.optimizer in {"adamw-8bit", "paged-adamw-8bit"}:
         what = "NF4 base weights" if w.task == "qlora" else ""
@@ -166,12 +174,14 @@ def _parallelism(a: _Advice, w: Workload, scaling: ScalingDecision) -> None:
     elif w.sharding == "fsdp":
         a.add(
             "fsdp",
-            f"{scaling.strategy}: parameters, gradients and optimizer states sharded over {w.data_parallel} GPUs.",
+            f"{scaling.strategy}: parameters, gradients and optimizer states sharded over {w.data_parallel} "
+            "GPUs.",
         )
     if w.tp > 1 or w.pp > 1 or (w.task == "pretrain" and w.num_gpus >= NODE_GPUS):
         a.add(
             "torchtitan",
-            f"Pretraining on {w.num_gpus} GPUs: a tested FSDP2/TP/PP recipe with float8 and async checkpointing.",
+            f"Pretraining on {w.num_gpus} GPUs: a tested FSDP2/TP/PP recipe with float8 and async "
+            "checkpointing.",
         )
         if w.num_gpus > NODE_GPUS or w.pp > 1:
             a.add("megatron", f"{scaling.strategy}: tensor/pipeline parallelism across nodes.")
@@ -192,7 +202,8 @@ def _kernels(a: _Advice, w: Workload, fit_needed: bool) -> None:
         )  # fp32 logits for the loss, as Hugging Face models upcast them
         a.add(
             "liger-kernel",
-            f"Memory is tight: chunked cross-entropy never materializes the {logits / GiB:.1f} GiB of fp32 logits "
+            f"Memory is tight: chunked cross-entropy never materializes the {logits / GiB:.1f} GiB of fp32 "
+            "logits "
             f"(micro-batch {w.batch_size} × {w.seq_len:,} tokens × {vocab:,} vocabulary).",
         )
     a.add(

@@ -50,7 +50,8 @@ def speed_rows(p: PerfPrediction) -> list[tuple[str, str]]:
             ("MFU", f"{p.mfu_pct:.1f} % of {p.compute_dtype} dense peak"),
             (
                 "compute / memory / exposed comm",
-                f"{fmt_duration(t.compute_s)} / {fmt_duration(t.memory_s)} / {fmt_duration(t.tp_comm_s + t.dp_exposed_s)}",
+                f"{fmt_duration(t.compute_s)} / {fmt_duration(t.memory_s)} / "
+                f"{fmt_duration(t.tp_comm_s + t.dp_exposed_s)}",
             ),
         ]
         if t.pp > 1:

@@ -8,7 +8,7 @@ plain: each renderer escapes for its own format.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 # How a renderer emphasizes a block or row ("" = plain); each renderer maps these to its own format.
 Style = Literal["", "muted", "good", "warn", "bad", "strong"]
@@ -58,7 +58,7 @@ class Code:
     language: str = ""
 
 
-Block = Union[Heading, Paragraph, Table, Bars, Bullets, Code]
+Block = Heading | Paragraph | Table | Bars | Bullets | Code
 
 
 @dataclass

@@ -70,7 +70,10 @@ def _title(e: MemoryEstimate) -> str:
         f"pp {w.pp}" if w.pp > 1 else "",
     ]
     extras = ", ".join(x for x in extra if x)
-    return f"Memory per GPU — {w.model} · {w.task} · {w.precision} · {shape} on {layout}{' (' + extras + ')' if extras else ''}"
+    return (
+        f"Memory per GPU — {w.model} · {w.task} · {w.precision} · {shape} on "
+        f"{layout}{' (' + extras + ')' if extras else ''}"
+    )
 
 
 def _verdict(fits: bool, headroom_pct: float) -> str:
@@ -102,7 +105,8 @@ def render_estimate(console: Console, e: MemoryEstimate, extras: dict[str, Any] 
         f"peak reserved (caching allocator): {gib(e.peak_reserved_bytes)} GiB"
     )
     console.print(
-        f"{e.gpu.id}: {gib(capacity)} GiB ({e.gpu.memory_gb:g} GB on the datasheet) → {_verdict(e.fits, e.headroom_pct)}"
+        f"{e.gpu.id}: {gib(capacity)} GiB ({e.gpu.memory_gb:g} GB on the datasheet) → "
+        f"{_verdict(e.fits, e.headroom_pct)}"
     )
     phases = Table(title="phases (allocated, GiB)", header_style="bold", title_justify="left", box=None)
     phases.add_column("phase")
@@ -113,7 +117,7 @@ def render_estimate(console: Console, e: MemoryEstimate, extras: dict[str, Any] 
         mark = " ◀ peak" if p.name == e.peak_phase else ""
         phases.add_row(p.name, gib(p.allocated_bytes), f"[magenta]{bar(p.allocated_bytes, top, 20)}[/]{mark}")
     console.print(phases)
-    for key, answer in (extras or {}).items():
+    for answer in (extras or {}).values():
         console.print(answer["text"])
     for line in e.notes + e.assumptions:
         console.print(f"[dim]· {line}[/dim]")
@@ -165,7 +169,8 @@ def render_fit(console: Console, result: FitResult) -> None:
         console.print(table)
     else:
         console.print(
-            f"[bold red]{w.model} fits on no catalog GPU at {', '.join(map(str, result.counts))} GPUs as given.[/]"
+            f"[bold red]{w.model} fits on no catalog GPU at {', '.join(map(str, result.counts))} GPUs as "
+            "given.[/]"
         )
     for line in sorted({r.assumed for r in result.rows if r.assumed}) + result.skipped:
         console.print(f"[dim]· {line}[/dim]")

@@ -120,7 +120,8 @@ def _diagnosis(doc: Document, plan: Plan) -> None:
     else:
         doc.add(
             Paragraph(
-                "No rule fired on the evidence: nothing in the predictions or measurements crosses a threshold.",
+                "No rule fired on the evidence: nothing in the predictions or measurements crosses a "
+                "threshold.",
                 "muted",
             )
         )
@@ -293,7 +294,10 @@ def _memory(doc: Document, plan: Plan) -> None:
             f"{name}: {_gib(total)} of {_gib(capacity)} per GPU"
             + (f" ({free:.0f} % free)" if free is not None and free >= 0 else " (does not fit)")
             + (f", peak in {mem['peak_phase']}" if mem.get("peak_phase") else "")
-            + f"; torch would report {_gib(mem.get('peak_allocated_bytes'))} allocated, {_gib(mem.get('peak_reserved_bytes'))} reserved"
+            + (
+                f"; torch would report {_gib(mem.get('peak_allocated_bytes'))} allocated, "
+                f"{_gib(mem.get('peak_reserved_bytes'))} reserved"
+            )
             + f" [{plan.memory.method if name == 'current' else 'analytic'}]"
         )
         if items:

@@ -30,8 +30,8 @@ def _table(t: Table) -> RichTable:
         show_lines=False,
         expand=False,
     )
-    align = (t.align or "").ljust(len(t.columns), "l")
-    for col, a in zip(t.columns, align):
+    align = (t.align or "").ljust(len(t.columns), "l")  # extra letters (and cells) are cut: strict=False
+    for col, a in zip(t.columns, align, strict=False):
         table.add_column(col, justify="right" if a == "r" else "left", overflow="fold")
     for i, row in enumerate(t.rows):
         style = t.row_styles[i] if i < len(t.row_styles) else ""
