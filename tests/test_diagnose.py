@@ -1,6 +1,8 @@
 """The shared rule engine: each rule fires on its evidence, stays quiet without it, and round-trips JSON."""
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
@@ -362,3 +364,24 @@ def test_back_to_back_slow_steps_have_no_period():
         times[i] = 1.0
     finding = {f.id: f for f in diagnose(Evidence(source="profile", step_times_s=times))}["step_outliers"]
     assert finding.metrics["period_steps"] is None and "recur" not in finding.summary
+
+
+def test_rules_and_planner_compare_against_named_thresholds_only():
+    """ARCHITECTURE.md: every threshold lives in diagnose/thresholds.py. An ordering comparison with a
+    number other than 0, 1 or 2 in diagnose/ or plan/ is a threshold hiding in a module."""
+    src = Path(__file__).resolve().parents[1] / "src" / "gpuwise"
+    found = []
+    for path in sorted([*src.glob("diagnose/*.py"), *src.glob("plan/*.py")]):
+        if path.name == "thresholds.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            if not any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops):
+                continue
+            for side in (node.left, *node.comparators):
+                value = side.operand if isinstance(side, ast.UnaryOp) else side
+                literal = isinstance(value, ast.Constant) and type(value.value) in (int, float)
+                if literal and value.value not in (0, 1, 2):
+                    found.append(f"{path.name}:{node.lineno} {value.value}")
+    assert not found

@@ -39,7 +39,7 @@ def weight_bits(workload: Workload) -> int:
 def kv_bits(workload: Workload) -> int:
     if workload.kv_cache_dtype != "auto":
         return _KV_BITS[workload.kv_cache_dtype]
-    return 16 if _BITS[workload.precision] <= 16 else 32
+    return 32 if workload.precision == "fp32" else 16  # engines cache K/V in the 16-bit compute dtype
 
 
 def tensor_core_speedup(gpu: GPU) -> float | None:
