@@ -8,6 +8,8 @@ import pytest
 
 from gpuwise.diagnose import Evidence, Finding, diagnose, load_evidence
 from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.finding import FINDING_IDS
+from gpuwise.diagnose.rules import RULES
 from gpuwise.errors import GpuwiseError
 from gpuwise.units import GiB
 
@@ -385,3 +387,9 @@ def test_rules_and_planner_compare_against_named_thresholds_only():
                 if literal and value.value not in (0, 1, 2):
                     found.append(f"{path.name}:{node.lineno} {value.value}")
     assert not found
+
+
+def test_every_rule_has_its_finding_id_and_no_id_lacks_a_rule():
+    """FindingId lists each rule by name, so the planner's maps from findings to techniques and tools
+    are checked by mypy against ids that exist."""
+    assert sorted(rule.__name__ for rule in RULES) == sorted(FINDING_IDS)

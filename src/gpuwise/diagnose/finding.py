@@ -11,6 +11,28 @@ Severity = Literal["critical", "high", "medium", "low", "info"]
 Confidence = Literal["high", "medium", "low"]
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 CONFIDENCES: tuple[Confidence, ...] = get_args(Confidence)
+# One id per rule in `rules.py` (the rule function's name); stable across releases, JSON consumers key on it.
+FindingId = Literal[
+    "input_bound",
+    "loader_cpu_saturated",
+    "sync_bound",
+    "launch_bound",
+    "no_mixed_precision",
+    "pageable_copies",
+    "small_batch",
+    "oom_risk",
+    "throttling",
+    "step_outliers",
+    "memory_growth",
+    "comm_bound",
+    "low_utilization",
+    "straggler",
+    "no_flash_attention",
+    "no_fused_optimizer",
+    "kv_cache_dominant",
+    "decode_memory_bound",
+]
+FINDING_IDS: tuple[FindingId, ...] = get_args(FindingId)
 # What a finding is about; the planner orders findings of equal severity by category for each goal.
 Category = Literal["input", "host", "compute", "memory", "communication", "hardware", "distributed"]
 CATEGORIES: tuple[Category, ...] = get_args(Category)
@@ -31,7 +53,7 @@ class Gain:
 
 @dataclass(frozen=True)
 class Finding:
-    id: str  # stable identifier, e.g. "input_bound"
+    id: FindingId
     title: str
     severity: Severity
     confidence: Confidence  # high (measured directly) | medium (derived) | low (predicted / heuristic)

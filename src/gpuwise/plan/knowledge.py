@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise.diagnose.finding import FindingId
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -297,7 +299,7 @@ MIG_SLICE_FRACTION = (
 )
 
 # Causes of low utilization: what would show each one, and how to measure it.
-IDLE_CAUSES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+IDLE_CAUSES: tuple[tuple[FindingId, str, tuple[str, ...], str], ...] = (
     (
         "input_bound",
         "data loading (the loop waits for the next batch)",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.finding import FindingId
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan import knowledge as K
 from gpuwise.plan.candidates import Candidate, Evaluate, candidates
@@ -29,9 +30,9 @@ _FIT_ONLY = {"lora", "qlora"}  # they change what is trained: never applied just
 _MAX_STEPS = 8
 # Findings whose cause the performance model does not see (it assumes a fed, busy GPU and does not
 # separate fused from unfused optimizer kernels): an edit they point to may help beyond the prediction.
-_OUTSIDE_THE_MODEL = frozenset({"small_batch", "low_utilization", "no_fused_optimizer"})
+_OUTSIDE_THE_MODEL: frozenset[FindingId] = frozenset({"small_batch", "low_utilization", "no_fused_optimizer"})
 # Which findings a technique addresses (finding ids from gpuwise.diagnose.rules).
-ADDRESSES = {
+ADDRESSES: dict[str, tuple[FindingId, ...]] = {
     "mixed_precision": ("no_mixed_precision",),
     "fp8_training": ("no_mixed_precision",),
     "bf16_weights": ("oom_risk",),
@@ -280,7 +281,7 @@ class _Judging:
     metric: str  # the goal's metric, in words
     applied: frozenset[str]  # technique ids the recommended config applies
     final: Workload | None
-    finding_ids: frozenset[str]
+    finding_ids: frozenset[FindingId]
 
 
 def assess(
@@ -289,7 +290,7 @@ def assess(
     evaluate: Evaluate,
     steps: list[Step],
     final: Workload | None = None,
-    finding_ids: frozenset[str] = frozenset(),
+    finding_ids: frozenset[FindingId] = frozenset(),
 ) -> list[Technique]:
     """Every single edit of the workload as given, plus the edits the combination applied later,
     each with its impact and verdict, ranked: recommended, optional, not recommended."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from gpuwise.catalog import get_gpu, get_model
 from gpuwise.diagnose import Finding
 from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.finding import FindingId
 from gpuwise.plan import knowledge as K
 from gpuwise.plan.scaling import NODE_GPUS
 from gpuwise.plan.techniques import describe
@@ -16,7 +17,7 @@ from gpuwise.plan.types import HardwareOption, Outcome, ScalingDecision, Techniq
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 
-_FINDING_TOOLS = {
+_FINDING_TOOLS: dict[FindingId, tuple[str, ...]] = {
     "input_bound": ("dali",),
     "loader_cpu_saturated": ("dali",),
     "launch_bound": ("torch.compile",),

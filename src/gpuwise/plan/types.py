@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from gpuwise.diagnose import Evidence, Finding
+from gpuwise.diagnose.finding import FindingId
 from gpuwise.perf.prediction import Bound
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal, Sharding
@@ -84,7 +85,7 @@ class Technique:
     tools: tuple[str, ...] = ()
     caveat: str = ""
     caveat_source: str = ""
-    finding_ids: tuple[str, ...] = ()  # findings this technique addresses
+    finding_ids: tuple[FindingId, ...] = ()  # findings this technique addresses
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,7 +109,7 @@ class Technique:
 class IdleCause:
     """One candidate cause of low utilization, and whether evidence confirms or rules it out."""
 
-    id: str
+    id: FindingId
     what: str
     status: IdleStatus
     detail: str
