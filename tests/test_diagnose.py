@@ -1,11 +1,15 @@
 """The shared rule engine: each rule fires on its evidence, stays quiet without it, and round-trips JSON."""
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
 from gpuwise.diagnose import Evidence, Finding, diagnose, load_evidence
 from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.finding import FINDING_IDS
+from gpuwise.diagnose.rules import RULES
 from gpuwise.errors import GpuwiseError
 from gpuwise.units import GiB
 
@@ -90,7 +94,8 @@ def test_memory_growth_and_flat_memory():
 
 
 def test_memory_growth_from_spaced_readings_counts_steps_not_readings():
-    """A live run reads memory every few steps (the probe's time budget): growth per step uses the step index."""
+    """A live run reads memory every few steps (the probe's time budget): growth per step uses the
+    step index."""
     steps = list(range(0, 40, 4))  # 10 readings over 37 steps
     growing = [1e9 + s * 5e7 for s in steps]
     finding = next(
@@ -329,7 +334,8 @@ def test_new_evidence_fields_round_trip(tmp_path):
 def test_launch_bound_not_blamed_for_data_waits_or_a_few_launches_per_long_step():
     base = dict(source="trace", tiny_kernel_pct=62.0, gpu_idle_pct=39.0)
     assert "launch_bound" in ids(Evidence(**base))
-    # the idle time is the input pipeline's (ResNet-50, num_workers=0: 40 % of each step in DataLoader.__next__)
+    # the idle time is the input pipeline's
+    # (ResNet-50, num_workers=0: 40 % of each step in DataLoader.__next__)
     assert "launch_bound" not in ids(Evidence(**base, input_wait_pct=39.6))
     # 1,462 launches cannot fill a 175 ms step at ~10 µs each
     assert "launch_bound" not in ids(Evidence(**base, kernels_per_step=1462, step_time_s=0.175))
@@ -370,3 +376,30 @@ def test_back_to_back_slow_steps_have_no_period():
         times[i] = 1.0
     finding = {f.id: f for f in diagnose(Evidence(source="profile", step_times_s=times))}["step_outliers"]
     assert finding.metrics["period_steps"] is None and "recur" not in finding.summary
+
+
+def test_rules_and_planner_compare_against_named_thresholds_only():
+    """ARCHITECTURE.md: every threshold lives in diagnose/thresholds.py. An ordering comparison with a
+    number other than 0, 1 or 2 in diagnose/ or plan/ is a threshold hiding in a module."""
+    src = Path(__file__).resolve().parents[1] / "src" / "gpuwise"
+    found = []
+    for path in sorted([*src.glob("diagnose/*.py"), *src.glob("plan/*.py")]):
+        if path.name == "thresholds.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            if not any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops):
+                continue
+            for side in (node.left, *node.comparators):
+                value = side.operand if isinstance(side, ast.UnaryOp) else side
+                literal = isinstance(value, ast.Constant) and type(value.value) in (int, float)
+                if literal and value.value not in (0, 1, 2):
+                    found.append(f"{path.name}:{node.lineno} {value.value}")
+    assert not found
+
+
+def test_every_rule_has_its_finding_id_and_no_id_lacks_a_rule():
+    """FindingId lists each rule by name, so the planner's maps from findings to techniques and tools
+    are checked by mypy against ids that exist."""
+    assert sorted(rule.__name__ for rule in RULES) == sorted(FINDING_IDS)

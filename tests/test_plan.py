@@ -1,4 +1,5 @@
-"""The planner: sections, computed impacts, fit search, evidence merging, goals, hardware, renderers, bad input."""
+"""The planner: sections, computed impacts, fit search, evidence merging, goals, hardware, renderers,
+bad input."""
 
 import json
 import subprocess
@@ -12,6 +13,7 @@ from gpuwise.catalog import get_gpu
 from gpuwise.diagnose import Evidence
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
+from gpuwise.perf import predict
 from gpuwise.plan import make_plan
 from gpuwise.plan.evaluate import Evaluator
 from gpuwise.plan.goal import comfortable
@@ -242,6 +244,16 @@ def test_prediction_evidence_for_serving():
     assert "kv_fp8" in {t.id for t in p.techniques}
 
 
+def test_bound_uses_the_performance_models_names_end_to_end():
+    """Outcome.bound is the perf model's Bound; the decode rule and the summary read it by those names."""
+    p = plan_for(model="llama-3.1-8b", task="serving", gpu="a100-80gb-sxm", seq_len=2048, concurrency=1)
+    decode_bound = predict(p.workload).inference.decode_bound
+    assert decode_bound == p.current.bound == p.diagnosis.bound == "memory_bandwidth"  # one stream
+    assert p.evidence[-1].decode_bandwidth_bound is True
+    assert "decode_memory_bound" in {f.id for f in p.diagnosis.findings}
+    assert p.diagnosis.summary.startswith("Decode is memory-bandwidth-bound")
+
+
 def test_requirements_rank_first_and_consumer_gpus_carry_caveats():
     p = plan_for(model="llama-3.1-8b", task="serving", gpu="rtx-4090", requirements=["ecc"])
     fitting = [h for h in p.hardware if comfortable(h.outcome)]
@@ -418,7 +430,8 @@ def test_conv_nets_get_one_clear_line(cli):
 
 def test_plan_never_imports_torch():
     code = (
-        "import sys\nfrom gpuwise.cli.app import main\ntry:\n    main(['plan', 'examples/pretrain-8xh100.yaml', '--json'])\n"
+        "import sys\nfrom gpuwise.cli.app import main\ntry:\n    main(['plan', "
+        "'examples/pretrain-8xh100.yaml', '--json'])\n"
         "except SystemExit:\n    pass\nsys.stderr.write('TORCH=%s' % ('torch' in sys.modules))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.workload.spec import Attention
 
-SOURCES = ("profile", "trace", "telemetry", "prediction")
+# Who produced the evidence: a live run, a profiler trace, NVML telemetry, or the models.
+EvidenceSource = Literal["profile", "trace", "telemetry", "prediction"]
+SOURCES: tuple[EvidenceSource, ...] = get_args(EvidenceSource)
 
 
 @dataclass
 class Evidence:
-    source: str  # profile | trace | telemetry | prediction
+    source: EvidenceSource
     label: str = ""  # what was measured: script name, trace file, workload name
     rank: int | None = None  # distributed rank, when known
     device: str = ""  # 'cuda', 'cpu', 'rocm' ...
@@ -97,7 +100,7 @@ class Evidence:
     kv_cache_bytes: int | None = None  # KV cache at the memory peak (inference)
     kv_cache_bits: float | None = None
     decode_bandwidth_bound: bool | None = None  # a decode step is limited by memory bandwidth, not compute
-    attention_impl: str = ""  # eager | sdpa | flash
+    attention_impl: Attention | Literal[""] = ""  # "" when unknown
     attention_scores_bytes: int | None = None  # materialized S×S attention scores at the peak (0 with flash)
     optimizer_fused: bool | None = None  # AdamW with fused=True (one kernel for all parameters)
     fit_options_bytes: dict[str, float] = field(
@@ -159,14 +162,16 @@ def evidence_from_document(document: Any, where: str) -> list[Evidence]:
         items = inner if isinstance(inner, list) else [inner]
         if not items or any(not isinstance(item, dict) for item in items):
             raise GpuwiseError(
-                f"{where}: the document's 'evidence' is empty or not an object (did the run measure any steps?)"
+                f"{where}: the document's 'evidence' is empty or not an object (did the run measure any "
+                "steps?)"
             )
         return [Evidence.from_dict(item, where) for item in items]
     if "source" in document:
         return [Evidence.from_dict(document, where)]
     kind = document.get("kind", "unknown")
     raise GpuwiseError(
-        f"{where}: a {kind!r} document carries no evidence (use the --json output of `gpuwise profile` or `gpuwise trace`)"
+        f"{where}: a {kind!r} document carries no evidence (use the --json output of `gpuwise profile` or "
+        "`gpuwise trace`)"
     )
 
 

@@ -5,43 +5,65 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from gpuwise.diagnose.evidence import EvidenceSource
+
 Severity = Literal["critical", "high", "medium", "low", "info"]
 Confidence = Literal["high", "medium", "low"]
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 CONFIDENCES: tuple[Confidence, ...] = get_args(Confidence)
+# One id per rule in `rules.py` (the rule function's name); stable across releases, JSON consumers key on it.
+FindingId = Literal[
+    "input_bound",
+    "loader_cpu_saturated",
+    "sync_bound",
+    "launch_bound",
+    "no_mixed_precision",
+    "pageable_copies",
+    "small_batch",
+    "oom_risk",
+    "throttling",
+    "step_outliers",
+    "memory_growth",
+    "comm_bound",
+    "low_utilization",
+    "straggler",
+    "no_flash_attention",
+    "no_fused_optimizer",
+    "kv_cache_dominant",
+    "decode_memory_bound",
+]
+FINDING_IDS: tuple[FindingId, ...] = get_args(FindingId)
+# What a finding is about; the planner orders findings of equal severity by category for each goal.
+Category = Literal["input", "host", "compute", "memory", "communication", "hardware", "distributed"]
+CATEGORIES: tuple[Category, ...] = get_args(Category)
+# step_time_pct: step time saved (% of current); throughput_x: speed-up factor;
+# memory_bytes: memory saved; cost_pct: cost saved (%).
+GainMetric = Literal["step_time_pct", "throughput_x", "memory_bytes", "cost_pct"]
 
 
 @dataclass(frozen=True)
 class Gain:
-    """Expected effect of applying the fix, as a range (low..high) of one metric.
+    """Expected effect of applying the fix, as a range (low..high) of one metric (see `GainMetric`)."""
 
-    ``metric`` is one of: ``step_time_pct`` (step time saved, % of current), ``throughput_x``
-    (speed-up factor), ``memory_bytes`` (memory saved), ``cost_pct`` (cost saved, %).
-    """
-
-    metric: str
+    metric: GainMetric
     low: float
     high: float
     note: str = ""
 
-    @property
-    def best(self) -> float:
-        return self.high
-
 
 @dataclass(frozen=True)
 class Finding:
-    id: str  # stable identifier, e.g. "input_bound"
+    id: FindingId
     title: str
     severity: Severity
     confidence: Confidence  # high (measured directly) | medium (derived) | low (predicted / heuristic)
-    category: str  # input | host | compute | memory | communication | hardware | distributed
+    category: Category
     summary: str  # one or two sentences with the numbers
     metrics: dict[str, Any]  # the numbers behind it, units in the keys
     fix: str  # what to do, one line
     fix_snippet: str = ""  # code or config to paste
     gain: Gain | None = None
-    source: str = ""  # evidence source: profile | trace | telemetry | prediction
+    source: EvidenceSource = field(kw_only=True)  # what the rule read
     tools: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from itertools import pairwise
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
-from gpuwise.diagnose.finding import Finding, Gain
+from gpuwise.diagnose.finding import Confidence, Finding, Gain
 from gpuwise.units import GiB
 
 Rule = Callable[[Evidence], "Finding | None"]
 RULES: list[Rule] = []
+_MAD_TO_SIGMA = 1.4826  # median absolute deviation × this estimates σ of normally distributed steps
 
 
 def rule(func: Rule) -> Rule:
@@ -23,13 +25,13 @@ def rule(func: Rule) -> Rule:
     return func
 
 
-def _confidence(ev: Evidence) -> str:
+def _confidence(ev: Evidence) -> Confidence:
     return "low" if ev.source == "prediction" else "high"
 
 
 def _speedup_from_saving(saving_pct: float) -> float:
     """Removing saving_pct of the step time speeds the step up by this factor."""
-    return 1.0 / max(1e-9, 1.0 - min(saving_pct, 95.0) / 100.0)
+    return 1.0 / (1.0 - min(saving_pct, T.MAX_REMOVABLE_STEP_PCT) / 100.0)
 
 
 def input_share_pct(ev: Evidence) -> float | None:
@@ -53,11 +55,20 @@ def input_bound(ev: Evidence) -> Finding | None:
     workers = ev.loader_num_workers
     suggested: int | None = None
     if saturated:
-        fix = "The loader already uses every core: make each sample cheaper (decode/augment on the GPU, pre-process offline, cache decoded data) rather than adding workers."
-        snippet = "# e.g. NVIDIA DALI or torchvision.io.decode_jpeg(device='cuda'); or pre-tokenize / pre-resize once and load arrays"
+        fix = (
+            "The loader already uses every core: make each sample cheaper (decode/augment on the GPU, "
+            "pre-process offline, cache decoded data) rather than adding workers."
+        )
+        snippet = (
+            "# e.g. NVIDIA DALI or torchvision.io.decode_jpeg(device='cuda'); or pre-tokenize / pre-resize "
+            "once and load arrays"
+        )
     else:
         suggested = max(2, min(8, (ev.cpu_count or 4) - 1))
-        fix = f"Load batches in parallel and overlap them with compute: num_workers={suggested}, pin_memory=True, persistent_workers=True, prefetch_factor=4."
+        fix = (
+            f"Load batches in parallel and overlap them with compute: num_workers={suggested}, "
+            "pin_memory=True, persistent_workers=True, prefetch_factor=4."
+        )
         snippet = (
             f"DataLoader(dataset, batch_size=..., num_workers={suggested}, pin_memory=True,\n"
             "           persistent_workers=True, prefetch_factor=4)\n"
@@ -119,8 +130,14 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
             "cpu_count": ev.cpu_count,
             "loader_num_workers": ev.loader_num_workers,
         },
-        fix="Move decoding/augmentation to the GPU, pre-process the dataset once, or use a machine with more CPU cores per GPU.",
-        fix_snippet="# GPU decode + augment: nvidia.dali.fn.decoders.image(..., device='mixed'), or cache pre-processed tensors to disk",
+        fix=(
+            "Move decoding/augmentation to the GPU, pre-process the dataset once, or use a machine with more "
+            "CPU cores per GPU."
+        ),
+        fix_snippet=(
+            "# GPU decode + augment: nvidia.dali.fn.decoders.image(..., device='mixed'), or cache "
+            "pre-processed tensors to disk"
+        ),
         gain=Gain("throughput_x", 1.0, _speedup_from_saving(share), "bounded by the input wait share"),
         source=ev.source,
         tools=("NVIDIA DALI", "torchvision.io.decode_jpeg(device='cuda')"),
@@ -147,7 +164,10 @@ def sync_bound(ev: Evidence) -> Finding | None:
         )
         + ", so kernels cannot be queued ahead.",
         metrics={"sync_wait_pct": round(share, 2), "sync_calls_per_step": calls},
-        fix="Keep values on the device and read them rarely: accumulate the loss as a tensor and call .item() every N steps.",
+        fix=(
+            "Keep values on the device and read them rarely: accumulate the loss as a tensor and call "
+            ".item() every N steps."
+        ),
         fix_snippet=(
             "running_loss += loss.detach()          # no sync\n"
             "if step % log_every == 0:\n"
@@ -179,10 +199,13 @@ def launch_bound(ev: Evidence) -> Finding | None:
     return Finding(
         id="launch_bound",
         title="Many tiny kernels: the GPU waits for the CPU to launch work",
-        severity="high" if idle >= 50 else "medium",
+        severity="high" if idle >= T.LAUNCH_GPU_IDLE_HIGH_PCT else "medium",
         confidence=_confidence(ev),
         category="host",
-        summary=f"{tiny:.0f} % of kernels run under {T.TINY_KERNEL_US:.0f} µs and the GPU is idle {idle:.0f} % of the time"
+        summary=(
+            f"{tiny:.0f} % of kernels run under {T.TINY_KERNEL_US:.0f} µs and the GPU is idle {idle:.0f} % "
+            "of the time"
+        )
         + (f" ({ev.kernels_per_step:.0f} kernels per step)" if ev.kernels_per_step else "")
         + ": launch overhead, not compute, sets the pace.",
         metrics={
@@ -191,8 +214,14 @@ def launch_bound(ev: Evidence) -> Finding | None:
             "kernels_per_step": ev.kernels_per_step,
             "host_busy_pct": ev.host_busy_pct,
         },
-        fix="Fuse kernels and cut launches: torch.compile (mode='reduce-overhead' uses CUDA graphs), fused optimizers, a larger batch.",
-        fix_snippet='model = torch.compile(model, mode="reduce-overhead")\noptimizer = torch.optim.AdamW(params, lr=lr, fused=True)',
+        fix=(
+            "Fuse kernels and cut launches: torch.compile (mode='reduce-overhead' uses CUDA graphs), fused "
+            "optimizers, a larger batch."
+        ),
+        fix_snippet=(
+            'model = torch.compile(model, mode="reduce-overhead")\noptimizer = torch.optim.AdamW(params, '
+            "lr=lr, fused=True)"
+        ),
         gain=Gain(
             "throughput_x",
             1.2,
@@ -283,7 +312,7 @@ def pageable_copies(ev: Evidence) -> Finding | None:
     return Finding(
         id="pageable_copies",
         title="Host-to-device copies come from pageable memory",
-        severity="medium" if (copy_pct or 0) >= 5 else "low",
+        severity="medium" if (copy_pct or 0) >= T.PAGEABLE_COPY_MODERATE_PCT else "low",
         confidence=_confidence(ev),
         category="input",
         summary=f"{share:.0f} % of host-to-device copies read pageable memory"
@@ -331,8 +360,13 @@ def small_batch(ev: Evidence) -> Finding | None:
             "memory_capacity_bytes": capacity,
             "batch_scale_possible": round(factor, 2),
         },
-        fix=f"Raise the per-GPU batch (memory allows up to ~{factor:.1f}× if activations dominate) and divide gradient accumulation by the same factor to keep the effective batch.",
-        fix_snippet="# e.g. per_device_train_batch_size *= 2; gradient_accumulation_steps //= 2  (same global batch)",
+        fix=(
+            f"Raise the per-GPU batch (memory allows up to ~{factor:.1f}× if activations dominate) and "
+            "divide gradient accumulation by the same factor to keep the effective batch."
+        ),
+        fix_snippet=(
+            "# e.g. per_device_train_batch_size *= 2; gradient_accumulation_steps //= 2  (same global batch)"
+        ),
         gain=Gain(
             "throughput_x",
             1.1,
@@ -350,7 +384,10 @@ def oom_risk(ev: Evidence) -> Finding | None:
         return None
     peak, capacity = ev.memory_peak_bytes or 0, ev.memory_capacity_bytes or 0
     does_not_fit = headroom < 0
-    fix = "Cut the peak: gradient checkpointing, a smaller micro-batch with more accumulation, 8-bit optimizer states, sharding (FSDP/ZeRO), or LoRA/QLoRA."
+    fix = (
+        "Cut the peak: gradient checkpointing, a smaller micro-batch with more accumulation, 8-bit optimizer "
+        "states, sharding (FSDP/ZeRO), or LoRA/QLoRA."
+    )
     limit = capacity * (1 - T.OOM_HEADROOM_PCT / 100)
     fitting = {label: b for label, b in ev.fit_options_bytes.items() if b <= limit}
     if fitting:  # the planner computed these by re-running the memory model on each change
@@ -384,7 +421,10 @@ def oom_risk(ev: Evidence) -> Finding | None:
             **({"fit_options_bytes": dict(ev.fit_options_bytes)} if ev.fit_options_bytes else {}),
         },
         fix=fix,
-        fix_snippet="model.gradient_checkpointing_enable()\n# or: per_device_train_batch_size //= 2; gradient_accumulation_steps *= 2",
+        fix_snippet=(
+            "model.gradient_checkpointing_enable()\n# or: per_device_train_batch_size //= 2; "
+            "gradient_accumulation_steps *= 2"
+        ),
         gain=Gain(
             "memory_bytes",
             max(0.0, peak - capacity * (1 - T.TARGET_HEADROOM_PCT / 100)),
@@ -421,7 +461,10 @@ def throttling(ev: Evidence) -> Finding | None:
             "power_w_mean": ev.power_w_mean,
             "sm_clock_mhz_mean": ev.sm_clock_mhz_mean,
         },
-        fix="Check cooling and airflow (thermal) or the power limit (`nvidia-smi -q -d POWER`); on cloud instances report the node.",
+        fix=(
+            "Check cooling and airflow (thermal) or the power limit (`nvidia-smi -q -d POWER`); on cloud "
+            "instances report the node."
+        ),
         fix_snippet="nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER",
         gain=Gain(
             "throughput_x", 1.0, 1.0 + share / 100 * 0.3, "clock recovery; depends on how far clocks drop"
@@ -432,9 +475,9 @@ def throttling(ev: Evidence) -> Finding | None:
 
 
 def _outlier_period(indices: list[int]) -> int | None:
-    if len(indices) < 3:
+    if len(indices) < T.OUTLIER_PERIOD_MIN_STEPS:
         return None
-    gaps = {b - a for a, b in zip(indices, indices[1:])}
+    gaps = {b - a for a, b in pairwise(indices)}
     period = gaps.pop() if len(gaps) == 1 else None
     return period if period and period > 1 else None  # back-to-back slow steps are a burst, not a period
 
@@ -446,9 +489,9 @@ def step_outliers(ev: Evidence) -> Finding | None:
         return None
     # Judge against the typical step: median and a robust spread, so the outliers do not hide themselves.
     median = statistics.median(times)
-    mad = statistics.median(abs(t - median) for t in times) * 1.4826
+    mad = statistics.median(abs(t - median) for t in times) * _MAD_TO_SIGMA
     spread = mad if mad > 0 else statistics.pstdev(times)
-    limit = median + T.OUTLIER_SIGMA * max(spread, 0.02 * median)
+    limit = median + T.OUTLIER_SIGMA * max(spread, T.OUTLIER_MIN_SPREAD_FRACTION * median)
     outliers = [i for i, t in enumerate(times) if t > limit]
     if not outliers:
         return None
@@ -463,7 +506,8 @@ def step_outliers(ev: Evidence) -> Finding | None:
         severity="medium" if cost_pct >= T.OUTLIER_MODERATE_COST_PCT else "low",
         confidence=_confidence(ev),
         category="host",
-        summary=f"{len(outliers)} of {len(times)} steps exceed the typical {median * 1000:.1f} ms by more than {T.OUTLIER_SIGMA:.0f}σ "
+        summary=f"{len(outliers)} of {len(times)} steps exceed the typical {median * 1000:.1f} ms by more "
+        f"than {T.OUTLIER_SIGMA:.0f}σ "
         f"(slowest {max(times) * 1000:.1f} ms), costing {cost_pct:.1f} % of the run"
         + (
             f"; they recur every {period} steps (checkpointing, evaluation, logging or garbage collection?)."
@@ -477,9 +521,13 @@ def step_outliers(ev: Evidence) -> Finding | None:
             "outlier_cost_pct": round(cost_pct, 2),
             "period_steps": period,
         },
-        fix="Find what runs on those steps: move checkpoint saving/evaluation off the critical path (async checkpointing), "
+        fix="Find what runs on those steps: move checkpoint saving/evaluation off the critical path (async "
+        "checkpointing), "
         "avoid periodic host syncs, and call gc.freeze() after setup.",
-        fix_snippet="import gc; gc.freeze()  # after model and data setup\n# torch.distributed.checkpoint.async_save(...) for checkpoints",
+        fix_snippet=(
+            "import gc; gc.freeze()  # after model and data setup\n# "
+            "torch.distributed.checkpoint.async_save(...) for checkpoints"
+        ),
         gain=Gain(
             "step_time_pct", round(cost_pct * 0.5, 2), round(cost_pct, 2), "the excess time of the slow steps"
         ),
@@ -500,7 +548,7 @@ def memory_growth(ev: Evidence) -> Finding | None:
     if first <= 0:
         return None
     growth_pct = 100.0 * (last - first) / first
-    deltas = [b - a for a, b in zip(mem, mem[1:])]
+    deltas = [b - a for a, b in pairwise(mem)]
     rising = sum(d > 0 for d in deltas) / len(deltas)
     if growth_pct < T.MEMORY_GROWTH_MIN_PCT or rising < T.MEMORY_GROWTH_RISING_SHARE:
         return None
@@ -514,7 +562,10 @@ def memory_growth(ev: Evidence) -> Finding | None:
         severity="high" if growth_pct >= T.MEMORY_GROWTH_HIGH_PCT or steps_left is not None else "medium",
         confidence=_confidence(ev),
         category="memory",
-        summary=f"Allocated memory rose {growth_pct:.0f} % over {span} steps (+{per_step / 2**20:.1f} MiB per step)"
+        summary=(
+            f"Allocated memory rose {growth_pct:.0f} % over {span} steps (+{per_step / 2**20:.1f} MiB per "
+            "step)"
+        )
         + (f"; at this rate memory runs out in ~{steps_left:,} steps." if steps_left is not None else "."),
         metrics={
             "growth_pct": round(growth_pct, 2),
@@ -523,7 +574,10 @@ def memory_growth(ev: Evidence) -> Finding | None:
             "last_bytes": last,
             "steps_until_oom": steps_left,
         },
-        fix="Something keeps tensors (often the autograd graph) alive across steps: store loss.item() or loss.detach(), not loss.",
+        fix=(
+            "Something keeps tensors (often the autograd graph) alive across steps: store loss.item() or "
+            "loss.detach(), not loss."
+        ),
         fix_snippet="losses.append(loss.detach())   # not losses.append(loss)\n# or: total += loss.item()",
         gain=Gain("memory_bytes", per_step * span * 0.5, per_step * span, "the growth seen during the run"),
         source=ev.source,
@@ -549,7 +603,8 @@ def comm_bound(ev: Evidence) -> Finding | None:
         )
         + ".",
         metrics={"comm_exposed_pct": round(share, 2), "comm_overlap_pct": ev.comm_overlap_pct},
-        fix="Overlap and reduce communication: gradient accumulation with no_sync, larger DDP buckets, FSDP prefetch; "
+        fix="Overlap and reduce communication: gradient accumulation with no_sync, larger DDP buckets, FSDP "
+        "prefetch; "
         "keep tensor parallelism inside an NVLink domain.",
         fix_snippet=(
             "with model.no_sync():            # skip all-reduce on accumulation micro-steps\n"
@@ -583,7 +638,10 @@ def low_utilization(ev: Evidence) -> Finding | None:
         category="compute",
         summary=f"The GPU computes {util:.0f} % of the time; the other findings say where the rest goes.",
         metrics={"gpu_util_pct": round(util, 2), "gpu_idle_pct": ev.gpu_idle_pct},
-        fix="Fix the causes listed with it (input, host syncs, launches, communication); if none is listed, profile with `gpuwise profile`.",
+        fix=(
+            "Fix the causes listed with it (input, host syncs, launches, communication); if none is listed, "
+            "profile with `gpuwise profile`."
+        ),
         gain=Gain(
             "throughput_x",
             1.0,
@@ -623,14 +681,18 @@ def straggler(ev: Evidence) -> Finding | None:
         severity="high" if skew_pct >= T.STRAGGLER_HIGH_PCT else "medium",
         confidence=_confidence(ev),
         category="distributed",
-        summary=f"Rank {slow_rank} takes {slow * 1000:.1f} ms per step vs a median of {median * 1000:.1f} ms (+{skew_pct:.0f} %); "
+        summary=f"Rank {slow_rank} takes {slow * 1000:.1f} ms per step vs a median of {median * 1000:.1f} ms "
+        f"(+{skew_pct:.0f} %); "
         "every other rank waits for it at each collective.",
         metrics={
             "straggler_rank": slow_rank,
             "rank_step_time_s": {str(k): v for k, v in ranks.items()},
             "skew_pct": round(skew_pct, 2),
         },
-        fix="Check that rank's node: input shard size, data loader, thermal/power throttling, a slower GPU or link.",
+        fix=(
+            "Check that rank's node: input shard size, data loader, thermal/power throttling, a slower GPU "
+            "or link."
+        ),
         fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
         gain=Gain("throughput_x", 1.0, 1.0 + skew_pct / 100, "all ranks run at the median pace"),
         source=ev.source,
@@ -680,8 +742,10 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
             "comm_wait_gap_pct": round(gap_pct, 2),
             "skew_pct": round(skew_pct, 2),
         },
-        fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower loader, "
-        "extra work on that rank (logging, checkpointing, evaluation), throttling or a slower GPU on its node.",
+        fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower "
+        "loader, "
+        "extra work on that rank (logging, checkpointing, evaluation), throttling or a slower GPU on its "
+        "node.",
         fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
         gain=Gain(
             "throughput_x",
@@ -704,17 +768,25 @@ def no_flash_attention(ev: Evidence) -> Finding | None:
     return Finding(
         id="no_flash_attention",
         title="Attention materializes the full score matrix",
-        severity="high" if share >= 2 * T.ATTENTION_SCORES_SHARE_PCT else "medium",
+        severity="high" if share >= T.ATTENTION_SCORES_HIGH_PCT else "medium",
         confidence=_confidence(ev),
         category="memory",
-        summary=f"{ev.attention_impl or 'This'} attention keeps S×S scores: {scores / GiB:.1f} GiB, {share:.0f} % of the peak.",
+        summary=(
+            f"{ev.attention_impl or 'This'} attention keeps S×S scores: {scores / GiB:.1f} GiB, {share:.0f} "
+            "% of the peak."
+        ),
         metrics={
             "attention_scores_bytes": scores,
             "attention_scores_share_pct": round(share, 2),
             "attention_impl": ev.attention_impl,
         },
-        fix="Use FlashAttention (or PyTorch SDPA's flash backend): exact attention in memory linear in the sequence length.",
-        fix_snippet='AutoModelForCausalLM.from_pretrained(..., attn_implementation="flash_attention_2")  # or "sdpa"',
+        fix=(
+            "Use FlashAttention (or PyTorch SDPA's flash backend): exact attention in memory linear in the "
+            "sequence length."
+        ),
+        fix_snippet=(
+            'AutoModelForCausalLM.from_pretrained(..., attn_implementation="flash_attention_2")  # or "sdpa"'
+        ),
         gain=Gain(
             "memory_bytes",
             scores * 0.9,
@@ -737,10 +809,16 @@ def no_fused_optimizer(ev: Evidence) -> Finding | None:
         severity="low",
         confidence=_confidence(ev),
         category="compute",
-        summary=f"The AdamW update takes {share:.0f} % of the step with one kernel per parameter group (fused=False).",
+        summary=(
+            f"The AdamW update takes {share:.0f} % of the step with one kernel per parameter group "
+            "(fused=False)."
+        ),
         metrics={"optimizer_step_pct": round(share, 2)},
         fix="Use the fused AdamW kernel: same math, one launch for all parameters.",
-        fix_snippet='torch.optim.AdamW(model.parameters(), lr=..., fused=True)\n# Hugging Face: TrainingArguments(optim="adamw_torch_fused")',
+        fix_snippet=(
+            "torch.optim.AdamW(model.parameters(), lr=..., fused=True)\n# Hugging Face: "
+            'TrainingArguments(optim="adamw_torch_fused")'
+        ),
         gain=Gain(
             "step_time_pct",
             0.0,
@@ -754,12 +832,12 @@ def no_fused_optimizer(ev: Evidence) -> Finding | None:
 @rule
 def kv_cache_dominant(ev: Evidence) -> Finding | None:
     kv, peak, bits = ev.kv_cache_bytes, ev.memory_peak_bytes, ev.kv_cache_bits
-    if not kv or not peak or bits is None or bits <= 8:
+    if not kv or not peak or bits is None or bits <= T.KV_CACHE_QUANTIZED_BITS:
         return None
     share = 100.0 * kv / peak
     if share < T.KV_CACHE_DOMINANT_PCT:
         return None
-    saved = kv * (1 - 8 / bits)
+    saved = kv * (1 - T.KV_CACHE_QUANTIZED_BITS / bits)
     return Finding(
         id="kv_cache_dominant",
         title="The KV cache dominates memory",

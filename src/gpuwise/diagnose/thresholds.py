@@ -1,6 +1,7 @@
 """Every threshold the rules use, in one place, each with where it comes from.
 
-Change a number here and every path (live profile, trace, telemetry, prediction) follows.
+Change a number here and every path (live profile, trace, telemetry, prediction) follows, and so do
+the views that colour the same quantities (profile, memory, plan).
 """
 
 # input_bound: share of the step the training loop waits for the next batch.
@@ -17,11 +18,11 @@ SYNC_WAIT_MODERATE_PCT = 5.0
 SYNC_WAIT_HIGH_PCT = 15.0
 
 # launch_bound: GPU mostly idle between many tiny kernels while the host is busy.
-TINY_KERNEL_US = (
-    10.0  # kernels shorter than this cost about as much to launch as to run (~5-10 us launch latency)
-)
+# Kernels shorter than this cost about as much to launch as to run (~5-10 us launch latency).
+TINY_KERNEL_US = 10.0
 TINY_KERNEL_SHARE_PCT = 50.0  # share of kernels that are tiny
 LAUNCH_GPU_IDLE_PCT = 30.0  # GPU idle share that makes launches the limiter
+LAUNCH_GPU_IDLE_HIGH_PCT = 50.0  # ... and idle half the time or more: launches cost more than compute
 # ... and launching could plausibly fill the step: kernels per step x host cost per launched op
 # (eager PyTorch dispatch + cudaLaunchKernel, ~5-20 us per op) must reach this share of the step time.
 # Traces of input-bound or dependency-bound jobs also show many tiny kernels and idle GPUs.
@@ -40,6 +41,8 @@ AMP_SPEEDUP_CAP_X = 5.2
 # pageable_copies: host->device copies from pageable (not pinned) memory.
 PAGEABLE_SHARE_PCT = 50.0  # share of H2D bytes (or copies) from pageable memory
 PAGEABLE_MIN_COPY_PCT = 1.0  # ... and copies take at least this share of the step
+# Medium severity from this share of the step in copies (the input-wait bar: a visible stall); low below.
+PAGEABLE_COPY_MODERATE_PCT = 5.0
 
 # small_batch: lots of free VRAM while the GPU is not kept busy.
 SMALL_BATCH_HEADROOM_PCT = 50.0
@@ -56,6 +59,11 @@ THROTTLE_HIGH_PCT = 30.0
 
 # step_outliers: steps slower than mean + K·sigma, and what they cost.
 OUTLIER_SIGMA = 3.0
+# The spread is the median absolute deviation; on near-constant steps it is floored at this fraction
+# of the median step, so timer jitter of a few percent never counts as an outlier.
+OUTLIER_MIN_SPREAD_FRACTION = 0.02
+# Slow steps recur with a period (checkpointing, evaluation) only if at least this many share one gap.
+OUTLIER_PERIOD_MIN_STEPS = 3
 OUTLIER_MIN_COST_PCT = 2.0  # below this share of total time, outliers are not worth a finding
 OUTLIER_MODERATE_COST_PCT = 5.0
 MIN_STEPS_FOR_STATISTICS = 8
@@ -64,10 +72,9 @@ MIN_STEPS_FOR_STATISTICS = 8
 MEMORY_GROWTH_MIN_PCT = 5.0  # growth over the run relative to the first post-warm-up step
 MEMORY_GROWTH_RISING_SHARE = 0.7  # share of step-to-step deltas that must be increases
 MEMORY_GROWTH_HIGH_PCT = 25.0
-MEMORY_GROWTH_MIN_READINGS = (
-    5  # live-memory readings needed (a live run spaces them to bound the probe's cost),
-)
-# spanning at least MIN_STEPS_FOR_STATISTICS steps
+# Live-memory readings needed (a live run spaces them to bound the probe's cost), spanning at least
+# MIN_STEPS_FOR_STATISTICS steps.
+MEMORY_GROWTH_MIN_READINGS = 5
 
 # comm_bound: communication not hidden behind compute.
 COMM_EXPOSED_MODERATE_PCT = 15.0
@@ -90,13 +97,22 @@ STRAGGLER_COMM_GAP_PCT = 10.0
 # --- prediction-specific rules (planner evidence; traces can fill the same fields) -----------------
 # no_flash_attention: the S×S attention scores eager attention materializes, as a share of peak memory.
 ATTENTION_SCORES_SHARE_PCT = 10.0
+ATTENTION_SCORES_HIGH_PCT = 20.0  # high severity: a fifth of the peak is score matrices
 # no_fused_optimizer: an unfused AdamW step taking this share of the training step is worth fusing
 # (the fused kernel updates every parameter in one launch; PyTorch docs: usually the fastest).
 OPTIMIZER_STEP_SHARE_PCT = 5.0
 # kv_cache_dominant: KV cache share of peak memory above which a smaller cache dtype pays off.
 KV_CACHE_DOMINANT_PCT = 40.0
+# The smaller cache dtype the fix proposes (FP8, vLLM --kv-cache-dtype fp8): a cache stored in this many
+# bits or fewer has nothing left to gain.
+KV_CACHE_QUANTIZED_BITS = 8
 # decode_memory_bound: weights stored with at least this many bits are worth quantizing for decode.
 DECODE_QUANTIZE_MIN_WEIGHT_BITS = 16
+
+# --- shares of a step no fix can remove ---------------------------------------------------------
+# A predicted saving (or a measured idle share used to cap a predicted speed-up) is capped here: the
+# step never shrinks to nothing, and a 100 % share would make the speed-up infinite.
+MAX_REMOVABLE_STEP_PCT = 95.0
 
 # --- planner policy (the planner compares against these, never against its own literals) ---------
 # A technique must move the goal's metric by at least this much to be recommended.
@@ -108,6 +124,20 @@ NVLINK_RECOMMENDED_SLOWDOWN_PCT = 10.0
 NVLINK_REQUIRED_SLOWDOWN_PCT = 30.0
 # A lossy change (int4, LoRA, fp8) enters the recommended config only if it fits the job or gains this much.
 PLAN_LOSSY_MIN_GAIN_PCT = 15.0
+
+# A technique's impact is "no measurable change" below these (the models' own precision is coarser):
+# throughput within 0.5 %, latency or cost within 0.5 %, memory within 0.05 GiB.
+IMPACT_MIN_THROUGHPUT_CHANGE_X = 0.005
+IMPACT_MIN_CHANGE_PCT = 0.5
+IMPACT_MIN_MEMORY_GIB = 0.05
+
+# --- views --------------------------------------------------------------------------------------
+# Tools for GPUs this small (GB) or smaller: GGUF 4-bit with CPU offload (llama.cpp) rather than a
+# datacenter engine; 16 GB holds an 8B model in 4-bit with a modest context.
+SMALL_GPU_MEMORY_GB = 16.0
+# `gpuwise doctor` shows a before/after speed-up from this factor as a clear win (green), below it as
+# modest (yellow). A project choice: the demo has to make a visible point (issue #19, `make demo`).
+DOCTOR_CLEAR_SPEEDUP_X = 2.0
 
 # --- gpuwise lint (static checks of training code) ------------------------------------------------
 # Files larger than this are skipped with a note: hand-written training code is a few hundred KiB at

@@ -7,13 +7,14 @@ edit is worth. `techniques.py` re-runs memory and performance on the edited work
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.catalog import GPU, get_gpu
+from gpuwise.diagnose import thresholds as T
 from gpuwise.plan.evidence_sources import kv_bits
 from gpuwise.plan.goal import comfortable
-from gpuwise.plan.types import Outcome
+from gpuwise.plan.types import Outcome, QualityRisk
 from gpuwise.workload import Workload
 
 Evaluate = Callable[[Workload], Outcome]
@@ -29,9 +30,8 @@ class Candidate:
     id: str
     title: str
     changes: dict[str, Any]
-    quality_risk: str  # none | low | changes-training | medium | changes-task
+    quality_risk: QualityRisk
     saves_memory: bool = False  # a memory technique (may cost speed): used to make a job fit
-    notes: tuple[str, ...] = field(default=())
 
 
 Generator = Callable[[Workload, GPU, Evaluate], "list[Candidate]"]
@@ -160,7 +160,7 @@ def weight_quantization(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candi
 
 @generator
 def kv_cache_fp8(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
-    if not w.is_inference or w.is_cv or kv_bits(w) <= 8:
+    if not w.is_inference or w.is_cv or kv_bits(w) <= T.KV_CACHE_QUANTIZED_BITS:
         return []
     return [
         Candidate("kv_fp8", "Store the KV cache in FP8", {"kv_cache_dtype": "fp8"}, "low", saves_memory=True)
@@ -268,7 +268,7 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
         if best is None:
             return []
         changes = {"batch_size": best, "grad_accum": total // best if keep else 1}
-        risk = "none" if keep or not w.is_training else "changes-training"
+        risk: QualityRisk = "none" if keep or not w.is_training else "changes-training"
         title = f"Raise the micro-batch to {best}" + (
             f" with {total // best}× accumulation (same global batch {total})" if keep else ""
         )
@@ -284,7 +284,8 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     return [
         Candidate(
             "smaller_batch",
-            f"Lower the micro-batch to {chosen} with {total // chosen}× accumulation (same global batch {total})",
+            f"Lower the micro-batch to {chosen} with {total // chosen}× accumulation (same global batch "
+            f"{total})",
             {"batch_size": chosen, "grad_accum": total // chosen},
             "none",
             saves_memory=True,

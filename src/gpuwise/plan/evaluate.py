@@ -5,13 +5,18 @@ the planner asks the same question many times while it searches.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from gpuwise.catalog import GPU, get_gpu
 from gpuwise.errors import GpuwiseError
-from gpuwise.plan.types import Outcome
+from gpuwise.perf.prediction import Bound
+from gpuwise.plan.types import Outcome, ThroughputUnit
 from gpuwise.workload import Workload
+
+if TYPE_CHECKING:  # imported when first used: start-up of commands that never predict stays short
+    from gpuwise.memory import MemoryEstimate
+    from gpuwise.perf import PerfPrediction
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,7 @@ class Prediction:
     perf: Any  # gpuwise.perf.PerfPrediction; None when it does not fit and speed was not asked for
     weight_bytes: int | None = None  # per GPU
     kv_cache_bytes: int | None = None  # per GPU at the memory peak
-    decode_bound: str | None = None  # inference: memory | compute
+    decode_bound: Bound | None = None  # inference: what limits a decode step
     phase_s: dict[str, float] = field(default_factory=dict)  # training: forward, backward, optimizer, other
     assumptions: tuple[str, ...] = ()
 
@@ -71,95 +76,101 @@ def _predict(w: Workload, gpu: GPU, full: bool = False) -> Prediction:
     from gpuwise.memory import estimate_memory
 
     memory = estimate_memory(w, gpu)
-    capacity = int(memory.gpu_memory_bytes)
-    peak = int(
-        memory.device_total_bytes
-    )  # what nvidia-smi would show: reserved + CUDA context (+ paged state)
-    fits = bool(memory.fits)
-    if not fits and not full:
-        outcome = Outcome(
-            gpu=gpu.id,
-            num_gpus=w.num_gpus,
-            fits=False,
-            peak_bytes=peak,
-            capacity_bytes=capacity,
-            headroom_pct=round(memory.headroom_pct, 2),
-            throughput_unit="images/s" if w.is_cv else ("output tokens/s" if w.is_inference else "tokens/s"),
+    parts = memory.breakdown
+    weight_bytes = int(parts.get("weights", 0)) or None
+    kv_cache_bytes = int(parts["kv_cache"]) if parts.get("kv_cache") else None
+    if not memory.fits and not full:
+        unit: ThroughputUnit = (
+            "images/s" if w.is_cv else ("output tokens/s" if w.is_inference else "tokens/s")
         )
-        parts = memory.breakdown
-        return Prediction(
-            outcome=outcome,
-            memory=memory,
-            perf=None,
-            weight_bytes=int(parts.get("weights", 0)) or None,
-            kv_cache_bytes=int(parts["kv_cache"]) if parts.get("kv_cache") else None,
-        )
+        outcome = _memory_outcome(w, gpu, memory, unit)
+        return Prediction(outcome, memory, None, weight_bytes, kv_cache_bytes)
     from gpuwise.perf import predict
-    from gpuwise.perf.cost import estimate_cost, gpu_price
 
     perf = predict(w, gpu)
     inf, tr = perf.inference, perf.training
-    price = gpu_price(gpu, w)
-    usd_hour = usd_1m = usd_run = run_s = None
+    unit = "images/s" if w.is_cv else ("output tokens/s" if inf is not None else "tokens/s")
     # Vision models: the performance model counts patch tokens; people count images.
     throughput = perf.samples_per_s if w.is_cv else perf.tokens_per_s
-    if price.usd_per_gpu_hour is not None and fits and throughput > 0:
-        cost = estimate_cost(w, gpu, perf=perf)
-        usd_hour = cost.usd_per_hour
-        if w.is_cv:
-            util = (
-                w.utilization_pct or 100.0
-            ) / 100.0  # as gpuwise.perf.cost: idle paid time stretches the job
-            usd_1m = usd_hour / (throughput * util * 3600) * 1e6
-        elif cost.training is not None:
-            usd_1m = cost.training.usd_per_billion_tokens / 1000.0
-            usd_run, run_s = cost.training.run_cost_usd, cost.training.run_time_s
-        elif cost.serving is not None:
-            usd_1m = cost.serving.usd_per_million_output_tokens
-    comm_pct = None
-    if tr is not None and tr.step_time_s > 0:
-        comm_pct = 100.0 * (tr.dp_exposed_s + tr.tp_comm_s) / tr.step_time_s
-    elif inf is not None and inf.tpot_s > 0 and inf.tp_comm_per_step_s:
-        comm_pct = 100.0 * inf.tp_comm_per_step_s / inf.tpot_s
-    outcome = Outcome(
-        gpu=gpu.id,
-        num_gpus=w.num_gpus,
-        fits=fits,
-        peak_bytes=peak,
-        capacity_bytes=capacity,
-        headroom_pct=round(memory.headroom_pct, 2),
-        throughput=throughput if fits else None,
-        throughput_unit="images/s" if w.is_cv else ("output tokens/s" if inf is not None else "tokens/s"),
+    money = _money(w, gpu, perf, throughput) if memory.fits else _Money()
+    outcome = replace(
+        _memory_outcome(w, gpu, memory, unit),
+        throughput=throughput if memory.fits else None,
         step_time_s=perf.step_time_s,
         mfu_pct=perf.mfu_pct if w.is_training or w.is_cv else None,
         ttft_ms=inf.ttft_s * 1000 if inf is not None else None,
         tpot_ms=inf.tpot_s * 1000 if inf is not None else None,
         max_concurrency=inf.max_concurrency if inf is not None else None,
         bound=perf.bound,
-        comm_exposed_pct=comm_pct,
-        usd_per_hour=usd_hour,
-        run_time_s=run_s,
-        usd_per_run=usd_run,
-        usd_per_1m=usd_1m,
+        comm_exposed_pct=_comm_exposed_pct(perf),
+        usd_per_hour=money.usd_per_hour,
+        run_time_s=money.run_time_s,
+        usd_per_run=money.usd_per_run,
+        usd_per_1m=money.usd_per_1m,
     )
-    parts = memory.breakdown
-    phases: dict[str, float] = {}
-    if tr is not None:
-        phases = {
-            "optimizer": tr.optimizer_s
-        }  # the model times the update separately; forward/backward it does not split
+    # The model times the optimizer update separately; forward/backward it does not split.
+    phases = {"optimizer": tr.optimizer_s} if tr is not None else {}
     return Prediction(
         outcome=outcome,
         memory=memory,
         perf=perf,
-        weight_bytes=int(parts.get("weights", 0)) or None,
-        kv_cache_bytes=int(parts["kv_cache"]) if parts.get("kv_cache") else None,
-        decode_bound=("memory" if inf.decode_bound == "memory_bandwidth" else "compute")
-        if inf is not None
-        else None,
+        weight_bytes=weight_bytes,
+        kv_cache_bytes=kv_cache_bytes,
+        decode_bound=inf.decode_bound if inf is not None else None,
         phase_s=phases,
         assumptions=tuple(perf.assumptions),
     )
+
+
+def _memory_outcome(w: Workload, gpu: GPU, memory: MemoryEstimate, unit: ThroughputUnit) -> Outcome:
+    """The outcome as far as memory tells: no speed, no money."""
+    return Outcome(
+        gpu=gpu.id,
+        num_gpus=w.num_gpus,
+        fits=bool(memory.fits),
+        # What nvidia-smi would show: reserved + CUDA context (+ paged state).
+        peak_bytes=int(memory.device_total_bytes),
+        capacity_bytes=int(memory.gpu_memory_bytes),
+        headroom_pct=round(memory.headroom_pct, 2),
+        throughput_unit=unit,
+    )
+
+
+@dataclass(frozen=True)
+class _Money:
+    usd_per_hour: float | None = None
+    usd_per_1m: float | None = None
+    usd_per_run: float | None = None
+    run_time_s: float | None = None
+
+
+def _money(w: Workload, gpu: GPU, perf: PerfPrediction, throughput: float) -> _Money:
+    """$ per hour, per 1M tokens (or images) and per run of a job that fits; empty without a price."""
+    from gpuwise.perf.cost import estimate_cost, gpu_price
+
+    if gpu_price(gpu, w).usd_per_gpu_hour is None or throughput <= 0:
+        return _Money()
+    cost = estimate_cost(w, gpu, perf=perf)
+    if w.is_cv:
+        # As gpuwise.perf.cost: idle paid time stretches the job.
+        util = (w.utilization_pct or 100.0) / 100.0
+        return _Money(cost.usd_per_hour, cost.usd_per_hour / (throughput * util * 3600) * 1e6)
+    if cost.training is not None:
+        t = cost.training
+        return _Money(cost.usd_per_hour, t.usd_per_billion_tokens / 1000.0, t.run_cost_usd, t.run_time_s)
+    if cost.serving is not None:
+        return _Money(cost.usd_per_hour, cost.serving.usd_per_million_output_tokens)
+    return _Money(cost.usd_per_hour)
+
+
+def _comm_exposed_pct(perf: PerfPrediction) -> float | None:
+    """Communication not hidden behind compute, as a share of the step (or of a decode step)."""
+    tr, inf = perf.training, perf.inference
+    if tr is not None and tr.step_time_s > 0:
+        return 100.0 * (tr.dp_exposed_s + tr.tp_comm_s) / tr.step_time_s
+    if inf is not None and inf.tpot_s > 0 and inf.tp_comm_per_step_s:
+        return 100.0 * inf.tp_comm_per_step_s / inf.tpot_s
+    return None
 
 
 __all__ = ["Evaluator", "Prediction"]

@@ -39,7 +39,7 @@ def weight_bits(workload: Workload) -> int:
 def kv_bits(workload: Workload) -> int:
     if workload.kv_cache_dtype != "auto":
         return _KV_BITS[workload.kv_cache_dtype]
-    return 16 if _BITS[workload.precision] <= 16 else 32
+    return 32 if workload.precision == "fp32" else 16  # engines cache K/V in the 16-bit compute dtype
 
 
 def tensor_core_speedup(gpu: GPU) -> float | None:
@@ -87,7 +87,9 @@ def prediction_evidence(
     if workload.is_inference and not workload.is_cv:
         ev.kv_cache_bytes = prediction.kv_cache_bytes
         ev.kv_cache_bits = kv_bits(workload)
-        ev.decode_bandwidth_bound = prediction.decode_bound == "memory" if prediction.decode_bound else None
+        ev.decode_bandwidth_bound = (
+            prediction.decode_bound == "memory_bandwidth" if prediction.decode_bound else None
+        )
     if workload.utilization_pct is not None:
         ev.gpu_util_pct = workload.utilization_pct
         ev.notes.append(

@@ -15,7 +15,7 @@ from gpuwise.plan.candidates import Evaluate
 from gpuwise.plan.goal import comfortable
 from gpuwise.plan.hardware import as_given as hw_as_given
 from gpuwise.plan.hardware import port
-from gpuwise.plan.scaling import NODE_GPUS, layouts
+from gpuwise.plan.scaling import NODE_GPUS, label_of, layouts
 from gpuwise.plan.techniques import Step
 from gpuwise.plan.types import FitOption, FitReport, Outcome
 from gpuwise.units import GiB
@@ -91,8 +91,6 @@ def _scaled_fit(
             if best:
                 break
         if best:
-            from gpuwise.plan.scaling import label_of
-
             return label_of(best[1]), *best
         n *= 2
     return None
@@ -164,10 +162,14 @@ def report(
             options.append(context)
     tight = current.fits and not comfortable(current)
     head = (
-        f"Tight on {original.num_gpus} × {gpu.id}: {need:.1f} GiB of {have:.1f} GiB per GPU ({current.headroom_pct:.0f} % free, "
+        f"Tight on {original.num_gpus} × {gpu.id}: {need:.1f} GiB of {have:.1f} GiB per GPU "
+        f"({current.headroom_pct:.0f} % free, "
         "out-of-memory risk)"
         if tight
-        else f"Does not fit on {original.num_gpus} × {gpu.id}: needs {need:.1f} GiB per GPU, {have:.1f} GiB available"
+        else (
+            f"Does not fit on {original.num_gpus} × {gpu.id}: needs {need:.1f} GiB per GPU, {have:.1f} GiB "
+            "available"
+        )
     )
     gpus = sorted(list_gpus(), key=lambda g: (g.memory_gb, g.cloud_usd_per_hr or float("inf")))
     if fits_here:
@@ -193,7 +195,10 @@ def report(
     largest = max(as_given.values(), key=lambda o: o.capacity_bytes, default=None)
     tail = ""
     if largest is not None:
-        tail = f" (largest: {largest.gpu}, {largest.peak_bytes / GiB:.1f} GiB needed of {largest.capacity_bytes / GiB:.1f} GiB)"
+        tail = (
+            f" (largest: {largest.gpu}, {largest.peak_bytes / GiB:.1f} GiB needed of "
+            f"{largest.capacity_bytes / GiB:.1f} GiB)"
+        )
     message = f"{head}. It fits on no catalog GPU at {original.num_gpus} GPU(s) as given{tail}. " + (
         f"{len(options)} computed way(s) to make it fit follow."
         if options

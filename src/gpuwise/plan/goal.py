@@ -11,6 +11,7 @@ from __future__ import annotations
 from gpuwise.diagnose import thresholds as T
 from gpuwise.plan.types import Outcome
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Goal
 
 
 def comfortable(outcome: Outcome) -> bool:
@@ -24,7 +25,7 @@ def gpu_seconds_per_unit(outcome: Outcome) -> float | None:
     return outcome.num_gpus / outcome.throughput
 
 
-def goal_value(outcome: Outcome, goal: str, workload: Workload) -> float:
+def goal_value(outcome: Outcome, goal: Goal, workload: Workload) -> float:
     """Higher is better. -inf when the outcome has no number for the goal (e.g. does not fit)."""
     if not outcome.fits:
         return float("-inf")
@@ -46,7 +47,7 @@ def goal_value(outcome: Outcome, goal: str, workload: Workload) -> float:
     return outcome.throughput if outcome.throughput else float("-inf")
 
 
-def goal_metric_name(goal: str, workload: Workload) -> str:
+def goal_metric_name(goal: Goal, workload: Workload) -> str:
     if goal == "cost":
         return "$ per 1M " + ("images" if workload.is_cv else "tokens")
     if goal == "latency":
@@ -60,7 +61,7 @@ def goal_metric_name(goal: str, workload: Workload) -> str:
     return "images/s" if workload.is_cv else "tokens/s"
 
 
-def relative_gain_pct(before: Outcome, after: Outcome, goal: str, workload: Workload) -> float | None:
+def relative_gain_pct(before: Outcome, after: Outcome, goal: Goal, workload: Workload) -> float | None:
     """How much better `after` is for the goal, in % (positive = better); None if not comparable."""
     b, a = goal_value(before, goal, workload), goal_value(after, goal, workload)
     if b == float("-inf") or a == float("-inf"):

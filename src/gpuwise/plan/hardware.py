@@ -21,6 +21,7 @@ from gpuwise.plan.techniques import Step, _fit_steps
 from gpuwise.plan.types import HardwareOption, Outcome
 from gpuwise.units import GB
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Goal, Precision
 
 
 @dataclass(frozen=True)
@@ -36,14 +37,16 @@ class Placement:
 
 def port(workload: Workload, gpu: GPU) -> Workload | None:
     """`workload` on `gpu`, with the compatibility edits that GPU needs."""
-    changes: dict = {"gpu": gpu.id}
+    changes: dict[str, object] = {"gpu": gpu.id}
     if gpu.id != workload.gpu and workload.usd_per_gpu_hour is not None:
         changes["usd_per_gpu_hour"] = None  # your price is for your GPU; others use the catalog's
-    p = workload.precision
+    p: Precision = workload.precision
     if p == "fp8" and not gpu.fp8_tflops:
         p = "int8" if workload.is_inference else "amp-bf16"
-    if p in {"bf16", "amp-bf16"} and not gpu.bf16_tflops:
-        p = {"bf16": "fp16", "amp-bf16": "amp-fp16"}[p]
+    if p == "bf16" and not gpu.bf16_tflops:
+        p = "fp16"
+    elif p == "amp-bf16" and not gpu.bf16_tflops:
+        p = "amp-fp16"
     if p != workload.precision:
         changes["precision"] = p
     if workload.attention == "flash" and not (gpu.bf16_tflops and gpu.vendor.upper() == "NVIDIA"):
@@ -54,7 +57,7 @@ def port(workload: Workload, gpu: GPU) -> Workload | None:
         return None
 
 
-def place(workload: Workload, gpu: GPU, goal: str, evaluate: Evaluate) -> Placement:
+def place(workload: Workload, gpu: GPU, goal: Goal, evaluate: Evaluate) -> Placement:
     moved = port(workload, gpu)
     if moved is None:
         return Placement(gpu, None, None, None)
@@ -99,14 +102,16 @@ def caveats(gpu: GPU, w: Workload, outcome: Outcome) -> list[str]:
         out.append("tensor parallelism over PCIe: every layer waits for all-reduces")
     if not gpu.bf16_tflops and gpu.vendor.upper() == "NVIDIA":
         out.append(
-            "pre-Ampere: no bf16; FlashAttention-2 and Marlin 4-bit kernels need Ampere or newer: check your engine's support"
+            "pre-Ampere: no bf16; FlashAttention-2 and Marlin 4-bit kernels need Ampere or newer: check your "
+            "engine's support"
         )
     if w.is_inference and gpu.mig_max and outcome.num_gpus == 1 and gpu.vendor.upper() == "NVIDIA":
-        fraction, what, source = K.MIG_SLICE_FRACTION
+        fraction, _, source = K.MIG_SLICE_FRACTION
         slice_bytes = gpu.memory_gb * GB * fraction
         if outcome.peak_bytes <= slice_bytes:
             out.append(
-                f"fits one MIG slice ({gpu.memory_gb * fraction:.0f} GB): up to {gpu.mig_max} isolated tenants per GPU [{source}]"
+                f"fits one MIG slice ({gpu.memory_gb * fraction:.0f} GB): up to {gpu.mig_max} isolated "
+                f"tenants per GPU [{source}]"
             )
     if gpu.vendor.upper() == "AMD":
         out.append("ROCm stack: check your serving/training framework's ROCm support and kernels")
@@ -117,7 +122,7 @@ def caveats(gpu: GPU, w: Workload, outcome: Outcome) -> list[str]:
     return out
 
 
-def _sort_key(h: HardwareOption, goal: str, w: Workload) -> tuple:
+def _sort_key(h: HardwareOption, goal: Goal, w: Workload) -> tuple:
     """Fitting, requirement-meeting options on the asked GPU count first; then the goal decides."""
     first = (
         not (h.outcome.fits and comfortable(h.outcome)),
@@ -144,7 +149,7 @@ def as_given(workload: Workload, evaluate: Evaluate, gpus: list[GPU] | None = No
 
 
 def options(
-    workload: Workload, goal: str, evaluate: Evaluate, gpus: list[GPU] | None = None
+    workload: Workload, goal: Goal, evaluate: Evaluate, gpus: list[GPU] | None = None
 ) -> list[HardwareOption]:
     """Ranked hardware options: fitting ones first, each with the edits it needed."""
     out: list[HardwareOption] = []

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise.diagnose.finding import FindingId
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -23,20 +25,25 @@ TOOLS: dict[str, Tool] = {
         Tool(
             "vllm",
             "vLLM",
-            "LLM serving with PagedAttention (KV cache in blocks, little fragmentation) and continuous batching",
-            "Kwon et al., Efficient Memory Management for LLM Serving with PagedAttention, SOSP 2023 (arXiv:2309.06180)",
+            "LLM serving with PagedAttention (KV cache in blocks, little fragmentation) and continuous "
+            "batching",
+            "Kwon et al., Efficient Memory Management for LLM Serving with PagedAttention, SOSP 2023 "
+            "(arXiv:2309.06180)",
         ),
         Tool(
             "tensorrt-llm",
             "TensorRT-LLM",
-            "NVIDIA's compiled LLM inference engine: fused kernels, in-flight batching, FP8/INT4 weights and FP8 KV cache",
+            "NVIDIA's compiled LLM inference engine: fused kernels, in-flight batching, FP8/INT4 weights and "
+            "FP8 KV cache",
             "NVIDIA TensorRT-LLM documentation (github.com/NVIDIA/TensorRT-LLM)",
         ),
         Tool(
             "sglang",
             "SGLang",
-            "LLM serving with RadixAttention prefix caching: shared prompt prefixes (RAG templates, system prompts) are computed once",
-            "Zheng et al., SGLang: Efficient Execution of Structured Language Model Programs, NeurIPS 2024 (arXiv:2312.07104)",
+            "LLM serving with RadixAttention prefix caching: shared prompt prefixes (RAG templates, system "
+            "prompts) are computed once",
+            "Zheng et al., SGLang: Efficient Execution of Structured Language Model Programs, NeurIPS 2024 "
+            "(arXiv:2312.07104)",
         ),
         Tool(
             "llama.cpp",
@@ -48,19 +55,24 @@ TOOLS: dict[str, Tool] = {
             "awq",
             "AWQ / GPTQ (llm-compressor, AutoAWQ)",
             "4-bit weight-only quantization calibrated on activations, served by vLLM and TensorRT-LLM",
-            "Lin et al., AWQ, MLSys 2024 (arXiv:2306.00978); Frantar et al., GPTQ, ICLR 2023 (arXiv:2210.17323)",
+            "Lin et al., AWQ, MLSys 2024 (arXiv:2306.00978); Frantar et al., GPTQ, ICLR 2023 "
+            "(arXiv:2210.17323)",
         ),
         Tool(
             "deepspeed",
             "DeepSpeed ZeRO",
-            "shards optimizer states (stage 1), gradients (2) and parameters (3) across data-parallel ranks; CPU/NVMe offload",
-            "Rajbhandari et al., ZeRO: Memory Optimizations Toward Training Trillion Parameter Models, SC 2020 (arXiv:1910.02054)",
+            "shards optimizer states (stage 1), gradients (2) and parameters (3) across data-parallel ranks; "
+            "CPU/NVMe offload",
+            "Rajbhandari et al., ZeRO: Memory Optimizations Toward Training Trillion Parameter Models, SC "
+            "2020 (arXiv:1910.02054)",
         ),
         Tool(
             "fsdp",
             "PyTorch FSDP2 (fully_shard)",
-            "PyTorch-native parameter/gradient/optimizer sharding (the ZeRO-3 equivalent), composes with TP and torch.compile",
-            "Zhao et al., PyTorch FSDP, VLDB 2023 (arXiv:2304.11277); pytorch.org/docs distributed.fsdp.fully_shard",
+            "PyTorch-native parameter/gradient/optimizer sharding (the ZeRO-3 equivalent), composes with TP "
+            "and torch.compile",
+            "Zhao et al., PyTorch FSDP, VLDB 2023 (arXiv:2304.11277); pytorch.org/docs "
+            "distributed.fsdp.fully_shard",
         ),
         Tool(
             "megatron",
@@ -71,38 +83,45 @@ TOOLS: dict[str, Tool] = {
         Tool(
             "torchtitan",
             "torchtitan",
-            "PyTorch-native reference for large-scale pretraining: FSDP2 + TP + PP, float8, torch.compile, async checkpointing",
+            "PyTorch-native reference for large-scale pretraining: FSDP2 + TP + PP, float8, torch.compile, "
+            "async checkpointing",
             "Liang et al., TorchTitan, ICLR 2025 (arXiv:2410.06511)",
         ),
         Tool(
             "peft",
             "Hugging Face PEFT",
-            "LoRA adapters: trains low-rank updates, so gradients and optimizer states exist only for the adapters",
+            "LoRA adapters: trains low-rank updates, so gradients and optimizer states exist only for the "
+            "adapters",
             "Hu et al., LoRA, ICLR 2022 (arXiv:2106.09685); github.com/huggingface/peft",
         ),
         Tool(
             "bitsandbytes",
             "bitsandbytes",
             "NF4/INT8 weight quantization for QLoRA, 8-bit and paged optimizers",
-            "Dettmers et al., QLoRA, NeurIPS 2023 (arXiv:2305.14314); 8-bit Optimizers via Block-wise Quantization, ICLR 2022 (arXiv:2110.02861)",
+            "Dettmers et al., QLoRA, NeurIPS 2023 (arXiv:2305.14314); 8-bit Optimizers via Block-wise "
+            "Quantization, ICLR 2022 (arXiv:2110.02861)",
         ),
         Tool(
             "torch.compile",
             "torch.compile",
-            "fuses elementwise ops and, with mode='reduce-overhead', replays CUDA graphs: fewer kernel launches and memory round-trips",
+            "fuses elementwise ops and, with mode='reduce-overhead', replays CUDA graphs: fewer kernel "
+            "launches and memory round-trips",
             "Ansel et al., PyTorch 2, ASPLOS 2024; pytorch.org/docs torch.compile",
         ),
         Tool(
             "flash-attention",
             "FlashAttention",
-            "exact attention without materializing the S×S score matrix: memory linear in sequence length, fewer HBM reads",
-            "Dao et al., FlashAttention (arXiv:2205.14135), FlashAttention-2 (arXiv:2307.08691), FlashAttention-3 for Hopper (arXiv:2407.08608)",
+            "exact attention without materializing the S×S score matrix: memory linear in sequence length, "
+            "fewer HBM reads",
+            "Dao et al., FlashAttention (arXiv:2205.14135), FlashAttention-2 (arXiv:2307.08691), "
+            "FlashAttention-3 for Hopper (arXiv:2407.08608)",
         ),
         Tool(
             "transformer-engine",
             "NVIDIA Transformer Engine",
             "FP8 training and inference (delayed/current scaling recipes) on Hopper, Ada and Blackwell",
-            "Micikevicius et al., FP8 Formats for Deep Learning (arXiv:2209.05433); docs.nvidia.com/deeplearning/transformer-engine",
+            "Micikevicius et al., FP8 Formats for Deep Learning (arXiv:2209.05433); "
+            "docs.nvidia.com/deeplearning/transformer-engine",
         ),
         Tool(
             "torchao",
@@ -120,18 +139,21 @@ TOOLS: dict[str, Tool] = {
             "torch-amp",
             "torch.autocast (AMP)",
             "runs matmuls and convolutions in bf16/fp16 on tensor cores while keeping fp32 master weights",
-            "Micikevicius et al., Mixed Precision Training, ICLR 2018 (arXiv:1710.03740); pytorch.org/docs amp",
+            "Micikevicius et al., Mixed Precision Training, ICLR 2018 (arXiv:1710.03740); pytorch.org/docs "
+            "amp",
         ),
         Tool(
             "liger-kernel",
             "Liger Kernel",
-            "fused RMSNorm, RoPE, SwiGLU and chunked cross-entropy: less activation and logits memory in LLM training",
+            "fused RMSNorm, RoPE, SwiGLU and chunked cross-entropy: less activation and logits memory in LLM "
+            "training",
             "Hsu et al., Liger Kernel (arXiv:2410.10989)",
         ),
         Tool(
             "nccl",
             "NCCL",
-            "the collectives library behind DDP/FSDP/TP; NCCL_DEBUG=INFO shows which links (NVLink, PCIe, network) it uses",
+            "the collectives library behind DDP/FSDP/TP; NCCL_DEBUG=INFO shows which links (NVLink, PCIe, "
+            "network) it uses",
             "docs.nvidia.com/deeplearning/nccl",
         ),
         Tool(
@@ -143,7 +165,8 @@ TOOLS: dict[str, Tool] = {
         Tool(
             "gpuwise-profile",
             "gpuwise profile",
-            "measures phases, input wait, syncs and telemetry of the real loop; feed its --json to `gpuwise plan --evidence`",
+            "measures phases, input wait, syncs and telemetry of the real loop; feed its --json to `gpuwise "
+            "plan --evidence`",
             "this project",
         ),
     )
@@ -178,16 +201,19 @@ CAVEATS: dict[str, tuple[str, str]] = {
         "Micikevicius et al. 2018 (arXiv:1710.03740)",
     ),
     "bf16_weights": (
-        "Without fp32 master weights, updates smaller than bf16's resolution are lost: fine for short fine-tunes, "
+        "Without fp32 master weights, updates smaller than bf16's resolution are lost: fine for short "
+        "fine-tunes, "
         "risky for long runs unless the optimizer compensates (Kahan summation / stochastic rounding).",
         "Zamirai et al., Revisiting BFloat16 Training (arXiv:2010.06192)",
     ),
     "fp8_training": (
-        "Validate the loss curve against bf16 for the first thousands of steps; gains concentrate in large matmuls.",
+        "Validate the loss curve against bf16 for the first thousands of steps; gains concentrate in large "
+        "matmuls.",
         "Micikevicius et al. 2022 (arXiv:2209.05433)",
     ),
     "flash_attention": (
-        "Exact attention (no approximation); needs fp16/bf16 and a supported GPU (Ampere or newer for FlashAttention-2).",
+        "Exact attention (no approximation); needs fp16/bf16 and a supported GPU (Ampere or newer for "
+        "FlashAttention-2).",
         "Dao 2023 (arXiv:2307.08691)",
     ),
     "fused_optimizer": (
@@ -195,11 +221,13 @@ CAVEATS: dict[str, tuple[str, str]] = {
         "pytorch.org/docs torch.optim.AdamW",
     ),
     "optimizer_8bit": (
-        "Block-wise 8-bit Adam matched 32-bit Adam on the paper's benchmarks; keep embeddings' states in 32-bit (StableEmbedding) if unstable.",
+        "Block-wise 8-bit Adam matched 32-bit Adam on the paper's benchmarks; keep embeddings' states in "
+        "32-bit (StableEmbedding) if unstable.",
         "Dettmers et al. 2022 (arXiv:2110.02861)",
     ),
     "grad_checkpointing": (
-        "Recomputes activations in the backward pass: about one extra forward per step for full checkpointing.",
+        "Recomputes activations in the backward pass: about one extra forward per step for full "
+        "checkpointing.",
         "Chen et al. 2016 (arXiv:1604.06174); Korthikanti et al. 2022 (arXiv:2205.05198)",
     ),
     "bigger_batch": (
@@ -215,11 +243,14 @@ CAVEATS: dict[str, tuple[str, str]] = {
         "",
     ),
     "lora": (
-        "Trains a low-rank update only: close to full fine-tuning on many tasks but can learn less on distant domains.",
-        "Hu et al. 2022 (arXiv:2106.09685); Biderman et al., LoRA Learns Less and Forgets Less, 2024 (arXiv:2405.09673)",
+        "Trains a low-rank update only: close to full fine-tuning on many tasks but can learn less on "
+        "distant domains.",
+        "Hu et al. 2022 (arXiv:2106.09685); Biderman et al., LoRA Learns Less and Forgets Less, 2024 "
+        "(arXiv:2405.09673)",
     ),
     "qlora": (
-        "NF4 base weights: matched 16-bit LoRA in the QLoRA paper; steps are slower because weights are dequantized on the fly.",
+        "NF4 base weights: matched 16-bit LoRA in the QLoRA paper; steps are slower because weights are "
+        "dequantized on the fly.",
         "Dettmers et al. 2023 (arXiv:2305.14314)",
     ),
     "sharding": (
@@ -227,7 +258,8 @@ CAVEATS: dict[str, tuple[str, str]] = {
         "Rajbhandari et al. 2020 (arXiv:1910.02054)",
     ),
     "weight_fp8": (
-        "FP8 (E4M3) weights with per-tensor scales: small accuracy loss on published evaluations; needs Hopper, Ada or Blackwell tensor cores.",
+        "FP8 (E4M3) weights with per-tensor scales: small accuracy loss on published evaluations; needs "
+        "Hopper, Ada or Blackwell tensor cores.",
         "NVIDIA TensorRT-LLM precision docs; Micikevicius et al. 2022 (arXiv:2209.05433)",
     ),
     "weight_int8": (
@@ -235,7 +267,8 @@ CAVEATS: dict[str, tuple[str, str]] = {
         "Dettmers et al., LLM.int8(), 2022 (arXiv:2208.07339)",
     ),
     "weight_int4": (
-        "4-bit weights lose more accuracy, most on small models; evaluate on your task (AWQ/GPTQ calibrate to limit it).",
+        "4-bit weights lose more accuracy, most on small models; evaluate on your task (AWQ/GPTQ calibrate "
+        "to limit it).",
         "Lin et al. 2024 (arXiv:2306.00978); Frantar et al. 2023 (arXiv:2210.17323)",
     ),
     "kv_fp8": (
@@ -243,7 +276,8 @@ CAVEATS: dict[str, tuple[str, str]] = {
         "vLLM documentation: Quantized KV Cache",
     ),
     "more_concurrency": (
-        "More requests in flight raise throughput and lower $/token but lengthen each request's per-token latency.",
+        "More requests in flight raise throughput and lower $/token but lengthen each request's per-token "
+        "latency.",
         "Kwon et al. 2023 (arXiv:2309.06180)",
     ),
     "tensor_parallel": (
@@ -265,12 +299,13 @@ MIG_SLICE_FRACTION = (
 )
 
 # Causes of low utilization: what would show each one, and how to measure it.
-IDLE_CAUSES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+IDLE_CAUSES: tuple[tuple[FindingId, str, tuple[str, ...], str], ...] = (
     (
         "input_bound",
         "data loading (the loop waits for the next batch)",
         ("input_wait_pct", "phase_s"),
-        "gpuwise profile train.py (measures data wait per step); or DataLoader(num_workers>0, pin_memory=True) and compare",
+        "gpuwise profile train.py (measures data wait per step); or DataLoader(num_workers>0, "
+        "pin_memory=True) and compare",
     ),
     (
         "small_batch",

@@ -18,7 +18,10 @@ from typing import Any
 
 from gpuwise.catalog import get_gpu
 from gpuwise.diagnose import Evidence, Finding, diagnose, rank_findings
+from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.finding import Category
 from gpuwise.errors import GpuwiseError
+from gpuwise.perf.prediction import Bound
 from gpuwise.plan import fit as fit_mod
 from gpuwise.plan import hardware as hw
 from gpuwise.plan import knowledge as K
@@ -30,12 +33,23 @@ from gpuwise.plan.evidence_sources import merge_evidence, prediction_evidence, r
 from gpuwise.plan.goal import comfortable
 from gpuwise.plan.techniques import Step, apply, assess, recommend
 from gpuwise.plan.tools import advise
-from gpuwise.plan.types import ConfigPlan, Diagnosis, IdleCause, MemoryView, Outcome, Plan, ScalingDecision
+from gpuwise.plan.types import (
+    ConfigPlan,
+    Diagnosis,
+    IdleCause,
+    IdleStatus,
+    MemoryMethod,
+    MemoryView,
+    Outcome,
+    Plan,
+    ScalingDecision,
+)
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Goal
 
 # Finding categories in the order each goal cares about (ties within a severity only).
-_GOAL_CATEGORIES = {
+_GOAL_CATEGORIES: dict[Goal, tuple[Category, ...]] = {
     "fit": ("memory", "compute", "input", "host", "communication", "distributed", "hardware"),
     "latency": ("memory", "compute", "host", "communication", "input", "distributed", "hardware"),
     "throughput": ("input", "compute", "communication", "host", "memory", "distributed", "hardware"),
@@ -74,12 +88,7 @@ def make_plan(
     # Hardware options carry the recommended config when it fits here; otherwise each GPU gets the
     # workload as given plus only the edits that GPU needs (a bigger GPU may need no lossy edit at all).
     hardware = hw.options(config_w if fits_here else workload, goal, ev.outcome)
-    notes: list[str] = []
-    if len(measured) < len(loaded):
-        notes.append(
-            f"Ignored {len(loaded) - len(measured)} predicted evidence item(s) passed as evidence: "
-            "--evidence takes measurements (profile, trace, telemetry)."
-        )
+    notes = [_ignored_predictions_note(len(loaded) - len(measured))] if len(measured) < len(loaded) else []
     move_note = ""
     if not fits_here:
         config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
@@ -108,25 +117,7 @@ def make_plan(
     techniques = _bound_by_measured_idle(techniques, measured)
     diagnosis = _diagnosis(workload, current, findings, all_evidence)
 
-    changes = {
-        k: (getattr(workload, k), v)
-        for k, v in config_w.to_dict().items()
-        if k not in {"name"} and getattr(workload, k) != (tuple(v) if isinstance(v, list) else v)
-    }
-    snippets = snip.snippets(config_w, changes)
-    for f in findings:
-        if f.source != "prediction" and f.fix_snippet:
-            snippets[f"fix: {f.id}"] = f.fix_snippet + ("\n" if not f.fix_snippet.endswith("\n") else "")
-    config = ConfigPlan(
-        workload=config_w,
-        changes=changes,
-        applied=tuple(s.candidate.id for s in steps),
-        outcome=config_out,
-        snippets=snippets,
-        global_batch_before=workload.global_batch if workload.is_training else None,
-        global_batch_after=config_w.global_batch if config_w.is_training else None,
-        note=move_note,
-    )
+    config = _config_plan(workload, config_w, steps, config_out, findings, move_note)
     memory = _memory_view(workload, config_w, ev, traced, notes, model_factory, input_factory)
     tools = advise(
         workload,
@@ -157,8 +148,46 @@ def make_plan(
     )
 
 
+def _ignored_predictions_note(count: int) -> str:
+    return (
+        f"Ignored {count} predicted evidence item(s) passed as evidence: "
+        "--evidence takes measurements (profile, trace, telemetry)."
+    )
+
+
+def _config_plan(
+    workload: Workload,
+    config_w: Workload,
+    steps: list[Step],
+    outcome: Outcome,
+    findings: list[Finding],
+    note: str,
+) -> ConfigPlan:
+    """The recommended config: its diff from the workload, snippets to paste (with the measured
+    findings' fixes), and the global batch before and after."""
+    changes = {
+        k: (getattr(workload, k), v)
+        for k, v in config_w.to_dict().items()
+        if k not in {"name"} and getattr(workload, k) != (tuple(v) if isinstance(v, list) else v)
+    }
+    snippets = snip.snippets(config_w, changes)
+    for f in findings:
+        if f.source != "prediction" and f.fix_snippet:
+            snippets[f"fix: {f.id}"] = f.fix_snippet + ("\n" if not f.fix_snippet.endswith("\n") else "")
+    return ConfigPlan(
+        workload=config_w,
+        changes=changes,
+        applied=tuple(s.candidate.id for s in steps),
+        outcome=outcome,
+        snippets=snippets,
+        global_batch_before=workload.global_batch if workload.is_training else None,
+        global_batch_after=config_w.global_batch if config_w.is_training else None,
+        note=note,
+    )
+
+
 def _relocate(
-    original: Workload, config_w: Workload, steps: list[Step], goal: str, ev: Evaluator, hardware: list
+    original: Workload, config_w: Workload, steps: list[Step], goal: Goal, ev: Evaluator, hardware: list
 ) -> tuple[Workload, list[Step], str]:
     """The job does not fit the user's GPU count: move it where it fits (another GPU, or more GPUs)."""
     if original.num_gpus == 1:
@@ -198,7 +227,7 @@ def _relocate(
 
 
 def _placed(
-    original: Workload, option: Any, goal: str, ev: Evaluator, note: str
+    original: Workload, option: Any, goal: Goal, ev: Evaluator, note: str
 ) -> tuple[Workload, list[Step], str]:
     """The hardware option's workload (the fit edits made on that GPU), then the goal's edits there."""
     placed = hw.place(original, get_gpu(option.gpu), goal, ev.outcome)
@@ -217,7 +246,7 @@ def _bound_by_measured_idle(techniques: list, measured: list[Evidence]) -> list:
     )
     if not idle:
         return techniques
-    share = min(idle, 95.0) / 100.0
+    share = min(idle, T.MAX_REMOVABLE_STEP_PCT) / 100.0
     out = []
     for t in techniques:
         x = t.impact.throughput_x
@@ -240,7 +269,7 @@ def _adopt_layout(w: Workload, decision: ScalingDecision, ev: Evaluator) -> tupl
     layout = (decision.num_gpus, decision.tp, decision.pp, decision.sharding if w.is_training else w.sharding)
     if layout == (w.num_gpus, w.tp, w.pp, w.sharding):
         return w, ""
-    changes = {"num_gpus": decision.num_gpus, "tp": decision.tp, "pp": decision.pp}
+    changes: dict[str, object] = {"num_gpus": decision.num_gpus, "tp": decision.tp, "pp": decision.pp}
     if w.is_training:
         changes["sharding"] = decision.sharding
     adopted = w.with_changes(**changes)
@@ -262,13 +291,13 @@ def _fit_options_bytes(workload: Workload, ev: Evaluator) -> dict[str, float]:
     return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
 
-def _findings(measured: list[Evidence], predicted: Evidence, goal: str) -> list[Finding]:
+def _findings(measured: list[Evidence], predicted: Evidence, goal: Goal) -> list[Finding]:
     """Measured findings win over predicted ones with the same id; ranked by severity, then the goal."""
     from_measured = diagnose(measured) if measured else []
     ids = {f.id for f in from_measured}
     from_prediction = [f for f in diagnose(predicted) if f.id not in ids]
     ranked = rank_findings([*from_measured, *from_prediction])
-    order = _GOAL_CATEGORIES.get(goal, _GOAL_CATEGORIES["throughput"])
+    order = _GOAL_CATEGORIES[goal]
     position = {f.id: i for i, f in enumerate(ranked)}
     return sorted(
         ranked,
@@ -319,14 +348,16 @@ def _diagnosis(w: Workload, current: Outcome, findings: list[Finding], evidence:
     )
 
 
-def _bound_words(bound: str) -> str:
-    return {
-        "compute": "compute-bound",
-        "memory_bandwidth": "memory-bandwidth-bound",
-        "memory": "memory-bandwidth-bound",
-        "communication": "communication-bound",
-        "host": "host/launch-bound",
-    }.get(bound, bound or "unbounded")
+_BOUND_WORDS: dict[Bound, str] = {
+    "compute": "compute-bound",
+    "memory_bandwidth": "memory-bandwidth-bound",
+    "communication": "communication-bound",
+    "host": "host/launch-bound",
+}
+
+
+def _bound_words(bound: Bound | None) -> str:
+    return "unbounded" if bound is None else _BOUND_WORDS[bound]
 
 
 def _idle_causes(w: Workload, findings: list[Finding], evidence: list[Evidence]) -> tuple[IdleCause, ...]:
@@ -343,6 +374,7 @@ def _idle_causes(w: Workload, findings: list[Finding], evidence: list[Evidence])
             out.append(IdleCause(cause, what, "found", f.summary, how))
             continue
         measured = [e for e in evidence if e.source != "prediction" and any(_has(e, name) for name in fields)]
+        status: IdleStatus
         if cause == "small_batch":
             measured = [e for e in evidence if e.memory_peak_bytes is not None and e.memory_capacity_bytes]
             status = "ruled-out" if measured else "not-measured"
@@ -375,19 +407,21 @@ def _memory_view(
     input_factory: str | None,
 ) -> MemoryView:
     current = ev.memory_dict(original)
-    method = "analytic"
+    method: MemoryMethod = "analytic"
     if traced:
         from gpuwise.plan.simulated_memory import traced_memory
 
         analytic_total = current["device_total_bytes"]
         current, method = traced_memory(original, model_factory, input_factory), "traced"
         notes.append(
-            f"VRAM of the current configuration from a traced simulation ({current['device_total_bytes'] / GiB:.1f} GiB; "
+            "VRAM of the current configuration from a traced simulation "
+            f"({current['device_total_bytes'] / GiB:.1f} GiB; "
             f"the analytic model says {analytic_total / GiB:.1f} GiB); every what-if stays analytic."
         )
         if bool(current["fits"]) != bool(ev.outcome(original).fits):
             notes.append(
-                "The traced and analytic estimates disagree on whether it fits: trust the traced figure for the "
+                "The traced and analytic estimates disagree on whether it fits: trust the traced figure for "
+                "the "
                 "current configuration and re-check edits with `gpuwise memory --traced`."
             )
     recommended = ev.memory_dict(config_w) if config_w != original else None
@@ -398,12 +432,14 @@ def _notes(pred: Any, measured: list[Evidence], w: Workload) -> list[str]:
     notes = list(pred.assumptions)
     for gpu in sorted({e.gpu for e in measured if e.gpu and e.gpu != w.gpu}):
         notes.append(
-            f"Measured evidence comes from {gpu}, the plan is for {w.gpu}: shares (input wait, idle, fp32) carry "
+            f"Measured evidence comes from {gpu}, the plan is for {w.gpu}: shares (input wait, idle, fp32) "
+            "carry "
             "over, absolute times do not."
         )
     if not measured:
         notes.append(
-            "All numbers are predictions (confidence low): run `gpuwise profile` and pass its --json with --evidence."
+            "All numbers are predictions (confidence low): run `gpuwise profile` and pass its --json with "
+            "--evidence."
         )
     return notes
 

@@ -15,8 +15,9 @@ from gpuwise.catalog import GPU, ModelArch, get_gpu, get_model
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan.goal import comfortable, goal_value
-from gpuwise.plan.types import Outcome, ScaleOption, ScalingDecision
+from gpuwise.plan.types import NvlinkVerdict, Outcome, ScaleOption, ScalingDecision
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Goal
 
 EvaluateOn = Callable[[Workload, GPU], Outcome]
 
@@ -132,7 +133,7 @@ def _option(w: Workload, outcome: Outcome) -> ScaleOption:
     )
 
 
-def _value(o: ScaleOption, goal: str, w: Workload) -> float:
+def _value(o: ScaleOption, goal: Goal, w: Workload) -> float:
     value = goal_value(o.outcome, goal, w)
     if goal == "throughput" and w.is_inference and o.outcome.throughput:
         return o.outcome.throughput / o.num_gpus  # serving scales out by replicas: per-GPU speed decides
@@ -143,7 +144,7 @@ def _same_layout(o: ScaleOption, w: Workload) -> bool:
     return (o.num_gpus, o.tp, o.pp, o.sharding) == (w.num_gpus, w.tp, w.pp, w.sharding)
 
 
-def _choose(options: list[ScaleOption], goal: str, w: Workload) -> ScaleOption:
+def _choose(options: list[ScaleOption], goal: Goal, w: Workload) -> ScaleOption:
     """Best for the goal, but the workload's own layout, or else the simplest, within the tolerance of it."""
     best = max(options, key=lambda o: _value(o, goal, w))
     best_value = _value(best, goal, w)
@@ -159,7 +160,7 @@ def _counts(w: Workload) -> list[int]:
     return sorted(c for c in counts if c <= max(NODE_GPUS, w.num_gpus))
 
 
-def decide(workload: Workload, goal: str, evaluate_on: EvaluateOn) -> ScalingDecision:
+def decide(workload: Workload, goal: Goal, evaluate_on: EvaluateOn) -> ScalingDecision:
     """The scaling decision for `workload` (already carrying the recommended single-GPU edits)."""
     gpu = get_gpu(workload.gpu)
     evaluated: dict[int, list[ScaleOption]] = {}
@@ -183,7 +184,10 @@ def decide(workload: Workload, goal: str, evaluate_on: EvaluateOn) -> ScalingDec
             tp=1,
             pp=1,
             sharding="none",
-            reason=f"No layout of up to {counts[-1]} × {gpu.id} fits this workload; see the fit section for what would.",
+            reason=(
+                f"No layout of up to {counts[-1]} × {gpu.id} fits this workload; see the fit section for "
+                "what would."
+            ),
             nvlink="n/a",
             nvlink_reason="",
             nvlink_slowdown_pct=None,
@@ -231,21 +235,23 @@ def _reason(w: Workload, chosen: ScaleOption, min_count: int, count: int, gpu: G
                 text
                 + "; add replicas (one per GPU) for more requests per second rather than splitting the model."
             )
-        return (
-            text
-            + "; more GPUs with DDP multiply throughput (see the options) without changing the memory per GPU."
+        return text + (
+            "; more GPUs with DDP multiply throughput (see the options) without changing the memory per GPU."
         )
     if min_count > 1 and count == min_count:
         return (
             f"It needs at least {min_count} × {gpu.id}: {chosen.label} holds {peak:.1f} GiB per GPU "
             f"({chosen.outcome.headroom_pct:.0f} % free)."
         )
-    return f"On {count} GPUs, {chosen.label} is the simplest layout within {T.PLAN_SIMPLER_STRATEGY_TOLERANCE_PCT:.0f} % of the best for the goal ({peak:.1f} GiB per GPU)."
+    return (
+        f"On {count} GPUs, {chosen.label} is the simplest layout within "
+        f"{T.PLAN_SIMPLER_STRATEGY_TOLERANCE_PCT:.0f} % of the best for the goal ({peak:.1f} GiB per GPU)."
+    )
 
 
 def _nvlink(
     w: Workload, chosen: ScaleOption, gpu: GPU, evaluate_on: EvaluateOn
-) -> tuple[str, str, float | None]:
+) -> tuple[NvlinkVerdict, str, float | None]:
     if chosen.num_gpus == 1 or (chosen.strategy == "replicas"):
         return "not-needed", "One GPU per model copy: no collective communication.", None
     layout = w.with_changes(
@@ -258,7 +264,10 @@ def _nvlink(
     if gpu.nvlink_gbps > 0:
         without = evaluate_on(layout, replace(gpu, nvlink_gbps=0.0))
         slowdown = _slowdown_pct(with_link, without, w)
-        basis = f"predicted {slowdown:+.0f} % {'per-token latency' if w.is_inference else 'step time'} over PCIe Gen{gpu.pcie_gen or 4} instead of {gpu.nvlink_gbps:.0f} GB/s NVLink"
+        basis = (
+            f"predicted {slowdown:+.0f} % {'per-token latency' if w.is_inference else 'step time'} over PCIe "
+            f"Gen{gpu.pcie_gen or 4} instead of {gpu.nvlink_gbps:.0f} GB/s NVLink"
+        )
     else:
         exposed = with_link.comm_exposed_pct or 0.0
         slowdown = 100.0 * exposed / max(1.0, 100.0 - exposed)
@@ -266,6 +275,7 @@ def _nvlink(
             f"{gpu.id} has no NVLink: {exposed:.0f} % of each step is exposed communication over PCIe "
             f"(up to {slowdown:.0f} % faster with NVLink-class links)"
         )
+    verdict: NvlinkVerdict
     if slowdown >= T.NVLINK_REQUIRED_SLOWDOWN_PCT:
         verdict = "required"
     elif slowdown >= T.NVLINK_RECOMMENDED_SLOWDOWN_PCT:

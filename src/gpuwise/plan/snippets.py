@@ -13,6 +13,7 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from gpuwise.catalog import get_model
+from gpuwise.plan.scaling import NODE_GPUS
 from gpuwise.workload import Workload
 
 _HF_OPTIM = {
@@ -74,7 +75,8 @@ def hf_trainer(w: Workload) -> str:
         if quant:
             lines.append(
                 f'bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="{quant}",\n'
-                f"                         bnb_4bit_use_double_quant={w.double_quant}, bnb_4bit_compute_dtype=torch.bfloat16)"
+                f"                         bnb_4bit_use_double_quant={w.double_quant}, "
+                "bnb_4bit_compute_dtype=torch.bfloat16)"
             )
         else:
             lines.append("bnb = BitsAndBytesConfig(load_in_8bit=True)")
@@ -87,7 +89,8 @@ def hf_trainer(w: Workload) -> str:
         if w.task == "qlora":
             lines.insert(0, "from peft import prepare_model_for_kbit_training")
             lines.append(
-                f"model = prepare_model_for_kbit_training(model, use_gradient_checkpointing={w.grad_checkpointing != 'none'})"
+                "model = prepare_model_for_kbit_training(model, "
+                f"use_gradient_checkpointing={w.grad_checkpointing != 'none'})"
             )
         targets = "all-linear" if "all-linear" in w.lora_targets else list(w.lora_targets)
         lines.append(
@@ -129,19 +132,22 @@ def pytorch_loop(w: Workload) -> str:
         lines.append("torch.backends.cuda.matmul.allow_tf32 = True  # at least use TF32 tensor cores")
     if w.precision in {"bf16", "fp16"}:
         lines.append(
-            f"model = model.to(torch.{'bfloat16' if w.precision == 'bf16' else 'float16'})  # 16-bit weights and optimizer states"
+            f"model = model.to(torch.{'bfloat16' if w.precision == 'bf16' else 'float16'})  # 16-bit weights "
+            "and optimizer states"
         )
     if w.precision == "fp8":
         lines.append(
             "from torchao.float8 import convert_to_float8_training\n"
-            "convert_to_float8_training(model)  # FP8 matmuls in nn.Linear; or NVIDIA Transformer Engine te.Linear + te.fp8_autocast"
+            "convert_to_float8_training(model)  # FP8 matmuls in nn.Linear; or NVIDIA Transformer Engine "
+            "te.Linear + te.fp8_autocast"
         )
         half = "torch.bfloat16"
     if w.precision == "amp-fp16":
         lines.append('scaler = torch.amp.GradScaler("cuda")  # fp16 needs loss scaling')
     if w.grad_checkpointing != "none" and not w.is_cv:
         lines.append(
-            'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # HF models; '
+            'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # '
+            "HF models; "
             "else torch.utils.checkpoint per block"
         )
     loop = [f"for i, batch in enumerate(loader):  # micro-batch {w.batch_size}"]
@@ -158,7 +164,8 @@ def pytorch_loop(w: Workload) -> str:
     loop.append("        opt.zero_grad(set_to_none=True)")
     if w.attention == "flash":
         lines.append(
-            "# attention: torch.nn.functional.scaled_dot_product_attention picks the flash kernel for bf16/fp16 without an explicit mask"
+            "# attention: torch.nn.functional.scaled_dot_product_attention picks the flash kernel for "
+            "bf16/fp16 without an explicit mask"
         )
     return "\n".join(lines + loop) + "\n"
 
@@ -191,15 +198,17 @@ def fsdp2(w: Workload) -> str:
     if w.tp > 1:
         lines.insert(
             0,
-            f"# tensor parallel inside the node first: init_device_mesh('cuda', ({w.data_parallel // max(w.pp, 1) or 1}, {w.tp}), "
-            "mesh_dim_names=('dp', 'tp')); parallelize_module(...) on the 'tp' mesh; then fully_shard on the 'dp' mesh",
+            "# tensor parallel inside the node first: init_device_mesh('cuda', "
+            f"({w.data_parallel // max(w.pp, 1) or 1}, {w.tp}), "
+            "mesh_dim_names=('dp', 'tp')); parallelize_module(...) on the 'tp' mesh; then fully_shard on the "
+            "'dp' mesh",
         )
     return "\n".join(lines) + "\n"
 
 
 def launch(w: Workload) -> str:
-    nodes = max(1, -(-w.num_gpus // 8))
-    per_node = min(w.num_gpus, 8)
+    nodes = max(1, -(-w.num_gpus // NODE_GPUS))
+    per_node = min(w.num_gpus, NODE_GPUS)
     if nodes == 1:
         return f"torchrun --standalone --nproc_per_node={per_node} train.py\n"
     return (

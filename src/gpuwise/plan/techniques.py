@@ -11,25 +11,28 @@ ever done to make a job fit, because it changes what is trained.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.finding import FindingId
 from gpuwise.errors import GpuwiseError
 from gpuwise.plan import knowledge as K
 from gpuwise.plan.candidates import Candidate, Evaluate, candidates
 from gpuwise.plan.goal import comfortable, goal_metric_name, gpu_seconds_per_unit, relative_gain_pct
-from gpuwise.plan.types import Impact, Outcome, Technique
+from gpuwise.plan.types import QUALITY_RISKS, Impact, Outcome, QualityRisk, Technique, Verdict
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Goal
 
-RISK_ORDER = {"none": 0, "low": 1, "changes-training": 2, "medium": 3, "changes-task": 4}
-_LOSSY = {"medium", "changes-training", "changes-task"}
+RISK_ORDER: dict[QualityRisk, int] = {risk: i for i, risk in enumerate(QUALITY_RISKS)}
+_LOSSY: frozenset[QualityRisk] = frozenset({"medium", "changes-training", "changes-task"})
 _FIT_ONLY = {"lora", "qlora"}  # they change what is trained: never applied just for speed
 _MAX_STEPS = 8
 # Findings whose cause the performance model does not see (it assumes a fed, busy GPU and does not
 # separate fused from unfused optimizer kernels): an edit they point to may help beyond the prediction.
-_OUTSIDE_THE_MODEL = frozenset({"small_batch", "low_utilization", "no_fused_optimizer"})
+_OUTSIDE_THE_MODEL: frozenset[FindingId] = frozenset({"small_batch", "low_utilization", "no_fused_optimizer"})
 # Which findings a technique addresses (finding ids from gpuwise.diagnose.rules).
-ADDRESSES = {
+ADDRESSES: dict[str, tuple[FindingId, ...]] = {
     "mixed_precision": ("no_mixed_precision",),
     "fp8_training": ("no_mixed_precision",),
     "bf16_weights": ("oom_risk",),
@@ -59,7 +62,7 @@ class Step:
     after_workload: Workload
     before: Outcome
     after: Outcome
-    purpose: str  # fit | goal
+    purpose: Literal["fit", "goal"]  # made the job fit, or served the goal
 
 
 def apply(workload: Workload, cand: Candidate) -> Workload | None:
@@ -101,13 +104,17 @@ def describe(imp: Impact, after: Outcome) -> str:
     parts = []
     if imp.makes_it_fit:
         parts.append(f"fits ({after.headroom_pct:.0f} % free)")
-    if imp.throughput_x is not None and abs(imp.throughput_x - 1) >= 0.005:
+    if imp.throughput_x is not None and abs(imp.throughput_x - 1) >= T.IMPACT_MIN_THROUGHPUT_CHANGE_X:
         parts.append(f"{imp.throughput_x:.2f}× {after.throughput_unit}")
-    if imp.latency_pct is not None and after.tpot_ms is not None and abs(imp.latency_pct) >= 0.5:
+    if (
+        imp.latency_pct is not None
+        and after.tpot_ms is not None
+        and abs(imp.latency_pct) >= T.IMPACT_MIN_CHANGE_PCT
+    ):
         parts.append(f"{imp.latency_pct:+.0f} % per-token latency")
-    if abs(imp.memory_saved_bytes) >= 0.05 * GiB:
+    if abs(imp.memory_saved_bytes) >= T.IMPACT_MIN_MEMORY_GIB * GiB:
         parts.append(f"{-imp.memory_saved_bytes / GiB:+.1f} GiB")
-    if imp.cost_pct is not None and abs(imp.cost_pct) >= 0.5:
+    if imp.cost_pct is not None and abs(imp.cost_pct) >= T.IMPACT_MIN_CHANGE_PCT:
         parts.append(f"{imp.cost_pct:+.0f} % cost")
     return ", ".join(parts) or "no measurable change"
 
@@ -120,7 +127,7 @@ def _allowed_for_goal(cand: Candidate, gain: float) -> bool:
     return gain >= T.PLAN_MIN_GAIN_PCT
 
 
-def _fit_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
+def _fit_steps(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step]:
     """Memory edits until the job fits comfortably, allowing more quality risk only when less is not enough.
 
     Tier by tier (none, low, changes-training, medium): greedily take an edit that fits alone (best
@@ -191,7 +198,7 @@ def _prune(workload: Workload, steps: list[Step], evaluate: Evaluate) -> list[St
     return out
 
 
-def _goal_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
+def _goal_steps(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step]:
     steps: list[Step] = []
     w = workload
     for _ in range(_MAX_STEPS):
@@ -221,7 +228,7 @@ def _goal_steps(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]
     return steps
 
 
-def recommend(workload: Workload, goal: str, evaluate: Evaluate) -> list[Step]:
+def recommend(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step]:
     """The recommended sequence of edits (fit first, then goal), each with its own before/after."""
     fit = _fit_steps(workload, goal, evaluate)
     start = fit[-1].after_workload if fit else workload
@@ -250,7 +257,7 @@ def _merge_repeats(steps: list[Step]) -> list[Step]:
     return out
 
 
-def _marginal(final: Workload | None, cand: Candidate, goal: str, evaluate: Evaluate) -> float | None:
+def _marginal(final: Workload | None, cand: Candidate, goal: Goal, evaluate: Evaluate) -> float | None:
     """What `cand` adds on top of the recommended config (None if it does not apply there)."""
     if final is None:
         return None
@@ -263,119 +270,150 @@ def _marginal(final: Workload | None, cand: Candidate, goal: str, evaluate: Eval
     return relative_gain_pct(before, after, goal, final)
 
 
+@dataclass(frozen=True)
+class _Judging:
+    """What every single edit is judged against: the workload as given and the recommended config."""
+
+    workload: Workload
+    goal: Goal
+    evaluate: Evaluate
+    current: Outcome
+    metric: str  # the goal's metric, in words
+    applied: frozenset[str]  # technique ids the recommended config applies
+    final: Workload | None
+    finding_ids: frozenset[FindingId]
+
+
 def assess(
     workload: Workload,
-    goal: str,
+    goal: Goal,
     evaluate: Evaluate,
     steps: list[Step],
     final: Workload | None = None,
-    finding_ids: frozenset[str] = frozenset(),
+    finding_ids: frozenset[FindingId] = frozenset(),
 ) -> list[Technique]:
     """Every single edit of the workload as given, plus the edits the combination applied later,
     each with its impact and verdict, ranked: recommended, optional, not recommended."""
-    current = evaluate(workload)
-    applied = {s.candidate.id for s in steps}
-    metric = goal_metric_name(goal, workload)
-    out: list[tuple[int, float, Technique]] = []
-    seen_ids: set[str] = set()
-    for step in _merge_repeats(steps):
-        imp = impact(step.before, step.after)
-        why = (
-            "makes it fit"
-            if step.purpose == "fit" and imp.makes_it_fit
-            else "saves memory toward a fit"
-            if step.purpose == "fit"
-            else f"the safest edit that clears the bar, largest gain in {metric}"
-        )
-        if step.before_workload.gpu != workload.gpu:
-            why += f" (on {step.before_workload.gpu}, where the config moves the job)"
-        elif step.before_workload != workload:
-            why += " (measured after the steps before it)"
-        t = _make(
-            step.candidate,
-            step.before_workload,
-            step.before,
-            step.after,
-            "recommended",
-            f"In the recommended config: {why}.",
-        )
-        out.append((0, len(out), t))  # recommended rows keep the order they were applied in
-        seen_ids.add(step.candidate.id)
+    ctx = _Judging(
+        workload,
+        goal,
+        evaluate,
+        evaluate(workload),
+        goal_metric_name(goal, workload),
+        frozenset(s.candidate.id for s in steps),
+        final,
+        finding_ids,
+    )
+    # Recommended rows keep the order they were applied in.
+    out = [(0, float(i), _recommended(step, ctx)) for i, step in enumerate(_merge_repeats(steps))]
     for cand in candidates(workload, evaluate):
-        if cand.id in seen_ids:
+        if cand.id in ctx.applied:
             continue
         edited = apply(workload, cand)
         if edited is None:
             continue
         after = evaluate(edited)
-        imp = impact(current, after)
-        gain = relative_gain_pct(current, after, goal, workload)
-        if not after.fits:
-            verdict, reason, rank = (
-                "not-recommended",
-                f"Still does not fit ({after.peak_bytes / GiB:.1f} of {after.capacity_bytes / GiB:.1f} GiB).",
-                2,
-            )
-        elif not comfortable(current) and comfortable(after):
-            verdict, reason, rank = (
-                "optional",
-                "Also makes it fit, but with more quality risk or less speed than the chosen edit.",
-                1,
-            )
-        elif not comfortable(current):
-            verdict, reason, rank = (
-                "not-recommended",
-                f"Leaves too little headroom ({after.headroom_pct:.0f} % free).",
-                2,
-            )
-        elif gain is not None and gain >= T.PLAN_MIN_GAIN_PCT:
-            extra = _marginal(final, cand, goal, evaluate)
-            if extra is None:
-                on_top = "it conflicts with the recommended config"
-            elif extra >= 0:
-                on_top = f"on top of the recommended config it adds {extra:.1f} %"
-            else:
-                on_top = f"on top of the recommended config it is {-extra:.0f} % worse"
-            if cand.id in _FIT_ONLY:
-                why = "changes what is trained (adapters instead of all weights): worth it to fit or to cut cost, not for speed alone"
-            elif cand.id in applied:
-                why = "the recommended config applies a variant of it"
-            elif cand.quality_risk in _LOSSY:
-                why = f"it trades accuracy or changes the optimization, and {on_top}"
-                if extra is not None and extra >= T.PLAN_LOSSY_MIN_GAIN_PCT:
-                    why += ": weigh it against your quality bar"
-            else:
-                why = on_top
-            verdict, reason, rank = "optional", f"Helps {metric} by {gain:.0f} %, but {why}.", 1
-        else:
-            if imp.memory_saved_bytes > 0 and comfortable(current):
-                why = f"memory is not short ({current.headroom_pct:.0f} % free) and it does not help {metric}"
-            elif gain is not None and gain < 0:
-                why = f"it makes {metric} {abs(gain):.0f} % worse"
-            else:
-                why = f"no gain in {metric}"
-            reason = f"Not worth it: {why}."
-            verdict, rank = "not-recommended", 2
-            hinted = sorted(set(ADDRESSES.get(cand.id, ())) & finding_ids & _OUTSIDE_THE_MODEL)
-            harmless = comfortable(after) and (gain is None or gain > -T.PLAN_MIN_GAIN_PCT)
-            if hinted and harmless:
-                blind = (
-                    "it assumes a GPU that is kept busy"
-                    if {"small_batch", "low_utilization"} & set(hinted)
-                    else "it does not separate this effect"
-                )
-                verdict, rank = "optional", 1
-                reason = (
-                    f"The {', '.join(hinted)} finding points here, but the performance model predicts "
-                    f"{describe(imp, after)} because {blind}: try it and measure."
-                )
-        out.append((rank, -(gain or 0.0), _make(cand, workload, current, after, verdict, reason)))
+        gain = relative_gain_pct(ctx.current, after, goal, workload)
+        verdict, reason, rank = _judge(cand, after, gain, ctx)
+        out.append((rank, -(gain or 0.0), _make(cand, workload, ctx.current, after, verdict, reason)))
     out.sort(key=lambda item: (item[0], item[1]))
     return [t for _, _, t in out]
 
 
+def _recommended(step: Step, ctx: _Judging) -> Technique:
+    """A step of the recommended combination, measured from the step before it."""
+    if step.purpose == "goal":
+        why = f"the safest edit that clears the bar, largest gain in {ctx.metric}"
+    elif impact(step.before, step.after).makes_it_fit:
+        why = "makes it fit"
+    else:
+        why = "saves memory toward a fit"
+    if step.before_workload.gpu != ctx.workload.gpu:
+        why += f" (on {step.before_workload.gpu}, where the config moves the job)"
+    elif step.before_workload != ctx.workload:
+        why += " (measured after the steps before it)"
+    return _make(
+        step.candidate,
+        step.before_workload,
+        step.before,
+        step.after,
+        "recommended",
+        f"In the recommended config: {why}.",
+    )
+
+
+def _judge(cand: Candidate, after: Outcome, gain: float | None, ctx: _Judging) -> tuple[Verdict, str, int]:
+    """Verdict, reason and rank (1 optional, 2 not recommended) of one edit left out of the config."""
+    current = ctx.current
+    if not after.fits:
+        used, capacity = after.peak_bytes / GiB, after.capacity_bytes / GiB
+        return "not-recommended", f"Still does not fit ({used:.1f} of {capacity:.1f} GiB).", 2
+    if not comfortable(current) and comfortable(after):
+        return (
+            "optional",
+            "Also makes it fit, but with more quality risk or less speed than the chosen edit.",
+            1,
+        )
+    if not comfortable(current):
+        return "not-recommended", f"Leaves too little headroom ({after.headroom_pct:.0f} % free).", 2
+    if gain is not None and gain >= T.PLAN_MIN_GAIN_PCT:
+        return "optional", f"Helps {ctx.metric} by {gain:.0f} %, but {_why_not_chosen(cand, ctx)}.", 1
+    return _not_worth_it(cand, after, gain, ctx)
+
+
+def _why_not_chosen(cand: Candidate, ctx: _Judging) -> str:
+    """Why an edit that helps the goal on its own is left out of the recommended config."""
+    if cand.id in _FIT_ONLY:
+        return (
+            "changes what is trained (adapters instead of all weights): "
+            "worth it to fit or to cut cost, not for speed alone"
+        )
+    if cand.id in ctx.applied:
+        return "the recommended config applies a variant of it"
+    extra = _marginal(ctx.final, cand, ctx.goal, ctx.evaluate)
+    if extra is None:
+        on_top = "it conflicts with the recommended config"
+    elif extra >= 0:
+        on_top = f"on top of the recommended config it adds {extra:.1f} %"
+    else:
+        on_top = f"on top of the recommended config it is {-extra:.0f} % worse"
+    if cand.quality_risk not in _LOSSY:
+        return on_top
+    why = f"it trades accuracy or changes the optimization, and {on_top}"
+    if extra is not None and extra >= T.PLAN_LOSSY_MIN_GAIN_PCT:
+        why += ": weigh it against your quality bar"
+    return why
+
+
+def _not_worth_it(
+    cand: Candidate, after: Outcome, gain: float | None, ctx: _Judging
+) -> tuple[Verdict, str, int]:
+    """No gain for the goal: not recommended, unless a measured finding points at what the models miss."""
+    current, imp = ctx.current, impact(ctx.current, after)
+    hinted = sorted(set(ADDRESSES.get(cand.id, ())) & ctx.finding_ids & _OUTSIDE_THE_MODEL)
+    harmless = comfortable(after) and (gain is None or gain > -T.PLAN_MIN_GAIN_PCT)
+    if hinted and harmless:
+        blind = (
+            "it assumes a GPU that is kept busy"
+            if {"small_batch", "low_utilization"} & set(hinted)
+            else "it does not separate this effect"
+        )
+        reason = (
+            f"The {', '.join(hinted)} finding points here, but the performance model predicts "
+            f"{describe(imp, after)} because {blind}: try it and measure."
+        )
+        return "optional", reason, 1
+    if imp.memory_saved_bytes > 0 and comfortable(current):
+        why = f"memory is not short ({current.headroom_pct:.0f} % free) and it does not help {ctx.metric}"
+    elif gain is not None and gain < 0:
+        why = f"it makes {ctx.metric} {abs(gain):.0f} % worse"
+    else:
+        why = f"no gain in {ctx.metric}"
+    return "not-recommended", f"Not worth it: {why}.", 2
+
+
 def _make(
-    cand: Candidate, before_workload: Workload, before: Outcome, after: Outcome, verdict: str, reason: str
+    cand: Candidate, before_workload: Workload, before: Outcome, after: Outcome, verdict: Verdict, reason: str
 ) -> Technique:
     caveat, source = K.CAVEATS.get(
         "bigger_batch_global" if cand.quality_risk == "changes-training" else cand.id, ("", "")

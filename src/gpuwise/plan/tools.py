@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from gpuwise.catalog import get_gpu, get_model
 from gpuwise.diagnose import Finding
+from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.finding import FindingId
 from gpuwise.plan import knowledge as K
+from gpuwise.plan.scaling import NODE_GPUS
 from gpuwise.plan.techniques import describe
 from gpuwise.plan.types import HardwareOption, Outcome, ScalingDecision, Technique, ToolAdvice
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 
-_FINDING_TOOLS = {
+_FINDING_TOOLS: dict[FindingId, tuple[str, ...]] = {
     "input_bound": ("dali",),
     "loader_cpu_saturated": ("dali",),
     "launch_bound": ("torch.compile",),
@@ -64,10 +67,11 @@ def advise(
     if config.is_inference and not config.is_cv:
         _serving(a, config, outcome, gpu, hardware)
         mine = get_gpu(original.gpu)
-        if mine.consumer and mine.memory_gb <= 16 and mine.id != gpu.id:
+        if mine.consumer and mine.memory_gb <= T.SMALL_GPU_MEMORY_GB and mine.id != gpu.id:
             a.add(
                 "llama.cpp",
-                f"To stay on your {mine.memory_gb:.0f} GB {mine.id}: GGUF 4-bit weights with some layers offloaded to the CPU "
+                f"To stay on your {mine.memory_gb:.0f} GB {mine.id}: GGUF 4-bit weights with some layers "
+                "offloaded to the CPU "
                 "(slower per token, but it runs).",
             )
     if config.is_training:
@@ -80,7 +84,8 @@ def advise(
     ):
         a.add(
             "dali",
-            "Low utilization in a vision job: if `gpuwise profile` shows data wait, decoding/augmenting on the GPU removes it.",
+            "Low utilization in a vision job: if `gpuwise profile` shows data wait, decoding/augmenting on "
+            "the GPU removes it.",
         )
     if config.num_gpus > 1:
         a.add(
@@ -92,7 +97,8 @@ def advise(
     if not measured:
         a.add(
             "gpuwise-profile",
-            "Everything above is predicted (confidence low): measure the real loop and re-plan with --evidence.",
+            "Everything above is predicted (confidence low): measure the real loop and re-plan with "
+            "--evidence.",
         )
     return list(a.items.values())
 
@@ -111,17 +117,20 @@ def _serving(a: _Advice, w: Workload, outcome: Outcome, gpu, hardware: list[Hard
     if gpu.vendor.upper() == "NVIDIA" and gpu.fp8_tflops and w.goal == "latency":
         a.add(
             "tensorrt-llm",
-            f"Goal is latency on a GPU with FP8 tensor cores ({gpu.id}): compiled, fused kernels cut per-token time further.",
+            f"Goal is latency on a GPU with FP8 tensor cores ({gpu.id}): compiled, fused kernels cut "
+            "per-token time further.",
         )
     if w.task == "rag":
         a.add(
             "sglang",
-            "RAG prompts share long prefixes (instructions, retrieved documents): prefix caching computes them once.",
+            "RAG prompts share long prefixes (instructions, retrieved documents): prefix caching computes "
+            "them once.",
         )
-    if gpu.consumer and gpu.memory_gb <= 16:
+    if gpu.consumer and gpu.memory_gb <= T.SMALL_GPU_MEMORY_GB:
         a.add(
             "llama.cpp",
-            f"{gpu.memory_gb:.0f} GB consumer GPU: GGUF 4-bit models and partial CPU offload when the model and "
+            f"{gpu.memory_gb:.0f} GB consumer GPU: GGUF 4-bit models and partial CPU offload when the model "
+            "and "
             f"{w.seq_len:,}-token context do not both fit.",
         )
     if "mig" in w.requirements or any(
@@ -129,20 +138,31 @@ def _serving(a: _Advice, w: Workload, outcome: Outcome, gpu, hardware: list[Hard
     ):
         a.add(
             "mig",
-            "The model fits a MIG slice: isolate tenants on one A100/H100-class GPU instead of renting several.",
+            "The model fits a MIG slice: isolate tenants on one A100/H100-class GPU instead of renting "
+            "several.",
         )
 
 
 def _training(a: _Advice, w: Workload, scaling: ScalingDecision, fit_needed: bool) -> None:
+    _adapters_and_quantization(a, w)
+    _parallelism(a, w, scaling)
+    _kernels(a, w, fit_needed)
+
+
+def _adapters_and_quantization(a: _Advice, w: Workload) -> None:
     if w.is_lora:
         a.add(
             "peft",
-            f"{'QLoRA' if w.task == 'qlora' else 'LoRA'} adapters (rank {w.lora_rank}, targets {', '.join(w.lora_targets)}).",
+            f"{'QLoRA' if w.task == 'qlora' else 'LoRA'} adapters (rank {w.lora_rank}, targets "
+            f"{', '.join(w.lora_targets)}).",
         )
     if w.task == "qlora" or w.optimizer in {"adamw-8bit", "paged-adamw-8bit"}:
         what = "NF4 base weights" if w.task == "qlora" else ""
         what += (" and " if what else "") + ("8-bit optimizer states" if "8bit" in w.optimizer else "")
         a.add("bitsandbytes", f"Provides the {what}.")
+
+
+def _parallelism(a: _Advice, w: Workload, scaling: ScalingDecision) -> None:
     deepspeed = w.framework.strip().lower() == "deepspeed"
     if w.sharding in {"zero1", "zero2", "zero3"} or (deepspeed and w.sharding == "fsdp"):
         stage = 3 if w.sharding == "fsdp" else int(w.sharding[-1])
@@ -155,15 +175,20 @@ def _training(a: _Advice, w: Workload, scaling: ScalingDecision, fit_needed: boo
     elif w.sharding == "fsdp":
         a.add(
             "fsdp",
-            f"{scaling.strategy}: parameters, gradients and optimizer states sharded over {w.data_parallel} GPUs.",
+            f"{scaling.strategy}: parameters, gradients and optimizer states sharded over {w.data_parallel} "
+            "GPUs.",
         )
-    if w.tp > 1 or w.pp > 1 or (w.task == "pretrain" and w.num_gpus >= 8):
+    if w.tp > 1 or w.pp > 1 or (w.task == "pretrain" and w.num_gpus >= NODE_GPUS):
         a.add(
             "torchtitan",
-            f"Pretraining on {w.num_gpus} GPUs: a tested FSDP2/TP/PP recipe with float8 and async checkpointing.",
+            f"Pretraining on {w.num_gpus} GPUs: a tested FSDP2/TP/PP recipe with float8 and async "
+            "checkpointing.",
         )
-        if w.num_gpus > 8 or w.pp > 1:
+        if w.num_gpus > NODE_GPUS or w.pp > 1:
             a.add("megatron", f"{scaling.strategy}: tensor/pipeline parallelism across nodes.")
+
+
+def _kernels(a: _Advice, w: Workload, fit_needed: bool) -> None:
     if w.precision == "fp8":
         a.add(
             "transformer-engine",
@@ -178,7 +203,8 @@ def _training(a: _Advice, w: Workload, scaling: ScalingDecision, fit_needed: boo
         )  # fp32 logits for the loss, as Hugging Face models upcast them
         a.add(
             "liger-kernel",
-            f"Memory is tight: chunked cross-entropy never materializes the {logits / GiB:.1f} GiB of fp32 logits "
+            f"Memory is tight: chunked cross-entropy never materializes the {logits / GiB:.1f} GiB of fp32 "
+            "logits "
             f"(micro-batch {w.batch_size} × {w.seq_len:,} tokens × {vocab:,} vocabulary).",
         )
     a.add(

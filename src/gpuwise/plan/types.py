@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from gpuwise.diagnose import Evidence, Finding
+from gpuwise.diagnose.finding import FindingId
+from gpuwise.perf.prediction import Bound
 from gpuwise.workload import Workload
+from gpuwise.workload.spec import Goal, Sharding
+
+# What an edit may cost besides what the models compute, least to most: none; low; changes-training
+# (the optimization changes, e.g. a larger global batch); medium (numerics, e.g. int4 or fp8);
+# changes-task (LoRA/QLoRA train adapters instead of all weights).
+QualityRisk = Literal["none", "low", "changes-training", "medium", "changes-task"]
+QUALITY_RISKS: tuple[QualityRisk, ...] = get_args(QualityRisk)
+Verdict = Literal["recommended", "optional", "not-recommended"]
+# An idle cause is found (a finding says so), ruled out (measured below the rule's threshold) or not measured.
+IdleStatus = Literal["found", "ruled-out", "not-measured"]
+# Whether a multi-GPU layout needs NVLink, from the predicted slowdown over PCIe ("n/a": nothing fits).
+NvlinkVerdict = Literal["required", "recommended", "not-needed", "n/a"]
+MemoryMethod = Literal["analytic", "traced"]
+ThroughputUnit = Literal["tokens/s", "output tokens/s", "images/s"]
 
 
 @dataclass(frozen=True)
@@ -20,13 +36,13 @@ class Outcome:
     capacity_bytes: int  # device memory per GPU
     headroom_pct: float
     throughput: float | None = None  # tokens/s (LLMs) or images/s (vision), whole job
-    throughput_unit: str = "tokens/s"
+    throughput_unit: ThroughputUnit = "tokens/s"
     step_time_s: float | None = None  # training step (one micro-batch × accumulation), or one decode step
     mfu_pct: float | None = None
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     max_concurrency: int | None = None
-    bound: str = ""  # compute | memory | communication | overhead, as the performance model says
+    bound: Bound | None = None  # what limits the step, as the performance model says (None: no speed)
     comm_exposed_pct: float | None = None
     usd_per_hour: float | None = None  # all GPUs of the job
     run_time_s: float | None = None  # training: train_tokens × epochs
@@ -71,13 +87,13 @@ class Technique:
     before: Outcome
     after: Outcome
     impact: Impact
-    quality_risk: str  # none | low | changes-training (optimization changes) | medium (numerics) | changes-task (LoRA instead of full)
-    verdict: str  # recommended | not-recommended
+    quality_risk: QualityRisk
+    verdict: Verdict
     reason: str  # one line: why it is (not) recommended, with the numbers
     tools: tuple[str, ...] = ()
     caveat: str = ""
     caveat_source: str = ""
-    finding_ids: tuple[str, ...] = ()  # findings this technique addresses
+    finding_ids: tuple[FindingId, ...] = ()  # findings this technique addresses
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,9 +117,9 @@ class Technique:
 class IdleCause:
     """One candidate cause of low utilization, and whether evidence confirms or rules it out."""
 
-    id: str
+    id: FindingId
     what: str
-    status: str  # found | ruled-out | not-measured
+    status: IdleStatus
     detail: str
     how_to_check: str
 
@@ -114,7 +130,7 @@ class IdleCause:
 @dataclass(frozen=True)
 class Diagnosis:
     summary: str  # one or two sentences: what limits this workload, in numbers
-    bound: str
+    bound: Bound | None
     findings: tuple[Finding, ...]
     idle_causes: tuple[IdleCause, ...] = ()
 
@@ -161,7 +177,7 @@ class MemoryView:
 
     current: dict[str, Any]
     recommended: dict[str, Any] | None
-    method: str = "analytic"  # analytic | traced
+    method: MemoryMethod = "analytic"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -170,11 +186,11 @@ class MemoryView:
 @dataclass(frozen=True)
 class ScaleOption:
     label: str  # e.g. "FSDP (ZeRO-3) on 8 GPUs"
-    strategy: str  # single | ddp | zero1 | zero2 | zero3 | fsdp | tp | tp+pp | fsdp+tp | replicas
+    strategy: str  # scaling.strategy_of: single, replicas, ddp, zero2, fsdp, tp, fsdp+tp, tp+pp, ...
     num_gpus: int
     tp: int
     pp: int
-    sharding: str
+    sharding: Sharding
     outcome: Outcome
     best_at_count: bool = False  # the layout the decision rule would pick at this GPU count
 
@@ -190,9 +206,9 @@ class ScalingDecision:
     num_gpus: int
     tp: int
     pp: int
-    sharding: str
+    sharding: Sharding
     reason: str
-    nvlink: str  # required | recommended | not-needed | n/a
+    nvlink: NvlinkVerdict
     nvlink_reason: str
     nvlink_slowdown_pct: float | None  # predicted step-time (or latency) increase without NVLink
     options: tuple[ScaleOption, ...]
@@ -280,7 +296,7 @@ class FitReport:
 @dataclass
 class Plan:
     workload: Workload
-    goal: str
+    goal: Goal
     current: Outcome
     diagnosis: Diagnosis
     techniques: list[Technique]  # recommended first (ranked for the goal), then the rest

@@ -7,10 +7,10 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuwise.perf.cost import BreakEven, CostEstimate, GpuCostRow
-from gpuwise.perf.prediction import PerfPrediction
+from gpuwise.perf.prediction import Bound, PerfPrediction
 from gpuwise.units import fmt_duration
 
-BOUND_TEXT = {
+BOUND_TEXT: dict[Bound, str] = {
     "compute": "compute",
     "memory_bandwidth": "memory bandwidth",
     "communication": "communication",
@@ -39,7 +39,7 @@ def _tokens(value: float) -> str:
 
 def speed_rows(p: PerfPrediction) -> list[tuple[str, str]]:
     """The speed lines shared by terminal and Markdown."""
-    rows = [("bound by", BOUND_TEXT.get(p.bound, p.bound))]
+    rows = [("bound by", BOUND_TEXT[p.bound])]
     if p.training:
         t = p.training
         unit = p.throughput_unit
@@ -50,7 +50,8 @@ def speed_rows(p: PerfPrediction) -> list[tuple[str, str]]:
             ("MFU", f"{p.mfu_pct:.1f} % of {p.compute_dtype} dense peak"),
             (
                 "compute / memory / exposed comm",
-                f"{fmt_duration(t.compute_s)} / {fmt_duration(t.memory_s)} / {fmt_duration(t.tp_comm_s + t.dp_exposed_s)}",
+                f"{fmt_duration(t.compute_s)} / {fmt_duration(t.memory_s)} / "
+                f"{fmt_duration(t.tp_comm_s + t.dp_exposed_s)}",
             ),
         ]
         if t.pp > 1:
@@ -207,7 +208,13 @@ def markdown_cost(c: CostEstimate) -> str:
     return "\n".join(parts)
 
 
-SHORT_BOUND = {"compute": "compute", "memory_bandwidth": "memory", "communication": "comm", "host": "host"}
+# Keyed by Bound; GpuCostRow.bound is typed str, so the lookup keeps a plain str key.
+SHORT_BOUND: dict[str, str] = {
+    "compute": "compute",
+    "memory_bandwidth": "memory",
+    "communication": "comm",
+    "host": "host",
+}
 
 
 def _comparison_columns(training: bool, with_run: bool, vision: bool = False) -> list[str]:

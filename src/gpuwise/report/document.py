@@ -8,9 +8,10 @@ plain: each renderer escapes for its own format.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Literal
 
-STYLES = ("", "muted", "good", "warn", "bad", "strong")
+# How a renderer emphasizes a block or row ("" = plain); each renderer maps these to its own format.
+Style = Literal["", "muted", "good", "warn", "bad", "strong"]
 
 
 @dataclass
@@ -22,7 +23,7 @@ class Heading:
 @dataclass
 class Paragraph:
     text: str
-    style: str = ""  # one of STYLES
+    style: Style = ""
 
 
 @dataclass
@@ -31,7 +32,7 @@ class Table:
     rows: list[list[str]]
     caption: str = ""
     align: str = ""  # one letter per column: l or r (default: first column l, others l)
-    row_styles: list[str] = field(default_factory=list)  # one of STYLES per row (optional)
+    row_styles: list[Style] = field(default_factory=list)  # one per row (optional)
 
 
 @dataclass
@@ -47,7 +48,7 @@ class Bars:
 @dataclass
 class Bullets:
     items: list[str]
-    style: str = ""
+    style: Style = ""
 
 
 @dataclass
@@ -57,7 +58,7 @@ class Code:
     language: str = ""
 
 
-Block = Union[Heading, Paragraph, Table, Bars, Bullets, Code]
+Block = Heading | Paragraph | Table | Bars | Bullets | Code
 
 
 @dataclass

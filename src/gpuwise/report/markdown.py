@@ -34,7 +34,7 @@ def _bars(b: Bars) -> list[str]:
         lines.append(f"{label.ljust(width)}  {'█' * filled}{'░' * (_BAR_WIDTH - filled)}  {text}")
     if b.total_label:
         lines.append(f"{'total'.ljust(width)}  {' ' * _BAR_WIDTH}  {b.total_label}")
-    return out + ["```text", *lines, "```"]
+    return [*out, "```text", *lines, "```"]
 
 
 def render(doc: Document) -> str:
@@ -52,9 +52,9 @@ def render(doc: Document) -> str:
                 text = f"*{text}*"
             out += [text, ""]
         elif isinstance(block, Table):
-            out += _table(block) + [""]
+            out += [*_table(block), ""]
         elif isinstance(block, Bars):
-            out += _bars(block) + [""]
+            out += [*_bars(block), ""]
         elif isinstance(block, Bullets):
             out += [f"- {item}" for item in block.items] + [""]
         elif isinstance(block, Code):

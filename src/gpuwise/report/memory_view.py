@@ -1,4 +1,4 @@
-"""Terminal views of memory estimates (analytic and traced) and of the fit table.
+"""Terminal views of analytic memory estimates and of the fit table (traced runs: `simulation_view`).
 
 Sizes are binary GiB (what ``torch.cuda`` statistics divided by 2**30 give); a GPU's datasheet
 size is also shown in decimal GB next to it, labelled.
@@ -6,11 +6,12 @@ size is also shown in decimal GB next to it, labelled.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
 
+from gpuwise.diagnose import thresholds as T
 from gpuwise.memory import FitResult, MemoryEstimate
 from gpuwise.units import GiB
 
@@ -28,9 +29,6 @@ LABELS = {
     "temporaries": "temporaries / workspaces",
     "cuda_context": "CUDA context (+ NCCL)",
     "allocator_reserve": "allocator reserve",
-    # traced categories
-    "parameters": "parameters",
-    "optimizer_state": "optimizer state",
 }
 PHASE_TEXT = {
     "forward": "end of forward: every saved activation plus the logits and loss",
@@ -72,13 +70,16 @@ def _title(e: MemoryEstimate) -> str:
         f"pp {w.pp}" if w.pp > 1 else "",
     ]
     extras = ", ".join(x for x in extra if x)
-    return f"Memory per GPU — {w.model} · {w.task} · {w.precision} · {shape} on {layout}{' (' + extras + ')' if extras else ''}"
+    return (
+        f"Memory per GPU — {w.model} · {w.task} · {w.precision} · {shape} on "
+        f"{layout}{' (' + extras + ')' if extras else ''}"
+    )
 
 
 def _verdict(fits: bool, headroom_pct: float) -> str:
     if not fits:
         return f"[bold red]does not fit[/] ({-headroom_pct:.1f} % over)"
-    style = "green" if headroom_pct >= 10 else "yellow"
+    style = "green" if headroom_pct >= T.OOM_HEADROOM_PCT else "yellow"
     return f"[bold {style}]fits[/] with {headroom_pct:.1f} % headroom"
 
 
@@ -104,7 +105,8 @@ def render_estimate(console: Console, e: MemoryEstimate, extras: dict[str, Any] 
         f"peak reserved (caching allocator): {gib(e.peak_reserved_bytes)} GiB"
     )
     console.print(
-        f"{e.gpu.id}: {gib(capacity)} GiB ({e.gpu.memory_gb:g} GB on the datasheet) → {_verdict(e.fits, e.headroom_pct)}"
+        f"{e.gpu.id}: {gib(capacity)} GiB ({e.gpu.memory_gb:g} GB on the datasheet) → "
+        f"{_verdict(e.fits, e.headroom_pct)}"
     )
     phases = Table(title="phases (allocated, GiB)", header_style="bold", title_justify="left", box=None)
     phases.add_column("phase")
@@ -115,53 +117,9 @@ def render_estimate(console: Console, e: MemoryEstimate, extras: dict[str, Any] 
         mark = " ◀ peak" if p.name == e.peak_phase else ""
         phases.add_row(p.name, gib(p.allocated_bytes), f"[magenta]{bar(p.allocated_bytes, top, 20)}[/]{mark}")
     console.print(phases)
-    for key, answer in (extras or {}).items():
+    for answer in (extras or {}).values():
         console.print(answer["text"])
     for line in e.notes + e.assumptions:
-        console.print(f"[dim]· {line}[/dim]")
-
-
-def render_traced(console: Console, t: Any) -> None:
-    """A ``gpuwise.simulation.TracedMemoryEstimate``."""
-    table = Table(
-        title=f"Traced memory per GPU — {t.model} on {t.gpu} ({t.mode}, simulated on fake tensors)",
-        header_style="bold",
-        title_justify="left",
-    )
-    table.add_column("component")
-    table.add_column("GiB", justify="right")
-    table.add_column("share of device total", no_wrap=True)
-    total = t.device_total_bytes
-    rows = dict(t.breakdown)
-    rows["cuda_context"] = t.cuda_context_bytes
-    rows["allocator_reserve"] = t.allocator_reserve_bytes
-    for key, value in rows.items():
-        if value > 0:
-            table.add_row(
-                LABELS.get(key, key), gib(value), f"[cyan]{bar(value, total)}[/] {100 * value / total:.0f} %"
-            )
-    table.add_section()
-    table.add_row("[bold]device total (nvidia-smi)[/]", f"[bold]{gib(total)}[/]", "")
-    console.print(table)
-    console.print(
-        f"peak phase: [bold]{t.peak_phase}[/] · peak allocated {gib(t.peak_allocated_bytes)} GiB · "
-        f"peak reserved {gib(t.peak_reserved_bytes)} GiB"
-    )
-    headroom = 100.0 * (1 - total / t.device_memory_bytes) if t.device_memory_bytes else 0.0
-    console.print(f"{t.gpu}: {gib(t.device_memory_bytes)} GiB → {_verdict(t.fits, headroom)}")
-    phases = Table(title="phases (peak allocated, GiB)", header_style="bold", title_justify="left", box=None)
-    for col in ("phase", "GiB", "", "where"):
-        phases.add_column(col, justify="right" if col == "GiB" else "left")
-    top = max((p.peak_allocated_bytes for p in t.phases), default=1)
-    for p in t.phases:
-        phases.add_row(
-            p.name,
-            gib(p.peak_allocated_bytes),
-            f"[magenta]{bar(p.peak_allocated_bytes, top, 20)}[/]",
-            p.where_at_peak,
-        )
-    console.print(phases)
-    for line in t.notes:
         console.print(f"[dim]· {line}[/dim]")
 
 
@@ -173,7 +131,7 @@ def render_fit(console: Console, result: FitResult) -> None:
         header_style="bold",
         title_justify="left",
     )
-    for col, justify in (
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("GPU", "left"),
         ("n", "right"),
         ("layout", "left"),
@@ -181,7 +139,8 @@ def render_fit(console: Console, result: FitResult) -> None:
         ("has GiB (GB)", "right"),
         ("free", "right"),
         ("peak", "left"),
-    ):
+    )
+    for col, justify in columns:
         table.add_column(col, justify=justify, no_wrap=True)
     for r in result.rows:
         layout = (
@@ -196,7 +155,7 @@ def render_fit(console: Console, result: FitResult) -> None:
             )
             or "—"
         )
-        style = "green" if r.headroom_pct >= 10 else "yellow"
+        style = "green" if r.headroom_pct >= T.OOM_HEADROOM_PCT else "yellow"
         table.add_row(
             r.gpu,
             str(r.num_gpus),
@@ -210,7 +169,8 @@ def render_fit(console: Console, result: FitResult) -> None:
         console.print(table)
     else:
         console.print(
-            f"[bold red]{w.model} fits on no catalog GPU at {', '.join(map(str, result.counts))} GPUs as given.[/]"
+            f"[bold red]{w.model} fits on no catalog GPU at {', '.join(map(str, result.counts))} GPUs as "
+            "given.[/]"
         )
     for line in sorted({r.assumed for r in result.rows if r.assumed}) + result.skipped:
         console.print(f"[dim]· {line}[/dim]")

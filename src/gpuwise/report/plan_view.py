@@ -6,13 +6,22 @@ from typing import Any
 
 from rich.console import Console
 
-from gpuwise.plan.types import Outcome, Plan, Technique
+from gpuwise.diagnose import Finding
+from gpuwise.diagnose.finding import Severity
+from gpuwise.plan.techniques import describe
+from gpuwise.plan.types import Outcome, Plan, Technique, Verdict
 from gpuwise.report import terminal
-from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Table
+from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Style, Table
 from gpuwise.units import GiB, fmt_duration
 
-_SEVERITY_STYLE = {"critical": "bad", "high": "warn", "medium": "", "low": "muted", "info": "muted"}
-_VERDICT_STYLE = {"recommended": "good", "optional": "", "not-recommended": "muted"}
+_SEVERITY_STYLE: dict[Severity, Style] = {
+    "critical": "bad",
+    "high": "warn",
+    "medium": "",
+    "low": "muted",
+    "info": "muted",
+}
+_VERDICT_STYLE: dict[Verdict, Style] = {"recommended": "good", "optional": "", "not-recommended": "muted"}
 _HARDWARE_ROWS = 12
 
 
@@ -99,18 +108,20 @@ def _diagnosis(doc: Document, plan: Plan) -> None:
     d = plan.diagnosis
     doc.add(Heading("1. Diagnosis"), Paragraph(d.summary, "strong"))
     if d.findings:
-        rows, styles = [], []
+        rows: list[list[str]] = []
+        styles: list[Style] = []
         for f in d.findings:
             fix = f.fix + (f"\nexpected: {_gain(f)}" if f.gain is not None else "")
             rows.append(
                 [f.severity, f"{f.title}\n{f.summary}", fix, f"{f.source}\n({f.confidence} confidence)"]
             )
-            styles.append(_SEVERITY_STYLE.get(f.severity, ""))
+            styles.append(_SEVERITY_STYLE[f.severity])
         doc.add(Table(["Severity", "Finding", "Fix", "Evidence"], rows, row_styles=styles))
     else:
         doc.add(
             Paragraph(
-                "No rule fired on the evidence: nothing in the predictions or measurements crosses a threshold.",
+                "No rule fired on the evidence: nothing in the predictions or measurements crosses a "
+                "threshold.",
                 "muted",
             )
         )
@@ -128,8 +139,10 @@ def _diagnosis(doc: Document, plan: Plan) -> None:
         )
 
 
-def _gain(f: Any) -> str:
+def _gain(f: Finding) -> str:
     g = f.gain
+    if g is None:
+        return ""
     if g.metric == "throughput_x":
         text = f"{g.low:.2f}–{g.high:.2f}× speed"
     elif g.metric == "memory_bytes":
@@ -140,8 +153,6 @@ def _gain(f: Any) -> str:
 
 
 def _technique_row(i: int, t: Technique) -> list[str]:
-    from gpuwise.plan.techniques import describe
-
     return [
         str(i),
         f"{t.title}\n{_changes(t.changes)}",
@@ -283,7 +294,10 @@ def _memory(doc: Document, plan: Plan) -> None:
             f"{name}: {_gib(total)} of {_gib(capacity)} per GPU"
             + (f" ({free:.0f} % free)" if free is not None and free >= 0 else " (does not fit)")
             + (f", peak in {mem['peak_phase']}" if mem.get("peak_phase") else "")
-            + f"; torch would report {_gib(mem.get('peak_allocated_bytes'))} allocated, {_gib(mem.get('peak_reserved_bytes'))} reserved"
+            + (
+                f"; torch would report {_gib(mem.get('peak_allocated_bytes'))} allocated, "
+                f"{_gib(mem.get('peak_reserved_bytes'))} reserved"
+            )
             + f" [{plan.memory.method if name == 'current' else 'analytic'}]"
         )
         if items:
@@ -315,7 +329,8 @@ def _scaling(doc: Document, plan: Plan) -> None:
         doc.add(Paragraph(f"NVLink: {s.nvlink}. {s.nvlink_reason}", "warn" if s.nvlink == "required" else ""))
     if s.options:
         cv = plan.workload.is_cv
-        rows, styles = [], []
+        rows = []
+        styles: list[Style] = []
         shown = [o for o in s.options if o.best_at_count or o.label == s.strategy]
         doc.add(
             Paragraph(
@@ -367,7 +382,8 @@ def _hardware(doc: Document, plan: Plan) -> None:
             "muted",
         )
     )
-    rows, styles = [], []
+    rows = []
+    styles: list[Style] = []
     for h in shown:
         o = h.outcome
         cost = _usd(o.usd_per_run) + " / run" if o.usd_per_run is not None else _per_1m(o, w.is_cv)
@@ -437,9 +453,3 @@ def markdown(plan: Plan) -> str:
     from gpuwise.report import markdown as md
 
     return md.render(plan_document(plan))
-
-
-def html(plan: Plan) -> str:
-    from gpuwise.report import html as h
-
-    return h.render(plan_document(plan))

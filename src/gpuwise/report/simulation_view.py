@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from gpuwise.diagnose import thresholds as T
 from gpuwise.units import GiB, fmt_duration
 
 CATEGORY_LABELS = {
@@ -83,7 +84,8 @@ def _breakdown(console: Console, t: Any) -> None:
     if not t.fits:
         verdict = f"[bold red]does not fit[/] ({-headroom:.1f} % over)"
     else:
-        verdict = f"[bold {'green' if headroom >= 10 else 'yellow'}]fits[/] with {headroom:.1f} % headroom"
+        style = "green" if headroom >= T.OOM_HEADROOM_PCT else "yellow"
+        verdict = f"[bold {style}]fits[/] with {headroom:.1f} % headroom"
     console.print(f"{t.gpu}: {_gib(t.device_memory_bytes)} GiB → {verdict}")
 
 

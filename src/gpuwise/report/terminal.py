@@ -8,9 +8,16 @@ from rich.rule import Rule
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Table
+from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Style, Table
 
-_STYLE = {"": "", "muted": "dim", "good": "green", "warn": "yellow", "bad": "bold red", "strong": "bold"}
+_STYLE: dict[Style, str] = {
+    "": "",
+    "muted": "dim",
+    "good": "green",
+    "warn": "yellow",
+    "bad": "bold red",
+    "strong": "bold",
+}
 _BAR_WIDTH = 30
 
 
@@ -23,8 +30,8 @@ def _table(t: Table) -> RichTable:
         show_lines=False,
         expand=False,
     )
-    align = (t.align or "").ljust(len(t.columns), "l")
-    for col, a in zip(t.columns, align):
+    align = (t.align or "").ljust(len(t.columns), "l")  # extra letters (and cells) are cut: strict=False
+    for col, a in zip(t.columns, align, strict=False):
         table.add_column(col, justify="right" if a == "r" else "left", overflow="fold")
     for i, row in enumerate(t.rows):
         style = t.row_styles[i] if i < len(t.row_styles) else ""
