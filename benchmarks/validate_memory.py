@@ -3,7 +3,7 @@
 
 Usage: python benchmarks/validate_memory.py [--data CSV] [--json-only]
 
-The CSV has the columns of ../shared/data/measured_memory.csv (id, model, task, batch_size,
+The CSV has the columns of benchmarks/data/measured_memory.csv (id, model, task, batch_size,
 seq_len, grad_accum, precision, optimizer, grad_checkpointing, lora_rank, lora_targets, num_gpus,
 sharding, gpu, metric, measured_value, unit, framework, source, quality, notes). Each row is turned
 into a workload and compared like with like:
@@ -37,7 +37,7 @@ from gpuwise.memory.frameworks import KNOWN_LIBRARIES, versions_current_at  # no
 from gpuwise.units import GiB, to_bytes  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "measured_memory.csv"
+DEFAULT_DATA = REPO / "benchmarks" / "data" / "measured_memory.csv"
 DEFAULT_GPU = "a100-80gb-sxm"  # when a row does not name its GPU (only capacity depends on it)
 METRIC_FIELD = {
     "max_allocated": "peak_allocated_bytes",

@@ -1,5 +1,7 @@
 import csv
+import io
 import json
+from importlib import resources
 
 import pytest
 
@@ -9,11 +11,18 @@ from gpuwise.catalog import models as models_module
 from gpuwise.errors import GpuwiseError
 
 
-def test_every_shared_row_is_in_the_catalog(shared_dir):
-    gpu_ids = {row["id"] for row in csv.DictReader(open(shared_dir / "data/gpus.csv"))}
-    model_ids = {row["id"] for row in csv.DictReader(open(shared_dir / "data/models.csv"))}
-    assert gpu_ids <= {g.id for g in list_gpus()}
-    assert model_ids <= {m.id for m in list_models()}
+def _bundled_ids(kind: str) -> list[str]:
+    text = resources.files("gpuwise.catalog").joinpath(f"data/{kind}.csv").read_text(encoding="utf-8")
+    return [row["id"] for row in csv.DictReader(io.StringIO(text))]
+
+
+def test_every_bundled_row_is_in_the_catalog_once():
+    # 28 GPUs and 43 architectures, each row with its sources (catalog/data/*.csv); none dropped or merged.
+    gpu_ids, model_ids = _bundled_ids("gpus"), _bundled_ids("models")
+    assert len(gpu_ids) == len(set(gpu_ids)) == 28
+    assert len(model_ids) == len(set(model_ids)) == 43
+    assert set(gpu_ids) <= {g.id for g in list_gpus()}
+    assert set(model_ids) <= {m.id for m in list_models()}
 
 
 def test_llama3_8b_parameter_count_is_exact():

@@ -22,8 +22,8 @@ def _run(*args: str) -> tuple[str, dict]:
     return proc.stdout, json.loads(last)
 
 
-def test_published_benchmarks_within_target(shared_dir):
-    out, summary = _run("--data", str(shared_dir / "data" / "measured_throughput.csv"))
+def test_published_benchmarks_within_target():
+    out, summary = _run()  # the default data: benchmarks/data/measured_throughput.csv
     assert summary["rows"] >= 90 and summary["rows"] + summary["skipped"] == 111
     assert summary["median_abs_err_pct"] <= 25
     assert summary["source_weighted_median_abs_err_pct"] <= 25
