@@ -83,8 +83,7 @@ bench: $(VENV)/.dev
 
 # the tested versions, from the dev environment (torch excluded: TORCH_PIN and TORCH_INDEX choose its build)
 constraints: $(VENV)/.dev
-	{ echo "# Versions the test suite passed with (make constraints; Python $$($(PY) -c 'import platform; print(platform.python_version())'))."; \
-	  $(PIP) freeze --exclude-editable | grep -viE '^(torch|nvidia-|triton)[=-]' | sort -f; } > constraints.txt
+	$(PY) .ci/constraints.py > constraints.txt
 
 clean:
 	rm -rf $(VENV) $(LOWEST_VENV) build dist src/*.egg-info .mypy_cache .ruff_cache
