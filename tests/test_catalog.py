@@ -87,7 +87,8 @@ def test_user_catalog_files(tmp_path, monkeypatch):
     gpus.write_text("- id: lab-card\n  memory_gb: 20\n  mem_bw_tbps: 0.5\n  bf16_tflops: 100\n")
     models = tmp_path / "models.toml"
     models.write_text(
-        '[[models]]\nid = "tiny"\nhidden_size = 64\nnum_layers = 2\nnum_attention_heads = 4\nvocab_size = 100\n'
+        '[[models]]\nid = "tiny"\nhidden_size = 64\nnum_layers = 2\n'
+        "num_attention_heads = 4\nvocab_size = 100\n"
     )
     monkeypatch.setenv("GPUWISE_GPUS", str(gpus))
     monkeypatch.setenv("GPUWISE_MODELS", str(models))
