@@ -37,7 +37,7 @@ define install_torch
 	else \
 		$(1) -m pip install --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) '$(TORCH_PIN)'; \
 	fi
-	@$(1) -c "import torch; print('torch', torch.__version__, '(CUDA ' + torch.version.cuda + ')' if torch.version.cuda else '(CPU build)')"
+	@$(1) -W ignore -c "import torch; print('torch', torch.__version__, '(CUDA ' + torch.version.cuda + ')' if torch.version.cuda else '(CPU build)')"
 endef
 
 $(VENV)/.torch: Makefile
