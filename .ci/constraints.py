@@ -1,4 +1,4 @@
-"""Print constraints.txt: every distribution of this environment at its installed version (`make constraints`).
+"""Print constraints.txt: every distribution of this environment at its version (`make constraints`).
 
 torch and the CUDA libraries it pulls in are left out: TORCH_PIN and TORCH_INDEX choose the build, and a
 CPU machine's file must not forbid a GPU machine's wheels. The pins carry a marker for the Python they were
