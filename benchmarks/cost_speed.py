@@ -52,9 +52,10 @@ def _time(args: list[str]) -> tuple[float, int]:
 
 def _torch_imported(args: list[str]) -> bool:
     code = (
-        "import sys\nfrom gpuwise.cli.app import main\ntry:\n    main(%r)\nexcept SystemExit:\n    pass\n"
-        "sys.stderr.write('TORCH=%%s' %% ('torch' in sys.modules))"
-    ) % (args,)
+        f"import sys\nfrom gpuwise.cli.app import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write(f\"TORCH={'torch' in sys.modules}\")"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=ENV)
     return "TORCH=True" in proc.stderr
 
@@ -66,12 +67,11 @@ def main() -> int:
     results = []
     for case in _cases():
         for variant in (case, [*case, "--all-gpus"]):
-            times, codes = zip(*(_time(variant) for _ in range(args.repeat)))
+            times, codes = zip(*(_time(variant) for _ in range(args.repeat)), strict=True)
             label = " ".join(a if not a.endswith(".yaml") else Path(a).name for a in variant[1:])
             results.append((label, statistics.median(times), max(times), set(codes)))
-            print(
-                f"{statistics.median(times):6.3f} s median  {max(times):6.3f} s max  exit {sorted(set(codes))}  {label}"
-            )
+            median, worst = statistics.median(times), max(times)
+            print(f"{median:6.3f} s median  {worst:6.3f} s max  exit {sorted(set(codes))}  {label}")
     torch = any(_torch_imported(case) for case in _cases())
     medians = [r[1] for r in results]
     summary = {

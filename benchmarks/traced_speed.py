@@ -74,11 +74,14 @@ def main() -> None:
     wall = min(walls)
     print(
         f"{opts.model} {opts.task} {opts.precision}, batch 1 x 2048: peak allocated "
-        f"{doc['peak_allocated_bytes'] / 2**30:.2f} GiB ({doc['peak_phase']}), {doc['flops_per_step'] / 1e12:.1f} TFLOP/step"
+        f"{doc['peak_allocated_bytes'] / 2**30:.2f} GiB ({doc['peak_phase']}), "
+        f"{doc['flops_per_step'] / 1e12:.1f} TFLOP/step"
     )
     print(
-        f"wall {wall:.1f} s (target <= {TARGET_WALL_S:.0f} s; simulation itself {doc['simulation_wall_s']:.1f} s), "
-        f"peak RSS {rss / 1e9:.2f} GB (target <= {TARGET_RSS_BYTES / 1e9:.0f} GB), load average {load:.1f} on {os.cpu_count()} CPUs"
+        f"wall {wall:.1f} s (target <= {TARGET_WALL_S:.0f} s; "
+        f"simulation itself {doc['simulation_wall_s']:.1f} s), "
+        f"peak RSS {rss / 1e9:.2f} GB (target <= {TARGET_RSS_BYTES / 1e9:.0f} GB), "
+        f"load average {load:.1f} on {os.cpu_count()} CPUs"
     )
     print(
         json.dumps(

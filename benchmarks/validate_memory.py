@@ -3,14 +3,14 @@
 
 Usage: python benchmarks/validate_memory.py [--data CSV] [--json-only]
 
-The CSV has the columns of ../shared/data/measured_memory.csv (id, model, task, batch_size,
+The CSV has the columns of benchmarks/data/measured_memory.csv (id, model, task, batch_size,
 seq_len, grad_accum, precision, optimizer, grad_checkpointing, lora_rank, lora_targets, num_gpus,
 sharding, gpu, metric, measured_value, unit, framework, source, quality, notes). Each row is turned
 into a workload and compared like with like:
 
     max_allocated, active -> peak_allocated_bytes   (torch max_memory_allocated / active_bytes peak)
     max_reserved          -> peak_reserved_bytes    (torch max_memory_reserved)
-    nvml                  -> device_total_bytes     (nvidia-smi; a context size stated in the notes replaces ours)
+    nvml                  -> device_total_bytes     (nvidia-smi; a context size the notes state replaces ours)
 
 Rows whose setup the workload spec cannot express (features named in the notes) are skipped with
 the reason. The last line printed is one JSON object:
@@ -37,7 +37,7 @@ from gpuwise.memory.frameworks import KNOWN_LIBRARIES, versions_current_at  # no
 from gpuwise.units import GiB, to_bytes  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "measured_memory.csv"
+DEFAULT_DATA = REPO / "benchmarks" / "data" / "measured_memory.csv"
 DEFAULT_GPU = "a100-80gb-sxm"  # when a row does not name its GPU (only capacity depends on it)
 METRIC_FIELD = {
     "max_allocated": "peak_allocated_bytes",
@@ -50,7 +50,8 @@ METRIC_FIELD = {
 UNMODELLED = [
     (
         re.compile(r"optimizer[_ ]in[_ ]bwd\s*=\s*true|optimizer step fused into backward", re.I),
-        "optimizer step fused into backward (torchtune optimizer_in_bwd) is not expressible in the workload spec",
+        "optimizer step fused into backward (torchtune optimizer_in_bwd) "
+        "is not expressible in the workload spec",
     ),
     (
         re.compile(r"(?<!not )activation offloading", re.I),
@@ -62,7 +63,8 @@ UNMODELLED = [
     ),
     (
         re.compile(r"includes? periodic eval generation", re.I),
-        "the peak includes periodic evaluation generation at another batch size, not the training step described",
+        "the peak includes periodic evaluation generation at another batch size, "
+        "not the training step described",
     ),
 ]
 STACKS = re.compile(r"stacks on the previous row", re.I)
@@ -87,7 +89,8 @@ FRAMEWORK_GC_DEFAULT = {"llama-factory": "full", "unsloth": "full"}
 # Library versions a framework pinned when it published the tables a row cites, for rows that state neither
 # versions nor a date. LitGPT's resource tables (2023) and config-hub table (from 2024) were produced with
 # the bitsandbytes its `all` extra pinned: 0.41.0 (requirements-all.txt 2023; setup.py of LitGPT 0.1.0, 2024).
-# (Today's LitGPT requires bitsandbytes >= 0.45.2, which keeps no 4-bit matmul inputs: the estimator's default.)
+# (Today's LitGPT requires bitsandbytes >= 0.45.2, which keeps no 4-bit matmul inputs: the estimator's
+# default.)
 FRAMEWORK_PINNED_VERSIONS = {"litgpt": {"bitsandbytes": "0.41.0"}}
 
 
@@ -158,7 +161,8 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
     if "accelerated-peft" in row["id"] or "accelerated-peft" in notes:
         framework = "unsloth"  # fms-acceleration's accelerated-peft plugin runs Unsloth-derived fused kernels
         assumptions.append(
-            "fms accelerated-peft plugin modelled with the Unsloth profile (fused LoRA kernels, no fp32 upcast)"
+            "fms accelerated-peft plugin modelled with the Unsloth profile "
+            "(fused LoRA kernels, no fp32 upcast)"
         )
     mapping = {
         "model": row["model"],
@@ -247,7 +251,10 @@ def evaluate(rows: list[dict[str, str]]) -> list[Result]:
         reason = next((why for pattern, why in UNMODELLED if pattern.search(notes)), "")
         series = _series(row_id)
         if not reason and STACKS.search(notes) and series in series_skip:
-            reason = f"stacks on an earlier row of {series} that uses a feature the spec cannot express ({series_skip[series]})"
+            reason = (
+                f"stacks on an earlier row of {series} that uses a feature the spec cannot express "
+                f"({series_skip[series]})"
+            )
         if reason and STACKS.search(notes):
             series_skip.setdefault(series, reason.split(" (")[0].split(" is ")[0])
         if metric not in METRIC_FIELD:
@@ -266,8 +273,9 @@ def evaluate(rows: list[dict[str, str]]) -> list[Result]:
         floor = persistent_floor_bytes(estimate)
         if measured < 0.95 * floor:
             result.skip_reason = (
-                f"measured {measured / GiB:.2f} GiB is below the {floor / GiB:.2f} GiB that weights, gradients and "
-                "optimizer state alone take on the stated GPU count: the row's setup cannot be what was measured"
+                f"measured {measured / GiB:.2f} GiB is below the {floor / GiB:.2f} GiB that weights, "
+                "gradients and optimizer state alone take on the stated GPU count: "
+                "the row's setup cannot be what was measured"
             )
             results.append(result)
             continue

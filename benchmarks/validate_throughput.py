@@ -10,7 +10,7 @@
     python benchmarks/validate_throughput.py --data benchmarks/data/vision_reference.csv \
         --models benchmarks/data/vision_models.yaml --gpus benchmarks/data/vision_gpus.yaml
 
-Reads rows like ../shared/data/measured_throughput.csv (id, workload, model, gpu, num_gpus,
+Reads rows like benchmarks/data/measured_throughput.csv (id, workload, model, gpu, num_gpus,
 precision, batch_size, input_len, output_len, seq_len, parallelism, framework, metric, value,
 source, notes; vision rows give the image size as input_len), turns each into a Workload,
 predicts it, and prints a table of measured vs
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "measured_throughput.csv"
+DEFAULT_DATA = REPO / "benchmarks" / "data" / "measured_throughput.csv"
 sys.path.insert(0, str(REPO / "src"))
 
 from gpuwise.catalog import get_gpu, get_model  # noqa: E402

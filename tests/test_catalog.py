@@ -1,5 +1,7 @@
 import csv
+import io
 import json
+from importlib import resources
 
 import pytest
 
@@ -9,11 +11,18 @@ from gpuwise.catalog import models as models_module
 from gpuwise.errors import GpuwiseError
 
 
-def test_every_shared_row_is_in_the_catalog(shared_dir):
-    gpu_ids = {row["id"] for row in csv.DictReader(open(shared_dir / "data/gpus.csv"))}
-    model_ids = {row["id"] for row in csv.DictReader(open(shared_dir / "data/models.csv"))}
-    assert gpu_ids <= {g.id for g in list_gpus()}
-    assert model_ids <= {m.id for m in list_models()}
+def _bundled_ids(kind: str) -> list[str]:
+    text = resources.files("gpuwise.catalog").joinpath(f"data/{kind}.csv").read_text(encoding="utf-8")
+    return [row["id"] for row in csv.DictReader(io.StringIO(text))]
+
+
+def test_every_bundled_row_is_in_the_catalog_once():
+    # 28 GPUs and 43 architectures, each row with its sources (catalog/data/*.csv); none dropped or merged.
+    gpu_ids, model_ids = _bundled_ids("gpus"), _bundled_ids("models")
+    assert len(gpu_ids) == len(set(gpu_ids)) == 28
+    assert len(model_ids) == len(set(model_ids)) == 43
+    assert set(gpu_ids) <= {g.id for g in list_gpus()}
+    assert set(model_ids) <= {m.id for m in list_models()}
 
 
 def test_llama3_8b_parameter_count_is_exact():
@@ -78,7 +87,8 @@ def test_user_catalog_files(tmp_path, monkeypatch):
     gpus.write_text("- id: lab-card\n  memory_gb: 20\n  mem_bw_tbps: 0.5\n  bf16_tflops: 100\n")
     models = tmp_path / "models.toml"
     models.write_text(
-        '[[models]]\nid = "tiny"\nhidden_size = 64\nnum_layers = 2\nnum_attention_heads = 4\nvocab_size = 100\n'
+        '[[models]]\nid = "tiny"\nhidden_size = 64\nnum_layers = 2\n'
+        "num_attention_heads = 4\nvocab_size = 100\n"
     )
     monkeypatch.setenv("GPUWISE_GPUS", str(gpus))
     monkeypatch.setenv("GPUWISE_MODELS", str(models))
