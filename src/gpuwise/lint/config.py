@@ -28,7 +28,7 @@ from gpuwise.lint.catalog import SPECS
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[import-not-found]  # installed on Python 3.10 only
+    import tomli as tomllib  # installed on Python 3.10 only
 
 KEYS = ("select", "ignore", "severity", "per-path-ignores", "exclude", "fail-on")
 
