@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from gpuwise.diagnose.finding import Severity
 from gpuwise.lint.context import Context, has_star_kwargs, is_backward, is_rank_guard, keyword, words
 from gpuwise.lint.spans import Positions, add_keyword
 from gpuwise.lint.types import Edit
@@ -32,6 +33,7 @@ class Hit:
     node: ast.AST
     message: str
     edit: Edit | None = None
+    severity: Severity | None = None  # below the rule's own when this case is milder (config still wins)
 
 
 Check = Callable[[Context, Positions], Iterator[Hit]]
@@ -314,6 +316,8 @@ def accumulation_without_no_sync(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def torch_load_unsafe(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """weights_only=False unpickles code on every torch: high. Unset is safe on torch >= 2.6 (its default
+    became True) but not on older ones: medium, and the fix spells the safe choice out."""
     for call in ctx.calls_to("torch.load"):
         if has_star_kwargs(call):
             continue
@@ -321,9 +325,11 @@ def torch_load_unsafe(ctx: Context, pos: Positions) -> Iterator[Hit]:
         if kw is None:
             edit = add_keyword(pos, call, "weights_only=True")
             unsafe = Edit(edit.start, edit.end, edit.text, safe=False) if edit else None
-            yield Hit("torch_load_unsafe", call, "torch.load without weights_only=True", unsafe)
+            message = "torch.load without weights_only: unpickles arbitrary code on torch < 2.6"
+            yield Hit("torch_load_unsafe", call, message, unsafe, severity="medium")
         elif ctx.value(kw.value) is False:
-            yield Hit("torch_load_unsafe", call, "torch.load(weights_only=False) unpickles arbitrary code")
+            message = "torch.load(weights_only=False) unpickles arbitrary code on every torch version"
+            yield Hit("torch_load_unsafe", call, message)
 
 
 @check
