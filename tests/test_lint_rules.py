@@ -277,7 +277,17 @@ def test_accumulation_without_no_sync() -> None:
 def test_torch_load_unsafe() -> None:
     [v] = lint("import torch\nsd = torch.load('x.pt', map_location='cpu')\n")
     assert v.rule == "torch_load_unsafe" and v.edit is not None and not v.edit.safe
-    assert rules("import torch\nsd = torch.load('x.pt', weights_only=False)\n") == [("torch_load_unsafe", 2)]
+    assert v.severity == "medium" and "torch < 2.6" in v.message  # weights_only=True by default since 2.6
+    [explicit] = lint("import torch\nsd = torch.load('x.pt', weights_only=False)\n")
+    assert (explicit.rule, explicit.line, explicit.severity, explicit.edit) == (
+        "torch_load_unsafe",
+        2,
+        "high",
+        None,
+    )
+    assert "every torch version" in explicit.message
+    constant = "import torch\nRISKY = False\nsd = torch.load('x.pt', weights_only=RISKY)\n"
+    assert [v.severity for v in lint(constant)] == ["high"]
     assert rules("import torch\nsd = torch.load('x.pt', weights_only=True)\n") == []
     assert rules("from torch import load\nsd = load('x.pt')\n") == [("torch_load_unsafe", 2)]
     assert rules("import pickle\nsd = pickle.load(f)\nimport numpy as np\nnp.load('a.npy')\n") == []

@@ -189,12 +189,13 @@ SPECS_LIST = [
     ),
     RuleSpec(
         "torch_load_unsafe",
-        "torch.load without weights_only=True",
-        "high",
+        "torch.load that may unpickle arbitrary code",
+        "high",  # weights_only=False; an unset weights_only is reported as medium (safe on torch >= 2.6)
         "high",
         "security",
-        "torch.load unpickles arbitrary objects: a malicious checkpoint runs code on load. weights_only=True "
-        "(the default since PyTorch 2.6) loads tensors and plain containers only.",
+        "With weights_only=False torch.load unpickles arbitrary objects: a malicious checkpoint runs code on "
+        "load, on every PyTorch version. weights_only=True loads tensors and plain containers only; it is "
+        "the default since PyTorch 2.6, so an unset weights_only is unsafe only on older PyTorch (medium).",
         {
             "pytorch": "torch.load(path, weights_only=True) (or safetensors.torch.load_file); a file "
             "written by torch.save(model) (a whole pickled module) needs a state_dict instead.",

@@ -85,9 +85,9 @@ class Reach:
 
 @dataclass
 class StepCode:
-    """A node that runs every step, reached from ``loop`` (through ``via`` calls, if any)."""
+    """A call that runs every step, reached from ``loop`` (through ``via`` calls, if any)."""
 
-    node: ast.AST
+    node: ast.Call
     loop: ast.AST  # the step loop, or a framework's per-step method (training_step)
     via: tuple[ast.Call, ...] = ()
 
@@ -101,52 +101,58 @@ class Context:
     functions: dict[str, list[FunctionNode]] = field(default_factory=dict)  # by name (methods too)
     calls: list[ast.Call] = field(default_factory=list)  # every call in the file
     assume_gpu: bool = False  # known to run on a GPU whatever the text says
-    parents: dict[int, ast.AST] = field(default_factory=dict)  # id(node) -> parent node
+    parents: dict[ast.AST, ast.AST] = field(default_factory=dict)  # node -> parent (leaves: none)
     names: set[str] = field(default_factory=set)  # every identifier, attribute and keyword name
     strings: list[str] = field(default_factory=list)  # every string constant
     loops: list[Loop] = field(default_factory=list)
     memo: dict[str, object] = field(default_factory=dict)  # per-file results rules share
-    qualnames: dict[int, str] = field(default_factory=dict)  # id(node) -> resolved dotted name
-    kids: dict[int, list[ast.AST]] = field(default_factory=dict)  # id(node) -> children, walked once
+    qualnames: dict[ast.AST, str] = field(default_factory=dict)  # node -> resolved dotted name
+    kids: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)  # node -> children (leaves: none)
+    walks: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)  # walk_no_defs results
+    reaches: dict[tuple[ast.AST, int], Reach] = field(default_factory=dict)  # (function, depth) -> Reach
+    found_calls: dict[tuple[str, ...], list[ast.Call]] = field(default_factory=dict)  # calls_to results
 
     @classmethod
     def build(cls, tree: ast.Module, text: str, assume_gpu: bool = False) -> Context:
         ctx = cls(tree, text, assume_gpu=assume_gpu)
-        stack: list[ast.AST] = [tree]  # one pass over the tree: every later question reads its tables
+        # One pass over the tree: every later question reads its tables. Nodes are dict keys by
+        # identity (no id() calls), and leaves (names, constants: half of all nodes) get no entries.
+        stack: list[ast.AST] = [tree]
         parents, all_kids, names, strings = ctx.parents, ctx.kids, ctx.names, ctx.strings
+        calls, loops, functions = ctx.calls, ctx.loops, ctx.functions
         while stack:
             node: Any = stack.pop()  # dispatch on type() below: isinstance per node costs a third of lint
             kind = type(node)
             if kind is ast.Name:  # leaves first: most nodes are names and constants
                 names.add(node.id)
-                all_kids[id(node)] = []
                 continue
             if kind is ast.Constant:
                 if type(node.value) is str:
                     strings.append(node.value)
-                all_kids[id(node)] = []
                 continue
-            kids = all_kids[id(node)] = children(node)
+            kids = all_kids[node] = children(node)
             for child in kids:
-                parents[id(child)] = node
+                parents[child] = node
             stack.extend(kids)
             if kind is ast.Attribute:
                 names.add(node.attr)
             elif kind is ast.Call:
-                ctx.calls.append(node)
-            elif kind is ast.keyword and node.arg:
-                names.add(node.arg)
+                calls.append(node)
+            elif kind is ast.keyword:
+                if node.arg:
+                    names.add(node.arg)
             elif kind in _LOOPS:
-                ctx.loops.append(node)
+                loops.append(node)
             elif kind is ast.Import:
                 for alias in node.names:
                     local = alias.asname or alias.name.split(".")[0]
                     ctx.aliases[local] = alias.name if alias.asname else local
-            elif kind is ast.ImportFrom and node.module and node.level == 0:
-                for alias in node.names:
-                    ctx.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif kind is ast.ImportFrom:
+                if node.module and node.level == 0:
+                    for alias in node.names:
+                        ctx.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
             elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-                ctx.functions.setdefault(node.name, []).append(node)
+                functions.setdefault(node.name, []).append(node)
         ctx.calls.sort(key=lambda c: (c.lineno, c.col_offset))
         for stmt in tree.body:
             if (
@@ -161,10 +167,10 @@ class Context:
     # --- names ---------------------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str:
         """Dotted name of a Name/Attribute chain with import aliases resolved; '' for anything else."""
-        key = id(node)
-        if key not in self.qualnames:
-            self.qualnames[key] = self._qualname(node)
-        return self.qualnames[key]
+        name = self.qualnames.get(node)
+        if name is None:
+            name = self.qualnames[node] = self._qualname(node)
+        return name
 
     def _qualname(self, node: ast.AST) -> str:
         parts: list[str] = []
@@ -192,8 +198,32 @@ class Context:
             node = node.func if isinstance(node, ast.Call) else node.value
         return node.id if isinstance(node, ast.Name) else ""
 
+    @cached_property
+    def calls_by_name(self) -> dict[str, list[ast.Call]]:
+        """Calls by the last part of their resolved name (``DL(...)`` aliasing DataLoader: "DataLoader")."""
+        index: dict[str, list[ast.Call]] = {}
+        for call in self.calls:
+            name = self.qualname(call.func)
+            if name:
+                index.setdefault(name.rpartition(".")[2], []).append(call)
+        return index
+
+    def calls_to(self, *targets: str) -> list[ast.Call]:
+        """Calls of any of ``targets`` (dotted paths, as ``is_api``), in source order. Only calls whose
+        last name part matches are tested, so a rule does not resolve every call of the file."""
+        found = self.found_calls.get(targets)
+        if found is None:
+            lasts = {t.rpartition(".")[2] for t in targets}
+            found = [
+                c for last in lasts for c in self.calls_by_name.get(last, ()) if self.is_api(c.func, *targets)
+            ]
+            if len(lasts) > 1:
+                found.sort(key=lambda c: (c.lineno, c.col_offset))
+            self.found_calls[targets] = found
+        return found
+
     def uses_api(self, *targets: str) -> bool:
-        return any(self.is_api(c.func, *targets) for c in self.calls)
+        return bool(self.calls_to(*targets))
 
     def value(self, node: ast.expr | None) -> object:
         """The literal value of an expression, through module constants; ``...`` when unknown."""
@@ -213,9 +243,7 @@ class Context:
 
     @cached_property
     def framework(self) -> Framework:
-        if self.imports("transformers") and any(
-            self.is_api(c.func, "transformers.Trainer") for c in self.calls
-        ):
+        if self.imports("transformers") and self.uses_api("transformers.Trainer"):
             return "hf_trainer"
         if self.imports("trl") and any(self.qualname(c.func).endswith("Trainer") for c in self.calls):
             return "hf_trainer"
@@ -242,7 +270,7 @@ class Context:
             "torch.distributed.fsdp.FullyShardedDataParallel",
             "torch.utils.data.distributed.DistributedSampler",
         )
-        return self.imports("deepspeed") or any(self.is_api(c.func, *names) for c in self.calls)
+        return self.imports("deepspeed") or self.uses_api(*names)
 
     # --- the training loop ------------------------------------------------------------------------
     def callees(self, call: ast.Call) -> list[FunctionNode]:
@@ -263,23 +291,26 @@ class Context:
         reach = Reach()
         for stmt in body:
             for node in self.walk_no_defs(stmt):
-                if isinstance(node, ast.Call):
-                    if isinstance(node.func, ast.Attribute):
-                        reach.backward |= node.func.attr in BACKWARD
-                        reach.step |= node.func.attr == "step"
+                kind = type(node)
+                if kind is ast.Call:
+                    func = node.func  # type: ignore[attr-defined]  # a Call, checked just above
+                    if type(func) is ast.Attribute:
+                        reach.backward |= func.attr in BACKWARD
+                        reach.step |= func.attr == "step"
                     if depth < CALL_DEPTH:
-                        for func in self.callees(node):
-                            reach.add(self._function_reach(func, depth + 1))
-                elif isinstance(node, Loop):
-                    reach.loops.append(node)
+                        for callee in self.callees(node):  # type: ignore[arg-type]  # a Call
+                            reach.add(self._function_reach(callee, depth + 1))
+                elif kind in _LOOPS:
+                    reach.loops.append(node)  # type: ignore[arg-type]  # a loop, checked just above
         return reach
 
     def _function_reach(self, func: FunctionNode, depth: int) -> Reach:
-        key = f"reach:{id(func)}:{depth}"
-        if key not in self.memo:
-            self.memo[key] = Reach()  # a recursive call sees nothing more
-            self.memo[key] = self._reach(func.body, depth)
-        return self.memo[key]  # type: ignore[return-value]  # set just above
+        key = (func, depth)
+        reach = self.reaches.get(key)
+        if reach is None:
+            self.reaches[key] = Reach()  # a recursive call sees nothing more
+            reach = self.reaches[key] = self._reach(func.body, depth)
+        return reach
 
     @cached_property
     def step_loops(self) -> list[Loop]:
@@ -297,7 +328,7 @@ class Context:
 
     @cached_property
     def step_code(self) -> list[StepCode]:
-        """Nodes that run on every step of a training loop (periodic guards excluded)."""
+        """Calls made on every step of a training loop (periodic guards excluded)."""
         found: list[StepCode] = []
         for loop in self.step_loops:
             self._every_step(loop.body, loop, (), found, set())
@@ -340,8 +371,10 @@ class Context:
         self, expr: ast.expr, loop: ast.AST, via: tuple[ast.Call, ...], out: list[StepCode], seen: set[int]
     ) -> None:
         for node in self.walk_no_defs(expr):
+            if type(node) is not ast.Call:
+                continue
             out.append(StepCode(node, loop, via))
-            if isinstance(node, ast.Call) and len(via) < CALL_DEPTH:
+            if len(via) < CALL_DEPTH:
                 for func in self.callees(node):
                     if id(func) not in seen:
                         self._every_step(func.body, loop, (*via, node), out, seen | {id(func)})
@@ -360,19 +393,19 @@ class Context:
 
     def walk_no_defs(self, node: ast.AST) -> list[ast.AST]:
         """ast.walk that does not enter nested function, lambda or class bodies."""
-        key = f"walk:{id(node)}"
-        if key in self.memo:
-            return self.memo[key]  # type: ignore[return-value]  # set below
-        kids = self.kids
-        out: list[ast.AST] = []
+        out = self.walks.get(node)
+        if out is not None:
+            return out
+        kids, nested = self.kids, _NESTED
+        out = []
         stack = [node]
         while stack:
             current = stack.pop()
             out.append(current)
-            for child in kids[id(current)]:
-                if not isinstance(child, _NESTED):
+            for child in kids.get(current, ()):
+                if type(child) not in nested:
                     stack.append(child)
-        self.memo[key] = out
+        self.walks[node] = out
         return out
 
     @cached_property
@@ -404,15 +437,24 @@ def has_star_kwargs(call: ast.Call) -> bool:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_LOOPS = frozenset({ast.For, ast.AsyncFor, ast.While})
+
+
+# Fields never walked: Load/Store markers and operators (a third of all nodes; rules read ``.op``
+# directly), import aliases (read by the Import branch of ``build``), and fields that hold plain text
+# or numbers.
+_NOT_WALKED = frozenset(
+    {"ctx", "op", "ops", "names", "type_ignores", "id", "attr", "arg", "name", "asname", "module", "level"}
+    | {"type_comment", "kind", "is_async", "conversion"}
+)
 
 
 def children(node: ast.AST) -> list[ast.AST]:
-    """ast.iter_child_nodes without the Load/Store/Del markers (a third of all nodes, never needed)."""
+    """ast.iter_child_nodes without the fields in ``_NOT_WALKED``."""
     kind = type(node)
     names = _FIELDS.get(kind)
     if names is None:
-        names = _FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
+        names = _FIELDS[kind] = tuple(f for f in kind._fields if f not in _NOT_WALKED)
     out: list[ast.AST] = []
     for name in names:
         value = getattr(node, name, None)
@@ -425,4 +467,4 @@ def children(node: ast.AST) -> list[ast.AST]:
     return out
 
 
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from gpuwise.diagnose.finding import Severity
 from gpuwise.lint.context import Context, has_star_kwargs, is_backward, is_rank_guard, keyword, words
 from gpuwise.lint.spans import Positions, add_keyword
 from gpuwise.lint.types import Edit
@@ -32,6 +33,7 @@ class Hit:
     node: ast.AST
     message: str
     edit: Edit | None = None
+    severity: Severity | None = None  # below the rule's own when this case is milder (config still wins)
 
 
 Check = Callable[[Context, Positions], Iterator[Hit]]
@@ -61,10 +63,10 @@ def _loaders(ctx: Context) -> list[ast.Call]:
 
 
 def _find_loaders(ctx: Context) -> Iterator[ast.Call]:
-    for call in ctx.calls:
-        if not ctx.is_api(call.func, *LOADERS) or has_star_kwargs(call):
+    for call in ctx.calls_to(*LOADERS):
+        if has_star_kwargs(call):
             continue
-        parent = ctx.parents.get(id(call))
+        parent = ctx.parents.get(call)
         if (
             isinstance(parent, ast.Call)
             and isinstance(parent.func, ast.Name)
@@ -90,8 +92,8 @@ def loader_no_workers(ctx: Context, pos: Positions) -> Iterator[Hit]:
             yield Hit(
                 "loader_no_workers", call, "DataLoader(num_workers=0): batches load in the training process"
             )
-    for call in ctx.calls:
-        if ctx.is_api(call.func, "transformers.TrainingArguments") and not has_star_kwargs(call):
+    for call in ctx.calls_to("transformers.TrainingArguments"):
+        if not has_star_kwargs(call):
             kw = keyword(call, "dataloader_num_workers")
             if kw is None or ctx.value(kw.value) == 0:
                 yield Hit(
@@ -143,22 +145,22 @@ def _step_message(what: str, via: tuple[ast.Call, ...]) -> str:
 
 @check
 def host_sync_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
-    seen: set[int] = set()
+    seen: set[ast.Call] = set()
     for code in ctx.step_code:
         name = _sync_call(ctx, code.node)
-        if name and id(code.node) not in seen:
-            seen.add(id(code.node))
+        if name and code.node not in seen:
+            seen.add(code.node)
             yield Hit("host_sync_per_step", code.node, _step_message(f"{name} waits for the GPU", code.via))
 
 
 @check
 def cuda_sync_in_loop(ctx: Context, pos: Positions) -> Iterator[Hit]:
-    seen: set[int] = set()
+    seen: set[ast.Call] = set()
     targets = ("torch.cuda.synchronize", "torch.cuda.empty_cache", "torch.cuda.ipc_collect")
     for code in ctx.step_code:
         node = code.node
-        if isinstance(node, ast.Call) and ctx.is_api(node.func, *targets) and id(node) not in seen:
-            seen.add(id(node))
+        if ctx.is_api(node.func, *targets) and node not in seen:
+            seen.add(node)
             yield Hit("cuda_sync_in_loop", node, _step_message(f"{ctx.qualname(node.func)}()", code.via))
 
 
@@ -172,23 +174,23 @@ def no_mixed_precision(ctx: Context, pos: Positions) -> Iterator[Hit]:
         return
     if ctx.framework == "pytorch" and ctx.step_loops:
         backward = next(
-            (c.node for c in ctx.step_code if isinstance(c.node, ast.Call) and is_backward(c.node)),
+            (c.node for c in ctx.step_code if is_backward(c.node)),
             ctx.step_loops[0],
         )
         yield Hit(
             "no_mixed_precision", backward, "GPU training loop runs in fp32 (no autocast, no 16-bit dtype)"
         )
-    for call in ctx.calls:
-        if has_star_kwargs(call):
-            continue
-        if ctx.framework == "hf_trainer" and ctx.is_api(call.func, "transformers.TrainingArguments"):
-            yield Hit(
-                "no_mixed_precision", call, "TrainingArguments without bf16=True or fp16=True: fp32 training"
-            )
-        if ctx.framework == "lightning" and ctx.is_api(
-            call.func, "lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"
+    if ctx.framework == "hf_trainer":
+        for call in ctx.calls_to("transformers.TrainingArguments"):
+            if not has_star_kwargs(call):
+                message = "TrainingArguments without bf16=True or fp16=True: fp32 training"
+                yield Hit("no_mixed_precision", call, message)
+    if ctx.framework == "lightning":
+        for call in ctx.calls_to(
+            "lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"
         ):
-            yield Hit("no_mixed_precision", call, "Lightning Trainer without precision=: fp32 training")
+            if not has_star_kwargs(call):
+                yield Hit("no_mixed_precision", call, "Lightning Trainer without precision=: fp32 training")
 
 
 @check
@@ -197,9 +199,7 @@ def fp16_without_grad_scaler(ctx: Context, pos: Positions) -> Iterator[Hit]:
         return
     if any("GradScaler" in w or w == "scale" for c in ctx.calls for w in words(c.func)):
         return
-    for call in ctx.calls:
-        if not ctx.is_api(call.func, "torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"):
-            continue
+    for call in ctx.calls_to("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"):
         dtype = keyword(call, "dtype")
         device = keyword(call, "device_type")
         device_value = ctx.value(device.value if device else call.args[0] if call.args else None)
@@ -216,21 +216,16 @@ def sampler_without_set_epoch(ctx: Context, pos: Positions) -> Iterator[Hit]:
         return
     if any(isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in ctx.calls):
         return
-    for call in ctx.calls:
-        if ctx.is_api(
-            call.func,
-            "torch.utils.data.distributed.DistributedSampler",
-            "torch.utils.data.DistributedSampler",
-        ):
-            yield Hit(
-                "sampler_without_set_epoch", call, "DistributedSampler, but set_epoch() is never called"
-            )
+    for call in ctx.calls_to(
+        "torch.utils.data.distributed.DistributedSampler", "torch.utils.data.DistributedSampler"
+    ):
+        yield Hit("sampler_without_set_epoch", call, "DistributedSampler, but set_epoch() is never called")
 
 
 def _rank_guarded(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
     """Whether only one process reaches ``node``: under a rank test, after an early return for the
     other ranks, or in a function every caller guards. Unknown callers count as guarded (quiet)."""
-    child, parent = node, ctx.parents.get(id(node))
+    child, parent = node, ctx.parents.get(node)
     while parent is not None:
         if isinstance(parent, ast.If) and child is not parent.test and is_rank_guard(parent.test):
             return True
@@ -246,7 +241,7 @@ def _rank_guarded(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
         if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
             sites = ctx.call_sites(parent)
             return not sites or depth >= 3 or all(_rank_guarded(ctx, s, depth + 1) for s in sites)
-        child, parent = parent, ctx.parents.get(id(parent))
+        child, parent = parent, ctx.parents.get(parent)
     return False
 
 
@@ -254,8 +249,8 @@ def _rank_guarded(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
 def every_rank_saves(ctx: Context, pos: Positions) -> Iterator[Hit]:
     if not ctx.distributed or ctx.framework not in {"pytorch", "deepspeed"}:
         return
-    for call in ctx.calls:
-        if ctx.is_api(call.func, "torch.save") and not _rank_guarded(ctx, call):
+    for call in ctx.calls_to("torch.save"):
+        if not _rank_guarded(ctx, call):
             yield Hit(
                 "every_rank_saves", call, "torch.save runs on every rank (no rank check on the way here)"
             )
@@ -321,16 +316,20 @@ def accumulation_without_no_sync(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def torch_load_unsafe(ctx: Context, pos: Positions) -> Iterator[Hit]:
-    for call in ctx.calls:
-        if not ctx.is_api(call.func, "torch.load") or has_star_kwargs(call):
+    """weights_only=False unpickles code on every torch: high. Unset is safe on torch >= 2.6 (its default
+    became True) but not on older ones: medium, and the fix spells the safe choice out."""
+    for call in ctx.calls_to("torch.load"):
+        if has_star_kwargs(call):
             continue
         kw = keyword(call, "weights_only")
         if kw is None:
             edit = add_keyword(pos, call, "weights_only=True")
             unsafe = Edit(edit.start, edit.end, edit.text, safe=False) if edit else None
-            yield Hit("torch_load_unsafe", call, "torch.load without weights_only=True", unsafe)
+            message = "torch.load without weights_only: unpickles arbitrary code on torch < 2.6"
+            yield Hit("torch_load_unsafe", call, message, unsafe, severity="medium")
         elif ctx.value(kw.value) is False:
-            yield Hit("torch_load_unsafe", call, "torch.load(weights_only=False) unpickles arbitrary code")
+            message = "torch.load(weights_only=False) unpickles arbitrary code on every torch version"
+            yield Hit("torch_load_unsafe", call, message)
 
 
 @check
@@ -361,7 +360,7 @@ def non_blocking_from_pageable(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def cpu_tensor_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
-    seen: set[int] = set()
+    seen: set[ast.Call] = set()
     for code in ctx.step_code:
         node = code.node
         if not (
@@ -375,9 +374,9 @@ def cpu_tensor_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
             isinstance(made, ast.Call)
             and ctx.is_api(made.func, *FACTORIES)
             and keyword(made, "device") is None
-            and id(node) not in seen
+            and node not in seen
         ):
-            seen.add(id(node))
+            seen.add(node)
             yield Hit(
                 "cpu_tensor_per_step",
                 node,
@@ -405,9 +404,9 @@ def optimizer_before_fsdp(ctx: Context, pos: Positions) -> Iterator[Hit]:
         "torch.distributed.fsdp.fully_shard",
         "torch.distributed._composable.fsdp.fully_shard",
     )
-    wraps = [
-        c for c in ctx.calls if ctx.is_api(c.func, *wrappers) and c.args and isinstance(c.args[0], ast.Name)
-    ]
+    wraps = [c for c in ctx.calls_to(*wrappers) if c.args and isinstance(c.args[0], ast.Name)]
+    if not wraps:
+        return
     for call in ctx.calls:
         model = _parameters_of(call)
         if not model or not ctx.qualname(call.func).startswith(("torch.optim.", "bitsandbytes.")):
@@ -424,7 +423,7 @@ def optimizer_before_fsdp(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 
 def _scope_of(ctx: Context, node: ast.AST) -> ast.AST | None:
-    parent = ctx.parents.get(id(node))
+    parent = ctx.parents.get(node)
     while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
-        parent = ctx.parents.get(id(parent))
+        parent = ctx.parents.get(parent)
     return parent

@@ -53,7 +53,7 @@ def lint_source(source: Source, config: LintConfig | None = None) -> list[Violat
                 line=cell_line,
                 col=col,
                 message=hit.message,
-                severity=config.severity.get(spec.id, spec.severity),
+                severity=config.severity.get(spec.id, hit.severity or spec.severity),
                 cell=cell,
                 edit=hit.edit if spec.fixable and not source.is_notebook else None,
                 code=pos.lines[line - 1].strip() if line <= len(pos.lines) else "",
