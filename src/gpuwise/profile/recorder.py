@@ -23,7 +23,7 @@ import weakref
 from time import perf_counter, thread_time
 from typing import Any
 
-from gpuwise.profile.memory_probe import COST_WINDOW, MAX_READ_S, MEMORY_PROBE_BUDGET, rss_reader
+from gpuwise.profile.memory_probe import COST_WINDOW, MAX_FREE_CHUNKS, MEMORY_PROBE_BUDGET, rss_reader
 from gpuwise.profile.phases import DATA_IN, DATA_OUT, EXIT, MEMORY, STEP, PhaseTimer, StepRecord, phase_of
 
 RAW_FORMAT = 1
@@ -50,6 +50,12 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _timed(read) -> float:
+    t0 = perf_counter()
+    read()
+    return perf_counter() - t0
 
 
 def active_recorder() -> Recorder | None:
@@ -147,6 +153,10 @@ class Recorder:
         copies = self._cuda_possible if self._copies_and_syncs is None else self._copies_and_syncs
         self.instrumentation = Instrumentation(self, copies_and_syncs=copies)
         self._memory_measure, self._memory_read = live_memory_probe("cpu")
+        if (
+            self._memory_read is not None
+        ):  # seed the pacing: one preempted first read must not space out the rest
+            self._memory_costs = [_timed(self._memory_read)]
         self._started_wall = time.time()
         self._started = self._drained_at = perf_counter()
         _ACTIVE = self
@@ -473,17 +483,17 @@ class Recorder:
                 self.on_window_complete(self)
 
     def _read_memory(self) -> None:
-        """Live memory at this boundary. Every read is timed: a mallinfo2 read (it walks the heap's free
-        lists) slower than MAX_READ_S switches to RSS, and reads are spaced to cost about
-        MEMORY_PROBE_BUDGET of the run's time."""
+        """Live memory at this boundary. A heap with more than MAX_FREE_CHUNKS free chunks (mallinfo2 walks
+        them) switches to RSS; reads are spaced to cost about MEMORY_PROBE_BUDGET of the run's time."""
         try:
             t0 = perf_counter()
             value = self._memory_read()
             costs = self._memory_costs
             costs.append(perf_counter() - t0)
             del costs[:-COST_WINDOW]
-            if costs[-1] > MAX_READ_S and self._memory_measure.startswith("glibc"):
-                self._switch_memory_probe_to_rss(costs[-1])
+            free_chunks = getattr(self._memory_read, "free_chunks", 0)
+            if free_chunks > MAX_FREE_CHUNKS:
+                self._switch_memory_probe_to_rss(free_chunks)
                 if self._memory_read is None:
                     return
                 t0 = perf_counter()
@@ -495,8 +505,8 @@ class Recorder:
             self._memory_read = None
             self.contain("memory probe", exc)
 
-    def _switch_memory_probe_to_rss(self, seconds: float) -> None:
-        """mallinfo2 got slow (a fragmented heap): RSS from here on; readings of the two measures do not mix."""
+    def _switch_memory_probe_to_rss(self, free_chunks: int) -> None:
+        """The heap fragmented (mallinfo2 got slow): RSS from here on; readings of the two measures do not mix."""
         found = rss_reader()
         self._memory_measure, self._memory_read = found if found else ("not available", None)
         self._memory_costs.clear()
@@ -504,7 +514,7 @@ class Recorder:
         for rec in self.records:
             rec.memory_bytes = None
         self.notes.append(
-            f"live memory: a mallinfo2 read took {seconds * 1e6:.0f} µs on this heap; "
+            f"live memory: the heap had {free_chunks} free chunks for mallinfo2 to walk; "
             f"{self._memory_measure} from step {self.steps_closed} on"
         )
 
