@@ -19,6 +19,7 @@ recorder's event log (see ``phases.py``).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from threading import get_ident
 from time import perf_counter
@@ -206,8 +207,7 @@ class Instrumentation:
                 except Exception as exc:
                     rec.contain("DataLoader hook", exc)
 
-        __next__.__wrapped__ = original
-        return __next__
+        return functools.update_wrapper(__next__, original)
 
     def _wrap_phase(self, phase: str):
         rec = self.rec
@@ -231,10 +231,7 @@ class Instrumentation:
                     except Exception as exc:
                         rec.contain(f"{phase} hook", exc)
 
-            wrapper.__wrapped__ = original
-            wrapper.__doc__ = original.__doc__
-            wrapper.__name__ = getattr(original, "__name__", phase)
-            return wrapper
+            return functools.update_wrapper(wrapper, original)
 
         return make
 
@@ -270,10 +267,7 @@ class Instrumentation:
         def copy_method(tensor, *args, **kwargs):
             return copy(original, tensor, args, kwargs)
 
-        copy_method.__name__ = original.__name__
-        copy_method.__wrapped__ = original
-        copy_method.__doc__ = original.__doc__
-        return copy_method
+        return functools.update_wrapper(copy_method, original)
 
     def _wrap_sync(self, original):
         rec = self.rec
@@ -286,10 +280,7 @@ class Instrumentation:
                 return original(tensor, *args, **kwargs)
             return timed(original, (tensor, *args), kwargs)
 
-        sync_method.__wrapped__ = original
-        sync_method.__doc__ = original.__doc__
-        sync_method.__name__ = getattr(original, "__name__", "sync")
-        return sync_method
+        return functools.update_wrapper(sync_method, original)
 
     def _timed_sync(self, original, args, kwargs):
         """Run a host-blocking call and record how long the host waited (errors in the record are contained)."""
@@ -310,6 +301,4 @@ class Instrumentation:
                 return original(*args, **kwargs)
             return timed(original, args, kwargs)
 
-        synchronize.__wrapped__ = original
-        synchronize.__doc__ = original.__doc__
-        return synchronize
+        return functools.update_wrapper(synchronize, original)

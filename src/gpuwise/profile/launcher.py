@@ -51,7 +51,7 @@ class ProfileSession:
             return {}
         out = {}
         for name in PHASES:
-            rows = [r.phases.get(name) for r in self.runs if r.phases.get(name)]
+            rows = [row for r in self.runs if (row := r.phases.get(name))]
             if rows:
                 out[name] = {
                     "s_per_step": sum(r["s_per_step"] for r in rows) / len(rows),

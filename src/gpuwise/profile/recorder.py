@@ -21,7 +21,8 @@ import time
 import traceback
 import weakref
 from time import perf_counter, thread_time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gpuwise.profile.memory_probe import COST_WINDOW, MAX_FREE_CHUNKS, MEMORY_PROBE_BUDGET, rss_reader
 from gpuwise.profile.phases import DATA_IN, DATA_OUT, EXIT, MEMORY, STEP, PhaseTimer, StepRecord, phase_of
@@ -31,6 +32,11 @@ MAX_CONTAINED_ERRORS = 50  # after this many, profiling switches itself off for 
 DRAIN_EVERY_EVENTS = 2048  # log entries (code + value) between replays into StepRecords: ~100 steps
 DRAIN_EVERY_S = 2.0  # ... or this long, so a periodic flush (child.py, every 5 s) is never far behind
 LOADER_CPU_SAMPLE_EVERY = 8  # one batch wait in this many also reads the thread's CPU clock (a syscall)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuwise.profile.cuda_timing import CudaPhaseTimer
+    from gpuwise.profile.hooks import Instrumentation
+    from gpuwise.profile.telemetry import TelemetrySampler
 
 _ACTIVE: Recorder | None = None
 
@@ -98,6 +104,7 @@ class Recorder:
         self._copies_and_syncs = copies_and_syncs
 
         self.timer = PhaseTimer()
+        self.mark: Callable[[int], None] = self._mark_host  # the hot path; _mark_cuda on CUDA
         self.records: list[StepRecord] = []
         self._log: list = []  # [code, value, code, value, ...] since the last replay (phases.py)
         self._log_append = self._log.append
@@ -126,15 +133,15 @@ class Recorder:
         self._data_wall = 0.0
         self.device_checked = False
         self._cuda_possible = False
-        self._cuda_timer = None
-        self._nvtx = None
+        self._cuda_timer: CudaPhaseTimer | None = None
+        self._nvtx: Any = None  # torch.cuda.nvtx once the model is seen on CUDA
         self._nvtx_open: list[str] = []
         self._memory_measure = "not available"
-        self._memory_read = None
+        self._memory_read: Callable[[], float] | None = None
         self._memory_due_s = 0.0  # no read before this time (the probe's time budget)
         self._memory_costs: list[float] = []  # seconds of the last COST_WINDOW reads
-        self.instrumentation = None
-        self.sampler = None
+        self.instrumentation: Instrumentation | None = None
+        self.sampler: TelemetrySampler | None = None
         self.notes: list[str] = []
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -226,7 +233,7 @@ class Recorder:
             self.contain("step replay", exc, active_check=False)
         if self._cuda_timer is not None:
             try:
-                self._finish_cuda_timing()
+                self._finish_cuda_timing(self._cuda_timer)
             except Exception as exc:
                 self.contain("CUDA event timing", exc, active_check=False)
         if _ACTIVE is self:
@@ -283,7 +290,7 @@ class Recorder:
             self.detach(from_hook=True)
 
     # -- the hot path: the event log ------------------------------------------------------------------------------
-    def mark(self, code: int) -> None:
+    def _mark_host(self, code: int) -> None:
         """Log entering or leaving a phase now (codes in ``phases.py``). On CUDA ``_mark_cuda`` replaces it."""
         append = self._log_append
         append(code)
@@ -295,6 +302,7 @@ class Recorder:
         append(code)
         append(perf_counter())
         phase, entering = phase_of(code)
+        assert self._cuda_timer is not None  # _mark_cuda is installed with the timer
         if entering:
             self._cuda_timer.begin(phase)
             self._nvtx.range_push(f"gpuwise.{phase}")
@@ -486,18 +494,21 @@ class Recorder:
         """Live memory at this boundary. A heap with more than MAX_FREE_CHUNKS free chunks (mallinfo2 walks
         them) switches to RSS; reads are spaced to cost about MEMORY_PROBE_BUDGET of the run's time."""
         try:
+            read = self._memory_read
+            if read is None:
+                return
             t0 = perf_counter()
-            value = self._memory_read()
+            value = read()
             costs = self._memory_costs
             costs.append(perf_counter() - t0)
             del costs[:-COST_WINDOW]
-            free_chunks = getattr(self._memory_read, "free_chunks", 0)
+            free_chunks = getattr(read, "free_chunks", 0)
             if free_chunks > MAX_FREE_CHUNKS:
-                self._switch_memory_probe_to_rss(free_chunks)
-                if self._memory_read is None:
+                read = self._switch_memory_probe_to_rss(free_chunks)
+                if read is None:
                     return
                 t0 = perf_counter()
-                value = self._memory_read()
+                value = read()
                 costs.append(perf_counter() - t0)
             self.log(MEMORY, value)
             self._memory_due_s = t0 + min(costs) / MEMORY_PROBE_BUDGET
@@ -505,7 +516,7 @@ class Recorder:
             self._memory_read = None
             self.contain("memory probe", exc)
 
-    def _switch_memory_probe_to_rss(self, free_chunks: int) -> None:
+    def _switch_memory_probe_to_rss(self, free_chunks: int) -> Callable[[], float] | None:
         """The heap fragmented (mallinfo2 got slow): RSS from here on; readings of the two measures do not mix."""
         found = rss_reader()
         self._memory_measure, self._memory_read = found if found else ("not available", None)
@@ -517,6 +528,7 @@ class Recorder:
             f"live memory: the heap had {free_chunks} free chunks for mallinfo2 to walk; "
             f"{self._memory_measure} from step {self.steps_closed} on"
         )
+        return self._memory_read
 
     def drain(self) -> None:
         """Replay the event log into StepRecords (on the training thread, or after the hooks are gone)."""
@@ -526,8 +538,8 @@ class Recorder:
                 self.timer.replay(self._log, self._started, self.records)
                 self._log.clear()
 
-    def _finish_cuda_timing(self) -> None:
-        per_step = self._cuda_timer.finish()
+    def _finish_cuda_timing(self, timer: CudaPhaseTimer) -> None:
+        per_step = timer.finish()
         for index, phases in per_step.items():
             if index < len(self.records):
                 self.records[index].gpu_phase_s = phases

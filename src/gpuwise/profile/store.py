@@ -145,6 +145,8 @@ class RunStore:
                     json.dumps(doc, default=str),
                 ),
             )
+        if cur.lastrowid is None:  # sqlite3 sets it after every INSERT
+            raise RuntimeError("the run store did not return the saved run's id")
         run.run_id = int(cur.lastrowid)
         return run.run_id
 

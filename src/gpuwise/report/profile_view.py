@@ -63,7 +63,7 @@ def phase_table(
             if name == "data_wait" and row["pct"] >= 5
             else "green"
         )
-        cells = [
+        cells: list[Any] = [
             PHASE_LABEL.get(name, name),
             _ms(row["s_per_step"]),
             f"{row['pct']:.1f} %",
@@ -76,7 +76,7 @@ def phase_table(
 
 
 def findings_group(findings: list[dict[str, Any]] | list[Any], limit: int | None = None) -> Group:
-    items = []
+    items: list[Any] = []
     for f in findings[:limit] if limit else findings:
         f = f if isinstance(f, dict) else f.to_dict()
         head = Text.assemble(

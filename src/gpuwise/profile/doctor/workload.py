@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 import zlib
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -140,7 +140,7 @@ def build_model():
 
 def make_loader(settings: WorkloadSettings, num_batches: int):
     import torch
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, Dataset
 
     dataset = ReferenceImages(num_batches * settings.batch_size, settings.storage_latency_s, settings.seed)
     generator = torch.Generator().manual_seed(settings.seed)
@@ -156,7 +156,8 @@ def make_loader(settings: WorkloadSettings, num_batches: int):
         kwargs["persistent_workers"] = settings.persistent_workers
         if settings.prefetch_factor is not None:
             kwargs["prefetch_factor"] = settings.prefetch_factor
-    return DataLoader(dataset, **kwargs)
+    # map-style (__len__ + __getitem__) is all DataLoader uses; the class stays importable without torch
+    return DataLoader(cast("Dataset[Any]", dataset), **kwargs)
 
 
 def train(settings: WorkloadSettings, steps: int, device: str, profiler=None) -> None:
