@@ -81,8 +81,8 @@ def test_doctor_profiles_fixes_and_reruns(tmp_path):
     assert result.settings_after.num_workers == max(
         2, min(8, usable_cpus() - 1)
     )  # the input_bound rule's suggestion
-    assert result.after.document["loader"]["num_workers"] == result.settings_after.num_workers
-    assert result.after.document["loader"]["persistent_workers"] is True
+    assert result.after.summary.loader.num_workers == result.settings_after.num_workers
+    assert result.after.summary.loader.persistent_workers is True
     assert result.before.run_id and result.after.run_id == result.before.run_id + 1
     assert ("before", 9, 9) in stages and ("after", 9, 9) in stages
     doc = result.to_dict()

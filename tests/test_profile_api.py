@@ -67,11 +67,11 @@ def test_slow_getitem_is_input_bound(tmp_path):
     run = p.result
     assert run.run_id == 1
     assert "input_bound" in ids(p)
-    assert max(run.phases, key=lambda k: run.phases[k]["pct"]) == "data_wait"
+    assert max(run.phases, key=lambda k: run.phases[k].pct) == "data_wait"
     assert run.evidence.loader_num_workers == 0 and run.evidence.loader_pin_memory is False
-    assert run.document["measured_steps"] == 12 and run.document["warmup_steps"] == 2
+    assert run.summary.measured_steps == 12 and run.summary.warmup_steps == 2
     # a step's phases add up to its wall time, so the shares add up to 100 %
-    assert sum(v["pct"] for v in run.phases.values()) == pytest.approx(100.0, abs=0.01)
+    assert sum(v.pct for v in run.phases.values()) == pytest.approx(100.0, abs=0.01)
 
 
 def test_in_memory_data_with_heavy_compute_is_not_input_bound():
@@ -84,7 +84,7 @@ def test_in_memory_data_with_heavy_compute_is_not_input_bound():
     with gpuwise.profile(steps=20, warmup=2, store=False) as p:
         train(DataLoader(data, batch_size=128), model, 22)
     assert "input_bound" not in ids(p)
-    assert p.phases["forward"]["pct"] + p.phases["backward"]["pct"] > p.phases["data_wait"]["pct"]
+    assert p.phases["forward"].pct + p.phases["backward"].pct > p.phases["data_wait"].pct
 
 
 def test_graph_holding_list_is_memory_growth():
@@ -195,8 +195,8 @@ def test_errors_inside_hooks_are_contained_and_reported_once(monkeypatch, capsys
     with gpuwise.profile(steps=8, warmup=1, store=False) as p:
         losses = train(DataLoader(SlowItems(128, 0.0), batch_size=8), small_model(), 10)
     assert len(losses) == 10  # the user's loop ran to the end
-    errors = p.result.document["hook_errors"]
-    assert errors[0]["where"] == "DataLoader hook" and errors[0]["count"] >= 9
+    errors = p.result.summary.hook_errors
+    assert errors[0].where == "DataLoader hook" and errors[0].count >= 9
     assert capsys.readouterr().err.count("boom") == 1
 
 
@@ -210,12 +210,12 @@ def test_exception_in_the_block_passes_through_and_keeps_the_partial_run(tmp_pat
             model(torch.randn(4, 32)).sum().backward()
             opt.step()
         raise ValueError("user bug")
-    assert p.result.document["status"] == "error"
-    assert p.result.document["measured_steps"] == 11
+    assert p.result.summary.status == "error"
+    assert p.result.summary.measured_steps == 11
     from gpuwise.profile.store import RunStore
 
     with RunStore.open(store) as runs:
-        assert runs.load("last").document["error"] == "ValueError: user bug"
+        assert runs.load("last").summary.error == "ValueError: user bug"
 
 
 def test_manual_steps_take_over_from_optimizer_steps():
@@ -227,7 +227,7 @@ def test_manual_steps_take_over_from_optimizer_steps():
                 model(torch.randn(4, 32)).sum().backward()
                 opt.step()
             p.step()
-    assert p.result.document["total_steps"] == 6
+    assert p.result.summary.total_steps == 6
 
 
 def test_only_one_profile_at_a_time():

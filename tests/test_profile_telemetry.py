@@ -249,8 +249,8 @@ def test_a_profiled_cpu_run_with_nvml_present_records_gpu_telemetry():
             for _ in range(6):
                 model(torch.randn(4, 8)).sum().backward()
                 opt.step()
-    gpu = p.result.document["telemetry"]["gpu"]
-    assert gpu["util_pct"] == 35 and gpu["temperature_c_max"] == 86
+    gpu = p.result.summary.telemetry.gpu
+    assert gpu is not None and gpu.util_pct == 35 and gpu.temperature_c_max == 86
 
 
 class FakeEvent:
@@ -318,7 +318,7 @@ def test_cuda_event_phase_times_give_a_gpu_idle_estimate():
     run = build_run(
         {"steps": steps, "warmup": 2, "device": "cuda", "telemetry": None, "model": {}, "memory": {}}
     )
-    assert run.document["gpu_phases_s"] == {"backward": pytest.approx(0.018), "forward": pytest.approx(0.012)}
+    assert run.summary.gpu_phases_s == {"backward": pytest.approx(0.018), "forward": pytest.approx(0.012)}
     assert run.evidence.gpu_idle_pct == pytest.approx(70.0)
     assert "low_utilization" in ids(run) and "input_bound" in ids(run)
 
@@ -393,7 +393,7 @@ def test_recorder_cuda_path_with_faked_cuda(monkeypatch):
     assert set(raw["steps"][-1]["gpu_phase_s"]) == {"forward", "backward", "optimizer"}
     assert nvtx.range_push.call_count == nvtx.range_pop.call_count > 0  # balanced ranges
     run = build_run(raw)
-    assert run.document["gpu_phases_s"]["forward"] == pytest.approx(0.004)
+    assert run.summary.gpu_phases_s["forward"] == pytest.approx(0.004)
     assert run.evidence.fp32_matmul_pct == 100 and run.evidence.tensor_core_speedup > 10
     assert "no_mixed_precision" in ids(run)
     assert run.evidence.memory_headroom_pct == pytest.approx(62.5)

@@ -8,48 +8,49 @@ from __future__ import annotations
 
 import re
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.profile.phases import PHASES
+from gpuwise.profile.types import PhaseShare, RunSummary
 
 
 @dataclass
 class ProfileRun:
-    """One profiled process (one rank). ``document`` is the JSON form (see docs/json-schema.md)."""
+    """One profiled process (one rank); ``run_id`` is set once the run store has saved it."""
 
-    document: dict[str, Any]
+    summary: RunSummary
     evidence: Evidence
     findings: list[Finding] = field(default_factory=list)
     run_id: int | None = None
 
     @property
     def steps_per_s(self) -> float | None:
-        return self.document.get("steps_per_s")
+        return self.summary.steps_per_s
 
     @property
-    def phases(self) -> dict[str, dict[str, float]]:
-        return self.document.get("phases", {})
+    def phases(self) -> dict[str, PhaseShare]:
+        return self.summary.phases
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (docs/json-schema.md): the summary's keys between run_id and the findings."""
         return {
             "run_id": self.run_id,
-            **self.document,
+            **self.summary.to_dict(),
             "findings": [f.to_dict() for f in self.findings],
             "evidence": self.evidence.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProfileRun:
-        doc = {k: v for k, v in data.items() if k not in {"run_id", "findings", "evidence"}}
         evidence = (
             Evidence.from_dict(data["evidence"], "run")
             if data.get("evidence")
             else Evidence(source="profile")
         )
         findings = [Finding.from_dict(f) for f in data.get("findings", [])]
-        return cls(doc, evidence, findings, data.get("run_id"))
+        return cls(RunSummary.from_dict(data), evidence, findings, data.get("run_id"))
 
 
 def measured_steps(raw: dict[str, Any]) -> tuple[list[dict[str, Any]], int, list[str]]:
@@ -81,7 +82,7 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def phase_breakdown(steps: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def phase_breakdown(steps: list[dict[str, Any]]) -> dict[str, PhaseShare]:
     """Mean seconds per step and share of the step for each phase."""
     if not steps:
         return {}
@@ -89,10 +90,7 @@ def phase_breakdown(steps: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     out = {}
     for phase in PHASES:
         seconds = sum(s["phase_s"].get(phase, 0.0) for s in steps)
-        out[phase] = {
-            "s_per_step": seconds / len(steps),
-            "pct": 100.0 * seconds / total if total > 0 else 0.0,
-        }
+        out[phase] = PhaseShare(seconds / len(steps), 100.0 * seconds / total if total > 0 else 0.0)
     return out
 
 
@@ -139,7 +137,7 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
         ev.num_steps = len(steps)
         ev.step_time_s = sum(times) / len(times)
         ev.step_times_s = times
-        ev.phase_s = {k: v["s_per_step"] for k, v in phase_breakdown(steps).items()}
+        ev.phase_s = {k: v.s_per_step for k, v in phase_breakdown(steps).items()}
         ev.input_wait_pct = ev.phase_pct("data_wait")
         readings = [(i, s["memory_bytes"]) for i, s in enumerate(steps) if s.get("memory_bytes") is not None]
         ev.memory_per_step_bytes = [m for _, m in readings]
@@ -204,50 +202,49 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
     return ev
 
 
-def build_run(raw: dict[str, Any], extra: dict[str, Any] | None = None) -> ProfileRun:
-    """Summarize one raw record; ``extra`` (command, exit code, ...) is merged into the document."""
+def build_run(raw: dict[str, Any], command: str | None = None, exit_code: int | None = None) -> ProfileRun:
+    """Summarize one raw record; ``command`` and ``exit_code`` come from the launcher, when there is one."""
     meta = raw.get("meta") or {}
     rank = meta.get("rank")
     steps, dropped, notes = measured_steps(raw)
     times = [s["wall_s"] for s in steps]
     total = sum(times)
     evidence = build_evidence(raw, steps, rank)
-    telemetry = raw.get("telemetry")
     memory = dict(raw.get("memory") or {})
     mem = [s.get("memory_bytes") for s in steps if s.get("memory_bytes") is not None]
     if mem:
         memory.setdefault("first_step_bytes", mem[0])
         memory.setdefault("last_step_bytes", mem[-1])
-    document: dict[str, Any] = {
-        "label": raw.get("label") or meta.get("script", ""),
-        "command": meta.get("command"),
-        "status": raw.get("status"),
-        "error": raw.get("error"),
-        "exit_code": None,
-        "rank": rank,
-        "world_size": meta.get("world_size"),
-        "group_id": meta.get("group_id"),
-        "started_at": meta.get("started_at"),
-        "device": raw.get("device"),
-        "gpu_name": raw.get("gpu_name") or None,
-        "warmup_steps": dropped,
-        "total_steps": len(raw.get("steps") or []),
-        "measured_steps": len(steps),
-        "step_time_s": total / len(times) if times else None,
-        "step_time_p50_s": statistics.median(times) if times else None,
-        "step_time_max_s": max(times) if times else None,
-        "steps_per_s": len(times) / total if total > 0 else None,
-        "wall_s": raw.get("wall_s"),
-        "phases": phase_breakdown(steps),
-        "gpu_phases_s": gpu_phase_breakdown(steps),
-        "loader": raw.get("loader"),
-        "model": raw.get("model") or {},
-        "memory": memory,
-        "telemetry": telemetry,
-        "step_times_s": times,
-        "hook_errors": raw.get("hook_errors") or [],
-        "notes": list(raw.get("notes") or []) + notes,
-    }
-    if extra:
-        document.update(extra)
-    return ProfileRun(document, evidence, diagnose(evidence))
+    summary = RunSummary.from_dict(
+        {
+            "label": raw.get("label") or meta.get("script", ""),
+            "command": command if command is not None else meta.get("command"),
+            "status": raw.get("status"),
+            "error": raw.get("error"),
+            "exit_code": exit_code,
+            "rank": rank,
+            "world_size": meta.get("world_size"),
+            "group_id": meta.get("group_id"),
+            "started_at": meta.get("started_at"),
+            "device": raw.get("device"),
+            "gpu_name": raw.get("gpu_name") or None,
+            "warmup_steps": dropped,
+            "total_steps": len(raw.get("steps") or []),
+            "measured_steps": len(steps),
+            "step_time_s": total / len(times) if times else None,
+            "step_time_p50_s": statistics.median(times) if times else None,
+            "step_time_max_s": max(times) if times else None,
+            "steps_per_s": len(times) / total if total > 0 else None,
+            "wall_s": raw.get("wall_s"),
+            "gpu_phases_s": gpu_phase_breakdown(steps),
+            "loader": raw.get("loader"),
+            "model": raw.get("model") or {},
+            "memory": memory,
+            "telemetry": raw.get("telemetry"),
+            "step_times_s": times,
+            "hook_errors": raw.get("hook_errors") or [],
+            "notes": list(raw.get("notes") or []) + notes,
+        }
+    )
+    summary = replace(summary, phases=phase_breakdown(steps))
+    return ProfileRun(summary, evidence, diagnose(evidence))

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpuwise.profile.analysis import ProfileRun, build_run
 from gpuwise.profile.recorder import Recorder
+from gpuwise.profile.types import PhaseShare
 
 
 class Profile:
@@ -102,7 +103,7 @@ class Profile:
         return self.result.findings if self.result else []
 
     @property
-    def phases(self) -> dict[str, dict[str, float]]:
+    def phases(self) -> dict[str, PhaseShare]:
         return self.result.phases if self.result else {}
 
 

@@ -58,11 +58,11 @@ class _Session:
         self.result = self.profile.stop(status=status, error=error)
         atexit.unregister(self.stop)
         if self.result is not None and self.log_findings:
-            doc = self.result.document
+            summary = self.result.summary
             log.warning(
                 "gpuwise: %s steps measured, %.2f steps/s; %s",
-                doc.get("measured_steps"),
-                doc.get("steps_per_s") or 0,
+                summary.measured_steps,
+                summary.steps_per_s or 0,
                 "; ".join(f"{f.id} ({f.severity}): {f.summary}" for f in self.result.findings[:3])
                 or "no findings",
             )
