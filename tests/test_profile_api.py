@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 import gpuwise
 from gpuwise.profile.phases import PHASES, PhaseTimer
+from gpuwise.profile.loader_watch import LoaderWatch
 from gpuwise.profile.recorder import Recorder
 
 
@@ -191,7 +192,7 @@ def test_errors_inside_hooks_are_contained_and_reported_once(monkeypatch, capsys
     def broken(self, it):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(Recorder, "batch_wait_begins", broken)
+    monkeypatch.setattr(LoaderWatch, "wait_begins", broken)
     with gpuwise.profile(steps=8, warmup=1, store=False) as p:
         losses = train(DataLoader(SlowItems(128, 0.0), batch_size=8), small_model(), 10)
     assert len(losses) == 10  # the user's loop ran to the end
@@ -308,10 +309,10 @@ def test_a_forked_child_keeps_the_hooks_but_records_nothing():
         if pid == 0:  # the child: hooks still installed, nothing may be logged
             code = 1
             try:
-                logged = len(p.recorder._log)
+                logged = len(p.recorder.events.entries)
                 for _ in range(50):
                     model(torch.randn(2, 32)).sum().backward()
-                code = 0 if len(p.recorder._log) == logged and active_recorder() is None else 3
+                code = 0 if len(p.recorder.events.entries) == logged and active_recorder() is None else 3
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
@@ -343,8 +344,8 @@ def test_steps_counted_at_boundaries_match_the_replayed_records(actions):
         elif action == "sync":
             rec.log(SYNC, 0.001)
         else:
-            rec.drain()
-    rec.drain()
+            rec.events.drain()
+    rec.events.drain()
     assert len(rec.records) == rec.steps_closed
     for record in rec.records:
         assert sum(record.phase_s.values()) == pytest.approx(record.wall_s, abs=1e-9)
@@ -356,16 +357,16 @@ def test_slow_steps_are_replayed_within_seconds_for_the_periodic_flush():
     from time import perf_counter
 
     from gpuwise.profile.phases import FORWARD_IN, FORWARD_OUT
-    from gpuwise.profile.recorder import DRAIN_EVERY_S
+    from gpuwise.profile.event_log import DRAIN_EVERY_S
 
     rec = Recorder(warmup=0, telemetry=False)
-    rec._drained_at = perf_counter()
+    rec.events.drained_at = perf_counter()
     for _ in range(3):
         rec.mark(FORWARD_IN)
         rec.mark(FORWARD_OUT)
         rec.end_step()
     assert rec.steps_closed == 3 and rec.records == []  # fast steps: still in the log
-    rec._drained_at -= DRAIN_EVERY_S  # as if the last replay was that long ago
+    rec.events.drained_at -= DRAIN_EVERY_S  # as if the last replay was that long ago
     rec.mark(FORWARD_IN)
     rec.mark(FORWARD_OUT)
     rec.end_step()

@@ -244,7 +244,7 @@ def test_a_profiled_cpu_run_with_nvml_present_records_gpu_telemetry():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with fake_nvml():
         p = gpuwise.profile(steps=5, warmup=1, store=False, sample_interval_s=0.01)
-        p.recorder._nvml_index = 0
+        p.recorder.nvml_index = 0
         with p:
             for _ in range(6):
                 model(torch.randn(4, 8)).sum().backward()

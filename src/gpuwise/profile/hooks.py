@@ -26,6 +26,8 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from gpuwise.profile.phases import (
+    DATA_IN,
+    DATA_OUT,
     EXIT,
     FORWARD_IN,
     FORWARD_OUT,
@@ -111,6 +113,9 @@ class Instrumentation:
         self.global_module_hooks = False
         self.installed = False
 
+    def has_optimizer_hooks(self) -> bool:
+        return bool(self._optimizer_handles)
+
     def _patch(self, owner: Any, name: str, make_wrapper) -> None:
         original_attr = (
             owner.__dict__.get(name, _MISSING) if isinstance(owner, type) else getattr(owner, name)
@@ -190,20 +195,23 @@ class Instrumentation:
     # -- wrappers -------------------------------------------------------------------------------------
     def _wrap_next(self, original):
         rec = self.rec
+        loader = rec.loader
 
         def __next__(it):
             if rec.tid != get_ident() and not rec.on_thread():
                 return original(it)
             cpu0 = None
             try:
-                cpu0 = rec.batch_wait_begins(it)
+                rec.mark(DATA_IN)
+                cpu0 = loader.wait_begins(it)
             except Exception as exc:
                 rec.contain("DataLoader hook", exc)
             try:
                 return original(it)
             finally:
                 try:
-                    rec.batch_wait_ends(cpu0)
+                    rec.mark(DATA_OUT)
+                    loader.wait_ends(cpu0)
                 except Exception as exc:
                     rec.contain("DataLoader hook", exc)
 
