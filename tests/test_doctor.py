@@ -10,6 +10,7 @@ from conftest import run_cli
 from gpuwise.diagnose import Evidence, diagnose
 from gpuwise.profile.doctor.fixes import plan_fixes
 from gpuwise.profile.doctor.run import run_doctor
+from gpuwise.profile.doctor.sizing import LOAD_TO_COMPUTE, size_workload
 from gpuwise.profile.doctor.workload import ReferenceImages, WorkloadSettings
 
 
@@ -90,6 +91,16 @@ def test_doctor_profiles_fixes_and_reruns(tmp_path):
     assert doc["applied_fixes"][0]["finding_id"] == "input_bound"
 
 
+def test_the_workload_is_sized_so_loading_takes_three_times_the_compute_here():
+    """The storage latency is whatever brings a batch's loading time to LOAD_TO_COMPUTE x its compute time,
+    as timed on this machine now (so the fix's gain does not depend on the machine's speed or load)."""
+    settings = WorkloadSettings(batch_size=16)
+    sizing = size_workload(settings, "cpu")
+    assert sizing.compute_s > 0 and sizing.decode_s > 0 and sizing.storage_latency_s >= 0
+    loading_s = sizing.decode_s + sizing.storage_latency_s * settings.batch_size
+    assert loading_s == pytest.approx(max(sizing.decode_s, LOAD_TO_COMPUTE * sizing.compute_s))
+
+
 def test_doctor_rejects_too_few_steps():
     from gpuwise.errors import GpuwiseError
 
@@ -118,5 +129,7 @@ def test_doctor_cli_json(tmp_path):
     assert doc["findings"][0]["id"] == "input_bound"
     assert doc["evidence"]["source"] == "profile"
     assert "1/2" in result.stderr  # progress went to stderr
+    assert doc["sizing"]["load_to_compute"] == LOAD_TO_COMPUTE and doc["sizing"]["compute_s_per_batch"] > 0
+    assert set(doc["others_cpu_pct"]) == {"before", "after"}
     listed = run_cli("runs", "list", "--json", "--store", str(tmp_path / "runs.sqlite")).json()
     assert [r["label"] for r in listed["runs"]] == ["doctor: after", "doctor: before"]

@@ -338,8 +338,30 @@ def render_comparison(console: Console, cmp) -> None:
         console.print("[yellow]still there:[/yellow] " + ", ".join(cmp.persisting))
 
 
+def _busy_line(result) -> Text:
+    """Other processes' CPU during the two runs: a busy machine slows the model, not the storage wait."""
+    before, after = result.others_cpu_pct
+    own = [r.summary.telemetry.process_cpu_pct for r in (result.before, result.after) if r.summary.telemetry]
+    if before is None or after is None or len(own) < 2 or None in own:
+        return Text("machine load: not measured (telemetry unavailable)", style="dim")
+    busy = before > own[0] or after > own[1]  # others used more CPU than the run itself
+    return Text(
+        f"machine load: other processes used {before:.0f} % (before) and {after:.0f} % (after) of the CPU, "
+        f"this run {own[0]:.0f} % and {own[1]:.0f} %"
+        + ("; measured on a busy machine, where the speed-up varies more" if busy else ""),
+        style="yellow" if busy else "dim",
+    )
+
+
 def render_doctor(console: Console, result) -> None:
     console.rule("[bold]1. Reference workload, as written (naive input pipeline)")
+    if result.sizing is not None:
+        sz = result.sizing
+        console.print(
+            f"[dim]sized to this machine now: a batch computes in {_ms(sz.compute_s)} and decodes in "
+            f"{_ms(sz.decode_s)}; storage latency set to {sz.storage_latency_s * 1000:.2f} ms per sample so that "
+            f"loading takes {sz.to_dict()['load_to_compute']:.0f}× the compute[/dim]"
+        )
     render_run(console, result.before)
     console.rule("[bold]2. Fixes applied automatically (from the findings above)")
     if result.applied_fixes:
@@ -382,6 +404,7 @@ def render_doctor(console: Console, result) -> None:
             border_style="green" if made_its_point else "yellow",
         )
     )
+    console.print(_busy_line(result))
     if result.before.run_id is not None:
         console.print(
             f"[dim]runs {result.before.run_id} and {result.after.run_id} saved · `gpuwise runs compare {result.before.run_id} {result.after.run_id}`[/dim]"

@@ -1,15 +1,14 @@
 """The doctor's reference training workload: a small image classifier fed like real ones are.
 
 What one sample costs (the cost model, stated so the result can be judged):
-- storage latency: ``storage_latency_s`` (default 1.5 ms) of waiting per sample, the time a read of
-  one small file from a network filesystem or object store takes before its bytes arrive. The
-  thread sleeps, as it would in ``read()``: the CPU is free meanwhile.
+- storage latency: ``storage_latency_s`` of waiting per sample, the time a read of one small file
+  from a network filesystem or object store takes before its bytes arrive. The thread sleeps, as it
+  would in ``read()``: the CPU is free meanwhile. ``gpuwise doctor`` sizes it to the machine first
+  (``sizing.py``: loading a batch takes 3x computing it, as timed here and now); the 1.5 ms default
+  is for callers that give their own settings.
 - decode: the sample is stored deflate-compressed (what PNG uses) and really inflated with zlib;
 - augment: a random resized crop (bilinear, 96→64 px), a random horizontal flip, normalization,
   all in numpy, as torchvision transforms would do on the CPU.
-On a 2-core machine that is ~1.5 ms wait + ~0.3 ms CPU per sample, 64 samples (~120 ms) a batch,
-against ~30-40 ms of forward+backward+SGD for the CNN on one CPU thread. With two loader workers
-the batch arrives every ~60 ms, so the fixed run is bound by the storage wait, not by the CPU.
 
 The "naive" settings are PyTorch's defaults: ``num_workers=0`` (load in the training thread),
 no pinning, no prefetching. Everything else (model, data, seed, batch size, optimizer) stays the
