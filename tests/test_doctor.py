@@ -35,7 +35,7 @@ def test_on_a_gpu_the_loader_fix_also_pins_and_copies_asynchronously():
     findings = findings_for(
         step_time_s=0.1, phase_s={"data_wait": 0.06}, loader_num_workers=0, cpu_count=2, cpu_util_pct=30
     )
-    settings, applied, _ = plan_fixes(findings, WorkloadSettings(), "cuda")
+    settings, _applied, _ = plan_fixes(findings, WorkloadSettings(), "cuda")
     assert settings.num_workers == 2 and settings.pin_memory and settings.non_blocking
 
 
@@ -50,16 +50,16 @@ def test_mixed_precision_fix_only_on_a_gpu_with_bf16():
     findings = findings_for(fp32_matmul_pct=100, amp_enabled=False, tensor_core_speedup=15.8)
     assert findings[0].id == "no_mixed_precision"
     with mock.patch("torch.cuda.is_bf16_supported", return_value=True):
-        settings, applied, _ = plan_fixes(findings, WorkloadSettings(), "cuda")
+        settings, _applied, _ = plan_fixes(findings, WorkloadSettings(), "cuda")
     assert settings.amp_dtype == "bfloat16" and settings.tf32
-    cpu_settings, cpu_applied, cpu_manual = plan_fixes(findings, WorkloadSettings(), "cpu")
+    cpu_settings, cpu_applied, _cpu_manual = plan_fixes(findings, WorkloadSettings(), "cpu")
     assert cpu_applied == [] and cpu_settings == WorkloadSettings()
 
 
 def test_reference_samples_are_deterministic_and_really_decoded():
     data = ReferenceImages(8, storage_latency_s=0.0, seed=3)
     x1, y1 = data[5]
-    x2, y2 = data[5]
+    x2, _y2 = data[5]
     assert x1.shape == (3, 64, 64) and y1 == 5 and (x1 == x2).all()
     assert not (data[6][0] == x1).all()  # another image, another crop
     assert abs(float(x1.mean())) < 3  # normalized pixels

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 import gpuwise
-from gpuwise.profile.phases import PHASES, PhaseTimer
 from gpuwise.profile.loader_watch import LoaderWatch
+from gpuwise.profile.phases import PHASES, PhaseTimer
 from gpuwise.profile.recorder import Recorder
 
 
@@ -30,7 +30,7 @@ class SlowItems(Dataset):
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    """One intra-op thread: on a small shared machine, two threads make tiny ops swing wildly with other load."""
+    """One intra-op thread: on a small shared machine two threads make tiny ops swing with other load."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -92,7 +92,7 @@ def test_graph_holding_list_is_memory_growth():
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(256 * 30, 1024), torch.randint(0, 4, (256 * 30,)))
     model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 4))
-    kept = []  # the leak: a metric computed with grad enabled and kept keeps its whole graph (and activations) alive
+    kept = []  # the leak: a metric computed with grad enabled keeps its whole graph (and activations) alive
 
     def track_confidence(model, x, loss):
         kept.append(model(x).softmax(-1).max())
@@ -126,7 +126,7 @@ def test_periodic_slow_step_is_an_outlier_with_its_period():
     x, y = torch.randn(16, 32), torch.randint(0, 4, (16,))
     with gpuwise.profile(steps=40, warmup=2, store=False) as p:
         for step in range(42):
-            # ordinary steps vary between 10 and 70 ms, so a stall from other load does not look like an outlier
+            # ordinary steps vary between 10 and 70 ms: a stall from other load does not look like an outlier
             time.sleep(0.010 + 0.006 * (step % 11))
             if step % 8 == 1:
                 time.sleep(0.4)  # a "checkpoint" every 8th step (measured steps 7, 15, 23, 31, 39)
@@ -158,7 +158,7 @@ def test_profiled_run_is_bitwise_identical():
     plain_losses, plain_weights = _seeded_run(False)
     prof_losses, prof_weights = _seeded_run(True)
     assert plain_losses == prof_losses  # exact float equality, shuffling and dropout included
-    assert all(torch.equal(a, b) for a, b in zip(plain_weights, prof_weights))
+    assert all(torch.equal(a, b) for a, b in zip(plain_weights, prof_weights, strict=False))
 
 
 def test_hooks_are_removed_after_the_run():
@@ -275,7 +275,7 @@ def test_phase_shares_always_add_up_to_the_step(events):
         elif action == "pop" and timer.stack:
             timer.pop(timer.stack[-1])
         elif action == "boundary":
-            start, wall, phases = timer.boundary()
+            _start, wall, phases = timer.boundary()
             assert sum(phases.values()) == pytest.approx(wall, abs=1e-9)
             assert all(v >= -1e-9 for v in phases.values())
 
@@ -356,8 +356,8 @@ def test_slow_steps_are_replayed_within_seconds_for_the_periodic_flush():
     not wait for its size limit."""
     from time import perf_counter
 
-    from gpuwise.profile.phases import FORWARD_IN, FORWARD_OUT
     from gpuwise.profile.event_log import DRAIN_EVERY_S
+    from gpuwise.profile.phases import FORWARD_IN, FORWARD_OUT
 
     rec = Recorder(warmup=0, telemetry=False)
     rec.events.drained_at = perf_counter()

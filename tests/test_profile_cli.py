@@ -49,7 +49,8 @@ TRAIN = textwrap.dedent(
                 break
         if mode == "sigkill" and step + 1 >= steps:
             # killed once a periodic flush has left a record with steps (gpuwise's timing, not this loop's)
-            record = os.path.join(json.loads(os.environ["GPUWISE_PROFILE"])["out_dir"], f"run-{os.getpid()}.json")
+            out_dir = json.loads(os.environ["GPUWISE_PROFILE"])["out_dir"]
+            record = os.path.join(out_dir, f"run-{os.getpid()}.json")
             flushed = len(json.load(open(record))["steps"]) if os.path.exists(record) else 0
             if flushed:
                 print(f"killed after step {step + 1} with {flushed} flushed", file=sys.stderr, flush=True)

@@ -3,6 +3,7 @@ pynvml's own structs; throttling, headroom and utilization reach the shared rule
 
 from __future__ import annotations
 
+from typing import ClassVar
 from unittest import mock
 
 import pynvml
@@ -183,7 +184,7 @@ def test_missing_psutil_degrades_to_not_available():
 
 @pytest.mark.parametrize("children_files", [True, False])
 def test_process_tree_and_disk_reads_match_psutil(children_files):
-    """The cheap /proc readers agree with psutil's scans on a real process tree (and psutil is the fallback)."""
+    """The cheap /proc readers agree with psutil's scans on a real process tree (psutil is the fallback)."""
     import os
     import subprocess
     import sys
@@ -194,7 +195,10 @@ def test_process_tree_and_disk_reads_match_psutil(children_files):
     from gpuwise.profile.telemetry import descendant_pids, diskstats_read_bytes, whole_disks
 
     # a child that starts a grandchild, both alive while we look
-    script = "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); time.sleep(30)"
+    script = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); time.sleep(30)"
+    )
     child = subprocess.Popen([sys.executable, "-c", script])
     try:
         expected = set()
@@ -209,7 +213,7 @@ def test_process_tree_and_disk_reads_match_psutil(children_files):
         sampler._children_files = sampler._children_files and children_files
         assert {c.pid for c in sampler._find_children()} == expected
     finally:
-        for proc in psutil.Process(child.pid).children(recursive=True) + [psutil.Process(child.pid)]:
+        for proc in [*psutil.Process(child.pid).children(recursive=True), psutil.Process(child.pid)]:
             proc.kill()
         child.wait()
     counters = psutil.disk_io_counters()
@@ -256,9 +260,9 @@ def test_a_profiled_cpu_run_with_nvml_present_records_gpu_telemetry():
 class FakeEvent:
     """Stands in for torch.cuda.Event: a timestamp, completed once `done` is set (the GPU caught up)."""
 
-    clock = [0.0]
-    done = [True]
-    synchronized = []
+    clock: ClassVar[list[float]] = [0.0]
+    done: ClassVar[list[bool]] = [True]
+    synchronized: ClassVar[list[object]] = []
 
     def __init__(self, enable_timing: bool = False) -> None:
         self.t = None

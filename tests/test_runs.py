@@ -91,7 +91,7 @@ def test_corrupt_document_names_the_run(store_path):
     conn.execute("UPDATE runs SET document = '{\"label\": ' WHERE id = 2")
     conn.commit()
     conn.close()
-    with RunStore.open(store_path) as store, pytest.raises(GpuwiseError, match="run 2 .* is corrupt"):
+    with RunStore.open(store_path) as store, pytest.raises(GpuwiseError, match=r"run 2 .* is corrupt"):
         store.load(2)
 
 
@@ -153,10 +153,10 @@ def test_a_run_saved_by_an_earlier_version_loads_and_keeps_its_json(tmp_path):
         pass  # creates the schema
     with sqlite3.connect(path) as conn:
         conn.execute(
-            "INSERT INTO runs (created_at, kind, label, command, group_id, rank, status, exit_code, device, gpu,"
-            " measured_steps, step_time_s, steps_per_s, top_finding, document)"
-            " VALUES ('2026-11-25T10:00:00Z', 'profile', 'x', '', NULL, NULL, 'completed', 0, 'cpu', '', 6, 0.01,"
-            " 100, NULL, ?)",
+            "INSERT INTO runs (created_at, kind, label, command, group_id, rank, status, exit_code, device,"
+            " gpu, measured_steps, step_time_s, steps_per_s, top_finding, document)"
+            " VALUES ('2026-11-25T10:00:00Z', 'profile', 'x', '', NULL, NULL, 'completed', 0, 'cpu', '',"
+            " 6, 0.01, 100, NULL, ?)",
             (json.dumps(saved),),
         )
     with RunStore.open(path) as store:

@@ -121,7 +121,8 @@ def _start() -> None:
         recorder.start()
     except Exception as exc:
         print(
-            f"gpuwise: could not attach the profiler ({type(exc).__name__}: {exc}); the script runs unprofiled",
+            f"gpuwise: could not attach the profiler ({type(exc).__name__}: {exc}); "
+            "the script runs unprofiled",
             file=sys.stderr,
         )
         return
@@ -187,7 +188,8 @@ def _window_complete(recorder) -> None:
     _write(recorder.raw())
     if cfg.get("stop"):
         print(
-            f"gpuwise: measured {measured} steps after {recorder.warmup} warm-up steps; stopping the script (--stop)",
+            f"gpuwise: measured {measured} steps after {recorder.warmup} warm-up steps; "
+            "stopping the script (--stop)",
             file=sys.stderr,
         )
         _state["written_final"] = True

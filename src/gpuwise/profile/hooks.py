@@ -19,6 +19,7 @@ recorder's event log (see ``phases.py``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import weakref
 from threading import get_ident
@@ -59,7 +60,6 @@ class Instrumentation:
         self.depth = 0
         self.roots: dict[int, weakref.ref] = {}
         self.global_module_hooks = False
-        self.installed = False
 
     # -- install / uninstall -------------------------------------------------------------------
     def install(self) -> None:
@@ -84,7 +84,6 @@ class Instrumentation:
                 self._patch(torch.Tensor, name, self._wrap_sync)
             if hasattr(torch, "cuda"):
                 self._patch(torch.cuda, "synchronize", self._wrap_sync_fn)
-        self.installed = True
 
     def uninstall(self, from_hook: bool = False) -> None:
         """Remove hooks and restore patched functions. ``from_hook``: we are inside an optimizer hook,
@@ -94,24 +93,19 @@ class Instrumentation:
             handles += self._optimizer_handles
             self._optimizer_handles = []
         for handle in handles:
-            try:
+            with contextlib.suppress(Exception):
                 handle.remove()
-            except Exception:
-                pass
         self._handles.clear()
         self._global_handles.clear()
         self._root_handles.clear()
         for owner, name, original in reversed(self._patches):
             if original is _MISSING:
-                try:
+                with contextlib.suppress(AttributeError):
                     delattr(owner, name)
-                except AttributeError:
-                    pass
             else:
                 setattr(owner, name, original)
         self._patches.clear()
         self.global_module_hooks = False
-        self.installed = False
 
     def has_optimizer_hooks(self) -> bool:
         return bool(self._optimizer_handles)
@@ -255,7 +249,7 @@ class Instrumentation:
             if out is not tensor:
                 dst = out.device.type
                 if src_cpu and dst != "cpu":
-                    # logged after the fact: nothing else is logged during a copy, so the log stays in time order
+                    # logged after the fact: nothing else is logged during a copy (the log stays in order)
                     nbytes = tensor.element_size() * tensor.nelement()
                     rec.log(H2D_IN, t0)
                     rec.log(H2D_OUT, t1)
@@ -291,7 +285,7 @@ class Instrumentation:
         return functools.update_wrapper(sync_method, original)
 
     def _timed_sync(self, original, args, kwargs):
-        """Run a host-blocking call and record how long the host waited (errors in the record are contained)."""
+        """Run a host-blocking call and record how long the host waited (recording errors are contained)."""
         t0 = perf_counter()
         out = original(*args, **kwargs)
         try:

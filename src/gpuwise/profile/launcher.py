@@ -96,7 +96,8 @@ def normalize_command(command: list[str]) -> list[str]:
         return [sys.executable, *command]
     if shutil.which(command[0]) is None and not Path(command[0]).is_file():
         raise GpuwiseError(
-            f"command {command[0]!r} not found (give e.g. `python train.py` or `torchrun ... train.py` after --)"
+            f"command {command[0]!r} not found "
+            "(give e.g. `python train.py` or `torchrun ... train.py` after --)"
         )
     return list(command)
 
@@ -189,7 +190,8 @@ def run_profiled(
         shutil.rmtree(out_dir, ignore_errors=True)
     if not records:
         notes.append(
-            "the command ran no training step, model forward or DataLoader batch under torch: nothing was profiled"
+            "the command ran no training step, model forward or DataLoader batch under torch: "
+            "nothing was profiled"
         )
     runs = []
     for raw in records:

@@ -228,7 +228,7 @@ class Recorder:
             self.notes.append("profiling switched itself off after repeated internal errors")
             self.detach(from_hook=True)
 
-    # -- the model ----------------------------------------------------------------------------------------------
+    # -- the model -------------------------------------------------------------------------------------------
     def inspect_model(self, module: Any) -> None:
         """Which device and precision the model runs in (checked until a module with parameters shows up)."""
         import torch
@@ -270,7 +270,7 @@ class Recorder:
         self.cuda.step = self.steps_closed
         self.mark = self.cuda.mark  # from the forward being entered on
 
-    # -- steps ----------------------------------------------------------------------------------------------------
+    # -- steps -----------------------------------------------------------------------------------------------
     def has_activity(self) -> bool:
         """Has a step begun: a phase entered, a batch fetched or a step boundary passed?"""
         return bool(self.steps_closed or self.loader.loaders or self.events.has_activity())
@@ -330,7 +330,7 @@ class Recorder:
         if self.on_window_complete is not None:
             self.on_window_complete(self)
 
-    # -- output ---------------------------------------------------------------------------------------------------
+    # -- output ----------------------------------------------------------------------------------------------
     def raw(self) -> dict[str, Any]:
         """Everything measured so far, JSON-able (also used for periodic partial flushes)."""
         from gpuwise.profile.telemetry import summarize, usable_cpus

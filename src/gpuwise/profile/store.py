@@ -129,8 +129,8 @@ class RunStore:
         created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self.conn:
             cur = self.conn.execute(
-                "INSERT INTO runs (created_at, kind, label, command, group_id, rank, status, exit_code, device,"
-                " gpu, measured_steps, step_time_s, steps_per_s, top_finding, document)"
+                "INSERT INTO runs (created_at, kind, label, command, group_id, rank, status, exit_code,"
+                " device, gpu, measured_steps, step_time_s, steps_per_s, top_finding, document)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     created,

@@ -146,7 +146,8 @@ def telemetry_table(run: RunSummary) -> Table:
     if mem.first_step_bytes is not None and mem.last_step_bytes is not None:
         table.add_row(
             "live memory",
-            f"{mem.first_step_bytes / MiB:,.1f} → {mem.last_step_bytes / MiB:,.1f} MiB over the measured steps "
+            f"{mem.first_step_bytes / MiB:,.1f} → {mem.last_step_bytes / MiB:,.1f} MiB "
+            "over the measured steps "
             f"({mem.measure})",
         )
     if mem.capacity_bytes:
@@ -175,8 +176,10 @@ def _telemetry_rows(table: Table, tel: Telemetry) -> None:
     if gpu is not None:
         table.add_row(
             "GPU",
-            f"util {_num(gpu.util_pct, '{:.0f}')} %, memory {_num((gpu.memory_used_peak_bytes or 0) / GiB, '{:.1f}')}"
-            f" of {_num((gpu.memory_total_bytes or 0) / GiB, '{:.1f}')} GiB, {_num(gpu.power_w_mean, '{:.0f}')} W, "
+            f"util {_num(gpu.util_pct, '{:.0f}')} %, "
+            f"memory {_num((gpu.memory_used_peak_bytes or 0) / GiB, '{:.1f}')}"
+            f" of {_num((gpu.memory_total_bytes or 0) / GiB, '{:.1f}')} GiB, "
+            f"{_num(gpu.power_w_mean, '{:.0f}')} W, "
             f"max {_num(gpu.temperature_c_max, '{:.0f}')} °C, SM {_num(gpu.sm_clock_mhz_mean, '{:.0f}')} MHz",
         )
         if gpu.clock_reason_pct:
@@ -220,7 +223,8 @@ def render_run(console: Console, run: ProfileRun) -> None:
     console.print(telemetry_table(summary))
     for err in summary.hook_errors:
         console.print(
-            f"[yellow]gpuwise contained an internal error in its {err.where} ({err.count}×): {err.error}[/yellow]"
+            f"[yellow]gpuwise contained an internal error in its {err.where} ({err.count}×): "
+            f"{err.error}[/yellow]"
         )
     for note in summary.notes:
         console.print(f"[dim]note: {note}[/dim]")
@@ -272,7 +276,8 @@ def render_session(console: Console, session) -> None:
     if session.store:
         ids = ", ".join(str(r.run_id) for r in session.runs)
         console.print(
-            f"[dim]saved as run {ids} in {session.store} · `gpuwise runs show {session.runs[0].run_id}` · exit code {session.exit_code}[/dim]"
+            f"[dim]saved as run {ids} in {session.store} · `gpuwise runs show {session.runs[0].run_id}` · "
+            f"exit code {session.exit_code}[/dim]"
         )
 
 
@@ -359,7 +364,8 @@ def render_doctor(console: Console, result) -> None:
         sz = result.sizing
         console.print(
             f"[dim]sized to this machine now: a batch computes in {_ms(sz.compute_s)} and decodes in "
-            f"{_ms(sz.decode_s)}; storage latency set to {sz.storage_latency_s * 1000:.2f} ms per sample so that "
+            f"{_ms(sz.decode_s)}; storage latency set to {sz.storage_latency_s * 1000:.2f} ms per sample "
+            "so that "
             f"loading takes {sz.to_dict()['load_to_compute']:.0f}× the compute[/dim]"
         )
     render_run(console, result.before)
@@ -395,8 +401,9 @@ def render_doctor(console: Console, result) -> None:
                 ("   = ", ""),
                 (f"{speed:.2f}× faster", style),
                 (
-                    f"\nsame model, data, batch size and seed; changed only: {', '.join(dict.fromkeys(f.setting for f in result.applied_fixes)) or 'nothing'}"
-                    f" · device {result.device}",
+                    "\nsame model, data, batch size and seed; changed only: "
+                    + (", ".join(dict.fromkeys(f.setting for f in result.applied_fixes)) or "nothing")
+                    + f" · device {result.device}",
                     "dim",
                 ),
             ),
@@ -407,5 +414,6 @@ def render_doctor(console: Console, result) -> None:
     console.print(_busy_line(result))
     if result.before.run_id is not None:
         console.print(
-            f"[dim]runs {result.before.run_id} and {result.after.run_id} saved · `gpuwise runs compare {result.before.run_id} {result.after.run_id}`[/dim]"
+            f"[dim]runs {result.before.run_id} and {result.after.run_id} saved · "
+            f"`gpuwise runs compare {result.before.run_id} {result.after.run_id}`[/dim]"
         )

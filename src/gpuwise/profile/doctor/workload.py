@@ -73,7 +73,8 @@ _STD = (np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255)[:, None, None]
 
 
 def _resized_crop(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Random crop covering 50-100 % of the area, bilinear-resized to CROP_PX (torchvision's RandomResizedCrop, simplified)."""
+    """Random crop covering 50-100 % of the area, bilinear-resized to CROP_PX (torchvision's
+    RandomResizedCrop, simplified)."""
     side = int(SOURCE_PX * np.sqrt(rng.uniform(0.5, 1.0)))
     y0, x0 = rng.integers(0, SOURCE_PX - side + 1, 2)
     pos = np.linspace(0, side - 1, CROP_PX, dtype=np.float32)
@@ -186,8 +187,7 @@ def _train(settings: WorkloadSettings, steps: int, device: str, profiler) -> Non
         torch.backends.cudnn.allow_tf32 = settings.tf32
     amp = getattr(torch, settings.amp_dtype) if settings.amp_dtype else None
     loader = make_loader(settings, steps + 2)
-    done = 0
-    for images, labels in loader:
+    for done, (images, labels) in enumerate(loader, start=1):
         images = images.to(device, non_blocking=settings.non_blocking)
         labels = labels.to(device, non_blocking=settings.non_blocking)
         with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
@@ -195,7 +195,6 @@ def _train(settings: WorkloadSettings, steps: int, device: str, profiler) -> Non
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        done += 1
         if done >= steps or (profiler is not None and profiler.recorder.window_complete):
             break
     del loader  # shuts the workers down before the next run starts its own
