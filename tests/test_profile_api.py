@@ -8,7 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler, TensorDataset
 
 import gpuwise
 from gpuwise.profile.loader_watch import LoaderWatch
@@ -82,8 +82,11 @@ def test_in_memory_data_with_heavy_compute_is_not_input_bound():
         *[torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU()) for _ in range(4)],
         torch.nn.Linear(1024, 4),
     )
+    # batches gathered with one index each (~0.1 ms against ~100 ms of compute): even a preemption that
+    # lands on a fetch at load 5 leaves the data wait far below the input_bound threshold
+    batches = BatchSampler(SequentialSampler(data), batch_size=128, drop_last=False)
     with gpuwise.profile(steps=20, warmup=2, store=False) as p:
-        train(DataLoader(data, batch_size=128), model, 22)
+        train(DataLoader(data, sampler=batches, batch_size=None), model, 22)
     assert "input_bound" not in ids(p)
     assert p.phases["forward"].pct + p.phases["backward"].pct > p.phases["data_wait"].pct
 

@@ -40,9 +40,6 @@ class EventLog:
         append(code)
         append(value)
 
-    def drain_due(self, now: float) -> bool:
-        return len(self.entries) >= DRAIN_EVERY_EVENTS or now - self.drained_at >= DRAIN_EVERY_S
-
     def drain(self) -> None:
         """Replay the log into StepRecords (on the training thread, or after the hooks are gone)."""
         self.drained_at = perf_counter()

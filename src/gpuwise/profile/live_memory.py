@@ -34,7 +34,7 @@ class LiveMemory:
         self.notes = notes
         self.measure = "not available"
         self.read: Callable[[], float] | None = None
-        self._due_s = 0.0  # no read before this time
+        self.due_s = 0.0  # no read before this time (the recorder checks it before calling sample)
         self._costs: list[float] = []  # seconds of the last COST_WINDOW reads
 
     def use(self, measure: str, read: Callable[[], float] | None) -> None:
@@ -45,10 +45,10 @@ class LiveMemory:
     def start(self) -> None:
         self.use(*live_memory_probe("cpu"))
 
-    def sample(self, now: float, step: int) -> None:
-        """Log live memory for the step just closed, if the budget allows a read now."""
+    def sample(self, step: int) -> None:
+        """Log live memory for the step just closed (the caller checked ``read`` and ``due_s``)."""
         read = self.read
-        if read is None or now < self._due_s:
+        if read is None:
             return
         t0 = perf_counter()
         value = read()
@@ -64,7 +64,7 @@ class LiveMemory:
             value = read()
             costs.append(perf_counter() - t0)
         self.events.log(MEMORY, value)
-        self._due_s = t0 + min(costs) / MEMORY_PROBE_BUDGET
+        self.due_s = t0 + min(costs) / MEMORY_PROBE_BUDGET
 
     def _switch_to_rss(self, free_chunks: int, step: int) -> Callable[[], float] | None:
         """The heap fragmented (mallinfo2 got slow): RSS from here on; readings of two measures do not mix."""

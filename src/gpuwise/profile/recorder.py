@@ -25,7 +25,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from gpuwise.profile.contained_errors import MAX_CONTAINED_ERRORS, ContainedErrors
-from gpuwise.profile.event_log import EventLog
+from gpuwise.profile.event_log import DRAIN_EVERY_EVENTS, DRAIN_EVERY_S, EventLog
 from gpuwise.profile.live_memory import LiveMemory
 from gpuwise.profile.loader_watch import LoaderWatch
 from gpuwise.profile.phases import STEP, StepRecord
@@ -302,17 +302,19 @@ class Recorder:
             return
         self.log(STEP, now)
         n = self.steps_closed = self.steps_closed + 1
-        try:
-            self.memory.sample(now, n)
-        except Exception as exc:
-            self.memory.read = None
-            self.contain("memory probe", exc)
+        memory, events = self.memory, self.events
+        if memory.read is not None and now >= memory.due_s:  # checked inline: a call costs µs here
+            try:
+                memory.sample(n)
+            except Exception as exc:
+                memory.read = None
+                self.contain("memory probe", exc)
         if self.cuda is not None:
             self.cuda.step_closed(n)
         if n == max(1, self.warmup) and self.instrumentation is not None:
             self.instrumentation.narrow_to_roots()
-        if self.events.drain_due(now):
-            self.events.drain()
+        if len(events.entries) >= DRAIN_EVERY_EVENTS or now - events.drained_at >= DRAIN_EVERY_S:
+            events.drain()
         if self.on_step is not None:
             try:
                 self.on_step(n)
