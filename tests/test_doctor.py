@@ -91,7 +91,7 @@ def test_doctor_profiles_fixes_and_reruns(tmp_path):
     assert doc["applied_fixes"][0]["finding_id"] == "input_bound"
 
 
-def test_the_workload_is_sized_so_loading_takes_three_times_the_compute_here():
+def test_the_workload_is_sized_so_loading_takes_four_times_the_compute_here():
     """The storage latency is whatever brings a batch's loading time to LOAD_TO_COMPUTE x its compute time,
     as timed on this machine now (so the fix's gain does not depend on the machine's speed or load)."""
     settings = WorkloadSettings(batch_size=16)

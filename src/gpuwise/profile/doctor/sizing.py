@@ -6,9 +6,11 @@ W + C, a loop fed by k workers max(W / k, C). A fixed storage latency makes that
 of the machine (on a 2-core box whose cores other processes already used, C grew ~10x and the
 fix gained 1.03x). So the doctor first times the model's step (C) and the decode + augment of a
 batch (its CPU part of W) on this machine, then sets the storage latency so that W = LOAD_TO_COMPUTE
-x C. With W = 3 C and the two workers a 2-core machine gets, the fix gains (3 + 1) / 1.5 = 2.7x, and
-still >= 2x if C changes by a factor between 0.2 and 3 between sizing and measurement (other load
-starting or stopping): (3 + f) / max(1.5, f) >= 2 for f in [0.2, 3].
+x C. With W = 4 C and the two workers a 2-core machine gets, the fix gains (4 + 1) / 2 = 2.5x. The
+workers' decoding competes with the model for the cores in the fixed run only (measured here at a
+load of 5-10: its compute slowed 1.8x and, with W = 3 C, the gain fell to 1.96x); the gain stays
+>= 2x as long as that slowdown f stays <= 2.5: (4 + 1) / max(2, f) >= 2. The sleep part of W costs no
+CPU, so a larger W / C also leaves a smaller share of the loading to compete.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from gpuwise.profile.doctor.workload import ReferenceImages, WorkloadSettings, build_model
 
-LOAD_TO_COMPUTE = 3.0  # W / C of the naive loop (see above)
+LOAD_TO_COMPUTE = 4.0  # W / C of the naive loop (see above)
 TIMED_BATCHES = 5  # batches timed for each of C and W (after one untimed batch)
 
 

@@ -4,7 +4,7 @@ What one sample costs (the cost model, stated so the result can be judged):
 - storage latency: ``storage_latency_s`` of waiting per sample, the time a read of one small file
   from a network filesystem or object store takes before its bytes arrive. The thread sleeps, as it
   would in ``read()``: the CPU is free meanwhile. ``gpuwise doctor`` sizes it to the machine first
-  (``sizing.py``: loading a batch takes 3x computing it, as timed here and now); the 1.5 ms default
+  (``sizing.py``: loading a batch takes 4x computing it, as timed here and now); the 1.5 ms default
   is for callers that give their own settings.
 - decode: the sample is stored deflate-compressed (what PNG uses) and really inflated with zlib;
 - augment: a random resized crop (bilinear, 96→64 px), a random horizontal flip, normalization,
