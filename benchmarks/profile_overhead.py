@@ -102,7 +102,7 @@ def make_loop(hidden: int, batch: int, steps: int):
 
 
 def _robust_mean(marks: list[float]) -> tuple[float, int]:
-    """Mean step time between consecutive marks, without steps over twice the median (and how many those were)."""
+    """Mean step time between consecutive marks, without steps over twice the median (and how many)."""
     steps = [b - a for a, b in pairwise(marks)]
     limit = 2 * statistics.median(steps)
     kept = [t for t in steps if t <= limit]
@@ -123,7 +123,7 @@ def modes(hooks_only: bool) -> dict:
 
 def overhead_pct(mode: list[float], plain: list[float], rng: random.Random) -> tuple[float, float, float]:
     """(median over rounds of mode/plain - 1, bootstrap 95 % interval low, high), in %."""
-    ratios = [m / p for m, p in zip(mode, plain)]
+    ratios = [m / p for m, p in zip(mode, plain, strict=False)]
     boots = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
     return tuple(100.0 * (r - 1.0) for r in (statistics.median(ratios), boots[50], boots[1949]))
 
@@ -230,7 +230,8 @@ def main() -> None:
 
     total = args.rounds * args.steps
     print(
-        f"plain loop: {step_ms:.2f} ms/step wall, {cpu_step_ms:.2f} ms CPU (medians over {args.rounds} rounds × "
+        f"plain loop: {step_ms:.2f} ms/step wall, {cpu_step_ms:.2f} ms CPU "
+        f"(medians over {args.rounds} rounds × "
         f"{args.steps} steps, 1 CPU thread, width {args.hidden}, batch {args.batch})"
     )
     print(f"{'mode':20s} {'CPU time (95 % interval)':>28s} {'wall time':>10s}  steps dropped as preempted")
@@ -244,16 +245,19 @@ def main() -> None:
         walls = "" if name == PLAIN else f"{wall[name][0]:+6.2f} %"
         print(f"{name:20s} {figures:>28s} {walls:>10s}  {dropped}/{total}")
     print(
-        f"noise: the A/A control reads {cpu[CONTROL][0]:+.2f} % ({cpu[CONTROL][1]:+.2f} … {cpu[CONTROL][2]:+.2f}) "
+        f"noise: the A/A control reads {cpu[CONTROL][0]:+.2f} % "
+        f"({cpu[CONTROL][1]:+.2f} … {cpu[CONTROL][2]:+.2f}) "
         "for a mode that costs nothing"
     )
     print(
-        f"gpuwise measured directly: hooks {hook_us:.1f} µs per step, telemetry thread {telemetry_pct:.3f} % of a core "
+        f"gpuwise measured directly: hooks {hook_us:.1f} µs per step, "
+        f"telemetry thread {telemetry_pct:.3f} % of a core "
         f"-> {direct_pct:.3f} % of this {cpu_step_ms:.1f} ms step, {at_10ms_pct:.3f} % of a 10 ms step"
     )
     if step_ms < 10.0:
         print(
-            f"note: the reference step ({step_ms:.1f} ms) is shorter than the 10 ms the ≤ 1 % target is stated for"
+            f"note: the reference step ({step_ms:.1f} ms) is shorter than the 10 ms "
+            "the ≤ 1 % target is stated for"
         )
     print(
         json.dumps(

@@ -10,6 +10,7 @@ from conftest import run_cli
 from gpuwise.diagnose import Evidence, diagnose
 from gpuwise.profile.doctor.fixes import plan_fixes
 from gpuwise.profile.doctor.run import run_doctor
+from gpuwise.profile.doctor.sizing import LOAD_TO_COMPUTE, size_workload
 from gpuwise.profile.doctor.workload import ReferenceImages, WorkloadSettings
 
 
@@ -34,7 +35,7 @@ def test_on_a_gpu_the_loader_fix_also_pins_and_copies_asynchronously():
     findings = findings_for(
         step_time_s=0.1, phase_s={"data_wait": 0.06}, loader_num_workers=0, cpu_count=2, cpu_util_pct=30
     )
-    settings, applied, _ = plan_fixes(findings, WorkloadSettings(), "cuda")
+    settings, _applied, _ = plan_fixes(findings, WorkloadSettings(), "cuda")
     assert settings.num_workers == 2 and settings.pin_memory and settings.non_blocking
 
 
@@ -49,16 +50,16 @@ def test_mixed_precision_fix_only_on_a_gpu_with_bf16():
     findings = findings_for(fp32_matmul_pct=100, amp_enabled=False, tensor_core_speedup=15.8)
     assert findings[0].id == "no_mixed_precision"
     with mock.patch("torch.cuda.is_bf16_supported", return_value=True):
-        settings, applied, _ = plan_fixes(findings, WorkloadSettings(), "cuda")
+        settings, _applied, _ = plan_fixes(findings, WorkloadSettings(), "cuda")
     assert settings.amp_dtype == "bfloat16" and settings.tf32
-    cpu_settings, cpu_applied, cpu_manual = plan_fixes(findings, WorkloadSettings(), "cpu")
+    cpu_settings, cpu_applied, _cpu_manual = plan_fixes(findings, WorkloadSettings(), "cpu")
     assert cpu_applied == [] and cpu_settings == WorkloadSettings()
 
 
 def test_reference_samples_are_deterministic_and_really_decoded():
     data = ReferenceImages(8, storage_latency_s=0.0, seed=3)
     x1, y1 = data[5]
-    x2, y2 = data[5]
+    x2, _y2 = data[5]
     assert x1.shape == (3, 64, 64) and y1 == 5 and (x1 == x2).all()
     assert not (data[6][0] == x1).all()  # another image, another crop
     assert abs(float(x1.mean())) < 3  # normalized pixels
@@ -81,13 +82,23 @@ def test_doctor_profiles_fixes_and_reruns(tmp_path):
     assert result.settings_after.num_workers == max(
         2, min(8, usable_cpus() - 1)
     )  # the input_bound rule's suggestion
-    assert result.after.document["loader"]["num_workers"] == result.settings_after.num_workers
-    assert result.after.document["loader"]["persistent_workers"] is True
+    assert result.after.summary.loader.num_workers == result.settings_after.num_workers
+    assert result.after.summary.loader.persistent_workers is True
     assert result.before.run_id and result.after.run_id == result.before.run_id + 1
     assert ("before", 9, 9) in stages and ("after", 9, 9) in stages
     doc = result.to_dict()
     assert doc["before_steps_per_s"] > 0 and doc["after_steps_per_s"] > 0
     assert doc["applied_fixes"][0]["finding_id"] == "input_bound"
+
+
+def test_the_workload_is_sized_so_loading_takes_four_times_the_compute_here():
+    """The storage latency is whatever brings a batch's loading time to LOAD_TO_COMPUTE x its compute time,
+    as timed on this machine now (so the fix's gain does not depend on the machine's speed or load)."""
+    settings = WorkloadSettings(batch_size=16)
+    sizing = size_workload(settings, "cpu")
+    assert sizing.compute_s > 0 and sizing.decode_s > 0 and sizing.storage_latency_s >= 0
+    loading_s = sizing.decode_s + sizing.storage_latency_s * settings.batch_size
+    assert loading_s == pytest.approx(max(sizing.decode_s, LOAD_TO_COMPUTE * sizing.compute_s))
 
 
 def test_doctor_rejects_too_few_steps():
@@ -118,5 +129,7 @@ def test_doctor_cli_json(tmp_path):
     assert doc["findings"][0]["id"] == "input_bound"
     assert doc["evidence"]["source"] == "profile"
     assert "1/2" in result.stderr  # progress went to stderr
+    assert doc["sizing"]["load_to_compute"] == LOAD_TO_COMPUTE and doc["sizing"]["compute_s_per_batch"] > 0
+    assert set(doc["others_cpu_pct"]) == {"before", "after"}
     listed = run_cli("runs", "list", "--json", "--store", str(tmp_path / "runs.sqlite")).json()
     assert [r["label"] for r in listed["runs"]] == ["doctor: after", "doctor: before"]

@@ -8,9 +8,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler, TensorDataset
 
 import gpuwise
+from gpuwise.profile.loader_watch import LoaderWatch
 from gpuwise.profile.phases import PHASES, PhaseTimer
 from gpuwise.profile.recorder import Recorder
 
@@ -29,7 +30,7 @@ class SlowItems(Dataset):
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    """One intra-op thread: on a small shared machine, two threads make tiny ops swing wildly with other load."""
+    """One intra-op thread: on a small shared machine two threads make tiny ops swing with other load."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -67,11 +68,11 @@ def test_slow_getitem_is_input_bound(tmp_path):
     run = p.result
     assert run.run_id == 1
     assert "input_bound" in ids(p)
-    assert max(run.phases, key=lambda k: run.phases[k]["pct"]) == "data_wait"
+    assert max(run.phases, key=lambda k: run.phases[k].pct) == "data_wait"
     assert run.evidence.loader_num_workers == 0 and run.evidence.loader_pin_memory is False
-    assert run.document["measured_steps"] == 12 and run.document["warmup_steps"] == 2
+    assert run.summary.measured_steps == 12 and run.summary.warmup_steps == 2
     # a step's phases add up to its wall time, so the shares add up to 100 %
-    assert sum(v["pct"] for v in run.phases.values()) == pytest.approx(100.0, abs=0.01)
+    assert sum(v.pct for v in run.phases.values()) == pytest.approx(100.0, abs=0.01)
 
 
 def test_in_memory_data_with_heavy_compute_is_not_input_bound():
@@ -81,17 +82,20 @@ def test_in_memory_data_with_heavy_compute_is_not_input_bound():
         *[torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU()) for _ in range(4)],
         torch.nn.Linear(1024, 4),
     )
+    # batches gathered with one index each (~0.1 ms against ~100 ms of compute): even a preemption that
+    # lands on a fetch at load 5 leaves the data wait far below the input_bound threshold
+    batches = BatchSampler(SequentialSampler(data), batch_size=128, drop_last=False)
     with gpuwise.profile(steps=20, warmup=2, store=False) as p:
-        train(DataLoader(data, batch_size=128), model, 22)
+        train(DataLoader(data, sampler=batches, batch_size=None), model, 22)
     assert "input_bound" not in ids(p)
-    assert p.phases["forward"]["pct"] + p.phases["backward"]["pct"] > p.phases["data_wait"]["pct"]
+    assert p.phases["forward"].pct + p.phases["backward"].pct > p.phases["data_wait"].pct
 
 
 def test_graph_holding_list_is_memory_growth():
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(256 * 30, 1024), torch.randint(0, 4, (256 * 30,)))
     model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 4))
-    kept = []  # the leak: a metric computed with grad enabled and kept keeps its whole graph (and activations) alive
+    kept = []  # the leak: a metric computed with grad enabled keeps its whole graph (and activations) alive
 
     def track_confidence(model, x, loss):
         kept.append(model(x).softmax(-1).max())
@@ -125,7 +129,7 @@ def test_periodic_slow_step_is_an_outlier_with_its_period():
     x, y = torch.randn(16, 32), torch.randint(0, 4, (16,))
     with gpuwise.profile(steps=40, warmup=2, store=False) as p:
         for step in range(42):
-            # ordinary steps vary between 10 and 70 ms, so a stall from other load does not look like an outlier
+            # ordinary steps vary between 10 and 70 ms: a stall from other load does not look like an outlier
             time.sleep(0.010 + 0.006 * (step % 11))
             if step % 8 == 1:
                 time.sleep(0.4)  # a "checkpoint" every 8th step (measured steps 7, 15, 23, 31, 39)
@@ -157,7 +161,7 @@ def test_profiled_run_is_bitwise_identical():
     plain_losses, plain_weights = _seeded_run(False)
     prof_losses, prof_weights = _seeded_run(True)
     assert plain_losses == prof_losses  # exact float equality, shuffling and dropout included
-    assert all(torch.equal(a, b) for a, b in zip(plain_weights, prof_weights))
+    assert all(torch.equal(a, b) for a, b in zip(plain_weights, prof_weights, strict=False))
 
 
 def test_hooks_are_removed_after_the_run():
@@ -191,12 +195,12 @@ def test_errors_inside_hooks_are_contained_and_reported_once(monkeypatch, capsys
     def broken(self, it):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(Recorder, "batch_wait_begins", broken)
+    monkeypatch.setattr(LoaderWatch, "wait_begins", broken)
     with gpuwise.profile(steps=8, warmup=1, store=False) as p:
         losses = train(DataLoader(SlowItems(128, 0.0), batch_size=8), small_model(), 10)
     assert len(losses) == 10  # the user's loop ran to the end
-    errors = p.result.document["hook_errors"]
-    assert errors[0]["where"] == "DataLoader hook" and errors[0]["count"] >= 9
+    errors = p.result.summary.hook_errors
+    assert errors[0].where == "DataLoader hook" and errors[0].count >= 9
     assert capsys.readouterr().err.count("boom") == 1
 
 
@@ -210,12 +214,12 @@ def test_exception_in_the_block_passes_through_and_keeps_the_partial_run(tmp_pat
             model(torch.randn(4, 32)).sum().backward()
             opt.step()
         raise ValueError("user bug")
-    assert p.result.document["status"] == "error"
-    assert p.result.document["measured_steps"] == 11
+    assert p.result.summary.status == "error"
+    assert p.result.summary.measured_steps == 11
     from gpuwise.profile.store import RunStore
 
     with RunStore.open(store) as runs:
-        assert runs.load("last").document["error"] == "ValueError: user bug"
+        assert runs.load("last").summary.error == "ValueError: user bug"
 
 
 def test_manual_steps_take_over_from_optimizer_steps():
@@ -227,7 +231,7 @@ def test_manual_steps_take_over_from_optimizer_steps():
                 model(torch.randn(4, 32)).sum().backward()
                 opt.step()
             p.step()
-    assert p.result.document["total_steps"] == 6
+    assert p.result.summary.total_steps == 6
 
 
 def test_only_one_profile_at_a_time():
@@ -274,7 +278,7 @@ def test_phase_shares_always_add_up_to_the_step(events):
         elif action == "pop" and timer.stack:
             timer.pop(timer.stack[-1])
         elif action == "boundary":
-            start, wall, phases = timer.boundary()
+            _start, wall, phases = timer.boundary()
             assert sum(phases.values()) == pytest.approx(wall, abs=1e-9)
             assert all(v >= -1e-9 for v in phases.values())
 
@@ -308,10 +312,10 @@ def test_a_forked_child_keeps_the_hooks_but_records_nothing():
         if pid == 0:  # the child: hooks still installed, nothing may be logged
             code = 1
             try:
-                logged = len(p.recorder._log)
+                logged = len(p.recorder.events.entries)
                 for _ in range(50):
                     model(torch.randn(2, 32)).sum().backward()
-                code = 0 if len(p.recorder._log) == logged and active_recorder() is None else 3
+                code = 0 if len(p.recorder.events.entries) == logged and active_recorder() is None else 3
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
@@ -343,8 +347,8 @@ def test_steps_counted_at_boundaries_match_the_replayed_records(actions):
         elif action == "sync":
             rec.log(SYNC, 0.001)
         else:
-            rec.drain()
-    rec.drain()
+            rec.events.drain()
+    rec.events.drain()
     assert len(rec.records) == rec.steps_closed
     for record in rec.records:
         assert sum(record.phase_s.values()) == pytest.approx(record.wall_s, abs=1e-9)
@@ -355,17 +359,17 @@ def test_slow_steps_are_replayed_within_seconds_for_the_periodic_flush():
     not wait for its size limit."""
     from time import perf_counter
 
+    from gpuwise.profile.event_log import DRAIN_EVERY_S
     from gpuwise.profile.phases import FORWARD_IN, FORWARD_OUT
-    from gpuwise.profile.recorder import DRAIN_EVERY_S
 
     rec = Recorder(warmup=0, telemetry=False)
-    rec._drained_at = perf_counter()
+    rec.events.drained_at = perf_counter()
     for _ in range(3):
         rec.mark(FORWARD_IN)
         rec.mark(FORWARD_OUT)
         rec.end_step()
     assert rec.steps_closed == 3 and rec.records == []  # fast steps: still in the log
-    rec._drained_at -= DRAIN_EVERY_S  # as if the last replay was that long ago
+    rec.events.drained_at -= DRAIN_EVERY_S  # as if the last replay was that long ago
     rec.mark(FORWARD_IN)
     rec.mark(FORWARD_OUT)
     rec.end_step()

@@ -58,13 +58,11 @@ def test_hugging_face_trainer_callback(tmp_path):
     ).train()
     run = callback.result
     assert run is not None and run.run_id == 1
-    assert (
-        run.document["total_steps"] == 10 and run.document["measured_steps"] == 8
-    )  # then the profiler detached
-    assert run.document["loader"]["batches"] >= 2 * 10  # a step is an optimizer step: two micro-batches each
-    assert run.document["loader"]["batch_size"] == 8
+    assert run.summary.total_steps == 10 and run.summary.measured_steps == 8  # then the profiler detached
+    assert run.summary.loader.batches >= 2 * 10  # a step is an optimizer step: two micro-batches each
+    assert run.summary.loader.batch_size == 8
     assert "input_bound" in [f.id for f in run.findings]
-    assert run.phases["forward"]["s_per_step"] > 0 and run.phases["backward"]["s_per_step"] > 0
+    assert run.phases["forward"].s_per_step > 0 and run.phases["backward"].s_per_step > 0
 
 
 @pytest.mark.slow
@@ -99,14 +97,12 @@ def test_lightning_callback(tmp_path):
     trainer.fit(Regressor(), loader)
     run = callback.result
     assert run is not None and run.run_id == 1
-    assert run.document["measured_steps"] == 8
+    assert run.summary.measured_steps == 8
     # Lightning runs forward/backward inside optimizer.step(closure): the phase stack keeps them apart
     phases = run.phases
-    assert phases["forward"]["s_per_step"] > 0 and phases["backward"]["s_per_step"] > 0
+    assert phases["forward"].s_per_step > 0 and phases["backward"].s_per_step > 0
     assert (
-        phases["optimizer"]["s_per_step"]
-        < phases["forward"]["s_per_step"]
-        + phases["backward"]["s_per_step"]
-        + phases["data_wait"]["s_per_step"]
+        phases["optimizer"].s_per_step
+        < phases["forward"].s_per_step + phases["backward"].s_per_step + phases["data_wait"].s_per_step
     )
     assert "input_bound" in [f.id for f in run.findings]

@@ -3,6 +3,7 @@ pynvml's own structs; throttling, headroom and utilization reach the shared rule
 
 from __future__ import annotations
 
+from typing import ClassVar
 from unittest import mock
 
 import pynvml
@@ -183,7 +184,7 @@ def test_missing_psutil_degrades_to_not_available():
 
 @pytest.mark.parametrize("children_files", [True, False])
 def test_process_tree_and_disk_reads_match_psutil(children_files):
-    """The cheap /proc readers agree with psutil's scans on a real process tree (and psutil is the fallback)."""
+    """The cheap /proc readers agree with psutil's scans on a real process tree (psutil is the fallback)."""
     import os
     import subprocess
     import sys
@@ -194,7 +195,10 @@ def test_process_tree_and_disk_reads_match_psutil(children_files):
     from gpuwise.profile.telemetry import descendant_pids, diskstats_read_bytes, whole_disks
 
     # a child that starts a grandchild, both alive while we look
-    script = "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); time.sleep(30)"
+    script = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); time.sleep(30)"
+    )
     child = subprocess.Popen([sys.executable, "-c", script])
     try:
         expected = set()
@@ -209,7 +213,7 @@ def test_process_tree_and_disk_reads_match_psutil(children_files):
         sampler._children_files = sampler._children_files and children_files
         assert {c.pid for c in sampler._find_children()} == expected
     finally:
-        for proc in psutil.Process(child.pid).children(recursive=True) + [psutil.Process(child.pid)]:
+        for proc in [*psutil.Process(child.pid).children(recursive=True), psutil.Process(child.pid)]:
             proc.kill()
         child.wait()
     counters = psutil.disk_io_counters()
@@ -244,21 +248,21 @@ def test_a_profiled_cpu_run_with_nvml_present_records_gpu_telemetry():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with fake_nvml():
         p = gpuwise.profile(steps=5, warmup=1, store=False, sample_interval_s=0.01)
-        p.recorder._nvml_index = 0
+        p.recorder.nvml_index = 0
         with p:
             for _ in range(6):
                 model(torch.randn(4, 8)).sum().backward()
                 opt.step()
-    gpu = p.result.document["telemetry"]["gpu"]
-    assert gpu["util_pct"] == 35 and gpu["temperature_c_max"] == 86
+    gpu = p.result.summary.telemetry.gpu
+    assert gpu is not None and gpu.util_pct == 35 and gpu.temperature_c_max == 86
 
 
 class FakeEvent:
     """Stands in for torch.cuda.Event: a timestamp, completed once `done` is set (the GPU caught up)."""
 
-    clock = [0.0]
-    done = [True]
-    synchronized = []
+    clock: ClassVar[list[float]] = [0.0]
+    done: ClassVar[list[bool]] = [True]
+    synchronized: ClassVar[list[object]] = []
 
     def __init__(self, enable_timing: bool = False) -> None:
         self.t = None
@@ -318,7 +322,7 @@ def test_cuda_event_phase_times_give_a_gpu_idle_estimate():
     run = build_run(
         {"steps": steps, "warmup": 2, "device": "cuda", "telemetry": None, "model": {}, "memory": {}}
     )
-    assert run.document["gpu_phases_s"] == {"backward": pytest.approx(0.018), "forward": pytest.approx(0.012)}
+    assert run.summary.gpu_phases_s == {"backward": pytest.approx(0.018), "forward": pytest.approx(0.012)}
     assert run.evidence.gpu_idle_pct == pytest.approx(70.0)
     assert "low_utilization" in ids(run) and "input_bound" in ids(run)
 
@@ -393,7 +397,7 @@ def test_recorder_cuda_path_with_faked_cuda(monkeypatch):
     assert set(raw["steps"][-1]["gpu_phase_s"]) == {"forward", "backward", "optimizer"}
     assert nvtx.range_push.call_count == nvtx.range_pop.call_count > 0  # balanced ranges
     run = build_run(raw)
-    assert run.document["gpu_phases_s"]["forward"] == pytest.approx(0.004)
+    assert run.summary.gpu_phases_s["forward"] == pytest.approx(0.004)
     assert run.evidence.fp32_matmul_pct == 100 and run.evidence.tensor_core_speedup > 10
     assert "no_mixed_precision" in ids(run)
     assert run.evidence.memory_headroom_pct == pytest.approx(62.5)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -90,7 +91,7 @@ def test_corrupt_document_names_the_run(store_path):
     conn.execute("UPDATE runs SET document = '{\"label\": ' WHERE id = 2")
     conn.commit()
     conn.close()
-    with RunStore.open(store_path) as store, pytest.raises(GpuwiseError, match="run 2 .* is corrupt"):
+    with RunStore.open(store_path) as store, pytest.raises(GpuwiseError, match=r"run 2 .* is corrupt"):
         store.load(2)
 
 
@@ -141,3 +142,31 @@ def test_saved_document_is_plain_json(store_path):
     conn.close()
     data = json.loads(document)
     assert data["phases"]["data_wait"]["pct"] > 50 and data["findings"][0]["id"] == "input_bound"
+
+
+def test_a_run_saved_by_an_earlier_version_loads_and_keeps_its_json(tmp_path):
+    """tests/data/profile_run_saved_by_0_1.json: a real CPU run as gpuwise stored it when the run document
+    was a plain dict (main at 370dd0a); a store holding it must load it and write back the same JSON:
+    ``started_at`` under its schema-2 name, and Evidence fields added since then as null."""
+    saved = json.loads((Path(__file__).parent / "data" / "profile_run_saved_by_0_1.json").read_text())
+    path = tmp_path / "old.sqlite"
+    with RunStore.open(path):
+        pass  # creates the schema
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO runs (created_at, kind, label, command, group_id, rank, status, exit_code, device,"
+            " gpu, measured_steps, step_time_s, steps_per_s, top_finding, document)"
+            " VALUES ('2026-11-25T10:00:00Z', 'profile', 'x', '', NULL, NULL, 'completed', 0, 'cpu', '',"
+            " 6, 0.01, 100, NULL, ?)",
+            (json.dumps(saved),),
+        )
+    with RunStore.open(path) as store:
+        run = store.load(1)
+    assert run.summary.measured_steps == 6 and run.summary.loader is not None
+    assert run.summary.phases["forward"].s_per_step > 0
+    expected = {("started_at_unix_s" if k == "started_at" else k): v for k, v in saved.items()}
+    loaded = {k: v for k, v in run.to_dict().items() if k != "run_id"}
+    evidence, old_evidence = loaded.pop("evidence"), expected.pop("evidence")
+    assert loaded == expected
+    assert {k: v for k, v in evidence.items() if k in old_evidence} == old_evidence
+    assert all(evidence[k] is None for k in evidence.keys() - old_evidence.keys())

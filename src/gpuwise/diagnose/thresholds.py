@@ -135,9 +135,6 @@ IMPACT_MIN_MEMORY_GIB = 0.05
 # Tools for GPUs this small (GB) or smaller: GGUF 4-bit with CPU offload (llama.cpp) rather than a
 # datacenter engine; 16 GB holds an 8B model in 4-bit with a modest context.
 SMALL_GPU_MEMORY_GB = 16.0
-# `gpuwise doctor` shows a before/after speed-up from this factor as a clear win (green), below it as
-# modest (yellow). A project choice: the demo has to make a visible point (issue #19, `make demo`).
-DOCTOR_CLEAR_SPEEDUP_X = 2.0
 
 # --- gpuwise lint (static checks of training code) ------------------------------------------------
 # Files larger than this are skipped with a note: hand-written training code is a few hundred KiB at
@@ -159,3 +156,6 @@ AMP_HIGH_GAIN_X = 1.5
 # Below this share of kernel time in kernels both sides ran, A and B are different workloads (the same
 # model before and after a fix keeps most of its kernels; another model keeps few): nothing "resolved".
 COMPARABLE_SHARED_KERNEL_PCT = 50.0
+# gpuwise doctor: the fixed pipeline must be at least this much faster for the demo to have made its point
+# (issue #4's target); below it the report says so in yellow instead of claiming success.
+DOCTOR_TARGET_SPEEDUP_X = 2.0

@@ -8,11 +8,16 @@ How a run is measured, one idea per module:
                  autograd backward, host->device copies and synchronizing calls;
 - ``cuda_timing``CUDA-event timing of the same phases on the GPU (resolved without stalling the run);
 - ``telemetry``  a sampler thread: psutil always, NVML when an NVIDIA GPU is used;
-- ``recorder``   ties them together, contains its own errors, produces a raw record;
-- ``result``     raw record -> ``ProfileRun`` with ``Evidence`` and ranked findings;
+- ``event_log``  the hooks' hot path (two appends per event) and its replay into steps;
+- ``loader_watch`` / ``live_memory`` / ``cuda_side`` / ``contained_errors``  DataLoader settings and
+                 waits, live memory within a time budget, CUDA events + NVTX, gpuwise's own errors;
+- ``recorder``   ties them together step by step and produces a raw record;
+- ``analysis``   raw record -> ``ProfileRun`` (a typed ``RunSummary`` from ``types``, ``Evidence`` from
+                 ``run_evidence``, statistics from ``step_stats``) with ranked findings;
 - ``api``        ``gpuwise.profile()``; ``callbacks`` for Hugging Face and Lightning;
 - ``launcher`` / ``child`` / ``_boot``  ``gpuwise profile -- python train.py`` (script unchanged);
-- ``store``      the SQLite run store; ``compare`` two runs; ``doctor/`` the reference workload.
+- ``store``      the SQLite run store; ``compare`` two runs; ``doctor/`` the reference workload (sized to
+                 the machine by ``doctor/sizing``).
 
 The modules that run inside the profiled process (phases, hooks, cuda_timing, telemetry, recorder,
 child) import only the standard library at import time, and torch/psutil/pynvml when started, so

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpuwise.profile.analysis import ProfileRun, build_run
 from gpuwise.profile.recorder import Recorder
+from gpuwise.profile.types import PhaseShare
 
 
 class Profile:
@@ -57,14 +58,13 @@ class Profile:
         self.start()
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> None:  # None: the block's exception is never swallowed
         if exc_type is None:
             self.stop()
         elif issubclass(exc_type, KeyboardInterrupt):
             self.stop(status="interrupted", error="KeyboardInterrupt")
         else:
             self.stop(status="error", error=f"{exc_type.__name__}: {exc}")
-        return False  # never swallow the block's exception
 
     def start(self) -> Profile:
         self._recorder.start()
@@ -91,7 +91,7 @@ class Profile:
             try:
                 from gpuwise.profile.store import RunStore
 
-                with RunStore.open(None if self.store in (None, True) else self.store) as runs:
+                with RunStore.open(None if isinstance(self.store, bool) else self.store) as runs:
                     self.result.run_id = runs.save(self.result)
             except Exception as exc:
                 print(f"gpuwise: the run was profiled but not saved: {exc}", file=sys.stderr)
@@ -103,7 +103,7 @@ class Profile:
         return self.result.findings if self.result else []
 
     @property
-    def phases(self) -> dict[str, dict[str, float]]:
+    def phases(self) -> dict[str, PhaseShare]:
         return self.result.phases if self.result else {}
 
 

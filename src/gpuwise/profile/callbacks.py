@@ -17,6 +17,7 @@ import atexit
 import logging
 from typing import Any
 
+from gpuwise.profile.analysis import ProfileRun
 from gpuwise.profile.api import Profile
 
 log = logging.getLogger("gpuwise")
@@ -37,7 +38,7 @@ class _Session:
             "auto_step": auto_step,
         }
         self.profile: Profile | None = None
-        self.result = None
+        self.result: ProfileRun | None = None
         self.log_findings = log_findings
 
     def start(self, meta: dict[str, Any]) -> None:
@@ -57,11 +58,11 @@ class _Session:
         self.result = self.profile.stop(status=status, error=error)
         atexit.unregister(self.stop)
         if self.result is not None and self.log_findings:
-            doc = self.result.document
+            summary = self.result.summary
             log.warning(
                 "gpuwise: %s steps measured, %.2f steps/s; %s",
-                doc.get("measured_steps"),
-                doc.get("steps_per_s") or 0,
+                summary.measured_steps,
+                summary.steps_per_s or 0,
                 "; ".join(f"{f.id} ({f.severity}): {f.summary}" for f in self.result.findings[:3])
                 or "no findings",
             )
@@ -108,9 +109,10 @@ def _make_hf() -> type:
 
 
 def _make_lightning() -> type:
+    pl: Any
     try:
         import lightning.pytorch as pl
-    except ImportError:
+    except ImportError:  # the older package name
         import pytorch_lightning as pl
 
     class GpuwiseLightningCallback(pl.Callback):

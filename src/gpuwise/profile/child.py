@@ -32,6 +32,7 @@ _state: dict[str, Any] = {
     "exc": None,
     "written_final": False,
     "last_flush": 0.0,
+    "complete_written": False,
 }
 _write_lock = threading.Lock()
 
@@ -79,7 +80,8 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
             original(module)
             _start()
 
-        loader.exec_module = exec_module
+        # patched on this one loader object (not its class): torch's module runs, then profiling starts
+        loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 
@@ -119,7 +121,8 @@ def _start() -> None:
         recorder.start()
     except Exception as exc:
         print(
-            f"gpuwise: could not attach the profiler ({type(exc).__name__}: {exc}); the script runs unprofiled",
+            f"gpuwise: could not attach the profiler ({type(exc).__name__}: {exc}); "
+            "the script runs unprofiled",
             file=sys.stderr,
         )
         return
@@ -143,12 +146,17 @@ def _active(recorder) -> bool:
     return recorder.has_activity()
 
 
-def _write(raw: dict[str, Any]) -> None:
+def _write(raw: dict[str, Any], partial: bool = False) -> None:
+    """Replace the record; a ``partial`` one (a periodic flush, built on the telemetry thread) never
+    replaces a complete one written meanwhile (at the window's end or at exit)."""
     cfg = _state["config"]
     out_dir = cfg["out_dir"]
     path = os.path.join(out_dir, f"run-{os.getpid()}.json")
     tmp = path + ".tmp"
     with _write_lock:
+        if partial and _state["complete_written"]:
+            return
+        _state["complete_written"] = not partial
         with open(tmp, "w") as fh:
             json.dump(raw, fh)
         os.replace(tmp, path)
@@ -169,7 +177,7 @@ def _maybe_flush() -> None:
     try:
         raw = recorder.raw()
         raw["status"] = "incomplete"  # what the record says if nothing better replaces it
-        _write(raw)
+        _write(raw, partial=True)
     except Exception:
         pass
 
@@ -180,7 +188,8 @@ def _window_complete(recorder) -> None:
     _write(recorder.raw())
     if cfg.get("stop"):
         print(
-            f"gpuwise: measured {measured} steps after {recorder.warmup} warm-up steps; stopping the script (--stop)",
+            f"gpuwise: measured {measured} steps after {recorder.warmup} warm-up steps; "
+            "stopping the script (--stop)",
             file=sys.stderr,
         )
         _state["written_final"] = True

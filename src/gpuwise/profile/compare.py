@@ -7,6 +7,7 @@ from typing import Any
 
 from gpuwise.profile.analysis import ProfileRun
 from gpuwise.profile.phases import PHASES
+from gpuwise.profile.types import LoaderInfo
 
 
 @dataclass
@@ -22,15 +23,15 @@ class RunComparison:
 
     def to_dict(self) -> dict[str, Any]:
         def brief(run: ProfileRun) -> dict[str, Any]:
-            d = run.document
+            s = run.summary
             return {
                 "run_id": run.run_id,
-                "label": d.get("label"),
-                "status": d.get("status"),
-                "device": d.get("device"),
-                "measured_steps": d.get("measured_steps"),
-                "step_time_s": d.get("step_time_s"),
-                "steps_per_s": d.get("steps_per_s"),
+                "label": s.label,
+                "status": s.status,
+                "device": s.device,
+                "measured_steps": s.measured_steps,
+                "step_time_s": s.step_time_s,
+                "steps_per_s": s.steps_per_s,
             }
 
         return {
@@ -45,21 +46,28 @@ class RunComparison:
         }
 
 
+def _as_dict(loader: LoaderInfo | None) -> dict[str, Any]:
+    return loader.to_dict() if loader is not None else {}
+
+
 def compare_runs(a: ProfileRun, b: ProfileRun) -> RunComparison:
-    sa, sb = a.document.get("steps_per_s"), b.document.get("steps_per_s")
+    sa, sb = a.summary.steps_per_s, b.summary.steps_per_s
     speedup = sb / sa if sa and sb else None
     phases = {}
     for name in PHASES:
-        pa = (a.phases.get(name) or {}).get("s_per_step")
-        pb = (b.phases.get(name) or {}).get("s_per_step")
+        share_a, share_b = a.phases.get(name), b.phases.get(name)
+        pa = share_a.s_per_step if share_a else None
+        pb = share_b.s_per_step if share_b else None
         phases[name] = {
             "a_s_per_step": pa,
             "b_s_per_step": pb,
             "delta_s": (pb - pa) if pa is not None and pb is not None else None,
         }
     settings: dict[str, dict[str, Any]] = {}
-    for section in ("loader", "model"):
-        da, db = a.document.get(section) or {}, b.document.get(section) or {}
+    for section, da, db in (
+        ("loader", _as_dict(a.summary.loader), _as_dict(b.summary.loader)),
+        ("model", a.summary.model.to_dict(), b.summary.model.to_dict()),
+    ):
         for key in sorted(set(da) | set(db)):
             if key in {"batches", "main_thread_cpu_share_pct", "num_params"}:
                 continue

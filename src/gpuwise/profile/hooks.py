@@ -19,12 +19,16 @@ recorder's event log (see ``phases.py``).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import weakref
 from threading import get_ident
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from gpuwise.profile.phases import (
+    DATA_IN,
+    DATA_OUT,
     EXIT,
     FORWARD_IN,
     FORWARD_OUT,
@@ -56,7 +60,6 @@ class Instrumentation:
         self.depth = 0
         self.roots: dict[int, weakref.ref] = {}
         self.global_module_hooks = False
-        self.installed = False
 
     # -- install / uninstall -------------------------------------------------------------------
     def install(self) -> None:
@@ -81,7 +84,6 @@ class Instrumentation:
                 self._patch(torch.Tensor, name, self._wrap_sync)
             if hasattr(torch, "cuda"):
                 self._patch(torch.cuda, "synchronize", self._wrap_sync_fn)
-        self.installed = True
 
     def uninstall(self, from_hook: bool = False) -> None:
         """Remove hooks and restore patched functions. ``from_hook``: we are inside an optimizer hook,
@@ -91,24 +93,22 @@ class Instrumentation:
             handles += self._optimizer_handles
             self._optimizer_handles = []
         for handle in handles:
-            try:
+            with contextlib.suppress(Exception):
                 handle.remove()
-            except Exception:
-                pass
         self._handles.clear()
         self._global_handles.clear()
         self._root_handles.clear()
         for owner, name, original in reversed(self._patches):
             if original is _MISSING:
-                try:
+                with contextlib.suppress(AttributeError):
                     delattr(owner, name)
-                except AttributeError:
-                    pass
             else:
                 setattr(owner, name, original)
         self._patches.clear()
         self.global_module_hooks = False
-        self.installed = False
+
+    def has_optimizer_hooks(self) -> bool:
+        return bool(self._optimizer_handles)
 
     def _patch(self, owner: Any, name: str, make_wrapper) -> None:
         original_attr = (
@@ -189,25 +189,27 @@ class Instrumentation:
     # -- wrappers -------------------------------------------------------------------------------------
     def _wrap_next(self, original):
         rec = self.rec
+        loader = rec.loader
 
         def __next__(it):
             if rec.tid != get_ident() and not rec.on_thread():
                 return original(it)
             cpu0 = None
             try:
-                cpu0 = rec.batch_wait_begins(it)
+                rec.mark(DATA_IN)
+                cpu0 = loader.wait_begins(it)
             except Exception as exc:
                 rec.contain("DataLoader hook", exc)
             try:
                 return original(it)
             finally:
                 try:
-                    rec.batch_wait_ends(cpu0)
+                    rec.mark(DATA_OUT)
+                    loader.wait_ends(cpu0)
                 except Exception as exc:
                     rec.contain("DataLoader hook", exc)
 
-        __next__.__wrapped__ = original
-        return __next__
+        return functools.update_wrapper(__next__, original)
 
     def _wrap_phase(self, phase: str):
         rec = self.rec
@@ -231,10 +233,7 @@ class Instrumentation:
                     except Exception as exc:
                         rec.contain(f"{phase} hook", exc)
 
-            wrapper.__wrapped__ = original
-            wrapper.__doc__ = original.__doc__
-            wrapper.__name__ = getattr(original, "__name__", phase)
-            return wrapper
+            return functools.update_wrapper(wrapper, original)
 
         return make
 
@@ -250,7 +249,7 @@ class Instrumentation:
             if out is not tensor:
                 dst = out.device.type
                 if src_cpu and dst != "cpu":
-                    # logged after the fact: nothing else is logged during a copy, so the log stays in time order
+                    # logged after the fact: nothing else is logged during a copy (the log stays in order)
                     nbytes = tensor.element_size() * tensor.nelement()
                     rec.log(H2D_IN, t0)
                     rec.log(H2D_OUT, t1)
@@ -270,10 +269,7 @@ class Instrumentation:
         def copy_method(tensor, *args, **kwargs):
             return copy(original, tensor, args, kwargs)
 
-        copy_method.__name__ = original.__name__
-        copy_method.__wrapped__ = original
-        copy_method.__doc__ = original.__doc__
-        return copy_method
+        return functools.update_wrapper(copy_method, original)
 
     def _wrap_sync(self, original):
         rec = self.rec
@@ -286,13 +282,10 @@ class Instrumentation:
                 return original(tensor, *args, **kwargs)
             return timed(original, (tensor, *args), kwargs)
 
-        sync_method.__wrapped__ = original
-        sync_method.__doc__ = original.__doc__
-        sync_method.__name__ = getattr(original, "__name__", "sync")
-        return sync_method
+        return functools.update_wrapper(sync_method, original)
 
     def _timed_sync(self, original, args, kwargs):
-        """Run a host-blocking call and record how long the host waited (errors in the record are contained)."""
+        """Run a host-blocking call and record how long the host waited (recording errors are contained)."""
         t0 = perf_counter()
         out = original(*args, **kwargs)
         try:
@@ -310,6 +303,4 @@ class Instrumentation:
                 return original(*args, **kwargs)
             return timed(original, args, kwargs)
 
-        synchronize.__wrapped__ = original
-        synchronize.__doc__ = original.__doc__
-        return synchronize
+        return functools.update_wrapper(synchronize, original)

@@ -25,6 +25,7 @@ from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.errors import GpuwiseError
 from gpuwise.profile.analysis import ProfileRun, build_run
 from gpuwise.profile.phases import PHASES
+from gpuwise.profile.types import PhaseShare
 
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds the gpuwise package
@@ -45,18 +46,17 @@ class ProfileSession:
     def primary(self) -> ProfileRun | None:
         return self.runs[0] if self.runs else None
 
-    def phases(self) -> dict[str, dict[str, float]]:
+    def phases(self) -> dict[str, PhaseShare]:
         """Mean over ranks of each phase's seconds per step and share."""
         if not self.runs:
             return {}
         out = {}
         for name in PHASES:
-            rows = [r.phases.get(name) for r in self.runs if r.phases.get(name)]
+            rows = [row for r in self.runs if (row := r.phases.get(name))]
             if rows:
-                out[name] = {
-                    "s_per_step": sum(r["s_per_step"] for r in rows) / len(rows),
-                    "pct": sum(r["pct"] for r in rows) / len(rows),
-                }
+                out[name] = PhaseShare(
+                    sum(r.s_per_step for r in rows) / len(rows), sum(r.pct for r in rows) / len(rows)
+                )
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,12 +72,12 @@ class ProfileSession:
             "group_id": self.group_id,
             "store": self.store,
             "run_ids": [r.run_id for r in self.runs],
-            "status": primary.document.get("status") if primary else None,
-            "device": primary.document.get("device") if primary else None,
-            "measured_steps": primary.document.get("measured_steps") if primary else 0,
-            "step_time_s": primary.document.get("step_time_s") if primary else None,
-            "steps_per_s": primary.document.get("steps_per_s") if primary else None,
-            "phases": self.phases(),
+            "status": primary.summary.status if primary else None,
+            "device": primary.summary.device if primary else None,
+            "measured_steps": primary.summary.measured_steps if primary else 0,
+            "step_time_s": primary.summary.step_time_s if primary else None,
+            "steps_per_s": primary.summary.steps_per_s if primary else None,
+            "phases": {name: share.to_dict() for name, share in self.phases().items()},
             "findings": [f.to_dict() for f in self.findings],
             "evidence": evidence if self.runs else None,
             "runs": [r.to_dict() for r in self.runs],
@@ -96,7 +96,8 @@ def normalize_command(command: list[str]) -> list[str]:
         return [sys.executable, *command]
     if shutil.which(command[0]) is None and not Path(command[0]).is_file():
         raise GpuwiseError(
-            f"command {command[0]!r} not found (give e.g. `python train.py` or `torchrun ... train.py` after --)"
+            f"command {command[0]!r} not found "
+            "(give e.g. `python train.py` or `torchrun ... train.py` after --)"
         )
     return list(command)
 
@@ -189,14 +190,15 @@ def run_profiled(
         shutil.rmtree(out_dir, ignore_errors=True)
     if not records:
         notes.append(
-            "the command ran no training step, model forward or DataLoader batch under torch: nothing was profiled"
+            "the command ran no training step, model forward or DataLoader batch under torch: "
+            "nothing was profiled"
         )
     runs = []
     for raw in records:
         status = raw.get("status")
         if status == "running":
             raw["status"] = "incomplete"
-        runs.append(build_run(raw, {"command": shown, "exit_code": exit_code}))
+        runs.append(build_run(raw, command=shown, exit_code=exit_code))
     cross = cross_rank_evidence(runs)
     findings = diagnose([r.evidence for r in runs] + ([cross] if cross else []))
     from gpuwise.lint.link import script_of, source_hints  # lint names the line behind a finding

@@ -7,6 +7,7 @@ nothing here raises into the profiled program.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 # NVML clock-event ("throttle") reason bits -> the names gpuwise reports (nvml.h, nvmlClocksEventReason*).
@@ -92,10 +93,8 @@ class NvmlDevice:
 
     def close(self) -> None:
         if self._nvml is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._nvml.nvmlShutdown()
-            except Exception:
-                pass
 
 
 def _clock_reasons(nv: Any, handle: Any) -> int:

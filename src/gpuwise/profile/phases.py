@@ -132,7 +132,17 @@ class PhaseTimer:
                 done = self.boundary(value)
                 if done is not None:
                     start, wall, phases = done
-                    records.append(StepRecord(start - origin, wall, phases, None, *counters))
+                    records.append(
+                        StepRecord(
+                            start - origin,
+                            wall,
+                            phases,
+                            sync_calls=int(counters[0]),
+                            sync_wait_s=counters[1],
+                            h2d_bytes=int(counters[2]),
+                            h2d_pageable_bytes=int(counters[3]),
+                        )
+                    )
                 counters[:] = [0, 0.0, 0, 0]
             elif code == SYNC:
                 counters[0] += 1

@@ -1,42 +1,43 @@
-"""The in-process recorder: phases per step, memory, copies and syncs, telemetry, contained errors.
+"""The in-process recorder: one step at a time, it ties together the parts that measure a run.
 
 One ``Recorder`` is active per process (torch's hooks are global). It produces a *raw record*, a
 plain JSON-able dict that ``gpuwise.profile.analysis.build_run`` turns into a ``ProfileRun``; the
 split keeps this side free of gpuwise's CLI dependencies, so it also runs inside a user's
-interpreter that only has torch.
-
-The hot path is ``mark(code)``: two appends to the event log (see ``phases.py`` for why). Step
-boundaries do the little that must happen at once (count the step, read live memory within its
-budget, narrow the hooks after warm-up, end the window); the log becomes ``StepRecord``s every
-``DRAIN_EVERY_EVENTS`` entries or ``DRAIN_EVERY_S`` seconds, and whenever the record is read on the
-training thread.
+interpreter that only has torch. Its parts, one role each:
+- ``EventLog`` (event_log.py): the hooks' hot path (``mark``: two appends) and its replay into steps;
+- ``LoaderWatch`` (loader_watch.py): DataLoader settings and batch waits;
+- ``LiveMemory`` (live_memory.py): live memory at step boundaries, within a time budget;
+- ``CudaSide`` (cuda_side.py): CUDA events, NVTX ranges and allocator peaks, once the model is on CUDA;
+- ``ContainedErrors`` (contained_errors.py): gpuwise's own failures, kept out of the user's program;
+- ``TelemetrySampler`` (telemetry.py): CPU, memory, disk and GPU samples on a thread.
+The recorder itself owns the lifecycle (start, detach, stop), the training thread and step boundaries.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
 import time
-import traceback
-import weakref
-from time import perf_counter, thread_time
-from typing import Any
+from collections.abc import Callable
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
 
-from gpuwise.profile.memory_probe import COST_WINDOW, MAX_READ_S, MEMORY_PROBE_BUDGET, rss_reader
-from gpuwise.profile.phases import DATA_IN, DATA_OUT, EXIT, MEMORY, STEP, PhaseTimer, StepRecord, phase_of
+from gpuwise.profile.contained_errors import MAX_CONTAINED_ERRORS, ContainedErrors
+from gpuwise.profile.event_log import DRAIN_EVERY_EVENTS, DRAIN_EVERY_S, EventLog
+from gpuwise.profile.live_memory import LiveMemory
+from gpuwise.profile.loader_watch import LoaderWatch
+from gpuwise.profile.phases import STEP, StepRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuwise.profile.cuda_side import CudaSide
+    from gpuwise.profile.hooks import Instrumentation
+    from gpuwise.profile.telemetry import TelemetrySampler
 
 RAW_FORMAT = 1
-MAX_CONTAINED_ERRORS = 50  # after this many, profiling switches itself off for the rest of the run
-DRAIN_EVERY_EVENTS = 2048  # log entries (code + value) between replays into StepRecords: ~100 steps
-DRAIN_EVERY_S = 2.0  # ... or this long, so a periodic flush (child.py, every 5 s) is never far behind
-LOADER_CPU_SAMPLE_EVERY = 8  # one batch wait in this many also reads the thread's CPU clock (a syscall)
 
 _ACTIVE: Recorder | None = None
-
-
-def _no_loader() -> None:
-    return None
 
 
 def _after_fork_in_child() -> None:
@@ -67,9 +68,9 @@ class Recorder:
         sample_interval_s: float = 0.5,
         label: str = "",
         meta: dict[str, Any] | None = None,
-        on_window_complete=None,
-        on_step=None,
-        on_tick=None,
+        on_window_complete: Callable[[Recorder], None] | None = None,
+        on_step: Callable[[int], None] | None = None,
+        on_tick: Callable[[], None] | None = None,
         nvml_index: int | None = None,
         copies_and_syncs: bool | None = None,
     ) -> None:
@@ -88,48 +89,38 @@ class Recorder:
         self.on_window_complete = on_window_complete
         self.on_step = on_step
         self.on_tick = on_tick
-        self._nvml_index = nvml_index
+        self.nvml_index = nvml_index
         self._copies_and_syncs = copies_and_syncs
 
-        self.timer = PhaseTimer()
-        self.records: list[StepRecord] = []
-        self._log: list = []  # [code, value, code, value, ...] since the last replay (phases.py)
-        self._log_append = self._log.append
-        self._drain_lock = threading.Lock()
+        self.events = EventLog()
+        self.mark: Callable[[int], None] = self.events.mark  # the hooks' hot path; CudaSide.mark on CUDA
+        self.log = self.events.log
+        self.loader = LoaderWatch()
+        self.notes: list[str] = []
+        self.memory = LiveMemory(self.events, self.notes)
+        self.errors = ContainedErrors()
+        self.cuda: CudaSide | None = None
+        self.instrumentation: Instrumentation | None = None
+        self.sampler: TelemetrySampler | None = None
+
         self.steps_closed = 0  # steps ended so far, replayed or not
-        self._drained_at = 0.0
         self.status = "running"
         self.error: str | None = None
-        self.errors: dict[tuple[str, str], dict[str, Any]] = {}
-        self.error_count = 0
         self.active = False
         self.window_complete = False
         self.device = "cpu"
         self.gpu_name = ""
-        self.cuda_index: int | None = None
         self.model: dict[str, Any] = {}
-        self.loaders: dict[tuple, dict[str, Any]] = {}
+        self.device_checked = False
         self.tid: int | None = None  # the training thread, once a hook has run on it (hooks compare it first)
         self._pid = os.getpid()
         self._started_wall = 0.0
         self._started = 0.0
         self._stopped = 0.0
-        self._loader_ref = _no_loader  # weak reference to the DataLoader iterator seen last
-        self._loader_info: dict[str, Any] = {}
-        self._data_cpu = 0.0  # thread CPU and wall seconds of the sampled batch waits
-        self._data_wall = 0.0
-        self.device_checked = False
-        self._cuda_possible = False
-        self._cuda_timer = None
-        self._nvtx = None
-        self._nvtx_open: list[str] = []
-        self._memory_measure = "not available"
-        self._memory_read = None
-        self._memory_due_s = 0.0  # no read before this time (the probe's time budget)
-        self._memory_costs: list[float] = []  # seconds of the last COST_WINDOW reads
-        self.instrumentation = None
-        self.sampler = None
-        self.notes: list[str] = []
+
+    @property
+    def records(self) -> list[StepRecord]:
+        return self.events.records
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> Recorder:
@@ -141,33 +132,33 @@ class Recorder:
         import torch
 
         from gpuwise.profile.hooks import Instrumentation
-        from gpuwise.profile.memory_probe import live_memory_probe
 
-        self._cuda_possible = bool(torch.cuda.is_available())
-        copies = self._cuda_possible if self._copies_and_syncs is None else self._copies_and_syncs
-        self.instrumentation = Instrumentation(self, copies_and_syncs=copies)
-        self._memory_measure, self._memory_read = live_memory_probe("cpu")
+        cuda_possible = bool(torch.cuda.is_available())
+        copies = cuda_possible if self._copies_and_syncs is None else self._copies_and_syncs
+        instrumentation = self.instrumentation = Instrumentation(self, copies_and_syncs=copies)
+        self.memory.start()
         self._started_wall = time.time()
-        self._started = self._drained_at = perf_counter()
+        self._started = perf_counter()
+        self.events.start(self._started)
         _ACTIVE = self
         self.active = True
         try:
-            self.instrumentation.install()
+            instrumentation.install()
         except Exception:
-            self.instrumentation.uninstall()
+            instrumentation.uninstall()
             self.active = False
             _ACTIVE = None
             raise
         if self.telemetry_enabled:
-            self._start_telemetry()
+            self._start_telemetry(cuda_possible)
         return self
 
-    def _start_telemetry(self) -> None:
+    def _start_telemetry(self, cuda_possible: bool) -> None:
         from gpuwise.profile.telemetry import TelemetrySampler
 
-        index = self._nvml_index
-        if index is None and self._cuda_possible:
-            index = self._nvml_index_of_current_device()
+        index = self.nvml_index
+        if index is None and cuda_possible:
+            index = _nvml_index_of_current_device()
         try:
             self.sampler = TelemetrySampler(self.sample_interval_s, nvml_index=index, on_tick=self.on_tick)
             self.sampler.start()
@@ -175,50 +166,30 @@ class Recorder:
             self.sampler = None
             self.contain("telemetry", exc)
 
-    def _nvml_index_of_current_device(self) -> int:
-        try:
-            import torch
-
-            local = int(os.environ.get("LOCAL_RANK", "0"))
-            index = (
-                torch.cuda.current_device()
-                if torch.cuda.is_initialized()
-                else local % max(1, torch.cuda.device_count())
-            )
-            # honours CUDA_VISIBLE_DEVICES (UUIDs or indices); private helper, hence the fallback
-            return int(torch.cuda._get_nvml_device_index(index))
-        except Exception:
-            return int(os.environ.get("LOCAL_RANK", "0") or 0)
-
     def detach(self, from_hook: bool = False) -> None:
         """Remove every hook and stop telemetry; the program keeps running at full speed."""
         global _ACTIVE
+        instrumentation = self.instrumentation
         if not self.active:
-            if not from_hook and self.instrumentation is not None and self.instrumentation._optimizer_handles:
-                self.instrumentation.uninstall()  # the inert optimizer hooks left by a detach from inside a hook
+            if not from_hook and instrumentation is not None and instrumentation.has_optimizer_hooks():
+                instrumentation.uninstall()  # the inert optimizer hooks left by a detach inside a hook
             return
         self.active = False
         self.tid = None
         self._stopped = perf_counter()
-        if self.instrumentation is not None:
-            try:
-                self.instrumentation.uninstall(from_hook=from_hook)
-            except Exception as exc:
-                self.contain("uninstall", exc, active_check=False)
+        parts: list[tuple[str, Callable[[], None]]] = []
+        if instrumentation is not None:
+            parts.append(("uninstall", functools.partial(instrumentation.uninstall, from_hook=from_hook)))
         if self.sampler is not None:
+            parts.append(("telemetry", self.sampler.stop))
+        parts.append(("step replay", self.events.drain))
+        if self.cuda is not None:
+            parts.append(("CUDA event timing", functools.partial(self.cuda.finish, self.events.records)))
+        for where, action in parts:
             try:
-                self.sampler.stop()
+                action()
             except Exception as exc:
-                self.contain("telemetry", exc, active_check=False)
-        try:
-            self.drain()
-        except Exception as exc:
-            self.contain("step replay", exc, active_check=False)
-        if self._cuda_timer is not None:
-            try:
-                self._finish_cuda_timing()
-            except Exception as exc:
-                self.contain("CUDA event timing", exc, active_check=False)
+                self.contain(where, exc, active_check=False)
         if _ACTIVE is self:
             _ACTIVE = None
 
@@ -248,105 +219,16 @@ class Recorder:
 
     def contain(self, where: str, exc: BaseException, active_check: bool = True) -> None:
         """Record a failure inside gpuwise and keep the user's program running; report each kind once."""
-        self.error_count += 1
-        key = (where, type(exc).__name__)
-        if key not in self.errors:
-            tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-            self.errors[key] = {
-                "where": where,
-                "error": f"{type(exc).__name__}: {exc}",
-                "count": 0,
-                "traceback": "".join(tb[-3:]),
-            }
+        count = self.errors.add(where, exc)
+        if active_check and count >= MAX_CONTAINED_ERRORS and self.active:
             print(
-                f"gpuwise: internal error in its {where} (contained; your program continues, this part of the profile "
-                f"may be incomplete): {type(exc).__name__}: {exc}",
-                file=sys.stderr,
-            )
-        self.errors[key]["count"] += 1
-        if active_check and self.error_count >= MAX_CONTAINED_ERRORS and self.active:
-            print(
-                f"gpuwise: {self.error_count} internal errors; profiling switched off for the rest of the run",
+                f"gpuwise: {count} internal errors; profiling switched off for the rest of the run",
                 file=sys.stderr,
             )
             self.notes.append("profiling switched itself off after repeated internal errors")
             self.detach(from_hook=True)
 
-    # -- the hot path: the event log ------------------------------------------------------------------------------
-    def mark(self, code: int) -> None:
-        """Log entering or leaving a phase now (codes in ``phases.py``). On CUDA ``_mark_cuda`` replaces it."""
-        append = self._log_append
-        append(code)
-        append(perf_counter())
-
-    def _mark_cuda(self, code: int) -> None:
-        """``mark`` plus CUDA events and NVTX ranges for the phase."""
-        append = self._log_append
-        append(code)
-        append(perf_counter())
-        phase, entering = phase_of(code)
-        if entering:
-            self._cuda_timer.begin(phase)
-            self._nvtx.range_push(f"gpuwise.{phase}")
-            self._nvtx_open.append(phase)
-        else:
-            self._cuda_timer.end(phase, self.steps_closed)
-            if (
-                self._nvtx_open and self._nvtx_open[-1] == phase
-            ):  # only ranges we opened (NVTX may start mid-phase)
-                self._nvtx_open.pop()
-                self._nvtx.range_pop()
-
-    def log(self, code: int, value: float) -> None:
-        """A counted event of the open step (``SYNC``, ``H2D_BYTES``, ...) or a phase at a given time."""
-        append = self._log_append
-        append(code)
-        append(value)
-
-    def batch_wait_begins(self, it: Any) -> float | None:
-        """A wait for the next batch starts; returns the thread CPU clock when this wait is sampled."""
-        self.mark(DATA_IN)
-        if self._loader_ref() is not it:
-            self.note_loader(it)
-        info = self._loader_info
-        info["batches"] += 1
-        if info["batches"] % LOADER_CPU_SAMPLE_EVERY == 1:
-            self._data_wall -= perf_counter()
-            return thread_time()
-        return None
-
-    def batch_wait_ends(self, cpu0: float | None) -> None:
-        self.mark(DATA_OUT)
-        if cpu0 is not None:
-            self._data_cpu += thread_time() - cpu0
-            self._data_wall += perf_counter()
-
-    def note_loader(self, it: Any) -> None:
-        """A DataLoader iterator not seen last: find (or start) the entry for its loader settings."""
-        key = (
-            id(getattr(it, "_dataset", None)),
-            getattr(it, "_num_workers", None),
-            getattr(it, "_pin_memory", None),
-        )
-        info = self.loaders.get(key)
-        if info is None:
-            sampler = getattr(it, "_index_sampler", None)
-            info = {
-                "dataset": type(getattr(it, "_dataset", None)).__name__,
-                "num_workers": getattr(it, "_num_workers", None),
-                "pin_memory": getattr(it, "_pin_memory", None),
-                "prefetch_factor": getattr(it, "_prefetch_factor", None),
-                "persistent_workers": getattr(it, "_persistent_workers", None),
-                "batch_size": getattr(sampler, "batch_size", None),
-                "batches": 0,
-            }
-            self.loaders[key] = info
-        self._loader_info = info
-        try:
-            self._loader_ref = weakref.ref(it)
-        except TypeError:  # an iterator without weak references: note it again next time
-            self._loader_ref = _no_loader
-
+    # -- the model -------------------------------------------------------------------------------------------
     def inspect_model(self, module: Any) -> None:
         """Which device and precision the model runs in (checked until a module with parameters shows up)."""
         import torch
@@ -363,43 +245,35 @@ class Recorder:
         self.model["root_module"] = type(module).__name__
         try:
             self.model["num_params"] = sum(p.numel() for p in module.parameters())
-        except Exception:
-            pass
+        except Exception:  # an exotic module whose parameters cannot be counted: the count is optional
+            self.model.pop("num_params", None)
         if self.device == "cuda":
-            try:
-                self.model["amp_enabled"] = bool(torch.is_autocast_enabled("cuda"))
-            except TypeError:  # torch < 2.4 has no device argument
-                self.model["amp_enabled"] = bool(torch.is_autocast_enabled())
-            self.model["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32
-            self.cuda_index = (
-                param.device.index if param.device.index is not None else torch.cuda.current_device()
-            )
-            self.gpu_name = torch.cuda.get_device_name(self.cuda_index)
-            self._memory_measure, self._memory_read = (
-                "torch.cuda.memory_allocated",
-                lambda: float(torch.cuda.memory_allocated(self.cuda_index)),
-            )
-            from gpuwise.profile.cuda_timing import CudaPhaseTimer
-
-            self._cuda_timer = CudaPhaseTimer()
-            self._nvtx = torch.cuda.nvtx
-            self.mark = self._mark_cuda  # from the forward being entered on
+            self._use_cuda(torch, param)
         else:
             try:
                 self.model["amp_enabled"] = bool(torch.is_autocast_enabled("cpu"))
             except TypeError:
                 self.model["amp_enabled"] = bool(torch.is_autocast_cpu_enabled())
 
-    # -- steps ----------------------------------------------------------------------------------------------------
+    def _use_cuda(self, torch: Any, param: Any) -> None:
+        from gpuwise.profile.cuda_side import CudaSide
+
+        try:
+            self.model["amp_enabled"] = bool(torch.is_autocast_enabled("cuda"))
+        except TypeError:  # torch < 2.4 has no device argument
+            self.model["amp_enabled"] = bool(torch.is_autocast_enabled())
+        self.model["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32
+        index = param.device.index if param.device.index is not None else torch.cuda.current_device()
+        self.gpu_name = torch.cuda.get_device_name(index)
+        self.memory.use("torch.cuda.memory_allocated", lambda: float(torch.cuda.memory_allocated(index)))
+        self.cuda = CudaSide(self.events, index)
+        self.cuda.step = self.steps_closed
+        self.mark = self.cuda.mark  # from the forward being entered on
+
+    # -- steps -----------------------------------------------------------------------------------------------
     def has_activity(self) -> bool:
-        """Has a step begun: a phase entered, a batch fetched or a step boundary passed (as ``PhaseTimer``
-        sees it once the log is replayed)?"""
-        return bool(
-            self.steps_closed
-            or self.timer.step_start is not None
-            or self.loaders
-            or any(code < EXIT or code == STEP for code in self._log[::2])
-        )
+        """Has a step begun: a phase entered, a batch fetched or a step boundary passed?"""
+        return bool(self.steps_closed or self.loader.loaders or self.events.has_activity())
 
     def auto_boundary(self) -> None:
         if self.auto_step and not self.manual_steps:
@@ -414,29 +288,11 @@ class Recorder:
         if self.on_thread():
             try:
                 if first_manual and self.steps_closed:
-                    self._merge_auto_steps()
+                    self.events.reopen_closed_steps()
+                    self.steps_closed = 0
                 self.end_step()
             except Exception as exc:
                 self.contain("step", exc)
-
-    def _merge_auto_steps(self) -> None:
-        """The first ``p.step()`` ends one step that began at the first activity: fold the optimizer-step
-        boundaries recorded so far back into the open step."""
-        self.drain()
-        timer = self.timer
-        wall = sum(r.wall_s for r in self.records)
-        for name in timer.acc:
-            if name != "other":
-                timer.acc[name] += sum(r.phase_s.get(name, 0.0) for r in self.records)
-        for r in self.records:
-            timer.counters[0] += r.sync_calls
-            timer.counters[1] += r.sync_wait_s
-            timer.counters[2] += r.h2d_bytes
-            timer.counters[3] += r.h2d_pageable_bytes
-        if timer.step_start is not None:
-            timer.step_start -= wall
-        self.records.clear()
-        self.steps_closed = 0
 
     def end_step(self) -> None:
         """A step boundary: log it and do what cannot wait for the replay."""
@@ -446,105 +302,50 @@ class Recorder:
             return
         self.log(STEP, now)
         n = self.steps_closed = self.steps_closed + 1
-        if self._memory_read is not None and now >= self._memory_due_s:
-            self._read_memory()
-        if self._nvtx is not None:
-            self._nvtx.mark(f"gpuwise.step {n - 1}")
-        if self._cuda_timer is not None:
-            self._cuda_timer.drain()
+        memory, events = self.memory, self.events
+        if memory.read is not None and now >= memory.due_s:  # checked inline: a call costs µs here
+            try:
+                memory.sample(n)
+            except Exception as exc:
+                memory.read = None
+                self.contain("memory probe", exc)
+        if self.cuda is not None:
+            self.cuda.step_closed(n)
         if n == max(1, self.warmup) and self.instrumentation is not None:
             self.instrumentation.narrow_to_roots()
-        if len(self._log) >= DRAIN_EVERY_EVENTS or now - self._drained_at >= DRAIN_EVERY_S:
-            self.drain()
+        if len(events.entries) >= DRAIN_EVERY_EVENTS or now - events.drained_at >= DRAIN_EVERY_S:
+            events.drain()
         if self.on_step is not None:
             try:
                 self.on_step(n)
             except Exception as exc:
                 self.contain("step callback", exc)
-        if (
-            self.steps_requested is not None
-            and n >= self.warmup + self.steps_requested
-            and not self.window_complete
-        ):
-            self.window_complete = True
-            self.status = "completed"
-            self.detach(from_hook=not self.manual_steps)
-            if self.on_window_complete is not None:
-                self.on_window_complete(self)
+        if self.steps_requested is not None and n >= self.warmup + self.steps_requested:
+            self._end_window()
 
-    def _read_memory(self) -> None:
-        """Live memory at this boundary. Every read is timed: a mallinfo2 read (it walks the heap's free
-        lists) slower than MAX_READ_S switches to RSS, and reads are spaced to cost about
-        MEMORY_PROBE_BUDGET of the run's time."""
-        try:
-            t0 = perf_counter()
-            value = self._memory_read()
-            costs = self._memory_costs
-            costs.append(perf_counter() - t0)
-            del costs[:-COST_WINDOW]
-            if costs[-1] > MAX_READ_S and self._memory_measure.startswith("glibc"):
-                self._switch_memory_probe_to_rss(costs[-1])
-                if self._memory_read is None:
-                    return
-                t0 = perf_counter()
-                value = self._memory_read()
-                costs.append(perf_counter() - t0)
-            self.log(MEMORY, value)
-            self._memory_due_s = t0 + min(costs) / MEMORY_PROBE_BUDGET
-        except Exception as exc:
-            self._memory_read = None
-            self.contain("memory probe", exc)
+    def _end_window(self) -> None:
+        if self.window_complete:
+            return
+        self.window_complete = True
+        self.status = "completed"
+        self.detach(from_hook=not self.manual_steps)
+        if self.on_window_complete is not None:
+            self.on_window_complete(self)
 
-    def _switch_memory_probe_to_rss(self, seconds: float) -> None:
-        """mallinfo2 got slow (a fragmented heap): RSS from here on; readings of the two measures do not mix."""
-        found = rss_reader()
-        self._memory_measure, self._memory_read = found if found else ("not available", None)
-        self._memory_costs.clear()
-        self.drain()
-        for rec in self.records:
-            rec.memory_bytes = None
-        self.notes.append(
-            f"live memory: a mallinfo2 read took {seconds * 1e6:.0f} µs on this heap; "
-            f"{self._memory_measure} from step {self.steps_closed} on"
-        )
-
-    def drain(self) -> None:
-        """Replay the event log into StepRecords (on the training thread, or after the hooks are gone)."""
-        self._drained_at = perf_counter()
-        with self._drain_lock:
-            if self._log:
-                self.timer.replay(self._log, self._started, self.records)
-                self._log.clear()
-
-    def _finish_cuda_timing(self) -> None:
-        per_step = self._cuda_timer.finish()
-        for index, phases in per_step.items():
-            if index < len(self.records):
-                self.records[index].gpu_phase_s = phases
-
-    # -- output ---------------------------------------------------------------------------------------------------
+    # -- output ----------------------------------------------------------------------------------------------
     def raw(self) -> dict[str, Any]:
         """Everything measured so far, JSON-able (also used for periodic partial flushes)."""
         from gpuwise.profile.telemetry import summarize, usable_cpus
 
         if not self.active or threading.get_ident() == self.tid:
-            self.drain()  # another thread (a periodic flush) takes the steps replayed so far
-        records = [r.to_dict() for r in list(self.records)]
+            self.events.drain()  # another thread (a periodic flush) takes the steps replayed so far
+        records = [r.to_dict() for r in list(self.events.records)]
         sampler = self.sampler
         telemetry = None
         if sampler is not None:
             telemetry = summarize(
                 list(sampler.samples), sampler.cpu_count, dict(sampler.not_available), sampler.interval_s
             )
-        loader = max(self.loaders.values(), key=lambda d: d["batches"], default=None)
-        if loader is not None and self._data_wall > 0:
-            loader = {
-                **loader,
-                "main_thread_cpu_share_pct": round(100.0 * min(1.0, self._data_cpu / self._data_wall), 1),
-            }
-        memory: dict[str, Any] = {"measure": self._memory_measure}
-        if self.device == "cuda":
-            memory.update(self._cuda_memory())
         end = self._stopped if not self.active and self._stopped else perf_counter()
         return {
             "format": RAW_FORMAT,
@@ -560,24 +361,35 @@ class Recorder:
             "manual_steps": self.manual_steps,
             "wall_s": end - self._started if self._started else 0.0,
             "steps": records,
-            "loader": loader,
+            "loader": self.loader.summary(),
             "model": dict(self.model),
-            "memory": memory,
+            "memory": self._memory_section(),
             "telemetry": telemetry,
-            "hook_errors": [dict(v) for v in self.errors.values()],
+            "hook_errors": self.errors.to_list(),
             "notes": list(self.notes),
         }
 
-    def _cuda_memory(self) -> dict[str, Any]:
-        try:
-            import torch
+    def _memory_section(self) -> dict[str, Any]:
+        memory: dict[str, Any] = {"measure": self.memory.measure}
+        if self.cuda is not None:
+            try:
+                memory.update(self.cuda.memory_stats())
+            except Exception as exc:
+                self.contain("CUDA memory statistics", exc, active_check=False)
+        return memory
 
-            index = self.cuda_index if self.cuda_index is not None else torch.cuda.current_device()
-            return {
-                "peak_reserved_bytes": int(torch.cuda.max_memory_reserved(index)),
-                "peak_allocated_bytes": int(torch.cuda.max_memory_allocated(index)),
-                "capacity_bytes": int(torch.cuda.get_device_properties(index).total_memory),
-            }
-        except Exception as exc:
-            self.contain("CUDA memory statistics", exc, active_check=False)
-            return {}
+
+def _nvml_index_of_current_device() -> int:
+    try:
+        import torch
+
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        index = (
+            torch.cuda.current_device()
+            if torch.cuda.is_initialized()
+            else local % max(1, torch.cuda.device_count())
+        )
+        # honours CUDA_VISIBLE_DEVICES (UUIDs or indices); private helper, hence the fallback
+        return int(torch.cuda._get_nvml_device_index(index))
+    except Exception:
+        return int(os.environ.get("LOCAL_RANK", "0") or 0)

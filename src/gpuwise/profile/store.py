@@ -13,9 +13,12 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwise.errors import GpuwiseError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuwise.profile.analysis import ProfileRun
 
 SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -117,34 +120,38 @@ class RunStore:
         self.conn.close()
 
     # -- writing ------------------------------------------------------------------------------------------
-    def save(self, run, kind: str = "profile") -> int:
+    def save(self, run: ProfileRun, kind: str = "profile") -> int:
         """Store a ProfileRun; returns its id (also set on the run)."""
         doc = run.to_dict()
         doc.pop("run_id", None)
+        s = run.summary
         top = run.findings[0].id if run.findings else None
         created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self.conn:
             cur = self.conn.execute(
-                "INSERT INTO runs (created_at, kind, label, command, group_id, rank, status, exit_code, device, gpu,"
-                " measured_steps, step_time_s, steps_per_s, top_finding, document) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO runs (created_at, kind, label, command, group_id, rank, status, exit_code,"
+                " device, gpu, measured_steps, step_time_s, steps_per_s, top_finding, document)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     created,
                     kind,
-                    doc.get("label") or "",
-                    doc.get("command") or "",
-                    doc.get("group_id"),
-                    doc.get("rank"),
-                    doc.get("status") or "",
-                    doc.get("exit_code"),
-                    doc.get("device") or "",
-                    doc.get("gpu_name") or "",
-                    doc.get("measured_steps") or 0,
-                    doc.get("step_time_s"),
-                    doc.get("steps_per_s"),
+                    s.label,
+                    s.command or "",
+                    s.group_id,
+                    s.rank,
+                    s.status or "",
+                    s.exit_code,
+                    s.device or "",
+                    s.gpu_name or "",
+                    s.measured_steps,
+                    s.step_time_s,
+                    s.steps_per_s,
                     top,
                     json.dumps(doc, default=str),
                 ),
             )
+        if cur.lastrowid is None:  # sqlite3 sets it after every INSERT
+            raise RuntimeError("the run store did not return the saved run's id")
         run.run_id = int(cur.lastrowid)
         return run.run_id
 

@@ -9,6 +9,7 @@ a sample then costs ~110 µs of CPU in a tight loop, ~0.7 ms cold inside a train
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -127,10 +128,8 @@ class TelemetrySampler:
         while not self._stop.wait(self.interval_s):
             self.sample_once()
             if self.on_tick is not None:
-                try:
+                with contextlib.suppress(Exception):
                     self.on_tick()
-                except Exception:
-                    pass
 
     # -- sampling -------------------------------------------------------------------------------------
     def _tree_cpu_s(self) -> float | None:
@@ -178,7 +177,7 @@ class TelemetrySampler:
         self._last["disk_read_bytes"] = self._safe("disk_io", self._disk_read_bytes)
 
     def _disk_read_bytes(self) -> int | None:
-        """Bytes read from the machine's disks so far (whole disks, not their partitions, as psutil counts)."""
+        """Bytes read from the machine's disks so far (whole disks, not partitions, as psutil counts)."""
         if self._disks is None:
             self._disks = whole_disks()
         if self._disks:

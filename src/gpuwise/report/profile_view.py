@@ -10,6 +10,9 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from gpuwise.diagnose.thresholds import DOCTOR_TARGET_SPEEDUP_X, INPUT_WAIT_HIGH_PCT, INPUT_WAIT_MODERATE_PCT
+from gpuwise.profile.analysis import ProfileRun
+from gpuwise.profile.types import PhaseShare, RunSummary, Telemetry
 from gpuwise.units import GiB, MiB
 
 SEVERITY_STYLE = {
@@ -38,13 +41,17 @@ def _num(value: float | None, fmt: str = "{:,.1f}") -> str:
     return "—" if value is None else fmt.format(value)
 
 
+def _pct(share: PhaseShare | None) -> str:
+    return f"{share.pct if share else 0:.1f} %"
+
+
 def _bar(pct: float, style: str = "green") -> Text:
     filled = max(0, min(BAR_WIDTH, round(pct / 100 * BAR_WIDTH)))
     return Text("█" * filled, style=style) + Text("░" * (BAR_WIDTH - filled), style="dim")
 
 
 def phase_table(
-    phases: dict[str, dict[str, float]],
+    phases: dict[str, PhaseShare],
     gpu_phases: dict[str, float] | None = None,
     title: str = "Where each step's time goes",
 ) -> Table:
@@ -58,16 +65,16 @@ def phase_table(
     for name, row in phases.items():
         style = (
             "red"
-            if name == "data_wait" and row["pct"] >= 20
+            if name == "data_wait" and row.pct >= INPUT_WAIT_HIGH_PCT
             else "yellow"
-            if name == "data_wait" and row["pct"] >= 5
+            if name == "data_wait" and row.pct >= INPUT_WAIT_MODERATE_PCT
             else "green"
         )
-        cells = [
+        cells: list[Any] = [
             PHASE_LABEL.get(name, name),
-            _ms(row["s_per_step"]),
-            f"{row['pct']:.1f} %",
-            _bar(row["pct"], style),
+            _ms(row.s_per_step),
+            f"{row.pct:.1f} %",
+            _bar(row.pct, style),
         ]
         if gpu_phases:
             cells.append(_ms(gpu_phases.get(name)))
@@ -76,7 +83,7 @@ def phase_table(
 
 
 def findings_group(findings: list[dict[str, Any]] | list[Any], limit: int | None = None) -> Group:
-    items = []
+    items: list[Any] = []
     for f in findings[:limit] if limit else findings:
         f = f if isinstance(f, dict) else f.to_dict()
         head = Text.assemble(
@@ -122,99 +129,104 @@ def _gain_text(gain: dict[str, Any]) -> str:
     return f"{low}–{high} {metric}"
 
 
-def telemetry_table(doc: dict[str, Any]) -> Table:
+def telemetry_table(run: RunSummary) -> Table:
     table = Table(title="Telemetry", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    tel = doc.get("telemetry") or {}
-    loader = doc.get("loader") or {}
-    if loader:
+    loader, tel, mem = run.loader, run.telemetry, run.memory
+    if loader is not None:
         table.add_row(
             "DataLoader",
-            f"num_workers={loader.get('num_workers')}, pin_memory={loader.get('pin_memory')}, "
-            f"prefetch_factor={loader.get('prefetch_factor')}, persistent_workers={loader.get('persistent_workers')}, "
-            f"batch_size={loader.get('batch_size')}",
+            f"num_workers={loader.num_workers}, pin_memory={loader.pin_memory}, "
+            f"prefetch_factor={loader.prefetch_factor}, persistent_workers={loader.persistent_workers}, "
+            f"batch_size={loader.batch_size}",
         )
-    if tel:
-        cores = tel.get("cpu_per_core_pct") or []
-        table.add_row(
-            "CPU (this run)",
-            f"{_num(tel.get('process_cpu_pct'), '{:.0f}')} % of {tel.get('cpu_count')} usable cores (process + workers)",
-        )
-        table.add_row(
-            "CPU (whole machine)",
-            f"{_num(tel.get('system_cpu_pct'), '{:.0f}')} %  per core: "
-            + " ".join(f"{c:.0f}" for c in cores),
-        )
-        if tel.get("rss_peak_bytes"):
-            table.add_row("RSS peak", f"{tel['rss_peak_bytes'] / GiB:.2f} GiB")
-        if tel.get("disk_read_bytes_per_s") is not None:
-            table.add_row("disk reads", f"{tel['disk_read_bytes_per_s'] / MiB:.1f} MiB/s (whole machine)")
-        gpu = tel.get("gpu")
-        if gpu:
-            table.add_row(
-                "GPU",
-                f"util {_num(gpu.get('util_pct'), '{:.0f}')} %, memory {_num((gpu.get('memory_used_peak_bytes') or 0) / GiB, '{:.1f}')}"
-                f" of {_num((gpu.get('memory_total_bytes') or 0) / GiB, '{:.1f}')} GiB, {_num(gpu.get('power_w_mean'), '{:.0f}')} W, "
-                f"max {_num(gpu.get('temperature_c_max'), '{:.0f}')} °C, SM {_num(gpu.get('sm_clock_mhz_mean'), '{:.0f}')} MHz",
-            )
-            reasons = gpu.get("clock_reason_pct") or {}
-            if reasons:
-                table.add_row("clock events", ", ".join(f"{k} {v:.0f} %" for k, v in reasons.items()))
-        missing = tel.get("not_available") or {}
-        if missing:
-            table.add_row("not available", ", ".join(sorted(missing)))
-    mem = doc.get("memory") or {}
-    if mem.get("first_step_bytes") is not None:
+    if tel is not None:
+        _telemetry_rows(table, tel)
+    if mem.first_step_bytes is not None and mem.last_step_bytes is not None:
         table.add_row(
             "live memory",
-            f"{mem['first_step_bytes'] / MiB:,.1f} → {mem['last_step_bytes'] / MiB:,.1f} MiB over the measured steps ({mem.get('measure')})",
+            f"{mem.first_step_bytes / MiB:,.1f} → {mem.last_step_bytes / MiB:,.1f} MiB "
+            "over the measured steps "
+            f"({mem.measure})",
         )
-    if mem.get("capacity_bytes"):
+    if mem.capacity_bytes:
         table.add_row(
             "GPU memory peak",
-            f"{(mem.get('peak_reserved_bytes') or 0) / GiB:.2f} GiB reserved of {mem['capacity_bytes'] / GiB:.2f} GiB",
+            f"{(mem.peak_reserved_bytes or 0) / GiB:.2f} GiB reserved of {mem.capacity_bytes / GiB:.2f} GiB",
         )
     return table
 
 
-def run_header(doc: dict[str, Any], run_id: int | None) -> Text:
-    status = doc.get("status") or "?"
+def _telemetry_rows(table: Table, tel: Telemetry) -> None:
+    table.add_row(
+        "CPU (this run)",
+        f"{_num(tel.process_cpu_pct, '{:.0f}')} % of {tel.cpu_count} usable cores (process + workers)",
+    )
+    table.add_row(
+        "CPU (whole machine)",
+        f"{_num(tel.system_cpu_pct, '{:.0f}')} %  per core: "
+        + " ".join(f"{c:.0f}" for c in tel.cpu_per_core_pct),
+    )
+    if tel.rss_peak_bytes:
+        table.add_row("RSS peak", f"{tel.rss_peak_bytes / GiB:.2f} GiB")
+    if tel.disk_read_bytes_per_s is not None:
+        table.add_row("disk reads", f"{tel.disk_read_bytes_per_s / MiB:.1f} MiB/s (whole machine)")
+    gpu = tel.gpu
+    if gpu is not None:
+        table.add_row(
+            "GPU",
+            f"util {_num(gpu.util_pct, '{:.0f}')} %, "
+            f"memory {_num((gpu.memory_used_peak_bytes or 0) / GiB, '{:.1f}')}"
+            f" of {_num((gpu.memory_total_bytes or 0) / GiB, '{:.1f}')} GiB, "
+            f"{_num(gpu.power_w_mean, '{:.0f}')} W, "
+            f"max {_num(gpu.temperature_c_max, '{:.0f}')} °C, SM {_num(gpu.sm_clock_mhz_mean, '{:.0f}')} MHz",
+        )
+        if gpu.clock_reason_pct:
+            table.add_row(
+                "clock events", ", ".join(f"{k} {v:.0f} %" for k, v in gpu.clock_reason_pct.items())
+            )
+    if tel.not_available:
+        table.add_row("not available", ", ".join(sorted(tel.not_available)))
+
+
+def run_header(run: RunSummary, run_id: int | None) -> Text:
+    status = run.status or "?"
     style = "green" if status == "completed" else "yellow"
     text = Text.assemble(
         ("run ", "dim"),
         (str(run_id) if run_id is not None else "(not saved)", "bold"),
         ("  ", ""),
-        (doc.get("label") or "", "bold"),
+        (run.label, "bold"),
         ("  ", ""),
         (status, style),
-        (f"  rank {doc['rank']}" if doc.get("rank") is not None else "", ""),
-        (f"  exit code {doc['exit_code']}" if doc.get("exit_code") is not None else "", "dim"),
+        (f"  rank {run.rank}" if run.rank is not None else "", ""),
+        (f"  exit code {run.exit_code}" if run.exit_code is not None else "", "dim"),
     )
-    text.append(f"\n{doc.get('device') or '?'}" + (f" ({doc['gpu_name']})" if doc.get("gpu_name") else ""))
-    text.append(
-        f"  ·  {doc.get('measured_steps', 0)} steps measured after {doc.get('warmup_steps', 0)} warm-up"
-    )
-    if doc.get("steps_per_s"):
+    text.append(f"\n{run.device or '?'}" + (f" ({run.gpu_name})" if run.gpu_name else ""))
+    text.append(f"  ·  {run.measured_steps} steps measured after {run.warmup_steps} warm-up")
+    if run.steps_per_s:
         text.append(
-            f"  ·  {doc['steps_per_s']:.2f} steps/s, {_ms(doc.get('step_time_s'))} per step (median {_ms(doc.get('step_time_p50_s'))})"
+            f"  ·  {run.steps_per_s:.2f} steps/s, {_ms(run.step_time_s)} per step "
+            f"(median {_ms(run.step_time_p50_s)})"
         )
-    if doc.get("error"):
-        text.append(f"\nended with {doc['error']}", style="yellow")
+    if run.error:
+        text.append(f"\nended with {run.error}", style="yellow")
     return text
 
 
-def render_run(console: Console, run) -> None:
-    doc = run.document
-    console.print(run_header(doc, run.run_id))
-    if doc.get("phases"):
-        console.print(phase_table(doc["phases"], doc.get("gpu_phases_s")))
-    console.print(telemetry_table(doc))
-    for err in doc.get("hook_errors") or []:
+def render_run(console: Console, run: ProfileRun) -> None:
+    summary = run.summary
+    console.print(run_header(summary, run.run_id))
+    if summary.phases:
+        console.print(phase_table(summary.phases, summary.gpu_phases_s))
+    console.print(telemetry_table(summary))
+    for err in summary.hook_errors:
         console.print(
-            f"[yellow]gpuwise contained an internal error in its {err['where']} ({err['count']}×): {err['error']}[/yellow]"
+            f"[yellow]gpuwise contained an internal error in its {err.where} ({err.count}×): "
+            f"{err.error}[/yellow]"
         )
-    for note in doc.get("notes") or []:
+    for note in summary.notes:
         console.print(f"[dim]note: {note}[/dim]")
     console.print(findings_group(run.findings))
 
@@ -245,29 +257,27 @@ def render_session(console: Console, session) -> None:
         ):
             table.add_column(col, justify="left" if col in {"status"} else "right")
         for run in session.runs:
-            d, ph = run.document, run.document.get("phases") or {}
+            d = run.summary
             table.add_row(
                 str(run.run_id or "—"),
-                str(d.get("rank")),
-                d.get("status") or "",
-                str(d.get("measured_steps")),
-                _num(d.get("steps_per_s"), "{:.2f}"),
-                _ms(d.get("step_time_s")),
-                *[
-                    f"{(ph.get(p) or {}).get('pct', 0):.1f} %"
-                    for p in ("data_wait", "forward", "backward", "optimizer")
-                ],
+                str(d.rank),
+                d.status or "",
+                str(d.measured_steps),
+                _num(d.steps_per_s, "{:.2f}"),
+                _ms(d.step_time_s),
+                *[_pct(d.phases.get(p)) for p in ("data_wait", "forward", "backward", "optimizer")],
             )
         console.print(table)
         console.print(phase_table(session.phases(), title="Mean over processes"))
-        console.print(telemetry_table(session.runs[0].document))
+        console.print(telemetry_table(session.runs[0].summary))
         console.print(findings_group(session.findings))
     for note in session.notes:
         console.print(f"[dim]note: {note}[/dim]")
     if session.store:
         ids = ", ".join(str(r.run_id) for r in session.runs)
         console.print(
-            f"[dim]saved as run {ids} in {session.store} · `gpuwise runs show {session.runs[0].run_id}` · exit code {session.exit_code}[/dim]"
+            f"[dim]saved as run {ids} in {session.store} · `gpuwise runs show {session.runs[0].run_id}` · "
+            f"exit code {session.exit_code}[/dim]"
         )
 
 
@@ -301,13 +311,11 @@ def render_runs_list(console: Console, rows, store_path: str) -> None:
 
 
 def render_comparison(console: Console, cmp) -> None:
-    a, b = cmp.a.document, cmp.b.document
+    a, b = cmp.a.summary, cmp.b.summary
     title = f"run {cmp.a.run_id} → run {cmp.b.run_id}"
     head = Text(title, style="bold")
     if cmp.speedup_x:
-        head.append(
-            f"   {a.get('steps_per_s') or 0:.2f} → {b.get('steps_per_s') or 0:.2f} steps/s = ", style=""
-        )
+        head.append(f"   {a.steps_per_s or 0:.2f} → {b.steps_per_s or 0:.2f} steps/s = ", style="")
         head.append(f"{cmp.speedup_x:.2f}×", style="bold green" if cmp.speedup_x >= 1 else "bold red")
     console.print(head)
     table = Table(header_style="bold")
@@ -335,8 +343,31 @@ def render_comparison(console: Console, cmp) -> None:
         console.print("[yellow]still there:[/yellow] " + ", ".join(cmp.persisting))
 
 
+def _busy_line(result) -> Text:
+    """Other processes' CPU during the two runs: a busy machine slows the model, not the storage wait."""
+    before, after = result.others_cpu_pct
+    own = [r.summary.telemetry.process_cpu_pct for r in (result.before, result.after) if r.summary.telemetry]
+    if before is None or after is None or len(own) < 2 or None in own:
+        return Text("machine load: not measured (telemetry unavailable)", style="dim")
+    busy = before > own[0] or after > own[1]  # others used more CPU than the run itself
+    return Text(
+        f"machine load: other processes used {before:.0f} % (before) and {after:.0f} % (after) of the CPU, "
+        f"this run {own[0]:.0f} % and {own[1]:.0f} %"
+        + ("; measured on a busy machine, where the speed-up varies more" if busy else ""),
+        style="yellow" if busy else "dim",
+    )
+
+
 def render_doctor(console: Console, result) -> None:
     console.rule("[bold]1. Reference workload, as written (naive input pipeline)")
+    if result.sizing is not None:
+        sz = result.sizing
+        console.print(
+            f"[dim]sized to this machine now: a batch computes in {_ms(sz.compute_s)} and decodes in "
+            f"{_ms(sz.decode_s)}; storage latency set to {sz.storage_latency_s * 1000:.2f} ms per sample "
+            "so that "
+            f"loading takes {sz.to_dict()['load_to_compute']:.0f}× the compute[/dim]"
+        )
     render_run(console, result.before)
     console.rule("[bold]2. Fixes applied automatically (from the findings above)")
     if result.applied_fixes:
@@ -351,14 +382,15 @@ def render_doctor(console: Console, result) -> None:
     for item in result.manual_fixes:
         console.print(f"[dim]not automatic: {item['finding_id']} — {item['why']}[/dim]")
     console.rule("[bold]3. Re-run with the fixes")
-    console.print(run_header(result.after.document, result.after.run_id))
-    console.print(phase_table(result.after.phases, result.after.document.get("gpu_phases_s")))
+    console.print(run_header(result.after.summary, result.after.run_id))
+    console.print(phase_table(result.after.phases, result.after.summary.gpu_phases_s))
     if result.after.findings:
         console.print(
             "Remaining findings: " + ", ".join(f"{f.id} ({f.severity})" for f in result.after.findings)
         )
     speed = result.speedup_x
-    style = "bold green" if speed and speed >= 2 else "bold yellow"
+    made_its_point = bool(speed and speed >= DOCTOR_TARGET_SPEEDUP_X)
+    style = "bold green" if made_its_point else "bold yellow"
     console.print(
         Panel(
             Text.assemble(
@@ -369,16 +401,19 @@ def render_doctor(console: Console, result) -> None:
                 ("   = ", ""),
                 (f"{speed:.2f}× faster", style),
                 (
-                    f"\nsame model, data, batch size and seed; changed only: {', '.join(dict.fromkeys(f.setting for f in result.applied_fixes)) or 'nothing'}"
-                    f" · device {result.device}",
+                    "\nsame model, data, batch size and seed; changed only: "
+                    + (", ".join(dict.fromkeys(f.setting for f in result.applied_fixes)) or "nothing")
+                    + f" · device {result.device}",
                     "dim",
                 ),
             ),
             title="gpuwise doctor",
-            border_style="green" if speed and speed >= 2 else "yellow",
+            border_style="green" if made_its_point else "yellow",
         )
     )
+    console.print(_busy_line(result))
     if result.before.run_id is not None:
         console.print(
-            f"[dim]runs {result.before.run_id} and {result.after.run_id} saved · `gpuwise runs compare {result.before.run_id} {result.after.run_id}`[/dim]"
+            f"[dim]runs {result.before.run_id} and {result.after.run_id} saved · "
+            f"`gpuwise runs compare {result.before.run_id} {result.after.run_id}`[/dim]"
         )

@@ -79,7 +79,8 @@ def plan_fixes(
                     manual.append(
                         {
                             "finding_id": f.id,
-                            "why": "pin_memory=True skipped: without a GPU there is no host→device copy to speed up",
+                            "why": "pin_memory=True skipped: without a GPU there is no host→device copy "
+                            "to speed up",
                         }
                     )
         elif f.id == "pageable_copies" and device == "cuda":

@@ -9,6 +9,7 @@ from typing import Any
 from gpuwise.errors import GpuwiseError
 from gpuwise.profile.analysis import ProfileRun
 from gpuwise.profile.doctor.fixes import AppliedFix, plan_fixes
+from gpuwise.profile.doctor.sizing import Sizing, size_workload
 from gpuwise.profile.doctor.workload import WorkloadSettings, train
 
 ProgressFn = Callable[[str, int, int], None]  # (stage, steps done, steps total)
@@ -23,6 +24,12 @@ class DoctorResult:
     settings_after: WorkloadSettings
     applied_fixes: list[AppliedFix]
     manual_fixes: list[dict[str, str]] = field(default_factory=list)
+    sizing: Sizing | None = None  # None when the caller gave the settings
+
+    @property
+    def others_cpu_pct(self) -> tuple[float | None, float | None]:
+        """Other processes' CPU during the before and after runs, % of the machine's cores."""
+        return other_processes_cpu_pct(self.before), other_processes_cpu_pct(self.after)
 
     @property
     def before_steps_per_s(self) -> float:
@@ -46,14 +53,24 @@ class DoctorResult:
             "manual_fixes": self.manual_fixes,
             "settings_before": self.settings_before.to_dict(),
             "settings_after": self.settings_after.to_dict(),
-            "phases": self.before.phases,
-            "phases_after": self.after.phases,
+            "sizing": self.sizing.to_dict() if self.sizing is not None else None,
+            "others_cpu_pct": dict(zip(("before", "after"), self.others_cpu_pct, strict=True)),
+            "phases": {name: share.to_dict() for name, share in self.before.phases.items()},
+            "phases_after": {name: share.to_dict() for name, share in self.after.phases.items()},
             "findings": [f.to_dict() for f in self.before.findings],
             "findings_after": [f.to_dict() for f in self.after.findings],
             "evidence": self.before.evidence.to_dict(),
             "before": self.before.to_dict(),
             "after": self.after.to_dict(),
         }
+
+
+def other_processes_cpu_pct(run: ProfileRun) -> float | None:
+    """The whole machine's CPU use minus this run's (process and workers), as a share of the cores."""
+    tel = run.summary.telemetry
+    if tel is None or tel.system_cpu_pct is None or tel.process_cpu_pct is None:
+        return None
+    return max(0.0, tel.system_cpu_pct - tel.process_cpu_pct)
 
 
 def resolve_device(device: str) -> str:
@@ -115,8 +132,12 @@ def run_doctor(
     if steps < 8:
         raise GpuwiseError("--steps must be at least 8 (the step statistics need them)")
     device = resolve_device(device)
-    naive = settings or WorkloadSettings()
+    sizing = None
+    if settings is None:
+        sizing = size_workload(WorkloadSettings(), device)
+        settings = WorkloadSettings(storage_latency_s=sizing.storage_latency_s)
+    naive = settings
     before = _profiled_run("before", naive, steps, warmup, device, store, progress)
     fixed, applied, manual = plan_fixes(before.findings, naive, device)
     after = _profiled_run("after", fixed, steps, warmup, device, store, progress)
-    return DoctorResult(device, before, after, naive, fixed, applied, manual)
+    return DoctorResult(device, before, after, naive, fixed, applied, manual, sizing)

@@ -1,15 +1,14 @@
 """The doctor's reference training workload: a small image classifier fed like real ones are.
 
 What one sample costs (the cost model, stated so the result can be judged):
-- storage latency: ``storage_latency_s`` (default 1.5 ms) of waiting per sample, the time a read of
-  one small file from a network filesystem or object store takes before its bytes arrive. The
-  thread sleeps, as it would in ``read()``: the CPU is free meanwhile.
+- storage latency: ``storage_latency_s`` of waiting per sample, the time a read of one small file
+  from a network filesystem or object store takes before its bytes arrive. The thread sleeps, as it
+  would in ``read()``: the CPU is free meanwhile. ``gpuwise doctor`` sizes it to the machine first
+  (``sizing.py``: loading a batch takes 4x computing it, as timed here and now); the 1.5 ms default
+  is for callers that give their own settings.
 - decode: the sample is stored deflate-compressed (what PNG uses) and really inflated with zlib;
 - augment: a random resized crop (bilinear, 96→64 px), a random horizontal flip, normalization,
   all in numpy, as torchvision transforms would do on the CPU.
-On a 2-core machine that is ~1.5 ms wait + ~0.3 ms CPU per sample, 64 samples (~120 ms) a batch,
-against ~30-40 ms of forward+backward+SGD for the CNN on one CPU thread. With two loader workers
-the batch arrives every ~60 ms, so the fixed run is bound by the storage wait, not by the CPU.
 
 The "naive" settings are PyTorch's defaults: ``num_workers=0`` (load in the training thread),
 no pinning, no prefetching. Everything else (model, data, seed, batch size, optimizer) stays the
@@ -22,7 +21,7 @@ from __future__ import annotations
 import time
 import zlib
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -74,7 +73,8 @@ _STD = (np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255)[:, None, None]
 
 
 def _resized_crop(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Random crop covering 50-100 % of the area, bilinear-resized to CROP_PX (torchvision's RandomResizedCrop, simplified)."""
+    """Random crop covering 50-100 % of the area, bilinear-resized to CROP_PX (torchvision's
+    RandomResizedCrop, simplified)."""
     side = int(SOURCE_PX * np.sqrt(rng.uniform(0.5, 1.0)))
     y0, x0 = rng.integers(0, SOURCE_PX - side + 1, 2)
     pos = np.linspace(0, side - 1, CROP_PX, dtype=np.float32)
@@ -140,7 +140,7 @@ def build_model():
 
 def make_loader(settings: WorkloadSettings, num_batches: int):
     import torch
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, Dataset
 
     dataset = ReferenceImages(num_batches * settings.batch_size, settings.storage_latency_s, settings.seed)
     generator = torch.Generator().manual_seed(settings.seed)
@@ -156,7 +156,8 @@ def make_loader(settings: WorkloadSettings, num_batches: int):
         kwargs["persistent_workers"] = settings.persistent_workers
         if settings.prefetch_factor is not None:
             kwargs["prefetch_factor"] = settings.prefetch_factor
-    return DataLoader(dataset, **kwargs)
+    # map-style (__len__ + __getitem__) is all DataLoader uses; the class stays importable without torch
+    return DataLoader(cast("Dataset[Any]", dataset), **kwargs)
 
 
 def train(settings: WorkloadSettings, steps: int, device: str, profiler=None) -> None:
@@ -186,8 +187,7 @@ def _train(settings: WorkloadSettings, steps: int, device: str, profiler) -> Non
         torch.backends.cudnn.allow_tf32 = settings.tf32
     amp = getattr(torch, settings.amp_dtype) if settings.amp_dtype else None
     loader = make_loader(settings, steps + 2)
-    done = 0
-    for images, labels in loader:
+    for done, (images, labels) in enumerate(loader, start=1):
         images = images.to(device, non_blocking=settings.non_blocking)
         labels = labels.to(device, non_blocking=settings.non_blocking)
         with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
@@ -195,7 +195,6 @@ def _train(settings: WorkloadSettings, steps: int, device: str, profiler) -> Non
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        done += 1
         if done >= steps or (profiler is not None and profiler.recorder.window_complete):
             break
     del loader  # shuts the workers down before the next run starts its own

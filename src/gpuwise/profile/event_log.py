@@ -1,0 +1,73 @@
+"""The hooks' event log and its replay into ``StepRecord``s (see ``phases.py`` for why a flat log).
+
+``mark`` is the hot path: two appends. Replays happen in batches (every ``DRAIN_EVERY_EVENTS``
+entries or ``DRAIN_EVERY_S`` seconds, decided at step boundaries) and whenever the record is read.
+"""
+
+from __future__ import annotations
+
+import threading
+from time import perf_counter
+
+from gpuwise.profile.phases import EXIT, STEP, PhaseTimer, StepRecord
+
+DRAIN_EVERY_EVENTS = 2048  # log entries (code + value) between replays into StepRecords: ~100 steps
+DRAIN_EVERY_S = 2.0  # ... or this long, so a periodic flush (child.py, every 5 s) is never far behind
+
+
+class EventLog:
+    def __init__(self) -> None:
+        self.entries: list[float] = []  # [code, value, code, value, ...] since the last replay
+        self.append = self.entries.append
+        self.timer = PhaseTimer()
+        self.records: list[StepRecord] = []
+        self.origin = 0.0  # step start times are relative to this (the recorder's start)
+        self.drained_at = 0.0
+        self._lock = threading.Lock()
+
+    def start(self, now: float) -> None:
+        self.origin = self.drained_at = now
+
+    def mark(self, code: int) -> None:
+        """Entering or leaving a phase now (codes in ``phases.py``)."""
+        append = self.append
+        append(code)
+        append(perf_counter())
+
+    def log(self, code: int, value: float) -> None:
+        """A counted event of the open step (``SYNC``, ``H2D_BYTES``, ...) or a phase at a given time."""
+        append = self.append
+        append(code)
+        append(value)
+
+    def drain(self) -> None:
+        """Replay the log into StepRecords (on the training thread, or after the hooks are gone)."""
+        self.drained_at = perf_counter()
+        with self._lock:
+            if self.entries:
+                self.timer.replay(self.entries, self.origin, self.records)
+                self.entries.clear()
+
+    def has_activity(self) -> bool:
+        """Has a step begun (a phase entered, a batch fetched or a boundary passed), replayed or not?"""
+        return self.timer.step_start is not None or any(
+            code < EXIT or code == STEP for code in self.entries[::2]
+        )
+
+    def reopen_closed_steps(self) -> None:
+        """Fold every step closed so far back into the open one (the first manual ``p.step()`` ends
+        one step that began at the first activity)."""
+        self.drain()
+        timer = self.timer
+        wall = sum(r.wall_s for r in self.records)
+        for name in timer.acc:
+            if name != "other":
+                timer.acc[name] += sum(r.phase_s.get(name, 0.0) for r in self.records)
+        for r in self.records:
+            timer.counters[0] += r.sync_calls
+            timer.counters[1] += r.sync_wait_s
+            timer.counters[2] += r.h2d_bytes
+            timer.counters[3] += r.h2d_pageable_bytes
+        if timer.step_start is not None:
+            timer.step_start -= wall
+        self.records.clear()

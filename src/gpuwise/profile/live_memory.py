@@ -1,0 +1,80 @@
+"""Live memory at step boundaries, within a time budget (the measure itself is ``memory_probe.py``'s).
+
+Reads are spaced so that the probe costs about ``MEMORY_PROBE_BUDGET`` of the run's time: after a
+read costing c (the cheapest of the last ``COST_WINDOW``, since one read can wait for a preempted
+vCPU), the next waits c / budget. A heap with more than ``MAX_FREE_CHUNKS`` free chunks switches the
+run to RSS: a count, so the choice does not depend on machine load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from time import perf_counter
+
+from gpuwise.profile.event_log import EventLog
+from gpuwise.profile.memory_probe import (
+    COST_WINDOW,
+    MAX_FREE_CHUNKS,
+    MEMORY_PROBE_BUDGET,
+    live_memory_probe,
+    rss_reader,
+)
+from gpuwise.profile.phases import MEMORY
+
+
+def _timed(read: Callable[[], float]) -> float:
+    t0 = perf_counter()
+    read()
+    return perf_counter() - t0
+
+
+class LiveMemory:
+    def __init__(self, events: EventLog, notes: list[str]) -> None:
+        self.events = events
+        self.notes = notes
+        self.measure = "not available"
+        self.read: Callable[[], float] | None = None
+        self.due_s = 0.0  # no read before this time (the recorder checks it before calling sample)
+        self._costs: list[float] = []  # seconds of the last COST_WINDOW reads
+
+    def use(self, measure: str, read: Callable[[], float] | None) -> None:
+        self.measure, self.read = measure, read
+        # a first cost, measured now: one preempted first read must not space out the rest
+        self._costs = [_timed(read)] if read is not None else []
+
+    def start(self) -> None:
+        self.use(*live_memory_probe("cpu"))
+
+    def sample(self, step: int) -> None:
+        """Log live memory for the step just closed (the caller checked ``read`` and ``due_s``)."""
+        read = self.read
+        if read is None:
+            return
+        t0 = perf_counter()
+        value = read()
+        costs = self._costs
+        costs.append(perf_counter() - t0)
+        del costs[:-COST_WINDOW]
+        free_chunks = getattr(read, "free_chunks", 0)
+        if free_chunks > MAX_FREE_CHUNKS:
+            read = self._switch_to_rss(free_chunks, step)
+            if read is None:
+                return
+            t0 = perf_counter()
+            value = read()
+            costs.append(perf_counter() - t0)
+        self.events.log(MEMORY, value)
+        self.due_s = t0 + min(costs) / MEMORY_PROBE_BUDGET
+
+    def _switch_to_rss(self, free_chunks: int, step: int) -> Callable[[], float] | None:
+        """The heap fragmented (mallinfo2 got slow): RSS from here on; readings of two measures do not mix."""
+        self.measure, self.read = rss_reader() or ("not available", None)
+        self._costs.clear()
+        self.events.drain()
+        for rec in self.events.records:
+            rec.memory_bytes = None
+        self.notes.append(
+            f"live memory: the heap had {free_chunks} free chunks for mallinfo2 to walk; "
+            f"{self.measure} from step {step} on"
+        )
+        return self.read

@@ -1,0 +1,135 @@
+"""A profiled run's raw record -> ``Evidence`` for the rules, one section of the record at a time.
+
+Each helper fills the fields one source measures (steps, loader and CPU, CUDA counters, CUDA-event
+spans, NVML telemetry, the GPU catalog) and notes what a figure is, so a rule never mistakes an RSS
+reading for allocated memory or an NVML peak for the allocator's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpuwise.diagnose import Evidence
+from gpuwise.profile.step_stats import gpu_phase_breakdown, phase_breakdown
+
+
+def match_catalog_gpu(device_name: str) -> str | None:
+    """Catalog id for a CUDA/NVML device name ('NVIDIA A100-SXM4-80GB' -> 'a100-80gb-sxm'), if any."""
+    if not device_name:
+        return None
+    from gpuwise.catalog import list_gpus
+
+    compact = re.sub(r"[^a-z0-9]", "", device_name.lower())
+    best, best_score = None, 0
+    for gpu in list_gpus():
+        tokens = [t for t in gpu.id.split("-") if t]
+        if not tokens or tokens[0] not in compact:
+            continue
+        score = sum(1 for t in tokens if t in compact)
+        if score > best_score:
+            best, best_score = gpu.id, score
+    return best
+
+
+def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int | None) -> Evidence:
+    meta = raw.get("meta") or {}
+    ev = Evidence(
+        source="profile",
+        label=raw.get("label") or meta.get("script", ""),
+        rank=rank,
+        device=raw.get("device", ""),
+    )
+    telemetry = raw.get("telemetry") or {}
+    memory = raw.get("memory") or {}
+    if steps:
+        _from_steps(ev, steps)
+    _from_loader_and_cpu(ev, raw, telemetry)
+    if ev.device == "cuda" and steps:
+        _from_cuda_counters(ev, steps, raw.get("model") or {}, memory)
+        _from_cuda_events(ev, steps)
+    if telemetry.get("gpu"):
+        _from_nvml(ev, telemetry["gpu"])
+    _from_catalog(ev, raw.get("gpu_name") or "")
+    if memory.get("measure"):
+        ev.notes.append(f"memory_per_step_bytes: {memory['measure']}")
+    if ev.cpu_util_pct is not None:
+        ev.notes.append(
+            "cpu_util_pct: this process and its children (DataLoader workers), share of the usable cores"
+        )
+    return ev
+
+
+def _from_steps(ev: Evidence, steps: list[dict[str, Any]]) -> None:
+    times = [s["wall_s"] for s in steps]
+    ev.num_steps = len(steps)
+    ev.step_time_s = sum(times) / len(times)
+    ev.step_times_s = times
+    ev.phase_s = {k: v.s_per_step for k, v in phase_breakdown(steps).items()}
+    ev.input_wait_pct = ev.phase_pct("data_wait")
+    readings = [(i, s["memory_bytes"]) for i, s in enumerate(steps) if s.get("memory_bytes") is not None]
+    ev.memory_per_step_bytes = [m for _, m in readings]
+    if len(readings) < len(steps):  # the probe spaced its reads to stay within its time budget
+        ev.memory_step_index = [i for i, _ in readings]
+
+
+def _from_loader_and_cpu(ev: Evidence, raw: dict[str, Any], telemetry: dict[str, Any]) -> None:
+    loader = raw.get("loader") or {}
+    if loader:
+        ev.loader_num_workers = loader.get("num_workers")
+        ev.loader_pin_memory = loader.get("pin_memory")
+    ev.cpu_count = raw.get("cpu_count") or telemetry.get("cpu_count")
+    ev.cpu_util_pct = telemetry.get("process_cpu_pct")
+
+
+def _from_cuda_counters(
+    ev: Evidence, steps: list[dict[str, Any]], model: dict[str, Any], memory: dict[str, Any]
+) -> None:
+    """Host syncs, host->device copies, precision and the allocator's peak: what the CUDA hooks count."""
+    total = sum(s["wall_s"] for s in steps)
+    ev.sync_calls_per_step = sum(s.get("sync_calls", 0) for s in steps) / len(steps)
+    ev.sync_wait_pct = 100.0 * sum(s.get("sync_wait_s", 0.0) for s in steps) / total if total else None
+    h2d = sum(s.get("h2d_bytes", 0) for s in steps)
+    if h2d:
+        ev.h2d_copy_pct = ev.phase_pct("h2d_copy")
+        ev.pageable_copy_pct = 100.0 * sum(s.get("h2d_pageable_bytes", 0) for s in steps) / h2d
+    ev.amp_enabled = model.get("amp_enabled")
+    if model.get("param_dtype") == "float32" and model.get("amp_enabled") is False:
+        ev.fp32_matmul_pct = 100.0  # every matmul of an fp32 model without autocast runs in fp32 (or TF32)
+    elif model.get("amp_enabled") or model.get("param_dtype") in {"bfloat16", "float16"}:
+        ev.fp32_matmul_pct = 0.0
+    ev.memory_capacity_bytes = memory.get("capacity_bytes")
+    ev.memory_peak_bytes = memory.get("peak_reserved_bytes")
+
+
+def _from_cuda_events(ev: Evidence, steps: list[dict[str, Any]]) -> None:
+    gpu_phases = gpu_phase_breakdown(steps)
+    if gpu_phases and ev.step_time_s:
+        # Event spans include gaps inside a phase: this busy share is an upper bound, idle a lower bound.
+        busy = sum(gpu_phases.values())
+        ev.gpu_idle_pct = max(0.0, 100.0 * (1.0 - busy / ev.step_time_s))
+        ev.notes.append("gpu_idle_pct: from CUDA-event spans of the phases (a lower bound on idle time)")
+
+
+def _from_nvml(ev: Evidence, gpu: dict[str, Any]) -> None:
+    ev.gpu_util_pct = gpu.get("util_pct")
+    ev.temperature_c_max = gpu.get("temperature_c_max")
+    ev.power_w_mean = gpu.get("power_w_mean")
+    ev.sm_clock_mhz_mean = gpu.get("sm_clock_mhz_mean")
+    ev.throttle_pct = {k: v for k, v in (gpu.get("clock_reason_pct") or {}).items() if k != "gpu_idle"}
+    if ev.memory_capacity_bytes is None and gpu.get("memory_total_bytes"):
+        ev.memory_capacity_bytes = int(gpu["memory_total_bytes"])
+        peak = gpu.get("memory_used_peak_bytes")
+        ev.memory_peak_bytes = int(peak) if peak is not None else None
+        ev.notes.append("memory peak from NVML (includes the CUDA context and other processes)")
+
+
+def _from_catalog(ev: Evidence, gpu_name: str) -> None:
+    catalog_id = match_catalog_gpu(gpu_name) if gpu_name else None
+    ev.gpu = catalog_id or gpu_name
+    if catalog_id:
+        from gpuwise.catalog import get_gpu
+
+        spec = get_gpu(catalog_id)
+        if spec.bf16_tflops and spec.fp32_tflops:
+            ev.tensor_core_speedup = spec.bf16_tflops / spec.fp32_tflops
