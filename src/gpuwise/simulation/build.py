@@ -85,16 +85,7 @@ def _gptj(a: ModelArch) -> dict[str, Any]:
 
 
 def _phi(a: ModelArch) -> dict[str, Any]:
-    return {
-        "hidden_size": a.hidden_size,
-        "intermediate_size": a.intermediate_size,
-        "num_hidden_layers": a.num_layers,
-        "num_attention_heads": a.num_attention_heads,
-        "num_key_value_heads": a.num_kv_heads,
-        "vocab_size": a.vocab_size,
-        "max_position_embeddings": a.max_position_embeddings or 2048,
-        "tie_word_embeddings": a.tie_word_embeddings,
-    }
+    return {**_phi3(a), "max_position_embeddings": a.max_position_embeddings or 2048}
 
 
 def _falcon(a: ModelArch) -> dict[str, Any]:
