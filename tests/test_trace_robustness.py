@@ -398,6 +398,7 @@ def test_a_megabyte_kernel_name_is_read_only_up_to_a_bound(trace_dir, tmp_path):
 
 NW0 = "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 NW4 = "kineto/samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
+NS_V100 = "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 
 
 def test_compare_matches_every_kernel_by_its_full_name(trace_dir):
@@ -422,9 +423,9 @@ def test_compare_refuses_resolved_verdicts_across_devices_and_rank_counts(trace_
 
 
 def test_compare_notices_a_different_workload_on_the_same_gpu(trace_dir):
-    resnet = analyze_traces([trace_dir / NW0])  # a V100, as the DLRM ranks
+    other = analyze_traces([trace_dir / NS_V100])  # a V100-SXM2-32GB, as the DLRM ranks
     dlrm0 = analyze_traces([dlrm_rank(trace_dir, 0)])
-    cmp = compare_reports(resnet, dlrm0, "resnet", "dlrm")
+    cmp = compare_reports(other, dlrm0, "hta-ns", "dlrm")
     note = next(n for n in cmp.notes if "not the same job" in n)
     assert "devices differ" not in note and "rank counts" not in note
     assert "of the kernel time is in kernels both ran (different workloads?)" in note

@@ -103,7 +103,15 @@ def trace(
             files = expand_paths([side])
             with _progress(files) as progress:
                 reports.append(analyze_traces(files, progress, strict))
-        result = compare_reports(reports[0], reports[1], side_label([paths[0]]), side_label([paths[1]]))
+        result = compare_reports(
+            reports[0], reports[1], side_label([paths[0]]), side_label([paths[1]]), top_n=top
+        )
+        if result.mismatches:
+            typer.echo(
+                "gpuwise: warning: A and B are not the same job (" + "; ".join(result.mismatches) + "): "
+                "no finding is called resolved",
+                err=True,
+            )
         emit(
             result.to_dict(), "trace_compare", as_json, lambda c: trace_view.render_comparison(c, result, top)
         )

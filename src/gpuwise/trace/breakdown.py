@@ -145,11 +145,14 @@ def temporal_breakdown(t: EventTable, view: HtaView, types: np.ndarray) -> Tempo
 def idle_by_stream(
     t: EventTable, view: HtaView, delay_us: float = CONSECUTIVE_KERNEL_DELAY_US
 ) -> list[StreamIdle]:
-    rows = view.rows
+    """HTA's idle-time split per stream. A row HTA's merge holds m times adds m - 1 back-to-back copies
+    of itself: each a gap of -dur after its own end, counted as HTA counts it (reckoned, not materialized)."""
     kernel_cat = t.cat_mask(*IDLE_KERNEL_CATS)
-    rows = rows[(t.stream[rows] != -1) & kernel_cat[rows]]
+    keep = (t.stream[view.rows] != -1) & kernel_cat[view.rows]
+    rows = view.rows[keep]
     if rows.size == 0:
         return []
+    extra = (view.copies[keep] - 1) if view.copies is not None else np.zeros(rows.size, dtype=np.int64)
     # The launch's timestamp, when the linked row is among the kept rows (HTA joins on the row index).
     present = view.present(t.num_events)
     link = view.index_correlation[rows]
@@ -160,22 +163,27 @@ def idle_by_stream(
     streams = t.stream[rows]
     for stream in distinct(streams):
         on = streams == stream
-        ts, end, launch = view.ts[rows[on]], view.end[rows[on]], ts_runtime[on]
+        ts, end, launch, more = view.ts[rows[on]], view.end[rows[on]], ts_runtime[on], extra[on]
         order = np.argsort(ts, kind="stable")
-        ts, end, launch = ts[order], end[order], launch[order]
+        ts, end, launch, more = ts[order], end[order], launch[order], more[order]
         prev_end = np.concatenate([[np.nan], end[:-1]])
         gap = ts - prev_end
         with np.errstate(invalid="ignore"):
             host = launch > prev_end
             kernel = ~host & (gap < delay_us)
+            # the repeated copies: previous end is the row's own end
+            self_gap = (ts - end) * more
+            self_host = launch > end
+            self_kernel = ~self_host & (ts - end < delay_us)
         other = ~host & ~kernel
+        self_other = ~self_host & ~self_kernel
         out.append(
             StreamIdle(
                 int(stream),
-                float(np.nansum(gap[host])),
-                float(np.nansum(gap[kernel])),
-                float(np.nansum(gap[other])),
-                int(on.sum()),
+                float(np.nansum(gap[host]) + np.nansum(self_gap[self_host])),
+                float(np.nansum(gap[kernel]) + np.nansum(self_gap[self_kernel])),
+                float(np.nansum(gap[other]) + np.nansum(self_gap[self_other])),
+                int(on.sum() + more.sum()),
             )
         )
     return out

@@ -94,9 +94,12 @@ class TraceComparison:
     findings_added: list[str]
     findings_removed: list[str]
     notes: list[str] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)  # why A and B are not the same job ([] if they are)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "comparable": not self.mismatches,
+            "mismatches": self.mismatches,
             "a": self.a.to_dict(),
             "b": self.b.to_dict(),
             "metrics": [c.to_dict() for c in self.metrics],
@@ -242,7 +245,7 @@ def compare_reports(
             + (f" (only in A: {', '.join(removed)})" if removed else "")
         )
         removed = []
-    return TraceComparison(side_a, side_b, metrics, categories, kernels, added, removed, notes)
+    return TraceComparison(side_a, side_b, metrics, categories, kernels, added, removed, notes, differ)
 
 
 def side_label(paths: list[str | Path]) -> str:

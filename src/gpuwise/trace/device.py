@@ -20,6 +20,7 @@ MAX_WORLD_SIZE = 1 << 20
 _FAMILIES = (
     "h200",
     "h100",
+    "h800",
     "gh200",
     "b200",
     "gb200",
@@ -32,6 +33,7 @@ _FAMILIES = (
     "l4",
     "t4",
     "v100",
+    "rtx 2080 ti",
     "rtx 4090",
     "rtx 5090",
     "rtx 6000 ada",
@@ -151,6 +153,10 @@ def device_info(
     return DeviceInfo(name, memory, kind, gpu.id if gpu else None, note)
 
 
+def _catalog_words(name: str) -> list[str]:
+    return name.lower().replace("nvidia", "").replace("tesla", "").replace("-", " ").split()
+
+
 def match_catalog(name: str | None, memory_bytes: int | None) -> tuple[GPU | None, str]:
     """The catalog GPU closest to a runtime device name (family, form factor, memory size)."""
     if not name:
@@ -168,11 +174,16 @@ def match_catalog(name: str | None, memory_bytes: int | None) -> tuple[GPU | Non
         return None, f"{name!r}: no catalog entry for the {family.upper()} family"
     pcie = "pcie" in text
     same_form = [g for g in candidates if ("pcie" in g.id) == pcie] or candidates
-    if memory_bytes:
-        best = min(same_form, key=lambda g: abs(g.memory_gb * GB - memory_bytes))
-    else:
-        best = same_form[0]
-    exact = best.name.lower().replace("nvidia", "").split() == text.split()
+    words = set(text.split())
+
+    def distance(g: GPU) -> tuple[float, int]:
+        """Memory size first (whole GB), then the fewest runtime-name words missing from the entry's
+        name (`Tesla V100-DGXS-32GB` -> the DGXS entry, not the SXM2 one of the same size)."""
+        memory = round(abs(g.memory_gb * GB - memory_bytes) / GB) if memory_bytes else 0
+        return memory, len(words - set(_catalog_words(g.name)))
+
+    best = min(same_form, key=distance)
+    exact = _catalog_words(best.name) == text.split()
     return (
         best,
         "" if exact else f"{name!r} matched to catalog entry {best.id!r} (same family, closest memory size)",

@@ -11,7 +11,9 @@ rules are reproduced here, each with where it comes from in HTA's source:
 - with more than one distinct ProfilerStep name, the last step is dropped: CPU ops starting at
   or after the last ProfilerStep's start go, and GPU rows are kept once per remaining CPU op
   sharing their correlation id (Trace._filter_irrelevant_gpu_kernels, an inner merge).
-Rows are event indices into the `EventTable` (file order), repeated where HTA's merge repeats them.
+Rows are event indices into the `EventTable` (file order), each once; where HTA's merge repeats a
+row, its count is kept beside it instead of the copies: a correlation id shared by k launches and k
+kernels would otherwise cost k² rows (quadratic memory on traces with repeated ids).
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ SYNC_ON_DEVICE = ("Event Sync", "Context Sync")
 
 @dataclass
 class HtaView:
-    rows: np.ndarray  # event indices kept (GPU rows repeated by merge multiplicity), sorted
+    rows: np.ndarray  # event indices kept, each once, sorted
     ts: np.ndarray  # per event (all events), HTA-rounded µs
     end: np.ndarray
     is_gpu: np.ndarray  # per event
     index_correlation: np.ndarray  # per event: the linked launch/kernel row, 0 = linked row absent, -1 = none
     dropped_last_step: bool
     last_step_start_us: float | None
+    copies: np.ndarray | None = None  # per row: how many times HTA's merge holds it (None: once each)
 
     def present(self, num_events: int) -> np.ndarray:
         """Per event: is it among the kept rows (at least once)?"""
@@ -98,9 +101,11 @@ def build_view(t: EventTable) -> HtaView:
         (corr_values[where] == t.correlation[gpu_rows]) if len(corr_values) else np.zeros(len(gpu_rows), bool)
     )
     multiplicity = np.where(matched, corr_counts[where] if len(corr_counts) else 0, 0)
-    rows = np.concatenate([np.repeat(gpu_rows, multiplicity), np.flatnonzero(keep_cpu)])
-    rows.sort(kind="stable")
-    return HtaView(rows, ts, end, is_gpu, index_correlation, True, last_start)
+    kept_gpu = multiplicity > 0
+    rows = np.concatenate([gpu_rows[kept_gpu], np.flatnonzero(keep_cpu)])
+    copies = np.concatenate([multiplicity[kept_gpu], np.ones(int(keep_cpu.sum()), dtype=np.int64)])
+    order = np.argsort(rows, kind="stable")
+    return HtaView(rows[order], ts, end, is_gpu, index_correlation, True, last_start, copies[order])
 
 
 def _index_correlation(t: EventTable, kept: np.ndarray, is_gpu: np.ndarray) -> np.ndarray:
