@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,11 @@ class ModelArch:
 
     def param_counts(self) -> ParamCounts:
         """Count parameters from the shapes (see module doc for non-transformers)."""
+        return self._param_counts
+
+    @cached_property
+    def _param_counts(self) -> ParamCounts:
+        # Counted once per architecture: a plan's search asks for it about a thousand times.
         if not self.is_transformer:
             total = round((self.params_b or 0) * 1e9)
             return ParamCounts(0, 0, 0, total, 0, 0, 1, total)

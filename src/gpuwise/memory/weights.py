@@ -13,6 +13,7 @@ plugin converts every ``nn.Linear`` including the head.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gpuwise.catalog import ModelArch
 from gpuwise.memory.frameworks import Profile
@@ -51,6 +52,7 @@ class ParamGroups:
         return self.block_matrices + self.block_other + self.embedding + self.lm_head + self.final_norm
 
 
+@lru_cache(maxsize=64)  # a pure function of the architecture, asked several times per memory estimate
 def param_groups(arch: ModelArch, untie: bool = False) -> ParamGroups:
     """Parameter groups; ``untie`` gives a tied model its own lm_head copy (frameworks that never tie)."""
     counts = arch.param_counts()

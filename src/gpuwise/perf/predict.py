@@ -7,7 +7,7 @@ from typing import Any
 
 from gpuwise.catalog import GPU, ModelArch, get_gpu, get_model
 from gpuwise.errors import GpuwiseError
-from gpuwise.memory import estimate_memory
+from gpuwise.memory import MemoryEstimate, estimate_memory
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import attention_flops_per_token, matmul_params
 from gpuwise.perf.inference import conv_forward, encoder_forward, predict_inference
@@ -19,13 +19,19 @@ from gpuwise.workload import Workload
 
 
 def predict(
-    workload: Workload, gpu: GPU | None = None, *, compute_dtype: str | None = None
+    workload: Workload,
+    gpu: GPU | None = None,
+    *,
+    compute_dtype: str | None = None,
+    memory: MemoryEstimate | None = None,
 ) -> PerfPrediction:
     """Predict step time, throughput, MFU and the bounding resource of ``workload``.
 
     ``gpu`` defaults to the workload's GPU (use it to ask "what if on another GPU" without
     rebuilding the workload). ``compute_dtype`` forces the matmul dtype, e.g. 'fp4' for an
     NVFP4 (W4A4) engine, which the workload's weight-only 'int4' precision does not express.
+    ``memory`` is this workload's estimate on this GPU when the caller already has it (the
+    planner does): training predictions then do not run the memory model a second time.
     """
     gpu = gpu or get_gpu(workload.gpu)
     arch = get_model(workload.model)
@@ -49,7 +55,7 @@ def predict(
     }
     assumptions = [] if m.measured else [f"no published MAMF for {gpu.id}: {m.source}"]
     if workload.is_training:
-        return _training(workload, gpu, arch, num, efficiency, assumptions)
+        return _training(workload, gpu, arch, num, efficiency, assumptions, memory)
     return _inference(workload, gpu, arch, num, efficiency, assumptions)
 
 
@@ -60,9 +66,10 @@ def _training(
     num: Numerics,
     efficiency: dict[str, Any],
     assumptions: list[str],
+    memory: MemoryEstimate | None = None,
 ) -> PerfPrediction:
     perf, more = predict_training(workload, gpu, arch, num)
-    fits, fit_note = training_fits(workload, gpu)
+    fits, fit_note = training_fits(workload, gpu, memory)
     notes = list(num.notes) + ([fit_note] if fit_note else [])
     n = workload.num_gpus
     tokens_s = perf.global_tokens_per_step / perf.step_time_s
@@ -95,13 +102,13 @@ def _training(
     )
 
 
-def training_fits(workload: Workload, gpu: GPU) -> tuple[bool, str]:
+def training_fits(workload: Workload, gpu: GPU, est: MemoryEstimate | None = None) -> tuple[bool, str]:
     """Whether the training step fits in memory, per gpuwise.memory (the one memory model)."""
-
-    try:
-        est = estimate_memory(workload, gpu)
-    except GpuwiseError:
-        return True, ""
+    if est is None:
+        try:
+            est = estimate_memory(workload, gpu)
+        except GpuwiseError:
+            return True, ""
     if est.fits:
         return True, ""
     return False, (

@@ -87,7 +87,7 @@ def _predict(w: Workload, gpu: GPU, full: bool = False) -> Prediction:
         return Prediction(outcome, memory, None, weight_bytes, kv_cache_bytes)
     from gpuwise.perf import predict
 
-    perf = predict(w, gpu)
+    perf = predict(w, gpu, memory=memory)
     inf, tr = perf.inference, perf.training
     unit = "images/s" if w.is_cv else ("output tokens/s" if inf is not None else "tokens/s")
     # Vision models: the performance model counts patch tokens; people count images.
