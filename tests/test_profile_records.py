@@ -40,6 +40,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 )
 
+KILLED_AFTER_THE_WINDOW = HEAD + "for _ in range(12):\n    step()\nos.kill(os.getpid(), signal.SIGKILL)\n"
+
 EXITS_7 = HEAD + "for _ in range(12):\n    step()\nraise SystemExit(7)\n"
 
 # one forward/backward and a hand-written update: no boundary can close a step, whatever detects it
@@ -82,6 +84,14 @@ def test_a_sigkill_after_4_s_of_training_keeps_the_steps_before_it(tmp_path):
     run = result.json()["runs"][0]
     assert run["status"] == "incomplete"
     assert run["total_steps"] >= 1  # flushed every second: at most the last ~3 s are lost, never all
+
+
+def test_a_sigkill_after_the_window_is_interrupted_not_completed(tmp_path):
+    result = profile(tmp_path, KILLED_AFTER_THE_WINDOW)
+    assert result.exit_code == 137
+    run = result.json()["runs"][0]
+    assert run["measured_steps"] == 6  # written when the window completed, before the kill
+    assert run["status"] == "interrupted" and run["error"] == "killed by SIGKILL"
 
 
 def test_system_exit_7_after_the_window_is_an_error_not_completed(tmp_path):

@@ -197,6 +197,7 @@ def _maybe_flush() -> None:
     if (
         recorder is None
         or _state["written_final"]
+        or _state["complete_written"]  # the window's record is written: nothing partial to add
         or now - _state["last_flush"] < FLUSH_EVERY_S
         or not _active(recorder)
     ):

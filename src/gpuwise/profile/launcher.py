@@ -128,9 +128,10 @@ def _read_exit_codes(out_dir: Path) -> dict[int, int]:
 
 
 def settle_status(raw: dict[str, Any], exit_code: int | None, forwarded: str | None) -> None:
-    """Make a record's status agree with how its process ended: a record that says ``completed`` (or
-    was cut short) while the process exited non-zero is an error, or interrupted if gpuwise forwarded
-    a stop signal. A record without steps is left for ``build_run`` to call ``no_steps``."""
+    """Make a record's status agree with how its process ended. Exit code non-zero: a stop signal
+    gpuwise forwarded -> ``interrupted``; a ``completed`` record of a process killed by a signal
+    (128+N) -> ``interrupted``; any other non-zero exit -> ``error`` (a flushed ``incomplete`` record
+    of a killed process stays so). A record without steps is left for ``build_run`` (``no_steps``)."""
     status = raw.get("status")
     if status == "running":
         status = raw["status"] = "incomplete"
@@ -138,10 +139,21 @@ def settle_status(raw: dict[str, Any], exit_code: int | None, forwarded: str | N
         return
     if forwarded is not None:
         raw["status"], raw["error"] = "interrupted", raw.get("error") or f"{forwarded} forwarded by gpuwise"
-    elif status == "completed" or exit_code < 128:
+    elif exit_code >= 128:
+        if status == "completed":
+            raw["status"] = "interrupted"
+        raw["error"] = raw.get("error") or f"killed by {_signal_name(exit_code - 128)}"
+    else:
         if raw.get("steps"):
             raw["status"] = "error"
         raw["error"] = raw.get("error") or f"the process exited with code {exit_code}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _read_records(out_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
