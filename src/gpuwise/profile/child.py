@@ -27,6 +27,8 @@ from typing import Any
 
 ENV = "GPUWISE_PROFILE"
 FLUSH_EVERY_S = 1.0  # with the event log replayed every 2 s, a SIGKILL loses at most ~3 s of steps
+# ... unless a flush itself is slow (a very long --steps window): then at most 1/50 of the time flushing
+FLUSH_DUTY_LIMIT = 50
 
 _state: dict[str, Any] = {
     "recorder": None,
@@ -36,6 +38,7 @@ _state: dict[str, Any] = {
     "last_flush": 0.0,
     "complete_written": False,
     "flushed_steps": -1,
+    "flush_cost_s": 0.0,
 }
 _write_lock = threading.Lock()
 
@@ -198,7 +201,7 @@ def _maybe_flush() -> None:
         recorder is None
         or _state["written_final"]
         or _state["complete_written"]  # the window's record is written: nothing partial to add
-        or now - _state["last_flush"] < FLUSH_EVERY_S
+        or now - _state["last_flush"] < max(FLUSH_EVERY_S, FLUSH_DUTY_LIMIT * _state["flush_cost_s"])
         or not _active(recorder)
     ):
         return
@@ -210,6 +213,7 @@ def _maybe_flush() -> None:
         _state["flushed_steps"] = len(raw.get("steps") or [])
         raw["status"] = "incomplete"  # what the record says if nothing better replaces it
         _write(raw, partial=True)
+        _state["flush_cost_s"] = time.monotonic() - now
     except Exception:
         pass
 
