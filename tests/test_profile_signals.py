@@ -131,3 +131,56 @@ def test_a_store_failing_at_the_end_leaves_the_run_in_a_json_file_beside_it(tmp_
     assert str(saved) in result.stderr and any(str(saved) in note for note in doc["notes"])
     runs = json.loads(saved.read_text())
     assert runs[0]["measured_steps"] == 6 and runs[0]["exit_code"] == 4
+
+
+def test_ctrl_c_in_a_terminal_reaches_the_script_once(tmp_path):
+    """gpuwise in a terminal's foreground hands the terminal to the command's group: the terminal's
+    Ctrl-C reaches the script directly (gpuwise forwards nothing, so it is not delivered twice)."""
+    import fcntl
+    import termios
+
+    script, ready = tmp_path / "train.py", tmp_path / "ready"
+    script.write_text(FOREVER)
+    master, slave = os.openpty()
+
+    def own_terminal() -> None:  # a new session whose controlling terminal is the pty, as a shell gives
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    store = str(tmp_path / "runs.sqlite")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpuwise",
+            "profile",
+            "--json",
+            "--steps",
+            "100000",
+            "--store",
+            store,
+            "--",
+            sys.executable,
+            str(script),
+            str(ready),
+        ],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        preexec_fn=own_terminal,
+    )
+    os.close(slave)
+    try:
+        wait_for(ready, proc)
+        os.write(master, b"\x03")  # the terminal's interrupt character
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    assert proc.returncode == 130, stderr[-2000:]
+    doc = json.loads(stdout)
+    assert doc["runs"][0]["status"] == "interrupted"
+    assert not any("forwarded" in note for note in doc["notes"])  # the script got it from the terminal
