@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
 from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.profile.run_evidence import build_evidence, match_catalog_gpu
 from gpuwise.profile.step_stats import gpu_phase_breakdown, measured_steps, phase_breakdown
 from gpuwise.profile.types import PhaseShare, RunSummary
+
+RunStatus = Literal["completed", "error", "interrupted", "incomplete", "no_steps"]
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 
 NO_STEPS_NOTE = (
     "NO STEPS MEASURED: the script ran torch work but no step boundary was found, so there is no step "
@@ -22,13 +25,13 @@ NO_STEPS_NOTE = (
 )
 
 
-def run_status(raw: dict[str, Any]) -> str | None:
+def run_status(raw: dict[str, Any]) -> RunStatus | None:
     """The record's status, except that a run which ended without a single step is ``no_steps``
     (not ``completed``): an empty profile must never read as a clean one."""
     status = raw.get("status")
     if not raw.get("steps") and status in (None, "completed", "incomplete", "running"):
         return "no_steps"
-    return status
+    return "incomplete" if status == "running" else status  # "running": the process never finished
 
 
 @dataclass
@@ -119,4 +122,4 @@ def build_run(raw: dict[str, Any], command: str | None = None, exit_code: int | 
     return ProfileRun(summary, evidence, diagnose(evidence))
 
 
-__all__ = ["ProfileRun", "build_evidence", "build_run", "match_catalog_gpu"]
+__all__ = ["RUN_STATUSES", "ProfileRun", "RunStatus", "build_evidence", "build_run", "match_catalog_gpu"]
