@@ -27,7 +27,7 @@ from typing import Any
 
 from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.errors import GpuwiseError
-from gpuwise.profile.analysis import NO_STEPS_NOTE, ProfileRun, build_run
+from gpuwise.profile.analysis import ProfileRun, build_run
 from gpuwise.profile.phases import PHASES
 from gpuwise.profile.types import PhaseShare
 
@@ -243,7 +243,9 @@ def run_profiled(
         runs.append(build_run(raw, command=shown, exit_code=code))
     stepless = [r.summary.label for r in runs if r.summary.status == "no_steps"]
     if stepless:
-        notes.append(f"{', '.join(stepless)}: {NO_STEPS_NOTE}")
+        notes.append(
+            f"NO STEPS MEASURED in {', '.join(stepless)}: no step time, no finding (see the run's notes)"
+        )
     cross = cross_rank_evidence(runs)
     findings = diagnose([r.evidence for r in runs] + ([cross] if cross else []))
     from gpuwise.lint.link import script_of, source_hints  # lint names the line behind a finding
