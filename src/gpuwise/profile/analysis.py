@@ -8,12 +8,30 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
 from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.profile.run_evidence import build_evidence, match_catalog_gpu
 from gpuwise.profile.step_stats import gpu_phase_breakdown, measured_steps, phase_breakdown
 from gpuwise.profile.types import PhaseShare, RunSummary
+
+RunStatus = Literal["completed", "error", "interrupted", "incomplete", "no_steps"]
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+
+NO_STEPS_NOTE = (
+    "NO STEPS MEASURED: the script ran torch work but no step boundary was found, so there is no step "
+    "time, no phase split and no finding. A step ends at a torch.optim optimizer's step(); without "
+    "one, profile the loop with gpuwise.profile(...) and call its .step() each iteration."
+)
+
+
+def run_status(raw: dict[str, Any]) -> RunStatus | None:
+    """The record's status, except that a run which ended without a single step is ``no_steps``
+    (not ``completed``): an empty profile must never read as a clean one."""
+    status = raw.get("status")
+    if not raw.get("steps") and status in (None, "completed", "incomplete", "running"):
+        return "no_steps"
+    return "incomplete" if status == "running" else status  # "running": the process never finished
 
 
 @dataclass
@@ -66,11 +84,14 @@ def build_run(raw: dict[str, Any], command: str | None = None, exit_code: int | 
     if mem:
         memory.setdefault("first_step_bytes", mem[0])
         memory.setdefault("last_step_bytes", mem[-1])
+    status = run_status(raw)
+    if status == "no_steps":
+        notes = [NO_STEPS_NOTE, *notes]
     summary = RunSummary.from_dict(
         {
             "label": raw.get("label") or meta.get("script", ""),
             "command": command if command is not None else meta.get("command"),
-            "status": raw.get("status"),
+            "status": status,
             "error": raw.get("error"),
             "exit_code": exit_code,
             "rank": rank,
@@ -101,4 +122,4 @@ def build_run(raw: dict[str, Any], command: str | None = None, exit_code: int | 
     return ProfileRun(summary, evidence, diagnose(evidence))
 
 
-__all__ = ["ProfileRun", "build_evidence", "build_run", "match_catalog_gpu"]
+__all__ = ["RUN_STATUSES", "ProfileRun", "RunStatus", "build_evidence", "build_run", "match_catalog_gpu"]

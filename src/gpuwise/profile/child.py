@@ -4,10 +4,12 @@ Activated by ``_boot/sitecustomize.py`` when ``GPUWISE_PROFILE`` is set. It wait
 import torch (a post-import hook, so processes that never use torch pay nothing), starts a
 ``Recorder``, and writes ``run-<pid>.json`` into the directory the parent gave it:
 - when the requested steps have been measured (hooks are then removed; ``stop`` ends the script),
-- every few seconds while running (so a hard kill still leaves a partial record),
-- at exit, whatever the cause: normal end, exception, Ctrl-C, SIGTERM (torchrun stops all ranks so).
+- every second while running, when it has changed (so a hard kill loses at most the last seconds),
+- at exit, whatever the cause: normal end, exception, Ctrl-C, SIGTERM or SIGHUP.
 A process that never ran a step, a forward or a DataLoader batch (torchrun's agent, helper
-processes) writes nothing. Only the standard library is imported here before torch is.
+processes) writes nothing. In torchrun's agent, each rank's exit code is written as
+``exit-<pid>.json`` (the rank's own process cannot know it: ``SystemExit`` skips the excepthook).
+Only the standard library is imported here before torch is.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import time
 from typing import Any
 
 ENV = "GPUWISE_PROFILE"
-FLUSH_EVERY_S = 5.0
+FLUSH_EVERY_S = 1.0  # with the event log replayed every 2 s, a SIGKILL loses at most ~3 s of steps
+# ... unless a flush itself is slow (a very long --steps window): then at most 1/50 of the time flushing
+FLUSH_DUTY_LIMIT = 50
 
 _state: dict[str, Any] = {
     "recorder": None,
@@ -33,6 +37,8 @@ _state: dict[str, Any] = {
     "written_final": False,
     "last_flush": 0.0,
     "complete_written": False,
+    "flushed_steps": -1,
+    "flush_cost_s": 0.0,
 }
 _write_lock = threading.Lock()
 
@@ -54,13 +60,39 @@ def _is_launcher() -> bool:
 
 def activate() -> None:
     raw = os.environ.get(ENV)
-    if not raw or _is_helper_process() or _is_launcher():
+    if not raw or _is_helper_process():
+        return
+    if _is_launcher():
+        _watch_rank_exits(json.loads(raw)["out_dir"])
         return
     _state["config"] = json.loads(raw)
     if "torch" in sys.modules:
         _start()
     else:
         sys.meta_path.insert(0, _TorchImportHook())
+
+
+def _watch_rank_exits(out_dir: str) -> None:
+    """In torchrun's agent: note each child's exit code once ``Popen`` learns it (poll or wait), so
+    the launcher can tell a rank that exited 3 from one that completed."""
+    import subprocess
+
+    def written(method):
+        def call(self, *args, **kwargs):
+            result = method(self, *args, **kwargs)
+            if self.returncode is not None and not getattr(self, "_gpuwise_exit_written", False):
+                self._gpuwise_exit_written = True
+                try:
+                    with open(os.path.join(out_dir, f"exit-{self.pid}.json"), "w") as fh:
+                        json.dump({"pid": self.pid, "returncode": self.returncode}, fh)
+                except OSError:
+                    pass  # the run is still recorded; only its status may be less exact
+            return result
+
+        return call
+
+    subprocess.Popen.poll = written(subprocess.Popen.poll)  # type: ignore[method-assign]
+    subprocess.Popen.wait = written(subprocess.Popen.wait)  # type: ignore[method-assign]
 
 
 class _TorchImportHook(importlib.abc.MetaPathFinder):
@@ -135,11 +167,10 @@ def _start() -> None:
         previous_hook(exc_type, exc, tb)
 
     sys.excepthook = excepthook
-    if (
-        threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-    ):
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(signum) is signal.SIG_DFL:  # the script's own handler wins
+                signal.signal(signum, _on_stop_signal)
 
 
 def _active(recorder) -> bool:
@@ -169,15 +200,20 @@ def _maybe_flush() -> None:
     if (
         recorder is None
         or _state["written_final"]
-        or now - _state["last_flush"] < FLUSH_EVERY_S
+        or _state["complete_written"]  # the window's record is written: nothing partial to add
+        or now - _state["last_flush"] < max(FLUSH_EVERY_S, FLUSH_DUTY_LIMIT * _state["flush_cost_s"])
         or not _active(recorder)
     ):
         return
     _state["last_flush"] = now
     try:
         raw = recorder.raw()
+        if len(raw.get("steps") or []) == _state["flushed_steps"]:
+            return  # nothing new since the last flush
+        _state["flushed_steps"] = len(raw.get("steps") or [])
         raw["status"] = "incomplete"  # what the record says if nothing better replaces it
         _write(raw, partial=True)
+        _state["flush_cost_s"] = time.monotonic() - now
     except Exception:
         pass
 
@@ -228,7 +264,8 @@ def _at_exit(status: str | None = None, error: str | None = None) -> None:
         print(f"gpuwise: could not save the profile ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
-def _on_sigterm(signum, frame) -> None:
-    _at_exit(status="interrupted", error="SIGTERM")
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
+def _on_stop_signal(signum, frame) -> None:
+    """SIGTERM / SIGHUP: save the run as interrupted, then die of the signal as the script would have."""
+    _at_exit(status="interrupted", error=signal.Signals(signum).name)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)

@@ -4,11 +4,15 @@ The command runs as a child process whose PYTHONPATH starts with gpuwise's boots
 every Python process it starts (the script, or each torchrun rank) attaches a recorder and writes
 its raw record into a private directory. After the command exits this side builds one run per
 process, adds cross-rank evidence, saves the runs and returns them with the command's exit code.
-Ctrl-C reaches the script (same process group), which saves a partial run; gpuwise itself waits.
+The command runs in its own process group: SIGINT, SIGTERM and SIGHUP sent to gpuwise (a terminal's
+Ctrl-C or a scheduler's ``kill -INT PID``) are forwarded to that group once, and the run is saved as
+interrupted. The store is checked before the command starts; if it fails at the end, the runs are
+written to a JSON file beside it instead of being lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -108,6 +112,50 @@ def _exit_code(returncode: int) -> int:
     )  # killed by signal N -> 128+N, as shells report it
 
 
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _read_exit_codes(out_dir: Path) -> dict[int, int]:
+    """pid -> exit code of each torchrun rank, as the agent saw it (child.py writes these)."""
+    codes = {}
+    for path in out_dir.glob("exit-*.json"):
+        try:
+            row = json.loads(path.read_text())
+            codes[int(row["pid"])] = _exit_code(int(row["returncode"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return codes
+
+
+def settle_status(raw: dict[str, Any], exit_code: int | None, forwarded: str | None) -> None:
+    """Make a record's status agree with how its process ended. Exit code non-zero: a stop signal
+    gpuwise forwarded -> ``interrupted``; a ``completed`` record of a process killed by a signal
+    (128+N) -> ``interrupted``; any other non-zero exit -> ``error`` (a flushed ``incomplete`` record
+    of a killed process stays so). A record without steps is left for ``build_run`` (``no_steps``)."""
+    status = raw.get("status")
+    if status == "running":
+        status = raw["status"] = "incomplete"
+    if not exit_code or status not in ("completed", "incomplete", None):
+        return
+    if forwarded is not None:
+        raw["status"], raw["error"] = "interrupted", raw.get("error") or f"{forwarded} forwarded by gpuwise"
+    elif exit_code >= 128:
+        if status == "completed":
+            raw["status"] = "interrupted"
+        raw["error"] = raw.get("error") or f"killed by {_signal_name(exit_code - 128)}"
+    else:
+        if raw.get("steps"):
+            raw["status"] = "error"
+        raw["error"] = raw.get("error") or f"the process exited with code {exit_code}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def _read_records(out_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
     records = []
     for path in sorted(out_dir.glob("run-*.json")):
@@ -150,6 +198,8 @@ def run_profiled(
     save: bool = True,
 ) -> ProfileSession:
     argv = normalize_command(command)
+    if save:
+        _check_store(store)
     group_id = uuid.uuid4().hex[:12]
     shown = " ".join(command)
     out_dir = Path(tempfile.mkdtemp(prefix="gpuwise-profile-"))
@@ -171,23 +221,14 @@ def run_profiled(
     )
     notes: list[str] = []
     try:
-        try:
-            proc = subprocess.Popen(argv, env=env, stdout=sys.stderr if stdout_to_stderr else None)
-        except OSError as err:
-            raise GpuwiseError(f"could not start {argv[0]!r}: {err.strerror or err}") from None
-        previous_int = signal.signal(
-            signal.SIGINT, lambda *_: None
-        )  # the child gets Ctrl-C and saves; we wait
-        previous_term = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
-        try:
-            returncode = proc.wait()
-        finally:
-            signal.signal(signal.SIGINT, previous_int)
-            signal.signal(signal.SIGTERM, previous_term)
+        returncode, forwarded = _run_child(argv, env, stdout_to_stderr)
         exit_code = _exit_code(returncode)
         records = _read_records(out_dir, notes)
+        rank_codes = _read_exit_codes(out_dir)
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
+    if forwarded:
+        notes.append(f"gpuwise received {forwarded} and forwarded it to the command's process group")
     if not records:
         notes.append(
             "the command ran no training step, model forward or DataLoader batch under torch: "
@@ -195,22 +236,112 @@ def run_profiled(
         )
     runs = []
     for raw in records:
-        status = raw.get("status")
-        if status == "running":
-            raw["status"] = "incomplete"
-        runs.append(build_run(raw, command=shown, exit_code=exit_code))
+        pid = (raw.get("meta") or {}).get("pid")
+        # a torchrun rank's own exit code, when the agent saw it
+        code = rank_codes.get(pid, exit_code) if isinstance(pid, int) else exit_code
+        settle_status(raw, code, forwarded)
+        runs.append(build_run(raw, command=shown, exit_code=code))
+    stepless = [r.summary.label for r in runs if r.summary.status == "no_steps"]
+    if stepless:
+        notes.append(
+            f"NO STEPS MEASURED in {', '.join(stepless)}: no step time, no finding (see the run's notes)"
+        )
     cross = cross_rank_evidence(runs)
     findings = diagnose([r.evidence for r in runs] + ([cross] if cross else []))
     from gpuwise.lint.link import script_of, source_hints  # lint names the line behind a finding
 
     script = script_of(argv)
     notes.extend(source_hints(script, [f.id for f in findings]) if script and findings else [])
-    store_path = None
-    if save and runs:
-        from gpuwise.profile.store import RunStore
+    store_path = _save_runs(runs, store, group_id, notes) if save and runs else None
+    return ProfileSession(shown, exit_code, group_id, runs, findings, cross, store_path, notes)
 
+
+def _check_store(store: str | os.PathLike | None) -> None:
+    """Fail before the command runs, not after: a bad ``--store`` would otherwise cost the whole run."""
+    from gpuwise.profile.store import RunStore
+
+    with RunStore.open(store):
+        pass
+
+
+def _run_child(argv: list[str], env: dict[str, str], stdout_to_stderr: bool) -> tuple[int, str | None]:
+    """Run the command in its own process group and wait; SIGINT/SIGTERM/SIGHUP received meanwhile
+    go to that group. With the terminal handed to that group, a Ctrl-C reaches it once, directly."""
+    try:
+        # its own group (setpgrp: Popen's process_group needs Python 3.11); gpuwise has no threads yet
+        proc = subprocess.Popen(
+            argv, env=env, stdout=sys.stderr if stdout_to_stderr else None, preexec_fn=os.setpgrp
+        )
+    except OSError as err:
+        raise GpuwiseError(f"could not start {argv[0]!r}: {err.strerror or err}") from None
+    terminal = _hand_terminal_to(proc.pid)
+    forwarded: list[str] = []
+
+    def forward(signum, frame) -> None:
+        forwarded.append(signal.Signals(signum).name)
+        with contextlib.suppress(ProcessLookupError):  # the command has just ended
+            os.killpg(proc.pid, signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+    try:
+        returncode = proc.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _take_terminal_back(terminal)
+    return returncode, (forwarded[0] if forwarded else None)
+
+
+def _hand_terminal_to(pgid: int) -> int | None:
+    """When gpuwise runs in a terminal's foreground, the command's group takes it (so the script can
+    read the terminal, e.g. pdb, and Ctrl-C reaches it directly). Returns the terminal's fd."""
+    try:
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd) or os.tcgetpgrp(fd) != os.getpgrp():
+            return None
+        os.tcsetpgrp(fd, pgid)
+        return fd
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _take_terminal_back(fd: int | None) -> None:
+    if fd is None:
+        return
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a background group may not take it
+    try:
+        os.tcsetpgrp(fd, os.getpgrp())
+    except OSError:
+        pass
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
+def _save_runs(runs: list[ProfileRun], store: str | os.PathLike | None, group_id: str, notes: list[str]):
+    """Save in the run store; if it fails now (it was checked before the run), write the runs to a
+    JSON file beside it, so a finished run is never lost. Returns where the runs went."""
+    import sqlite3
+
+    from gpuwise.profile.store import RunStore, default_store_path
+
+    try:
         with RunStore.open(store) as run_store:
             for run in runs:
                 run_store.save(run)
-            store_path = str(run_store.path)
-    return ProfileSession(shown, exit_code, group_id, runs, findings, cross, store_path, notes)
+            return str(run_store.path)
+    except (GpuwiseError, sqlite3.Error, OSError) as err:
+        reason = str(err)
+    target = Path(store).expanduser() if store else default_store_path()
+    document = json.dumps([run.to_dict() for run in runs], indent=1, default=str)
+    for folder in (target.parent, Path.cwd(), Path(tempfile.gettempdir())):
+        fallback = folder / f"gpuwise-run-{group_id}.json"
+        try:
+            fallback.write_text(document)
+        except OSError:
+            continue
+        message = f"the run store failed ({reason}); the runs were written to {fallback} instead"
+        notes.append(message)
+        print(f"gpuwise: {message}", file=sys.stderr)
+        return str(fallback)
+    notes.append(f"the run store failed ({reason}) and no JSON file could be written: the run is not saved")
+    return None
