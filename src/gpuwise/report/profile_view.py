@@ -82,7 +82,10 @@ def phase_table(
     return table
 
 
-def findings_group(findings: list[dict[str, Any]] | list[Any], limit: int | None = None) -> Group:
+def findings_group(
+    findings: list[dict[str, Any]] | list[Any], limit: int | None = None, measured: bool = True
+) -> Group:
+    """The findings as panels; ``measured=False`` (no step was measured) never claims a clean run."""
     items: list[Any] = []
     for f in findings[:limit] if limit else findings:
         f = f if isinstance(f, dict) else f.to_dict()
@@ -111,7 +114,7 @@ def findings_group(findings: list[dict[str, Any]] | list[Any], limit: int | None
                 padding=(0, 1),
             )
         )
-    if not items:
+    if not items and measured:
         items.append(Text("No findings: nothing in this run crossed a threshold.", style="green"))
     return Group(*items)
 
@@ -228,7 +231,7 @@ def render_run(console: Console, run: ProfileRun) -> None:
         )
     for note in summary.notes:
         console.print(f"[dim]note: {note}[/dim]")
-    console.print(findings_group(run.findings))
+    console.print(findings_group(run.findings, measured=summary.measured_steps > 0))
 
 
 def render_session(console: Console, session) -> None:
