@@ -107,6 +107,12 @@ class Evidence:
         default_factory=dict
     )  # change -> predicted peak bytes with it
 
+    # --- the run's context, so a fix fits the machine that was measured (issue 11, p11b) ----------------
+    framework: str = ""  # 'hf-trainer', 'lightning' or '' (plain PyTorch / unknown): the fix's form
+    other_cpu_pct: float | None = None  # other processes' CPU, share of the whole machine (busy machine)
+    cpu_steal_pct: float | None = None  # hypervisor steal time, share of CPU time during the steps
+    memory_measure: str = ""  # what memory_per_step_bytes counts: 'process RSS ...', 'CUDA allocated' ...
+
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -41,9 +41,58 @@ def input_share_pct(ev: Evidence) -> float | None:
 
 
 def cpu_saturated(ev: Evidence) -> bool:
-    if ev.cpu_util_pct is not None and ev.cpu_util_pct >= T.CPU_SATURATED_PCT:
-        return True
-    return bool(ev.loader_num_workers and ev.cpu_count and ev.loader_num_workers >= ev.cpu_count)
+    """The run's processes already keep the cores busy: a *measured* CPU share, never a worker count
+    (workers waiting on I/O sleep, so num_workers >= cores says nothing about the CPU)."""
+    return ev.cpu_util_pct is not None and ev.cpu_util_pct >= T.CPU_SATURATED_PCT
+
+
+def _waits_on_io(ev: Evidence) -> bool:
+    return ev.cpu_util_pct is not None and ev.cpu_util_pct < T.LOADER_IO_WAIT_CPU_PCT
+
+
+def _on_gpu(ev: Evidence) -> bool:
+    """A CPU-only run has no device to idle, nothing to pin; traces and predictions are GPU runs."""
+    return ev.device != "cpu"
+
+
+def suggested_workers(ev: Evidence) -> int:
+    """Workers that fit the measured machine: an I/O wait needs no free core (workers sleep), a
+    CPU-bound loader gets only the cores the run leaves idle (on 2 cores: 1, not 2)."""
+    cores = ev.cpu_count or 4
+    if _waits_on_io(ev):
+        return max(2, min(T.LOADER_MAX_WORKERS, cores - 1))
+    spare = cores - 1 if ev.cpu_util_pct is None else cores * (1 - ev.cpu_util_pct / 100)
+    return max(1, min(T.LOADER_MAX_WORKERS, round(spare)))
+
+
+def _input_gain_high(ev: Evidence, share: float) -> float:
+    """Amdahl on the wait, and never more than the idle CPU can give: a run using u of the cores
+    cannot speed up by more than 1/u by doing CPU work in parallel (unless the wait is I/O)."""
+    high = _speedup_from_saving(share)
+    if ev.cpu_util_pct is not None and ev.cpu_util_pct > 0 and not _waits_on_io(ev):
+        high = min(high, max(1.0, 100.0 / ev.cpu_util_pct))
+    return high
+
+
+def _loader_snippet(ev: Evidence, workers: int) -> str:
+    """The loader settings in the form the detected framework takes them."""
+    pin = _on_gpu(ev)
+    if ev.framework == "hf-trainer":
+        return (
+            f"TrainingArguments(..., dataloader_num_workers={workers}, "
+            + ("dataloader_pin_memory=True, " if pin else "dataloader_pin_memory=False, ")
+            + "dataloader_persistent_workers=True, dataloader_prefetch_factor=4)"
+        )
+    args = f"num_workers={workers}, " + ("pin_memory=True, " if pin else "") + "persistent_workers=True"
+    if ev.framework == "lightning":
+        return (
+            "# in your LightningDataModule\n"
+            "def train_dataloader(self):\n"
+            f"    return DataLoader(self.train_set, batch_size=..., {args}, prefetch_factor=4)"
+        )
+    return f"DataLoader(dataset, batch_size=..., {args},\n           prefetch_factor=4)" + (
+        "\n# and in the loop: batch = batch.to(device, non_blocking=True)" if pin else ""
+    )
 
 
 @rule
@@ -51,30 +100,37 @@ def input_bound(ev: Evidence) -> Finding | None:
     share = input_share_pct(ev)
     if share is None or share < T.INPUT_WAIT_MODERATE_PCT:
         return None
-    saturated = cpu_saturated(ev)
     workers = ev.loader_num_workers
-    suggested: int | None = None
-    if saturated:
+    suggested: int | None = suggested_workers(ev)
+    cpu_bound_full = cpu_saturated(ev) or (
+        not _waits_on_io(ev) and ev.cpu_util_pct is not None and workers is not None and suggested <= workers
+    )
+    if cpu_bound_full:
+        suggested = None
         fix = (
-            "The loader already uses every core: make each sample cheaper (decode/augment on the GPU, "
-            "pre-process offline, cache decoded data) rather than adding workers."
+            "The loader already uses the cores the run leaves free: make each sample cheaper (decode/augment "
+            "on the GPU, pre-process offline, cache decoded data) rather than adding workers."
         )
         snippet = (
             "# e.g. NVIDIA DALI or torchvision.io.decode_jpeg(device='cuda'); or pre-tokenize / pre-resize "
             "once and load arrays"
         )
     else:
-        suggested = max(2, min(8, (ev.cpu_count or 4) - 1))
+        assert suggested is not None
+        why = (
+            f" The CPU is only {ev.cpu_util_pct:.0f} % busy: the loader waits on I/O, so workers overlap it."
+            if _waits_on_io(ev) and ev.cpu_util_pct is not None
+            else ""
+        )
         fix = (
             f"Load batches in parallel and overlap them with compute: num_workers={suggested}, "
-            "pin_memory=True, persistent_workers=True, prefetch_factor=4."
+            + ("pin_memory=True, " if _on_gpu(ev) else "")
+            + "persistent_workers=True, prefetch_factor=4."
+            + why
         )
-        snippet = (
-            f"DataLoader(dataset, batch_size=..., num_workers={suggested}, pin_memory=True,\n"
-            "           persistent_workers=True, prefetch_factor=4)\n"
-            "# and in the loop: batch = batch.to(device, non_blocking=True)"
-        )
-    gain_high = share if not saturated else share / 2
+        snippet = _loader_snippet(ev, suggested)
+    high = _input_gain_high(ev, share if not cpu_bound_full else share / 2)
+    idle = "the device idles meanwhile" if _on_gpu(ev) else "the computation stalls meanwhile"
     return Finding(
         id="input_bound",
         title="The training loop waits for data",
@@ -83,25 +139,26 @@ def input_bound(ev: Evidence) -> Finding | None:
         category="input",
         summary=f"{share:.1f} % of each step is spent waiting for the next batch"
         + (f" (num_workers={workers})" if workers is not None else "")
-        + "; the device idles meanwhile.",
+        + f"; {idle}.",
         metrics={
             "input_wait_pct": round(share, 2),
             "loader_num_workers": workers,
             "cpu_util_pct": ev.cpu_util_pct,
             "suggested_num_workers": suggested,
-            "suggested_prefetch_factor": None if saturated else 4,
+            "suggested_prefetch_factor": None if cpu_bound_full else 4,
         },
         fix=fix,
         fix_snippet=snippet,
         gain=Gain(
             "throughput_x",
-            1.0 + (_speedup_from_saving(gain_high) - 1) * 0.5,
-            _speedup_from_saving(gain_high),
-            "if loading fully overlaps compute, the wait disappears from the step",
+            1.0 + (high - 1) * 0.5,
+            high,
+            "if loading fully overlaps compute, the wait disappears from the step"
+            + ("; capped by the idle CPU measured" if ev.cpu_util_pct is not None else ""),
         ),
         source=ev.source,
         tools=("torch.utils.data.DataLoader", "NVIDIA DALI")
-        if saturated
+        if cpu_bound_full
         else ("torch.utils.data.DataLoader",),
     )
 
@@ -111,18 +168,17 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
     share = input_share_pct(ev)
     if share is None or share < T.INPUT_WAIT_MODERATE_PCT or not cpu_saturated(ev):
         return None
+    assert ev.cpu_util_pct is not None
+    shared = "" if _on_gpu(ev) else " (on a CPU-only run the model's computation shares those cores)"
     return Finding(
         id="loader_cpu_saturated",
         title="The CPU cannot prepare batches faster: more workers will not help",
         severity="medium",
-        confidence="medium" if ev.cpu_util_pct is None else "high",
+        confidence="high",
         category="input",
-        summary=f"Data loading waits {share:.1f} % of the step while the CPU is "
-        + (
-            f"{ev.cpu_util_pct:.0f} % busy"
-            if ev.cpu_util_pct is not None
-            else f"already running {ev.loader_num_workers} workers on {ev.cpu_count} cores"
-        )
+        summary=f"Data loading waits {share:.1f} % of the step while the CPU is {ev.cpu_util_pct:.0f} % busy"
+        + (f" on {ev.cpu_count} cores" if ev.cpu_count else "")
+        + shared
         + ".",
         metrics={
             "input_wait_pct": round(share, 2),
@@ -131,8 +187,8 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
             "loader_num_workers": ev.loader_num_workers,
         },
         fix=(
-            "Move decoding/augmentation to the GPU, pre-process the dataset once, or use a machine with more "
-            "CPU cores per GPU."
+            "Make each sample cheaper: move decoding/augmentation to the GPU, pre-process the dataset once, "
+            "or use a machine with more CPU cores per GPU."
         ),
         fix_snippet=(
             "# GPU decode + augment: nvidia.dali.fn.decoders.image(..., device='mixed'), or cache "
