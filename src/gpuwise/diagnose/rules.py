@@ -101,9 +101,10 @@ def input_bound(ev: Evidence) -> Finding | None:
     if share is None or share < T.INPUT_WAIT_MODERATE_PCT:
         return None
     workers = ev.loader_num_workers
-    suggested: int | None = suggested_workers(ev)
+    advised = suggested_workers(ev)
+    suggested: int | None = advised
     cpu_bound_full = cpu_saturated(ev) or (
-        not _waits_on_io(ev) and ev.cpu_util_pct is not None and workers is not None and suggested <= workers
+        not _waits_on_io(ev) and ev.cpu_util_pct is not None and workers is not None and advised <= workers
     )
     if cpu_bound_full:
         suggested = None
@@ -116,19 +117,18 @@ def input_bound(ev: Evidence) -> Finding | None:
             "once and load arrays"
         )
     else:
-        assert suggested is not None
         why = (
             f" The CPU is only {ev.cpu_util_pct:.0f} % busy: the loader waits on I/O, so workers overlap it."
             if _waits_on_io(ev) and ev.cpu_util_pct is not None
             else ""
         )
         fix = (
-            f"Load batches in parallel and overlap them with compute: num_workers={suggested}, "
+            f"Load batches in parallel and overlap them with compute: num_workers={advised}, "
             + ("pin_memory=True, " if _on_gpu(ev) else "")
             + "persistent_workers=True, prefetch_factor=4."
             + why
         )
-        snippet = _loader_snippet(ev, suggested)
+        snippet = _loader_snippet(ev, advised)
     high = _input_gain_high(ev, share if not cpu_bound_full else share / 2)
     idle = "the device idles meanwhile" if _on_gpu(ev) else "the computation stalls meanwhile"
     return Finding(
