@@ -6,9 +6,17 @@ Rules on recorded Evidence with exact numbers; `test_real_*` runs real CPU PyTor
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from gpuwise.diagnose import Evidence, diagnose
+from gpuwise.diagnose import thresholds as T
 
 
 def found(ev: Evidence) -> dict:
@@ -85,3 +93,107 @@ def test_saturated_cpu_measured_fires_and_names_cores():
         f.confidence == "high" and "97 % busy on 2 cores" in f.summary and "shares those cores" in f.summary
     )
     assert found(ev)["input_bound"].gain.high <= 100 / 97 + 1e-9
+
+
+# --- item 8: memory_growth by a robust trend --------------------------------------------------------
+
+MiB = 2**20
+
+
+def test_steady_rss_leak_in_page_sized_stairs_is_found_and_named_rss():
+    """0.8 MiB/step leak read as RSS: the kernel hands pages in chunks, so 3 of 4 step deltas are zero
+    (the old "70 % of deltas rise" test missed it) and a GC pass drops one reading. +7.6 % over the run."""
+    base = 420 * MiB
+    steps = list(range(40))
+    mem = [base + 3.2 * MiB * (s // 4) for s in steps]
+    mem[17] -= 6 * MiB  # a collector pass
+    ev = Evidence(
+        source="profile",
+        memory_per_step_bytes=mem,
+        notes=["memory_per_step_bytes: process RSS (/proc/self/statm)"],
+    )
+    f = found(ev)["memory_growth"]
+    assert f.metrics["bytes_per_step"] == pytest.approx(0.8 * MiB, rel=0.01)
+    assert f.metrics["growth_pct"] == pytest.approx(100 * 0.8 * 39 / 420, rel=0.02)  # 7.4 %
+    assert f.summary.startswith("Process RSS rose") and "Allocated" not in f.summary
+    assert f.metrics["measure"] == "Process RSS"
+
+
+def test_allocated_measure_is_named_allocated():
+    mem = [1e9 + s * 5e7 for s in range(20)]
+    ev = Evidence(source="profile", memory_per_step_bytes=mem, memory_measure="torch.cuda.memory_allocated")
+    assert found(ev)["memory_growth"].summary.startswith("Allocated device memory rose")
+
+
+def test_one_jump_or_noise_is_not_a_leak():
+    jump = [500 * MiB] * 10 + [560 * MiB] * 10  # a cache filled once, mid-run
+    noise = [500 * MiB + (7 * s % 5) * MiB for s in range(30)]  # bounded jitter
+    assert "memory_growth" not in found(Evidence(source="profile", memory_per_step_bytes=jump))
+    assert "memory_growth" not in found(Evidence(source="profile", memory_per_step_bytes=noise))
+
+
+def test_growth_below_the_threshold_is_not_reported():
+    slow = [1000 * MiB + s * 0.1 * MiB for s in range(40)]  # +0.4 %: a trend, but too small to matter
+    assert T.MEMORY_GROWTH_MIN_PCT > 100 * 0.1 * 39 / 1000
+    assert "memory_growth" not in found(Evidence(source="profile", memory_per_step_bytes=slow))
+
+
+LEAKING_SCRIPT = """
+import torch
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+kept = []
+for step in range(70):
+    x = torch.randn(96, 1024)
+    y = torch.randint(0, 10, (96,))
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward(retain_graph=True)
+    opt.step()
+    kept.append(loss)  # the bug: every step's graph and its saved activations stay alive (~0.75 MiB)
+"""
+
+BURNER = "import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
+
+
+def profile_json(script: Path, *, steps: int = 60) -> dict:
+    """Run `python -m gpuwise profile --json` on a script in a subprocess; the JSON document."""
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    cmd = [sys.executable, "-m", "gpuwise", "profile", "--json", "--no-save", "--steps", str(steps)]
+    done = subprocess.run(
+        [*cmd, "--warmup", "5", "--", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@contextlib.contextmanager
+def cpu_burners(count: int, seconds: float):
+    """Processes that spin on the CPU for a bounded time (killed on exit by their own pid)."""
+    procs = [subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=seconds)]) for _ in range(count)]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("burn", [False, True], ids=["quiet", "while-another-process-burns-the-cpu"])
+def test_real_leaking_script_is_found_quiet_and_under_load(tmp_path, burn):
+    script = tmp_path / "leak.py"
+    script.write_text(LEAKING_SCRIPT)
+    with cpu_burners(2 if burn else 0, seconds=120):
+        doc = profile_json(script)
+    leak = {f["id"]: f for f in doc["findings"]}["memory_growth"]
+    assert 0.5 * MiB < leak["metrics"]["bytes_per_step"] < 1.2 * MiB  # the ~0.75 MiB kept per step
+    assert leak["metrics"]["measure"] != "Live memory"  # the summary names what was read
+    assert leak["summary"].startswith(leak["metrics"]["measure"])

@@ -6,6 +6,7 @@ high; derived or predicted: medium/low) and what the fix should buy, as a range.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from itertools import pairwise
@@ -591,6 +592,47 @@ def step_outliers(ev: Evidence) -> Finding | None:
     )
 
 
+_TREND_MAX_POINTS = 200  # Theil-Sen is O(n²) in pairs: evenly thin longer series (20k pairs at most)
+
+
+def theil_sen(steps: list[int], values: list[float]) -> tuple[float, float, float]:
+    """(slope, lower bound of its two-sided confidence interval, intercept) over (step, value) points.
+
+    The median of pairwise slopes ignores a few wild readings (a GC pass, a cache warming up) that
+    make a least-squares slope or a "most deltas rise" count unreliable; the bound is Sen's (1968)
+    rank interval, so a slope whose lower bound is above zero is a trend, not noise."""
+    if len(steps) > _TREND_MAX_POINTS:
+        stride = len(steps) / _TREND_MAX_POINTS
+        picks = sorted({int(i * stride) for i in range(_TREND_MAX_POINTS)} | {len(steps) - 1})
+        steps, values = [steps[i] for i in picks], [values[i] for i in picks]
+    n = len(steps)
+    slopes = sorted(
+        (values[j] - values[i]) / (steps[j] - steps[i])
+        for i in range(n)
+        for j in range(i + 1, n)
+        if steps[j] != steps[i]
+    )
+    slope = statistics.median(slopes)
+    spread = T.MEMORY_TREND_Z * math.sqrt(n * (n - 1) * (2 * n + 5) / 18)
+    low_index = max(0, min(len(slopes) - 1, math.floor((len(slopes) - spread) / 2)))
+    intercept = statistics.median(v - slope * x for x, v in zip(steps, values, strict=True))
+    return slope, slopes[low_index], intercept
+
+
+def memory_measure(ev: Evidence) -> str:
+    """What the memory readings count, in words for a summary (RSS is not allocated memory)."""
+    measure = ev.memory_measure or next(
+        (n.split(":", 1)[1].strip() for n in ev.notes if n.startswith("memory_per_step_bytes:")), ""
+    )
+    if "RSS" in measure:
+        return "Process RSS"
+    if "memory_allocated" in measure or "allocated" in measure.lower():
+        return "Allocated device memory" if "cuda" in measure.lower() else "Allocated memory"
+    if "heap" in measure:
+        return "C heap in use"
+    return "Live memory"
+
+
 @rule
 def memory_growth(ev: Evidence) -> Finding | None:
     mem = ev.memory_per_step_bytes
@@ -600,33 +642,35 @@ def memory_growth(ev: Evidence) -> Finding | None:
     span = steps[-1] - steps[0] + 1  # steps the readings cover
     if span < T.MIN_STEPS_FOR_STATISTICS:
         return None
-    first, last = mem[0], mem[-1]
-    if first <= 0:
+    per_step, per_step_low, intercept = theil_sen(steps, mem)
+    baseline = intercept + per_step * steps[0]  # the fitted level at the first reading
+    if baseline <= 0 or per_step_low <= 0:
         return None
-    growth_pct = 100.0 * (last - first) / first
-    deltas = [b - a for a, b in pairwise(mem)]
-    rising = sum(d > 0 for d in deltas) / len(deltas)
-    if growth_pct < T.MEMORY_GROWTH_MIN_PCT or rising < T.MEMORY_GROWTH_RISING_SHARE:
+    growth_pct = 100.0 * per_step * (span - 1) / baseline
+    if growth_pct < T.MEMORY_GROWTH_MIN_PCT:
         return None
-    per_step = (last - first) / (span - 1)
+    last = mem[-1]
     steps_left = None
-    if ev.memory_capacity_bytes and per_step > 0:
+    if ev.memory_capacity_bytes:
         steps_left = int(max(0, ev.memory_capacity_bytes - (ev.memory_peak_bytes or last)) / per_step)
+    what = memory_measure(ev)
     return Finding(
         id="memory_growth",
-        title="Live memory grows every step (a leak)",
+        title="Memory grows every step (a leak)",
         severity="high" if growth_pct >= T.MEMORY_GROWTH_HIGH_PCT or steps_left is not None else "medium",
         confidence=_confidence(ev),
         category="memory",
         summary=(
-            f"Allocated memory rose {growth_pct:.0f} % over {span} steps (+{per_step / 2**20:.1f} MiB per "
-            "step)"
+            f"{what} rose {growth_pct:.1f} % over {span} steps (+{per_step / 2**20:.2f} MiB per step, "
+            f"Theil–Sen trend; at least +{per_step_low / 2**20:.2f} MiB at 95 %)"
         )
         + (f"; at this rate memory runs out in ~{steps_left:,} steps." if steps_left is not None else "."),
         metrics={
             "growth_pct": round(growth_pct, 2),
             "bytes_per_step": round(per_step),
-            "first_bytes": first,
+            "bytes_per_step_low": round(per_step_low),
+            "measure": what,
+            "first_bytes": mem[0],
             "last_bytes": last,
             "steps_until_oom": steps_left,
         },

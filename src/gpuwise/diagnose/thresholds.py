@@ -70,7 +70,6 @@ MIN_STEPS_FOR_STATISTICS = 8
 
 # memory_growth: live memory rising across steps (a leak, usually a kept graph).
 MEMORY_GROWTH_MIN_PCT = 5.0  # growth over the run relative to the first post-warm-up step
-MEMORY_GROWTH_RISING_SHARE = 0.7  # share of step-to-step deltas that must be increases
 MEMORY_GROWTH_HIGH_PCT = 25.0
 # Live-memory readings needed (a live run spaces them to bound the probe's cost), spanning at least
 # MIN_STEPS_FOR_STATISTICS steps.
