@@ -197,3 +197,89 @@ def test_real_leaking_script_is_found_quiet_and_under_load(tmp_path, burn):
     assert 0.5 * MiB < leak["metrics"]["bytes_per_step"] < 1.2 * MiB  # the ~0.75 MiB kept per step
     assert leak["metrics"]["measure"] != "Live memory"  # the summary names what was read
     assert leak["summary"].startswith(leak["metrics"]["measure"])
+
+
+# --- item 9: a busy machine is not the script's fault -------------------------------------------------
+
+SCATTERED = [0.1] * 40
+for _i in (5, 13, 14, 29):
+    SCATTERED[_i] = 0.5
+
+
+def test_scattered_stalls_on_a_busy_machine_blame_the_machine_with_low_confidence():
+    f = found(Evidence(source="profile", step_times_s=SCATTERED, other_cpu_pct=95.0))["step_outliers"]
+    assert f.confidence == "low" and f.severity == "low"
+    assert "other processes used 95 %" in f.summary and "machine was busy" in f.summary
+    assert "gc.freeze" not in f.fix + f.fix_snippet and "quiet machine" in f.fix
+    steal = found(Evidence(source="profile", step_times_s=SCATTERED, cpu_steal_pct=20.0))["step_outliers"]
+    assert steal.confidence == "low" and "steal" in steal.summary
+
+
+def test_periodic_stalls_stay_the_scripts_but_never_high_confidence_on_a_busy_machine():
+    times = [0.1] * 40
+    for i in range(4, 40, 10):
+        times[i] = 0.4
+    busy = found(Evidence(source="profile", step_times_s=times, other_cpu_pct=95.0))["step_outliers"]
+    assert busy.metrics["period_steps"] == 10 and busy.confidence == "medium" and "gc.freeze" in busy.fix
+    quiet = found(Evidence(source="profile", step_times_s=times, other_cpu_pct=3.0))["step_outliers"]
+    assert quiet.confidence == "high" and quiet.metrics["machine_busy"] is None
+
+
+def test_scattered_stalls_on_a_quiet_machine_are_medium_confidence():
+    f = found(Evidence(source="profile", step_times_s=SCATTERED, other_cpu_pct=2.0))["step_outliers"]
+    assert f.confidence == "medium" and "no fixed period" in f.summary
+
+
+def test_one_long_stall_does_not_dilute_the_input_share_below_its_threshold():
+    """30 steps of 100 ms (22 ms data wait) and one with an 823 ms stall elsewhere: the mean share
+    falls to 17.4 % (medium); the trimmed phases keep the typical 22 % (high) and input_bound on top."""
+    times = [0.1] * 30 + [0.923]
+    mean_step = sum(times) / len(times)
+    ev = Evidence(
+        source="profile",
+        step_times_s=times,
+        step_time_s=mean_step,
+        phase_s={"data_wait": 0.022, "forward": 0.078 + 0.823 / 31},
+        phase_s_typical={"data_wait": 0.022, "forward": 0.078},
+    )
+    assert 100 * 0.022 / mean_step < T.INPUT_WAIT_HIGH_PCT
+    ranked = diagnose(ev)
+    assert ranked[0].id == "input_bound" and ranked[0].severity == "high"
+    assert ranked[0].metrics["input_wait_pct"] == pytest.approx(22.0)
+
+
+STALLING_SCRIPT = """
+import time
+import torch
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(60):
+    loss = torch.nn.functional.cross_entropy(model(torch.randn(256, 512)), torch.randint(0, 10, (256,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step % 7 == 3:
+        time.sleep(0.4)  # the script's own periodic stall (a checkpoint save, say)
+"""
+
+
+def test_real_periodic_stall_is_found_with_its_period(tmp_path):
+    script = tmp_path / "stall.py"
+    script.write_text(STALLING_SCRIPT)
+    doc = profile_json(script, steps=50)
+    f = {x["id"]: x for x in doc["findings"]}["step_outliers"]
+    assert f["metrics"]["period_steps"] == 7, f["metrics"]
+    assert "recur every 7 steps" in f["summary"]
+
+
+def test_jitter_between_periodic_stalls_does_not_hide_the_period():
+    times = [0.01] * 50
+    for i in range(3, 50, 7):
+        times[i] = 0.41  # the script's stall
+    for i in (5, 12, 26):
+        times[i] = 0.016  # timer jitter that also crosses the limit
+    f = found(Evidence(source="profile", step_times_s=times))["step_outliers"]
+    assert f.metrics["period_steps"] == 7 and 5 in f.metrics["outlier_steps"]

@@ -112,6 +112,9 @@ class Evidence:
     other_cpu_pct: float | None = None  # other processes' CPU, share of the whole machine (busy machine)
     cpu_steal_pct: float | None = None  # hypervisor steal time, share of CPU time during the steps
     memory_measure: str = ""  # what memory_per_step_bytes counts: 'process RSS ...', 'CUDA allocated' ...
+    phase_s_typical: dict[str, float] = field(
+        default_factory=dict
+    )  # phase_s over the steps that are not outliers (trimmed), so one stall does not dilute every share
 
     notes: list[str] = field(default_factory=list)
 

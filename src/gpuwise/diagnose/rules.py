@@ -36,6 +36,11 @@ def _speedup_from_saving(saving_pct: float) -> float:
 
 
 def input_share_pct(ev: Evidence) -> float | None:
+    """The data-wait share of a typical step: trimmed phases when measured (one 800 ms stall must not
+    dilute it below a threshold), else the measured share."""
+    typical = ev.phase_s_typical
+    if "data_wait" in typical and sum(typical.values()) > 0:
+        return 100.0 * typical["data_wait"] / sum(typical.values())
     if ev.input_wait_pct is not None:
         return ev.input_wait_pct
     return ev.phase_pct("data_wait")
@@ -539,6 +544,15 @@ def _outlier_period(indices: list[int]) -> int | None:
     return period if period and period > 1 else None  # back-to-back slow steps are a burst, not a period
 
 
+def machine_busy(ev: Evidence) -> str | None:
+    """Why the machine, not the script, may have slowed steps: other processes' CPU or steal time."""
+    if ev.other_cpu_pct is not None and ev.other_cpu_pct >= T.MACHINE_BUSY_OTHER_CPU_PCT:
+        return f"other processes used {ev.other_cpu_pct:.0f} % of the machine's CPU"
+    if ev.cpu_steal_pct is not None and ev.cpu_steal_pct >= T.MACHINE_BUSY_STEAL_PCT:
+        return f"the hypervisor took {ev.cpu_steal_pct:.0f} % of CPU time (steal)"
+    return None
+
+
 @rule
 def step_outliers(ev: Evidence) -> Finding | None:
     times = ev.step_times_s
@@ -556,32 +570,56 @@ def step_outliers(ev: Evidence) -> Finding | None:
     cost_pct = 100.0 * excess / sum(times)
     if cost_pct < T.OUTLIER_MIN_COST_PCT:
         return None
-    period = _outlier_period(outliers)
+    largest = max(times[i] - median for i in outliers)
+    period = _outlier_period([i for i in outliers if times[i] - median >= T.OUTLIER_MAJOR_FRACTION * largest])
+    busy = machine_busy(ev)
+    head = (
+        f"{len(outliers)} of {len(times)} steps exceed the typical {median * 1000:.1f} ms by more than "
+        f"{T.OUTLIER_SIGMA:.0f}σ (slowest {max(times) * 1000:.1f} ms), costing {cost_pct:.1f} % of the run"
+    )
+    confidence: Confidence
+    if period:
+        # A fixed period is the script's own (checkpointing, evaluation); a busy machine only blurs it.
+        cause = (
+            f"; they recur every {period} steps (checkpointing, evaluation, logging or garbage collection?)"
+        )
+        confidence = "medium" if busy else _confidence(ev)
+    elif busy:
+        cause = f" while {busy}: the machine was busy, so these stalls are likely not the script's"
+        confidence = "low"
+    else:
+        cause = " at no fixed period (garbage collection, a slow file system or another process?)"
+        confidence = "low" if ev.source == "prediction" else "medium"
+    script_fix = "Find what runs on those steps: move checkpoint saving/evaluation off the critical path " + (
+        "(async checkpointing), avoid periodic host syncs, and call gc.freeze() after setup."
+    )
+    machine_only = busy is not None and not period
     return Finding(
         id="step_outliers",
-        title="Some steps are much slower than the rest",
-        severity="medium" if cost_pct >= T.OUTLIER_MODERATE_COST_PCT else "low",
-        confidence=_confidence(ev),
+        title="Some steps are much slower than the rest"
+        + (" (the machine was busy)" if machine_only else ""),
+        severity="low" if machine_only or cost_pct < T.OUTLIER_MODERATE_COST_PCT else "medium",
+        confidence=confidence,
         category="host",
-        summary=f"{len(outliers)} of {len(times)} steps exceed the typical {median * 1000:.1f} ms by more "
-        f"than {T.OUTLIER_SIGMA:.0f}σ "
-        f"(slowest {max(times) * 1000:.1f} ms), costing {cost_pct:.1f} % of the run"
-        + (
-            f"; they recur every {period} steps (checkpointing, evaluation, logging or garbage collection?)."
-            if period
-            else "."
-        ),
+        summary=head + cause + ("." if not busy or machine_only else f"; {busy}."),
         metrics={
             "outlier_steps": outliers[:50],
             "typical_step_s": round(median, 6),
             "slowest_step_s": round(max(times), 6),
             "outlier_cost_pct": round(cost_pct, 2),
             "period_steps": period,
+            "machine_busy": busy,
+            "other_cpu_pct": ev.other_cpu_pct,
+            "cpu_steal_pct": ev.cpu_steal_pct,
         },
-        fix="Find what runs on those steps: move checkpoint saving/evaluation off the critical path (async "
-        "checkpointing), "
-        "avoid periodic host syncs, and call gc.freeze() after setup.",
-        fix_snippet=(
+        fix=(
+            "Re-measure on a quiet machine (or with the job's cores reserved) before changing the script."
+            if machine_only
+            else script_fix
+        ),
+        fix_snippet=""
+        if machine_only
+        else (
             "import gc; gc.freeze()  # after model and data setup\n# "
             "torch.distributed.checkpoint.async_save(...) for checkpoints"
         ),

@@ -174,3 +174,6 @@ MEMORY_TREND_Z = 1.96
 # make slow steps the machine's, not the script's (the issue saw 93-97 % whole-machine CPU from others).
 MACHINE_BUSY_OTHER_CPU_PCT = 50.0
 MACHINE_BUSY_STEAL_PCT = 10.0
+# step_outliers: the period is read from the major stalls only (excess at least this fraction of the
+# largest excess), so timer jitter that crosses the limit between two checkpoints does not hide it.
+OUTLIER_MAJOR_FRACTION = 0.5
