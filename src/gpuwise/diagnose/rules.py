@@ -561,8 +561,9 @@ def step_outliers(ev: Evidence) -> Finding | None:
     # Judge against the typical step: median and a robust spread, so the outliers do not hide themselves.
     median = statistics.median(times)
     mad = statistics.median(abs(t - median) for t in times) * _MAD_TO_SIGMA
-    spread = mad if mad > 0 else statistics.pstdev(times)
-    limit = median + T.OUTLIER_SIGMA * max(spread, T.OUTLIER_MIN_SPREAD_FRACTION * median)
+    # Identical typical steps give MAD 0: the floor applies (the standard deviation would let the
+    # outliers themselves raise the bar).
+    limit = median + T.OUTLIER_SIGMA * max(mad, T.OUTLIER_MIN_SPREAD_FRACTION * median)
     outliers = [i for i, t in enumerate(times) if t > limit]
     if not outliers:
         return None
