@@ -283,3 +283,49 @@ def test_jitter_between_periodic_stalls_does_not_hide_the_period():
         times[i] = 0.016  # timer jitter that also crosses the limit
     f = found(Evidence(source="profile", step_times_s=times))["step_outliers"]
     assert f.metrics["period_steps"] == 7 and 5 in f.metrics["outlier_steps"]
+
+
+IO_LOADER_SCRIPT = """
+import os
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class SlowStorage(Dataset):
+    def __len__(self):
+        return 4096
+
+    def __getitem__(self, i):
+        time.sleep(0.005)  # waiting on storage, not computing
+        return torch.randn(64), i % 10
+
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Linear(64, 10)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loader = DataLoader(SlowStorage(), batch_size=8, num_workers=os.cpu_count())  # workers >= cores
+for step, (x, y) in enumerate(loader):
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step == 40:
+        break
+"""
+
+
+def test_real_io_waiting_loader_with_workers_at_core_count_gets_workers_not_saturation(tmp_path):
+    """The issue's I/O-waiting loader (20-35 % CPU) with num_workers >= cores: not 'CPU saturated'; on
+    this CPU-only run the fix has no pin_memory and the summary no idle device."""
+    script = tmp_path / "io_loader.py"
+    script.write_text(IO_LOADER_SCRIPT)
+    doc = profile_json(script, steps=30)
+    out = {f["id"]: f for f in doc["findings"]}
+    assert "loader_cpu_saturated" not in out, out.get("loader_cpu_saturated")
+    f = out["input_bound"]
+    cpu = doc["evidence"]["cpu_util_pct"]
+    assert cpu < T.LOADER_IO_WAIT_CPU_PCT and "waits on I/O" in f["fix"]
+    assert "pin_memory" not in f["fix"] + f["fix_snippet"] and "device idles" not in f["summary"]
+    assert f["metrics"]["suggested_num_workers"] >= 2
