@@ -82,6 +82,9 @@ def test_framework_decides_the_snippet_form():
     assert "DataLoader(" not in hf.fix_snippet
     pl = found(Evidence(**base, framework="lightning", cpu_util_pct=20))["input_bound"]
     assert "LightningDataModule" in pl.fix_snippet and "def train_dataloader(self)" in pl.fix_snippet
+    # a run recorded by the framework callbacks without a label is named after the framework
+    by_label = found(Evidence(**base, label="transformers.Trainer", cpu_util_pct=20))["input_bound"]
+    assert by_label.fix_snippet.startswith("TrainingArguments(")
 
 
 def test_saturated_cpu_measured_fires_and_names_cores():

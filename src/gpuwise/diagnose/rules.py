@@ -80,17 +80,26 @@ def _input_gain_high(ev: Evidence, share: float) -> float:
     return high
 
 
+# The profiler's framework callbacks label their runs so when the user gives no label.
+_FRAMEWORK_LABELS = {"transformers.Trainer": "hf-trainer", "lightning.Trainer": "lightning"}
+
+
+def detected_framework(ev: Evidence) -> str:
+    return ev.framework or _FRAMEWORK_LABELS.get(ev.label, "")
+
+
 def _loader_snippet(ev: Evidence, workers: int) -> str:
     """The loader settings in the form the detected framework takes them."""
     pin = _on_gpu(ev)
-    if ev.framework == "hf-trainer":
+    framework = detected_framework(ev)
+    if framework == "hf-trainer":
         return (
             f"TrainingArguments(..., dataloader_num_workers={workers}, "
             + ("dataloader_pin_memory=True, " if pin else "dataloader_pin_memory=False, ")
             + "dataloader_persistent_workers=True, dataloader_prefetch_factor=4)"
         )
     args = f"num_workers={workers}, " + ("pin_memory=True, " if pin else "") + "persistent_workers=True"
-    if ev.framework == "lightning":
+    if framework == "lightning":
         return (
             "# in your LightningDataModule\n"
             "def train_dataloader(self):\n"
