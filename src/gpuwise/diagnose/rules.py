@@ -38,7 +38,7 @@ def _speedup_from_saving(saving_pct: float) -> float:
 def input_share_pct(ev: Evidence) -> float | None:
     """The data-wait share of a typical step: trimmed phases when measured (one 800 ms stall must not
     dilute it below a threshold), else the measured share."""
-    typical = ev.phase_s_typical
+    typical = ev.phase_s_typical or {}
     if "data_wait" in typical and sum(typical.values()) > 0:
         return 100.0 * typical["data_wait"] / sum(typical.values())
     if ev.input_wait_pct is not None:
