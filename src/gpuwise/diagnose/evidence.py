@@ -107,6 +107,15 @@ class Evidence:
         default_factory=dict
     )  # change -> predicted peak bytes with it
 
+    # --- the run's context, so a fix fits the machine that was measured (issue 11, p11b) ----------------
+    framework: str | None = None  # 'hf-trainer', 'lightning'; None: plain PyTorch or unknown
+    other_cpu_pct: float | None = None  # other processes' CPU, share of the whole machine (busy machine)
+    cpu_steal_pct: float | None = None  # hypervisor steal time, share of CPU time during the steps
+    memory_measure: str | None = None  # what memory_per_step_bytes counts: 'process RSS ...', 'CUDA ...'
+    # phase_s over the steps that are not outliers (trimmed), so one stall does not dilute every share.
+    # These context fields are None when not measured (old saved runs load them as null).
+    phase_s_typical: dict[str, float] | None = None
+
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:

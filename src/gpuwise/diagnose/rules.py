@@ -6,6 +6,7 @@ high; derived or predicted: medium/low) and what the fix should buy, as a range.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from itertools import pairwise
@@ -35,15 +36,78 @@ def _speedup_from_saving(saving_pct: float) -> float:
 
 
 def input_share_pct(ev: Evidence) -> float | None:
+    """The data-wait share of a typical step: trimmed phases when measured (one 800 ms stall must not
+    dilute it below a threshold), else the measured share."""
+    typical = ev.phase_s_typical or {}
+    if "data_wait" in typical and sum(typical.values()) > 0:
+        return 100.0 * typical["data_wait"] / sum(typical.values())
     if ev.input_wait_pct is not None:
         return ev.input_wait_pct
     return ev.phase_pct("data_wait")
 
 
 def cpu_saturated(ev: Evidence) -> bool:
-    if ev.cpu_util_pct is not None and ev.cpu_util_pct >= T.CPU_SATURATED_PCT:
-        return True
-    return bool(ev.loader_num_workers and ev.cpu_count and ev.loader_num_workers >= ev.cpu_count)
+    """The run's processes already keep the cores busy: a *measured* CPU share, never a worker count
+    (workers waiting on I/O sleep, so num_workers >= cores says nothing about the CPU)."""
+    return ev.cpu_util_pct is not None and ev.cpu_util_pct >= T.CPU_SATURATED_PCT
+
+
+def _waits_on_io(ev: Evidence) -> bool:
+    return ev.cpu_util_pct is not None and ev.cpu_util_pct < T.LOADER_IO_WAIT_CPU_PCT
+
+
+def _on_gpu(ev: Evidence) -> bool:
+    """A CPU-only run has no device to idle, nothing to pin; traces and predictions are GPU runs."""
+    return ev.device != "cpu"
+
+
+def suggested_workers(ev: Evidence) -> int:
+    """Workers that fit the measured machine: an I/O wait needs no free core (workers sleep), a
+    CPU-bound loader gets only the cores the run leaves idle (on 2 cores: 1, not 2)."""
+    cores = ev.cpu_count or 4
+    if _waits_on_io(ev):
+        return max(2, min(T.LOADER_MAX_WORKERS, cores - 1))
+    spare = cores - 1 if ev.cpu_util_pct is None else cores * (1 - ev.cpu_util_pct / 100)
+    return max(1, min(T.LOADER_MAX_WORKERS, round(spare)))
+
+
+def _input_gain_high(ev: Evidence, share: float) -> float:
+    """Amdahl on the wait, and never more than the idle CPU can give: a run using u of the cores
+    cannot speed up by more than 1/u by doing CPU work in parallel (unless the wait is I/O)."""
+    high = _speedup_from_saving(share)
+    if ev.cpu_util_pct is not None and ev.cpu_util_pct > 0 and not _waits_on_io(ev):
+        high = min(high, max(1.0, 100.0 / ev.cpu_util_pct))
+    return high
+
+
+# The profiler's framework callbacks label their runs so when the user gives no label.
+_FRAMEWORK_LABELS = {"transformers.Trainer": "hf-trainer", "lightning.Trainer": "lightning"}
+
+
+def detected_framework(ev: Evidence) -> str:
+    return ev.framework or _FRAMEWORK_LABELS.get(ev.label, "")
+
+
+def _loader_snippet(ev: Evidence, workers: int) -> str:
+    """The loader settings in the form the detected framework takes them."""
+    pin = _on_gpu(ev)
+    framework = detected_framework(ev)
+    if framework == "hf-trainer":
+        return (
+            f"TrainingArguments(..., dataloader_num_workers={workers}, "
+            + ("dataloader_pin_memory=True, " if pin else "dataloader_pin_memory=False, ")
+            + "dataloader_persistent_workers=True, dataloader_prefetch_factor=4)"
+        )
+    args = f"num_workers={workers}, " + ("pin_memory=True, " if pin else "") + "persistent_workers=True"
+    if framework == "lightning":
+        return (
+            "# in your LightningDataModule\n"
+            "def train_dataloader(self):\n"
+            f"    return DataLoader(self.train_set, batch_size=..., {args}, prefetch_factor=4)"
+        )
+    return f"DataLoader(dataset, batch_size=..., {args},\n           prefetch_factor=4)" + (
+        "\n# and in the loop: batch = batch.to(device, non_blocking=True)" if pin else ""
+    )
 
 
 @rule
@@ -51,30 +115,37 @@ def input_bound(ev: Evidence) -> Finding | None:
     share = input_share_pct(ev)
     if share is None or share < T.INPUT_WAIT_MODERATE_PCT:
         return None
-    saturated = cpu_saturated(ev)
     workers = ev.loader_num_workers
-    suggested: int | None = None
-    if saturated:
+    advised = suggested_workers(ev)
+    suggested: int | None = advised
+    cpu_bound_full = cpu_saturated(ev) or (
+        not _waits_on_io(ev) and ev.cpu_util_pct is not None and workers is not None and advised <= workers
+    )
+    if cpu_bound_full:
+        suggested = None
         fix = (
-            "The loader already uses every core: make each sample cheaper (decode/augment on the GPU, "
-            "pre-process offline, cache decoded data) rather than adding workers."
+            "The loader already uses the cores the run leaves free: make each sample cheaper (decode/augment "
+            "on the GPU, pre-process offline, cache decoded data) rather than adding workers."
         )
         snippet = (
             "# e.g. NVIDIA DALI or torchvision.io.decode_jpeg(device='cuda'); or pre-tokenize / pre-resize "
             "once and load arrays"
         )
     else:
-        suggested = max(2, min(8, (ev.cpu_count or 4) - 1))
+        why = (
+            f" The CPU is only {ev.cpu_util_pct:.0f} % busy: the loader waits on I/O, so workers overlap it."
+            if _waits_on_io(ev) and ev.cpu_util_pct is not None
+            else ""
+        )
         fix = (
-            f"Load batches in parallel and overlap them with compute: num_workers={suggested}, "
-            "pin_memory=True, persistent_workers=True, prefetch_factor=4."
+            f"Load batches in parallel and overlap them with compute: num_workers={advised}, "
+            + ("pin_memory=True, " if _on_gpu(ev) else "")
+            + "persistent_workers=True, prefetch_factor=4."
+            + why
         )
-        snippet = (
-            f"DataLoader(dataset, batch_size=..., num_workers={suggested}, pin_memory=True,\n"
-            "           persistent_workers=True, prefetch_factor=4)\n"
-            "# and in the loop: batch = batch.to(device, non_blocking=True)"
-        )
-    gain_high = share if not saturated else share / 2
+        snippet = _loader_snippet(ev, advised)
+    high = _input_gain_high(ev, share if not cpu_bound_full else share / 2)
+    idle = "the device idles meanwhile" if _on_gpu(ev) else "the computation stalls meanwhile"
     return Finding(
         id="input_bound",
         title="The training loop waits for data",
@@ -83,25 +154,26 @@ def input_bound(ev: Evidence) -> Finding | None:
         category="input",
         summary=f"{share:.1f} % of each step is spent waiting for the next batch"
         + (f" (num_workers={workers})" if workers is not None else "")
-        + "; the device idles meanwhile.",
+        + f"; {idle}.",
         metrics={
             "input_wait_pct": round(share, 2),
             "loader_num_workers": workers,
             "cpu_util_pct": ev.cpu_util_pct,
             "suggested_num_workers": suggested,
-            "suggested_prefetch_factor": None if saturated else 4,
+            "suggested_prefetch_factor": None if cpu_bound_full else 4,
         },
         fix=fix,
         fix_snippet=snippet,
         gain=Gain(
             "throughput_x",
-            1.0 + (_speedup_from_saving(gain_high) - 1) * 0.5,
-            _speedup_from_saving(gain_high),
-            "if loading fully overlaps compute, the wait disappears from the step",
+            1.0 + (high - 1) * 0.5,
+            high,
+            "if loading fully overlaps compute, the wait disappears from the step"
+            + ("; capped by the idle CPU measured" if ev.cpu_util_pct is not None else ""),
         ),
         source=ev.source,
         tools=("torch.utils.data.DataLoader", "NVIDIA DALI")
-        if saturated
+        if cpu_bound_full
         else ("torch.utils.data.DataLoader",),
     )
 
@@ -111,18 +183,17 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
     share = input_share_pct(ev)
     if share is None or share < T.INPUT_WAIT_MODERATE_PCT or not cpu_saturated(ev):
         return None
+    assert ev.cpu_util_pct is not None
+    shared = "" if _on_gpu(ev) else " (on a CPU-only run the model's computation shares those cores)"
     return Finding(
         id="loader_cpu_saturated",
         title="The CPU cannot prepare batches faster: more workers will not help",
         severity="medium",
-        confidence="medium" if ev.cpu_util_pct is None else "high",
+        confidence="high",
         category="input",
-        summary=f"Data loading waits {share:.1f} % of the step while the CPU is "
-        + (
-            f"{ev.cpu_util_pct:.0f} % busy"
-            if ev.cpu_util_pct is not None
-            else f"already running {ev.loader_num_workers} workers on {ev.cpu_count} cores"
-        )
+        summary=f"Data loading waits {share:.1f} % of the step while the CPU is {ev.cpu_util_pct:.0f} % busy"
+        + (f" on {ev.cpu_count} cores" if ev.cpu_count else "")
+        + shared
         + ".",
         metrics={
             "input_wait_pct": round(share, 2),
@@ -131,8 +202,8 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
             "loader_num_workers": ev.loader_num_workers,
         },
         fix=(
-            "Move decoding/augmentation to the GPU, pre-process the dataset once, or use a machine with more "
-            "CPU cores per GPU."
+            "Make each sample cheaper: move decoding/augmentation to the GPU, pre-process the dataset once, "
+            "or use a machine with more CPU cores per GPU."
         ),
         fix_snippet=(
             "# GPU decode + augment: nvidia.dali.fn.decoders.image(..., device='mixed'), or cache "
@@ -482,6 +553,15 @@ def _outlier_period(indices: list[int]) -> int | None:
     return period if period and period > 1 else None  # back-to-back slow steps are a burst, not a period
 
 
+def machine_busy(ev: Evidence) -> str | None:
+    """Why the machine, not the script, may have slowed steps: other processes' CPU or steal time."""
+    if ev.other_cpu_pct is not None and ev.other_cpu_pct >= T.MACHINE_BUSY_OTHER_CPU_PCT:
+        return f"other processes used {ev.other_cpu_pct:.0f} % of the machine's CPU"
+    if ev.cpu_steal_pct is not None and ev.cpu_steal_pct >= T.MACHINE_BUSY_STEAL_PCT:
+        return f"the hypervisor took {ev.cpu_steal_pct:.0f} % of CPU time (steal)"
+    return None
+
+
 @rule
 def step_outliers(ev: Evidence) -> Finding | None:
     times = ev.step_times_s
@@ -490,8 +570,9 @@ def step_outliers(ev: Evidence) -> Finding | None:
     # Judge against the typical step: median and a robust spread, so the outliers do not hide themselves.
     median = statistics.median(times)
     mad = statistics.median(abs(t - median) for t in times) * _MAD_TO_SIGMA
-    spread = mad if mad > 0 else statistics.pstdev(times)
-    limit = median + T.OUTLIER_SIGMA * max(spread, T.OUTLIER_MIN_SPREAD_FRACTION * median)
+    # Identical typical steps give MAD 0: the floor applies (the standard deviation would let the
+    # outliers themselves raise the bar).
+    limit = median + T.OUTLIER_SIGMA * max(mad, T.OUTLIER_MIN_SPREAD_FRACTION * median)
     outliers = [i for i, t in enumerate(times) if t > limit]
     if not outliers:
         return None
@@ -499,32 +580,56 @@ def step_outliers(ev: Evidence) -> Finding | None:
     cost_pct = 100.0 * excess / sum(times)
     if cost_pct < T.OUTLIER_MIN_COST_PCT:
         return None
-    period = _outlier_period(outliers)
+    largest = max(times[i] - median for i in outliers)
+    period = _outlier_period([i for i in outliers if times[i] - median >= T.OUTLIER_MAJOR_FRACTION * largest])
+    busy = machine_busy(ev)
+    head = (
+        f"{len(outliers)} of {len(times)} steps exceed the typical {median * 1000:.1f} ms by more than "
+        f"{T.OUTLIER_SIGMA:.0f}σ (slowest {max(times) * 1000:.1f} ms), costing {cost_pct:.1f} % of the run"
+    )
+    confidence: Confidence
+    if period:
+        # A fixed period is the script's own (checkpointing, evaluation); a busy machine only blurs it.
+        cause = (
+            f"; they recur every {period} steps (checkpointing, evaluation, logging or garbage collection?)"
+        )
+        confidence = "medium" if busy else _confidence(ev)
+    elif busy:
+        cause = f" while {busy}: the machine was busy, so these stalls are likely not the script's"
+        confidence = "low"
+    else:
+        cause = " at no fixed period (garbage collection, a slow file system or another process?)"
+        confidence = "low" if ev.source == "prediction" else "medium"
+    script_fix = "Find what runs on those steps: move checkpoint saving/evaluation off the critical path " + (
+        "(async checkpointing), avoid periodic host syncs, and call gc.freeze() after setup."
+    )
+    machine_only = busy is not None and not period
     return Finding(
         id="step_outliers",
-        title="Some steps are much slower than the rest",
-        severity="medium" if cost_pct >= T.OUTLIER_MODERATE_COST_PCT else "low",
-        confidence=_confidence(ev),
+        title="Some steps are much slower than the rest"
+        + (" (the machine was busy)" if machine_only else ""),
+        severity="low" if machine_only or cost_pct < T.OUTLIER_MODERATE_COST_PCT else "medium",
+        confidence=confidence,
         category="host",
-        summary=f"{len(outliers)} of {len(times)} steps exceed the typical {median * 1000:.1f} ms by more "
-        f"than {T.OUTLIER_SIGMA:.0f}σ "
-        f"(slowest {max(times) * 1000:.1f} ms), costing {cost_pct:.1f} % of the run"
-        + (
-            f"; they recur every {period} steps (checkpointing, evaluation, logging or garbage collection?)."
-            if period
-            else "."
-        ),
+        summary=head + cause + ("." if not busy or machine_only else f"; {busy}."),
         metrics={
             "outlier_steps": outliers[:50],
             "typical_step_s": round(median, 6),
             "slowest_step_s": round(max(times), 6),
             "outlier_cost_pct": round(cost_pct, 2),
             "period_steps": period,
+            "machine_busy": busy,
+            "other_cpu_pct": ev.other_cpu_pct,
+            "cpu_steal_pct": ev.cpu_steal_pct,
         },
-        fix="Find what runs on those steps: move checkpoint saving/evaluation off the critical path (async "
-        "checkpointing), "
-        "avoid periodic host syncs, and call gc.freeze() after setup.",
-        fix_snippet=(
+        fix=(
+            "Re-measure on a quiet machine (or with the job's cores reserved) before changing the script."
+            if machine_only
+            else script_fix
+        ),
+        fix_snippet=""
+        if machine_only
+        else (
             "import gc; gc.freeze()  # after model and data setup\n# "
             "torch.distributed.checkpoint.async_save(...) for checkpoints"
         ),
@@ -533,6 +638,47 @@ def step_outliers(ev: Evidence) -> Finding | None:
         ),
         source=ev.source,
     )
+
+
+_TREND_MAX_POINTS = 200  # Theil-Sen is O(n²) in pairs: evenly thin longer series (20k pairs at most)
+
+
+def theil_sen(steps: list[int], values: list[float]) -> tuple[float, float, float]:
+    """(slope, lower bound of its two-sided confidence interval, intercept) over (step, value) points.
+
+    The median of pairwise slopes ignores a few wild readings (a GC pass, a cache warming up) that
+    make a least-squares slope or a "most deltas rise" count unreliable; the bound is Sen's (1968)
+    rank interval, so a slope whose lower bound is above zero is a trend, not noise."""
+    if len(steps) > _TREND_MAX_POINTS:
+        stride = len(steps) / _TREND_MAX_POINTS
+        picks = sorted({int(i * stride) for i in range(_TREND_MAX_POINTS)} | {len(steps) - 1})
+        steps, values = [steps[i] for i in picks], [values[i] for i in picks]
+    n = len(steps)
+    slopes = sorted(
+        (values[j] - values[i]) / (steps[j] - steps[i])
+        for i in range(n)
+        for j in range(i + 1, n)
+        if steps[j] != steps[i]
+    )
+    slope = statistics.median(slopes)
+    spread = T.MEMORY_TREND_Z * math.sqrt(n * (n - 1) * (2 * n + 5) / 18)
+    low_index = max(0, min(len(slopes) - 1, math.floor((len(slopes) - spread) / 2)))
+    intercept = statistics.median(v - slope * x for x, v in zip(steps, values, strict=True))
+    return slope, slopes[low_index], intercept
+
+
+def memory_measure(ev: Evidence) -> str:
+    """What the memory readings count, in words for a summary (RSS is not allocated memory)."""
+    measure = ev.memory_measure or next(
+        (n.split(":", 1)[1].strip() for n in ev.notes if n.startswith("memory_per_step_bytes:")), ""
+    )
+    if "RSS" in measure:
+        return "Process RSS"
+    if "memory_allocated" in measure or "allocated" in measure.lower():
+        return "Allocated device memory" if "cuda" in measure.lower() else "Allocated memory"
+    if "heap" in measure:
+        return "C heap in use"
+    return "Live memory"
 
 
 @rule
@@ -544,33 +690,35 @@ def memory_growth(ev: Evidence) -> Finding | None:
     span = steps[-1] - steps[0] + 1  # steps the readings cover
     if span < T.MIN_STEPS_FOR_STATISTICS:
         return None
-    first, last = mem[0], mem[-1]
-    if first <= 0:
+    per_step, per_step_low, intercept = theil_sen(steps, mem)
+    baseline = intercept + per_step * steps[0]  # the fitted level at the first reading
+    if baseline <= 0 or per_step_low <= 0:
         return None
-    growth_pct = 100.0 * (last - first) / first
-    deltas = [b - a for a, b in pairwise(mem)]
-    rising = sum(d > 0 for d in deltas) / len(deltas)
-    if growth_pct < T.MEMORY_GROWTH_MIN_PCT or rising < T.MEMORY_GROWTH_RISING_SHARE:
+    growth_pct = 100.0 * per_step * (span - 1) / baseline
+    if growth_pct < T.MEMORY_GROWTH_MIN_PCT:
         return None
-    per_step = (last - first) / (span - 1)
+    last = mem[-1]
     steps_left = None
-    if ev.memory_capacity_bytes and per_step > 0:
+    if ev.memory_capacity_bytes:
         steps_left = int(max(0, ev.memory_capacity_bytes - (ev.memory_peak_bytes or last)) / per_step)
+    what = memory_measure(ev)
     return Finding(
         id="memory_growth",
-        title="Live memory grows every step (a leak)",
+        title="Memory grows every step (a leak)",
         severity="high" if growth_pct >= T.MEMORY_GROWTH_HIGH_PCT or steps_left is not None else "medium",
         confidence=_confidence(ev),
         category="memory",
         summary=(
-            f"Allocated memory rose {growth_pct:.0f} % over {span} steps (+{per_step / 2**20:.1f} MiB per "
-            "step)"
+            f"{what} rose {growth_pct:.1f} % over {span} steps (+{per_step / 2**20:.2f} MiB per step, "
+            f"Theil–Sen trend; at least +{per_step_low / 2**20:.2f} MiB at 95 %)"
         )
         + (f"; at this rate memory runs out in ~{steps_left:,} steps." if steps_left is not None else "."),
         metrics={
             "growth_pct": round(growth_pct, 2),
             "bytes_per_step": round(per_step),
-            "first_bytes": first,
+            "bytes_per_step_low": round(per_step_low),
+            "measure": what,
+            "first_bytes": mem[0],
             "last_bytes": last,
             "steps_until_oom": steps_left,
         },

@@ -103,6 +103,41 @@ def read_evidence_files(paths: Sequence[str | Path]) -> list[Evidence]:
     return [ev for path in paths for ev in load_evidence(path)]
 
 
+def host_side_of_cpu_run(ev: Evidence) -> Evidence:
+    """A CPU-only run as evidence for a GPU plan: what the host measured (loader, CPU, leaks, framework)
+    carries over; its step times and shares describe the CPU computing, never a GPU idling, so they go.
+    The input-wait share is kept as the share of the CPU step (a lower bound: a GPU computes faster)."""
+    from gpuwise.diagnose.rules import input_share_pct
+
+    return Evidence(
+        source=ev.source,
+        label=ev.label,
+        rank=ev.rank,
+        device=ev.device,
+        input_wait_pct=input_share_pct(ev),
+        loader_num_workers=ev.loader_num_workers,
+        loader_pin_memory=ev.loader_pin_memory,
+        cpu_count=ev.cpu_count,
+        cpu_util_pct=ev.cpu_util_pct,
+        memory_per_step_bytes=list(ev.memory_per_step_bytes),
+        memory_step_index=list(ev.memory_step_index),
+        framework=ev.framework,
+        other_cpu_pct=ev.other_cpu_pct,
+        cpu_steal_pct=ev.cpu_steal_pct,
+        memory_measure=ev.memory_measure,
+        notes=[*ev.notes, "host side of a CPU-only run: step times and shares not carried to a GPU plan"],
+    )
+
+
+def cpu_run_note(ev: Evidence, gpu: str) -> str:
+    name = f" ({ev.label})" if ev.label else ""
+    return (
+        f"Evidence{name} comes from a CPU-only run: only its host side is used for {gpu} (input pipeline, "
+        "memory growth; findings at medium confidence). Its input-wait share is a lower bound there (the GPU "
+        "computes faster); its step times and idle shares describe the CPU, not a GPU, and were not used."
+    )
+
+
 def merge_evidence(predicted: Evidence, measured: Iterable[Evidence]) -> list[Evidence]:
     """Measured evidence first (rules rank high-confidence findings above predicted ones).
 

@@ -29,7 +29,13 @@ from gpuwise.plan import scaling as scale
 from gpuwise.plan import snippets as snip
 from gpuwise.plan.candidates import candidates
 from gpuwise.plan.evaluate import Evaluator, attention_scores_bytes
-from gpuwise.plan.evidence_sources import merge_evidence, prediction_evidence, read_evidence_files
+from gpuwise.plan.evidence_sources import (
+    cpu_run_note,
+    host_side_of_cpu_run,
+    merge_evidence,
+    prediction_evidence,
+    read_evidence_files,
+)
 from gpuwise.plan.goal import comfortable
 from gpuwise.plan.techniques import Step, apply, assess, recommend
 from gpuwise.plan.tools import advise
@@ -73,6 +79,8 @@ def make_plan(
     measured = [
         e for e in loaded if e.source != "prediction"
     ]  # a plan's own predictions are not measurements
+    cpu_notes = [cpu_run_note(e, workload.gpu) for e in measured if e.device == "cpu"]
+    measured = [host_side_of_cpu_run(e) if e.device == "cpu" else e for e in measured]
     ev = Evaluator()
     goal = workload.goal
     try:
@@ -89,6 +97,7 @@ def make_plan(
     # workload as given plus only the edits that GPU needs (a bigger GPU may need no lossy edit at all).
     hardware = hw.options(config_w if fits_here else workload, goal, ev.outcome)
     notes = [_ignored_predictions_note(len(loaded) - len(measured))] if len(measured) < len(loaded) else []
+    notes += cpu_notes
     move_note = ""
     if not fits_here:
         config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
@@ -242,7 +251,14 @@ def _bound_by_measured_idle(techniques: list, measured: list[Evidence]) -> list:
     """Amdahl: the models assume a busy GPU; if a measurement shows it idle (waiting for input, host),
     a compute speed-up only shortens the busy part. Say how far that caps each predicted gain."""
     idle = max(
-        (v for e in measured for v in (e.input_wait_pct, e.gpu_idle_pct) if v is not None), default=None
+        (
+            v
+            for e in measured
+            if e.device != "cpu"  # a CPU run's wait is no measure of a GPU idling
+            for v in (e.input_wait_pct, e.gpu_idle_pct)
+            if v is not None
+        ),
+        default=None,
     )
     if not idle:
         return techniques
@@ -293,7 +309,10 @@ def _fit_options_bytes(workload: Workload, ev: Evaluator) -> dict[str, float]:
 
 def _findings(measured: list[Evidence], predicted: Evidence, goal: Goal) -> list[Finding]:
     """Measured findings win over predicted ones with the same id; ranked by severity, then the goal."""
-    from_measured = diagnose(measured) if measured else []
+    on_gpu = [e for e in measured if e.device != "cpu"]
+    # A CPU-only run's host side holds for a GPU run, less surely (its loader shared cores with compute).
+    from_cpu = [replace(f, confidence="medium") for f in diagnose([e for e in measured if e.device == "cpu"])]
+    from_measured = rank_findings([*diagnose(on_gpu), *from_cpu]) if measured else []
     ids = {f.id for f in from_measured}
     from_prediction = [f for f in diagnose(predicted) if f.id not in ids]
     ranked = rank_findings([*from_measured, *from_prediction])
