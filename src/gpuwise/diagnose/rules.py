@@ -562,17 +562,22 @@ def machine_busy(ev: Evidence) -> str | None:
     return None
 
 
+def outlier_limit_s(times: list[float]) -> float:
+    """Steps slower than this are outliers. Judged against the typical step, median and a robust spread,
+    so the outliers do not hide themselves; identical typical steps give MAD 0 and the floor applies
+    (the standard deviation would let the outliers themselves raise the bar)."""
+    median = statistics.median(times)
+    mad = statistics.median(abs(t - median) for t in times) * _MAD_TO_SIGMA
+    return median + T.OUTLIER_SIGMA * max(mad, T.OUTLIER_MIN_SPREAD_FRACTION * median)
+
+
 @rule
 def step_outliers(ev: Evidence) -> Finding | None:
     times = ev.step_times_s
     if len(times) < T.MIN_STEPS_FOR_STATISTICS:
         return None
-    # Judge against the typical step: median and a robust spread, so the outliers do not hide themselves.
     median = statistics.median(times)
-    mad = statistics.median(abs(t - median) for t in times) * _MAD_TO_SIGMA
-    # Identical typical steps give MAD 0: the floor applies (the standard deviation would let the
-    # outliers themselves raise the bar).
-    limit = median + T.OUTLIER_SIGMA * max(mad, T.OUTLIER_MIN_SPREAD_FRACTION * median)
+    limit = outlier_limit_s(times)
     outliers = [i for i, t in enumerate(times) if t > limit]
     if not outliers:
         return None

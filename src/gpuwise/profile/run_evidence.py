@@ -11,6 +11,8 @@ import re
 from typing import Any
 
 from gpuwise.diagnose import Evidence
+from gpuwise.diagnose.rules import outlier_limit_s
+from gpuwise.diagnose.thresholds import MIN_STEPS_FOR_STATISTICS
 from gpuwise.profile.step_stats import gpu_phase_breakdown, phase_breakdown
 
 
@@ -51,7 +53,9 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
     if telemetry.get("gpu"):
         _from_nvml(ev, telemetry["gpu"])
     _from_catalog(ev, raw.get("gpu_name") or "")
+    ev.framework = meta.get("framework")
     if memory.get("measure"):
+        ev.memory_measure = memory["measure"]
         ev.notes.append(f"memory_per_step_bytes: {memory['measure']}")
     if ev.cpu_util_pct is not None:
         ev.notes.append(
@@ -67,6 +71,11 @@ def _from_steps(ev: Evidence, steps: list[dict[str, Any]]) -> None:
     ev.step_times_s = times
     ev.phase_s = {k: v.s_per_step for k, v in phase_breakdown(steps).items()}
     ev.input_wait_pct = ev.phase_pct("data_wait")
+    if len(times) >= MIN_STEPS_FOR_STATISTICS:
+        # phases of the typical steps: one long stall must not dilute every share (step_outliers names it)
+        limit = outlier_limit_s(times)
+        typical = [s for s in steps if s["wall_s"] <= limit]
+        ev.phase_s_typical = {k: v.s_per_step for k, v in phase_breakdown(typical).items()}
     readings = [(i, s["memory_bytes"]) for i, s in enumerate(steps) if s.get("memory_bytes") is not None]
     ev.memory_per_step_bytes = [m for _, m in readings]
     if len(readings) < len(steps):  # the probe spaced its reads to stay within its time budget
@@ -80,6 +89,10 @@ def _from_loader_and_cpu(ev: Evidence, raw: dict[str, Any], telemetry: dict[str,
         ev.loader_pin_memory = loader.get("pin_memory")
     ev.cpu_count = raw.get("cpu_count") or telemetry.get("cpu_count")
     ev.cpu_util_pct = telemetry.get("process_cpu_pct")
+    system, own = telemetry.get("system_cpu_pct"), telemetry.get("process_cpu_pct")
+    if system is not None and own is not None:
+        # both are shares of the whole machine: what is left of the busy share is other processes'
+        ev.other_cpu_pct = max(0.0, system - own)
 
 
 def _from_cuda_counters(
