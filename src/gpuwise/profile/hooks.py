@@ -77,7 +77,7 @@ class Instrumentation:
         ]
         self._patch(dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next)
         self._patch(torch.nn.Module, "compile", self._wrap_module_compile)
-        self._patch(torch.autograd, "backward", self._wrap_phase("backward"))
+        self._patch(torch.autograd, "backward", self._wrap_phase("backward", starts_step=True))
         self._patch(torch.autograd, "grad", self._wrap_phase("backward"))
         if self.copies_and_syncs:
             self._patch(torch.Tensor, "to", self._wrap_copy)
@@ -260,7 +260,7 @@ class Instrumentation:
 
         return functools.update_wrapper(__next__, original)
 
-    def _wrap_phase(self, phase: str):
+    def _wrap_phase(self, phase: str, starts_step: bool = False):
         rec = self.rec
         compiling = self._is_compiling
         enter = PHASES.index(phase)
@@ -271,6 +271,8 @@ class Instrumentation:
                 if compiling() or (rec.tid != get_ident() and not rec.on_thread()):
                     return original(*args, **kwargs)
                 try:
+                    if starts_step and rec.step_boundary != "optimizer":
+                        rec.backward_boundary()
                     rec.mark(enter)
                 except Exception as exc:
                     rec.contain(f"{phase} hook", exc)
