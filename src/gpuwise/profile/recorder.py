@@ -280,7 +280,7 @@ class Recorder:
         return bool(self.steps_closed or self.loader.loaders or self.events.has_activity())
 
     def auto_boundary(self) -> None:
-        """An optimizer step ended: the boundary of choice, so steps counted from backwards are folded back."""
+        """An optimizer step ended: the boundary of choice (steps counted from backwards fold back)."""
         if self.auto_step and not self.manual_steps:
             if self.step_boundary != "optimizer":
                 self._switch_boundary("optimizer")
