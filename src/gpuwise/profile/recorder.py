@@ -363,7 +363,11 @@ class Recorder:
         telemetry = None
         if sampler is not None:
             telemetry = summarize(
-                list(sampler.samples), sampler.cpu_count, dict(sampler.not_available), sampler.interval_s
+                list(sampler.samples),
+                sampler.cpu_count,
+                dict(sampler.not_available),
+                sampler.interval_s,
+                window=self._measured_window(),
             )
         end = self._stopped if not self.active and self._stopped else perf_counter()
         return {
@@ -388,6 +392,15 @@ class Recorder:
             "hook_errors": self.errors.to_list(),
             "notes": list(self.notes),
         }
+
+    def _measured_window(self) -> tuple[float, float] | None:
+        """The measured steps (after warm-up) on the perf_counter clock; None before the first one ends."""
+        records = self.events.records
+        measured = records[self.warmup :] or records
+        if not measured:
+            return None
+        origin = self.events.origin
+        return origin + measured[0].start_s, origin + measured[-1].start_s + measured[-1].wall_s
 
     def _memory_section(self) -> dict[str, Any]:
         memory: dict[str, Any] = {"measure": self.memory.measure}
