@@ -442,3 +442,61 @@ def test_a_run_shorter_than_a_sample_keeps_every_sample():
     assert tel["window"] == "run" and tel["process_cpu_pct"] == 40.0
     tel = summarize(samples, 2, {}, 0.5, window=(9.5, 10.1))
     assert tel["window"] == "steps" and tel["samples"] == 1
+
+
+_WORKER_SCRIPT = """
+import json, sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+import gpuwise
+
+
+class Busy(Dataset):
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        end = time.process_time() + 0.01  # 10 ms of CPU per item, in the worker
+        while time.process_time() < end:
+            pass
+        return torch.randn(8), torch.randn(1)
+
+
+if __name__ == "__main__":
+    method = sys.argv[1]
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gpuwise.profile(warmup=1, store=False, sample_interval_s=0.05) as prof:
+        for epoch in range(4):  # workers start and exit each epoch: a reaped worker must not leave a hole
+            loader = DataLoader(Busy(), batch_size=4, num_workers=2, multiprocessing_context=method)
+            for x, y in loader:
+                (model(x) - y).pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+    sampler = prof.recorder.sampler
+    cpu = [s["process_cpu_pct"] for s in sampler.samples if "process_cpu_pct" in s]
+    print(json.dumps({"cpu": cpu, "mean": prof.recorder.raw()["telemetry"]["process_cpu_pct"]}))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_worker_cpu_is_counted_for_every_start_method(method, tmp_path):
+    """Real DataLoader workers started by fork, spawn and forkserver (whose workers are grandchildren,
+    reaped by the forkserver, not by us): every CPU sample lies in [0, 100] % of the cores, and the
+    workers' busy loading shows up."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "workers.py"
+    script.write_text(_WORKER_SCRIPT)
+    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+    proc = subprocess.run(
+        [sys.executable, str(script), method], capture_output=True, text=True, timeout=240, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["cpu"], "no CPU samples"
+    assert all(0.0 <= pct <= 100.0 for pct in out["cpu"]), out["cpu"]
+    assert 0.0 < out["mean"] <= 100.0

@@ -148,7 +148,10 @@ class TelemetrySampler:
         for child in self._children:
             try:
                 ct = child.cpu_times()
-                total += ct.user + ct.system
+                # with its reaped children: a forkserver's workers are our grandchildren, reaped by it
+                # (not by us), so their CPU moves into its children times when they exit
+                total += ct.user + ct.system + getattr(ct, "children_user", 0.0)
+                total += getattr(ct, "children_system", 0.0)
             except (self._psutil.NoSuchProcess, self._psutil.AccessDenied, self._psutil.ZombieProcess):
                 continue
         return total
@@ -205,7 +208,12 @@ class TelemetrySampler:
             tree = self._safe("process_cpu", self._tree_cpu_s)
             last_tree = self._last.get("tree_cpu_s")
             if tree is not None and last_tree is not None:
-                sample["process_cpu_pct"] = 100.0 * (tree - last_tree) / dt / self.cpu_count
+                # A child that exited but is not reaped yet (or one not rescanned yet) drops out of the
+                # sum for a moment: keep the running maximum, so a dip is never a negative share and
+                # its recovery is not counted twice; a share above all cores is a late-seen child's past.
+                tree = max(tree, last_tree)
+                share = 100.0 * (tree - last_tree) / dt / self.cpu_count
+                sample["process_cpu_pct"] = min(100.0, share)
             self._last["tree_cpu_s"] = tree
             rss = self._safe("rss", self._read_rss) if self._read_rss is not None else None
             if rss is not None:
