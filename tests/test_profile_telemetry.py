@@ -401,3 +401,102 @@ def test_recorder_cuda_path_with_faked_cuda(monkeypatch):
     assert run.evidence.fp32_matmul_pct == 100 and run.evidence.tensor_core_speedup > 10
     assert "no_mixed_precision" in ids(run)
     assert run.evidence.memory_headroom_pct == pytest.approx(62.5)
+
+
+def test_telemetry_statistics_cover_the_measured_steps_only():
+    """A real run: 1.5 s of busy set-up after the profiler starts, then 2 warm-up steps and 15 steps
+    that mostly sleep. CPU % must describe the steps (low), not the set-up (a whole core)."""
+    import time
+
+    import torch
+
+    import gpuwise
+
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gpuwise.profile(warmup=2, store=False, sample_interval_s=0.1) as prof:
+        end = time.perf_counter() + 1.5
+        while time.perf_counter() < end:  # set-up that burns a core: before any step
+            pass
+        for _ in range(17):
+            model(torch.randn(4, 8)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            time.sleep(0.1)
+    raw = prof.recorder.raw()
+    tel = raw["telemetry"]
+    assert tel["window"] == "steps"
+    sampler = prof.recorder.sampler
+    assert sampler is not None
+    whole = summarize(sampler.samples, sampler.cpu_count, {}, 0.1)
+    # the steps span ~1.5 s at 0.1 s per sample; the set-up's ~15 samples are left out
+    assert 8 <= tel["samples"] < whole["samples"] - 8
+    # sleeping steps use a few % of one core; the spin used a whole one (50 % of 2 cores, less under load)
+    assert tel["process_cpu_pct"] < 15.0
+    assert whole["process_cpu_pct"] > tel["process_cpu_pct"] + 5.0
+
+
+def test_a_run_shorter_than_a_sample_keeps_every_sample():
+    samples = [{"t": 10.0, "dt": 0.5, "process_cpu_pct": 40.0}]
+    tel = summarize(samples, 2, {}, 0.5, window=(10.6, 10.7))
+    assert tel["window"] == "run" and tel["process_cpu_pct"] == 40.0
+    tel = summarize(samples, 2, {}, 0.5, window=(9.5, 10.1))
+    assert tel["window"] == "steps" and tel["samples"] == 1
+
+
+_WORKER_SCRIPT = """
+import json, sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+import gpuwise
+
+
+class Busy(Dataset):
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        end = time.process_time() + 0.01  # 10 ms of CPU per item, in the worker
+        while time.process_time() < end:
+            pass
+        return torch.randn(8), torch.randn(1)
+
+
+if __name__ == "__main__":
+    method = sys.argv[1]
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gpuwise.profile(warmup=1, store=False, sample_interval_s=0.05) as prof:
+        for epoch in range(4):  # workers start and exit each epoch: a reaped worker must not leave a hole
+            loader = DataLoader(Busy(), batch_size=4, num_workers=2, multiprocessing_context=method)
+            for x, y in loader:
+                (model(x) - y).pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+    sampler = prof.recorder.sampler
+    cpu = [s["process_cpu_pct"] for s in sampler.samples if "process_cpu_pct" in s]
+    print(json.dumps({"cpu": cpu, "mean": prof.recorder.raw()["telemetry"]["process_cpu_pct"]}))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_worker_cpu_is_counted_for_every_start_method(method, tmp_path):
+    """Real DataLoader workers started by fork, spawn and forkserver (whose workers are grandchildren,
+    reaped by the forkserver, not by us): every CPU sample lies in [0, 100] % of the cores, and the
+    workers' busy loading shows up."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "workers.py"
+    script.write_text(_WORKER_SCRIPT)
+    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+    proc = subprocess.run(
+        [sys.executable, str(script), method], capture_output=True, text=True, timeout=240, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["cpu"], "no CPU samples"
+    assert all(0.0 <= pct <= 100.0 for pct in out["cpu"]), out["cpu"]
+    assert 0.0 < out["mean"] <= 100.0

@@ -60,6 +60,7 @@ class Instrumentation:
         self.depth = 0
         self.roots: dict[int, weakref.ref] = {}
         self.global_module_hooks = False
+        self._compiled_calls: list[tuple[weakref.ref, Any, Any]] = []  # (module, compiled call, our wrapper)
 
     # -- install / uninstall -------------------------------------------------------------------
     def install(self) -> None:
@@ -75,7 +76,8 @@ class Instrumentation:
             optim_mod.register_optimizer_step_post_hook(self._opt_post),
         ]
         self._patch(dl_mod._BaseDataLoaderIter, "__next__", self._wrap_next)
-        self._patch(torch.autograd, "backward", self._wrap_phase("backward"))
+        self._patch(torch.nn.Module, "compile", self._wrap_module_compile)
+        self._patch(torch.autograd, "backward", self._wrap_phase("backward", starts_step=True))
         self._patch(torch.autograd, "grad", self._wrap_phase("backward"))
         if self.copies_and_syncs:
             self._patch(torch.Tensor, "to", self._wrap_copy)
@@ -105,6 +107,11 @@ class Instrumentation:
             else:
                 setattr(owner, name, original)
         self._patches.clear()
+        for ref, inner, wrapper in self._compiled_calls:
+            module = ref()
+            if module is not None and getattr(module, "_compiled_call_impl", None) is wrapper:
+                module._compiled_call_impl = inner
+        self._compiled_calls.clear()
         self.global_module_hooks = False
 
     def has_optimizer_hooks(self) -> bool:
@@ -127,8 +134,13 @@ class Instrumentation:
         self.global_module_hooks = True
 
     def narrow_to_roots(self) -> None:
-        """Swap the global module hooks for hooks on the discovered root modules only."""
+        """Swap the global module hooks for hooks on the discovered root modules only.
+
+        Not when a root is compiled (``torch.compile(model)``): Dynamo guards on the global hooks, so
+        removing them would recompile the model, and inside its graph they are no-ops anyway."""
         if not self.global_module_hooks or self.depth != 0 or not self.roots:
+            return
+        if any(_is_compiled(ref()) for ref in self.roots.values()):
             return
         for handle in self._global_handles:
             handle.remove()
@@ -142,6 +154,8 @@ class Instrumentation:
             self._root_handles.append(module.register_forward_hook(self._fwd_post, always_call=True))
 
     def _fwd_pre(self, module, args):
+        if self._is_compiling():  # traced by Dynamo: a no-op, so the compiled graph stays whole
+            return None
         rec = self.rec
         if rec.tid == get_ident() or rec.on_thread():
             self.depth += 1
@@ -157,6 +171,8 @@ class Instrumentation:
         return None
 
     def _fwd_post(self, module, args, output):
+        if self._is_compiling():
+            return None
         rec = self.rec
         if (rec.tid == get_ident() or rec.on_thread()) and self.depth > 0:
             self.depth -= 1
@@ -166,6 +182,39 @@ class Instrumentation:
                 except Exception as exc:
                     rec.contain("forward hook", exc)
         return None
+
+    def _wrap_module_compile(self, original):
+        """``model.compile()`` compiles the module's own call, hooks included, so its forward hooks
+        are no-ops in the graph: time the compiled call from outside instead, as one forward."""
+        instrumentation = self
+
+        def compile(module, *args, **kwargs):
+            out = original(module, *args, **kwargs)
+            try:
+                inner = getattr(module, "_compiled_call_impl", None)
+                if inner is not None:
+                    wrapper = instrumentation._timed_compiled_call(module, inner)
+                    module._compiled_call_impl = wrapper
+                    instrumentation._compiled_calls.append((weakref.ref(module), inner, wrapper))
+            except Exception as exc:
+                instrumentation.rec.contain("compile hook", exc)
+            return out
+
+        return functools.update_wrapper(compile, original)
+
+    def _timed_compiled_call(self, module, inner):
+        ref = weakref.ref(module)
+        pre, post = self._fwd_pre, self._fwd_post
+
+        def compiled_call(*args, **kwargs):
+            owner = ref()
+            pre(owner, args)
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                post(owner, args, None)
+
+        return functools.update_wrapper(compiled_call, inner)
 
     # -- optimizer ----------------------------------------------------------------------------------
     def _opt_pre(self, optimizer, args, kwargs):
@@ -211,7 +260,7 @@ class Instrumentation:
 
         return functools.update_wrapper(__next__, original)
 
-    def _wrap_phase(self, phase: str):
+    def _wrap_phase(self, phase: str, starts_step: bool = False):
         rec = self.rec
         compiling = self._is_compiling
         enter = PHASES.index(phase)
@@ -219,9 +268,11 @@ class Instrumentation:
 
         def make(original):
             def wrapper(*args, **kwargs):
-                if (rec.tid != get_ident() and not rec.on_thread()) or compiling():
+                if compiling() or (rec.tid != get_ident() and not rec.on_thread()):
                     return original(*args, **kwargs)
                 try:
+                    if starts_step and rec.step_boundary != "optimizer":
+                        rec.backward_boundary()
                     rec.mark(enter)
                 except Exception as exc:
                     rec.contain(f"{phase} hook", exc)
@@ -304,3 +355,11 @@ class Instrumentation:
             return timed(original, args, kwargs)
 
         return functools.update_wrapper(synchronize, original)
+
+
+def _is_compiled(module: Any) -> bool:
+    """``torch.compile(model)`` (an ``OptimizedModule``) or ``model.compile()`` (compiled in place)."""
+    return module is not None and (
+        getattr(module, "_orig_mod", None) is not None
+        or getattr(module, "_compiled_call_impl", None) is not None
+    )

@@ -82,6 +82,10 @@ class Recorder:
         self.warmup = warmup
         self.auto_step = auto_step
         self.manual_steps = False
+        # What ends a step: "optimizer" (optimizer.step()), "backward" (backward to backward, for manual
+        # SGD that never calls an optimizer), "manual" (p.step()); None until a boundary is seen.
+        self.step_boundary: str | None = None
+        self._backwards = 0  # backwards begun while no optimizer step was seen
         self.telemetry_enabled = telemetry
         self.sample_interval_s = sample_interval_s
         self.label = label
@@ -276,20 +280,35 @@ class Recorder:
         return bool(self.steps_closed or self.loader.loaders or self.events.has_activity())
 
     def auto_boundary(self) -> None:
+        """An optimizer step ended: the boundary of choice (steps counted from backwards fold back)."""
         if self.auto_step and not self.manual_steps:
+            if self.step_boundary != "optimizer":
+                self._switch_boundary("optimizer")
             self.end_step()
+
+    def backward_boundary(self) -> None:
+        """A backward begins: a step boundary until an optimizer step shows up (manual SGD,
+        ``p.data.add_(...)``, never calls one); each step then runs backward to backward."""
+        if self.auto_step and not self.manual_steps and self.step_boundary in (None, "backward"):
+            self._backwards += 1
+            if self._backwards >= 2:  # the first step runs from the first activity to the second backward
+                self.step_boundary = "backward"
+                self.end_step()
+
+    def _switch_boundary(self, boundary: str) -> None:
+        if self.step_boundary is not None and self.step_boundary != boundary and self.steps_closed:
+            self.events.reopen_closed_steps()
+            self.steps_closed = 0
+        self.step_boundary = boundary
 
     def step(self) -> None:
         """A manual step boundary (``p.step()``); from then on optimizer steps no longer mark steps."""
         if not self.active:
             return
-        first_manual = not self.manual_steps
         self.manual_steps = True
         if self.on_thread():
             try:
-                if first_manual and self.steps_closed:
-                    self.events.reopen_closed_steps()
-                    self.steps_closed = 0
+                self._switch_boundary("manual")
                 self.end_step()
             except Exception as exc:
                 self.contain("step", exc)
@@ -344,7 +363,11 @@ class Recorder:
         telemetry = None
         if sampler is not None:
             telemetry = summarize(
-                list(sampler.samples), sampler.cpu_count, dict(sampler.not_available), sampler.interval_s
+                list(sampler.samples),
+                sampler.cpu_count,
+                dict(sampler.not_available),
+                sampler.interval_s,
+                window=self._measured_window(),
             )
         end = self._stopped if not self.active and self._stopped else perf_counter()
         return {
@@ -359,6 +382,7 @@ class Recorder:
             "warmup": self.warmup,
             "steps_requested": self.steps_requested,
             "manual_steps": self.manual_steps,
+            "step_boundary": self.step_boundary,
             "wall_s": end - self._started if self._started else 0.0,
             "steps": records,
             "loader": self.loader.summary(),
@@ -368,6 +392,15 @@ class Recorder:
             "hook_errors": self.errors.to_list(),
             "notes": list(self.notes),
         }
+
+    def _measured_window(self) -> tuple[float, float] | None:
+        """The measured steps (after warm-up) on the perf_counter clock; None before the first one ends."""
+        records = self.events.records
+        measured = records[self.warmup :] or records
+        if not measured:
+            return None
+        origin = self.events.origin
+        return origin + measured[0].start_s, origin + measured[-1].start_s + measured[-1].wall_s
 
     def _memory_section(self) -> dict[str, Any]:
         memory: dict[str, Any] = {"measure": self.memory.measure}

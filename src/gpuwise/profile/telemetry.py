@@ -148,7 +148,10 @@ class TelemetrySampler:
         for child in self._children:
             try:
                 ct = child.cpu_times()
-                total += ct.user + ct.system
+                # with its reaped children: a forkserver's workers are our grandchildren, reaped by it
+                # (not by us), so their CPU moves into its children times when they exit
+                total += ct.user + ct.system + getattr(ct, "children_user", 0.0)
+                total += getattr(ct, "children_system", 0.0)
             except (self._psutil.NoSuchProcess, self._psutil.AccessDenied, self._psutil.ZombieProcess):
                 continue
         return total
@@ -196,7 +199,7 @@ class TelemetrySampler:
     def sample_once(self) -> dict[str, Any]:
         now = time.perf_counter()
         dt = now - self._last.get("t", now)
-        sample: dict[str, Any] = {"t": now}
+        sample: dict[str, Any] = {"t": now, "dt": dt}
         ps = self._psutil
         if ps is not None and dt > 0:
             per_core = self._safe("cpu_per_core", lambda: ps.cpu_percent(percpu=True))
@@ -205,7 +208,12 @@ class TelemetrySampler:
             tree = self._safe("process_cpu", self._tree_cpu_s)
             last_tree = self._last.get("tree_cpu_s")
             if tree is not None and last_tree is not None:
-                sample["process_cpu_pct"] = 100.0 * (tree - last_tree) / dt / self.cpu_count
+                # A child that exited but is not reaped yet (or one not rescanned yet) drops out of the
+                # sum for a moment: keep the running maximum, so a dip is never a negative share and
+                # its recovery is not counted twice; a share above all cores is a late-seen child's past.
+                tree = max(tree, last_tree)
+                share = 100.0 * (tree - last_tree) / dt / self.cpu_count
+                sample["process_cpu_pct"] = min(100.0, share)
             self._last["tree_cpu_s"] = tree
             rss = self._safe("rss", self._read_rss) if self._read_rss is not None else None
             if rss is not None:
@@ -222,10 +230,33 @@ class TelemetrySampler:
         return sample
 
 
+def in_window(samples: list[dict[str, Any]], window: tuple[float, float]) -> list[dict[str, Any]]:
+    """The samples whose interval (previous sample's time to its own, ``t0`` for the first) is mostly
+    inside ``window`` (perf_counter seconds): its midpoint falls in it. Set-up before the first
+    measured step (imports, data preparation, compilation) and the tail after the last one then never
+    dilute a statistic about the steps."""
+    start, end = window
+    kept = []
+    for s in samples:
+        t = s["t"]
+        mid = t - 0.5 * s.get("dt", 0.0)
+        if start <= mid <= end:
+            kept.append(s)
+    return kept
+
+
 def summarize(
-    samples: list[dict[str, Any]], cpu_count: int, not_available: dict[str, str], interval_s: float
+    samples: list[dict[str, Any]],
+    cpu_count: int,
+    not_available: dict[str, str],
+    interval_s: float,
+    window: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
-    """Means, maxima and shares over the samples; keys are absent when nothing measured them."""
+    """Means, maxima and shares over the samples taken during the measured steps (``window``, when
+    at least one sample falls in it; else all of them, said by ``window: "run"``); keys are absent
+    when nothing measured them."""
+    windowed = in_window(samples, window) if window is not None else []
+    samples = windowed or samples
 
     def values(key: str) -> list[float]:
         return [s[key] for s in samples if s.get(key) is not None]
@@ -242,6 +273,7 @@ def summarize(
     cores = [sum(c[i] for c in per_core) / len(per_core) for i in range(len(per_core[0]))] if per_core else []
     out: dict[str, Any] = {
         "samples": len(samples),
+        "window": "steps" if windowed else "run",
         "interval_s": interval_s,
         "cpu_count": cpu_count,
         "process_cpu_pct": mean("process_cpu_pct"),
