@@ -3,7 +3,9 @@
 Reads are spaced so that the probe costs about ``MEMORY_PROBE_BUDGET`` of the run's time: after a
 read costing c (the cheapest of the last ``COST_WINDOW``, since one read can wait for a preempted
 vCPU), the next waits c / budget. A heap with more than ``MAX_FREE_CHUNKS`` free chunks switches the
-run to RSS: a count, so the choice does not depend on machine load.
+run to RSS: a count, so the choice does not depend on machine load. When the window's length is known,
+a read is also due every ``read_every_steps`` steps, so a short window still gets enough readings for a
+trend (``MIN_READINGS_PER_WINDOW``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from gpuwise.profile.memory_probe import (
     COST_WINDOW,
     MAX_FREE_CHUNKS,
     MEMORY_PROBE_BUDGET,
+    MIN_READINGS_PER_WINDOW,
     live_memory_probe,
     rss_reader,
 )
@@ -35,12 +38,19 @@ class LiveMemory:
         self.measure = "not available"
         self.read: Callable[[], float] | None = None
         self.due_s = 0.0  # no read before this time (the recorder checks it before calling sample)
+        self.read_every_steps: int | None = None  # set when the window's length is known
+        self.due_step = float("inf")  # ... unless this step is reached
         self._costs: list[float] = []  # seconds of the last COST_WINDOW reads
 
     def use(self, measure: str, read: Callable[[], float] | None) -> None:
         self.measure, self.read = measure, read
         # a first cost, measured now: one preempted first read must not space out the rest
         self._costs = [_timed(read)] if read is not None else []
+
+    def pace_for_window(self, steps: int) -> None:
+        """A window of ``steps`` steps (warm-up included) gets at least MIN_READINGS_PER_WINDOW readings."""
+        self.read_every_steps = max(1, steps // MIN_READINGS_PER_WINDOW)
+        self.due_step = self.read_every_steps
 
     def start(self) -> None:
         self.use(*live_memory_probe("cpu"))
@@ -65,6 +75,8 @@ class LiveMemory:
             costs.append(perf_counter() - t0)
         self.events.log(MEMORY, value)
         self.due_s = t0 + min(costs) / MEMORY_PROBE_BUDGET
+        if self.read_every_steps is not None:
+            self.due_step = step + self.read_every_steps
 
     def _switch_to_rss(self, free_chunks: int, step: int) -> Callable[[], float] | None:
         """The heap fragmented (mallinfo2 got slow): RSS from here on; readings of two measures do not mix."""

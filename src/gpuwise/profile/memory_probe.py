@@ -47,6 +47,10 @@ class _MallInfo2(ctypes.Structure):
 # window): use RSS for the rest of the run.
 MAX_FREE_CHUNKS = 2000
 COST_WINDOW = 3  # reads whose cheapest cost paces the probe
+# Readings a window of known length gets at least, whatever the time budget allows: a trend needs points
+# (a 20-step window at 15 ms steps got 3 readings from the budget alone, too few to test a slope). At
+# most this many extra reads of 2-50 µs per window: well under a millisecond per run.
+MIN_READINGS_PER_WINDOW = 12
 MEMORY_PROBE_BUDGET = (
     0.0005  # share of the run's time the probe may use: after a read costing c, wait c / budget
 )

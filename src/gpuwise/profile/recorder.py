@@ -102,6 +102,8 @@ class Recorder:
         self.loader = LoaderWatch()
         self.notes: list[str] = []
         self.memory = LiveMemory(self.events, self.notes)
+        if steps is not None:
+            self.memory.pace_for_window(warmup + steps)
         self.errors = ContainedErrors()
         self.cuda: CudaSide | None = None
         self.instrumentation: Instrumentation | None = None
@@ -322,7 +324,8 @@ class Recorder:
         self.log(STEP, now)
         n = self.steps_closed = self.steps_closed + 1
         memory, events = self.memory, self.events
-        if memory.read is not None and now >= memory.due_s:  # checked inline: a call costs µs here
+        # checked inline: a call costs µs here
+        if memory.read is not None and (now >= memory.due_s or n >= memory.due_step):
             try:
                 memory.sample(n)
             except Exception as exc:
