@@ -65,3 +65,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "=", f"GPUWISE_STRICT_SKIPS: {len(unexpected)} skip(s) not for missing hardware", red=True
         )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def run_torchrun_profile(script: Path, store: Path, steps: int, warmup: int = 2) -> CliResult:
+    """`gpuwise profile --json` of SCRIPT under `torchrun --standalone --nproc_per_node 2` (gloo ranks)."""
+    return run_cli(
+        "profile",
+        "--json",
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+        "--store",
+        str(store),
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(script),
+        timeout=300,
+    )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_torchrun_profile
 from gpuwise.diagnose import load_evidence
 
 TRAIN = textwrap.dedent(
@@ -192,25 +192,7 @@ TORCHRUN = textwrap.dedent(
 def test_torchrun_records_one_run_per_rank(tmp_path):
     path = tmp_path / "ddp.py"
     path.write_text(TORCHRUN)
-    result = run_cli(
-        "profile",
-        "--json",
-        "--steps",
-        "8",
-        "--warmup",
-        "2",
-        "--store",
-        str(tmp_path / "runs.sqlite"),
-        "--",
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        str(path),
-        timeout=300,
-    )
+    result = run_torchrun_profile(path, tmp_path / "runs.sqlite", steps=8)
     assert result.exit_code == 0, result.stderr[-2000:]
     doc = result.json()
     assert sorted(r["rank"] for r in doc["runs"]) == [0, 1], (doc["notes"], result.stderr[-3000:])

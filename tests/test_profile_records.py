@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_torchrun_profile
 
 HEAD = textwrap.dedent(
     """
@@ -144,25 +144,7 @@ RANK_EXITS_3 = textwrap.dedent(
 def test_a_torchrun_rank_exiting_3_is_not_completed(tmp_path):
     path = tmp_path / "ddp.py"
     path.write_text(RANK_EXITS_3)
-    result = run_cli(
-        "profile",
-        "--json",
-        "--steps",
-        "4",
-        "--warmup",
-        "2",
-        "--store",
-        str(tmp_path / "runs.sqlite"),
-        "--",
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        str(path),
-        timeout=300,
-    )
+    result = run_torchrun_profile(path, tmp_path / "runs.sqlite", steps=4)
     assert result.exit_code != 0, result.stderr[-2000:]
     runs = {r["rank"]: r for r in result.json()["runs"]}
     assert set(runs) == {0, 1}, result.stderr[-2000:]
