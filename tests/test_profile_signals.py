@@ -44,27 +44,19 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 180) -> None
         time.sleep(0.1)
 
 
+def profile_forever(store: str, script: Path, ready: Path) -> list[str]:
+    """`gpuwise profile` of a script that trains until stopped (it touches READY once it has steps)."""
+    cmd = ["profile", "--json", "--steps", "100000", "--store", store, "--", sys.executable]
+    return [sys.executable, "-m", "gpuwise", *cmd, str(script), str(ready)]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_to_gpuwise_stops_the_script_and_saves_it_interrupted(tmp_path, sig):
     script, ready = tmp_path / "train.py", tmp_path / "ready"
     script.write_text(FOREVER)
     store = str(tmp_path / "runs.sqlite")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpuwise",
-            "profile",
-            "--json",
-            "--steps",
-            "100000",
-            "--store",
-            store,
-            "--",
-            sys.executable,
-            str(script),
-            str(ready),
-        ],
+        profile_forever(store, script, ready),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -149,21 +141,7 @@ def test_ctrl_c_in_a_terminal_reaches_the_script_once(tmp_path):
 
     store = str(tmp_path / "runs.sqlite")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpuwise",
-            "profile",
-            "--json",
-            "--steps",
-            "100000",
-            "--store",
-            store,
-            "--",
-            sys.executable,
-            str(script),
-            str(ready),
-        ],
+        profile_forever(store, script, ready),
         stdin=slave,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
