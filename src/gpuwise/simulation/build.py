@@ -77,11 +77,7 @@ def _phi3(a: ModelArch) -> dict[str, Any]:
 
 
 def _gptj(a: ModelArch) -> dict[str, Any]:
-    return {
-        **{k: v for k, v in _gpt2_like(a).items() if k != "n_inner"},
-        "n_inner": a.intermediate_size,
-        "rotary_dim": 64,
-    }
+    return {**_gpt2_like(a), "rotary_dim": 64}
 
 
 def _phi(a: ModelArch) -> dict[str, Any]:
