@@ -18,6 +18,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO / "tests" / "data" / "traces"
 HARDWARE_SKIP = "needs hardware:"
+# A 4-layer Llama with GQA (config.json keys): small enough to simulate or run in seconds on a CPU.
+TINY_LLAMA_CONFIG = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 128,
+    "intermediate_size": 344,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1024,
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": False,
+}
 
 
 @dataclass

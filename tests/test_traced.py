@@ -14,6 +14,7 @@ pytest.importorskip("peft")
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count  # noqa: E402
 
+from conftest import TINY_LLAMA_CONFIG  # noqa: E402
 from gpuwise.errors import GpuwiseError  # noqa: E402
 from gpuwise.simulation import traced_estimate  # noqa: E402
 from gpuwise.simulation.estimate import simulate  # noqa: E402
@@ -21,18 +22,7 @@ from gpuwise.simulation.flops import causal_fraction  # noqa: E402
 from gpuwise.simulation.tracker import MemoryTracker, cuda_block_bytes  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 
-TINY = {
-    "model_type": "llama",
-    "architectures": ["LlamaForCausalLM"],
-    "hidden_size": 128,
-    "intermediate_size": 344,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1024,
-    "max_position_embeddings": 512,
-    "tie_word_embeddings": False,
-}
+TINY = TINY_LLAMA_CONFIG
 
 
 @pytest.fixture

@@ -18,22 +18,12 @@ pytest.importorskip("peft")
 from torch._C._profiler import _EventType  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+from conftest import TINY_LLAMA_CONFIG  # noqa: E402
 from gpuwise.simulation.estimate import simulate  # noqa: E402
 from gpuwise.units import MiB  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 
-TINY = {
-    "model_type": "llama",
-    "architectures": ["LlamaForCausalLM"],
-    "hidden_size": 128,
-    "intermediate_size": 344,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 1024,
-    "max_position_embeddings": 512,
-    "tie_word_embeddings": False,
-}
+TINY = TINY_LLAMA_CONFIG
 TOLERANCE_BYTES = 0.05 * MiB
 
 
