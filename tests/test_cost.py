@@ -89,8 +89,8 @@ def test_price_precedence_and_missing_price():
     assert gpu_price(gpu, w, 4.0).origin == "flag"
     assert gpu_price(gpu, w).usd_per_gpu_hour == 1.5
     assert gpu_price(gpu).origin == "catalog"
-    with pytest.raises(GpuwiseError, match=r"no verified \$/GPU-hour for rtx-4090.*--usd-per-hour"):
-        estimate_cost(W(model="llama-3-8b", gpu="rtx-4090"))
+    with pytest.raises(GpuwiseError, match=r"no verified \$/GPU-hour for gb200.*NVL72.*--usd-per-hour"):
+        estimate_cost(W(model="llama-3-8b", gpu="gb200"))
 
 
 def test_compare_gpus_covers_the_catalog_and_sorts_by_cost():
@@ -141,7 +141,7 @@ def test_cli_cost_vision_in_images(cli):
     "args, message",
     [
         (("llama-3-8b", "-g", "h100"), "did you mean 'h100-sxm'"),
-        (("llama-3-8b", "-g", "rtx-4090"), "pass --usd-per-hour"),
+        (("llama-3-8b", "-g", "gb200"), "pass --usd-per-hour"),
         (("llama-3-8b", "-g", "h100-sxm", "--cooling-overhead", "500"), "cooling overhead"),
         (("llama-3-8b", "-g", "h100-sxm", "--api-usd-per-mtok", "-1"), "API price must be positive"),
     ],

@@ -1,13 +1,14 @@
 """The GPU catalog: datasheet specs (dense TFLOPS), interconnect, features and prices.
 
-Every bundled row comes from ``data/gpus.csv`` (each row names its sources in ``spec_source``
-/ ``price_source``). TFLOPS are **dense** peaks; sparse datasheet
-figures were halved at the source. Memory is decimal GB as the datasheets print it.
+Every bundled row comes from ``data/gpus.csv`` (each row names its sources in ``spec_source``);
+its default on-demand price comes from ``data/prices.csv`` (see ``gpuwise.catalog.prices``).
+TFLOPS are **dense** peaks; sparse datasheet figures were halved at the source.
+Memory is decimal GB as the datasheets print it.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 
@@ -144,7 +145,23 @@ def gpu_from_mapping(row: dict[str, Any], origin: str = "catalog") -> GPU:
 def _catalog() -> dict[str, GPU]:
     from gpuwise.catalog.user_files import load_catalog
 
-    return load_catalog("gpus", gpu_from_mapping)
+    return {key: _with_listed_price(gpu) for key, gpu in load_catalog("gpus", gpu_from_mapping).items()}
+
+
+def _with_listed_price(gpu: GPU) -> GPU:
+    """Bundled GPUs take their default $/GPU-hour from prices.csv (the one place prices live)."""
+    from gpuwise.catalog.prices import no_price_reason, price
+
+    if gpu.origin != "catalog" or gpu.cloud_usd_per_hr is not None:
+        return gpu
+    listed = price(gpu.id, "on_demand")
+    if listed is None:
+        return replace(gpu, price_source=no_price_reason(gpu.id) or "no published on-demand price")
+    return replace(
+        gpu,
+        cloud_usd_per_hr=listed.usd,
+        price_source=f"on-demand, {listed.provider}, as of {listed.as_of}: {listed.source}",
+    )
 
 
 def list_gpus() -> list[GPU]:

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from gpuwise.catalog import get_gpu, get_model, list_gpus, list_models
+from gpuwise.catalog.prices import prices_for
 from gpuwise.cli.output import emit
 from gpuwise.report import catalog_view
 
@@ -20,7 +21,13 @@ def gpus(
     """List the GPU catalog, or show one GPU with its sources."""
     if gpu_id:
         gpu = get_gpu(gpu_id)
-        emit({"gpu": gpu.to_dict()}, "gpu", as_json, lambda c: catalog_view.render_gpu(c, gpu))
+        listed = [p.to_dict() for p in prices_for(gpu.id)]
+        emit(
+            {"gpu": gpu.to_dict(), "prices": listed},
+            "gpu",
+            as_json,
+            lambda c: catalog_view.render_gpu(c, gpu),
+        )
     else:
         items = list_gpus()
         emit(

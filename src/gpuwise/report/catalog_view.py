@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from gpuwise.catalog import GPU, ModelArch
+from gpuwise.catalog.prices import prices_for
+
+_KIND_SHORT = {
+    "on_demand": "OD",
+    "spot": "spot",
+    "reserved_1y": "1y",
+    "reserved_3y": "3y",
+    "purchase_gpu": "buy",
+    "purchase_server": "server",
+}
+
+
+def _price_kinds(g: GPU) -> str:
+    kinds = dict.fromkeys(_KIND_SHORT[p.kind] for p in prices_for(g.id))
+    return ",".join(kinds) or "—"
+
+
+def _as_of(g: GPU) -> str:
+    listed = [p for p in prices_for(g.id) if p.kind == "on_demand"]
+    return listed[0].as_of if listed else "—"
 
 
 def _n(value: float | None, fmt: str = "{:,.0f}") -> str:
@@ -13,7 +34,13 @@ def _n(value: float | None, fmt: str = "{:,.0f}") -> str:
 
 
 def render_gpu_table(console: Console, gpus: list[GPU]) -> None:
-    table = Table(title="GPU catalog (dense peak TFLOPS; memory in decimal GB)", header_style="bold")
+    table = Table(
+        title="GPU catalog (dense peak TFLOPS; memory in decimal GB)",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     for col in (
         "id",
         "memory GB",
@@ -26,8 +53,15 @@ def render_gpu_table(console: Console, gpus: list[GPU]) -> None:
         "ECC",
         "MIG",
         "$/h",
+        "as of",
+        "prices",
     ):
-        table.add_column(col, justify="left" if col == "id" else "right", no_wrap=col == "id")
+        table.add_column(
+            col,
+            justify="left" if col in {"id", "prices"} else "right",
+            no_wrap=col == "id",
+            min_width={"as of": 10, "prices": 17}.get(col),
+        )
     for g in gpus:
         table.add_row(
             g.id,
@@ -41,10 +75,14 @@ def render_gpu_table(console: Console, gpus: list[GPU]) -> None:
             "yes" if g.ecc else "no",
             str(g.mig_max or "—"),
             _n(g.cloud_usd_per_hr, "{:.2f}"),
+            _as_of(g),
+            _price_kinds(g),
         )
     console.print(table)
     console.print(
-        "[dim]`gpuwise gpus ID` shows sources and notes. Add your own GPUs in a gpus.yaml (see README).[/dim]"
+        "[dim]$/h: default on-demand $/GPU-hour; prices: OD on-demand, spot, 1y/3y reserved, buy (per GPU), "
+        "server (purchase). `gpuwise gpus ID` shows every price with its source and date, and notes. "
+        "Add your own GPUs in a gpus.yaml (see README).[/dim]"
     )
 
 
@@ -56,6 +94,15 @@ def render_gpu(console: Console, g: GPU) -> None:
         if value not in (None, "", 0, 0.0) or key in {"ecc", "consumer"}:
             table.add_row(key, str(value))
     console.print(table)
+    listed = prices_for(g.id)
+    if listed:
+        prices = Table(title="Prices (USD; the first of each kind is the default)", header_style="bold")
+        for col in ("kind", "USD", "unit", "provider", "as of", "source"):
+            prices.add_column(col, justify="right" if col == "USD" else "left")
+        for p in listed:
+            unit = p.unit if p.unit != "server" else f"server of {p.gpus}"
+            prices.add_row(p.kind, f"{p.usd:,.4g}", unit, p.provider, p.as_of, p.source)
+        console.print(prices)
 
 
 def render_model_table(console: Console, models: list[ModelArch]) -> None:
