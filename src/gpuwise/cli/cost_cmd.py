@@ -4,6 +4,7 @@
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from gpuwise.cli.output import emit, one_format
 from gpuwise.cli.workload_flags import workload_command
@@ -32,6 +33,10 @@ def cost(
     usd_per_kwh: Annotated[
         float | None, typer.Option("--usd-per-kwh", help="Electricity price for the energy line.")
     ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option("--budget", help="Monthly budget in $ for buy vs rent vs API (monthly_budget_usd)."),
+    ] = None,
     all_gpus: Annotated[
         bool, typer.Option("--all-gpus", help="Compare the same workload on every catalog GPU.")
     ] = False,
@@ -40,13 +45,16 @@ def cost(
     ] = False,
     as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
 ) -> None:
-    """Time and $ of a training run, $ per 1M tokens served, energy, and the API break-even.
+    """Time and $ of a training run, $ per 1M tokens served, energy, and buy vs rent vs API.
 
     Speed comes from the performance model (`gpuwise.perf`); prices from the GPU catalog unless
-    you give one. `--utilization` is the share of paid GPU time spent working.
+    you give one. `--utilization` is the share of paid GPU time spent working. Buying is priced
+    from the workload's purchase_usd_per_gpu, amortization_months, ops_usd_per_month, pue and
+    usd_per_kwh (set them with --set; defaults in docs/cost.md).
     """
     from gpuwise.perf.cost import compare_gpus, estimate_cost
-    from gpuwise.report import cost_view
+    from gpuwise.perf.tco import tco_for
+    from gpuwise.report import cost_view, markdown, tco_view, terminal
 
     one_format(as_json, as_markdown)  # before the work, not after it
 
@@ -71,6 +79,8 @@ def cost(
             as_markdown,
         )
         return
+    if budget is not None:
+        workload = workload.with_changes(monthly_budget_usd=budget)
     estimate = estimate_cost(
         workload,
         usd_per_gpu_hour=usd_per_hour,
@@ -78,11 +88,18 @@ def cost(
         cooling_overhead_pct=cooling_overhead,
         usd_per_kwh=usd_per_kwh,
     )
+    tco = tco_for(workload, estimate.perf)
+    tco_doc = tco_view.document(tco)
+
+    def show(console: Console) -> None:
+        cost_view.render_cost(console, estimate)
+        terminal.render(console, tco_doc)
+
     emit(
-        {"cost": estimate.to_dict()},
+        {"cost": estimate.to_dict(), "tco": tco.to_dict()},
         "cost",
         as_json,
-        lambda c: cost_view.render_cost(c, estimate),
-        lambda: cost_view.markdown_cost(estimate),
+        show,
+        lambda: cost_view.markdown_cost(estimate) + "\n" + markdown.render(tco_doc),
         as_markdown,
     )

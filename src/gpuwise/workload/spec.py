@@ -132,6 +132,13 @@ class Workload:
     usd_per_gpu_hour: float | None = None  # overrides the catalog price
     name: str = ""
     source: str = field(default="", compare=False)  # file it came from
+    # --- costs: buy vs rent vs API (gpuwise.perf.tco); None = catalog / cost.toml default ---
+    monthly_budget_usd: float | None = None
+    purchase_usd_per_gpu: float | None = None  # overrides the catalog's purchase price
+    amortization_months: float | None = None
+    ops_usd_per_month: float | None = None  # colocation / ops for all the GPUs
+    pue: float | None = None  # facility power / IT power of the room owned GPUs sit in
+    usd_per_kwh: float | None = None
 
     @property
     def is_training(self) -> bool:

@@ -1,0 +1,380 @@
+"""Buy vs rent vs API: the monthly cost of the same work when owning the GPUs, renting them
+(on-demand, spot, reserved) or calling a hosted model, with the break-even points.
+
+Owning is mostly fixed: the purchase written off over the amortization period, colocation, and
+power that follows utilization (GPU TDP x utilization x PUE x $/kWh). On-demand and spot rentals
+are paid only for the hours the GPUs work; a reservation is paid every hour. That asymmetry is
+the whole decision: buying wins above a break-even utilization, after a break-even number of
+months. An API is priced per token, so it only applies to LLM serving work.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal, cast
+
+from gpuwise.catalog import GPU, get_gpu, get_model
+from gpuwise.catalog.prices import HOURLY_KINDS, GpuPrice, price
+from gpuwise.errors import GpuwiseError
+from gpuwise.perf.cost import cost_constants, hours_per_month
+from gpuwise.perf.predict import predict
+from gpuwise.perf.prediction import PerfPrediction
+from gpuwise.workload import Workload
+
+OptionKind = Literal["own", "on_demand", "spot", "reserved_1y", "reserved_3y", "api"]
+_COMMITTED = {"reserved_1y", "reserved_3y"}  # paid for every hour of the month
+MILLION = 1_000_000
+
+
+@dataclass(frozen=True)
+class ApiPrice:
+    model: str
+    provider: str
+    usd_per_mtok_input: float
+    usd_per_mtok_output: float
+    source: str
+    as_of: str
+
+
+@lru_cache(maxsize=1)
+def _api_table() -> tuple[tuple[float, ApiPrice], ...]:
+    text = resources.files("gpuwise.catalog").joinpath("data/api_prices.csv").read_text(encoding="utf-8")
+    rows = []
+    for row in csv.DictReader(text.splitlines()):
+        api = ApiPrice(
+            row["model"],
+            row["provider"],
+            float(row["usd_per_mtok_input"]),
+            float(row["usd_per_mtok_output"]),
+            row["source"],
+            row["as_of"],
+        )
+        rows.append((float(row["max_params_b"]), api))
+    return tuple(sorted(rows, key=lambda r: r[0]))
+
+
+def comparable_api(params_b: float) -> ApiPrice:
+    """The hosted model of the smallest size class that holds a model of ``params_b`` billion."""
+    table = _api_table()
+    return next((api for limit, api in table if params_b <= limit), table[-1][1])
+
+
+@dataclass(frozen=True)
+class TcoInputs:
+    gpu: str
+    num_gpus: int
+    utilization_pct: float  # share of the month the GPUs do this work
+    purchase_usd_per_gpu: float | None
+    purchase_source: str
+    amortization_months: float
+    tdp_w: float | None
+    pue: float
+    usd_per_kwh: float
+    ops_usd_per_month: float  # colocation / ops for all GPUs
+    ops_source: str
+    monthly_budget_usd: float | None
+    hours_per_month: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class OwnCost:
+    capex_usd: float
+    amortization_usd: float  # per month
+    power_usd: float  # per month at the stated utilization
+    ops_usd: float  # per month
+
+    @property
+    def monthly_usd(self) -> float:
+        return self.amortization_usd + self.power_usd + self.ops_usd
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "monthly_usd": self.monthly_usd}
+
+
+@dataclass(frozen=True)
+class TcoOption:
+    kind: OptionKind
+    monthly_usd: float | None  # None: no price published (the detail says why)
+    detail: str  # how the figure was made
+    source: str
+    within_budget: bool | None  # None: no budget given, or no figure
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Tco:
+    inputs: TcoInputs
+    own: OwnCost | None
+    options: tuple[TcoOption, ...]  # own first, then rentals, then the API
+    break_even_utilization_pct: float | None  # owning beats on-demand above it (None: never)
+    break_even_months: float | None  # months for the purchase to pay back vs on-demand (None: never)
+    verdict: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def option(self, kind: OptionKind) -> TcoOption | None:
+        return next((o for o in self.options if o.kind == kind), None)
+
+    @property
+    def cheapest(self) -> TcoOption | None:
+        priced = [o for o in self.options if o.monthly_usd is not None]
+        return min(priced, key=lambda o: o.monthly_usd or 0.0) if priced else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "inputs": self.inputs.to_dict(),
+            "own": self.own.to_dict() if self.own else None,
+            "options": [o.to_dict() for o in self.options],
+            "cheapest": self.cheapest.kind if self.cheapest else None,
+            "break_even_utilization_pct": self.break_even_utilization_pct,
+            "break_even_months": self.break_even_months,
+            "verdict": self.verdict,
+            "notes": list(self.notes),
+        }
+
+
+def _non_negative(name: str, value: float | None) -> None:
+    if value is not None and value < 0:
+        raise GpuwiseError(f"{name} must not be negative, got {value}")
+
+
+def _purchase(gpu: GPU, w: Workload) -> tuple[float | None, str]:
+    if w.purchase_usd_per_gpu is not None:
+        return w.purchase_usd_per_gpu, "purchase_usd_per_gpu in the workload"
+    server = price(gpu.id, "purchase_server")
+    if server is not None:
+        return server.usd_per_gpu, (
+            f"{server.provider} ${server.usd:,.0f} per server of {server.gpus} GPUs ({server.source})"
+        )
+    card = price(gpu.id, "purchase_gpu")
+    if card is not None:
+        return card.usd, f"{card.provider} ${card.usd:,.0f} per GPU, GPU only: add the host ({card.source})"
+    return None, "no purchase price in the catalog: set purchase_usd_per_gpu"
+
+
+def tco_inputs(gpu: GPU, w: Workload, num_gpus: int | None = None) -> TcoInputs:
+    """The inputs, each from the workload when given, else the catalog or cost.toml default."""
+    for name in ("purchase_usd_per_gpu", "ops_usd_per_month", "usd_per_kwh", "monthly_budget_usd"):
+        _non_negative(name, getattr(w, name))
+    if w.amortization_months is not None and w.amortization_months <= 0:
+        raise GpuwiseError(f"amortization_months must be positive, got {w.amortization_months}")
+    if w.pue is not None and not 1.0 <= w.pue <= 3.0:
+        raise GpuwiseError(f"pue must be between 1.0 and 3.0, got {w.pue}")
+    defaults = cost_constants()["tco"]
+    n = num_gpus or w.num_gpus
+    util = w.utilization_pct if w.utilization_pct else 100.0
+    purchase, purchase_source = _purchase(gpu, w)
+    if w.ops_usd_per_month is not None:
+        ops, ops_source = w.ops_usd_per_month, "ops_usd_per_month in the workload"
+    else:
+        kw = n * (gpu.tdp_w or 0.0) / 1000
+        ops = kw * float(defaults["colo_usd_per_kw_month"])
+        ops_source = (
+            f"colocation ${defaults['colo_usd_per_kw_month']:.0f}/kW/month x {kw:,.1f} kW (CBRE H2 2024)"
+        )
+    return TcoInputs(
+        gpu=gpu.id,
+        num_gpus=n,
+        utilization_pct=util,
+        purchase_usd_per_gpu=purchase,
+        purchase_source=purchase_source,
+        amortization_months=w.amortization_months or float(defaults["amortization_months"]),
+        tdp_w=gpu.tdp_w,
+        pue=w.pue or float(defaults["pue"]),
+        usd_per_kwh=w.usd_per_kwh
+        if w.usd_per_kwh is not None
+        else float(cost_constants()["energy"]["usd_per_kwh"]),
+        ops_usd_per_month=ops,
+        ops_source=ops_source,
+        monthly_budget_usd=w.monthly_budget_usd,
+        hours_per_month=hours_per_month(),
+    )
+
+
+def _power_at_full(i: TcoInputs) -> float:
+    """$ per month of facility power with every GPU at TDP all month."""
+    return i.num_gpus * (i.tdp_w or 0.0) / 1000 * i.pue * i.hours_per_month * i.usd_per_kwh
+
+
+def own_cost(i: TcoInputs) -> OwnCost | None:
+    if i.purchase_usd_per_gpu is None:
+        return None
+    capex = i.purchase_usd_per_gpu * i.num_gpus
+    power = _power_at_full(i) * i.utilization_pct / 100
+    return OwnCost(capex, capex / i.amortization_months, power, i.ops_usd_per_month)
+
+
+def _budget(i: TcoInputs, monthly: float | None) -> bool | None:
+    if i.monthly_budget_usd is None or monthly is None:
+        return None
+    return monthly <= i.monthly_budget_usd
+
+
+def _rental(i: TcoInputs, p: GpuPrice) -> TcoOption:
+    gpu_hours = i.num_gpus * i.hours_per_month
+    if p.kind in _COMMITTED:
+        monthly = p.usd * gpu_hours
+        how = f"${p.usd:.2f}/GPU-h x {i.num_gpus} GPUs x {i.hours_per_month:.0f} h (paid busy or idle)"
+    else:
+        monthly = p.usd * gpu_hours * i.utilization_pct / 100
+        how = (
+            f"${p.usd:.2f}/GPU-h x {i.num_gpus} GPUs x {i.hours_per_month:.0f} h x "
+            f"{i.utilization_pct:g} % busy"
+        )
+    kind = cast(OptionKind, p.kind)  # hourly price kinds are a subset of the option kinds
+    return TcoOption(
+        kind, monthly, f"{how}; {p.provider}", f"{p.source} (as of {p.as_of})", _budget(i, monthly)
+    )
+
+
+def _api(i: TcoInputs, api: ApiPrice, input_tokens_s: float, output_tokens_s: float) -> TcoOption:
+    seconds = i.hours_per_month * 3600 * i.utilization_pct / 100
+    tin, tout = input_tokens_s * seconds, output_tokens_s * seconds
+    monthly = tin / MILLION * api.usd_per_mtok_input + tout / MILLION * api.usd_per_mtok_output
+    how = (
+        f"{tin / 1e9:,.1f} B prompt + {tout / 1e9:,.1f} B output tokens/month (this deployment's predicted "
+        f"throughput x {i.utilization_pct:g} %) at ${api.usd_per_mtok_input:.2f} / "
+        f"${api.usd_per_mtok_output:.2f} per 1M ({api.model}, {api.provider})"
+    )
+    return TcoOption("api", monthly, how, f"{api.source} (as of {api.as_of})", _budget(i, monthly))
+
+
+def break_even_utilization(i: TcoInputs, own: OwnCost, on_demand_usd: float) -> float | None:
+    """Utilization (%) above which owning costs less per month than renting on demand."""
+    rent_full = on_demand_usd * i.num_gpus * i.hours_per_month
+    margin = rent_full - _power_at_full(i)
+    if margin <= 0:
+        return None
+    pct = 100 * (own.amortization_usd + own.ops_usd) / margin
+    return pct if pct <= 100 else None
+
+
+def break_even_months(own: OwnCost, rent_monthly: float) -> float | None:
+    """Months of renting that cost as much as buying plus running the GPUs meanwhile."""
+    saving = rent_monthly - own.power_usd - own.ops_usd
+    return own.capex_usd / saving if saving > 0 else None
+
+
+def compute_tco(
+    gpu: GPU,
+    w: Workload,
+    *,
+    num_gpus: int | None = None,
+    serving_tokens_s: tuple[float, float] | None = None,
+    params_b: float | None = None,
+) -> Tco:
+    """Own vs rent vs API for ``w`` on ``gpu``.
+
+    ``serving_tokens_s`` is (prompt, output) tokens/s of the deployment flat out, from the
+    performance model; with it (and ``params_b``), an LLM-serving workload is priced on a hosted
+    API of a comparable size. Without it the API line says why it does not apply.
+    """
+    i = tco_inputs(gpu, w, num_gpus)
+    own = own_cost(i)
+    options: list[TcoOption] = []
+    notes: list[str] = []
+    if own is not None:
+        detail = (
+            f"${own.capex_usd:,.0f} up front / {i.amortization_months:g} months + power "
+            f"${own.power_usd:,.0f} + colocation/ops ${own.ops_usd:,.0f}"
+        )
+        options.append(
+            TcoOption("own", own.monthly_usd, detail, i.purchase_source, _budget(i, own.monthly_usd))
+        )
+    else:
+        options.append(TcoOption("own", None, i.purchase_source, "", None))
+    for kind in HOURLY_KINDS:
+        listed = price(gpu.id, kind)
+        if listed is not None:
+            options.append(_rental(i, listed))
+    if w.usd_per_gpu_hour is not None:
+        notes.append(
+            f"rental rates are the catalog's: your usd_per_gpu_hour ${w.usd_per_gpu_hour:.2f} "
+            "is not used here"
+        )
+    if serving_tokens_s is not None and params_b is not None:
+        options.append(_api(i, comparable_api(params_b), *serving_tokens_s))
+    else:
+        why = "training work has no hosted-API equivalent" if w.is_training else "not LLM serving work"
+        options.append(TcoOption("api", None, f"n/a: {why}", "", None))
+    on_demand = price(gpu.id, "on_demand")
+    be_util = be_months = None
+    if own is not None and on_demand is not None:
+        be_util = break_even_utilization(i, own, on_demand.usd)
+        od = next(o for o in options if o.kind == "on_demand")
+        be_months = break_even_months(own, od.monthly_usd or 0.0)
+    if i.tdp_w is None:
+        notes.append(f"{gpu.id} has no TDP in the catalog: power and colocation are not counted")
+    notes.append(
+        "owning counts the GPUs' power only (TDP x utilization x PUE); host CPUs, network and staff "
+        "go in ops_usd_per_month"
+    )
+    tco = Tco(i, own, tuple(options), be_util, be_months, "", tuple(notes))
+    return Tco(i, own, tuple(options), be_util, be_months, _verdict(tco), tuple(notes))
+
+
+def _verdict(t: Tco) -> str:
+    i = t.inputs
+    best = t.cheapest
+    if best is None:
+        return "no option is priced: give purchase_usd_per_gpu or --usd-per-hour"
+    names = {
+        "own": "buying",
+        "on_demand": "renting on demand",
+        "spot": "renting spot",
+        "reserved_1y": "a 1-year reservation",
+        "reserved_3y": "a 3-year reservation",
+        "api": "a hosted API",
+    }
+    parts = [
+        f"At {i.utilization_pct:g} % utilization on {i.num_gpus}x {i.gpu}, {names[best.kind]} is cheapest: "
+        f"${best.monthly_usd:,.0f}/month"
+    ]
+    if t.own is not None and best.kind != "own":
+        parts.append(f"buying costs ${t.own.monthly_usd:,.0f}/month")
+    elif t.own is not None:
+        od = t.option("on_demand")
+        if od is not None and od.monthly_usd is not None:
+            parts.append(f"renting on demand costs ${od.monthly_usd:,.0f}/month")
+    if t.break_even_utilization_pct is not None:
+        parts.append(f"buying beats on-demand above {t.break_even_utilization_pct:.0f} % utilization")
+    elif t.own is not None and t.option("on_demand") is not None:
+        parts.append("on-demand stays cheaper than buying at any utilization")
+    if t.break_even_months is not None:
+        parts.append(f"the purchase pays back after {t.break_even_months:.1f} months at this utilization")
+    if i.monthly_budget_usd is not None:
+        fits = [names[o.kind] for o in t.options if o.within_budget]
+        budget = f"${i.monthly_budget_usd:,.0f}/month budget"
+        parts.append(f"within the {budget}: {', '.join(fits)}" if fits else f"nothing fits the {budget}")
+        if t.own is not None and t.option("own") and t.own.capex_usd > i.monthly_budget_usd:
+            parts.append(
+                f"buying needs ${t.own.capex_usd:,.0f} up front "
+                f"({t.own.capex_usd / i.monthly_budget_usd:.1f} months of budget) or financing"
+            )
+    return "; ".join(parts) + "."
+
+
+def tco_for(w: Workload, perf: PerfPrediction | None = None, num_gpus: int | None = None) -> Tco:
+    """Own vs rent vs API for a workload as given (``num_gpus`` overrides its GPU count).
+
+    LLM serving work is also priced on a comparable hosted API, from the deployment's predicted
+    throughput (``perf``, or predicted here); more GPUs serve proportionally more (replicas).
+    """
+    gpu = get_gpu(w.gpu)
+    serving = params_b = None
+    arch = get_model(w.model) if w.model else None
+    if w.is_inference and not w.is_cv and arch is not None and arch.is_decoder:
+        perf = perf or predict(w, gpu)
+        if perf.inference is not None:
+            scale = (num_gpus or w.num_gpus) / w.num_gpus
+            output = perf.tokens_per_s * scale
+            serving = (perf.inference.total_tokens_per_s * scale - output, output)
+            params_b = arch.num_params / 1e9
+    return compute_tco(gpu, w, num_gpus=num_gpus, serving_tokens_s=serving, params_b=params_b)

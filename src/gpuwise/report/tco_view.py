@@ -1,0 +1,92 @@
+"""Buy vs rent vs API as a `Document`: the verdict, the monthly cost of each option, and the inputs
+with their sources (printed by report/terminal.py, markdown.py or html.py)."""
+
+from __future__ import annotations
+
+from gpuwise.perf.tco import Tco, TcoOption
+from gpuwise.report.cost_view import _usd  # the report's one $ formatter
+from gpuwise.report.document import Block, Bullets, Document, Heading, Paragraph, Style, Table
+
+_NAMES = {
+    "own": "Buy (own)",
+    "on_demand": "Rent on demand",
+    "spot": "Rent spot (interruptible)",
+    "reserved_1y": "Rent, 1-year reservation",
+    "reserved_3y": "Rent, 3-year reservation",
+    "api": "Hosted API",
+}
+
+
+def _budget_cell(o: TcoOption) -> str:
+    return {True: "within", False: "over", None: "—"}[o.within_budget]
+
+
+def _style(o: TcoOption, cheapest: TcoOption | None) -> Style:
+    if o.monthly_usd is None:
+        return "muted"
+    if o.within_budget is False:
+        return "warn"
+    return "good" if o is cheapest else ""
+
+
+def option_table(t: Tco) -> Table:
+    best = t.cheapest
+    return Table(
+        ["Option", "$ / month", "Budget", "How"],
+        [[_NAMES[o.kind], _usd(o.monthly_usd, 0), _budget_cell(o), o.detail] for o in t.options],
+        caption="Monthly cost of the same work",
+        align="lrll",
+        row_styles=[_style(o, best) for o in t.options],
+    )
+
+
+def input_rows(t: Tco) -> list[list[str]]:
+    i = t.inputs
+    power = (
+        f"{i.tdp_w:,.0f} W TDP x {i.num_gpus} x {i.utilization_pct:g} % x PUE {i.pue:g}"
+        f" x ${i.usd_per_kwh:.3f}/kWh"
+        if i.tdp_w
+        else "no TDP in the catalog"
+    )
+    rows = [
+        ["purchase per GPU", _usd(i.purchase_usd_per_gpu, 0), i.purchase_source],
+        [
+            "amortization",
+            f"{i.amortization_months:g} months",
+            "amortization_months (default in perf/data/cost.toml)",
+        ],
+        ["power", _usd(t.own.power_usd, 0) + "/month" if t.own else "—", power],
+        ["colocation / ops", _usd(i.ops_usd_per_month, 0) + "/month", i.ops_source],
+        ["utilization", f"{i.utilization_pct:g} %", "the workload's utilization_pct (100 % when not given)"],
+        [
+            "monthly budget",
+            _usd(i.monthly_budget_usd, 0) if i.monthly_budget_usd is not None else "—",
+            "monthly_budget_usd",
+        ],
+    ]
+    return rows
+
+
+def blocks(t: Tco, heading_level: int = 2) -> list[Block]:
+    """The TCO section: for `gpuwise cost` and the plan's scaling section."""
+    out: list[Block] = [
+        Heading("Buy vs rent vs API", heading_level),
+        Paragraph(t.verdict, "strong"),
+        option_table(t),
+    ]
+    if t.break_even_utilization_pct is not None or t.break_even_months is not None:
+        be = []
+        if t.break_even_utilization_pct is not None:
+            be.append(f"break-even utilization {t.break_even_utilization_pct:.0f} %")
+        if t.break_even_months is not None:
+            be.append(f"break-even after {t.break_even_months:.1f} months")
+        out.append(Paragraph("Buy vs on-demand: " + ", ".join(be) + ".", ""))
+    out.append(Table(["Input", "Value", "Source"], input_rows(t), caption="Inputs", align="lrl"))
+    out.append(Bullets(list(t.notes), "muted"))
+    return out
+
+
+def document(t: Tco) -> Document:
+    i = t.inputs
+    title = f"Buy vs rent vs API: {i.num_gpus}x {i.gpu} at {i.utilization_pct:g} % utilization"
+    return Document(title, blocks(t, heading_level=2)[1:])
