@@ -150,3 +150,14 @@ def test_startup_question_buy_8xh100_or_rent_on_20k_a_month(cli):
 def test_cost_refuses_negative_budget_in_one_line(cli):
     res = cli("cost", str(EXAMPLE), "--set", "purchase_usd_per_gpu=-5")
     assert res.exit_code == 2 and "must not be negative" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_plan_scaling_section_answers_buy_vs_rent():
+    from gpuwise.plan import make_plan
+    from gpuwise.report.plan_view import markdown
+    from gpuwise.workload import load_workload
+
+    text = markdown(make_plan(load_workload(EXAMPLE)))
+    scaling = text[text.index("5. Scaling") : text.index("6. Tools")]
+    assert "Buy vs rent vs API" in scaling and "buying is cheapest" in scaling
+    assert "break-even utilization" in scaling

@@ -10,7 +10,7 @@ from gpuwise.diagnose import Finding
 from gpuwise.diagnose.finding import Severity
 from gpuwise.plan.techniques import describe
 from gpuwise.plan.types import Outcome, Plan, Technique, Verdict
-from gpuwise.report import terminal
+from gpuwise.report import tco_view, terminal
 from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Style, Table
 from gpuwise.units import GiB, fmt_duration
 
@@ -359,6 +359,7 @@ def _scaling(doc: Document, plan: Plan) -> None:
                 row_styles=styles,
             )
         )
+    doc.add(*tco_view.plan_blocks(plan.workload, s.num_gpus))  # buy vs rent vs API (helper costs)
 
 
 def _tools(doc: Document, plan: Plan) -> None:

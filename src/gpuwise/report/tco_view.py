@@ -3,9 +3,11 @@ with their sources (printed by report/terminal.py, markdown.py or html.py)."""
 
 from __future__ import annotations
 
-from gpuwise.perf.tco import Tco, TcoOption
+from gpuwise.errors import GpuwiseError
+from gpuwise.perf.tco import Tco, TcoOption, tco_for
 from gpuwise.report.cost_view import _usd  # the report's one $ formatter
 from gpuwise.report.document import Block, Bullets, Document, Heading, Paragraph, Style, Table
+from gpuwise.workload import Workload
 
 _NAMES = {
     "own": "Buy (own)",
@@ -90,3 +92,12 @@ def document(t: Tco) -> Document:
     i = t.inputs
     title = f"Buy vs rent vs API: {i.num_gpus}x {i.gpu} at {i.utilization_pct:g} % utilization"
     return Document(title, blocks(t, heading_level=2)[1:])
+
+
+def plan_blocks(w: Workload, num_gpus: int | None) -> list[Block]:
+    """Buy vs rent vs API for the plan's scaling decision (its GPU count on the workload's GPU)."""
+    try:
+        t = tco_for(w, num_gpus=num_gpus or w.num_gpus)
+    except GpuwiseError as err:  # e.g. a user GPU without prices: the plan still renders
+        return [Heading("Buy vs rent vs API", 3), Paragraph(f"Not priced: {err}", "muted")]
+    return blocks(t, heading_level=3)
