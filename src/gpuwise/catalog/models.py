@@ -299,7 +299,8 @@ def list_models() -> list[ModelArch]:
 
 
 def get_model(name: str) -> ModelArch:
-    """A catalog id, or a path to a local HF ``config.json`` (or a folder holding one)."""
+    """A catalog id, a path to a local HF ``config.json`` (or a folder holding one), or a size
+    ('13b', '70B', '8x7b': a generic decoder, see ``model_size``)."""
     key = name.strip().lower()
     catalog = _catalog()
     if key in catalog:
@@ -311,10 +312,25 @@ def get_model(name: str) -> ModelArch:
         if not path.is_file():
             raise GpuwiseError(f"model config {path} does not exist")
         return model_from_hf_config(path)
+    sized = _model_of_size(key)
+    if sized is not None:
+        return sized
     raise did_you_mean(
-        "model", name, catalog, hint="`gpuwise models` lists them; a path to a config.json works too"
+        "model",
+        name,
+        catalog,
+        hint="`gpuwise models` lists them; a path to a config.json or a size (13b, 8x7b) works too",
     )
+
+
+@lru_cache(maxsize=64)
+def _model_of_size(key: str) -> ModelArch | None:
+    """'13b', '70B', '8x7b': a generic decoder of that size (cached: a plan asks many times)."""
+    from gpuwise.catalog.model_size import model_for_size
+
+    return model_for_size(key, list(_catalog().values()))
 
 
 def clear_cache() -> None:
     _catalog.cache_clear()
+    _model_of_size.cache_clear()

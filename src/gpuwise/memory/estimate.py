@@ -218,6 +218,8 @@ class _Context:
         self.assumptions: list[str] = [f"framework profile: {profile.name}"]
         if w.library_versions:
             self.assumptions.append("library versions: " + ", ".join(w.library_versions))
+        if arch.origin == "size":  # '-m 13b': the generic shape assumed (catalog/model_size.py)
+            self.assumptions.append(arch.notes)
         dp = w.data_parallel
         sharding = w.sharding
         if w.is_training and dp > 1 and sharding == "none":

@@ -54,6 +54,8 @@ def predict(
         "fp32_matmul_fraction": eff.fp32_matmul_fraction(gpu),
     }
     assumptions = [] if m.measured else [f"no published MAMF for {gpu.id}: {m.source}"]
+    if arch.origin == "size":  # '-m 13b': say which generic shape was assumed (catalog/model_size.py)
+        assumptions.append(arch.notes)
     if workload.is_training:
         return _training(workload, gpu, arch, num, efficiency, assumptions, memory)
     return _inference(workload, gpu, arch, num, efficiency, assumptions)
