@@ -161,3 +161,10 @@ def test_plan_scaling_section_answers_buy_vs_rent():
     scaling = text[text.index("5. Scaling") : text.index("6. Tools")]
     assert "Buy vs rent vs API" in scaling and "buying is cheapest" in scaling
     assert "break-even utilization" in scaling
+
+
+def test_low_utilization_makes_renting_win_and_says_payback_outlives_the_gpus():
+    t = tco_for(W(utilization_pct=40, monthly_budget_usd=20_000))
+    assert t.cheapest is not None and t.cheapest.kind in ("on_demand", "spot")
+    assert t.break_even_months is not None and t.break_even_months > 36
+    assert "later than its 36-month life" in t.verdict

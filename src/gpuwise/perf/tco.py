@@ -348,7 +348,11 @@ def _verdict(t: Tco) -> str:
     elif t.own is not None and t.option("on_demand") is not None:
         parts.append("on-demand stays cheaper than buying at any utilization")
     if t.break_even_months is not None:
-        parts.append(f"the purchase pays back after {t.break_even_months:.1f} months at this utilization")
+        late = t.break_even_months > i.amortization_months
+        parts.append(
+            f"the purchase pays back after {t.break_even_months:.1f} months at this utilization"
+            + (f", later than its {i.amortization_months:g}-month life" if late else "")
+        )
     if i.monthly_budget_usd is not None:
         fits = [names[o.kind] for o in t.options if o.within_budget]
         budget = f"${i.monthly_budget_usd:,.0f}/month budget"
