@@ -47,9 +47,6 @@ class GpuPrice:
         """Per GPU: the hourly rate, or a purchase price divided over the server's GPUs."""
         return self.usd / self.gpus if self.unit == "server" else self.usd
 
-    def label(self) -> str:
-        return f"{self.provider}, as of {self.as_of}"
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -111,8 +108,3 @@ def price(gpu_id: str, kind: PriceKind = "on_demand") -> GpuPrice | None:
 def no_price_reason(gpu_id: str) -> str | None:
     """Why a GPU has no on-demand price, when the catalog documents it."""
     return _table()[1].get(gpu_id.strip().lower())
-
-
-def cheapest(gpu_id: str, kind: PriceKind) -> GpuPrice | None:
-    listed = [p for p in prices_for(gpu_id) if p.kind == kind]
-    return min(listed, key=lambda p: p.usd_per_gpu) if listed else None
