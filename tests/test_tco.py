@@ -168,3 +168,11 @@ def test_low_utilization_makes_renting_win_and_says_payback_outlives_the_gpus():
     assert t.cheapest is not None and t.cheapest.kind in ("on_demand", "spot")
     assert t.break_even_months is not None and t.break_even_months > 36
     assert "later than its 36-month life" in t.verdict
+
+
+def test_your_hourly_rate_replaces_the_catalog_on_demand_rate(cli):
+    res = cli("cost", str(EXAMPLE), "--usd-per-hour", "2.0", "--json")
+    assert res.exit_code == 0, res.stderr
+    od = next(o for o in res.json()["tco"]["options"] if o["kind"] == "on_demand")
+    assert od["monthly_usd"] == pytest.approx(2.0 * 8 * 730 * 0.70) and od["source"] == "--usd-per-hour"
+    assert tco_for(W(usd_per_gpu_hour=1.0)).option("on_demand").monthly_usd == pytest.approx(8 * 730)  # type: ignore[union-attr]

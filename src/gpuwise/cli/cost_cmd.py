@@ -88,7 +88,7 @@ def cost(
         cooling_overhead_pct=cooling_overhead,
         usd_per_kwh=usd_per_kwh,
     )
-    tco = tco_for(workload, estimate.perf)
+    tco = tco_for(workload, estimate.perf, usd_per_gpu_hour=usd_per_hour)
     tco_doc = tco_view.document(tco)
 
     def show(console: Console) -> None:

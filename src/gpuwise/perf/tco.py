@@ -230,7 +230,11 @@ def _rental(i: TcoInputs, p: GpuPrice) -> TcoOption:
         )
     kind = cast(OptionKind, p.kind)  # hourly price kinds are a subset of the option kinds
     return TcoOption(
-        kind, monthly, f"{how}; {p.provider}", f"{p.source} (as of {p.as_of})", _budget(i, monthly)
+        kind,
+        monthly,
+        f"{how}; {p.provider}",
+        p.source if p.as_of == "given" else f"{p.source} (as of {p.as_of})",
+        _budget(i, monthly),
     )
 
 
@@ -269,8 +273,10 @@ def compute_tco(
     num_gpus: int | None = None,
     serving_tokens_s: tuple[float, float] | None = None,
     params_b: float | None = None,
+    usd_per_gpu_hour: float | None = None,
 ) -> Tco:
-    """Own vs rent vs API for ``w`` on ``gpu``.
+    """Own vs rent vs API for ``w`` on ``gpu``; your $/GPU-hour (flag, else the workload's, else a
+    user GPU's) replaces the catalog's on-demand rate.
 
     ``serving_tokens_s`` is (prompt, output) tokens/s of the deployment flat out, from the
     performance model; with it (and ``params_b``), an LLM-serving workload is priced on a hosted
@@ -290,21 +296,16 @@ def compute_tco(
         )
     else:
         options.append(TcoOption("own", None, i.purchase_source, "", None))
+    on_demand = _on_demand(gpu, w, usd_per_gpu_hour)
     for kind in HOURLY_KINDS:
-        listed = price(gpu.id, kind)
+        listed = on_demand if kind == "on_demand" else price(gpu.id, kind)
         if listed is not None:
             options.append(_rental(i, listed))
-    if w.usd_per_gpu_hour is not None:
-        notes.append(
-            f"rental rates are the catalog's: your usd_per_gpu_hour ${w.usd_per_gpu_hour:.2f} "
-            "is not used here"
-        )
     if serving_tokens_s is not None and params_b is not None:
         options.append(_api(i, comparable_api(params_b), *serving_tokens_s))
     else:
         why = "training work has no hosted-API equivalent" if w.is_training else "not LLM serving work"
         options.append(TcoOption("api", None, f"n/a: {why}", "", None))
-    on_demand = price(gpu.id, "on_demand")
     be_util = be_months = None
     if own is not None and on_demand is not None:
         be_util = break_even_utilization(i, own, on_demand.usd)
@@ -318,6 +319,18 @@ def compute_tco(
     )
     tco = Tco(i, own, tuple(options), be_util, be_months, "", tuple(notes))
     return Tco(i, own, tuple(options), be_util, be_months, _verdict(tco), tuple(notes))
+
+
+def _on_demand(gpu: GPU, w: Workload, usd_per_gpu_hour: float | None) -> GpuPrice | None:
+    """The on-demand rate to compare with: the user's when given, else the catalog's default."""
+    for usd, origin in (
+        (usd_per_gpu_hour, "--usd-per-hour"),
+        (w.usd_per_gpu_hour, "usd_per_gpu_hour in the workload"),
+        (gpu.cloud_usd_per_hr if gpu.origin != "catalog" else None, f"cloud_usd_per_hr in {gpu.origin}"),
+    ):
+        if usd is not None:
+            return GpuPrice(gpu.id, "on_demand", usd, "gpu_hour", 1, "your rate", origin, "given")
+    return price(gpu.id, "on_demand")
 
 
 def _verdict(t: Tco) -> str:
@@ -365,7 +378,12 @@ def _verdict(t: Tco) -> str:
     return "; ".join(parts) + "."
 
 
-def tco_for(w: Workload, perf: PerfPrediction | None = None, num_gpus: int | None = None) -> Tco:
+def tco_for(
+    w: Workload,
+    perf: PerfPrediction | None = None,
+    num_gpus: int | None = None,
+    usd_per_gpu_hour: float | None = None,
+) -> Tco:
     """Own vs rent vs API for a workload as given (``num_gpus`` overrides its GPU count).
 
     LLM serving work is also priced on a comparable hosted API, from the deployment's predicted
@@ -381,4 +399,11 @@ def tco_for(w: Workload, perf: PerfPrediction | None = None, num_gpus: int | Non
             output = perf.tokens_per_s * scale
             serving = (perf.inference.total_tokens_per_s * scale - output, output)
             params_b = arch.num_params / 1e9
-    return compute_tco(gpu, w, num_gpus=num_gpus, serving_tokens_s=serving, params_b=params_b)
+    return compute_tco(
+        gpu,
+        w,
+        num_gpus=num_gpus,
+        serving_tokens_s=serving,
+        params_b=params_b,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+    )
