@@ -6,6 +6,8 @@ edit is worth. `techniques.py` re-runs memory and performance on the edited work
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +25,7 @@ Evaluate = Callable[[Workload], Outcome]
 # newer V1 releases raise it on large GPUs): the planner does not batch beyond it.
 SERVING_MAX_SEQS = 256
 _MAX_BATCH_DOUBLINGS = 6  # try up to 64× the current micro-batch
+_DIVISOR_SEARCH_LIMIT = 1 << 14  # trial divisions per divisor search (complete up to n = 2**28)
 
 
 @dataclass(frozen=True)
@@ -242,8 +245,25 @@ def grad_checkpointing(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candid
     return out
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+@functools.lru_cache(maxsize=256)
+def _divisors(n: int) -> tuple[int, ...]:
+    """Divisors of n, ascending. Trial division stops at `_DIVISOR_SEARCH_LIMIT`, so for a huge n
+    only the small divisors and their partners n // d are listed: a bounded search for any input."""
+    small = [d for d in range(1, min(math.isqrt(n), _DIVISOR_SEARCH_LIMIT) + 1) if n % d == 0]
+    return tuple(sorted({*small, *(n // d for d in small)}))
+
+
+def _largest_passing(sizes: list[int], passes: Callable[[int], bool]) -> int | None:
+    """The largest size that passes, for a test that holds up to some size and fails above it
+    (memory grows with the micro-batch): a bisection, so a few evaluations for any list."""
+    lo, hi = 0, len(sizes)  # sizes[:lo] pass, sizes[hi:] fail
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if passes(sizes[mid]):
+            lo = mid + 1
+        else:
+            hi = mid
+    return sizes[lo - 1] if lo else None
 
 
 @generator
@@ -259,12 +279,12 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
             sizes, keep = [d for d in _divisors(total) if d > w.batch_size], True
         else:
             sizes, keep = [w.batch_size * 2**k for k in range(1, _MAX_BATCH_DOUBLINGS + 1)], False
-        best = None
-        for size in sizes:
-            edited = w.with_changes(batch_size=size, grad_accum=total // size if keep else 1)
-            if not comfortable(evaluate(edited)):
-                break
-            best = size
+        best = _largest_passing(
+            sizes,
+            lambda size: comfortable(
+                evaluate(w.with_changes(batch_size=size, grad_accum=total // size if keep else 1))
+            ),
+        )
         if best is None:
             return []
         changes = {"batch_size": best, "grad_accum": total // best if keep else 1}
@@ -276,11 +296,10 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     smaller = [d for d in _divisors(total) if d < w.batch_size]
     if not smaller or not w.is_training:
         return []
-    chosen = smaller[0]
-    for size in reversed(smaller):
-        if comfortable(evaluate(w.with_changes(batch_size=size, grad_accum=total // size))):
-            chosen = size
-            break
+    fitting = _largest_passing(
+        smaller, lambda size: comfortable(evaluate(w.with_changes(batch_size=size, grad_accum=total // size)))
+    )
+    chosen = smaller[0] if fitting is None else fitting
     return [
         Candidate(
             "smaller_batch",
