@@ -10,7 +10,7 @@ ever done to make a job fit, because it changes what is trained.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from gpuwise.diagnose import thresholds as T
@@ -19,7 +19,16 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.plan import knowledge as K
 from gpuwise.plan.candidates import Candidate, Evaluate, candidates
 from gpuwise.plan.goal import comfortable, goal_metric_name, gpu_seconds_per_unit, relative_gain_pct
-from gpuwise.plan.types import QUALITY_RISKS, Impact, Outcome, QualityRisk, Technique, Verdict
+from gpuwise.plan.types import (
+    EFFORTS,
+    QUALITY_RISKS,
+    Effort,
+    Impact,
+    Outcome,
+    QualityRisk,
+    Technique,
+    Verdict,
+)
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal
@@ -332,7 +341,7 @@ def _recommended(step: Step, ctx: _Judging) -> Technique:
         why += f" (on {step.before_workload.gpu}, where the config moves the job)"
     elif step.before_workload != ctx.workload:
         why += " (measured after the steps before it)"
-    return _make(
+    made = _make(
         step.candidate,
         step.before_workload,
         step.before,
@@ -340,6 +349,7 @@ def _recommended(step: Step, ctx: _Judging) -> Technique:
         "recommended",
         f"In the recommended config: {why}.",
     )
+    return replace(made, needed_to_fit=step.purpose == "fit")
 
 
 def _judge(cand: Candidate, after: Outcome, gain: float | None, ctx: _Judging) -> tuple[Verdict, str, int]:
@@ -436,4 +446,37 @@ def _make(
         caveat=caveat,
         caveat_source=source,
         finding_ids=ADDRESSES.get(cand.id, ()),
+        effort=K.EFFORT.get(cand.id, "low"),
     )
+
+
+_EFFORT_ORDER: dict[Effort, int] = {effort: i for i, effort in enumerate(EFFORTS)}
+
+
+def expected_gain_pct(t: Technique, goal: Goal, workload: Workload) -> float | None:
+    """A technique's gain toward the goal, in % (capped by an idle GPU when that is known)."""
+    x = t.capped_throughput_x or t.impact.throughput_x
+    if t.before is t.after:  # not a workload edit the models re-ran (fixing the pipeline): its own speed-up
+        return None if x is None else 100.0 * (x - 1)
+    gain = relative_gain_pct(t.before, t.after, goal, workload)
+    if gain is not None and t.capped_throughput_x and t.impact.throughput_x and t.impact.throughput_x > 1:
+        gain *= (t.capped_throughput_x - 1) / (t.impact.throughput_x - 1)  # the same Amdahl cap on the goal
+    return gain
+
+
+def rank_by_gain(techniques: list[Technique], goal: Goal, workload: Workload) -> list[Technique]:
+    """Edits that make the job fit first (nothing else counts until it runs), then by expected gain toward
+    the goal, quality risk and effort breaking ties; not-recommended edits last, in the same order."""
+
+    def key(t: Technique) -> tuple:
+        gain = t.gain_pct
+        return (
+            t.verdict == "not-recommended",
+            not t.needed_to_fit,
+            -(gain if gain is not None else float("-inf")),
+            RISK_ORDER[t.quality_risk],
+            _EFFORT_ORDER[t.effort],
+        )
+
+    gained = [replace(t, gain_pct=expected_gain_pct(t, goal, workload)) for t in techniques]
+    return sorted(gained, key=key)
