@@ -136,7 +136,7 @@ def make_plan(
         workload, goal, ev.outcome, steps, final=config_w, finding_ids=frozenset(f.id for f in findings)
     )
     techniques = pipeline.fix_first(_bound_by_idle(techniques, idle), workload, current, idle)
-    techniques = rank_by_gain(techniques, goal, workload)
+    techniques = rank_by_gain(_superseded(techniques, config_w, scaling), goal, workload)
     diagnosis = _diagnosis(workload, current, findings, all_evidence)
 
     config = _config_plan(workload, config_w, steps, config_out, findings, move_note)
@@ -225,12 +225,7 @@ def _relocate(
             )
     decision = scale.decide(config_w, goal, ev.outcome_on)
     if decision.num_gpus:
-        layout = config_w.with_changes(
-            num_gpus=decision.num_gpus,
-            tp=decision.tp,
-            pp=decision.pp,
-            **({"sharding": decision.sharding} if config_w.is_training else {}),
-        )
+        layout = scale.adopt(config_w, decision)
         return (
             layout,
             steps,
@@ -282,6 +277,24 @@ def _bound_by_idle(techniques: list[Technique], idle: pipeline.Idle | None) -> l
     return out
 
 
+def _superseded(techniques: list[Technique], final: Workload, scaling: ScalingDecision) -> list[Technique]:
+    """A recommended edit the final layout undoes says so (never silently dropped from the plan)."""
+    out = []
+    for t in techniques:
+        lost = {
+            k: v for k, (_, v) in t.changes.items() if t.verdict == "recommended" and getattr(final, k) != v
+        }
+        if lost and not {"batch_size", "grad_accum"} >= lost.keys():
+            now = ", ".join(f"{k}={getattr(final, k)}" for k in lost)
+            t = replace(
+                t,
+                reason=t.reason + f" The final config runs {now} instead: the scaling decision "
+                f"({scaling.strategy}) or a later step replaces it.",
+            )
+        out.append(t)
+    return out
+
+
 def _adopt_layout(w: Workload, decision: ScalingDecision, ev: Evaluator) -> tuple[Workload, str]:
     """The config uses the scaling decision's layout (it only differs when that layout is clearly better)."""
     if not decision.num_gpus:
@@ -289,13 +302,21 @@ def _adopt_layout(w: Workload, decision: ScalingDecision, ev: Evaluator) -> tupl
     layout = (decision.num_gpus, decision.tp, decision.pp, decision.sharding if w.is_training else w.sharding)
     if layout == (w.num_gpus, w.tp, w.pp, w.sharding):
         return w, ""
-    changes: dict[str, object] = {"num_gpus": decision.num_gpus, "tp": decision.tp, "pp": decision.pp}
-    if w.is_training:
-        changes["sharding"] = decision.sharding
-    adopted = w.with_changes(**changes)
+    adopted = scale.adopt(w, decision)
     if not comfortable(ev.outcome(adopted)):
         return w, ""
-    return adopted, f"Parallel layout from the scaling decision: {decision.strategy}."
+    note = f"Parallel layout from the scaling decision: {decision.strategy}."
+    if w.is_training and adopted.sharding != w.sharding:
+        note += (
+            f" It replaces sharding {w.sharding} with {adopted.sharding}"
+            + (
+                f" (TP{adopted.tp}, PP{adopted.pp} split the model instead)"
+                if adopted.tp * adopted.pp > 1
+                else ""
+            )
+            + ": the scaling section compares both."
+        )
+    return adopted, note
 
 
 def _fit_options_bytes(workload: Workload, ev: Evaluator) -> dict[str, float]:

@@ -71,7 +71,7 @@ class Step:
     after_workload: Workload
     before: Outcome
     after: Outcome
-    purpose: Literal["fit", "goal"]  # made the job fit, or served the goal
+    purpose: Literal["hardware", "fit", "goal"]  # the GPU requires it, made the job fit, or served the goal
 
 
 def apply(workload: Workload, cand: Candidate) -> Workload | None:
@@ -237,13 +237,28 @@ def _goal_steps(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step
     return steps
 
 
+def _required_steps(workload: Workload, evaluate: Evaluate) -> list[Step]:
+    """What the GPU cannot run as asked (bf16 on Turing, ...): changed before anything is measured."""
+    steps: list[Step] = []
+    w = workload
+    for cand in candidates(workload, evaluate):
+        edited = apply(w, cand) if cand.required else None
+        if edited is not None:
+            steps.append(Step(cand, w, edited, evaluate(w), evaluate(edited), "hardware"))
+            w = edited
+    return steps
+
+
 def recommend(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step]:
-    """The recommended sequence of edits (fit first, then goal), each with its own before/after."""
-    fit = _fit_steps(workload, goal, evaluate)
-    start = fit[-1].after_workload if fit else workload
+    """The recommended sequence of edits (what the GPU requires, fit, then goal), each with its own
+    before/after."""
+    required = _required_steps(workload, evaluate)
+    base = required[-1].after_workload if required else workload
+    fit = _fit_steps(base, goal, evaluate)
+    start = fit[-1].after_workload if fit else base
     if not comfortable(evaluate(start)):
-        return fit  # still does not fit on this GPU count: scaling and hardware take over
-    return fit + _goal_steps(start, goal, evaluate)
+        return required + fit  # still does not fit on this GPU count: scaling and hardware take over
+    return required + fit + _goal_steps(start, goal, evaluate)
 
 
 def _merge_repeats(steps: list[Step]) -> list[Step]:
@@ -302,7 +317,11 @@ def assess(
     finding_ids: frozenset[FindingId] = frozenset(),
 ) -> list[Technique]:
     """Every single edit of the workload as given, plus the edits the combination applied later,
-    each with its impact and verdict, ranked: recommended, optional, not recommended."""
+    each with its impact and verdict, ranked: recommended, optional, not recommended.
+
+    Single edits are judged on the workload as the GPU can run it (after the required steps): a bf16 job
+    on a T4 is compared in fp16, so no edit is credited with leaving a dtype the GPU lacks."""
+    workload = next((s.after_workload for s in reversed(steps) if s.purpose == "hardware"), workload)
     ctx = _Judging(
         workload,
         goal,
@@ -331,7 +350,9 @@ def assess(
 
 def _recommended(step: Step, ctx: _Judging) -> Technique:
     """A step of the recommended combination, measured from the step before it."""
-    if step.purpose == "goal":
+    if step.purpose == "hardware":
+        why = "required on this GPU, before any other change"
+    elif step.purpose == "goal":
         why = f"the safest edit that clears the bar, largest gain in {ctx.metric}"
     elif impact(step.before, step.after).makes_it_fit:
         why = "makes it fit"
@@ -339,7 +360,7 @@ def _recommended(step: Step, ctx: _Judging) -> Technique:
         why = "saves memory toward a fit"
     if step.before_workload.gpu != ctx.workload.gpu:
         why += f" (on {step.before_workload.gpu}, where the config moves the job)"
-    elif step.before_workload != ctx.workload:
+    elif step.before_workload != ctx.workload and step.purpose != "hardware":
         why += " (measured after the steps before it)"
     made = _make(
         step.candidate,
@@ -349,7 +370,7 @@ def _recommended(step: Step, ctx: _Judging) -> Technique:
         "recommended",
         f"In the recommended config: {why}.",
     )
-    return replace(made, needed_to_fit=step.purpose == "fit")
+    return replace(made, needed_to_fit=step.purpose in {"hardware", "fit"})
 
 
 def _judge(cand: Candidate, after: Outcome, gain: float | None, ctx: _Judging) -> tuple[Verdict, str, int]:
