@@ -209,3 +209,18 @@ def test_yaml_leaves_out_empty_library_versions_and_tools_text_is_whole():
     p = make_plan(w)
     bnb = next(t for t in p.tools if t.id == "bitsandbytes")
     assert bnb.why.endswith("NF4 base weights.") and " and ." not in bnb.why
+
+
+def test_memory_and_cost_warn_on_out_of_range_results_and_max_seq_says_when_capped(cli):
+    huge = cli("memory", "llama-3-8b", "-t", "lora", "-g", "a100-80gb-sxm", "-b", "1000000000000")
+    assert huge.exit_code == 0 and "gpuwise: warning: The job as given needs" in huge.stderr
+    years = cli("cost", "llama-3-8b", "-t", "lora", "-g", "a100-80gb-sxm", "--set", "train_tokens=1e15")
+    assert years.exit_code == 0 and "years: check train_tokens" in years.stderr
+    capped = cli("memory", "tinyllama-1.1b", "-t", "lora", "-g", "h100-sxm", "--max-seq", "--json")
+    assert capped.exit_code == 0
+    import json
+
+    answer = json.loads(capped.stdout)["max_seq_len"]
+    assert answer["value"] == 2048 and answer["capped_by_context"] is True
+    plain = cli("memory", "llama-3.2-1b", "-t", "lora", "-g", "h100-sxm")
+    assert "warning" not in plain.stderr

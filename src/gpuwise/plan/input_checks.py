@@ -45,27 +45,35 @@ def context_warning(w: Workload) -> str | None:
     )
 
 
-def result_warnings(w: Workload, outcome: Outcome) -> list[str]:
+def result_warnings(
+    w: Workload, peak_bytes: float | None = None, run_time_s: float | None = None
+) -> list[str]:
     """Results so far out of range that an input is almost surely wrong."""
     out = []
     largest = max(list_gpus(), key=lambda g: g.memory_gb)
-    if outcome.peak_bytes > T.INPUT_ABSURD_MEMORY_X * largest.memory_gb * GiB:
+    if peak_bytes is not None and peak_bytes > T.INPUT_ABSURD_MEMORY_X * largest.memory_gb * GiB:
         out.append(
-            f"The job as given needs {fmt_bytes(outcome.peak_bytes)} per GPU, over "
-            f"{outcome.peak_bytes / (largest.memory_gb * GiB):,.0f}× the largest catalog GPU ({largest.id}, "
+            f"The job as given needs {fmt_bytes(peak_bytes)} per GPU, over "
+            f"{peak_bytes / (largest.memory_gb * GiB):,.0f}× the largest catalog GPU ({largest.id}, "
             f"{largest.memory_gb:g} GB): check batch_size ({w.batch_size:,}) and seq_len ({w.seq_len:,})."
         )
-    if outcome.run_time_s is not None and outcome.run_time_s > T.INPUT_ABSURD_RUN_DAYS * _DAY_S:
+    if run_time_s is not None and run_time_s > T.INPUT_ABSURD_RUN_DAYS * _DAY_S:
         out.append(
-            f"The run as given takes {outcome.run_time_s / _DAY_S / 365:,.0f} years: check train_tokens "
-            f"({w.train_tokens:,.0f}) and epochs ({w.epochs:g})."
+            f"The run as given takes {run_time_s / _DAY_S / 365:,.0f} years: check train_tokens "
+            f"({w.train_tokens or 0:,.0f}), epochs ({w.epochs:g}) and the GPU count ({w.num_gpus})."
         )
     return out
 
 
-def input_warnings(w: Workload, outcome: Outcome) -> list[str]:
-    """Every out-of-range warning for the workload as given and its predicted outcome."""
-    return [*filter(None, [context_warning(w)]), *result_warnings(w, outcome)]
+def input_warnings(
+    w: Workload, peak_bytes: float | None = None, run_time_s: float | None = None
+) -> list[str]:
+    """Every out-of-range warning for the workload as given and its predicted peak and run time."""
+    return [*filter(None, [context_warning(w)]), *result_warnings(w, peak_bytes, run_time_s)]
 
 
-__all__ = ["context_warning", "fmt_bytes", "input_warnings", "result_warnings"]
+def outcome_warnings(w: Workload, outcome: Outcome) -> list[str]:
+    return input_warnings(w, float(outcome.peak_bytes), outcome.run_time_s)
+
+
+__all__ = ["context_warning", "fmt_bytes", "input_warnings", "outcome_warnings", "result_warnings"]

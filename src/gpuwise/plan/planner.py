@@ -38,7 +38,7 @@ from gpuwise.plan.evidence_sources import (
     read_evidence_files,
 )
 from gpuwise.plan.goal import comfortable
-from gpuwise.plan.input_checks import input_warnings
+from gpuwise.plan.input_checks import outcome_warnings
 from gpuwise.plan.techniques import Step, apply, assess, rank_by_gain, recommend
 from gpuwise.plan.tools import advise
 from gpuwise.plan.types import (
@@ -152,7 +152,7 @@ def make_plan(
         measured=bool(measured),
         fit_needed=bool(fit_steps) or not comfortable(current),
     )
-    notes = [*input_warnings(workload, current), *notes, *_notes(current_pred, measured, workload)]
+    notes = [*outcome_warnings(workload, current), *notes, *_notes(current_pred, measured, workload)]
     return Plan(
         workload=workload,
         goal=goal,
