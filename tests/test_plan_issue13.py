@@ -191,6 +191,9 @@ def test_qlora_ddp_snippet_loads_each_rank_on_its_own_gpu():
     assert 'device_map={"": local_rank}' in text and "LOCAL_RANK" in text
     compile(text, "hf", "exec")
     assert "device_map" not in hf_trainer(w.with_changes(num_gpus=1))
+    fsdp = hf_trainer(w.with_changes(sharding="fsdp"))  # FSDP places the shards itself
+    assert "device_map" not in fsdp and "bnb_4bit_quant_storage=torch.bfloat16" in fsdp
+    compile(fsdp, "hf", "exec")
 
 
 def test_accumulation_one_has_no_division_or_modulo():

@@ -75,16 +75,20 @@ def hf_trainer(w: Workload) -> str:
         lines[0] += ", BitsAndBytesConfig"
         lines.append("import torch")
         quant = "nf4" if w.precision == "nf4" else "fp4" if w.precision == "int4" else None
+        sharded = w.num_gpus > 1 and w.sharding in {"fsdp", "zero3"}
         if quant:
             lines.append(
                 f'bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="{quant}",\n'
                 f"                         bnb_4bit_use_double_quant={w.double_quant}, "
-                f"bnb_4bit_compute_dtype=torch.{_TORCH_DTYPE[compute]})"
+                f"bnb_4bit_compute_dtype=torch.{_TORCH_DTYPE[compute]}"
+                # FSDP shards only parameters of one dtype: pack the 4-bit weights in the 16-bit one
+                + (f", bnb_4bit_quant_storage=torch.{_TORCH_DTYPE[compute]}" if sharded else "")
+                + ")"
             )
         else:
             lines.append("bnb = BitsAndBytesConfig(load_in_8bit=True)")
         load.append("quantization_config=bnb")
-        if w.num_gpus > 1:  # quantized weights load on one device: each DDP rank on its own GPU
+        if w.num_gpus > 1 and not sharded:  # quantized weights load on one device: each rank on its own GPU
             lines.insert(0, "import os")
             lines.append('local_rank = int(os.environ.get("LOCAL_RANK", 0))')
             load.append('device_map={"": local_rank}')
