@@ -304,7 +304,7 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
         changes = {"batch_size": best, "grad_accum": total // best if keep else 1}
         risk: QualityRisk = "none" if keep or not w.is_training else "changes-training"
         title = f"Raise the micro-batch to {best}" + (
-            f" with {total // best}× accumulation (same global batch {total})" if keep else ""
+            f" with {total // best}× accumulation (same global batch {w.global_batch})" if keep else ""
         )
         return [Candidate("bigger_batch", title, changes, risk)]
     smaller = [d for d in divisors(total) if d < w.batch_size]
@@ -318,7 +318,7 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
         Candidate(
             "smaller_batch",
             f"Lower the micro-batch to {chosen} with {total // chosen}× accumulation (same global batch "
-            f"{total})",
+            f"{w.global_batch})",
             {"batch_size": chosen, "grad_accum": total // chosen},
             "none",
             saves_memory=True,

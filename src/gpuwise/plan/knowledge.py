@@ -193,6 +193,7 @@ TECHNIQUE_TOOLS: dict[str, tuple[str, ...]] = {
     "kv_fp8": ("vllm", "tensorrt-llm"),
     "more_concurrency": ("vllm", "sglang", "tensorrt-llm"),
     "tensor_parallel": ("vllm", "tensorrt-llm", "megatron"),
+    "parallel_layout": ("megatron", "torchtitan"),
 }
 
 # Technique id -> what applying it takes (a tie-breaker after the gain, shown beside it): a flag or one
@@ -209,6 +210,7 @@ EFFORT: dict[str, Effort] = {
     "weight_int8": "medium",
     "weight_int4": "medium",
     "fix_pipeline": "medium",
+    "parallel_layout": "medium",
 }
 
 # Published caveats per technique: what it may cost besides what the models compute.

@@ -59,6 +59,7 @@ ADDRESSES: dict[str, tuple[FindingId, ...]] = {
     "weight_int4": ("decode_memory_bound", "oom_risk"),
     "kv_fp8": ("kv_cache_dominant", "oom_risk"),
     "more_concurrency": ("decode_memory_bound",),
+    "parallel_layout": ("oom_risk",),
 }
 
 
@@ -147,10 +148,39 @@ def _fit_steps(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step]
         return []
     path: list[Step] = []
     for tier in sorted(set(RISK_ORDER.values())):
+        if tier == RISK_ORDER["changes-training"]:  # before any lossy edit: split the model on these GPUs
+            via_layout = _layout_fit(workload, path, evaluate)
+            if via_layout:
+                return _prune(workload, via_layout, evaluate)
         path = _greedy_fit(workload, evaluate, max_risk=tier)
         if path and comfortable(path[-1].after):
             return _prune(workload, path, evaluate)
     return path
+
+
+def _layout_fit(workload: Workload, path: list[Step], evaluate: Evaluate) -> list[Step] | None:
+    """Another parallel layout on the user's own GPU count (TP inside the node, PP across): no quality
+    risk, so it is tried before a lossy edit (bf16 weights without fp32 master copies, ...)."""
+    from gpuwise.plan.scaling import label_of, layouts  # scaling imports candidates, as this module does
+
+    if not workload.is_training or workload.num_gpus < 2:
+        return None
+    w = path[-1].after_workload if path else workload
+    tried = [
+        (x, evaluate(x))
+        for x in layouts(w, w.num_gpus)
+        if (x.tp, x.pp, x.sharding) != (w.tp, w.pp, w.sharding)
+    ]
+    fitting = [t for t in tried if comfortable(t[1])]
+    if not fitting:
+        return None
+    best, after = max(fitting, key=lambda t: t[1].throughput or 0.0)
+    keys = ("tp", "pp", "sharding", "batch_size", "grad_accum")
+    changes = {k: getattr(best, k) for k in keys if getattr(best, k) != getattr(w, k)}
+    cand = Candidate(
+        "parallel_layout", f"Split the model: {label_of(best)}", changes, "none", saves_memory=True
+    )
+    return [*path, Step(cand, w, best, evaluate(w), after, "fit")]
 
 
 def _greedy_fit(workload: Workload, evaluate: Evaluate, max_risk: int) -> list[Step]:
