@@ -89,6 +89,7 @@ def test_stated_utilization_caps_gains_puts_the_pipeline_first_and_holds_back_ha
     assert amp.capped_throughput_x < amp.impact.throughput_x and "Stated" in amp.reason
     assert p.scaling.hold_back and p.scaling.reason.startswith("Hold off buying or renting")
     assert "80 % busy" in p.scaling.hold_back
+    assert "expect about 40 % of them" in p.config.note
     low = next(f for f in p.diagnosis.findings if f.id == "low_utilization")
     assert low.confidence == T.STATED_UTILIZATION_CONFIDENCE  # the user's figure beats a prediction
 

@@ -116,6 +116,16 @@ def fix_first(
     return [row, *techniques]
 
 
+def config_note(idle: Idle | None) -> str:
+    """What the config table's speeds assume, when the GPU is known to idle."""
+    if idle is None or not idle.fix_first:
+        return ""
+    return (
+        f"Speeds below assume a busy GPU; at {idle.busy_pct:.0f} % busy ({idle.source}) expect about "
+        f"{idle.busy_pct:.0f} % of them until the pipeline is fixed."
+    )
+
+
 def hold_back_reason(idle: Idle | None) -> str:
     """Why "buy or rent more" waits, or '' when the GPU is (or will be, after the known fixes) busy enough."""
     if idle is None or not idle.fix_first or idle.passes_kpi:
@@ -142,4 +152,4 @@ def hold_back(decision: ScalingDecision, idle: Idle | None) -> ScalingDecision:
     return replace(decision, reason=f"{why} {keep}", hold_back=why)
 
 
-__all__ = ["TECHNIQUE_ID", "Idle", "fix_first", "hold_back", "hold_back_reason", "idle_share"]
+__all__ = ["TECHNIQUE_ID", "Idle", "config_note", "fix_first", "hold_back", "hold_back_reason", "idle_share"]

@@ -139,6 +139,7 @@ def make_plan(
     techniques = rank_by_gain(_superseded(techniques, config_w, scaling), goal, workload)
     diagnosis = _diagnosis(workload, current, findings, all_evidence)
 
+    move_note = " ".join(filter(None, [move_note, pipeline.config_note(idle)]))
     config = _config_plan(workload, config_w, steps, config_out, findings, move_note)
     memory = _memory_view(workload, config_w, ev, traced, notes, model_factory, input_factory)
     tools = advise(
