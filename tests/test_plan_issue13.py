@@ -153,6 +153,18 @@ def test_bf16_lora_on_t4_is_told_to_use_fp16_and_qlora_is_not_a_miracle():
     assert 'torch_dtype="float16"' in p.config.snippets["Hugging Face Trainer + PEFT"]
 
 
+def test_full_finetune_in_bf16_on_t4_keeps_fp32_masters_in_fp16_amp():
+    from gpuwise.plan.gpu_features import unsupported
+
+    w = Workload(model="llama-3.2-1b", task="full-finetune", precision="bf16", gpu="t4")
+    [(changes, why)] = unsupported(w, get_gpu("t4"))
+    assert changes == {"precision": "amp-fp16"} and "GradScaler" in why
+    serving = Workload(model="llama-3.2-1b", task="serving", precision="bf16", gpu="t4")
+    [(changes, why)] = unsupported(serving, get_gpu("t4"))
+    assert changes == {"precision": "fp16"} and "GradScaler" not in why
+    assert unsupported(w.with_changes(gpu="a100-80gb-sxm"), get_gpu("a100-80gb-sxm")) == []
+
+
 def test_v100_keeps_fp16_amp_and_drops_flash_attention():
     w = Workload(model="llama-3.2-1b", task="lora", precision="fp32", attention="flash", gpu="v100-sxm2-32gb")
     final = make_plan(w).config.workload

@@ -92,10 +92,13 @@ def unsupported(w: Workload, gpu: GPU) -> list[tuple[dict, str]]:
     where = f"{gpu.id} ({f.architecture})"
     out: list[tuple[dict, str]] = []
     if not f.bf16 and w.precision in {"bf16", "amp-bf16"}:
-        changes: dict = {"precision": w.precision.replace("bf16", "fp16")}
+        # Pure fp16 weights overflow in full-parameter training: keep fp32 masters there (fp16 AMP).
+        full = w.is_training and not w.is_lora
+        changes: dict = {"precision": "amp-fp16" if full else w.precision.replace("bf16", "fp16")}
         if w.lora_dtype == "bf16":
             changes["lora_dtype"] = "fp16"
-        out.append((changes, f"{where} has no bf16 tensor cores: use fp16 (with loss scaling when training)"))
+        scaling = " with loss scaling (GradScaler)" if w.is_training else ""
+        out.append((changes, f"{where} has no bf16 tensor cores: use fp16{scaling}"))
     if not f.fp8 and w.precision == "fp8" and w.is_training:
         out.append(({"precision": f"amp-{half_dtype(gpu)}"}, f"{where} has no FP8 tensor cores to train in"))
     if w.attention == "flash" and f.flash_attention < 2 and gpu.vendor.upper() == "NVIDIA":
