@@ -14,15 +14,16 @@ from gpuwise.units import GiB
 from gpuwise.workload import Workload
 
 _DAY_S = 86_400.0
+_NEXT_UNIT = 1024  # binary units: 1,024 GiB is a TiB
 
 
 def fmt_bytes(n: float) -> str:
     """GiB up to a thousand, then TiB, PiB, EiB: '23,684 PiB' reads better than 25 trillion GiB."""
     value, unit = n / GiB, "GiB"
     for bigger in ("TiB", "PiB", "EiB"):
-        if value < 1000:
+        if value < _NEXT_UNIT:
             break
-        value, unit = value / 1024, bigger
+        value, unit = value / _NEXT_UNIT, bigger
     return f"{value:,.1f} {unit}"
 
 

@@ -71,7 +71,7 @@ def idle_share(w: Workload, measured: list[Evidence]) -> Idle | None:
     if idles and max(idles) > 0:
         idle = max(idles)
         return Idle(idle, min(idle, max(waits, default=0.0)), "Measured", "high")
-    if w.utilization_pct is not None and w.utilization_pct < 100:
+    if w.utilization_pct is not None and 100.0 - w.utilization_pct > 0:
         return Idle(
             100.0 - w.utilization_pct,
             0.0,
