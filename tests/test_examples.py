@@ -11,7 +11,9 @@ from gpuwise.plan.goal import comfortable
 from gpuwise.workload import load_workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-ALL = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name != "gpus.yaml")
+# Examples whose plan needs a feature another part of issue 13 adds; each joins ALL once it is merged.
+AWAITING = {"resnet50-40pct.yaml": "vision and diffusion models (issue 13, item 4)"}
+ALL = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name != "gpus.yaml" and p.name not in AWAITING)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -158,3 +160,35 @@ def test_every_snippet_parses_and_the_yaml_is_the_recommended_workload(path, tmp
             assert subprocess.run(["bash", "-n", str(script)]).returncode == 0, text
         else:
             compile(text, label, "exec")  # Python: HF Trainer + PEFT, PyTorch loop, FSDP2
+
+
+def test_70b_lora_that_ooms_on_two_a100s_is_made_to_fit_there():
+    p = plan("lora-70b-2xa100-oom")
+    assert not p.current.fits and p.diagnosis.findings[0].id == "oom_risk"
+    final = p.config.workload
+    assert (final.gpu, final.num_gpus) == ("a100-80gb-sxm", 2) and comfortable(p.config.outcome)
+    assert final.grad_checkpointing == "full" and final.sharding in {"fsdp", "zero3"}
+    assert p.config.global_batch_after == p.config.global_batch_before == 32
+    assert p.techniques[0].needed_to_fit  # what makes it fit comes first
+    if final.task == "qlora":  # FSDP-QLoRA: 4-bit weights packed in the dtype FSDP shards
+        assert "bnb_4bit_quant_storage=torch.bfloat16" in p.config.snippets["Hugging Face Trainer + PEFT"]
+
+
+def test_70b_pretraining_on_64_h100s_keeps_its_global_batch():
+    p = plan("pretrain-70b-64xh100")
+    assert p.scaling.num_gpus == 64 and p.config.global_batch_after == 1024
+    assert p.config.outcome.mfu_pct and p.config.outcome.mfu_pct > 25
+    assert "launch" in p.config.snippets and "--nnodes=8" in p.config.snippets["launch"]
+
+
+def test_startup_8xh100_node_plans_its_monthly_run():
+    p = plan("startup-8xh100-buy-or-rent")
+    assert p.scaling.num_gpus == 8 and p.config.workload.sharding in {"fsdp", "zero2", "zero3", "ddp"}
+    out = p.config.outcome
+    assert out.usd_per_run and out.run_time_s and out.run_time_s < 31 * 86400  # 20B tokens fit in a month
+    assert not p.scaling.hold_back  # nothing says the node idles: scaling advice is not held back
+
+
+def test_awaiting_examples_exist_and_name_what_they_wait_for():
+    for name, what in AWAITING.items():
+        assert (EXAMPLES / name).is_file() and "issue 13" in what

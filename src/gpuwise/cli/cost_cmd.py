@@ -88,6 +88,11 @@ def cost(
         cooling_overhead_pct=cooling_overhead,
         usd_per_kwh=usd_per_kwh,
     )
+    from gpuwise.plan.input_checks import input_warnings
+
+    run_s = estimate.training.run_time_s if estimate.training is not None else None
+    for line in input_warnings(workload, run_time_s=run_s):
+        typer.echo(f"gpuwise: warning: {line}", err=True)
     tco = tco_for(workload, estimate.perf, usd_per_gpu_hour=usd_per_hour)
     tco_doc = tco_view.document(tco)
 

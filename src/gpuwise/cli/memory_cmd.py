@@ -93,9 +93,14 @@ def memory(
         emit(result.to_dict(), "memory_traced", as_json, lambda c: simulation_view.render_traced(c, result))
         return
 
+    from gpuwise.catalog import get_model
     from gpuwise.memory import estimate_memory, max_batch_that_fits, max_seq_len_that_fits
 
     estimate = estimate_memory(workload)
+    from gpuwise.plan.input_checks import input_warnings
+
+    for line in input_warnings(workload, peak_bytes=estimate.device_total_bytes):
+        typer.echo(f"gpuwise: warning: {line}", err=True)
     payload = estimate.to_dict()
     extras: dict = {}
     if max_batch:
@@ -113,12 +118,16 @@ def memory(
     if max_seq:
         n = max_seq_len_that_fits(workload, estimate.gpu, headroom_pct=headroom)
         what = "context (prompt)" if workload.is_inference else "sequence"
+        context = get_model(workload.model).max_position_embeddings
+        capped = bool(n and context and n >= context - (workload.output_len if workload.is_inference else 0))
         extras["max_seq_len"] = {
             "value": n,
             "headroom_pct": headroom,
             "gpu": estimate.gpu.id,
+            "capped_by_context": capped,
             "text": (
                 f"longest {what} on {estimate.gpu.id} with {headroom:g} % headroom: [bold]{n:,}[/] tokens"
+                + (f" (capped at the model's context of {context:,} tokens, not by memory)" if capped else "")
                 if n
                 else f"[red]no {what} length fits {estimate.gpu.id} with {headroom:g} % headroom[/]"
             ),

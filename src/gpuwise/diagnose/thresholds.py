@@ -177,3 +177,21 @@ MACHINE_BUSY_STEAL_PCT = 10.0
 # step_outliers: the period is read from the major stalls only (excess at least this fraction of the
 # largest excess), so timer jitter that crosses the limit between two checkpoints does not hide it.
 OUTLIER_MAJOR_FRACTION = 0.5
+
+# --- planfix: fix before you buy, ranking, out-of-range inputs (issue 13, items 2, 3, 10) ---------
+# Below this GPU utilization (a measured busy share, or the user's stated utilization_pct) the plan fixes
+# the pipeline before it advises more hardware: the seeds' "fix before you buy" rule (~60 %), the same
+# bar as the low_utilization finding.
+PLAN_FIX_FIRST_UTIL_PCT = LOW_UTIL_MODERATE_PCT
+# The KPI a fixed pipeline must be projected to reach before "buy/rent more" is advised: the GPU busy
+# more than this share of the time and idle (waiting for data or the host) less than PLAN_KPI_IDLE_PCT.
+PLAN_KPI_BUSY_PCT = 80.0
+PLAN_KPI_IDLE_PCT = 5.0
+# A stated utilization (nvidia-smi's GPU-Util, not a profile) counts as evidence with this confidence:
+# GPU-Util is the share of time any kernel runs, an upper bound on how busy the SMs are (NVML docs).
+STATED_UTILIZATION_CONFIDENCE = "medium"
+# Out-of-range results worth one warning line: a per-GPU peak above this multiple of the largest catalog
+# GPU (the biggest real ask, a 405B full fine-tune on one GPU, is ~25x an MI325X), or a run longer than
+# this many days (ten years: no one plans a training run that long).
+INPUT_ABSURD_MEMORY_X = 100.0
+INPUT_ABSURD_RUN_DAYS = 3650.0

@@ -6,6 +6,8 @@ edit is worth. `techniques.py` re-runs memory and performance on the edited work
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +16,7 @@ from gpuwise.catalog import GPU, get_gpu
 from gpuwise.diagnose import thresholds as T
 from gpuwise.plan.evidence_sources import kv_bits
 from gpuwise.plan.goal import comfortable
+from gpuwise.plan.gpu_features import features, half_dtype, unsupported
 from gpuwise.plan.types import Outcome, QualityRisk
 from gpuwise.workload import Workload
 
@@ -23,6 +26,7 @@ Evaluate = Callable[[Workload], Outcome]
 # newer V1 releases raise it on large GPUs): the planner does not batch beyond it.
 SERVING_MAX_SEQS = 256
 _MAX_BATCH_DOUBLINGS = 6  # try up to 64× the current micro-batch
+_DIVISOR_SEARCH_LIMIT = 1 << 14  # trial divisions per divisor search (complete up to n = 2**28)
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class Candidate:
     changes: dict[str, Any]
     quality_risk: QualityRisk
     saves_memory: bool = False  # a memory technique (may cost speed): used to make a job fit
+    required: bool = False  # the GPU cannot run the workload as asked: applied before anything else
 
 
 Generator = Callable[[Workload, GPU, Evaluate], "list[Candidate]"]
@@ -58,7 +63,7 @@ def candidates(workload: Workload, evaluate: Evaluate) -> list[Candidate]:
 
 
 def _half_dtype(gpu: GPU) -> str | None:
-    if gpu.bf16_tflops:
+    if features(gpu).bf16:
         return "bf16"
     if gpu.fp16_tflops:
         return "fp16"
@@ -66,12 +71,24 @@ def _half_dtype(gpu: GPU) -> str | None:
 
 
 def _flash_capable(gpu: GPU) -> bool:
-    # FlashAttention-2 needs Ampere or newer, the first generation with bf16 tensor cores.
-    return bool(gpu.bf16_tflops) and gpu.vendor.upper() == "NVIDIA"
+    # FlashAttention-2 (what attn_implementation="flash_attention_2" loads) needs Ampere or newer.
+    return features(gpu).flash_attention >= 2 and gpu.vendor.upper() == "NVIDIA"
 
 
 def _llm(workload: Workload) -> bool:
     return not workload.is_cv
+
+
+# --- what the GPU cannot run ------------------------------------------------------------------------
+
+
+@generator
+def gpu_support(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """A dtype or kernel this GPU generation lacks (bf16 on a T4, FlashAttention-2 on a V100)."""
+    return [
+        Candidate("gpu_support", why[0].upper() + why[1:], changes, "none", required=True)
+        for changes, why in unsupported(w, gpu)
+    ]
 
 
 # --- precision -------------------------------------------------------------------------------------
@@ -99,7 +116,7 @@ def mixed_precision(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate
 def fp8_training(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     if (
         w.task not in {"pretrain", "full-finetune"}
-        or not gpu.fp8_tflops
+        or not features(gpu).fp8
         or w.precision not in {"amp-bf16", "bf16", "amp-fp16", "fp16"}
     ):
         return []
@@ -112,7 +129,7 @@ def bf16_weights(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     if (
         w.task not in {"pretrain", "full-finetune"}
         or w.precision not in {"amp-bf16", "amp-fp16"}
-        or not gpu.bf16_tflops
+        or not features(gpu).bf16
     ):
         return []
     return [
@@ -132,7 +149,7 @@ def weight_quantization(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candi
         return []
     out = []
     if w.precision in {"fp32", "bf16", "fp16", "amp-bf16", "amp-fp16"}:
-        if gpu.fp8_tflops:
+        if features(gpu).fp8:
             out.append(
                 Candidate("weight_fp8", "Serve FP8 weights", {"precision": "fp8"}, "low", saves_memory=True)
             )
@@ -242,8 +259,25 @@ def grad_checkpointing(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candid
     return out
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+@functools.lru_cache(maxsize=256)
+def divisors(n: int) -> tuple[int, ...]:
+    """Divisors of n, ascending. Trial division stops at `_DIVISOR_SEARCH_LIMIT`, so for a huge n
+    only the small divisors and their partners n // d are listed: a bounded search for any input."""
+    small = [d for d in range(1, min(math.isqrt(n), _DIVISOR_SEARCH_LIMIT) + 1) if n % d == 0]
+    return tuple(sorted({*small, *(n // d for d in small)}))
+
+
+def _largest_passing(sizes: list[int], passes: Callable[[int], bool]) -> int | None:
+    """The largest size that passes, for a test that holds up to some size and fails above it
+    (memory grows with the micro-batch): a bisection, so a few evaluations for any list."""
+    lo, hi = 0, len(sizes)  # sizes[:lo] pass, sizes[hi:] fail
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if passes(sizes[mid]):
+            lo = mid + 1
+        else:
+            hi = mid
+    return sizes[lo - 1] if lo else None
 
 
 @generator
@@ -256,36 +290,35 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     current = evaluate(w)
     if comfortable(current):
         if w.grad_accum > 1:
-            sizes, keep = [d for d in _divisors(total) if d > w.batch_size], True
+            sizes, keep = [d for d in divisors(total) if d > w.batch_size], True
         else:
             sizes, keep = [w.batch_size * 2**k for k in range(1, _MAX_BATCH_DOUBLINGS + 1)], False
-        best = None
-        for size in sizes:
-            edited = w.with_changes(batch_size=size, grad_accum=total // size if keep else 1)
-            if not comfortable(evaluate(edited)):
-                break
-            best = size
+        best = _largest_passing(
+            sizes,
+            lambda size: comfortable(
+                evaluate(w.with_changes(batch_size=size, grad_accum=total // size if keep else 1))
+            ),
+        )
         if best is None:
             return []
         changes = {"batch_size": best, "grad_accum": total // best if keep else 1}
         risk: QualityRisk = "none" if keep or not w.is_training else "changes-training"
         title = f"Raise the micro-batch to {best}" + (
-            f" with {total // best}× accumulation (same global batch {total})" if keep else ""
+            f" with {total // best}× accumulation (same global batch {w.global_batch})" if keep else ""
         )
         return [Candidate("bigger_batch", title, changes, risk)]
-    smaller = [d for d in _divisors(total) if d < w.batch_size]
+    smaller = [d for d in divisors(total) if d < w.batch_size]
     if not smaller or not w.is_training:
         return []
-    chosen = smaller[0]
-    for size in reversed(smaller):
-        if comfortable(evaluate(w.with_changes(batch_size=size, grad_accum=total // size))):
-            chosen = size
-            break
+    fitting = _largest_passing(
+        smaller, lambda size: comfortable(evaluate(w.with_changes(batch_size=size, grad_accum=total // size)))
+    )
+    chosen = smaller[0] if fitting is None else fitting
     return [
         Candidate(
             "smaller_batch",
             f"Lower the micro-batch to {chosen} with {total // chosen}× accumulation (same global batch "
-            f"{total})",
+            f"{w.global_batch})",
             {"batch_size": chosen, "grad_accum": total // chosen},
             "none",
             saves_memory=True,
@@ -298,7 +331,7 @@ def adapters(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     if w.is_cv or w.task not in {"full-finetune", "lora"}:
         return []
     out = []
-    base = "bf16" if gpu.bf16_tflops else "fp16"
+    base = half_dtype(gpu)
     if w.task == "full-finetune":
         out.append(
             Candidate(

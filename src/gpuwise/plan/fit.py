@@ -77,6 +77,10 @@ def _scaled_fit(
 ) -> tuple[str, GPU, Workload, Outcome] | None:
     """More GPUs: sharding (training) or tensor/pipeline parallelism (inference), smallest count first."""
     n = w.num_gpus * 2
+    # No layout on n GPUs holds less than 1/n of one GPU's peak: skip the counts that cannot fit anywhere.
+    largest = max((g.memory_gb * GiB for g in gpus), default=0.0)
+    while n <= NODE_GPUS * _MAX_NODES and evaluate(w).peak_bytes * w.num_gpus / n > largest:
+        n *= 2
     while n <= NODE_GPUS * _MAX_NODES:
         best = None
         for gpu in gpus:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.diagnose.finding import FindingId
+from gpuwise.plan.types import Effort
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,24 @@ TECHNIQUE_TOOLS: dict[str, tuple[str, ...]] = {
     "kv_fp8": ("vllm", "tensorrt-llm"),
     "more_concurrency": ("vllm", "sglang", "tensorrt-llm"),
     "tensor_parallel": ("vllm", "tensorrt-llm", "megatron"),
+    "parallel_layout": ("megatron", "torchtitan"),
+}
+
+# Technique id -> what applying it takes (a tie-breaker after the gain, shown beside it): a flag or one
+# line (low); a library, a quantized checkpoint or a launcher/code path to change (medium); new
+# numerics recipes and kernels to validate (high). Ids not listed are low.
+EFFORT: dict[str, Effort] = {
+    "fp8_training": "high",
+    "bf16_weights": "medium",
+    "optimizer_8bit": "medium",
+    "lora": "medium",
+    "qlora": "medium",
+    "sharding": "medium",
+    "weight_fp8": "medium",
+    "weight_int8": "medium",
+    "weight_int4": "medium",
+    "fix_pipeline": "medium",
+    "parallel_layout": "medium",
 }
 
 # Published caveats per technique: what it may cost besides what the models compute.

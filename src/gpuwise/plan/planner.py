@@ -25,6 +25,7 @@ from gpuwise.perf.prediction import Bound
 from gpuwise.plan import fit as fit_mod
 from gpuwise.plan import hardware as hw
 from gpuwise.plan import knowledge as K
+from gpuwise.plan import pipeline
 from gpuwise.plan import scaling as scale
 from gpuwise.plan import snippets as snip
 from gpuwise.plan.candidates import candidates
@@ -37,7 +38,8 @@ from gpuwise.plan.evidence_sources import (
     read_evidence_files,
 )
 from gpuwise.plan.goal import comfortable
-from gpuwise.plan.techniques import Step, apply, assess, recommend
+from gpuwise.plan.input_checks import outcome_warnings
+from gpuwise.plan.techniques import Step, apply, assess, rank_by_gain, recommend
 from gpuwise.plan.tools import advise
 from gpuwise.plan.types import (
     ConfigPlan,
@@ -49,6 +51,7 @@ from gpuwise.plan.types import (
     Outcome,
     Plan,
     ScalingDecision,
+    Technique,
 )
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
@@ -83,6 +86,7 @@ def make_plan(
     measured = [host_side_of_cpu_run(e) if e.device == "cpu" else e for e in measured]
     ev = Evaluator()
     goal = workload.goal
+    idle = pipeline.idle_share(workload, measured)
     try:
         current_pred = ev.predict(workload, full=True)
     except GpuwiseError as err:
@@ -103,6 +107,7 @@ def make_plan(
         config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
     scaling = scale.decide(config_w, goal, ev.outcome_on)
     config_w, layout_note = _adopt_layout(config_w, scaling, ev)
+    scaling = pipeline.hold_back(scaling, idle)
     if layout_note:
         move_note = " ".join(filter(None, [move_note, layout_note]))
     config_out = ev.outcome(config_w)
@@ -120,12 +125,21 @@ def make_plan(
     predicted = prediction_evidence(workload, current_pred, fit_options, attention_scores_bytes(ev, workload))
     all_evidence = merge_evidence(predicted, measured)
     findings = _findings(measured, predicted, goal)
+    if idle is not None and idle.confidence != "high":  # the user's own figure: surer than a prediction
+        findings = [
+            replace(f, confidence=idle.confidence)
+            if f.id == "low_utilization" and f.source == "prediction"
+            else f
+            for f in findings
+        ]
     techniques = assess(
         workload, goal, ev.outcome, steps, final=config_w, finding_ids=frozenset(f.id for f in findings)
     )
-    techniques = _bound_by_measured_idle(techniques, measured)
+    techniques = pipeline.fix_first(_bound_by_idle(techniques, idle), workload, current, idle)
+    techniques = rank_by_gain(_superseded(techniques, config_w, scaling), goal, workload)
     diagnosis = _diagnosis(workload, current, findings, all_evidence)
 
+    move_note = " ".join(filter(None, [move_note, pipeline.config_note(idle)]))
     config = _config_plan(workload, config_w, steps, config_out, findings, move_note)
     memory = _memory_view(workload, config_w, ev, traced, notes, model_factory, input_factory)
     tools = advise(
@@ -139,7 +153,7 @@ def make_plan(
         measured=bool(measured),
         fit_needed=bool(fit_steps) or not comfortable(current),
     )
-    notes += _notes(current_pred, measured, workload)
+    notes = [*outcome_warnings(workload, current), *notes, *_notes(current_pred, measured, workload)]
     return Plan(
         workload=workload,
         goal=goal,
@@ -212,12 +226,7 @@ def _relocate(
             )
     decision = scale.decide(config_w, goal, ev.outcome_on)
     if decision.num_gpus:
-        layout = config_w.with_changes(
-            num_gpus=decision.num_gpus,
-            tp=decision.tp,
-            pp=decision.pp,
-            **({"sharding": decision.sharding} if config_w.is_training else {}),
-        )
+        layout = scale.adopt(config_w, decision)
         return (
             layout,
             steps,
@@ -247,32 +256,41 @@ def _placed(
     return final, [*placed.steps, *extra], note
 
 
-def _bound_by_measured_idle(techniques: list, measured: list[Evidence]) -> list:
-    """Amdahl: the models assume a busy GPU; if a measurement shows it idle (waiting for input, host),
-    a compute speed-up only shortens the busy part. Say how far that caps each predicted gain."""
-    idle = max(
-        (
-            v
-            for e in measured
-            if e.device != "cpu"  # a CPU run's wait is no measure of a GPU idling
-            for v in (e.input_wait_pct, e.gpu_idle_pct)
-            if v is not None
-        ),
-        default=None,
-    )
-    if not idle:
+def _bound_by_idle(techniques: list[Technique], idle: pipeline.Idle | None) -> list[Technique]:
+    """Amdahl: the models assume a busy GPU; if it idles (waiting for input, host; measured or stated
+    by the user), a compute speed-up only shortens the busy part. Say how far that caps each gain."""
+    if idle is None:
         return techniques
-    share = min(idle, T.MAX_REMOVABLE_STEP_PCT) / 100.0
+    share = min(idle.pct, T.MAX_REMOVABLE_STEP_PCT) / 100.0
     out = []
     for t in techniques:
         x = t.impact.throughput_x
-        if x and x > 1 and t.verdict != "not-recommended":
+        if x and x > 1 and t.verdict != "not-recommended" and t.id != pipeline.TECHNIQUE_ID:
             cap = 1.0 / (share + (1.0 - share) / x)
             t = replace(
                 t,
                 reason=t.reason
-                + f" Measured: the GPU idles {idle:.0f} % of each step, so until that is fixed "
+                + f" {idle.basis}: the GPU idles {idle.pct:.0f} % of each step, so until that is fixed "
                 f"this gives at most {cap:.2f}× (not {x:.2f}×).",
+                capped_throughput_x=round(cap, 4),
+            )
+        out.append(t)
+    return out
+
+
+def _superseded(techniques: list[Technique], final: Workload, scaling: ScalingDecision) -> list[Technique]:
+    """A recommended edit the final layout undoes says so (never silently dropped from the plan)."""
+    out = []
+    for t in techniques:
+        lost = {
+            k: v for k, (_, v) in t.changes.items() if t.verdict == "recommended" and getattr(final, k) != v
+        }
+        if lost and not {"batch_size", "grad_accum"} >= lost.keys():
+            now = ", ".join(f"{k}={getattr(final, k)}" for k in lost)
+            t = replace(
+                t,
+                reason=t.reason + f" The final config runs {now} instead: the scaling decision "
+                f"({scaling.strategy}) or a later step replaces it.",
             )
         out.append(t)
     return out
@@ -285,13 +303,21 @@ def _adopt_layout(w: Workload, decision: ScalingDecision, ev: Evaluator) -> tupl
     layout = (decision.num_gpus, decision.tp, decision.pp, decision.sharding if w.is_training else w.sharding)
     if layout == (w.num_gpus, w.tp, w.pp, w.sharding):
         return w, ""
-    changes: dict[str, object] = {"num_gpus": decision.num_gpus, "tp": decision.tp, "pp": decision.pp}
-    if w.is_training:
-        changes["sharding"] = decision.sharding
-    adopted = w.with_changes(**changes)
+    adopted = scale.adopt(w, decision)
     if not comfortable(ev.outcome(adopted)):
         return w, ""
-    return adopted, f"Parallel layout from the scaling decision: {decision.strategy}."
+    note = f"Parallel layout from the scaling decision: {decision.strategy}."
+    if w.is_training and adopted.sharding != w.sharding:
+        note += (
+            f" It replaces sharding {w.sharding} with {adopted.sharding}"
+            + (
+                f" (TP{adopted.tp}, PP{adopted.pp} split the model instead)"
+                if adopted.tp * adopted.pp > 1
+                else ""
+            )
+            + ": the scaling section compares both."
+        )
+    return adopted, note
 
 
 def _fit_options_bytes(workload: Workload, ev: Evaluator) -> dict[str, float]:

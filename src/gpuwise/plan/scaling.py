@@ -14,6 +14,7 @@ from dataclasses import replace
 from gpuwise.catalog import GPU, ModelArch, get_gpu, get_model
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
+from gpuwise.plan.candidates import divisors
 from gpuwise.plan.goal import comfortable, goal_value
 from gpuwise.plan.types import NvlinkVerdict, Outcome, ScaleOption, ScalingDecision
 from gpuwise.workload import Workload
@@ -115,10 +116,41 @@ def layouts(w: Workload, n: int) -> list[Workload]:
     out = []
     for changes in tries:
         try:
-            out.append(w.with_changes(**changes))
+            out.append(w.with_changes(**keep_global_batch(w, changes)))
         except GpuwiseError:
             continue
     return out
+
+
+def keep_global_batch(w: Workload, changes: dict) -> dict:
+    """`changes` (a layout) plus the micro-batch and accumulation that keep `w`'s global batch there.
+
+    Fewer data-parallel replicas take more accumulation steps (and a pipeline fills its bubble with
+    them); when the global batch does not split over the replicas, the closest one that does is used
+    and `global_batch_note` says why."""
+    if not w.is_training:
+        return changes
+    dp = changes.get("num_gpus", w.num_gpus) // (changes.get("tp", w.tp) * changes.get("pp", w.pp))
+    per_replica = max(1, round(w.global_batch / max(dp, 1)))
+    batch = max((d for d in divisors(per_replica) if d <= w.batch_size), default=1)
+    return {**changes, "batch_size": batch, "grad_accum": per_replica // batch}
+
+
+def global_batch_note(w: Workload, layout: Workload) -> str:
+    """Why `layout` runs another global batch than `w` ('' when it keeps it)."""
+    if not w.is_training or layout.global_batch == w.global_batch:
+        return ""
+    dp = layout.data_parallel
+    why = (
+        f"its {dp} data-parallel replicas need at least one sequence each"
+        if dp > w.global_batch
+        else f"{w.global_batch} sequences do not split evenly over {dp} data-parallel replicas"
+    )
+    return (
+        f"{label_of(layout)} cannot keep the global batch of {w.global_batch}: {why}, so it runs "
+        f"{layout.global_batch} per optimizer step (micro-batch {layout.batch_size} × {layout.grad_accum} "
+        "accumulation per replica): re-tune the learning rate and warm-up for it."
+    )
 
 
 def _option(w: Workload, outcome: Outcome) -> ScaleOption:
@@ -219,7 +251,16 @@ def decide(workload: Workload, goal: Goal, evaluate_on: EvaluateOn) -> ScalingDe
         nvlink_reason=nvlink_reason,
         nvlink_slowdown_pct=slowdown,
         options=tuple(shown),
+        global_batch_note=global_batch_note(workload, adopt(workload, chosen)),
     )
+
+
+def adopt(w: Workload, option: ScaleOption | ScalingDecision) -> Workload:
+    """`w` on the option's layout, keeping its global batch where the layout allows."""
+    changes: dict = {"num_gpus": option.num_gpus, "tp": option.tp, "pp": option.pp}
+    if w.is_training:
+        changes["sharding"] = option.sharding
+    return w.with_changes(**keep_global_batch(w, changes))
 
 
 def _eval(w: Workload, n: int, gpu: GPU, evaluate_on: EvaluateOn) -> list[ScaleOption]:
@@ -254,12 +295,7 @@ def _nvlink(
 ) -> tuple[NvlinkVerdict, str, float | None]:
     if chosen.num_gpus == 1 or (chosen.strategy == "replicas"):
         return "not-needed", "One GPU per model copy: no collective communication.", None
-    layout = w.with_changes(
-        num_gpus=chosen.num_gpus,
-        tp=chosen.tp,
-        pp=chosen.pp,
-        **({"sharding": chosen.sharding} if w.is_training else {}),
-    )
+    layout = adopt(w, chosen)
     with_link = chosen.outcome
     if gpu.nvlink_gbps > 0:
         without = evaluate_on(layout, replace(gpu, nvlink_gbps=0.0))

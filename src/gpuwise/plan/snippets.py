@@ -13,6 +13,7 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from gpuwise.catalog import get_model
+from gpuwise.plan.gpu_features import gpu_half_dtype
 from gpuwise.plan.scaling import NODE_GPUS
 from gpuwise.workload import Workload
 
@@ -25,6 +26,7 @@ _HF_OPTIM = {
     "sgd": "sgd",
 }
 _ATTN = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
+_TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
 _ZERO_STAGE = {"zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
 
 
@@ -38,7 +40,7 @@ def hf_repo(model_id: str) -> str:
 def workload_yaml(w: Workload, changes: dict[str, tuple[Any, Any]]) -> str:
     """The recommended workload as YAML: keys that differ from the defaults, and every changed key."""
     defaults = {f.name: f.default for f in fields(Workload) if f.default is not MISSING}
-    defaults["lora_targets"], defaults["requirements"] = ["all-linear"], []
+    defaults["lora_targets"], defaults["requirements"], defaults["library_versions"] = ["all-linear"], [], []
     lines = []
     for key, value in w.to_dict().items():
         if key not in changes and key != "model" and value == defaults.get(key):
@@ -68,21 +70,31 @@ def hf_trainer(w: Workload) -> str:
     repo = hf_repo(w.model)
     lines = ["from transformers import AutoModelForCausalLM, TrainingArguments"]
     load = [f'"{repo}"', f'attn_implementation="{_ATTN[w.attention]}"']
+    compute = gpu_half_dtype(w.gpu)  # QLoRA's compute dtype: fp16 where the GPU has no bf16 (T4, V100)
     if w.task == "qlora":
         lines[0] += ", BitsAndBytesConfig"
         lines.append("import torch")
         quant = "nf4" if w.precision == "nf4" else "fp4" if w.precision == "int4" else None
+        sharded = w.num_gpus > 1 and w.sharding in {"fsdp", "zero3"}
         if quant:
             lines.append(
                 f'bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="{quant}",\n'
                 f"                         bnb_4bit_use_double_quant={w.double_quant}, "
-                "bnb_4bit_compute_dtype=torch.bfloat16)"
+                f"bnb_4bit_compute_dtype=torch.{_TORCH_DTYPE[compute]}"
+                # FSDP shards only parameters of one dtype: pack the 4-bit weights in the 16-bit one
+                + (f", bnb_4bit_quant_storage=torch.{_TORCH_DTYPE[compute]}" if sharded else "")
+                + ")"
             )
         else:
             lines.append("bnb = BitsAndBytesConfig(load_in_8bit=True)")
         load.append("quantization_config=bnb")
+        if w.num_gpus > 1 and not sharded:  # quantized weights load on one device: each rank on its own GPU
+            lines.insert(0, "import os")
+            lines.append('local_rank = int(os.environ.get("LOCAL_RANK", 0))')
+            load.append('device_map={"": local_rank}')
     if w.precision in {"bf16", "fp16"} or w.is_lora:
-        load.append(f'torch_dtype="{"float16" if w.precision == "fp16" else "bfloat16"}"')
+        dtype = "fp16" if w.precision == "fp16" or (w.task == "qlora" and compute == "fp16") else "bf16"
+        load.append(f'torch_dtype="{_TORCH_DTYPE[dtype]}"')
     lines.append("model = AutoModelForCausalLM.from_pretrained(" + ", ".join(load) + ")")
     if w.is_lora:
         lines.insert(0, "from peft import LoraConfig, get_peft_model")
@@ -102,7 +114,7 @@ def hf_trainer(w: Workload) -> str:
     if half and w.task != "qlora":
         args.append(f"{half}=True")
     elif w.task == "qlora":
-        args.append("bf16=True")
+        args.append(f"{compute}=True")
     if w.precision == "fp8":
         args.append("bf16=True  # FP8 matmuls via accelerate/Transformer Engine (mixed_precision='fp8')")
     if w.grad_checkpointing != "none":
@@ -151,17 +163,22 @@ def pytorch_loop(w: Workload) -> str:
             "else torch.utils.checkpoint per block"
         )
     loop = [f"for i, batch in enumerate(loader):  # micro-batch {w.batch_size}"]
+    scaled = f" / {w.grad_accum}" if w.grad_accum > 1 else ""
     if half and (w.precision.startswith("amp-") or w.precision == "fp8"):
         loop.append(f'    with torch.autocast("cuda", dtype={half}):')
-        loop.append(f"        loss = model(**batch).loss / {w.grad_accum}")
+        loop.append(f"        loss = model(**batch).loss{scaled}")
     else:
-        loop.append(f"    loss = model(**batch).loss / {w.grad_accum}")
+        loop.append(f"    loss = model(**batch).loss{scaled}")
     loop.append("    scaler.scale(loss).backward()" if w.precision == "amp-fp16" else "    loss.backward()")
-    loop.append(f"    if (i + 1) % {w.grad_accum} == 0:")
-    loop.append(
-        "        scaler.step(opt); scaler.update()" if w.precision == "amp-fp16" else "        opt.step()"
-    )
-    loop.append("        opt.zero_grad(set_to_none=True)")
+    step = "scaler.step(opt); scaler.update()" if w.precision == "amp-fp16" else "opt.step()"
+    if w.grad_accum > 1:
+        loop += [
+            f"    if (i + 1) % {w.grad_accum} == 0:",
+            f"        {step}",
+            "        opt.zero_grad(set_to_none=True)",
+        ]
+    else:
+        loop += [f"    {step}", "    opt.zero_grad(set_to_none=True)"]
     if w.attention == "flash":
         lines.append(
             "# attention: torch.nn.functional.scaled_dot_product_attention picks the flash kernel for "

@@ -10,7 +10,7 @@ ever done to make a job fit, because it changes what is trained.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from gpuwise.diagnose import thresholds as T
@@ -19,7 +19,16 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.plan import knowledge as K
 from gpuwise.plan.candidates import Candidate, Evaluate, candidates
 from gpuwise.plan.goal import comfortable, goal_metric_name, gpu_seconds_per_unit, relative_gain_pct
-from gpuwise.plan.types import QUALITY_RISKS, Impact, Outcome, QualityRisk, Technique, Verdict
+from gpuwise.plan.types import (
+    EFFORTS,
+    QUALITY_RISKS,
+    Effort,
+    Impact,
+    Outcome,
+    QualityRisk,
+    Technique,
+    Verdict,
+)
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal
@@ -50,6 +59,7 @@ ADDRESSES: dict[str, tuple[FindingId, ...]] = {
     "weight_int4": ("decode_memory_bound", "oom_risk"),
     "kv_fp8": ("kv_cache_dominant", "oom_risk"),
     "more_concurrency": ("decode_memory_bound",),
+    "parallel_layout": ("oom_risk",),
 }
 
 
@@ -62,7 +72,7 @@ class Step:
     after_workload: Workload
     before: Outcome
     after: Outcome
-    purpose: Literal["fit", "goal"]  # made the job fit, or served the goal
+    purpose: Literal["hardware", "fit", "goal"]  # the GPU requires it, made the job fit, or served the goal
 
 
 def apply(workload: Workload, cand: Candidate) -> Workload | None:
@@ -138,10 +148,39 @@ def _fit_steps(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step]
         return []
     path: list[Step] = []
     for tier in sorted(set(RISK_ORDER.values())):
+        if tier == RISK_ORDER["changes-training"]:  # before any lossy edit: split the model on these GPUs
+            via_layout = _layout_fit(workload, path, evaluate)
+            if via_layout:
+                return _prune(workload, via_layout, evaluate)
         path = _greedy_fit(workload, evaluate, max_risk=tier)
         if path and comfortable(path[-1].after):
             return _prune(workload, path, evaluate)
     return path
+
+
+def _layout_fit(workload: Workload, path: list[Step], evaluate: Evaluate) -> list[Step] | None:
+    """Another parallel layout on the user's own GPU count (TP inside the node, PP across): no quality
+    risk, so it is tried before a lossy edit (bf16 weights without fp32 master copies, ...)."""
+    from gpuwise.plan.scaling import label_of, layouts  # scaling imports candidates, as this module does
+
+    if not workload.is_training or workload.num_gpus < 2:
+        return None
+    w = path[-1].after_workload if path else workload
+    tried = [
+        (x, evaluate(x))
+        for x in layouts(w, w.num_gpus)
+        if (x.tp, x.pp, x.sharding) != (w.tp, w.pp, w.sharding)
+    ]
+    fitting = [t for t in tried if comfortable(t[1])]
+    if not fitting:
+        return None
+    best, after = max(fitting, key=lambda t: t[1].throughput or 0.0)
+    keys = ("tp", "pp", "sharding", "batch_size", "grad_accum")
+    changes = {k: getattr(best, k) for k in keys if getattr(best, k) != getattr(w, k)}
+    cand = Candidate(
+        "parallel_layout", f"Split the model: {label_of(best)}", changes, "none", saves_memory=True
+    )
+    return [*path, Step(cand, w, best, evaluate(w), after, "fit")]
 
 
 def _greedy_fit(workload: Workload, evaluate: Evaluate, max_risk: int) -> list[Step]:
@@ -228,13 +267,28 @@ def _goal_steps(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step
     return steps
 
 
+def _required_steps(workload: Workload, evaluate: Evaluate) -> list[Step]:
+    """What the GPU cannot run as asked (bf16 on Turing, ...): changed before anything is measured."""
+    steps: list[Step] = []
+    w = workload
+    for cand in candidates(workload, evaluate):
+        edited = apply(w, cand) if cand.required else None
+        if edited is not None:
+            steps.append(Step(cand, w, edited, evaluate(w), evaluate(edited), "hardware"))
+            w = edited
+    return steps
+
+
 def recommend(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step]:
-    """The recommended sequence of edits (fit first, then goal), each with its own before/after."""
-    fit = _fit_steps(workload, goal, evaluate)
-    start = fit[-1].after_workload if fit else workload
+    """The recommended sequence of edits (what the GPU requires, fit, then goal), each with its own
+    before/after."""
+    required = _required_steps(workload, evaluate)
+    base = required[-1].after_workload if required else workload
+    fit = _fit_steps(base, goal, evaluate)
+    start = fit[-1].after_workload if fit else base
     if not comfortable(evaluate(start)):
-        return fit  # still does not fit on this GPU count: scaling and hardware take over
-    return fit + _goal_steps(start, goal, evaluate)
+        return required + fit  # still does not fit on this GPU count: scaling and hardware take over
+    return required + fit + _goal_steps(start, goal, evaluate)
 
 
 def _merge_repeats(steps: list[Step]) -> list[Step]:
@@ -293,7 +347,11 @@ def assess(
     finding_ids: frozenset[FindingId] = frozenset(),
 ) -> list[Technique]:
     """Every single edit of the workload as given, plus the edits the combination applied later,
-    each with its impact and verdict, ranked: recommended, optional, not recommended."""
+    each with its impact and verdict, ranked: recommended, optional, not recommended.
+
+    Single edits are judged on the workload as the GPU can run it (after the required steps): a bf16 job
+    on a T4 is compared in fp16, so no edit is credited with leaving a dtype the GPU lacks."""
+    workload = next((s.after_workload for s in reversed(steps) if s.purpose == "hardware"), workload)
     ctx = _Judging(
         workload,
         goal,
@@ -322,7 +380,9 @@ def assess(
 
 def _recommended(step: Step, ctx: _Judging) -> Technique:
     """A step of the recommended combination, measured from the step before it."""
-    if step.purpose == "goal":
+    if step.purpose == "hardware":
+        why = "required on this GPU, before any other change"
+    elif step.purpose == "goal":
         why = f"the safest edit that clears the bar, largest gain in {ctx.metric}"
     elif impact(step.before, step.after).makes_it_fit:
         why = "makes it fit"
@@ -330,9 +390,9 @@ def _recommended(step: Step, ctx: _Judging) -> Technique:
         why = "saves memory toward a fit"
     if step.before_workload.gpu != ctx.workload.gpu:
         why += f" (on {step.before_workload.gpu}, where the config moves the job)"
-    elif step.before_workload != ctx.workload:
+    elif step.before_workload != ctx.workload and step.purpose != "hardware":
         why += " (measured after the steps before it)"
-    return _make(
+    made = _make(
         step.candidate,
         step.before_workload,
         step.before,
@@ -340,6 +400,7 @@ def _recommended(step: Step, ctx: _Judging) -> Technique:
         "recommended",
         f"In the recommended config: {why}.",
     )
+    return replace(made, needed_to_fit=step.purpose in {"hardware", "fit"})
 
 
 def _judge(cand: Candidate, after: Outcome, gain: float | None, ctx: _Judging) -> tuple[Verdict, str, int]:
@@ -436,4 +497,37 @@ def _make(
         caveat=caveat,
         caveat_source=source,
         finding_ids=ADDRESSES.get(cand.id, ()),
+        effort=K.EFFORT.get(cand.id, "low"),
     )
+
+
+_EFFORT_ORDER: dict[Effort, int] = {effort: i for i, effort in enumerate(EFFORTS)}
+
+
+def expected_gain_pct(t: Technique, goal: Goal, workload: Workload) -> float | None:
+    """A technique's gain toward the goal, in % (capped by an idle GPU when that is known)."""
+    x = t.capped_throughput_x or t.impact.throughput_x
+    if t.before is t.after:  # not a workload edit the models re-ran (fixing the pipeline): its own speed-up
+        return None if x is None else 100.0 * (x - 1)
+    gain = relative_gain_pct(t.before, t.after, goal, workload)
+    if gain is not None and t.capped_throughput_x and t.impact.throughput_x and t.impact.throughput_x > 1:
+        gain *= (t.capped_throughput_x - 1) / (t.impact.throughput_x - 1)  # the same Amdahl cap on the goal
+    return gain
+
+
+def rank_by_gain(techniques: list[Technique], goal: Goal, workload: Workload) -> list[Technique]:
+    """Edits that make the job fit first (nothing else counts until it runs), then by expected gain toward
+    the goal, quality risk and effort breaking ties; not-recommended edits last, in the same order."""
+
+    def key(t: Technique) -> tuple:
+        gain = t.gain_pct
+        return (
+            t.verdict == "not-recommended",
+            not t.needed_to_fit,
+            -(gain if gain is not None else float("-inf")),
+            RISK_ORDER[t.quality_risk],
+            _EFFORT_ORDER[t.effort],
+        )
+
+    gained = [replace(t, gain_pct=expected_gain_pct(t, goal, workload)) for t in techniques]
+    return sorted(gained, key=key)

@@ -157,9 +157,10 @@ def _adapters_and_quantization(a: _Advice, w: Workload) -> None:
             f"{', '.join(w.lora_targets)}).",
         )
     if w.task == "qlora" or w.optimizer in {"adamw-8bit", "paged-adamw-8bit"}:
-        what = "NF4 base weights" if w.task == "qlora" else ""
-        what += (" and " if what else "") + ("8-bit optimizer states" if "8bit" in w.optimizer else "")
-        a.add("bitsandbytes", f"Provides the {what}.")
+        parts = ["NF4 base weights"] * (w.task == "qlora") + ["8-bit optimizer states"] * (
+            "8bit" in w.optimizer
+        )
+        a.add("bitsandbytes", f"Provides the {' and '.join(parts)}.")
 
 
 def _parallelism(a: _Advice, w: Workload, scaling: ScalingDecision) -> None:

@@ -16,6 +16,10 @@ from gpuwise.workload.spec import Goal, Sharding
 # changes-task (LoRA/QLoRA train adapters instead of all weights).
 QualityRisk = Literal["none", "low", "changes-training", "medium", "changes-task"]
 QUALITY_RISKS: tuple[QualityRisk, ...] = get_args(QualityRisk)
+# What applying a technique takes: a flag or a line (low), a library or a code path to change (medium),
+# new kernels, recipes or hardware work (high). A tie-breaker after the expected gain.
+Effort = Literal["low", "medium", "high"]
+EFFORTS: tuple[Effort, ...] = get_args(Effort)
 Verdict = Literal["recommended", "optional", "not-recommended"]
 # An idle cause is found (a finding says so), ruled out (measured below the rule's threshold) or not measured.
 IdleStatus = Literal["found", "ruled-out", "not-measured"]
@@ -94,10 +98,18 @@ class Technique:
     caveat: str = ""
     caveat_source: str = ""
     finding_ids: tuple[FindingId, ...] = ()  # findings this technique addresses
+    effort: Effort = "low"
+    capped_throughput_x: float | None = None  # the gain while the GPU idles as measured/stated (Amdahl)
+    gain_pct: float | None = None  # expected gain toward the goal (capped as above): the ranking key
+    needed_to_fit: bool = False  # a step of the recommended config that makes (or helps make) the job fit
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "effort": self.effort,
+            "capped_throughput_x": self.capped_throughput_x,
+            "gain_pct": self.gain_pct,
+            "needed_to_fit": self.needed_to_fit,
             "title": self.title,
             "changes": {k: {"from": a, "to": b} for k, (a, b) in self.changes.items()},
             "before": self.before.to_dict(),
@@ -212,6 +224,8 @@ class ScalingDecision:
     nvlink_reason: str
     nvlink_slowdown_pct: float | None  # predicted step-time (or latency) increase without NVLink
     options: tuple[ScaleOption, ...]
+    hold_back: str = ""  # why "buy or rent more GPUs" waits for the pipeline fixes ('' when it need not)
+    global_batch_note: str = ""  # why the chosen layout cannot keep the user's global batch ('' when it does)
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if k != "options"}

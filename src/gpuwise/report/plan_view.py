@@ -156,8 +156,10 @@ def _technique_row(i: int, t: Technique) -> list[str]:
     return [
         str(i),
         f"{t.title}\n{_changes(t.changes)}",
-        describe(t.impact, t.after),
-        f"{t.verdict} ({t.quality_risk} risk)\n{t.reason}",
+        describe(t.impact, t.after)
+        + (f" (at most {t.capped_throughput_x:.2f}× while the GPU idles)" if t.capped_throughput_x else "")
+        + f"\nquality risk: {t.quality_risk}, effort: {t.effort}",
+        f"{t.verdict}\n{t.reason}",
     ]
 
 
@@ -325,6 +327,8 @@ def _scaling(doc: Document, plan: Plan) -> None:
         ),
         Paragraph(s.reason),
     )
+    if s.global_batch_note:
+        doc.add(Paragraph(s.global_batch_note, "warn"))
     if s.nvlink != "n/a":
         doc.add(Paragraph(f"NVLink: {s.nvlink}. {s.nvlink_reason}", "warn" if s.nvlink == "required" else ""))
     if s.options:

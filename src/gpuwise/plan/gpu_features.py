@@ -1,0 +1,114 @@
+"""What each GPU generation can run: 16-bit and 8/4-bit tensor-core dtypes, FlashAttention, NVLink, MIG.
+
+Derived from the catalog's `architecture` column (dtypes and kernels follow the generation), with the
+catalog's own columns winning where they say more (a peak listed for a dtype, NVLink bandwidth, MIG
+slices). Every technique checks these before it proposes a dtype or a kernel.
+
+Sources: NVIDIA Volta, Turing, Ampere (GA100), Ada Lovelace, Hopper (H100) and Blackwell architecture
+whitepapers (bf16/TF32 tensor cores from Ampere, FP8 from Ada/Hopper, FP4 from Blackwell); AMD CDNA3
+white paper (bf16, TF32, FP8 on MI300); Dao-AILab/flash-attention README (FlashAttention 1.x: Turing
+and Ampere; FlashAttention-2: Ampere, Ada, Hopper and later, plus ROCm MI200/MI300; FlashAttention-3:
+Hopper).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gpuwise.catalog import GPU, get_gpu
+from gpuwise.workload import Workload
+
+HalfDtype = Literal["bf16", "fp16"]
+
+
+@dataclass(frozen=True)
+class ArchFeatures:
+    bf16: bool
+    tf32: bool
+    fp8: bool
+    fp4: bool
+    flash_attention: int  # newest FlashAttention major version with kernels for it (0: none)
+
+
+# Keyed by the start of the catalog's architecture ("Blackwell (sm_100)" -> "Blackwell").
+ARCH_FEATURES: dict[str, ArchFeatures] = {
+    "Volta": ArchFeatures(bf16=False, tf32=False, fp8=False, fp4=False, flash_attention=0),
+    "Turing": ArchFeatures(bf16=False, tf32=False, fp8=False, fp4=False, flash_attention=1),
+    "Ampere": ArchFeatures(bf16=True, tf32=True, fp8=False, fp4=False, flash_attention=2),
+    "Ada Lovelace": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=False, flash_attention=2),
+    "Hopper": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=False, flash_attention=3),
+    "Blackwell": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=True, flash_attention=2),
+    "CDNA3": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=False, flash_attention=2),
+}
+
+
+@dataclass(frozen=True)
+class GpuFeatures:
+    architecture: str
+    bf16: bool
+    tf32: bool
+    fp8: bool
+    fp4: bool
+    flash_attention: int
+    nvlink: bool
+    mig_slices: int
+
+
+def arch_features(gpu: GPU) -> ArchFeatures | None:
+    for name, feats in ARCH_FEATURES.items():
+        if gpu.architecture.startswith(name):
+            return feats
+    return None
+
+
+def features(gpu: GPU) -> GpuFeatures:
+    """The generation's features, or (a GPU of unknown generation) what its catalog peaks say."""
+    arch = arch_features(gpu)
+    return GpuFeatures(
+        architecture=gpu.architecture or "unknown",
+        bf16=bool(gpu.bf16_tflops) or (arch is not None and arch.bf16),
+        tf32=bool(gpu.tf32_tflops) or (arch is not None and arch.tf32),
+        fp8=bool(gpu.fp8_tflops) or (arch is not None and arch.fp8),
+        fp4=bool(gpu.fp4_tflops) or (arch is not None and arch.fp4),
+        flash_attention=arch.flash_attention if arch else (2 if gpu.bf16_tflops else 0),
+        nvlink=gpu.nvlink_gbps > 0,
+        mig_slices=gpu.mig_max or 0,
+    )
+
+
+def half_dtype(gpu: GPU) -> HalfDtype:
+    """The 16-bit dtype to train and serve in: bf16 where the tensor cores have it, else fp16."""
+    return "bf16" if features(gpu).bf16 else "fp16"
+
+
+def gpu_half_dtype(gpu_id: str) -> HalfDtype:
+    return half_dtype(get_gpu(gpu_id))
+
+
+def unsupported(w: Workload, gpu: GPU) -> list[tuple[dict, str]]:
+    """Settings of `w` this GPU cannot run as asked: (the changes that fix them, why), in one edit each."""
+    f = features(gpu)
+    where = f"{gpu.id} ({f.architecture})"
+    out: list[tuple[dict, str]] = []
+    if not f.bf16 and w.precision in {"bf16", "amp-bf16"}:
+        # Pure fp16 weights overflow in full-parameter training: keep fp32 masters there (fp16 AMP).
+        full = w.is_training and not w.is_lora
+        changes: dict = {"precision": "amp-fp16" if full else w.precision.replace("bf16", "fp16")}
+        if w.lora_dtype == "bf16":
+            changes["lora_dtype"] = "fp16"
+        scaling = " with loss scaling (GradScaler)" if w.is_training else ""
+        out.append((changes, f"{where} has no bf16 tensor cores: use fp16{scaling}"))
+    if not f.fp8 and w.precision == "fp8" and w.is_training:
+        out.append(({"precision": f"amp-{half_dtype(gpu)}"}, f"{where} has no FP8 tensor cores to train in"))
+    if w.attention == "flash" and f.flash_attention < 2 and gpu.vendor.upper() == "NVIDIA":
+        out.append(
+            (
+                {"attention": "sdpa"},
+                f"{where} has no FlashAttention-2 kernels (Ampere or newer): use PyTorch SDPA",
+            )
+        )
+    return out
+
+
+__all__ = ["ARCH_FEATURES", "GpuFeatures", "features", "gpu_half_dtype", "half_dtype", "unsupported"]
