@@ -189,6 +189,17 @@ def test_startup_8xh100_node_plans_its_monthly_run():
     assert not p.scaling.hold_back  # nothing says the node idles: scaling advice is not held back
 
 
+def test_startup_buy_vs_rent_answers_the_budget_in_the_plan_and_its_json():
+    p = plan("startup-8xh100-buy-or-rent")
+    tco = p.scaling.tco
+    assert tco is not None and tco.inputs.monthly_budget_usd == 20_000 and tco.inputs.num_gpus == 8
+    assert tco.own is not None and tco.option("on_demand") is not None
+    assert tco.break_even_utilization_pct is not None and tco.cheapest is not None
+    assert all(o.within_budget is not None for o in tco.options if o.monthly_usd is not None)
+    data = p.to_dict()["scaling"]["tco"]
+    assert data["inputs"]["monthly_budget_usd"] == 20_000 and data["verdict"] == tco.verdict
+
+
 def test_awaiting_examples_exist_and_name_what_they_wait_for():
     for name, what in AWAITING.items():
         assert (EXAMPLES / name).is_file() and "issue 13" in what

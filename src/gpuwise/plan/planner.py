@@ -22,6 +22,7 @@ from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.finding import Category
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf.prediction import Bound
+from gpuwise.perf.tco import tco_for
 from gpuwise.plan import fit as fit_mod
 from gpuwise.plan import hardware as hw
 from gpuwise.plan import knowledge as K
@@ -107,7 +108,7 @@ def make_plan(
         config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
     scaling = scale.decide(config_w, goal, ev.outcome_on)
     config_w, layout_note = _adopt_layout(config_w, scaling, ev)
-    scaling = pipeline.hold_back(scaling, idle)
+    scaling = _with_tco(pipeline.hold_back(scaling, idle), config_w)
     if layout_note:
         move_note = " ".join(filter(None, [move_note, layout_note]))
     config_out = ev.outcome(config_w)
@@ -490,3 +491,11 @@ def _notes(pred: Any, measured: list[Evidence], w: Workload) -> list[str]:
 
 
 __all__ = ["make_plan"]
+
+
+def _with_tco(scaling: ScalingDecision, w: Workload) -> ScalingDecision:
+    """Buy vs rent vs API at the scaling decision's GPU count, so --json carries what the plan shows."""
+    try:
+        return replace(scaling, tco=tco_for(w, num_gpus=scaling.num_gpus or w.num_gpus))
+    except GpuwiseError as err:  # e.g. a user GPU without prices: the plan still stands
+        return replace(scaling, tco_note=f"Not priced: {err}")

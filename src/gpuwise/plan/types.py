@@ -8,6 +8,7 @@ from typing import Any, Literal, get_args
 from gpuwise.diagnose import Evidence, Finding
 from gpuwise.diagnose.finding import FindingId
 from gpuwise.perf.prediction import Bound
+from gpuwise.perf.tco import Tco
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal, Sharding
 
@@ -226,10 +227,13 @@ class ScalingDecision:
     options: tuple[ScaleOption, ...]
     hold_back: str = ""  # why "buy or rent more GPUs" waits for the pipeline fixes ('' when it need not)
     global_batch_note: str = ""  # why the chosen layout cannot keep the user's global batch ('' when it does)
+    tco: Tco | None = None  # buy vs rent vs API at the chosen GPU count (None: not priced, see tco_note)
+    tco_note: str = ""  # why there is no buy-vs-rent comparison ('' when there is one)
 
     def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if k != "options"}
+        data = {k: v for k, v in asdict(self).items() if k not in ("options", "tco")}
         data["options"] = [o.to_dict() for o in self.options]
+        data["tco"] = self.tco.to_dict() if self.tco is not None else None
         return data
 
 

@@ -363,7 +363,7 @@ def _scaling(doc: Document, plan: Plan) -> None:
                 row_styles=styles,
             )
         )
-    doc.add(*tco_view.plan_blocks(plan.workload, s.num_gpus))  # buy vs rent vs API (helper costs)
+    doc.add(*tco_view.plan_blocks(s.tco, s.tco_note))  # buy vs rent vs API
 
 
 def _tools(doc: Document, plan: Plan) -> None:

@@ -3,11 +3,9 @@ with their sources (printed by report/terminal.py, markdown.py or html.py)."""
 
 from __future__ import annotations
 
-from gpuwise.errors import GpuwiseError
-from gpuwise.perf.tco import Tco, TcoOption, tco_for
+from gpuwise.perf.tco import Tco, TcoOption
 from gpuwise.report.cost_view import _usd  # the report's one $ formatter
 from gpuwise.report.document import Block, Bullets, Document, Heading, Paragraph, Style, Table
-from gpuwise.workload import Workload
 
 _NAMES = {
     "own": "Buy (own)",
@@ -94,10 +92,8 @@ def document(t: Tco) -> Document:
     return Document(title, blocks(t, heading_level=2)[1:])
 
 
-def plan_blocks(w: Workload, num_gpus: int | None) -> list[Block]:
-    """Buy vs rent vs API for the plan's scaling decision (its GPU count on the workload's GPU)."""
-    try:
-        t = tco_for(w, num_gpus=num_gpus or w.num_gpus)
-    except GpuwiseError as err:  # e.g. a user GPU without prices: the plan still renders
-        return [Heading("Buy vs rent vs API", 3), Paragraph(f"Not priced: {err}", "muted")]
+def plan_blocks(t: Tco | None, note: str) -> list[Block]:
+    """Buy vs rent vs API for the plan's scaling decision, as the planner computed it."""
+    if t is None:  # e.g. a user GPU without prices: the plan still renders
+        return [Heading("Buy vs rent vs API", 3), Paragraph(note, "muted")] if note else []
     return blocks(t, heading_level=3)
