@@ -58,8 +58,9 @@ UNMODELLED = [
         "activation offloading to CPU is not expressible in the workload spec",
     ),
     (
-        re.compile(r"chunked cross-entropy|chunked CE", re.I),
-        "torchtune's chunked cross-entropy output is not expressible in the workload spec",
+        re.compile(r"actual Alpaca batches are shorter", re.I),
+        "unpacked dataset: each batch is padded to its own longest sample, so the row's seq_len is a cap "
+        "and the length that set the peak is unknown",
     ),
     (
         re.compile(r"includes? periodic eval generation", re.I),
@@ -69,8 +70,9 @@ UNMODELLED = [
 ]
 STACKS = re.compile(r"stacks on the previous row", re.I)
 GC_UNSTATED = re.compile(r"GC (setting )?not stated|checkpointing not stated", re.I)
-# Library versions a row states ("transformers/v4.21.0", "bitsandbytes 0.41", "torch==2.7.1"), and its date
-# ("Oct 2023", "2024-07"): libraries a row does not name are taken as the releases current at that date.
+# Library versions a row's SOURCE column states ("transformers/v4.21.0", "torch==2.7.1"), and its date
+# ("Oct 2023", "2024-07"): libraries it does not name are the releases current at that date
+# (gpuwise.memory.frameworks.versions_current_at); what each version changes lives in the library.
 _LIBS = "|".join(re.escape(name) for name in sorted(KNOWN_LIBRARIES, key=len, reverse=True))
 STATED_VERSION = re.compile(rf"\b({_LIBS})(?:/v|==|=| v| )(\d+\.\d+(?:\.\d+)?)", re.I)
 MONTHS = {
@@ -86,9 +88,10 @@ FLASH_ATTENTION = re.compile(r"flash[- _]?attention[- _]?2|\bFA2\b|flash_attenti
 # Framework defaults for settings a row leaves unstated (sources: LLaMA-Factory hparams/model_args.py
 # disable_gradient_checkpointing=False; Unsloth use_gradient_checkpointing="unsloth" in its examples).
 FRAMEWORK_GC_DEFAULT = {"llama-factory": "full", "unsloth": "full"}
-# Library versions a framework pinned when it published the tables a row cites, for rows that state neither
-# versions nor a date. LitGPT's resource tables (2023) and config-hub table (from 2024) were produced with
-# the bitsandbytes its `all` extra pinned: 0.41.0 (requirements-all.txt 2023; setup.py of LitGPT 0.1.0, 2024).
+# Mapping of a row's framework column, for rows whose source states neither versions nor a date: the library
+# versions that framework pinned when it published the tables the row cites. LitGPT's resource tables (2023)
+# and config-hub table (from 2024) were produced with the bitsandbytes its `all` extra pinned: 0.41.0
+# (requirements-all.txt 2023; setup.py of LitGPT 0.1.0, 2024).
 # (Today's LitGPT requires bitsandbytes >= 0.45.2, which keeps no 4-bit matmul inputs: the estimator's
 # default.)
 FRAMEWORK_PINNED_VERSIONS = {"litgpt": {"bitsandbytes": "0.41.0"}}
@@ -132,16 +135,27 @@ def row_library_versions(text: str, framework: str) -> list[str]:
         for item in versions_current_at(year, month):
             name, version = item.split("==")
             versions.setdefault(name, version)
-    transformers = versions.get("transformers", "")
-    if (
-        transformers
-        and "torch" not in versions
-        and tuple(int(x) for x in transformers.split(".")[:2]) < (4, 27)
-    ):
-        versions["torch"] = "1.13"  # transformers 4.27 and torch 2.0 both shipped in March 2023
     if not versions and not date:
         versions = dict(FRAMEWORK_PINNED_VERSIONS.get(framework, {}))
     return [f"{name}=={version}" for name, version in sorted(versions.items())]
+
+
+# torchtune's "Optimization flags" table adds one technique per row in this order (each row has the earlier).
+TORCHTUNE_STEPS = ("packed dataset", "torch.compile", "chunked cross-entropy", "activation checkpointing")
+STEP = re.compile(r"Step: \+ ([a-z0-9.\- ]+)", re.I)
+COMPILE_ON = re.compile(r"torch\.compile on", re.I)
+
+
+def stated_compile_and_loss(notes: str) -> tuple[bool | None, bool | None]:
+    """(torch_compile, chunked_loss) the row's notes state; None where they say nothing."""
+    step = STEP.search(notes)
+    name = step.group(1).strip(" .").lower() if step else ""
+    if name in TORCHTUNE_STEPS:
+        index = TORCHTUNE_STEPS.index(name)
+        return index >= 1, index >= 2
+    if step or "Step: baseline" in notes:
+        return None, None
+    return (True if COMPILE_ON.search(notes) else None), None
 
 
 def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
@@ -158,12 +172,6 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
             "paged-adamw (32-bit) sized as paged-adamw-8bit: same paging, LoRA state is negligible"
         )
     framework = row.get("framework", "").strip().lower()
-    if "accelerated-peft" in row["id"] or "accelerated-peft" in notes:
-        framework = "unsloth"  # fms-acceleration's accelerated-peft plugin runs Unsloth-derived fused kernels
-        assumptions.append(
-            "fms accelerated-peft plugin modelled with the Unsloth profile "
-            "(fused LoRA kernels, no fp32 upcast)"
-        )
     mapping = {
         "model": row["model"],
         "task": row["task"],
@@ -183,26 +191,18 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
         mapping["lora_rank"] = _int(row["lora_rank"], 16)
     if row.get("lora_targets"):
         mapping["lora_targets"] = row["lora_targets"]
-    text = row.get("source", "") + " " + notes
+    text = row.get("source", "")
     versions = row_library_versions(text, framework)
     if versions:
         mapping["library_versions"] = versions
         assumptions.append("library versions: " + ", ".join(versions))
-    version = re.search(r"transformers/v?(\d+)\.(\d+)|transformers v(\d+)\.(\d+)", text)
     if FLASH_ATTENTION.search(notes):
-        mapping["attention"] = "flash"  # stated: wins over the era's default below
-    if version:
-        major, minor = (int(g) for g in version.groups() if g is not None)
-        if (major, minor) < (4, 36) and "attention" not in mapping:
-            mapping["attention"] = "eager"  # SDPA reached transformers' models in 4.36 (BERT in 4.41)
-            assumptions.append(f"transformers {major}.{minor}: eager attention")
-        if (major, minor) < (4, 37) and optimizer == "adamw":
-            mapping["optimizer"] = (
-                "adamw-fused"  # Trainer's default was transformers.AdamW: a per-parameter loop
-            )
-            assumptions.append(
-                "transformers.AdamW (per-parameter loop): no group-wide step temporary, sized as fused"
-            )
+        mapping["attention"] = "flash"  # the row states it
+    compile_on, chunked = stated_compile_and_loss(notes)
+    if compile_on is not None:
+        mapping["torch_compile"] = compile_on
+    if chunked is not None:
+        mapping["chunked_loss"] = chunked
     if GC_UNSTATED.search(notes) and framework in FRAMEWORK_GC_DEFAULT:
         mapping["grad_checkpointing"] = FRAMEWORK_GC_DEFAULT[framework]
         assumptions.append(

@@ -34,7 +34,7 @@ from gpuwise.memory.activations import (
     logits_bytes,
     output_vocab,
 )
-from gpuwise.memory.frameworks import Profile, profile_for, quantized_linear_keeps_input
+from gpuwise.memory.frameworks import Profile, profile_for_workload, quantized_linear_keeps_input
 from gpuwise.memory.kv_cache import kv_cache_bytes
 from gpuwise.memory.optimizer import is_paged, state_bytes_per_param, step_temporary_bytes
 from gpuwise.memory.regime import Regime, regime_for
@@ -155,6 +155,31 @@ def _check_supported(arch: ModelArch, w: Workload) -> None:
         )
 
 
+def check_fp4(w: Workload, gpu: GPU) -> None:
+    """fp4 (NVFP4/MXFP4) needs FP4 tensor cores; elsewhere there is no fp4 to run, so refuse."""
+    if w.precision == "fp4" and not gpu.fp4_tflops:
+        raise GpuwiseError(
+            f"precision fp4 (NVFP4/MXFP4 block-scaled 4-bit) needs FP4 tensor cores (Blackwell, MI355X); "
+            f"{gpu.id} has none — use int4 (weight-only 4-bit, 16-bit matmuls) or fp8/bf16 on this GPU"
+        )
+
+
+def _as_run(w: Workload, profile: Profile) -> tuple[Workload, list[str]]:
+    """What the workload's library versions really ran: eager attention before transformers made SDPA
+    its default, the Trainer's per-parameter AdamW before it switched to torch's foreach AdamW."""
+    notes: list[str] = []
+    if not profile.sdpa_default and w.attention == "sdpa":
+        w = w.with_changes(attention="eager")
+        notes.append("transformers before 4.36: its models ran eager attention (SDPA became the default)")
+    if not profile.optimizer_foreach and w.optimizer == "adamw":
+        w = w.with_changes(optimizer="adamw-fused")
+        notes.append(
+            "transformers before 4.37: the Trainer's own AdamW steps parameter by parameter "
+            "(no group-wide foreach temporary; sized like fused)"
+        )
+    return w, notes
+
+
 def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimate:
     """Estimate per-GPU memory of ``workload`` on ``gpu`` (default: the workload's GPU)."""
     w = workload
@@ -166,9 +191,13 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
         )
     arch = get_model(w.model)
     _check_supported(arch, w)
+    check_fp4(w, gpu)
+    profile = profile_for_workload(w)
+    user = w
+    w, era = _as_run(w, profile)
     regime = regime_for(w)
-    profile = profile_for(w.framework, w.library_versions)
     ctx = _Context(arch, w, regime, profile)
+    ctx.assumptions.extend(era)
     phases = ctx.training_phases() if w.is_training else ctx.inference_phases()
     peak = max(phases, key=lambda p: p.allocated_bytes)
     paged_state = ctx.paged_state_bytes
@@ -195,7 +224,7 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
             "the workload itself needs less (see the prefill/decode phases)"
         )
     return MemoryEstimate(
-        workload=w,
+        workload=user,
         gpu=gpu,
         breakdown=breakdown,
         phases=phases,
