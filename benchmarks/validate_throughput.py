@@ -116,8 +116,7 @@ def _precision(value: str) -> tuple[str, str | None, str | None]:
     if not value:
         raise Skip("precision not recorded")
     if value == "fp4":
-        # NVFP4 engines run W4A4 on fp4 tensor cores; the workload's int4 is the storage size.
-        return "int4", "fp4", "fp8"
+        return "fp4", None, "fp8"  # NVFP4 (W4A4) checkpoints (ModelOpt) quantize the KV cache to fp8 too
     if value == "fp8":
         return "fp8", None, "fp8"  # FP8 checkpoints (ModelOpt, MLPerf) also quantize the KV cache
     return value, None, None

@@ -242,7 +242,8 @@ def predict_training(
         assumptions.append(
             f"optimizer step ({update.implementation}) waits on its {update.launches:,} kernel launches"
         )
-    step_s = pipe_s + dp_exposed + weight_traffic_s + optimizer_s
+    offload_s = _offload_s(workload, gpu, data, shards, assumptions)
+    step_s = pipe_s + dp_exposed + weight_traffic_s + optimizer_s + offload_s
     _note_schedule(workload, data, bubble_fraction, host_floor >= kernels_s + tp_comm_micro, assumptions)
 
     attention_compute = k.attention_s if k.attention_bound == "compute" else 0.0
@@ -279,6 +280,7 @@ def predict_training(
         attention_bound=k.attention_bound,
         links={"tp": tp_link.kind, "dp": data.link.kind},
         optimizer=update,
+        offload_s=offload_s,
     )
     return perf, assumptions
 
@@ -451,6 +453,37 @@ def _gradient_sync(workload: Workload, data: _DataParallel, assumptions: list[st
     return comm.allreduce_s(grads, dp, data.link), 0.0
 
 
+# Host side of offloaded training (assumptions, stated with each prediction that uses them): CPU Adam is a
+# streaming pass over fp32 param, grad, m and v (read 16 B, write 12 B per parameter) at a GPU's share of host
+# DRAM bandwidth (a 2-socket DDR5 server: ~400 GB/s for 8 GPUs); NVMe (ZeRO-Infinity) at one PCIe Gen4 drive.
+HOST_DRAM_BYTES_PER_S_PER_GPU = 50e9
+NVME_BYTES_PER_S = 6e9
+CPU_ADAM_BYTES_PER_PARAM = 28.0
+
+
+def _offload_s(
+    workload: Workload, gpu: GPU, data: _DataParallel, shards: int, assumptions: list[str]
+) -> float:
+    """Exposed time of ZeRO-Offload / ZeRO-Infinity / FSDP cpu_offload per optimizer step: gradients down
+    and updated 16-bit parameters up over PCIe, the CPU Adam step, and (offloaded parameters) the shards
+    copied up for every gather of each micro-batch (forward and backward)."""
+    if workload.offload == "none":
+        return 0.0
+    dp = workload.data_parallel
+    local = data.trainable / max(dp, 1)  # this GPU's partition of the trainable elements
+    pcie = gpu.pcie_gbps * 1e9 * eff.constants().comm.pcie_fraction
+    moved = local * (data.grad_bytes + 2.0)
+    if workload.offload == "params":
+        moved += 2 * workload.grad_accum * local * data.gather_elem
+    host_bw = NVME_BYTES_PER_S if workload.offload_device == "nvme" else HOST_DRAM_BYTES_PER_S_PER_GPU
+    step = local * CPU_ADAM_BYTES_PER_PARAM / host_bw
+    assumptions.append(
+        f"offload ({workload.offload}, {workload.offload_device}): {moved / 1e9:.1f} GB over PCIe per step "
+        f"and the Adam step on the host at {host_bw / 1e9:.0f} GB/s (assumed; no overlap with the GPU)"
+    )
+    return moved / pcie + step
+
+
 def _optimizer_update(
     workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics, data: _DataParallel
 ) -> OptimizerStep:
@@ -503,6 +536,6 @@ def training_bound(perf: TrainingPerf) -> Bound:
     parts: dict[Bound, float] = {
         "compute": perf.compute_s,
         "memory_bandwidth": perf.memory_s,
-        "communication": perf.tp_comm_s + perf.dp_exposed_s,
+        "communication": perf.tp_comm_s + perf.dp_exposed_s + perf.offload_s,  # offload: PCIe + host step
     }
     return max(parts, key=parts.__getitem__)

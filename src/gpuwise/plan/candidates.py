@@ -352,6 +352,34 @@ def sharding(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     return out
 
 
+@generator
+def offload(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """memgaps: ZeRO-Offload / FSDP cpu_offload, memory of last resort (PCIe copies and a host step)."""
+    if not w.is_training or w.offload != "none" or w.is_lora:
+        return []
+    zero = {} if w.sharding in {"zero1", "zero2", "zero3", "fsdp"} else {"sharding": "zero2"}
+    out = [
+        Candidate(
+            "offload",
+            "Offload optimizer state to CPU memory (ZeRO-Offload)",
+            {**zero, "offload": "optimizer"},
+            "none",
+            saves_memory=True,
+        )
+    ]
+    if w.sharding in {"zero3", "fsdp"}:
+        out.append(
+            Candidate(
+                "offload",
+                "Offload parameters too (FSDP cpu_offload / ZeRO-Infinity)",
+                {"offload": "params"},
+                "none",
+                saves_memory=True,
+            )
+        )
+    return out
+
+
 # --- serving ---------------------------------------------------------------------------------------
 
 

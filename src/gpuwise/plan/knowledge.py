@@ -192,6 +192,7 @@ TECHNIQUE_TOOLS: dict[str, tuple[str, ...]] = {
     "kv_fp8": ("vllm", "tensorrt-llm"),
     "more_concurrency": ("vllm", "sglang", "tensorrt-llm"),
     "tensor_parallel": ("vllm", "tensorrt-llm", "megatron"),
+    "offload": ("deepspeed", "fsdp"),
 }
 
 # Published caveats per technique: what it may cost besides what the models compute.
@@ -215,6 +216,12 @@ CAVEATS: dict[str, tuple[str, str]] = {
         "Exact attention (no approximation); needs fp16/bf16 and a supported GPU (Ampere or newer for "
         "FlashAttention-2).",
         "Dao 2023 (arXiv:2307.08691)",
+    ),
+    "offload": (
+        "Same math; every step copies gradients and parameters over PCIe and runs the optimizer on the CPU, "
+        "so it trades speed for memory (needs host RAM for the offloaded state).",
+        "Ren et al. 2021, ZeRO-Offload (arXiv:2101.06840); Rajbhandari et al. 2021, ZeRO-Infinity "
+        "(arXiv:2104.07857)",
     ),
     "fused_optimizer": (
         "Same math as the unfused optimizer; fused=True needs all parameters on CUDA.",

@@ -50,6 +50,7 @@ ADDRESSES: dict[str, tuple[FindingId, ...]] = {
     "weight_int4": ("decode_memory_bound", "oom_risk"),
     "kv_fp8": ("kv_cache_dominant", "oom_risk"),
     "more_concurrency": ("decode_memory_bound",),
+    "offload": ("oom_risk",),
 }
 
 
