@@ -387,14 +387,14 @@ def _bad_split(w: Workload) -> str | None:
             f"expert_parallel ({ep}) must divide the data-parallel × context-parallel GPUs "
             f"({w.data_parallel} × {cp}): expert ranks are carved out of them"
         )
-    if w.offload == "params" and w.sharding not in ("fsdp", "zero3") and w.is_training:
-        return "offload: params needs sharding fsdp (cpu_offload) or zero3 (ZeRO-Infinity)"
-    if w.offload == "optimizer" and w.sharding not in ("zero1", "zero2", "zero3", "fsdp"):
-        return "offload: optimizer is ZeRO-Offload: it needs sharding zero1, zero2, zero3 (or fsdp)"
     if w.offload != "none" and not w.is_training:
         return (
             "offload applies to training (optimizer/parameter offload); for inference use a smaller precision"
         )
+    if w.offload == "params" and w.sharding not in ("fsdp", "zero3"):
+        return "offload: params needs sharding fsdp (cpu_offload) or zero3 (ZeRO-Infinity)"
+    if w.offload == "optimizer" and w.sharding not in ("zero1", "zero2", "zero3", "fsdp"):
+        return "offload: optimizer is ZeRO-Offload: it needs sharding zero1, zero2, zero3 (or fsdp)"
     return None
 
 
