@@ -38,3 +38,11 @@ def test_offload_costs_pcie_copies_and_a_host_step():
     expected = local * (2 + 2) / pcie + local * 28 / 50e9  # 16-bit grads down, params up; CPU Adam
     assert off.offload_s == pytest.approx(expected, rel=1e-6)
     assert off.step_time_s == pytest.approx(on_gpu.step_time_s + off.offload_s, rel=1e-6)
+
+
+def test_decode_steps_pay_for_whole_gemm_tiles():
+    from gpuwise.perf.inference import tile_utilization
+
+    assert tile_utilization(300, get_gpu("h100-sxm")) == pytest.approx(300 / 384)  # 3 tiles of 128 rows
+    assert tile_utilization(300, get_gpu("b200")) == pytest.approx(300 / 512)  # 2 tiles of 256 rows
+    assert tile_utilization(8192, get_gpu("b200")) == 1.0
