@@ -219,3 +219,23 @@ def test_fsdp_reserve_fraction_is_the_median_of_published_fsdp_runs():
     assert len(ratios) == 8
     loo = [statistics.median(ratios[:i] + ratios[i + 1 :]) for i in range(len(ratios))]
     assert min(loo) - 0.02 <= overheads.RESERVE_FRACTION_SHARDED <= max(loo) + 0.02
+
+
+# ---- the planner proposes offload once cheaper memory techniques are not enough ----------------------
+
+
+def test_plan_offloads_a_sharded_full_finetune_after_checkpointing():
+    from gpuwise.plan import make_plan
+
+    w = workload_from_mapping(
+        {
+            "model": "llama-3-70b",
+            "task": "full-finetune",
+            "num_gpus": 8,
+            "sharding": "fsdp",
+            "gpu": "a100-80gb-sxm",
+        }
+    )
+    ids = [t.id for t in make_plan(w).recommended]
+    assert "offload" in ids and "grad_checkpointing" in ids
+    assert ids.index("grad_checkpointing") < ids.index("offload")

@@ -354,29 +354,17 @@ def sharding(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
 
 @generator
 def offload(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
-    """memgaps: ZeRO-Offload / FSDP cpu_offload, memory of last resort (PCIe copies and a host step)."""
-    if not w.is_training or w.offload != "none" or w.is_lora:
+    """memgaps: ZeRO-Offload / FSDP cpu_offload, memory of last resort (PCIe copies and a host step):
+    offered to sharded jobs once activations are checkpointed."""
+    if not w.is_training or w.offload != "none" or w.is_lora or w.grad_checkpointing != "full":
         return []
-    zero = {} if w.sharding in {"zero1", "zero2", "zero3", "fsdp"} else {"sharding": "zero2"}
-    out = [
-        Candidate(
-            "offload",
-            "Offload optimizer state to CPU memory (ZeRO-Offload)",
-            {**zero, "offload": "optimizer"},
-            "none",
-            saves_memory=True,
-        )
-    ]
+    if w.sharding not in {"zero1", "zero2", "zero3", "fsdp"}:
+        return []
+    title = "Offload optimizer state to CPU memory (ZeRO-Offload)"
+    out = [Candidate("offload", title, {"offload": "optimizer"}, "none", saves_memory=True)]
     if w.sharding in {"zero3", "fsdp"}:
-        out.append(
-            Candidate(
-                "offload",
-                "Offload parameters too (FSDP cpu_offload / ZeRO-Infinity)",
-                {"offload": "params"},
-                "none",
-                saves_memory=True,
-            )
-        )
+        title = "Offload parameters too (FSDP cpu_offload / ZeRO-Infinity)"
+        out.append(Candidate("offload", title, {"offload": "params"}, "none", saves_memory=True))
     return out
 
 
