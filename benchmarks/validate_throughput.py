@@ -136,7 +136,7 @@ def row_to_case(row: dict) -> Case:
         raise Skip("time to train: the dataset's token count is not in the row")
     n = _int(row["num_gpus"]) or 1
     par = _parallelism(row["parallelism"])
-    tp, pp = int(par.get("tp", 1)), int(par.get("pp", 1))
+    tp, pp, cp = int(par.get("tp", 1)), int(par.get("pp", 1)), int(par.get("cp", 1))
     notes = f"{row['parallelism']} {row['notes']}"
     assumptions: list[str] = []
     precision, compute_dtype, kv = _precision(row["precision"])
@@ -146,6 +146,7 @@ def row_to_case(row: dict) -> Case:
         "num_gpus": n,
         "tp": tp,
         "pp": pp,
+        "context_parallel": cp,
         "precision": precision,
         "framework": row["framework"],
     }

@@ -46,3 +46,13 @@ def test_decode_steps_pay_for_whole_gemm_tiles():
     assert tile_utilization(300, get_gpu("h100-sxm")) == pytest.approx(300 / 384)  # 3 tiles of 128 rows
     assert tile_utilization(300, get_gpu("b200")) == pytest.approx(300 / 512)  # 2 tiles of 256 rows
     assert tile_utilization(8192, get_gpu("b200")) == 1.0
+
+
+def test_context_parallel_splits_a_long_sequence_over_gpus():
+    base = dict(model="llama-3-8b", task="pretrain", seq_len=32768, gpu="h100-sxm", grad_checkpointing="full")
+    one = predict(workload_from_mapping(base)).training
+    two = predict(workload_from_mapping({**base, "num_gpus": 2, "context_parallel": 2})).training
+    assert two.global_tokens_per_step == one.global_tokens_per_step == 32768
+    assert two.micro_batch_tokens == 16384
+    speedup = one.step_time_s / two.step_time_s
+    assert 1.6 < speedup < 2.0  # half the work per GPU, minus the exposed ring K/V exchange

@@ -56,7 +56,9 @@ def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
         images = workload.batch_size
         return TrainingFlops(images, 3 * per_image * images, 0.0, 0.0, 0.0), images
     seq = vit_tokens(arch, workload.image_size) if arch.family == "vit" else workload.seq_len
-    tokens = workload.batch_size * seq
+    # Context parallelism: this GPU holds seq/cp of each sequence; its queries still attend over the whole
+    # context (ring attention), so attention FLOPs per token keep the full length.
+    tokens = workload.batch_size * seq // workload.context_parallel
     flops = training_flops(
         arch,
         tokens,
@@ -226,7 +228,10 @@ def predict_training(
     kernels_s = k.total_s
     fsdp_exposed_micro = comm.exposed_s(data.fsdp_comm_micro_s, kernels_s)
     host_floor = _host_floor_s(arch, pp, num.autocast)
-    micro_s = max(kernels_s + tp_comm_micro + fsdp_exposed_micro, host_floor)
+    cp_exposed_micro = comm.exposed_s(
+        _context_parallel_s(workload, gpu, arch, num, micro_tokens), k.attention_s
+    )
+    micro_s = max(kernels_s + tp_comm_micro + fsdp_exposed_micro + cp_exposed_micro, host_floor)
 
     # --- pipeline -----------------------------------------------------------------------------------
     bubble_fraction = comm.pipeline_bubble_fraction(pp, m)
@@ -249,7 +254,7 @@ def predict_training(
     attention_compute = k.attention_s if k.attention_bound == "compute" else 0.0
     attention_memory = 0.0 if k.attention_bound == "compute" else k.attention_s
     perf = TrainingPerf(
-        global_tokens_per_step=micro_tokens * m * dp,
+        global_tokens_per_step=micro_tokens * m * dp * workload.context_parallel,
         micro_batch_tokens=micro_tokens,
         grad_accum=m,
         data_parallel=dp,
@@ -300,7 +305,7 @@ def _kernels(
     attention_bound: Bound = "compute"
     if arch.is_transformer:
         linear_s, e_lin = _linear_time(flops.linear_executed / shards, gpu, num)
-        seq = micro_tokens // max(workload.batch_size, 1)
+        seq = micro_tokens * workload.context_parallel // max(workload.batch_size, 1)
         attention_s, e_attn, attention_bound = _attention_time(
             workload, gpu, arch, num, flops, micro_tokens, seq, shards
         )
@@ -386,6 +391,20 @@ def _adapter_s(
         "LoRA adapters run unfused (peft): input cast, dropout, scale and add are memory-bound kernels"
     )
     return micro_tokens * per_token / (workload.tp * workload.pp) / stream_bw
+
+
+def _context_parallel_s(
+    workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics, micro_tokens: int
+) -> float:
+    """Ring attention passes every other rank's K/V chunk once per layer forward and K/V plus their
+    gradients backward (3 passes): (cp-1) chunks of this rank's tokens × kv_dim × 2 per pass, per micro-batch.
+    Overlapped with the attention kernels by the caller."""
+    cp = workload.context_parallel
+    if cp <= 1 or not arch.is_transformer:
+        return 0.0
+    link = comm.link_for(gpu, workload.tp * cp)
+    chunk = micro_tokens * arch.kv_dim * 2 * num.activation_bytes / workload.tp
+    return 3 * (arch.num_layers / workload.pp) * (cp - 1) * (chunk / link.bytes_per_s + link.latency_s)
 
 
 def _tensor_parallel(
