@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpuwise.memory.frameworks import profile_for
+
 REPO = Path(__file__).resolve().parents[1]
 
 SCRIPT = REPO / "benchmarks" / "validate_memory.py"
@@ -48,9 +50,10 @@ def test_dev_set_meets_the_targets():
     out, summary = run(REPO / "benchmarks" / "data" / "measured_memory.csv")
     assert summary["rows"] == 106
     assert summary["skipped"] <= summary["rows"] / 3
-    assert summary["median_abs_err_pct"] <= 10.0
-    assert summary["p90_abs_err_pct"] <= 20.0
+    assert summary["median_abs_err_pct"] <= 5.0  # issue #13's target
+    assert summary["p90_abs_err_pct"] <= 18.0  # today's level (the target, 15 %, is not met yet)
     assert "clean rows" in out and "approximate rows" in out and "skipped" in out
+    assert "worst 10 rows and why:" in out and "FSDP QLoRA" in out
 
 
 def test_any_csv_with_the_same_columns_and_every_unit(tmp_path):
@@ -119,13 +122,17 @@ def test_rows_are_estimated_with_the_libraries_of_their_time():
     dated, _ = v.row_to_mapping({**base, "source": "some table (Oct 2023)"})
     assert dated["library_versions"] == [
         "bitsandbytes==0.43.1",
-        "transformers==4.53",
-    ]  # both changes came later
+        "torchtune==0.2",
+        "transformers==4.35",  # the oldest of its later changes (SDPA default in 4.36) decides
+    ]
     stated, _ = v.row_to_mapping(
-        {**base, "source": "docs", "notes": "transformers v4.21.0, FlashAttention-2"}
+        {**base, "source": "docs transformers v4.21.0", "notes": "FlashAttention-2, transformers v4.50"}
     )
-    assert stated["library_versions"] == ["torch==1.13", "transformers==4.21.0"]  # 4.21 predates torch 2.0
+    assert stated["library_versions"] == ["transformers==4.21.0"]  # from the source column only
     assert stated["attention"] == "flash"
+    old = profile_for("hf", stated["library_versions"])
+    assert not old.grads_set_to_none  # transformers 4.21 predates torch 2.0: the library infers torch 1.13
+    assert not old.sdpa_default and not old.optimizer_foreach
     undated, _ = v.row_to_mapping({**base, "source": "a README"})
     assert "library_versions" not in undated  # current releases
     litgpt, _ = v.row_to_mapping({**base, "source": "a README", "framework": "litgpt"})

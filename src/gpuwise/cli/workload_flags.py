@@ -66,6 +66,18 @@ _FLAGS: dict[str, tuple[Any, Any]] = {
     "concurrency": (int, _opt("--concurrency", help="Simultaneous requests (serving).")),
     "goal": (str, _opt("--goal", help="cost, latency, throughput, fit.")),
     "utilization_pct": (float, _opt("--utilization", help="Observed GPU utilization in percent.")),
+    # memgaps: offload, compiler/loss switches, expert and context parallelism
+    "offload": (
+        str,
+        _opt("--offload", help="none, optimizer (ZeRO-Offload), params (ZeRO-Infinity / FSDP cpu_offload)."),
+    ),
+    "torch_compile": (bool, _opt("--compile/--no-compile", help="torch.compile (default: the framework's).")),
+    "chunked_loss": (
+        bool,
+        _opt("--chunked-loss/--no-chunked-loss", help="Chunked cross-entropy (default: the framework's)."),
+    ),
+    "expert_parallel": (int, _opt("--ep", help="Expert-parallel size (MoE).")),
+    "context_parallel": (int, _opt("--cp", help="Context (sequence) parallel size.")),
     "set_values": (
         list[str],
         typer.Option(

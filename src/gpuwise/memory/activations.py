@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuwise.catalog import ModelArch
-from gpuwise.memory.frameworks import Profile, quantized_linear_keeps_input
+from gpuwise.memory.frameworks import Profile, loss_logits, quantized_linear_keeps_input
 from gpuwise.memory.regime import Regime
 from gpuwise.memory.shapes import hf_module, mlp_names, resolve_targets
 from gpuwise.workload import Workload
@@ -203,6 +203,9 @@ class _BlockWalk:
         """A norm on tensor ``src`` (residual dtype); returns the id of its output."""
         s, dt, t, h = self.saved, self.dt, self.t, self.arch.hidden_size
         layernorm = self.arch.norm_type.startswith("layernorm")
+        if self.profile.compiled:
+            s.keep(src, dt.residual * t * h)  # fused norm kernel: its input (+ per-row rstd) only
+            return name
         if layernorm or not self.profile.norm_fp32_saved:
             s.keep(src, dt.residual * t * h)  # native layer_norm keeps its input (+ tiny mean/rstd)
         else:
@@ -293,7 +296,8 @@ class _BlockWalk:
         up_out = dt.matmul_out * tokens * i
         if self.arch.gated_mlp:
             s.keep("gate.out", up_out)  # activation input
-            s.keep("act.out", up_out)  # product keeps both factors
+            if not self.profile.compiled:  # fused SiLU·mul recomputes silu(gate) in backward
+                s.keep("act.out", up_out)  # product keeps both factors
             s.keep("up.out", up_out)
             return "prod", dt.matmul_out
         if self.python_gelu:
@@ -342,7 +346,7 @@ def logits_bytes(
         t = batch  # classification: one row per sample
     else:
         t = batch * seq
-    fwd, bwd = profile.logits
+    fwd, bwd = loss_logits(profile)
     if regime.compute_bytes == 4 and fwd == 10.0:
         fwd = 8.0  # fp32 model: the .float() upcast is a no-op
     return fwd * t * vocab / w.tp, bwd * t * vocab / w.tp

@@ -34,14 +34,16 @@ from gpuwise.memory.activations import (
     logits_bytes,
     output_vocab,
 )
-from gpuwise.memory.frameworks import Profile, profile_for, quantized_linear_keeps_input
+from gpuwise.memory.frameworks import Profile, profile_for_workload, quantized_linear_keeps_input
 from gpuwise.memory.kv_cache import kv_cache_bytes
 from gpuwise.memory.optimizer import is_paged, state_bytes_per_param, step_temporary_bytes
 from gpuwise.memory.regime import Regime, regime_for
 from gpuwise.memory.shapes import lora_params
-from gpuwise.memory.weights import largest_quantized_matrix, param_groups, weight_bytes
+from gpuwise.memory.weights import fp4_format_for, largest_quantized_matrix, param_groups, weight_bytes
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
+
+REDUCE_BUCKET_ELEMENTS = 5e8  # DeepSpeed zero_optimization.reduce_bucket_size default (config docs)
 
 COMPONENTS = (
     "weights",
@@ -155,6 +157,31 @@ def _check_supported(arch: ModelArch, w: Workload) -> None:
         )
 
 
+def check_fp4(w: Workload, gpu: GPU) -> None:
+    """fp4 (NVFP4/MXFP4) needs FP4 tensor cores; elsewhere there is no fp4 to run, so refuse."""
+    if w.precision == "fp4" and not gpu.fp4_tflops:
+        raise GpuwiseError(
+            f"precision fp4 (NVFP4/MXFP4 block-scaled 4-bit) needs FP4 tensor cores (Blackwell, MI355X); "
+            f"{gpu.id} has none — use int4 (weight-only 4-bit, 16-bit matmuls) or fp8/bf16 on this GPU"
+        )
+
+
+def _as_run(w: Workload, profile: Profile) -> tuple[Workload, list[str]]:
+    """What the workload's library versions really ran: eager attention before transformers made SDPA
+    its default, the Trainer's per-parameter AdamW before it switched to torch's foreach AdamW."""
+    notes: list[str] = []
+    if not profile.sdpa_default and w.attention == "sdpa":
+        w = w.with_changes(attention="eager")
+        notes.append("transformers before 4.36: its models ran eager attention (SDPA became the default)")
+    if not profile.optimizer_foreach and w.optimizer == "adamw":
+        w = w.with_changes(optimizer="adamw-fused")
+        notes.append(
+            "transformers before 4.37: the Trainer's own AdamW steps parameter by parameter "
+            "(no group-wide foreach temporary; sized like fused)"
+        )
+    return w, notes
+
+
 def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimate:
     """Estimate per-GPU memory of ``workload`` on ``gpu`` (default: the workload's GPU)."""
     w = workload
@@ -166,9 +193,13 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
         )
     arch = get_model(w.model)
     _check_supported(arch, w)
+    check_fp4(w, gpu)
+    profile = profile_for_workload(w)
+    user = w
+    w, era = _as_run(w, profile)
     regime = regime_for(w)
-    profile = profile_for(w.framework, w.library_versions)
-    ctx = _Context(arch, w, regime, profile)
+    ctx = _Context(arch, w, regime, profile, gpu.vendor)
+    ctx.assumptions.extend(era)
     phases = ctx.training_phases() if w.is_training else ctx.inference_phases()
     peak = max(phases, key=lambda p: p.allocated_bytes)
     paged_state = ctx.paged_state_bytes
@@ -195,7 +226,7 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
             "the workload itself needs less (see the prefill/decode phases)"
         )
     return MemoryEstimate(
-        workload=w,
+        workload=user,
         gpu=gpu,
         breakdown=breakdown,
         phases=phases,
@@ -212,8 +243,11 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
 class _Context:
     """Per-GPU sizes of every term for one workload; builds the phases."""
 
-    def __init__(self, arch: ModelArch, w: Workload, regime: Regime, profile: Profile) -> None:
+    def __init__(
+        self, arch: ModelArch, w: Workload, regime: Regime, profile: Profile, gpu_vendor: str = "NVIDIA"
+    ) -> None:
         self.arch, self.w, self.regime, self.profile = arch, w, regime, profile
+        self.gpu_vendor = gpu_vendor
         self.notes: list[str] = []
         self.assumptions: list[str] = [f"framework profile: {profile.name}"]
         if w.library_versions:
@@ -232,12 +266,17 @@ class _Context:
         self.share = _model_share(arch, w, profile.unties_embeddings)
         self.groups = param_groups(arch, profile.unties_embeddings)
         self.layers = math.ceil(arch.num_layers / w.pp)
-        self.tokens = sequence_tokens(arch, w)
+        self.tokens = math.ceil(sequence_tokens(arch, w) / w.context_parallel)
+        if w.context_parallel > 1:
+            self.assumptions.append(
+                f"context parallel {w.context_parallel}: each GPU holds {self.tokens} of every sequence's "
+                "tokens (activations, logits and KV split; ring attention's K/V chunks in flight not counted)"
+            )
         if arch.family == "vit" and w.seq_len != self.tokens and w.seq_len != 2048:
             self.notes.append(
                 f"ViT tokens come from image_size {w.image_size}: {self.tokens} (seq_len ignored)"
             )
-        full_weights = weight_bytes(arch, w, regime, profile)
+        full_weights = weight_bytes(arch, w, regime, profile, fp4_format_for(self.gpu_vendor))
         self.unsharded_weights = full_weights * self.share
         self.weights = full_weights * self.share / self.shard_weights
         if profile.fsdp_full_state_load and self.shard_weights > 1:
@@ -253,6 +292,8 @@ class _Context:
         )  # one block on this GPU, unsharded
         self.paged_state_bytes = 0.0
         self._size_trainables()
+        self._split_experts()
+        self.host_bytes = self._offload()
 
     # ---- persistent terms -------------------------------------------------------------------
     def _size_trainables(self) -> None:
@@ -325,6 +366,55 @@ class _Context:
             self.adapters += state_total  # adapters carry their own gradients and optimizer state
         else:
             self.states = state_total
+
+    def _split_experts(self) -> None:
+        """Expert parallelism: each GPU keeps 1/ep of the experts. Sharded terms are unchanged (the
+        experts' shards spread over dp/ep ranks instead of dp), unsharded ones shrink."""
+        ep, arch = self.w.expert_parallel, self.arch
+        if ep <= 1 or not arch.is_moe:
+            return
+        counts = arch.param_counts()
+        experts = counts.num_layers * (counts.per_layer_mlp - arch.hidden_size * arch.num_experts)
+        keep = 1 - experts / max(self.groups.total, 1) * (1 - 1 / ep)
+        if self.shard_weights == 1:
+            self.weights *= keep
+        self.layer_weight_bytes *= keep
+        if self.shard_grads == 1:
+            self.grads *= keep
+            self.ddp_buckets *= keep
+        if self.shard_state == 1:
+            self.states *= keep
+            self.master *= keep
+        self.assumptions.append(
+            f"expert parallel {ep}: each GPU holds {arch.num_experts // ep} of {arch.num_experts} experts"
+        )
+
+    def _offload(self) -> float:
+        """Move what ZeRO-Offload / ZeRO-Infinity / FSDP cpu_offload keep on the host off the GPU.
+
+        Optimizer offload (DeepSpeed ``offload_optimizer``): optimizer state, fp32 master weights and fp32
+        gradient partitions live on the host and the step runs there (DeepSpeedCPUAdam); 16-bit gradients
+        pass through reduce buckets (``reduce_bucket_size``, default 5e8 elements, two in flight with
+        ``overlap_comm``). Parameter offload (``offload_param`` / FSDP ``CPUOffload(offload_params=True)``):
+        the parameter shards too; the GPU holds only the layers being gathered. Returns host bytes per GPU.
+        """
+        w = self.w
+        if w.offload == "none" or not w.is_training:
+            return 0.0
+        host = self.states + self.master + self.paged_state_bytes
+        self.states = self.master = self.paged_state_bytes = 0.0
+        bucket = 2 * REDUCE_BUCKET_ELEMENTS * self.regime.grad_bytes
+        host += max(self.grads - bucket, 0.0)
+        self.grads = min(self.grads, bucket)
+        if w.offload == "params":
+            host += self.weights
+            self.weights = 0.0  # gathered layers are counted as temporaries (_gather_bytes)
+        where = "NVMe" if w.offload_device == "nvme" else "CPU memory"
+        self.notes.append(
+            f"offload ({w.offload}): {host / GiB:.1f} GiB per GPU lives in {where}; the optimizer step runs "
+            "on the host"
+        )
+        return host
 
     def _head_matrix(self) -> float:
         """Elements of the output layer's weight on this GPU (the tied embedding when tied)."""
@@ -441,6 +531,8 @@ class _Context:
         step_tmp = step_temporary_bytes(
             w.optimizer, self.trainable / self.shard_state, self.largest_param, self.step_state_dtype
         )
+        if w.offload != "none":
+            step_tmp = 0.0  # the step runs on the host
 
         def phase(name: str, **extra: float) -> Phase:
             comps = self._base()

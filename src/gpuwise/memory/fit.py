@@ -172,6 +172,8 @@ def fit_table(
             skipped.append(f"{count} GPU(s): {err}")
             continue
         for gpu in list_gpus():
+            if w.precision == "fp4" and not gpu.fp4_tflops:
+                continue  # fp4 needs FP4 tensor cores (estimate_memory refuses it elsewhere)
             checked += 1
             estimate = estimate_memory(w, gpu)
             if estimate.headroom_pct < min_headroom_pct or not estimate.fits:
@@ -191,5 +193,7 @@ def fit_table(
                     assumed=note,
                 )
             )
+    if workload.precision == "fp4":
+        skipped.append("GPUs without FP4 tensor cores (fp4 is NVFP4/MXFP4: Blackwell, MI355X)")
     rows.sort(key=lambda r: (r.num_gpus, r.gpu_memory_bytes, -r.headroom_pct, r.gpu))
     return FitResult(workload=workload, counts=tuple(counts), rows=rows, checked=checked, skipped=skipped)

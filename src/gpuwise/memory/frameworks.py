@@ -26,6 +26,21 @@ Library releases change what a step keeps, so a profile is resolved for the libr
   torchtune's NF4 linears (torchao ``linear_nf4``) keep only the weight too.
 - torch 2.0 (March 2023) made ``zero_grad(set_to_none=True)`` the default; before, gradients stayed
   allocated (zeroed) from one step into the next step's forward and backward.
+- transformers 4.36 (Dec 2023) made SDPA the default attention of its Llama/Mistral-family models
+  (``attn_implementation``; BERT in 4.41): before, an "sdpa" workload really ran eager attention.
+- transformers 4.37 (Jan 2024) deprecated its own ``transformers.AdamW`` as the Trainer's default
+  (``optim="adamw_torch"``): before, a per-parameter loop with no group-wide ``foreach`` temporary.
+- torchtune 0.3 (Sept 2024) switched its recipes' loss to ``CEWithChunkedOutputLoss`` (8 chunks).
+
+Two compiler/loss switches change what a step keeps, each a framework default a workload may override
+(``torch_compile``, ``chunked_loss``):
+- ``torch.compile`` of the blocks (torchtune compiles each layer) fuses RMSNorm and SwiGLU: a fused
+  norm saves its 16-bit input instead of the fp32 copy and the normalized output, a fused SiLU·mul
+  saves only its two inputs. On torchtune's Llama-3.2-3B table (``README.md`` "Optimization flags",
+  packed 2 × 4096) that is 60.0 → 51.0 GiB; these two fusions account for 8.8 GiB of it.
+- Chunked cross-entropy upcasts one chunk of logits to fp32 at a time (6/7 bytes per logit at the
+  forward/backward peak instead of 10/12); compiled, the upcast fuses into the loss (4/5 bytes).
+  The same table: 51.0 → 42.9 GiB.
 """
 
 from __future__ import annotations
@@ -34,6 +49,7 @@ import re
 from dataclasses import dataclass, replace
 
 from gpuwise.errors import GpuwiseError, did_you_mean
+from gpuwise.workload import Workload
 from gpuwise.workload.spec import Precision
 
 # (forward-peak, backward-peak) bytes per (token × vocab) for the logits and loss.
@@ -76,6 +92,12 @@ class Profile:
     fsdp_full_state_load: bool = False  # FSDP loads a full (unsharded) state dict on every rank
     loss_outlives_step: bool = False  # the training loop's `loss` (and its graph) lives into the next forward
     kv_pool_fraction: float = 0.0  # serving engines that preallocate the KV pool to this share of GPU memory
+    compiled: bool = False  # torch.compile on the blocks by default (fused norms and activations)
+    chunked_loss: bool = False  # chunked cross-entropy by default
+    chunked_logits: tuple[float, float] = LOGITS_CHUNKED_FP32  # what its chunked loss keeps
+    optimizer_foreach: bool = True  # "adamw" is torch's foreach AdamW (transformers >= 4.37's Trainer)
+    sdpa_default: bool = True  # "sdpa" attention really runs SDPA (transformers >= 4.36)
+    fused_lora_unsharded_only: bool = False  # fused LoRA kernels switch off under FSDP (fms accelerated-peft)
 
 
 PROFILES = {
@@ -89,6 +111,8 @@ PROFILES = {
         quantize_lm_head=True,
         quant_fp16_staging=True,
         logits=LOGITS_CHUNKED_16BIT,
+        chunked_loss=True,
+        chunked_logits=LOGITS_CHUNKED_16BIT,  # utils.chunked_cross_entropy: 128-token chunks in 16-bit
         inference_logits="prompt",
         unties_embeddings=True,
         fsdp_full_state_load=True,
@@ -104,6 +128,7 @@ PROFILES = {
         quantize_scope="lora_targets",
         inference_logits="prompt",
         quant_backend="torchao",
+        chunked_loss=True,  # CEWithChunkedOutputLoss in its recipes since 0.3
     ),
     # Unsloth's fused LoRA autograd functions keep the layer input X for the adapter gradients.
     "unsloth": Profile(
@@ -111,7 +136,20 @@ PROFILES = {
         kbit_upcast=False,
         repeat_kv_for_sdpa=False,
         logits=LOGITS_CHUNKED_FP32,
+        chunked_loss=True,
         quant_backend="unsloth",
+    ),
+    # foundation-model-stack/fms-acceleration's accelerated-peft plugin: Unsloth-derived fused LoRA kernels
+    # on one GPU. Under FSDP its published runs equal the plain peft baseline (a100_80gb.csv@f1895b7:
+    # Mixtral QLoRA 2x2 20.40 vs 20.42 GB allocated), so sharded runs get the hf profile.
+    "fms-accelerated-peft": Profile(
+        "fms-accelerated-peft",
+        kbit_upcast=False,
+        repeat_kv_for_sdpa=False,
+        logits=LOGITS_CHUNKED_FP32,
+        chunked_loss=True,
+        quant_backend="unsloth",
+        fused_lora_unsharded_only=True,
     ),
     "megatron": Profile(
         "megatron",
@@ -140,6 +178,8 @@ _ALIASES = {
     "llama-factory": "hf",
     "fms-acceleration": "hf",
     "fms-hf-tuning": "hf",
+    "fms-accelerated-peft": "fms-accelerated-peft",
+    "accelerated-peft": "fms-accelerated-peft",
     "accelerate": "hf",
     "optimum-benchmark": "hf",
     "litgpt": "litgpt",
@@ -182,7 +222,17 @@ TORCH_ZERO_GRAD_SET_TO_NONE = (
     (1, 13),
     "2023-03",
 )  # PyTorch 2.0: zero_grad(set_to_none=True) default
-_CHANGES = (TRANSFORMERS_SDPA_NATIVE_GQA, BITSANDBYTES_4BIT_DROPS_INPUT, TORCH_ZERO_GRAD_SET_TO_NONE)
+TRANSFORMERS_SDPA_DEFAULT = ("transformers", (4, 36), (4, 35), "2023-12")  # release notes v4.36.0
+TRANSFORMERS_TORCH_ADAMW = ("transformers", (4, 37), (4, 36), "2024-01")  # Trainer optim default adamw_torch
+TORCHTUNE_CHUNKED_CE = ("torchtune", (0, 3), (0, 2), "2024-09")  # recipes' loss: CEWithChunkedOutputLoss
+_CHANGES = (
+    TRANSFORMERS_SDPA_NATIVE_GQA,
+    BITSANDBYTES_4BIT_DROPS_INPUT,
+    TORCH_ZERO_GRAD_SET_TO_NONE,
+    TRANSFORMERS_SDPA_DEFAULT,
+    TRANSFORMERS_TORCH_ADAMW,
+    TORCHTUNE_CHUNKED_CE,
+)
 # Libraries whose version a workload may state (only transformers and bitsandbytes change the estimate).
 KNOWN_LIBRARIES = (
     "transformers",
@@ -225,11 +275,14 @@ def parse_library_versions(items: tuple[str, ...] | list[str]) -> dict[str, tupl
 
 
 def versions_current_at(year: int, month: int) -> tuple[str, ...]:
-    """Library versions in use at a date: a release counts from the month after it shipped."""
+    """Library versions in use at a date: a release counts from the month after it shipped (the oldest
+    pre-change release wins when several changes of one library are later than the date)."""
     when = f"{year:04d}-{month:02d}"
-    return tuple(
-        f"{name}=={'.'.join(map(str, before))}" for name, _, before, released in _CHANGES if when <= released
-    )
+    oldest: dict[str, tuple[int, ...]] = {}
+    for name, _, before, released in _CHANGES:
+        if when <= released and (name not in oldest or before < oldest[name]):
+            oldest[name] = before
+    return tuple(f"{name}=={'.'.join(map(str, before))}" for name, before in oldest.items())
 
 
 def _older(versions: dict[str, tuple[int, ...]], change: tuple) -> bool:
@@ -245,13 +298,44 @@ def profile_for(framework: str, library_versions: tuple[str, ...] | list[str] = 
     key = (framework or "").strip().lower()
     profile = PROFILES[_ALIASES.get(key, "hf")]
     versions = parse_library_versions(library_versions)
+    transformers = versions.get("transformers")
+    if transformers is not None and transformers[:2] < (4, 27) and "torch" not in versions:
+        versions["torch"] = (1, 13)  # transformers 4.27 and torch 2.0 both shipped in March 2023
     if profile.name == "hf" and _older(versions, TRANSFORMERS_SDPA_NATIVE_GQA):
         profile = replace(profile, repeat_kv_for_sdpa=True)  # only hf runs transformers' SDPA integration
     if profile.quant_backend == "bitsandbytes" and _older(versions, BITSANDBYTES_4BIT_DROPS_INPUT):
         profile = replace(profile, bnb_4bit_keeps_input=True)
     if _older(versions, TORCH_ZERO_GRAD_SET_TO_NONE):
         profile = replace(profile, grads_set_to_none=False)
+    if profile.transformers_modeling and _older(versions, TRANSFORMERS_SDPA_DEFAULT):
+        profile = replace(profile, sdpa_default=False)
+    if profile.transformers_modeling and _older(versions, TRANSFORMERS_TORCH_ADAMW):
+        profile = replace(profile, optimizer_foreach=False)
+    if profile.name == "torchtune" and _older(versions, TORCHTUNE_CHUNKED_CE):
+        profile = replace(profile, chunked_loss=False)
     return profile
+
+
+def profile_for_workload(w: Workload) -> Profile:
+    """The framework profile with the workload's own switches applied: its library versions, its
+    ``torch_compile`` / ``chunked_loss`` choices (unset: the framework's default), and sharding
+    (fms accelerated-peft's fused kernels are off under FSDP)."""
+    profile = profile_for(w.framework, w.library_versions)
+    sharded = w.sharding in ("fsdp", "zero3") and w.data_parallel > 1
+    if profile.fused_lora_unsharded_only and sharded:
+        profile = replace(PROFILES["hf"], name=f"{profile.name} (sharded: plain peft)")
+    if w.torch_compile is not None:
+        profile = replace(profile, compiled=w.torch_compile)
+    if w.chunked_loss is not None:
+        profile = replace(profile, chunked_loss=w.chunked_loss)
+    return profile
+
+
+def loss_logits(profile: Profile) -> tuple[float, float]:
+    """(forward, backward) bytes per logit element of the head output and loss at their peaks."""
+    if not profile.chunked_loss:
+        return profile.logits
+    return LOGITS_CHUNKED_16BIT if profile.compiled else profile.chunked_logits
 
 
 def quantized_linear_keeps_input(profile: Profile, precision: Precision) -> bool:

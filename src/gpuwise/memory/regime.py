@@ -12,6 +12,8 @@ One place turns ``precision`` (+ optimizer, framework) into byte sizes so every 
   copy and fp32 state instead (``master_weights``).
 - ``fp8``: inference weights 1 byte; training follows Transformer Engine/Megatron (bf16 weights,
   fp32 master + state, fp8 only inside matmuls).
+- ``fp4`` (NVFP4/MXFP4 on FP4 tensor cores): inference weights block-scaled 4-bit (``weights.py``);
+  training follows Transformer Engine's NVFP4 recipe like fp8 (bf16 weights, fp32 master + state).
 - ``int8`` / ``int4`` / ``nf4``: frozen quantized weights (see ``weights.py``), 16-bit compute.
 """
 
@@ -60,7 +62,7 @@ def regime_for(w: Workload) -> Regime:
             master = 4.0
         state = 4.0 if master else 2.0
         return Regime(2, 2, 2, 2, master, state, 0, False)
-    if p == "fp8":
+    if p in ("fp8", "fp4"):
         if w.is_training:
             # Transformer Engine: bf16 weights + fp32 master and state; fp8 casts are transient.
             return Regime(2, 2, 2, 2, 4 if not w.is_lora else 0, 4, 0, False)

@@ -24,6 +24,15 @@ from gpuwise.workload.spec import Precision
 
 NF4_BLOCK = 64
 DQ_BLOCK = 256
+# Block-scaled FP4 (E2M1 values): NVIDIA's NVFP4 adds one FP8 E4M3 scale per 16 values (+ one fp32 scale per
+# tensor, negligible); the OCP Microscaling MXFP4 one E8M0 scale per 32 (OCP MX v1.0 spec; NVIDIA
+# "Introducing NVFP4" blog, June 2025). Blackwell runs both; AMD's MI355X runs MXFP4.
+FP4_BYTES = {"nvfp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32}
+
+
+def fp4_format_for(vendor: str) -> str:
+    """The FP4 format a vendor's tensor cores use by default: NVFP4 on NVIDIA, MXFP4 elsewhere."""
+    return "nvfp4" if vendor.strip().lower() == "nvidia" else "mxfp4"
 
 
 def quantized_bytes_per_param(precision: Precision, double_quant: bool, d_in: int) -> float:
@@ -75,9 +84,15 @@ def quantized_matrix_names(arch: ModelArch, w: Workload, profile: Profile) -> tu
     return names
 
 
-def weight_bytes(arch: ModelArch, w: Workload, regime: Regime, profile: Profile) -> float:
+def weight_bytes(
+    arch: ModelArch, w: Workload, regime: Regime, profile: Profile, fp4_format: str = "nvfp4"
+) -> float:
     """Bytes of the model's weights on one full replica (before any sharding or splitting)."""
     groups = param_groups(arch, profile.unties_embeddings)
+    if w.precision == "fp4" and not w.is_training:
+        # FP4 checkpoints (ModelOpt, llm-compressor) quantize the blocks' linears; embeddings, norms and
+        # lm_head stay 16-bit.
+        return groups.block_matrices * FP4_BYTES[fp4_format] + (groups.total - groups.block_matrices) * 2.0
     if not regime.quantized:
         return groups.total * regime.param_bytes
     # Frozen quantized base: 16-bit (or fp32 after peft's prepare_model_for_kbit_training) for the rest.

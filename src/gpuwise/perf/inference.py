@@ -32,6 +32,22 @@ from gpuwise.perf.roofline import matmul_efficiency, peak_flops
 from gpuwise.workload import Workload
 
 
+def tile_utilization(tokens: float, gpu: GPU) -> float:
+    """Share of a GEMM's row tiles doing useful work when ``tokens`` rows are padded to whole tiles.
+
+    Tile quantization (NVIDIA Deep Learning Performance guide, "Matrix Multiplication Background"):
+    a GEMM runs in whole output tiles, so a serving step's M = tokens in flight is rounded up to the
+    tile height: 128 rows for cuBLAS/CUTLASS on Ampere/Hopper, 256 on datacenter Blackwell (sm_100),
+    whose large GEMM kernels pair two SMs per 256-row MMA (CUTLASS sm100 "2SM" kernels). It matters at
+    the few hundred tokens a large-batch decode step carries; prefill chunks of thousands barely notice.
+    Below one tile, libraries pick smaller tiles or GEMV kernels (and such steps are bandwidth-bound).
+    """
+    tile = 256 if "sm_100" in gpu.architecture else 128
+    if tokens <= tile:
+        return 1.0
+    return tokens / (math.ceil(tokens / tile) * tile)
+
+
 @dataclass(frozen=True)
 class StepTime:
     """One forward step on one GPU (one pipeline stage), split by what limits each part."""
@@ -116,7 +132,7 @@ class StepModel:
         """Time of one step on one GPU processing ``linear_tokens`` tokens through the matmuls."""
         compute = memory = 0.0
         flops = 2.0 * self.active_params * linear_tokens / self.shards
-        lin_c = flops / (self.peak_lin * self.e_lin)
+        lin_c = flops / (self.peak_lin * self.e_lin) / tile_utilization(linear_tokens, self.gpu)
         weights = self.weight_bytes_read(linear_tokens)
         lin_m = weights / self.decode_bw
         if lin_c >= lin_m:

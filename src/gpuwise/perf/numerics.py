@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuwise.catalog import GPU
+from gpuwise.errors import GpuwiseError
 from gpuwise.perf import efficiency as eff
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import KvCacheDtype
@@ -21,9 +22,11 @@ from gpuwise.workload.spec import KvCacheDtype
 #   int4: GPTQ/AWQ group 128 with fp16 scale + zero            -> 0.5 + 4/128
 #   nf4 : bitsandbytes block 64 with an fp32 absmax             -> 0.5 + 4/64
 #   nf4 + double quantization: int8 absmax + fp32 per 256 blocks -> 0.5 + 1/64 + 4/(64*256)
-#   fp4 : NVFP4, an fp8 scale per 16 weights                    -> 0.5 + 1/16
+#   fp4 : NVFP4, an FP8 E4M3 scale per 16 weights              -> 0.5 + 1/16
+#         (MXFP4, the OCP format AMD runs: an E8M0 scale per 32 -> 0.5 + 1/32)
 QUANT_BYTES = {"int8": 1.0, "int4": 0.5 + 4 / 128, "nf4": 0.5 + 4 / 64, "fp8": 1.0, "fp4": 0.5 + 1 / 16}
 NF4_DQ_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)
+MXFP4_BYTES = 0.5 + 1 / 32
 _DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp4": 0.5}
 # Where to fall back when a GPU lacks a dtype's tensor cores.
 _FALLBACK = {"fp4": "fp8", "fp8": "bf16", "int8": "bf16", "bf16": "fp32", "fp16": "fp32", "tf32": "fp32"}
@@ -114,6 +117,16 @@ def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> N
     elif p == "fp8":
         compute, acts, grads = "fp8", 2.0, 2.0
         weights = 2.0 if training else QUANT_BYTES["fp8"]  # fp8 training keeps 16-bit master weights
+    elif p == "fp4":
+        # Block-scaled FP4 on FP4 tensor cores (W4A4): activations are quantized on the fly, so the
+        # matmuls run at the fp4 peak; training keeps 16-bit weights (Transformer Engine's NVFP4 recipe).
+        if not gpu.fp4_tflops:
+            raise GpuwiseError(
+                f"precision fp4 (NVFP4/MXFP4) needs FP4 tensor cores; {gpu.id} has none "
+                "(use int4 for weight-only 4-bit, or fp8/bf16)"
+            )
+        compute, acts, grads = "fp4", 2.0, 2.0
+        weights = 2.0 if training else (MXFP4_BYTES if gpu.vendor.lower() != "nvidia" else QUANT_BYTES["fp4"])
     else:  # int8 / int4 / nf4: weight-only storage formats
         compute, acts, grads = _half(gpu), 2.0, 2.0
         weights = NF4_DQ_BYTES if (p == "nf4" and workload.double_quant) else QUANT_BYTES[p]

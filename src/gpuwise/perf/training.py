@@ -56,7 +56,9 @@ def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
         images = workload.batch_size
         return TrainingFlops(images, 3 * per_image * images, 0.0, 0.0, 0.0), images
     seq = vit_tokens(arch, workload.image_size) if arch.family == "vit" else workload.seq_len
-    tokens = workload.batch_size * seq
+    # Context parallelism: this GPU holds seq/cp of each sequence; its queries still attend over the whole
+    # context (ring attention), so attention FLOPs per token keep the full length.
+    tokens = workload.batch_size * seq // workload.context_parallel
     flops = training_flops(
         arch,
         tokens,
@@ -226,7 +228,10 @@ def predict_training(
     kernels_s = k.total_s
     fsdp_exposed_micro = comm.exposed_s(data.fsdp_comm_micro_s, kernels_s)
     host_floor = _host_floor_s(arch, pp, num.autocast)
-    micro_s = max(kernels_s + tp_comm_micro + fsdp_exposed_micro, host_floor)
+    cp_exposed_micro = comm.exposed_s(
+        _context_parallel_s(workload, gpu, arch, num, micro_tokens), k.attention_s
+    )
+    micro_s = max(kernels_s + tp_comm_micro + fsdp_exposed_micro + cp_exposed_micro, host_floor)
 
     # --- pipeline -----------------------------------------------------------------------------------
     bubble_fraction = comm.pipeline_bubble_fraction(pp, m)
@@ -242,13 +247,14 @@ def predict_training(
         assumptions.append(
             f"optimizer step ({update.implementation}) waits on its {update.launches:,} kernel launches"
         )
-    step_s = pipe_s + dp_exposed + weight_traffic_s + optimizer_s
+    offload_s = _offload_s(workload, gpu, data, shards, assumptions)
+    step_s = pipe_s + dp_exposed + weight_traffic_s + optimizer_s + offload_s
     _note_schedule(workload, data, bubble_fraction, host_floor >= kernels_s + tp_comm_micro, assumptions)
 
     attention_compute = k.attention_s if k.attention_bound == "compute" else 0.0
     attention_memory = 0.0 if k.attention_bound == "compute" else k.attention_s
     perf = TrainingPerf(
-        global_tokens_per_step=micro_tokens * m * dp,
+        global_tokens_per_step=micro_tokens * m * dp * workload.context_parallel,
         micro_batch_tokens=micro_tokens,
         grad_accum=m,
         data_parallel=dp,
@@ -279,6 +285,7 @@ def predict_training(
         attention_bound=k.attention_bound,
         links={"tp": tp_link.kind, "dp": data.link.kind},
         optimizer=update,
+        offload_s=offload_s,
     )
     return perf, assumptions
 
@@ -298,7 +305,7 @@ def _kernels(
     attention_bound: Bound = "compute"
     if arch.is_transformer:
         linear_s, e_lin = _linear_time(flops.linear_executed / shards, gpu, num)
-        seq = micro_tokens // max(workload.batch_size, 1)
+        seq = micro_tokens * workload.context_parallel // max(workload.batch_size, 1)
         attention_s, e_attn, attention_bound = _attention_time(
             workload, gpu, arch, num, flops, micro_tokens, seq, shards
         )
@@ -386,6 +393,20 @@ def _adapter_s(
     return micro_tokens * per_token / (workload.tp * workload.pp) / stream_bw
 
 
+def _context_parallel_s(
+    workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics, micro_tokens: int
+) -> float:
+    """Ring attention passes every other rank's K/V chunk once per layer forward and K/V plus their
+    gradients backward (3 passes): (cp-1) chunks of this rank's tokens × kv_dim × 2 per pass, per micro-batch.
+    Overlapped with the attention kernels by the caller."""
+    cp = workload.context_parallel
+    if cp <= 1 or not arch.is_transformer:
+        return 0.0
+    link = comm.link_for(gpu, workload.tp * cp)
+    chunk = micro_tokens * arch.kv_dim * 2 * num.activation_bytes / workload.tp
+    return 3 * (arch.num_layers / workload.pp) * (cp - 1) * (chunk / link.bytes_per_s + link.latency_s)
+
+
 def _tensor_parallel(
     workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics, micro_tokens: int, assumptions: list[str]
 ) -> tuple[Link, float]:
@@ -451,6 +472,37 @@ def _gradient_sync(workload: Workload, data: _DataParallel, assumptions: list[st
     return comm.allreduce_s(grads, dp, data.link), 0.0
 
 
+# Host side of offloaded training (assumptions, stated with each prediction that uses them): CPU Adam is a
+# streaming pass over fp32 param, grad, m and v (read 16 B, write 12 B per parameter) at a GPU's share of host
+# DRAM bandwidth (a 2-socket DDR5 server: ~400 GB/s for 8 GPUs); NVMe (ZeRO-Infinity) at one PCIe Gen4 drive.
+HOST_DRAM_BYTES_PER_S_PER_GPU = 50e9
+NVME_BYTES_PER_S = 6e9
+CPU_ADAM_BYTES_PER_PARAM = 28.0
+
+
+def _offload_s(
+    workload: Workload, gpu: GPU, data: _DataParallel, shards: int, assumptions: list[str]
+) -> float:
+    """Exposed time of ZeRO-Offload / ZeRO-Infinity / FSDP cpu_offload per optimizer step: gradients down
+    and updated 16-bit parameters up over PCIe, the CPU Adam step, and (offloaded parameters) the shards
+    copied up for every gather of each micro-batch (forward and backward)."""
+    if workload.offload == "none":
+        return 0.0
+    dp = workload.data_parallel
+    local = data.trainable / max(dp, 1)  # this GPU's partition of the trainable elements
+    pcie = gpu.pcie_gbps * 1e9 * eff.constants().comm.pcie_fraction
+    moved = local * (data.grad_bytes + 2.0)
+    if workload.offload == "params":
+        moved += 2 * workload.grad_accum * local * data.gather_elem
+    host_bw = NVME_BYTES_PER_S if workload.offload_device == "nvme" else HOST_DRAM_BYTES_PER_S_PER_GPU
+    step = local * CPU_ADAM_BYTES_PER_PARAM / host_bw
+    assumptions.append(
+        f"offload ({workload.offload}, {workload.offload_device}): {moved / 1e9:.1f} GB over PCIe per step "
+        f"and the Adam step on the host at {host_bw / 1e9:.0f} GB/s (assumed; no overlap with the GPU)"
+    )
+    return moved / pcie + step
+
+
 def _optimizer_update(
     workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics, data: _DataParallel
 ) -> OptimizerStep:
@@ -503,6 +555,6 @@ def training_bound(perf: TrainingPerf) -> Bound:
     parts: dict[Bound, float] = {
         "compute": perf.compute_s,
         "memory_bandwidth": perf.memory_s,
-        "communication": perf.tp_comm_s + perf.dp_exposed_s,
+        "communication": perf.tp_comm_s + perf.dp_exposed_s + perf.offload_s,  # offload: PCIe + host step
     }
     return max(parts, key=parts.__getitem__)

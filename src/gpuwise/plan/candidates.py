@@ -385,6 +385,22 @@ def sharding(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     return out
 
 
+@generator
+def offload(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """memgaps: ZeRO-Offload / FSDP cpu_offload, memory of last resort (PCIe copies and a host step):
+    offered to sharded jobs once activations are checkpointed."""
+    if not w.is_training or w.offload != "none" or w.is_lora or w.grad_checkpointing != "full":
+        return []
+    if w.sharding not in {"zero1", "zero2", "zero3", "fsdp"}:
+        return []
+    title = "Offload optimizer state to CPU memory (ZeRO-Offload)"
+    out = [Candidate("offload", title, {"offload": "optimizer"}, "none", saves_memory=True)]
+    if w.sharding in {"zero3", "fsdp"}:
+        title = "Offload parameters too (FSDP cpu_offload / ZeRO-Infinity)"
+        out.append(Candidate("offload", title, {"offload": "params"}, "none", saves_memory=True))
+    return out
+
+
 # --- serving ---------------------------------------------------------------------------------------
 
 

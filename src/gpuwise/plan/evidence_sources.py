@@ -25,6 +25,7 @@ _BITS = {
     "int8": 8,
     "int4": 4,
     "nf4": 4,
+    "fp4": 4,  # memgaps: NVFP4/MXFP4
 }
 _KV_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8}
 

@@ -41,6 +41,8 @@ def port(workload: Workload, gpu: GPU) -> Workload | None:
     if gpu.id != workload.gpu and workload.usd_per_gpu_hour is not None:
         changes["usd_per_gpu_hour"] = None  # your price is for your GPU; others use the catalog's
     p: Precision = workload.precision
+    if p == "fp4" and not gpu.fp4_tflops:
+        p = "fp8"  # memgaps: no FP4 tensor cores; FP8 is the next block-scaled step (or what follows below)
     if p == "fp8" and not gpu.fp8_tflops:
         p = "int8" if workload.is_inference else "amp-bf16"
     if p == "bf16" and not gpu.bf16_tflops:

@@ -194,6 +194,7 @@ TECHNIQUE_TOOLS: dict[str, tuple[str, ...]] = {
     "more_concurrency": ("vllm", "sglang", "tensorrt-llm"),
     "tensor_parallel": ("vllm", "tensorrt-llm", "megatron"),
     "parallel_layout": ("megatron", "torchtitan"),
+    "offload": ("deepspeed", "fsdp"),
 }
 
 # Technique id -> what applying it takes (a tie-breaker after the gain, shown beside it): a flag or one
@@ -211,6 +212,7 @@ EFFORT: dict[str, Effort] = {
     "weight_int4": "medium",
     "fix_pipeline": "medium",
     "parallel_layout": "medium",
+    "offload": "medium",
 }
 
 # Published caveats per technique: what it may cost besides what the models compute.
@@ -234,6 +236,12 @@ CAVEATS: dict[str, tuple[str, str]] = {
         "Exact attention (no approximation); needs fp16/bf16 and a supported GPU (Ampere or newer for "
         "FlashAttention-2).",
         "Dao 2023 (arXiv:2307.08691)",
+    ),
+    "offload": (
+        "Same math; every step copies gradients and parameters over PCIe and runs the optimizer on the CPU, "
+        "so it trades speed for memory (needs host RAM for the offloaded state).",
+        "Ren et al. 2021, ZeRO-Offload (arXiv:2101.06840); Rajbhandari et al. 2021, ZeRO-Infinity "
+        "(arXiv:2104.07857)",
     ),
     "fused_optimizer": (
         "Same math as the unfused optimizer; fused=True needs all parameters on CUDA.",

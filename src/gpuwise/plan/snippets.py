@@ -243,6 +243,11 @@ def vllm_command(w: Workload) -> str:
         args.append(f"--pipeline-parallel-size {w.pp}")
     if w.precision == "fp8":
         args.append("--quantization fp8")
+    elif w.precision == "fp4":  # memgaps: vLLM reads the scheme from an NVFP4 (ModelOpt) checkpoint
+        notes.append(
+            "# serve an NVFP4 checkpoint of the model (ModelOpt / llm-compressor, e.g. nvidia/*-FP4)"
+        )
+        args.append("--quantization modelopt_fp4")
     elif w.precision in {"int4", "nf4"}:
         notes.append("# serve an AWQ (or GPTQ: --quantization gptq) 4-bit checkpoint of the model")
         args.append("--quantization awq")

@@ -60,6 +60,7 @@ ADDRESSES: dict[str, tuple[FindingId, ...]] = {
     "kv_fp8": ("kv_cache_dominant", "oom_risk"),
     "more_concurrency": ("decode_memory_bound",),
     "parallel_layout": ("oom_risk",),
+    "offload": ("oom_risk",),
 }
 
 

@@ -48,6 +48,8 @@ def quantized_storage_bytes(
         return {"weight": numel, "scale": 4 * out_features}
     if precision == "fp8":
         return {"weight": numel, "scale": 4}
+    if precision == "fp4":  # memgaps: NVFP4, an FP8 E4M3 scale per 16 values + one fp32 per tensor
+        return {"weight": -(-numel // 2), "block_scale": -(-numel // 16), "scale": 4}
     raise ValueError(f"not a quantized precision: {precision}")
 
 

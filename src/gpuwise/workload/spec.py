@@ -17,7 +17,7 @@ from gpuwise.errors import GpuwiseError
 Task = Literal[
     "inference", "serving", "rag", "pretrain", "full-finetune", "lora", "qlora", "cv-train", "cv-inference"
 ]
-Precision = Literal["fp32", "amp-bf16", "amp-fp16", "bf16", "fp16", "fp8", "int8", "int4", "nf4"]
+Precision = Literal["fp32", "amp-bf16", "amp-fp16", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4"]
 Optimizer = Literal["adamw", "adamw-fused", "adamw-8bit", "paged-adamw-8bit", "adafactor", "sgd", "none"]
 Checkpointing = Literal["none", "selective", "full"]
 Attention = Literal["sdpa", "flash", "eager"]
@@ -26,6 +26,10 @@ KvCacheDtype = Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8"]
 AdapterDtype = Literal["fp32", "bf16", "fp16"]
 Goal = Literal["cost", "latency", "throughput", "fit"]
 Requirement = Literal["ecc", "nvlink", "mig", "datacenter"]
+# What lives off the GPU: "optimizer" = ZeRO-Offload (optimizer state, fp32 master and gradient partitions on
+# the host); "params" = ZeRO-Infinity / FSDP cpu_offload (parameters and gradients too).
+Offload = Literal["none", "optimizer", "params"]
+OffloadDevice = Literal["cpu", "nvme"]
 
 TASKS: tuple[Task, ...] = get_args(Task)
 TRAINING_TASKS: frozenset[Task] = frozenset({"pretrain", "full-finetune", "lora", "qlora", "cv-train"})
@@ -40,6 +44,8 @@ KV_DTYPES: tuple[KvCacheDtype, ...] = get_args(KvCacheDtype)
 ADAPTER_DTYPES: tuple[AdapterDtype, ...] = get_args(AdapterDtype)
 GOALS: tuple[Goal, ...] = get_args(Goal)
 REQUIREMENTS: tuple[Requirement, ...] = get_args(Requirement)
+OFFLOADS: tuple[Offload, ...] = get_args(Offload)
+OFFLOAD_DEVICES: tuple[OffloadDevice, ...] = get_args(OffloadDevice)
 
 # Accepted spellings -> canonical value.
 _ALIASES = {
@@ -64,7 +70,9 @@ _ALIASES = {
         "bf16-mixed": "amp-bf16",
         "16-mixed": "amp-fp16",
         "bf16-true": "bf16",
-        "fp4": "int4",
+        "nvfp4": "fp4",
+        "mxfp4": "fp4",
+        "bnb-fp4": "int4",
         "4bit": "nf4",
         "8bit": "int8",
     },
@@ -139,6 +147,13 @@ class Workload:
     ops_usd_per_month: float | None = None  # colocation / ops for all the GPUs
     pue: float | None = None  # facility power / IT power of the room owned GPUs sit in
     usd_per_kwh: float | None = None
+    # ---- memgaps: offload, compiler/loss features, expert and context parallelism ----
+    offload: Offload = "none"
+    offload_device: OffloadDevice = "cpu"  # where offloaded tensors live (ZeRO-Infinity can use NVMe)
+    torch_compile: bool | None = None  # None: the framework's default (frameworks.py)
+    chunked_loss: bool | None = None  # chunked cross-entropy; None: the framework's default
+    expert_parallel: int = 1  # MoE experts split over this many GPUs (inside the data-parallel group)
+    context_parallel: int = 1  # sequence split over this many GPUs (ring attention / Ulysses)
 
     @property
     def is_training(self) -> bool:
@@ -158,7 +173,7 @@ class Workload:
 
     @property
     def data_parallel(self) -> int:
-        return self.num_gpus // (self.tp * self.pp)
+        return self.num_gpus // (self.tp * self.pp * self.context_parallel)
 
     @property
     def global_batch(self) -> int:
@@ -218,6 +233,8 @@ _CHOICES = {
     "kv_cache_dtype": KV_DTYPES,
     "lora_dtype": ADAPTER_DTYPES,
     "goal": GOALS,
+    "offload": OFFLOADS,
+    "offload_device": OFFLOAD_DEVICES,
 }
 
 
@@ -232,7 +249,9 @@ def _coerce(name: str, value: Any, where: str) -> Any:
             return int(value)
         if kind in ("float", "float | None"):
             return None if value is None else float(value)
-        if kind == "bool":
+        if kind == "bool | None" and (value is None or str(value).strip().lower() in {"", "default", "none"}):
+            return None
+        if kind in ("bool", "bool | None"):
             if isinstance(value, str):
                 return value.strip().lower() in {"1", "true", "yes", "on"}
             return bool(value)
@@ -323,6 +342,8 @@ _COUNTS = (
     "concurrency",
     "output_len",
     "image_size",
+    "expert_parallel",
+    "context_parallel",
 )
 
 
@@ -357,6 +378,30 @@ def _bad_number(w: Workload) -> str | None:
         return f"epochs must be positive, got {w.epochs}"
     if w.num_gpus % (w.tp * w.pp):
         return f"num_gpus ({w.num_gpus}) must be a multiple of tp × pp ({w.tp} × {w.pp})"
+    return _bad_split(w)
+
+
+def _bad_split(w: Workload) -> str | None:
+    """Context/expert parallel degrees and offload that the GPU count or sharding cannot take."""
+    cp, ep = w.context_parallel, w.expert_parallel
+    if w.num_gpus % (w.tp * w.pp * cp):
+        return (
+            f"num_gpus ({w.num_gpus}) must be a multiple of tp × pp × context_parallel "
+            f"({w.tp} × {w.pp} × {cp})"
+        )
+    if w.data_parallel * cp % ep:
+        return (
+            f"expert_parallel ({ep}) must divide the data-parallel × context-parallel GPUs "
+            f"({w.data_parallel} × {cp}): expert ranks are carved out of them"
+        )
+    if w.offload != "none" and not w.is_training:
+        return (
+            "offload applies to training (optimizer/parameter offload); for inference use a smaller precision"
+        )
+    if w.offload == "params" and w.sharding not in ("fsdp", "zero3"):
+        return "offload: params needs sharding fsdp (cpu_offload) or zero3 (ZeRO-Infinity)"
+    if w.offload == "optimizer" and w.sharding not in ("zero1", "zero2", "zero3", "fsdp"):
+        return "offload: optimizer is ZeRO-Offload: it needs sharding zero1, zero2, zero3 (or fsdp)"
     return None
 
 
@@ -400,6 +445,11 @@ def _model_mismatch(w: Workload) -> str | None:
             )
         if w.pp > arch.num_layers:
             return f"pp={w.pp} is more pipeline stages than {arch.id}'s {arch.num_layers} layers"
+        if w.expert_parallel > 1 and (not arch.is_moe or arch.num_experts % w.expert_parallel):
+            return (
+                f"expert_parallel={w.expert_parallel} needs an MoE model whose expert count it divides "
+                f"({arch.id})"
+            )
         if w.is_lora and w.lora_rank >= arch.hidden_size:
             return f"lora_rank {w.lora_rank} must be smaller than {arch.id}'s hidden size {arch.hidden_size}"
     elif arch is not None and (w.is_lora or w.task in {"inference", "serving", "rag"}):
