@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from gpuwise.cli.output import emit, one_format
+from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.cli.workload_flags import workload_command
 from gpuwise.workload import Workload
 
@@ -35,10 +35,9 @@ def cost(
     all_gpus: Annotated[
         bool, typer.Option("--all-gpus", help="Compare the same workload on every catalog GPU.")
     ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")
-    ] = False,
-    as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
+    as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """Time and $ of a training run, $ per 1M tokens served, energy, and the API break-even.
 
@@ -66,9 +65,9 @@ def cost(
             {"workload": workload.to_dict(), "gpus": [r.to_dict() for r in rows]},
             "cost_comparison",
             as_json,
-            lambda c: cost_view.render_comparison(c, rows, title, training, vision),
-            lambda: cost_view.markdown_comparison(rows, title, training, vision),
-            as_markdown,
+            as_markdown=as_markdown,
+            html=html,
+            document=lambda: cost_view.comparison_document(rows, title, training, vision),
         )
         return
     estimate = estimate_cost(
@@ -82,7 +81,7 @@ def cost(
         {"cost": estimate.to_dict()},
         "cost",
         as_json,
-        lambda c: cost_view.render_cost(c, estimate),
-        lambda: cost_view.markdown_cost(estimate),
-        as_markdown,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: cost_view.cost_document(estimate),
     )

@@ -52,9 +52,9 @@ def available() -> bool:
     return True
 
 
-def _label(text: str) -> str:
+def _label(text: str, limit: int = _MAX_LABEL) -> str:
     text = visible_controls(text)
-    return text if len(text) <= _MAX_LABEL else text[: _MAX_LABEL - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _bar(ax: Any, chart: Chart) -> None:
@@ -142,7 +142,7 @@ def render(chart: Chart) -> str:
     fig, ax = plt.subplots(figsize=_size(chart))
     try:
         _DRAW[chart.kind](ax, chart)
-        ax.set_title(_label(chart.title), loc="left")
+        ax.set_title(_label(chart.title, 90), loc="left")
         ax.set_xlabel(_label(chart.x_label))
         ax.set_ylabel(_label(chart.y_label))
         ax.grid(axis="x" if chart.horizontal else "y", alpha=0.3)

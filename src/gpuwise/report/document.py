@@ -34,6 +34,7 @@ class Table:
     caption: str = ""
     align: str = ""  # one letter per column: l or r (default: first column l, others l)
     row_styles: list[Style] = field(default_factory=list)  # one per row (optional)
+    header: bool = True  # False: a key/value table whose column names say nothing
 
 
 @dataclass

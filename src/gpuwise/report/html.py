@@ -76,7 +76,7 @@ padding:.5em .9em;margin:.7em 0}
 .sev{font-size:.8em;font-weight:700;text-transform:uppercase;margin-right:.5em}
 .chart{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.4em;
 margin:.8em 0}
-.chart svg{max-width:100%;height:auto;display:block}.chart figcaption{color:#5b6475;font-size:.85em}
+.chart svg{width:100%;height:auto;display:block}.chart figcaption{color:#5b6475;font-size:.85em}
 .missing{border:1px dashed var(--warn);padding:.5em .8em;color:var(--warn)}
 nav.toc{border:1px solid var(--line);border-radius:6px;padding:.3em 1em;margin:1em 0}
 nav.toc ol{margin:.3em 0;padding-left:1.4em}a{color:var(--accent)}
@@ -107,7 +107,8 @@ def _table(t: Table) -> str:
         )
         rows.append(f"<tr{_cls(style)}>{cells}</tr>")
     caption = f"<caption>{_text(t.caption)}</caption>" if t.caption else ""
-    return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    thead = f"<thead><tr>{head}</tr></thead>" if t.header else ""
+    return f"<table>{caption}{thead}<tbody>{''.join(rows)}</tbody></table>"
 
 
 def _bars(b: Bars) -> str:

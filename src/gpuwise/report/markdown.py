@@ -34,7 +34,7 @@ def _table(t: Table) -> list[str]:
     out = []
     if t.caption:
         out += [f"*{t.caption}*", ""]
-    out.append("| " + " | ".join(_cell(c) for c in t.columns) + " |")
+    out.append("| " + " | ".join(_cell(c) if t.header else "" for c in t.columns) + " |")
     out.append("|" + "|".join("---:" if a == "r" else "---" for a in align.ljust(len(t.columns), "l")) + "|")
     for row in t.rows:
         out.append("| " + " | ".join(_cell(c) for c in row) + " |")

@@ -57,6 +57,7 @@ def _table(t: Table) -> RichTable:
         title_justify="left",
         title_style="dim",
         header_style="bold",
+        show_header=t.header,
         show_lines=False,
         expand=False,
     )
