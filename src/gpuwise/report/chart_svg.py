@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from html import escape
 from typing import Any
 
@@ -57,6 +58,11 @@ def _label(text: str, limit: int = _MAX_LABEL) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _legend(ax: Any) -> None:
+    """Beside the plot, not over the bars."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
+
 def _bar(ax: Any, chart: Chart) -> None:
     labels = [_label(c) for c in chart.categories]
     values = chart.series[0].values if chart.series else []
@@ -69,6 +75,24 @@ def _bar(ax: Any, chart: Chart) -> None:
     else:
         ax.bar(positions, values, color=colors)
         ax.set_xticks(list(positions), labels, rotation=30 if len(labels) > 6 else 0, ha="right")
+
+
+def _grouped(ax: Any, chart: Chart) -> None:
+    labels = [_label(c) for c in chart.categories]
+    count = max(1, len(chart.series))
+    width = 0.8 / count
+    for k, s in enumerate(chart.series):
+        positions = [i - 0.4 + width * (k + 0.5) for i in range(len(labels))]
+        if chart.horizontal:
+            ax.barh(positions, s.values, height=width, color=PALETTE[k % len(PALETTE)], label=_label(s.name))
+        else:
+            ax.bar(positions, s.values, width=width, color=PALETTE[k % len(PALETTE)], label=_label(s.name))
+    if chart.horizontal:
+        ax.set_yticks(list(range(len(labels))), labels)
+        ax.invert_yaxis()
+    else:
+        ax.set_xticks(list(range(len(labels))), labels, rotation=30 if len(labels) > 6 else 0, ha="right")
+    _legend(ax)
 
 
 def _stacked(ax: Any, chart: Chart) -> None:
@@ -87,7 +111,7 @@ def _stacked(ax: Any, chart: Chart) -> None:
         ax.invert_yaxis()
     else:
         ax.set_xticks(positions, labels, rotation=30 if len(labels) > 6 else 0, ha="right")
-    ax.legend(loc="best", fontsize=8, frameon=False)
+    _legend(ax)
 
 
 def _line(ax: Any, chart: Chart) -> None:
@@ -101,7 +125,7 @@ def _line(ax: Any, chart: Chart) -> None:
     step = max(1, len(xs) // 10)
     ax.set_xticks(xs[::step], [_label(c) for c in chart.categories[::step]])
     if len(chart.series) > 1 or chart.mark_label:
-        ax.legend(loc="best", fontsize=8, frameon=False)
+        _legend(ax)
 
 
 def _scatter(ax: Any, chart: Chart) -> None:
@@ -126,13 +150,20 @@ def _waterfall(ax: Any, chart: Chart) -> None:
     ax.set_xticks(positions, labels, rotation=30 if len(labels) > 5 else 0, ha="right")
 
 
-_DRAW = {"bar": _bar, "stacked": _stacked, "line": _line, "scatter": _scatter, "waterfall": _waterfall}
+_DRAW = {
+    "bar": _bar,
+    "grouped": _grouped,
+    "stacked": _stacked,
+    "line": _line,
+    "scatter": _scatter,
+    "waterfall": _waterfall,
+}
 
 
 def _size(chart: Chart) -> tuple[float, float]:
-    rows = len(chart.categories)
+    rows = len(chart.categories) * (len(chart.series) if chart.kind == "grouped" else 1)
     if chart.horizontal:
-        return 7.5, min(12.0, 1.2 + 0.28 * max(rows, 3))
+        return 7.5, min(14.0, 1.2 + 0.26 * max(rows, 3))
     return 7.5, 3.6
 
 
@@ -142,13 +173,13 @@ def render(chart: Chart) -> str:
     fig, ax = plt.subplots(figsize=_size(chart))
     try:
         _DRAW[chart.kind](ax, chart)
-        ax.set_title(_label(chart.title, 90), loc="left")
+        ax.set_title(textwrap.fill(_label(chart.title, 160), 80), loc="left")
         ax.set_xlabel(_label(chart.x_label))
         ax.set_ylabel(_label(chart.y_label))
         ax.grid(axis="x" if chart.horizontal else "y", alpha=0.3)
         fig.tight_layout()
         out = io.StringIO()
-        fig.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
+        fig.savefig(out, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
     finally:
         plt.close(fig)
     svg = out.getvalue()

@@ -54,6 +54,21 @@ def _bars(chart: Chart) -> list[str]:
     ]
 
 
+def _grouped(chart: Chart) -> list[str]:
+    top = max((v for s in chart.series for v in s.values), default=0.0)
+    width = max(_label_width(chart), *(len(s.name) + 2 for s in chart.series))
+    out = []
+    for i, category in enumerate(chart.categories):
+        for k, s in enumerate(chart.series):
+            label = category if k == 0 else f"  {s.name}"
+            if k == 0 and len(chart.series) > 1:
+                label = f"{category} ({s.name})"
+            out.append(
+                f"{_fit(label, width)}  {bar(s.values[i], top).ljust(WIDTH)}  {_value(chart, s.values[i])}"
+            )
+    return out
+
+
 def _stacked(chart: Chart) -> list[str]:
     totals = [sum(s.values[i] for s in chart.series) for i in range(len(chart.categories))]
     top = max(totals, default=0.0)
@@ -114,6 +129,7 @@ def lines(chart: Chart) -> list[str]:
     """The chart as plain text lines (title excluded: the caller shows it)."""
     draw = {
         "bar": _bars,
+        "grouped": _grouped,
         "stacked": _stacked,
         "line": _line,
         "scatter": _scatter,
@@ -124,5 +140,9 @@ def lines(chart: Chart) -> list[str]:
 
 def title(chart: Chart) -> str:
     axis = chart.x_label if chart.horizontal else chart.y_label
-    unit = f" ({axis})" if axis and chart.kind in {"bar", "stacked", "waterfall"} else ""
+    unit = (
+        f" ({axis})"
+        if axis and "(" not in axis and chart.kind in {"bar", "grouped", "stacked", "waterfall"}
+        else ""
+    )
     return chart.title + unit

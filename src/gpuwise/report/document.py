@@ -35,6 +35,9 @@ class Table:
     align: str = ""  # one letter per column: l or r (default: first column l, others l)
     row_styles: list[Style] = field(default_factory=list)  # one per row (optional)
     header: bool = True  # False: a key/value table whose column names say nothing
+    flexible: int | None = (
+        None  # the column that gives way (ellipsis) on a narrow terminal; others never wrap
+    )
 
 
 @dataclass
@@ -94,7 +97,7 @@ class Note:
     style: Style = "muted"
 
 
-ChartKind = Literal["bar", "stacked", "line", "scatter", "waterfall"]
+ChartKind = Literal["bar", "grouped", "stacked", "line", "scatter", "waterfall"]
 
 
 @dataclass
@@ -107,9 +110,10 @@ class Series:
 class Chart:
     """Data for a chart; the HTML renderer draws it (matplotlib SVG), text renderers draw a compact form.
 
-    bar / stacked / waterfall: one value per category and series (a waterfall's series[0] holds the
-    steps that add up to the total). line: series over `categories` (x as text) with `marked` points
-    (outliers). scatter: `x` against series[0] with `categories` as point labels, `marked` = chosen.
+    bar / grouped / stacked / waterfall: one value per category and series (grouped: side by side;
+    a waterfall's series[0] holds the steps that add up to the total). line: series over `categories`
+    (x as text) with `marked` points (outliers). scatter: `x` against series[0] with `categories` as
+    point labels, `marked` = chosen.
     """
 
     kind: ChartKind

@@ -5,7 +5,7 @@ Every string goes through `Text` (never Rich markup), so a `[` in a model name i
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console, Group, JustifyMethod
 from rich.panel import Panel
 from rich.rule import Rule
 from rich.table import Table as RichTable
@@ -62,8 +62,15 @@ def _table(t: Table) -> RichTable:
         expand=False,
     )
     align = (t.align or "").ljust(len(t.columns), "l")  # extra letters (and cells) are cut: strict=False
-    for col, a in zip(t.columns, align, strict=False):
-        table.add_column(_t(col), justify="right" if a == "r" else "left", overflow="fold")
+    for i, (col, a) in enumerate(zip(t.columns, align, strict=False)):
+        justify: JustifyMethod = "right" if a == "r" else "left"
+        if t.flexible is None:
+            table.add_column(_t(col), justify=justify, overflow="fold")
+        elif i == t.flexible:
+            table.add_column(_t(col), justify=justify, overflow="ellipsis", max_width=60)
+        else:
+            widest = max((len(str(row[i])) for row in t.rows if i < len(row)), default=0)
+            table.add_column(_t(col), justify=justify, no_wrap=True, min_width=max(len(col), widest))
     for i, row in enumerate(t.rows):
         style = t.row_styles[i] if i < len(t.row_styles) else ""
         table.add_row(*[_t(c) for c in row], style=_STYLE.get(style, ""))
