@@ -160,7 +160,7 @@ def _chart(c: Chart, draw: Callable[[Chart], str] | None) -> str:
 def _block(block: Block, draw: Callable[[Chart], str] | None, anchor: str) -> str:
     if isinstance(block, Heading):
         level = max(2, min(block.level, 6))
-        return f"<h{level}{anchor}>{_text(block.text)}</h{level}>"
+        return f"{anchor}<h{level}>{_text(block.text)}</h{level}>"
     if isinstance(block, Headline):
         return f'<p class="headline {block.style}">{_text(block.text)}</p>'
     if isinstance(block, Paragraph):
@@ -209,7 +209,7 @@ def render(doc: Document, charts: bool | None = None) -> str:
         anchor = ""
         if isinstance(block, Heading) and block.level <= 2:
             section += 1
-            anchor = f' id="s{section}"'
+            anchor = f'<a id="s{section}"></a>'
         parts.append(_block(block, draw, anchor))
     parts.append("</main></body></html>\n")
     return "".join(parts)

@@ -12,6 +12,8 @@ from gpuwise.plan.techniques import describe
 from gpuwise.plan.types import Outcome, Plan, Technique, Verdict
 from gpuwise.report import terminal
 from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Style, Table
+from gpuwise.report.plan_charts import plan_charts
+from gpuwise.report.units import usd
 from gpuwise.units import GiB, fmt_duration
 
 _SEVERITY_STYLE: dict[Severity, Style] = {
@@ -34,9 +36,7 @@ def _num(x: float | None, fmt: str = "{:,.0f}") -> str:
 
 
 def _usd(x: float | None) -> str:
-    if x is None:
-        return "—"
-    return f"${x:,.0f}" if x >= 100 else f"${x:,.2f}" if x >= 0.1 else f"${x:,.4f}"
+    return usd(x, 2 if x is None or x >= 0.1 else 4)
 
 
 def _speed(o: Outcome) -> str:
@@ -440,6 +440,7 @@ def plan_document(plan: Plan) -> Document:
     _scaling(doc, plan)
     _tools(doc, plan)
     _hardware(doc, plan)
+    doc.add(*plan_charts(plan))
     if plan.notes:
         doc.add(Heading("Notes"), Bullets(plan.notes, "muted"))
     return doc
