@@ -172,7 +172,8 @@ _NO_ACTIVE_CONTENT = """() => {
   return {
     active: document.querySelectorAll('script, img, iframe, object, embed, link, base, form').length,
     handlers: all.filter(e => [...e.attributes].some(a => a.name.toLowerCase().startsWith('on'))).length,
-    jsLinks: [...document.querySelectorAll('a[href]')].filter(a => !a.getAttribute('href').startsWith('#')).length,
+    jsLinks: [...document.querySelectorAll('a[href]')]
+      .filter(a => !a.getAttribute('href').startsWith('#')).length,
   };
 }"""
 
