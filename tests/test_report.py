@@ -199,9 +199,18 @@ def test_a_missing_directory_is_one_clear_error(cli, tmp_path):
         ("models", "llama-3-8b"),
         ("fit", "examples/llama-3-8b-qlora-4090.yaml"),
         ("cost", "llama-3-8b", "-t", "lora", "--all-gpus"),
+        ("trace", "tests/data/traces/hand_rank0.json", "tests/data/traces/hand_rank1.json"),
     ],
 )
 def test_commands_print_markdown_from_the_same_document(cli, args):
     result = cli(*args, "--markdown")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("# ") and "|---" in result.stdout
+
+
+def test_lint_markdown_is_its_own_format(cli, tmp_path):
+    (tmp_path / "train.py").write_text("import torch\nstate = torch.load('x.pt')\n")
+    result = cli("lint", str(tmp_path), "--markdown", "--format", "sarif")
+    assert result.exit_code == 2 and "--markdown and --format sarif" in result.stderr
+    shown = cli("lint", str(tmp_path), "--markdown")
+    assert shown.exit_code == 1 and "torch_load_unsafe" in shown.stdout and "| where |" in shown.stdout

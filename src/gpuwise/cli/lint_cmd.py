@@ -58,6 +58,8 @@ def lint(
 
     chosen = "json" if as_json else output_format
     one_format(chosen == "json", as_markdown)
+    if as_markdown and chosen != "terminal":
+        raise GpuwiseError(f"--markdown and --format {chosen} are exclusive: choose one output format")
     if chosen not in FORMATS:
         raise GpuwiseError(f"unknown --format {chosen!r} (one of {', '.join(FORMATS)})")
     if fix and diff:
