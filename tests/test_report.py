@@ -214,3 +214,19 @@ def test_lint_markdown_is_its_own_format(cli, tmp_path):
     assert result.exit_code == 2 and "--markdown and --format sarif" in result.stderr
     shown = cli("lint", str(tmp_path), "--markdown")
     assert shown.exit_code == 1 and "torch_load_unsafe" in shown.stdout and "| where |" in shown.stdout
+
+
+def test_plan_with_measured_evidence_charts_prediction_against_measurement(cli, tmp_path):
+    evidence = tmp_path / "trace.json"
+    traced = cli("trace", "tests/data/traces/hand_rank0.json", "--json")
+    assert traced.exit_code == 0, traced.stderr
+    evidence.write_text(traced.stdout)
+    page = tmp_path / "plan.html"
+    result = cli("plan", "examples/llama-3-8b-lora.yaml", "--evidence", str(evidence), "--html", str(page))
+    assert result.exit_code == 0, result.stderr
+    titles = re.findall(r"<svg[^>]*><title>([^<]*)</title>", page.read_text())
+    assert titles == [
+        "Hardware options: cost against time",
+        "Step time: predicted and measured",
+        "Peak memory per GPU: predicted and measured",
+    ]
