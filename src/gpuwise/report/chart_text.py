@@ -55,16 +55,16 @@ def _bars(chart: Chart) -> list[str]:
 
 
 def _grouped(chart: Chart) -> list[str]:
+    """Each category on its own line, then one bar per series under it."""
     top = max((v for s in chart.series for v in s.values), default=0.0)
-    width = max(_label_width(chart), *(len(s.name) + 2 for s in chart.series))
+    width = min(40, max((len(s.name) + 2 for s in chart.series), default=0))
     out = []
     for i, category in enumerate(chart.categories):
-        for k, s in enumerate(chart.series):
-            label = category if k == 0 else f"  {s.name}"
-            if k == 0 and len(chart.series) > 1:
-                label = f"{category} ({s.name})"
+        out.append(category)
+        for s in chart.series:
+            value = s.values[i]
             out.append(
-                f"{_fit(label, width)}  {bar(s.values[i], top).ljust(WIDTH)}  {_value(chart, s.values[i])}"
+                f"{_fit('  ' + s.name, width)}  {bar(value, top).ljust(WIDTH)}  {_value(chart, value)}"
             )
     return out
 
