@@ -230,3 +230,21 @@ def test_plan_with_measured_evidence_charts_prediction_against_measurement(cli, 
         "Step time: predicted and measured",
         "Peak memory per GPU: predicted and measured",
     ]
+
+
+def test_every_command_takes_html_and_markdown():
+    import typer.main
+
+    from gpuwise.cli import app as app_module
+
+    def leaves(command, path=()):
+        subs = getattr(command, "commands", {})
+        if not subs:
+            yield " ".join(path), {o for p in command.params for o in getattr(p, "opts", [])}
+        for name, sub in subs.items():
+            yield from leaves(sub, (*path, name))
+
+    commands = dict(leaves(typer.main.get_command(app_module.app)))
+    assert len(commands) >= 13, sorted(commands)
+    missing = {name: {"--html", "--markdown"} - opts for name, opts in commands.items()}
+    assert {name: flags for name, flags in missing.items() if flags} == {}
