@@ -16,7 +16,6 @@ from gpuwise.report.document import (
     Chart,
     Document,
     Headline,
-    KeyFigures,
     Note,
     Paragraph,
     Series,
@@ -155,7 +154,6 @@ def _top_modules(doc: Document, t: Any) -> None:
 def _compute(doc: Document, t: Any) -> None:
     by_phase = ", ".join(f"{name} {flops / 1e12:,.2f}" for name, flops in t.flops_by_phase.items() if flops)
     doc.add(
-        KeyFigures([("FLOPs per step", f"{t.flops_per_step / 1e12:,.2f} TFLOP")]),
         Paragraph(
             f"FLOPs per step: {t.flops_per_step / 1e12:,.2f} TFLOP (per pass: {by_phase} TFLOP; "
             "attention included, causal masking accounted, recompute included)"
@@ -186,5 +184,6 @@ def _compute(doc: Document, t: Any) -> None:
             marked=[i for i, s in enumerate(shown) if s.gpu == t.gpu],
             mark_label="this GPU",
             description="Roofline step time of the traced step on each GPU.",
+            in_text=False,
         ),
     )
