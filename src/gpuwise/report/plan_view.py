@@ -13,8 +13,8 @@ from gpuwise.plan.types import Outcome, Plan, Technique, Verdict
 from gpuwise.report import terminal
 from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Style, Table
 from gpuwise.report.plan_charts import plan_charts
-from gpuwise.report.units import usd
-from gpuwise.units import GiB, fmt_duration
+from gpuwise.report.units import gib, num, usd
+from gpuwise.units import fmt_duration
 
 _SEVERITY_STYLE: dict[Severity, Style] = {
     "critical": "bad",
@@ -28,11 +28,10 @@ _HARDWARE_ROWS = 12
 
 
 def _gib(n: float | None) -> str:
-    return "—" if n is None else f"{n / GiB:,.1f} GiB"
+    return gib(n, 1) if n is None else f"{gib(n, 1)} GiB"
 
 
-def _num(x: float | None, fmt: str = "{:,.0f}") -> str:
-    return "—" if x is None else fmt.format(x)
+_num = num
 
 
 def _usd(x: float | None) -> str:
