@@ -248,3 +248,10 @@ def test_every_command_takes_html_and_markdown():
     assert len(commands) >= 13, sorted(commands)
     missing = {name: {"--html", "--markdown"} - opts for name, opts in commands.items()}
     assert {name: flags for name, flags in missing.items() if flags} == {}
+
+
+def test_a_document_includes_another_as_a_section():
+    cost = Document("Cost").add(Paragraph("a"))
+    cost.include(Document("Buy vs rent").add(Paragraph("b")))
+    assert [type(b).__name__ for b in cost.blocks] == ["Paragraph", "Heading", "Paragraph"]
+    assert "## Buy vs rent" in markdown.render(cost)

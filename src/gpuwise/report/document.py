@@ -148,6 +148,11 @@ class Document:
         self.blocks.extend(blocks)
         return self
 
+    def include(self, other: Document, level: int = 2) -> Document:
+        """Append another view's document as a section (its title becomes a heading): one report of two
+        results, e.g. cost and buy-vs-rent."""
+        return self.add(Heading(other.title, level), *other.blocks)
+
 
 # Bidi controls and other invisible format characters: an input string (a kernel or file name) carrying
 # them could make a report show text in another order than it holds (CVE-2021-42574, "Trojan Source").
