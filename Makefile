@@ -45,13 +45,13 @@ $(VENV)/.torch: Makefile
 	$(call install_torch,$(PY))
 	touch $@
 
-# demo: the package with the profiling extra; test: every extra and the dev tools
+# demo: the package with the profiling extra; test: every extra (report: charts) and the dev tools
 $(VENV)/.demo: $(VENV)/.torch pyproject.toml $(CONSTRAINTS)
 	$(PIP) install --quiet -c $(CONSTRAINTS) -e '.[profile]'
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.torch pyproject.toml $(CONSTRAINTS)
-	$(PIP) install --quiet -c $(CONSTRAINTS) -e '.[profile,sim,dev]'
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e '.[profile,sim,report,dev]'
 	touch $@ $(VENV)/.demo
 
 demo: $(VENV)/.demo
@@ -70,7 +70,7 @@ $(LOWEST_VENV)/.dev: pyproject.toml constraints-lowest.txt Makefile
 	$(LOWEST_PYTHON) -m venv $(LOWEST_VENV)
 	$(call install_torch,$(LOWEST_VENV)/bin/python)
 	$(LOWEST_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-		-c constraints-lowest.txt -e '.[profile,sim,dev]'
+		-c constraints-lowest.txt -e '.[profile,sim,report,dev]'
 	touch $@
 
 test-lowest: $(LOWEST_VENV)/.dev

@@ -4,9 +4,8 @@
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from gpuwise.cli.output import emit, one_format
+from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.cli.workload_flags import workload_command
 from gpuwise.workload import Workload
 
@@ -40,10 +39,9 @@ def cost(
     all_gpus: Annotated[
         bool, typer.Option("--all-gpus", help="Compare the same workload on every catalog GPU.")
     ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")
-    ] = False,
-    as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
+    as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """Time and $ of a training run, $ per 1M tokens served, energy, and buy vs rent vs API.
 
@@ -54,7 +52,7 @@ def cost(
     """
     from gpuwise.perf.cost import compare_gpus, estimate_cost
     from gpuwise.perf.tco import tco_for
-    from gpuwise.report import cost_view, markdown, tco_view, terminal
+    from gpuwise.report import cost_view, tco_view
 
     one_format(as_json, as_markdown)  # before the work, not after it
 
@@ -74,9 +72,9 @@ def cost(
             {"workload": workload.to_dict(), "gpus": [r.to_dict() for r in rows]},
             "cost_comparison",
             as_json,
-            lambda c: cost_view.render_comparison(c, rows, title, training, vision),
-            lambda: cost_view.markdown_comparison(rows, title, training, vision),
-            as_markdown,
+            as_markdown=as_markdown,
+            html=html,
+            document=lambda: cost_view.comparison_document(rows, title, training, vision),
         )
         return
     if budget is not None:
@@ -96,15 +94,11 @@ def cost(
     tco = tco_for(workload, estimate.perf, usd_per_gpu_hour=usd_per_hour)
     tco_doc = tco_view.document(tco)
 
-    def show(console: Console) -> None:
-        cost_view.render_cost(console, estimate)
-        terminal.render(console, tco_doc)
-
     emit(
         {"cost": estimate.to_dict(), "tco": tco.to_dict()},
         "cost",
         as_json,
-        show,
-        lambda: cost_view.markdown_cost(estimate) + "\n" + markdown.render(tco_doc),
-        as_markdown,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: cost_view.cost_document(estimate).include(tco_doc),
     )

@@ -10,7 +10,7 @@ from typing import Annotated, Literal, get_args
 
 import typer
 
-from gpuwise.cli.output import console, to_json_bytes
+from gpuwise.cli.output import HtmlFlag, MarkdownFlag, emit, one_format, to_json_bytes
 from gpuwise.errors import GpuwiseError
 
 OutputFormat = Literal["terminal", "json", "sarif", "flake8"]
@@ -43,6 +43,8 @@ def lint(
         bool,
         typer.Option("--unsafe-fixes", help="With --fix/--diff, also the fixes that may change behaviour."),
     ] = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """Check training code for slow or unsafe patterns before it runs: [bold]gpuwise lint train.py[/bold]
 
@@ -50,10 +52,14 @@ def lint(
     Exit 1 when a finding reaches --fail-on, 0 otherwise, 2 on usage errors."""
     from gpuwise.lint import config as lint_config
     from gpuwise.lint import fix as lint_fix
-    from gpuwise.lint import formats, terminal
+    from gpuwise.lint import formats
     from gpuwise.lint.runner import lint_paths
+    from gpuwise.report.lint_view import lint_document
 
     chosen = "json" if as_json else output_format
+    one_format(chosen == "json", as_markdown)
+    if as_markdown and chosen != "terminal":
+        raise GpuwiseError(f"--markdown and --format {chosen} are exclusive: choose one output format")
     if chosen not in FORMATS:
         raise GpuwiseError(f"unknown --format {chosen!r} (one of {', '.join(FORMATS)})")
     if fix and diff:
@@ -85,6 +91,11 @@ def lint(
         result = lint_paths(paths, settings)  # report what is left
         result.fixed = sum(1 for _ in changes)
 
+    if html is not None and chosen != "terminal":
+        from gpuwise.report import html as html_report
+
+        html_report.write(lint_document(result), html)
+        typer.echo(f"HTML report written to {html}", err=True)
     if chosen == "json":
         document = {"schema_version": 1, "kind": "lint", **result.to_dict()}
         sys.stdout.buffer.write(to_json_bytes(document) + b"\n")
@@ -93,7 +104,7 @@ def lint(
     elif chosen == "flake8":
         sys.stdout.write("".join(line + "\n" for line in formats.flake8_lines(result)))
     else:
-        terminal.render(console(), result)
+        emit({}, "lint", False, as_markdown=as_markdown, html=html, document=lambda: lint_document(result))
     sys.stdout.flush()
     if result.at_or_above(settings.fail_on):
         raise typer.Exit(1)

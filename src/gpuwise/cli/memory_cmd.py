@@ -7,13 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuwise.cli.output import emit
+from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit
 from gpuwise.cli.sim_extra import sim_extra_required
 from gpuwise.cli.workload_flags import workload_command
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")]
 
 
 def _factory_names_the_model(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -64,6 +62,8 @@ def memory(
         typer.Option("--input-factory", help="With --traced: function building one batch of inputs."),
     ] = None,
     as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """Per-GPU memory: breakdown by component, the phase that sets the peak, allocated/reserved/nvidia-smi.
 
@@ -90,7 +90,14 @@ def memory(
             result = traced_estimate(workload, model_factory=model_factory, input_factory=input_factory)
         from gpuwise.report import simulation_view
 
-        emit(result.to_dict(), "memory_traced", as_json, lambda c: simulation_view.render_traced(c, result))
+        emit(
+            result.to_dict(),
+            "memory_traced",
+            as_json,
+            as_markdown=as_markdown,
+            html=html,
+            document=lambda: simulation_view.traced_document(result),
+        )
         return
 
     from gpuwise.catalog import get_model
@@ -110,9 +117,9 @@ def memory(
             "headroom_pct": headroom,
             "gpu": estimate.gpu.id,
             "text": (
-                f"largest batch on {estimate.gpu.id} with {headroom:g} % headroom: [bold]{n}[/]"
+                f"largest batch on {estimate.gpu.id} with {headroom:g} % headroom: {n}"
                 if n
-                else f"[red]batch 1 does not fit {estimate.gpu.id} with {headroom:g} % headroom[/]"
+                else f"batch 1 does not fit {estimate.gpu.id} with {headroom:g} % headroom"
             ),
         }
     if max_seq:
@@ -126,15 +133,22 @@ def memory(
             "gpu": estimate.gpu.id,
             "capped_by_context": capped,
             "text": (
-                f"longest {what} on {estimate.gpu.id} with {headroom:g} % headroom: [bold]{n:,}[/] tokens"
+                f"longest {what} on {estimate.gpu.id} with {headroom:g} % headroom: {n:,} tokens"
                 + (f" (capped at the model's context of {context:,} tokens, not by memory)" if capped else "")
                 if n
-                else f"[red]no {what} length fits {estimate.gpu.id} with {headroom:g} % headroom[/]"
+                else f"no {what} length fits {estimate.gpu.id} with {headroom:g} % headroom"
             ),
         }
     for key, answer in extras.items():
         payload[key] = {k: v for k, v in answer.items() if k != "text"}
-    emit(payload, "memory", as_json, lambda c: memory_view.render_estimate(c, estimate, extras))
+    emit(
+        payload,
+        "memory",
+        as_json,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: memory_view.estimate_document(estimate, extras),
+    )
 
 
 @workload_command
@@ -144,10 +158,19 @@ def fit(
         float, typer.Option("--headroom", help="Only list GPUs that keep at least this percent free.")
     ] = 0.0,
     as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """Every catalog GPU, at 1/2/4/8 GPUs, on which the workload fits — with its headroom, sorted."""
     from gpuwise.memory import fit_table
     from gpuwise.report import memory_view
 
     result = fit_table(workload, min_headroom_pct=headroom)
-    emit(result.to_dict(), "fit", as_json, lambda c: memory_view.render_fit(c, result))
+    emit(
+        result.to_dict(),
+        "fit",
+        as_json,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: memory_view.fit_document(result),
+    )

@@ -1,4 +1,8 @@
-"""Shared output plumbing: every command renders one result object as terminal, JSON or Markdown."""
+"""Shared output plumbing: every command renders one result as terminal, JSON, Markdown or an HTML file.
+
+A command hands `emit` its JSON payload and a `Document` builder (gpuwise.report.document); the
+terminal, Markdown and HTML renderers all draw that one document.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,25 @@ import html
 import re
 import sys
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
+import typer
 from rich.console import Console
 
 from gpuwise.errors import GpuwiseError
+
+if TYPE_CHECKING:
+    from gpuwise.report.document import Document
+
+# The output flags every command takes (one spelling and help text everywhere).
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")]
+MarkdownFlag = Annotated[bool, typer.Option("--markdown", help="Print Markdown.")]
+HtmlFlag = Annotated[
+    Path | None,
+    typer.Option("--html", help="Also write a self-contained HTML report (charts, no scripts) to this file."),
+]
 
 SCHEMA_VERSION = 2  # docs/json-schema.md: what changed in each version
 
@@ -70,18 +87,47 @@ def emit(
     payload: dict[str, Any],
     kind: str,
     as_json: bool,
-    render: Callable[[Console], None],
+    render: Callable[[Console], None] | None = None,
     markdown: Callable[[], str] | None = None,
     as_markdown: bool = False,
+    *,
+    document: Callable[[], Document] | None = None,
+    html: Path | None = None,
 ) -> None:
-    """Print ``payload`` as JSON (with ``schema_version``/``kind``), as Markdown, or render it."""
+    """Print ``payload`` as JSON (with ``schema_version``/``kind``), as Markdown, or render it; with
+    ``html`` also write the HTML report. ``document`` builds the report that every format draws;
+    ``render``/``markdown`` are for the few outputs that are not a document."""
     one_format(as_json, as_markdown)
+    built: list[Document] = []
+
+    def doc() -> Document:
+        if document is None:
+            raise GpuwiseError(f"{kind}: no report to render as HTML or Markdown")
+        if not built:
+            built.append(document())
+        return built[0]
+
+    if html is not None:
+        from gpuwise.report import html as html_report
+
+        html_report.write(doc(), html)
+        typer.echo(f"HTML report written to {html}", err=True)
     if as_json:
-        document = {"schema_version": SCHEMA_VERSION, "kind": kind, **payload}
-        sys.stdout.buffer.write(to_json_bytes(document) + b"\n")
+        out = {"schema_version": SCHEMA_VERSION, "kind": kind, **payload}
+        sys.stdout.buffer.write(to_json_bytes(out) + b"\n")
         sys.stdout.flush()
-    elif as_markdown and markdown is not None:
-        sys.stdout.write(escape_markdown_html(markdown()))
+    elif as_markdown and (markdown is not None or document is not None):
+        if markdown is None:
+            from gpuwise.report import markdown as markdown_report
+
+            text = markdown_report.render(doc())
+        else:
+            text = markdown()
+        sys.stdout.write(escape_markdown_html(text))
         sys.stdout.flush()
-    else:
+    elif render is not None:
         render(console())
+    else:
+        from gpuwise.report import terminal
+
+        terminal.render(console(), doc())

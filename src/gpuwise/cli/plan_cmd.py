@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from gpuwise.cli.output import emit, one_format
+from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.cli.sim_extra import sim_extra_required
 from gpuwise.cli.workload_flags import workload_command
 from gpuwise.errors import GpuwiseError
@@ -44,13 +44,9 @@ def plan(
         str | None,
         typer.Option("--input-factory", help="With --traced: module:function that builds one input batch."),
     ] = None,
-    html: Annotated[
-        Path | None, typer.Option("--html", help="Also write a self-contained HTML report to this file.")
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")
-    ] = False,
-    as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
+    html: HtmlFlag = None,
+    as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
 ) -> None:
     """Diagnosis, ranked techniques, config changes, VRAM, scaling and tools, each with a predicted number.
 
@@ -72,17 +68,11 @@ def plan(
             model_factory=model_factory,
             input_factory=input_factory,
         )
-    if html is not None:
-        from gpuwise.report import html as html_report
-
-        html_report.write(plan_view.plan_document(result), html)
     emit(
         {"plan": result.to_dict()},
         "plan",
         as_json,
-        lambda c: plan_view.render(c, result),
-        lambda: plan_view.markdown(result),
-        as_markdown,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: plan_view.plan_document(result),
     )
-    if html is not None and not as_json:
-        typer.echo(f"HTML report written to {html}", err=True)

@@ -8,10 +8,9 @@ from typing import Annotated
 
 import typer
 
-from gpuwise.cli.output import emit
+from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.errors import GpuwiseError
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")]
 StoreOpt = Annotated[
     Path | None,
     typer.Option(
@@ -56,6 +55,8 @@ def profile(
     store: StoreOpt = None,
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save the run in the run store.")] = True,
     as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """Profile a training script, unchanged: [bold]gpuwise profile -- python train.py ARGS[/bold]
 
@@ -65,6 +66,7 @@ def profile(
     from gpuwise.profile.launcher import run_profiled
     from gpuwise.report import profile_view
 
+    one_format(as_json, as_markdown)  # before the work, not after it
     if ctx.args and ctx.args[0].startswith("-"):  # unknown options land in ctx.args (see PROFILE_CONTEXT)
         raise GpuwiseError(
             f"gpuwise profile has no option {ctx.args[0]}; the script's command goes after -- "
@@ -76,11 +78,18 @@ def profile(
         warmup=warmup,
         stop=stop,
         interval_s=interval,
-        stdout_to_stderr=as_json,
+        stdout_to_stderr=as_json or as_markdown,
         store=store,
         save=save,
     )
-    emit(session.to_dict(), "profile", as_json, lambda c: profile_view.render_session(c, session))
+    emit(
+        session.to_dict(),
+        "profile",
+        as_json,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: profile_view.session_document(session),
+    )
     if session.exit_code:
         sys.exit(session.exit_code)  # the script's exit code is ours (click would swallow typer.Exit here)
 
@@ -96,6 +105,8 @@ def doctor(
     store: StoreOpt = None,
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save both runs in the run store.")] = True,
     as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """Profile a built-in training workload, apply the fixes its findings call for, measure the speed-up."""
     from rich.console import Console
@@ -111,6 +122,7 @@ def doctor(
     from gpuwise.profile.doctor.run import run_doctor
     from gpuwise.report import profile_view
 
+    one_format(as_json, as_markdown)
     labels = {"before": "1/2 profiling the workload as written", "after": "2/2 re-running with the fixes"}
     with Progress(
         TextColumn("{task.description}"),
@@ -131,7 +143,14 @@ def doctor(
         result = run_doctor(
             steps=steps, warmup=warmup, device=device, store=store if save else False, progress=progress
         )
-    emit(result.to_dict(), "doctor", as_json, lambda c: profile_view.render_doctor(c, result))
+    emit(
+        result.to_dict(),
+        "doctor",
+        as_json,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: profile_view.doctor_document(result),
+    )
 
 
 @runs_app.command("list")
@@ -139,6 +158,8 @@ def runs_list(
     limit: Annotated[int, typer.Option("--limit", min=1, help="Newest N runs.")] = 30,
     store: StoreOpt = None,
     as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """List saved runs, newest first."""
     from gpuwise.profile.store import RunStore, default_store_path
@@ -154,7 +175,9 @@ def runs_list(
         {"store": shown, "runs": [r.to_dict() for r in rows]},
         "runs",
         as_json,
-        lambda c: profile_view.render_runs_list(c, rows, shown),
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: profile_view.runs_list_document(rows, shown),
     )
 
 
@@ -163,6 +186,8 @@ def runs_show(
     run_id: Annotated[str, typer.Argument(help="Run id, 'last', or -N for the N-th newest.")],
     store: StoreOpt = None,
     as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """Show one run: phases, telemetry, findings. `--json` output is accepted by `gpuwise plan --evidence`."""
     from gpuwise.profile.store import RunStore
@@ -170,7 +195,14 @@ def runs_show(
 
     with RunStore.open(store, create=False) as runs:
         run = runs.load(run_id)
-    emit(run.to_dict(), "run", as_json, lambda c: profile_view.render_run(c, run))
+    emit(
+        run.to_dict(),
+        "run",
+        as_json,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: profile_view.run_document(run),
+    )
 
 
 @runs_app.command("compare")
@@ -179,6 +211,8 @@ def runs_compare(
     b: Annotated[str, typer.Argument(help="The run to compare with it.")],
     store: StoreOpt = None,
     as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """Compare two runs: steps/s, each phase, changed settings, findings resolved and new."""
     from gpuwise.profile.compare import compare_runs
@@ -190,7 +224,14 @@ def runs_compare(
     if run_a.run_id == run_b.run_id:
         raise GpuwiseError(f"both arguments name run {run_a.run_id}; give two different runs")
     cmp = compare_runs(run_a, run_b)
-    emit(cmp.to_dict(), "run_comparison", as_json, lambda c: profile_view.render_comparison(c, cmp))
+    emit(
+        cmp.to_dict(),
+        "run_comparison",
+        as_json,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: profile_view.comparison_document(cmp),
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpuwise.cli.output import emit
+from gpuwise.cli.output import HtmlFlag, MarkdownFlag, emit
 from gpuwise.errors import GpuwiseError
 
 if TYPE_CHECKING:
@@ -88,10 +88,15 @@ def trace(
         bool,
         typer.Option("--strict", help="Fail (exit 2) on any unreadable file instead of skipping it."),
     ] = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """Where a profiled run lost time: HTA's breakdown, kernels, steps, input, syncs, copies, communication,
     ranks, findings."""
+    from gpuwise.cli.output import one_format
     from gpuwise.report import trace_view
+
+    one_format(as_json, as_markdown)  # before the work, not after it
     from gpuwise.trace.compare import compare_reports, side_label
     from gpuwise.trace.report import analyze_traces, expand_paths
 
@@ -113,7 +118,12 @@ def trace(
                 err=True,
             )
         emit(
-            result.to_dict(), "trace_compare", as_json, lambda c: trace_view.render_comparison(c, result, top)
+            result.to_dict(),
+            "trace_compare",
+            as_json,
+            as_markdown=as_markdown,
+            html=html,
+            document=lambda: trace_view.comparison_document(result, top),
         )
         return
     files = expand_paths(paths)
@@ -134,7 +144,9 @@ def trace(
         {"files": [str(p) for p in files], **report.to_dict()},
         "trace",
         as_json,
-        lambda c: trace_view.render_report(c, report, top, rank),
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: trace_view.report_document(report, top, rank),
     )
 
 

@@ -1,13 +1,14 @@
-"""Terminal views of the GPU and model catalogs."""
+"""Reports of the GPU and model catalogs."""
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from gpuwise.catalog import GPU, ModelArch
 from gpuwise.catalog.prices import prices_for
+from gpuwise.report import terminal
+from gpuwise.report.document import Chart, Document, Note, Series, Table
+from gpuwise.report.units import num
 
 _KIND_SHORT = {
     "on_demand": "OD",
@@ -29,19 +30,8 @@ def _as_of(g: GPU) -> str:
     return listed[0].as_of if listed else "—"
 
 
-def _n(value: float | None, fmt: str = "{:,.0f}") -> str:
-    return "—" if value is None else fmt.format(value)
-
-
-def render_gpu_table(console: Console, gpus: list[GPU]) -> None:
-    table = Table(
-        title="GPU catalog (dense peak TFLOPS; memory in decimal GB)",
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    for col in (
+def gpu_table_document(gpus: list[GPU]) -> Document:
+    columns = [
         "id",
         "memory GB",
         "TB/s",
@@ -55,86 +45,140 @@ def render_gpu_table(console: Console, gpus: list[GPU]) -> None:
         "$/h",
         "as of",
         "prices",
-    ):
-        table.add_column(
-            col,
-            justify="left" if col in {"id", "prices"} else "right",
-            no_wrap=col == "id",
-            min_width={"as of": 10, "prices": 17}.get(col),
+    ]
+    doc = Document("GPU catalog (dense peak TFLOPS; memory in decimal GB)")
+    doc.add(
+        Table(
+            columns,
+            [
+                [
+                    g.id,
+                    num(g.memory_gb),
+                    num(g.mem_bw_tbps, "{:.2f}"),
+                    num(g.bf16_tflops),
+                    num(g.fp8_tflops),
+                    num(g.fp32_tflops, "{:.1f}"),
+                    num(g.tdp_w),
+                    num(g.nvlink_gbps or None),
+                    "yes" if g.ecc else "no",
+                    str(g.mig_max or "—"),
+                    num(g.cloud_usd_per_hr, "{:.2f}"),
+                    _as_of(g),
+                    _price_kinds(g),
+                ]
+                for g in gpus
+            ],
+            align="l" + "r" * (len(columns) - 2) + "l",
+            flexible=0,
         )
-    for g in gpus:
-        table.add_row(
-            g.id,
-            _n(g.memory_gb),
-            _n(g.mem_bw_tbps, "{:.2f}"),
-            _n(g.bf16_tflops),
-            _n(g.fp8_tflops),
-            _n(g.fp32_tflops, "{:.1f}"),
-            _n(g.tdp_w),
-            _n(g.nvlink_gbps or None),
-            "yes" if g.ecc else "no",
-            str(g.mig_max or "—"),
-            _n(g.cloud_usd_per_hr, "{:.2f}"),
-            _as_of(g),
-            _price_kinds(g),
-        )
-    console.print(table)
-    console.print(
-        "[dim]$/h: default on-demand $/GPU-hour; prices: OD on-demand, spot, 1y/3y reserved, buy (per GPU), "
-        "server (purchase). `gpuwise gpus ID` shows every price with its source and date, and notes. "
-        "Add your own GPUs in a gpus.yaml (see README).[/dim]"
     )
+    with_both = [g for g in gpus if g.bf16_tflops and g.mem_bw_tbps]
+    if len(with_both) > 1:
+        doc.add(
+            Chart(
+                "scatter",
+                "GPUs: memory bandwidth against bf16 compute",
+                [g.id for g in with_both],
+                [Series("bf16 TFLOPS", [float(g.bf16_tflops or 0) for g in with_both])],
+                x_label="memory bandwidth (TB/s)",
+                y_label="bf16 dense TFLOPS",
+                x=[float(g.mem_bw_tbps or 0) for g in with_both],
+                description="Each catalog GPU by its memory bandwidth and dense bf16 peak.",
+                in_text=False,
+            )
+        )
+    doc.add(
+        Note(
+            "$/h: default on-demand $/GPU-hour; prices: OD on-demand, spot, 1y/3y reserved, buy (per GPU), "
+            "server (purchase). `gpuwise gpus ID` shows every price with its source and date, and notes. "
+            "Add your own GPUs in a gpus.yaml (see README)."
+        )
+    )
+    return doc
+
+
+def render_gpu_table(console: Console, gpus: list[GPU]) -> None:
+    terminal.render(console, gpu_table_document(gpus))
+
+
+def gpu_document(g: GPU) -> Document:
+    rows = [
+        [key, str(value)]
+        for key, value in g.to_dict().items()
+        if value not in (None, "", 0, 0.0) or key in {"ecc", "consumer"}
+    ]
+    doc = Document(f"{g.name} ({g.id})").add(Table(["", ""], rows, header=False))
+    listed = prices_for(g.id)
+    if listed:
+        doc.add(
+            Table(
+                ["kind", "USD", "unit", "provider", "as of", "source"],
+                [
+                    [
+                        p.kind,
+                        f"{p.usd:,.4g}",
+                        p.unit if p.unit != "server" else f"server of {p.gpus}",
+                        p.provider,
+                        p.as_of,
+                        p.source,
+                    ]
+                    for p in listed
+                ],
+                caption="Prices (USD; the first of each kind is the default)",
+                align="lrllll",
+            )
+        )
+    return doc
 
 
 def render_gpu(console: Console, g: GPU) -> None:
-    table = Table(title=f"{g.name} ({g.id})", show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in g.to_dict().items():
-        if value not in (None, "", 0, 0.0) or key in {"ecc", "consumer"}:
-            table.add_row(key, str(value))
-    console.print(table)
-    listed = prices_for(g.id)
-    if listed:
-        prices = Table(title="Prices (USD; the first of each kind is the default)", header_style="bold")
-        for col in ("kind", "USD", "unit", "provider", "as of", "source"):
-            prices.add_column(col, justify="right" if col == "USD" else "left")
-        for p in listed:
-            unit = p.unit if p.unit != "server" else f"server of {p.gpus}"
-            prices.add_row(p.kind, f"{p.usd:,.4g}", unit, p.provider, p.as_of, p.source)
-        console.print(prices)
+    terminal.render(console, gpu_document(g))
+
+
+def model_table_document(models: list[ModelArch]) -> Document:
+    doc = Document("Model catalog")
+    doc.add(
+        Table(
+            ["id", "params", "hidden", "layers", "heads", "kv heads", "vocab", "mlp"],
+            [
+                [
+                    m.id,
+                    f"{m.num_params / 1e9:,.2f} B",
+                    num(m.hidden_size or None),
+                    num(m.num_layers or None),
+                    num(m.num_attention_heads or None),
+                    num(m.num_kv_heads or None),
+                    num(m.vocab_size or None),
+                    m.mlp_type,
+                ]
+                for m in models
+            ],
+            align="lrrrrrrl",
+            flexible=0,
+        )
+    )
+    return doc
 
 
 def render_model_table(console: Console, models: list[ModelArch]) -> None:
-    table = Table(title="Model catalog", header_style="bold")
-    for col in ("id", "params", "hidden", "layers", "heads", "kv heads", "vocab", "mlp"):
-        table.add_column(col, justify="left" if col in {"id", "mlp"} else "right", no_wrap=col == "id")
-    for m in models:
-        table.add_row(
-            m.id,
-            f"{m.num_params / 1e9:,.2f} B",
-            _n(m.hidden_size or None),
-            _n(m.num_layers or None),
-            _n(m.num_attention_heads or None),
-            _n(m.num_kv_heads or None),
-            _n(m.vocab_size or None),
-            m.mlp_type,
-        )
-    console.print(table)
+    terminal.render(console, model_table_document(models))
+
+
+def model_document(m: ModelArch) -> Document:
+    counts = m.param_counts()
+    rows = [
+        [key, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)]
+        for key, value in m.to_dict().items()
+        if value not in (None, "")
+    ]
+    if m.is_transformer:
+        rows += [
+            ["params: embedding", f"{counts.embedding:,}"],
+            ["params: per layer", f"{counts.per_layer:,}"],
+            ["params: lm_head", f"{counts.lm_head:,}" if counts.lm_head else "tied to embedding"],
+        ]
+    return Document(m.id).add(Table(["", ""], rows, header=False))
 
 
 def render_model(console: Console, m: ModelArch) -> None:
-    table = Table(title=m.id, show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    counts = m.param_counts()
-    for key, value in m.to_dict().items():
-        if value not in (None, ""):
-            table.add_row(
-                key, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
-            )
-    if m.is_transformer:
-        table.add_row("params: embedding", f"{counts.embedding:,}")
-        table.add_row("params: per layer", f"{counts.per_layer:,}")
-        table.add_row("params: lm_head", f"{counts.lm_head:,}" if counts.lm_head else "tied to embedding")
-    console.print(table)
+    terminal.render(console, model_document(m))

@@ -1,14 +1,17 @@
-"""Terminal (Rich) and Markdown views of a CostEstimate and of a cost comparison across GPUs."""
+"""Reports of a CostEstimate and of a cost comparison across GPUs (one document, every format)."""
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from gpuwise.perf.cost import BreakEven, CostEstimate, GpuCostRow
 from gpuwise.perf.prediction import Bound, PerfPrediction
-from gpuwise.units import fmt_duration
+from gpuwise.report import markdown, terminal
+from gpuwise.report.document import Chart, Document, Heading, KeyFigures, Note, Series, Table
+from gpuwise.report.units import duration as fmt_duration
+from gpuwise.report.units import num as _num
+from gpuwise.report.units import tokens as _tokens
+from gpuwise.report.units import usd as _usd
 
 BOUND_TEXT: dict[Bound, str] = {
     "compute": "compute",
@@ -16,25 +19,6 @@ BOUND_TEXT: dict[Bound, str] = {
     "communication": "communication",
     "host": "host / kernel launches",
 }
-
-
-def _usd(value: float | None, digits: int = 2) -> str:
-    if value is None:
-        return "—"
-    if value >= 1000:
-        return f"${value:,.0f}"
-    return f"${value:,.{digits}f}"
-
-
-def _num(value: float | None, fmt: str = "{:,.0f}") -> str:
-    return "—" if value is None else fmt.format(value)
-
-
-def _tokens(value: float) -> str:
-    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if value >= size:
-            return f"{value / size:,.1f} {unit}"
-    return f"{value:,.0f}"
 
 
 def speed_rows(p: PerfPrediction) -> list[tuple[str, str]]:
@@ -165,47 +149,34 @@ def _title(c: CostEstimate) -> str:
     return f"{w['model']} · {w['task']} · {w['precision']} on {c.num_gpus}× {c.gpu_name}"
 
 
-def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
-    table = Table(title=title, show_header=False, title_justify="left", title_style="bold")
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column()
-    for key, value in rows:
-        table.add_row(key, value)
-    return table
+def _kv(title: str, rows: list[tuple[str, str]]) -> list[Heading | Table]:
+    return [Heading(title, 3), Table(["", ""], [list(r) for r in rows], header=False)]
+
+
+def cost_document(c: CostEstimate) -> Document:
+    doc = Document(f"Cost: {_title(c)}")
+    figures = [("$/hour", _usd(c.usd_per_hour)), ("bound by", BOUND_TEXT[c.perf.bound])]
+    if c.training and c.training.run_cost_usd is not None:
+        figures.insert(0, ("run cost", _usd(c.training.run_cost_usd)))
+    if c.serving:
+        figures.insert(0, ("$ per 1M tokens", _usd(c.serving.usd_per_million_tokens, 3)))
+    doc.add(KeyFigures(figures))
+    doc.add(*_kv("Speed (predicted)", speed_rows(c.perf)))
+    doc.add(*_kv("Cost", cost_rows(c)))
+    doc.add(*_kv("Energy", energy_rows(c)))
+    if c.break_even:
+        doc.add(*_kv("API vs self-hosted", break_even_rows(c.break_even)))
+    doc.add(*(Note(f"• {line}", "warn") for line in c.notes + c.perf.notes))
+    doc.add(*(Note(f"• {line}") for line in c.perf.assumptions))
+    return doc
 
 
 def render_cost(console: Console, c: CostEstimate) -> None:
-    console.print(f"[bold]{_title(c)}[/bold]")
-    console.print(_kv_table("Speed (predicted)", speed_rows(c.perf)))
-    console.print(_kv_table("Cost", cost_rows(c)))
-    console.print(_kv_table("Energy", energy_rows(c)))
-    if c.break_even:
-        console.print(_kv_table("API vs self-hosted", break_even_rows(c.break_even)))
-    for line in c.notes + c.perf.notes:
-        console.print(f"[yellow]•[/yellow] {line}")
-    for line in c.perf.assumptions:
-        console.print(f"[dim]• {line}[/dim]")
-
-
-def _md_table(title: str, rows: list[tuple[str, str]]) -> str:
-    out = [f"### {title}", "", "| | |", "|---|---|"]
-    out += [f"| {k} | {v.replace('|', '/')} |" for k, v in rows]
-    return "\n".join(out) + "\n"
+    terminal.render(console, cost_document(c))
 
 
 def markdown_cost(c: CostEstimate) -> str:
-    parts = [
-        f"## Cost: {_title(c)}\n",
-        _md_table("Speed (predicted)", speed_rows(c.perf)),
-        _md_table("Cost", cost_rows(c)),
-        _md_table("Energy", energy_rows(c)),
-    ]
-    if c.break_even:
-        parts.append(_md_table("API vs self-hosted", break_even_rows(c.break_even)))
-    notes = c.notes + c.perf.notes + c.perf.assumptions
-    if notes:
-        parts.append("Notes:\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
-    return "\n".join(parts)
+    return markdown.render(cost_document(c))
 
 
 # Keyed by Bound; GpuCostRow.bound is typed str, so the lookup keeps a plain str key.
@@ -249,38 +220,86 @@ def _comparison_cells(r: GpuCostRow, training: bool, with_run: bool, vision: boo
     ]
 
 
+def recommended(rows: list[GpuCostRow], training: bool) -> GpuCostRow | None:
+    """The cheapest GPU that fits (per token or per image): what the comparison marks."""
+
+    def price(r: GpuCostRow) -> float | None:
+        return r.usd_per_billion_tokens if training else r.usd_per_million_tokens
+
+    fitting = [r for r in rows if r.fits is not False and price(r) is not None]
+    return min(fitting, key=lambda r: price(r) or 0.0, default=None)
+
+
+def cost_time_chart(rows: list[GpuCostRow], training: bool, vision: bool = False) -> Chart | None:
+    """GPUs on cost against time, the recommended one marked (None when too few GPUs have both)."""
+    per = ("$ per 1B images" if vision else "$ per 1B tokens") if training else "$ per 1M tokens"
+    points = [
+        r
+        for r in rows
+        if r.fits is not False
+        and r.step_time_s is not None
+        and (r.usd_per_billion_tokens if training else r.usd_per_million_tokens) is not None
+    ]
+    if len(points) < 2:
+        return None
+    best = recommended(points, training)
+    latency = [
+        (r.tpot_s if r.tpot_s is not None and not training else r.step_time_s or 0.0) * 1000 for r in points
+    ]
+    return Chart(
+        "scatter",
+        "GPUs on cost against time",
+        [r.gpu for r in points],
+        [
+            Series(
+                per,
+                [(r.usd_per_billion_tokens if training else r.usd_per_million_tokens) or 0.0 for r in points],
+            )
+        ],
+        x_label=("step time" if training or vision else "time per output token") + " (ms)",
+        y_label=per,
+        x=latency,
+        marked=[i for i, r in enumerate(points) if r is best],
+        mark_label="recommended",
+        description="Each GPU that fits, by its predicted time and cost; lower left is better"
+        + (f"; the cheapest is {best.gpu}." if best else "."),
+        in_text=False,
+    )
+
+
+def comparison_document(rows: list[GpuCostRow], title: str, training: bool, vision: bool = False) -> Document:
+    with_run = any(r.run_cost_usd is not None for r in rows)
+    doc = Document(title)
+    best = recommended(rows, training)
+    if best is not None:
+        doc.add(KeyFigures([("cheapest that fits", best.gpu), ("$/h", _usd(best.usd_per_gpu_hour))]))
+    cols = _comparison_columns(training, with_run, vision)
+    doc.add(
+        Table(
+            cols,
+            [_comparison_cells(r, training, with_run, vision) for r in rows],
+            align="".join("l" if c in ("GPU", "bound") else "r" for c in cols),
+            row_styles=["strong" if r is best else "muted" if r.fits is False else "" for r in rows],
+        )
+    )
+    chart = cost_time_chart(rows, training, vision)
+    if chart is not None:
+        doc.add(chart)
+    doc.add(
+        Note(
+            "Same GPU count and parallelism on every GPU; $/h per GPU; $/Mtok per 1M prompt + output "
+            "tokens, $/Btok per 1B training tokens. '—' = no verified price (pass --usd-per-hour); "
+            "fits '?' = memory not checked."
+        )
+    )
+    return doc
+
+
 def render_comparison(
     console: Console, rows: list[GpuCostRow], title: str, training: bool, vision: bool = False
 ) -> None:
-    with_run = any(r.run_cost_usd is not None for r in rows)
-    table = Table(
-        title=title,
-        header_style="bold",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    for col in _comparison_columns(training, with_run, vision):
-        if col == "GPU":
-            table.add_column(col, overflow="fold", min_width=14)
-        else:
-            table.add_column(col, justify="left" if col == "bound" else "right", no_wrap=True)
-    for r in rows:
-        table.add_row(
-            *_comparison_cells(r, training, with_run, vision), style="dim" if r.fits is False else None
-        )
-    console.print(table)
-    console.print(
-        "[dim]Same GPU count and parallelism on every GPU; $/h per GPU; $/Mtok per 1M prompt + output "
-        "tokens, $/Btok per 1B training tokens. '—' = no verified price (pass --usd-per-hour); "
-        "fits '?' = memory not checked.[/dim]"
-    )
+    terminal.render(console, comparison_document(rows, title, training, vision))
 
 
 def markdown_comparison(rows: list[GpuCostRow], title: str, training: bool, vision: bool = False) -> str:
-    with_run = any(r.run_cost_usd is not None for r in rows)
-    cols = _comparison_columns(training, with_run, vision)
-    out = [f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(_comparison_cells(r, training, with_run, vision)) + " |" for r in rows]
-    return "\n".join(out) + "\n"
+    return markdown.render(comparison_document(rows, title, training, vision))

@@ -1,8 +1,26 @@
-"""Render a `Document` as GitHub-flavoured Markdown (for issues, PRs, wikis)."""
+"""Render a `Document` as GitHub-flavoured Markdown (for issues, PRs, wikis); charts as text blocks.
+
+HTML that came in with the inputs is escaped afterwards by `cli.output.escape_markdown_html`.
+"""
 
 from __future__ import annotations
 
-from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Table
+from gpuwise.report import chart_text
+from gpuwise.report.document import (
+    Bars,
+    Block,
+    Bullets,
+    Chart,
+    Document,
+    Finding,
+    Heading,
+    Headline,
+    KeyFigures,
+    Note,
+    Paragraph,
+    Table,
+    visible_controls,
+)
 
 _BAR_WIDTH = 24
 
@@ -16,7 +34,7 @@ def _table(t: Table) -> list[str]:
     out = []
     if t.caption:
         out += [f"*{t.caption}*", ""]
-    out.append("| " + " | ".join(_cell(c) for c in t.columns) + " |")
+    out.append("| " + " | ".join(_cell(c) if t.header else "" for c in t.columns) + " |")
     out.append("|" + "|".join("---:" if a == "r" else "---" for a in align.ljust(len(t.columns), "l")) + "|")
     for row in t.rows:
         out.append("| " + " | ".join(_cell(c) for c in row) + " |")
@@ -37,29 +55,57 @@ def _bars(b: Bars) -> list[str]:
     return [*out, "```text", *lines, "```"]
 
 
+def _fenced(text: str, language: str = "") -> list[str]:
+    fence = "````" if "```" in text else "```"
+    return [fence + language, text.rstrip("\n"), fence]
+
+
+def _finding(f: Finding) -> list[str]:
+    out = [f"**{f.severity.upper()}: {f.title}** {f.detail}".rstrip(), ""]
+    if f.summary:
+        out += [f.summary, ""]
+    if f.fix:
+        out += [f"*fix:* {f.fix}", ""]
+    if f.snippet:
+        out += [*_fenced(f.snippet, "python"), ""]
+    return out
+
+
+def _block(block: Block) -> list[str]:
+    if isinstance(block, Heading):
+        return ["#" * max(1, min(block.level, 6)) + " " + block.text, ""]
+    if isinstance(block, Headline):
+        return [f"**{block.text}**", ""]
+    if isinstance(block, Paragraph | Note):
+        text = block.text
+        if block.style in ("strong", "bad"):
+            text = f"**{text}**"
+        elif block.style == "muted":
+            text = f"*{text}*"
+        return [text, ""]
+    if isinstance(block, Table):
+        return [*_table(block), ""]
+    if isinstance(block, Bars):
+        return [*_bars(block), ""]
+    if isinstance(block, KeyFigures):
+        head = [f"*{block.caption}*", ""] if block.caption else []
+        return [*head, " · ".join(f"{label}: **{value}**" for label, value in block.items), ""]
+    if isinstance(block, Finding):
+        return _finding(block)
+    if isinstance(block, Chart):
+        if not block.in_text:
+            return []
+        return [f"*{chart_text.title(block)}*", "", *_fenced("\n".join(chart_text.lines(block)), "text"), ""]
+    if isinstance(block, Bullets):
+        return [f"- {item}" for item in block.items] + [""]
+    label = [f"**{block.label}**", ""] if block.label else []
+    return [*label, *_fenced(block.text, block.language), ""]
+
+
 def render(doc: Document) -> str:
     out = [f"# {doc.title}", ""]
     if doc.subtitle:
         out += [doc.subtitle, ""]
     for block in doc.blocks:
-        if isinstance(block, Heading):
-            out += ["#" * max(1, min(block.level, 6)) + " " + block.text, ""]
-        elif isinstance(block, Paragraph):
-            text = block.text
-            if block.style == "strong" or block.style == "bad":
-                text = f"**{text}**"
-            elif block.style == "muted":
-                text = f"*{text}*"
-            out += [text, ""]
-        elif isinstance(block, Table):
-            out += [*_table(block), ""]
-        elif isinstance(block, Bars):
-            out += [*_bars(block), ""]
-        elif isinstance(block, Bullets):
-            out += [f"- {item}" for item in block.items] + [""]
-        elif isinstance(block, Code):
-            if block.label:
-                out += [f"**{block.label}**", ""]
-            fence = "````" if "```" in block.text else "```"
-            out += [fence + block.language, block.text.rstrip("\n"), fence, ""]
-    return "\n".join(out).rstrip("\n") + "\n"
+        out += _block(block)
+    return visible_controls("\n".join(out).rstrip("\n") + "\n")

@@ -1,4 +1,4 @@
-"""Terminal views of analytic memory estimates and of the fit table (traced runs: `simulation_view`).
+"""Reports of analytic memory estimates and of the fit table (traced runs: `simulation_view`).
 
 Sizes are binary GiB (what ``torch.cuda`` statistics divided by 2**30 give); a GPU's datasheet
 size is also shown in decimal GB next to it, labelled.
@@ -6,16 +6,31 @@ size is also shown in decimal GB next to it, labelled.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.memory import FitResult, MemoryEstimate
+from gpuwise.report import terminal
+from gpuwise.report.chart_text import bar
+from gpuwise.report.document import (
+    Chart,
+    Document,
+    Headline,
+    KeyFigures,
+    Note,
+    Paragraph,
+    Series,
+    Style,
+    Table,
+    plain,
+)
+from gpuwise.report.units import gib
 from gpuwise.units import GiB
 
-BAR_WIDTH = 28
+__all__ = ["bar", "estimate_document", "fit_document", "render_estimate", "render_fit"]
+
 LABELS = {
     "weights": "weights",
     "gradients": "gradients",
@@ -43,19 +58,6 @@ PHASE_TEXT = {
 SHORT_PHASE = {"forward": "fwd", "backward": "bwd", "optimizer_step": "step", "load": "load"}
 
 
-def gib(n: float) -> str:
-    return f"{n / GiB:,.2f}"
-
-
-def bar(value: float, total: float, width: int = BAR_WIDTH) -> str:
-    """A proportional bar drawn with eighth blocks."""
-    if total <= 0 or value <= 0:
-        return ""
-    eighths = round(8 * width * min(value / total, 1.0))
-    full, rest = divmod(eighths, 8)
-    return "█" * full + ("" if rest == 0 else " ▏▎▍▌▋▊▉"[rest])
-
-
 def _title(e: MemoryEstimate) -> str:
     w = e.workload
     shape = (
@@ -76,105 +78,161 @@ def _title(e: MemoryEstimate) -> str:
     )
 
 
-def _verdict(fits: bool, headroom_pct: float) -> str:
+def verdict(fits: bool, headroom_pct: float) -> tuple[str, Style]:
+    """'fits with 12.0 % headroom' (good, or warn under the OOM margin) or 'does not fit (3.1 % over)'."""
     if not fits:
-        return f"[bold red]does not fit[/] ({-headroom_pct:.1f} % over)"
-    style = "green" if headroom_pct >= T.OOM_HEADROOM_PCT else "yellow"
-    return f"[bold {style}]fits[/] with {headroom_pct:.1f} % headroom"
+        return f"does not fit ({-headroom_pct:.1f} % over)", "bad"
+    return (
+        f"fits with {headroom_pct:.1f} % headroom",
+        "good" if headroom_pct >= T.OOM_HEADROOM_PCT else "warn",
+    )
+
+
+def component_charts(parts: dict[str, float], total_label: str, what: str) -> list[Chart]:
+    """Memory by component (bars, largest first) and the waterfall that adds them up to the peak."""
+    shown = {k: v / GiB for k, v in parts.items() if v > 0}
+    ordered = sorted(shown.items(), key=lambda kv: -kv[1])
+    top = ", ".join(f"{k} {v:,.2f}" for k, v in ordered[:3])
+    return [
+        Chart(
+            "bar",
+            f"Memory by component ({what})",
+            [k for k, _ in ordered],
+            [Series("GiB", [v for _, v in ordered])],
+            x_label="GiB",
+            y_label="component",
+            horizontal=True,
+            description=f"Largest components in GiB: {top}.",
+            in_text=False,
+        ),
+        Chart(
+            "waterfall",
+            f"How the peak adds up to the {total_label}",
+            list(shown),
+            [Series("GiB", list(shown.values()))],
+            x_label="component",
+            y_label="GiB",
+            description=f"Each component stacked on the previous ones: {sum(shown.values()):,.2f} GiB "
+            f"in all ({total_label}).",
+        ),
+    ]
+
+
+def estimate_document(e: MemoryEstimate, extras: dict[str, Any] | None = None) -> Document:
+    doc = Document(_title(e))
+    total = e.device_total_bytes
+    capacity = e.gpu_memory_bytes
+    text, style = verdict(e.fits, e.headroom_pct)
+    doc.add(
+        Headline(f"{e.gpu.id}: {gib(capacity)} GiB ({e.gpu.memory_gb:g} GB on the datasheet) → {text}", style)
+    )
+    parts = {LABELS.get(k, k): float(v) for k, v in e.breakdown.items() if v > 0}
+    rows = [[label, gib(v), f"{bar(v, total, 28)} {100 * v / total:.0f} %"] for label, v in parts.items()]
+    doc.add(
+        Table(
+            ["component", "GiB", "share of device total"],
+            [*rows, ["device total (nvidia-smi)", gib(total), ""]],
+            align="lrl",
+            row_styles=plain(len(rows), "strong"),
+        ),
+        KeyFigures(
+            [
+                ("peak phase", e.peak_phase),
+                ("peak allocated (torch max_memory_allocated)", f"{gib(e.peak_allocated_bytes)} GiB"),
+                ("peak reserved (caching allocator)", f"{gib(e.peak_reserved_bytes)} GiB"),
+            ]
+        ),
+        Paragraph(f"peak phase: {e.peak_phase} — {PHASE_TEXT.get(e.peak_phase, '')}"),
+    )
+    doc.add(*component_charts(parts, "device total (nvidia-smi)", "device total"))
+    doc.add(
+        Chart(
+            "bar",
+            "Allocated memory by phase",
+            [p.name for p in e.phases],
+            [Series("GiB", [p.allocated_bytes / GiB for p in e.phases])],
+            x_label="phase",
+            y_label="GiB",
+            marked=[i for i, p in enumerate(e.phases) if p.name == e.peak_phase],
+            mark_label="peak",
+            description=f"Allocated GiB at the end of each phase; the peak is in {e.peak_phase}.",
+        )
+    )
+    for answer in (extras or {}).values():
+        doc.add(Paragraph(answer["text"], "strong" if answer["value"] else "bad"))
+    doc.add(*(Note(f"· {line}") for line in e.notes + e.assumptions))
+    return doc
 
 
 def render_estimate(console: Console, e: MemoryEstimate, extras: dict[str, Any] | None = None) -> None:
-    table = Table(title=_title(e), header_style="bold", title_justify="left")
-    table.add_column("component")
-    table.add_column("GiB", justify="right")
-    table.add_column("share of device total", no_wrap=True)
-    total = e.device_total_bytes
-    for key, value in e.breakdown.items():
-        if value <= 0:
-            continue
-        table.add_row(
-            LABELS.get(key, key), gib(value), f"[cyan]{bar(value, total)}[/] {100 * value / total:.0f} %"
+    terminal.render(console, estimate_document(e, extras))
+
+
+def _layout(sharding: str, tp: int, pp: int) -> str:
+    parts = (
+        sharding if sharding != "none" else "",
+        f"tp {tp}" if tp > 1 else "",
+        f"pp {pp}" if pp > 1 else "",
+    )
+    return ", ".join(x for x in parts if x) or "—"
+
+
+def fit_document(result: FitResult) -> Document:
+    w = result.workload
+    doc = Document(
+        f"Where {w.model} · {w.task} · {w.precision} · batch {w.batch_size} × {w.seq_len} fits "
+        f"({len(result.rows)} of {result.checked} GPU × count pairs)"
+    )
+    if not result.rows:
+        doc.add(
+            Headline(
+                f"{w.model} fits on no catalog GPU at {', '.join(map(str, result.counts))} GPUs as given.",
+                "bad",
+            )
         )
-    table.add_section()
-    table.add_row("[bold]device total (nvidia-smi)[/]", f"[bold]{gib(total)}[/]", "")
-    console.print(table)
-    capacity = e.gpu_memory_bytes
-    console.print(f"peak phase: [bold]{e.peak_phase}[/] — {PHASE_TEXT.get(e.peak_phase, '')}")
-    console.print(
-        f"peak allocated (torch max_memory_allocated): {gib(e.peak_allocated_bytes)} GiB · "
-        f"peak reserved (caching allocator): {gib(e.peak_reserved_bytes)} GiB"
+    else:
+        doc.add(
+            Table(
+                ["GPU", "n", "layout", "needs GiB", "has GiB (GB)", "free", "peak"],
+                [
+                    [
+                        r.gpu,
+                        str(r.num_gpus),
+                        _layout(r.sharding, r.tp, r.pp),
+                        gib(r.device_total_bytes),
+                        f"{r.gpu_memory_bytes / GiB:.0f} ({r.gpu_memory_bytes / GiB:g} GB)",
+                        f"{r.headroom_pct:.0f} %",
+                        SHORT_PHASE.get(r.peak_phase, r.peak_phase),
+                    ]
+                    for r in result.rows
+                ],
+                align="lrlrrrl",
+                row_styles=["good" if r.headroom_pct >= T.OOM_HEADROOM_PCT else "warn" for r in result.rows],
+            )
+        )
+        single = [r for r in result.rows if r.num_gpus == min(x.num_gpus for x in result.rows)]
+        doc.add(
+            Chart(
+                "bar",
+                f"Headroom per GPU at {single[0].num_gpus} GPU{'s' if single[0].num_gpus > 1 else ''}",
+                [r.gpu for r in single],
+                [Series("free %", [r.headroom_pct for r in single])],
+                x_label="free memory (%)",
+                y_label="GPU",
+                horizontal=True,
+                description="Share of each GPU's memory left free by the workload.",
+            )
+        )
+    for line in sorted({r.assumed for r in result.rows if r.assumed}) + result.skipped:
+        doc.add(Note(f"· {line}"))
+    doc.add(
+        Note(
+            "· needs = device total per GPU (what nvidia-smi would show); has = GPU memory in GiB "
+            "(the datasheet's GB figure is binary); sorted by count, GPU size, headroom"
+        )
     )
-    console.print(
-        f"{e.gpu.id}: {gib(capacity)} GiB ({e.gpu.memory_gb:g} GB on the datasheet) → "
-        f"{_verdict(e.fits, e.headroom_pct)}"
-    )
-    phases = Table(title="phases (allocated, GiB)", header_style="bold", title_justify="left", box=None)
-    phases.add_column("phase")
-    phases.add_column("GiB", justify="right")
-    phases.add_column("")
-    top = max(p.allocated_bytes for p in e.phases)
-    for p in e.phases:
-        mark = " ◀ peak" if p.name == e.peak_phase else ""
-        phases.add_row(p.name, gib(p.allocated_bytes), f"[magenta]{bar(p.allocated_bytes, top, 20)}[/]{mark}")
-    console.print(phases)
-    for answer in (extras or {}).values():
-        console.print(answer["text"])
-    for line in e.notes + e.assumptions:
-        console.print(f"[dim]· {line}[/dim]")
+    return doc
 
 
 def render_fit(console: Console, result: FitResult) -> None:
-    w = result.workload
-    table = Table(
-        title=f"Where {w.model} · {w.task} · {w.precision} · batch {w.batch_size} × {w.seq_len} fits "
-        f"({len(result.rows)} of {result.checked} GPU × count pairs)",
-        header_style="bold",
-        title_justify="left",
-    )
-    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
-        ("GPU", "left"),
-        ("n", "right"),
-        ("layout", "left"),
-        ("needs GiB", "right"),
-        ("has GiB (GB)", "right"),
-        ("free", "right"),
-        ("peak", "left"),
-    )
-    for col, justify in columns:
-        table.add_column(col, justify=justify, no_wrap=True)
-    for r in result.rows:
-        layout = (
-            ", ".join(
-                x
-                for x in (
-                    r.sharding if r.sharding != "none" else "",
-                    f"tp {r.tp}" if r.tp > 1 else "",
-                    f"pp {r.pp}" if r.pp > 1 else "",
-                )
-                if x
-            )
-            or "—"
-        )
-        style = "green" if r.headroom_pct >= T.OOM_HEADROOM_PCT else "yellow"
-        table.add_row(
-            r.gpu,
-            str(r.num_gpus),
-            layout,
-            gib(r.device_total_bytes),
-            f"{r.gpu_memory_bytes / GiB:.0f} ({r.gpu_memory_bytes / GiB:g} GB)",
-            f"[{style}]{r.headroom_pct:.0f} %[/]",
-            SHORT_PHASE.get(r.peak_phase, r.peak_phase),
-        )
-    if result.rows:
-        console.print(table)
-    else:
-        console.print(
-            f"[bold red]{w.model} fits on no catalog GPU at {', '.join(map(str, result.counts))} GPUs as "
-            "given.[/]"
-        )
-    for line in sorted({r.assumed for r in result.rows if r.assumed}) + result.skipped:
-        console.print(f"[dim]· {line}[/dim]")
-    console.print(
-        "[dim]· needs = device total per GPU (what nvidia-smi would show); has = GPU memory in GiB "
-        "(the datasheet's GB figure is binary); sorted by count, GPU size, headroom[/dim]"
-    )
+    terminal.render(console, fit_document(result))

@@ -12,7 +12,9 @@ from gpuwise.plan.techniques import describe
 from gpuwise.plan.types import Outcome, Plan, Technique, Verdict
 from gpuwise.report import tco_view, terminal
 from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Style, Table
-from gpuwise.units import GiB, fmt_duration
+from gpuwise.report.plan_charts import plan_charts
+from gpuwise.report.units import gib, num, usd
+from gpuwise.units import fmt_duration
 
 _SEVERITY_STYLE: dict[Severity, Style] = {
     "critical": "bad",
@@ -26,17 +28,14 @@ _HARDWARE_ROWS = 12
 
 
 def _gib(n: float | None) -> str:
-    return "—" if n is None else f"{n / GiB:,.1f} GiB"
+    return gib(n, 1) if n is None else f"{gib(n, 1)} GiB"
 
 
-def _num(x: float | None, fmt: str = "{:,.0f}") -> str:
-    return "—" if x is None else fmt.format(x)
+_num = num
 
 
 def _usd(x: float | None) -> str:
-    if x is None:
-        return "—"
-    return f"${x:,.0f}" if x >= 100 else f"${x:,.2f}" if x >= 0.1 else f"${x:,.4f}"
+    return usd(x, 2 if x is None or x >= 0.1 else 4)
 
 
 def _speed(o: Outcome) -> str:
@@ -445,6 +444,7 @@ def plan_document(plan: Plan) -> Document:
     _scaling(doc, plan)
     _tools(doc, plan)
     _hardware(doc, plan)
+    doc.add(*plan_charts(plan))
     if plan.notes:
         doc.add(Heading("Notes"), Bullets(plan.notes, "muted"))
     return doc

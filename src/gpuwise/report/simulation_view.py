@@ -1,4 +1,4 @@
-"""Terminal view of a traced (fake-tensor) memory simulation: `gpuwise memory --traced`.
+"""Report of a traced (fake-tensor) memory simulation: `gpuwise memory --traced`.
 
 Sizes are binary GiB (``torch.cuda`` statistics / 2**30). Takes the same
 ``gpuwise.simulation.TracedMemoryEstimate`` the JSON comes from.
@@ -9,10 +9,22 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from gpuwise.diagnose import thresholds as T
-from gpuwise.units import GiB, fmt_duration
+from gpuwise.report import terminal
+from gpuwise.report.chart_text import bar
+from gpuwise.report.document import (
+    Chart,
+    Document,
+    Headline,
+    Note,
+    Paragraph,
+    Series,
+    Table,
+    plain,
+)
+from gpuwise.report.memory_view import component_charts, verdict
+from gpuwise.report.units import duration, gib
+from gpuwise.units import GiB
 
 CATEGORY_LABELS = {
     "parameters": "parameters",
@@ -35,85 +47,84 @@ _SHORT = {
 _STEP_GPUS_SHOWN = 8
 
 
-def _gib(n: float) -> str:
-    return f"{n / GiB:,.2f}"
-
-
-def _bar(value: float, total: float, width: int = 24) -> str:
-    if total <= 0 or value <= 0:
-        return ""
-    eighths = round(8 * width * min(value / total, 1.0))
-    full, rest = divmod(eighths, 8)
-    return "█" * full + ("" if rest == 0 else " ▏▎▍▌▋▊▉"[rest])
+def traced_document(t: Any) -> Document:
+    """Breakdown at the peak, phases by category, top activation modules, FLOPs and step time."""
+    w = t.workload
+    doc = Document(
+        f"Traced memory per GPU — {t.model} · {w['task']} · {w['precision']} · "
+        f"batch {w['batch_size']} × {w['seq_len']}",
+        subtitle=f"simulated on fake tensors in {t.simulation_wall_s:.1f} s",
+    )
+    text, style = verdict(t.fits, t.headroom_pct)
+    doc.add(Headline(f"{t.gpu}: {gib(t.device_memory_bytes)} GiB → {text}", style))
+    _breakdown(doc, t)
+    _phases(doc, t)
+    _top_modules(doc, t)
+    _compute(doc, t)
+    doc.add(*(Note(f"· {line}") for line in list(t.notes) + list(t.assumptions)))
+    return doc
 
 
 def render_traced(console: Console, t: Any) -> None:
-    """Breakdown at the peak, phases by category, top activation modules, FLOPs and step time."""
-    w = t.workload
-    console.print(
-        f"[bold]Traced memory per GPU[/] — {t.model} · {w['task']} · {w['precision']} · "
-        f"batch {w['batch_size']} × {w['seq_len']} · simulated on fake tensors in {t.simulation_wall_s:.1f} s"
-    )
-    _breakdown(console, t)
-    _phases(console, t)
-    _top_modules(console, t)
-    _compute(console, t)
-    for line in list(t.notes) + list(t.assumptions):
-        console.print(f"[dim]· {line}[/dim]")
+    terminal.render(console, traced_document(t))
 
 
-def _breakdown(console: Console, t: Any) -> None:
-    table = Table(title=f"at the peak ({t.peak_phase})", header_style="bold", title_justify="left")
-    table.add_column("component")
-    table.add_column("GiB", justify="right")
-    table.add_column("share of device total", no_wrap=True)
+def _breakdown(doc: Document, t: Any) -> None:
     total = t.device_total_bytes
-    rows = {CATEGORY_LABELS.get(k, k): v for k, v in t.breakdown.items()}
-    rows["CUDA context (+ NCCL)"] = t.cuda_context_bytes
-    rows["allocator reserve"] = t.allocator_reserve_bytes
-    rows["paged optimizer state (unified memory)"] = t.paged_state_bytes
-    for label, value in rows.items():
-        if value > 0:
-            table.add_row(label, _gib(value), f"[cyan]{_bar(value, total)}[/] {100 * value / total:.0f} %")
-    table.add_section()
-    table.add_row("peak allocated (max_memory_allocated)", _gib(t.peak_allocated_bytes), "")
-    table.add_row("peak reserved (caching allocator)", _gib(t.peak_reserved_bytes), "")
-    table.add_row("[bold]device total (nvidia-smi)[/]", f"[bold]{_gib(total)}[/]", "")
-    console.print(table)
-    headroom = t.headroom_pct
-    if not t.fits:
-        verdict = f"[bold red]does not fit[/] ({-headroom:.1f} % over)"
-    else:
-        style = "green" if headroom >= T.OOM_HEADROOM_PCT else "yellow"
-        verdict = f"[bold {style}]fits[/] with {headroom:.1f} % headroom"
-    console.print(f"{t.gpu}: {_gib(t.device_memory_bytes)} GiB → {verdict}")
-
-
-def _phases(console: Console, t: Any) -> None:
-    categories = [c for c in _SHORT if any(p.by_category.get(c) for p in t.phases)]
-    table = Table(
-        title="phases: peak allocated by category (GiB)", header_style="bold", title_justify="left", box=None
-    )
-    table.add_column("phase")
-    table.add_column("peak", justify="right")
-    table.add_column("")
-    for c in categories:
-        table.add_column(_SHORT[c], justify="right")
-    table.add_column("where the peak is reached")
-    top = max((p.peak_allocated_bytes for p in t.phases), default=1)
-    for p in t.phases:
-        mark = " ◀" if p.name == t.peak_phase else ""
-        table.add_row(
-            p.name,
-            _gib(p.peak_allocated_bytes),
-            f"[magenta]{_bar(p.peak_allocated_bytes, top, 16)}[/]{mark}",
-            *(_gib(p.by_category.get(c, 0)) for c in categories),
-            p.where_at_peak or "—",
+    parts = {CATEGORY_LABELS.get(k, k): float(v) for k, v in t.breakdown.items()}
+    parts["CUDA context (+ NCCL)"] = t.cuda_context_bytes
+    parts["allocator reserve"] = t.allocator_reserve_bytes
+    parts["paged optimizer state (unified memory)"] = t.paged_state_bytes
+    parts = {k: v for k, v in parts.items() if v > 0}
+    rows = [[label, gib(v), f"{bar(v, total, 24)} {100 * v / total:.0f} %"] for label, v in parts.items()]
+    doc.add(
+        Table(
+            ["component", "GiB", "share of device total"],
+            [
+                *rows,
+                ["peak allocated (max_memory_allocated)", gib(t.peak_allocated_bytes), ""],
+                ["peak reserved (caching allocator)", gib(t.peak_reserved_bytes), ""],
+                ["device total (nvidia-smi)", gib(total), ""],
+            ],
+            caption=f"at the peak ({t.peak_phase})",
+            align="lrl",
+            row_styles=plain(len(rows), "", "", "strong"),
         )
-    console.print(table)
+    )
+    doc.add(*component_charts(parts, "device total (nvidia-smi)", f"at the {t.peak_phase} peak"))
 
 
-def _top_modules(console: Console, t: Any) -> None:
+def _phases(doc: Document, t: Any) -> None:
+    categories = [c for c in _SHORT if any(p.by_category.get(c) for p in t.phases)]
+    doc.add(
+        Table(
+            ["phase", "peak", *(_SHORT[c] for c in categories), "where the peak is reached"],
+            [
+                [
+                    p.name + (" ◀" if p.name == t.peak_phase else ""),
+                    gib(p.peak_allocated_bytes),
+                    *(gib(p.by_category.get(c, 0)) for c in categories),
+                    p.where_at_peak or "—",
+                ]
+                for p in t.phases
+            ],
+            caption="phases: peak allocated by category (GiB)",
+            align="lr" + "r" * len(categories) + "l",
+        ),
+        Chart(
+            "stacked",
+            "Peak allocated memory by phase and category",
+            [p.name for p in t.phases],
+            [Series(_SHORT[c], [p.by_category.get(c, 0) / GiB for p in t.phases]) for c in categories],
+            x_label="phase",
+            y_label="GiB",
+            description="Each phase's peak split by what holds the memory; "
+            f"the overall peak is in {t.peak_phase}.",
+        ),
+    )
+
+
+def _top_modules(doc: Document, t: Any) -> None:
     if not t.top_activation_modules:
         return
     title = (
@@ -121,39 +132,58 @@ def _top_modules(console: Console, t: Any) -> None:
         if t.mode == "training"
         else "memory by module at the prefill peak"
     )
-    table = Table(title=title, header_style="bold", title_justify="left", box=None)
-    table.add_column("module (layer index folded to *)")
-    table.add_column("×", justify="right")
-    table.add_column("GiB", justify="right")
-    table.add_column("")
     top = t.top_activation_modules[0]["activation_bytes"] or 1
-    for row in t.top_activation_modules:
-        table.add_row(
-            row["module"],
-            str(row["instances"]),
-            _gib(row["activation_bytes"]),
-            f"[green]{_bar(row['activation_bytes'], top, 16)}[/]",
+    doc.add(
+        Table(
+            ["module (layer index folded to *)", "×", "GiB", ""],
+            [
+                [
+                    row["module"],
+                    str(row["instances"]),
+                    gib(row["activation_bytes"]),
+                    bar(row["activation_bytes"], top, 16),
+                ]
+                for row in t.top_activation_modules
+            ],
+            caption=title,
+            align="lrrl",
         )
-    console.print(table)
+    )
 
 
-def _compute(console: Console, t: Any) -> None:
+def _compute(doc: Document, t: Any) -> None:
     by_phase = ", ".join(f"{name} {flops / 1e12:,.2f}" for name, flops in t.flops_by_phase.items() if flops)
-    console.print(
-        f"FLOPs per step: [bold]{t.flops_per_step / 1e12:,.2f} TFLOP[/] (per pass: {by_phase} TFLOP; "
-        "attention included, causal masking accounted, recompute included)"
+    doc.add(
+        Paragraph(
+            f"FLOPs per step: {t.flops_per_step / 1e12:,.2f} TFLOP (per pass: {by_phase} TFLOP; "
+            "attention included, causal masking accounted, recompute included)"
+        ),
     )
     if not t.step_times:
         return
-    console.print("[bold]predicted step time[/] (perf roofline per op; eager PyTorch launch floor)")
-    table = Table(header_style="bold", box=None)
-    for col in ("GPU", "step", "bound", "fits"):
-        table.add_column(col, justify="left" if col in ("GPU", "bound") else "right")
     shown = t.step_times[:_STEP_GPUS_SHOWN]
     here = next((s for s in t.step_times if s.gpu == t.gpu), None)
     if here is not None and here not in shown:
         shown = [*shown, here]
-    for s in shown:
-        name = f"[bold]{s.gpu}[/]" if s.gpu == t.gpu else s.gpu
-        table.add_row(name, fmt_duration(s.step_time_s), s.bound, "yes" if s.fits else "[red]no[/]")
-    console.print(table)
+    doc.add(
+        Table(
+            ["GPU", "step", "bound", "fits"],
+            [[s.gpu, duration(s.step_time_s), s.bound, "yes" if s.fits else "no"] for s in shown],
+            caption="predicted step time (perf roofline per op; eager PyTorch launch floor)",
+            align="lrlr",
+            row_styles=["strong" if s.gpu == t.gpu else "" if s.fits else "bad" for s in shown],
+        ),
+        Chart(
+            "bar",
+            "Predicted step time per GPU",
+            [s.gpu for s in shown],
+            [Series("ms", [s.step_time_s * 1000 for s in shown])],
+            x_label="step time (ms)",
+            y_label="GPU",
+            horizontal=True,
+            marked=[i for i, s in enumerate(shown) if s.gpu == t.gpu],
+            mark_label="this GPU",
+            description="Roofline step time of the traced step on each GPU.",
+            in_text=False,
+        ),
+    )

@@ -1,12 +1,26 @@
-"""Terminal views of `gpuwise trace`: breakdown bars, kernel and host tables, ranks, findings, comparisons."""
+"""Reports of `gpuwise trace`: breakdown per rank and stream, kernels, host side, ranks, findings, compare."""
 
 from __future__ import annotations
 
-from rich.console import Console, JustifyMethod
-from rich.table import Table
-from rich.text import Text
+from rich.console import Console
 
-from gpuwise.report.profile_view import findings_group
+from gpuwise.report import terminal
+from gpuwise.report.chart_text import bar
+from gpuwise.report.document import (
+    Block,
+    Bullets,
+    Chart,
+    Document,
+    Heading,
+    Note,
+    Paragraph,
+    Series,
+    Style,
+    Table,
+)
+from gpuwise.report.findings import findings_blocks
+from gpuwise.report.units import decimal_size as _size
+from gpuwise.report.units import num as _n
 from gpuwise.trace.compare import TraceComparison
 from gpuwise.trace.cross_rank import compact_ranges
 from gpuwise.trace.kernel_names import distinct_short_names
@@ -14,53 +28,11 @@ from gpuwise.trace.rank import RankAnalysis
 from gpuwise.trace.report import TraceReport
 from gpuwise.units import GiB
 
-BAR = 48
-_PART_STYLE = {"compute": "green", "non-compute": "yellow", "idle": "red"}
-_CATEGORY_STYLE = {
-    "gemm": "green",
-    "convolution": "green",
-    "attention": "green",
-    "elementwise": "cyan",
-    "reduction": "cyan",
-    "communication": "magenta",
-    "memcpy": "yellow",
-    "memset": "yellow",
-    "other": "white",
-}
+_PARTS = ("compute", "non-compute", "idle")
+_RANKS_CHARTED = 128  # one bar per rank up to this many (a 128-rank job is one chart)
 
 
-def _n(x: float | None, fmt: str = "{:,.1f}", unit: str = "") -> str:
-    return "—" if x is None else fmt.format(x) + unit
-
-
-def _size(n: float) -> str:
-    """Decimal units, labelled: 35.2 MB, 1.07 GB."""
-    return f"{n / 1e9:,.2f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB" if n >= 1e5 else f"{n / 1e3:,.1f} kB"
-
-
-def _bar(pct: float, style: str, width: int = 24) -> Text:
-    filled = max(0, min(width, round(pct / 100 * width)))
-    return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
-
-
-def breakdown_bar(r: RankAnalysis) -> Text:
-    """One stacked bar: compute | non-compute | idle, as shares of the device span."""
-    t = r.temporal
-    if t is None:
-        return Text("no GPU activity in this trace", style="dim")
-    parts = [("compute", t.compute_pct), ("non-compute", t.non_compute_pct), ("idle", t.idle_pct)]
-    widths = [round(p / 100 * BAR) for _, p in parts]
-    widths[-1] = max(0, BAR - sum(widths[:-1]))
-    bar = Text()
-    for (name, _), w in zip(parts, widths, strict=True):
-        bar.append("█" * w, style=_PART_STYLE[name])
-    legend = Text("  ")
-    for name, pct in parts:
-        legend.append("■ ", style=_PART_STYLE[name]).append(f"{name} {pct:.2f} %  ")
-    return bar + legend
-
-
-def _header(r: RankAnalysis) -> Text:
+def _header(r: RankAnalysis) -> list[Block]:
     dev = r.device
     device = dev.name or dev.kind.upper()
     if dev.catalog_id and dev.catalog_id != dev.name:
@@ -71,133 +43,141 @@ def _header(r: RankAnalysis) -> Text:
         else f"rank {r.rank.rank}" + (f" of {r.rank.world_size}" if r.rank.world_size else "")
     )
     speed = r.json_bytes / 1e6 / r.parse_s if r.parse_s > 0 else 0
-    return Text.assemble(
-        (f"{rank} · ", "bold"),
-        (device, "bold"),
-        "\n",
-        (
+    return [
+        Heading(f"{rank} · {device}", 2),
+        Note(
             f"{r.file} · {r.events:,} events · {_size(r.json_bytes)} JSON · parsed in {r.parse_s:.2f} s "
-            f"({speed:,.0f} MB/s)",
-            "dim",
+            f"({speed:,.0f} MB/s)"
         ),
+    ]
+
+
+def breakdown_chart(r: RankAnalysis) -> Block:
+    """One stacked bar: compute | non-compute | idle, as shares of the device span."""
+    t = r.temporal
+    if t is None:
+        return Note("no GPU activity in this trace")
+    parts = [("compute", t.compute_pct), ("non-compute", t.non_compute_pct), ("idle", t.idle_pct)]
+    return Chart(
+        "stacked",
+        f"Temporal breakdown over {t.span_us / 1000:,.1f} ms of device time"
+        + (" (last ProfilerStep left out, as HTA does)" if r.dropped_last_step else ""),
+        [r.label],
+        [Series(f"{name} {pct:.2f} %", [pct]) for name, pct in parts],
+        x_label="share of the device span (%)",
+        horizontal=True,
+        description=", ".join(f"{name} {pct:.2f} %" for name, pct in parts) + " of the device span.",
     )
 
 
-def kernel_table(r: RankAnalysis, top: int) -> Table:
+def kernel_blocks(r: RankAnalysis, top: int) -> list[Block]:
     k = r.kernels
-    table = Table(
-        title=f"Device time by kernel category ({k.count:,} kernels)",
-        title_justify="left",
-        header_style="bold",
-    )
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("category", "left"),
-        ("count", "right"),
-        ("time", "right"),
-        ("share", "right"),
-        ("", "left"),
-    )
-    for col, justify in columns:
-        table.add_column(col, justify=justify)
-    for name, row in sorted(k.categories.items(), key=lambda kv: -kv[1]["time_us"]):
-        table.add_row(
-            name,
-            f"{int(row['count']):,}",
-            f"{row['time_us'] / 1000:,.1f} ms",
-            f"{row['pct']:.1f} %",
-            _bar(row["pct"], _CATEGORY_STYLE.get(name, "white")),
-        )
-    return table
-
-
-def top_kernels_table(r: RankAnalysis, top: int) -> Table:
-    table = Table(
-        title=f"Top {min(top, len(r.kernels.top))} kernels by device time",
-        title_justify="left",
-        header_style="bold",
-    )
-    # numbers keep their width and never wrap; the kernel name gives way (ellipsis) on narrow terminals
-    widths = {"category": 11, "calls": 5, "total": 9, "mean": 8, "share": 6}
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("kernel", "left"),
-        ("category", "left"),
-        ("calls", "right"),
-        ("total", "right"),
-        ("mean", "right"),
-        ("share", "right"),
-    )
-    for col, justify in columns:
-        table.add_column(
-            col,
-            justify=justify,
-            overflow="ellipsis",
-            no_wrap=col != "kernel",
-            max_width=60 if col == "kernel" else None,
-            min_width=widths.get(col),
-        )
+    categories = sorted(k.categories.items(), key=lambda kv: -kv[1]["time_us"])
     listed = r.kernels.top[:top]
-    for kern, name in zip(listed, distinct_short_names([k.name for k in listed], 60), strict=True):
-        table.add_row(
-            name,
-            kern.category,
-            f"{kern.count:,}",
-            f"{kern.time_us / 1000:,.2f} ms",
-            f"{kern.mean_us:,.1f} µs",
-            f"{kern.pct:.1f} %",
-        )
-    return table
+    names = distinct_short_names([x.name for x in listed], 60)
+    return [
+        Table(
+            ["category", "count", "time", "share", ""],
+            [
+                [
+                    name,
+                    f"{int(row['count']):,}",
+                    f"{row['time_us'] / 1000:,.1f} ms",
+                    f"{row['pct']:.1f} %",
+                    bar(row["pct"], 100, 24),
+                ]
+                for name, row in categories
+            ],
+            caption=f"Device time by kernel category ({k.count:,} kernels)",
+            align="lrrrl",
+        ),
+        Table(
+            ["kernel", "category", "calls", "total", "mean", "share"],
+            [
+                [
+                    name,
+                    kern.category,
+                    f"{kern.count:,}",
+                    f"{kern.time_us / 1000:,.2f} ms",
+                    f"{kern.mean_us:,.1f} µs",
+                    f"{kern.pct:.1f} %",
+                ]
+                for kern, name in zip(listed, names, strict=True)
+            ],
+            caption=f"Top {len(listed)} kernels by device time",
+            align="llrrrr",
+            flexible=0,
+        ),
+        Chart(
+            "bar",
+            f"Top {len(listed)} kernels by device time",
+            names,
+            [Series("ms", [kern.time_us / 1000 for kern in listed])],
+            x_label="device time (ms)",
+            y_label="kernel",
+            horizontal=True,
+            description="The kernels that took the most device time: "
+            + ", ".join(
+                f"{n} {kern.time_us / 1000:,.2f} ms" for n, kern in zip(names[:3], listed, strict=False)
+            )
+            + ".",
+            in_text=False,
+        ),
+    ]
 
 
 def host_table(r: RankAnalysis) -> Table:
     s, sync, launch, copies, comm = r.steps, r.sync, r.launches, r.copies, r.comm
-    table = Table(title="Steps, input, host and copies", title_justify="left", show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
+    rows: list[list[str]] = []
+    styles: list[Style] = []
+
+    def row(key: str, value: str, style: Style = "") -> None:
+        rows.append([key, value])
+        styles.append(style)
+
     if s.count:
-        table.add_row("steps", f"{s.count} (ProfilerStep#{s.numbers[0]}–#{s.numbers[-1]})")
-        table.add_row(
+        row("steps", f"{s.count} (ProfilerStep#{s.numbers[0]}–#{s.numbers[-1]})")
+        row(
             "step time",
-            f"mean {_n(s.mean_ms)} ms · median {_n(s.median_ms)} · p90 {_n(s.p90_ms)} · "
-            f"min {_n(s.min_ms)} · max {_n(s.max_ms)} ms",
+            f"mean {_n(s.mean_ms, '{:,.1f}')} ms · median {_n(s.median_ms, '{:,.1f}')} · "
+            f"p90 {_n(s.p90_ms, '{:,.1f}')} · min {_n(s.min_ms, '{:,.1f}')} · "
+            f"max {_n(s.max_ms, '{:,.1f}')} ms",
         )
     else:
-        table.add_row("steps", Text("no ProfilerStep#N annotations", style="dim"))
+        row("steps", "no ProfilerStep#N annotations", "muted")
     if s.input_wait_pct is not None:
-        style = "red" if s.input_wait_pct >= 20 else "yellow" if s.input_wait_pct >= 5 else "green"
-        table.add_row(
+        row(
             "waiting for data",
-            Text(
-                f"{s.input_wait_pct:.1f} % of step time ({_n(s.loader_ms_per_step)} ms/step in "
-                f"DataLoader.__next__, {s.loader_kind} loader)",
-                style=style,
-            ),
+            f"{s.input_wait_pct:.1f} % of step time ({_n(s.loader_ms_per_step, '{:,.1f}')} ms/step in "
+            f"DataLoader.__next__, {s.loader_kind} loader)",
+            "bad" if s.input_wait_pct >= 20 else "warn" if s.input_wait_pct >= 5 else "good",
         )
-    table.add_row(
+    row(
         "synchronizing calls",
-        f"{sync.calls:,} ({_n(sync.calls_per_step)} per step), {sync.time_ms:,.2f} ms"
+        f"{sync.calls:,} ({_n(sync.calls_per_step, '{:,.1f}')} per step), {sync.time_ms:,.2f} ms"
         + (f", {sync.wait_pct:.2f} % of step time" if sync.wait_pct is not None else ""),
     )
-    table.add_row(
+    row(
         "kernel launches",
-        f"{launch.kernels:,} kernels ({_n(launch.kernels_per_step, '{:,.0f}')} per step) · "
-        f"{_n(r.kernels.tiny_kernel_pct)} % under 10 µs · "
-        f"launch→start median {_n(launch.launch_delay_median_us, '{:,.0f}')} µs, "
-        f"p90 {_n(launch.launch_delay_p90_us, '{:,.0f}')} µs",
+        f"{launch.kernels:,} kernels ({_n(launch.kernels_per_step)} per step) · "
+        f"{_n(r.kernels.tiny_kernel_pct, '{:,.1f}')} % under 10 µs · "
+        f"launch→start median {_n(launch.launch_delay_median_us)} µs, "
+        f"p90 {_n(launch.launch_delay_p90_us)} µs",
     )
-    for direction, row in sorted(copies.directions.items()):
-        pageable = f", {int(row['pageable_count'])} pageable" if row["pageable_count"] else ""
-        table.add_row(
+    for direction, c in sorted(copies.directions.items()):
+        pageable = f", {int(c['pageable_count'])} pageable" if c["pageable_count"] else ""
+        row(
             f"memcpy {direction}",
-            f"{int(row['count']):,} copies, {_size(row['bytes'])}, {row['time_us'] / 1000:,.2f} ms{pageable}",
+            f"{int(c['count']):,} copies, {_size(c['bytes'])}, {c['time_us'] / 1000:,.2f} ms{pageable}",
         )
     if comm.kernels:
-        table.add_row(
+        row(
             "communication",
             f"{comm.kernels:,} kernels, {comm.time_us / 1000:,.1f} ms · overlapped by compute "
-            f"{_n(comm.overlap_pct)} % · exposed {_n(comm.exposed_pct)} % of the span",
+            f"{_n(comm.overlap_pct, '{:,.1f}')} % · exposed {_n(comm.exposed_pct, '{:,.1f}')} % of the span",
         )
     if r.kernels.fp32_matmul_pct is not None:
-        table.add_row(
+        row(
             "matmul precision",
             ", ".join(
                 f"{k} {v / 1000:,.1f} ms"
@@ -207,85 +187,135 @@ def host_table(r: RankAnalysis) -> Table:
     if r.memory:
         m = r.memory
         if m.peak_reserved_bytes is not None:
-            table.add_row(
+            row(
                 "device memory",
                 f"peak reserved {m.peak_reserved_bytes / GiB:,.2f} GiB, allocated "
                 f"{_n((m.peak_allocated_bytes or 0) / GiB, '{:,.2f}')} GiB"
                 + (f" of {r.device.memory_bytes / GiB:,.1f} GiB" if r.device.memory_bytes else ""),
             )
         elif m.window_growth_peak_bytes is not None:
-            table.add_row(
+            row(
                 "device memory",
                 f"+{m.window_growth_peak_bytes / GiB:,.2f} GiB allocated within the trace "
                 "(absolute peak not recorded by this trace format)",
             )
-    return table
+    return Table(["", ""], rows, caption="Steps, input, host and copies", row_styles=styles, header=False)
 
 
-def idle_table(r: RankAnalysis) -> Table | None:
-    streams = [s for s in r.idle_by_stream if s.idle_us > 0]
+def idle_blocks(r: RankAnalysis) -> list[Block]:
+    streams = sorted((s for s in r.idle_by_stream if s.idle_us > 0), key=lambda s: -s.idle_us)[:8]
     if not streams:
-        return None
-    table = Table(title="Idle time per stream (HTA categories)", title_justify="left", header_style="bold")
-    for col in ("stream", "kernels", "idle", "host wait", "kernel wait", "other"):
-        table.add_column(col, justify="left" if col == "stream" else "right")
-    for s in sorted(streams, key=lambda s: -s.idle_us)[:8]:
-        table.add_row(
-            str(s.stream),
-            f"{s.kernels:,}",
-            f"{s.idle_us / 1000:,.1f} ms",
-            *[f"{(s.ratio(c) or 0) * 100:.0f} %" for c in ("host_wait", "kernel_wait", "other")],
-        )
-    return table
+        return []
+    kinds = ("host_wait", "kernel_wait", "other")
+    return [
+        Table(
+            ["stream", "kernels", "idle", "host wait", "kernel wait", "other"],
+            [
+                [
+                    str(s.stream),
+                    f"{s.kernels:,}",
+                    f"{s.idle_us / 1000:,.1f} ms",
+                    *[f"{(s.ratio(c) or 0) * 100:.0f} %" for c in kinds],
+                ]
+                for s in streams
+            ],
+            caption="Idle time per stream (HTA categories)",
+            align="lrrrrr",
+        ),
+        Chart(
+            "stacked",
+            "Idle time per stream, by cause",
+            [f"stream {s.stream}" for s in streams],
+            [
+                Series(c.replace("_", " "), [(s.ratio(c) or 0) * s.idle_us / 1000 for s in streams])
+                for c in kinds
+            ],
+            x_label="idle time (ms)",
+            y_label="stream",
+            horizontal=True,
+            description="Each stream's idle time split into waiting for the host, for another kernel, "
+            "and other gaps.",
+            in_text=False,
+        ),
+    ]
 
 
-def render_rank(console: Console, r: RankAnalysis, top: int) -> None:
-    console.print(_header(r))
-    if r.temporal:
-        t = r.temporal
-        console.print(
-            Text(
-                f"Temporal breakdown over {t.span_us / 1000:,.1f} ms of device time"
-                + (" (last ProfilerStep left out, as HTA does)" if r.dropped_last_step else ""),
-                style="bold",
-            )
-        )
-    console.print(breakdown_bar(r))
+def rank_blocks(r: RankAnalysis, top: int) -> list[Block]:
+    blocks = [*_header(r), breakdown_chart(r)]
     if r.kernels.categories:
-        console.print(kernel_table(r, top))
-        console.print(top_kernels_table(r, top))
-    idle = idle_table(r)
-    if idle is not None:
-        console.print(idle)
-    console.print(host_table(r))
-    for warning in r.warnings:
-        console.print(Text(f"warning: {warning}", style="yellow"))
+        blocks += kernel_blocks(r, top)
+    blocks += idle_blocks(r)
+    blocks.append(host_table(r))
+    blocks += [Note(f"warning: {w}", "warn") for w in r.warnings]
+    return blocks
 
 
-def ranks_table(report: TraceReport) -> Table:
-    table = Table(title="Ranks", title_justify="left", header_style="bold")
-    for col in ("rank", "file", "step", "idle", "compute", "non-compute", "data wait", "comm exposed"):
-        table.add_column(col, justify="left" if col in {"rank", "file"} else "right")
-    slow = report.cross_rank.slowest_rank
+def ranks_blocks(report: TraceReport) -> list[Block]:
+    c = report.cross_rank
+    slow = c.slowest_rank
+    rows, styles = [], []
     for r in report.ranks:
         t = r.temporal
-        table.add_row(
-            "?" if r.rank.rank is None else str(r.rank.rank),
-            r.file.split("/")[-1],
-            _n(r.steps.mean_ms, "{:,.1f}", " ms"),
-            _n(t.idle_pct if t else None, "{:.1f}", " %"),
-            _n(t.compute_pct if t else None, "{:.1f}", " %"),
-            _n(t.non_compute_pct if t else None, "{:.1f}", " %"),
-            _n(r.steps.input_wait_pct, "{:.1f}", " %"),
-            _n(r.comm.exposed_pct, "{:.1f}", " %"),
-            style="bold red" if slow is not None and r.rank.rank == slow else "",
+        rows.append(
+            [
+                "?" if r.rank.rank is None else str(r.rank.rank),
+                r.file.split("/")[-1],
+                _n(r.steps.mean_ms, "{:,.1f}", " ms"),
+                _n(t.idle_pct if t else None, "{:.1f}", " %"),
+                _n(t.compute_pct if t else None, "{:.1f}", " %"),
+                _n(t.non_compute_pct if t else None, "{:.1f}", " %"),
+                _n(r.steps.input_wait_pct, "{:.1f}", " %"),
+                _n(r.comm.exposed_pct, "{:.1f}", " %"),
+            ]
         )
-    return table
-
-
-def render_cross_rank(console: Console, report: TraceReport) -> None:
-    c = report.cross_rank
-    console.print(ranks_table(report))
+        styles.append("bad" if slow is not None and r.rank.rank == slow else "")
+    charted = [r for r in report.ranks if r.temporal is not None][:_RANKS_CHARTED]
+    blocks: list[Block] = [
+        Heading("Ranks", 2),
+        Table(
+            ["rank", "file", "step", "idle", "compute", "non-compute", "data wait", "comm exposed"],
+            rows,
+            align="llrrrrrr",
+            row_styles=styles,  # type: ignore[arg-type]  # built from "" and "bad"
+        ),
+    ]
+    if charted:
+        blocks.append(
+            Chart(
+                "stacked",
+                "Temporal breakdown per rank",
+                [r.label for r in charted],
+                [
+                    Series("compute", [r.temporal.compute_pct if r.temporal else 0.0 for r in charted]),
+                    Series(
+                        "non-compute", [r.temporal.non_compute_pct if r.temporal else 0.0 for r in charted]
+                    ),
+                    Series("idle", [r.temporal.idle_pct if r.temporal else 0.0 for r in charted]),
+                ],
+                x_label="share of the device span (%)",
+                y_label="rank",
+                horizontal=True,
+                description=f"Compute, non-compute and idle share of each of {len(charted)} ranks"
+                + (f"; rank {slow} is the slowest." if slow is not None else "."),
+                in_text=False,
+            )
+        )
+        steps = [r for r in charted if r.steps.mean_ms is not None]
+        if len(steps) > 1:
+            blocks.append(
+                Chart(
+                    "bar",
+                    "Mean step time per rank",
+                    [r.label for r in steps],
+                    [Series("ms", [r.steps.mean_ms or 0.0 for r in steps])],
+                    x_label="rank",
+                    y_label="step time (ms)",
+                    marked=[i for i, r in enumerate(steps) if r.rank.rank == slow],
+                    mark_label="slowest",
+                    description="Mean step time of each rank; a straggler stands out.",
+                    in_text=False,
+                )
+            )
     lines = []
     if c.step_skew_pct is not None:
         lines.append(f"step time: slowest rank {c.slowest_rank} is {c.step_skew_pct:+.1f} % vs the median")
@@ -302,27 +332,26 @@ def render_cross_rank(console: Console, report: TraceReport) -> None:
         lines.append(f"missing ranks: {len(c.missing)} of {c.world_size} ({compact_ranges(c.missing)})")
     for rank, files in c.duplicates.items():
         lines.append(f"duplicate rank {rank}: {', '.join(files)}")
-    for line in lines + [n for n in c.notes if "carry no rank" in n or "world sizes" in n]:
-        console.print(Text("• " + line))
+    lines += [n for n in c.notes if "carry no rank" in n or "world sizes" in n]
+    if lines:
+        blocks.append(Bullets(lines))
+    return blocks
 
 
-def render_skipped(console: Console, report: TraceReport) -> None:
-    total = len(report.ranks) + len(report.skipped)
-    console.print(
-        Text(f"Skipped {len(report.skipped)} of {total} files (the rest are analyzed):", style="yellow")
-    )
-    for s in report.skipped:
-        console.print(Text(f"• {s.file}: {s.reason}"))
-    console.print()
-
-
-def render_report(console: Console, report: TraceReport, top: int = 10, rank: int | None = None) -> None:
+def report_document(report: TraceReport, top: int = 10, rank: int | None = None) -> Document:
     ranks = report.ranks
+    doc = Document(
+        f"Trace: {len(ranks)} rank{'s' if len(ranks) != 1 else ''}"
+        + (f" · {ranks[0].file}" if len(ranks) == 1 else "")
+    )
     if report.skipped:
-        render_skipped(console, report)
+        total = len(ranks) + len(report.skipped)
+        doc.add(
+            Paragraph(f"Skipped {len(report.skipped)} of {total} files (the rest are analyzed):", "warn"),
+            Bullets([f"{s.file}: {s.reason}" for s in report.skipped]),
+        )
     if len(ranks) > 1:
-        render_cross_rank(console, report)
-        console.print()
+        doc.add(*ranks_blocks(report))
     if rank is not None:
         chosen = [r for r in ranks if r.rank.rank == rank]
     elif len(ranks) <= 2:
@@ -330,30 +359,30 @@ def render_report(console: Console, report: TraceReport, top: int = 10, rank: in
     else:
         slow = report.cross_rank.slowest_rank
         chosen = [next((r for r in ranks if r.rank.rank == slow), ranks[0])]
-        console.print(
-            Text(f"Details of {chosen[0].label} (the slowest); `--rank N` shows another.", style="dim")
-        )
+        doc.add(Note(f"Details of {chosen[0].label} (the slowest); `--rank N` shows another."))
     for r in chosen:
-        console.print()
-        render_rank(console, r, top)
-    console.print()
-    console.rule("[bold]Findings")
-    console.print(findings_group(report.findings))
+        doc.add(*rank_blocks(r, top))
+    doc.add(Heading("Findings", 2), *findings_blocks(report.findings))
+    return doc
 
 
-def _delta(change) -> Text:
+def render_report(console: Console, report: TraceReport, top: int = 10, rank: int | None = None) -> None:
+    terminal.render(console, report_document(report, top, rank))
+
+
+def _delta(change) -> tuple[str, Style]:
     if change.a is None and change.b is not None:
-        return Text("only in B")
+        return "only in B", ""
     if change.b is None and change.a is not None:
-        return Text("only in A")
+        return "only in A", ""
     if change.delta is None:
-        return Text("—", style="dim")
+        return "—", "muted"
     unit = " pp" if change.unit == "pp" else ""
     text = f"{change.delta:+,.2f}{unit}" + (
         f" ({change.delta_pct:+.0f} %)" if change.delta_pct is not None and change.unit != "pp" else ""
     )
-    style = {"better": "green", "worse": "red", "same": "dim"}.get(change.verdict, "")
-    return Text(text, style=style)
+    style: Style = {"better": "good", "worse": "bad", "same": "muted"}.get(change.verdict, "")  # type: ignore[assignment]  # values are Styles
+    return text, style
 
 
 _METRIC_LABEL = {
@@ -373,40 +402,80 @@ _METRIC_LABEL = {
     "comm_overlap_pct": "communication overlapped",
     "peak_reserved_gib": "peak reserved memory",
 }
+_BREAKDOWN = ("compute_pct", "non_compute_pct", "idle_pct", "input_wait_pct")
 
 
-def render_comparison(console: Console, cmp: TraceComparison, top: int = 10) -> None:
-    console.print(Text.assemble(("A: ", "bold"), cmp.a.label, "\n", ("B: ", "bold"), cmp.b.label))
-    table = Table(title="What changed (B vs A)", title_justify="left", header_style="bold")
-    for col in ("metric", "A", "B", "change"):
-        table.add_column(col, justify="left" if col == "metric" else "right")
-    for c in cmp.metrics:
-        unit = " %" if c.unit == "pp" else (f" {c.unit}" if c.unit else "")
-        table.add_row(
-            _METRIC_LABEL.get(c.name, c.name), _n(c.a, "{:,.2f}", unit), _n(c.b, "{:,.2f}", unit), _delta(c)
+def _change_table(title: str, rows, names: list[str], label: dict[str, str] | None = None) -> Table:
+    cells, styles = [], []
+    for c, name in zip(rows, names, strict=True):
+        unit = " %" if c.unit == "pp" else (f" {c.unit}" if c.unit and label else "")
+        delta, style = _delta(c)
+        cells.append(
+            [(label or {}).get(name, name), _n(c.a, "{:,.2f}", unit), _n(c.b, "{:,.2f}", unit), delta]
         )
-    console.print(table)
+        styles.append(style)
+    return Table(
+        ["metric" if label else "name", "A", "B", "change"],
+        cells,
+        caption=title,
+        align="lrrr",
+        row_styles=styles,
+        flexible=None if label else 0,
+    )
+
+
+def comparison_document(cmp: TraceComparison, top: int = 10) -> Document:
+    doc = Document("Trace comparison: B against A")
+    doc.add(Paragraph(f"A: {cmp.a.label}"), Paragraph(f"B: {cmp.b.label}"))
+    doc.add(_change_table("What changed (B vs A)", cmp.metrics, [c.name for c in cmp.metrics], _METRIC_LABEL))
+    shares = [c for c in cmp.metrics if c.name in _BREAKDOWN]
+    if shares:
+        doc.add(
+            Chart(
+                "grouped",
+                "Before and after: where the device time goes",
+                [_METRIC_LABEL[c.name] for c in shares],
+                [
+                    Series("A (before)", [c.a or 0.0 for c in shares]),
+                    Series("B (after)", [c.b or 0.0 for c in shares]),
+                ],
+                x_label="share (%)",
+                horizontal=True,
+                description="Shares of the device span in A and in B: "
+                + ", ".join(f"{_METRIC_LABEL[c.name]} {c.a or 0:.1f} → {c.b or 0:.1f} %" for c in shares)
+                + ".",
+            )
+        )
     for title, rows in (
         ("Kernel categories", cmp.categories),
         (f"Kernels that changed most (top {top})", cmp.kernels[:top]),
     ):
         if not rows:
             continue
-        t = Table(title=f"{title} ({rows[0].unit})", title_justify="left", header_style="bold")
-        for col in ("name", "A", "B", "change"):
-            t.add_column(
-                col,
-                justify="left" if col == "name" else "right",
-                no_wrap=True,
-                overflow="ellipsis",
-                max_width=44 if col == "name" else None,
+        names = distinct_short_names([c.name for c in rows], 44)
+        doc.add(_change_table(f"{title} ({rows[0].unit})", rows, names))
+        doc.add(
+            Chart(
+                "grouped",
+                f"{title}: A and B",
+                names,
+                [
+                    Series("A (before)", [c.a or 0.0 for c in rows]),
+                    Series("B (after)", [c.b or 0.0 for c in rows]),
+                ],
+                x_label=rows[0].unit,
+                horizontal=True,
+                description=f"{title} in A and in B ({rows[0].unit}).",
+                in_text=False,
             )
-        for c, name in zip(rows, distinct_short_names([c.name for c in rows], 44), strict=True):
-            t.add_row(name, _n(c.a, "{:,.2f}"), _n(c.b, "{:,.2f}"), _delta(c))
-        console.print(t)
+        )
     if cmp.findings_removed:
-        console.print(Text("resolved in B: " + ", ".join(cmp.findings_removed), style="green"))
+        doc.add(Paragraph("resolved in B: " + ", ".join(cmp.findings_removed), "good"))
     if cmp.findings_added:
-        console.print(Text("new in B: " + ", ".join(cmp.findings_added), style="red"))
-    for note in cmp.notes:
-        console.print(Text(f"note: {note}", style="yellow"))
+        doc.add(Paragraph("new in B: " + ", ".join(cmp.findings_added), "bad"))
+    doc.add(*(Note(f"note: {note}", "warn") for note in cmp.notes))
+    return doc
+
+
+def render_comparison(console: Console, cmp: TraceComparison, top: int = 10) -> None:
+    terminal.render(console, comparison_document(cmp, top))
