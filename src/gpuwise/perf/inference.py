@@ -284,16 +284,13 @@ def encoder_forward(
 
 
 def conv_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, float]:
-    """Conv nets: a published FLOP count per image at a sourced fraction of the peak."""
-    from gpuwise.errors import GpuwiseError
+    """Conv nets and diffusion pipelines: FLOPs from their layers (gpuwise.vision) at a sourced share of
+    the peak; diffusion counts the whole sampling loop of every image. Returns (seconds, FLOPs) per batch."""
     from gpuwise.perf.roofline import peak_flops as _peak
+    from gpuwise.vision import perf as vision_perf
 
-    gflops = eff.cnn_gflops_224(arch.id)
-    if gflops is None:
-        raise GpuwiseError(
-            f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the conv "
-            "nets in perf/data/efficiency.toml [cnn.gflops_224]"
-        )
-    flops = gflops * 1e9 * (workload.image_size / 224) ** 2 * workload.batch_size
-    seconds = flops / (_peak(gpu, num.compute_dtype) * eff.cnn_fraction("inference"))
+    vision = vision_perf.described(arch.id)
+    flops = vision_perf.inference_flops_per_image(workload, vision) * workload.batch_size
+    share = vision_perf.fraction(workload, vision, "inference")
+    seconds = flops / (_peak(gpu, num.compute_dtype) * share.value)
     return seconds + eff.constants().host.engine_step_overhead_ms * 1e-3, flops

@@ -192,10 +192,16 @@ TECHNIQUE_TOOLS: dict[str, tuple[str, ...]] = {
     "kv_fp8": ("vllm", "tensorrt-llm"),
     "more_concurrency": ("vllm", "sglang", "tensorrt-llm"),
     "tensor_parallel": ("vllm", "tensorrt-llm", "megatron"),
+    "channels_last": ("torch.compile",),
 }
 
 # Published caveats per technique: what it may cost besides what the models compute.
 CAVEATS: dict[str, tuple[str, str]] = {
+    "channels_last": (
+        "model.to(memory_format=torch.channels_last) and the same for each input batch; ops without NHWC "
+        "kernels convert back and forth, so measure it once.",
+        "PyTorch tutorial (beta) Channels Last Memory Format; diffusers fast_diffusion tutorial",
+    ),
     "mixed_precision": (
         "fp16 needs loss scaling (GradScaler); bf16 does not but needs Ampere or newer.",
         "Micikevicius et al. 2018 (arXiv:1710.03740)",

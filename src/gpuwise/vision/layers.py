@@ -39,6 +39,7 @@ class Layer:
     block: str  # checkpointing unit (a residual block, a transformer block)
     scores: float = 0.0  # eager attention: elements of the softmax matrix (all heads)
     index_bytes: float = 0.0  # int64 indices kept for backward (max pooling)
+    adapts: tuple[tuple[int, int], ...] = ()  # (in, out) of each attention projection: LoRA targets
 
 
 @dataclass
@@ -61,7 +62,16 @@ class Builder:
         self.block = name
         self.block_inputs[name] = self.elements if elements is None else elements
 
-    def add(self, name: str, kind: LayerKind, params: int, macs: float, saved: float, **kw: float) -> None:
+    def add(
+        self,
+        name: str,
+        kind: LayerKind,
+        params: int,
+        macs: float,
+        saved: float,
+        adapts: tuple[tuple[int, int], ...] = (),
+        **kw: float,
+    ) -> None:
         self.layers.append(
             Layer(
                 name,
@@ -74,6 +84,7 @@ class Builder:
                 self.block,
                 kw.get("scores", 0.0),
                 kw.get("index_bytes", 0.0),
+                adapts,
             )
         )
 

@@ -72,7 +72,7 @@ def block(
     extra = 2.0 * d if modulated else 0.0  # modulate keeps the norm output; the gate keeps the sublayer output
     norm_params = 0 if modulated else 2 * d
     b.add(name + ".norm1", "norm", norm_params, 0.0, t * (d + extra / 2), saved_fp32=t * d * (2 if modulated else 1))
-    b.add(name + ".qkv", "linear", 3 * d * d + (3 * d if qkv_bias else 0), t * 3 * d * d, t * d)
+    b.add(name + ".qkv", "linear", 3 * d * d + (3 * d if qkv_bias else 0), t * 3 * d * d, t * d, ((d, d),) * 3)
     if qk_norm:
         b.add(name + ".qk_norm", "norm", 2 * (d // heads), 0.0, t * 2 * d, saved_fp32=t * 2 * d)
     b.add(
@@ -84,7 +84,7 @@ def block(
         output=t * d,
         scores=heads * t * s,
     )
-    b.add(name + ".proj", "linear", d * d + d, t * d * d, t * extra / 2)
+    b.add(name + ".proj", "linear", d * d + d, t * d * d, t * extra / 2, ((d, d),))
     b.add(name + ".norm2", "norm", norm_params, 0.0, t * (d + extra / 2), saved_fp32=t * d * (2 if modulated else 1))
     b.add(name + ".fc1", "linear", d * mlp + mlp, t * d * mlp, t * (d + mlp), output=t * mlp)
     b.add(name + ".fc2", "linear", mlp * d + d, t * mlp * d, t * (mlp + extra / 2), output=t * d)
@@ -157,7 +157,7 @@ def mmdit(spec: MmditSpec, height: int, width: int) -> Builder:
         b.start_block(name, t * d)
         b.add(name + ".mod", "linear", d * 3 * d + 3 * d, float(3 * d * d), 0.0)
         b.add(name + ".norm", "norm", 0, 0.0, 2 * t * d, saved_fp32=2 * t * d)
-        b.add(name + ".linear1", "linear", d * (3 * d + f) + 3 * d + f, t * d * (3 * d + f), t * d)
+        b.add(name + ".linear1", "linear", d * (3 * d + f) + 3 * d + f, t * d * (3 * d + f), t * d, ((d, d),) * 3)
         b.add(name + ".qk_norm", "norm", 2 * (d // spec.heads), 0.0, 2 * t * d, saved_fp32=2 * t * d)
         b.add(name + ".attn", "attention", 0, 2.0 * t * t * d, 4.0 * t * d, output=t * d, scores=spec.heads * t * t)
         b.add(name + ".linear2", "linear", (d + f) * d + d, t * (d + f) * d, t * (2 * f + d + d), output=t * d)
