@@ -106,7 +106,15 @@ def cost_rows(c: CostEstimate) -> list[tuple[str, str]]:
                     "set train_tokens (images for vision) and epochs in the workload for a run total",
                 )
             )
-    if c.serving:
+    if c.serving and c.perf.throughput_unit == "images/s":  # vision inference: the counts are images
+        s = c.serving
+        rows += [
+            ("utilization", f"{s.utilization_pct:g} % of paid hours"),
+            ("$ per 1M images", _usd(s.usd_per_million_output_tokens, 3)),
+            ("reserved, per month", _usd(s.monthly_cost_usd)),
+            ("capacity, per month", f"{_tokens(s.monthly_token_capacity)} images"),
+        ]
+    elif c.serving:
         s = c.serving
         rows += [
             ("utilization", f"{s.utilization_pct:g} % of paid hours"),

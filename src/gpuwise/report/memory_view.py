@@ -59,7 +59,9 @@ def bar(value: float, total: float, width: int = BAR_WIDTH) -> str:
 def _title(e: MemoryEstimate) -> str:
     w = e.workload
     shape = (
-        f"batch {w.batch_size} × {w.seq_len}"
+        f"batch {w.batch_size} × {w.image_size}×{w.image_width or w.image_size} px"
+        if w.is_cv
+        else f"batch {w.batch_size} × {w.seq_len}"
         if w.is_training or w.task != "serving"
         else f"{max(w.concurrency, w.batch_size)} requests × {w.seq_len}"
     )

@@ -9,7 +9,7 @@ shapes, not from a table.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwise.vision.layers import Builder
 
@@ -51,10 +51,12 @@ def resnet(spec: ResNetSpec, height: int, width: int) -> Builder:
             b.conv(name + ".conv1", mid, 1, norm="bn", act="relu")
             b.conv(name + ".conv2", mid, 3, stride=stride, norm="bn", act="relu")
             b.conv(name + ".conv3", 4 * mid, 1, norm="bn", act="relu")  # ReLU after the residual add
-            if i == 0:  # projection shortcut
+            if stride != 1 or shape[0] != 4 * mid:  # projection shortcut
                 out = (b.channels, b.height, b.width)
                 b.channels, b.height, b.width = shape
                 b.conv(name + ".downsample", 4 * mid, 1, stride=stride, norm="bn")
+                # Its BatchNorm output only feeds the residual add: the norm's input is all it keeps.
+                b.layers[-1] = replace(b.layers[-1], saved=b.elements)
                 b.channels, b.height, b.width = out
     _classifier(b, spec.classes, norm=False)
     return b
@@ -78,7 +80,15 @@ def efficientnet(spec: EfficientNetSpec, height: int, width: int) -> Builder:
             hidden = _make_divisible(in_ch * expand)
             if expand != 1:
                 b.conv(name + ".expand", hidden, 1, norm="bn", act="silu")
-            b.conv(name + ".dw", hidden, kernel, stride=stride if i == 0 else 1, groups=hidden, norm="bn", act="silu")
+            b.conv(
+                name + ".dw",
+                hidden,
+                kernel,
+                stride=stride if i == 0 else 1,
+                groups=hidden,
+                norm="bn",
+                act="silu",
+            )
             squeeze = max(1, in_ch // 4)
             # Squeeze-excitation: two 1×1 convs on the pooled vector; the gated product is kept for project.
             se_params = 2 * hidden * squeeze + squeeze + hidden

@@ -110,7 +110,14 @@ class Builder:
         self._unit(name, "conv", params, macs, norm, act)
 
     def _unit(
-        self, name: str, kind: LayerKind, params: int, macs: float, norm: Norm, act: Activation, op: bool = True
+        self,
+        name: str,
+        kind: LayerKind,
+        params: int,
+        macs: float,
+        norm: Norm,
+        act: Activation,
+        op: bool = True,
     ) -> None:
         """Saved tensors of op → norm → activation, each the size of the output (see module doc).
 
@@ -132,7 +139,9 @@ class Builder:
         """A norm on its own (e.g. GroupNorm + SiLU before a convolution)."""
         self._unit(name, "norm", 0, 0.0, kind, act, op=False)
 
-    def linear(self, name: str, tokens: int, d_in: int, d_out: int, bias: bool = True, act: Activation = "none") -> None:
+    def linear(
+        self, name: str, tokens: int, d_in: int, d_out: int, bias: bool = True, act: Activation = "none"
+    ) -> None:
         """A linear on ``tokens`` tokens of width ``d_in`` (the running tensor becomes tokens × d_out)."""
         params = d_in * d_out + (d_out if bias else 0)
         self.channels, self.height, self.width = d_out, tokens, 1
@@ -142,7 +151,9 @@ class Builder:
         """The attention core (SDPA): q·kᵀ and probabilities·v; keeps q, k, v and the output."""
         macs = 2.0 * tokens * keys * dim
         saved = 2.0 * tokens * dim + 2.0 * keys * dim
-        self.add(name, "attention", 0, macs, saved, output=float(tokens * dim), scores=float(heads) * tokens * keys)
+        self.add(
+            name, "attention", 0, macs, saved, output=float(tokens * dim), scores=float(heads) * tokens * keys
+        )
 
     def pool(self, name: str, kernel: int, stride: int, keeps_input: bool = True) -> None:
         pad = kernel // 2

@@ -200,11 +200,13 @@ def _training_phases(
         recompute = max(by_block.values())
         first: set[str] = set()
         kept = []
+        # Token transformers carry an fp32 residual stream under autocast; conv nets pass 16-bit maps.
+        stream = regime.residual_bytes if net.arch.family in ("vit", "dit", "mmdit") else regime.compute_bytes
         for layer in net.layers:
             size = 0.0
             if layer.block not in first:
                 first.add(layer.block)
-                size = b * net.block_inputs.get(layer.block, 0.0) * regime.residual_bytes
+                size = b * net.block_inputs.get(layer.block, 0.0) * stream
             kept.append(size)
         acts = kept
         assumptions.append("checkpointing keeps each block's input and recomputes one block in its backward")
@@ -257,10 +259,12 @@ def _inference_phases(
         assumptions.append("classifier-free guidance: the denoiser runs on 2× the batch (cond + uncond)")
     height, width = image_dims(w)
     vae = vae_network(arch, height, width)
-    upcast = arch.id == "sdxl" and act_bytes < 4
+    upcast = arch.id == "sdxl" and w.precision == "fp16"
     decode = w.batch_size * working_set_bytes(vae, 4.0 if upcast else act_bytes, eager)
     if upcast:
-        assumptions.append("SDXL's VAE decodes in fp32 (diffusers force_upcast: its fp16 decode overflows)")
+        assumptions.append(
+            "SDXL's VAE decodes in fp32 (diffusers force_upcast: its fp16 decode overflows; bf16 does not upcast)"
+        )
     latents = w.batch_size * passes * vae.layers[0].output * 4.0
     phases = [
         Phase("denoise", {"weights": weights, "activations": latents, "temporaries": work}),

@@ -69,10 +69,21 @@ def block(
     """One pre-LN self-attention + MLP block on ``tokens`` tokens (``keys`` for joint attention)."""
     t, s = float(tokens), float(keys or tokens)
     b.start_block(name, t * d)
-    extra = 2.0 * d if modulated else 0.0  # modulate keeps the norm output; the gate keeps the sublayer output
+    extra = (
+        2.0 * d if modulated else 0.0
+    )  # modulate keeps the norm output; the gate keeps the sublayer output
     norm_params = 0 if modulated else 2 * d
-    b.add(name + ".norm1", "norm", norm_params, 0.0, t * (d + extra / 2), saved_fp32=t * d * (2 if modulated else 1))
-    b.add(name + ".qkv", "linear", 3 * d * d + (3 * d if qkv_bias else 0), t * 3 * d * d, t * d, ((d, d),) * 3)
+    b.add(
+        name + ".norm1",
+        "norm",
+        norm_params,
+        0.0,
+        t * (d + extra / 2),
+        saved_fp32=t * d * (2 if modulated else 1),
+    )
+    b.add(
+        name + ".qkv", "linear", 3 * d * d + (3 * d if qkv_bias else 0), t * 3 * d * d, t * d, ((d, d),) * 3
+    )
     if qk_norm:
         b.add(name + ".qk_norm", "norm", 2 * (d // heads), 0.0, t * 2 * d, saved_fp32=t * 2 * d)
     b.add(
@@ -85,7 +96,14 @@ def block(
         scores=heads * t * s,
     )
     b.add(name + ".proj", "linear", d * d + d, t * d * d, t * extra / 2, ((d, d),))
-    b.add(name + ".norm2", "norm", norm_params, 0.0, t * (d + extra / 2), saved_fp32=t * d * (2 if modulated else 1))
+    b.add(
+        name + ".norm2",
+        "norm",
+        norm_params,
+        0.0,
+        t * (d + extra / 2),
+        saved_fp32=t * d * (2 if modulated else 1),
+    )
     b.add(name + ".fc1", "linear", d * mlp + mlp, t * d * mlp, t * (d + mlp), output=t * mlp)
     b.add(name + ".fc2", "linear", mlp * d + d, t * mlp * d, t * (mlp + extra / 2), output=t * d)
     b.channels, b.height, b.width = d, tokens, 1
@@ -140,7 +158,13 @@ def mmdit(spec: MmditSpec, height: int, width: int) -> Builder:
     both = img + txt
     b = Builder(spec.latent_channels * p * p, img, 1)
     b.linear("img_in", img, spec.latent_channels * p * p, d)
-    b.add("txt_in", "linear", spec.text_width * d + d, float(txt * spec.text_width * d), float(txt * spec.text_width))
+    b.add(
+        "txt_in",
+        "linear",
+        spec.text_width * d + d,
+        float(txt * spec.text_width * d),
+        float(txt * spec.text_width),
+    )
     vectors = 2 + (1 if spec.guidance_embed else 0)  # time, pooled text, guidance MLPs (in → d → d)
     emb = vectors * (d * d + d) + (vectors - 1) * (256 * d + d) + spec.pooled_width * d + d
     b.add("vector_in", "linear", emb, float(emb), 0.0)
@@ -157,10 +181,27 @@ def mmdit(spec: MmditSpec, height: int, width: int) -> Builder:
         b.start_block(name, t * d)
         b.add(name + ".mod", "linear", d * 3 * d + 3 * d, float(3 * d * d), 0.0)
         b.add(name + ".norm", "norm", 0, 0.0, 2 * t * d, saved_fp32=2 * t * d)
-        b.add(name + ".linear1", "linear", d * (3 * d + f) + 3 * d + f, t * d * (3 * d + f), t * d, ((d, d),) * 3)
+        b.add(
+            name + ".linear1",
+            "linear",
+            d * (3 * d + f) + 3 * d + f,
+            t * d * (3 * d + f),
+            t * d,
+            ((d, d),) * 3,
+        )
         b.add(name + ".qk_norm", "norm", 2 * (d // spec.heads), 0.0, 2 * t * d, saved_fp32=2 * t * d)
-        b.add(name + ".attn", "attention", 0, 2.0 * t * t * d, 4.0 * t * d, output=t * d, scores=spec.heads * t * t)
-        b.add(name + ".linear2", "linear", (d + f) * d + d, t * (d + f) * d, t * (2 * f + d + d), output=t * d)
+        b.add(
+            name + ".attn",
+            "attention",
+            0,
+            2.0 * t * t * d,
+            4.0 * t * d,
+            output=t * d,
+            scores=spec.heads * t * t,
+        )
+        b.add(
+            name + ".linear2", "linear", (d + f) * d + d, t * (d + f) * d, t * (2 * f + d + d), output=t * d
+        )
     b.add("final.adaLN", "linear", d * 2 * d + 2 * d, float(2 * d * d), 0.0)
     b.linear("final.linear", img, d, spec.latent_channels * p * p)
     return b

@@ -64,7 +64,15 @@ def _spatial_transformer(b: Builder, name: str, layers: int, heads: int, spec: U
         b.add(n + ".norm2", "norm", 2 * d, 0.0, t * d, saved_fp32=t * d)
         b.add(n + ".attn2.q", "linear", d * d, t * d * d, t * d, ((d, d),))
         b.add(n + ".attn2.kv", "linear", 2 * ctx * d, 2.0 * s * ctx * d, 0.0, ((ctx, d),) * 2)
-        b.add(n + ".attn2", "attention", 0, 2.0 * t * s * d, 2.0 * t * d + 2.0 * s * d, output=t * d, scores=heads * t * s)
+        b.add(
+            n + ".attn2",
+            "attention",
+            0,
+            2.0 * t * s * d,
+            2.0 * t * d + 2.0 * s * d,
+            output=t * d,
+            scores=heads * t * s,
+        )
         b.add(n + ".attn2.out", "linear", d * d + d, t * d * d, 0.0, ((d, d),))
         b.add(n + ".norm3", "norm", 2 * d, 0.0, t * d, saved_fp32=t * d)
         # GEGLU: proj to 2f (hidden, gate), GELU(gate), product → out; keeps d + 2f + f + f.
@@ -89,7 +97,9 @@ def unet(spec: UNetSpec, height: int, width: int) -> Builder:
         for i in range(spec.layers_per_block):
             _resnet(b, f"down.{level}.res{i}", out, temb)
             if spec.attention[level]:
-                _spatial_transformer(b, f"down.{level}.attn{i}", spec.attention[level], spec.heads[level], spec)
+                _spatial_transformer(
+                    b, f"down.{level}.attn{i}", spec.attention[level], spec.heads[level], spec
+                )
             skips.append(b.channels)
         if level < levels - 1:
             b.start_block(f"down.{level}.downsample")
