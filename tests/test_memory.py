@@ -448,7 +448,7 @@ def test_a_conv_model_without_a_layer_list_is_refused_with_a_clear_line(tmp_path
     monkeypatch.setenv("GPUWISE_MODELS", str(models))
     models_module.clear_cache()
     try:
-        with pytest.raises(GpuwiseError, match="no layer list for.*--traced --model-factory"):
+        with pytest.raises(GpuwiseError, match=r"no layer list for.*--traced --model-factory"):
             estimate_memory(workload_from_mapping({"model": "my-unet", "task": "cv-train"}))
     finally:
         monkeypatch.delenv("GPUWISE_MODELS")

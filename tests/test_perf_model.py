@@ -5,7 +5,6 @@ import json
 import pytest
 
 from gpuwise.catalog import get_gpu, get_model
-from gpuwise.errors import GpuwiseError
 from gpuwise.perf import predict
 from gpuwise.perf.footprint import kv_bytes_per_token_per_gpu, weight_bytes
 from gpuwise.perf.numerics import resolve

@@ -64,7 +64,8 @@ def sdxl(**changes):
 
 @pytest.mark.parametrize(
     "precision, attention, measured_gib",
-    # diffusion-fast (huggingface/diffusion-fast; results in sayakpaul/sample-datasets collated_results_sdxl.csv):
+    # diffusion-fast (huggingface/diffusion-fast; results in the sayakpaul/sample-datasets dataset,
+    # collated_results_sdxl.csv):
     # SDXL base, 1024², batch 1, 30 steps, 80 GB A100, torch.cuda.max_memory_allocated in GiB.
     [("fp32", "eager", 16.827), ("bf16", "eager", 8.961), ("bf16", "sdpa", 8.958)],
 )
@@ -138,7 +139,19 @@ def test_cli_memory_fit_cost_for_vision(cli):
     fit = cli("fit", "-m", "sdxl", "-t", "lora", "-p", "fp16", "--json")
     assert fit.exit_code == 0 and any(r["headroom_pct"] > 10 for r in fit.json()["rows"])
     cost = cli(
-        "cost", "-m", "sdxl", "-t", "cv-inference", "-p", "fp16", "-g", "l4", "--denoising-steps", "20", "--usd-per-hour", "0.80"
+        "cost",
+        "-m",
+        "sdxl",
+        "-t",
+        "cv-inference",
+        "-p",
+        "fp16",
+        "-g",
+        "l4",
+        "--denoising-steps",
+        "20",
+        "--usd-per-hour",
+        "0.80",
     )
     assert cost.exit_code == 0 and "$ per 1M images" in cost.stdout and "tokens" not in cost.stdout
     bad = cli("memory", "-m", "resnet-50", "-t", "lora")

@@ -375,7 +375,11 @@ def _diffusion(w: Workload) -> bool:
 def channels_last(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
     """NHWC convolutions on tensor cores (16-bit only); diffusers pairs it with torch.compile for UNets."""
     family = _vision_family(w)
-    if w.channels_last or w.precision == "fp32" or family not in {"resnet", "efficientnet", "convnext", "unet"}:
+    if (
+        w.channels_last
+        or w.precision == "fp32"
+        or family not in {"resnet", "efficientnet", "convnext", "unet"}
+    ):
         return []
     title = "Use channels_last (NHWC) for the convolutions" + (
         " and torch.compile the UNet" if family == "unet" else ""

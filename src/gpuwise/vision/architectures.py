@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
 from typing import Any, Literal
 
 from gpuwise.errors import GpuwiseError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 from gpuwise.vision.cnn import ConvNeXtSpec, EfficientNetSpec, ResNetSpec, convnext, efficientnet, resnet
 from gpuwise.vision.layers import Builder, Layer
 from gpuwise.vision.transformer import DitSpec, MmditSpec, VitSpec, dit, mmdit, vit
@@ -94,9 +99,14 @@ def _tuples(value: Any) -> Any:
 
 
 @cache
-def _table() -> dict[str, dict[str, Any]]:
-    text = resources.files("gpuwise.vision").joinpath("data/architectures.toml").read_text(encoding="utf-8")
+def load_data(name: str) -> dict[str, Any]:
+    """A TOML file of ``gpuwise/vision/data`` (package data)."""
+    text = resources.files("gpuwise.vision").joinpath(f"data/{name}").read_text(encoding="utf-8")
     return tomllib.loads(text)
+
+
+def _table() -> dict[str, dict[str, Any]]:
+    return load_data("architectures.toml")
 
 
 @cache

@@ -263,7 +263,8 @@ def _inference_phases(
     decode = w.batch_size * working_set_bytes(vae, 4.0 if upcast else act_bytes, eager)
     if upcast:
         assumptions.append(
-            "SDXL's VAE decodes in fp32 (diffusers force_upcast: its fp16 decode overflows; bf16 does not upcast)"
+            "SDXL's VAE decodes in fp32 (diffusers force_upcast: its fp16 decode overflows; "
+            "bf16 does not upcast)"
         )
     latents = w.batch_size * passes * vae.layers[0].output * 4.0
     phases = [

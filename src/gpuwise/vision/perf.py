@@ -9,17 +9,14 @@ decoder + the text encoders once (2 × parameters × tokens). The fractions of p
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Literal
 
 from gpuwise.catalog import GPU, ModelArch
+from gpuwise.errors import GpuwiseError
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import TrainingFlops
-from gpuwise.errors import GpuwiseError
-from gpuwise.vision.architectures import VisionArch, network, vae_network, vision_arch
+from gpuwise.vision.architectures import VisionArch, load_data, network, vae_network, vision_arch
 from gpuwise.vision.memory import image_dims
 from gpuwise.workload import Workload
 
@@ -32,10 +29,8 @@ class Fraction:
     reason: str
 
 
-@cache
 def _table() -> dict[str, dict[str, float]]:
-    text = resources.files("gpuwise.vision").joinpath("data/efficiency.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    return load_data("efficiency.toml")
 
 
 def forward_flops(w: Workload, arch: VisionArch) -> float:
