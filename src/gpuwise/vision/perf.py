@@ -71,6 +71,12 @@ def fraction(w: Workload, arch: VisionArch, kind: Kind) -> Fraction:
         table = _table()["diffusion"]
         value = table[f"{kind}_fraction"]
         why = [f"diffusion {kind}: {value:.0%} of peak (diffusers SDXL on A100, data/efficiency.toml)"]
+        if kind == "inference" and w.precision in ("fp8", "int8"):
+            value = table["eight_bit_inference_fraction"]
+            why = [
+                f"8-bit diffusion inference: {value:.0%} of the 8-bit peak "
+                "(MLPerf SDXL, data/efficiency.toml)"
+            ]
         if w.attention == "eager":
             value *= table["eager_attention_factor"]
             why.append(f"eager attention ×{table['eager_attention_factor']}")
