@@ -161,3 +161,15 @@ def test_cli_memory_fit_cost_for_vision(cli):
 def test_vision_json_round_trips():
     doc = json.loads(json.dumps(estimate_memory(sdxl(task="cv-inference")).to_dict()))
     assert doc["workload"]["image_width"] == 0 and doc["phases"][0]["name"] == "denoise"
+
+
+def test_sdxl_at_any_size_scales_activations_and_work():
+    at = {
+        size: estimate_memory(sdxl(task="lora", precision="fp16", image_size=size)).breakdown["activations"]
+        for size in (512, 1024)
+    }
+    # 4× the pixels: ~4× the activations (the 77-token text context is the same at both sizes)
+    assert 3.8 <= at[1024] / at[512] < 5.0
+    wide = predict(sdxl(task="cv-inference", precision="bf16", image_size=768, image_width=1344))
+    square = predict(sdxl(task="cv-inference", precision="bf16", image_size=1024))
+    assert wide.step_time_s == pytest.approx(square.step_time_s * 768 * 1344 / 1024**2, rel=0.15)

@@ -50,7 +50,7 @@ from gpuwise.plan.types import (
     Plan,
     ScalingDecision,
 )
-from gpuwise.units import GiB
+from gpuwise.units import GiB, fmt_rate
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal
 
@@ -343,7 +343,8 @@ def _diagnosis(w: Workload, current: Outcome, findings: list[Finding], evidence:
         )
     elif w.is_cv:
         summary = (
-            f"Predicted {_bound_words(current.bound)} on {where}: {current.throughput:,.0f} images/s; {mem}."
+            f"Predicted {_bound_words(current.bound)} on {where}: {fmt_rate(current.throughput or 0.0)} images/s; "
+            f"{mem}."
         )
     else:
         summary = (

@@ -12,7 +12,7 @@ from gpuwise.plan.techniques import describe
 from gpuwise.plan.types import Outcome, Plan, Technique, Verdict
 from gpuwise.report import terminal
 from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Style, Table
-from gpuwise.units import GiB, fmt_duration
+from gpuwise.units import GiB, fmt_duration, fmt_rate
 
 _SEVERITY_STYLE: dict[Severity, Style] = {
     "critical": "bad",
@@ -40,7 +40,7 @@ def _usd(x: float | None) -> str:
 
 
 def _speed(o: Outcome) -> str:
-    return "—" if not o.throughput else f"{o.throughput:,.0f} {o.throughput_unit}"
+    return "—" if not o.throughput else f"{fmt_rate(o.throughput)} {o.throughput_unit}"
 
 
 def _latency(o: Outcome) -> str:
