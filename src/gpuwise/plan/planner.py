@@ -343,8 +343,8 @@ def _diagnosis(w: Workload, current: Outcome, findings: list[Finding], evidence:
         )
     elif w.is_cv:
         summary = (
-            f"Predicted {_bound_words(current.bound)} on {where}: {fmt_rate(current.throughput or 0.0)} images/s; "
-            f"{mem}."
+            f"Predicted {_bound_words(current.bound)} on {where}: "
+            f"{fmt_rate(current.throughput or 0.0)} images/s; {mem}."
         )
     else:
         summary = (
