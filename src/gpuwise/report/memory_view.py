@@ -37,6 +37,8 @@ PHASE_TEXT = {
     "prefill": "prefill: prompt KV cache, one layer's working set and the logits",
     "decode": "decode: the full KV cache",
     "load": "checkpoint load: a full state dict next to the shards",
+    "denoise": "denoising: the pipeline's weights and the UNet/DiT working set (2× batch with guidance)",
+    "vae_decode": "VAE decode: the decoder's working set at full image resolution",
 }
 
 
