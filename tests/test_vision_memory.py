@@ -173,3 +173,14 @@ def test_sdxl_at_any_size_scales_activations_and_work():
     wide = predict(sdxl(task="cv-inference", precision="bf16", image_size=768, image_width=1344))
     square = predict(sdxl(task="cv-inference", precision="bf16", image_size=1024))
     assert wide.step_time_s == pytest.approx(square.step_time_s * 768 * 1344 / 1024**2, rel=0.15)
+
+
+def test_non_square_vit_counts_its_patch_grid_in_memory_and_speed():
+    square = W(model="vit-b-16", task="cv-train", batch_size=64, precision="amp-bf16", gpu="a100-80gb-sxm")
+    wide = square.with_changes(image_width=448)
+    assert predict(wide).training.micro_batch_tokens == 64 * (14 * 28 + 1)
+    assert predict(square).training.micro_batch_tokens == 64 * 197
+    assert (
+        estimate_memory(wide).breakdown["activations"]
+        > 1.9 * estimate_memory(square).breakdown["activations"]
+    )

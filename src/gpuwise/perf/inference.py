@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU, ModelArch
+from gpuwise.memory.estimate import sequence_tokens
 from gpuwise.perf import comm
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import (
@@ -23,7 +24,6 @@ from gpuwise.perf.flops import (
     block_linear_params,
     elementwise_bytes_per_token,
     matmul_params,
-    vit_tokens,
 )
 from gpuwise.perf.footprint import kv_budget_bytes_per_gpu, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
 from gpuwise.perf.numerics import Numerics
@@ -277,7 +277,7 @@ def encoder_forward(
     workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics
 ) -> tuple[float, float, Bound]:
     """Encoder-only models (BERT, ViT): one forward of the batch. Returns (seconds, tokens, bound)."""
-    seq = vit_tokens(arch, workload.image_size) if arch.family == "vit" else workload.seq_len
+    seq = sequence_tokens(arch, workload)  # ViTs: (H/p)·(W/p) + 1 patch tokens
     tokens = workload.batch_size * seq
     step = StepModel(workload, gpu, arch, num).step(tokens, prefill_tokens=tokens, prefill_context=seq)
     return workload.pp * step.time_s, tokens, step.bound

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU, ModelArch
+from gpuwise.memory.estimate import sequence_tokens
 from gpuwise.perf import comm
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.comm import Link
@@ -27,7 +28,6 @@ from gpuwise.perf.flops import (
     lora_params,
     matmul_params,
     training_flops,
-    vit_tokens,
 )
 from gpuwise.perf.numerics import Numerics, dtype_bytes, half_dtype, plain_pytorch
 from gpuwise.perf.optimizer import (
@@ -47,7 +47,7 @@ def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
     if not arch.is_transformer:  # conv nets and diffusion models: FLOPs from their layers
         flops = vision_perf.training_flops(workload, vision_perf.described(arch.id))
         return flops, workload.batch_size
-    seq = vit_tokens(arch, workload.image_size) if arch.family == "vit" else workload.seq_len
+    seq = sequence_tokens(arch, workload)  # ViTs: (H/p)·(W/p) + 1 patch tokens
     tokens = workload.batch_size * seq
     flops = training_flops(
         arch,
