@@ -221,26 +221,30 @@ def _training_phases(
     total_acts = sum(acts)
     forward = Phase("forward", {**base, "autocast_weight_copies": t.autocast, "activations": total_acts})
     # Backward, layer by layer from the last: activations still held + gradients already made.
-    best: Phase | None = None
+    # Scalars in the loop (SDXL has ~1,000 layer groups and the planner asks hundreds of what-ifs).
+    fixed = sum(base.values())
+    best_total, best = -1.0, (0.0, total_acts, 0.0)
     held, made = total_acts, 0.0
     for i in reversed(range(len(net.layers))):
         made += 0.0 if accumulating else t.per_layer_grads[i]
         grad_io = 2.0 * b * net.layers[i].output * regime.compute_bytes
-        phase = Phase(
-            "backward",
-            {
-                **base,
-                "gradients": base["gradients"] + made,
-                "autocast_weight_copies": t.autocast * held / max(total_acts, 1.0),
-                "activations": held + recompute,
-                "temporaries": grad_io,
-            },
-        )
-        if best is None or phase.allocated_bytes > best.allocated_bytes:
-            best = phase
+        casts = t.autocast * held / max(total_acts, 1.0)
+        total = fixed + made + casts + held + recompute + grad_io
+        if total > best_total:
+            best_total, best = total, (made, held, grad_io)
         held -= acts[i]
+    made, held, grad_io = best
+    backward = Phase(
+        "backward",
+        {
+            **base,
+            "gradients": base["gradients"] + made,
+            "autocast_weight_copies": t.autocast * held / max(total_acts, 1.0),
+            "activations": held + recompute,
+            "temporaries": grad_io,
+        },
+    )
     step = Phase("optimizer_step", {**base, "gradients": t.buckets + t.grads, "temporaries": t.step_tmp})
-    backward = best or forward
     return [forward, backward, step], max(t.step_tmp, backward.components.get("temporaries", 0.0))
 
 
