@@ -80,6 +80,7 @@ class Network:
     width: int
     layers: tuple[Layer, ...]
     block_inputs: dict[str, float]
+    input_elements: float = 0.0  # per sample: 3·H·W pixels, or the latent for diffusion models
 
     @property
     def params(self) -> int:
@@ -133,7 +134,7 @@ def network(arch: VisionArch, height: int, width: int) -> Network:
     if min(height, width) < smallest:
         raise GpuwiseError(f"{arch.id} needs images of at least {smallest} px, got {height}×{width}")
     b: Builder = build(arch.spec, height, width)
-    return Network(arch, height, width, tuple(b.layers), dict(b.block_inputs))
+    return Network(arch, height, width, tuple(b.layers), dict(b.block_inputs), b.input_elements)
 
 
 @lru_cache(maxsize=64)
@@ -141,4 +142,4 @@ def vae_network(arch: VisionArch, height: int, width: int) -> Network:
     """The VAE decoder that turns the final latent into the image (diffusion inference)."""
     channels = arch.pipeline.vae_latent_channels if arch.pipeline else 4
     b = vae_decoder(VaeSpec(latent_channels=channels), height, width)
-    return Network(arch, height, width, tuple(b.layers), dict(b.block_inputs))
+    return Network(arch, height, width, tuple(b.layers), dict(b.block_inputs), b.input_elements)

@@ -52,6 +52,10 @@ class Builder:
     layers: list[Layer] = field(default_factory=list)
     block_inputs: dict[str, float] = field(default_factory=dict)
     block: str = "stem"
+    input_elements: float = 0.0  # the network's input (images or latents): the first layer keeps it
+
+    def __post_init__(self) -> None:
+        self.input_elements = self.elements
 
     @property
     def elements(self) -> float:

@@ -55,7 +55,7 @@ def layer_activation_bytes(layer: Layer, regime: Regime, eager: bool) -> float:
 
 def working_set_bytes(net: Network, bytes_per_element: float, eager: bool) -> float:
     """Largest inference working set of one sample: a layer's input, output and its block's input."""
-    best, previous = 0.0, float(3 * net.height * net.width)
+    best, previous = 0.0, net.input_elements
     for layer in net.layers:
         live = previous + layer.output + net.block_inputs.get(layer.block, 0.0)
         if eager:
@@ -192,6 +192,7 @@ def _training_phases(
 ) -> tuple[list[Phase], float]:
     b, eager = w.batch_size, w.attention == "eager"
     acts = [b * layer_activation_bytes(layer, regime, eager) for layer in net.layers]
+    acts[0] += b * net.input_elements * regime.compute_bytes  # the first layer keeps its input (cast)
     recompute = 0.0
     if w.grad_checkpointing != "none":
         by_block: dict[str, float] = {}
