@@ -6,6 +6,7 @@ import textwrap
 import pytest
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # fake-tensor simulations: ~3-6 s each on a quiet machine, more under load
 
 from gpuwise.memory.regime import regime_for
 from gpuwise.simulation import traced_estimate
