@@ -6,7 +6,6 @@ import textwrap
 import pytest
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.slow  # fake-tensor simulations: ~3-6 s each on a quiet machine, more under load
 
 from gpuwise.memory.regime import regime_for
 from gpuwise.simulation import traced_estimate
@@ -15,6 +14,8 @@ from gpuwise.vision.cnn import ResNetSpec, resnet
 from gpuwise.vision.memory import layer_activation_bytes
 from gpuwise.vision.transformer import VitSpec, vit
 from gpuwise.workload import workload_from_mapping
+
+pytestmark = pytest.mark.slow  # fake-tensor simulations: ~3-6 s each on a quiet machine, more under load
 
 RESNETS = textwrap.dedent("""
     import torch
