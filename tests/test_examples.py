@@ -12,8 +12,7 @@ from gpuwise.workload import load_workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 # Examples whose plan needs a feature another part of issue 13 adds; each joins ALL once it is merged.
-AWAITING = {"resnet50-40pct.yaml": "vision and diffusion models (issue 13, item 4)"}
-ALL = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name != "gpus.yaml" and p.name not in AWAITING)
+ALL = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name != "gpus.yaml")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -200,6 +199,11 @@ def test_startup_buy_vs_rent_answers_the_budget_in_the_plan_and_its_json():
     assert data["inputs"]["monthly_budget_usd"] == 20_000 and data["verdict"] == tco.verdict
 
 
-def test_awaiting_examples_exist_and_name_what_they_wait_for():
-    for name, what in AWAITING.items():
-        assert (EXAMPLES / name).is_file() and "issue 13" in what
+def test_resnet50_at_40pct_fixes_the_pipeline_before_buying():
+    p = plan("resnet50-40pct")
+    assert p.techniques[0].id == "fix_pipeline" and p.scaling.hold_back and p.scaling.num_gpus == 1
+    amp = next(t for t in p.techniques if t.id == "mixed_precision")
+    assert p.config.workload.precision in {"amp-bf16", "amp-fp16"}
+    assert amp.capped_throughput_x is not None and amp.capped_throughput_x < amp.impact.throughput_x
+    assert {"NVIDIA DALI", "gpuwise profile"} <= {t.name for t in p.tools}
+    assert not {"lora", "qlora", "flash_attention"} & {t.id for t in p.techniques}

@@ -102,7 +102,7 @@ def test_fit_json_and_terminal(cli):
             ["memory", "--model", "llama-3-8b", "--task", "lora", "--set", "lora_targets=qq"],
             "unknown LoRA target 'qq'",
         ),
-        (["memory", "--model", "resnet-50", "--task", "cv-train"], "analytic estimator models transformers"),
+        (["memory", "--model", "resnet-50", "--task", "lora"], "no attention projections for LoRA"),
         (["memory", "--model", "llama-3-8b", "--headroom", "100"], "--headroom must be between 0 and 100"),
         (["memory", "--model", "llama-3-8b", "--model-factory", "x:y"], "need --traced"),
         (["memory", "--model", "llama-3-8b", "--traced", "--max-batch"], "drop --traced"),

@@ -28,3 +28,8 @@ def fmt_duration(seconds: float) -> str:
     if seconds < 3 * 86400:
         return f"{seconds / 3600:,.1f} h"
     return f"{seconds / 86400:,.1f} days"
+
+
+def fmt_rate(per_second: float) -> str:
+    """A throughput with the digits that matter: 2,773 but 0.12 (a diffusion model's images/s)."""
+    return f"{per_second:,.0f}" if per_second >= 10 else f"{per_second:,.2f}"

@@ -23,6 +23,8 @@ _BIAS_QKV = {"qwen2.5", "qwen2"}
 _LEARNED_POS = {"gpt2", "bert", "vit", "gpt3", "megatron-gpt"}
 # Families with one shared norm per block (parallel attention + MLP).
 _ONE_NORM_PER_BLOCK = {"phi", "gpt-j", "falcon"}
+# Models the transformer columns cannot describe (gpuwise.vision builds them from their own data).
+NON_TRANSFORMER_TYPES = frozenset({"conv", "diffusion-unet", "diffusion-transformer"})
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class ModelArch:
 
     @property
     def is_transformer(self) -> bool:
-        return self.mlp_type not in {"conv", "diffusion-unet"} and self.hidden_size > 0
+        return self.mlp_type not in NON_TRANSFORMER_TYPES and self.hidden_size > 0
 
     @property
     def is_moe(self) -> bool:
@@ -171,7 +173,7 @@ def model_from_mapping(row: dict[str, Any], origin: str = "catalog") -> ModelArc
     if not row.get("id"):
         raise GpuwiseError(f"{where}model entry is missing 'id'")
     mlp_type = str(row.get("mlp_type") or "gated_silu")
-    if mlp_type not in {"conv", "diffusion-unet"}:
+    if mlp_type not in NON_TRANSFORMER_TYPES:
         for required in ("hidden_size", "num_layers", "num_attention_heads", "vocab_size"):
             if not _int(row.get(required)) and not (required == "vocab_size" and row.get("family") == "vit"):
                 raise GpuwiseError(f"{where}model {row['id']!r} is missing {required!r}")
@@ -329,6 +331,20 @@ def _model_of_size(key: str) -> ModelArch | None:
     from gpuwise.catalog.model_size import model_for_size
 
     return model_for_size(key, list(_catalog().values()))
+
+
+def is_vision_model(name: str) -> bool:
+    """A catalog model that takes images: a conv net, a ViT, a diffusion model (no file is read)."""
+    arch = _catalog().get(name.strip().lower())
+    return arch is not None and (not arch.is_transformer or arch.family == "vit")
+
+
+def native_image_size(name: str) -> int | None:
+    """The resolution a vision/diffusion model is trained at (gpuwise.vision's data), if described."""
+    from gpuwise.vision.architectures import vision_arch
+
+    arch = vision_arch(name)
+    return arch.image_size if arch else None
 
 
 def clear_cache() -> None:

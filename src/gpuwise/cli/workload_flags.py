@@ -86,6 +86,19 @@ _FLAGS: dict[str, tuple[Any, Any]] = {
     ),
 }
 
+# -- vision (helper "vision"): image shape, diffusion sampling, memory format
+_FLAGS.update(
+    {
+        "image_size": (
+            int,
+            _opt("--image-size", help="Image height in pixels (and width unless --image-width)."),
+        ),
+        "image_width": (int, _opt("--image-width", help="Image width in pixels, for non-square images.")),
+        "denoising_steps": (int, _opt("--denoising-steps", help="Diffusion sampling steps per image.")),
+        "channels_last": (bool, _opt("--channels-last", help="NHWC convolutions (torch.channels_last).")),
+    }
+)
+
 
 def is_model_config(path: Path) -> bool:
     """A Hugging Face ``config.json`` (it names an architecture or model type), not a workload file."""

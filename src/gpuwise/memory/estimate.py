@@ -41,6 +41,7 @@ from gpuwise.memory.regime import Regime, regime_for
 from gpuwise.memory.shapes import lora_params
 from gpuwise.memory.weights import fp4_format_for, largest_quantized_matrix, param_groups, weight_bytes
 from gpuwise.units import GiB
+from gpuwise.vision.architectures import vision_arch
 from gpuwise.workload import Workload
 
 REDUCE_BUCKET_ELEMENTS = 5e8  # DeepSpeed zero_optimization.reduce_bucket_size default (config docs)
@@ -135,7 +136,7 @@ def sequence_tokens(arch: ModelArch, w: Workload) -> int:
     if arch.family == "vit":
         match = re.search(r"-(\d+)$", arch.id)
         patch = int(match.group(1)) if match else 16
-        return (w.image_size // patch) ** 2 + 1
+        return (w.image_size // patch) * ((w.image_width or w.image_size) // patch) + 1
     return w.seq_len
 
 
@@ -152,8 +153,9 @@ def _model_share(arch: ModelArch, w: Workload, untie: bool = False) -> float:
 def _check_supported(arch: ModelArch, w: Workload) -> None:
     if not arch.is_transformer:
         raise GpuwiseError(
-            f"the analytic estimator models transformers; {arch.id} is a {arch.mlp_type} model whose "
-            "activations it cannot size from its config — use `gpuwise memory --traced` with a model factory"
+            f"the analytic estimator models transformers and the vision/diffusion architectures of "
+            f"gpuwise/vision/data/architectures.toml; {arch.id} is a {arch.mlp_type} model it has no layer "
+            "list for — simulate it: gpuwise memory --traced --model-factory pkg.module:function"
         )
 
 
@@ -192,6 +194,11 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
             f"factory {w.model_factory} can only be simulated: gpuwise memory --traced"
         )
     arch = get_model(w.model)
+    vision = None if arch.is_transformer else vision_arch(arch.id)
+    if vision is not None:  # conv nets and diffusion models: per-layer formulas (gpuwise.vision)
+        from gpuwise.vision.memory import estimate_vision_memory  # it builds on this module's types
+
+        return estimate_vision_memory(w, gpu, vision)
     _check_supported(arch, w)
     check_fp4(w, gpu)
     profile = profile_for_workload(w)

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU, ModelArch
+from gpuwise.memory.estimate import sequence_tokens
 from gpuwise.perf import comm
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import (
@@ -23,7 +24,6 @@ from gpuwise.perf.flops import (
     block_linear_params,
     elementwise_bytes_per_token,
     matmul_params,
-    vit_tokens,
 )
 from gpuwise.perf.footprint import kv_budget_bytes_per_gpu, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
 from gpuwise.perf.numerics import Numerics
@@ -293,23 +293,20 @@ def encoder_forward(
     workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics
 ) -> tuple[float, float, Bound]:
     """Encoder-only models (BERT, ViT): one forward of the batch. Returns (seconds, tokens, bound)."""
-    seq = vit_tokens(arch, workload.image_size) if arch.family == "vit" else workload.seq_len
+    seq = sequence_tokens(arch, workload)  # ViTs: (H/p)·(W/p) + 1 patch tokens
     tokens = workload.batch_size * seq
     step = StepModel(workload, gpu, arch, num).step(tokens, prefill_tokens=tokens, prefill_context=seq)
     return workload.pp * step.time_s, tokens, step.bound
 
 
 def conv_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, float]:
-    """Conv nets: a published FLOP count per image at a sourced fraction of the peak."""
-    from gpuwise.errors import GpuwiseError
+    """Conv nets and diffusion pipelines: FLOPs from their layers (gpuwise.vision) at a sourced share of
+    the peak; diffusion counts the whole sampling loop of every image. Returns (seconds, FLOPs) per batch."""
     from gpuwise.perf.roofline import peak_flops as _peak
+    from gpuwise.vision import perf as vision_perf
 
-    gflops = eff.cnn_gflops_224(arch.id)
-    if gflops is None:
-        raise GpuwiseError(
-            f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the conv "
-            "nets in perf/data/efficiency.toml [cnn.gflops_224]"
-        )
-    flops = gflops * 1e9 * (workload.image_size / 224) ** 2 * workload.batch_size
-    seconds = flops / (_peak(gpu, num.compute_dtype) * eff.cnn_fraction("inference"))
+    vision = vision_perf.described(arch.id)
+    flops = vision_perf.inference_flops_per_image(workload, vision) * workload.batch_size
+    share = vision_perf.fraction(workload, vision, "inference")
+    seconds = flops / (_peak(gpu, num.compute_dtype) * share.value)
     return seconds + eff.constants().host.engine_step_overhead_ms * 1e-3, flops

@@ -15,6 +15,8 @@ from gpuwise.perf.numerics import Numerics, resolve
 from gpuwise.perf.prediction import PerfPrediction
 from gpuwise.perf.roofline import peak_flops
 from gpuwise.perf.training import predict_training, training_bound
+from gpuwise.vision.perf import compute_dtype as vision_compute_dtype
+from gpuwise.vision.perf import vision_assumptions
 from gpuwise.workload import Workload
 
 
@@ -37,6 +39,8 @@ def predict(
     arch = get_model(workload.model)
     if not arch.is_transformer and workload.is_inference and workload.precision in {"int8", "fp8"}:
         compute_dtype = compute_dtype or workload.precision  # TensorRT runs int8/fp8 convolutions natively
+    if not arch.is_transformer:
+        compute_dtype = compute_dtype or vision_compute_dtype(workload, gpu)  # fp32 convs run in TF32
     num = resolve(workload, gpu, compute_dtype)
     m = eff.mamf(gpu)
     efficiency = {
@@ -155,10 +159,7 @@ def _inference(
             mfu_pct=100.0 * flops * replicas / seconds / (n * peak),
             model_tflops_per_gpu=flops * replicas / seconds / n / 1e12,
             fits=True,
-            assumptions=[
-                *assumptions,
-                f"conv net: {eff.cnn_fraction('inference'):.0%} of peak; throughput in images/s",
-            ],
+            assumptions=[*assumptions, *vision_assumptions(workload, arch)],
         )
     if not arch.is_decoder:
         seconds, tokens, bound = encoder_forward(workload, gpu, arch, num)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU, ModelArch
+from gpuwise.memory.estimate import sequence_tokens
 from gpuwise.perf import comm
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.comm import Link
@@ -27,7 +28,6 @@ from gpuwise.perf.flops import (
     lora_params,
     matmul_params,
     training_flops,
-    vit_tokens,
 )
 from gpuwise.perf.numerics import Numerics, dtype_bytes, half_dtype, plain_pytorch
 from gpuwise.perf.optimizer import (
@@ -38,24 +38,16 @@ from gpuwise.perf.optimizer import (
 )
 from gpuwise.perf.prediction import Bound, TrainingPerf
 from gpuwise.perf.roofline import gemm_fraction, matmul_efficiency, peak_flops
+from gpuwise.vision import perf as vision_perf
 from gpuwise.workload import Workload
 
 
 def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
     """Micro-batch FLOPs for the whole model and the micro-batch 'tokens' (images for conv nets)."""
-    if not arch.is_transformer:
-        gflops = eff.cnn_gflops_224(arch.id)
-        if gflops is None:
-            from gpuwise.errors import GpuwiseError
-
-            raise GpuwiseError(
-                f"no FLOP count for {arch.id} ({arch.mlp_type}): gpuwise perf models transformers and the "
-                "conv nets in perf/data/efficiency.toml [cnn.gflops_224]"
-            )
-        per_image = gflops * 1e9 * (workload.image_size / 224) ** 2
-        images = workload.batch_size
-        return TrainingFlops(images, 3 * per_image * images, 0.0, 0.0, 0.0), images
-    seq = vit_tokens(arch, workload.image_size) if arch.family == "vit" else workload.seq_len
+    if not arch.is_transformer:  # conv nets and diffusion models: FLOPs from their layers
+        flops = vision_perf.training_flops(workload, vision_perf.described(arch.id))
+        return flops, workload.batch_size
+    seq = sequence_tokens(arch, workload)  # ViTs: (H/p)·(W/p) + 1 patch tokens
     # Context parallelism: this GPU holds seq/cp of each sequence; its queries still attend over the whole
     # context (ring attention), so attention FLOPs per token keep the full length.
     tokens = workload.batch_size * seq // workload.context_parallel
@@ -314,12 +306,11 @@ def _kernels(
                 f"fp32 matmuls without TF32 run on the CUDA cores at {e_lin:.0%} of the fp32 peak"
             )
     else:
-        e_lin = e_attn = eff.cnn_fraction("training")
+        share = vision_perf.fraction(workload, vision_perf.described(arch.id), "training")
+        e_lin = e_attn = share.value
         linear_s = flops.executed / shards / (peak_flops(gpu, num.compute_dtype) * e_lin)
         attention_s = 0.0
-        assumptions.append(
-            f"conv net: {e_lin:.0%} of peak (cuDNN training is limited by memory-bound BatchNorm/ReLU)"
-        )
+        assumptions.append(share.reason)
     elementwise_s = _elementwise_s(workload, arch, num, micro_tokens, stream_bw, assumptions)
     dequant_s = _dequant_s(workload, arch, num, stream_bw, assumptions)
     adapter_s = _adapter_s(workload, arch, num, micro_tokens, stream_bw, assumptions)

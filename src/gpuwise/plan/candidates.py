@@ -328,7 +328,10 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
 
 @generator
 def adapters(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
-    if w.is_cv or w.task not in {"full-finetune", "lora"}:
+    diffusion = _diffusion(w)
+    if diffusion and w.task in {"cv-train", "full-finetune"}:  # LoRA on the denoiser's attention projections
+        w = w.with_changes(task="full-finetune")
+    elif w.is_cv or w.task not in {"full-finetune", "lora"}:
         return []
     out = []
     base = half_dtype(gpu)
@@ -345,6 +348,8 @@ def adapters(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
                 saves_memory=True,
             )
         )
+    if diffusion:
+        return out
     out.append(
         Candidate(
             "qlora",
@@ -399,6 +404,36 @@ def offload(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
         title = "Offload parameters too (FSDP cpu_offload / ZeRO-Infinity)"
         out.append(Candidate("offload", title, {"offload": "params"}, "none", saves_memory=True))
     return out
+
+
+# --- vision (helper "vision") ------------------------------------------------------------------------
+
+
+def _vision_family(w: Workload) -> str | None:
+    from gpuwise.vision.architectures import vision_arch
+
+    arch = vision_arch(w.model) if w.model else None
+    return arch.family if arch else None
+
+
+def _diffusion(w: Workload) -> bool:
+    return _vision_family(w) in {"unet", "dit", "mmdit"}
+
+
+@generator
+def channels_last(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """NHWC convolutions on tensor cores (16-bit only); diffusers pairs it with torch.compile for UNets."""
+    family = _vision_family(w)
+    if (
+        w.channels_last
+        or w.precision == "fp32"
+        or family not in {"resnet", "efficientnet", "convnext", "unet"}
+    ):
+        return []
+    title = "Use channels_last (NHWC) for the convolutions" + (
+        " and torch.compile the UNet" if family == "unet" else ""
+    )
+    return [Candidate("channels_last", title, {"channels_last": True}, "none")]
 
 
 # --- serving ---------------------------------------------------------------------------------------

@@ -195,6 +195,7 @@ TECHNIQUE_TOOLS: dict[str, tuple[str, ...]] = {
     "tensor_parallel": ("vllm", "tensorrt-llm", "megatron"),
     "parallel_layout": ("megatron", "torchtitan"),
     "offload": ("deepspeed", "fsdp"),
+    "channels_last": ("torch.compile",),
 }
 
 # Technique id -> what applying it takes (a tie-breaker after the gain, shown beside it): a flag or one
@@ -217,6 +218,11 @@ EFFORT: dict[str, Effort] = {
 
 # Published caveats per technique: what it may cost besides what the models compute.
 CAVEATS: dict[str, tuple[str, str]] = {
+    "channels_last": (
+        "model.to(memory_format=torch.channels_last) and the same for each input batch; ops without NHWC "
+        "kernels convert back and forth, so measure it once.",
+        "PyTorch tutorial (beta) Channels Last Memory Format; diffusers fast_diffusion tutorial",
+    ),
     "mixed_precision": (
         "fp16 needs loss scaling (GradScaler); bf16 does not but needs Ampere or newer.",
         "Micikevicius et al. 2018 (arXiv:1710.03740)",

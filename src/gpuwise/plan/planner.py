@@ -54,7 +54,7 @@ from gpuwise.plan.types import (
     ScalingDecision,
     Technique,
 )
-from gpuwise.units import GiB
+from gpuwise.units import GiB, fmt_rate
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal
 
@@ -370,7 +370,8 @@ def _diagnosis(w: Workload, current: Outcome, findings: list[Finding], evidence:
         )
     elif w.is_cv:
         summary = (
-            f"Predicted {_bound_words(current.bound)} on {where}: {current.throughput:,.0f} images/s; {mem}."
+            f"Predicted {_bound_words(current.bound)} on {where}: "
+            f"{fmt_rate(current.throughput or 0.0)} images/s; {mem}."
         )
     else:
         summary = (

@@ -288,6 +288,14 @@ def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]
             .replace("model(**batch).loss", "criterion(model(images), labels)")
             .replace("for i, batch in enumerate(loader)", "for i, (images, labels) in enumerate(loader)")
         )
+        if w.channels_last:  # helper "vision": NHWC weights and inputs
+            out["PyTorch loop"] = (
+                out["PyTorch loop"]
+                .replace(
+                    "import torch\n", "import torch\nmodel = model.to(memory_format=torch.channels_last)\n", 1
+                )
+                .replace("model(images)", "model(images.to(memory_format=torch.channels_last))")
+            )
         if w.num_gpus > 1:
             out["launch"] = launch(w)
     elif w.is_inference and not w.is_cv:

@@ -76,6 +76,14 @@ def advise(
             )
     if config.is_training:
         _training(a, config, scaling, fit_needed)
+    if config.is_training and config.is_cv and outcome.throughput:  # helper "vision"
+        per_gpu = outcome.throughput / config.num_gpus
+        a.add(
+            "dali",
+            f"The GPU is predicted to take {per_gpu:,.0f} images/s: the input pipeline must decode and "
+            "augment as many per GPU — DataLoader(num_workers=CPU cores per GPU, pin_memory=True, "
+            "persistent_workers=True), or DALI on the GPU when `gpuwise profile` shows data wait.",
+        )
     if (
         config.is_training
         and config.is_cv

@@ -90,7 +90,15 @@ def cost_rows(c: CostEstimate) -> list[tuple[str, str]]:
                     "set train_tokens (images for vision) and epochs in the workload for a run total",
                 )
             )
-    if c.serving:
+    if c.serving and c.perf.throughput_unit == "images/s":  # vision inference: the counts are images
+        s = c.serving
+        rows += [
+            ("utilization", f"{s.utilization_pct:g} % of paid hours"),
+            ("$ per 1M images", _usd(s.usd_per_million_output_tokens, 3)),
+            ("reserved, per month", _usd(s.monthly_cost_usd)),
+            ("capacity, per month", f"{_tokens(s.monthly_token_capacity)} images"),
+        ]
+    elif c.serving:
         s = c.serving
         rows += [
             ("utilization", f"{s.utilization_pct:g} % of paid hours"),
@@ -158,7 +166,9 @@ def cost_document(c: CostEstimate) -> Document:
     figures = [("$/hour", _usd(c.usd_per_hour)), ("bound by", BOUND_TEXT[c.perf.bound])]
     if c.training and c.training.run_cost_usd is not None:
         figures.insert(0, ("run cost", _usd(c.training.run_cost_usd)))
-    if c.serving:
+    if c.serving and c.perf.throughput_unit == "images/s":  # vision inference: the counts are images
+        figures.insert(0, ("$ per 1M images", _usd(c.serving.usd_per_million_output_tokens, 3)))
+    elif c.serving:
         figures.insert(0, ("$ per 1M tokens", _usd(c.serving.usd_per_million_tokens, 3)))
     doc.add(KeyFigures(figures))
     doc.add(*_kv("Speed (predicted)", speed_rows(c.perf)))

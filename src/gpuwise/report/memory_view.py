@@ -52,6 +52,8 @@ PHASE_TEXT = {
     "prefill": "prefill: prompt KV cache, one layer's working set and the logits",
     "decode": "decode: the full KV cache",
     "load": "checkpoint load: a full state dict next to the shards",
+    "denoise": "denoising: the pipeline's weights and the UNet/DiT working set (2× batch with guidance)",
+    "vae_decode": "VAE decode: the decoder's working set at full image resolution",
 }
 
 
@@ -61,7 +63,9 @@ SHORT_PHASE = {"forward": "fwd", "backward": "bwd", "optimizer_step": "step", "l
 def _title(e: MemoryEstimate) -> str:
     w = e.workload
     shape = (
-        f"batch {w.batch_size} × {w.seq_len}"
+        f"batch {w.batch_size} × {w.image_size}×{w.image_width or w.image_size} px"
+        if w.is_cv
+        else f"batch {w.batch_size} × {w.seq_len}"
         if w.is_training or w.task != "serving"
         else f"{max(w.concurrency, w.batch_size)} requests × {w.seq_len}"
     )

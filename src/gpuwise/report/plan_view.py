@@ -14,7 +14,7 @@ from gpuwise.report import tco_view, terminal
 from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Style, Table
 from gpuwise.report.plan_charts import plan_charts
 from gpuwise.report.units import gib, num, usd
-from gpuwise.units import fmt_duration
+from gpuwise.units import fmt_duration, fmt_rate
 
 _SEVERITY_STYLE: dict[Severity, Style] = {
     "critical": "bad",
@@ -39,7 +39,7 @@ def _usd(x: float | None) -> str:
 
 
 def _speed(o: Outcome) -> str:
-    return "—" if not o.throughput else f"{o.throughput:,.0f} {o.throughput_unit}"
+    return "—" if not o.throughput else f"{fmt_rate(o.throughput)} {o.throughput_unit}"
 
 
 def _latency(o: Outcome) -> str:

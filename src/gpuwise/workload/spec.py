@@ -154,6 +154,10 @@ class Workload:
     chunked_loss: bool | None = None  # chunked cross-entropy; None: the framework's default
     expert_parallel: int = 1  # MoE experts split over this many GPUs (inside the data-parallel group)
     context_parallel: int = 1  # sequence split over this many GPUs (ring attention / Ulysses)
+    # -- vision (helper "vision"): non-square images, diffusion sampling, NHWC convolutions
+    image_width: int = 0  # pixels; 0: square (image_size × image_size)
+    denoising_steps: int = 0  # diffusion inference steps per image; 0: the model's default
+    channels_last: bool = False  # NHWC memory format (torch.channels_last) for convolutions
 
     @property
     def is_training(self) -> bool:
@@ -169,7 +173,10 @@ class Workload:
 
     @property
     def is_cv(self) -> bool:
-        return self.task.startswith("cv-")
+        """Images in, images/s out: cv tasks, and any task on a vision or diffusion catalog model."""
+        from gpuwise.catalog.models import is_vision_model
+
+        return self.task.startswith("cv-") or is_vision_model(self.model)
 
     @property
     def data_parallel(self) -> int:
@@ -294,6 +301,12 @@ def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
         values.setdefault("precision", "nf4")
     if values.get("task", "inference") in INFERENCE_TASKS:  # inference is the default task
         values.setdefault("optimizer", "none")
+    if "image_size" not in values and values.get("model"):
+        from gpuwise.catalog.models import native_image_size
+
+        native = native_image_size(str(values["model"]))
+        if native:
+            values["image_size"] = native  # e.g. SDXL's 1024, not the classifier default 224
     return validate(Workload(**values, source=source), where)
 
 
@@ -376,6 +389,8 @@ def _bad_number(w: Workload) -> str | None:
         return f"utilization_pct must be between 0 and 100, got {w.utilization_pct}"
     if w.epochs <= 0:
         return f"epochs must be positive, got {w.epochs}"
+    if w.image_width < 0 or w.denoising_steps < 0:
+        return "image_width and denoising_steps must be 0 (the default) or positive"
     if w.num_gpus % (w.tp * w.pp):
         return f"num_gpus ({w.num_gpus}) must be a multiple of tp × pp ({w.tp} × {w.pp})"
     return _bad_split(w)
@@ -452,7 +467,9 @@ def _model_mismatch(w: Workload) -> str | None:
             )
         if w.is_lora and w.lora_rank >= arch.hidden_size:
             return f"lora_rank {w.lora_rank} must be smaller than {arch.id}'s hidden size {arch.hidden_size}"
-    elif arch is not None and (w.is_lora or w.task in {"inference", "serving", "rag"}):
+    elif arch is not None and w.is_lora and arch.mlp_type == "conv":
+        return f"{arch.id} has no attention projections for LoRA adapters: train it with task cv-train"
+    elif arch is not None and w.task in {"inference", "serving", "rag"}:
         return f"{arch.id} is not a transformer language model: use task cv-train or cv-inference"
     if w.is_lora and w.lora_rank < 1:
         return f"lora_rank must be at least 1, got {w.lora_rank}"
