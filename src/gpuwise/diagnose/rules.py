@@ -335,7 +335,8 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
     if time_pct is None:
         if ev.source == "trace":
             return None
-        time_pct = (100.0 - (ev.gpu_idle_pct or 0.0)) * share / 100
+        busy = 100.0 - ev.gpu_idle_pct if ev.gpu_idle_pct is not None else ev.gpu_util_pct
+        time_pct = (100.0 if busy is None else busy) * share / 100
     realistic = min(speedup, T.AMP_SPEEDUP_CAP_X)  # matmuls rarely reach the full peak ratio
     high = _speedup_from_saving(time_pct * (1 - 1 / realistic))
     low = _speedup_from_saving(time_pct * (1 - 1 / min(realistic, T.AMP_MATMUL_SPEEDUP_LOW_X)))
@@ -350,7 +351,8 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
         confidence=_confidence(ev),
         category="compute",
         summary=(
-            f"{share:.0f} % of matmul work runs in fp32, {time_pct:.1f} % of the measured time; "
+            f"{share:.0f} % of matmul work runs in fp32, {time_pct:.1f} % of the "
+            f"{'predicted' if ev.source == 'prediction' else 'measured'} time; "
             f"this GPU's {dtype} tensor cores are {speedup:.0f}× faster at peak."
         ),
         metrics={

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from gpuwise.catalog import GPU, get_gpu
+from gpuwise.catalog import GPU, get_gpu, get_model
 from gpuwise.diagnose import Evidence, load_evidence
 from gpuwise.plan.evaluate import Prediction
 from gpuwise.workload import Workload
@@ -43,12 +43,23 @@ def kv_bits(workload: Workload) -> int:
     return 32 if workload.precision == "fp32" else 16  # engines cache K/V in the 16-bit compute dtype
 
 
-def tensor_core_speedup(gpu: GPU) -> float | None:
-    """16-bit tensor-core peak over fp32 peak: what leaving fp32 buys on this GPU at most."""
+def tensor_core_speedup(gpu: GPU, convolutions: bool = False) -> float | None:
+    """16-bit tensor-core peak over the fp32 baseline's peak: what leaving fp32 buys on this GPU at most.
+
+    cuDNN runs fp32 convolutions in TF32 by default where the GPU has it (PyTorch's
+    torch.backends.cudnn.allow_tf32 defaults to True; matmuls default to full fp32), so a conv net's
+    fp32 baseline is the TF32 peak, not the fp32 one.
+    """
     half = gpu.bf16_tflops or gpu.fp16_tflops
-    if not half or not gpu.fp32_tflops:
+    base = gpu.tf32_tflops if convolutions and gpu.tf32_tflops else gpu.fp32_tflops
+    if not half or not base:
         return None
-    return half / gpu.fp32_tflops
+    return half / base
+
+
+def _is_conv_net(workload: Workload) -> bool:
+    arch = get_model(workload.model) if workload.model and workload.is_cv else None
+    return arch is not None and not arch.is_transformer
 
 
 def prediction_evidence(
@@ -67,7 +78,7 @@ def prediction_evidence(
         gpu=gpu.id,
         memory_capacity_bytes=outcome.capacity_bytes,
         memory_peak_bytes=outcome.peak_bytes,
-        tensor_core_speedup=tensor_core_speedup(gpu),
+        tensor_core_speedup=tensor_core_speedup(gpu, convolutions=_is_conv_net(workload)),
         comm_exposed_pct=outcome.comm_exposed_pct if workload.num_gpus > 1 else None,
         weight_bytes=prediction.weight_bytes,
         weight_bits=weight_bits(workload),

@@ -283,8 +283,10 @@ def _superseded(techniques: list[Technique], final: Workload, scaling: ScalingDe
     """A recommended edit the final layout undoes says so (never silently dropped from the plan)."""
     out = []
     for t in techniques:
-        lost = {
-            k: v for k, (_, v) in t.changes.items() if t.verdict == "recommended" and getattr(final, k) != v
+        lost = {  # fix_pipeline's utilization is a projection, not a config edit the layout could undo
+            k: v
+            for k, (_, v) in t.changes.items()
+            if t.verdict == "recommended" and k != "utilization_pct" and getattr(final, k) != v
         }
         if lost and not {"batch_size", "grad_accum"} >= lost.keys():
             now = ", ".join(f"{k}={getattr(final, k)}" for k in lost)
