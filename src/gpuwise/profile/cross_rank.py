@@ -1,0 +1,56 @@
+"""The ranks of one torchrun job, joined: whose step is longest, and who waits least for the others.
+
+Each rank's record carries its own step time and the time it waited in collectives
+(``collectives.py``); ``fill_comm_evidence`` puts them in that rank's Evidence and
+``cross_rank_evidence`` joins every rank's into one Evidence for the ``straggler`` rule.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gpuwise.diagnose import Evidence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuwise.profile.analysis import ProfileRun
+
+COMM_NOTE = (
+    "rank_comm_time_s: host time per step waiting in collectives (DDP's gradient all-reduce at the end "
+    "of backward, torch.distributed calls); the rank that waits least is the one the others wait for"
+)
+
+
+def fill_comm_evidence(ev: Evidence, collectives: dict[str, Any] | None, measured_steps: int) -> None:
+    """A rank's own entries of ``rank_step_time_s`` and ``rank_comm_time_s`` (seconds per step)."""
+    if ev.rank is None or not collectives or not measured_steps or not ev.step_time_s:
+        return
+    waited = collectives.get("ddp_backward_wait_s", 0.0) + collectives.get("collective_s", 0.0)
+    ev.rank_comm_time_s = {ev.rank: waited / measured_steps}
+    ev.rank_step_time_s = {ev.rank: ev.step_time_s}
+    ev.notes.append(COMM_NOTE)
+
+
+def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
+    """One Evidence with every rank's step time and collective wait; None with fewer than 2 ranks."""
+    steps: dict[int, float] = {}
+    comm: dict[int, float] = {}
+    for run in runs:
+        ev = run.evidence
+        if ev.rank is None or not ev.step_time_s or ev.rank in steps:
+            continue  # a second record of one rank (a restarted worker) does not stand for it
+        steps[ev.rank] = ev.step_time_s
+        if ev.rank in ev.rank_comm_time_s:
+            comm[ev.rank] = ev.rank_comm_time_s[ev.rank]
+    if len(steps) < 2:
+        return None
+    notes = ["cross-rank: mean step time per rank"]
+    if comm and set(comm) != set(steps):
+        # the rank without a figure could be the one the others wait for: compare none
+        missing = sorted(set(steps) - set(comm))
+        notes.append(f"collective wait not measured on rank(s) {missing}: not compared across ranks")
+        comm = {}
+    elif comm:
+        notes.append(COMM_NOTE)
+    return Evidence(
+        source="profile", label="all ranks", rank_step_time_s=steps, rank_comm_time_s=comm, notes=notes
+    )

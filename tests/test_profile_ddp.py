@@ -1,0 +1,121 @@
+"""A straggler in live DDP: collectives make every rank's step equally long, so the rank the others
+wait for is found from how long each rank waits in them (gpuwise/profile/collectives.py).
+
+Real torchrun runs (gloo, 2 CPU ranks) of a script where one rank sleeps in its batch function;
+the profiler must name that rank, and never change what the script computes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_torchrun_profile
+
+SLOW_SLEEP_S = 0.03  # the straggler's extra time per step, in its batch function
+
+DDP_STRAGGLER = textwrap.dedent(
+    """
+    import json, sys, time
+    import torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    SLOW_RANK, SLEEP_S, OUT = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    gen = torch.Generator().manual_seed(rank)
+
+    def get_batch():  # nanoGPT-style: no DataLoader
+        if rank == SLOW_RANK:
+            time.sleep(SLEEP_S)
+        return torch.randn(16, 32, generator=gen), torch.randint(0, 4, (16,), generator=gen)
+
+    losses = []
+    for step in range(16):
+        x, y = get_batch()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)  # an explicit collective, as logging code does
+        losses.append([loss.item(), mean.item()])
+    weights = [p.detach().sum().item() for p in model.parameters()]
+    with open(f"{OUT}-{rank}.json", "w") as fh:
+        json.dump({"losses": losses, "weights": weights}, fh)
+    dist.destroy_process_group()
+    """
+)
+
+
+def _profile(tmp_path: Path, slow_rank: int) -> tuple[dict, Path]:
+    """`gpuwise profile --json -- torchrun ...` of the script; the ranks write their results to OUT-r.json."""
+    script = tmp_path / "ddp_straggler.py"
+    script.write_text(DDP_STRAGGLER)
+    out = tmp_path / f"profiled-slow{slow_rank}"
+    result = run_torchrun_profile(
+        script, tmp_path / "runs.sqlite", steps=10, args=[str(slow_rank), str(SLOW_SLEEP_S), str(out)]
+    )
+    assert result.exit_code == 0, result.stderr[-3000:]
+    return result.json(), out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[int, tuple[dict, Path]]:
+    """slow rank -> the profiled run (each torchrun launch costs seconds: run each once)."""
+    return {rank: _profile(tmp_path_factory.mktemp(f"slow{rank}"), rank) for rank in (1, 0)}
+
+
+def _straggler(doc: dict) -> dict:
+    found = [f for f in doc["findings"] if f["id"] == "straggler"]
+    assert len(found) == 1, ([f["id"] for f in doc["findings"]], doc["evidence"])
+    return found[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slow_rank", [1, 0])
+def test_the_rank_that_sleeps_is_named_the_straggler(runs, slow_rank):
+    doc, _ = runs[slow_rank]
+    per_rank = {e["rank"]: e for e in doc["evidence"] if e["rank"] is not None}
+    waits = {rank: e["rank_comm_time_s"][str(rank)] for rank, e in per_rank.items()}
+    fast_rank = 1 - slow_rank
+    # the fast rank waits out most of the sleep at each step; the slow one hardly waits at all
+    assert waits[fast_rank] - waits[slow_rank] > SLOW_SLEEP_S / 2, waits
+    finding = _straggler(doc)
+    assert finding["metrics"]["straggler_rank"] == slow_rank, finding
+    assert f"Rank {slow_rank}" in finding["title"]
+
+
+def _run_plain(script: Path, out: Path) -> None:
+    """Both ranks started directly, as torchrun would (its agent costs seconds to start): no gpuwise."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ranks = []
+    for rank in (0, 1):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
+        env.update(RANK=str(rank), LOCAL_RANK=str(rank))
+        argv = [sys.executable, str(script), "1", "0", str(out)]
+        ranks.append(subprocess.Popen(argv, env=env, cwd=REPO, stderr=subprocess.PIPE, text=True))
+    for proc in ranks:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+
+
+@pytest.mark.slow
+def test_profiling_ddp_leaves_losses_and_weights_bitwise_identical(runs, tmp_path):
+    _, profiled = runs[1]
+    plain = tmp_path / "plain"
+    _run_plain(profiled.parent / "ddp_straggler.py", plain)
+    for rank in (0, 1):
+        with_gpuwise = json.loads(Path(f"{profiled}-{rank}.json").read_text())
+        without = json.loads(Path(f"{plain}-{rank}.json").read_text())
+        assert with_gpuwise == without, rank  # JSON floats round-trip exactly: bitwise equality
