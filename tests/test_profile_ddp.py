@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_torchrun_profile
+from gpuwise.diagnose import Evidence, diagnose
 
 SLOW_SLEEP_S = 0.03  # the straggler's extra time per step, in its batch function
 
@@ -119,3 +120,28 @@ def test_profiling_ddp_leaves_losses_and_weights_bitwise_identical(runs, tmp_pat
         with_gpuwise = json.loads(Path(f"{profiled}-{rank}.json").read_text())
         without = json.loads(Path(f"{plain}-{rank}.json").read_text())
         assert with_gpuwise == without, rank  # JSON floats round-trip exactly: bitwise equality
+
+
+def _two_ranks(waits_0: list[float], waits_1: list[float]) -> Evidence:
+    """Cross-rank evidence of a synchronous run with 10 ms steps and these per-step collective waits."""
+    return Evidence(
+        source="profile",
+        rank_step_time_s={0: 0.010, 1: 0.010},
+        rank_comm_time_s={0: sum(waits_0) / len(waits_0), 1: sum(waits_1) / len(waits_1)},
+        rank_comm_steps_s={0: waits_0, 1: waits_1},
+    )
+
+
+def test_a_rank_late_in_every_step_is_a_straggler():
+    ev = _two_ranks([0.006 + 0.0001 * (i % 3) for i in range(12)], [0.001] * 12)
+    finding = next(f for f in diagnose(ev) if f.id == "straggler")
+    assert finding.metrics["straggler_rank"] == 1 and finding.metrics["late_steps_pct"] == 100.0
+
+
+def test_ranks_that_take_turns_waiting_have_no_straggler():
+    # a loaded machine preempts one rank, then the other: rank 1 waits less on average (one long
+    # preemption of rank 0 made rank 1 wait 30 ms) but is late in only half of the steps
+    waits_0 = [0.004, 0.0005] * 6
+    waits_1 = [0.0005, 0.004] * 6
+    waits_0[3] = 0.030
+    assert "straggler" not in {f.id for f in diagnose(_two_ranks(waits_0, waits_1))}

@@ -177,3 +177,9 @@ MACHINE_BUSY_STEAL_PCT = 10.0
 # step_outliers: the period is read from the major stalls only (excess at least this fraction of the
 # largest excess), so timer jitter that crosses the limit between two checkpoints does not hide it.
 OUTLIER_MAJOR_FRACTION = 0.5
+
+# --- ddp: a straggler in live DDP (issue 11, item 4) ---------------------------------------------------
+# straggler from per-step collective waits (live runs): the rank that waits least must wait less than the
+# others in at least this share of the steps. A rank that is always behind is late in ~100 % of them;
+# on a loaded machine the ranks take turns being preempted and the late rank changes step to step (~50 %).
+STRAGGLER_CONSISTENT_STEPS_PCT = 75.0

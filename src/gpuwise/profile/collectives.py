@@ -152,21 +152,23 @@ class CollectiveWatch:
         self.ddp_waits.append((t1, t1 - t0))
 
     # -- output --------------------------------------------------------------------------------------
-    def summary(self, window: tuple[float, float] | None) -> dict[str, Any] | None:
-        """Waits inside the measured window (perf_counter clock); None when nothing was timed there."""
-        if window is None:
-            return None
-        lo, hi = window
-        ddp = [w for t, w in list(self.ddp_waits) if lo <= t <= hi]
-        calls = [w for t, w in list(self.calls) if lo <= t <= hi]
-        if not ddp and not calls:
-            return None
-        return {
-            "ddp_backward_wait_s": sum(ddp),
-            "ddp_backwards": len(ddp),
-            "collective_s": sum(calls),
-            "collective_calls": len(calls),
-        }
+    def annotate(self, steps: list[dict[str, Any]], origin: float) -> None:
+        """Add each step's wait (``comm_wait_s``) to its record, once any wait was timed in this process;
+        a wait belongs to the step during which it ended (step starts are relative to ``origin``)."""
+        events = sorted(list(self.ddp_waits) + list(self.calls))
+        if not events or not steps:
+            return
+        i = 0
+        for step in steps:
+            start = origin + step["start_s"]
+            end = start + step["wall_s"]
+            while i < len(events) and events[i][0] < start:
+                i += 1
+            waited = 0.0
+            while i < len(events) and events[i][0] <= end:
+                waited += events[i][1]
+                i += 1
+            step["comm_wait_s"] = waited
 
 
 def _grad_fns(out: Any, limit: int = 4) -> list[Any]:

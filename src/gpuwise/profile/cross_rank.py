@@ -20,12 +20,14 @@ COMM_NOTE = (
 )
 
 
-def fill_comm_evidence(ev: Evidence, collectives: dict[str, Any] | None, measured_steps: int) -> None:
-    """A rank's own entries of ``rank_step_time_s`` and ``rank_comm_time_s`` (seconds per step)."""
-    if ev.rank is None or not collectives or not measured_steps or not ev.step_time_s:
+def fill_comm_evidence(ev: Evidence, steps: list[dict[str, Any]]) -> None:
+    """A rank's own entries of ``rank_step_time_s``, ``rank_comm_time_s`` and ``rank_comm_steps_s``
+    from its measured steps (``comm_wait_s`` is there when collective waits were timed)."""
+    if ev.rank is None or not steps or not ev.step_time_s or "comm_wait_s" not in steps[0]:
         return
-    waited = collectives.get("ddp_backward_wait_s", 0.0) + collectives.get("collective_s", 0.0)
-    ev.rank_comm_time_s = {ev.rank: waited / measured_steps}
+    waits = [float(s.get("comm_wait_s", 0.0)) for s in steps]
+    ev.rank_comm_steps_s = {ev.rank: waits}
+    ev.rank_comm_time_s = {ev.rank: sum(waits) / len(waits)}
     ev.rank_step_time_s = {ev.rank: ev.step_time_s}
     ev.notes.append(COMM_NOTE)
 
@@ -34,6 +36,7 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
     """One Evidence with every rank's step time and collective wait; None with fewer than 2 ranks."""
     steps: dict[int, float] = {}
     comm: dict[int, float] = {}
+    series: dict[int, list[float]] = {}
     for run in runs:
         ev = run.evidence
         if ev.rank is None or not ev.step_time_s or ev.rank in steps:
@@ -41,6 +44,8 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
         steps[ev.rank] = ev.step_time_s
         if ev.rank in ev.rank_comm_time_s:
             comm[ev.rank] = ev.rank_comm_time_s[ev.rank]
+        if ev.rank in ev.rank_comm_steps_s:
+            series[ev.rank] = ev.rank_comm_steps_s[ev.rank]
     if len(steps) < 2:
         return None
     notes = ["cross-rank: mean step time per rank"]
@@ -48,9 +53,20 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
         # the rank without a figure could be the one the others wait for: compare none
         missing = sorted(set(steps) - set(comm))
         notes.append(f"collective wait not measured on rank(s) {missing}: not compared across ranks")
-        comm = {}
+        comm, series = {}, {}
     elif comm:
         notes.append(COMM_NOTE)
     return Evidence(
-        source="profile", label="all ranks", rank_step_time_s=steps, rank_comm_time_s=comm, notes=notes
+        source="profile",
+        label="all ranks",
+        rank_step_time_s=steps,
+        rank_comm_time_s=comm,
+        rank_comm_steps_s=_aligned(series) if set(series) == set(comm) else {},
+        notes=notes,
     )
+
+
+def _aligned(series: dict[int, list[float]]) -> dict[int, list[float]]:
+    """Step i of every rank is the same synchronous step; a rank that stopped early bounds the rest."""
+    n = min((len(v) for v in series.values()), default=0)
+    return {rank: waits[:n] for rank, waits in series.items()} if n else {}

@@ -370,6 +370,7 @@ class Recorder:
         if not self.active or threading.get_ident() == self.tid:
             self.events.drain()  # another thread (a periodic flush) takes the steps replayed so far
         records = [r.to_dict() for r in list(self.events.records)]
+        self.collectives.annotate(records, self.events.origin)
         sampler = self.sampler
         telemetry = None
         if sampler is not None:
@@ -400,7 +401,6 @@ class Recorder:
             "model": dict(self.model),
             "memory": self._memory_section(),
             "telemetry": telemetry,
-            "collectives": self.collectives.summary(self._measured_window()),
             "hook_errors": self.errors.to_list(),
             "notes": list(self.notes),
         }

@@ -47,7 +47,7 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
     memory = raw.get("memory") or {}
     if steps:
         _from_steps(ev, steps)
-        fill_comm_evidence(ev, raw.get("collectives"), len(steps))
+        fill_comm_evidence(ev, steps)
     _from_loader_and_cpu(ev, raw, telemetry)
     if ev.device == "cuda" and steps:
         _from_cuda_counters(ev, steps, raw.get("model") or {}, memory)
