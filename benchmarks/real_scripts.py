@@ -132,6 +132,8 @@ class Outcome:
     predicted: list[float] | None = None
     gain_metric: str | None = None
     measured: float | None = None
+    step_s_before: float | None = None  # median step time, profiled with the bottleneck
+    step_s_after: float | None = None  # ... and with the fix
     fix_right: bool | None = None  # None: no fix to check
     skipped: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -230,6 +232,7 @@ def check_fix(
     print(f"    fix: {out.fix} -> profiling again ...", flush=True)
     after = profile(scenario, flags, steps, store)
     out.measured = measured_gain(gain["metric"], before, after)
+    out.step_s_after = after.primary.get("step_time_p50_s")
     low, high = gain["low"] / (1 + GAIN_TOLERANCE), gain["high"] * (1 + GAIN_TOLERANCE)
     out.fix_right = out.measured is not None and low <= out.measured <= high
     if any(f["id"] == finding["id"] for f in after.findings):
@@ -246,6 +249,7 @@ def run_scenario(scenario: Scenario, steps: int, store: Path) -> Outcome:
             return out
     before = profile(scenario, scenario.flags, steps, store)
     out.seconds = before.seconds
+    out.step_s_before = before.primary.get("step_time_p50_s")
     if scenario.expected == "steps":
         measured, status = before.primary.get("measured_steps"), before.primary.get("status")
         out.found = f"{measured} steps measured ({status})"
