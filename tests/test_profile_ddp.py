@@ -18,6 +18,9 @@ import pytest
 
 from conftest import REPO, run_torchrun_profile
 from gpuwise.diagnose import Evidence, diagnose
+from gpuwise.profile.analysis import ProfileRun, build_run
+from gpuwise.profile.collectives import CollectiveWatch
+from gpuwise.profile.cross_rank import cross_rank_evidence
 
 SLOW_SLEEP_S = 0.03  # the straggler's extra time per step, in its batch function
 
@@ -145,3 +148,40 @@ def test_ranks_that_take_turns_waiting_have_no_straggler():
     waits_1 = [0.0005, 0.004] * 6
     waits_0[3] = 0.030
     assert "straggler" not in {f.id for f in diagnose(_two_ranks(waits_0, waits_1))}
+
+
+def test_each_wait_belongs_to_the_step_in_which_it_ended():
+    watch = CollectiveWatch(recorder=None)  # type: ignore[arg-type]  # annotate reads no recorder
+    watch.ddp_waits = [(100.5, 0.2), (101.5, 0.3)]
+    watch.calls = [(100.9, 0.05), (99.0, 1.0)]  # the second ended before the first step: dropped
+    steps = [
+        {"start_s": 0.0, "wall_s": 1.0},
+        {"start_s": 1.0, "wall_s": 1.0},
+        {"start_s": 2.0, "wall_s": 1.0},
+    ]
+    watch.annotate(steps, origin=100.0)
+    assert [s["comm_wait_s"] for s in steps] == pytest.approx([0.25, 0.3, 0.0])
+
+
+def _rank_run(rank: int, waits: list[float] | None) -> ProfileRun:
+    steps = [{"start_s": 0.01 * i, "wall_s": 0.01, "phase_s": {}} for i in range(10)]
+    if waits is not None:
+        for step, wait in zip(steps, waits, strict=True):
+            step["comm_wait_s"] = wait
+    raw = {"meta": {"rank": rank, "world_size": 2}, "status": "completed", "steps": steps, "warmup": 0}
+    return build_run(raw)
+
+
+def test_cross_rank_evidence_compares_waits_only_when_every_rank_has_them():
+    both = cross_rank_evidence([_rank_run(0, [0.006] * 10), _rank_run(1, [0.001] * 10)])
+    assert both is not None and both.rank_comm_time_s == pytest.approx({0: 0.006, 1: 0.001})
+    assert both.rank_comm_steps_s[1] == [0.001] * 10
+    assert next(f for f in diagnose(both) if f.id == "straggler").metrics["straggler_rank"] == 1
+    # rank 1 timed nothing: it could be the one the others wait for, so no rank is compared
+    one = cross_rank_evidence([_rank_run(0, [0.006] * 10), _rank_run(1, None)])
+    assert (
+        one is not None
+        and one.rank_comm_time_s == {}
+        and one.rank_step_time_s == pytest.approx({0: 0.01, 1: 0.01})
+    )
+    assert "straggler" not in {f.id for f in diagnose(one)}

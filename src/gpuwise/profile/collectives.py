@@ -94,7 +94,7 @@ class CollectiveWatch:
         watch = self
 
         def collective(*args, **kwargs):
-            if watch._depth or compiling() or (rec.tid != get_ident() and not rec.on_thread()):
+            if compiling() or watch._depth or (rec.tid != get_ident() and not rec.on_thread()):
                 return original(*args, **kwargs)
             watch._depth += 1
             t0 = perf_counter()
