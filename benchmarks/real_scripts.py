@@ -237,8 +237,11 @@ def check_fix(
     out.step_s_after = after.primary.get("step_time_p50_s")
     low, high = gain["low"] / (1 + GAIN_TOLERANCE), gain["high"] * (1 + GAIN_TOLERANCE)
     out.fix_right = out.measured is not None and low <= out.measured <= high
-    if any(f["id"] == finding["id"] for f in after.findings):
-        out.notes.append(f"{finding['id']} still reported after the fix")
+    still = [f for f in after.findings if f["id"] == finding["id"]]
+    if still:
+        out.notes.append(
+            f"{finding['id']} still reported after the fix ({still[0]['confidence']}): {still[0]['summary']}"
+        )
 
 
 def run_scenario(scenario: Scenario, steps: int, store: Path) -> Outcome:

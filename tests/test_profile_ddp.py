@@ -185,3 +185,15 @@ def test_cross_rank_evidence_compares_waits_only_when_every_rank_has_them():
         and one.rank_step_time_s == pytest.approx({0: 0.01, 1: 0.01})
     )
     assert "straggler" not in {f.id for f in diagnose(one)}
+
+
+@pytest.mark.parametrize("others_pct, confidence", [(5.0, "medium"), (70.0, "low")])
+def test_a_straggler_on_a_busy_machine_is_named_with_low_confidence(others_pct, confidence):
+    runs = [_rank_run(0, [0.006] * 10), _rank_run(1, [0.001] * 10)]
+    for run in runs:  # each rank's record counts its sibling (25 %) as "other processes"
+        run.evidence.cpu_util_pct, run.evidence.other_cpu_pct = 25.0, 25.0 + others_pct
+    ev = cross_rank_evidence(runs)
+    assert ev is not None and ev.other_cpu_pct == pytest.approx(others_pct)
+    finding = next(f for f in diagnose(ev) if f.id == "straggler")
+    assert finding.metrics["straggler_rank"] == 1 and finding.confidence == confidence
+    assert ("quiet machine" in finding.summary) == (confidence == "low")

@@ -882,17 +882,24 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
     gap_pct = 100.0 * gap_s / step_s
     if gap_pct < T.STRAGGLER_COMM_GAP_PCT:
         return None
+    busy = machine_busy(ev)
     return Finding(
         id="straggler",
         title=f"Rank {late} is likely a straggler: the other ranks wait for it",
         severity="high" if gap_pct >= T.STRAGGLER_HIGH_PCT else "medium",
-        confidence="medium",  # inferred from who waits, not from the straggler's own step time
+        confidence="low" if busy else "medium",  # inferred from who waits, not from its own step time
         category="distributed",
         summary=_straggler_context(step_s, skew_pct, slow_rank, late)
         + f"Rank {late} spends {comm[late] * 1000:.3g} ms per step in collectives vs {others * 1000:.3g} ms "
         f"on the other {len(comm) - 1} rank(s): it arrives last, and the others wait about "
         f"{gap_s * 1000:.3g} ms per step for it ({gap_pct:.0f} % of the step)"
-        + (f", in {consistent[1]:.0f} % of the steps." if consistent is not None else "."),
+        + (f", in {consistent[1]:.0f} % of the steps." if consistent is not None else ".")
+        + (
+            f" Meanwhile {busy}: a rank the machine gives less CPU lags the same way; check again on a "
+            "quiet machine."
+            if busy
+            else ""
+        ),
         metrics={
             "straggler_rank": late,
             "rank_step_time_s": {str(k): v for k, v in ev.rank_step_time_s.items()},

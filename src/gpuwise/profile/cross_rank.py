@@ -56,9 +56,12 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
         comm, series = {}, {}
     elif comm:
         notes.append(COMM_NOTE)
+    other_cpu, steal = _machine_load([r.evidence for r in runs if r.evidence.rank in steps])
     return Evidence(
         source="profile",
         label="all ranks",
+        other_cpu_pct=other_cpu,
+        cpu_steal_pct=steal,
         rank_step_time_s=steps,
         rank_comm_time_s=comm,
         rank_comm_steps_s=_aligned(series) if set(series) == set(comm) else {},
@@ -70,3 +73,16 @@ def _aligned(series: dict[int, list[float]]) -> dict[int, list[float]]:
     """Step i of every rank is the same synchronous step; a rank that stopped early bounds the rest."""
     n = min((len(v) for v in series.values()), default=0)
     return {rank: waits[:n] for rank, waits in series.items()} if n else {}
+
+
+def _machine_load(ranks: list[Evidence]) -> tuple[float | None, float | None]:
+    """Other processes' share of the machine's CPU, the ranks' own excluded (each rank's record counts
+    its sibling ranks as "other"), and the largest steal time: the straggler rule's "machine busy"."""
+    others = [ev.other_cpu_pct for ev in ranks if ev.other_cpu_pct is not None]
+    owns = [ev.cpu_util_pct for ev in ranks if ev.cpu_util_pct is not None]
+    other = None
+    if ranks and len(others) == len(owns) == len(ranks):
+        machine = (sum(others) + sum(owns)) / len(ranks)  # each rank's whole-machine reading, averaged
+        other = max(0.0, machine - sum(owns))
+    steals = [ev.cpu_steal_pct for ev in ranks if ev.cpu_steal_pct is not None]
+    return other, max(steals) if steals else None
