@@ -928,7 +928,7 @@ def _steps_late(ev: Evidence, late: int) -> tuple[float, float] | None:
     """From per-step waits (live runs): the median per-step gap between the other ranks' wait and the
     late rank's, and the share of steps in which the late rank waited less. None without the series."""
     series = ev.rank_comm_steps_s
-    if set(series) != set(ev.rank_comm_time_s) or not series:
+    if not series or set(series) != set(ev.rank_comm_time_s):
         return None
     n = min(len(v) for v in series.values())
     if n < T.MIN_STEPS_FOR_STATISTICS:

@@ -44,7 +44,7 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
         steps[ev.rank] = ev.step_time_s
         if ev.rank in ev.rank_comm_time_s:
             comm[ev.rank] = ev.rank_comm_time_s[ev.rank]
-        if ev.rank in ev.rank_comm_steps_s:
+        if ev.rank_comm_steps_s and ev.rank in ev.rank_comm_steps_s:
             series[ev.rank] = ev.rank_comm_steps_s[ev.rank]
     if len(steps) < 2:
         return None
@@ -64,7 +64,7 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
         cpu_steal_pct=steal,
         rank_step_time_s=steps,
         rank_comm_time_s=comm,
-        rank_comm_steps_s=_aligned(series) if set(series) == set(comm) else {},
+        rank_comm_steps_s=(_aligned(series) or None) if series and set(series) == set(comm) else None,
         notes=notes,
     )
 
