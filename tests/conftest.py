@@ -80,8 +80,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def run_torchrun_profile(script: Path, store: Path, steps: int, warmup: int = 2) -> CliResult:
-    """`gpuwise profile --json` of SCRIPT under `torchrun --standalone --nproc_per_node 2` (gloo ranks)."""
+def run_torchrun_profile(
+    script: Path, store: Path, steps: int, warmup: int = 2, args: list[str] | None = None
+) -> CliResult:
+    """`gpuwise profile --json` of SCRIPT [ARGS] under `torchrun --standalone --nproc_per_node 2` (gloo)."""
     return run_cli(
         "profile",
         "--json",
@@ -99,5 +101,6 @@ def run_torchrun_profile(script: Path, store: Path, steps: int, warmup: int = 2)
         "--nproc_per_node",
         "2",
         str(script),
+        *(args or []),
         timeout=300,
     )

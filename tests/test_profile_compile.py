@@ -92,3 +92,28 @@ def test_default_backend_compiles_once_under_the_profiler():
     assert profiled == bare
     assert bare["graph_breaks"] == 0
     assert run is not None and run.summary.measured_steps == 8
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["torch.compile(model)", "model.compile()"])
+def test_the_compiled_model_is_not_recompiled_when_the_profiler_detaches(in_place):
+    """Dynamo guards on the global module hooks: removing them at detach used to recompile the model.
+    torch keeps no recompile counter (``counters["recompiles"]`` stays empty): count the forward's
+    cache entries, one per compilation."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    dynamo.reset()
+    model = _Net()
+    prof = gpuwise.profile(warmup=2, store=False, telemetry=False)
+    prof.start()
+    if in_place:
+        model.compile(backend="eager")
+    compiled = model if in_place else torch.compile(model, backend="eager")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(12):
+        if step == 8:
+            prof.stop()  # the script goes on after the profiler detached
+        loss = compiled(torch.randn(8, 16)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert len(_debug_get_cache_entry_list(_Net.forward.__code__)) == 1

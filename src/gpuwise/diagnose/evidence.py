@@ -89,6 +89,8 @@ class Evidence:
     rank_comm_time_s: dict[int, float] = field(
         default_factory=dict
     )  # rank -> mean per-step time in collective kernels (waiting for peers + transfer)
+    # rank -> that time in each measured step, in order (live runs: steps align across ranks); None: not timed
+    rank_comm_steps_s: dict[int, list[float]] | None = None
 
     # --- the GPU the run used, for rules that compare against its peaks -------------------------
     tensor_core_speedup: float | None = None  # bf16 dense peak / fp32 peak of the device
@@ -138,6 +140,8 @@ class Evidence:
         data = asdict(self)
         data["rank_step_time_s"] = {str(k): v for k, v in self.rank_step_time_s.items()}
         data["rank_comm_time_s"] = {str(k): v for k, v in self.rank_comm_time_s.items()}
+        if self.rank_comm_steps_s is not None:
+            data["rank_comm_steps_s"] = {str(k): v for k, v in self.rank_comm_steps_s.items()}
         data["memory_headroom_pct"] = self.memory_headroom_pct
         return data
 
@@ -154,6 +158,8 @@ class Evidence:
         for key in ("rank_step_time_s", "rank_comm_time_s"):
             if key in values:
                 values[key] = {int(k): float(v) for k, v in values[key].items()}
+        if values.get("rank_comm_steps_s") is not None:
+            values["rank_comm_steps_s"] = {int(k): list(v) for k, v in values["rank_comm_steps_s"].items()}
         try:
             return cls(**values)
         except TypeError as err:

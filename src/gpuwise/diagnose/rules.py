@@ -876,25 +876,39 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
     late = min(comm, key=comm.__getitem__)
     others = statistics.median(v for r, v in comm.items() if r != late)
     gap_s = others - comm[late]
+    consistent = _steps_late(ev, late)
+    if consistent is not None:
+        gap_s, late_pct = consistent
+        if late_pct < T.STRAGGLER_CONSISTENT_STEPS_PCT:
+            return None  # late in some steps only: the machine's noise, not a rank that is always behind
     gap_pct = 100.0 * gap_s / step_s
     if gap_pct < T.STRAGGLER_COMM_GAP_PCT:
         return None
+    busy = machine_busy(ev)
     return Finding(
         id="straggler",
         title=f"Rank {late} is likely a straggler: the other ranks wait for it",
         severity="high" if gap_pct >= T.STRAGGLER_HIGH_PCT else "medium",
-        confidence="medium",  # inferred from who waits, not from the straggler's own step time
+        confidence="low" if busy else "medium",  # inferred from who waits, not from its own step time
         category="distributed",
         summary=_straggler_context(step_s, skew_pct, slow_rank, late)
         + f"Rank {late} spends {comm[late] * 1000:.3g} ms per step in collectives vs {others * 1000:.3g} ms "
         f"on the other {len(comm) - 1} rank(s): it arrives last, and the others wait about "
-        f"{gap_s * 1000:.3g} ms per step for it ({gap_pct:.0f} % of the step).",
+        f"{gap_s * 1000:.3g} ms per step for it ({gap_pct:.0f} % of the step)"
+        + (f", in {consistent[1]:.0f} % of the steps." if consistent is not None else ".")
+        + (
+            f" Meanwhile {busy}: a rank the machine gives less CPU lags the same way; check again on a "
+            "quiet machine."
+            if busy
+            else ""
+        ),
         metrics={
             "straggler_rank": late,
             "rank_step_time_s": {str(k): v for k, v in ev.rank_step_time_s.items()},
             "rank_comm_time_s": {str(k): v for k, v in comm.items()},
             "comm_wait_gap_s": gap_s,
             "comm_wait_gap_pct": round(gap_pct, 2),
+            "late_steps_pct": None if consistent is None else round(consistent[1], 1),
             "skew_pct": round(skew_pct, 2),
         },
         fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower "
@@ -905,11 +919,26 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
         gain=Gain(
             "throughput_x",
             1.0,
-            _speedup_from_saving(gap_pct),
-            "the others stop waiting: each step shrinks by the gap",
+            _speedup_from_saving(100.0 * max(gap_s, others) / step_s),
+            "at most, the others stop waiting in collectives: each step shrinks by their wait",
         ),
         source=ev.source,
     )
+
+
+def _steps_late(ev: Evidence, late: int) -> tuple[float, float] | None:
+    """From per-step waits (live runs): the median per-step gap between the other ranks' wait and the
+    late rank's, and the share of steps in which the late rank waited less. None without the series."""
+    series = ev.rank_comm_steps_s
+    if not series or set(series) != set(ev.rank_comm_time_s):
+        return None
+    n = min(len(v) for v in series.values())
+    if n < T.MIN_STEPS_FOR_STATISTICS:
+        return None
+    gaps = [
+        statistics.median(w[i] for r, w in series.items() if r != late) - series[late][i] for i in range(n)
+    ]
+    return statistics.median(gaps), 100.0 * sum(g > 0 for g in gaps) / n
 
 
 @rule

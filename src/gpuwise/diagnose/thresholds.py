@@ -195,3 +195,9 @@ STATED_UTILIZATION_CONFIDENCE = "medium"
 # this many days (ten years: no one plans a training run that long).
 INPUT_ABSURD_MEMORY_X = 100.0
 INPUT_ABSURD_RUN_DAYS = 3650.0
+
+# --- ddp: a straggler in live DDP (issue 11, item 4) ---------------------------------------------------
+# straggler from per-step collective waits (live runs): the rank that waits least must wait less than the
+# others in at least this share of the steps. A rank that is always behind is late in ~100 % of them;
+# on a loaded machine the ranks take turns being preempted and the late rank changes step to step (~50 %).
+STRAGGLER_CONSISTENT_STEPS_PCT = 75.0

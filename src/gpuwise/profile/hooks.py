@@ -90,7 +90,10 @@ class Instrumentation:
     def uninstall(self, from_hook: bool = False) -> None:
         """Remove hooks and restore patched functions. ``from_hook``: we are inside an optimizer hook,
         so the optimizer hooks stay registered (inert once the recorder is inactive) until a later call."""
-        handles = self._handles + self._global_handles + self._root_handles
+        # Dynamo guards a compiled root on the global module hooks: removing them would recompile it once
+        # the profiler detaches, so they stay registered, inert (the recorder is inactive from here on).
+        compiled = any(_is_compiled(ref()) for ref in self.roots.values())
+        handles = self._handles + ([] if compiled else self._global_handles) + self._root_handles
         if not from_hook:
             handles += self._optimizer_handles
             self._optimizer_handles = []

@@ -28,6 +28,7 @@ from typing import Any
 from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.errors import GpuwiseError
 from gpuwise.profile.analysis import ProfileRun, build_run
+from gpuwise.profile.cross_rank import cross_rank_evidence
 from gpuwise.profile.phases import PHASES
 from gpuwise.profile.types import PhaseShare
 
@@ -167,22 +168,6 @@ def _read_records(out_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
         key=lambda r: ((r.get("meta") or {}).get("rank") is None, (r.get("meta") or {}).get("rank") or 0)
     )
     return records
-
-
-def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
-    ranked = {
-        r.evidence.rank: r.evidence.step_time_s
-        for r in runs
-        if r.evidence.rank is not None and r.evidence.step_time_s
-    }
-    if len(ranked) < 2:
-        return None
-    return Evidence(
-        source="profile",
-        label="all ranks",
-        rank_step_time_s=ranked,
-        notes=["cross-rank: mean step time per rank"],
-    )
 
 
 def run_profiled(

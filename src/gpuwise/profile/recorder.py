@@ -24,6 +24,7 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+from gpuwise.profile.collectives import CollectiveWatch
 from gpuwise.profile.contained_errors import MAX_CONTAINED_ERRORS, ContainedErrors
 from gpuwise.profile.event_log import DRAIN_EVERY_EVENTS, DRAIN_EVERY_S, EventLog
 from gpuwise.profile.live_memory import LiveMemory
@@ -100,6 +101,7 @@ class Recorder:
         self.mark: Callable[[int], None] = self.events.mark  # the hooks' hot path; CudaSide.mark on CUDA
         self.log = self.events.log
         self.loader = LoaderWatch()
+        self.collectives = CollectiveWatch(self)
         self.notes: list[str] = []
         self.memory = LiveMemory(self.events, self.notes)
         if steps is not None:
@@ -155,6 +157,11 @@ class Recorder:
             self.active = False
             _ACTIVE = None
             raise
+        try:
+            self.collectives.install()
+        except Exception as exc:
+            self.collectives.uninstall()
+            self.contain("collective timing", exc)
         if self.telemetry_enabled:
             self._start_telemetry(cuda_possible)
         return self
@@ -186,6 +193,7 @@ class Recorder:
         parts: list[tuple[str, Callable[[], None]]] = []
         if instrumentation is not None:
             parts.append(("uninstall", functools.partial(instrumentation.uninstall, from_hook=from_hook)))
+        parts.append(("collective timing", self.collectives.uninstall))
         if self.sampler is not None:
             parts.append(("telemetry", self.sampler.stop))
         parts.append(("step replay", self.events.drain))
@@ -362,6 +370,7 @@ class Recorder:
         if not self.active or threading.get_ident() == self.tid:
             self.events.drain()  # another thread (a periodic flush) takes the steps replayed so far
         records = [r.to_dict() for r in list(self.events.records)]
+        self.collectives.annotate(records, self.events.origin)
         sampler = self.sampler
         telemetry = None
         if sampler is not None:

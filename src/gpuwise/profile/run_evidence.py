@@ -13,6 +13,7 @@ from typing import Any
 from gpuwise.diagnose import Evidence
 from gpuwise.diagnose.rules import outlier_limit_s
 from gpuwise.diagnose.thresholds import MIN_STEPS_FOR_STATISTICS
+from gpuwise.profile.cross_rank import fill_comm_evidence
 from gpuwise.profile.step_stats import gpu_phase_breakdown, phase_breakdown
 
 
@@ -46,6 +47,7 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
     memory = raw.get("memory") or {}
     if steps:
         _from_steps(ev, steps)
+        fill_comm_evidence(ev, steps)
     _from_loader_and_cpu(ev, raw, telemetry)
     if ev.device == "cuda" and steps:
         _from_cuda_counters(ev, steps, raw.get("model") or {}, memory)
