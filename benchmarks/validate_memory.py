@@ -415,9 +415,11 @@ KNOWN_CAUSES = {
     "mem-H2d": "LLaMA-Factory 'GRAM' rounded to whole GB (9 GB), measurement method not stated",
 }
 FSDP_QLORA_GAP = (
-    "2-GPU FSDP QLoRA (fms-acceleration): 1.6-8 GiB more than estimated at the backward peak; FSDP1 "
-    "flat-parameter gradients for the frozen weights, or an fp32 residual stream, each explain the "
-    "Llama-2-70B row but overshoot the Mistral/Mixtral rows of the same table, so neither is modelled"
+    "2-GPU FSDP LoRA/QLoRA (fms-acceleration): the source's own persistent column (torch_mem_alloc_in_bytes) "
+    "splits the peak: Mistral's transient is 3.15-3.3 GB per sample under FSDP vs 2.75 on one GPU for the "
+    "same LoRA recipe (about one more fp32 copy of the 32k-vocab logits per token, plus ~0.7-1 GB fixed); "
+    "Llama-2-70B's is 12.6 GB per sample (GPTQ rows 2x2 vs 2x4), which no mechanism found explains; fp32 "
+    "checkpoints or frozen flat-parameter gradients fit 70B but not Mistral/Mixtral, so neither is modelled"
 )
 _UNCERTAIN = re.compile(r"[^.;]*(?:UNCERTAIN|not stated|assumed|best estimate)[^.;]*", re.I)
 

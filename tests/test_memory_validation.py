@@ -54,7 +54,7 @@ def test_dev_set_meets_the_targets():
     assert summary["p90_abs_err_pct"] <= 17.5  # today's level (the target, 15 %, is not met yet)
     assert summary["with_excluded_setups"]["p90_abs_err_pct"] <= 19.0  # impossible setups put back in
     assert "clean rows" in out and "approximate rows" in out and "skipped" in out
-    assert "worst 10 rows and why:" in out and "FSDP QLoRA" in out
+    assert "worst 10 rows and why:" in out and "FSDP LoRA/QLoRA" in out
 
 
 def test_any_csv_with_the_same_columns_and_every_unit(tmp_path):
