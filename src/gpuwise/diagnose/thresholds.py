@@ -177,3 +177,19 @@ MACHINE_BUSY_STEAL_PCT = 10.0
 # step_outliers: the period is read from the major stalls only (excess at least this fraction of the
 # largest excess), so timer jitter that crosses the limit between two checkpoints does not hide it.
 OUTLIER_MAJOR_FRACTION = 0.5
+
+# --- serving: demand- and SLO-aware planning (issue 14.1) ---------------------------------------
+# With no TTFT target in the SLO, goodput still requires bounded queues: p99 time to first token at or
+# under this many seconds (Vidur, arXiv:2405.05465, bounds the P99 scheduling delay at 5 s when it
+# searches for a deployment's capacity).
+SERVING_IMPLICIT_TTFT_P99_S = 5.0
+# Diagnosis of a serving configuration at the requested rate:
+# prefill-bound when prefill takes at least this share of the replica's GPU time,
+SERVING_PREFILL_BOUND_PCT = 50.0
+# KV-capacity-bound when requests are preempted, or the decode batch reaches this share of what the
+# KV cache holds,
+SERVING_KV_BOUND_PCT = 90.0
+# queueing when the p99 TTFT is at least this multiple of one prompt's prefill time on an idle replica.
+SERVING_QUEUEING_X = 3.0
+# A technique is worth listing when it cuts the monthly cost or raises goodput by at least this much.
+SERVING_MIN_GAIN_PCT = 5.0
