@@ -117,7 +117,7 @@ class SimResult:
         return self.completed / self.duration_s if self.duration_s else 0.0
 
 
-def simulate(replica: Replica, draws: RequestDraws, rate_rps: float) -> SimResult:  # noqa: C901, PLR0912, PLR0915
+def simulate(replica: Replica, draws: RequestDraws, rate_rps: float) -> SimResult:
     """Run ``draws`` arriving at ``rate_rps`` through one replica until every request finishes or
     the event cap (``MAX_EVENTS_PER_REQUEST`` × requests) is reached."""
     cfg, cap = replica.cfg, replica.capacity
