@@ -47,35 +47,42 @@ class Replica:
         self.pp = workload.pp
         self.hit_rate = workload.serving.prefix_hit_rate if workload.serving else 0.0
         self.tokens_per_step = tokens_per_decode_step(self.cfg)
-        self._cache: dict[tuple[int, int, int, int], float] = {}
-        self._decode: dict[int, tuple[float, float]] = {}
+        self._linear: dict[int, float] = {}
+        ctx, tokens = 4096.0, 1024
+        self._decode_coef = (self._raw(1, 1, ctx, 0, 0.0) - self._raw(1, 0, 0.0, 0, 0.0)) / ctx
+        self._prefill_coef = (self._raw(tokens, 0, 0.0, tokens, ctx) - self._raw(tokens, 0, 0.0, 0, 0.0)) / (
+            tokens * ctx
+        )
 
     def iteration_s(
         self, decode_seqs: int, decode_ctx: float, prefill_tokens: int, prefill_ctx: float
     ) -> float:
-        """Wall time of one engine iteration (all pipeline stages).
+        """Wall time of one engine iteration (all pipeline stages), from ``StepModel.step``.
 
-        Decode-only steps are exactly affine in the context (the matmuls do not depend on it, the
-        attention reads or computes per cached token), so they are cached per batch size as two
-        coefficients; mixed steps are memoized on 32-token contexts.
+        For serving engines the step is exactly: linear layers (a function of the batch's tokens),
+        plus decode attention ∝ sequences × context, plus prefill attention ∝ tokens × context
+        (each roofline term picks the same side of its max for every size). So the linear part is
+        cached per token count and the two attention coefficients are read from ``step`` once;
+        eager frameworks (whose attention terms are not proportional) call ``step`` every time.
         """
-        if not prefill_tokens:
-            line = self._decode.get(decode_seqs)
-            if line is None:
-                at0 = self._timed(decode_seqs, 0.0, 0, 0.0)
-                line = (at0, (self._timed(decode_seqs, 4096.0, 0, 0.0) - at0) / 4096.0)
-                self._decode[decode_seqs] = line
-            return line[0] + line[1] * decode_ctx
-        key = (decode_seqs, int(decode_ctx) >> 5, prefill_tokens, int(prefill_ctx) >> 5)
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = self._timed(decode_seqs, (key[1] << 5) + 16.0, prefill_tokens, (key[3] << 5) + 16.0)
-            self._cache[key] = hit
-        return hit
-
-    def _timed(self, decode_seqs: int, decode_ctx: float, prefill_tokens: int, prefill_ctx: float) -> float:
-        pp, k = self.pp, self.cfg.speculative_tokens
+        k = self.cfg.speculative_tokens
         linear = decode_seqs * (1 + k) + prefill_tokens
+        if self.model.eager:
+            seconds = self._raw(linear, decode_seqs, decode_ctx, prefill_tokens, prefill_ctx)
+        else:
+            lin = self._linear.get(linear)
+            if lin is None:
+                lin = self._linear[linear] = self._raw(linear, 0, 0.0, 0, 0.0)
+            seconds = lin + self._decode_coef * decode_seqs * decode_ctx
+            seconds += self._prefill_coef * prefill_tokens * prefill_ctx
+        if k and decode_seqs:
+            seconds *= 1 + k * DRAFT_COST_FRACTION
+        return seconds
+
+    def _raw(
+        self, linear: int, decode_seqs: int, decode_ctx: float, prefill_tokens: int, prefill_ctx: float
+    ) -> float:
+        pp = self.pp
         st = self.model.step(
             linear / pp,
             decode_seqs=decode_seqs / pp,
@@ -83,10 +90,7 @@ class Replica:
             prefill_tokens=prefill_tokens / pp,
             prefill_context=prefill_ctx,
         )
-        seconds = st.time_s + (self.cfg.step_overhead_factor - 1) * st.overhead_s
-        if k and decode_seqs:
-            seconds *= 1 + k * DRAFT_COST_FRACTION
-        return seconds * pp
+        return pp * (st.time_s + (self.cfg.step_overhead_factor - 1) * st.overhead_s)
 
 
 @dataclass(frozen=True)
@@ -163,9 +167,6 @@ def simulate(replica: Replica, draws: RequestDraws, rate_rps: float) -> SimResul
     busy = 0.0
     completed = 0
 
-    def kv_used() -> float:
-        return kv_base + len(decoders) * d_clock + kv_prefill + (len(decoders) + len(prefilling)) * frag
-
     def join_decoders(i: int) -> None:
         nonlocal ctx_base, kv_base, completed
         if gen[i] >= out[i]:
@@ -217,8 +218,10 @@ def simulate(replica: Replica, draws: RequestDraws, rate_rps: float) -> SimResul
             continue
         n_dec = len(decoders)
         # Decodes need room to grow this iteration: preempt the newest requests until they have it.
-        while n_dec and kv_used() + n_dec * g > cap_tokens and preempt_newest():
+        used = kv_base + n_dec * d_clock + kv_prefill + (n_dec + len(prefilling)) * frag
+        while n_dec and used + n_dec * g > cap_tokens and preempt_newest():
             n_dec = len(decoders)
+            used = kv_base + n_dec * d_clock + kv_prefill + (n_dec + len(prefilling)) * frag
         budget = budget_total - n_dec * (1 + cfg.speculative_tokens)
         chunks: list[tuple[int, int]] = []
         if cfg.chunked_prefill or not n_dec or waiting or prefilling:
@@ -228,7 +231,9 @@ def simulate(replica: Replica, draws: RequestDraws, rate_rps: float) -> SimResul
                 c = min(need_pre[i] - done_pre[i], budget)
                 chunks.append((i, c))
                 budget -= c
-            free = cap_tokens - kv_used() - n_dec * g - sum(c for _, c in chunks)
+            free = (
+                cap_tokens - used - n_dec * g - (budget_total - n_dec * (1 + cfg.speculative_tokens) - budget)
+            )
             while waiting and budget > 0 and n_dec + len(prefilling) < max_seqs:
                 i = waiting[0]
                 c = min(need_pre[i], budget)
@@ -260,7 +265,7 @@ def simulate(replica: Replica, draws: RequestDraws, rate_rps: float) -> SimResul
         else:
             step = replica.iteration_s(n_dec, ctx, 0, 0.0)
             jumps = math.ceil((heap[0][0] - d_clock) / g - 1e-9) if heap else 1
-            room = cap_tokens - kv_used()
+            room = cap_tokens - used
             jumps = min(jumps, int(room // (n_dec * g)) or 1)
             admissible = n_dec + len(prefilling) < max_seqs and not waiting
             if admissible and nxt < n:
