@@ -78,11 +78,16 @@ def cost(
         cooling_overhead_pct=cooling_overhead,
         usd_per_kwh=usd_per_kwh,
     )
+    from gpuwise.report.serving_view import figures_lines
+    from gpuwise.serving.summary import serving_figures  # serving helper: one truth with memory and plan
+
+    figures = serving_figures(workload)
+    lines = figures_lines(figures.kv, figures.at_demand) if figures else []
     emit(
-        {"cost": estimate.to_dict()},
+        {"cost": estimate.to_dict(), **({"serving": figures.to_dict()} if figures else {})},
         "cost",
         as_json,
-        lambda c: cost_view.render_cost(c, estimate),
-        lambda: cost_view.markdown_cost(estimate),
+        lambda c: (cost_view.render_cost(c, estimate), [c.print(f"• {x}", markup=False) for x in lines]),
+        lambda: cost_view.markdown_cost(estimate) + "".join(f"- {x}\n" for x in lines),
         as_markdown,
     )

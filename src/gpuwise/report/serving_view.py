@@ -41,8 +41,26 @@ def price_line(p: TokenPrices) -> str:
     )
 
 
+def figures_lines(kv: KvCapacity, at_demand: Deployment | None) -> list[str]:
+    """What ``memory`` and ``cost`` print for a serving workload: the same lines as the plan."""
+    lines = [kv_line(kv)]
+    if at_demand is not None and at_demand.latency is not None:
+        lines.append(
+            f"at {at_demand.rate_rps:,.2f} req/s on {_where(at_demand)}: {at_demand.replicas} replica(s), "
+            f"{_latency(at_demand)}" + ("" if at_demand.meets_slo else " (misses the SLO)")
+        )
+        if at_demand.prices is not None:
+            lines.append(price_line(at_demand.prices) + f"; {_usd(at_demand.monthly_usd)}/month")
+    elif at_demand is not None:
+        lines.append(f"at {at_demand.rate_rps:,.2f} req/s on {at_demand.gpu}: {at_demand.note}")
+    return lines
+
+
 def _where(d: Deployment) -> str:
-    return f"{d.nodes} × {d.gpus_per_node} {d.gpu} (tp {d.tp}{f', pp {d.pp}' if d.pp > 1 else ''})"
+    split = f"tp {d.tp}" + (f", pp {d.pp}" if d.pp > 1 else "")
+    if d.gpus_per_node == 1:
+        return f"{d.nodes} × {d.gpu} ({split})"
+    return f"{d.nodes} node(s) of {d.gpus_per_node} × {d.gpu} ({split})"
 
 
 def _latency(d: Deployment) -> str:

@@ -41,7 +41,7 @@ class LengthDist:
     histogram: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,11 @@ class ServingSpec:
     seed: int = 0  # arrivals and lengths are drawn from this seed
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """Set keys only (a unset knob means the engine's default), in the shape ``serving:`` takes."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        for key in ("prompt_len", "output_len"):
+            if key in data:
+                data[key] = data[key].to_dict()
         data["slo"] = {t.key: t.seconds for t in self.slo}
         return data
 
