@@ -1,7 +1,7 @@
 """`gpuwise cost`: what a workload costs to train or serve, and when self-hosting beats an API."""
 
 # No `from __future__ import annotations`: @workload_command hands these annotations to Typer as objects.
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -87,7 +87,16 @@ def cost(
         {"cost": estimate.to_dict(), **({"serving": figures.to_dict()} if figures else {})},
         "cost",
         as_json,
-        lambda c: (cost_view.render_cost(c, estimate), [c.print(f"• {x}", markup=False) for x in lines]),
+        lambda c: _render_with_lines(c, estimate, lines),
         lambda: cost_view.markdown_cost(estimate) + "".join(f"- {x}\n" for x in lines),
         as_markdown,
     )
+
+
+def _render_with_lines(console: Any, estimate: Any, lines: list[str]) -> None:
+    """The cost view, then the serving lines shared with `memory` and `plan` (serving helper)."""
+    from gpuwise.report import cost_view
+
+    cost_view.render_cost(console, estimate)
+    for line in lines:
+        console.print(f"• {line}", markup=False)

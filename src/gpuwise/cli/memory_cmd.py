@@ -129,7 +129,10 @@ def memory(
     if figures is not None:
         from gpuwise.report.serving_view import figures_lines
 
-        extras["serving"] = {**figures.to_dict(), "text": "\n".join(figures_lines(figures.kv, figures.at_demand))}
+        extras["serving"] = {
+            **figures.to_dict(),
+            "text": "\n".join(figures_lines(figures.kv, figures.at_demand)),
+        }
     for key, answer in extras.items():
         payload[key] = {k: v for k, v in answer.items() if k != "text"}
     emit(payload, "memory", as_json, lambda c: memory_view.render_estimate(c, estimate, extras))

@@ -139,8 +139,8 @@ def _best_per_gpu(rows: list[Deployment], key: str = "cost") -> list[Deployment]
 
 _TEXT = {
     "queueing": "requests queue: the replicas are busy when requests arrive, so TTFT includes waiting",
-    "prefill-bound": "prefill (prompt processing) takes most of the GPU time and sets the time to first token",
-    "decode-bandwidth-bound": "decode is memory-bandwidth-bound: each step reads all weights and the KV cache",
+    "prefill-bound": "prefill (prompt processing) takes most of the GPU time and sets time to first token",
+    "decode-bandwidth-bound": "decode is bandwidth-bound: each step reads all weights and the KV cache",
     "decode-compute-bound": "decode is compute-bound: the batch is large enough that matmul FLOPs dominate",
     "kv-capacity-bound": "the KV cache is full: the batch is capped by KV memory (or requests are preempted)",
 }
@@ -175,9 +175,10 @@ def _diagnosis(current: Deployment, best: Deployment | None) -> list[str]:
 
 def _notes(w: Workload, search: ReplicaSearch) -> list[str]:
     notes = [
-        f"each goodput search simulates {REQUESTS_SIMULATED} Poisson arrivals (seed {w.serving.seed if w.serving else 0}); "
-        "p99 is read from them",
-        "prices: catalog $/GPU-hour, every hour of the month paid; GPUs without a verified price are listed apart",
+        f"each goodput search simulates {REQUESTS_SIMULATED} Poisson arrivals "
+        f"(seed {w.serving.seed if w.serving else 0}); p99 is read from them",
+        "prices: catalog $/GPU-hour, every hour of the month paid; "
+        "GPUs without a verified price are listed apart",
     ]
     if w.serving and not any(t.metric == "ttft" for t in w.serving.slo):
         notes.append(
@@ -239,7 +240,7 @@ def _techniques(w: Workload, current: Deployment) -> list[_Candidate]:
                 "prefix caching",
                 {},
                 "none",
-                "give serving.prefix_hit_rate (share of prompt tokens shared with earlier requests) to quantify it",
+                "give serving.prefix_hit_rate (share of prompt tokens seen before) to quantify it",
                 "optional",
             )
         )
@@ -299,7 +300,9 @@ def _try(c: _Candidate, w: Workload, gpu: GPU, baseline: Deployment) -> ServingT
     try:
         changed = _changed(w, c.change)
         search = ReplicaSearch(changed)
-        rows = sweep(changed, [gpu], counts=GPU_COUNTS, search=search)
+        # Node sizes up to the baseline's: a technique is worth it when it needs no more GPUs per node.
+        counts = tuple(c for c in GPU_COUNTS if c <= baseline.gpus_per_node) or (1,)
+        rows = sweep(changed, [gpu], counts=counts, search=search)
     except GpuwiseError as err:
         return ServingTechnique(c.id, c.title, c.change, c.risk, "not-recommended", str(err))
     best = cheapest(rows)
@@ -320,7 +323,8 @@ def _try(c: _Candidate, w: Workload, gpu: GPU, baseline: Deployment) -> ServingT
     saving = 100 * (1 - best.monthly_usd / base_cost) if base_cost else None
     if saving is not None and saving >= th.SERVING_MIN_GAIN_PCT:
         verdict = "recommended" if c.risk in ("none", "low") else "optional"
-        why = f"meets the SLO on {best.nodes} × {best.gpus_per_node} {gpu.id} (tp {best.tp}) for {saving:.0f} % less"
+        where = f"{best.nodes} × {best.gpus_per_node} {gpu.id} (tp {best.tp})"
+        why = f"meets the SLO on {where} for {saving:.0f} % less"
     elif c.id == "prefix_off" and saving is not None and saving < 0:
         verdict = "in-use"
         why = f"keep it on: switched off the deployment costs {-saving:.0f} % more"

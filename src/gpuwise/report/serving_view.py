@@ -81,7 +81,8 @@ def answer(plan: ServingPlan) -> list[Paragraph | Bullets]:
     else:
         blocks.append(
             Paragraph(
-                f"Cheapest meeting the SLO: {_where(best)} = {best.replicas} replica(s), {best.total_gpus} GPU(s), "
+                f"Cheapest meeting the SLO: {_where(best)} = {best.replicas} replica(s), "
+                f"{best.total_gpus} GPU(s), "
                 f"{_usd(best.monthly_usd)}/month ({best.prices.gpu_hours_per_month:,.0f} GPU-hours)"
                 if best.prices
                 else f"Cheapest meeting the SLO: {_where(best)}",
@@ -167,8 +168,9 @@ def serving_document(plan: ServingPlan) -> Document:
     doc.blocks.append(Heading("2. Techniques against the SLO"))
     doc.blocks.append(
         Paragraph(
-            "Each row re-simulates the workload with the change on the cheapest GPU type, every node size and tp; "
-            "goodput is per replica at the same tp, cost is the cheapest deployment that still meets the SLO.",
+            "Each row re-simulates the workload with the change on the cheapest GPU type (node sizes up to "
+            "its own, every tp); goodput is per replica at the same tp, cost is the cheapest deployment "
+            "that still meets the SLO.",
             "muted",
         )
     )

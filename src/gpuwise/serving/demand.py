@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def draw_requests(w: Workload, count: int) -> RequestDraws:
     )
 
 
-def _sampler(dist: LengthDist | None, fixed: int, base: Path):  # type: ignore[no-untyped-def]  # closure
+def _sampler(dist: LengthDist | None, fixed: int, base: Path) -> Callable[[random.Random], int]:
     if dist is None or (dist.p50 is None and not dist.histogram and dist.p90 is None and dist.p99 is None):
         return lambda rng: fixed
     if dist.histogram:

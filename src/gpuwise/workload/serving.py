@@ -207,7 +207,7 @@ def parse_seconds(value: Any, what: str, where: str = "") -> float:
 
 
 def parse_slo_item(key: str, value: Any, where: str = "") -> SloTarget:
-    match = re.fullmatch(r"([a-z_]+?)_?p(50|90|99)", key.strip().lower())
+    match = re.fullmatch(r"([a-z0-9_]+?)_?p(50|90|99)", key.strip().lower())
     metric = _METRIC_ALIASES.get(match.group(1), match.group(1)) if match else ""
     if not match or metric not in SLO_METRICS:
         raise GpuwiseError(
@@ -216,7 +216,7 @@ def parse_slo_item(key: str, value: Any, where: str = "") -> SloTarget:
     seconds = parse_seconds(value, f"SLO {key}", where)
     if seconds <= 0:
         raise GpuwiseError(f"{where}SLO {key} must be positive, got {value!r}")
-    return SloTarget(metric, int(match.group(2)), seconds)  # type: ignore[arg-type]  # checked above
+    return SloTarget(metric, int(match.group(2)), seconds)
 
 
 def _slo(value: Any, where: str) -> tuple[SloTarget, ...]:
