@@ -42,9 +42,8 @@ def main() -> None:
     print(f"sweep: {wall:.2f} s wall, {cpu:.2f} s CPU (target ≤ {TARGET_S:g} s)")
     ok = sorted((r for r in rows if r.meets_slo and r.monthly_usd is not None), key=lambda r: r.monthly_usd)
     for r in ok[:5]:
-        print(
-            f"  {r.nodes} × {r.gpus_per_node} {r.gpu} tp {r.tp}: {r.replicas} replicas, ${r.monthly_usd:,.0f}/month"
-        )
+        where = f"{r.nodes} × {r.gpus_per_node} {r.gpu} tp {r.tp}"
+        print(f"  {where}: {r.replicas} replicas, ${r.monthly_usd:,.0f}/month")
     figures = {
         "deployments": len(rows),
         "simulations": simulations,
