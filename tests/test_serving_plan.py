@@ -86,3 +86,20 @@ def test_plan_on_the_70b_example_prints_replicas_cheapest_gpu_and_monthly_cost(c
     out = result.stdout
     assert "Cheapest meeting the SLO:" in out and "replica(s)" in out and "/month" in out
     assert "per 1M input tokens" in out and "per 1M output tokens" in out
+
+
+def test_a_small_model_is_offered_mig_slices_that_meet_the_slo():
+    w = workload_from_mapping(
+        {
+            "model": "llama-3.2-1b",
+            "task": "serving",
+            "gpu": "a100-80gb-sxm",
+            "seq_len": 500,
+            "output_len": 100,
+            "serving": {"rate": 20, "slo": {"ttft_p99": "300ms", "tpot_p99": "40ms"}},
+        }
+    )
+    p = plan_serving(w, gpus=[get_gpu("a100-80gb-sxm")])
+    mig = next(t for t in p.techniques if t.id == "mig")
+    assert mig.verdict == "recommended" and mig.best.meets_slo
+    assert ":mig" in mig.best.gpu and mig.monthly_usd < p.cheapest.monthly_usd

@@ -107,6 +107,7 @@ def plan_serving(workload: Workload, gpus: list[GPU] | None = None) -> ServingPl
     target_gpu = get_gpu(best.gpu) if best else own_gpu
     baseline = best or current
     techniques = [_try(t, workload, target_gpu, baseline) for t in _techniques(workload, current)]
+    techniques += [_larger_tp(rows, baseline), _mig(search, rows, baseline)]
     return ServingPlan(
         workload=workload.to_dict(),
         rate_rps=search.rate or 0.0,
@@ -337,4 +338,69 @@ def _try(c: _Candidate, w: Workload, gpu: GPU, baseline: Deployment) -> ServingT
         )
     return ServingTechnique(
         c.id, c.title, c.change, c.risk, verdict, why, best, best.monthly_usd, saving, gain
+    )
+
+
+def _verdict(best: Deployment | None, baseline: Deployment, risk: Risk) -> tuple[Verdict, str, float | None]:
+    """Recommended only when it meets the SLO and saves at least SERVING_MIN_GAIN_PCT."""
+    if best is None or best.monthly_usd is None:
+        return "not-recommended", "no priced deployment meets the SLO with it", None
+    saving = 100 * (1 - best.monthly_usd / baseline.monthly_usd) if baseline.monthly_usd else None
+    units = "MIG slice(s)" if ":mig" in best.gpu else "GPUs"
+    where = f"{best.replicas} × {best.gpu} (tp {best.tp}, {best.total_gpus} {units})"
+    if saving is not None and saving >= th.SERVING_MIN_GAIN_PCT:
+        return (
+            ("recommended" if risk in ("none", "low") else "optional"),
+            f"{where}: {saving:.0f} % less",
+            saving,
+        )
+    return "not-recommended", f"{where}: no saving at this rate and SLO", saving
+
+
+def _larger_tp(rows: list[Deployment], baseline: Deployment) -> ServingTechnique:
+    """Tensor parallelism above the baseline's on the same GPU type (from the sweep itself)."""
+    bigger = [r for r in rows if r.gpu == baseline.gpu and r.tp > baseline.tp and r.meets_slo]
+    best = min(bigger, key=lambda r: (r.monthly_usd or float("inf"), r.total_gpus), default=None)
+    title = f"larger tensor parallelism (tp > {baseline.tp})"
+    if best is None:
+        return ServingTechnique(
+            "larger_tp", title, {}, "none", "not-recommended", "no larger tp meets the SLO"
+        )
+    verdict, why, saving = _verdict(best, baseline, "none")
+    gain = 100 * (
+        best.goodput_rps_per_replica / best.tp / (baseline.goodput_rps_per_replica / baseline.tp) - 1
+    )
+    return ServingTechnique(
+        "larger_tp", title, {"tp": best.tp}, "none", verdict, why, best, best.monthly_usd, saving, gain
+    )
+
+
+def _mig(search: ReplicaSearch, rows: list[Deployment], baseline: Deployment) -> ServingTechnique:
+    """Serve from MIG slices of the cheapest priced MIG-capable GPU (small models)."""
+    from gpuwise.serving.mig import MIG_PROFILES, can_slice, mig_slice
+
+    sliceable = [
+        get_gpu(r.gpu) for r in sorted(rows, key=lambda r: r.monthly_usd or float("inf")) if r.monthly_usd
+    ]
+    gpu = next((g for g in sliceable if can_slice(g)), None)
+    title = "MIG slices (fractional GPUs)"
+    if gpu is None:
+        return ServingTechnique("mig", title, {}, "low", "not-recommended", "no priced MIG-capable GPU fits")
+    tried = [evaluate_deployment(search, mig_slice(gpu, n), 1, 1) for n in MIG_PROFILES]
+    ok = [d for d in tried if d.meets_slo and d.monthly_usd is not None]
+    best = min(ok, key=lambda d: d.monthly_usd or 0.0, default=None)
+    verdict, why, saving = _verdict(best, baseline, "low")
+    if best is None:
+        why = f"no MIG slice of {gpu.id} meets the SLO"
+    return ServingTechnique(
+        "mig",
+        title,
+        {"gpu": best.gpu} if best else {},
+        "low",
+        verdict,
+        why,
+        best,
+        best.monthly_usd if best else None,
+        saving,
+        None,
     )

@@ -16,6 +16,7 @@ from gpuwise.diagnose import thresholds as th
 from gpuwise.errors import GpuwiseError
 from gpuwise.memory.kv_cache import KvCapacity
 from gpuwise.serving.demand import RequestDraws, draw_requests, request_rate
+from gpuwise.serving.mig import catalog_id
 from gpuwise.serving.goodput import Goodput, effective_slo, meets, search_goodput
 from gpuwise.serving.pricing import TokenPrices, token_prices, usd_per_gpu_hour
 from gpuwise.serving.simulator import Replica, SimResult, simulate
@@ -116,7 +117,7 @@ class ReplicaSearch:
 
     def _search(self, gpu: GPU, tp: int, pp: int) -> tuple[Replica | None, Goodput | None, str]:
         try:
-            w = self.workload.with_changes(gpu=gpu.id, tp=tp, pp=pp, num_gpus=tp * pp)
+            w = self.workload.with_changes(gpu=catalog_id(gpu.id), tp=tp, pp=pp, num_gpus=tp * pp)
             replica = Replica(w, gpu)
         except GpuwiseError as err:
             return None, None, str(err)
