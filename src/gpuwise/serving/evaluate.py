@@ -16,8 +16,8 @@ from gpuwise.diagnose import thresholds as th
 from gpuwise.errors import GpuwiseError
 from gpuwise.memory.kv_cache import KvCapacity
 from gpuwise.serving.demand import RequestDraws, draw_requests, request_rate
-from gpuwise.serving.mig import catalog_id
 from gpuwise.serving.goodput import Goodput, effective_slo, meets, search_goodput
+from gpuwise.serving.mig import catalog_id
 from gpuwise.serving.pricing import TokenPrices, token_prices, usd_per_gpu_hour
 from gpuwise.serving.simulator import Replica, SimResult, simulate
 from gpuwise.workload import Workload
