@@ -13,7 +13,7 @@ from gpuwise.serving.demand import draw_requests, request_rate
 from gpuwise.serving.goodput import effective_slo, meets, search_goodput
 from gpuwise.serving.pricing import token_prices
 from gpuwise.serving.simulator import Replica, simulate
-from gpuwise.workload import workload_from_mapping
+from gpuwise.workload import load_workload, workload_from_mapping
 
 
 def serving(gpu="h100-sxm", **section):
@@ -93,14 +93,18 @@ def test_length_draws_follow_the_percentiles_and_are_seeded():
     assert set(a.outputs) == {250}  # a mean alone: every request has it
 
 
-def test_histogram_lengths_are_sampled_from_the_file(tmp_path):
-    hist = tmp_path / "lengths.csv"
-    hist.write_text("tokens,count\n100,1\n900,3\n")
-    w = serving(prompt_len={"mean": 1500, "histogram": str(hist)})
+def test_histogram_lengths_are_sampled_from_the_file_and_set_the_mean(tmp_path):
+    (tmp_path / "lengths.csv").write_text("tokens,count\n100,1\n900,3\n")
+    spec = tmp_path / "w.yaml"
+    spec.write_text(
+        "model: llama-3-8b\ntask: serving\nserving:\n  rate: 2\n  prompt_len: {histogram: lengths.csv}\n"
+    )
+    w = load_workload(spec)  # the path is relative to the workload file
+    assert w.seq_len == 700  # (100·1 + 900·3) / 4: memory, cost and plan size this sequence
     assert set(draw_requests(w, 200).prompts) == {100, 900}
-    hist.write_text("tokens,count\nlots,1\n")
+    (tmp_path / "lengths.csv").write_text("tokens,count\nlots,1\n")
     with pytest.raises(GpuwiseError, match="expected 'tokens,count'"):
-        draw_requests(w, 10)
+        load_workload(spec)
 
 
 # --- one KV truth ------------------------------------------------------------------------------------

@@ -13,9 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
-from gpuwise.workload.serving import SECONDS_PER_DAY, LengthDist
+from gpuwise.workload.serving import SECONDS_PER_DAY, LengthDist, read_histogram
 
 _Z = {90: 1.2816, 99: 2.3263}  # standard normal quantiles
 
@@ -52,21 +51,18 @@ def draw_requests(w: Workload, count: int) -> RequestDraws:
     spec = w.serving
     rng = random.Random(spec.seed if spec else 0)
     gaps = tuple(rng.expovariate(1.0) for _ in range(count))
-    base = Path(w.source).parent if w.source else Path.cwd()
-    prompt = _sampler(spec.prompt_len if spec else None, w.seq_len, base)
-    output = _sampler(spec.output_len if spec else None, w.output_len, base)
+    prompt = _sampler(spec.prompt_len if spec else None, w.seq_len)
+    output = _sampler(spec.output_len if spec else None, w.output_len)
     return RequestDraws(
         gaps, tuple(prompt(rng) for _ in range(count)), tuple(output(rng) for _ in range(count))
     )
 
 
-def _sampler(dist: LengthDist | None, fixed: int, base: Path) -> Callable[[random.Random], int]:
+def _sampler(dist: LengthDist | None, fixed: int) -> Callable[[random.Random], int]:
     if dist is None or (dist.p50 is None and not dist.histogram and dist.p90 is None and dist.p99 is None):
         return lambda rng: fixed
     if dist.histogram:
-        lengths, weights = read_histogram(
-            base / dist.histogram if not Path(dist.histogram).is_absolute() else Path(dist.histogram)
-        )
+        lengths, weights = read_histogram(Path(dist.histogram))
         return lambda rng: rng.choices(lengths, weights)[0]
     median = dist.p50 or dist.mean
     tail = next(((p, v) for p, v in ((99, dist.p99), (90, dist.p90)) if v is not None), None)
@@ -78,26 +74,3 @@ def _sampler(dist: LengthDist | None, fixed: int, base: Path) -> Callable[[rando
         sigma = 0.0
     mu = math.log(median)
     return lambda rng: max(1, round(rng.lognormvariate(mu, sigma)))
-
-
-def read_histogram(path: Path) -> tuple[list[int], list[float]]:
-    """A CSV of ``tokens,count`` rows (a header line is skipped)."""
-    if not path.is_file():
-        raise GpuwiseError(f"length histogram {path} does not exist")
-    lengths: list[int] = []
-    weights: list[float] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        parts = [p.strip() for p in line.split(",")]
-        if not line.strip() or (n == 1 and not parts[0].replace(".", "").isdigit()):
-            continue
-        try:
-            length, weight = int(float(parts[0])), float(parts[1])
-        except (IndexError, ValueError):
-            raise GpuwiseError(f"{path}:{n}: expected 'tokens,count', got {line!r}") from None
-        if length < 1 or weight < 0:
-            raise GpuwiseError(f"{path}:{n}: tokens must be ≥ 1 and count ≥ 0, got {line!r}")
-        lengths.append(length)
-        weights.append(weight)
-    if not lengths or not sum(weights):
-        raise GpuwiseError(f"{path}: no 'tokens,count' rows")
-    return lengths, weights

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError
@@ -114,8 +115,10 @@ def fold_flat_keys(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_serving(data: Any, where: str = "") -> ServingSpec | None:
-    """The ``serving:`` mapping -> ServingSpec (None or an empty mapping: no section)."""
+def parse_serving(data: Any, where: str = "", base: Path | None = None) -> ServingSpec | None:
+    """The ``serving:`` mapping -> ServingSpec (None or an empty mapping: no section).
+
+    ``base``: the workload file's folder, against which a relative histogram path is resolved."""
     if data is None or data == {}:
         return None
     if isinstance(data, ServingSpec):
@@ -132,7 +135,7 @@ def parse_serving(data: Any, where: str = "") -> ServingSpec | None:
             close = difflib.get_close_matches(key, list(_SPEC_FIELDS) + list(_SPEC_ALIASES), n=1)
             hint = f": did you mean {close[0]!r}?" if close else f" (known: {', '.join(_SPEC_FIELDS)})"
             raise GpuwiseError(f"{where}unknown serving key {raw!r}{hint}")
-        values[key] = _parse_value(key, value, where)
+        values[key] = _parse_value(key, value, where, base)
     spec = ServingSpec(**values)
     problem = _problem(spec)
     if problem:
@@ -140,9 +143,9 @@ def parse_serving(data: Any, where: str = "") -> ServingSpec | None:
     return spec
 
 
-def _parse_value(key: str, value: Any, where: str) -> Any:
+def _parse_value(key: str, value: Any, where: str, base: Path | None) -> Any:
     if key in ("prompt_len", "output_len"):
-        return _length(key, value, where)
+        return _length(key, value, where, base)
     if key == "slo":
         return _slo(value, where)
     if key == "engine":
@@ -177,7 +180,7 @@ def _number(value: Any, what: str, where: str) -> float:
         raise GpuwiseError(f"{where}{what} must be a number, got {value!r}") from None
 
 
-def _length(key: str, value: Any, where: str) -> LengthDist:
+def _length(key: str, value: Any, where: str, base: Path | None) -> LengthDist:
     if not isinstance(value, dict):
         return LengthDist(mean=_number(value, f"serving.{key}", where))
     value = {k: v for k, v in value.items() if v not in (None, "")}
@@ -192,6 +195,13 @@ def _length(key: str, value: Any, where: str) -> LengthDist:
     mean = nums.get("mean") or nums.get("p50")
     if mean is None and not hist:
         raise GpuwiseError(f"{where}serving.{key} needs a mean, a p50 or a histogram file")
+    if hist:
+        path = Path(hist)
+        path = path if path.is_absolute() or base is None else base / path
+        lengths, weights = read_histogram(path)
+        hist = str(path)
+        if mean is None:  # the histogram's mean sizes the sequence in memory, cost and plan
+            mean = sum(n * c for n, c in zip(lengths, weights, strict=True)) / sum(weights)
     return LengthDist(mean or 0.0, nums.get("p50"), nums.get("p90"), nums.get("p99"), hist)
 
 
@@ -270,3 +280,26 @@ def _problem(s: ServingSpec) -> str | None:
         if dist is not None and not dist.histogram and dist.mean < 1:
             return f"serving.{name} must be at least 1 token, got {dist.mean}"
     return None
+
+
+def read_histogram(path: Path) -> tuple[list[int], list[float]]:
+    """A CSV of ``tokens,count`` rows (a header line is skipped)."""
+    if not path.is_file():
+        raise GpuwiseError(f"length histogram {path} does not exist")
+    lengths: list[int] = []
+    weights: list[float] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        parts = [p.strip() for p in line.split(",")]
+        if not line.strip() or (n == 1 and not parts[0].replace(".", "").isdigit()):
+            continue
+        try:
+            length, weight = int(float(parts[0])), float(parts[1])
+        except (IndexError, ValueError):
+            raise GpuwiseError(f"{path}:{n}: expected 'tokens,count', got {line!r}") from None
+        if length < 1 or weight < 0:
+            raise GpuwiseError(f"{path}:{n}: tokens must be ≥ 1 and count ≥ 0, got {line!r}")
+        lengths.append(length)
+        weights.append(weight)
+    if not lengths or not sum(weights):
+        raise GpuwiseError(f"{path}: no 'tokens,count' rows")
+    return lengths, weights

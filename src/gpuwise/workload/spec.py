@@ -251,7 +251,7 @@ def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
         key = str(raw_key).strip().lower().replace("-", "_")
         key = _KEY_ALIASES.get(key, key)
         if key == "serving":
-            values[key] = parse_serving(value, where)
+            values[key] = parse_serving(value, where, Path(source).parent if source else None)
             continue
         if key not in _FIELDS:
             close = difflib.get_close_matches(key, list(_FIELDS) + list(_KEY_ALIASES), n=1)
