@@ -229,3 +229,16 @@ def test_token_prices_split_the_bill_and_blend_to_it():
     assert p.usd_per_million_blended * (
         p.input_tokens_per_month + p.output_tokens_per_month
     ) / 1e6 == pytest.approx(p.monthly_usd)
+
+
+def test_queueing_is_diagnosed_when_overloaded_not_at_low_load():
+    from gpuwise.serving.evaluate import diagnose
+
+    w = serving()
+    r, draws = replica(w), draw_requests(w, 300)
+    good = search_goodput(r, draws, effective_slo(w.serving.slo))
+    busy = simulate(r, draws, 1.3 * good.saturation_rps)  # overloaded: requests wait for a slot
+    idle = simulate(r, draws, 0.5)
+    assert "queueing" in diagnose(r, busy, good)
+    assert "queueing" not in diagnose(r, idle, good)
+    assert max(idle.queue_s) < 0.05 < busy.percentile("queue", 99)

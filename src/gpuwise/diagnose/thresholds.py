@@ -189,7 +189,8 @@ SERVING_PREFILL_BOUND_PCT = 50.0
 # KV-capacity-bound when requests are preempted, or the decode batch reaches this share of what the
 # KV cache holds,
 SERVING_KV_BOUND_PCT = 90.0
-# queueing when the p99 TTFT is at least this multiple of one prompt's prefill time on an idle replica.
-SERVING_QUEUEING_X = 3.0
+# queueing when the p99 wait before the scheduler admits a request (Vidur's "scheduling delay") is at
+# least this share of the p99 TTFT: requests wait for a slot more than they take to prefill.
+SERVING_QUEUEING_SHARE_PCT = 50.0
 # A technique is worth listing when it cuts the monthly cost or raises goodput by at least this much.
 SERVING_MIN_GAIN_PCT = 5.0

@@ -159,7 +159,8 @@ def _diagnosis(current: Deployment, best: Deployment | None) -> list[str]:
     else:
         lines.append(
             f"{where}: one replica meets the SLO up to {current.goodput_rps_per_replica:.2f} req/s "
-            f"(limit: {current.binding_slo or 'throughput'}); the rate needs {current.replicas} replica(s)"
+            f"(limit: {current.binding_slo or 'throughput, before any SLO target'}); "
+            f"the rate needs {current.replicas} replica(s)"
         )
         lines.extend(f"{where}: {_TEXT[b]}" for b in current.diagnosis)
     if best is not None and (best.gpu, best.gpus_per_node, best.tp) != (
@@ -168,8 +169,8 @@ def _diagnosis(current: Deployment, best: Deployment | None) -> list[str]:
         current.tp,
     ):
         lines.append(
-            f"cheapest meeting the SLO: {best.nodes} × {best.gpus_per_node} {best.gpu} (tp {best.tp}): "
-            + "; ".join(_TEXT[b] for b in best.diagnosis[:2])
+            f"cheapest meeting the SLO: {best.replicas} replica(s) on {best.total_gpus} × {best.gpu} "
+            f"(tp {best.tp}): " + "; ".join(_TEXT[b] for b in best.diagnosis[:2])
         )
     return lines
 

@@ -227,7 +227,7 @@ def input_time_share(replica: Replica, run: SimResult) -> float:
 def diagnose(replica: Replica, run: SimResult, good: Goodput) -> tuple[Bottleneck, ...]:
     """What limits this replica at the requested rate, most binding first."""
     found: list[Bottleneck] = []
-    if run.percentile("ttft", 99) >= th.SERVING_QUEUEING_X * prefill_seconds(replica):
+    if run.percentile("queue", 99) >= th.SERVING_QUEUEING_SHARE_PCT / 100 * run.percentile("ttft", 99):
         found.append("queueing")
     kv_full = run.mean_decode_batch >= th.SERVING_KV_BOUND_PCT / 100 * replica.capacity.max_sequences
     if run.preemptions or kv_full:

@@ -106,6 +106,7 @@ class SimResult:
     preemptions: int
     mean_decode_batch: float
     cut_off: bool  # stopped at the event cap (the replica was overloaded)
+    queue_s: tuple[float, ...] = ()  # arrival to first admission (the scheduling delay)
     events: int = 0  # scheduler decisions simulated
     iterations: int = 0  # engine iterations they stand for
 
@@ -141,6 +142,7 @@ def simulate(replica: Replica, draws: RequestDraws, rate_rps: float) -> SimResul
     d_join = [0.0] * n
     version = [0] * n
     first = [math.inf] * n
+    admitted_at = [math.inf] * n  # first time the scheduler took the request (queueing ends)
     finish = [math.inf] * n
     cap_tokens = cap.tokens
     frag = cap.block_size / 2  # half a block wasted per sequence on average
@@ -243,6 +245,8 @@ def simulate(replica: Replica, draws: RequestDraws, rate_rps: float) -> SimResul
                     break
                 waiting.popleft()
                 admitted.append(i)
+                if admitted_at[i] == math.inf:
+                    admitted_at[i] = now
                 prefilling[i] = None
                 chunks.append((i, c))
                 budget -= c
@@ -305,6 +309,7 @@ def simulate(replica: Replica, draws: RequestDraws, rate_rps: float) -> SimResul
     return SimResult(
         rate_rps=rate_rps,
         ttft_s=ttft,
+        queue_s=tuple(admitted_at[i] - arrival[i] for i in range(n)),
         tpot_s=tpot,
         e2e_s=e2e,
         duration_s=now,
