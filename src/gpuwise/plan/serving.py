@@ -63,6 +63,7 @@ class ServingPlan:
     deployments_evaluated: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    sweep: list[Deployment] = field(default_factory=list)  # every GPU type × node size × tp evaluated
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +82,7 @@ class ServingPlan:
             "deployments_evaluated": self.deployments_evaluated,
             "seconds": self.seconds,
             "notes": list(self.notes),
+            "sweep": [d.to_dict() for d in self.sweep],
         }
 
 
@@ -123,6 +125,7 @@ def plan_serving(workload: Workload, gpus: list[GPU] | None = None) -> ServingPl
         deployments_evaluated=len(rows) + 1,
         seconds=time.perf_counter() - start,
         notes=_notes(workload, search),
+        sweep=rows,
     )
 
 
@@ -169,8 +172,7 @@ def _diagnosis(current: Deployment, best: Deployment | None) -> list[str]:
         current.tp,
     ):
         lines.append(
-            f"cheapest meeting the SLO: {best.replicas} replica(s) on {best.total_gpus} × {best.gpu} "
-            f"(tp {best.tp}): " + "; ".join(_TEXT[b] for b in best.diagnosis[:2])
+            f"cheapest meeting the SLO: {best.where}: " + "; ".join(_TEXT[b] for b in best.diagnosis[:2])
         )
     return lines
 
@@ -325,8 +327,7 @@ def _try(c: _Candidate, w: Workload, gpu: GPU, baseline: Deployment) -> ServingT
     saving = 100 * (1 - best.monthly_usd / base_cost) if base_cost else None
     if saving is not None and saving >= th.SERVING_MIN_GAIN_PCT:
         verdict = "recommended" if c.risk in ("none", "low") else "optional"
-        where = f"{best.nodes} × {best.gpus_per_node} {gpu.id} (tp {best.tp})"
-        why = f"meets the SLO on {where} for {saving:.0f} % less"
+        why = f"meets the SLO on {best.where} for {saving:.0f} % less"
     elif c.id == "prefix_off" and saving is not None and saving < 0:
         verdict = "in-use"
         why = f"keep it on: switched off the deployment costs {-saving:.0f} % more"
@@ -347,8 +348,7 @@ def _verdict(best: Deployment | None, baseline: Deployment, risk: Risk) -> tuple
     if best is None or best.monthly_usd is None:
         return "not-recommended", "no priced deployment meets the SLO with it", None
     saving = 100 * (1 - best.monthly_usd / baseline.monthly_usd) if baseline.monthly_usd else None
-    units = "MIG slice(s)" if ":mig" in best.gpu else "GPUs"
-    where = f"{best.replicas} × {best.gpu} (tp {best.tp}, {best.total_gpus} {units})"
+    where = best.where
     if saving is not None and saving >= th.SERVING_MIN_GAIN_PCT:
         return (
             ("recommended" if risk in ("none", "low") else "optional"),

@@ -46,7 +46,7 @@ def figures_lines(kv: KvCapacity, at_demand: Deployment | None) -> list[str]:
     lines = [kv_line(kv)]
     if at_demand is not None and at_demand.latency is not None:
         lines.append(
-            f"at {at_demand.rate_rps:,.2f} req/s on {_where(at_demand)}: {at_demand.replicas} replica(s), "
+            f"at {at_demand.rate_rps:,.2f} req/s on {at_demand.where}: {at_demand.replicas} replica(s), "
             f"{_latency(at_demand)}" + ("" if at_demand.meets_slo else " (misses the SLO)")
         )
         if at_demand.prices is not None:
@@ -54,13 +54,6 @@ def figures_lines(kv: KvCapacity, at_demand: Deployment | None) -> list[str]:
     elif at_demand is not None:
         lines.append(f"at {at_demand.rate_rps:,.2f} req/s on {at_demand.gpu}: {at_demand.note}")
     return lines
-
-
-def _where(d: Deployment) -> str:
-    split = f"tp {d.tp}" + (f", pp {d.pp}" if d.pp > 1 else "")
-    if d.gpus_per_node == 1:
-        return f"{d.nodes} × {d.gpu} ({split})"
-    return f"{d.nodes} node(s) of {d.gpus_per_node} × {d.gpu} ({split})"
 
 
 def _latency(d: Deployment) -> str:
@@ -81,11 +74,11 @@ def answer(plan: ServingPlan) -> list[Paragraph | Bullets]:
     else:
         blocks.append(
             Paragraph(
-                f"Cheapest meeting the SLO: {_where(best)} = {best.replicas} replica(s), "
+                f"Cheapest meeting the SLO: {best.where} = {best.replicas} replica(s), "
                 f"{best.total_gpus} GPU(s), "
                 f"{_usd(best.monthly_usd)}/month ({best.prices.gpu_hours_per_month:,.0f} GPU-hours)"
                 if best.prices
-                else f"Cheapest meeting the SLO: {_where(best)}",
+                else f"Cheapest meeting the SLO: {best.where}",
                 "good",
             )
         )

@@ -81,6 +81,14 @@ class Deployment:
     notes: tuple[str, ...] = field(default=())
 
     @property
+    def where(self) -> str:
+        """``3 × h100-sxm (tp 1)`` or ``2 node(s) of 4 × h100-sxm (tp 4)``: one wording everywhere."""
+        split = f"tp {self.tp}" + (f", pp {self.pp}" if self.pp > 1 else "")
+        if self.gpus_per_node == 1:
+            return f"{self.nodes} × {self.gpu} ({split})"
+        return f"{self.nodes} node(s) of {self.gpus_per_node} × {self.gpu} ({split})"
+
+    @property
     def monthly_usd(self) -> float | None:
         return self.prices.monthly_usd if self.prices else None
 
