@@ -103,3 +103,8 @@ def test_a_small_model_is_offered_mig_slices_that_meet_the_slo():
     mig = next(t for t in p.techniques if t.id == "mig")
     assert mig.verdict == "recommended" and mig.best.meets_slo
     assert ":mig" in mig.best.gpu and mig.monthly_usd < p.cheapest.monthly_usd
+
+
+def test_a_demand_on_an_encoder_model_is_refused(cli):
+    result = cli("plan", "bert-base", "--rate", "5")
+    assert result.exit_code == 2 and "decoder LLM" in result.stderr and "Traceback" not in result.stderr

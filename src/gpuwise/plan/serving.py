@@ -88,7 +88,14 @@ class ServingPlan:
 
 def wants_serving_plan(w: Workload) -> bool:
     """A serving workload with a demand gets the serving plan (the dispatch in ``plan``)."""
-    return w.is_inference and request_rate(w) is not None
+    if not (w.is_inference and request_rate(w) is not None):
+        return False
+    arch = get_model(w.model) if w.model else None
+    if arch is None or not (arch.is_transformer and arch.is_decoder):
+        raise GpuwiseError(
+            f"a serving demand (serving.rate) needs a generative decoder LLM; {w.model or 'the model'} is not"
+        )
+    return True
 
 
 def plan_serving(workload: Workload, gpus: list[GPU] | None = None) -> ServingPlan:
