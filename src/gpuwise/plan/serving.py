@@ -93,7 +93,7 @@ def wants_serving_plan(w: Workload) -> bool:
     arch = get_model(w.model) if w.model else None
     if arch is None or not (arch.is_transformer and arch.is_decoder):
         raise GpuwiseError(
-            f"a serving demand (serving.rate) needs a generative decoder LLM; {w.model or 'the model'} is not"
+            f"{w.model or 'the model'} is not a decoder LLM: a serving demand (serving.rate) plans generation"
         )
     return True
 
