@@ -125,17 +125,24 @@ def test_kv_capacity_is_the_perf_models_concurrency_and_counts_blocks():
 # --- the simulator ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("gpu, tp", [("h100-sxm", 1), ("a10g", 4), ("l4", 2)])
-def test_iteration_time_is_the_perf_models_step(gpu, tp):
-    w = serving(gpu=gpu).with_changes(tp=tp, num_gpus=tp)
+@pytest.mark.parametrize(
+    "gpu, tp, pp", [("h100-sxm", 1, 1), ("a10g", 4, 1), ("l4", 2, 1), ("a100-40gb-sxm", 2, 2)]
+)
+def test_iteration_time_is_the_perf_models_step(gpu, tp, pp):
+    """Decodes split into pp micro-batches, a prefill chunk crossing every stage whole."""
+    w = serving(gpu=gpu).with_changes(tp=tp, pp=pp, num_gpus=tp * pp)
     r = replica(w)
     g = get_gpu(gpu)
     model = StepModel(w, g, get_model(w.model), resolve(w, g))
     for seqs, ctx, pre, pctx in [(64, 1600.0, 0, 0.0), (10, 900.0, 1000, 1800.0), (0, 0.0, 8000, 4000.0)]:
         step = model.step(
-            seqs + pre, decode_seqs=seqs, decode_context=ctx, prefill_tokens=pre, prefill_context=pctx
+            seqs / pp + pre,
+            decode_seqs=seqs / pp,
+            decode_context=ctx,
+            prefill_tokens=pre,
+            prefill_context=pctx,
         )
-        assert r.iteration_s(seqs, ctx, pre, pctx) == pytest.approx(step.time_s, rel=1e-9)
+        assert r.iteration_s(seqs, ctx, pre, pctx) == pytest.approx(pp * step.time_s, rel=1e-9)
 
 
 def test_at_low_load_ttft_is_one_prefill_and_tpot_one_small_decode_step():
@@ -242,3 +249,25 @@ def test_queueing_is_diagnosed_when_overloaded_not_at_low_load():
     assert "queueing" in diagnose(r, busy, good)
     assert "queueing" not in diagnose(r, idle, good)
     assert max(idle.queue_s) < 0.05 < busy.percentile("queue", 99)
+
+
+def test_pipeline_stages_add_latency_that_tensor_parallelism_removes():
+    base = workload_from_mapping(
+        {
+            "model": "llama-3-70b",
+            "task": "serving",
+            "gpu": "h100-sxm",
+            "num_gpus": 4,
+            "tp": 4,
+            "seq_len": 2000,
+            "output_len": 200,
+            "serving": {"rate": 1},
+        }
+    )
+    tp4 = replica(base)
+    pp2 = replica(base.with_changes(tp=2, pp=2))
+    draws = draw_requests(base, 60)
+    a, b = simulate(tp4, draws, 0.2), simulate(pp2, draws, 0.2)
+    assert a.completed == b.completed == 60
+    assert b.percentile("ttft", 50) > 1.3 * a.percentile("ttft", 50)
+    assert b.percentile("tpot", 50) > 1.3 * a.percentile("tpot", 50)

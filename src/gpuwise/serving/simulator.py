@@ -65,14 +65,14 @@ class Replica:
         cached per token count and the two attention coefficients are read from ``step`` once;
         eager frameworks (whose attention terms are not proportional) call ``step`` every time.
         """
-        k = self.cfg.speculative_tokens
-        linear = decode_seqs * (1 + k) + prefill_tokens
+        k, pp = self.cfg.speculative_tokens, self.pp
+        stage_key = decode_seqs * (1 + k) + prefill_tokens * pp  # pp × the tokens one stage's matmuls take
         if self.model.eager:
-            seconds = self._raw(linear, decode_seqs, decode_ctx, prefill_tokens, prefill_ctx)
+            seconds = self._raw(stage_key / pp, decode_seqs, decode_ctx, prefill_tokens, prefill_ctx)
         else:
-            lin = self._linear.get(linear)
+            lin = self._linear.get(stage_key)
             if lin is None:
-                lin = self._linear[linear] = self._raw(linear, 0, 0.0, 0, 0.0)
+                lin = self._linear[stage_key] = self._raw(stage_key / pp, 0, 0.0, 0, 0.0)
             seconds = lin + self._decode_coef * decode_seqs * decode_ctx
             seconds += self._prefill_coef * prefill_tokens * prefill_ctx
         if k and decode_seqs:
@@ -80,14 +80,21 @@ class Replica:
         return seconds
 
     def _raw(
-        self, linear: int, decode_seqs: int, decode_ctx: float, prefill_tokens: int, prefill_ctx: float
+        self,
+        stage_linear: float,
+        decode_seqs: int,
+        decode_ctx: float,
+        prefill_tokens: int,
+        prefill_ctx: float,
     ) -> float:
+        """Through all pp stages: decodes split into pp micro-batches (one per stage in flight),
+        a prefill chunk crossing every stage whole (as perf.inference's TTFT does)."""
         pp = self.pp
         st = self.model.step(
-            linear / pp,
+            stage_linear,
             decode_seqs=decode_seqs / pp,
             decode_context=decode_ctx,
-            prefill_tokens=prefill_tokens / pp,
+            prefill_tokens=prefill_tokens,
             prefill_context=prefill_ctx,
         )
         return pp * (st.time_s + (self.cfg.step_overhead_factor - 1) * st.overhead_s)
