@@ -132,198 +132,237 @@ class SimResult:
 def simulate(replica: Replica, draws: RequestDraws, rate_rps: float) -> SimResult:
     """Run ``draws`` arriving at ``rate_rps`` through one replica until every request finishes or
     the event cap (``MAX_EVENTS_PER_REQUEST`` × requests) is reached."""
-    cfg, cap = replica.cfg, replica.capacity
-    n = len(draws.prompts)
-    arrival: list[float] = []
-    t = 0.0
-    for gap in draws.gaps:
-        t += gap / rate_rps
-        arrival.append(t)
-    hit = replica.hit_rate
-    prompt_total = draws.prompts
-    prompt_new = [max(1, math.ceil(p * (1 - hit))) for p in prompt_total]
-    out = draws.outputs
-    need_pre = list(prompt_new)  # tokens to (re)compute before decoding
-    done_pre = [0] * n
-    gen = [0.0] * n  # tokens generated so far (at the time of joining the decoders)
-    d_join = [0.0] * n
-    version = [0] * n
-    first = [math.inf] * n
-    admitted_at = [math.inf] * n  # first time the scheduler took the request (queueing ends)
-    finish = [math.inf] * n
-    cap_tokens = cap.tokens
-    frag = cap.block_size / 2  # half a block wasted per sequence on average
-    g = replica.tokens_per_step
-    budget_total = cfg.max_num_batched_tokens
-    max_seqs = cfg.max_num_seqs
+    return _Run(replica, draws, rate_rps).run()
 
-    waiting: deque[int] = deque()
-    prefilling: dict[int, None] = {}
-    decoders: dict[int, None] = {}
-    admitted: list[int] = []  # admission order, for preempting the newest (stale entries skipped)
-    heap: list[tuple[float, int, int]] = []
-    d_clock = 0.0  # tokens each decoder has generated since the start (all decoders advance together)
-    ctx_base = 0.0  # Σ (prompt_total + gen − d_join) over decoders: their contexts sum to base + n·D
-    kv_base = 0.0  # Σ (prompt_new + gen − d_join) over decoders: private KV tokens
-    kv_prefill = 0  # KV tokens held by requests still prefilling
-    now = 0.0
-    nxt = 0
-    events = 0
-    max_events = MAX_EVENTS_PER_REQUEST * n
-    preemptions = 0
-    iterations = 0
-    batch_time = 0.0
-    busy = 0.0
-    completed = 0
 
-    def join_decoders(i: int) -> None:
-        nonlocal ctx_base, kv_base, completed
-        if gen[i] >= out[i]:
-            finish[i] = now
-            completed += 1
+class _Run:
+    """The state of one simulated run: per-request arrays, the scheduler's queues, the clocks.
+
+    All decoders advance together, so a decoder's progress is ``d_clock − d_join[i]`` and the sums
+    the step time and KV accounting need (contexts, private KV tokens) are kept as running bases:
+    Σ over decoders = base + n_decoders · d_clock.
+    """
+
+    def __init__(self, replica: Replica, draws: RequestDraws, rate_rps: float) -> None:
+        self.replica, self.cfg, self.rate_rps = replica, replica.cfg, rate_rps
+        n = self.n = len(draws.prompts)
+        self.arrival: list[float] = []
+        t = 0.0
+        for gap in draws.gaps:
+            t += gap / rate_rps
+            self.arrival.append(t)
+        self.prompt_total = draws.prompts
+        self.prompt_new = [max(1, math.ceil(p * (1 - replica.hit_rate))) for p in draws.prompts]
+        self.out = draws.outputs
+        self.need_pre = list(self.prompt_new)  # tokens to (re)compute before decoding
+        self.done_pre = [0] * n
+        self.gen = [0.0] * n  # tokens generated (as of joining the decoders)
+        self.d_join = [0.0] * n
+        self.version = [0] * n  # invalidates a request's stale completion-heap entries
+        self.first = [math.inf] * n
+        self.admitted_at = [math.inf] * n  # first admission (queueing ends)
+        self.finish = [math.inf] * n
+        self.cap_tokens = replica.capacity.tokens
+        self.frag = replica.capacity.block_size / 2  # half a block wasted per sequence on average
+        self.g = replica.tokens_per_step
+        self.per_decode = 1 + self.cfg.speculative_tokens  # tokens a decoding sequence puts in a batch
+        self.waiting: deque[int] = deque()
+        self.prefilling: dict[int, None] = {}
+        self.decoders: dict[int, None] = {}
+        self.admitted: list[int] = []  # admission order, to preempt the newest (stale entries skipped)
+        self.heap: list[tuple[float, int, int]] = []  # (d_clock at completion, request, version)
+        self.d_clock = 0.0
+        self.ctx_base = 0.0  # Σ (prompt_total + gen − d_join) over decoders
+        self.kv_base = 0.0  # Σ (prompt_new + gen − d_join) over decoders: their private KV tokens
+        self.kv_prefill = 0  # KV tokens held by requests still prefilling
+        self.now = 0.0
+        self.nxt = 0  # next request to arrive
+        self.events = self.iterations = self.preemptions = self.completed = 0
+        self.batch_time = self.busy = 0.0
+
+    # --- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        max_events = MAX_EVENTS_PER_REQUEST * self.n
+        while self.events < max_events:
+            self.events += 1
+            self._arrive()
+            if not self.decoders and not self.prefilling and not self.waiting:
+                if not self._idle_until_next_arrival():
+                    break
+                continue
+            n_dec, used = self._make_room()
+            chunks = self._schedule_prefill(n_dec, used)
+            if not self.cfg.chunked_prefill and chunks:
+                n_dec = 0  # prefill-priority iteration: decodes wait (vLLM without chunked prefill)
+            if not chunks and not n_dec:
+                if not self._idle_until_next_arrival():
+                    break  # waiting requests can never be admitted: larger than the KV cache
+                continue
+            step, jumps = self._iteration(n_dec, used, chunks)
+            self._advance(n_dec, step, jumps, chunks)
+        return self._result()
+
+    def _arrive(self) -> None:
+        while self.nxt < self.n and self.arrival[self.nxt] <= self.now:
+            self.waiting.append(self.nxt)
+            self.nxt += 1
+
+    def _idle_until_next_arrival(self) -> bool:
+        if self.nxt >= self.n:
+            return False
+        self.now = self.arrival[self.nxt]
+        return True
+
+    def _kv_used(self, n_dec: int) -> float:
+        return (
+            self.kv_base + n_dec * self.d_clock + self.kv_prefill + (n_dec + len(self.prefilling)) * self.frag
+        )
+
+    def _make_room(self) -> tuple[int, float]:
+        """Decodes need room to grow this iteration: preempt the newest requests until they have it."""
+        n_dec = len(self.decoders)
+        used = self._kv_used(n_dec)
+        while n_dec and used + n_dec * self.g > self.cap_tokens and self._preempt_newest():
+            n_dec = len(self.decoders)
+            used = self._kv_used(n_dec)
+        return n_dec, used
+
+    def _schedule_prefill(self, n_dec: int, used: float) -> list[tuple[int, int]]:
+        """Prefill chunks for this iteration: running prefills first, then admissions (FCFS)."""
+        cfg = self.cfg
+        budget = cfg.max_num_batched_tokens - n_dec * self.per_decode
+        chunks: list[tuple[int, int]] = []
+        if not (cfg.chunked_prefill or not n_dec or self.waiting or self.prefilling):
+            return chunks
+        need, done = self.need_pre, self.done_pre
+        free = self.cap_tokens - used - n_dec * self.g
+        for i in self.prefilling:
+            if budget <= 0:
+                break
+            c = min(need[i] - done[i], budget)
+            chunks.append((i, c))
+            budget -= c
+            free -= c
+        waiting = self.waiting
+        while waiting and budget > 0 and n_dec + len(self.prefilling) < cfg.max_num_seqs:
+            i = waiting[0]
+            c = min(need[i], budget)
+            if not cfg.chunked_prefill and c < need[i] and chunks:
+                break  # without chunking a prompt is prefilled whole, alone if it must be
+            if c + self.frag > free:
+                break
+            waiting.popleft()
+            self.admitted.append(i)
+            if self.admitted_at[i] == math.inf:
+                self.admitted_at[i] = self.now
+            self.prefilling[i] = None
+            chunks.append((i, c))
+            budget -= c
+            free -= c + self.frag
+        return chunks
+
+    def _iteration(self, n_dec: int, used: float, chunks: list[tuple[int, int]]) -> tuple[float, int]:
+        """The step time and how many identical decode-only iterations run before the next event."""
+        replica, g = self.replica, self.g
+        ctx = (self.ctx_base + n_dec * self.d_clock) / n_dec if n_dec else 0.0
+        if chunks:
+            tokens = sum(c for _, c in chunks)
+            total, need, done = self.prompt_total, self.need_pre, self.done_pre
+            pre_ctx = sum((total[i] - need[i] + done[i] + c) * c for i, c in chunks) / tokens
+            return replica.iteration_s(n_dec, ctx, tokens, pre_ctx), 1
+        step = replica.iteration_s(n_dec, ctx, 0, 0.0)
+        jumps = math.ceil((self.heap[0][0] - self.d_clock) / g - 1e-9) if self.heap else 1
+        jumps = min(jumps, int((self.cap_tokens - used) // (n_dec * g)) or 1)
+        admissible = n_dec + len(self.prefilling) < self.cfg.max_num_seqs and not self.waiting
+        if admissible and self.nxt < self.n:
+            jumps = min(jumps, max(1, math.ceil((self.arrival[self.nxt] - self.now) / step)))
+        jumps = max(1, jumps)
+        if jumps > 1:
+            step = replica.iteration_s(n_dec, ctx + jumps * g / 2, 0, 0.0)
+        return step, jumps
+
+    def _advance(self, n_dec: int, step: float, jumps: int, chunks: list[tuple[int, int]]) -> None:
+        elapsed = step * jumps
+        self.iterations += jumps
+        self.now += elapsed
+        self.busy += elapsed
+        self.batch_time += n_dec * elapsed
+        if n_dec:
+            self.d_clock += self.g * jumps
+            heap = self.heap
+            while heap and heap[0][0] <= self.d_clock + 1e-9:
+                _, i, ver = heapq.heappop(heap)
+                if ver != self.version[i] or i not in self.decoders:
+                    continue
+                self._leave_decoders(i)
+                self.finish[i] = self.now
+                self.completed += 1
+        for i, c in chunks:
+            self.done_pre[i] += c
+            self.kv_prefill += c
+            if self.done_pre[i] >= self.need_pre[i]:
+                del self.prefilling[i]
+                self.kv_prefill -= self.done_pre[i]
+                if self.first[i] == math.inf:
+                    self.first[i] = self.now
+                    self.gen[i] = 1.0  # the prefill's last step emits the first token
+                self._join_decoders(i)
+
+    # --- requests moving between the queues -----------------------------------------------------
+
+    def _join_decoders(self, i: int) -> None:
+        gen, d = self.gen, self.d_clock
+        if gen[i] >= self.out[i]:
+            self.finish[i] = self.now
+            self.completed += 1
             return
-        decoders[i] = None
-        d_join[i] = d_clock
-        ctx_base += prompt_total[i] + gen[i] - d_clock
-        kv_base += prompt_new[i] + gen[i] - d_clock
-        version[i] += 1
-        heapq.heappush(heap, (d_clock + (out[i] - gen[i]) / g, i, version[i]))
+        self.decoders[i] = None
+        self.d_join[i] = d
+        self.ctx_base += self.prompt_total[i] + gen[i] - d
+        self.kv_base += self.prompt_new[i] + gen[i] - d
+        self.version[i] += 1
+        heapq.heappush(self.heap, (d + (self.out[i] - gen[i]) / self.g, i, self.version[i]))
 
-    def leave_decoders(i: int) -> None:
-        nonlocal ctx_base, kv_base
-        del decoders[i]
-        gen[i] += d_clock - d_join[i]
-        ctx_base -= prompt_total[i] + gen[i] - d_clock
-        kv_base -= prompt_new[i] + gen[i] - d_clock
-        version[i] += 1
+    def _leave_decoders(self, i: int) -> None:
+        del self.decoders[i]
+        gen, d = self.gen, self.d_clock
+        gen[i] += d - self.d_join[i]
+        self.ctx_base -= self.prompt_total[i] + gen[i] - d
+        self.kv_base -= self.prompt_new[i] + gen[i] - d
+        self.version[i] += 1
 
-    def preempt_newest() -> bool:
-        nonlocal kv_prefill, preemptions
-        while admitted:
-            i = admitted.pop()
-            if i in decoders:
-                leave_decoders(i)
-            elif i in prefilling:
-                del prefilling[i]
-                kv_prefill -= done_pre[i]
+    def _preempt_newest(self) -> bool:
+        """Free the newest running request's KV; it waits first in line and recomputes (vLLM's default)."""
+        while self.admitted:
+            i = self.admitted.pop()
+            if i in self.decoders:
+                self._leave_decoders(i)
+            elif i in self.prefilling:
+                del self.prefilling[i]
+                self.kv_prefill -= self.done_pre[i]
             else:
                 continue
-            need_pre[i] = prompt_new[i] + int(gen[i])  # recompute prompt and generated tokens
-            done_pre[i] = 0
-            waiting.appendleft(i)
-            preemptions += 1
+            self.need_pre[i] = self.prompt_new[i] + int(self.gen[i])  # prompt and generated tokens
+            self.done_pre[i] = 0
+            self.waiting.appendleft(i)
+            self.preemptions += 1
             return True
         return False
 
-    while events < max_events:
-        events += 1
-        while nxt < n and arrival[nxt] <= now:
-            waiting.append(nxt)
-            nxt += 1
-        if not decoders and not prefilling and not waiting:
-            if nxt >= n:
-                break
-            now = arrival[nxt]
-            continue
-        n_dec = len(decoders)
-        # Decodes need room to grow this iteration: preempt the newest requests until they have it.
-        used = kv_base + n_dec * d_clock + kv_prefill + (n_dec + len(prefilling)) * frag
-        while n_dec and used + n_dec * g > cap_tokens and preempt_newest():
-            n_dec = len(decoders)
-            used = kv_base + n_dec * d_clock + kv_prefill + (n_dec + len(prefilling)) * frag
-        budget = budget_total - n_dec * (1 + cfg.speculative_tokens)
-        chunks: list[tuple[int, int]] = []
-        if cfg.chunked_prefill or not n_dec or waiting or prefilling:
-            for i in prefilling:
-                if budget <= 0:
-                    break
-                c = min(need_pre[i] - done_pre[i], budget)
-                chunks.append((i, c))
-                budget -= c
-            free = (
-                cap_tokens - used - n_dec * g - (budget_total - n_dec * (1 + cfg.speculative_tokens) - budget)
-            )
-            while waiting and budget > 0 and n_dec + len(prefilling) < max_seqs:
-                i = waiting[0]
-                c = min(need_pre[i], budget)
-                if not cfg.chunked_prefill and c < need_pre[i] and chunks:
-                    break  # without chunking a prompt is prefilled whole, alone if it must be
-                if c + frag > free:
-                    break
-                waiting.popleft()
-                admitted.append(i)
-                if admitted_at[i] == math.inf:
-                    admitted_at[i] = now
-                prefilling[i] = None
-                chunks.append((i, c))
-                budget -= c
-                free -= c + frag
-        if not cfg.chunked_prefill and chunks:
-            n_dec = 0  # prefill-priority iteration: decodes wait (vLLM without chunked prefill)
-        if not chunks and not n_dec:
-            if nxt >= n:
-                break  # waiting requests can never be admitted: larger than the KV cache
-            now = arrival[nxt]
-            continue
-        ctx = (ctx_base + n_dec * d_clock) / n_dec if n_dec else 0.0
-        if chunks:
-            pre_tokens = sum(c for _, c in chunks)
-            pre_ctx = (
-                sum((prompt_total[i] - need_pre[i] + done_pre[i] + c) * c for i, c in chunks) / pre_tokens
-            )
-            step = replica.iteration_s(n_dec, ctx, pre_tokens, pre_ctx)
-            jumps = 1
-        else:
-            step = replica.iteration_s(n_dec, ctx, 0, 0.0)
-            jumps = math.ceil((heap[0][0] - d_clock) / g - 1e-9) if heap else 1
-            room = cap_tokens - used
-            jumps = min(jumps, int(room // (n_dec * g)) or 1)
-            admissible = n_dec + len(prefilling) < max_seqs and not waiting
-            if admissible and nxt < n:
-                jumps = min(jumps, max(1, math.ceil((arrival[nxt] - now) / step)))
-            jumps = max(1, jumps)
-            if jumps > 1:
-                step = replica.iteration_s(n_dec, ctx + jumps * g / 2, 0, 0.0)
-        elapsed = step * jumps
-        iterations += jumps
-        now += elapsed
-        busy += elapsed
-        batch_time += n_dec * elapsed
-        if n_dec:
-            d_clock += g * jumps
-            while heap and heap[0][0] <= d_clock + 1e-9:
-                _, i, ver = heapq.heappop(heap)
-                if ver != version[i] or i not in decoders:
-                    continue
-                leave_decoders(i)
-                finish[i] = now
-                completed += 1
-        for i, c in chunks:
-            done_pre[i] += c
-            kv_prefill += c
-            if done_pre[i] >= need_pre[i]:
-                del prefilling[i]
-                kv_prefill -= done_pre[i]
-                if first[i] == math.inf:
-                    first[i] = now
-                    gen[i] = 1.0
-                join_decoders(i)
-
-    cut_off = completed < n
-    ttft = tuple(first[i] - arrival[i] for i in range(n))
-    e2e = tuple(finish[i] - arrival[i] for i in range(n))
-    tpot = tuple((finish[i] - first[i]) / (out[i] - 1) if out[i] > 1 else 0.0 for i in range(n))
-    return SimResult(
-        rate_rps=rate_rps,
-        ttft_s=ttft,
-        queue_s=tuple(admitted_at[i] - arrival[i] for i in range(n)),
-        tpot_s=tpot,
-        e2e_s=e2e,
-        duration_s=now,
-        completed=completed,
-        preemptions=preemptions,
-        mean_decode_batch=batch_time / busy if busy else 0.0,
-        cut_off=cut_off,
-        events=events,
-        iterations=iterations,
-    )
+    def _result(self) -> SimResult:
+        n, arrival, first, finish, out = self.n, self.arrival, self.first, self.finish, self.out
+        return SimResult(
+            rate_rps=self.rate_rps,
+            ttft_s=tuple(first[i] - arrival[i] for i in range(n)),
+            queue_s=tuple(self.admitted_at[i] - arrival[i] for i in range(n)),
+            tpot_s=tuple((finish[i] - first[i]) / (out[i] - 1) if out[i] > 1 else 0.0 for i in range(n)),
+            e2e_s=tuple(finish[i] - arrival[i] for i in range(n)),
+            duration_s=self.now,
+            completed=self.completed,
+            preemptions=self.preemptions,
+            mean_decode_batch=self.batch_time / self.busy if self.busy else 0.0,
+            cut_off=self.completed < n,
+            events=self.events,
+            iterations=self.iterations,
+        )
