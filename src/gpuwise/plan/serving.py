@@ -306,14 +306,14 @@ def _changed(w: Workload, change: dict[str, Any]) -> Workload:
 
 
 def _try(c: _Candidate, w: Workload, gpu: GPU, baseline: Deployment) -> ServingTechnique:
+    """Re-simulate the changed workload on ``gpu`` (node sizes up to the baseline's: a technique is
+    worth it when it needs no more GPUs per node) and judge it against the SLO and the baseline."""
     if c.note:
         return ServingTechnique(c.id, c.title, c.change, c.risk, c.verdict, c.note)
     try:
         changed = _changed(w, c.change)
-        search = ReplicaSearch(changed)
-        # Node sizes up to the baseline's: a technique is worth it when it needs no more GPUs per node.
-        counts = tuple(c for c in GPU_COUNTS if c <= baseline.gpus_per_node) or (1,)
-        rows = sweep(changed, [gpu], counts=counts, search=search)
+        counts = tuple(n for n in GPU_COUNTS if n <= baseline.gpus_per_node) or (1,)
+        rows = sweep(changed, [gpu], counts=counts, search=ReplicaSearch(changed))
     except GpuwiseError as err:
         return ServingTechnique(c.id, c.title, c.change, c.risk, "not-recommended", str(err))
     best = cheapest(rows)
@@ -321,33 +321,14 @@ def _try(c: _Candidate, w: Workload, gpu: GPU, baseline: Deployment) -> ServingT
     gain = None
     if same is not None and baseline.goodput_rps_per_replica > 0:
         gain = 100 * (same.goodput_rps_per_replica / baseline.goodput_rps_per_replica - 1)
-    if best is None or best.monthly_usd is None:
-        meets_any = any(r.meets_slo for r in rows)
-        verdict: Verdict = "breaks-slo" if not meets_any else "not-recommended"
-        why = (
-            f"no deployment on {gpu.id} meets the SLO with it"
-            if not meets_any
-            else f"no verified price for {gpu.id}"
-        )
-        return ServingTechnique(c.id, c.title, c.change, c.risk, verdict, why, best, None, None, gain)
-    base_cost = baseline.monthly_usd
-    saving = 100 * (1 - best.monthly_usd / base_cost) if base_cost else None
-    if saving is not None and saving >= th.SERVING_MIN_GAIN_PCT:
-        verdict = "recommended" if c.risk in ("none", "low") else "optional"
-        why = f"meets the SLO on {best.where} for {saving:.0f} % less"
-    elif c.id == "prefix_off" and saving is not None and saving < 0:
-        verdict = "in-use"
-        why = f"keep it on: switched off the deployment costs {-saving:.0f} % more"
-    else:
-        verdict = "not-recommended"
-        why = (
-            "no saving at this rate and SLO"
-            if saving is not None and saving > -th.SERVING_MIN_GAIN_PCT
-            else (f"costs {-(saving or 0):.0f} % more at this rate and SLO")
-        )
-    return ServingTechnique(
-        c.id, c.title, c.change, c.risk, verdict, why, best, best.monthly_usd, saving, gain
-    )
+    if not any(r.meets_slo for r in rows):
+        why = f"no deployment on {gpu.id} meets the SLO with it"
+        return ServingTechnique(c.id, c.title, c.change, c.risk, "breaks-slo", why, best, None, None, gain)
+    verdict, why, saving = _verdict(best, baseline, c.risk)
+    if c.id == "prefix_off" and saving is not None and saving < 0:
+        verdict, why = "in-use", f"keep it on: switched off, the deployment costs {-saving:.0f} % more"
+    monthly = best.monthly_usd if best else None
+    return ServingTechnique(c.id, c.title, c.change, c.risk, verdict, why, best, monthly, saving, gain)
 
 
 def _verdict(best: Deployment | None, baseline: Deployment, risk: Risk) -> tuple[Verdict, str, float | None]:
@@ -355,14 +336,12 @@ def _verdict(best: Deployment | None, baseline: Deployment, risk: Risk) -> tuple
     if best is None or best.monthly_usd is None:
         return "not-recommended", "no priced deployment meets the SLO with it", None
     saving = 100 * (1 - best.monthly_usd / baseline.monthly_usd) if baseline.monthly_usd else None
-    where = best.where
     if saving is not None and saving >= th.SERVING_MIN_GAIN_PCT:
-        return (
-            ("recommended" if risk in ("none", "low") else "optional"),
-            f"{where}: {saving:.0f} % less",
-            saving,
-        )
-    return "not-recommended", f"{where}: no saving at this rate and SLO", saving
+        verdict: Verdict = "recommended" if risk in ("none", "low") else "optional"
+        return verdict, f"meets the SLO on {best.where} for {saving:.0f} % less", saving
+    if saving is not None and saving <= -th.SERVING_MIN_GAIN_PCT:
+        return "not-recommended", f"costs {-saving:.0f} % more at this rate and SLO", saving
+    return "not-recommended", f"{best.where}: no saving at this rate and SLO", saving
 
 
 def _larger_tp(rows: list[Deployment], baseline: Deployment) -> ServingTechnique:
