@@ -39,6 +39,10 @@ def test_no_technique_that_breaks_the_slo_is_recommended(chat_plan):
             assert t.best.meets_slo and t.saving_pct > 0
     assert by_id["prefix_off"].verdict == "in-use"  # the 30 % hit rate is worth keeping
     assert by_id["kv_fp8"].goodput_gain_pct > 0  # more sequences fit the cache
+    combo = chat_plan.combined  # the recommended changes together still meet the SLO, for less
+    assert combo is not None and combo.best.meets_slo
+    recommended = [t for t in chat_plan.techniques if t.verdict == "recommended" and t.monthly_usd]
+    assert combo.monthly_usd <= min(t.monthly_usd for t in recommended)
 
 
 def test_goal_fit_does_not_quantize_a_model_that_already_fits():

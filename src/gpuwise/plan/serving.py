@@ -58,6 +58,7 @@ class ServingPlan:
     options: list[Deployment]  # the cheapest deployment of each GPU type that meets the SLO
     unpriced: list[Deployment]  # GPUs meeting the SLO with no verified price (fewest GPUs first)
     techniques: list[ServingTechnique]
+    combined: ServingTechnique | None  # the recommended workload changes applied together
     diagnosis: list[str]
     requests_simulated: int
     deployments_evaluated: int
@@ -77,6 +78,7 @@ class ServingPlan:
             "options": [d.to_dict() for d in self.options],
             "unpriced": [d.to_dict() for d in self.unpriced],
             "techniques": [t.to_dict() for t in self.techniques],
+            "combined": self.combined.to_dict() if self.combined else None,
             "diagnosis": list(self.diagnosis),
             "requests_simulated": self.requests_simulated,
             "deployments_evaluated": self.deployments_evaluated,
@@ -117,6 +119,7 @@ def plan_serving(workload: Workload, gpus: list[GPU] | None = None) -> ServingPl
     baseline = best or current
     techniques = [_try(t, workload, target_gpu, baseline) for t in _techniques(workload, current)]
     techniques += [_larger_tp(rows, baseline), _mig(search, rows, baseline)]
+    combined = _combined(techniques, workload, target_gpu, baseline)
     return ServingPlan(
         workload=workload.to_dict(),
         rate_rps=search.rate or 0.0,
@@ -127,6 +130,7 @@ def plan_serving(workload: Workload, gpus: list[GPU] | None = None) -> ServingPl
         options=options,
         unpriced=unpriced[:5],
         techniques=techniques,
+        combined=combined,
         diagnosis=_diagnosis(current, best),
         requests_simulated=REQUESTS_SIMULATED,
         deployments_evaluated=len(rows) + 1,
@@ -391,3 +395,22 @@ def _mig(search: ReplicaSearch, rows: list[Deployment], baseline: Deployment) ->
         saving,
         None,
     )
+
+
+def _combined(
+    techniques: list[ServingTechnique], w: Workload, gpu: GPU, baseline: Deployment
+) -> ServingTechnique | None:
+    """The recommended workload changes together (one engine: the one that saved most), re-simulated:
+    the cheapest configuration meeting the SLO with low-risk techniques."""
+    chosen = [
+        t for t in techniques if t.verdict == "recommended" and t.change and t.id not in ("mig", "larger_tp")
+    ]
+    engines = sorted((t for t in chosen if t.id.startswith("engine_")), key=lambda t: -(t.saving_pct or 0.0))
+    chosen = [t for t in chosen if not t.id.startswith("engine_")] + engines[:1]
+    if len(chosen) < 2:
+        return None
+    change: dict[str, Any] = {}
+    for t in chosen:
+        change.update(t.change)
+    title = " + ".join(t.title for t in chosen)
+    return _try(_Candidate("combined", title, change, "low"), w, gpu, baseline)

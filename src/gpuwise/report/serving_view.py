@@ -88,6 +88,15 @@ def answer(plan: ServingPlan) -> list[Paragraph | Bullets]:
         if best.kv:
             items.append(kv_line(best.kv))
         blocks.append(Bullets(items))
+    combo = plan.combined
+    if combo is not None and combo.best is not None and combo.verdict == "recommended":
+        blocks.append(
+            Paragraph(
+                f"With {combo.title}: {combo.best.where} = {combo.best.replicas} replica(s), "
+                f"{_usd(combo.monthly_usd)}/month, {_latency(combo.best)}",
+                "good",
+            )
+        )
     return blocks
 
 
@@ -136,7 +145,7 @@ def _technique_row(t: ServingTechnique) -> list[str]:
         if t.saving_pct and t.saving_pct > 0
         else (f"+{-t.saving_pct:.0f} %" if t.saving_pct and t.saving_pct < 0 else "—")
     )
-    gain = f"{t.goodput_gain_pct:+.0f} %" if t.goodput_gain_pct is not None else "—"
+    gain = "—" if t.goodput_gain_pct is None else f"{round(t.goodput_gain_pct):+d} %".replace("+0 ", "±0 ")
     return [t.title, gain, cost, saving, f"{t.verdict} ({t.risk} risk)", t.why]
 
 
