@@ -21,6 +21,9 @@ class EngineDefaults:
     gpu_memory_utilization: float
     step_overhead_factor: float
     source: str
+    # Without chunked prefill, whole prompts either share an iteration with the running decodes
+    # (TensorRT-LLM's in-flight batching) or pause them (vLLM's scheduler without chunking).
+    decode_during_prefill: bool = False
 
 
 ENGINE_DEFAULTS: dict[Engine, EngineDefaults] = {
@@ -31,7 +34,14 @@ ENGINE_DEFAULTS: dict[Engine, EngineDefaults] = {
         256, 8192, True, 1, 0.88, 1.0, "SGLang server arguments: chunked_prefill_size 8192, page_size 1"
     ),
     "tensorrt-llm": EngineDefaults(
-        256, 8192, False, 32, 0.90, 0.8, "TensorRT-LLM LLM API: max_num_tokens 8192, tokens_per_block 32"
+        256,
+        8192,
+        False,
+        32,
+        0.90,
+        0.8,
+        "TensorRT-LLM LLM API: max_num_tokens 8192, tokens_per_block 32, in-flight batching",
+        decode_during_prefill=True,
     ),
     "tgi": EngineDefaults(
         128,
@@ -67,6 +77,7 @@ class SchedulerConfig:
     step_overhead_factor: float
     speculative_tokens: int
     acceptance_rate: float
+    decode_during_prefill: bool
 
 
 def scheduler_config(spec: ServingSpec) -> SchedulerConfig:
@@ -81,6 +92,7 @@ def scheduler_config(spec: ServingSpec) -> SchedulerConfig:
         step_overhead_factor=d.step_overhead_factor,
         speculative_tokens=spec.speculative_tokens,
         acceptance_rate=spec.acceptance_rate,
+        decode_during_prefill=d.decode_during_prefill,
     )
 
 

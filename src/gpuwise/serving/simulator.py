@@ -193,7 +193,7 @@ class _Run:
                 continue
             n_dec, used = self._make_room()
             chunks = self._schedule_prefill(n_dec, used)
-            if not self.cfg.chunked_prefill and chunks:
+            if not self.cfg.chunked_prefill and chunks and not self.cfg.decode_during_prefill:
                 n_dec = 0  # prefill-priority iteration: decodes wait (vLLM without chunked prefill)
             if not chunks and not n_dec:
                 if not self._idle_until_next_arrival():
