@@ -3,6 +3,8 @@
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuwise.catalog import get_gpu, get_model
 from gpuwise.errors import GpuwiseError
@@ -271,3 +273,41 @@ def test_pipeline_stages_add_latency_that_tensor_parallelism_removes():
     assert a.completed == b.completed == 60
     assert b.percentile("ttft", 50) > 1.3 * a.percentile("ttft", 50)
     assert b.percentile("tpot", 50) > 1.3 * a.percentile("tpot", 50)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rate=st.floats(0.05, 200.0),
+    hit=st.floats(0.0, 0.9),
+    spec_tokens=st.integers(0, 4),
+    chunked=st.booleans(),
+    engine=st.sampled_from(["vllm", "sglang", "tensorrt-llm", "tgi", "llama.cpp"]),
+    max_seqs=st.integers(1, 300),
+    util=st.floats(0.25, 0.95),
+    seed=st.integers(0, 5),
+)
+def test_every_run_is_consistent(rate, hit, spec_tokens, chunked, engine, max_seqs, util, seed):
+    """Whatever the knobs: every request finishes (the cache holds one), latencies are ordered, and
+    no request gets its first token sooner than its own prefill could run on an idle replica."""
+    w = serving(
+        prefix_hit_rate=hit,
+        speculative_tokens=spec_tokens,
+        chunked_prefill=chunked,
+        engine=engine,
+        max_num_seqs=max_seqs,
+        gpu_memory_utilization=util,
+        seed=seed,
+        prompt_len={"p50": 1500, "p99": 3000},
+    )
+    r = replica(w)
+    draws = draw_requests(w, 40)
+    run = simulate(r, draws, rate)
+    fits_all = max(p + o for p, o in zip(draws.prompts, draws.outputs, strict=True)) < r.capacity.tokens
+    if fits_all:
+        assert run.completed == 40 and not run.cut_off
+    for ttft, e2e, queue in zip(run.ttft_s, run.e2e_s, run.queue_s, strict=True):
+        if e2e != math.inf:
+            assert 0 <= queue <= ttft <= e2e
+    fastest = min(r.iteration_s(0, 0.0, max(1, math.ceil(p * (1 - hit))), 0.0) for p in draws.prompts)
+    assert min(run.ttft_s) >= 0.99 * fastest
+    assert run.mean_decode_batch <= max_seqs + 1e-9

@@ -31,6 +31,9 @@ from gpuwise.serving.engines import (
 from gpuwise.workload import Workload
 from gpuwise.workload.serving import ServingSpec
 
+# vLLM's scheduler admits a request only if 1 % of the KV blocks stay free after it (its
+# watermark_blocks default, 0.01), which keeps admissions from immediately forcing preemptions.
+KV_WATERMARK = 0.01
 MAX_EVENTS_PER_REQUEST = 50  # loop turns per simulated request before the run is cut off (overload)
 
 
@@ -164,6 +167,7 @@ class _Run:
         self.finish = [math.inf] * n
         self.cap_tokens = replica.capacity.tokens
         self.frag = replica.capacity.block_size / 2  # half a block wasted per sequence on average
+        self.watermark = KV_WATERMARK * self.cap_tokens
         self.g = replica.tokens_per_step
         self.per_decode = 1 + self.cfg.speculative_tokens  # tokens a decoding sequence puts in a batch
         self.waiting: deque[int] = deque()
@@ -250,7 +254,11 @@ class _Run:
             c = min(need[i], budget)
             if not cfg.chunked_prefill and c < need[i] and chunks:
                 break  # without chunking a prompt is prefilled whole, alone if it must be
-            if c + self.frag > free:
+            # Admit only when the whole prompt fits with room left for every running sequence's next
+            # token and (when others run) a watermark, as vLLM does: otherwise admission and
+            # preemption chase each other and nothing progresses.
+            active = n_dec + len(self.prefilling)
+            if need[i] + self.frag + (active + 1) * self.g + (self.watermark if active else 0.0) > free:
                 break
             waiting.popleft()
             self.admitted.append(i)
@@ -259,7 +267,7 @@ class _Run:
             self.prefilling[i] = None
             chunks.append((i, c))
             budget -= c
-            free -= c + self.frag
+            free -= need[i] + self.frag  # the whole prompt, reserved at admission
         return chunks
 
     def _iteration(self, n_dec: int, used: float, chunks: list[tuple[int, int]]) -> tuple[float, int]:
