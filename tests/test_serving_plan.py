@@ -112,3 +112,19 @@ def test_a_small_model_is_offered_mig_slices_that_meet_the_slo():
 def test_a_demand_on_an_encoder_model_is_refused(cli):
     result = cli("plan", "bert-base", "--rate", "5")
     assert result.exit_code == 2 and "decoder LLM" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_without_a_demand_the_three_commands_still_agree_on_the_kv_capacity(cli):
+    """The issue's L4 case (64, 39 or 177 sequences depending on the command) now reads one number."""
+    args = ["llama-3-8b", "--task", "serving", "--gpu", "l4", "--seq", "1500", "--output-len", "250"]
+    memory = json.loads(cli("memory", *args, "--json").stdout)
+    cost = json.loads(cli("cost", *args, "--usd-per-hour", "0.8", "--json").stdout)
+    plan = json.loads(cli("plan", *args, "--json").stdout)["plan"]
+    sequences = memory["serving"]["kv_capacity"]["max_sequences"]
+    assert sequences == cost["serving"]["kv_capacity"]["max_sequences"]
+    assert (
+        sequences
+        == cost["cost"]["perf"]["inference"]["max_concurrency"]
+        == plan["current"]["max_concurrency"]
+    )
+    assert memory["serving"]["at_demand"] is None
