@@ -87,18 +87,33 @@ def cost(
         usd_per_kwh=usd_per_kwh,
     )
     from gpuwise.plan.input_checks import input_warnings
+    from gpuwise.report.document import Bullets, Document, Heading
+    from gpuwise.report.serving_view import figures_lines
+    from gpuwise.serving.summary import serving_figures  # one truth with memory and plan
 
     run_s = estimate.training.run_time_s if estimate.training is not None else None
     for line in input_warnings(workload, run_time_s=run_s):
         typer.echo(f"gpuwise: warning: {line}", err=True)
     tco = tco_for(workload, estimate.perf, usd_per_gpu_hour=usd_per_hour)
     tco_doc = tco_view.document(tco)
+    figures = serving_figures(workload)
+    lines = figures_lines(figures.kv, figures.at_demand) if figures else []
+
+    def document() -> Document:
+        doc = cost_view.cost_document(estimate)
+        if lines:  # the KV capacity and demand figures `memory` and `plan` show too
+            doc.add(Heading("Serving: KV capacity and demand", 3), Bullets(lines))
+        return doc.include(tco_doc)
 
     emit(
-        {"cost": estimate.to_dict(), "tco": tco.to_dict()},
+        {
+            "cost": estimate.to_dict(),
+            "tco": tco.to_dict(),
+            **({"serving": figures.to_dict()} if figures else {}),
+        },
         "cost",
         as_json,
         as_markdown=as_markdown,
         html=html,
-        document=lambda: cost_view.cost_document(estimate).include(tco_doc),
+        document=document,
     )

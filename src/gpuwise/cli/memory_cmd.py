@@ -139,6 +139,16 @@ def memory(
                 else f"no {what} length fits {estimate.gpu.id} with {headroom:g} % headroom"
             ),
         }
+    from gpuwise.serving.summary import serving_figures  # serving helper: one KV truth with cost and plan
+
+    figures = serving_figures(workload)
+    if figures is not None:
+        from gpuwise.report.serving_view import figures_lines
+
+        extras["serving"] = {
+            **figures.to_dict(),
+            "text": "\n".join(figures_lines(figures.kv, figures.at_demand)),
+        }
     for key, answer in extras.items():
         payload[key] = {k: v for k, v in answer.items() if k != "text"}
     emit(

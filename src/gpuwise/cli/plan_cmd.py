@@ -58,6 +58,12 @@ def plan(
 
     one_format(as_json, as_markdown)  # before the work, not after it
 
+    from gpuwise.plan.serving import wants_serving_plan
+
+    if wants_serving_plan(workload) and not (evidence or traced):  # serving helper: demand + SLO
+        from gpuwise.cli.serving_plan import emit_serving_plan
+
+        return emit_serving_plan(workload, html, as_json, as_markdown)
     if (model_factory or input_factory) and not traced:
         raise GpuwiseError("--model-factory / --input-factory only apply with --traced")
     with sim_extra_required():

@@ -78,6 +78,17 @@ _FLAGS: dict[str, tuple[Any, Any]] = {
     ),
     "expert_parallel": (int, _opt("--ep", help="Expert-parallel size (MoE).")),
     "context_parallel": (int, _opt("--cp", help="Context (sequence) parallel size.")),
+    # --- serving helper: demand and SLO (the `serving:` section; more keys with --set serving.KEY=V)
+    "serving_rate": (float, _opt("--rate", help="Serving demand in requests/s (the whole service).")),
+    "serving_slo": (str, _opt("--slo", help="Latency SLO, e.g. ttft_p99=500ms,tpot_p90=50ms.")),
+    "serving_engine": (
+        str,
+        _opt("--engine", help="Serving engine: vllm, sglang, tensorrt-llm, tgi, llama.cpp."),
+    ),
+    "serving_prefix_hit_rate": (
+        float,
+        _opt("--prefix-hit-rate", help="Share of prompt tokens found in the prefix cache (0-1)."),
+    ),
     "set_values": (
         list[str],
         typer.Option(

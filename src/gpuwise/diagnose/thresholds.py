@@ -201,3 +201,20 @@ INPUT_ABSURD_RUN_DAYS = 3650.0
 # others in at least this share of the steps. A rank that is always behind is late in ~100 % of them;
 # on a loaded machine the ranks take turns being preempted and the late rank changes step to step (~50 %).
 STRAGGLER_CONSISTENT_STEPS_PCT = 75.0
+
+# --- serving: demand- and SLO-aware planning (issue 14.1) ---------------------------------------
+# With no TTFT target in the SLO, goodput still requires bounded queues: p99 time to first token at or
+# under this many seconds (Vidur, arXiv:2405.05465, bounds the P99 scheduling delay at 5 s when it
+# searches for a deployment's capacity).
+SERVING_IMPLICIT_TTFT_P99_S = 5.0
+# Diagnosis of a serving configuration at the requested rate:
+# prefill-bound when prefill takes at least this share of the replica's GPU time,
+SERVING_PREFILL_BOUND_PCT = 50.0
+# KV-capacity-bound when requests are preempted, or the decode batch reaches this share of what the
+# KV cache holds,
+SERVING_KV_BOUND_PCT = 90.0
+# queueing when the p99 wait before the scheduler admits a request (Vidur's "scheduling delay") is at
+# least this share of the p99 TTFT: requests wait for a slot more than they take to prefill.
+SERVING_QUEUEING_SHARE_PCT = 50.0
+# A technique is worth listing when it cuts the monthly cost or raises goodput by at least this much.
+SERVING_MIN_GAIN_PCT = 5.0

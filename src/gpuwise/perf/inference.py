@@ -25,7 +25,7 @@ from gpuwise.perf.flops import (
     elementwise_bytes_per_token,
     matmul_params,
 )
-from gpuwise.perf.footprint import kv_budget_bytes_per_gpu, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
+from gpuwise.perf.footprint import kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
 from gpuwise.perf.numerics import Numerics
 from gpuwise.perf.prediction import Bound, InferencePerf
 from gpuwise.perf.roofline import matmul_efficiency, peak_flops
@@ -188,12 +188,13 @@ class StepModel:
 
 
 def max_concurrency(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[int, float, str]:
-    """Sequences of prompt + output tokens whose KV cache fits per replica (full length reserved)."""
-    budget, method = kv_budget_bytes_per_gpu(workload, gpu, arch, num)
-    per_seq = kv_bytes_per_token_per_gpu(arch, num, workload.tp, workload.pp) * (
-        workload.seq_len + workload.output_len
-    )
-    return (int(budget // per_seq) if per_seq else 0), budget, method
+    """Sequences of prompt + output tokens whose KV cache fits per replica (full length reserved).
+
+    One truth with ``memory`` and ``plan``: gpuwise.memory.kv_cache.kv_capacity (paged blocks)."""
+    from gpuwise.memory.kv_cache import kv_capacity
+
+    cap = kv_capacity(workload, gpu, arch, num)
+    return cap.max_sequences, cap.budget_bytes_per_gpu, cap.method
 
 
 def predict_inference(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.workload.serving import ServingSpec, fold_flat_keys, mean_lengths, parse_serving
 
 # Closed value sets: the Literal is the type mypy checks, the tuple is what validation and help list.
 Task = Literal[
@@ -158,6 +159,8 @@ class Workload:
     image_width: int = 0  # pixels; 0: square (image_size × image_size)
     denoising_steps: int = 0  # diffusion inference steps per image; 0: the model's default
     channels_last: bool = False  # NHWC memory format (torch.channels_last) for convolutions
+    # --- serving helper: demand, SLO and engine (workload/serving.py); None outside serving plans
+    serving: ServingSpec | None = None
 
     @property
     def is_training(self) -> bool:
@@ -207,6 +210,7 @@ class Workload:
         data["lora_targets"] = list(self.lora_targets)
         data["library_versions"] = list(self.library_versions)
         data["requirements"] = list(self.requirements)
+        data["serving"] = self.serving.to_dict() if self.serving else None
         return data
 
 
@@ -274,11 +278,14 @@ def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
     """Build and validate a Workload from YAML content or CLI flags (None values are ignored)."""
     where = f"{source}: " if source else ""
     values: dict[str, Any] = {}
-    for raw_key, value in data.items():
+    for raw_key, value in fold_flat_keys(data).items():
         if value is None:
             continue
         key = str(raw_key).strip().lower().replace("-", "_")
         key = _KEY_ALIASES.get(key, key)
+        if key == "serving":
+            values[key] = parse_serving(value, where, Path(source).parent if source else None)
+            continue
         if key not in _FIELDS:
             close = difflib.get_close_matches(key, list(_FIELDS) + list(_KEY_ALIASES), n=1)
             hint = f": did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(_FIELDS)})"
@@ -290,6 +297,8 @@ def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
                 values["double_quant"] = True
             value = _ALIASES.get(key, {}).get(value, value)
         values[key] = value
+    if values.get("serving") is not None:  # serving helper: one prompt/output mean for every command
+        values.update(mean_lengths(values["serving"], values, where))
     if not values.get("model") and not values.get("model_factory"):
         raise GpuwiseError(
             f"{where}the workload needs a model (e.g. model: llama-3-8b, or a path to a config.json; "
