@@ -143,7 +143,7 @@ def _technique_row(t: ServingTechnique) -> list[str]:
         else (f"+{-t.saving_pct:.0f} %" if t.saving_pct and t.saving_pct < 0 else "—")
     )
     gain = "—" if t.goodput_gain_pct is None else f"{round(t.goodput_gain_pct):+d} %".replace("+0 ", "±0 ")
-    return [t.title, gain, cost, saving, f"{t.verdict} ({t.risk} risk)", t.why]
+    return [t.title, gain, cost, saving, f"{t.verdict} (quality risk: {t.risk})", t.why]
 
 
 def serving_document(plan: ServingPlan) -> Document:
