@@ -1,0 +1,115 @@
+"""A load test as a `Document`: the max rate meeting the SLO, one row per load level, errors by kind."""
+
+from __future__ import annotations
+
+from gpuwise.loadtest.types import LevelSummary, LoadtestResult
+from gpuwise.report.document import Block, Bullets, Document, Paragraph, Style, Table
+from gpuwise.units import fmt_duration
+
+_TOKEN_SOURCE = {
+    "usage": "token counts from the server's `usage`",
+    "chunks": "output tokens counted as streamed chunks (the server sent no `usage`)",
+    "mixed": "token counts from `usage` where the server sent it, else streamed chunks",
+    "none": "no successful request",
+}
+
+
+def _s(value: float | None) -> str:
+    return "—" if value is None else fmt_duration(value)
+
+
+def _pair(lv: LevelSummary, metric: str) -> str:
+    return f"{_s(lv.pct(metric, 50))} / {_s(lv.pct(metric, 99))}"
+
+
+def _level_name(lv: LevelSummary) -> str:
+    if lv.mode == "concurrency":
+        return f"{lv.target:g} in flight"
+    return f"{lv.target:.3g} req/s ({lv.mode})"
+
+
+def _slo_cell(lv: LevelSummary) -> str:
+    if lv.slo_met is None:
+        return ""
+    return "met" if lv.slo_met else "missed: " + "; ".join(lv.slo_failures)
+
+
+def levels_table(levels: list[LevelSummary], caption: str = "") -> Table:
+    with_slo = any(lv.slo_met is not None for lv in levels)
+    columns = ["load", "ok / sent", "req/s", "out tok/s", "TTFT p50 / p99", "TPOT p50 / p99", "ITL p50 / p99"]
+    columns += ["e2e p50 / p99"] + (["goodput req/s", "SLO"] if with_slo else [])
+    rows, styles = [], []
+    for lv in levels:
+        row = [
+            _level_name(lv),
+            f"{lv.requests_ok} / {lv.requests_sent}",
+            f"{lv.request_throughput_per_s:.2f}",
+            f"{lv.output_token_throughput_per_s:,.0f}",
+            _pair(lv, "ttft"),
+            _pair(lv, "tpot"),
+            _pair(lv, "itl"),
+            _pair(lv, "e2e"),
+        ]
+        if with_slo:
+            row += [f"{lv.goodput_per_s or 0:.2f}", _slo_cell(lv)]
+        rows.append(row)
+        style: Style = "" if lv.slo_met is None else ("good" if lv.slo_met else "warn")
+        styles.append(style)
+    return Table(
+        columns, rows, caption=caption, align="lrrrrrrrrl" if with_slo else "lrrrrrrr", row_styles=styles
+    )
+
+
+def _errors(levels: list[LevelSummary]) -> list[Block]:
+    items = []
+    for lv in levels:
+        if lv.errors:
+            kinds = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(lv.errors.items()))
+            items.append(f"{_level_name(lv)}: {kinds}")
+    return [Paragraph("Failed requests (counted, never fatal):", "warn"), Bullets(items)] if items else []
+
+
+def document(result: LoadtestResult) -> Document:
+    levels = result.search.probes if result.search else result.levels
+    sources = {lv.token_source for lv in levels}
+    source = sources.pop() if len(sources) == 1 else "mixed"
+    subtitle = (
+        f"model {result.model} · /v1/{'chat/completions' if result.endpoint == 'chat' else 'completions'}"
+    )
+    subtitle += (
+        f" · {'streaming' if result.stream else 'not streaming'} · {_TOKEN_SOURCE.get(source, source)}"
+    )
+    doc = Document(f"Load test of {result.url}", subtitle=subtitle)
+    if result.search is not None:
+        s, slo = result.search, result.slo.text() if result.slo else ""
+        if s.max_rate_per_s is None:
+            doc.add(Paragraph(f"No probed rate met the SLO ({slo}), not even {s.low_per_s:g} req/s.", "bad"))
+        elif s.bounded_by_high:
+            doc.add(
+                Paragraph(
+                    f"The highest rate tried, {s.high_per_s:g} req/s, meets the SLO ({slo}): "
+                    "the maximum is higher (raise --rate-range).",
+                    "strong",
+                )
+            )
+        else:
+            doc.add(
+                Paragraph(
+                    f"Max rate meeting the SLO ({slo}): {s.max_rate_per_s:.3g} req/s "
+                    f"(it lies between {s.low_per_s:.3g} and {s.high_per_s:.3g}; "
+                    f"{len(s.probes)} probes).",
+                    "strong",
+                )
+            )
+        doc.add(levels_table(s.probes, "each probe, in the order run"))
+    else:
+        doc.add(levels_table(result.levels))
+    doc.add(*_errors(levels))
+    if result.interrupted:
+        doc.add(Paragraph("Interrupted: these are the requests that finished before Ctrl-C.", "warn"))
+    notes = "TTFT: send to first generated text; TPOT: (e2e − TTFT) / (output tokens − 1); ITL: gap between"
+    notes += " chunks (vLLM benchmark_serving / genai-perf definitions, docs/loadtest.md)."
+    if result.run_id is not None:
+        notes += f" Saved as run {result.run_id} (`gpuwise runs list`)."
+    doc.add(Paragraph(notes, "muted"))
+    return doc
