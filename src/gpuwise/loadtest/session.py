@@ -111,6 +111,7 @@ async def _levels(
 
         async def level(mode: LoadMode, target: float) -> LevelSummary | None:
             if stop.is_set():
+                result.interrupted = True
                 return None
             if on_level is not None:
                 on_level(_label(mode, target), len(bodies))
