@@ -137,6 +137,10 @@ def loadtest(
         return
     if not url:
         raise GpuwiseError("give the server URL, e.g. gpuwise loadtest http://127.0.0.1:8000")
+    try:
+        import httpx  # noqa: F401 - only to say what is missing, in one line
+    except ImportError:
+        raise GpuwiseError("gpuwise loadtest needs httpx: pip install 'gpuwise[loadtest]'") from None
     settings = _settings(locals())
     from gpuwise.loadtest.session import run_loadtest
 
