@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from gpuwise.loadtest.types import LevelSummary, LoadtestResult
 from gpuwise.report.document import Block, Bullets, Document, Paragraph, Style, Table
-from gpuwise.units import fmt_duration
 
 _TOKEN_SOURCE = {
     "usage": "token counts from the server's `usage`",
@@ -14,35 +13,41 @@ _TOKEN_SOURCE = {
 }
 
 
-def _s(value: float | None) -> str:
-    return "—" if value is None else fmt_duration(value)
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value * 1000:,.0f}"
 
 
 def _pair(lv: LevelSummary, metric: str) -> str:
-    return f"{_s(lv.pct(metric, 50))} / {_s(lv.pct(metric, 99))}"
+    return f"{_ms(lv.pct(metric, 50))} / {_ms(lv.pct(metric, 99))}"
 
 
 def _level_name(lv: LevelSummary) -> str:
     if lv.mode == "concurrency":
         return f"{lv.target:g} in flight"
-    return f"{lv.target:.3g} req/s ({lv.mode})"
+    return f"{lv.target:.3g}/s {lv.mode}"
 
 
 def _slo_cell(lv: LevelSummary) -> str:
-    if lv.slo_met is None:
-        return ""
-    return "met" if lv.slo_met else "missed: " + "; ".join(lv.slo_failures)
+    return "" if lv.slo_met is None else ("met" if lv.slo_met else "missed")
 
 
 def levels_table(levels: list[LevelSummary], caption: str = "") -> Table:
     with_slo = any(lv.slo_met is not None for lv in levels)
-    columns = ["load", "ok / sent", "req/s", "out tok/s", "TTFT p50 / p99", "TPOT p50 / p99", "ITL p50 / p99"]
-    columns += ["e2e p50 / p99"] + (["goodput req/s", "SLO"] if with_slo else [])
+    columns = [
+        "load",
+        "ok/sent",
+        "req/s",
+        "out tok/s",
+        "TTFT ms p50/p99",
+        "TPOT ms p50/p99",
+        "ITL ms p50/p99",
+    ]
+    columns += ["e2e ms p50/p99"] + (["goodput req/s", "SLO"] if with_slo else [])
     rows, styles = [], []
     for lv in levels:
         row = [
             _level_name(lv),
-            f"{lv.requests_ok} / {lv.requests_sent}",
+            f"{lv.requests_ok}/{lv.requests_sent}",
             f"{lv.request_throughput_per_s:.2f}",
             f"{lv.output_token_throughput_per_s:,.0f}",
             _pair(lv, "ttft"),
@@ -58,6 +63,11 @@ def levels_table(levels: list[LevelSummary], caption: str = "") -> Table:
     return Table(
         columns, rows, caption=caption, align="lrrrrrrrrl" if with_slo else "lrrrrrrr", row_styles=styles
     )
+
+
+def _misses(levels: list[LevelSummary]) -> list[Block]:
+    items = [f"{_level_name(lv)}: " + "; ".join(lv.slo_failures) for lv in levels if lv.slo_failures]
+    return [Paragraph("SLO missed:", "warn"), Bullets(items)] if items else []
 
 
 def _errors(levels: list[LevelSummary]) -> list[Block]:
@@ -101,9 +111,9 @@ def document(result: LoadtestResult) -> Document:
                     "strong",
                 )
             )
-        doc.add(levels_table(s.probes, "each probe, in the order run"))
+        doc.add(levels_table(sorted(s.probes, key=lambda p: p.target), "the probes, by rate"))
     else:
-        doc.add(levels_table(result.levels))
+        doc.add(levels_table(result.levels), *_misses(result.levels))
     doc.add(*_errors(levels))
     if result.interrupted:
         doc.add(Paragraph("Interrupted: these are the requests that finished before Ctrl-C.", "warn"))
