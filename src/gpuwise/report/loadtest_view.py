@@ -24,7 +24,7 @@ def _pair(lv: LevelSummary, metric: str) -> str:
 def _level_name(lv: LevelSummary) -> str:
     if lv.mode == "concurrency":
         return f"{lv.target:g} in flight"
-    return f"{lv.target:.3g}/s {lv.mode}"
+    return f"{lv.target:.3g} req/s"
 
 
 def _slo_cell(lv: LevelSummary) -> str:
@@ -111,9 +111,12 @@ def document(result: LoadtestResult) -> Document:
                     "strong",
                 )
             )
-        doc.add(levels_table(sorted(s.probes, key=lambda p: p.target), "the probes, by rate"))
+        arrivals = f"{s.probes[0].mode} arrivals" if s.probes else ""
+        doc.add(levels_table(sorted(s.probes, key=lambda p: p.target), f"the probes, by rate ({arrivals})"))
     else:
-        doc.add(levels_table(result.levels), *_misses(result.levels))
+        mode = result.levels[0].mode if result.levels else "concurrency"
+        caption = "" if mode == "concurrency" else f"{mode} arrivals"
+        doc.add(levels_table(result.levels, caption), *_misses(result.levels))
     doc.add(*_errors(levels))
     if result.interrupted:
         doc.add(Paragraph("Interrupted: these are the requests that finished before Ctrl-C.", "warn"))
