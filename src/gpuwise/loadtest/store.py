@@ -47,7 +47,8 @@ def _level(data: dict[str, Any]) -> LevelSummary:
         latency[metric] = {
             stat: data.pop(f"{metric}_{stat}_s", None) for stat in ("mean", "p50", "p90", "p99")
         }
-    return LevelSummary(**data, latency_s=latency)
+    concurrency, rate = data.pop("concurrency", None), data.pop("rate_per_s", None)
+    return LevelSummary(**data, target=concurrency if concurrency is not None else rate, latency_s=latency)
 
 
 def from_dict(doc: dict[str, Any]) -> LoadtestResult:

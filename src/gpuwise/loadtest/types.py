@@ -88,6 +88,9 @@ class LevelSummary:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("latency_s")
+        target = out.pop("target")  # the unit depends on the mode: say it in the name
+        out["concurrency"] = target if self.mode == "concurrency" else None
+        out["rate_per_s"] = None if self.mode == "concurrency" else target
         for metric, stats in self.latency_s.items():
             for stat, value in stats.items():
                 out[f"{metric}_{stat}_s"] = value
