@@ -48,7 +48,8 @@ def _level(data: dict[str, Any]) -> LevelSummary:
             stat: data.pop(f"{metric}_{stat}_s", None) for stat in ("mean", "p50", "p90", "p99")
         }
     concurrency, rate = data.pop("concurrency", None), data.pop("rate_per_s", None)
-    return LevelSummary(**data, target=concurrency if concurrency is not None else rate, latency_s=latency)
+    target = concurrency if concurrency is not None else rate
+    return LevelSummary(**data, target=target, latency_s=latency)
 
 
 def from_dict(doc: dict[str, Any]) -> LoadtestResult:
