@@ -25,6 +25,8 @@ from gpuwise.loadtest.prompts import Lengths
 from gpuwise.loadtest.schedule import arrival_times
 from gpuwise.loadtest.session import Settings, run_loadtest
 from gpuwise.loadtest.types import RequestRecord
+from gpuwise.perf.predict import predict
+from gpuwise.workload.spec import load_workload
 from loadtest_servers import ServerProcess
 
 
@@ -131,11 +133,20 @@ def test_cli_json_store_and_secret(cli, tmp_path):
     env = {**os.environ, "MY_KEY": "sk-very-secret-0123"}
     with ServerProcess(0.02, 0.01) as server:
         args = ["loadtest", server.url, "-c", "2", "-n", "6", "--output-tokens", "4", "--store", str(store)]
+        args += ["--predict", "examples/inference-7b.yaml"]
         out = cli(*args, "--api-key-env", "MY_KEY", "--slo", "ttft_p99=1", "--json", env=env)
     assert out.exit_code == 0, out.stderr
     doc = out.json()
     assert doc["kind"] == "loadtest" and doc["levels"][0]["requests_ok"] == 6
     assert doc["levels"][0]["ttft_p50_s"] > 0.02 and doc["levels"][0]["slo_met"] is True
+    (compared,) = doc["prediction"]["levels"]  # measured vs gpuwise's model for the declared L4
+    declared = load_workload(REPO / "examples/inference-7b.yaml")
+    expected = predict(declared.with_changes(seq_len=256, output_len=4, concurrency=2)).inference
+    assert doc["prediction"]["gpu"] == "l4" and compared["predicted_tpot_p50_s"] == pytest.approx(
+        expected.tpot_s
+    )
+    gap = (compared["measured_ttft_p50_s"] / expected.ttft_s - 1) * 100
+    assert compared["ttft_gap_pct"] == pytest.approx(gap)
     assert "sk-very-secret" not in out.stdout + out.stderr and b"sk-very-secret" not in store.read_bytes()
     runs = cli("runs", "list", "--store", str(store), "--json").json()["runs"]
     assert runs[0]["kind"] == "loadtest" and runs[0]["measured_steps"] == 6

@@ -119,6 +119,12 @@ def loadtest(
         Path | None, typer.Option("--store", help="Run store file (default: GPUWISE_STORE).")
     ] = None,
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save the result in the run store.")] = True,
+    predict: Annotated[
+        Path | None,
+        typer.Option(
+            "--predict", help="Workload YAML declaring GPU, model, engine: show measured vs predicted."
+        ),
+    ] = None,
     show: Annotated[
         str | None, typer.Option("--show", help="Print a saved load test (run id, 'last').")
     ] = None,
@@ -142,6 +148,11 @@ def loadtest(
     except ImportError:
         raise GpuwiseError("gpuwise loadtest needs httpx: pip install 'gpuwise[loadtest]'") from None
     settings = _settings(locals())
+    declared = None
+    if predict is not None:
+        from gpuwise.workload.spec import load_workload
+
+        declared = load_workload(predict)
     from gpuwise.loadtest.session import run_loadtest
 
     on_level, on_record, close = _progress_hooks()
@@ -149,6 +160,10 @@ def loadtest(
         result = run_loadtest(settings, on_level, on_record)
     finally:
         close()
+    if declared is not None:
+        from gpuwise.loadtest.prediction import compare
+
+        result.prediction = compare(result.search.probes if result.search else result.levels, declared)
     if save:
         run_store.save(result, store)
     _emit(result, as_json, as_markdown)

@@ -74,6 +74,7 @@ def from_dict(doc: dict[str, Any]) -> LoadtestResult:
         doc.get("interrupted", False),
         doc.get("run_id"),
         doc.get("settings", {}),
+        doc.get("prediction"),
     )
 
 

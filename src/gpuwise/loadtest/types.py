@@ -120,6 +120,7 @@ class LoadtestResult:
     interrupted: bool = False
     run_id: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    prediction: dict[str, Any] | None = None  # measured vs gpuwise's model (loadtest/prediction.py)
 
     def to_dict(self) -> dict[str, Any]:
         search = None
@@ -143,4 +144,5 @@ class LoadtestResult:
             "interrupted": self.interrupted,
             "run_id": self.run_id,
             "settings": self.settings,
+            "prediction": self.prediction,
         }

@@ -79,6 +79,35 @@ def _errors(levels: list[LevelSummary]) -> list[Block]:
     return [Paragraph("Failed requests (counted, never fatal):", "warn"), Bullets(items)] if items else []
 
 
+def _gap(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.0f} %"
+
+
+def prediction_table(prediction: dict) -> Table:
+    """Each level next to gpuwise's model at its lengths and requests in flight (no queueing modelled)."""
+    rows = []
+    for r in prediction["levels"]:
+        rows.append(
+            [
+                f"{r['concurrency']} in flight",
+                f"{_ms(r['measured_ttft_p50_s'])} / {_ms(r['predicted_ttft_p50_s'])}",
+                _gap(r["ttft_gap_pct"]),
+                f"{_ms(r['measured_tpot_p50_s'])} / {_ms(r['predicted_tpot_p50_s'])}",
+                _gap(r["tpot_gap_pct"]),
+                f"{r['measured_output_tokens_per_s']:,.0f} / {r['predicted_output_tokens_per_s']:,.0f}",
+                _gap(r["output_tokens_gap_pct"]),
+            ]
+        )
+    gpus = f"{prediction['num_gpus']} × {prediction['gpu']}"
+    engine = f", {prediction['engine']}" if prediction["engine"] else ""
+    return Table(
+        ["load", "TTFT p50 ms measured / predicted", "gap", "TPOT p50 ms", "gap", "out tok/s", "gap"],
+        rows,
+        caption=f"measured vs gpuwise's prediction for {prediction['workload']} on {gpus}{engine}",
+        align="lrrrrrr",
+    )
+
+
 def document(result: LoadtestResult) -> Document:
     levels = result.search.probes if result.search else result.levels
     sources = {lv.token_source for lv in levels}
@@ -118,6 +147,8 @@ def document(result: LoadtestResult) -> Document:
         caption = "" if mode == "concurrency" else f"{mode} arrivals"
         doc.add(levels_table(result.levels, caption), *_misses(result.levels))
     doc.add(*_errors(levels))
+    if result.prediction:
+        doc.add(prediction_table(result.prediction))
     if result.interrupted:
         doc.add(Paragraph("Interrupted: these are the requests that finished before Ctrl-C.", "warn"))
     notes = "TTFT: send to first generated text; TPOT: (e2e − TTFT) / (output tokens − 1); ITL: gap between"
