@@ -110,6 +110,23 @@ def test_without_usage_tokens_are_counted_chunks():
     assert level.token_source == "chunks" and level.output_tokens == 8 * 5 and level.input_tokens == 0
 
 
+def test_a_tokenizer_counts_tokens_when_the_server_sends_no_usage(cli, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "w": 1}, unk_token="[UNK]"))
+    split = tokenizers.pre_tokenizers
+    tok.pre_tokenizer = split.Sequence([split.Whitespace(), split.Digits(individual_digits=True)])
+    tok.save(str(tmp_path / "tokenizer.json"))  # " w3" is 2 tokens ("w", "3"): 2 per streamed chunk
+    with ServerProcess(0.01, 0.005, usage=False) as server:
+        args = ["loadtest", server.url, "-c", "2", "-n", "4", "--output-tokens", "5", "--prompt-tokens", "12"]
+        out = cli(*args, "--tokenizer", str(tmp_path / "tokenizer.json"), "--no-save", "--json")
+    assert out.exit_code == 0, out.stderr
+    (level,) = out.json()["levels"]
+    assert level["token_source"] == "tokenizer" and level["output_tokens"] == 4 * 5 * 2
+    assert level["input_tokens"] == 4 * 12
+    bad = cli("loadtest", "http://127.0.0.1:9", "--tokenizer", str(tmp_path / "missing.json"), "--no-save")
+    assert bad.exit_code == 2 and "cannot read tokenizer" in bad.stderr
+
+
 @pytest.mark.slow
 def test_max_rate_under_slo_is_within_10_percent_of_capacity():
     """4 slots x 0.1 s service (TTFT 50 ms + 2 x 25 ms) = 40 req/s; above it the queue (and TTFT) grows."""

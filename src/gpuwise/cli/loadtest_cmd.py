@@ -98,6 +98,10 @@ def loadtest(
     dataset: Annotated[
         Path | None, typer.Option("--dataset", help="JSONL of {prompt | messages, max_tokens?} instead.")
     ] = None,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option("--tokenizer", help="tokenizer.json to count tokens when the server sends no usage."),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for prompts, lengths and Poisson arrivals.")] = 0,
     slo: Annotated[
         str | None, typer.Option("--slo", help="e.g. ttft_p99=0.5,tpot_p99=0.05 (seconds).")
@@ -175,6 +179,7 @@ def _settings(opts: dict):
     from gpuwise.loadtest.metrics import parse_slo
     from gpuwise.loadtest.prompts import Lengths, read_dataset
     from gpuwise.loadtest.session import Settings
+    from gpuwise.loadtest.tokens import load_tokenizer
 
     if opts["endpoint"] not in (None, "completions", "chat"):
         raise GpuwiseError(f"--endpoint must be completions or chat; got {opts['endpoint']!r}")
@@ -207,6 +212,7 @@ def _settings(opts: dict):
     if search and opts["rate"] is None:
         mode = opts["arrival"]
     dataset = read_dataset(opts["dataset"]) if opts["dataset"] else None
+    tokenizer = load_tokenizer(opts["tokenizer"]) if opts["tokenizer"] else None
     headers = _headers(opts["api_key_env"])
     name = resolve_model(target, opts["model"], headers, opts["timeout"])
     return Settings(
@@ -226,6 +232,7 @@ def _settings(opts: dict):
         slo=slo,
         search_range=search,
         max_probes=opts["max_probes"],
+        tokenizer=tokenizer,
     )
 
 

@@ -61,7 +61,8 @@ async def send(
                 data = json.loads(await response.aread())
                 now = time.perf_counter()
                 record.ttft_s = record.e2e_s = now - start
-                chunks = 1 if chunk_text(data, endpoint) else 0
+                record.text = chunk_text(data, endpoint)
+                chunks = 1 if record.text else 0
                 _apply_usage(record, data)
                 done = True
             else:
@@ -76,7 +77,8 @@ async def send(
                     if not isinstance(event, dict):
                         raise ValueError("event is not a JSON object")
                     now = time.perf_counter()
-                    if chunk_text(event, endpoint):
+                    if text := chunk_text(event, endpoint):
+                        record.text += text
                         if record.ttft_s is None:
                             record.ttft_s = now - start
                         else:

@@ -54,7 +54,7 @@ async def run_level(
     deadline = origin + plan.duration_s
     records: list[RequestRecord] = []
 
-    async def one(body: dict[str, Any]) -> None:
+    async def one(index: int, body: dict[str, Any]) -> None:
         sent = time.perf_counter() - origin
         try:
             record = await asyncio.wait_for(
@@ -63,22 +63,23 @@ async def run_level(
         except asyncio.TimeoutError:
             record = RequestRecord(start_s=sent, error="timeout", error_detail="request timeout")
         except asyncio.CancelledError:
-            records.append(RequestRecord(start_s=sent, error="cancelled"))
+            records.append(RequestRecord(start_s=sent, error="cancelled", index=index))
             raise
+        record.index = index
         records.append(record)
         if on_done is not None:
             on_done(record)
 
     tasks: list[asyncio.Task] = []
     if plan.mode == "concurrency":
-        queue = iter(plan.bodies)
+        queue = iter(enumerate(plan.bodies))
 
         async def worker() -> None:
             while not stop.is_set() and time.perf_counter() < deadline:
-                body = next(queue, None)
-                if body is None:
+                item = next(queue, None)
+                if item is None:
                     return
-                await one(body)
+                await one(*item)
 
         tasks = [asyncio.create_task(worker()) for _ in range(max(1, int(plan.target)))]
         issuer: asyncio.Task | None = None
@@ -86,13 +87,13 @@ async def run_level(
         times = arrival_times(plan.mode, plan.target, len(plan.bodies), plan.seed)
 
         async def issue() -> None:
-            for offset, body in zip(times, plan.bodies, strict=True):
+            for index, (offset, body) in enumerate(zip(times, plan.bodies, strict=True)):
                 if offset > plan.duration_s or stop.is_set():
                     return
                 delay = origin + offset - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                tasks.append(asyncio.create_task(one(body)))
+                tasks.append(asyncio.create_task(one(index, body)))
 
         issuer = asyncio.create_task(issue())
     hard_deadline = deadline + plan.timeout_s + 1.0

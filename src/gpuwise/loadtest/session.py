@@ -16,6 +16,7 @@ from gpuwise.loadtest.metrics import summarize
 from gpuwise.loadtest.prompts import Lengths, request_bodies
 from gpuwise.loadtest.runner import LevelPlan, http_client, run_level
 from gpuwise.loadtest.search import find_max_rate
+from gpuwise.loadtest.tokens import recount
 from gpuwise.loadtest.types import Endpoint, LevelSummary, LoadMode, LoadtestResult, RequestRecord, Slo
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,6 +45,7 @@ class Settings:
     slo: Slo | None = None
     search_range: tuple[float, float] | None = None  # (low, high) rate for --find-max-rate
     max_probes: int = 8
+    tokenizer: Any = None  # a tokenizers.Tokenizer: counts tokens where the server sends no `usage`
 
     def public(self) -> dict[str, Any]:
         """What the result keeps of the settings: everything but headers (the API key)."""
@@ -127,6 +129,8 @@ async def _levels(
                 settings.headers,
             )
             records, cut = await run_level(client, plan, stop, on_record)
+            if settings.tokenizer is not None:
+                recount(records, bodies, settings.tokenizer)
             result.interrupted |= cut
             return summarize(records, mode, target, settings.slo, interrupted=cut)
 

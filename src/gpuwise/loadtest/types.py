@@ -15,8 +15,9 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
     "dropped",
     "cancelled",
 )
-# Where a request's output-token count came from: the server's `usage`, or one token per streamed chunk.
-TokenSource = Literal["usage", "chunks"]
+# Where a request's token counts came from: the server's `usage`, the --tokenizer on the text, or one
+# output token per streamed chunk.
+TokenSource = Literal["usage", "tokenizer", "chunks"]
 # How requests are issued: N in flight at all times, or arrivals at a rate (Poisson or evenly spaced).
 LoadMode = Literal["concurrency", "poisson", "constant"]
 LOAD_MODES: tuple[LoadMode, ...] = ("concurrency", "poisson", "constant")
@@ -37,6 +38,8 @@ class RequestRecord:
     token_source: TokenSource = "chunks"
     error: ErrorKind | None = None
     error_detail: str = ""
+    index: int = -1  # which request body (position in the level's list)
+    text: str = ""  # the generated text (for --tokenizer counts; never stored)
 
     @property
     def ok(self) -> bool:

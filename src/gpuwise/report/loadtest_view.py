@@ -7,8 +7,9 @@ from gpuwise.report.document import Block, Bullets, Document, Paragraph, Style, 
 
 _TOKEN_SOURCE = {
     "usage": "token counts from the server's `usage`",
+    "tokenizer": "token counts from --tokenizer (the server sent no `usage`)",
     "chunks": "output tokens counted as streamed chunks (the server sent no `usage`)",
-    "mixed": "token counts from `usage` where the server sent it, else streamed chunks",
+    "mixed": "token counts from `usage` where the server sent it, else --tokenizer or streamed chunks",
     "none": "no successful request",
 }
 
