@@ -139,6 +139,11 @@ class ScriptedServer(_Http):
             await asyncio.sleep(3600)
         n = int(body.get("max_tokens", 16))
         start = time.perf_counter()
+        if not body.get("stream"):  # one JSON reply once the last token is due
+            await asyncio.sleep(self.ttft_s + (n - 1) * self.token_s)
+            reply = chunk(body, "".join(f" w{i}" for i in range(n)))
+            reply["usage"] = {"prompt_tokens": len(prompt.split()), "completion_tokens": n}
+            return await self.respond_json(writer, 200, reply)
         await self.start_stream(writer)
         for i in range(n):
             await asyncio.sleep(max(0.0, start + self.ttft_s + i * self.token_s - time.perf_counter()))

@@ -110,6 +110,16 @@ def test_without_usage_tokens_are_counted_chunks():
     assert level.token_source == "chunks" and level.output_tokens == 8 * 5 and level.input_tokens == 0
 
 
+def test_not_streamed_ttft_is_the_whole_reply():
+    with ServerProcess(0.05, 0.01) as server:
+        settings = _settings(
+            server.url, endpoint="chat", lengths=Lengths(10, 6), stream=False, max_requests=4
+        )
+        level = run_loadtest(settings).levels[0]
+    assert level.requests_ok == 4 and level.output_tokens == 4 * 6 and level.token_source == "usage"
+    assert level.pct("ttft", 50) == level.pct("e2e", 50) >= 0.1 and level.pct("tpot", 50) is None
+
+
 def test_a_tokenizer_counts_tokens_when_the_server_sends_no_usage(cli, tmp_path):
     tokenizers = pytest.importorskip("tokenizers")
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "w": 1}, unk_token="[UNK]"))

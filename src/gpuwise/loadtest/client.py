@@ -61,6 +61,7 @@ async def send(
                 data = json.loads(await response.aread())
                 now = time.perf_counter()
                 record.ttft_s = record.e2e_s = now - start
+                record.streamed = False
                 record.text = chunk_text(data, endpoint)
                 chunks = 1 if record.text else 0
                 _apply_usage(record, data)
@@ -86,7 +87,8 @@ async def send(
                         chunks += 1
                         last = now
                     _apply_usage(record, event)
-            record.e2e_s = time.perf_counter() - start
+            if record.streamed:
+                record.e2e_s = time.perf_counter() - start
     except httpx.TimeoutException:
         record.error = "timeout"
     except httpx.ConnectError as err:

@@ -38,6 +38,7 @@ class RequestRecord:
     token_source: TokenSource = "chunks"
     error: ErrorKind | None = None
     error_detail: str = ""
+    streamed: bool = True  # False: one JSON reply, so TTFT = e2e and there is no TPOT
     index: int = -1  # which request body (position in the level's list)
     text: str = ""  # the generated text (for --tokenizer counts; never stored)
 
@@ -48,7 +49,13 @@ class RequestRecord:
     @property
     def tpot_s(self) -> float | None:
         """(e2e - TTFT) / (output tokens - 1): vLLM benchmark_serving's and genai-perf's definition."""
-        if not self.ok or self.e2e_s is None or self.ttft_s is None or self.output_tokens < 2:
+        if (
+            not self.ok
+            or not self.streamed
+            or self.e2e_s is None
+            or self.ttft_s is None
+            or self.output_tokens < 2
+        ):
             return None
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
 
