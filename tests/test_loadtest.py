@@ -127,7 +127,18 @@ def test_a_tokenizer_counts_tokens_when_the_server_sends_no_usage(cli, tmp_path)
     tok.pre_tokenizer = split.Sequence([split.Whitespace(), split.Digits(individual_digits=True)])
     tok.save(str(tmp_path / "tokenizer.json"))  # " w3" is 2 tokens ("w", "3"): 2 per streamed chunk
     with ServerProcess(0.01, 0.005, usage=False) as server:
-        args = ["loadtest", server.url, "-c", "2", "-n", "4", "--output-tokens", "5", "--prompt-tokens", "12"]
+        args = [
+            "loadtest",
+            server.url,
+            "--concurrency",
+            "2",
+            "--max-requests",
+            "4",
+            "--output-tokens",
+            "5",
+            "--prompt-tokens",
+            "12",
+        ]
         out = cli(*args, "--tokenizer", str(tmp_path / "tokenizer.json"), "--no-save", "--json")
     assert out.exit_code == 0, out.stderr
     (level,) = out.json()["levels"]
@@ -159,7 +170,18 @@ def test_cli_json_store_and_secret(cli, tmp_path):
     store = tmp_path / "runs.sqlite"
     env = {**os.environ, "MY_KEY": "sk-very-secret-0123"}
     with ServerProcess(0.02, 0.01) as server:
-        args = ["loadtest", server.url, "-c", "2", "-n", "6", "--output-tokens", "4", "--store", str(store)]
+        args = [
+            "loadtest",
+            server.url,
+            "--concurrency",
+            "2",
+            "--max-requests",
+            "6",
+            "--output-tokens",
+            "4",
+            "--store",
+            str(store),
+        ]
         args += ["--predict", "examples/inference-7b.yaml"]
         out = cli(*args, "--api-key-env", "MY_KEY", "--slo", "ttft_p99=1", "--json", env=env)
     assert out.exit_code == 0, out.stderr
@@ -188,7 +210,7 @@ def test_cli_json_store_and_secret(cli, tmp_path):
     [
         (["not-a-url"], "bad URL"),
         (["http://127.0.0.1:9", "--slo", "ttft=1"], "bad --slo"),
-        (["http://127.0.0.1:9", "-c", "2", "--rate", "3"], "exclusive"),
+        (["http://127.0.0.1:9", "--concurrency", "2", "--rate", "3"], "exclusive"),
         (["http://127.0.0.1:9", "--find-max-rate"], "needs --slo"),
         (["http://127.0.0.1:9"], "cannot reach"),
     ],
@@ -199,7 +221,18 @@ def test_cli_bad_input_is_one_line(cli, args, message):
 
 
 def test_ctrl_c_keeps_partial_results(tmp_path):
-    command = [sys.executable, "-m", "gpuwise", "loadtest", "-c", "2", "-n", "5000", "--duration", "30"]
+    command = [
+        sys.executable,
+        "-m",
+        "gpuwise",
+        "loadtest",
+        "--concurrency",
+        "2",
+        "--max-requests",
+        "5000",
+        "--duration",
+        "30",
+    ]
     command += ["--output-tokens", "5", "--json", "--store", str(tmp_path / "r.sqlite")]
     with ServerProcess(0.02, 0.02) as server:
         proc = subprocess.Popen(

@@ -72,15 +72,11 @@ def loadtest(
         str | None, typer.Option("--model", help="Model name (default: the first of /v1/models).")
     ] = None,
     concurrency: Annotated[
-        str | None, typer.Option("--concurrency", "-c", help="Requests in flight; a list sweeps (1,4,16).")
+        str | None, typer.Option("--concurrency", help="Requests in flight; a list sweeps (1,4,16).")
     ] = None,
-    rate: Annotated[
-        str | None, typer.Option("--rate", "-r", help="Requests/s; a list sweeps (2,5,10).")
-    ] = None,
+    rate: Annotated[str | None, typer.Option("--rate", help="Requests/s; a list sweeps (2,5,10).")] = None,
     arrival: Annotated[str, typer.Option("--arrival", help="With --rate: poisson | constant.")] = "poisson",
-    max_requests: Annotated[
-        int, typer.Option("--max-requests", "-n", help="Requests per level (bounded).")
-    ] = 200,
+    max_requests: Annotated[int, typer.Option("--max-requests", help="Requests per level (bounded).")] = 200,
     duration: Annotated[float, typer.Option("--duration", help="Seconds per level at most.")] = 60.0,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds per request before it counts as a timeout.")
