@@ -80,6 +80,10 @@ trace_cmd.register(app)
 from gpuwise.cli import lint_cmd  # noqa: E402
 
 lint_cmd.register(app)
+# -- loadtest --
+from gpuwise.cli import loadtest_cmd  # noqa: E402
+
+app.command("loadtest")(loadtest_cmd.loadtest)
 
 
 def main(argv: list[str] | None = None) -> None:

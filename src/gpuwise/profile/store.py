@@ -155,6 +155,39 @@ class RunStore:
         run.run_id = int(cur.lastrowid)
         return run.run_id
 
+    def save_other(
+        self,
+        kind: str,
+        label: str,
+        command: str,
+        status: str,
+        count: int,
+        per_s: float | None,
+        top: str | None,
+        doc: dict[str, Any],
+    ) -> int:
+        """Store a run of another kind (e.g. a load test): its count and rate go in the steps columns."""
+        created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with self.conn:
+            cur = self.conn.execute(
+                "INSERT INTO runs (created_at, kind, label, command, status, device, gpu, measured_steps,"
+                " steps_per_s, top_finding, document) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    created,
+                    kind,
+                    label,
+                    command,
+                    status,
+                    "http",
+                    "",
+                    count,
+                    per_s,
+                    top,
+                    json.dumps(doc, default=str),
+                ),
+            )
+        return int(cur.lastrowid or 0)
+
     # -- reading ------------------------------------------------------------------------------------------
     def list(self, limit: int | None = 50) -> list[RunRow]:
         sql = "SELECT * FROM runs ORDER BY id DESC" + (" LIMIT ?" if limit else "")
@@ -185,11 +218,13 @@ class RunStore:
         from gpuwise.profile.analysis import ProfileRun
 
         run_id = self.resolve(ref)
-        row = self.conn.execute("SELECT id, document FROM runs WHERE id = ?", (run_id,)).fetchone()
+        row = self.conn.execute("SELECT id, kind, document FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             span = self.conn.execute("SELECT MIN(id), MAX(id), COUNT(*) FROM runs").fetchone()
             have = f"runs {span[0]}-{span[1]}" if span[2] else "no runs yet"
             raise GpuwiseError(f"no run {run_id} in {self.path} ({have}; see `gpuwise runs list`)")
+        if row["kind"] == "loadtest":
+            raise GpuwiseError(f"run {run_id} is a load test: `gpuwise loadtest --show {run_id}` prints it")
         try:
             data = json.loads(row["document"])
         except json.JSONDecodeError as err:

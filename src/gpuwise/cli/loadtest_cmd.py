@@ -1,0 +1,246 @@
+"""`gpuwise loadtest URL`: load an OpenAI-compatible endpoint; report TTFT, TPOT, ITL, goodput, max rate."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpuwise.cli.output import emit, one_format
+from gpuwise.errors import GpuwiseError
+
+_MAX_REQUESTS_CAP = 100_000
+_DURATION_CAP_S = 3600.0
+
+
+def _numbers(text: str, flag: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise GpuwiseError(
+            f"{flag} takes numbers separated by commas (e.g. {flag} 1,4,16); got {text!r}"
+        ) from None
+    if not values or any(v <= 0 for v in values):
+        raise GpuwiseError(f"{flag} values must be > 0; got {text!r}")
+    return values
+
+
+def _headers(api_key_env: str) -> dict[str, str]:
+    """The bearer header from the environment; the key is never printed or stored."""
+    key = os.environ.get(api_key_env, "")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _progress_hooks():
+    """A Rich progress bar on stderr (off when stderr is not a terminal); returns hooks and a closer."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    progress.start()
+    state: dict[str, TaskID] = {}
+
+    def on_level(label: str, total: int) -> None:
+        state["task"] = progress.add_task(label, total=total)
+
+    def on_record(_record) -> None:
+        progress.advance(state["task"])
+
+    return on_level, on_record, progress.stop
+
+
+def loadtest(
+    url: Annotated[
+        str | None, typer.Argument(help="Server URL: http://HOST:PORT[/v1[/completions]].")
+    ] = None,
+    endpoint: Annotated[
+        str | None,
+        typer.Option("--endpoint", help="completions | chat (default: from the URL, else completions)."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model name (default: the first of /v1/models).")
+    ] = None,
+    concurrency: Annotated[
+        str | None, typer.Option("--concurrency", help="Requests in flight; a list sweeps (1,4,16).")
+    ] = None,
+    rate: Annotated[str | None, typer.Option("--rate", help="Requests/s; a list sweeps (2,5,10).")] = None,
+    arrival: Annotated[str, typer.Option("--arrival", help="With --rate: poisson | constant.")] = "poisson",
+    max_requests: Annotated[int, typer.Option("--max-requests", help="Requests per level (bounded).")] = 200,
+    duration: Annotated[float, typer.Option("--duration", help="Seconds per level at most.")] = 60.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds per request before it counts as a timeout.")
+    ] = 60.0,
+    prompt_tokens: Annotated[
+        int, typer.Option("--prompt-tokens", help="Synthetic prompt length (mean).")
+    ] = 256,
+    output_tokens: Annotated[
+        int, typer.Option("--output-tokens", help="max_tokens per request (mean).")
+    ] = 128,
+    length_spread: Annotated[
+        float,
+        typer.Option("--length-spread", help="0 = fixed lengths; 0.5 = uniform ±50 % around the means."),
+    ] = 0.0,
+    dataset: Annotated[
+        Path | None, typer.Option("--dataset", help="JSONL of {prompt | messages, max_tokens?} instead.")
+    ] = None,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option("--tokenizer", help="tokenizer.json to count tokens when the server sends no usage."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for prompts, lengths and Poisson arrivals.")] = 0,
+    slo: Annotated[
+        str | None, typer.Option("--slo", help="e.g. ttft_p99=0.5,tpot_p99=0.05 (seconds).")
+    ] = None,
+    find_max_rate: Annotated[
+        bool, typer.Option("--find-max-rate", help="Bisect over --rate-range for the max rate meeting --slo.")
+    ] = False,
+    rate_range: Annotated[
+        str, typer.Option("--rate-range", help="LOW,HIGH req/s for --find-max-rate.")
+    ] = "0.5,64",
+    max_probes: Annotated[
+        int, typer.Option("--max-probes", help="Load levels the search may run (bounded).")
+    ] = 8,
+    api_key_env: Annotated[
+        str, typer.Option("--api-key-env", help="Environment variable holding the API key (never printed).")
+    ] = "OPENAI_API_KEY",
+    stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream tokens (SSE).")] = True,
+    store: Annotated[
+        Path | None, typer.Option("--store", help="Run store file (default: GPUWISE_STORE).")
+    ] = None,
+    save: Annotated[bool, typer.Option("--save/--no-save", help="Save the result in the run store.")] = True,
+    predict: Annotated[
+        Path | None,
+        typer.Option(
+            "--predict", help="Workload YAML declaring GPU, model, engine: show measured vs predicted."
+        ),
+    ] = None,
+    show: Annotated[
+        str | None, typer.Option("--show", help="Print a saved load test (run id, 'last').")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")
+    ] = False,
+    as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
+) -> None:
+    """Measure an OpenAI-compatible endpoint (vLLM, SGLang, TGI, llama.cpp, Ollama): TTFT, TPOT, ITL,
+    throughput, goodput under --slo, and with --find-max-rate the highest rate meeting it."""
+    from gpuwise.loadtest import store as run_store
+
+    one_format(as_json, as_markdown)
+    if show is not None:
+        _emit(run_store.load(show, store), as_json, as_markdown)
+        return
+    if not url:
+        raise GpuwiseError("give the server URL, e.g. gpuwise loadtest http://127.0.0.1:8000")
+    try:
+        import httpx  # noqa: F401 - only to say what is missing, in one line
+    except ImportError:
+        raise GpuwiseError("gpuwise loadtest needs httpx: pip install 'gpuwise[loadtest]'") from None
+    settings = _settings(locals())
+    declared = None
+    if predict is not None:
+        from gpuwise.workload.spec import load_workload
+
+        declared = load_workload(predict)
+    from gpuwise.loadtest.session import run_loadtest
+
+    on_level, on_record, close = _progress_hooks()
+    try:
+        result = run_loadtest(settings, on_level, on_record)
+    finally:
+        close()
+    if declared is not None:
+        from gpuwise.loadtest.prediction import compare
+
+        result.prediction = compare(result.search.probes if result.search else result.levels, declared)
+    if save:
+        run_store.save(result, store)
+    _emit(result, as_json, as_markdown)
+
+
+def _settings(opts: dict):
+    """Validated settings from the command's options (every bad value: one line, exit 2)."""
+    from gpuwise.loadtest.endpoint import parse_target, resolve_model
+    from gpuwise.loadtest.metrics import parse_slo
+    from gpuwise.loadtest.prompts import Lengths, read_dataset
+    from gpuwise.loadtest.session import Settings
+    from gpuwise.loadtest.tokens import load_tokenizer
+
+    if opts["endpoint"] not in (None, "completions", "chat"):
+        raise GpuwiseError(f"--endpoint must be completions or chat; got {opts['endpoint']!r}")
+    if opts["arrival"] not in ("poisson", "constant"):
+        raise GpuwiseError(f"--arrival must be poisson or constant; got {opts['arrival']!r}")
+    if not 1 <= opts["max_requests"] <= _MAX_REQUESTS_CAP:
+        raise GpuwiseError(f"--max-requests must be 1 to {_MAX_REQUESTS_CAP:,}")
+    if not 0 < opts["duration"] <= _DURATION_CAP_S or not 0 < opts["timeout"] <= _DURATION_CAP_S:
+        raise GpuwiseError(f"--duration and --timeout must be > 0 and at most {_DURATION_CAP_S:g} s")
+    if opts["prompt_tokens"] < 1 or opts["output_tokens"] < 1 or not 0 <= opts["length_spread"] < 1:
+        raise GpuwiseError("--prompt-tokens and --output-tokens must be >= 1, --length-spread in [0, 1)")
+    if opts["concurrency"] and opts["rate"]:
+        raise GpuwiseError("--concurrency and --rate are exclusive: choose one way to load the server")
+    if not 1 <= opts["max_probes"] <= 20:
+        raise GpuwiseError("--max-probes must be 1 to 20")
+    target = parse_target(opts["url"], opts["endpoint"])
+    slo = parse_slo(opts["slo"]) if opts["slo"] else None
+    search = None
+    if opts["find_max_rate"]:
+        if slo is None:
+            raise GpuwiseError("--find-max-rate needs --slo (e.g. --slo ttft_p99=0.5)")
+        bounds = _numbers(opts["rate_range"], "--rate-range")
+        if len(bounds) != 2 or bounds[0] >= bounds[1]:
+            raise GpuwiseError(f"--rate-range takes LOW,HIGH with LOW < HIGH; got {opts['rate_range']!r}")
+        search = (bounds[0], bounds[1])
+    if opts["rate"]:
+        mode, targets = opts["arrival"], _numbers(opts["rate"], "--rate")
+    else:
+        mode, targets = "concurrency", _numbers(opts["concurrency"] or "1", "--concurrency")
+    if search and opts["rate"] is None:
+        mode = opts["arrival"]
+    dataset = read_dataset(opts["dataset"]) if opts["dataset"] else None
+    tokenizer = load_tokenizer(opts["tokenizer"]) if opts["tokenizer"] else None
+    headers = _headers(opts["api_key_env"])
+    name = resolve_model(target, opts["model"], headers, opts["timeout"])
+    return Settings(
+        url=target.url,
+        endpoint=target.endpoint,
+        model=name,
+        mode=mode,
+        targets=targets,
+        max_requests=opts["max_requests"],
+        duration_s=opts["duration"],
+        timeout_s=opts["timeout"],
+        lengths=Lengths(opts["prompt_tokens"], opts["output_tokens"], opts["length_spread"]),
+        dataset=dataset,
+        seed=opts["seed"],
+        stream=opts["stream"],
+        headers=headers,
+        slo=slo,
+        search_range=search,
+        max_probes=opts["max_probes"],
+        tokenizer=tokenizer,
+    )
+
+
+def _emit(result, as_json: bool, as_markdown: bool) -> None:
+    from gpuwise.report import loadtest_view, markdown, terminal
+
+    doc = loadtest_view.document(result)
+    emit(
+        result.to_dict(),
+        "loadtest",
+        as_json,
+        lambda c: terminal.render(c, doc),
+        lambda: markdown.render(doc),
+        as_markdown,
+    )

@@ -1,0 +1,1 @@
+"""`gpuwise loadtest`: measure an OpenAI-compatible endpoint (TTFT, TPOT, ITL, goodput, max rate)."""

@@ -1,0 +1,110 @@
+"""Drive one load level (a concurrency or a rate) against the endpoint, bounded in count and time.
+
+Stops issuing at --max-requests or --duration; requests still in flight get at most the request timeout
+more. A set ``stop`` event (Ctrl-C) cancels what is in flight and keeps what finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gpuwise.loadtest.client import send
+from gpuwise.loadtest.schedule import arrival_times
+from gpuwise.loadtest.types import Endpoint, LoadMode, RequestRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    import httpx
+
+
+@dataclass
+class LevelPlan:
+    url: str
+    endpoint: Endpoint
+    mode: LoadMode
+    target: float  # concurrency, or rate in requests/s
+    bodies: list[dict[str, Any]]  # one per request: their count is --max-requests
+    duration_s: float
+    timeout_s: float
+    seed: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def http_client(plan_timeout_s: float) -> httpx.AsyncClient:
+    """No pool cap (httpx's default of 100 connections would queue requests inside the client)."""
+    import httpx
+
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(plan_timeout_s, connect=min(10.0, plan_timeout_s)),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024),
+    )
+
+
+async def run_level(
+    client: httpx.AsyncClient,
+    plan: LevelPlan,
+    stop: asyncio.Event,
+    on_done: Callable[[RequestRecord], None] | None = None,
+) -> tuple[list[RequestRecord], bool]:
+    """The records of every request sent, and whether ``stop`` cut the level short."""
+    origin = time.perf_counter()
+    deadline = origin + plan.duration_s
+    records: list[RequestRecord] = []
+
+    async def one(index: int, body: dict[str, Any]) -> None:
+        sent = time.perf_counter() - origin
+        try:
+            record = await asyncio.wait_for(
+                send(client, plan.url, body, plan.endpoint, origin, plan.headers), plan.timeout_s
+            )
+        except asyncio.TimeoutError:
+            record = RequestRecord(start_s=sent, error="timeout", error_detail="request timeout")
+        except asyncio.CancelledError:
+            records.append(RequestRecord(start_s=sent, error="cancelled", index=index))
+            raise
+        record.index = index
+        records.append(record)
+        if on_done is not None:
+            on_done(record)
+
+    tasks: list[asyncio.Task] = []
+    if plan.mode == "concurrency":
+        queue = iter(enumerate(plan.bodies))
+
+        async def worker() -> None:
+            while not stop.is_set() and time.perf_counter() < deadline:
+                item = next(queue, None)
+                if item is None:
+                    return
+                await one(*item)
+
+        tasks = [asyncio.create_task(worker()) for _ in range(max(1, int(plan.target)))]
+        issuer: asyncio.Task | None = None
+    else:
+        times = arrival_times(plan.mode, plan.target, len(plan.bodies), plan.seed)
+
+        async def issue() -> None:
+            for index, (offset, body) in enumerate(zip(times, plan.bodies, strict=True)):
+                if offset > plan.duration_s or stop.is_set():
+                    return
+                delay = origin + offset - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(one(index, body)))
+
+        issuer = asyncio.create_task(issue())
+    hard_deadline = deadline + plan.timeout_s + 1.0
+    while not stop.is_set() and time.perf_counter() < hard_deadline:
+        pending = [t for t in [*tasks, *([issuer] if issuer else [])] if not t.done()]
+        if not pending:
+            break
+        await asyncio.wait(pending, timeout=0.05)
+    interrupted = stop.is_set()
+    for task in [*tasks, *([issuer] if issuer else [])]:
+        task.cancel()
+    await asyncio.gather(*tasks, *([issuer] if issuer else []), return_exceptions=True)
+    records.sort(key=lambda r: r.start_s)
+    return records, interrupted

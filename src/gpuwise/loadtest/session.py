@@ -1,0 +1,156 @@
+"""A whole load test: each level (or a max-rate search) in one event loop; Ctrl-C keeps what finished."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gpuwise.errors import GpuwiseError
+from gpuwise.loadtest.client import send
+from gpuwise.loadtest.metrics import summarize
+from gpuwise.loadtest.prompts import Lengths, request_bodies
+from gpuwise.loadtest.runner import LevelPlan, http_client, run_level
+from gpuwise.loadtest.search import find_max_rate
+from gpuwise.loadtest.tokens import recount
+from gpuwise.loadtest.types import Endpoint, LevelSummary, LoadMode, LoadtestResult, RequestRecord, Slo
+
+if TYPE_CHECKING:  # pragma: no cover
+    import httpx
+
+# Progress hooks: a level starts (label, its request count), a request ends.
+OnLevel = Callable[[str, int], None]
+OnRecord = Callable[[RequestRecord], None]
+
+
+@dataclass
+class Settings:
+    url: str
+    endpoint: Endpoint
+    model: str
+    mode: LoadMode
+    targets: list[float]  # concurrencies or rates: one level each (a sweep when several)
+    max_requests: int = 200
+    duration_s: float = 60.0
+    timeout_s: float = 60.0
+    lengths: Lengths = field(default_factory=Lengths)
+    dataset: list[dict[str, Any]] | None = None
+    seed: int = 0
+    stream: bool = True
+    headers: dict[str, str] = field(default_factory=dict)  # the API key: never stored or printed
+    slo: Slo | None = None
+    search_range: tuple[float, float] | None = None  # (low, high) rate for --find-max-rate
+    max_probes: int = 8
+    tokenizer: Any = None  # a tokenizers.Tokenizer: counts tokens where the server sends no `usage`
+
+    def public(self) -> dict[str, Any]:
+        """What the result keeps of the settings: everything but headers (the API key)."""
+        return {
+            "mode": self.mode,
+            "targets": self.targets,
+            "max_requests": self.max_requests,
+            "duration_s": self.duration_s,
+            "timeout_s": self.timeout_s,
+            "prompt_tokens": None if self.dataset else self.lengths.prompt_tokens,
+            "output_tokens": self.lengths.output_tokens,
+            "length_spread": self.lengths.spread,
+            "dataset_requests": len(self.dataset) if self.dataset else None,
+            "seed": self.seed,
+        }
+
+
+async def _test_request(client: httpx.AsyncClient, settings: Settings, body: dict[str, Any]) -> None:
+    """One request before measuring, as vLLM's benchmark does: a wrong endpoint, model or key is one clear
+    error instead of N failed requests, and connection setup and lazy imports stay out of the figures."""
+    record = await send(client, settings.url, body, settings.endpoint, time.perf_counter(), settings.headers)
+    if record.error == "http_status" and record.error_detail in {"401", "403"}:
+        raise GpuwiseError(
+            f"{settings.url} refused the API key (HTTP {record.error_detail}): set OPENAI_API_KEY "
+            "or name the variable with --api-key-env"
+        )
+    if record.error is not None:
+        detail = f" ({record.error_detail})" if record.error_detail else ""
+        raise GpuwiseError(f"the test request to {settings.url} failed: {record.error}{detail}")
+
+
+def _label(mode: LoadMode, target: float) -> str:
+    return f"concurrency {target:g}" if mode == "concurrency" else f"{mode} {target:g} req/s"
+
+
+async def _run(settings: Settings, on_level: OnLevel | None, on_record: OnRecord | None) -> LoadtestResult:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+    try:
+        return await _levels(settings, stop, on_level, on_record)
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+async def _levels(
+    settings: Settings, stop: asyncio.Event, on_level: OnLevel | None, on_record: OnRecord | None
+) -> LoadtestResult:
+    bodies = request_bodies(
+        settings.endpoint,
+        settings.model,
+        settings.max_requests,
+        settings.lengths,
+        settings.seed,
+        settings.stream,
+        settings.dataset,
+    )
+    result = LoadtestResult(
+        settings.url, settings.endpoint, settings.model, settings.stream, [], settings.slo, None, False
+    )
+    async with http_client(settings.timeout_s) as client:
+        await _test_request(client, settings, bodies[0])
+
+        async def level(mode: LoadMode, target: float) -> LevelSummary | None:
+            if stop.is_set():
+                result.interrupted = True
+                return None
+            if on_level is not None:
+                on_level(_label(mode, target), len(bodies))
+            plan = LevelPlan(
+                settings.url,
+                settings.endpoint,
+                mode,
+                target,
+                bodies,
+                settings.duration_s,
+                settings.timeout_s,
+                settings.seed,
+                settings.headers,
+            )
+            records, cut = await run_level(client, plan, stop, on_record)
+            if settings.tokenizer is not None:
+                recount(records, bodies, settings.tokenizer)
+            result.interrupted |= cut
+            return summarize(records, mode, target, settings.slo, interrupted=cut)
+
+        if settings.search_range is not None:
+            low, high = settings.search_range
+            mode: LoadMode = "constant" if settings.mode == "concurrency" else settings.mode
+            result.search = await find_max_rate(lambda r: level(mode, r), low, high, settings.max_probes)
+        else:
+            for target in settings.targets:
+                summary = await level(settings.mode, target)
+                if summary is not None:
+                    result.levels.append(summary)
+                if result.interrupted:
+                    break
+    return result
+
+
+def run_loadtest(
+    settings: Settings, on_level: OnLevel | None = None, on_record: OnRecord | None = None
+) -> LoadtestResult:
+    result = asyncio.run(_run(settings, on_level, on_record))
+    result.settings = settings.public()
+    return result

@@ -1,0 +1,91 @@
+"""Load tests in the run store (kind "loadtest"): `gpuwise runs list` lists them next to profiled runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpuwise.errors import GpuwiseError
+from gpuwise.loadtest.metrics import METRICS
+from gpuwise.loadtest.types import LevelSummary, LoadtestResult, RateSearch, Slo
+
+KIND = "loadtest"
+
+
+def _headline(result: LoadtestResult) -> tuple[int, float | None, str | None, str]:
+    """Requests, req/s, the verdict and status shown in `runs list`."""
+    levels = result.search.probes if result.search else result.levels
+    count = sum(lv.requests_sent for lv in levels)
+    best = max((lv.request_throughput_per_s for lv in levels), default=None)
+    if result.search is not None:
+        rate = result.search.max_rate_per_s
+        top = f"max rate {rate:.3g} req/s meeting the SLO" if rate else "no probed rate met the SLO"
+    elif result.slo is not None and levels:
+        top = "SLO met" if all(lv.slo_met for lv in levels) else "SLO missed"
+    else:
+        top = None
+    failed = sum(lv.requests_sent - lv.requests_ok for lv in levels)
+    status = "interrupted" if result.interrupted else ("errors" if failed else "ok")
+    return count, best, top, status
+
+
+def save(result: LoadtestResult, store: str | Path | None) -> int:
+    from gpuwise.profile.store import RunStore
+
+    count, best, top, status = _headline(result)
+    with RunStore.open(store) as runs:
+        result.run_id = runs.save_other(
+            KIND, f"loadtest {result.url}", "gpuwise loadtest", status, count, best, top, result.to_dict()
+        )
+    return result.run_id
+
+
+def _level(data: dict[str, Any]) -> LevelSummary:
+    latency: dict[str, dict[str, float | None]] = {}
+    for metric in METRICS:
+        latency[metric] = {
+            stat: data.pop(f"{metric}_{stat}_s", None) for stat in ("mean", "p50", "p90", "p99")
+        }
+    concurrency, rate = data.pop("concurrency", None), data.pop("rate_per_s", None)
+    target = concurrency if concurrency is not None else rate
+    return LevelSummary(**data, target=target, latency_s=latency)
+
+
+def from_dict(doc: dict[str, Any]) -> LoadtestResult:
+    slo = None
+    if doc.get("slo"):
+        slo = Slo({(k.split("_p")[0], int(k.split("_p")[1][:-2])): v for k, v in doc["slo"].items()})
+    search = None
+    if doc.get("search"):
+        s = doc["search"]
+        probes = [_level(dict(p)) for p in s["probes"]]
+        search = RateSearch(
+            s["max_rate_per_s"], s["low_per_s"], s["high_per_s"], probes, s["bounded_by_high"]
+        )
+    return LoadtestResult(
+        doc["url"],
+        doc["endpoint"],
+        doc["model"],
+        doc["stream"],
+        [_level(dict(lv)) for lv in doc["levels"]],
+        slo,
+        search,
+        doc.get("interrupted", False),
+        doc.get("run_id"),
+        doc.get("settings", {}),
+        doc.get("prediction"),
+    )
+
+
+def load(ref: str, store: str | Path | None) -> LoadtestResult:
+    from gpuwise.profile.store import RunStore
+
+    with RunStore.open(store, create=False) as runs:
+        run_id = runs.resolve(ref)
+        row = runs.conn.execute("SELECT kind, document FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None or row["kind"] != KIND:
+        raise GpuwiseError(f"run {run_id} is not a load test (see `gpuwise runs list`)")
+    result = from_dict(json.loads(row["document"]))
+    result.run_id = run_id
+    return result

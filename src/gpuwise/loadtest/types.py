@@ -1,0 +1,158 @@
+"""What one request measured, what one load level summarizes, and the whole load test's result."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+# Why a request failed; a failed request is counted, never fatal.
+ErrorKind = Literal["timeout", "connect", "http_status", "malformed_sse", "dropped", "cancelled"]
+ERROR_KINDS: tuple[ErrorKind, ...] = (
+    "timeout",
+    "connect",
+    "http_status",
+    "malformed_sse",
+    "dropped",
+    "cancelled",
+)
+# Where a request's token counts came from: the server's `usage`, the --tokenizer on the text, or one
+# output token per streamed chunk.
+TokenSource = Literal["usage", "tokenizer", "chunks"]
+# How requests are issued: N in flight at all times, or arrivals at a rate (Poisson or evenly spaced).
+LoadMode = Literal["concurrency", "poisson", "constant"]
+LOAD_MODES: tuple[LoadMode, ...] = ("concurrency", "poisson", "constant")
+Endpoint = Literal["completions", "chat"]
+
+
+@dataclass
+class RequestRecord:
+    """One request's timeline, in seconds from the start of the load level (send time = ``start_s``)."""
+
+    start_s: float
+    sent_at: float = 0.0  # time.perf_counter() at send (CLOCK_MONOTONIC: comparable across processes)
+    e2e_s: float | None = None
+    ttft_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)  # gaps between consecutive content chunks
+    input_tokens: int | None = None
+    output_tokens: int = 0
+    token_source: TokenSource = "chunks"
+    error: ErrorKind | None = None
+    error_detail: str = ""
+    streamed: bool = True  # False: one JSON reply, so TTFT = e2e and there is no TPOT
+    index: int = -1  # which request body (position in the level's list)
+    text: str = ""  # the generated text (for --tokenizer counts; never stored)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.ttft_s is not None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """(e2e - TTFT) / (output tokens - 1): vLLM benchmark_serving's and genai-perf's definition."""
+        if (
+            not self.ok
+            or not self.streamed
+            or self.e2e_s is None
+            or self.ttft_s is None
+            or self.output_tokens < 2
+        ):
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+@dataclass
+class Slo:
+    """Limits on percentiles, e.g. {('ttft', 99): 0.5, ('tpot', 99): 0.05}, in seconds."""
+
+    limits: dict[tuple[str, int], float]
+
+    def text(self) -> str:
+        return ",".join(f"{m}_p{p}={v:g}" for (m, p), v in self.limits.items())
+
+
+@dataclass
+class LevelSummary:
+    """One load level (a concurrency or a rate): percentiles, throughput, errors, goodput."""
+
+    mode: LoadMode
+    target: float  # concurrency (requests in flight) or rate (requests/s)
+    duration_s: float
+    requests_sent: int
+    requests_ok: int
+    errors: dict[str, int]
+    input_tokens: int
+    output_tokens: int
+    token_source: str  # usage | chunks | mixed
+    request_throughput_per_s: float
+    output_token_throughput_per_s: float
+    total_token_throughput_per_s: float
+    latency_s: dict[str, dict[str, float | None]]  # metric -> {mean, p50, p90, p99}
+    goodput_per_s: float | None = None
+    slo_met: bool | None = None
+    slo_failures: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+    def pct(self, metric: str, p: int) -> float | None:
+        return self.latency_s.get(metric, {}).get(f"p{p}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("latency_s")
+        target = out.pop("target")  # the unit depends on the mode: say it in the name
+        out["concurrency"] = target if self.mode == "concurrency" else None
+        out["rate_per_s"] = None if self.mode == "concurrency" else target
+        for metric, stats in self.latency_s.items():
+            for stat, value in stats.items():
+                out[f"{metric}_{stat}_s"] = value
+        return out
+
+
+@dataclass
+class RateSearch:
+    """The bounded bisection for the highest rate meeting the SLO."""
+
+    max_rate_per_s: float | None  # None: even the lowest probed rate misses the SLO
+    low_per_s: float
+    high_per_s: float
+    probes: list[LevelSummary]
+    bounded_by_high: bool = False  # the highest rate tried still met it: the true max is higher
+
+
+@dataclass
+class LoadtestResult:
+    url: str
+    endpoint: Endpoint
+    model: str
+    stream: bool
+    levels: list[LevelSummary]
+    slo: Slo | None = None
+    search: RateSearch | None = None
+    interrupted: bool = False
+    run_id: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    prediction: dict[str, Any] | None = None  # measured vs gpuwise's model (loadtest/prediction.py)
+
+    def to_dict(self) -> dict[str, Any]:
+        search = None
+        if self.search is not None:
+            s = self.search
+            search = {
+                "max_rate_per_s": s.max_rate_per_s,
+                "low_per_s": s.low_per_s,
+                "high_per_s": s.high_per_s,
+                "bounded_by_high": s.bounded_by_high,
+                "probes": [p.to_dict() for p in s.probes],
+            }
+        return {
+            "url": self.url,
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "stream": self.stream,
+            "slo": None if self.slo is None else {f"{m}_p{p}_s": v for (m, p), v in self.slo.limits.items()},
+            "levels": [lv.to_dict() for lv in self.levels],
+            "search": search,
+            "interrupted": self.interrupted,
+            "run_id": self.run_id,
+            "settings": self.settings,
+            "prediction": self.prediction,
+        }

@@ -1,0 +1,160 @@
+"""A load test as a `Document`: the max rate meeting the SLO, one row per load level, errors by kind."""
+
+from __future__ import annotations
+
+from gpuwise.loadtest.types import LevelSummary, LoadtestResult
+from gpuwise.report.document import Block, Bullets, Document, Paragraph, Style, Table
+
+_TOKEN_SOURCE = {
+    "usage": "token counts from the server's `usage`",
+    "tokenizer": "token counts from --tokenizer (the server sent no `usage`)",
+    "chunks": "output tokens counted as streamed chunks (the server sent no `usage`)",
+    "mixed": "token counts from `usage` where the server sent it, else --tokenizer or streamed chunks",
+    "none": "no successful request",
+}
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value * 1000:,.0f}"
+
+
+def _pair(lv: LevelSummary, metric: str) -> str:
+    return f"{_ms(lv.pct(metric, 50))} / {_ms(lv.pct(metric, 99))}"
+
+
+def _level_name(lv: LevelSummary) -> str:
+    if lv.mode == "concurrency":
+        return f"{lv.target:g} in flight"
+    return f"{lv.target:.3g} req/s"
+
+
+def _slo_cell(lv: LevelSummary) -> str:
+    return "" if lv.slo_met is None else ("met" if lv.slo_met else "missed")
+
+
+def levels_table(levels: list[LevelSummary], caption: str = "") -> Table:
+    with_slo = any(lv.slo_met is not None for lv in levels)
+    columns = [
+        "load",
+        "ok/sent",
+        "req/s",
+        "out tok/s",
+        "TTFT ms p50/p99",
+        "TPOT ms p50/p99",
+        "ITL ms p50/p99",
+    ]
+    columns += ["e2e ms p50/p99"] + (["goodput req/s", "SLO"] if with_slo else [])
+    rows, styles = [], []
+    for lv in levels:
+        row = [
+            _level_name(lv),
+            f"{lv.requests_ok}/{lv.requests_sent}",
+            f"{lv.request_throughput_per_s:.2f}",
+            f"{lv.output_token_throughput_per_s:,.0f}",
+            _pair(lv, "ttft"),
+            _pair(lv, "tpot"),
+            _pair(lv, "itl"),
+            _pair(lv, "e2e"),
+        ]
+        if with_slo:
+            row += [f"{lv.goodput_per_s or 0:.2f}", _slo_cell(lv)]
+        rows.append(row)
+        style: Style = "" if lv.slo_met is None else ("good" if lv.slo_met else "warn")
+        styles.append(style)
+    return Table(
+        columns, rows, caption=caption, align="lrrrrrrrrl" if with_slo else "lrrrrrrr", row_styles=styles
+    )
+
+
+def _misses(levels: list[LevelSummary]) -> list[Block]:
+    items = [f"{_level_name(lv)}: " + "; ".join(lv.slo_failures) for lv in levels if lv.slo_failures]
+    return [Paragraph("SLO missed:", "warn"), Bullets(items)] if items else []
+
+
+def _errors(levels: list[LevelSummary]) -> list[Block]:
+    items = []
+    for lv in levels:
+        if lv.errors:
+            kinds = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(lv.errors.items()))
+            items.append(f"{_level_name(lv)}: {kinds}")
+    return [Paragraph("Failed requests (counted, never fatal):", "warn"), Bullets(items)] if items else []
+
+
+def _gap(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.0f} %"
+
+
+def prediction_table(prediction: dict) -> Table:
+    """Each level next to gpuwise's model at its lengths and requests in flight (no queueing modelled)."""
+    rows = []
+    for r in prediction["levels"]:
+        rows.append(
+            [
+                f"{r['concurrency']} in flight",
+                f"{_ms(r['measured_ttft_p50_s'])} / {_ms(r['predicted_ttft_p50_s'])}",
+                _gap(r["ttft_gap_pct"]),
+                f"{_ms(r['measured_tpot_p50_s'])} / {_ms(r['predicted_tpot_p50_s'])}",
+                _gap(r["tpot_gap_pct"]),
+                f"{r['measured_output_tokens_per_s']:,.0f} / {r['predicted_output_tokens_per_s']:,.0f}",
+                _gap(r["output_tokens_gap_pct"]),
+            ]
+        )
+    gpus = f"{prediction['num_gpus']} × {prediction['gpu']}"
+    engine = f", {prediction['engine']}" if prediction["engine"] else ""
+    return Table(
+        ["load", "TTFT p50 ms measured / predicted", "gap", "TPOT p50 ms", "gap", "out tok/s", "gap"],
+        rows,
+        caption=f"measured vs gpuwise's prediction for {prediction['workload']} on {gpus}{engine}",
+        align="lrrrrrr",
+    )
+
+
+def document(result: LoadtestResult) -> Document:
+    levels = result.search.probes if result.search else result.levels
+    sources = {lv.token_source for lv in levels}
+    source = sources.pop() if len(sources) == 1 else "mixed"
+    subtitle = (
+        f"model {result.model} · /v1/{'chat/completions' if result.endpoint == 'chat' else 'completions'}"
+    )
+    subtitle += (
+        f" · {'streaming' if result.stream else 'not streaming'} · {_TOKEN_SOURCE.get(source, source)}"
+    )
+    doc = Document(f"Load test of {result.url}", subtitle=subtitle)
+    if result.search is not None:
+        s, slo = result.search, result.slo.text() if result.slo else ""
+        if s.max_rate_per_s is None:
+            doc.add(Paragraph(f"No probed rate met the SLO ({slo}), not even {s.low_per_s:g} req/s.", "bad"))
+        elif s.bounded_by_high:
+            doc.add(
+                Paragraph(
+                    f"The highest rate tried, {s.high_per_s:g} req/s, meets the SLO ({slo}): "
+                    "the maximum is higher (raise --rate-range).",
+                    "strong",
+                )
+            )
+        else:
+            doc.add(
+                Paragraph(
+                    f"Max rate meeting the SLO ({slo}): {s.max_rate_per_s:.3g} req/s "
+                    f"(it lies between {s.low_per_s:.3g} and {s.high_per_s:.3g}; "
+                    f"{len(s.probes)} probes).",
+                    "strong",
+                )
+            )
+        arrivals = f"{s.probes[0].mode} arrivals" if s.probes else ""
+        doc.add(levels_table(sorted(s.probes, key=lambda p: p.target), f"the probes, by rate ({arrivals})"))
+    else:
+        mode = result.levels[0].mode if result.levels else "concurrency"
+        caption = "" if mode == "concurrency" else f"{mode} arrivals"
+        doc.add(levels_table(result.levels, caption), *_misses(result.levels))
+    doc.add(*_errors(levels))
+    if result.prediction:
+        doc.add(prediction_table(result.prediction))
+    if result.interrupted:
+        doc.add(Paragraph("Interrupted: these are the requests that finished before Ctrl-C.", "warn"))
+    notes = "TTFT: send to first generated text; TPOT: (e2e − TTFT) / (output tokens − 1); ITL: gap between"
+    notes += " chunks (vLLM benchmark_serving / genai-perf definitions, docs/loadtest.md)."
+    if result.run_id is not None:
+        notes += f" Saved as run {result.run_id} (`gpuwise runs list`)."
+    doc.add(Paragraph(notes, "muted"))
+    return doc
