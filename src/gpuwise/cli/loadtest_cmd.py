@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from gpuwise.cli.output import emit, one_format
+from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.errors import GpuwiseError
 
 _MAX_REQUESTS_CAP = 100_000
@@ -128,10 +128,9 @@ def loadtest(
     show: Annotated[
         str | None, typer.Option("--show", help="Print a saved load test (run id, 'last').")
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")
-    ] = False,
-    as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
+    as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """Measure an OpenAI-compatible endpoint (vLLM, SGLang, TGI, llama.cpp, Ollama): TTFT, TPOT, ITL,
     throughput, goodput under --slo, and with --find-max-rate the highest rate meeting it."""
@@ -139,7 +138,7 @@ def loadtest(
 
     one_format(as_json, as_markdown)
     if show is not None:
-        _emit(run_store.load(show, store), as_json, as_markdown)
+        _emit(run_store.load(show, store), as_json, as_markdown, html)
         return
     if not url:
         raise GpuwiseError("give the server URL, e.g. gpuwise loadtest http://127.0.0.1:8000")
@@ -166,7 +165,7 @@ def loadtest(
         result.prediction = compare(result.search.probes if result.search else result.levels, declared)
     if save:
         run_store.save(result, store)
-    _emit(result, as_json, as_markdown)
+    _emit(result, as_json, as_markdown, html)
 
 
 def _settings(opts: dict):
@@ -232,15 +231,14 @@ def _settings(opts: dict):
     )
 
 
-def _emit(result, as_json: bool, as_markdown: bool) -> None:
-    from gpuwise.report import loadtest_view, markdown, terminal
+def _emit(result, as_json: bool, as_markdown: bool, html: Path | None) -> None:
+    from gpuwise.report import loadtest_view
 
-    doc = loadtest_view.document(result)
     emit(
         result.to_dict(),
         "loadtest",
         as_json,
-        lambda c: terminal.render(c, doc),
-        lambda: markdown.render(doc),
-        as_markdown,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: loadtest_view.document(result),
     )
