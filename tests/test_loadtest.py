@@ -148,6 +148,9 @@ def test_a_tokenizer_counts_tokens_when_the_server_sends_no_usage(cli, tmp_path)
     assert bad.exit_code == 2 and "cannot read tokenizer" in bad.stderr
 
 
+from gpuwise.report.loadtest_view import latency_chart  # noqa: E402
+
+
 @pytest.mark.slow
 def test_max_rate_under_slo_is_within_10_percent_of_capacity():
     """4 slots x 0.1 s service (TTFT 50 ms + 2 x 25 ms) = 40 req/s; above it the queue (and TTFT) grows."""
@@ -164,6 +167,12 @@ def test_max_rate_under_slo_is_within_10_percent_of_capacity():
         search = run_loadtest(settings).search
     assert search is not None and search.max_rate_per_s is not None
     assert abs(search.max_rate_per_s - 40) / 40 < 0.10, [(p.target, p.slo_met) for p in search.probes]
+    chart = latency_chart(search.probes)  # the report draws latency against the offered rate
+    assert chart is not None and chart.x_label.startswith("offered load (requests/s")
+    ttft_p99 = next(s.values for s in chart.series if s.name == "TTFT p99")
+    assert ttft_p99[-1] > ttft_p99[0]  # above capacity the queue shows in TTFT
+    by_rate = sorted(search.probes, key=lambda p: p.target)
+    assert chart.marked == [i for i, p in enumerate(by_rate) if p.slo_met is False] and chart.marked
 
 
 def test_cli_json_store_and_secret(cli, tmp_path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuwise.loadtest.types import LevelSummary, LoadtestResult
-from gpuwise.report.document import Block, Bullets, Document, Paragraph, Style, Table
+from gpuwise.report.document import Block, Bullets, Chart, Document, Paragraph, Series, Style, Table
 
 _TOKEN_SOURCE = {
     "usage": "token counts from the server's `usage`",
@@ -109,6 +109,33 @@ def prediction_table(prediction: dict) -> Table:
     )
 
 
+def latency_chart(levels: list[LevelSummary]) -> Chart | None:
+    """TTFT and TPOT percentiles against the load: where the knee is, at a glance."""
+    levels = sorted((lv for lv in levels if lv.pct("ttft", 50) is not None), key=lambda lv: lv.target)
+    if len(levels) < 2:
+        return None
+    series = [
+        Series(f"{metric.upper()} p{q}", [1000 * (lv.pct(metric, q) or 0.0) for lv in levels])
+        for metric in ("ttft", "tpot")
+        for q in (50, 99)
+    ]
+    by_rate = levels[0].mode != "concurrency"
+    missed = [i for i, lv in enumerate(levels) if lv.slo_met is False]
+    return Chart(
+        "line",
+        "Latency percentiles against the load",
+        [_level_name(lv) for lv in levels],
+        series,
+        x_label="offered load (" + ("requests/s" if by_rate else "requests in flight") + ")",
+        y_label="latency (ms)",
+        marked=missed,
+        mark_label="SLO missed",
+        description="TTFT and TPOT at p50 and p99 for each load level of the test; levels that missed "
+        "the SLO are marked.",
+        in_text=False,
+    )
+
+
 def document(result: LoadtestResult) -> Document:
     levels = result.search.probes if result.search else result.levels
     sources = {lv.token_source for lv in levels}
@@ -147,6 +174,9 @@ def document(result: LoadtestResult) -> Document:
         mode = result.levels[0].mode if result.levels else "concurrency"
         caption = "" if mode == "concurrency" else f"{mode} arrivals"
         doc.add(levels_table(result.levels, caption), *_misses(result.levels))
+    chart = latency_chart(levels)
+    if chart is not None:
+        doc.add(chart)
     doc.add(*_errors(levels))
     if result.prediction:
         doc.add(prediction_table(result.prediction))
