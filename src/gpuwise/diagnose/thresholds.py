@@ -177,3 +177,16 @@ MACHINE_BUSY_STEAL_PCT = 10.0
 # step_outliers: the period is read from the major stalls only (excess at least this fraction of the
 # largest excess), so timer jitter that crosses the limit between two checkpoints does not hide it.
 OUTLIER_MAJOR_FRACTION = 0.5
+
+# --- p11data: host time outside every phase (issue 11, item 3) ----------------------------------------
+# input_bound from host_input alone (a batch built on the training thread before the forward) needs at
+# least this share: host_input also holds zero_grad and the loop's own Python (~1 % of a 10 ms step).
+HOST_INPUT_MIN_PCT = 10.0
+# unexplained_host_time: the "other" share (host time outside every phase, not before a forward) from
+# which the finding names where it goes. Logging and loss bookkeeping are a few % of a real step; the
+# issue's nanoGPT case with get_batch between forward and backward put 26.7 % there.
+OTHER_HOST_TIME_PCT = 15.0
+OTHER_HOST_TIME_HIGH_PCT = 30.0
+# A sampled function whose name holds one of these words is read as input preparation (get_batch,
+# load_batch, next_sample, collate, read_tokens, ...), and gets the prefetch fix.
+INPUT_FUNCTION_WORDS = ("batch", "load", "data", "sample", "fetch", "collate", "read", "token")

@@ -9,7 +9,8 @@ interpreter that only has torch. Its parts, one role each:
 - ``LiveMemory`` (live_memory.py): live memory at step boundaries, within a time budget;
 - ``CudaSide`` (cuda_side.py): CUDA events, NVTX ranges and allocator peaks, once the model is on CUDA;
 - ``ContainedErrors`` (contained_errors.py): gpuwise's own failures, kept out of the user's program;
-- ``TelemetrySampler`` (telemetry.py): CPU, memory, disk and GPU samples on a thread.
+- ``TelemetrySampler`` (telemetry.py): CPU, memory, disk and GPU samples on a thread;
+- ``FrameSampler`` (host_frames.py): the training thread's Python frames while it is between phases.
 The recorder itself owns the lifecycle (start, detach, stop), the training thread and step boundaries.
 """
 
@@ -33,6 +34,7 @@ from gpuwise.profile.phases import STEP, StepRecord
 if TYPE_CHECKING:  # pragma: no cover
     from gpuwise.profile.cuda_side import CudaSide
     from gpuwise.profile.hooks import Instrumentation
+    from gpuwise.profile.host_frames import FrameSampler
     from gpuwise.profile.telemetry import TelemetrySampler
 
 RAW_FORMAT = 1
@@ -108,6 +110,8 @@ class Recorder:
         self.cuda: CudaSide | None = None
         self.instrumentation: Instrumentation | None = None
         self.sampler: TelemetrySampler | None = None
+        self.frames: FrameSampler | None = None
+        self.events.timer.sample_from_step = warmup
 
         self.steps_closed = 0  # steps ended so far, replayed or not
         self.status = "running"
@@ -157,7 +161,18 @@ class Recorder:
             raise
         if self.telemetry_enabled:
             self._start_telemetry(cuda_possible)
+            self._start_frame_sampler()
         return self
+
+    def _start_frame_sampler(self) -> None:
+        from gpuwise.profile.host_frames import FrameSampler
+
+        try:
+            self.frames = FrameSampler(self.events, lambda: self.tid)
+            self.frames.start()
+        except Exception as exc:
+            self.frames = None
+            self.contain("frame sampler", exc)
 
     def _start_telemetry(self, cuda_possible: bool) -> None:
         from gpuwise.profile.telemetry import TelemetrySampler
@@ -188,6 +203,8 @@ class Recorder:
             parts.append(("uninstall", functools.partial(instrumentation.uninstall, from_hook=from_hook)))
         if self.sampler is not None:
             parts.append(("telemetry", self.sampler.stop))
+        if self.frames is not None:
+            parts.append(("frame sampler", self.frames.stop))
         parts.append(("step replay", self.events.drain))
         if self.cuda is not None:
             parts.append(("CUDA event timing", functools.partial(self.cuda.finish, self.events.records)))
@@ -357,10 +374,10 @@ class Recorder:
     # -- output ----------------------------------------------------------------------------------------------
     def raw(self) -> dict[str, Any]:
         """Everything measured so far, JSON-able (also used for periodic partial flushes)."""
+        from gpuwise.profile.host_frames import top_frames
         from gpuwise.profile.telemetry import summarize, usable_cpus
 
-        if not self.active or threading.get_ident() == self.tid:
-            self.events.drain()  # another thread (a periodic flush) takes the steps replayed so far
+        self.events.drain()  # from any thread: a periodic flush keeps every step logged so far
         records = [r.to_dict() for r in list(self.events.records)]
         sampler = self.sampler
         telemetry = None
@@ -392,6 +409,9 @@ class Recorder:
             "model": dict(self.model),
             "memory": self._memory_section(),
             "telemetry": telemetry,
+            "host_frames": top_frames(self.events.frame_counts(), self.frames.interval_s)
+            if self.frames is not None
+            else None,
             "hook_errors": self.errors.to_list(),
             "notes": list(self.notes),
         }
