@@ -118,15 +118,37 @@ def typical_share_pct(ev: Evidence, phase: str) -> float | None:
     return ev.phase_pct(phase)
 
 
-def top_frames(ev: Evidence, phase: str, limit: int = 3) -> list[dict]:
-    """The most sampled frames of a host gap (user code first: rows without one come last)."""
-    rows = [r for r in ev.host_frames if r.get("phase") == phase]
-    return sorted(rows, key=lambda r: (not r.get("frame"), -r.get("pct", 0.0)))[:limit]
+def _gap_rows(ev: Evidence) -> list[dict]:
+    """The sampled frames of the host gaps, each with ``step_pct`` (its gap's share of a typical step
+    times its share of that gap's samples) and ``input`` (it looks like batch preparation)."""
+    shares = {phase: typical_share_pct(ev, phase) or 0.0 for phase in ("host_input", "other")}
+    return [
+        {
+            **r,
+            "step_pct": shares.get(r.get("phase", ""), 0.0) * r.get("pct", 0.0) / 100,
+            "input": _looks_like_input(r),
+        }
+        for r in ev.host_frames
+        if r.get("phase") in shares
+    ]
+
+
+def _input_fraction(ev: Evidence) -> float:
+    """Of the host time before a forward, the sampled part that prepares batches (1 when nothing was
+    sampled: the position alone says batch preparation)."""
+    rows = [r for r in _gap_rows(ev) if r["phase"] == "host_input"]
+    sampled = sum(r["pct"] for r in rows)
+    return sum(r["pct"] for r in rows if r["input"]) / sampled if sampled else 1.0
+
+
+def _ranked(rows: list[dict], limit: int = 3) -> list[dict]:
+    """Most time first; rows with a user frame before those without one."""
+    return sorted(rows, key=lambda r: (not r.get("frame"), -r["step_pct"]))[:limit]
 
 
 def _frames_text(rows: list[dict]) -> str:
     return "; ".join(
-        f"{r['frame'] or r['leaf']} ({r['pct']:.0f} % of samples)"
+        f"{r['frame'] or r['leaf']} (~{r['step_pct']:.0f} % of the step)"
         + (f" in {r['leaf']}" if r["frame"] and r["leaf"] != r["frame"] else "")
         for r in rows
     )
@@ -151,8 +173,10 @@ def _function_of(row: dict | None) -> str:
 
 
 def _looks_like_input(row: dict | None) -> bool:
+    """Batch preparation by its function's name (get_batch, load_sample, collate, ...) or its library."""
     name = _function_of(row).lower()
-    return any(word in name for word in T.INPUT_FUNCTION_WORDS)
+    leaf = ((row or {}).get("leaf") or "").lower()
+    return any(word in name for word in T.INPUT_FUNCTION_WORDS) or leaf.startswith(T.INPUT_LIBRARY_FILES)
 
 
 def _batch_function_fix(ev: Evidence, where: str, function: str = "") -> tuple[str, str]:
@@ -197,7 +221,8 @@ def _batch_function_fix(ev: Evidence, where: str, function: str = "") -> tuple[s
 @rule
 def input_bound(ev: Evidence) -> Finding | None:
     loader_share = input_share_pct(ev) or 0.0
-    host_share = typical_share_pct(ev, "host_input") or 0.0
+    # host time before a forward, less what its sampled frames show is not batch preparation (logging)
+    host_share = (typical_share_pct(ev, "host_input") or 0.0) * _input_fraction(ev)
     share = loader_share + host_share
     if share < T.INPUT_WAIT_MODERATE_PCT or (host_share > loader_share and host_share < T.HOST_INPUT_MIN_PCT):
         return None
@@ -214,7 +239,7 @@ def input_bound(ev: Evidence) -> Finding | None:
             and advised <= workers
         )
     )
-    frames = top_frames(ev, "host_input") if batch_function else []
+    frames = _ranked([r for r in _gap_rows(ev) if r["phase"] == "host_input" and r["input"]])
     if batch_function:
         where = f" ({frames[0]['frame'] or frames[0]['leaf']})" if frames else ""
         fix, snippet = _batch_function_fix(ev, where, _function_of(frames[0] if frames else None))
@@ -335,12 +360,17 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
 
 @rule
 def unexplained_host_time(ev: Evidence) -> Finding | None:
-    """Host time outside every hooked phase, and not before a forward (``host_input``): loss bookkeeping,
-    logging, a batch fetched between forward and backward. Named by the training thread's sampled frames."""
-    share = typical_share_pct(ev, "other")
-    if share is None or share < T.OTHER_HOST_TIME_PCT:
+    """Host time outside every hooked phase that is not batch preparation before a forward: loss
+    bookkeeping, logging, a batch fetched between forward and backward. Named by the training thread's
+    sampled frames."""
+    other = typical_share_pct(ev, "other")
+    if other is None:
         return None
-    frames = top_frames(ev, "other")
+    # with the host time before a forward that its sampled frames show is not batch preparation
+    share = other + (typical_share_pct(ev, "host_input") or 0.0) * (1.0 - _input_fraction(ev))
+    if share < T.OTHER_HOST_TIME_PCT:
+        return None
+    frames = _ranked([r for r in _gap_rows(ev) if r["phase"] == "other" or not r["input"]])
     input_like = bool(frames) and _looks_like_input(frames[0])
     named = (
         f"; most sampled: {_frames_text(frames)}"
@@ -372,7 +402,7 @@ def unexplained_host_time(ev: Evidence) -> Finding | None:
         metrics={
             "other_pct": round(share, 2),
             "top_frames": [r["frame"] or r["leaf"] for r in frames],
-            "frame_pcts": [r["pct"] for r in frames],
+            "frame_step_pcts": [round(r["step_pct"], 1) for r in frames],
             "looks_like_input": input_like,
         },
         fix=fix,

@@ -190,3 +190,5 @@ OTHER_HOST_TIME_HIGH_PCT = 30.0
 # A sampled function whose name holds one of these words is read as input preparation (get_batch,
 # load_batch, next_sample, collate, read_tokens, ...), and gets the prefetch fix.
 INPUT_FUNCTION_WORDS = ("batch", "load", "data", "sample", "fetch", "collate", "read", "token")
+# ... or whose innermost frame is in one of these files (numpy's memmap and loaders, torch's fetch/collate).
+INPUT_LIBRARY_FILES = ("memmap.py", "npyio.py", "_fetch.py", "collate.py", "arrow_dataset.py")
