@@ -372,13 +372,15 @@ class Recorder:
             self.on_window_complete(self)
 
     # -- output ----------------------------------------------------------------------------------------------
-    def raw(self) -> dict[str, Any]:
-        """Everything measured so far, JSON-able (also used for periodic partial flushes)."""
+    def raw(self, steps_from: int | None = None) -> dict[str, Any]:
+        """Everything measured so far, JSON-able. ``steps_from``: a periodic flush that already wrote
+        the steps before this index takes only the newer ones, and ``steps_total`` (all of them)."""
         from gpuwise.profile.host_frames import top_frames
         from gpuwise.profile.telemetry import summarize, usable_cpus
 
         self.events.drain()  # from any thread: a periodic flush keeps every step logged so far
-        records = [r.to_dict() for r in list(self.events.records)]
+        closed = list(self.events.records)
+        records = [r.to_dict() for r in closed[steps_from or 0 :]]
         sampler = self.sampler
         telemetry = None
         if sampler is not None:
@@ -414,6 +416,7 @@ class Recorder:
             else None,
             "hook_errors": self.errors.to_list(),
             "notes": list(self.notes),
+            **({"steps_total": len(closed)} if steps_from is not None else {}),
         }
 
     def _measured_window(self) -> tuple[float, float] | None:
