@@ -28,6 +28,7 @@ PHASE_LABEL = {
     "forward": "forward",
     "backward": "backward",
     "optimizer": "optimizer step",
+    "host_input": "host, before forward (batch prep)",
     "other": "other (loop, logging…)",
 }
 BAR_WIDTH = 32
@@ -169,7 +170,8 @@ def _telemetry_rows(table: Table, tel: Telemetry) -> None:
     table.add_row(
         "CPU (whole machine)",
         f"{_num(tel.system_cpu_pct, '{:.0f}')} %  per core: "
-        + " ".join(f"{c:.0f}" for c in tel.cpu_per_core_pct),
+        + " ".join(f"{c:.0f}" for c in tel.cpu_per_core_pct)
+        + ("  steal n/a" if tel.cpu_steal_pct is None else f"  steal {tel.cpu_steal_pct:.1f} %"),
     )
     if tel.rss_peak_bytes:
         table.add_row("RSS peak", f"{tel.rss_peak_bytes / GiB:.2f} GiB")
