@@ -55,6 +55,25 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+# A training framework by the files on the training thread's stack at the first step boundary (the
+# optimizer step runs inside its loop): its fixes then come in its own form (TrainingArguments(...)).
+_FRAMEWORK_FILES = (
+    ("hf-trainer", ("/transformers/trainer.py",)),
+    ("lightning", ("/lightning/pytorch/", "/pytorch_lightning/")),
+)
+
+
+def framework_on_stack(frame: Any) -> str | None:
+    """'hf-trainer' or 'lightning' when a frame of their training loop is on the stack, else None."""
+    while frame is not None:
+        filename = frame.f_code.co_filename.replace(os.sep, "/")
+        for name, parts in _FRAMEWORK_FILES:
+            if any(part in filename for part in parts):
+                return name
+        frame = frame.f_back
+    return None
+
+
 def active_recorder() -> Recorder | None:
     return _ACTIVE
 
@@ -340,6 +359,8 @@ class Recorder:
             return
         self.log(STEP, now)
         n = self.steps_closed = self.steps_closed + 1
+        if n == 1 and "framework" not in self.meta:  # a framework's callback (callbacks.py) names itself
+            self.meta["framework"] = framework_on_stack(sys._getframe(1))
         memory, events = self.memory, self.events
         # checked inline: a call costs µs here
         if memory.read is not None and (now >= memory.due_s or n >= memory.due_step):
