@@ -142,8 +142,10 @@ def _input_fraction(ev: Evidence) -> float:
 
 
 def _ranked(rows: list[dict], limit: int = 3) -> list[dict]:
-    """Most time first; rows with a user frame before those without one."""
-    return sorted(rows, key=lambda r: (not r.get("frame"), -r["step_pct"]))[:limit]
+    """Most time first, rows with a user frame before those without one; stray samples (below
+    ``FRAME_MIN_STEP_PCT`` of the step) are left out after the first."""
+    ranked = sorted(rows, key=lambda r: (not r.get("frame"), -r["step_pct"]))
+    return [r for i, r in enumerate(ranked[:limit]) if i == 0 or r["step_pct"] >= T.FRAME_MIN_STEP_PCT]
 
 
 def _frames_text(rows: list[dict]) -> str:

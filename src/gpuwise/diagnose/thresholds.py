@@ -192,3 +192,5 @@ OTHER_HOST_TIME_HIGH_PCT = 30.0
 INPUT_FUNCTION_WORDS = ("batch", "load", "data", "sample", "fetch", "collate", "read", "token")
 # ... or whose innermost frame is in one of these files (numpy's memmap and loaders, torch's fetch/collate).
 INPUT_LIBRARY_FILES = ("memmap.py", "npyio.py", "_fetch.py", "collate.py", "arrow_dataset.py")
+# A sampled frame is named only from this share of the step up (a few stray samples say nothing).
+FRAME_MIN_STEP_PCT = 1.0
