@@ -118,7 +118,7 @@ class Evidence:
     # --- where host time outside every phase goes (issue 11 item 3, p11data) -------------------------
     # Sampled Python frames of the training thread in the host_input / other gaps, most sampled first:
     # {"phase", "frame" (innermost user frame, 'file:line function'), "leaf", "pct" (of that gap's samples)}
-    host_frames: list[dict[str, Any]] = field(default_factory=list)
+    host_frames: list[dict[str, Any]] | None = None  # None: not sampled (traces, predictions, old runs)
 
     notes: list[str] = field(default_factory=list)
 

@@ -128,7 +128,7 @@ def _gap_rows(ev: Evidence) -> list[dict]:
             "step_pct": shares.get(r.get("phase", ""), 0.0) * r.get("pct", 0.0) / 100,
             "input": _looks_like_input(r),
         }
-        for r in ev.host_frames
+        for r in ev.host_frames or []
         if r.get("phase") in shares
     ]
 
