@@ -1,6 +1,6 @@
 """Where host time outside every phase goes: the training thread's Python frames, sampled.
 
-A daemon thread wakes every ``SAMPLE_EVERY_S`` (50 Hz) and, when the event log's last entry is not a phase
+A daemon thread wakes every ``SAMPLE_EVERY_S`` (20 Hz) and, when the event log's last entry is not a phase
 being entered (the training thread may be between phases), reads the training thread's current
 frame with ``sys._current_frames()``. Each sample is a timestamp and two frames: the innermost one
 in the user's code (not the standard library, site-packages or gpuwise) and the innermost one
@@ -22,9 +22,11 @@ from typing import Any
 from gpuwise.profile.event_log import EventLog
 from gpuwise.profile.phases import EXIT
 
-# 50 Hz: a wake costs ~50 µs of CPU on a loaded VM (thread wake-up and the GIL; a frame walk adds
-# ~20 µs), 0.47 % of one core at 100 Hz measured, so ~0.25 % here; a 30 ms gap still gets a sample.
-SAMPLE_EVERY_S = 0.02
+# 20 Hz: a wake costs ~50 µs of CPU on a loaded VM (thread wake-up and the GIL; a frame walk adds
+# ~20 µs): 0.47 % of one core measured at 100 Hz, 0.27 % at 50 Hz, so ~0.1 % here. The cost is per
+# second of wall time, so on an oversubscribed machine it weighs more per step; at 100 Hz
+# profile_overhead.py read +1.87 % there. 20 gaps of 30 ms still give ~12 samples to name a function.
+SAMPLE_EVERY_S = 0.05
 MAX_DEPTH = 48  # frames walked per sample; deeper stacks keep their innermost frames
 TOP_FRAMES = 8  # frames kept per gap phase in the record
 
