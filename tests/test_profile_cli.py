@@ -51,7 +51,8 @@ TRAIN = textwrap.dedent(
             # killed once a periodic flush has left a record with steps (gpuwise's timing, not this loop's)
             out_dir = json.loads(os.environ["GPUWISE_PROFILE"])["out_dir"]
             record = os.path.join(out_dir, f"run-{os.getpid()}.json")
-            flushed = len(json.load(open(record))["steps"]) if os.path.exists(record) else 0
+            steps_file = os.path.join(out_dir, f"steps-{os.getpid()}.jsonl")  # periodic flushes append here
+            flushed = len(open(steps_file).readlines()) if os.path.exists(record) else 0
             if flushed:
                 print(f"killed after step {step + 1} with {flushed} flushed", file=sys.stderr, flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -93,7 +94,15 @@ def test_profile_finds_the_slow_loader_and_keeps_stdout_clean(tmp_path, script):
     assert doc["kind"] == "profile" and doc["status"] == "completed"
     assert doc["measured_steps"] == 6
     assert doc["findings"][0]["id"] == "input_bound"
-    assert set(doc["phases"]) == {"data_wait", "h2d_copy", "forward", "backward", "optimizer", "other"}
+    assert set(doc["phases"]) == {
+        "data_wait",
+        "h2d_copy",
+        "forward",
+        "backward",
+        "optimizer",
+        "host_input",
+        "other",
+    }
     assert doc["evidence"]["source"] == "profile" and doc["evidence"]["loader_num_workers"] == 0
     assert doc["runs"][0]["telemetry"]["cpu_count"] >= 1
     # the document is evidence `gpuwise plan --evidence` accepts

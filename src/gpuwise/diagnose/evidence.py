@@ -117,6 +117,10 @@ class Evidence:
     # phase_s over the steps that are not outliers (trimmed), so one stall does not dilute every share.
     # These context fields are None when not measured (old saved runs load them as null).
     phase_s_typical: dict[str, float] | None = None
+    # --- where host time outside every phase goes (issue 11 item 3, p11data) -------------------------
+    # Sampled Python frames of the training thread in the host_input / other gaps, most sampled first:
+    # {"phase", "frame" (innermost user frame, 'file:line function'), "leaf", "pct" (of that gap's samples)}
+    host_frames: list[dict[str, Any]] | None = None  # None: not sampled (traces, predictions, old runs)
 
     notes: list[str] = field(default_factory=list)
 

@@ -31,6 +31,7 @@ FindingId = Literal[
     "no_fused_optimizer",
     "kv_cache_dominant",
     "decode_memory_bound",
+    "unexplained_host_time",
 ]
 FINDING_IDS: tuple[FindingId, ...] = get_args(FindingId)
 # What a finding is about; the planner orders findings of equal severity by category for each goal.

@@ -110,18 +110,144 @@ def _loader_snippet(ev: Evidence, workers: int) -> str:
     )
 
 
+def typical_share_pct(ev: Evidence, phase: str) -> float | None:
+    """A phase's share of a typical step: trimmed phases when measured, else the mean step's."""
+    typical = ev.phase_s_typical or {}
+    if phase in typical and sum(typical.values()) > 0:
+        return 100.0 * typical[phase] / sum(typical.values())
+    return ev.phase_pct(phase)
+
+
+def _gap_rows(ev: Evidence) -> list[dict]:
+    """The sampled frames of the host gaps, each with ``step_pct`` (its gap's share of a typical step
+    times its share of that gap's samples) and ``input`` (it looks like batch preparation)."""
+    shares = {phase: typical_share_pct(ev, phase) or 0.0 for phase in ("host_input", "other")}
+    return [
+        {
+            **r,
+            "step_pct": shares.get(r.get("phase", ""), 0.0) * r.get("pct", 0.0) / 100,
+            "input": _looks_like_input(r),
+        }
+        for r in ev.host_frames or []
+        if r.get("phase") in shares
+    ]
+
+
+def _input_fraction(ev: Evidence) -> float:
+    """Of the host time before a forward, the sampled part that prepares batches (1 when nothing was
+    sampled: the position alone says batch preparation)."""
+    rows = [r for r in _gap_rows(ev) if r["phase"] == "host_input"]
+    sampled = sum(r["pct"] for r in rows)
+    return sum(r["pct"] for r in rows if r["input"]) / sampled if sampled else 1.0
+
+
+def _ranked(rows: list[dict], limit: int = 3) -> list[dict]:
+    """Most time first, rows with a user frame before those without one; stray samples (below
+    ``FRAME_MIN_STEP_PCT`` of the step) are left out after the first."""
+    ranked = sorted(rows, key=lambda r: (not r.get("frame"), -r["step_pct"]))
+    return [r for i, r in enumerate(ranked[:limit]) if i == 0 or r["step_pct"] >= T.FRAME_MIN_STEP_PCT]
+
+
+def _frames_text(rows: list[dict]) -> str:
+    return "; ".join(
+        f"{r['frame'] or r['leaf']} (~{r['step_pct']:.0f} % of the step)"
+        + (f" in {r['leaf']}" if r["frame"] and r["leaf"] != r["frame"] else "")
+        for r in rows
+    )
+
+
+def _overlap_gain(ev: Evidence, share: float, workers: int) -> tuple[float, float]:
+    """Speed-up when ``share`` % of the step overlaps the rest instead of preceding it: one prefetch
+    thread hides it up to the rest of the step (the step becomes the longer of the two); ``workers``
+    loader processes divide it first. Never more than the idle CPU can give to CPU-bound work. When
+    one thread already reaches the ceiling, the low end is half the ideal gain."""
+    rest = max(100.0 - share, 100.0 - T.MAX_REMOVABLE_STEP_PCT)
+    low = 100.0 / max(rest, share)
+    high = 100.0 / max(rest, share / max(1, workers))
+    if ev.cpu_util_pct is not None and ev.cpu_util_pct > 0 and not _waits_on_io(ev):
+        high = min(high, max(1.0, 100.0 / ev.cpu_util_pct))
+    # the overlap is rarely perfect (the batch's Python holds the GIL against the step's): half of it
+    return min(low, 1.0 + (high - 1.0) * 0.5 if low >= high else low), high
+
+
+def _function_of(row: dict | None) -> str:
+    """'train.py:42 get_batch' -> 'get_batch' ('' when nothing was sampled)."""
+    where = (row or {}).get("frame") or (row or {}).get("leaf") or ""
+    return where.rsplit(" ", 1)[-1] if " " in where else ""
+
+
+def _looks_like_input(row: dict | None) -> bool:
+    """Batch preparation by its function's name (get_batch, load_sample, collate, ...) or its library."""
+    name = _function_of(row).lower()
+    leaf = ((row or {}).get("leaf") or "").lower()
+    return any(word in name for word in T.INPUT_FUNCTION_WORDS) or leaf.startswith(T.INPUT_LIBRARY_FILES)
+
+
+def _batch_function_fix(ev: Evidence, where: str, function: str = "") -> tuple[str, str]:
+    """Overlap a hand-written batch function with compute, in the form the framework takes."""
+    if detected_framework(ev):
+        return (
+            "Batches are prepared on the training thread before each forward: move that work into the "
+            "dataset and let the framework's loader run it in worker processes.",
+            _loader_snippet(ev, suggested_workers(ev)),
+        )
+    copy = (
+        "; pin each batch and copy it with non_blocking=True so the copy overlaps compute"
+        if _on_gpu(ev)
+        else ""
+    )
+    fix = (
+        f"The batch is prepared on the training thread before each forward{where}: build the next batch "
+        "while this step computes, on a background thread (a small prefetch queue), or wrap it in a Dataset "
+        f"served by a DataLoader with num_workers={suggested_workers(ev)}{copy}."
+    )
+    to_device = (
+        "\nx, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)"
+        if _on_gpu(ev)
+        else ""
+    )
+    snippet = (
+        "import queue, threading\n"
+        "def prefetch(make_batch, depth=2):\n"
+        "    q = queue.Queue(maxsize=depth)\n"
+        "    def fill():\n"
+        "        while True:\n"
+        "            q.put(make_batch())\n"
+        "    threading.Thread(target=fill, daemon=True).start()\n"
+        "    while True:\n"
+        "        yield q.get()\n"
+        f"batches = prefetch(lambda: {function or 'get_batch'}(...))\n"
+        "# in the loop: X, Y = next(batches)"
+    )
+    return fix, snippet + to_device
+
+
 @rule
 def input_bound(ev: Evidence) -> Finding | None:
-    share = input_share_pct(ev)
-    if share is None or share < T.INPUT_WAIT_MODERATE_PCT:
+    loader_share = input_share_pct(ev) or 0.0
+    # host time before a forward, less what its sampled frames show is not batch preparation (logging)
+    host_share = (typical_share_pct(ev, "host_input") or 0.0) * _input_fraction(ev)
+    share = loader_share + host_share
+    if share < T.INPUT_WAIT_MODERATE_PCT or (host_share > loader_share and host_share < T.HOST_INPUT_MIN_PCT):
         return None
     workers = ev.loader_num_workers
     advised = suggested_workers(ev)
     suggested: int | None = advised
-    cpu_bound_full = cpu_saturated(ev) or (
-        not _waits_on_io(ev) and ev.cpu_util_pct is not None and workers is not None and advised <= workers
+    batch_function = host_share > loader_share
+    cpu_bound_full = not batch_function and (
+        cpu_saturated(ev)
+        or (
+            not _waits_on_io(ev)
+            and ev.cpu_util_pct is not None
+            and workers is not None
+            and advised <= workers
+        )
     )
-    if cpu_bound_full:
+    frames = _ranked([r for r in _gap_rows(ev) if r["phase"] == "host_input" and r["input"]])
+    if batch_function:
+        where = f" ({frames[0]['frame'] or frames[0]['leaf']})" if frames else ""
+        fix, snippet = _batch_function_fix(ev, where, _function_of(frames[0] if frames else None))
+    elif cpu_bound_full:
         suggested = None
         fix = (
             "The loader already uses the cores the run leaves free: make each sample cheaper (decode/augment "
@@ -145,31 +271,52 @@ def input_bound(ev: Evidence) -> Finding | None:
         )
         snippet = _loader_snippet(ev, advised)
     high = _input_gain_high(ev, share if not cpu_bound_full else share / 2)
+    low = 1.0 + (high - 1) * 0.5
+    if batch_function:
+        low, high = _overlap_gain(ev, share, advised)
     idle = "the device idles meanwhile" if _on_gpu(ev) else "the computation stalls meanwhile"
+    what = (
+        f"{share:.1f} % of each step prepares the next batch on the training thread before the forward"
+        + (f" (most sampled: {_frames_text(frames)})" if frames else "")
+        if batch_function
+        else f"{share:.1f} % of each step is spent waiting for the next batch"
+        + (f" (num_workers={workers})" if workers is not None else "")
+    )
     return Finding(
         id="input_bound",
         title="The training loop waits for data",
         severity="high" if share >= T.INPUT_WAIT_HIGH_PCT else "medium",
         confidence=_confidence(ev),
         category="input",
-        summary=f"{share:.1f} % of each step is spent waiting for the next batch"
-        + (f" (num_workers={workers})" if workers is not None else "")
-        + f"; {idle}.",
+        summary=f"{what}; {idle}.",
         metrics={
             "input_wait_pct": round(share, 2),
+            "data_wait_pct": round(loader_share, 2),
+            "host_input_pct": round(host_share, 2),
+            "input_source": "batch_function" if batch_function else "dataloader",
             "loader_num_workers": workers,
             "cpu_util_pct": ev.cpu_util_pct,
             "suggested_num_workers": suggested,
-            "suggested_prefetch_factor": None if cpu_bound_full else 4,
+            "suggested_prefetch_factor": None if cpu_bound_full or batch_function else 4,
+            "top_frames": [r["frame"] or r["leaf"] for r in frames],
         },
         fix=fix,
         fix_snippet=snippet,
         gain=Gain(
             "throughput_x",
-            1.0 + (high - 1) * 0.5,
+            low,
             high,
-            "if loading fully overlaps compute, the wait disappears from the step"
-            + ("; capped by the idle CPU measured" if ev.cpu_util_pct is not None else ""),
+            (
+                f"a prefetch thread hides the batch up to the rest of the step (low); {advised} workers "
+                "divide it first (high)"
+                if batch_function
+                else "if loading fully overlaps compute, the wait disappears from the step"
+            )
+            + (
+                "; capped by the idle CPU measured"
+                if ev.cpu_util_pct is not None and not _waits_on_io(ev)
+                else ""
+            ),
         ),
         source=ev.source,
         tools=("torch.utils.data.DataLoader", "NVIDIA DALI")
@@ -212,6 +359,66 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
         gain=Gain("throughput_x", 1.0, _speedup_from_saving(share), "bounded by the input wait share"),
         source=ev.source,
         tools=("NVIDIA DALI", "torchvision.io.decode_jpeg(device='cuda')"),
+    )
+
+
+@rule
+def unexplained_host_time(ev: Evidence) -> Finding | None:
+    """Host time outside every hooked phase that is not batch preparation before a forward: loss
+    bookkeeping, logging, a batch fetched between forward and backward. Named by the training thread's
+    sampled frames."""
+    other = typical_share_pct(ev, "other")
+    if other is None:
+        return None
+    # with the host time before a forward that its sampled frames show is not batch preparation
+    share = other + (typical_share_pct(ev, "host_input") or 0.0) * (1.0 - _input_fraction(ev))
+    if share < T.OTHER_HOST_TIME_PCT:
+        return None
+    frames = _ranked([r for r in _gap_rows(ev) if r["phase"] == "other" or not r["input"]])
+    input_like = bool(frames) and _looks_like_input(frames[0])
+    named = (
+        f"; most sampled: {_frames_text(frames)}"
+        if frames
+        else "; no Python frame was sampled there (profile with the telemetry thread on to name it)"
+    )
+    if input_like:
+        where = f" ({frames[0]['frame'] or frames[0]['leaf']})"
+        fix, snippet = _batch_function_fix(ev, where, _function_of(frames[0]))
+        fix = fix.replace("before each forward", "between the step's phases")
+    else:
+        fix = (
+            "Look at the lines named: work that need not run every step (logging, metrics, evaluation, "
+            "host copies of tensors) can run every N steps or off the training thread."
+        )
+        snippet = "if step % log_every == 0:\n    log(loss.item())  # not on every step"
+    if input_like:
+        low, high = _overlap_gain(ev, share, suggested_workers(ev))
+    else:  # work that can leave the step entirely (logged every N steps): Amdahl on its share
+        low, high = 1.0, _speedup_from_saving(share)
+    return Finding(
+        id="unexplained_host_time",
+        title="Host work outside forward, backward and the optimizer takes much of the step",
+        severity="high" if share >= T.OTHER_HOST_TIME_HIGH_PCT else "medium",
+        confidence="medium" if frames else "low",
+        category="input" if input_like else "host",
+        summary=f"{share:.1f} % of each step runs on the host outside forward, backward, the optimizer and "
+        f"data loading{named}.",
+        metrics={
+            "other_pct": round(share, 2),
+            "top_frames": [r["frame"] or r["leaf"] for r in frames],
+            "frame_step_pcts": [round(r["step_pct"], 1) for r in frames],
+            "looks_like_input": input_like,
+        },
+        fix=fix,
+        fix_snippet=snippet,
+        gain=Gain(
+            "throughput_x",
+            round(low, 3),
+            round(high, 3),
+            "bounded by the measured share of that host work"
+            + ("; overlapped with the rest of the step" if input_like else "; if it leaves the step"),
+        ),
+        source=ev.source,
     )
 
 

@@ -218,3 +218,20 @@ SERVING_KV_BOUND_PCT = 90.0
 SERVING_QUEUEING_SHARE_PCT = 50.0
 # A technique is worth listing when it cuts the monthly cost or raises goodput by at least this much.
 SERVING_MIN_GAIN_PCT = 5.0
+
+# --- p11data: host time outside every phase (issue 11, item 3) ----------------------------------------
+# input_bound from host_input alone (a batch built on the training thread before the forward) needs at
+# least this share: host_input also holds zero_grad and the loop's own Python (~1 % of a 10 ms step).
+HOST_INPUT_MIN_PCT = 10.0
+# unexplained_host_time: the "other" share (host time outside every phase, not before a forward) from
+# which the finding names where it goes. Logging and loss bookkeeping are a few % of a real step; the
+# issue's nanoGPT case with get_batch between forward and backward put 26.7 % there.
+OTHER_HOST_TIME_PCT = 15.0
+OTHER_HOST_TIME_HIGH_PCT = 30.0
+# A sampled function whose name holds one of these words is read as input preparation (get_batch,
+# load_batch, next_sample, collate, read_tokens, ...), and gets the prefetch fix.
+INPUT_FUNCTION_WORDS = ("batch", "load", "data", "sample", "fetch", "collate", "read", "token")
+# ... or whose innermost frame is in one of these files (numpy's memmap and loaders, torch's fetch/collate).
+INPUT_LIBRARY_FILES = ("memmap.py", "npyio.py", "_fetch.py", "collate.py", "arrow_dataset.py")
+# A sampled frame is named only from this share of the step up (a few stray samples say nothing).
+FRAME_MIN_STEP_PCT = 1.0

@@ -1,7 +1,9 @@
 """The hooks' event log and its replay into ``StepRecord``s (see ``phases.py`` for why a flat log).
 
 ``mark`` is the hot path: two appends. Replays happen in batches (every ``DRAIN_EVERY_EVENTS``
-entries or ``DRAIN_EVERY_S`` seconds, decided at step boundaries) and whenever the record is read.
+entries or ``DRAIN_EVERY_S`` seconds, decided at step boundaries) and whenever the record is read,
+from any thread: a periodic flush replays what the training thread logged so far (under a lock, and
+only whole ``(code, value)`` pairs), so a hard kill loses at most the time since that flush.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from time import perf_counter
 from gpuwise.profile.phases import EXIT, STEP, PhaseTimer, StepRecord
 
 DRAIN_EVERY_EVENTS = 2048  # log entries (code + value) between replays into StepRecords: ~100 steps
-DRAIN_EVERY_S = 2.0  # ... or this long, so a periodic flush (child.py, every 5 s) is never far behind
+DRAIN_EVERY_S = 2.0  # ... or this long (a periodic flush replays the rest itself, see ``drain``)
 
 
 class EventLog:
@@ -23,7 +25,9 @@ class EventLog:
         self.records: list[StepRecord] = []
         self.origin = 0.0  # step start times are relative to this (the recorder's start)
         self.drained_at = 0.0
-        self._lock = threading.Lock()
+        # (perf_counter time, (user frame, leaf frame)) from the frame sampler, filed at the next replay
+        self.samples: list[tuple[float, tuple[str, str]]] = []
+        self._lock = threading.RLock()
 
     def start(self, now: float) -> None:
         self.origin = self.drained_at = now
@@ -41,12 +45,24 @@ class EventLog:
         append(value)
 
     def drain(self) -> None:
-        """Replay the log into StepRecords (on the training thread, or after the hooks are gone)."""
+        """Replay the log into StepRecords, from any thread. The training thread only ever appends, so
+        the replay takes the whole pairs present now and deletes exactly those (a pair half-written
+        meanwhile stays for the next replay)."""
         self.drained_at = perf_counter()
         with self._lock:
-            if self.entries:
-                self.timer.replay(self.entries, self.origin, self.records)
-                self.entries.clear()
+            entries = self.entries
+            n = len(entries)
+            n -= n % 2
+            if n:
+                used = self.timer.replay(entries[:n], self.origin, self.records, self.samples[:])
+                del entries[:n]
+                if used:
+                    del self.samples[:used]
+
+    def frame_counts(self) -> dict[tuple[str, str, str], int]:
+        """A copy of the sampled frames filed so far: (gap phase, user frame, leaf frame) -> samples."""
+        with self._lock:
+            return dict(self.timer.frames)
 
     def has_activity(self) -> bool:
         """Has a step begun (a phase entered, a batch fetched or a boundary passed), replayed or not?"""
@@ -57,6 +73,10 @@ class EventLog:
     def reopen_closed_steps(self) -> None:
         """Fold every step closed so far back into the open one (the first manual ``p.step()`` ends
         one step that began at the first activity)."""
+        with self._lock:  # a flush on another thread must not replay between these lines
+            self._reopen_closed_steps()
+
+    def _reopen_closed_steps(self) -> None:
         self.drain()
         timer = self.timer
         wall = sum(r.wall_s for r in self.records)

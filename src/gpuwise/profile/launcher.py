@@ -157,11 +157,25 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def _appended_steps(path: Path) -> list[dict[str, Any]]:
+    """The steps a killed process appended, one JSON line each; a line cut by the kill is dropped."""
+    steps = []
+    for line in path.read_text().splitlines():
+        try:
+            steps.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return steps
+
+
 def _read_records(out_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
     records = []
     for path in sorted(out_dir.glob("run-*.json")):
         try:
-            records.append(json.loads(path.read_text()))
+            record = json.loads(path.read_text())
+            if record.get("steps_file"):
+                record["steps"] = _appended_steps(out_dir / record.pop("steps_file"))
+            records.append(record)
         except (OSError, json.JSONDecodeError) as err:
             notes.append(f"a profiled process left an unreadable record ({path.name}: {err})")
     records.sort(

@@ -10,6 +10,11 @@ Phases nest (Lightning runs forward and backward inside ``optimizer.step(closure
 computed by a module inside backward is recomputation). Every instant of a step is charged to
 exactly one phase: the innermost open one, or ``other`` when none is open. So the phases of a
 step always add up to its wall time, which is what makes a "share of the step" meaningful.
+
+Host time outside every phase is split by what comes next: a gap that ends in a root forward (the
+batch being prepared: a custom ``get_batch``, transforms, ``zero_grad``) is ``host_input``; gaps
+before backward, the optimizer or the step's end stay ``other``. The replay also files the
+training thread's sampled Python frames (``host_frames.py``) under the gap they fell in.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from time import perf_counter
 
-PHASES = ("data_wait", "h2d_copy", "forward", "backward", "optimizer", "other")
+PHASES = ("data_wait", "h2d_copy", "forward", "backward", "optimizer", "host_input", "other")
+GAP_PHASES = ("host_input", "other")  # host time outside every hooked phase; never logged as codes
 
 # Event codes: entering phase i is code i, leaving it is EXIT + i; the value is a perf_counter time.
 EXIT = 8
@@ -67,7 +73,20 @@ class PhaseTimer:
     """A stack of open phases; time goes to the top of the stack. Not thread-safe by design:
     only the training thread feeds it (hooks running on other threads are ignored by the caller)."""
 
-    __slots__ = ("acc", "clock", "counters", "mark", "stack", "step_start")
+    __slots__ = (
+        "acc",
+        "clock",
+        "counters",
+        "frames",
+        "gap",
+        "gap_frames",
+        "gap_sync",
+        "mark",
+        "sample_from_step",
+        "stack",
+        "step_start",
+        "steps",
+    )
 
     def __init__(self, clock=perf_counter) -> None:
         self.clock = clock
@@ -81,17 +100,41 @@ class PhaseTimer:
             0,
             0,
         ]  # sync calls, sync wait s, h2d bytes, pageable h2d bytes of the open step
+        self.gap = 0.0  # host seconds outside every phase since the last compute phase or boundary
+        self.gap_sync = 0.0  # of the gap, seconds the host waited on the device (a sync, not input work)
+        self.gap_frames: list[tuple[str, str]] = []  # frames sampled in that gap, filed when it ends
+        self.frames: dict[tuple[str, str, str], int] = {}  # (gap phase, user frame, leaf frame) -> samples
+        self.steps = 0  # steps closed so far
+        self.sample_from_step = 0  # frames sampled before this step (warm-up) are not counted
 
     def _charge(self, now: float) -> None:
         if self.stack:
             self.acc[self.stack[-1]] += now - self.mark
+        else:
+            self.gap += now - self.mark
         self.mark = now
+
+    def _end_gap(self, phase: str) -> None:
+        """The host gap ends: its time and frames go to ``phase`` (``other`` is the step's remainder)."""
+        if phase == "host_input":
+            self.acc["host_input"] += max(0.0, self.gap - self.gap_sync)
+        if self.gap_frames and self.steps >= self.sample_from_step:
+            frames = self.frames
+            for user, leaf in self.gap_frames:
+                key = (phase, user, leaf)
+                frames[key] = frames.get(key, 0) + 1
+        self.gap_frames.clear()
+        self.gap = self.gap_sync = 0.0
 
     def push(self, phase: str, now: float | None = None) -> None:
         now = self.clock() if now is None else now
         if self.step_start is None:  # the first step starts at the first activity, not at import time
             self.step_start = now
+            self.mark = now
         self._charge(now)
+        if not self.stack and phase in ("forward", "backward", "optimizer"):
+            # a data wait or a copy keeps the gap open: the batch is still being prepared
+            self._end_gap("host_input" if phase == "forward" else "other")
         self.stack.append(phase)
 
     def pop(self, phase: str, now: float | None = None) -> None:
@@ -102,28 +145,43 @@ class PhaseTimer:
             while self.stack.pop() != phase:
                 pass
 
+    def sampled(self, frame: tuple[str, str]) -> None:
+        """A Python frame sampled on the training thread at the replay's current time."""
+        if not self.stack and self.step_start is not None:
+            self.gap_frames.append(frame)
+
     def boundary(self, now: float | None = None) -> tuple[float, float, dict[str, float]] | None:
         """Close the step: (start, wall, exclusive phase seconds incl. 'other'); None before any activity."""
         now = self.clock() if now is None else now
         if self.step_start is None:
-            self.step_start = now
+            self.step_start = self.mark = now
             return None
         self._charge(now)
+        self._end_gap("other")
         wall = now - self.step_start
         phases = {k: v for k, v in self.acc.items() if k != "other"}
         phases["other"] = max(0.0, wall - sum(phases.values()))
         start = self.step_start
         self.acc = dict.fromkeys(PHASES, 0.0)
         self.step_start = now
+        self.steps += 1
         return start, wall, phases
 
-    def replay(self, log: list, origin: float, records: list[StepRecord]) -> None:
+    def replay(self, log: list, origin: float, records: list[StepRecord], samples: list | None = None) -> int:
         """Feed a flat event log ``[code, value, code, value, ...]``, appending the steps it closes to
-        ``records`` (start times relative to ``origin``). The timer keeps its state between calls, so a
-        log can be replayed in pieces."""
+        ``records`` (start times relative to ``origin``). ``samples``: ``(time, frame)`` pairs in time
+        order, filed under the gap each fell in. Returns how many samples were used (those after the
+        log's last event wait for the next replay). The timer keeps its state between calls, so a log
+        can be replayed in pieces."""
         counters = self.counters
+        samples = samples or []
+        used, pending = 0, len(samples)
         for i in range(0, len(log) - 1, 2):
             code, value = log[i], log[i + 1]
+            if code <= STEP:
+                while used < pending and samples[used][0] <= value:
+                    self.sampled(samples[used][1])
+                    used += 1
             if code < EXIT:
                 self.push(PHASES[code], value)
             elif code < STEP:
@@ -147,9 +205,12 @@ class PhaseTimer:
             elif code == SYNC:
                 counters[0] += 1
                 counters[1] += value
+                if not self.stack:
+                    self.gap_sync += value
             elif code == H2D_BYTES:
                 counters[2] += value
             elif code == H2D_PAGEABLE_BYTES:
                 counters[3] += value
             elif code == MEMORY and records:
                 records[-1].memory_bytes = value
+        return used

@@ -9,7 +9,8 @@ interpreter that only has torch. Its parts, one role each:
 - ``LiveMemory`` (live_memory.py): live memory at step boundaries, within a time budget;
 - ``CudaSide`` (cuda_side.py): CUDA events, NVTX ranges and allocator peaks, once the model is on CUDA;
 - ``ContainedErrors`` (contained_errors.py): gpuwise's own failures, kept out of the user's program;
-- ``TelemetrySampler`` (telemetry.py): CPU, memory, disk and GPU samples on a thread.
+- ``TelemetrySampler`` (telemetry.py): CPU, memory, disk and GPU samples on a thread;
+- ``FrameSampler`` (host_frames.py): the training thread's Python frames while it is between phases.
 The recorder itself owns the lifecycle (start, detach, stop), the training thread and step boundaries.
 """
 
@@ -34,6 +35,7 @@ from gpuwise.profile.phases import STEP, StepRecord
 if TYPE_CHECKING:  # pragma: no cover
     from gpuwise.profile.cuda_side import CudaSide
     from gpuwise.profile.hooks import Instrumentation
+    from gpuwise.profile.host_frames import FrameSampler
     from gpuwise.profile.telemetry import TelemetrySampler
 
 RAW_FORMAT = 1
@@ -52,6 +54,25 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# A training framework by the files on the training thread's stack at the first step boundary (the
+# optimizer step runs inside its loop): its fixes then come in its own form (TrainingArguments(...)).
+_FRAMEWORK_FILES = (
+    ("hf-trainer", ("/transformers/trainer.py",)),
+    ("lightning", ("/lightning/pytorch/", "/pytorch_lightning/")),
+)
+
+
+def framework_on_stack(frame: Any) -> str | None:
+    """'hf-trainer' or 'lightning' when a frame of their training loop is on the stack, else None."""
+    while frame is not None:
+        filename = frame.f_code.co_filename.replace(os.sep, "/")
+        for name, parts in _FRAMEWORK_FILES:
+            if any(part in filename for part in parts):
+                return name
+        frame = frame.f_back
+    return None
 
 
 def active_recorder() -> Recorder | None:
@@ -110,6 +131,8 @@ class Recorder:
         self.cuda: CudaSide | None = None
         self.instrumentation: Instrumentation | None = None
         self.sampler: TelemetrySampler | None = None
+        self.frames: FrameSampler | None = None
+        self.events.timer.sample_from_step = warmup
 
         self.steps_closed = 0  # steps ended so far, replayed or not
         self.status = "running"
@@ -164,7 +187,18 @@ class Recorder:
             self.contain("collective timing", exc)
         if self.telemetry_enabled:
             self._start_telemetry(cuda_possible)
+            self._start_frame_sampler()
         return self
+
+    def _start_frame_sampler(self) -> None:
+        from gpuwise.profile.host_frames import FrameSampler
+
+        try:
+            self.frames = FrameSampler(self.events, lambda: self.tid)
+            self.frames.start()
+        except Exception as exc:
+            self.frames = None
+            self.contain("frame sampler", exc)
 
     def _start_telemetry(self, cuda_possible: bool) -> None:
         from gpuwise.profile.telemetry import TelemetrySampler
@@ -196,6 +230,8 @@ class Recorder:
         parts.append(("collective timing", self.collectives.uninstall))
         if self.sampler is not None:
             parts.append(("telemetry", self.sampler.stop))
+        if self.frames is not None:
+            parts.append(("frame sampler", self.frames.stop))
         parts.append(("step replay", self.events.drain))
         if self.cuda is not None:
             parts.append(("CUDA event timing", functools.partial(self.cuda.finish, self.events.records)))
@@ -331,6 +367,8 @@ class Recorder:
             return
         self.log(STEP, now)
         n = self.steps_closed = self.steps_closed + 1
+        if n == 1 and "framework" not in self.meta:  # a framework's callback (callbacks.py) names itself
+            self.meta["framework"] = framework_on_stack(sys._getframe(1))
         memory, events = self.memory, self.events
         # checked inline: a call costs µs here
         if memory.read is not None and (now >= memory.due_s or n >= memory.due_step):
@@ -363,13 +401,15 @@ class Recorder:
             self.on_window_complete(self)
 
     # -- output ----------------------------------------------------------------------------------------------
-    def raw(self) -> dict[str, Any]:
-        """Everything measured so far, JSON-able (also used for periodic partial flushes)."""
+    def raw(self, steps_from: int | None = None) -> dict[str, Any]:
+        """Everything measured so far, JSON-able. ``steps_from``: a periodic flush that already wrote
+        the steps before this index takes only the newer ones, and ``steps_total`` (all of them)."""
+        from gpuwise.profile.host_frames import top_frames
         from gpuwise.profile.telemetry import summarize, usable_cpus
 
-        if not self.active or threading.get_ident() == self.tid:
-            self.events.drain()  # another thread (a periodic flush) takes the steps replayed so far
-        records = [r.to_dict() for r in list(self.events.records)]
+        self.events.drain()  # from any thread: a periodic flush keeps every step logged so far
+        closed = list(self.events.records)
+        records = [r.to_dict() for r in closed[steps_from or 0 :]]
         self.collectives.annotate(records, self.events.origin)
         sampler = self.sampler
         telemetry = None
@@ -401,8 +441,12 @@ class Recorder:
             "model": dict(self.model),
             "memory": self._memory_section(),
             "telemetry": telemetry,
+            "host_frames": top_frames(self.events.frame_counts(), self.frames.interval_s)
+            if self.frames is not None
+            else None,
             "hook_errors": self.errors.to_list(),
             "notes": list(self.notes),
+            **({"steps_total": len(closed)} if steps_from is not None else {}),
         }
 
     def _measured_window(self) -> tuple[float, float] | None:

@@ -55,6 +55,7 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
     if telemetry.get("gpu"):
         _from_nvml(ev, telemetry["gpu"])
     _from_catalog(ev, raw.get("gpu_name") or "")
+    ev.host_frames = _host_frames(raw.get("host_frames") or {})
     ev.framework = meta.get("framework")
     if memory.get("measure"):
         ev.memory_measure = memory["measure"]
@@ -95,6 +96,22 @@ def _from_loader_and_cpu(ev: Evidence, raw: dict[str, Any], telemetry: dict[str,
     if system is not None and own is not None:
         # both are shares of the whole machine: what is left of the busy share is other processes'
         ev.other_cpu_pct = max(0.0, system - own)
+    ev.cpu_steal_pct = telemetry.get("cpu_steal_pct")
+
+
+def _host_frames(section: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sampler's top frames with each one's share of its gap's samples."""
+    totals = section.get("samples") or {}
+    return [
+        {
+            "phase": row["phase"],
+            "frame": row["frame"],
+            "leaf": row["leaf"],
+            "pct": round(100.0 * row["samples"] / totals[row["phase"]], 1),
+        }
+        for row in section.get("top") or []
+        if totals.get(row["phase"])
+    ]
 
 
 def _from_cuda_counters(

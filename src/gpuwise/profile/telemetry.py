@@ -79,9 +79,40 @@ def diskstats_read_bytes(disks: set[str]) -> int | None:
     return total * 512
 
 
+PROC_STAT = "/proc/stat"
+
+
+def read_cpu_jiffies(path: str = PROC_STAT) -> tuple[int, int | None] | None:
+    """(busy + idle jiffies, steal jiffies) of the whole machine from the ``cpu`` line of /proc/stat;
+    steal is None when the line has no steal field (kernels before 2.6.11, some containers' emulations),
+    the whole reading None where there is no such file. Guest time is inside user time, so the total
+    is the first eight fields (user .. steal)."""
+    try:
+        with open(path, "rb") as fh:
+            line = fh.readline()
+    except OSError:
+        return None
+    fields = line.split()
+    if not fields or fields[0] != b"cpu" or len(fields) < 5:
+        return None
+    values = [int(x) for x in fields[1:9]]
+    return sum(values), (values[7] if len(values) >= 8 else None)
+
+
+def steal_pct(before: tuple[int, int | None], after: tuple[int, int | None]) -> float | None:
+    """Share of the machine's CPU time the hypervisor took between two readings (None: no steal field)."""
+    total = after[0] - before[0]
+    if before[1] is None or after[1] is None or total <= 0:
+        return None
+    return max(0.0, min(100.0, 100.0 * (after[1] - before[1]) / total))
+
+
 class TelemetrySampler:
-    def __init__(self, interval_s: float = 0.5, nvml_index: int | None = None, on_tick=None) -> None:
+    def __init__(
+        self, interval_s: float = 0.5, nvml_index: int | None = None, on_tick=None, proc_stat: str = PROC_STAT
+    ) -> None:
         self.interval_s = interval_s
+        self.proc_stat = proc_stat
         self.samples: list[dict[str, Any]] = []
         self.not_available: dict[str, str] = {}
         self.cpu_count = usable_cpus()
@@ -178,6 +209,18 @@ class TelemetrySampler:
         self._safe("cpu_per_core", lambda: ps.cpu_percent(percpu=True))
         self._last["tree_cpu_s"] = self._safe("process_cpu", self._tree_cpu_s)
         self._last["disk_read_bytes"] = self._safe("disk_io", self._disk_read_bytes)
+        self._last["jiffies"] = self._jiffies()
+
+    def _jiffies(self) -> tuple[int, int | None] | None:
+        if "cpu_steal" in self.not_available:
+            return None
+        reading = self._safe("cpu_steal", lambda: read_cpu_jiffies(self.proc_stat))
+        if reading is None:
+            self.not_available.setdefault("cpu_steal", f"n/a: no {self.proc_stat}")
+        elif reading[1] is None:
+            self.not_available["cpu_steal"] = f"n/a: {self.proc_stat} has no steal field"
+            return None
+        return reading
 
     def _disk_read_bytes(self) -> int | None:
         """Bytes read from the machine's disks so far (whole disks, not partitions, as psutil counts)."""
@@ -223,6 +266,12 @@ class TelemetrySampler:
             if read is not None and last_read is not None:
                 sample["disk_read_bytes_per_s"] = (read - last_read) / dt
             self._last["disk_read_bytes"] = read
+        jiffies, last_jiffies = self._jiffies(), self._last.get("jiffies")
+        if jiffies is not None and last_jiffies is not None:
+            stolen = steal_pct(last_jiffies, jiffies)
+            if stolen is not None:
+                sample["cpu_steal_pct"] = stolen
+        self._last["jiffies"] = jiffies
         if self.nvml is not None:
             sample.update(self.nvml.sample())
         self._last["t"] = now
@@ -278,6 +327,7 @@ def summarize(
         "cpu_count": cpu_count,
         "process_cpu_pct": mean("process_cpu_pct"),
         "system_cpu_pct": (sum(cores) / len(cores)) if cores else None,
+        "cpu_steal_pct": mean("cpu_steal_pct"),
         "cpu_per_core_pct": [round(c, 1) for c in cores],
         "rss_peak_bytes": peak("rss_bytes"),
         "disk_read_bytes_per_s": mean("disk_read_bytes_per_s"),

@@ -106,6 +106,7 @@ class Telemetry:
     cpu_count: int | None = None
     process_cpu_pct: float | None = None  # this process and its children, share of the usable cores
     system_cpu_pct: float | None = None  # the whole machine, mean over cores
+    cpu_steal_pct: float | None = None  # hypervisor steal, share of CPU time (None: no steal field)
     cpu_per_core_pct: list[float] = field(default_factory=list)
     rss_peak_bytes: float | None = None
     disk_read_bytes_per_s: float | None = None

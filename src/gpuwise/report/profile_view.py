@@ -35,6 +35,7 @@ PHASE_LABEL = {
     "forward": "forward",
     "backward": "backward",
     "optimizer": "optimizer step",
+    "host_input": "host, before forward (batch prep)",
     "other": "other (loop, logging…)",
 }
 _MIN_STEPS_CHARTED = 3
@@ -145,7 +146,9 @@ def _telemetry_rows(tel: Telemetry) -> list[list[str]]:
         ],
         [
             "CPU (whole machine)",
-            f"{num(tel.system_cpu_pct)} %  per core: " + " ".join(f"{c:.0f}" for c in tel.cpu_per_core_pct),
+            f"{num(tel.system_cpu_pct)} %  per core: "
+            + " ".join(f"{c:.0f}" for c in tel.cpu_per_core_pct)
+            + ("  steal n/a" if tel.cpu_steal_pct is None else f"  steal {tel.cpu_steal_pct:.1f} %"),
         ],
     ]
     if tel.rss_peak_bytes:
