@@ -70,10 +70,10 @@ def test_a_custom_get_batch_before_the_forward_is_input_bound_with_a_prefetch_fi
     assert "get_batch" in top["metrics"]["top_frames"][0] and "train.py" in top["metrics"]["top_frames"][0]
     assert "background thread" in top["fix"] and "def prefetch" in top["fix_snippet"]
     assert "get_batch(...)" in top["fix_snippet"] and "pin_memory" not in top["fix_snippet"]  # a CPU run
-    share = top["metrics"]["input_wait_pct"]
+    share = top["metrics"]["input_wait_pct"]  # rounded to 0.1 in the metrics: allow that much
     # overlapping the batch with the rest of the step can at most make the step the longer of the two
-    assert 1.0 < top["gain"]["low"] <= 100 / max(share, 100 - share) + 1e-6
-    assert top["gain"]["high"] <= 100 / (100 - share) + 1e-6
+    assert 1.0 < top["gain"]["low"] <= 100 / max(share - 0.05, 100 - share - 0.05)
+    assert top["gain"]["high"] <= 100 / (100 - share - 0.05)
 
 
 def test_get_batch_between_forward_and_backward_as_in_nanogpt_is_named_by_its_frames(tmp_path):
