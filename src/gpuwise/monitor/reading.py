@@ -86,7 +86,14 @@ def read_host() -> HostReading:
     except ImportError:
         return HostReading()
     mem = psutil.virtual_memory()
-    return HostReading(psutil.cpu_percent(interval=None), int(mem.total - mem.available), int(mem.total))
+    # The first call of a process has no previous reading to compare with: measure over 0.1 s instead.
+    first = not _host_primed
+    _host_primed.append(True)
+    cpu = psutil.cpu_percent(interval=0.1 if first else None)
+    return HostReading(cpu, int(mem.total - mem.available), int(mem.total))
+
+
+_host_primed: list[bool] = []
 
 
 def read_gpu(nv: Any, handle: Any, reading: GpuReading, fields: FieldReader) -> GpuReading:
