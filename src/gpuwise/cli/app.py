@@ -83,6 +83,7 @@ lint_cmd.register(app)
 from gpuwise.cli import monitor_cmd  # noqa: E402
 
 app.command("monitor")(monitor_cmd.monitor)
+app.command("exporter")(monitor_cmd.exporter)
 
 
 def main(argv: list[str] | None = None) -> None:

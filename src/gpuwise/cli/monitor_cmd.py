@@ -47,8 +47,8 @@ def monitor(
         sampler = GpuSampler()
     except NoNvml as missing:
         if not host:
-            raise
-        snap, reason = host_snapshot(), str(missing).split(";")[0]
+            raise NoNvml(f"{missing}; --host shows the host alone") from None
+        snap, reason = host_snapshot(), str(missing)
         emit(
             {**snap.to_dict(), "verdicts": [], "cost": None, "no_gpu": reason},
             "monitor",
@@ -84,5 +84,59 @@ def monitor(
         from gpuwise.monitor import live
 
         live.run(console(), sampler, interval, host, usd_per_gpu_hour)
+    finally:
+        sampler.close()
+
+
+def exporter(
+    listen: Annotated[
+        str,
+        typer.Option("--listen", help="HOST:PORT to serve /metrics on (loopback unless you say otherwise)."),
+    ] = "127.0.0.1:9835",
+    usd_per_gpu_hour: Annotated[
+        float | None,
+        typer.Option("--usd-per-gpu-hour", help="Price of one GPU-hour (default: the catalog's on-demand)."),
+    ] = None,
+    as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
+) -> None:
+    """Serve every GPU's readings to Prometheus at http://HOST:PORT/metrics until Ctrl-C.
+
+    --json, --markdown and --html print the metric reference (names, units, NVML source) instead.
+    """
+    import time
+
+    from gpuwise.monitor import exporter as prom
+    from gpuwise.report import monitor_view
+
+    one_format(as_json, as_markdown)
+    if as_json or as_markdown or html is not None:
+        emit(
+            {"metrics": monitor_view.metric_reference()},
+            "exporter_metrics",
+            as_json,
+            as_markdown=as_markdown,
+            html=html,
+            document=monitor_view.metrics_document,
+        )
+        return
+    host = prom.parse_listen(listen)[0]
+    from gpuwise.monitor.sampler import GpuSampler
+
+    sampler = GpuSampler()
+    try:
+        server = prom.start(sampler, listen, usd_per_gpu_hour)
+        if not prom.is_loopback(host):
+            typer.echo(f"gpuwise: warning: serving on {host}, reachable from other machines", err=True)
+        typer.echo(f"serving http://{listen}/metrics for {sampler.count} GPUs (Ctrl-C stops)", err=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.shutdown()
+            server.server_close()
     finally:
         sampler.close()

@@ -168,3 +168,32 @@ def host_only(snapshot: Snapshot, why: str) -> Document:
         memory = f"{gib(h.memory_used_bytes, 1)} / {gib(h.memory_total_bytes, 1)}"
         doc.add(KeyFigures([("CPU", _pct(h.cpu_pct)), ("memory GiB", memory)], caption="Host"))
     return doc
+
+
+def metric_reference() -> list[dict[str, str]]:
+    """Every metric `gpuwise exporter` serves: name, type, help, NVML source, extra labels."""
+    from gpuwise.monitor.exporter import LABELLED, LABELS, METRICS
+
+    def name(base: str, kind: str) -> str:
+        return f"gpuwise_{base}" + ("_total" if kind == "counter" else "")
+
+    rows = [
+        {"name": name(m.name, m.type), "type": m.type, "help": m.help, "source": m.source, "labels": ""}
+        for m in METRICS
+    ]
+    rows += [
+        {"name": name(n, k), "type": k, "help": h, "source": src, "labels": ", ".join(extra)}
+        for n, k, h, src, extra in LABELLED
+    ]
+    for row in rows:
+        row["labels"] = ", ".join(filter(None, [", ".join(LABELS), row["labels"]]))
+    return rows
+
+
+def metrics_document() -> Document:
+    doc = Document(
+        "gpuwise exporter metrics", subtitle="Prometheus names, base units; n/a fields are left out"
+    )
+    rows = [[m["name"], m["type"], m["help"], m["source"], m["labels"]] for m in metric_reference()]
+    doc.add(Table(["metric", "type", "meaning", "NVML source", "labels"], rows, flexible=2))
+    return doc
