@@ -215,3 +215,13 @@ def test_live_view_redraws_and_stops_after_the_refreshes_asked():
     assert patched.fake.samples[0] == 3  # fake_nvml counts the samples read per GPU
     text = screen.export_text()
     assert "(LOST)" in text and "gpu_lost" in text and "NVIDIA A100-SXM4-80GB" in text
+
+
+def test_exporter_cli_without_a_driver_is_one_line_and_prints_its_metric_reference(capfd):
+    with no_driver():
+        code, out, err = run_cli(capfd, "exporter", "--listen", "127.0.0.1:0")
+    assert code == 2 and err.count("\n") == 1 and "no NVIDIA GPU" in err
+    code, out, err = run_cli(capfd, "exporter", "--markdown")
+    assert code == 0 and "gpuwise_gpu_energy_joules_total" in out and "nvmlDeviceGetPowerUsage" in out
+    code, _, err = run_cli(capfd, "exporter", "--listen", "nowhere")
+    assert code == 2 and "HOST:PORT" in err
