@@ -126,8 +126,8 @@ def test_unsupported_fields_are_none_and_asked_only_once():
         assert getattr(gpu, name) is None, name
     assert gpu.throttle_reasons is None and gpu.mig_enabled is None and gpu.processes is None
     assert gpu.pcie_tx_bytes_per_s is None and gpu.busy_pct == 97.0
-    text = _render(monitor_view.document(*_judged(gpu_snapshot := snapshots("unsupported")[-1])))
-    assert "n/a" in text and gpu_snapshot.gpus[0].name in text
+    text = _render(monitor_view.document(*_judged(snapshots("unsupported")[-1])))
+    assert "n/a" in text and "GeForce RTX 3090" in text
 
 
 def test_process_user_and_name_come_from_psutil_never_the_command_line():
@@ -214,7 +214,7 @@ def test_live_view_redraws_and_stops_after_the_refreshes_asked():
     assert done == 3
     assert patched.fake.samples[0] == 3  # fake_nvml counts the samples read per GPU
     text = screen.export_text()
-    assert "(LOST)" in text and "gpu_lost" in text and "NVIDIA A100-SXM4-80GB" in text
+    assert "(LOST)" in text and "gpu_lost" in text and "A100-SXM4-80GB" in text
 
 
 def test_exporter_cli_without_a_driver_is_one_line_and_prints_its_metric_reference(capfd):

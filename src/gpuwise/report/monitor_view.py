@@ -69,7 +69,9 @@ def _reasons(r: GpuReading) -> str:
 
 
 def _gpu_row(r: GpuReading) -> list[str]:
-    name = r.name + (" (LOST)" if r.lost else "") + (" [MIG]" if r.mig_enabled else "")
+    name = (
+        r.name.removeprefix("NVIDIA ") + (" (LOST)" if r.lost else "") + (" [MIG]" if r.mig_enabled else "")
+    )
     return [
         str(r.index),
         name,
@@ -151,7 +153,7 @@ def document(snapshot: Snapshot, found: list[GpuVerdict], cost: Cost, details: b
         )
     if details:
         findings = rank_findings(f for v in found for f in v.findings)
-        doc.add(*findings_blocks(findings, measured=bool(gpus)))
+        doc.add(*findings_blocks(findings, measured=bool(gpus) and not breaches))
     if any(r.not_available for r in gpus):
         doc.add(
             Note("n/a: NVML cannot read this field on this GPU or driver (see the JSON's not_available).")
