@@ -30,6 +30,8 @@ class FakeNvml:
     def __init__(self, gpus: list[dict]) -> None:
         self.gpus = gpus
         self.samples = [0] * len(gpus)
+        # XID events queued once, delivered by nvmlEventSetWait_v2 (as NVML queues them per event set)
+        self.events = [(i, xid) for i, gpu in enumerate(gpus) for xid in gpu.get("xid", [])]
 
     def _gpu(self, fn: str, handle: int) -> dict:
         gpu = self.gpus[handle]
@@ -73,7 +75,25 @@ class FakeNvml:
             self.samples[handle] += 1
             return util(self._gpu("nvmlDeviceGetUtilizationRates", handle))
 
+        def register(handle, types, events):
+            self._gpu("nvmlDeviceRegisterEvents", handle)
+
+        def wait(events, timeout_ms):
+            if not self.events:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+            index, xid = self.events.pop(0)
+            data = pynvml.nvmlStructToFriendlyObject(
+                pynvml.c_nvmlEventData_t(eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=xid)
+            )
+            data.device = index  # a handle is the GPU's index here
+            return data
+
         return {
+            "nvmlEventSetCreate": mock.Mock(return_value=object()),
+            "nvmlEventSetFree": mock.Mock(return_value=None),
+            "nvmlDeviceRegisterEvents": mock.Mock(side_effect=register),
+            "nvmlEventSetWait_v2": mock.Mock(side_effect=wait),
+            "nvmlDeviceGetIndex": mock.Mock(side_effect=lambda handle: handle),
             "nvmlInit": mock.Mock(return_value=None),
             "nvmlShutdown": mock.Mock(return_value=None),
             "nvmlSystemGetDriverVersion": mock.Mock(return_value="580.95.05"),

@@ -95,11 +95,12 @@ def test_mig_mode_is_read_and_an_unsupported_busy_counter_is_na():
     assert breaches("mig") == {0: {}}  # 12.5 % headroom, no busy figure: nothing to flag
 
 
-def test_uncorrected_ecc_and_a_pending_row_remap_are_memory_errors():
+def test_uncorrected_ecc_a_pending_row_remap_and_xids_are_flagged():
     gpu = snapshots("ecc_errors")[-1].gpus[0]
     assert (gpu.ecc_volatile_corrected, gpu.ecc_volatile_uncorrected) == (12, 2)
     assert (gpu.remapped_rows_correctable, gpu.remapped_rows_uncorrectable, gpu.remap_pending) == (3, 1, True)
-    assert breaches("ecc_errors") == {0: {"memory_errors": "gpu_memory_errors"}}
+    assert gpu.xid_errors == [48, 48, 94]  # the events NVML queued, kept for the rest of the run
+    assert breaches("ecc_errors") == {0: {"memory_errors": "gpu_memory_errors", "xid": "gpu_xid_errors"}}
     assert "2 uncorrected ECC errors" in (kpi.memory_errors(gpu) or "")
 
 
@@ -125,6 +126,7 @@ def test_unsupported_fields_are_none_and_asked_only_once():
     for name in ("energy_j", "ecc_volatile_uncorrected", "retired_pages", "remapped_rows_correctable"):
         assert getattr(gpu, name) is None, name
     assert gpu.throttle_reasons is None and gpu.mig_enabled is None and gpu.processes is None
+    assert gpu.xid_errors is None and "xid" in gpu.not_available
     assert gpu.pcie_tx_bytes_per_s is None and gpu.busy_pct == 97.0
     text = _render(monitor_view.document(*_judged(snapshots("unsupported")[-1])))
     assert "n/a" in text and "GeForce RTX 3090" in text

@@ -70,6 +70,12 @@ def test_throttle_reasons_are_a_labelled_gauge_and_processes_carry_no_command_li
     assert process.labels["pid"] == "4242" and process.value == int(65.5 * GiB)
 
 
+def test_xid_errors_are_a_counter_per_xid():
+    samples = scrape("ecc_errors", scrapes=2)
+    assert one(samples, "gpuwise_gpu_xid_errors_total", xid="48") == 2.0
+    assert one(samples, "gpuwise_gpu_xid_errors_total", xid="94") == 1.0
+
+
 def test_unsupported_fields_are_left_out_and_a_lost_gpu_says_so():
     unsupported = scrape("unsupported")
     assert "gpuwise_gpu_energy_joules_total" not in unsupported

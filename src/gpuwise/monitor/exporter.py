@@ -90,6 +90,8 @@ LABELLED: tuple[tuple[str, MetricType, str, str, tuple[str, ...]], ...] = (
      "nvmlDeviceGetCurrentClocksEventReasons", ("reason",)),
     ("gpu_ecc_errors", "counter", "ECC errors (volatile: since driver load; aggregate: lifetime)",
      "nvmlDeviceGetTotalEccErrors", ("counter", "type")),
+    ("gpu_xid_errors", "counter", "XID critical errors since the exporter started", "nvmlEventSetWait_v2",
+     ("xid",)),
     ("gpu_remapped_rows", "gauge", "Remapped memory rows (Ampere+)", "nvmlDeviceGetRemappedRows", ("kind",)),
     ("gpu_process_memory_used_bytes", "gauge", "GPU memory of a process (pid, user, name only)",
      "nvmlDeviceGetComputeRunningProcesses + psutil", ("pid", "user", "process")),
@@ -115,7 +117,7 @@ def _families(snapshot: Any, found: list[kpi.GpuVerdict]) -> Iterator[Any]:
             if value is not None:
                 fam.add_metric(base[r.index], float(value))
         yield fam
-    lost, reasons, ecc, rows, procs, breach, price = (family(n, k, h, x) for n, k, h, _, x in LABELLED)
+    lost, reasons, ecc, xids, rows, procs, breach, price = (family(n, k, h, x) for n, k, h, _, x in LABELLED)
     for r, verdict in zip(snapshot.gpus, found, strict=True):
         labels = base[r.index]
         lost.add_metric(labels, float(r.lost))
@@ -127,6 +129,8 @@ def _families(snapshot: Any, found: list[kpi.GpuVerdict]) -> Iterator[Any]:
                 value = getattr(r, f"ecc_{counter}_{kind}")
                 if value is not None:
                     ecc.add_metric([*labels, counter, kind], float(value))
+        for xid in sorted(set(r.xid_errors or [])):
+            xids.add_metric([*labels, str(xid)], float((r.xid_errors or []).count(xid)))
         for kind in ("correctable", "uncorrectable"):
             value = getattr(r, f"remapped_rows_{kind}")
             if value is not None:
@@ -138,7 +142,7 @@ def _families(snapshot: Any, found: list[kpi.GpuVerdict]) -> Iterator[Any]:
             breach.add_metric([*labels, b.kpi, b.finding_id], 1.0)
         if verdict.usd_per_hour is not None:
             price.add_metric(labels, verdict.usd_per_hour)
-    yield from (lost, reasons, ecc, rows, procs, breach, price)
+    yield from (lost, reasons, ecc, xids, rows, procs, breach, price)
 
 
 class GpuCollector:

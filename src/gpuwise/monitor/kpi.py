@@ -20,11 +20,11 @@ from gpuwise.monitor.reading import GpuReading
 from gpuwise.monitor.sampler import Snapshot
 
 # The KPI a breach is about.
-Kpi = Literal["busy", "idle", "headroom", "throttling", "pcie", "memory_errors", "lost"]
+Kpi = Literal["busy", "idle", "headroom", "throttling", "pcie", "memory_errors", "xid", "lost"]
 # Ids of the monitor's own checks (no Evidence rule reads these readings).
 MonitorCheck = Literal[
     "gpu_idle", "busy_below_kpi", "memory_headroom_unused", "clocks_slowed", "pcie_downgraded",
-    "gpu_memory_errors", "gpu_lost",
+    "gpu_memory_errors", "gpu_xid_errors", "gpu_lost",
 ]  # fmt: skip
 # Clock-event reasons that cost speed (gpu_idle, application clocks, sync boost and display are not faults).
 SLOWING_REASONS = (
@@ -137,6 +137,9 @@ def check(r: GpuReading, gpu_id: str | None = None) -> GpuVerdict:
     errors = memory_errors(r)
     if errors:
         add(Breach("memory_errors", errors, "gpu_memory_errors"))
+    if r.xid_errors:
+        codes = ", ".join(str(x) for x in sorted(set(r.xid_errors)))
+        add(Breach("xid", f"{len(r.xid_errors)} XID errors since start (XID {codes})", "gpu_xid_errors"))
     return verdict
 
 

@@ -59,6 +59,7 @@ class GpuReading:
     pcie_tx_bytes_per_s: float | None = None
     pcie_rx_bytes_per_s: float | None = None
     mig_enabled: bool | None = None
+    xid_errors: list[int] | None = None  # XID codes reported since the sampler started (NVML events)
     processes: list[GpuProcess] | None = None
     not_available: dict[str, str] = field(default_factory=dict)
 

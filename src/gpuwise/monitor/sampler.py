@@ -66,6 +66,37 @@ class GpuSampler:
                 base.uuid = text(nv.nvmlDeviceGetUUID(handle))
             self._devices.append((handle, base, FieldReader()))
         self.hostname = socket.gethostname()
+        self._xids: dict[int, list[int]] = {}
+        self._events = self._watch_xids()
+
+    def _watch_xids(self) -> Any:
+        """An NVML event set for XID critical errors on every GPU that supports it (None: none does)."""
+        nv = self._nv
+        try:
+            events = nv.nvmlEventSetCreate()
+        except Exception:
+            return None
+        for handle, base, fields in self._devices:
+            try:
+                nv.nvmlDeviceRegisterEvents(handle, nv.nvmlEventTypeXidCriticalError, events)
+                self._xids[base.index] = []
+            except Exception as exc:
+                fields.not_available["xid"] = why(exc)
+        return events
+
+    def _drain_xids(self) -> None:
+        """Collect the XIDs NVML queued since the last sample (waits 0 ms; bounded per sample)."""
+        nv = self._nv
+        for _ in range(256):
+            try:
+                data = nv.nvmlEventSetWait_v2(self._events, 0)
+            except Exception:  # NVML_ERROR_TIMEOUT: nothing queued (or the set broke: try next sample)
+                return
+            if data.eventType & nv.nvmlEventTypeXidCriticalError:
+                with contextlib.suppress(Exception):
+                    self._xids.setdefault(int(nv.nvmlDeviceGetIndex(data.device)), []).append(
+                        int(data.eventData)
+                    )
 
     @property
     def count(self) -> int:
@@ -73,6 +104,8 @@ class GpuSampler:
 
     def sample(self, host: bool = False) -> Snapshot:
         snap = Snapshot(time.time(), self.hostname, self.driver_version)
+        if self._events is not None:
+            self._drain_xids()
         for handle, base, fields in self._devices:
             reading = GpuReading(base.index, base.name, base.uuid, lost=base.lost)
             if not base.lost:
@@ -84,12 +117,17 @@ class GpuSampler:
                     reading.not_available = {"gpu": str(lost)}
             else:
                 reading.not_available = {"gpu": "GPU is lost"}
+            if base.index in self._xids:
+                reading.xid_errors = list(self._xids[base.index])
             snap.gpus.append(reading)
         if host:
             snap.host = read_host()
         return snap
 
     def close(self) -> None:
+        if self._events is not None:
+            with contextlib.suppress(Exception):
+                self._nv.nvmlEventSetFree(self._events)
         with contextlib.suppress(Exception):
             self._nv.nvmlShutdown()
 

@@ -59,6 +59,8 @@ def _errors(r: GpuReading) -> str:
         parts.append(f"remap {r.remapped_rows_correctable or 0}c/{r.remapped_rows_uncorrectable}u")
     if r.retired_pages:
         parts.append(f"retired {r.retired_pages}")
+    if r.xid_errors:
+        parts.append("XID " + ",".join(str(x) for x in sorted(set(r.xid_errors))))
     return " ".join(parts)
 
 
