@@ -227,3 +227,12 @@ def test_exporter_cli_without_a_driver_is_one_line_and_prints_its_metric_referen
     assert code == 0 and "gpuwise_gpu_energy_joules_total" in out and "nvmlDeviceGetPowerUsage" in out
     code, _, err = run_cli(capfd, "exporter", "--listen", "nowhere")
     assert code == 2 and "HOST:PORT" in err
+
+
+def test_html_report_of_one_snapshot(capfd, tmp_path):
+    page = tmp_path / "monitor.html"
+    with fake_nvml("ecc_errors"):
+        code, _, err = run_cli(capfd, "monitor", "--html", str(page))
+    assert code == 0, err
+    html = page.read_text(encoding="utf-8")
+    assert "gpu_memory_errors" in html and "gpu_xid_errors" in html and "<script" not in html
