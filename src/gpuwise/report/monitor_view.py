@@ -9,7 +9,7 @@ import time
 
 from gpuwise.diagnose.engine import rank_findings
 from gpuwise.monitor.kpi import Cost, GpuVerdict
-from gpuwise.monitor.reading import GpuReading
+from gpuwise.monitor.reading import GpuReading, HostReading
 from gpuwise.monitor.sampler import Snapshot
 from gpuwise.report.document import Document, KeyFigures, Note, Style, Table
 from gpuwise.report.findings import findings_blocks
@@ -143,16 +143,7 @@ def document(snapshot: Snapshot, found: list[GpuVerdict], cost: Cost, details: b
             Table(["GPU", "pid", "user", "process", "GPU memory GiB"], procs, caption="Processes", flexible=3)
         )
     if snapshot.host is not None:
-        h = snapshot.host
-        doc.add(
-            KeyFigures(
-                [
-                    ("CPU", _pct(h.cpu_pct)),
-                    ("memory GiB", f"{gib(h.memory_used_bytes, 1)} / {gib(h.memory_total_bytes, 1)}"),
-                ],
-                caption="Host",
-            )
-        )
+        doc.add(_host(snapshot.host))
     if details:
         findings = rank_findings(f for v in found for f in v.findings)
         doc.add(*findings_blocks(findings, measured=bool(gpus) and not breaches))
@@ -167,11 +158,14 @@ def host_only(snapshot: Snapshot, why: str) -> Document:
     """No NVIDIA GPU: the host's CPU and memory, and the one line saying why there is no GPU."""
     doc = Document(f"gpuwise monitor — {snapshot.hostname}")
     doc.add(Note(why, "warn"))
-    h = snapshot.host
-    if h is not None:
-        memory = f"{gib(h.memory_used_bytes, 1)} / {gib(h.memory_total_bytes, 1)}"
-        doc.add(KeyFigures([("CPU", _pct(h.cpu_pct)), ("memory GiB", memory)], caption="Host"))
+    if snapshot.host is not None:
+        doc.add(_host(snapshot.host))
     return doc
+
+
+def _host(h: HostReading) -> KeyFigures:
+    memory = f"{gib(h.memory_used_bytes, 1)} / {gib(h.memory_total_bytes, 1)}"
+    return KeyFigures([("CPU", _pct(h.cpu_pct)), ("memory GiB", memory)], caption="Host")
 
 
 def metric_reference() -> list[dict[str, str]]:
