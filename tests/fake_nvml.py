@@ -130,6 +130,13 @@ class FakeNvml:
             "nvmlDeviceGetPcieThroughput": q("nvmlDeviceGetPcieThroughput", lambda g, c: g["pcie_kbps"][c]),
             "nvmlDeviceGetMigMode": q("nvmlDeviceGetMigMode", lambda g: list(g["mig"])),
             "nvmlDeviceGetComputeRunningProcesses": q("nvmlDeviceGetComputeRunningProcesses", procs),
+            "nvmlDeviceGetProcessUtilization": q(
+                "nvmlDeviceGetProcessUtilization",
+                lambda g, since: [
+                    pynvml.c_nvmlProcessUtilizationSample_t(pid=pid, timeStamp=t, smUtil=sm, memUtil=0)
+                    for pid, t, sm in g.get("process_sm", [])
+                ],
+            ),
             "nvmlDeviceGetGraphicsRunningProcesses": q("nvmlDeviceGetGraphicsRunningProcesses", lambda g: []),
         }
 

@@ -56,6 +56,7 @@ def test_a_healthy_gpu_reads_every_field_with_its_unit():
     assert gpu.ecc_aggregate_corrected == 3 and gpu.ecc_volatile_uncorrected == 0
     assert gpu.processes is not None and gpu.processes[0].pid == 4242
     assert gpu.processes[0].gpu_memory_bytes == int(65.5 * GiB)
+    assert gpu.processes[0].sm_pct == 88.0  # the latest of NVML's buffered samples
     assert gpu.uuid == "GPU-0a" and gpu.not_available == {}
 
 

@@ -68,6 +68,7 @@ def test_throttle_reasons_are_a_labelled_gauge_and_processes_carry_no_command_li
     process = samples["gpuwise_gpu_process_memory_used_bytes"][0]
     assert set(process.labels) == {"gpu", "uuid", "name", "hostname", "pid", "user", "process"}
     assert process.labels["pid"] == "4242" and process.value == int(65.5 * GiB)
+    assert one(samples, "gpuwise_gpu_process_sm_busy_ratio", pid="4242") == pytest.approx(0.88)
 
 
 def test_xid_errors_are_a_counter_per_xid():

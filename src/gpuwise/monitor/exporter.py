@@ -95,6 +95,8 @@ LABELLED: tuple[tuple[str, MetricType, str, str, tuple[str, ...]], ...] = (
     ("gpu_remapped_rows", "gauge", "Remapped memory rows (Ampere+)", "nvmlDeviceGetRemappedRows", ("kind",)),
     ("gpu_process_memory_used_bytes", "gauge", "GPU memory of a process (pid, user, name only)",
      "nvmlDeviceGetComputeRunningProcesses + psutil", ("pid", "user", "process")),
+    ("gpu_process_sm_busy_ratio", "gauge", "Share of SM time this process's kernels ran (recent samples)",
+     "nvmlDeviceGetProcessUtilization", ("pid", "user", "process")),
     ("gpu_kpi_breach", "gauge", "1 per KPI outside its band, with the finding that explains it",
      "gpuwise KPI checks", ("kpi", "finding")),
     ("gpu_price_usd_per_hour", "gauge", "Price of this GPU per hour (catalog or --usd-per-gpu-hour)",
@@ -117,7 +119,9 @@ def _families(snapshot: Any, found: list[kpi.GpuVerdict]) -> Iterator[Any]:
             if value is not None:
                 fam.add_metric(base[r.index], float(value))
         yield fam
-    lost, reasons, ecc, xids, rows, procs, breach, price = (family(n, k, h, x) for n, k, h, _, x in LABELLED)
+    lost, reasons, ecc, xids, rows, procs, sm, breach, price = (
+        family(n, k, h, x) for n, k, h, _, x in LABELLED
+    )
     for r, verdict in zip(snapshot.gpus, found, strict=True):
         labels = base[r.index]
         lost.add_metric(labels, float(r.lost))
@@ -136,13 +140,16 @@ def _families(snapshot: Any, found: list[kpi.GpuVerdict]) -> Iterator[Any]:
             if value is not None:
                 rows.add_metric([*labels, kind], float(value))
         for p in r.processes or []:
+            who = [*labels, str(p.pid), p.user or "", p.name or ""]
             if p.gpu_memory_bytes is not None:
-                procs.add_metric([*labels, str(p.pid), p.user or "", p.name or ""], float(p.gpu_memory_bytes))
+                procs.add_metric(who, float(p.gpu_memory_bytes))
+            if p.sm_pct is not None:
+                sm.add_metric(who, p.sm_pct / 100.0)
         for b in verdict.breaches:
             breach.add_metric([*labels, b.kpi, b.finding_id], 1.0)
         if verdict.usd_per_hour is not None:
             price.add_metric(labels, verdict.usd_per_hour)
-    yield from (lost, reasons, ecc, xids, rows, procs, breach, price)
+    yield from (lost, reasons, ecc, xids, rows, procs, sm, breach, price)
 
 
 class GpuCollector:

@@ -22,6 +22,7 @@ class GpuProcess:
     user: str | None = None
     name: str | None = None
     gpu_memory_bytes: int | None = None
+    sm_pct: float | None = None  # share of the SMs' time this process's kernels ran (NVML's recent samples)
 
 
 @dataclass
@@ -189,9 +190,25 @@ def _processes(nv: Any, h: Any) -> list[GpuProcess]:
         for proc in getter(h):
             used = getattr(proc, "usedGpuMemory", None)
             seen.setdefault(int(proc.pid), GpuProcess(int(proc.pid), gpu_memory_bytes=used))
+    sm = _sm_shares(nv, h) if seen else {}
     for proc in seen.values():
         proc.user, proc.name = _owner(proc.pid)
+        proc.sm_pct = sm.get(proc.pid)
     return sorted(seen.values(), key=lambda p: -(p.gpu_memory_bytes or 0))
+
+
+def _sm_shares(nv: Any, h: Any) -> dict[int, float]:
+    """pid -> SM share of its latest sample in NVML's buffer; {} where the GPU or driver has none (no
+    sample yet is an error code too, so any error here means "n/a", never a disabled field)."""
+    try:
+        samples = nv.nvmlDeviceGetProcessUtilization(h, 0)
+    except Exception:
+        return {}
+    latest: dict[int, tuple[int, float]] = {}
+    for s in samples:
+        if s.pid not in latest or s.timeStamp > latest[s.pid][0]:
+            latest[int(s.pid)] = (int(s.timeStamp), float(s.smUtil))
+    return {pid: share for pid, (_, share) in latest.items()}
 
 
 def _owner(pid: int) -> tuple[str | None, str | None]:

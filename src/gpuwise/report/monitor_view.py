@@ -134,13 +134,18 @@ def document(snapshot: Snapshot, found: list[GpuVerdict], cost: Cost, details: b
     if rows:
         doc.add(Table(["GPU", "KPI", "outside the KPI", "finding"], rows, caption="KPI breaches", flexible=2))
     procs = [
-        [str(r.index), str(p.pid), p.user or NA, p.name or NA, gib(p.gpu_memory_bytes, 2)]
+        [str(r.index), str(p.pid), p.user or NA, p.name or NA, gib(p.gpu_memory_bytes, 2), _pct(p.sm_pct)]
         for r in gpus
         for p in r.processes or []
     ]
     if procs:
         doc.add(
-            Table(["GPU", "pid", "user", "process", "GPU memory GiB"], procs, caption="Processes", flexible=3)
+            Table(
+                ["GPU", "pid", "user", "process", "GPU memory GiB", "SM %"],
+                procs,
+                caption="Processes",
+                flexible=3,
+            )
         )
     if snapshot.host is not None:
         doc.add(_host(snapshot.host))
