@@ -237,3 +237,24 @@ def test_html_report_of_one_snapshot(capfd, tmp_path):
     assert code == 0, err
     html = page.read_text(encoding="utf-8")
     assert "gpu_memory_errors" in html and "gpu_xid_errors" in html and "<script" not in html
+
+
+def test_a_gpu_nvml_cannot_open_is_listed_lost_and_a_failing_count_is_one_line(capfd):
+    from unittest import mock
+
+    def handle(index):
+        if index == 1:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return index
+
+    with (
+        fake_nvml("lost_mid_run"),
+        mock.patch.object(pynvml, "nvmlDeviceGetHandleByIndex", side_effect=handle),
+    ):
+        snap = GpuSampler().sample()
+    assert [g.lost for g in snap.gpus] == [False, True]
+    assert snap.gpus[1].not_available == {"gpu": "GPU is lost"}
+    failing = pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+    with fake_nvml("healthy_and_idle"), mock.patch.object(pynvml, "nvmlDeviceGetCount", side_effect=failing):
+        code, _, err = run_cli(capfd, "monitor", "--once")
+    assert code == 2 and "NVML cannot list the GPUs" in err and err.count("\n") == 1

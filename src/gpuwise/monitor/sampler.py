@@ -59,12 +59,12 @@ class GpuSampler:
         with contextlib.suppress(Exception):
             self.driver_version = text(nv.nvmlSystemGetDriverVersion())
         self._devices: list[tuple[Any, GpuReading, FieldReader]] = []
-        for index in range(nv.nvmlDeviceGetCount()):
-            handle = nv.nvmlDeviceGetHandleByIndex(index)
-            base = GpuReading(index, text(nv.nvmlDeviceGetName(handle)))
-            with contextlib.suppress(Exception):
-                base.uuid = text(nv.nvmlDeviceGetUUID(handle))
-            self._devices.append((handle, base, FieldReader()))
+        try:
+            count = nv.nvmlDeviceGetCount()
+        except Exception as exc:
+            raise NoNvml(f"NVML cannot list the GPUs: {why(exc)}") from None
+        for index in range(count):
+            self._devices.append(self._open(index))
         self.hostname = socket.gethostname()
         self._xids: dict[int, list[int]] = {}
         self._events = self._watch_xids()
@@ -98,6 +98,20 @@ class GpuSampler:
                         int(data.eventData)
                     )
 
+    def _open(self, index: int) -> tuple[Any, GpuReading, FieldReader]:
+        """Handle, name and UUID of one GPU; one NVML cannot open is listed lost (its row says so)."""
+        nv, base = self._nv, GpuReading(index)
+        try:
+            handle = nv.nvmlDeviceGetHandleByIndex(index)
+            base.name = text(nv.nvmlDeviceGetName(handle))
+        except Exception as exc:
+            base.lost = True
+            base.not_available = {"gpu": why(exc)}
+            return None, base, FieldReader()
+        with contextlib.suppress(Exception):
+            base.uuid = text(nv.nvmlDeviceGetUUID(handle))
+        return handle, base, FieldReader()
+
     @property
     def count(self) -> int:
         return len(self._devices)
@@ -116,7 +130,7 @@ class GpuSampler:
                     reading = GpuReading(base.index, base.name, base.uuid, lost=True)
                     reading.not_available = {"gpu": str(lost)}
             else:
-                reading.not_available = {"gpu": "GPU is lost"}
+                reading.not_available = dict(base.not_available) or {"gpu": "GPU is lost"}
             if base.index in self._xids:
                 reading.xid_errors = list(self._xids[base.index])
             snap.gpus.append(reading)
