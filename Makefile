@@ -51,7 +51,7 @@ $(VENV)/.demo: $(VENV)/.torch pyproject.toml $(CONSTRAINTS)
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.torch pyproject.toml $(CONSTRAINTS)
-	$(PIP) install --quiet -c $(CONSTRAINTS) -e '.[profile,sim,report,dev]'
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e '.[profile,monitor,sim,report,dev]'
 	touch $@ $(VENV)/.demo
 
 demo: $(VENV)/.demo
@@ -70,7 +70,7 @@ $(LOWEST_VENV)/.dev: pyproject.toml constraints-lowest.txt Makefile
 	$(LOWEST_PYTHON) -m venv $(LOWEST_VENV)
 	$(call install_torch,$(LOWEST_VENV)/bin/python)
 	$(LOWEST_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-		-c constraints-lowest.txt -e '.[profile,sim,report,dev]'
+		-c constraints-lowest.txt -e '.[profile,monitor,sim,report,dev]'
 	touch $@
 
 test-lowest: $(LOWEST_VENV)/.dev

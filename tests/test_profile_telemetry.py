@@ -9,8 +9,8 @@ from unittest import mock
 import pynvml
 import pytest
 
+from gpuwise.monitor.nvml_sample import NvmlDevice, decode_reasons
 from gpuwise.profile.analysis import build_run, match_catalog_gpu
-from gpuwise.profile.nvml import NvmlDevice, decode_reasons
 from gpuwise.profile.telemetry import TelemetrySampler, summarize
 from gpuwise.units import GiB
 

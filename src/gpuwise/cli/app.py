@@ -85,6 +85,11 @@ from gpuwise.cli import loadtest_cmd  # noqa: E402
 
 app.command("loadtest")(loadtest_cmd.loadtest)
 
+from gpuwise.cli import monitor_cmd  # noqa: E402
+
+app.command("monitor")(monitor_cmd.monitor)
+app.command("exporter")(monitor_cmd.exporter)
+
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""

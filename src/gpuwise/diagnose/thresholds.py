@@ -235,3 +235,14 @@ INPUT_FUNCTION_WORDS = ("batch", "load", "data", "sample", "fetch", "collate", "
 INPUT_LIBRARY_FILES = ("memmap.py", "npyio.py", "_fetch.py", "collate.py", "arrow_dataset.py")
 # A sampled frame is named only from this share of the step up (a few stray samples say nothing).
 FRAME_MIN_STEP_PCT = 1.0
+
+# --- monitor: live KPIs of `gpuwise monitor` (issue 15) ------------------------------------------------
+# The seeds' KPIs: a GPU busy (NVML utilization.gpu, time a kernel ran) more than this share of the time,
+# the same bar the plan holds a fixed pipeline to.
+MONITOR_BUSY_KPI_PCT = PLAN_KPI_BUSY_PCT
+# Below this busy share a sample counts the GPU as idle (its $/h is "spent idle"): the seeds' idle < 5 %.
+MONITOR_IDLE_BUSY_PCT = PLAN_KPI_IDLE_PCT
+# Memory headroom KPI band: under 10 % risks OOM (the oom_risk rule's bar), over 20 % while busy is
+# memory paid for and unused (the seeds' "memory headroom 10-20 %").
+MONITOR_HEADROOM_LOW_PCT = OOM_HEADROOM_PCT
+MONITOR_HEADROOM_HIGH_PCT = 20.0

@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Any
 
+from gpuwise.monitor.nvml_sample import NvmlDevice
 from gpuwise.profile.memory_probe import rss_reader
-from gpuwise.profile.nvml import NvmlDevice
 
 
 def usable_cpus() -> int:

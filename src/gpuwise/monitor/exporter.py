@@ -1,0 +1,199 @@
+"""`gpuwise exporter`: the monitor's readings as a Prometheus endpoint (prometheus_client).
+
+Prometheus naming: the `gpuwise_` prefix, base units (bytes, watts, joules, celsius, hertz, ratios 0-1),
+`_total` on counters; labels gpu (index), uuid, name, hostname. The GPUs are read when Prometheus scrapes,
+so a reading is never older than the scrape. A field NVML cannot read is left out (Prometheus' way of
+saying n/a). Processes carry pid, user and process name only: command lines and environments hold secrets.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gpuwise.errors import GpuwiseError
+from gpuwise.monitor import kpi
+from gpuwise.monitor.nvml_sample import REASON_BITS
+from gpuwise.monitor.reading import GpuReading
+from gpuwise.monitor.sampler import GpuSampler
+
+DEFAULT_LISTEN = "127.0.0.1:9835"
+LABELS = ("gpu", "uuid", "name", "hostname")
+MetricType = Literal["gauge", "counter"]
+
+
+def _ratio(pct: float | None) -> float | None:
+    return None if pct is None else pct / 100.0
+
+
+def _hertz(mhz: float | None) -> float | None:
+    return None if mhz is None else mhz * 1e6
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # without the gpuwise_ prefix (counters: without _total)
+    type: MetricType
+    help: str
+    source: str  # the NVML call
+    value: Callable[[GpuReading], float | None]
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("gpu_busy_ratio", "gauge", "Share of the last period a kernel ran (not SM occupancy)",
+           "nvmlDeviceGetUtilizationRates.gpu", lambda r: _ratio(r.busy_pct)),
+    Metric("gpu_memory_busy_ratio", "gauge", "Share of the last period device memory was read or written",
+           "nvmlDeviceGetUtilizationRates.memory", lambda r: _ratio(r.memory_busy_pct)),
+    Metric("gpu_memory_used_bytes", "gauge", "Device memory in use", "nvmlDeviceGetMemoryInfo.used",
+           lambda r: r.memory_used_bytes),
+    Metric("gpu_memory_total_bytes", "gauge", "Device memory", "nvmlDeviceGetMemoryInfo.total",
+           lambda r: r.memory_total_bytes),
+    Metric("gpu_sm_clock_hertz", "gauge", "SM clock", "nvmlDeviceGetClockInfo(SM)",
+           lambda r: _hertz(r.sm_clock_mhz)),
+    Metric("gpu_sm_clock_max_hertz", "gauge", "Highest SM clock", "nvmlDeviceGetMaxClockInfo(SM)",
+           lambda r: _hertz(r.sm_clock_max_mhz)),
+    Metric("gpu_memory_clock_hertz", "gauge", "Memory clock", "nvmlDeviceGetClockInfo(MEM)",
+           lambda r: _hertz(r.memory_clock_mhz)),
+    Metric("gpu_memory_clock_max_hertz", "gauge", "Highest memory clock", "nvmlDeviceGetMaxClockInfo(MEM)",
+           lambda r: _hertz(r.memory_clock_max_mhz)),
+    Metric("gpu_power_watts", "gauge", "Power draw (1 s average on Ampere+ except GA100, else instantaneous)",
+           "nvmlDeviceGetPowerUsage", lambda r: r.power_w),
+    Metric("gpu_power_limit_watts", "gauge", "Enforced power limit", "nvmlDeviceGetEnforcedPowerLimit",
+           lambda r: r.power_limit_w),
+    Metric("gpu_energy_joules", "counter", "Energy used since the driver loaded",
+           "nvmlDeviceGetTotalEnergyConsumption", lambda r: r.energy_j),
+    Metric("gpu_temperature_celsius", "gauge", "GPU temperature", "nvmlDeviceGetTemperature(GPU)",
+           lambda r: r.temperature_c),
+    Metric("gpu_retired_pages", "gauge", "Retired memory pages (pre-Ampere)", "nvmlDeviceGetRetiredPages",
+           lambda r: r.retired_pages),
+    Metric("gpu_pcie_link_generation", "gauge", "Current PCIe generation",
+           "nvmlDeviceGetCurrPcieLinkGeneration", lambda r: r.pcie_gen),
+    Metric("gpu_pcie_link_generation_max", "gauge", "Highest PCIe generation of the card and slot",
+           "nvmlDeviceGetMaxPcieLinkGeneration", lambda r: r.pcie_gen_max),
+    Metric("gpu_pcie_link_width", "gauge", "Current PCIe lanes", "nvmlDeviceGetCurrPcieLinkWidth",
+           lambda r: r.pcie_width),
+    Metric("gpu_pcie_link_width_max", "gauge", "Most PCIe lanes", "nvmlDeviceGetMaxPcieLinkWidth",
+           lambda r: r.pcie_width_max),
+    Metric("gpu_pcie_transmit_bytes_per_second", "gauge", "PCIe transmit rate (NVML samples it over 20 ms)",
+           "nvmlDeviceGetPcieThroughput(TX)", lambda r: r.pcie_tx_bytes_per_s),
+    Metric("gpu_pcie_receive_bytes_per_second", "gauge", "PCIe receive rate (NVML samples it over 20 ms)",
+           "nvmlDeviceGetPcieThroughput(RX)", lambda r: r.pcie_rx_bytes_per_s),
+    Metric("gpu_mig_enabled", "gauge", "1 when MIG mode is on", "nvmlDeviceGetMigMode",
+           lambda r: None if r.mig_enabled is None else float(r.mig_enabled)),
+)  # fmt: skip
+# Labelled families, filled below: (name, type, help, source, extra labels).
+LABELLED: tuple[tuple[str, MetricType, str, str, tuple[str, ...]], ...] = (
+    ("gpu_lost", "gauge", "1 when NVML reports the GPU lost (off the bus)", "NVML_ERROR_GPU_IS_LOST", ()),
+    ("gpu_clock_event_reason", "gauge", "1 while this reason holds clocks down (throttling)",
+     "nvmlDeviceGetCurrentClocksEventReasons", ("reason",)),
+    ("gpu_ecc_errors", "counter", "ECC errors (volatile: since driver load; aggregate: lifetime)",
+     "nvmlDeviceGetTotalEccErrors", ("counter", "type")),
+    ("gpu_xid_errors", "counter", "XID critical errors since the exporter started", "nvmlEventSetWait_v2",
+     ("xid",)),
+    ("gpu_remapped_rows", "gauge", "Remapped memory rows (Ampere+)", "nvmlDeviceGetRemappedRows", ("kind",)),
+    ("gpu_process_memory_used_bytes", "gauge", "GPU memory of a process (pid, user, name only)",
+     "nvmlDeviceGetComputeRunningProcesses + psutil", ("pid", "user", "process")),
+    ("gpu_process_sm_busy_ratio", "gauge", "Share of SM time this process's kernels ran (recent samples)",
+     "nvmlDeviceGetProcessUtilization", ("pid", "user", "process")),
+    ("gpu_kpi_breach", "gauge", "1 per KPI outside its band, with the finding that explains it",
+     "gpuwise KPI checks", ("kpi", "finding")),
+    ("gpu_price_usd_per_hour", "gauge", "Price of this GPU per hour (catalog or --usd-per-gpu-hour)",
+     "gpuwise catalog", ()),
+)  # fmt: skip
+
+
+def _families(snapshot: Any, found: list[kpi.GpuVerdict]) -> Iterator[Any]:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    def family(name: str, kind: MetricType, text: str, extra: tuple[str, ...] = ()) -> Any:
+        cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+        return cls(f"gpuwise_{name}", text, labels=[*LABELS, *extra])
+
+    base = {r.index: [str(r.index), r.uuid or "", r.name, snapshot.hostname] for r in snapshot.gpus}
+    for metric in METRICS:
+        fam = family(metric.name, metric.type, metric.help)
+        for r in snapshot.gpus:
+            value = metric.value(r)
+            if value is not None:
+                fam.add_metric(base[r.index], float(value))
+        yield fam
+    lost, reasons, ecc, xids, rows, procs, sm, breach, price = (
+        family(n, k, h, x) for n, k, h, _, x in LABELLED
+    )
+    for r, verdict in zip(snapshot.gpus, found, strict=True):
+        labels = base[r.index]
+        lost.add_metric(labels, float(r.lost))
+        if r.throttle_reasons is not None:
+            for reason in REASON_BITS.values():
+                reasons.add_metric([*labels, reason], float(reason in r.throttle_reasons))
+        for counter in ("volatile", "aggregate"):
+            for kind in ("corrected", "uncorrected"):
+                value = getattr(r, f"ecc_{counter}_{kind}")
+                if value is not None:
+                    ecc.add_metric([*labels, counter, kind], float(value))
+        for xid in sorted(set(r.xid_errors or [])):
+            xids.add_metric([*labels, str(xid)], float((r.xid_errors or []).count(xid)))
+        for kind in ("correctable", "uncorrectable"):
+            value = getattr(r, f"remapped_rows_{kind}")
+            if value is not None:
+                rows.add_metric([*labels, kind], float(value))
+        for p in r.processes or []:
+            who = [*labels, str(p.pid), p.user or "", p.name or ""]
+            if p.gpu_memory_bytes is not None:
+                procs.add_metric(who, float(p.gpu_memory_bytes))
+            if p.sm_pct is not None:
+                sm.add_metric(who, p.sm_pct / 100.0)
+        for b in verdict.breaches:
+            breach.add_metric([*labels, b.kpi, b.finding_id], 1.0)
+        if verdict.usd_per_hour is not None:
+            price.add_metric(labels, verdict.usd_per_hour)
+    yield from (lost, reasons, ecc, xids, rows, procs, sm, breach, price)
+
+
+class GpuCollector:
+    """A prometheus_client collector that samples every GPU at each scrape."""
+
+    def __init__(self, sampler: GpuSampler, usd_per_gpu_hour: float | None = None) -> None:
+        self.sampler = sampler
+        self.usd_per_gpu_hour = usd_per_gpu_hour
+
+    def collect(self) -> Iterator[Any]:
+        snapshot = self.sampler.sample()
+        found = kpi.verdicts(snapshot)
+        kpi.cost(snapshot, found, self.usd_per_gpu_hour)
+        yield from _families(snapshot, found)
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """'127.0.0.1:9835', '[::1]:9835' or ':9835' (all interfaces) -> (address, port)."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise GpuwiseError(f"--listen {listen!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def start(sampler: GpuSampler, listen: str = DEFAULT_LISTEN, usd_per_gpu_hour: float | None = None) -> Any:
+    """Serve /metrics on a daemon thread; returns the server (``server_port``, ``shutdown()``)."""
+    try:
+        from prometheus_client import start_http_server
+        from prometheus_client.registry import CollectorRegistry
+    except ImportError:
+        raise GpuwiseError("the exporter needs prometheus_client: pip install 'gpuwise[monitor]'") from None
+    host, port = parse_listen(listen)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(GpuCollector(sampler, usd_per_gpu_hour))
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as err:
+        raise GpuwiseError(f"cannot listen on {listen}: {err.strerror or err}") from None
+    return server

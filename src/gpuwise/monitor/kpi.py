@@ -1,0 +1,190 @@
+"""KPI checks on one snapshot: each breach names the finding that explains it, and what the GPUs cost.
+
+Findings come from the one rule engine (`gpuwise.diagnose`) where a rule reads the same numbers
+(low_utilization, oom_risk, small_batch, throttling); the checks no rule covers (an idle GPU, a
+downgraded PCIe link, memory errors, a lost GPU, unused headroom) carry the monitor's own ids below,
+explained in docs/monitoring.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.engine import diagnose
+from gpuwise.diagnose.evidence import Evidence
+from gpuwise.diagnose.finding import Finding
+from gpuwise.monitor.reading import GpuReading
+from gpuwise.monitor.sampler import Snapshot
+
+# The KPI a breach is about.
+Kpi = Literal["busy", "idle", "headroom", "throttling", "pcie", "memory_errors", "xid", "lost"]
+# Ids of the monitor's own checks (no Evidence rule reads these readings).
+MonitorCheck = Literal[
+    "gpu_idle", "busy_below_kpi", "memory_headroom_unused", "clocks_slowed", "pcie_downgraded",
+    "gpu_memory_errors", "gpu_xid_errors", "gpu_lost",
+]  # fmt: skip
+# Clock-event reasons that cost speed (gpu_idle, application clocks, sync boost and display are not faults).
+SLOWING_REASONS = (
+    "sw_power_cap",
+    "hw_slowdown",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+)
+
+
+@dataclass
+class Breach:
+    kpi: Kpi
+    text: str  # what is outside the KPI, with its numbers
+    finding_id: str  # a rule's FindingId or a MonitorCheck
+
+
+@dataclass
+class GpuVerdict:
+    index: int
+    breaches: list[Breach] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    catalog_id: str | None = None
+    usd_per_hour: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "breaches": [asdict(b) for b in self.breaches],
+            "findings": [f.to_dict() for f in self.findings],
+            "catalog_id": self.catalog_id,
+            "usd_per_hour": self.usd_per_hour,
+        }
+
+
+@dataclass
+class Cost:
+    usd_per_hour: float | None  # all GPUs with a price
+    idle_usd_per_hour: float | None  # the idle ones among them
+    price_source: str  # "--usd-per-gpu-hour", "catalog on-demand", or why there is none
+
+
+def catalog_id(nvml_name: str) -> str | None:
+    """Catalog id for an NVML name; every token with a digit (a100, 80gb) must match, so an RTX 3090 is
+    never priced as an RTX 4090."""
+    from gpuwise.catalog import list_gpus
+
+    compact = re.sub(r"[^a-z0-9]", "", nvml_name.lower())
+    best, best_score = None, 0
+    for gpu in list_gpus():
+        tokens = [t for t in gpu.id.split("-") if t]
+        if not all(t in compact for t in tokens if any(c.isdigit() for c in t)):
+            continue
+        score = sum(1 for t in tokens if t in compact)
+        if score > best_score:
+            best, best_score = gpu.id, score
+    return best
+
+
+def is_idle(r: GpuReading) -> bool:
+    return r.busy_pct is not None and r.busy_pct < T.MONITOR_IDLE_BUSY_PCT
+
+
+def evidence_for(r: GpuReading, gpu_id: str | None) -> Evidence:
+    """One sample as telemetry Evidence: an active throttle reason counts as 100 % of this sample. An idle
+    GPU's busy % is left out: nothing runs on it, so no rule about how work runs applies (gpu_idle says it).
+    """
+    return Evidence(
+        source="telemetry",
+        label=f"GPU {r.index}",
+        device="cuda",
+        gpu=gpu_id or r.name,
+        gpu_util_pct=None if is_idle(r) else r.busy_pct,
+        memory_capacity_bytes=r.memory_total_bytes,
+        memory_peak_bytes=r.memory_used_bytes,
+        throttle_pct={k: 100.0 for k in r.throttle_reasons or [] if k in SLOWING_REASONS},
+        temperature_c_max=r.temperature_c,
+        power_w_mean=r.power_w,
+        sm_clock_mhz_mean=r.sm_clock_mhz,
+    )
+
+
+def check(r: GpuReading, gpu_id: str | None = None) -> GpuVerdict:
+    verdict = GpuVerdict(r.index, catalog_id=gpu_id)
+    if r.lost:
+        verdict.breaches.append(Breach("lost", "GPU lost (NVML: fell off the bus)", "gpu_lost"))
+        return verdict
+    verdict.findings = diagnose(evidence_for(r, gpu_id))
+    fired = {f.id for f in verdict.findings}
+    add = verdict.breaches.append
+    if is_idle(r):
+        add(Breach("idle", f"idle: busy {r.busy_pct:.0f} %", "gpu_idle"))
+    elif r.busy_pct is not None and r.busy_pct < T.MONITOR_BUSY_KPI_PCT:
+        rule = "low_utilization" if "low_utilization" in fired else "busy_below_kpi"
+        add(Breach("busy", f"busy {r.busy_pct:.0f} % < {T.MONITOR_BUSY_KPI_PCT:.0f} %", rule))
+    headroom = r.headroom_pct
+    if headroom is not None and headroom < T.MONITOR_HEADROOM_LOW_PCT:
+        add(Breach("headroom", f"headroom {headroom:.0f} % < {T.MONITOR_HEADROOM_LOW_PCT:.0f} %", "oom_risk"))
+    elif headroom is not None and headroom > T.MONITOR_HEADROOM_HIGH_PCT and not is_idle(r):
+        rule = "small_batch" if "small_batch" in fired else "memory_headroom_unused"
+        add(Breach("headroom", f"headroom {headroom:.0f} % > {T.MONITOR_HEADROOM_HIGH_PCT:.0f} %", rule))
+    slowing = [k for k in r.throttle_reasons or [] if k in SLOWING_REASONS]
+    if slowing:
+        rule = "throttling" if "throttling" in fired else "clocks_slowed"
+        add(Breach("throttling", "clocks slowed: " + ", ".join(slowing), rule))
+    pcie = pcie_downgrade(r)
+    if pcie:
+        add(Breach("pcie", pcie, "pcie_downgraded"))
+    errors = memory_errors(r)
+    if errors:
+        add(Breach("memory_errors", errors, "gpu_memory_errors"))
+    if r.xid_errors:
+        codes = ", ".join(str(x) for x in sorted(set(r.xid_errors)))
+        add(Breach("xid", f"{len(r.xid_errors)} XID errors since start (XID {codes})", "gpu_xid_errors"))
+    return verdict
+
+
+def pcie_downgrade(r: GpuReading) -> str | None:
+    """A link narrower than the card's maximum is a fault; a lower generation only while busy (idle GPUs
+    drop their link speed to save power)."""
+    if None in (r.pcie_gen, r.pcie_gen_max, r.pcie_width, r.pcie_width_max):
+        return None
+    narrow = r.pcie_width < r.pcie_width_max  # type: ignore[operator]  # None excluded above
+    slow = r.pcie_gen < r.pcie_gen_max and not is_idle(r)  # type: ignore[operator]  # None excluded above
+    if not (narrow or slow):
+        return None
+    return f"PCIe gen{r.pcie_gen} x{r.pcie_width} of gen{r.pcie_gen_max} x{r.pcie_width_max}"
+
+
+def memory_errors(r: GpuReading) -> str | None:
+    parts = []
+    if r.ecc_volatile_uncorrected:
+        parts.append(f"{r.ecc_volatile_uncorrected} uncorrected ECC errors since boot")
+    if r.remap_pending:
+        parts.append("row remap pending (reset the GPU)")
+    if r.remap_failed:
+        parts.append("row remapping failed (replace the GPU)")
+    return "; ".join(parts) or None
+
+
+def verdicts(snapshot: Snapshot) -> list[GpuVerdict]:
+    ids = {r.name: catalog_id(r.name) for r in snapshot.gpus}
+    return [check(r, ids[r.name]) for r in snapshot.gpus]
+
+
+def cost(snapshot: Snapshot, found: list[GpuVerdict], usd_per_gpu_hour: float | None = None) -> Cost:
+    """$/h of the GPUs being held and of the idle ones, from the flag or the catalog's on-demand price."""
+    from gpuwise.catalog.prices import price
+
+    source = "--usd-per-gpu-hour" if usd_per_gpu_hour is not None else "catalog on-demand"
+    for verdict in found:
+        if usd_per_gpu_hour is not None:
+            verdict.usd_per_hour = usd_per_gpu_hour
+        elif verdict.catalog_id is not None:
+            listed = price(verdict.catalog_id, "on_demand")
+            verdict.usd_per_hour = listed.usd_per_gpu if listed is not None else None
+    priced = [(r, v) for r, v in zip(snapshot.gpus, found, strict=True) if v.usd_per_hour is not None]
+    if not priced:
+        return Cost(None, None, "no catalog price for these GPUs (pass --usd-per-gpu-hour)")
+    total = sum(v.usd_per_hour or 0.0 for _, v in priced)
+    idle = sum(v.usd_per_hour or 0.0 for r, v in priced if is_idle(r) or r.lost)
+    return Cost(total, idle, source)
