@@ -155,6 +155,17 @@ class RunStore:
         run.run_id = int(cur.lastrowid)
         return run.run_id
 
+    def save_document(self, kind: str, label: str, device: str, gpu: str, document: dict[str, Any]) -> int:
+        """Store a result that is not a profiled run (e.g. kind 'bench'); returns its id."""
+        created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with self.conn:
+            cur = self.conn.execute(
+                "INSERT INTO runs (created_at, kind, label, status, device, gpu, measured_steps, document)"
+                " VALUES (?,?,?,?,?,?,?,?)",
+                (created, kind, label, "completed", device, gpu, 0, json.dumps(document, default=str)),
+            )
+        return int(cur.lastrowid or 0)
+
     # -- reading ------------------------------------------------------------------------------------------
     def list(self, limit: int | None = 50) -> list[RunRow]:
         sql = "SELECT * FROM runs ORDER BY id DESC" + (" LIMIT ?" if limit else "")
