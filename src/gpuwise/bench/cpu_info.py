@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+_NATIVE = {"bf16": "avx512_bf16/amx_bf16", "fp16": "avx512_fp16"}
 FMA_PIPES_PER_CORE = 2  # Intel since Haswell (server parts), AMD Zen 2-5: two FMA units per core
 
 
@@ -49,7 +50,7 @@ class CpuInfo:
         elif dtype == "fp16" and "avx512_fp16" in self.flags:
             per_cycle, how = per_cycle * 2, how + " x 2 (avx512_fp16)"
         elif dtype in ("bf16", "fp16"):
-            how += f" (no native {dtype} math: computed in fp32 at best)"
+            return None, f"no native {dtype} math on this CPU (no {_NATIVE[dtype]} flag): emulated, no peak"
         return self.cores * self.clock_ghz * 1e9 * per_cycle / 1e12, how
 
     def to_dict(self) -> dict[str, Any]:
@@ -90,6 +91,7 @@ def parse_cpuinfo(
     per_socket_cores = int(_field(first, "cpu cores") or 0)
     smt = siblings // per_socket_cores if siblings and per_socket_cores and siblings > per_socket_cores else 1
     cores = max(1, usable_cpus // smt)
+    clock: float | None
     if max_khz:
         clock, source = max_khz / 1e6, "cpufreq cpuinfo_max_freq"
     else:

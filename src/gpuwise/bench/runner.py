@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuwise.bench import allreduce, matmul, memory, storage, transfers
+from gpuwise.bench import allreduce, matmul, memory, plausibility, storage, transfers
 from gpuwise.bench.cpu_info import CpuInfo, this_cpu
 from gpuwise.bench.timing import Samples, event_samples, wall_clock_samples
 from gpuwise.bench.torch_import import require_torch
@@ -137,7 +137,9 @@ def run_bench(options: BenchOptions, progress: ProgressTask = _no_progress) -> B
     cpu = this_cpu()
     budgets = BUDGETS[options.mode]
     on_gpu = bool(torch.cuda.is_available())
-    device = _gpu_device(torch) if on_gpu else {"kind": "cpu", "name": cpu.model, "catalog_id": None}
+    device: dict[str, Any] = (
+        _gpu_device(torch) if on_gpu else {"kind": "cpu", "name": cpu.model, "catalog_id": None}
+    )
     device["cpu"] = cpu.to_dict()
     device["torch_threads"] = torch.get_num_threads()
     result = BenchResult(device=device, mode=options.mode)
@@ -152,6 +154,9 @@ def run_bench(options: BenchOptions, progress: ProgressTask = _no_progress) -> B
         result.matmul, notes = cpu_matmul(torch, cpu, options.mode, options.dtypes, progress)
         _cpu_memory(torch, cpu, budgets, result, progress)
     result.notes += notes
+    if not on_gpu:
+        result.notes += [plausibility.matmul_verdict(f) for f in result.matmul]
+        result.notes += [plausibility.dram_verdict(f, cpu.cores) for f in result.memory[:1]]
     if options.storage:
         _storage(options, budgets, result, progress)
     result.wall_time_s = time.perf_counter() - started

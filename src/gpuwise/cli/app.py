@@ -80,6 +80,9 @@ trace_cmd.register(app)
 from gpuwise.cli import lint_cmd  # noqa: E402
 
 lint_cmd.register(app)
+from gpuwise.cli import bench_cmd  # noqa: E402
+
+app.command("bench")(bench_cmd.bench)
 
 
 def main(argv: list[str] | None = None) -> None:

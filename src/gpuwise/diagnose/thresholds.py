@@ -195,3 +195,13 @@ STATED_UTILIZATION_CONFIDENCE = "medium"
 # this many days (ten years: no one plans a training run that long).
 INPUT_ABSURD_MEMORY_X = 100.0
 INPUT_ABSURD_RUN_DAYS = 3650.0
+
+# -- bench (issue #16) --
+# A CPU matmul figure is plausible between these shares of the estimated peak (bench/cpu_info.py): above
+# ~105 % the estimate is wrong (a turbo clock above the listed one); below 2 % the run was starved (a
+# shared machine at load > 10 per core) or hit a slow path. Generous on purpose: a check, not a grade.
+BENCH_CPU_MATMUL_PLAUSIBLE_PCT = (2.0, 110.0)
+# Host DRAM has no datasheet peak visible from Linux; a STREAM copy per core used is plausible between
+# these GB/s: one DDR4-1600 channel shared by 12 cores gives ~1, the fastest per-core STREAM figures
+# published (Apple M-series, Sapphire Rapids) are ~30-40.
+BENCH_DRAM_GB_PER_S_PER_CORE = (0.5, 50.0)
