@@ -118,7 +118,10 @@ def test_storage_reads_a_tmp_file_and_reports_the_page_cache(tmp_path):
 
 
 def test_cpu_peak_from_cpuinfo_flags():
-    text = "model name\t: Test CPU\nflags\t\t: fpu avx avx2 fma\ncpu MHz\t\t: 2000.0\nsiblings\t: 8\ncpu cores\t: 4\n"
+    text = (
+        "model name\t: Test CPU\nflags\t\t: fpu avx avx2 fma\ncpu MHz\t\t: 2000.0\n"
+        "siblings\t: 8\ncpu cores\t: 4\n"
+    )
     cpu = parse_cpuinfo(text, usable_cpus=8, llc_size="32768K")
     assert cpu.cores == 4 and cpu.last_level_cache_bytes == 32 << 20  # SMT siblings share the FMA pipes
     peak, how = cpu.peak_tflops("fp32")
@@ -161,3 +164,13 @@ def test_cli_json_has_units_and_is_stored(cli, tmp_path):
     with RunStore.open(store) as runs:
         row = runs.list()[0]
     assert row.id == doc["run_id"] and row.kind == "bench"
+
+
+@pytest.mark.slow
+def test_all_reduce_runs_for_real_on_two_cpu_ranks_with_gloo():
+    from gpuwise.bench.allreduce import all_reduce_figure
+
+    figure = all_reduce_figure(2, 1 << 20, 3, "gloo", None, timeout_s=60)
+    assert figure.best_gb_per_s > 0 and "2 ranks" in figure.name
+    expected = transfers.all_reduce_bus_bandwidth_gb_per_s(1 << 20, figure.best_time_s, 2)
+    assert figure.best_gb_per_s == pytest.approx(expected)
