@@ -1,7 +1,7 @@
 """The results of `gpuwise bench`: one figure per measurement, each with its datasheet peak.
 
 Field names in `to_dict` carry their unit (JSON schema 2): `_tflops`, `_gb_per_s` (decimal GB/s,
-as datasheets print bandwidth), `_bytes`, `_s`, `_percent`.
+as datasheets print bandwidth), `_bytes`, `_s`, `_pct` (0-100).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class MatmulFigure:
             "median_tflops_at_best_shape": self.median_tflops_at_best_shape,
             "shapes_tried": self.shapes_tried,
             "peak_tflops": self.peak_tflops,
-            "percent_of_peak": percent_of(self.best_tflops, self.peak_tflops),
+            "of_peak_pct": percent_of(self.best_tflops, self.peak_tflops),
             "peak_source": self.peak_source,
         }
 
@@ -59,10 +59,10 @@ class BandwidthFigure:
         return {
             "name": self.name,
             "best_gb_per_s": self.best_gb_per_s,
-            "bytes_per_iteration_bytes": self.bytes_per_iteration,
+            "counted_bytes": self.bytes_per_iteration,
             "best_time_s": self.best_time_s,
             "peak_gb_per_s": self.peak_gb_per_s,
-            "percent_of_peak": percent_of(self.best_gb_per_s, self.peak_gb_per_s),
+            "of_peak_pct": percent_of(self.best_gb_per_s, self.peak_gb_per_s),
             "counting": self.counting,
         }
 
@@ -95,9 +95,9 @@ class StorageFigure:
             "block_bytes": self.block_bytes,
             "bytes_read_bytes": self.bytes_read,
             "time_s": self.time_s,
-            "throughput_mb_per_s": self.mb_per_s,
+            "throughput_gb_per_s": self.mb_per_s / 1000,
             "reads_per_s": self.reads_per_s,
-            "page_cache_fraction": self.page_cache_fraction,
+            "page_cache_pct": None if self.page_cache_fraction is None else 100 * self.page_cache_fraction,
             "note": self.note,
         }
 
