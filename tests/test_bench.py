@@ -174,3 +174,32 @@ def test_all_reduce_runs_for_real_on_two_cpu_ranks_with_gloo():
     assert figure.best_gb_per_s > 0 and "2 ranks" in figure.name
     expected = transfers.all_reduce_bus_bandwidth_gb_per_s(1 << 20, figure.best_time_s, 2)
     assert figure.best_gb_per_s == pytest.approx(expected)
+
+
+def _bench_row(store, kind: str, of_peak_pct: float) -> None:
+    from gpuwise.profile.store import RunStore
+
+    device = {"kind": kind, "name": "NVIDIA A100-SXM4-80GB", "catalog_id": "a100-80gb-sxm" if kind else None}
+    matmul_row = {"dtype": "bf16", "best_tflops": 3.12 * of_peak_pct, "of_peak_pct": of_peak_pct}
+    with RunStore.open(store) as runs:
+        runs.save_document(
+            "bench", "bench full", kind, "a100-80gb-sxm", {"device": device, "matmul": [matmul_row]}
+        )
+
+
+def test_calibrate_replaces_the_table_mamf_and_says_so(cli, tmp_path):
+    store = tmp_path / "runs.sqlite"
+    env = {**os.environ, "GPUWISE_STORE": str(store)}
+    args = ["cost", "examples/llama-3-8b-lora.yaml", "--gpu", "a100-80gb-sxm", "--json"]
+    base = cli(*args, env=env).json()["cost"]["perf"]["tokens_per_s"]
+    _bench_row(store, "cuda", 40.0)  # a slower A100 than the table's
+    calibrated = cli(*args, "--calibrate", "last", env=env)
+    assert calibrated.exit_code == 0, calibrated.stderr
+    assert (
+        "calibrated: a100-80gb-sxm matmul efficiency 40% of peak measured in bench run 1" in calibrated.stderr
+    )
+    assert calibrated.json()["cost"]["perf"]["tokens_per_s"] < base
+    _bench_row(store, "cpu", 30.0)
+    refused = cli(*args, "--calibrate", "2", env=env)
+    assert refused.exit_code == 2 and "needs a GPU bench run" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1

@@ -192,6 +192,14 @@ class RunStore:
             return int(row["id"])
         return number
 
+    def load_document(self, ref: str | int, kind: str) -> tuple[int, dict[str, Any]]:
+        """(id, stored JSON) of a run saved with `save_document`, checking its kind."""
+        run_id = self.resolve(ref)
+        row = self.conn.execute("SELECT kind, document FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None or row["kind"] != kind:
+            raise GpuwiseError(f"run {run_id} in {self.path} is not a {kind} run (see `gpuwise runs list`)")
+        return run_id, json.loads(row["document"])
+
     def load(self, ref: str | int):
         from gpuwise.profile.analysis import ProfileRun
 
