@@ -204,7 +204,11 @@ class RunStore:
         from gpuwise.profile.analysis import ProfileRun
 
         run_id = self.resolve(ref)
-        row = self.conn.execute("SELECT id, document FROM runs WHERE id = ?", (run_id,)).fetchone()
+        row = self.conn.execute("SELECT id, kind, document FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is not None and row["kind"] == "bench":
+            raise GpuwiseError(
+                f"run {run_id} is a `gpuwise bench` result, not a profiled run (see runs list --json)"
+            )
         if row is None:
             span = self.conn.execute("SELECT MIN(id), MAX(id), COUNT(*) FROM runs").fetchone()
             have = f"runs {span[0]}-{span[1]}" if span[2] else "no runs yet"
