@@ -86,6 +86,9 @@ class FakeEvent:
 
     clock_ms = itertools.count(0.0, 2.5)
 
+    def __init__(self, enable_timing=True):
+        self.at = 0.0
+
     def record(self):
         self.at = next(FakeEvent.clock_ms)
 
@@ -205,3 +208,79 @@ def test_calibrate_replaces_the_table_mamf_and_says_so(cli, tmp_path):
     refused = cli(*args, "--calibrate", "2", env=env)
     assert refused.exit_code == 2 and "needs a GPU bench run" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+class _FakeCuda:
+    """torch.cuda for a pretend 2-GPU A100 box; tensors stay on the CPU (faked CUDA, function level)."""
+
+    Event = FakeEvent
+
+    def __init__(self):
+        self.syncs = 0
+
+    def is_available(self):
+        return True
+
+    def device_count(self):
+        return 2
+
+    def get_device_name(self, index=0):
+        return "NVIDIA A100-SXM4-80GB"
+
+    def get_device_properties(self, index=0):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(total_memory=80 * 10**9, L2_cache_size=40 << 20)
+
+    def synchronize(self):
+        self.syncs += 1
+
+    def device(self, index):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def can_device_access_peer(self, a, b):
+        return True
+
+
+class _FakeTorch:
+    """The real torch, with `cuda` faked and device/pin_memory placement dropped."""
+
+    def __init__(self):
+        self.cuda = _FakeCuda()
+
+    def __getattr__(self, name):
+        real = getattr(torch, name)
+        if name in {"randn", "empty", "zeros", "ones", "full"}:
+            return lambda *a, device=None, pin_memory=False, **kw: real(*a, **kw)
+        return real
+
+
+def test_gpu_wiring_with_faked_cuda(monkeypatch):
+    """The GPU sequence end to end (catalog match, % of datasheet, copies, device-to-device, CPU
+    comparison) with faked CUDA; the kernels are real CPU ones on tiny sizes, all-reduce replaced."""
+    from gpuwise.bench import runner
+    from gpuwise.bench.types import BandwidthFigure
+
+    monkeypatch.setitem(runner.matmul.GPU_SHAPES, "quick", TINY)
+    monkeypatch.setitem(runner.matmul.CPU_SHAPES, "quick", TINY)
+    quick = {**runner.BUDGETS["quick"], "gpu_stream_floor_bytes": 1 << 20, "stream_cap_bytes": 1 << 18}
+    monkeypatch.setitem(runner.BUDGETS, "quick", {**quick, "copy_bytes": 1 << 16})
+    monkeypatch.setattr(runner, "require_torch", _FakeTorch)
+    fake_all_reduce = BandwidthFigure("all-reduce busbw (2 ranks, nccl)", 1.0, 1, 1.0, None, "busbw")
+    monkeypatch.setattr(runner.allreduce, "all_reduce_figure", lambda *a, **k: fake_all_reduce)
+    result = runner.run_bench(runner.BenchOptions(dtypes=("fp32", "bf16"), storage=False))
+    assert result.device["catalog_id"] == "a100-80gb-sxm" and result.device["count"] == 2
+    assert [f.peak_tflops for f in result.matmul] == [19.5, 312.0]  # the catalog's dense datasheet peaks
+    assert [m.name for m in result.memory] == ["copy", "triad"] and result.memory[0].peak_gb_per_s > 1000
+    names = [t.name for t in result.transfers]
+    assert names[:4] == [
+        "host->device pinned",
+        "device->host pinned",
+        "host->device pageable",
+        "device->host pageable",
+    ]
+    assert names[4] == "device->device peer-to-peer" and names[5].startswith("all-reduce")
+    assert result.cpu_matmul and any("this CPU's fp32" in note for note in result.notes)
+    assert "% of peak" in render(bench_document(result))

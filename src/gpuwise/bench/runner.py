@@ -28,6 +28,7 @@ BUDGETS: dict[str, dict[str, float]] = {
         "shape_s": 0.25,
         "stream_s": 0.5,
         "stream_cap_bytes": 256e6,
+        "gpu_stream_floor_bytes": 256 * 2**20,
         "storage_bytes": 64e6,
         "copy_bytes": 64e6,
     },
@@ -36,6 +37,7 @@ BUDGETS: dict[str, dict[str, float]] = {
         "shape_s": 1.0,
         "stream_s": 2.0,
         "stream_cap_bytes": 2e9,
+        "gpu_stream_floor_bytes": 256 * 2**20,
         "storage_bytes": 1e9,
         "copy_bytes": 1e9,
     },
@@ -146,6 +148,7 @@ def run_bench(options: BenchOptions, progress: ProgressTask = _no_progress) -> B
     if on_gpu:
         _gpu_benchmarks(torch, options, result, progress)
         result.cpu_matmul, notes = cpu_matmul(torch, cpu, "quick", ("fp32",), progress)
+        notes += cpu_vs_gpu(result)
     else:
         result.notes.append(
             f"No GPU found (torch.cuda.is_available() is False): benchmarked the CPU, {cpu.model}, "
@@ -162,6 +165,18 @@ def run_bench(options: BenchOptions, progress: ProgressTask = _no_progress) -> B
     result.wall_time_s = time.perf_counter() - started
     result.load_average_1min = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return result
+
+
+def cpu_vs_gpu(result: BenchResult) -> list[str]:
+    """The seeds' CPU-vs-GPU comparison: the GPU's best matmul against the CPU's fp32 best."""
+    if not result.cpu_matmul or not result.matmul:
+        return []
+    cpu_best = result.cpu_matmul[0].best_tflops
+    best = max(result.matmul, key=lambda f: f.best_tflops)
+    return [
+        f"GPU {best.dtype} matmul is {best.best_tflops / cpu_best:,.0f}x this CPU's fp32 "
+        f"({best.best_tflops:,.1f} vs {cpu_best:,.3f} TFLOPS)"
+    ]
 
 
 def _cpu_memory(
@@ -204,7 +219,9 @@ def _gpu_benchmarks(torch: Any, options: BenchOptions, result: BenchResult, prog
     torch.backends.cuda.matmul.allow_tf32 = False
     budgets = BUDGETS[options.mode]
     l2 = result.device.get("l2_cache_bytes")
-    elements = memory.stream_elements(l2, 4, 256 << 20, int(budgets["stream_cap_bytes"]) * 4)
+    elements = memory.stream_elements(
+        l2, 4, int(budgets["gpu_stream_floor_bytes"]), int(budgets["stream_cap_bytes"]) * 4
+    )
     kernels = memory.stream_kernels(torch, elements, "cuda")
     tick = progress("GPU memory bandwidth (STREAM)", len(kernels) + 1)
     for name, kernel in kernels.items():
