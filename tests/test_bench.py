@@ -284,3 +284,24 @@ def test_gpu_wiring_with_faked_cuda(monkeypatch):
     assert names[4] == "device->device peer-to-peer" and names[5].startswith("all-reduce")
     assert result.cpu_matmul and any("this CPU's fp32" in note for note in result.notes)
     assert "% of peak" in render(bench_document(result))
+
+
+def test_dataloader_samples_per_s_of_a_users_dataset(tmp_path):
+    from gpuwise.bench.dataloader import load_dataset, loader_samples_per_s
+
+    (tmp_path / "data.py").write_text(
+        "import torch\n"
+        "class Squares(torch.utils.data.Dataset):\n"
+        "    def __len__(self):\n        return 256\n"
+        "    def __getitem__(self, i):\n        return torch.tensor([float(i * i)])\n"
+        "def make():\n    return Squares()\n"
+    )
+    dataset = load_dataset(f"{tmp_path / 'data.py'}:make")
+    figure = loader_samples_per_s(torch, dataset, 16, 0, 5.0)
+    assert figure["batches_timed"] == 15 and figure["samples_per_s"] > 0  # 256 / 16 batches, first untimed
+    from gpuwise.errors import GpuwiseError
+
+    with pytest.raises(GpuwiseError, match="defines no 'missing'"):
+        load_dataset(f"{tmp_path / 'data.py'}:missing")
+    with pytest.raises(GpuwiseError, match=r"FILE\.py:NAME"):
+        load_dataset("data.py")

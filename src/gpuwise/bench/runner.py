@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuwise.bench import allreduce, matmul, memory, plausibility, storage, transfers
+from gpuwise.bench import allreduce, dataloader, matmul, memory, plausibility, storage, transfers
 from gpuwise.bench.cpu_info import CpuInfo, this_cpu
 from gpuwise.bench.timing import Samples, event_samples, wall_clock_samples
 from gpuwise.bench.torch_import import require_torch
@@ -58,6 +58,9 @@ class BenchOptions:
     dtypes: tuple[str, ...] | None = None  # None: every dtype the device supports
     data_dir: Path | None = None  # storage: this directory, else a scratch file in the temp dir
     storage: bool = True
+    dataset: str | None = None  # FILE.py:NAME, see dataloader.py
+    batch_size: int = 32
+    num_workers: int = 0
 
 
 def check_dtypes(dtypes: tuple[str, ...] | None) -> None:
@@ -135,6 +138,7 @@ def run_bench(options: BenchOptions, progress: ProgressTask = _no_progress) -> B
     if options.data_dir is not None and not options.data_dir.exists():
         raise GpuwiseError(f"no such data directory: {options.data_dir}")
     torch = require_torch()
+    dataset = dataloader.load_dataset(options.dataset) if options.dataset else None  # bad spec: fail early
     started = time.perf_counter()
     cpu = this_cpu()
     budgets = BUDGETS[options.mode]
@@ -162,6 +166,13 @@ def run_bench(options: BenchOptions, progress: ProgressTask = _no_progress) -> B
         result.notes += [plausibility.dram_verdict(f, cpu.cores) for f in result.memory[:1]]
     if options.storage:
         _storage(options, budgets, result, progress)
+    if dataset is not None:
+        tick = progress("dataloader", 1)
+        result.dataloader = dataloader.loader_samples_per_s(
+            torch, dataset, options.batch_size, options.num_workers, budgets["stream_s"] * 4
+        )
+        result.dataloader["dataset"] = options.dataset
+        tick()
     result.wall_time_s = time.perf_counter() - started
     result.load_average_1min = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return result

@@ -111,6 +111,7 @@ class BenchResult:
     transfers: list[BandwidthFigure] = field(default_factory=list)
     storage: list[StorageFigure] = field(default_factory=list)
     cpu_matmul: list[MatmulFigure] = field(default_factory=list)  # the CPU next to a GPU
+    dataloader: dict[str, Any] | None = None  # dataloader.loader_samples_per_s, with --dataset
     notes: list[str] = field(default_factory=list)
     wall_time_s: float = 0.0
     load_average_1min: float | None = None
@@ -124,6 +125,7 @@ class BenchResult:
             "transfers": [b.to_dict() for b in self.transfers],
             "storage": [s.to_dict() for s in self.storage],
             "cpu_matmul": [m.to_dict() for m in self.cpu_matmul],
+            "dataloader": self.dataloader,
             "notes": self.notes,
             "wall_time_s": self.wall_time_s,
             "load_average_1min": self.load_average_1min,

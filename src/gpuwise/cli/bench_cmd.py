@@ -48,6 +48,16 @@ def bench(
     data: Annotated[
         Path | None, typer.Option("--data", help="Data directory (or file) whose read throughput to measure.")
     ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset", help="Dataloader samples/s of FILE.py:NAME (a Dataset, or a function returning one)."
+        ),
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Batch size for --dataset.")] = 32,
+    workers: Annotated[
+        int, typer.Option("--workers", min=0, help="DataLoader num_workers for --dataset.")
+    ] = 0,
     no_storage: Annotated[bool, typer.Option("--no-storage", help="Skip the storage reads.")] = False,
     save: Annotated[bool, typer.Option("--save/--no-save", help="Save the result in the run store.")] = True,
     store: Annotated[
@@ -67,7 +77,13 @@ def bench(
     if data is not None and not data.exists():
         raise GpuwiseError(f"no such data directory: {data}")
     options = BenchOptions(
-        "quick" if quick else "full", tuple(dtype) if dtype else None, data, not no_storage
+        "quick" if quick else "full",
+        tuple(dtype) if dtype else None,
+        data,
+        not no_storage,
+        dataset,
+        batch_size,
+        workers,
     )
     with _progress(True) as task:
         result = run_bench(options, task)

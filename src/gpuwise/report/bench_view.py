@@ -98,6 +98,18 @@ def bench_document(result: BenchResult, run_id: int | None = None) -> Document:
                 caption=result.storage[0].path,
             )
         )
+    if result.dataloader:
+        loader = result.dataloader
+        doc.add(Heading("Dataloader"))
+        rate = _n(loader["samples_per_s"], "{:,.0f} samples/s")
+        doc.add(
+            Paragraph(
+                f"{loader['dataset']}: {rate} (batch {loader['batch_size']}, "
+                f"num_workers {loader['num_workers']}, "
+                f"{loader['batches_timed']} batches after a first batch of {loader['first_batch_s']:.2f} s) "
+                + loader["note"]
+            )
+        )
     if result.notes:
         doc.add(Bullets(result.notes, "muted"))
     return doc
