@@ -90,6 +90,10 @@ from gpuwise.cli import monitor_cmd  # noqa: E402
 app.command("monitor")(monitor_cmd.monitor)
 app.command("exporter")(monitor_cmd.exporter)
 
+from gpuwise.cli import bench_cmd  # noqa: E402
+
+app.command("bench")(bench_cmd.bench)
+
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""

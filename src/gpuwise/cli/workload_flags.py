@@ -150,6 +150,10 @@ def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
     return workload_from_mapping({"model": spec, **overrides})  # a bare model id
 
 
+# Commands whose predictions use matmul efficiencies, which `--calibrate RUN` (gpuwise bench) replaces.
+CALIBRATED_COMMANDS = ("plan", "cost", "fit")
+
+
 def workload_command(func: Callable[..., Any]) -> Callable[..., Any]:
     """Give ``func(workload: Workload, ...)`` the WORKLOAD argument and the workload flags."""
     own = [p for p in inspect.signature(func).parameters.values() if p.name != "workload"]
@@ -173,11 +177,31 @@ def workload_command(func: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
+        calibrate = kwargs.pop("calibrate", None)
+        if calibrate is not None:  # bench: measured efficiencies replace the table's (issue #16)
+            from gpuwise.bench.calibration import apply_calibration
+
+            typer.echo(f"gpuwise: {apply_calibration(calibrate)}", err=True)
         spec = kwargs.pop("spec", None)
         flags = {name: kwargs.pop(name, None) for name in _FLAGS}
         return func(workload=build_workload(spec, flags), **kwargs)
 
     positional = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY]
     keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p not in positional]
+    calibrate = inspect.Parameter(
+        "calibrate",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                "--calibrate",
+                metavar="RUN",
+                help="Use the matmul efficiency measured by `gpuwise bench` run RUN.",
+            ),
+        ],
+    )
+    if func.__name__ in CALIBRATED_COMMANDS:
+        flag_params.append(calibrate)
     wrapper.__signature__ = inspect.Signature([spec_param, *positional, *keyword, *flag_params])  # type: ignore[attr-defined]
     return wrapper

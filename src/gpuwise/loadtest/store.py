@@ -35,8 +35,16 @@ def save(result: LoadtestResult, store: str | Path | None) -> int:
 
     count, best, top, status = _headline(result)
     with RunStore.open(store) as runs:
-        result.run_id = runs.save_other(
-            KIND, f"loadtest {result.url}", "gpuwise loadtest", status, count, best, top, result.to_dict()
+        result.run_id = runs.save_document(
+            KIND,
+            f"loadtest {result.url}",
+            result.to_dict(),
+            command="gpuwise loadtest",
+            status=status,
+            device="http",
+            count=count,
+            per_s=best,
+            top=top,
         )
     return result.run_id
 

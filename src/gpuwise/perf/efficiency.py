@@ -257,7 +257,13 @@ class Mamf:
     measured: bool  # True when published for this GPU id, False when a generation default
 
 
+# MAMF measured on this GPU model by `gpuwise bench` (`--calibrate RUN`): wins over the table.
+MEASURED_MAMF: dict[str, Mamf] = {}
+
+
 def mamf(gpu: GPU) -> Mamf:
+    if gpu.id in MEASURED_MAMF:
+        return MEASURED_MAMF[gpu.id]
     table = constants().mamf
     row = table.gpu.get(gpu.id)
     if row is not None:

@@ -155,18 +155,22 @@ class RunStore:
         run.run_id = int(cur.lastrowid)
         return run.run_id
 
-    def save_other(
+    def save_document(
         self,
         kind: str,
         label: str,
-        command: str,
-        status: str,
-        count: int,
-        per_s: float | None,
-        top: str | None,
-        doc: dict[str, Any],
+        document: dict[str, Any],
+        *,
+        command: str = "",
+        status: str = "completed",
+        device: str = "",
+        gpu: str = "",
+        count: int = 0,
+        per_s: float | None = None,
+        top: str | None = None,
     ) -> int:
-        """Store a run of another kind (e.g. a load test): its count and rate go in the steps columns."""
+        """Store a result that is not a profiled run (kinds 'loadtest', 'bench'); returns its id.
+        `count` and `per_s` fill the steps columns `runs list` shows (requests, req/s for a load test)."""
         created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self.conn:
             cur = self.conn.execute(
@@ -178,12 +182,12 @@ class RunStore:
                     label,
                     command,
                     status,
-                    "http",
-                    "",
+                    device,
+                    gpu,
                     count,
                     per_s,
                     top,
-                    json.dumps(doc, default=str),
+                    json.dumps(document, default=str),
                 ),
             )
         return int(cur.lastrowid or 0)
@@ -214,6 +218,14 @@ class RunStore:
             return int(row["id"])
         return number
 
+    def load_document(self, ref: str | int, kind: str) -> tuple[int, dict[str, Any]]:
+        """(id, stored JSON) of a run saved with `save_document`, checking its kind."""
+        run_id = self.resolve(ref)
+        row = self.conn.execute("SELECT kind, document FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None or row["kind"] != kind:
+            raise GpuwiseError(f"run {run_id} in {self.path} is not a {kind} run (see `gpuwise runs list`)")
+        return run_id, json.loads(row["document"])
+
     def load(self, ref: str | int):
         from gpuwise.profile.analysis import ProfileRun
 
@@ -225,6 +237,10 @@ class RunStore:
             raise GpuwiseError(f"no run {run_id} in {self.path} ({have}; see `gpuwise runs list`)")
         if row["kind"] == "loadtest":
             raise GpuwiseError(f"run {run_id} is a load test: `gpuwise loadtest --show {run_id}` prints it")
+        if row["kind"] == "bench":
+            raise GpuwiseError(
+                f"run {run_id} is a `gpuwise bench` result, not a profiled run (see runs list --json)"
+            )
         try:
             data = json.loads(row["document"])
         except json.JSONDecodeError as err:

@@ -1,0 +1,78 @@
+"""Timing loops: wall clock around a synchronizing call on the CPU, CUDA events on a GPU.
+
+Each timed call is measured on its own, so a benchmark can take the best (the machine's
+capability, what MAMF reports) and the median (what a busy machine gives) of the same samples.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Samples:
+    times_s: list[float]
+
+    @property
+    def best_s(self) -> float:
+        return min(self.times_s)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.times_s)
+
+
+def wall_clock_samples(
+    fn: Callable[[], Any],
+    warmup: int,
+    max_repeats: int,
+    budget_s: float,
+    sync: Callable[[], None] = lambda: None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Samples:
+    """Time `fn` up to `max_repeats` times (at least once) or until `budget_s` of timed calls passed."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < max_repeats and (not times or spent < budget_s):
+        start = clock()
+        fn()
+        sync()
+        times.append(clock() - start)
+        spent += times[-1]
+    return Samples(times)
+
+
+class TimingEvent(Protocol):
+    """What torch.cuda.Event(enable_timing=True) offers (faked in tests: no CPU path exists)."""
+
+    def record(self) -> None: ...
+    def elapsed_time(self, end: Any) -> float: ...  # milliseconds
+
+
+def event_samples(
+    fn: Callable[[], Any],
+    warmup: int,
+    repeats: int,
+    new_event: Callable[[], TimingEvent],
+    synchronize: Callable[[], None],
+) -> Samples:
+    """Time `fn` on the device with a start/end event pair per call; one synchronize at the end, so the
+    host never stalls the queue between calls. CUDA events report milliseconds."""
+    for _ in range(warmup):
+        fn()
+    pairs = []
+    for _ in range(max(1, repeats)):
+        start, end = new_event(), new_event()
+        start.record()
+        fn()
+        end.record()
+        pairs.append((start, end))
+    synchronize()
+    return Samples([start.elapsed_time(end) / 1000.0 for start, end in pairs])
