@@ -133,6 +133,7 @@ def test_headroom_rules_from_nvml_memory():
 def test_catalog_gpu_gives_the_tensor_core_ratio():
     assert match_catalog_gpu("NVIDIA A100-SXM4-80GB") == "a100-80gb-sxm"
     assert match_catalog_gpu("NVIDIA H100 80GB HBM3").startswith("h100")
+    assert match_catalog_gpu("NVIDIA GeForce RTX 3090") != "rtx-4090"  # digits must match, not just "rtx"
     assert match_catalog_gpu("Some Unknown Accelerator") is None
     run = run_from(sampled())
     assert run.evidence.gpu == "a100-80gb-sxm" and run.evidence.tensor_core_speedup > 10

@@ -179,3 +179,25 @@ def get_gpu(gpu_id: str) -> GPU:
 
 def clear_cache() -> None:
     _catalog.cache_clear()
+
+
+def match_device_name(device_name: str) -> str | None:
+    """Catalog id for a CUDA/NVML device name ('NVIDIA A100-SXM4-80GB' -> 'a100-80gb-sxm'), if any.
+
+    Every id token with a digit (a100, 80gb, 4090) must appear in the name, so an RTX 3090 is never
+    taken for an RTX 4090; among the entries left, the one sharing the most tokens wins.
+    """
+    import re
+
+    compact = re.sub(r"[^a-z0-9]", "", device_name.lower())
+    if not compact:
+        return None
+    best, best_score = None, 0
+    for gpu in list_gpus():
+        tokens = [t for t in gpu.id.split("-") if t]
+        if not all(t in compact for t in tokens if any(c.isdigit() for c in t)):
+            continue
+        score = sum(1 for t in tokens if t in compact)
+        if score > best_score:
+            best, best_score = gpu.id, score
+    return best

@@ -8,7 +8,6 @@ explained in docs/monitoring.md.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -69,20 +68,10 @@ class Cost:
 
 
 def catalog_id(nvml_name: str) -> str | None:
-    """Catalog id for an NVML name; every token with a digit (a100, 80gb) must match, so an RTX 3090 is
-    never priced as an RTX 4090."""
-    from gpuwise.catalog import list_gpus
+    """Catalog id for an NVML name (the catalog's one matcher: an RTX 3090 is never an RTX 4090)."""
+    from gpuwise.catalog.gpus import match_device_name
 
-    compact = re.sub(r"[^a-z0-9]", "", nvml_name.lower())
-    best, best_score = None, 0
-    for gpu in list_gpus():
-        tokens = [t for t in gpu.id.split("-") if t]
-        if not all(t in compact for t in tokens if any(c.isdigit() for c in t)):
-            continue
-        score = sum(1 for t in tokens if t in compact)
-        if score > best_score:
-            best, best_score = gpu.id, score
-    return best
+    return match_device_name(nvml_name)
 
 
 def is_idle(r: GpuReading) -> bool:

@@ -7,7 +7,6 @@ reading for allocated memory or an NVML peak for the allocator's.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from gpuwise.diagnose import Evidence
@@ -18,21 +17,10 @@ from gpuwise.profile.step_stats import gpu_phase_breakdown, phase_breakdown
 
 
 def match_catalog_gpu(device_name: str) -> str | None:
-    """Catalog id for a CUDA/NVML device name ('NVIDIA A100-SXM4-80GB' -> 'a100-80gb-sxm'), if any."""
-    if not device_name:
-        return None
-    from gpuwise.catalog import list_gpus
+    """Catalog id for a CUDA/NVML device name (the catalog's one matcher, shared with `monitor`)."""
+    from gpuwise.catalog.gpus import match_device_name
 
-    compact = re.sub(r"[^a-z0-9]", "", device_name.lower())
-    best, best_score = None, 0
-    for gpu in list_gpus():
-        tokens = [t for t in gpu.id.split("-") if t]
-        if not tokens or tokens[0] not in compact:
-            continue
-        score = sum(1 for t in tokens if t in compact)
-        if score > best_score:
-            best, best_score = gpu.id, score
-    return best
+    return match_device_name(device_name) if device_name else None
 
 
 def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int | None) -> Evidence:
