@@ -45,6 +45,9 @@ class Evidence:
     loader_pin_memory: bool | None = None
     cpu_count: int | None = None
     cpu_util_pct: float | None = None  # mean over all cores during the loop
+    # the training thread's CPU time over wall time while it waited for a batch with num_workers=0 (it
+    # loads the batch itself): near 100 % for CPU-bound loading, low for a loader waiting on I/O
+    loader_wait_cpu_pct: float | None = None
 
     # --- host / device interplay -----------------------------------------------------------------
     sync_calls_per_step: float | None = None

@@ -164,6 +164,9 @@ DOCTOR_TARGET_SPEEDUP_X = 2.0
 # waiting on I/O (disk, network, sleeps), not computing: workers overlap that wait and need no free core.
 # The I/O-waiting loader used 20-35 % CPU; a CPU-heavy transform keeps a core busy (>= 50 % of 2).
 LOADER_IO_WAIT_CPU_PCT = 50.0
+# The same, read from the training thread's own CPU while it loads a batch (num_workers=0): a CPU-bound
+# load keeps it near 100 % (less on a loaded machine), a sleep or a disk read leaves it near 0.
+LOADER_IO_WAIT_THREAD_CPU_PCT = 50.0
 # A CPU-bound loader gets at most this many workers (PyTorch's guides rarely go beyond 8 per GPU).
 LOADER_MAX_WORKERS = 8
 # memory_growth: Theil-Sen slope over steps. The leak is real when the lower confidence bound of the slope

@@ -78,6 +78,8 @@ def _from_loader_and_cpu(ev: Evidence, raw: dict[str, Any], telemetry: dict[str,
     if loader:
         ev.loader_num_workers = loader.get("num_workers")
         ev.loader_pin_memory = loader.get("pin_memory")
+        if loader.get("num_workers") == 0:  # with workers the thread only waits on their queue
+            ev.loader_wait_cpu_pct = loader.get("main_thread_cpu_share_pct")
     ev.cpu_count = raw.get("cpu_count") or telemetry.get("cpu_count")
     ev.cpu_util_pct = telemetry.get("process_cpu_pct")
     system, own = telemetry.get("system_cpu_pct"), telemetry.get("process_cpu_pct")
