@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from gpuwise.cli.output import emit
+from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 
 DEFAULT_DTYPES = "every dtype the device supports (CPU: fp32, bf16, fp16; GPU: also tf32)"
 
@@ -63,8 +63,9 @@ def bench(
     store: Annotated[
         Path | None, typer.Option("--store", help="Run store file (default: GPUWISE_STORE).")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (units in every field name).")] = False,
-    as_markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
+    as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
 ) -> None:
     """What this machine really delivers: [bold]gpuwise bench --quick[/bold]
 
@@ -73,6 +74,7 @@ def bench(
     from gpuwise.bench.runner import BenchOptions, check_dtypes, run_bench
     from gpuwise.errors import GpuwiseError
 
+    one_format(as_json, as_markdown)  # before the work, not after it
     check_dtypes(tuple(dtype or ()))
     if data is not None and not data.exists():
         raise GpuwiseError(f"no such data directory: {data}")
@@ -100,16 +102,13 @@ def bench(
                 device=device["kind"],
                 gpu=device.get("catalog_id") or "",
             )
-    from gpuwise.report import markdown, terminal
     from gpuwise.report.bench_view import bench_document
 
-    doc = bench_document(result, run_id)
-    payload = {"run_id": run_id, **result.to_dict()}
     emit(
-        payload,
+        {"run_id": run_id, **result.to_dict()},
         "bench",
         as_json,
-        lambda console: terminal.render(console, doc),
-        lambda: markdown.render(doc),
-        as_markdown,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: bench_document(result, run_id),
     )
