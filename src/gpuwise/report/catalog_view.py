@@ -69,7 +69,7 @@ def gpu_table_document(gpus: list[GPU]) -> Document:
                 for g in gpus
             ],
             align="l" + "r" * (len(columns) - 2) + "l",
-            flexible=0,
+            flexible=len(columns) - 1,  # the price kinds shrink on a narrow terminal, never the ids
         )
     )
     with_both = [g for g in gpus if g.bf16_tflops and g.mem_bw_tbps]

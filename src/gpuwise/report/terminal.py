@@ -66,8 +66,10 @@ def _table(t: Table) -> RichTable:
         justify: JustifyMethod = "right" if a == "r" else "left"
         if t.flexible is None:
             table.add_column(_t(col), justify=justify, overflow="fold")
-        elif i == t.flexible:
-            table.add_column(_t(col), justify=justify, overflow="ellipsis", max_width=60)
+        elif i == t.flexible:  # shrinks first on a narrow terminal, never below its header or 12 chars
+            widest = max((len(str(row[i])) for row in t.rows if i < len(row)), default=0)
+            floor = max(len(col), min(widest, 12))
+            table.add_column(_t(col), justify=justify, overflow="ellipsis", max_width=60, min_width=floor)
         else:
             widest = max((len(str(row[i])) for row in t.rows if i < len(row)), default=0)
             table.add_column(_t(col), justify=justify, no_wrap=True, min_width=max(len(col), widest))
