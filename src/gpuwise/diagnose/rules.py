@@ -303,10 +303,10 @@ def input_bound(ev: Evidence) -> Finding | None:
         low = 1.0 + (high - 1) * 0.5
     idle = "the device idles meanwhile" if _on_gpu(ev) else "the computation stalls meanwhile"
     what = (
-        f"{share:.1f} % of each step prepares the next batch on the training thread before the forward"
+        f"{share:.1f} % of a typical step prepares the next batch on the training thread before the forward"
         + (f" (most sampled: {_frames_text(frames)})" if frames else "")
         if batch_function
-        else f"{share:.1f} % of each step is spent waiting for the next batch"
+        else f"{share:.1f} % of a typical step (outlier steps trimmed) is spent waiting for the next batch"
         + (f" (num_workers={workers})" if workers is not None else "")
     )
     return Finding(
