@@ -12,6 +12,12 @@ from gpuwise.errors import GpuwiseError
 MIN_INTERVAL_S = 0.2
 
 
+UsdPerGpuHour = Annotated[
+    float | None,
+    typer.Option("--usd-per-gpu-hour", help="Price of one GPU-hour (default: the catalog's on-demand)."),
+]
+
+
 def monitor(
     once: Annotated[bool, typer.Option("--once", help="Print one snapshot and exit.")] = False,
     interval: Annotated[
@@ -20,10 +26,7 @@ def monitor(
     host: Annotated[
         bool, typer.Option("--host", help="Also show host CPU and memory (works without an NVIDIA GPU).")
     ] = False,
-    usd_per_gpu_hour: Annotated[
-        float | None,
-        typer.Option("--usd-per-gpu-hour", help="Price of one GPU-hour (default: the catalog's on-demand)."),
-    ] = None,
+    usd_per_gpu_hour: UsdPerGpuHour = None,
     as_json: JsonFlag = False,
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
@@ -93,10 +96,7 @@ def exporter(
         str,
         typer.Option("--listen", help="HOST:PORT to serve /metrics on (loopback unless you say otherwise)."),
     ] = "127.0.0.1:9835",
-    usd_per_gpu_hour: Annotated[
-        float | None,
-        typer.Option("--usd-per-gpu-hour", help="Price of one GPU-hour (default: the catalog's on-demand)."),
-    ] = None,
+    usd_per_gpu_hour: UsdPerGpuHour = None,
     as_json: JsonFlag = False,
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
