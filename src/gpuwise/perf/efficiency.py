@@ -155,11 +155,10 @@ class Serving:
 
 @dataclass(frozen=True)
 class Cnn:
-    """[cnn]: conv-net FLOPs per 224x224 image and fractions of peak."""
+    """[cnn]: conv nets' fractions of peak (their FLOPs come from gpuwise.vision's layer lists)."""
 
     training_fraction: float
     inference_fraction: float
-    gflops_224: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -323,11 +322,6 @@ def network_bytes_per_s(gpu: GPU) -> float:
     """Per-GPU bandwidth to other nodes (rail-optimized NIC), bytes/s."""
     table = constants().network_gbps_per_gpu
     return table.get(generation(gpu), table["default"]) * 1e9
-
-
-def cnn_gflops_224(model_id: str) -> float | None:
-    """Published forward GFLOPs per 224x224 image for a conv net, None if not tabulated."""
-    return constants().cnn.gflops_224.get(model_id)
 
 
 def cnn_fraction(kind: Mode) -> float:

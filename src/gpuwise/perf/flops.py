@@ -12,7 +12,6 @@ its causal mask, i.e. the work FlashAttention actually does):
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -244,13 +243,6 @@ def attention_bytes_per_token(
         per_score = 8 * a + (8 if a < 4 else 0)
         scores = arch.num_attention_heads * context * per_score
     return (fused + scores) * arch.num_layers
-
-
-def vit_tokens(arch: ModelArch, image_size: int) -> int:
-    """Patch tokens + [CLS] for a ViT at ``image_size`` (patch size from the id, e.g. vit-b-16)."""
-    match = re.search(r"-(\d+)$", arch.id)
-    patch = int(match.group(1)) if match else 16
-    return (image_size // patch) ** 2 + 1
 
 
 @dataclass(frozen=True)

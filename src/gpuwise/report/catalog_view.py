@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-
 from gpuwise.catalog import GPU, ModelArch
 from gpuwise.catalog.prices import prices_for
-from gpuwise.report import terminal
 from gpuwise.report.document import Chart, Document, Note, Series, Table
 from gpuwise.report.units import num
 
@@ -97,10 +94,6 @@ def gpu_table_document(gpus: list[GPU]) -> Document:
     return doc
 
 
-def render_gpu_table(console: Console, gpus: list[GPU]) -> None:
-    terminal.render(console, gpu_table_document(gpus))
-
-
 def gpu_document(g: GPU) -> Document:
     rows = [
         [key, str(value)]
@@ -131,10 +124,6 @@ def gpu_document(g: GPU) -> Document:
     return doc
 
 
-def render_gpu(console: Console, g: GPU) -> None:
-    terminal.render(console, gpu_document(g))
-
-
 def model_table_document(models: list[ModelArch]) -> Document:
     doc = Document("Model catalog")
     doc.add(
@@ -160,10 +149,6 @@ def model_table_document(models: list[ModelArch]) -> Document:
     return doc
 
 
-def render_model_table(console: Console, models: list[ModelArch]) -> None:
-    terminal.render(console, model_table_document(models))
-
-
 def model_document(m: ModelArch) -> Document:
     counts = m.param_counts()
     rows = [
@@ -178,7 +163,3 @@ def model_document(m: ModelArch) -> Document:
             ["params: lm_head", f"{counts.lm_head:,}" if counts.lm_head else "tied to embedding"],
         ]
     return Document(m.id).add(Table(["", ""], rows, header=False))
-
-
-def render_model(console: Console, m: ModelArch) -> None:
-    terminal.render(console, model_document(m))

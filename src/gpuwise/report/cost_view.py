@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-
 from gpuwise.perf.cost import BreakEven, CostEstimate, GpuCostRow
 from gpuwise.perf.prediction import Bound, PerfPrediction
-from gpuwise.report import markdown, terminal
 from gpuwise.report.document import Chart, Document, Heading, KeyFigures, Note, Series, Table
 from gpuwise.report.units import duration as fmt_duration
 from gpuwise.report.units import num as _num
@@ -181,14 +178,6 @@ def cost_document(c: CostEstimate) -> Document:
     return doc
 
 
-def render_cost(console: Console, c: CostEstimate) -> None:
-    terminal.render(console, cost_document(c))
-
-
-def markdown_cost(c: CostEstimate) -> str:
-    return markdown.render(cost_document(c))
-
-
 # Keyed by Bound; GpuCostRow.bound is typed str, so the lookup keeps a plain str key.
 SHORT_BOUND: dict[str, str] = {
     "compute": "compute",
@@ -303,13 +292,3 @@ def comparison_document(rows: list[GpuCostRow], title: str, training: bool, visi
         )
     )
     return doc
-
-
-def render_comparison(
-    console: Console, rows: list[GpuCostRow], title: str, training: bool, vision: bool = False
-) -> None:
-    terminal.render(console, comparison_document(rows, title, training, vision))
-
-
-def markdown_comparison(rows: list[GpuCostRow], title: str, training: bool, vision: bool = False) -> str:
-    return markdown.render(comparison_document(rows, title, training, vision))

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
-
 from gpuwise.diagnose.rules import outlier_limit_s
 from gpuwise.diagnose.thresholds import DOCTOR_TARGET_SPEEDUP_X, INPUT_WAIT_HIGH_PCT, INPUT_WAIT_MODERATE_PCT
 from gpuwise.profile.analysis import ProfileRun
 from gpuwise.profile.types import PhaseShare, RunSummary, Telemetry
-from gpuwise.report import terminal
 from gpuwise.report.chart_text import bar
 from gpuwise.report.document import (
     Block,
@@ -227,10 +224,6 @@ def run_document(run: ProfileRun) -> Document:
     return Document(f"Profiled run: {run.summary.label}").add(*run_blocks(run))
 
 
-def render_run(console: Console, run: ProfileRun) -> None:
-    terminal.render(console, run_document(run))
-
-
 def session_document(session: Any) -> Document:
     label = session.runs[0].summary.label if session.runs else "nothing was profiled"
     doc = Document(f"Profile: {label}")
@@ -300,10 +293,6 @@ def _share(share: PhaseShare | None) -> float:
     return share.pct if share else 0.0
 
 
-def render_session(console: Console, session: Any) -> None:
-    terminal.render(console, session_document(session))
-
-
 def runs_list_document(rows: Any, store_path: str) -> Document:
     doc = Document(f"Profiled runs ({store_path})")
     doc.add(
@@ -329,10 +318,6 @@ def runs_list_document(rows: Any, store_path: str) -> Document:
     if not rows:
         doc.add(Note("No runs yet: `gpuwise profile -- python train.py` or `gpuwise doctor` records one."))
     return doc
-
-
-def render_runs_list(console: Console, rows: Any, store_path: str) -> None:
-    terminal.render(console, runs_list_document(rows, store_path))
 
 
 def comparison_document(cmp: Any) -> Document:
@@ -393,10 +378,6 @@ def comparison_document(cmp: Any) -> Document:
     if cmp.persisting:
         doc.add(Paragraph("still there: " + ", ".join(cmp.persisting), "warn"))
     return doc
-
-
-def render_comparison(console: Console, cmp: Any) -> None:
-    terminal.render(console, comparison_document(cmp))
 
 
 def _busy_line(result: Any) -> Paragraph:
@@ -479,7 +460,3 @@ def doctor_document(result: Any) -> Document:
             )
         )
     return doc
-
-
-def render_doctor(console: Console, result: Any) -> None:
-    terminal.render(console, doctor_document(result))

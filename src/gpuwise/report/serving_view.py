@@ -7,7 +7,7 @@ from rich.console import Console
 
 from gpuwise.memory.kv_cache import KvCapacity
 from gpuwise.plan.serving import ServingPlan, ServingTechnique
-from gpuwise.report import markdown, terminal
+from gpuwise.report import terminal
 from gpuwise.report.document import Bullets, Document, Heading, Paragraph, Style, Table
 from gpuwise.report.units import duration, ms
 from gpuwise.report.units import usd as _usd
@@ -207,7 +207,3 @@ def serving_document(plan: ServingPlan) -> Document:
 
 def render(console: Console, plan: ServingPlan) -> None:
     terminal.render(console, serving_document(plan))
-
-
-def markdown_text(plan: ServingPlan) -> str:
-    return markdown.render(serving_document(plan))

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
-
-from gpuwise.report import terminal
 from gpuwise.report.chart_text import bar
 from gpuwise.report.document import (
     Chart,
@@ -63,10 +60,6 @@ def traced_document(t: Any) -> Document:
     _compute(doc, t)
     doc.add(*(Note(f"· {line}") for line in list(t.notes) + list(t.assumptions)))
     return doc
-
-
-def render_traced(console: Console, t: Any) -> None:
-    terminal.render(console, traced_document(t))
 
 
 def _breakdown(doc: Document, t: Any) -> None:

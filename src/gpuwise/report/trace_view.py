@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-
-from gpuwise.report import terminal
 from gpuwise.report.chart_text import bar
 from gpuwise.report.document import (
     Block,
@@ -366,10 +363,6 @@ def report_document(report: TraceReport, top: int = 10, rank: int | None = None)
     return doc
 
 
-def render_report(console: Console, report: TraceReport, top: int = 10, rank: int | None = None) -> None:
-    terminal.render(console, report_document(report, top, rank))
-
-
 def _delta(change) -> tuple[str, Style]:
     if change.a is None and change.b is not None:
         return "only in B", ""
@@ -475,7 +468,3 @@ def comparison_document(cmp: TraceComparison, top: int = 10) -> Document:
         doc.add(Paragraph("new in B: " + ", ".join(cmp.findings_added), "bad"))
     doc.add(*(Note(f"note: {note}", "warn") for note in cmp.notes))
     return doc
-
-
-def render_comparison(console: Console, cmp: TraceComparison, top: int = 10) -> None:
-    terminal.render(console, comparison_document(cmp, top))
