@@ -6,7 +6,6 @@ Rules on recorded Evidence with exact numbers; `test_real_*` runs real CPU PyTor
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 
 from gpuwise.diagnose import Evidence, diagnose
 from gpuwise.diagnose import thresholds as T
+from profile_scenarios import LEAKING, cpu_burners
 
 
 def found(ev: Evidence) -> dict:
@@ -141,27 +141,6 @@ def test_growth_below_the_threshold_is_not_reported():
     assert "memory_growth" not in found(Evidence(source="profile", memory_per_step_bytes=slow))
 
 
-LEAKING_SCRIPT = """
-import torch
-
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-kept = []
-for step in range(70):
-    x = torch.randn(96, 1024)
-    y = torch.randint(0, 10, (96,))
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
-    loss.backward(retain_graph=True)
-    opt.step()
-    kept.append(loss)  # the bug: every step's graph and its saved activations stay alive (~0.75 MiB)
-"""
-
-BURNER = "import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    pass\n"
-
-
 def profile_json(script: Path, *, steps: int = 60) -> dict:
     """Run `python -m gpuwise profile --json` on a script in a subprocess; the JSON document."""
     src = Path(__file__).resolve().parents[1] / "src"
@@ -178,22 +157,10 @@ def profile_json(script: Path, *, steps: int = 60) -> dict:
     return json.loads(done.stdout)
 
 
-@contextlib.contextmanager
-def cpu_burners(count: int, seconds: float):
-    """Processes that spin on the CPU for a bounded time (killed on exit by their own pid)."""
-    procs = [subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=seconds)]) for _ in range(count)]
-    try:
-        yield procs
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.mark.parametrize("burn", [False, True], ids=["quiet", "while-another-process-burns-the-cpu"])
 def test_real_leaking_script_is_found_quiet_and_under_load(tmp_path, burn):
     script = tmp_path / "leak.py"
-    script.write_text(LEAKING_SCRIPT)
+    script.write_text(LEAKING)  # a kept graph: ~0.75 MiB per step
     with cpu_burners(2 if burn else 0, seconds=120):
         doc = profile_json(script)
     leak = {f["id"]: f for f in doc["findings"]}["memory_growth"]
