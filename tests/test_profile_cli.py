@@ -192,6 +192,7 @@ TORCHRUN = textwrap.dedent(
         opt.zero_grad(); loss.backward(); opt.step()
         if step == 11:
             break
+    dist.barrier()  # no rank tears gloo down while the other is still in a collective
     dist.destroy_process_group()
     """
 )

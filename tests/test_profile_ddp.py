@@ -55,6 +55,7 @@ DDP_STRAGGLER = textwrap.dedent(
     weights = [p.detach().sum().item() for p in model.parameters()]
     with open(f"{OUT}-{rank}.json", "w") as fh:
         json.dump({"losses": losses, "weights": weights}, fh)
+    dist.barrier()  # no rank tears gloo down while the other is still in a collective (SIGABRT at exit)
     dist.destroy_process_group()
     """
 )
