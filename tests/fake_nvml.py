@@ -36,7 +36,7 @@ class FakeNvml:
     def _gpu(self, fn: str, handle: int) -> dict:
         gpu = self.gpus[handle]
         lost = gpu.get("lost_from_sample")
-        if lost is not None and self.samples[handle] > lost:
+        if gpu.get("lost") or (lost is not None and self.samples[handle] > lost):  # "lost": set by a test
             raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
         if fn in gpu.get("unsupported", ()):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)

@@ -87,7 +87,7 @@ app.command("loadtest")(loadtest_cmd.loadtest)
 
 from gpuwise.cli import monitor_cmd  # noqa: E402
 
-app.command("monitor")(monitor_cmd.monitor)
+app.add_typer(monitor_cmd.monitor_app, name="monitor")
 app.command("exporter")(monitor_cmd.exporter)
 
 from gpuwise.cli import bench_cmd  # noqa: E402

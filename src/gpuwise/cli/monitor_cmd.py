@@ -1,15 +1,30 @@
-"""`gpuwise monitor`: a live view of every GPU with KPI breaches and what they cost (or one snapshot)."""
+"""`gpuwise monitor`: a live view of every GPU with KPI breaches and what they cost (or one snapshot);
+`--record` keeps the history, `monitor report` turns it into the FinOps report."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, console, emit, one_format
 from gpuwise.errors import GpuwiseError
 
+if TYPE_CHECKING:
+    from gpuwise.monitor.finops import Prices
+    from gpuwise.monitor.series import History
+    from gpuwise.monitor.tiers import Retention
+
 MIN_INTERVAL_S = 0.2
+MAX_RECORD_INTERVAL_S = 60.0
+
+monitor_app = typer.Typer(
+    help="Every GPU live, its recorded history (--record) and the FinOps report (monitor report).",
+    no_args_is_help=False,
+    invoke_without_command=True,
+    add_completion=False,
+)
 
 
 UsdPerGpuHour = Annotated[
@@ -18,14 +33,50 @@ UsdPerGpuHour = Annotated[
 ]
 
 
+StoreOption = Annotated[
+    Path | None,
+    typer.Option("--store", help="History file (default: monitor.sqlite beside the run store)."),
+]
+
+
+def _interval_s(text: str, record: bool) -> float:
+    from gpuwise.monitor.tiers import parse_duration
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = parse_duration(text, "--interval")
+    top = MAX_RECORD_INTERVAL_S if record else 1.0
+    if not MIN_INTERVAL_S <= seconds <= top:
+        raise GpuwiseError(f"--interval must be between {MIN_INTERVAL_S} and {top:g} seconds (got {text})")
+    return seconds
+
+
+@monitor_app.callback()
 def monitor(
+    ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Print one snapshot and exit.")] = False,
     interval: Annotated[
-        float, typer.Option("--interval", help="Seconds between refreshes of the live view (0.2 to 1).")
-    ] = 1.0,
+        str,
+        typer.Option(
+            "--interval", help="Seconds between samples: 0.2 to 1 for the live view, up to 60s with --record."
+        ),
+    ] = "1",
     host: Annotated[
         bool, typer.Option("--host", help="Also show host CPU and memory (works without an NVIDIA GPU).")
     ] = False,
+    record: Annotated[
+        bool, typer.Option("--record", help="Append every sample to the history store (WAL SQLite).")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="With --record: no live view (for a service).")
+    ] = False,
+    store: StoreOption = None,
+    keep_raw: Annotated[str, typer.Option("--keep-raw", help="Keep raw samples this long.")] = "6h",
+    keep_minute: Annotated[str, typer.Option("--keep-minute", help="Keep 1-min buckets this long.")] = "30d",
+    keep_hour: Annotated[
+        str, typer.Option("--keep-hour", help="Keep 1-h buckets this long ('forever').")
+    ] = "forever",
     usd_per_gpu_hour: UsdPerGpuHour = None,
     as_json: JsonFlag = False,
     as_markdown: MarkdownFlag = False,
@@ -35,13 +86,22 @@ def monitor(
 
     KPI breaches (busy < 80 %, idle, headroom outside 10–20 %, throttling, a downgraded PCIe link, memory
     errors) are highlighted with the finding that explains them. q or Ctrl-C quits. --json, --markdown
-    and --html print one snapshot (as --once does).
+    and --html print one snapshot (as --once does). --record keeps the history (--quiet: headless, for a
+    service); `gpuwise monitor report` reads it.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     one_format(as_json, as_markdown)
-    if not MIN_INTERVAL_S <= interval <= 1.0:
-        raise GpuwiseError(f"--interval must be between {MIN_INTERVAL_S} and 1 second (got {interval:g})")
+    seconds = _interval_s(interval, record)
+    if quiet and not record:
+        raise GpuwiseError("--quiet only applies to --record (a headless recorder)")
     if usd_per_gpu_hour is not None and usd_per_gpu_hour < 0:
         raise GpuwiseError(f"--usd-per-gpu-hour must be 0 or more (got {usd_per_gpu_hour:g})")
+    if record:
+        if once or as_json or as_markdown or html is not None:
+            raise GpuwiseError("--record runs until stopped: drop --once, --json, --markdown and --html")
+        _record(seconds, quiet, store, (keep_raw, keep_minute, keep_hour), host, usd_per_gpu_hour)
+        return
     from gpuwise.monitor import kpi
     from gpuwise.monitor.sampler import GpuSampler, NoNvml, host_snapshot
     from gpuwise.report import monitor_view
@@ -86,7 +146,7 @@ def monitor(
             return
         from gpuwise.monitor import live
 
-        live.run(console(), sampler, interval, host, usd_per_gpu_hour)
+        live.run(console(), sampler, seconds, host, usd_per_gpu_hour)
     finally:
         sampler.close()
 
@@ -140,3 +200,150 @@ def exporter(
             server.server_close()
     finally:
         sampler.close()
+
+
+def _retention(keep: tuple[str, str, str]) -> Retention:
+    from gpuwise.monitor.tiers import Retention, parse_duration
+
+    raw, minute, hour = (
+        None if text.strip().lower() == "forever" else parse_duration(text, flag)
+        for text, flag in zip(keep, ("--keep-raw", "--keep-minute", "--keep-hour"), strict=True)
+    )
+    if raw is not None and raw < 120:
+        raise GpuwiseError("--keep-raw must be at least 2m (raw samples are rolled up once a minute)")
+    if minute is not None and minute < 7200:
+        raise GpuwiseError("--keep-minute must be at least 2h (1-min buckets are rolled up once an hour)")
+    return Retention(raw, minute, hour)
+
+
+def _record(
+    interval_s: float,
+    quiet: bool,
+    store_path: Path | None,
+    keep: tuple[str, str, str],
+    host: bool,
+    usd_per_gpu_hour: float | None,
+) -> None:
+    """Sample every ``interval_s`` into the store until Ctrl-C or SIGTERM (each tick its own transaction)."""
+    import signal
+
+    from gpuwise.monitor import recorder
+    from gpuwise.monitor.history_store import HistoryStore
+
+    retention = _retention(keep)
+    sampler = recorder.ResilientSampler()
+    store = HistoryStore.open(store_path)
+    rec = recorder.Recorder(store, interval_s, retention)
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    typer.echo(
+        f"recording {sampler.count} GPUs every {interval_s:g}s to {store.path} (Ctrl-C stops)", err=True
+    )
+    try:
+        if quiet:
+            recorder.run(sampler, rec, interval_s)
+        else:
+            from gpuwise.monitor import live
+
+            live.run(console(), sampler, interval_s, host, usd_per_gpu_hour, on_sample=rec.record)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sampler.close()
+        store.close()
+
+
+@monitor_app.command("report")
+def report(
+    since: Annotated[str, typer.Option("--since", help="The window: the last 90m, 24h, 7d, 2w ...")] = "7d",
+    store: StoreOption = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option("--prometheus", help="Read the history from this Prometheus server instead (a fleet)."),
+    ] = None,
+    usd_per_gpu_hour: UsdPerGpuHour = None,
+    usd_per_kwh: Annotated[
+        float | None,
+        typer.Option("--usd-per-kwh", help="Electricity price (default: US commercial average, EIA 2024)."),
+    ] = None,
+    as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
+) -> None:
+    """FinOps report of the recorded history: busy time, idle GPU-hours and their $, energy, throttling,
+    memory headroom, KPI compliance, per process and user, and the findings (idle GPUs, chronic low busy %,
+    throttling, a smaller GPU)."""
+    import time
+
+    from gpuwise.monitor.finops import analyze
+    from gpuwise.monitor.tiers import parse_duration
+    from gpuwise.report import finops_view
+
+    one_format(as_json, as_markdown)
+    for flag, value in (("--usd-per-gpu-hour", usd_per_gpu_hour), ("--usd-per-kwh", usd_per_kwh)):
+        if value is not None and value < 0:
+            raise GpuwiseError(f"{flag} must be 0 or more (got {value:g})")
+    if prometheus is not None and store is not None:
+        raise GpuwiseError("--prometheus and --store are exclusive: one history source")
+    window = parse_duration(since, "--since")
+    end = time.time()
+    history = (
+        _prometheus_history(prometheus, end - window, end)
+        if prometheus is not None
+        else _local_history(store, end - window, end)
+    )
+    if not history.gpus:
+        raise GpuwiseError(f"no GPU history in the last {since} ({history.origin})")
+    prices = _prices(usd_per_gpu_hour, usd_per_kwh)
+    result = analyze(history, prices)
+    emit(
+        result.to_dict(),
+        "monitor_report",
+        as_json,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: finops_view.document(result),
+    )
+
+
+def _prices(usd_per_gpu_hour: float | None, usd_per_kwh: float | None) -> Prices:
+    from gpuwise.monitor.finops import Prices
+
+    if usd_per_kwh is not None:
+        return Prices(usd_per_gpu_hour, usd_per_kwh, "--usd-per-kwh")
+    from gpuwise.perf.cost import cost_constants
+
+    default = float(cost_constants()["energy"]["usd_per_kwh"])
+    return Prices(usd_per_gpu_hour, default, "EIA Electric Power Monthly, US commercial average 2024")
+
+
+def _local_history(path: Path | None, start: float, end: float) -> History:
+    from gpuwise.monitor.history_read import load_local_history
+    from gpuwise.monitor.history_store import HistoryStore
+
+    store = HistoryStore.open(path, create=False)
+    try:
+        return load_local_history(store, start, end)
+    finally:
+        store.close()
+
+
+def _prometheus_history(url: str, start: float, end: float) -> History:
+    from gpuwise.monitor.history_read import MINUTE_WINDOW_S, RAW_WINDOW_S
+
+    try:
+        from gpuwise.monitor.prometheus_source import (  # type: ignore[import-untyped,unused-ignore]  # written in parallel (issue 15 part B)
+            load_history,
+        )
+    except ImportError as err:
+        if err.name != "gpuwise.monitor.prometheus_source":
+            raise GpuwiseError(f"--prometheus: {err}") from None
+        raise GpuwiseError(
+            "--prometheus needs gpuwise.monitor.prometheus_source, missing from this install"
+        ) from None
+    window = end - start
+    step_s = 15.0 if window <= RAW_WINDOW_S else 60.0 if window <= MINUTE_WINDOW_S else 3600.0
+    return load_history(url, start, end, step_s)

@@ -125,6 +125,15 @@ class Evidence:
     # {"phase", "frame" (innermost user frame, 'file:line function'), "leaf", "pct" (of that gap's samples)}
     host_frames: list[dict[str, Any]] | None = None  # None: not sampled (traces, predictions, old runs)
 
+    # --- a GPU's recorded history (gpuwise monitor report, issue 15) ------------------------------------
+    observed_gpu_hours: float | None = None  # hours the window holds for this GPU (readable or lost)
+    idle_time_pct: float | None = None  # share of those hours with busy % under MONITOR_IDLE_BUSY_PCT
+    idle_usd: float | None = None  # what the idle (and lost) hours cost at the GPU's price
+    busy_in_use_pct: float | None = None  # mean busy % over the hours the GPU was not idle
+    # the cheapest catalog GPU that holds the window's peak memory with TARGET_HEADROOM_PCT to spare:
+    # {"gpu", "memory_gb", "usd_per_gpu_hour", "current_usd_per_gpu_hour", "usd_saved"} (over the window)
+    smaller_gpu: dict[str, Any] | None = None
+
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -32,6 +32,9 @@ FindingId = Literal[
     "kv_cache_dominant",
     "decode_memory_bound",
     "unexplained_host_time",
+    "idle_gpu_hours",
+    "chronic_low_busy",
+    "oversized_gpu",
 ]
 FINDING_IDS: tuple[FindingId, ...] = get_args(FindingId)
 # What a finding is about; the planner orders findings of equal severity by category for each goal.

@@ -1305,3 +1305,110 @@ def decode_memory_bound(ev: Evidence) -> Finding | None:
         source=ev.source,
         tools=("vLLM", "TensorRT-LLM"),
     )
+
+
+# --- recorded history (gpuwise monitor report): what a GPU's weeks cost, not how one step runs ------------
+def _history_hours(ev: Evidence, floor: float) -> float | None:
+    hours = ev.observed_gpu_hours
+    return hours if hours is not None and hours >= floor else None
+
+
+@rule
+def idle_gpu_hours(ev: Evidence) -> Finding | None:
+    hours = _history_hours(ev, T.FINOPS_MIN_GPU_HOURS)
+    idle = ev.idle_time_pct
+    if hours is None or idle is None or idle < T.FINOPS_IDLE_MODERATE_PCT:
+        return None
+    idle_h = hours * idle / 100
+    cost = f" (${ev.idle_usd:,.2f})" if ev.idle_usd is not None else ""
+    return Finding(
+        id="idle_gpu_hours",
+        title="GPUs held idle: the cost of waste",
+        severity="high" if idle >= T.FINOPS_IDLE_HIGH_PCT else "medium",
+        confidence="high",
+        category="hardware",
+        summary=f"Idle (busy < {T.MONITOR_IDLE_BUSY_PCT:.0f} %) {idle:.0f} % of {hours:,.1f} GPU-hours: "
+        f"{idle_h:,.1f} GPU-hours paid for nothing{cost}.",
+        metrics={
+            "observed_gpu_hours": round(hours, 3),
+            "idle_time_pct": round(idle, 2),
+            "idle_gpu_hours": round(idle_h, 3),
+            "idle_usd": None if ev.idle_usd is None else round(ev.idle_usd, 2),
+        },
+        fix=(
+            "Release GPUs between jobs; run data preparation and evaluation as separate stages on CPUs or "
+            "cheaper GPUs; share a lightly used GPU (MIG on A100/H100, MPS or time-slicing) or move to a "
+            "smaller instance."
+        ),
+        fix_snippet="nvidia-smi mig -cgi 19,19,19 -C   # e.g. three 1g slices on an A100 (MIG-capable GPUs)",
+        gain=Gain("cost_pct", idle / 2, idle, "the idle share of the GPU bill, if the hours are released"),
+        source=ev.source,
+        tools=("MIG", "MPS", "Kubernetes GPU time-slicing"),
+    )
+
+
+@rule
+def chronic_low_busy(ev: Evidence) -> Finding | None:
+    hours = _history_hours(ev, T.FINOPS_CHRONIC_MIN_GPU_HOURS)
+    busy = ev.busy_in_use_pct
+    if hours is None or busy is None or busy >= T.FINOPS_CHRONIC_BUSY_PCT:
+        return None
+    return Finding(
+        id="chronic_low_busy",
+        title="Chronically low busy % while in use: fix the pipeline before buying more GPUs",
+        severity="high" if busy < T.LOW_UTIL_MODERATE_PCT else "medium",
+        confidence="medium",  # busy % is an upper bound on how hard the SMs work (NVML utilization.gpu)
+        category="compute",
+        summary=f"While in use over {hours:,.0f} GPU-hours the GPU ran a kernel only {busy:.0f} % of the "
+        "time "
+        f"(KPI {T.FINOPS_CHRONIC_BUSY_PCT:.0f} %): more GPUs would idle the same way.",
+        metrics={"busy_in_use_pct": round(busy, 2), "observed_gpu_hours": round(hours, 3)},
+        fix=(
+            "Profile a typical job (`gpuwise profile -- python train.py`) and fix input, host syncs and "
+            "launch overheads first; add hardware only once busy % passes the KPI."
+        ),
+        gain=Gain(
+            "throughput_x", 1.0, min(3.0, T.FINOPS_CHRONIC_BUSY_PCT / max(busy, 1.0)), "up to the busy KPI"
+        ),
+        source=ev.source,
+        tools=("gpuwise profile", "gpuwise doctor"),
+    )
+
+
+@rule
+def oversized_gpu(ev: Evidence) -> Finding | None:
+    hours = _history_hours(ev, T.FINOPS_MIN_GPU_HOURS)
+    headroom, smaller = ev.memory_headroom_pct, ev.smaller_gpu
+    if hours is None or headroom is None or smaller is None or headroom <= T.FINOPS_OVERSIZED_HEADROOM_PCT:
+        return None
+    peak = (ev.memory_peak_bytes or 0) / GiB
+    saved = float(smaller["usd_saved"])
+    current = float(smaller["current_usd_per_gpu_hour"])
+    return Finding(
+        id="oversized_gpu",
+        title=f"Memory headroom always above {T.FINOPS_OVERSIZED_HEADROOM_PCT:.0f} %: a smaller GPU fits",
+        severity="medium",
+        confidence="medium",  # memory fits; the smaller GPU's speed is the user's call (gpuwise plan)
+        category="hardware",
+        summary=f"Peak memory {peak:.1f} GiB ({headroom:.0f} % free at the peak) over {hours:,.1f} "
+        "GPU-hours; "
+        f"a {smaller['gpu']} ({smaller['memory_gb']:g} GB, ${smaller['usd_per_gpu_hour']:.2f}/h vs "
+        f"${current:.2f}/h) would have saved ${saved:,.2f}.",
+        metrics={
+            "memory_peak_bytes": ev.memory_peak_bytes,
+            "memory_headroom_pct": round(headroom, 2),
+            "smaller_gpu": dict(smaller),
+        },
+        fix=(
+            f"Move this work to {smaller['gpu']} (check its speed with "
+            f"`gpuwise plan --gpu {smaller['gpu']}`), "
+            "or pack more work on this GPU (larger batch, more replicas, MIG slices)."
+        ),
+        gain=Gain(
+            "cost_pct",
+            0.0,
+            100.0 * (1 - float(smaller["usd_per_gpu_hour"]) / current) if current > 0 else 0.0,
+            "the price difference, if the smaller GPU keeps up",
+        ),
+        source=ev.source,
+    )

@@ -259,3 +259,19 @@ BENCH_CPU_MATMUL_PLAUSIBLE_PCT = (2.0, 110.0)
 # these GB/s: one DDR4-1600 channel shared by 12 cores gives ~1, the fastest per-core STREAM figures
 # published (Apple M-series, Sapphire Rapids) are ~30-40.
 BENCH_DRAM_GB_PER_S_PER_CORE = (0.5, 50.0)
+
+# --- finops: `gpuwise monitor report` over a recorded history (issue 15) ---------------------------------
+# History rules read at least this many GPU-hours: an hour holds a few stage changes of a real job, so an
+# idle share over it is a habit, not a moment (the live view already shows moments).
+FINOPS_MIN_GPU_HOURS = 1.0
+# idle_gpu_hours: GPUs idle (busy < MONITOR_IDLE_BUSY_PCT) this share of the hours held: that share of
+# their price buys nothing. Medium from a tenth, high from half (the GPU is mostly a reservation).
+FINOPS_IDLE_MODERATE_PCT = 10.0
+FINOPS_IDLE_HIGH_PCT = 50.0
+# chronic_low_busy: busy under the monitor KPI while in use, over at least a day of GPU-hours (a daily
+# cycle of jobs, not one slow run): fix the pipeline before adding hardware (the plan's fix-first bar).
+FINOPS_CHRONIC_MIN_GPU_HOURS = 24.0
+FINOPS_CHRONIC_BUSY_PCT = MONITOR_BUSY_KPI_PCT
+# oversized_gpu: memory headroom above this share for the whole window (at its peak) - the issue's
+# "headroom always > 50 %" - and a cheaper catalog GPU holds that peak with TARGET_HEADROOM_PCT to spare.
+FINOPS_OVERSIZED_HEADROOM_PCT = 50.0

@@ -12,19 +12,31 @@ import io
 import select
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
 from gpuwise.monitor import kpi
-from gpuwise.monitor.sampler import GpuSampler
+from gpuwise.monitor.sampler import GpuSampler, Snapshot
 from gpuwise.report import monitor_view, terminal
 
+if TYPE_CHECKING:
+    from gpuwise.monitor.recorder import ResilientSampler
 
-def rendered(doc_console: Console, sampler: GpuSampler, host: bool, usd_per_gpu_hour: float | None) -> Text:
+
+def rendered(
+    doc_console: Console,
+    sampler: GpuSampler | ResilientSampler,
+    host: bool,
+    usd_per_gpu_hour: float | None,
+    on_sample: Callable[[Snapshot], None] | None = None,
+) -> Text:
     snap = sampler.sample(host)
+    if on_sample is not None:  # `--record` with the live view: the recorder writes the same sample
+        on_sample(snap)
     found = kpi.verdicts(snap)
     doc = monitor_view.document(snap, found, kpi.cost(snap, found, usd_per_gpu_hour), details=False)
     buffer = io.StringIO()
@@ -67,11 +79,12 @@ def _wait(seconds: float, keys: bool) -> bool:
 
 def run(
     console: Console,
-    sampler: GpuSampler,
+    sampler: GpuSampler | ResilientSampler,
     interval_s: float = 1.0,
     host: bool = False,
     usd_per_gpu_hour: float | None = None,
     refreshes: int | None = None,
+    on_sample: Callable[[Snapshot], None] | None = None,
 ) -> int:
     """Redraw every ``interval_s`` until q, Ctrl-C or ``refreshes`` redraws; returns the redraws made."""
     done = 0
@@ -79,7 +92,7 @@ def run(
         try:
             while refreshes is None or done < refreshes:
                 started = time.monotonic()
-                live.update(rendered(console, sampler, host, usd_per_gpu_hour), refresh=True)
+                live.update(rendered(console, sampler, host, usd_per_gpu_hour, on_sample), refresh=True)
                 done += 1
                 if refreshes is not None and done >= refreshes:
                     break

@@ -25,8 +25,11 @@ class GpuSample:
     memory_total_bytes: int | None = None
     power_w: float | None = None  # mean over the interval
     energy_j: float | None = None  # the GPU's cumulative energy counter at time_unix_s (None: unsupported)
+    # energy used in this interval where the source already diffed the counter (gpuwise's downsampled
+    # tiers); None: the report diffs energy_j itself (monitor/energy.py)
+    energy_delta_j: float | None = None
     temperature_c: float | None = None
-    # throttle (clock-event) reason -> seconds of this interval it was active; names as nvml_sample.REASON_BITS
+    # clock-event (throttle) reason -> seconds of this interval it was active (nvml_sample.REASON_BITS)
     throttle_s: dict[str, float] = field(default_factory=dict)
     lost: bool = False  # the GPU could not be read in this interval
 

@@ -1,0 +1,235 @@
+"""`gpuwise monitor report` as a Document: what the GPUs cost, what was wasted, by whom, and what to do.
+
+Every number says where it came from (the Sources list): busy % is NVML utilization.gpu (time a kernel
+ran, not SM occupancy), energy the NVML counter unless a GPU has none.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gpuwise.monitor.attribution import Usage
+from gpuwise.monitor.finops import BUSY_BINS, HEADROOM_BINS, FinopsReport, GpuFinops
+from gpuwise.report.document import Bullets, Chart, Document, Heading, KeyFigures, Note, Series, Table
+from gpuwise.report.findings import findings_blocks
+from gpuwise.report.units import gib, usd
+
+NA = "n/a"
+MAX_PROCESS_ROWS = 20
+KPI_NAMES = {
+    "busy_at_kpi_while_in_use": "busy ≥ KPI in use",
+    "not_idle": "not idle",
+    "headroom_in_band": "headroom in band",
+    "not_throttled": "not throttled",
+    "readable": "readable",
+}
+
+
+def _h(hours: float | None) -> str:
+    return NA if hours is None else f"{hours:,.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return NA if value is None else f"{value:.0f} %"
+
+
+def _kwh(value: float | None) -> str:
+    return NA if value is None else f"{value:,.2f}"
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+
+
+def _share(hours: float, whole: float) -> str:
+    return f"{hours:,.1f} ({100 * hours / whole:.0f} %)" if whole > 0 else _h(hours)
+
+
+def _gpu_row(g: GpuFinops) -> list[str]:
+    head = (
+        NA
+        if g.memory_peak_bytes is None
+        else f"{gib(g.memory_peak_bytes, 1)} ({_pct(g.headroom_at_peak_pct)})"
+    )
+    return [
+        g.label,
+        g.name.removeprefix("NVIDIA "),
+        _h(g.observed_hours),
+        _pct(g.busy_in_use_pct),
+        _share(g.idle_hours, g.observed_hours),
+        usd(g.idle_usd),
+        _h(g.lost_hours),
+        _kwh(g.energy_kwh),
+        usd(g.energy_usd),
+        head,
+        usd(g.usd),
+    ]
+
+
+def _usage_row(name: str, u: Usage) -> list[str]:
+    return [
+        name,
+        _h(u.gpu_hours),
+        _h(u.busy_gpu_hours),
+        _h(u.idle_gpu_hours),
+        usd(u.idle_usd),
+        _kwh(u.energy_kwh),
+        usd(u.usd),
+    ]
+
+
+def _figures(r: FinopsReport) -> KeyFigures:
+    idle, lost = r.total("idle_hours") or 0.0, r.total("lost_hours") or 0.0
+    items = [
+        ("GPUs", str(len(r.gpus))),
+        ("GPU-hours", _h(r.total("observed_hours"))),
+        ("spent", usd(r.total("usd"))),
+        ("idle GPU-hours", f"{idle:,.1f} ({usd(r.total('idle_usd'))})"),
+        ("energy", f"{_kwh(r.total('energy_kwh'))} kWh ({usd(r.total('energy_usd'))})"),
+        ("findings", str(len(r.findings))),
+    ]
+    if lost:
+        items.insert(4, ("lost GPU-hours", f"{lost:,.1f} ({usd(r.total('lost_usd'))})"))
+    prices = {g.price_source for g in r.gpus}
+    energy = f"energy ${r.prices.usd_per_kwh:.3f}/kWh ({r.prices.kwh_source})"
+    caption = f"GPU price: {'; '.join(sorted(prices))} · {energy}"
+    return KeyFigures(items, caption=caption)
+
+
+def _charts(r: FinopsReport) -> list[Chart]:
+    labels = [g.label for g in r.gpus]
+    busy = Chart(
+        "stacked",
+        "Busy-time distribution (GPU-hours)",
+        labels,
+        [Series(name, [g.busy_hours[name] for g in r.gpus]) for name, _ in BUSY_BINS],
+        y_label="GPU-hours",
+        horizontal=True,
+        description="Hours each GPU spent in each busy-% band; the idle band is the cost of waste.",
+        in_text=False,
+    )
+    points = len(r.gpus[0].timeline_busy_pct) if r.gpus else 0
+    step = (r.end_unix_s - r.start_unix_s) / max(points, 1)
+    timeline = Chart(
+        "line",
+        "Busy % over the window",
+        [_when(r.start_unix_s + (i + 1) * step) for i in range(points)],
+        [Series(g.label, [float("nan") if v is None else v for v in g.timeline_busy_pct]) for g in r.gpus],
+        y_label="busy %",
+        description="Mean busy % of each GPU per slice of the window (gaps: not recorded).",
+        in_text=False,
+    )
+    users = sorted(r.users.items(), key=lambda kv: -(kv[1].idle_usd or 0))
+    idle = Chart(
+        "bar",
+        "Idle $ by user",
+        [name for name, _ in users],
+        [Series("idle $", [u.idle_usd or 0.0 for _, u in users])],
+        y_label="$",
+        horizontal=True,
+        description="What each user's idle-held GPU time cost (attribution rule in docs/monitoring.md).",
+        in_text=False,
+    )
+    return [busy, timeline, idle] if any(u.idle_usd for _, u in users) else [busy, timeline]
+
+
+def document(r: FinopsReport) -> Document:
+    doc = Document(
+        f"gpuwise monitor report — {_when(r.start_unix_s)} to {_when(r.end_unix_s)}",
+        subtitle=f"{r.origin} · busy % = time a kernel ran (NVML utilization.gpu), not SM occupancy",
+    )
+    doc.add(_figures(r))
+    doc.add(
+        Table(
+            [
+                "GPU",
+                "name",
+                "GPU-h",
+                "busy",
+                "idle h",
+                "idle $",
+                "lost h",
+                "kWh",
+                "kWh $",
+                "peak GiB",
+                "spent",
+            ],
+            [_gpu_row(g) for g in r.gpus],
+            align="llrrrrrrrrr",
+            row_styles=["warn" if g.findings else "" for g in r.gpus],
+            flexible=1,
+        )
+    )
+    doc.add(
+        Table(
+            ["GPU", *[name for name, _ in BUSY_BINS]],
+            [[g.label, *[_share(g.busy_hours[n], g.observed_hours) for n, _ in BUSY_BINS]] for g in r.gpus],
+            caption="Busy-time distribution, GPU-hours (share of the window)",
+        ),
+        Table(
+            ["GPU", *[name for name, _ in HEADROOM_BINS]],
+            [
+                [g.label, *[_share(g.headroom_hours[n], g.observed_hours) for n, _ in HEADROOM_BINS]]
+                for g in r.gpus
+            ],
+            caption="Memory headroom distribution, GPU-hours",
+        ),
+    )
+    throttled = [
+        [g.label, reason, _share(h, g.observed_hours)]
+        for g in r.gpus
+        for reason, h in g.throttle_hours.items()
+    ]
+    if throttled:
+        doc.add(
+            Table(
+                ["GPU", "reason", "hours"],
+                throttled,
+                caption="Throttled time by reason (power, thermal, hardware slowdown)",
+            )
+        )
+    doc.add(
+        Table(
+            ["GPU", *KPI_NAMES.values()],
+            [[g.label, *[_pct(g.kpi_pct.get(k)) for k in KPI_NAMES]] for g in r.gpus],
+            caption="KPI compliance: share of the hours each KPI held",
+        )
+    )
+    usage_cols = ["", "GPU-h", "busy GPU-h", "idle GPU-h", "idle $", "kWh", "spent"]
+    users = sorted(r.users.items(), key=lambda kv: -kv[1].gpu_hours)
+    doc.add(
+        Table(
+            ["user", *usage_cols[1:]],
+            [_usage_row(name, u) for name, u in users],
+            caption="By user (a GPU's hours split among its processes by SM share, else memory)",
+        )
+    )
+    procs = sorted(
+        ((g.label, key, g.users.get(key), u) for g in r.gpus for key, u in g.processes.items()),
+        key=lambda row: -row[3].gpu_hours,
+    )
+    doc.add(
+        Table(
+            ["GPU", "process", "user", *usage_cols[1:]],
+            [
+                [label, *_usage_row(key, u)[:1], user or NA, *_usage_row(key, u)[1:]]
+                for label, key, user, u in procs
+            ][:MAX_PROCESS_ROWS],
+            caption="By process"
+            + (f" (top {MAX_PROCESS_ROWS} of {len(procs)})" if len(procs) > MAX_PROCESS_ROWS else ""),
+        )
+    )
+    doc.add(*_charts(r))
+    doc.add(Heading("Findings"))
+    doc.add(*findings_blocks([f for _, f in r.findings], measured=True))
+    doc.add(Heading("Sources"))
+    sources = dict(r.gpus[0].sources) if r.gpus else {}
+    sources.pop("energy_j", None)
+    energy = sorted({f"{g.label}: {g.energy_source} ({g.energy_hours:,.1f} h covered)" for g in r.gpus})
+    doc.add(Bullets([f"{k}: {v}" for k, v in sources.items()] + [f"energy — {e}" for e in energy]))
+    for note in r.notes:
+        doc.add(Note(note))
+    return doc
+
+
+__all__ = ["document"]
