@@ -48,6 +48,11 @@ class ResilientSampler:
         if self._sampler is None:
             return self._all_lost()
         snap = self._sampler.sample(host)
+        if self._known is not None:  # a GPU NVML could not reopen keeps the identity it was recorded under
+            known = {g.index: g for g in self._known.gpus}
+            for g in snap.gpus:
+                if g.lost and not g.uuid and g.index in known:
+                    g.uuid, g.name = known[g.index].uuid, known[g.index].name
         self._known = snap
         return snap
 
