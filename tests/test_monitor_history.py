@@ -73,7 +73,8 @@ def test_tiers_roll_up_raw_into_minutes_and_hours_and_prune_past_retention(tmp_p
     # second hour's first delta crosses the hour's edge from the raw row before it, 360 J
     assert busy[gpu0][5] == pytest.approx(359.0)
     second = store.conn.execute(
-        "SELECT energy_j FROM samples WHERE tier=? AND t_ms=? AND gpu=?", (HOUR, int(T0 * 1000) + 7_200_000, gpu0)
+        "SELECT energy_j FROM samples WHERE tier=? AND t_ms=? AND gpu=?",
+        (HOUR, int(T0 * 1000) + 7_200_000, gpu0),
     ).fetchone()
     assert second == (pytest.approx(360.0),)
     store.close()

@@ -1,0 +1,183 @@
+"""`gpuwise monitor report`: faked NVML scenarios (idle, throttled, no energy counter) recorded through the
+real recorder into real SQLite and reported through the real CLI; the attribution, energy and history
+rules on `History` objects built by hand (the report reads only these types, whoever filled them)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from gpuwise.cli.app import main
+from gpuwise.diagnose.engine import diagnose
+from gpuwise.diagnose.evidence import Evidence
+from gpuwise.monitor.energy import interval_energy_j
+from gpuwise.monitor.finops import Prices, analyze
+from gpuwise.monitor.history_store import HistoryStore
+from gpuwise.monitor.series import GpuSample, GpuSeries, History, ProcessSample, ProcessSeries
+from gpuwise.monitor.tiers import Retention
+from gpuwise.units import GiB
+from test_monitor_history import T0, record, run_cli
+
+PRICES = Prices(2.0, 0.10, "test")
+
+
+def recorded(tmp_path, scenario: str, hours: float = 2.0):
+    """``hours`` of ``scenario`` at one sample per 10 s, recorded so it ends now (the report's window)."""
+    import time
+
+    store = HistoryStore.open(tmp_path / "monitor.sqlite")
+    ticks = int(hours * 360)
+    rec = record(store, scenario, ticks, 10.0, Retention(1800, 30 * 86400, None))
+    shift = time.time() - (T0 + ticks * 10.0)
+    for table in ("samples", "proc_samples"):  # move the recording to end now (keeps every row's spacing)
+        store.conn.execute(
+            f"UPDATE {table} SET t_ms = t_ms + ?", (int(shift * 1000) // 3_600_000 * 3_600_000,)
+        )
+    store.close()
+    return tmp_path / "monitor.sqlite", rec
+
+
+def report_json(capfd, path, *args: str) -> dict:
+    code, out, err = run_cli(
+        capfd, "monitor", "report", "--store", str(path), "--since", "1d", "--json", *args
+    )
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_an_idle_gpu_costs_its_idle_hours_and_the_rule_engine_says_so(tmp_path, capfd):
+    path, _ = recorded(tmp_path, "healthy_and_idle")
+    data = report_json(capfd, path, "--usd-per-gpu-hour", "2", "--usd-per-kwh", "0.1")
+    assert data["kind"] == "monitor_report"
+    busy, idle = data["gpus"]
+    assert idle["idle_hours"] == pytest.approx(2.0, abs=0.01) and idle["idle_usd"] == pytest.approx(
+        4.0, abs=0.03
+    )
+    assert busy["idle_hours"] == 0 and busy["busy_in_use_pct"] == pytest.approx(97.0)
+    assert idle["busy_hours"]["idle < 5 %"] == pytest.approx(2.0, abs=0.01)
+    assert idle["headroom_hours"]["> 50 %"] == pytest.approx(2.0, abs=0.01)
+    assert {f["id"] for f in idle["findings"]} >= {"idle_gpu_hours"}
+    assert not {f["id"] for f in busy["findings"]} & {"idle_gpu_hours", "oversized_gpu"}
+    assert data["totals"]["idle_usd"] == pytest.approx(4.0, abs=0.03)
+    # energy from the counter (the fake's rises 1 J per sample), priced at --usd-per-kwh
+    assert "total-energy counter" in busy["energy_source"]
+    assert busy["energy_kwh"] == pytest.approx((2 * 360 - 1) / 3.6e6, rel=0.01)
+    # who: the busy GPU's hours go to its process, the idle GPU's to "no process"
+    assert [p["process"] for p in busy["processes"]] == ["4242 n/a"]
+    assert idle["processes"][0]["process"] == "no process" and idle["processes"][0][
+        "idle_usd"
+    ] == pytest.approx(4.0, abs=0.03)
+
+
+def test_a_throttled_gpu_has_its_throttled_time_by_reason_and_the_throttling_finding(tmp_path, capfd):
+    path, _ = recorded(tmp_path, "throttled", hours=1.5)
+    data = report_json(capfd, path)
+    (gpu,) = data["gpus"]
+    for reason in ("sw_power_cap", "sw_thermal_slowdown", "hw_thermal_slowdown"):
+        assert gpu["throttle_hours"][reason] == pytest.approx(1.5, abs=0.01)
+    assert gpu["kpi_pct"]["not_throttled"] == pytest.approx(0.0, abs=0.5)
+    assert "throttling" in {f["id"] for f in gpu["findings"]}
+    assert gpu["price_source"].startswith("catalog on-demand")
+
+
+def test_a_gpu_without_an_energy_counter_says_its_energy_came_from_sampled_power(tmp_path, capfd):
+    path, _ = recorded(tmp_path, "unsupported", hours=1.0)
+    (gpu,) = report_json(capfd, path)["gpus"]
+    assert "sampled power" in gpu["energy_source"]
+    assert gpu["energy_kwh"] == pytest.approx(0.342, rel=0.01)  # 342 W for one hour
+    # no catalog entry for this GeForce and no --usd-per-gpu-hour: no dollars, and the report says why
+    assert gpu["catalog_id"] is None and gpu["usd"] is None and "--usd-per-gpu-hour" in gpu["price_source"]
+
+
+def test_terminal_markdown_and_html_views(tmp_path, capfd):
+    path, _ = recorded(tmp_path, "healthy_and_idle", hours=1.0)
+    code, out, _ = run_cli(capfd, "monitor", "report", "--store", str(path), "--since", "1d")
+    assert (
+        code == 0 and "idle GPU-hours" in out and "idle_gpu_hours" in out and "Busy-time distribution" in out
+    )
+    code, out, _ = run_cli(capfd, "monitor", "report", "--store", str(path), "--markdown")
+    assert code == 0 and "| GPU |" in out and "KPI compliance" in out
+    html = tmp_path / "report.html"
+    code, _, err = run_cli(capfd, "monitor", "report", "--store", str(path), "--html", str(html))
+    assert code == 0 and "HTML report written" in err
+    text = html.read_text()
+    assert "<svg" in text and "Busy % over the window" in text and "<script" not in text
+
+
+def test_prometheus_without_its_loader_is_one_line(capfd, monkeypatch):
+    monkeypatch.setitem(sys.modules, "gpuwise.monitor.prometheus_source", None)
+    code, out, err = run_cli(capfd, "monitor", "report", "--prometheus", "http://127.0.0.1:9")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "prometheus_source" in err
+
+
+def _series(hours: float, busy: float, step_s: float = 60.0, **extra) -> GpuSeries:
+    n = int(hours * 3600 / step_s)
+    samples = [
+        GpuSample(T0 + (i + 1) * step_s, step_s, busy_pct=busy, memory_used_bytes=10 * GiB,
+                  memory_total_bytes=80 * GiB, energy_j=1000.0 + 300 * step_s * i)
+        for i in range(n)
+    ]  # fmt: skip
+    return GpuSeries("h", 0, "GPU-x", "NVIDIA A100-SXM4-80GB", samples, **extra)
+
+
+def _history(*series: GpuSeries) -> History:
+    return History(T0, T0 + 48 * 3600, list(series), "test")
+
+
+def test_a_day_of_low_busy_is_chronic_and_asks_for_pipeline_fixes_before_hardware():
+    report = analyze(_history(_series(48, busy=40.0)), PRICES)
+    ids = {f.id for f in report.gpus[0].findings}
+    assert "chronic_low_busy" in ids and "idle_gpu_hours" not in ids
+    assert "oversized_gpu" in ids  # 10 of 80 GiB at the peak: a cheaper, smaller GPU holds it
+    smaller = next(f for f in report.gpus[0].findings if f.id == "oversized_gpu").metrics["smaller_gpu"]
+    assert smaller["usd_per_gpu_hour"] < 2.0 and smaller["usd_saved"] == pytest.approx(
+        (2.0 - smaller["usd_per_gpu_hour"]) * 48, rel=1e-6
+    )
+    short = analyze(_history(_series(6, busy=40.0)), PRICES)
+    assert "chronic_low_busy" not in {f.id for f in short.gpus[0].findings}  # a slow afternoon is not a habit
+
+
+def test_history_rules_fire_only_on_their_own_fields():
+    assert diagnose(Evidence(source="telemetry", idle_time_pct=90.0)) == []  # no hours: no verdict
+    found = diagnose(Evidence(source="telemetry", idle_time_pct=60.0, observed_gpu_hours=10, idle_usd=12.0))
+    assert [f.id for f in found] == ["idle_gpu_hours"] and found[0].severity == "high"
+    assert "$12.00" in found[0].summary and "MIG" in found[0].fix
+
+
+def test_processes_share_a_gpu_by_sm_share_and_users_sum_their_processes():
+    base = _series(1, busy=50.0)
+    times = [s.time_unix_s for s in base.samples]
+    a = ProcessSeries(1, "alice", "train", [ProcessSample(t, 60.0, 8 * GiB, 75.0) for t in times])
+    b = ProcessSeries(2, "bob", "eval", [ProcessSample(t, 60.0, 2 * GiB, 25.0) for t in times])
+    c = ProcessSeries(3, "alice", "notebook", [ProcessSample(t, 60.0, 1 * GiB, None) for t in times[:30]])
+    series = GpuSeries("h", 0, "GPU-x", base.name, base.samples, [a, b])
+    report = analyze(_history(series), PRICES)
+    procs = report.gpus[0].processes
+    assert procs["1 train"].gpu_hours == pytest.approx(0.75) and procs["2 eval"].gpu_hours == pytest.approx(
+        0.25
+    )
+    assert procs["1 train"].busy_gpu_hours == pytest.approx(0.375) and procs["1 train"].usd == pytest.approx(
+        1.5
+    )
+    # a process without an SM share: the interval is split by memory held instead
+    series = GpuSeries("h", 0, "GPU-x", base.name, base.samples, [a, c])
+    procs = analyze(_history(series), PRICES).gpus[0].processes
+    assert procs["3 notebook"].gpu_hours == pytest.approx(0.5 * 1 / 9)
+    users = analyze(_history(series), PRICES).users
+    assert users["alice"].gpu_hours == pytest.approx(1.0)
+
+
+def test_energy_skips_a_counter_reset_and_a_gap_instead_of_guessing():
+    s = [
+        GpuSample(T0 + 1, 1, energy_j=100.0),
+        GpuSample(T0 + 2, 1, energy_j=400.0),
+        GpuSample(T0 + 3, 1, energy_j=5.0),  # driver reload: the counter restarted
+        GpuSample(T0 + 4, 1, energy_j=305.0),
+        GpuSample(T0 + 5, 1, lost=True),
+        GpuSample(T0 + 6, 1, energy_j=900.0),
+        GpuSample(T0 + 60, 1, energy_j=950.0),  # the recorder was stopped in between
+        GpuSample(T0 + 120, 60, energy_j=None, energy_delta_j=42.0),  # a tier's own delta
+    ]
+    assert interval_energy_j(s) == [None, 300.0, None, 300.0, None, None, None, 42.0]
