@@ -12,10 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_nvml import fake_nvml  # noqa: E402
-
-from gpuwise.monitor import recorder  # noqa: E402
-from gpuwise.monitor.history_store import HistoryStore  # noqa: E402
+from fake_nvml import fake_nvml
+from gpuwise.monitor import recorder
+from gpuwise.monitor.history_store import HistoryStore
 
 
 def main() -> None:

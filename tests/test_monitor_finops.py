@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-from gpuwise.cli.app import main
 from gpuwise.diagnose.engine import diagnose
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.monitor.energy import interval_energy_j

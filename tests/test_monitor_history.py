@@ -4,6 +4,7 @@ from faked NVML (tests/fake_nvml.py: no GPU here) through the real sampler and r
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sqlite3
@@ -87,7 +88,7 @@ def test_a_report_window_reads_each_span_once_across_pruned_tiers(tmp_path):
     pieces = plan(store, lo, hi, RAW)
     assert [p[0] for p in pieces] == [HOUR, MINUTE, RAW]
     assert pieces[0][1] == lo and pieces[-1][2] == hi
-    assert all(a[2] == b[1] for a, b in zip(pieces, pieces[1:], strict=False))  # contiguous, no overlap
+    assert all(a[2] == b[1] for a, b in itertools.pairwise(pieces))  # contiguous, no overlap
     history = load_local_history(store, T0, T0 + 3 * 3600)
     for series in history.gpus:
         assert sum(s.interval_s for s in series.samples) == pytest.approx(3 * 3600)
