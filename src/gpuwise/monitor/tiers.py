@@ -28,6 +28,7 @@ TIER_NAMES = {RAW: "raw", MINUTE: "1-min", HOUR: "1-h"}
 MAX_BUCKETS_PER_STEP = 5
 PRUNE_SLICE_S = 3600
 GRACE_MS = 2_000  # a bucket is complete this long after its end (the last tick of it has been written)
+PRUNE_EVERY_MS = 10_000  # retention is checked this often (of sample time), not at every tick
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -62,19 +63,29 @@ class Downsampler:
     def __init__(self, store: HistoryStore, retention: Retention) -> None:
         self.store = store
         self.retention = retention
+        self._rolled: dict[int, int | None] = {}
+        self._next_prune_ms = 0
 
     def step(self, now_ms: int) -> int:
         """One bounded round (the recorder calls it after each tick); returns buckets written."""
         written = 0
         for tier in (MINUTE, HOUR):
             written += self._roll(tier, now_ms)
-        for tier in (RAW, MINUTE, HOUR):
-            self._prune(tier, now_ms)
+        if now_ms >= self._next_prune_ms:
+            self._next_prune_ms = now_ms + PRUNE_EVERY_MS
+            for tier in (RAW, MINUTE, HOUR):
+                self._prune(tier, now_ms)
         return written
 
     def rolled_until_ms(self, tier: int) -> int | None:
-        value = self.store.meta(_rolled_key(tier))
-        return None if value is None else int(value)
+        if tier not in self._rolled:
+            value = self.store.meta(_rolled_key(tier))
+            self._rolled[tier] = None if value is None else int(value)
+        return self._rolled[tier]
+
+    def _set_rolled(self, tier: int, until_ms: int) -> None:
+        self.store.set_meta(_rolled_key(tier), str(until_ms))
+        self._rolled[tier] = until_ms
 
     def _roll(self, tier: int, now_ms: int) -> int:
         bucket, conn = BUCKET_MS[tier], self.store.conn
@@ -103,12 +114,13 @@ class Downsampler:
                 done = end
                 self.store.set_meta(_rolled_key(tier), str(done))
                 conn.execute("COMMIT")
+                self._rolled[tier] = done
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             written += 1
         if skipped:
-            self.store.set_meta(_rolled_key(tier), str(done))
+            self._set_rolled(tier, done)
         return written
 
     def _aggregate(self, tier: int, start: int, end: int) -> None:
