@@ -188,7 +188,8 @@ class HistoryStore:
     def time_range_ms(self, tier: int) -> tuple[int, int] | None:
         # two subqueries: SQLite answers a lone min() or max() from the key, both together by a scan
         row = self.conn.execute(
-            "SELECT (SELECT min(t_ms) FROM samples WHERE tier=?), (SELECT max(t_ms) FROM samples WHERE tier=?)",
+            "SELECT (SELECT min(t_ms) FROM samples WHERE tier=?), "
+            "(SELECT max(t_ms) FROM samples WHERE tier=?)",
             (tier, tier),
         ).fetchone()
         return None if row[0] is None else (int(row[0]), int(row[1]))
