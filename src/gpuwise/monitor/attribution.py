@@ -65,26 +65,36 @@ def _weights(present: list[tuple[str, ProcessSample]]) -> dict[str, float]:
     return {k: v / total for k, v in raw.items()}
 
 
+def _key_ms(t: float) -> int:
+    return int(t * 1000 + 0.5)
+
+
 def attribute(
     series: GpuSeries, energy_j: list[float | None], idle: list[bool]
 ) -> tuple[dict[str, Usage], dict[str, str | None]]:
     """Per process key ('pid name'), its usage of this GPU; and each key's user."""
-    at: dict[float, list[tuple[str, ProcessSample]]] = defaultdict(list)
+    at: dict[int, list[tuple[str, ProcessSample]]] = defaultdict(list)
     users: dict[str, str | None] = {}
     for proc in series.processes:
         key = f"{proc.pid} {proc.name or 'n/a'}"
         users[key] = proc.user
         for ps in proc.samples:
-            at[round(ps.time_unix_s, 3)].append((key, ps))
+            at[_key_ms(ps.time_unix_s)].append((key, ps))
     out: dict[str, Usage] = defaultdict(Usage)
+    nobody: list[tuple[str, float, int | None]] = [(NO_PROCESS, 1.0, None)]
     for sample, energy, is_idle in zip(series.samples, energy_j, idle, strict=True):
         if sample.lost:
             continue
-        present = at.get(round(sample.time_unix_s, 3), [])
-        shares = _weights(present) if present else {NO_PROCESS: 1.0}
-        memory = {k: p.gpu_memory_bytes for k, p in present}
-        for key, share in shares.items():
-            _charge(out[key], sample, share, energy, is_idle, memory.get(key))
+        present = at.get(_key_ms(sample.time_unix_s))
+        if not present:
+            shares = nobody
+        elif len(present) == 1:
+            shares = [(present[0][0], 1.0, present[0][1].gpu_memory_bytes)]
+        else:
+            weights = _weights(present)
+            shares = [(k, weights[k], p.gpu_memory_bytes) for k, p in present]
+        for key, share, memory in shares:
+            _charge(out[key], sample, share, energy, is_idle, memory)
     users[NO_PROCESS] = None
     return dict(out), users
 

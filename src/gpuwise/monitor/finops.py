@@ -19,20 +19,33 @@ from gpuwise.monitor.attribution import Usage, attribute, by_user
 from gpuwise.monitor.energy import interval_energy_j
 from gpuwise.monitor.kpi import SLOWING_REASONS, catalog_id
 from gpuwise.monitor.right_size import smaller_gpu
-from gpuwise.monitor.series import GpuSample, GpuSeries, History
+from gpuwise.monitor.series import GpuSeries, History
+from gpuwise.monitor.tally import BUSY_EDGES, HEADROOM_EDGES, Tally, tally
 
 TIMELINE_POINTS = 48
-BUSY_BINS = (  # label, lower edge (%), from the monitor KPIs
-    (f"idle < {T.MONITOR_IDLE_BUSY_PCT:g} %", 0.0),
-    (f"{T.MONITOR_IDLE_BUSY_PCT:g}–{T.LOW_UTIL_MODERATE_PCT:g} %", T.MONITOR_IDLE_BUSY_PCT),
-    (f"{T.LOW_UTIL_MODERATE_PCT:g}–{T.MONITOR_BUSY_KPI_PCT:g} %", T.LOW_UTIL_MODERATE_PCT),
-    (f"≥ {T.MONITOR_BUSY_KPI_PCT:g} % (KPI)", T.MONITOR_BUSY_KPI_PCT),
+BUSY_BINS = tuple(  # (label, lower edge %): the bands of tally.BUSY_EDGES
+    zip(
+        (
+            f"idle < {T.MONITOR_IDLE_BUSY_PCT:g} %",
+            f"{T.MONITOR_IDLE_BUSY_PCT:g}–{T.LOW_UTIL_MODERATE_PCT:g} %",
+            f"{T.LOW_UTIL_MODERATE_PCT:g}–{T.MONITOR_BUSY_KPI_PCT:g} %",
+            f"≥ {T.MONITOR_BUSY_KPI_PCT:g} % (KPI)",
+        ),
+        BUSY_EDGES,
+        strict=True,
+    )
 )
-HEADROOM_BINS = (
-    (f"< {T.MONITOR_HEADROOM_LOW_PCT:g} % (OOM risk)", -1e9),
-    (f"{T.MONITOR_HEADROOM_LOW_PCT:g}–{T.MONITOR_HEADROOM_HIGH_PCT:g} % (KPI)", T.MONITOR_HEADROOM_LOW_PCT),
-    (f"{T.MONITOR_HEADROOM_HIGH_PCT:g}–{T.FINOPS_OVERSIZED_HEADROOM_PCT:g} %", T.MONITOR_HEADROOM_HIGH_PCT),
-    (f"> {T.FINOPS_OVERSIZED_HEADROOM_PCT:g} %", T.FINOPS_OVERSIZED_HEADROOM_PCT),
+HEADROOM_BINS = tuple(
+    zip(
+        (
+            f"< {T.MONITOR_HEADROOM_LOW_PCT:g} % (OOM risk)",
+            f"{T.MONITOR_HEADROOM_LOW_PCT:g}–{T.MONITOR_HEADROOM_HIGH_PCT:g} % (KPI)",
+            f"{T.MONITOR_HEADROOM_HIGH_PCT:g}–{T.FINOPS_OVERSIZED_HEADROOM_PCT:g} %",
+            f"> {T.FINOPS_OVERSIZED_HEADROOM_PCT:g} %",
+        ),
+        HEADROOM_EDGES,
+        strict=True,
+    )
 )
 
 
@@ -123,23 +136,6 @@ class FinopsReport:
         }
 
 
-def _bin(value: float, bins: tuple[tuple[str, float], ...]) -> str:
-    label = bins[0][0]
-    for name, lower in bins:
-        if value >= lower:
-            label = name
-    return label
-
-
-def _hours(s: GpuSample) -> float:
-    return s.interval_s / 3600
-
-
-def _slowed_s(s: GpuSample) -> float:
-    """Seconds of the interval some slowing reason was active (reasons overlap: the longest one)."""
-    return min(s.interval_s, max((v for k, v in s.throttle_s.items() if k in SLOWING_REASONS), default=0.0))
-
-
 def _price(name: str, prices: Prices) -> tuple[str | None, float | None, str]:
     gpu_id = catalog_id(name)
     if prices.usd_per_gpu_hour is not None:
@@ -155,15 +151,20 @@ def _price(name: str, prices: Prices) -> tuple[str | None, float | None, str]:
 
 
 def _energy(series: GpuSeries, deltas: list[float | None]) -> tuple[float | None, float, str]:
-    known = [(s, d) for s, d in zip(series.samples, deltas, strict=True) if d is not None]
-    if known:
+    joules = seconds = 0.0
+    for sample, delta in zip(series.samples, deltas, strict=True):
+        if delta is not None:
+            joules += delta
+            seconds += sample.interval_s
+    if seconds:
         source = series.sources.get("energy_j") or "NVML total-energy counter deltas"
-        return sum(d for _, d in known) / 3.6e6, sum(_hours(s) for s, _ in known), source
+        return joules / 3.6e6, seconds / 3600, source
     powered = [s for s in series.samples if s.power_w is not None and not s.lost]
     if not powered:
         return None, 0.0, "n/a: no energy counter and no power readings"
     kwh = sum((s.power_w or 0.0) * s.interval_s for s in powered) / 3.6e6
-    return kwh, sum(_hours(s) for s in powered), "sampled power × time (this GPU has no energy counter)"
+    hours = sum(s.interval_s for s in powered) / 3600
+    return kwh, hours, "sampled power × time (this GPU has no energy counter)"
 
 
 def _timeline(series: GpuSeries, start: float, end: float) -> list[float | None]:
@@ -179,104 +180,63 @@ def _timeline(series: GpuSeries, start: float, end: float) -> list[float | None]
 
 
 def analyze_gpu(series: GpuSeries, history: History, prices: Prices) -> GpuFinops:
-    samples = series.samples
-    readable = [s for s in samples if not s.lost]
-    lost_h = sum(_hours(s) for s in samples if s.lost)
-    observed = sum(_hours(s) for s in samples)
-    busy_known = [s for s in readable if s.busy_pct is not None]
-    idle_flags = [
-        not s.lost and s.busy_pct is not None and s.busy_pct < T.MONITOR_IDLE_BUSY_PCT for s in samples
-    ]
-    idle_h = sum(_hours(s) for s, idle in zip(samples, idle_flags, strict=True) if idle)
-    busy_h = {label: 0.0 for label, _ in BUSY_BINS}
-    for s in busy_known:
-        busy_h[_bin(s.busy_pct or 0.0, BUSY_BINS)] += _hours(s)
-    known_h = sum(_hours(s) for s in busy_known)
-    in_use = [s for s in busy_known if (s.busy_pct or 0.0) >= T.MONITOR_IDLE_BUSY_PCT]
-    in_use_h = sum(_hours(s) for s in in_use)
-    total = next((s.memory_total_bytes for s in readable if s.memory_total_bytes), None)
-    used = [s for s in readable if s.memory_used_bytes is not None]
-    peak = max((s.memory_used_bytes or 0 for s in used), default=None)
-    head_h = {label: 0.0 for label, _ in HEADROOM_BINS}
-    in_band = 0.0
-    if total:
-        for s in used:
-            headroom = 100 * (1 - (s.memory_used_bytes or 0) / total)
-            head_h[_bin(headroom, HEADROOM_BINS)] += _hours(s)
-            in_band += (
-                _hours(s) if T.MONITOR_HEADROOM_LOW_PCT <= headroom <= T.MONITOR_HEADROOM_HIGH_PCT else 0
-            )
-    throttle: dict[str, float] = {}
-    for s in readable:
-        for reason, seconds in s.throttle_s.items():
-            throttle[reason] = throttle.get(reason, 0.0) + seconds / 3600
-    read_h = sum(_hours(s) for s in readable)
-    slowed_h = sum(_slowed_s(s) for s in readable) / 3600
-    deltas = interval_energy_j(samples)
+    t = tally(series.samples)
+    deltas = interval_energy_j(series.samples)
     kwh, energy_h, energy_source = _energy(series, deltas)
     gpu_id, usd_h, price_source = _price(series.name, prices)
-    busy_at_kpi = sum(_hours(s) for s in in_use if (s.busy_pct or 0) >= T.MONITOR_BUSY_KPI_PCT)
-    processes, users = attribute(series, deltas, idle_flags)
+    processes, users = attribute(series, deltas, t.idle)
     for usage in processes.values():
         usage.priced(usd_h)
+    total, peak = t.memory_total_bytes, t.memory_peak_bytes
     gpu = GpuFinops(
         hostname=series.hostname,
         gpu_index=series.gpu_index,
         uuid=series.uuid,
         name=series.name,
         catalog_id=gpu_id,
-        observed_hours=observed,
-        lost_hours=lost_h,
-        idle_hours=idle_h,
-        busy_mean_pct=_mean_busy(busy_known),
-        busy_in_use_pct=_mean_busy(in_use),
-        busy_hours=busy_h,
-        headroom_hours=head_h,
+        observed_hours=t.observed_h,
+        lost_hours=t.lost_h,
+        idle_hours=t.idle_h,
+        busy_mean_pct=t.busy_mean(),
+        busy_in_use_pct=t.busy_in_use(),
+        busy_hours={label: h for (label, _), h in zip(BUSY_BINS, t.busy_bands_h, strict=True)},
+        headroom_hours={label: h for (label, _), h in zip(HEADROOM_BINS, t.headroom_bands_h, strict=True)},
         memory_peak_bytes=peak,
         memory_total_bytes=total,
         headroom_at_peak_pct=None if not total or peak is None else 100 * (1 - peak / total),
-        throttle_hours=dict(sorted(throttle.items(), key=lambda kv: -kv[1])),
+        throttle_hours=dict(sorted(t.throttle_h.items(), key=lambda kv: -kv[1])),
         energy_kwh=kwh,
         energy_hours=energy_h,
         energy_source=energy_source,
         energy_usd=None if kwh is None else kwh * prices.usd_per_kwh,
         usd_per_gpu_hour=usd_h,
         price_source=price_source,
-        usd=None if usd_h is None else observed * usd_h,
-        idle_usd=None if usd_h is None else idle_h * usd_h,
-        lost_usd=None if usd_h is None else lost_h * usd_h,
+        usd=None if usd_h is None else t.observed_h * usd_h,
+        idle_usd=None if usd_h is None else t.idle_h * usd_h,
+        lost_usd=None if usd_h is None else t.lost_h * usd_h,
         kpi_pct={
-            "busy_at_kpi_while_in_use": _pct(busy_at_kpi, in_use_h),
-            "not_idle": _pct(known_h - idle_h, known_h),
-            "headroom_in_band": _pct(in_band, sum(_hours(s) for s in used)) if total else None,
-            "not_throttled": _pct(read_h - slowed_h, read_h),
-            "readable": _pct(read_h, observed),
+            "busy_at_kpi_while_in_use": _pct(t.at_kpi_h, t.in_use_h),
+            "not_idle": _pct(t.busy_known_h - t.idle_h, t.busy_known_h),
+            "headroom_in_band": _pct(t.headroom_in_band_h, t.memory_known_h) if total else None,
+            "not_throttled": _pct(t.read_h - t.slowed_h, t.read_h),
+            "readable": _pct(t.read_h, t.observed_h),
         },
         timeline_busy_pct=_timeline(series, history.start_unix_s, history.end_unix_s),
         processes=processes,
         users=users,
         sources=dict(series.sources),
     )
-    gpu.findings = diagnose(_evidence(gpu, readable))
+    gpu.findings = diagnose(_evidence(gpu, t))
     return gpu
-
-
-def _mean_busy(samples: list[GpuSample]) -> float | None:
-    weight = sum(s.interval_s for s in samples)
-    return None if not weight else sum((s.busy_pct or 0.0) * s.interval_s for s in samples) / weight
 
 
 def _pct(part: float, whole: float) -> float | None:
     return None if whole <= 0 else 100 * part / whole
 
 
-def _evidence(g: GpuFinops, readable: list[GpuSample]) -> Evidence:
-    read_h = sum(_hours(s) for s in readable)
-    temps = [s.temperature_c for s in readable if s.temperature_c is not None]
-    powered = [s for s in readable if s.power_w is not None]
-    power = sum((s.power_w or 0) * s.interval_s for s in powered) / max(
-        sum(s.interval_s for s in powered), 1e-9
-    )
+def _evidence(g: GpuFinops, t: Tally) -> Evidence:
+    slowing = {k: h for k, h in g.throttle_hours.items() if k in SLOWING_REASONS}
+    throttle = {k: 100 * h / t.read_h for k, h in slowing.items()} if t.read_h else {}
     return Evidence(
         source="telemetry",
         label=f"{g.label} history",
@@ -284,11 +244,9 @@ def _evidence(g: GpuFinops, readable: list[GpuSample]) -> Evidence:
         gpu=g.catalog_id or g.name,
         memory_capacity_bytes=g.memory_total_bytes,
         memory_peak_bytes=g.memory_peak_bytes,
-        throttle_pct={
-            k: 100 * h / read_h for k, h in g.throttle_hours.items() if k in SLOWING_REASONS and read_h
-        },
-        temperature_c_max=max(temps) if temps else None,
-        power_w_mean=power if powered else None,
+        throttle_pct=throttle,
+        temperature_c_max=t.temperature_max_c,
+        power_w_mean=t.power_sum / t.power_s if t.power_s else None,
         observed_gpu_hours=g.observed_hours,
         idle_time_pct=_pct(g.idle_hours, g.observed_hours),
         idle_usd=g.idle_usd,

@@ -1,9 +1,11 @@
 """The local store as a `History` (the same types `prometheus_source.load_history` fills).
 
 One resolution per window, the coarsest that keeps a report honest and fast: raw samples up to
-`RAW_WINDOW_S`, 1-min buckets up to `MINUTE_WINDOW_S`, 1-h beyond. Where that tier has been pruned the next
-coarser one fills in before it, and the finer one after its last completed bucket (the minute in progress),
-each piece cut at a bucket edge so no time counts twice.
+`RAW_WINDOW_S`, 1-min buckets up to `MINUTE_WINDOW_S` (so `--since 7d` reads minutes), 1-h beyond: the
+unit clouds bill by, and a month of minutes for 8 GPUs would be 700,000 Python objects (~10 s on a loaded
+core). Where that tier has been pruned the next coarser one fills in before it, and the finer one after
+its last completed bucket (the minute in progress), each piece cut at a bucket edge so no time counts
+twice.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from gpuwise.monitor.series import GpuSample, GpuSeries, History, ProcessSample,
 from gpuwise.monitor.tiers import BUCKET_MS, HOUR, MINUTE, RAW, TIER_NAMES
 
 RAW_WINDOW_S = 6 * 3600
-MINUTE_WINDOW_S = 45 * 86400
+MINUTE_WINDOW_S = 8 * 86400
 ORDER = (HOUR, MINUTE, RAW)  # coarse to fine
 SOURCES = {
     "busy_pct": "NVML utilization.gpu (busy: a kernel ran; not SM occupancy)",
@@ -90,6 +92,7 @@ def load_local_history(store: HistoryStore, start_unix_s: float, end_unix_s: flo
     tier = main_tier(end_unix_s - start_unix_s)
     pieces = plan(store, lo, hi, tier)
     gpus = store.gpus()
+    totals = {g.id: g.memory_total_bytes for g in gpus}
     samples: dict[int, list[GpuSample]] = defaultdict(list)
     proc_samples: dict[tuple[int, int], list[ProcessSample]] = defaultdict(list)
     for t, a, b in pieces:
@@ -98,7 +101,7 @@ def load_local_history(store: HistoryStore, start_unix_s: float, end_unix_s: flo
             "reasons, throttle FROM samples WHERE tier=? AND t_ms > ? AND t_ms <= ? ORDER BY t_ms",
             (t, a, b),
         ):
-            samples[row[1]].extend(_samples(row, t))
+            samples[row[1]].extend(_samples(row, t, totals.get(row[1])))
         for row in store.conn.execute(
             "SELECT t_ms, gpu, proc, read_ms, mem_mib, sm_pct FROM proc_samples WHERE tier=? AND t_ms > ? "
             "AND t_ms <= ? ORDER BY t_ms",
@@ -119,18 +122,7 @@ def load_local_history(store: HistoryStore, start_unix_s: float, end_unix_s: flo
         sources = dict(SOURCES)
         if not g.energy_counter:
             sources["energy_j"] = "not available: NVML has no total-energy counter on this GPU"
-        total = g.memory_total_bytes
-        series.append(
-            GpuSeries(
-                g.hostname,
-                g.gpu_index,
-                g.uuid,
-                g.name,
-                [s if s.lost else _with_total(s, total) for s in samples[g.id]],
-                processes,
-                sources,
-            )
-        )
+        series.append(GpuSeries(g.hostname, g.gpu_index, g.uuid, g.name, samples[g.id], processes, sources))
     names = ", ".join(f"{TIER_NAMES[t]} {(b - a) / 3.6e6:.1f} h" for t, a, b in pieces) or "no data"
     return History(
         start_unix_s,
@@ -141,13 +133,7 @@ def load_local_history(store: HistoryStore, start_unix_s: float, end_unix_s: flo
     )
 
 
-def _with_total(s: GpuSample, total: int | None) -> GpuSample:
-    if total is None:
-        return s
-    return GpuSample(**{**s.__dict__, "memory_total_bytes": total})
-
-
-def _samples(row: tuple, tier: int) -> list[GpuSample]:
+def _samples(row: tuple, tier: int, total: int | None) -> list[GpuSample]:
     t_ms, _, read_ms, lost_ms, busy, mem, power, counter, energy, temp, reasons, throttle = row
     out = []
     t = t_ms / 1000
@@ -164,6 +150,7 @@ def _samples(row: tuple, tier: int) -> list[GpuSample]:
                 read_ms / 1000,
                 busy_pct=busy,
                 memory_used_bytes=None if mem is None else mem * MIB,
+                memory_total_bytes=total,
                 power_w=None if power is None else power / 1000,
                 energy_j=None if counter is None else counter / 1000,
                 energy_delta_j=energy,
