@@ -94,6 +94,10 @@ def test_a_report_window_reads_each_span_once_across_pruned_tiers(tmp_path):
         assert sum(s.interval_s for s in series.samples) == pytest.approx(3 * 3600)
     energy = [e for e in interval_energy_j(history.gpus[0].samples) if e is not None]
     assert sum(energy) == pytest.approx(3 * 360 - 1)  # every delta once; the very first sample has none
+    # a window over 8 days reads hours first, then the minutes and raw samples after the last full hour
+    long = load_local_history(store, T0 - 9 * 86400, T0 + 3 * 3600)
+    assert long.notes[0].startswith("read at 1-h resolution")
+    assert sum(s.interval_s for s in long.gpus[0].samples) == pytest.approx(3 * 3600)
 
 
 def test_a_gpu_lost_mid_run_is_lost_time_and_is_read_again_when_it_returns(tmp_path):
