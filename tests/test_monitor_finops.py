@@ -180,3 +180,12 @@ def test_energy_skips_a_counter_reset_and_a_gap_instead_of_guessing():
         GpuSample(T0 + 120, 60, energy_j=None, energy_delta_j=42.0),  # a tier's own delta
     ]
     assert interval_energy_j(s) == [None, 300.0, None, 300.0, None, None, None, 42.0]
+
+
+def test_a_process_present_part_of_a_bucket_is_charged_that_part_only():
+    hour = GpuSample(T0 + 3600, 3600.0, busy_pct=50.0, memory_used_bytes=GiB, memory_total_bytes=80 * GiB)
+    job = ProcessSeries(7, "dana", "train", [ProcessSample(T0 + 3600, 900.0, GiB, 90.0)])  # 15 min of 60
+    series = GpuSeries("h", 0, "GPU-x", "NVIDIA A100-SXM4-80GB", [hour], [job])
+    procs = analyze(_history(series), PRICES).gpus[0].processes
+    assert procs["7 train"].gpu_hours == pytest.approx(0.25)
+    assert procs["no process"].gpu_hours == pytest.approx(0.75)

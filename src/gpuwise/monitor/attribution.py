@@ -4,7 +4,8 @@ The rule (docs/monitoring.md): in every interval of a GPU's history, the process
 GPU-hours, busy hours, idle hours, energy and dollars — by their SM share when NVML gave one for every
 process there, else by GPU memory held, else equally. A process that holds memory on an idle GPU is
 charged that idle time: it is what keeps the GPU from being released. Hours with no process are
-"no process". A user's figures are the sum of their processes' (user "n/a" when psutil could not see it).
+"no process". In a 1-min or 1-h bucket the processes share the time the longest-present one was there
+(a job that ended mid-hour leaves the rest to "no process"). A user's figures are the sum of their processes' (user "n/a" when psutil could not see it).
 """
 
 from __future__ import annotations
@@ -88,11 +89,17 @@ def attribute(
         present = at.get(_key_ms(sample.time_unix_s))
         if not present:
             shares = nobody
-        elif len(present) == 1:
-            shares = [(present[0][0], 1.0, present[0][1].gpu_memory_bytes)]
         else:
-            weights = _weights(present)
-            shares = [(k, weights[k], p.gpu_memory_bytes) for k, p in present]
+            # a bucket's processes may have been there only part of it (a job that ended mid-hour): they
+            # share the time the longest-present one was there, "no process" the rest
+            covered = min(1.0, max(p.interval_s for _, p in present) / sample.interval_s)
+            if len(present) == 1:
+                shares = [(present[0][0], covered, present[0][1].gpu_memory_bytes)]
+            else:
+                weights = _weights(present)
+                shares = [(k, weights[k] * covered, p.gpu_memory_bytes) for k, p in present]
+            if covered < 1.0:
+                shares.append((NO_PROCESS, 1.0 - covered, None))
         for key, share, memory in shares:
             _charge(out[key], sample, share, energy, is_idle, memory)
     users[NO_PROCESS] = None
