@@ -5,7 +5,8 @@ GPU-hours, busy hours, idle hours, energy and dollars — by their SM share when
 process there, else by GPU memory held, else equally. A process that holds memory on an idle GPU is
 charged that idle time: it is what keeps the GPU from being released. Hours with no process are
 "no process". In a 1-min or 1-h bucket the processes share the time the longest-present one was there
-(a job that ended mid-hour leaves the rest to "no process"). A user's figures are the sum of their processes' (user "n/a" when psutil could not see it).
+(a job that ended mid-hour leaves the rest to "no process"). A user's figures are the sum of their
+processes' (user "n/a" when psutil could not see it).
 """
 
 from __future__ import annotations
