@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from fake_nvml import fake_nvml
-from gpuwise.cli.app import main
 from gpuwise.monitor.energy import interval_energy_j
 from gpuwise.monitor.history_read import load_local_history, plan
 from gpuwise.monitor.history_store import HistoryStore
 from gpuwise.monitor.recorder import Recorder, ResilientSampler
 from gpuwise.monitor.tiers import HOUR, MINUTE, RAW, Retention
+from test_monitor import run_cli
 
 CHILD = Path(__file__).parent / "monitor_record_child.py"
 T0 = 472_222 * 3600.0  # a whole hour (UTC), so buckets line up with the recording's start
@@ -182,16 +182,6 @@ def test_the_record_command_stops_cleanly_on_sigterm(tmp_path):
     assert proc.returncode == 0, err
     assert "recording 2 GPUs every 0.2s" in err and "Traceback" not in err
     assert count(HistoryStore.open(path), RAW) >= 6
-
-
-def run_cli(capfd, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as done:
-        code = int(done.code or 0)
-    out, err = capfd.readouterr()
-    return code, out, err
 
 
 def test_a_corrupt_history_is_one_line_and_nothing_else_is_touched(tmp_path, capfd):
