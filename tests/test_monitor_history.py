@@ -210,3 +210,22 @@ def test_missing_history_and_bad_flags_are_one_line(tmp_path, capfd):
     ):
         code, _, err = run_cli(capfd, *args)
         assert code == 2 and err.startswith("gpuwise: error:") and err.count("\n") == 1, (args, err)
+
+
+def test_record_with_the_live_view_writes_what_it_shows(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from gpuwise.monitor import live
+
+    store = HistoryStore.open(tmp_path / "monitor.sqlite")
+    with fake_nvml("throttled"):
+        sampler = ResilientSampler()
+        rec = Recorder(store, 0.2)
+        out = Console(file=io.StringIO(), width=120, force_terminal=False)
+        assert live.run(out, sampler, 0.2, refreshes=3, on_sample=rec.record) == 3
+        sampler.close()
+    assert count(store, RAW) == 3 and "hw_thermal_slowdown" in out.file.getvalue()  # type: ignore[attr-defined]
+    (reasons,) = {r[0] for r in store.conn.execute("SELECT reasons FROM samples WHERE tier=0")}
+    assert reasons == 0x4 | 0x20 | 0x40  # sw_power_cap, sw_thermal_slowdown, hw_thermal_slowdown

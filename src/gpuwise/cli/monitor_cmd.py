@@ -20,7 +20,6 @@ MIN_INTERVAL_S = 0.2
 MAX_RECORD_INTERVAL_S = 60.0
 
 monitor_app = typer.Typer(
-    help="Every GPU live, its recorded history (--record) and the FinOps report (monitor report).",
     no_args_is_help=False,
     invoke_without_command=True,
     add_completion=False,
@@ -273,9 +272,12 @@ def report(
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
 ) -> None:
-    """FinOps report of the recorded history: busy time, idle GPU-hours and their $, energy, throttling,
-    memory headroom, KPI compliance, per process and user, and the findings (idle GPUs, chronic low busy %,
-    throttling, a smaller GPU)."""
+    """FinOps report of the recorded history: what the GPUs cost and what was wasted.
+
+    Per GPU, process and user: busy-time distribution, idle GPU-hours and their $, energy (NVML counter),
+    throttled time, memory headroom, KPI compliance, and the findings (idle GPUs, chronic low busy %,
+    throttling, a smaller GPU). --prometheus reads a fleet's history from a Prometheus server.
+    """
     import time
 
     from gpuwise.monitor.finops import analyze
