@@ -158,14 +158,16 @@ def test_a_reader_next_to_a_live_writer_is_never_blocked(tmp_path):
     proc = _child(path)
     try:
         _wait_lines(proc, 2)
-        seen = []
-        for _ in range(20):  # bounded: ~20 reads while the writer commits every 0.2 s
+        seen: list[int] = []
+        deadline = time.monotonic() + 60  # bounded: at least 20 reads, until the writer has moved on
+        while (len(seen) < 20 or seen[-1] == seen[0]) and time.monotonic() < deadline:
             store = HistoryStore.open(path, create=False)
             history = load_local_history(store, time.time() - 3600, time.time() + 1)
             seen.append(sum(len(g.samples) for g in history.gpus))
             store.close()
             time.sleep(0.05)
         assert seen == sorted(seen) and seen[-1] > seen[0]
+        assert all(n % 2 == 0 for n in seen)  # two GPUs a tick: a reader never sees half a transaction
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
