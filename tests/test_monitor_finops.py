@@ -103,6 +103,7 @@ def test_terminal_markdown_and_html_views(tmp_path, capfd):
     assert code == 0 and "HTML report written" in err
     text = html.read_text()
     assert "<svg" in text and "Busy % over the window" in text and "<script" not in text
+    assert "Throttled time" not in out  # the idle GPU's gpu_idle clock reason is not throttling
 
 
 def test_prometheus_without_its_loader_is_one_line(capfd, monkeypatch):

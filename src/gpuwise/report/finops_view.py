@@ -10,6 +10,7 @@ import time
 
 from gpuwise.monitor.attribution import Usage
 from gpuwise.monitor.finops import BUSY_BINS, HEADROOM_BINS, FinopsReport, GpuFinops
+from gpuwise.monitor.kpi import SLOWING_REASONS
 from gpuwise.report.document import Bullets, Chart, Document, Heading, KeyFigures, Note, Series, Table
 from gpuwise.report.findings import findings_blocks
 from gpuwise.report.units import gib, usd
@@ -179,6 +180,7 @@ def document(r: FinopsReport) -> Document:
         [g.label, reason, _share(h, g.observed_hours)]
         for g in r.gpus
         for reason, h in g.throttle_hours.items()
+        if reason in SLOWING_REASONS  # gpu_idle and application clocks are not throttling
     ]
     if throttled:
         doc.add(
