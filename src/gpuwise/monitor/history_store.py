@@ -103,6 +103,7 @@ class HistoryStore:
         self.conn = conn
         self._gpu_ids: dict[tuple[str, str], int] = {}
         self._proc_ids: dict[tuple[int, str | None, str | None], int] = {}
+        self._has_counter: set[int] = set()
 
     @classmethod
     def open(cls, path: Path | None = None, create: bool = True) -> HistoryStore:
@@ -150,7 +151,9 @@ class HistoryStore:
         return self._gpu_ids[key]
 
     def mark_energy_counter(self, gpu: int) -> None:
-        self.conn.execute("UPDATE gpus SET energy_counter=1 WHERE id=? AND energy_counter=0", (gpu,))
+        if gpu not in self._has_counter:
+            self.conn.execute("UPDATE gpus SET energy_counter=1 WHERE id=?", (gpu,))
+            self._has_counter.add(gpu)
 
     def proc_id(self, pid: int, user: str | None, name: str | None) -> int:
         key = (pid, user, name)
