@@ -111,10 +111,11 @@ def _charts(r: FinopsReport) -> list[Chart]:
     )
     points = len(r.gpus[0].timeline_busy_pct) if r.gpus else 0
     step = (r.end_unix_s - r.start_unix_s) / max(points, 1)
+    fmt = "%b %d" if step * points > 2 * 86400 else "%H:%M"  # short: a dozen labels sit side by side
     timeline = Chart(
         "line",
         "Busy % over the window",
-        [_when(r.start_unix_s + (i + 1) * step) for i in range(points)],
+        [time.strftime(fmt, time.localtime(r.start_unix_s + (i + 1) * step)) for i in range(points)],
         [Series(g.label, [float("nan") if v is None else v for v in g.timeline_busy_pct]) for g in r.gpus],
         y_label="busy %",
         description="Mean busy % of each GPU per slice of the window (gaps: not recorded).",
