@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fake_nvml import fake_nvml
+from gpuwise.errors import GpuwiseError
 from gpuwise.monitor.energy import interval_energy_j
 from gpuwise.monitor.history_read import load_local_history, plan
 from gpuwise.monitor.history_store import HistoryStore
@@ -231,3 +232,21 @@ def test_record_with_the_live_view_writes_what_it_shows(tmp_path):
     assert count(store, RAW) == 3 and "hw_thermal_slowdown" in out.file.getvalue()  # type: ignore[attr-defined]
     (reasons,) = {r[0] for r in store.conn.execute("SELECT reasons FROM samples WHERE tier=0")}
     assert reasons == 0x4 | 0x20 | 0x40  # sw_power_cap, sw_thermal_slowdown, hw_thermal_slowdown
+
+
+def test_a_failed_write_loses_that_tick_only_and_is_said_once(tmp_path, capfd):
+    store = HistoryStore.open(tmp_path / "monitor.sqlite")
+    with fake_nvml("throttled"):
+        sampler = ResilientSampler()
+        rec = Recorder(store, 1.0)
+        assert rec.tick(sampler.sample())
+        store.conn.execute("PRAGMA query_only=1")  # every write now fails, as on a full disk
+        assert not rec.tick(sampler.sample()) and not rec.tick(sampler.sample())
+        store.conn.execute("PRAGMA query_only=0")
+        assert rec.tick(sampler.sample())
+        sampler.close()
+    err = capfd.readouterr().err
+    assert err.count("sample not recorded") == 1 and "recording again" in err
+    assert count(store, RAW) == 2
+    with pytest.raises(GpuwiseError, match="cannot create the directory"):
+        HistoryStore.open(Path("/proc/gpuwise-test/monitor.sqlite"))  # no directory can be made there

@@ -247,7 +247,7 @@ def _record(
         else:
             from gpuwise.monitor import live
 
-            live.run(console(), sampler, interval_s, host, usd_per_gpu_hour, on_sample=rec.record)
+            live.run(console(), sampler, interval_s, host, usd_per_gpu_hour, on_sample=rec.tick)
     except KeyboardInterrupt:
         pass
     finally:

@@ -110,7 +110,10 @@ class HistoryStore:
         path = path or default_history_path()
         if not create and not path.exists():
             raise GpuwiseError(f"no monitor history at {path} (record one with `gpuwise monitor --record`)")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise GpuwiseError(f"cannot create the directory of {path}: {err.strerror}") from None
         try:
             conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
@@ -125,6 +128,8 @@ class HistoryStore:
             if version == 0 and create:
                 conn.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
             conn.execute("SELECT count(*) FROM gpus").fetchone()
+        except sqlite3.OperationalError as err:
+            raise GpuwiseError(f"cannot open the monitor history {path}: {err}") from None
         except sqlite3.DatabaseError as err:
             raise GpuwiseError(
                 f"{path} is not a readable monitor history ({err}); move it aside and record again"

@@ -32,7 +32,7 @@ def rendered(
     sampler: GpuSampler | ResilientSampler,
     host: bool,
     usd_per_gpu_hour: float | None,
-    on_sample: Callable[[Snapshot], None] | None = None,
+    on_sample: Callable[[Snapshot], object] | None = None,
 ) -> Text:
     snap = sampler.sample(host)
     if on_sample is not None:  # `--record` with the live view: the recorder writes the same sample
@@ -84,7 +84,7 @@ def run(
     host: bool = False,
     usd_per_gpu_hour: float | None = None,
     refreshes: int | None = None,
-    on_sample: Callable[[Snapshot], None] | None = None,
+    on_sample: Callable[[Snapshot], object] | None = None,
 ) -> int:
     """Redraw every ``interval_s`` until q, Ctrl-C or ``refreshes`` redraws; returns the redraws made."""
     done = 0

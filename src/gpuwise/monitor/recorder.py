@@ -9,6 +9,8 @@ tick being written (each tick commits on its own; WAL).
 from __future__ import annotations
 
 import contextlib
+import sqlite3
+import sys
 import time
 from collections.abc import Callable
 
@@ -88,6 +90,22 @@ class Recorder:
         self.interval_s = interval_s
         self.downsampler = Downsampler(store, retention or Retention())
         self._last_s: float | None = None
+        self._failing: str | None = None
+
+    def tick(self, snap: Snapshot) -> bool:
+        """`record`, but a failed write (disk full, I/O error, a lock held past the timeout) loses this tick
+        only: a service keeps sampling and says so once per kind of failure on stderr."""
+        try:
+            self.record(snap)
+        except sqlite3.OperationalError as err:
+            if str(err) != self._failing:
+                print(f"gpuwise: warning: sample not recorded: {err} ({self.store.path})", file=sys.stderr)
+            self._failing = str(err)
+            return False
+        if self._failing is not None:
+            print("gpuwise: recording again", file=sys.stderr)
+            self._failing = None
+        return True
 
     def record(self, snap: Snapshot) -> None:
         now = snap.time_unix_s
@@ -158,7 +176,7 @@ def run(
         snap = sampler.sample()
         if on_tick is not None:
             on_tick(snap)
-        recorder.record(snap)
+        recorder.tick(snap)
         done += 1
         next_at += interval_s
         time.sleep(max(0.0, next_at - time.monotonic()))
