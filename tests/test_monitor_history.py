@@ -250,3 +250,13 @@ def test_a_failed_write_loses_that_tick_only_and_is_said_once(tmp_path, capfd):
     assert count(store, RAW) == 2
     with pytest.raises(GpuwiseError, match="cannot create the directory"):
         HistoryStore.open(Path("/proc/gpuwise-test/monitor.sqlite"))  # no directory can be made there
+
+
+def test_a_one_minute_interval_still_gets_each_buckets_energy(tmp_path):
+    store = HistoryStore.open(tmp_path / "monitor.sqlite")
+    record(store, "healthy_and_idle", ticks=30, step_s=60.0, retention=Retention())
+    energy = [
+        r[0] for r in store.conn.execute("SELECT energy_j FROM samples WHERE tier=? ORDER BY t_ms", (MINUTE,))
+    ]
+    assert len(energy) >= 2 * 28 and energy[:2] == [None, None]  # the recording's first sample: no delta
+    assert all(e == pytest.approx(1.0) for e in energy[2:])  # one sample a minute, 1 J each (the fake)

@@ -125,7 +125,9 @@ class Downsampler:
 
     def _aggregate(self, tier: int, start: int, end: int) -> None:
         conn, source = self.store.conn, tier - 1
-        lookback = 10_000 if source == RAW else 0  # the raw row before the bucket, for the first delta
+        # the raw row before the bucket, for its first energy delta: samples are at most 2 intervals of at
+        # most 60 s apart (recorder.MAX_INTERVALS_PER_SAMPLE, the CLI's --interval bound)
+        lookback = 121_000 if source == RAW else 0
         rows = conn.execute(
             "SELECT t_ms, gpu, read_ms, lost_ms, n, busy_pct, mem_mib, power_mw, energy_mj, energy_j, "
             "temp_c, reasons, throttle FROM samples WHERE tier=? AND t_ms > ? AND t_ms <= ? "
