@@ -28,7 +28,9 @@ CHILD = Path(__file__).parent / "monitor_record_child.py"
 T0 = 472_222 * 3600.0  # a whole hour (UTC), so buckets line up with the recording's start
 
 
-def record(store: HistoryStore, scenario: str, ticks: int, step_s: float, retention: Retention, lost=()):
+def record(
+    store: HistoryStore, scenario: str, ticks: int, step_s: float, retention: Retention, lost=(), offset_s=0.0
+):
     """``ticks`` samples ``step_s`` apart from T0 (the snapshot's clock set, everything else real);
     GPU 1 is lost for the ticks in ``lost`` and comes back after."""
     patched = fake_nvml(scenario)
@@ -39,7 +41,7 @@ def record(store: HistoryStore, scenario: str, ticks: int, step_s: float, retent
             if len(patched.fake.gpus) > 1:
                 patched.fake.gpus[1]["lost"] = i in lost
             snap = sampler.sample()
-            snap.time_unix_s = T0 + (i + 1) * step_s
+            snap.time_unix_s = T0 + offset_s + (i + 1) * step_s
             rec.record(snap)
         sampler.close()
     return rec
@@ -254,7 +256,7 @@ def test_a_failed_write_loses_that_tick_only_and_is_said_once(tmp_path, capfd):
 
 def test_a_one_minute_interval_still_gets_each_buckets_energy(tmp_path):
     store = HistoryStore.open(tmp_path / "monitor.sqlite")
-    record(store, "healthy_and_idle", ticks=30, step_s=60.0, retention=Retention())
+    record(store, "healthy_and_idle", ticks=30, step_s=60.0, retention=Retention(), offset_s=30.0)
     energy = [
         r[0] for r in store.conn.execute("SELECT energy_j FROM samples WHERE tier=? ORDER BY t_ms", (MINUTE,))
     ]
