@@ -41,7 +41,7 @@ RAW_HOURS = 6
 USERS = ("alice", "bob", "carol")
 
 
-def reading(i: int, t: float) -> GpuReading:
+def reading(i: int, t: float, counters: list[float], dt: float) -> GpuReading:
     hour = (t % 86400) / 3600
     day = 8 <= hour < 20
     idle = not day and i % 2 == 1
@@ -52,7 +52,8 @@ def reading(i: int, t: float) -> GpuReading:
     r.memory_total_bytes = 80 * GiB
     r.memory_used_bytes = int((0.5 if idle else 30 + 5 * (i % 4)) * GiB)
     r.power_w = power
-    r.energy_j = 1e6 * (i + 1) + power * (t - 1.7e9)  # the counter: integral of the power
+    counters[i] += power * dt  # the counter: the integral of the power
+    r.energy_j = counters[i]
     r.temperature_c = 45.0 if idle else 70.0
     r.throttle_reasons = ["gpu_idle"] if idle else (["sw_power_cap"] if int(hour) == 14 else [])
     r.processes = (
@@ -72,15 +73,16 @@ def build(path: Path, days: float, gpus: int) -> float:
     start = now - days * 86400
     raw_from = now - RAW_HOURS * 3600
     t0 = time.perf_counter()
+    counters = [1e6 * (i + 1) for i in range(gpus)]
     minute = Recorder(store, 60.0, Retention())
     t = start
     while t < raw_from:
-        minute.record(Snapshot(t, "bench-host", gpus=[reading(i, t) for i in range(gpus)]))
+        minute.record(Snapshot(t, "bench-host", gpus=[reading(i, t, counters, 60.0) for i in range(gpus)]))
         t += 60.0
     second = Recorder(store, 1.0, Retention())
     second.downsampler = minute.downsampler
     while t < now:
-        second.record(Snapshot(t, "bench-host", gpus=[reading(i, t) for i in range(gpus)]))
+        second.record(Snapshot(t, "bench-host", gpus=[reading(i, t, counters, 1.0) for i in range(gpus)]))
         t += 1.0
     store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
@@ -129,6 +131,7 @@ def main() -> None:
         "report_wall_s": round(month_s, 2),
         "report_cpu_s": round(month_cpu, 2),
         "report_gpu_hours": round(month["totals"]["observed_hours"], 1),
+        "report_energy_kwh": round(month["totals"]["energy_kwh"], 1),
         "report_resolution": month["notes"],
         "week_report_wall_s": round(week_s, 2),
         "week_report_cpu_s": round(week_cpu, 2),
