@@ -406,9 +406,6 @@ KNOWN_CAUSES = {
     "an A6000: the README's A6000 run differs in a setting it does not state",
     "mem-C2": "same recipe as mem-C1 (skipped: optimizer step fused into backward) yet twice its value "
     "on an A6000: an unstated setting differs",
-    "mem-C15b": "max_reserved is set while loading (notes: 9.13 GB reserved at init): torchtune quantizes "
-    "the bf16 checkpoint to NF4 on the GPU and the caching allocator keeps those blocks; the estimate is "
-    "the training step",
     "mem-C13b": "metric not named (assumed active; older torchtune READMEs report peak reserved)",
     "mem-C7": "405B QLoRA: the config's batch is 1, the README says 2 (UNCERTAIN); the estimate uses 2",
     "mem-H3": "LongLoRA baseline: metric, LoRA rank/targets and checkpointing not stated (UNCERTAIN)",

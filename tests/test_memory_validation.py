@@ -123,6 +123,7 @@ def test_rows_are_estimated_with_the_libraries_of_their_time():
     dated, _ = v.row_to_mapping({**base, "source": "some table (Oct 2023)"})
     assert dated["library_versions"] == [
         "bitsandbytes==0.43.1",
+        "torchao==0.1",
         "torchtune==0.2",
         "transformers==4.35",  # the oldest of its later changes (SDPA default in 4.36) decides
     ]
