@@ -264,9 +264,9 @@ def predicted_value(case: Case) -> float:
 
 # Why the rows the model misses most are off, from reading each row's source (benchmarks/data/README.md).
 BLACKWELL_FP4 = (
-    "Blackwell FP4 serving, decode-heavy: measured steps take ~1.4x the roofline's; no published FP4 "
-    "GEMM or Blackwell attention efficiency exists here (the FP8 MAMF and Hopper attention fractions are "
-    "assumed); the same table's RTX PRO 6000 FP4 rows are within 6 % (median) and H100/H200 FP8 rows 11 %"
+    "Blackwell FP4 serving: the FP4 GEMMs run at the measured NVFP4 kernel curve (vLLM PR #20646, B200, one "
+    "8B shape, efficiency.toml [fp4_gemm_sm100]); larger 70B GEMMs run relatively better than that shape at "
+    "decode M (rows below the measurement), 405B TP4 steps spend more outside the GEMMs than modelled (above)"
 )
 KNOWN_CAUSES = {
     "thr-DB-static-a100-40gb-sxm-4-bs1": "Databricks blog, TP4 static batch 1: implies 8.8 ms per token vs "
