@@ -106,21 +106,25 @@ def _validator():
     return module
 
 
+# One CSV row of a Llama-2-7B QLoRA step; tests change the columns they are about.
+ROW = {
+    "id": "x",
+    "model": "llama-2-7b",
+    "task": "qlora",
+    "batch_size": "1",
+    "seq_len": "512",
+    "precision": "nf4",
+    "optimizer": "adamw",
+    "grad_checkpointing": "no",
+    "num_gpus": "1",
+    "framework": "hf-trainer",
+    "notes": "",
+}
+
+
 def test_rows_are_estimated_with_the_libraries_of_their_time():
     v = _validator()
-    base = {
-        "id": "x",
-        "model": "llama-2-7b",
-        "task": "qlora",
-        "batch_size": "1",
-        "seq_len": "512",
-        "precision": "nf4",
-        "optimizer": "adamw",
-        "grad_checkpointing": "no",
-        "num_gpus": "1",
-        "framework": "hf-trainer",
-        "notes": "",
-    }
+    base = ROW
     dated, _ = v.row_to_mapping({**base, "source": "some table (Oct 2023)"})
     assert dated["library_versions"] == [
         "bitsandbytes==0.43.1",
@@ -197,15 +201,9 @@ def test_a_setup_that_cannot_fit_its_gpu_is_excluded_but_still_counted(tmp_path)
 def test_a_row_its_source_contradicts_is_skipped_with_the_reason_and_counted_when_put_back():
     v = _validator()
     row = {
-        "id": "c",
-        "model": "llama-2-7b",
+        **ROW,
         "task": "lora",
-        "batch_size": "1",
-        "seq_len": "512",
         "precision": "bf16",
-        "optimizer": "adamw",
-        "grad_checkpointing": "no",
-        "num_gpus": "1",
         "metric": "max_allocated",
         "measured_value": "30",
         "unit": "GB",
