@@ -155,4 +155,12 @@ class LoadtestResult:
             "run_id": self.run_id,
             "settings": self.settings,
             "prediction": self.prediction,
+            "evidence": self._evidence(),
         }
+
+    def _evidence(self) -> dict[str, Any] | None:
+        """The load test as rule-engine evidence, so `plan --evidence FILE` reads this JSON."""
+        from gpuwise.loadtest.evidence import loadtest_evidence
+
+        ev = loadtest_evidence(self)
+        return ev.to_dict() if ev is not None else None

@@ -50,6 +50,9 @@ class Replica:
         self.pp = workload.pp
         self.hit_rate = workload.serving.prefix_hit_rate if workload.serving else 0.0
         self.tokens_per_step = tokens_per_decode_step(self.cfg)
+        # a load test's measured / predicted speed (plan --evidence): scales every iteration
+        spec = workload.serving
+        self.speed_factor = (spec.step_time_factor if spec else None) or 1.0
         self._linear: dict[int, float] = {}
         ctx, tokens = 4096.0, 1024
         self._decode_coef = (self._raw(1, 1, ctx, 0, 0.0) - self._raw(1, 0, 0.0, 0, 0.0)) / ctx
@@ -80,7 +83,7 @@ class Replica:
             seconds += self._prefill_coef * prefill_tokens * prefill_ctx
         if k and decode_seqs:
             seconds *= 1 + k * DRAFT_COST_FRACTION
-        return seconds
+        return seconds * self.speed_factor
 
     def _raw(
         self,
