@@ -16,7 +16,7 @@ from gpuwise.plan.serving_evidence import predicted_tpot_p50
 from gpuwise.workload.spec import load_workload
 from loadtest_servers import ServerProcess
 
-CHAT = "examples/serving-chat-50rps.yaml"  # llama-3-8b on 1 × h100-sxm, vLLM; SLO ttft_p99 500 ms, tpot_p99 60 ms
+CHAT = "examples/serving-chat-50rps.yaml"  # llama-3-8b, 1 × h100-sxm, vLLM; ttft_p99 500 ms, tpot_p99 60 ms
 
 
 def _loadtest(cli, url: str, store, *args: str) -> int:
