@@ -162,10 +162,11 @@ def _measured(plan: ServingPlan) -> str:
 def serving_document(plan: ServingPlan) -> Document:
     w = plan.workload
     doc = Document(f"gpuwise plan: {w['model']} serving at {plan.rate_rps:,.2f} req/s")
-    doc.add(*answer(plan))
+    blocks = answer(plan)
     cal = plan.calibration
-    if cal is not None:
-        doc.blocks.append(Paragraph(cal.line[0].upper() + cal.line[1:], "warn" if cal.clamped else ""))
+    if cal is not None:  # every figure below is at the calibrated speed: say so before them
+        blocks.insert(1, Paragraph(cal.line[0].upper() + cal.line[1:], "warn" if cal.clamped else ""))
+    doc.add(*blocks)
     doc.blocks.append(Heading("1. Diagnosis"))
     if plan.evidence:
         doc.blocks.append(Paragraph("Measured (" + _measured(plan) + "):", "muted"))
