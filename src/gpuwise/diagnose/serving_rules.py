@@ -21,8 +21,9 @@ def _ms(seconds: float) -> str:
 def _missed(ev: Evidence, metric: str) -> list[tuple[str, float, float]]:
     """(target, measured, limit) for each target of ``metric`` the level misses."""
     out = []
-    for key, limit in ev.serving_slo_s.items():
-        measured = ev.serving_latency_s.get(key)
+    latency = ev.serving_latency_s or {}
+    for key, limit in (ev.serving_slo_s or {}).items():
+        measured = latency.get(key)
         if key.startswith(metric + "_") and measured is not None and measured > limit:
             out.append((key, measured, limit))
     return out
@@ -30,8 +31,9 @@ def _missed(ev: Evidence, metric: str) -> list[tuple[str, float, float]]:
 
 def _e2e_blame(ev: Evidence) -> str:
     """A missed end-to-end target belongs to the larger part of the median request: TTFT or decoding."""
-    ttft = ev.serving_latency_s.get("ttft_p50") or 0.0
-    decode = (ev.serving_latency_s.get("tpot_p50") or 0.0) * max((ev.serving_output_tokens_mean or 1) - 1, 0)
+    latency = ev.serving_latency_s or {}
+    ttft = latency.get("ttft_p50") or 0.0
+    decode = (latency.get("tpot_p50") or 0.0) * max((ev.serving_output_tokens_mean or 1) - 1, 0)
     return "ttft" if ttft >= decode else "tpot"
 
 
@@ -59,7 +61,7 @@ def _miss_text(misses: list[tuple[str, float, float]]) -> str:
 
 def _queueing(ev: Evidence) -> tuple[bool, str]:
     """Whether the TTFT is mostly waiting, and the figure that says so."""
-    ttft = ev.serving_latency_s.get("ttft_p50")
+    ttft = (ev.serving_latency_s or {}).get("ttft_p50")
     unloaded = ev.serving_ttft_unloaded_s or ev.serving_predicted_ttft_unloaded_s
     what = "at the lightest load level" if ev.serving_ttft_unloaded_s else "predicted with no queue"
     if ev.serving_offered_rate_rps and ev.serving_request_throughput_rps is not None:
@@ -89,7 +91,7 @@ def serving_queueing(ev: Evidence) -> Finding | None:
         category="serving",
         summary=f"{_where(ev)}: {_miss_text(misses)}; {why}.",
         metrics={
-            "ttft_p50_s": ev.serving_latency_s.get("ttft_p50"),
+            "ttft_p50_s": (ev.serving_latency_s or {}).get("ttft_p50"),
             "ttft_unloaded_s": ev.serving_ttft_unloaded_s,
         }
         | {f"{k}_s": m for k, m, _ in misses},
@@ -129,7 +131,7 @@ def serving_decode_bound(ev: Evidence) -> Finding | None:
     misses = _misses(ev, "tpot") if ev.source == "loadtest" else []
     if not misses:
         return None
-    itl = ev.serving_latency_s.get("itl_p50")
+    itl = (ev.serving_latency_s or {}).get("itl_p50")
     return Finding(
         id="serving_decode_bound",
         title="Decoding is slow: time per output token misses its target",
@@ -153,8 +155,9 @@ def serving_errors(ev: Evidence) -> Finding | None:
     share = ev.serving_error_pct
     if ev.source != "loadtest" or share is None or share < T.SERVING_ERROR_PCT:
         return None
-    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(ev.serving_errors.items(), key=lambda kv: -kv[1]))
-    timeouts = ev.serving_errors.get("timeout", 0)
+    errors = ev.serving_errors or {}
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items(), key=lambda kv: -kv[1]))
+    timeouts = errors.get("timeout", 0)
     return Finding(
         id="serving_errors",
         title="Requests fail under load",
@@ -163,7 +166,7 @@ def serving_errors(ev: Evidence) -> Finding | None:
         category="serving",
         summary=f"{_where(ev)}: {share:.1f} % of {ev.serving_requests} requests failed ({kinds}); "
         "failed requests count as SLO misses and make every measured figure less sure.",
-        metrics={"error_pct": round(share, 2), "errors": dict(ev.serving_errors)},
+        metrics={"error_pct": round(share, 2), "errors": dict(errors)},
         fix=(
             "Timeouts mean the queue outgrew the client's patience: add replicas or lower the load. "
             if timeouts
@@ -177,7 +180,7 @@ def serving_errors(ev: Evidence) -> Finding | None:
 
 @rule
 def serving_speed_gap(ev: Evidence) -> Finding | None:
-    measured = ev.serving_latency_s.get("tpot_p50")
+    measured = (ev.serving_latency_s or {}).get("tpot_p50")
     predicted = ev.serving_predicted_tpot_p50_s
     if ev.source != "loadtest" or not measured or not predicted:
         return None

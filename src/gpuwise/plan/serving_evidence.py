@@ -218,7 +218,7 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
     notes: list[str] = []
     if workload.serving is not None:
         ev.serving_slo_s = {t.key: t.seconds for t in workload.serving.slo}
-    measured = ev.serving_latency_s.get("tpot_p50")
+    measured = (ev.serving_latency_s or {}).get("tpot_p50")
     if not measured:
         ev.notes.append("no TPOT measured (one output token or no streaming): the plan is not calibrated")
         return None
@@ -248,7 +248,7 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
     ev.serving_predicted_ttft_unloaded_s = unloaded_ttft(ran, ev, factor)
     return Calibration(
         source=ev.label,
-        level=ev.serving_level,
+        level=ev.serving_level or "",
         measured_tpot_p50_s=measured,
         predicted_tpot_p50_s=predicted,
         raw_factor=raw,

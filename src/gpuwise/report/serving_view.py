@@ -149,7 +149,7 @@ def _technique_row(t: ServingTechnique) -> list[str]:
 
 def _measured(plan: ServingPlan) -> str:
     ev = plan.evidence[0]
-    lat = ev.serving_latency_s
+    lat = ev.serving_latency_s or {}
     parts = [f"{ev.label}, {ev.serving_level}, {ev.serving_requests_ok}/{ev.serving_requests} requests ok"]
     parts += [
         f"{k.replace('_', ' ')} {_ms(lat[k])}" for k in ("ttft_p50", "ttft_p99", "tpot_p50") if k in lat
