@@ -157,3 +157,26 @@ def test_errors_and_a_short_level_are_findings_and_lower_confidence():
     assert "serving_prefill_bound" in found and found["serving_prefill_bound"].confidence == "medium"
     ev.serving_request_throughput_rps = 3.0  # 60 % of the offered rate: the queue grows
     assert "serving_queueing" in {f.id for f in diagnose(ev)}
+
+
+def test_a_served_model_name_is_matched_to_the_catalog_and_another_model_refused():
+    from gpuwise.errors import GpuwiseError
+    from gpuwise.plan.serving_evidence import calibrate
+
+    ev = Evidence(
+        source="loadtest",
+        label="loadtest run 2",
+        serving_model="meta-llama/Meta-Llama-3-70B-Instruct",
+        serving_latency_s={"tpot_p50": 0.02},
+        serving_prompt_tokens_mean=30,
+        serving_output_tokens_mean=16,
+        serving_concurrency=4,
+        serving_requests_ok=60,
+        serving_requests=60,
+    )
+    with pytest.raises(GpuwiseError, match="measured llama-3-70b .* the workload is llama-3-8b"):
+        calibrate(load_workload(CHAT), ev)
+    ev.serving_model = "meta-llama/Meta-Llama-3-8B-Instruct"  # the same model: no assumption to state
+    cal = calibrate(load_workload(CHAT), ev)
+    assert cal is not None and cal.confidence == "medium"
+    assert not any("not a catalog name" in n for n in ev.notes)
