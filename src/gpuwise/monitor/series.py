@@ -26,7 +26,7 @@ class GpuSample:
     power_w: float | None = None  # mean over the interval
     energy_j: float | None = None  # the GPU's cumulative energy counter at time_unix_s (None: unsupported)
     temperature_c: float | None = None
-    # throttle (clock-event) reason -> seconds of this interval it was active; names as nvml_sample.REASON_BITS
+    # throttle (clock-event) reason -> seconds of this interval it was active (nvml_sample.REASON_BITS names)
     throttle_s: dict[str, float] = field(default_factory=dict)
     lost: bool = False  # the GPU could not be read in this interval
 
