@@ -174,7 +174,7 @@ def test_a_served_model_name_is_matched_to_the_catalog_and_another_model_refused
         serving_requests_ok=60,
         serving_requests=60,
     )
-    with pytest.raises(GpuwiseError, match="measured llama-3-70b .* the workload is llama-3-8b"):
+    with pytest.raises(GpuwiseError, match=r"measured llama-3-70b .* the workload is llama-3-8b"):
         calibrate(load_workload(CHAT), ev)
     ev.serving_model = "meta-llama/Meta-Llama-3-8B-Instruct"  # the same model: no assumption to state
     cal = calibrate(load_workload(CHAT), ev)
