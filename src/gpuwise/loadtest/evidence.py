@@ -13,16 +13,7 @@ from typing import Any
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.loadtest.metrics import METRICS, PERCENTILES
 from gpuwise.loadtest.prediction import in_flight
-from gpuwise.loadtest.types import LevelSummary, LoadtestResult
-
-
-def level_label(lv: LevelSummary) -> str:
-    return f"concurrency {lv.target:g}" if lv.mode == "concurrency" else f"{lv.mode} {lv.target:g} req/s"
-
-
-def _load(lv: LevelSummary) -> float:
-    """How hard a level pushes: requests in flight (rates through Little's law), to order levels."""
-    return in_flight(lv)
+from gpuwise.loadtest.types import LevelSummary, LoadtestResult, level_label
 
 
 def chosen_level(result: LoadtestResult) -> LevelSummary | None:
@@ -34,7 +25,7 @@ def chosen_level(result: LoadtestResult) -> LevelSummary | None:
             return max(met, key=lambda p: p.target)
         return min(probes, key=lambda p: p.target, default=None)
     levels = [lv for lv in result.levels if lv.requests_ok]
-    return max(levels, key=_load, default=None)
+    return max(levels, key=in_flight, default=None)  # the most requests in flight
 
 
 def _declared(result: LoadtestResult) -> dict[str, Any] | None:
@@ -51,14 +42,14 @@ def loadtest_evidence(result: LoadtestResult) -> Evidence | None:
         return None
     all_levels = result.search.probes if result.search else result.levels
     ok_levels = [lv for lv in all_levels if lv.requests_ok]
-    lightest = min(ok_levels, key=_load)
+    lightest = min(ok_levels, key=in_flight)
     latency = {f"{m}_p{p}": v for m in METRICS for p in PERCENTILES if (v := level.pct(m, p)) is not None}
     ev = Evidence(
         source="loadtest",
         label=f"loadtest run {result.run_id}" if result.run_id is not None else f"loadtest {result.url}",
         device="http",
         serving_run_id=result.run_id,
-        serving_level=level_label(level),
+        serving_level=level_label(level.mode, level.target),
         serving_levels=len(all_levels),
         serving_offered_rate_rps=None if level.mode == "concurrency" else level.target,
         serving_concurrency=in_flight(level),

@@ -24,6 +24,11 @@ LOAD_MODES: tuple[LoadMode, ...] = ("concurrency", "poisson", "constant")
 Endpoint = Literal["completions", "chat"]
 
 
+def level_label(mode: LoadMode, target: float) -> str:
+    """'concurrency 8' or 'poisson 5 req/s': one wording for the progress bar and the evidence."""
+    return f"concurrency {target:g}" if mode == "concurrency" else f"{mode} {target:g} req/s"
+
+
 @dataclass
 class RequestRecord:
     """One request's timeline, in seconds from the start of the load level (send time = ``start_s``)."""
