@@ -149,7 +149,7 @@ class Evidence:
     serving_max_rate_at_least: bool | None = None  # the search's highest rate still met it
     serving_model: str | None = None  # the model name the endpoint serves (/v1/models)
     serving_url: str | None = None
-    # what the load test declared serves the endpoint (--predict): model, gpu, num_gpus, tp, engine
+    # what the load test declared serves the endpoint (--predict): model, precision, gpu, num_gpus, tp, engine
     serving_declared: dict[str, Any] | None = None
     # filled by the serving plan: the SLO it holds the measurement to ("ttft_p99" -> s), and the
     # simulator's uncalibrated TPOT p50 for the same level and its measured/predicted calibration factor

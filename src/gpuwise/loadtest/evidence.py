@@ -32,7 +32,7 @@ def _declared(result: LoadtestResult) -> dict[str, Any] | None:
     pred = result.prediction
     if not pred:
         return None
-    return {k: pred.get(k) for k in ("model", "workload", "gpu", "num_gpus", "tp", "engine")}
+    return {k: pred.get(k) for k in ("model", "workload", "precision", "gpu", "num_gpus", "tp", "engine")}
 
 
 def loadtest_evidence(result: LoadtestResult) -> Evidence | None:

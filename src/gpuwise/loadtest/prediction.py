@@ -56,6 +56,7 @@ def compare(levels: list[LevelSummary], workload: Workload) -> dict[str, Any]:
     return {
         "workload": workload.name or workload.model,
         "model": workload.model,
+        "precision": workload.precision,
         "gpu": workload.gpu,
         "tp": workload.tp,
         "num_gpus": workload.num_gpus,

@@ -23,11 +23,10 @@ from gpuwise.diagnose import thresholds as th
 from gpuwise.diagnose.finding import Confidence
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
-from gpuwise.workload.serving import LengthDist, ServingSpec
+from gpuwise.workload.serving import ENGINES, LengthDist, ServingSpec
 
 _RUN_REF = re.compile(r"^(last|latest|-?\d+)$", re.IGNORECASE)
 _CONCURRENT_RATE = 1e6  # a concurrency level: every request queued at once, max_num_seqs = C in flight
-_SIMULATED_MAX = 300
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class Calibration:
     factor: float  # within SERVING_CALIBRATION_BOUNDS: what the plan applies
     clamped: bool
     confidence: Confidence
-    deployment: str  # what was simulated: "1 × h100-sxm (tp 1), vllm"
+    deployment: str  # what was simulated: "1 × h100-sxm (tp 1), bf16, vllm"
     requests_ok: int
     error_pct: float
     notes: tuple[str, ...] = field(default=())
@@ -122,7 +121,7 @@ def _deployment(workload: Workload, ev: Evidence) -> tuple[Workload, list[str]]:
             "(gpuwise loadtest URL --predict WORKLOAD.yaml)"
         )
     if not declared.get("gpu"):
-        assumed = f"{workload.num_gpus} × {workload.gpu}, {_engine(workload)}"
+        assumed = _where(workload)
         name = "" if model else f"the served model {ev.serving_model!r} is not a catalog name and "
         notes.append(
             f"{what}: {name}no deployment was declared (loadtest --predict); "
@@ -136,21 +135,21 @@ def _deployment(workload: Workload, ev: Evidence) -> tuple[Workload, list[str]]:
         "num_gpus": int(declared.get("num_gpus") or workload.num_gpus),
         "tp": int(declared.get("tp") or workload.tp),
     }
-    if engine in ("vllm", "sglang", "tensorrt-llm", "tgi", "llama.cpp"):
+    if declared.get("precision"):
+        changes["precision"] = declared["precision"]
+    if engine in ENGINES:
         changes["serving"] = replace(spec, engine=engine)
     ran = workload.with_changes(**changes)
-    if (ran.gpu, ran.num_gpus, ran.tp, _engine(ran)) != (
-        workload.gpu,
-        workload.num_gpus,
-        workload.tp,
-        _engine(workload),
-    ):
+    if _where(ran) != _where(workload):
         notes.append(
-            f"{what} measured {ran.num_gpus} × {ran.gpu} (tp {ran.tp}), {_engine(ran)}; the plan is for "
-            f"{workload.num_gpus} × {workload.gpu} (tp {workload.tp}), {_engine(workload)}: the factor is "
+            f"{what} measured {_where(ran)}; the plan is for {_where(workload)}: the factor is "
             "applied as a property of the serving stack"
         )
     return ran, notes
+
+
+def _where(w: Workload) -> str:
+    return f"{w.num_gpus} × {w.gpu} (tp {w.tp}), {w.precision}, {_engine(w)}"
 
 
 def _engine(w: Workload) -> str:
@@ -166,7 +165,7 @@ def _level_workload(ran: Workload, ev: Evidence) -> tuple[Workload, float, int]:
     replicas = max(1, ran.num_gpus // (ran.tp * ran.pp))
     prompt = max(1, round(ev.serving_prompt_tokens_mean or ran.seq_len))
     output = max(1, round(ev.serving_output_tokens_mean or ran.output_len))
-    count = min(max(ev.serving_requests_ok or 0, 20), REQUESTS_SIMULATED, _SIMULATED_MAX)
+    count = min(max(ev.serving_requests_ok or 0, 20), REQUESTS_SIMULATED)
     knobs: dict[str, Any] = {
         "prompt_len": LengthDist(float(prompt)),
         "output_len": LengthDist(float(output)),
@@ -197,7 +196,7 @@ def predicted_tpot_p50(ran: Workload, ev: Evidence) -> tuple[float, str]:
     w, rate, count = _level_workload(ran, ev)
     gpu = get_gpu(w.gpu)
     run = simulate(Replica(w, gpu), draw_requests(w, count), rate)
-    where = f"{ran.num_gpus} × {ran.gpu} (tp {ran.tp}), {_engine(ran)}"
+    where = _where(ran)
     return run.percentile("tpot", 50), where
 
 
