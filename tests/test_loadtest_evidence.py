@@ -180,3 +180,34 @@ def test_a_served_model_name_is_matched_to_the_catalog_and_another_model_refused
     cal = calibrate(load_workload(CHAT), ev)
     assert cal is not None and cal.confidence == "medium"
     assert not any("not a catalog name" in n for n in ev.notes)
+
+
+def test_a_max_rate_search_is_checked_against_the_calibrated_simulation(cli, tmp_path):
+    """loadtest --find-max-rate: the plan sets the measured max rate next to the calibrated simulator's
+    goodput for the load test's own SLO on the same deployment; slowed down, the simulator serves less."""
+    from gpuwise.plan.serving_evidence import max_rate_at
+
+    store = tmp_path / "runs.sqlite"
+    with ServerProcess(0.03, 0.012, slots=4) as server:  # 4 slots x ~0.054 s: ~74 req/s at most
+        _loadtest(
+            cli,
+            server.url,
+            store,
+            "--find-max-rate",
+            "--slo",
+            "ttft_p90=0.15",
+            "--rate-range",
+            "10,120",
+            "--max-probes",
+            "3",
+            "--max-requests",
+            "40",
+            "--output-tokens",
+            "3",
+        )
+    plan = _plan(cli, store, "last")
+    cal, ev = plan["calibration"], plan["evidence"][0]
+    assert cal["measured_max_rate_rps"] == ev["serving_max_rate_rps"] is not None
+    assert cal["predicted_max_rate_rps"] > 0 and "max rate under the load test's SLO" in cal["line"]
+    uncalibrated = max_rate_at(load_workload(CHAT), Evidence.from_dict(ev), {"ttft_p90": 0.15}, 1.0)
+    assert (cal["factor"] > 1) == (cal["predicted_max_rate_rps"] < uncalibrated)

@@ -45,18 +45,31 @@ class Calibration:
     requests_ok: int
     error_pct: float
     notes: tuple[str, ...] = field(default=())
+    # with loadtest --find-max-rate: the highest rate it found meeting its own SLO, and the calibrated
+    # simulator's goodput for the same SLO on the same deployment (a check of the single factor)
+    measured_max_rate_rps: float | None = None
+    measured_max_rate_at_least: bool = False  # the search's highest rate still met the SLO
+    predicted_max_rate_rps: float | None = None
 
     @property
     def line(self) -> str:
         """The one wording of the calibration (plan view, notes, README)."""
         measured, predicted = self.measured_tpot_p50_s * 1000, self.predicted_tpot_p50_s * 1000
-        return (
+        text = (
             f"calibrated from {self.source} ({self.level}): measured TPOT p50 {measured:.1f} ms "
             f"vs predicted {predicted:.1f} ms on {self.deployment} → step times × "
             f"{self.factor:.2f}"
             + (f" (clamped from {self.raw_factor:.2f})" if self.clamped else "")
             + f", confidence {self.confidence}"
         )
+        if self.measured_max_rate_rps and self.predicted_max_rate_rps is not None:
+            text += (
+                "; max rate under the load test's SLO: measured "
+                + ("≥ " if self.measured_max_rate_at_least else "")
+                + f"{self.measured_max_rate_rps:.3g} req/s, "
+                f"calibrated simulation {self.predicted_max_rate_rps:.3g} req/s"
+            )
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -215,6 +228,7 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
     ran, assumed = _deployment(workload, ev)
     ev.notes.extend(assumed)
     notes: list[str] = []
+    own_slo = dict(ev.serving_slo_s or {})  # the load test's --slo, before the workload's replaces it
     if workload.serving is not None:
         ev.serving_slo_s = {t.key: t.seconds for t in workload.serving.slo}
     measured = (ev.serving_latency_s or {}).get("tpot_p50")
@@ -245,6 +259,7 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
         )
     confidence: Confidence = "low" if short or errorful or clamped else "medium"
     ev.serving_predicted_ttft_unloaded_s = unloaded_ttft(ran, ev, factor)
+    max_rate = max_rate_at(ran, ev, own_slo, factor) if ev.serving_max_rate_rps else None
     return Calibration(
         source=ev.label,
         level=ev.serving_level or "",
@@ -258,7 +273,33 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
         requests_ok=ok,
         error_pct=error_pct,
         notes=tuple(notes),
+        measured_max_rate_rps=ev.serving_max_rate_rps,
+        measured_max_rate_at_least=bool(ev.serving_max_rate_at_least),
+        predicted_max_rate_rps=max_rate,
     )
+
+
+def max_rate_at(ran: Workload, ev: Evidence, slo_s: dict[str, float], factor: float) -> float | None:
+    """The calibrated simulator's highest rate meeting the load test's own SLO on the deployment it
+    measured (all its replicas); None when that SLO has no target the simulator checks (p50/p90/p99 of
+    TTFT, TPOT/ITL, e2e)."""
+    from gpuwise.serving.demand import draw_requests
+    from gpuwise.serving.goodput import effective_slo, search_goodput
+    from gpuwise.serving.simulator import Replica
+    from gpuwise.workload.serving import SLO_PERCENTILES, parse_slo_item
+
+    targets = tuple(
+        parse_slo_item(key, seconds)
+        for key, seconds in slo_s.items()
+        if key.rsplit("_p", 1)[-1].isdigit() and int(key.rsplit("_p", 1)[-1]) in SLO_PERCENTILES
+    )
+    if not targets:
+        return None
+    w, _, count = _level_workload(ran, ev)
+    assert w.serving is not None
+    w = w.with_changes(serving=replace(w.serving, slo=targets, step_time_factor=factor))
+    good = search_goodput(Replica(w, get_gpu(w.gpu)), draw_requests(w, count), effective_slo(targets))
+    return good.rate_rps * max(1, ran.num_gpus // (ran.tp * ran.pp))
 
 
 def calibrated(workload: Workload, calibration: Calibration | None) -> Workload:
