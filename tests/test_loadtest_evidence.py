@@ -16,13 +16,18 @@ from gpuwise.plan.serving_evidence import predicted_tpot_p50
 from gpuwise.workload.spec import load_workload
 from loadtest_servers import ServerProcess
 
+CHAT_70B = "examples/serving-70b-10rps.yaml"  # llama-3-70b, 4 × h100-sxm, tp 4
 CHAT = "examples/serving-chat-50rps.yaml"  # llama-3-8b, 1 × h100-sxm, vLLM; ttft_p99 500 ms, tpot_p99 60 ms
 
 
-def _loadtest(cli, url: str, store, *args: str) -> int:
+def _loadtest_json(cli, url: str, store, *args: str) -> dict:
     out = cli("loadtest", url, "--store", str(store), "--json", "--prompt-tokens", "30", *args)
     assert out.exit_code == 0, out.stderr
-    return out.json()["run_id"]
+    return out.json()
+
+
+def _loadtest(cli, url: str, store, *args: str) -> int:
+    return _loadtest_json(cli, url, store, *args)["run_id"]
 
 
 def _plan(cli, store, run: int | str, *args: str, workload: str = CHAT) -> dict:
@@ -111,22 +116,8 @@ def test_a_server_slow_to_first_token_without_a_queue_is_prefill_bound(cli, tmp_
 def test_a_loadtest_json_file_of_another_model_is_refused_in_one_line(cli, tmp_path):
     """loadtest --predict declares what serves the endpoint; a plan for another model refuses it."""
     with ServerProcess(0.02, 0.01) as server:
-        out = cli(
-            "loadtest",
-            server.url,
-            "--concurrency",
-            "2",
-            "--max-requests",
-            "4",
-            "--output-tokens",
-            "4",
-            "--predict",
-            "examples/serving-70b-10rps.yaml",
-            "--no-save",
-            "--json",
-        )
-    assert out.exit_code == 0, out.stderr
-    doc = out.json()
+        args = ("--concurrency", "2", "--max-requests", "4", "--output-tokens", "4")
+        doc = _loadtest_json(cli, server.url, tmp_path / "runs.sqlite", *args, "--predict", CHAT_70B)
     assert doc["evidence"]["serving_declared"]["model"] == "llama-3-70b"
     path = tmp_path / "lt.json"
     path.write_text(json.dumps(doc))
