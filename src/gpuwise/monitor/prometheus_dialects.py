@@ -33,6 +33,7 @@ class Source:
     scale: float = 1.0
     reduce: Reduce = "avg"
     plus: tuple[str, ...] = ()
+    unit: str = ""  # the metric's unit when it is not the field's (shown in the sources)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ GPUWISE = Dialect(
     uuid_label="uuid",
     name_label="name",
     fields={
-        "busy_pct": (Source("gpuwise_gpu_busy_ratio", 100.0),),
+        "busy_pct": (Source("gpuwise_gpu_busy_ratio", 100.0, unit="ratio"),),
         "memory_used_bytes": (Source("gpuwise_gpu_memory_used_bytes"),),
         "memory_total_bytes": (Source("gpuwise_gpu_memory_total_bytes", reduce="last"),),
         "power_w": (Source("gpuwise_gpu_power_watts"),),
@@ -73,7 +74,7 @@ GPUWISE = Dialect(
     reasons_metric="gpuwise_gpu_clock_event_reason",
     process_fields={
         "gpu_memory_bytes": Source("gpuwise_gpu_process_memory_used_bytes"),
-        "sm_pct": Source("gpuwise_gpu_process_sm_busy_ratio", 100.0),
+        "sm_pct": Source("gpuwise_gpu_process_sm_busy_ratio", 100.0, unit="ratio"),
     },
     process_label="process",
 )
@@ -87,14 +88,19 @@ DCGM = Dialect(
     uuid_label="UUID",
     name_label="modelName",
     fields={
-        "busy_pct": (Source("DCGM_FI_DEV_GPU_UTIL"), Source("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 100.0)),
-        "sm_active_pct": (Source("DCGM_FI_PROF_SM_ACTIVE", 100.0),),
-        "memory_used_bytes": (Source("DCGM_FI_DEV_FB_USED", MiB),),
+        "busy_pct": (
+            Source("DCGM_FI_DEV_GPU_UTIL"),
+            Source("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 100.0, unit="ratio"),
+        ),
+        "sm_active_pct": (Source("DCGM_FI_PROF_SM_ACTIVE", 100.0, unit="ratio"),),
+        "memory_used_bytes": (Source("DCGM_FI_DEV_FB_USED", MiB, unit="MiB"),),
         "memory_total_bytes": (
-            Source("DCGM_FI_DEV_FB_USED", MiB, "last", ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")),
+            Source(
+                "DCGM_FI_DEV_FB_USED", MiB, "last", ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED"), "MiB"
+            ),
         ),
         "power_w": (Source("DCGM_FI_DEV_POWER_USAGE"),),
-        "energy_j": (Source("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 1e-3, "last"),),
+        "energy_j": (Source("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 1e-3, "last", unit="mJ"),),
         "temperature_c": (Source("DCGM_FI_DEV_GPU_TEMP"),),
     },
     reasons_bitmask=("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"),
@@ -110,13 +116,13 @@ NVITOP = Dialect(
     name_label="devicename",
     fields={
         "busy_pct": (Source("gpu_utilization_Percentage"),),
-        "memory_used_bytes": (Source("gpu_memory_used_MiB", MiB),),
-        "memory_total_bytes": (Source("gpu_memory_total_MiB", MiB, "last"),),
+        "memory_used_bytes": (Source("gpu_memory_used_MiB", MiB, unit="MiB"),),
+        "memory_total_bytes": (Source("gpu_memory_total_MiB", MiB, "last", unit="MiB"),),
         "power_w": (Source("gpu_power_usage_W"),),
         "temperature_c": (Source("gpu_temperature_C"),),
     },
     process_fields={
-        "gpu_memory_bytes": Source("process_gpu_memory_MiB", MiB),
+        "gpu_memory_bytes": Source("process_gpu_memory_MiB", MiB, unit="MiB"),
         "sm_pct": Source("process_gpu_sm_utilization_Percentage"),
     },
     user_label="username",

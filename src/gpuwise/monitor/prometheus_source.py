@@ -182,8 +182,8 @@ class _Reader:
 
 def _source_text(d: Dialect, source: Source) -> str:
     metrics = " + ".join((source.metric, *source.plus)) if source.plus else source.metric
-    scale = "" if source.scale == 1.0 else f" × {source.scale:g}"
-    return f"{metrics}{scale} ({d.exporter}; {_REDUCED[source.reduce]})"
+    unit = f", {source.unit}" if source.unit else ""
+    return f"{metrics} ({d.exporter}{unit}; {_REDUCED[source.reduce]})"
 
 
 def _values(row: dict) -> Iterator[tuple[float, float]]:
