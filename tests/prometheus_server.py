@@ -66,10 +66,12 @@ def prometheus(targets: list[str], tmp: Path, ready_within_s: float = 30) -> Ite
     try:
         deadline = time.monotonic() + ready_within_s
         while True:
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(url + "/-/ready", timeout=2) as response:
-                    if response.status == 200:
-                        break
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(url + "/-/ready", timeout=2) as response,
+            ):
+                if response.status == 200:
+                    break
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(
                     f"prometheus did not start: {(tmp / 'prometheus.log').read_text()[-2000:]}"

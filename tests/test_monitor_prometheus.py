@@ -5,6 +5,8 @@ text for scenarios of tests/data/nvml. What comes back is compared with what the
 
 from __future__ import annotations
 
+import itertools
+import re
 import time
 from unittest import mock
 
@@ -157,7 +159,7 @@ def test_gpuwise_exporter_busy_memory_power_throttle_energy(history, fleet):
     # the fake's energy counter grows 1 J per read of GPU 0: a whole number of reads, never decreasing
     energy = [s.energy_j for s in busy.samples]
     reads = [e - 912_345.678 for e in energy]  # type: ignore[operator]
-    assert reads == sorted(reads) and 0 <= reads[0] and reads[-1] <= fake.samples[0]
+    assert reads == sorted(reads) and reads[0] >= 0 and reads[-1] <= fake.samples[0]
     assert all(r == pytest.approx(round(r), abs=1e-6) for r in reads)
     assert busy.sources["busy_pct"].startswith("gpuwise_gpu_busy_ratio (gpuwise exporter, ratio;")
     assert "gpuwise_gpu_clock_event_reason" in busy.sources["throttle_s"]
@@ -177,10 +179,13 @@ def test_dcgm_exporter_units_and_clock_event_bitmask(history, fleet):
         assert all(s.memory_used_bytes == used_gib * GiB for s in series.samples)
         assert all(s.memory_total_bytes == 80 * GiB for s in series.samples)
         assert all(s.power_w == pytest.approx(watts) for s in series.samples)
+    # The mask is sampled 10 times a step (a subquery): the first step may end before the first such
+    # sample falls after the exporter's first scrape, and then tells no reason.
     assert all(s.throttle_s == {} for s in busy.samples)
-    assert all(s.throttle_s == {"gpu_idle": pytest.approx(STEP_S)} for s in idle.samples)
+    assert all(s.throttle_s == {"gpu_idle": pytest.approx(STEP_S)} for s in idle.samples[1:])
     hot = {r: pytest.approx(STEP_S) for r in ("sw_power_cap", "sw_thermal_slowdown", "hw_thermal_slowdown")}
-    assert all(s.throttle_s == hot for s in throttled.samples)
+    assert all(s.throttle_s == hot for s in throttled.samples[1:])
+    assert throttled.samples[0].throttle_s in ({}, hot)
     energy = [s.energy_j for s in busy.samples]  # mJ -> J; +1 J per scrape
     assert energy == sorted(energy) and energy[0] >= 912_345.678
     assert energy[-1] <= 912_345.678 + fleet[4][0]
@@ -221,7 +226,7 @@ def test_a_window_without_gpu_metrics_is_one_clear_line(fleet):
 def test_chunks_cover_the_window_at_whole_steps_within_the_limits():
     cuts = prometheus_http.chunks(0.0, 100_000.0, 1.0, series=500)
     assert cuts[0][0] == 0.0 and cuts[-1][1] == 100_000.0
-    assert all(b[0] == a[1] + 1.0 for a, b in zip(cuts, cuts[1:], strict=False))
+    assert all(b[0] == a[1] + 1.0 for a, b in itertools.pairwise(cuts))
     assert all(hi - lo + 1 <= 2000 for lo, hi in cuts)  # 1 M points / 500 series
     assert prometheus_http.chunks(0.0, 30.0, 10.0, series=1) == [(0.0, 30.0)]
 
@@ -237,10 +242,10 @@ def test_chunks_cover_the_window_at_whole_steps_within_the_limits():
 )
 def test_a_server_that_is_not_a_working_prometheus_is_one_clear_line(status, body, expected, monkeypatch):
     monkeypatch.setenv("GPUWISE_PROMETHEUS_TOKEN", "s3cret-token")
-    with text_server(lambda: body, status=status) as where:
-        with pytest.raises(GpuwiseError, match=expected.replace("(", r"\(").replace(")", r"\)")) as e:
-            load_history(f"http://user:pw@{where}/", 0, 60, 15)
+    with text_server(lambda: body, status=status) as where, pytest.raises(GpuwiseError) as e:
+        load_history(f"http://user:pw@{where}/", 0, 60, 15)
     message = str(e.value)
+    assert re.search(re.escape(expected), message), message
     assert "\n" not in message and "s3cret" not in message and "pw@" not in message
     assert f"Prometheus at http://{where}" in message
 
