@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,9 +35,20 @@ def prometheus_binary() -> str:
     return found
 
 
+Opener = Callable[..., Any]  # urllib.request.urlopen or one with TLS context and credentials
+
+
 @contextlib.contextmanager
-def prometheus(targets: list[str], tmp: Path, ready_within_s: float = 30) -> Iterator[str]:
-    """Run Prometheus scraping ``targets`` (host:port) every second; yields its URL, stops it after."""
+def prometheus(
+    targets: list[str],
+    tmp: Path,
+    jobs: tuple[dict, ...] = (),
+    web_config: Path | None = None,
+    urlopen: Opener = urllib.request.urlopen,
+    ready_within_s: float = 30,
+) -> Iterator[str]:
+    """Run Prometheus scraping ``targets`` (host:port) and ``jobs`` (scrape configs) every second, served
+    with ``web_config`` (its --web.config.file); yields its URL (https with TLS), stops it after."""
     binary = prometheus_binary()
     port = free_port()
     config = tmp / "prometheus.yml"
@@ -47,7 +59,8 @@ def prometheus(targets: list[str], tmp: Path, ready_within_s: float = 30) -> Ite
                 "scrape_configs": [
                     {"job_name": f"t{i}", "static_configs": [{"targets": [target]}]}
                     for i, target in enumerate(targets)
-                ],
+                ]
+                + list(jobs),
             }
         )
     )
@@ -58,17 +71,19 @@ def prometheus(targets: list[str], tmp: Path, ready_within_s: float = 30) -> Ite
             f"--storage.tsdb.path={tmp / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{port}",
             "--log.level=warn",
+            *([f"--web.config.file={web_config}"] if web_config else []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=(tmp / "prometheus.log").open("w"),
     )
-    url = f"http://127.0.0.1:{port}"
+    scheme = "https" if web_config and "tls_server_config" in web_config.read_text() else "http"
+    url = f"{scheme}://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + ready_within_s
         while True:
             with (
                 contextlib.suppress(OSError),
-                urllib.request.urlopen(url + "/-/ready", timeout=2) as response,
+                urlopen(url + "/-/ready", timeout=2) as response,
             ):
                 if response.status == 200:
                     break
@@ -87,17 +102,24 @@ def prometheus(targets: list[str], tmp: Path, ready_within_s: float = 30) -> Ite
             proc.wait()
 
 
-def instant(url: str, expr: str) -> list[dict]:
+def instant(url: str, expr: str, urlopen: Opener = urllib.request.urlopen) -> list[dict]:
     query = urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=10) as response:
+    with urlopen(f"{url}/api/v1/query?{query}", timeout=10) as response:
         return json.load(response)["data"]["result"]
 
 
-def wait_for_samples(url: str, metric: str, series: int, samples: int, within_s: float = 25) -> None:
+def wait_for_samples(
+    url: str,
+    metric: str,
+    series: int,
+    samples: int,
+    within_s: float = 25,
+    urlopen: Opener = urllib.request.urlopen,
+) -> None:
     """Until each of ``series`` series of ``metric`` holds at least ``samples`` samples (bounded)."""
     deadline = time.monotonic() + within_s
     while True:
-        counts = [float(r["value"][1]) for r in instant(url, f"count_over_time({metric}[5m])")]
+        counts = [float(r["value"][1]) for r in instant(url, f"count_over_time({metric}[5m])", urlopen)]
         if len(counts) >= series and min(counts) >= samples:
             return
         if time.monotonic() > deadline:
