@@ -9,7 +9,6 @@ GPUWISE_PROMETHEUS_TOKEN (bearer) or GPUWISE_PROMETHEUS_USER + GPUWISE_PROMETHEU
 from __future__ import annotations
 
 import base64
-import json
 import math
 import os
 import urllib.error
@@ -17,6 +16,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
+
+import orjson
 
 from gpuwise.errors import GpuwiseError
 
@@ -88,7 +89,7 @@ class PrometheusApi:
             raise GpuwiseError(f"{where} did not answer within {self.timeout_s:g} s") from None
         except OSError as err:
             raise GpuwiseError(f"cannot reach {where}: {err.strerror or err}") from None
-        answer = _prometheus_error(body) or _json(body)
+        answer = _json(body)
         if not isinstance(answer, dict) or answer.get("status") not in ("success", "error"):
             raise GpuwiseError(f"{where}: /api/v1/{path} did not answer as a Prometheus API does")
         if answer["status"] == "error":
@@ -136,8 +137,8 @@ def _ts(unix_s: float) -> str:
 
 def _json(body: bytes) -> Any:
     try:
-        return json.loads(body)
-    except ValueError:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
         return None
 
 

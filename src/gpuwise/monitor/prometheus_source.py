@@ -186,11 +186,14 @@ def _source_text(d: Dialect, source: Source) -> str:
     return f"{metrics} ({d.exporter}{unit}; {_REDUCED[source.reduce]})"
 
 
+_NOT_FINITE = frozenset(("NaN", "+Inf", "-Inf"))
+
+
 def _values(row: dict) -> Iterator[tuple[float, float]]:
+    # Prometheus sends [unix seconds (ms precision), "value"]; NaN and infinities are not readings
     for t, v in row.get("values") or []:
-        value = float(v)
-        if math.isfinite(value):
-            yield round(float(t), 3), value
+        if v not in _NOT_FINITE:
+            yield round(t, 3), float(v)
 
 
 def _throttle(gpu: _Gpu, t: float, reason: str, seconds: float) -> None:
