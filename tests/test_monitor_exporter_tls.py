@@ -185,3 +185,30 @@ def test_the_cli_refuses_a_bad_web_config_before_touching_nvml(cli, tmp_path):
     result = cli("exporter", "--web-config", str(tmp_path / "web.yml"))
     assert result.exit_code == 2
     assert "is not a bcrypt hash" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_cli_serves_https_with_basic_auth_until_ctrl_c(certs, capfd, monkeypatch):
+    """`gpuwise exporter --web-config` in-process on faked NVML; its wait is interrupted after one scrape."""
+    from gpuwise.cli.app import main
+    from prometheus_server import free_port
+
+    port = free_port()
+    scraped: list[int] = []
+
+    def sleep_then_ctrl_c(_seconds: float) -> None:
+        url = f"https://127.0.0.1:{port}/metrics"
+        scraped.append(status(opener(certs), url))
+        scraped.append(status(opener(certs, "prometheus", PASSWORD), url))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(time, "sleep", sleep_then_ctrl_c)
+    config = write_config(certs)
+    with fake_nvml("healthy_and_idle"):
+        try:
+            main(["exporter", "--listen", f"127.0.0.1:{port}", "--web-config", str(config)])
+        except SystemExit as done:
+            assert not done.code
+    err = capfd.readouterr().err
+    assert scraped == [401, 200]
+    assert f"serving https://127.0.0.1:{port}/metrics (basic auth) for 2 GPUs" in err
+    assert "warning" not in err
