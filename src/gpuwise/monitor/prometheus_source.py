@@ -123,12 +123,17 @@ class _Reader:
             if source is None:
                 continue
             for metric in (source.metric, *(m for m in source.plus if m in self.names)):
+                # Several series of one metric for one GPU (scraped by two jobs, or dcgm-exporter's pod
+                # labels changing) are averaged; the ``plus`` metrics are then added (used + free).
+                same: dict[tuple[str, int, float], list[float]] = {}
                 for row in self.query(self.over(source, metric), count):
                     gpu = gpu_of(row["metric"])
                     if gpu is not None:
                         for t, v in _values(row):
-                            point = gpu.points.setdefault(t, {})
-                            point[name] = point.get(name, 0.0) + v * source.scale
+                            same.setdefault((gpu.host, gpu.index, t), []).append(v)
+                for (host, index, t), values in same.items():
+                    point = gpus[host, index].points.setdefault(t, {})
+                    point[name] = point.get(name, 0.0) + sum(values) / len(values) * source.scale
             sources[name] = _source_text(d, source)
         self._reasons(d, gpu_of, count, sources)
         self._processes(d, gpu_of, count, sources)
