@@ -125,15 +125,18 @@ class _Reader:
             for metric in (source.metric, *(m for m in source.plus if m in self.names)):
                 # Several series of one metric for one GPU (scraped by two jobs, or dcgm-exporter's pod
                 # labels changing) are averaged; the ``plus`` metrics are then added (used + free).
-                same: dict[tuple[str, int, float], list[float]] = {}
+                rows: dict[tuple[str, int], list[dict]] = {}
                 for row in self.query(self.over(source, metric), count):
                     gpu = gpu_of(row["metric"])
                     if gpu is not None:
-                        for t, v in _values(row):
-                            same.setdefault((gpu.host, gpu.index, t), []).append(v)
-                for (host, index, t), values in same.items():
-                    point = gpus[host, index].points.setdefault(t, {})
-                    point[name] = point.get(name, 0.0) + sum(values) / len(values) * source.scale
+                        rows.setdefault((gpu.host, gpu.index), []).append(row)
+                for key, same in rows.items():
+                    points = gpus[key].points
+                    for t, v in _values(same[0]) if len(same) == 1 else _mean(same):
+                        point = points.get(t)
+                        if point is None:
+                            point = points[t] = {}
+                        point[name] = point.get(name, 0.0) + v * source.scale
             sources[name] = _source_text(d, source)
         self._reasons(d, gpu_of, count, sources)
         self._processes(d, gpu_of, count, sources)
@@ -198,7 +201,15 @@ def _values(row: dict) -> Iterator[tuple[float, float]]:
     # Prometheus sends [unix seconds (ms precision), "value"]; NaN and infinities are not readings
     for t, v in row.get("values") or []:
         if v not in _NOT_FINITE:
-            yield round(t, 3), float(v)
+            yield t, float(v)
+
+
+def _mean(rows: list[dict]) -> Iterator[tuple[float, float]]:
+    by_time: dict[float, list[float]] = {}
+    for row in rows:
+        for t, v in _values(row):
+            by_time.setdefault(t, []).append(v)
+    return ((t, sum(vs) / len(vs)) for t, vs in by_time.items())
 
 
 def _throttle(gpu: _Gpu, t: float, reason: str, seconds: float) -> None:
