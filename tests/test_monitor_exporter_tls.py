@@ -51,6 +51,7 @@ def write_config(where: Path, tls: bool = True, users: bool = True) -> Path:
         data["tls_server_config"] = {"cert_file": "server.crt", "key_file": "server.key"}
     if users:
         hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
+        hashed = "$2y$" + hashed[4:]  # the prefix htpasswd -B writes
         data["basic_auth_users"] = {"prometheus": hashed}
     path = where / "web.yml"
     path.write_text(json.dumps(data))  # JSON is YAML
