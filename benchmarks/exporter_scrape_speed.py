@@ -16,7 +16,6 @@ import json
 import shutil
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # fake_n
 from fake_nvml import FakeNvml, scenario
 from gpuwise.monitor import exporter, web_config
 from gpuwise.monitor.sampler import GpuSampler
+from self_signed import self_signed
 
 
 def scrape_times(url: str, scrapes: int, context: ssl.SSLContext | None, auth: str | None) -> list[float]:
@@ -51,24 +51,18 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--scrapes", type=int, default=50)
     args = parser.parse_args()
-    openssl = shutil.which("openssl")
-    if openssl is None:
+    if shutil.which("openssl") is None:
         print(json.dumps({"skipped": "no openssl CLI"}))
         return
     gpus = (scenario("healthy_and_idle") * args.gpus)[: args.gpus]
     figures: dict = {"gpus": args.gpus, "scrapes": args.scrapes}
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        subprocess.run(
-            [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", str(tmp / "k.pem"), "-out", str(tmp / "c.pem"), "-days", "1",
-             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-            check=True, capture_output=True,
-        )  # fmt: skip
+        cert, key = self_signed(tmp)
         hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=10)).decode()
-        tls = web_config.WebConfig(tmp / "c.pem", tmp / "k.pem")
-        both = web_config.WebConfig(tmp / "c.pem", tmp / "k.pem", {"prometheus": hashed.encode()})
-        context = ssl.create_default_context(cafile=str(tmp / "c.pem"))
+        tls = web_config.WebConfig(cert, key)
+        both = web_config.WebConfig(cert, key, {"prometheus": hashed.encode()})
+        context = ssl.create_default_context(cafile=str(cert))
         auth = "Basic " + base64.b64encode(b"prometheus:pw").decode()
         cases = [
             ("http", None, None, None),

@@ -9,7 +9,6 @@ import base64
 import json
 import shutil
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +25,7 @@ from gpuwise.monitor import exporter, web_config
 from gpuwise.monitor.prometheus_source import load_history
 from gpuwise.monitor.sampler import GpuSampler
 from prometheus_server import prometheus, wait_for_samples
+from self_signed import self_signed
 
 PASSWORD = "scrape-me"
 
@@ -33,15 +33,8 @@ PASSWORD = "scrape-me"
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory) -> Path:
     """A self-signed certificate for 127.0.0.1 (server.crt, server.key)."""
-    openssl = shutil.which("openssl")
-    assert openssl, "the openssl CLI comes with Debian (package openssl)"
     tmp = tmp_path_factory.mktemp("certs")
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", str(tmp / "server.key"), "-out", str(tmp / "server.crt"), "-days", "2",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    self_signed(tmp)
     return tmp
 
 
