@@ -116,11 +116,11 @@ def wait_for_samples(
     within_s: float = 25,
     urlopen: Opener = urllib.request.urlopen,
 ) -> None:
-    """Until each of ``series`` series of ``metric`` holds at least ``samples`` samples (bounded)."""
+    """Until ``series`` series of ``metric`` hold at least ``samples`` samples each (bounded)."""
     deadline = time.monotonic() + within_s
     while True:
         counts = [float(r["value"][1]) for r in instant(url, f"count_over_time({metric}[5m])", urlopen)]
-        if len(counts) >= series and min(counts) >= samples:
+        if sum(c >= samples for c in counts) >= series:
             return
         if time.monotonic() > deadline:
             raise AssertionError(
@@ -131,12 +131,18 @@ def wait_for_samples(
 
 @contextlib.contextmanager
 def text_server(
-    body: Callable[[], bytes], status: int = 200, content_type: str = "text/plain"
+    body: Callable[[], bytes],
+    status: int = 200,
+    content_type: str = "text/plain",
+    authorization: list[str] | None = None,
 ) -> Iterator[str]:
-    """Serve ``body()`` on every GET at a free loopback port; yields host:port."""
+    """Serve ``body()`` on every GET at a free loopback port; yields host:port. The Authorization
+    headers received are appended to ``authorization``."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if authorization is not None:
+                authorization.append(self.headers.get("Authorization", ""))
             data = body()
             self.send_response(status)
             self.send_header("Content-Type", content_type)

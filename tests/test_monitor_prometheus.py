@@ -5,8 +5,10 @@ text for scenarios of tests/data/nvml. What comes back is compared with what the
 
 from __future__ import annotations
 
+import base64
 import itertools
 import re
+import socket
 import time
 from unittest import mock
 
@@ -78,7 +80,7 @@ def nvitop_text(gpus: list[dict]) -> bytes:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     """Prometheus scraping the three exporters; yields (url, start, end, fake NVML, dcgm scrape count)."""
-    fake = FakeNvml(fleet_gpus())
+    fake = FakeNvml([*fleet_gpus(), scenario("lost_mid_run")[1]])  # + a GPU lost after its first read
     dcgm_scrapes = [0]
     tmp = tmp_path_factory.mktemp("prometheus")
     with mock.patch.multiple(pynvml, **fake.patches()):
@@ -134,11 +136,16 @@ def test_every_gpu_of_every_exporter_is_one_series(history):
         ("nvitop-node", 1, "NVITOP-GPU-1b"),
     }
     ours = [g for g in history.gpus if g.uuid and g.uuid.startswith("GPU-")]
-    assert [(g.gpu_index, g.uuid) for g in ours] == [(0, "GPU-0a"), (1, "GPU-1b"), (2, "GPU-2c")]
-    assert len(history.gpus) == 8
+    assert [(g.gpu_index, g.uuid) for g in ours] == [
+        (0, "GPU-0a"),
+        (1, "GPU-1b"),
+        (2, "GPU-2c"),
+        (3, "GPU-7b"),
+    ]
+    assert len(history.gpus) == 9
     assert all(g.name == "NVIDIA A100-SXM4-80GB" for g in history.gpus)
     for g in history.gpus:
-        assert len(g.samples) >= SCRAPES // STEP_S - 1
+        assert len(g.samples) >= SCRAPES / STEP_S - 1
         assert all(s.interval_s == STEP_S for s in g.samples)
         assert [s.time_unix_s for s in g.samples] == sorted(s.time_unix_s for s in g.samples)
 
@@ -170,6 +177,13 @@ def test_gpuwise_exporter_busy_memory_power_throttle_energy(history, fleet):
     hours, mean_busy = summary([busy, idle, throttled])
     assert mean_busy == pytest.approx((97 + 0 + 99) / 3, abs=1.0)
     assert hours == pytest.approx(sum(len(g.samples) for g in (busy, idle, throttled)) * STEP_S / 3600)
+
+
+def test_a_lost_gpu_is_lost_with_no_readings(history):
+    lost = by_uuid(history, "GPU-7b")
+    assert lost.samples[-1].lost and lost.samples[-1].busy_pct is None
+    assert lost.samples[-1].memory_used_bytes is None and lost.samples[-1].throttle_s == {}
+    assert not by_uuid(history, "GPU-0a").samples[-1].lost
 
 
 def test_dcgm_exporter_units_and_clock_event_bitmask(history, fleet):
@@ -249,6 +263,29 @@ def test_a_server_that_is_not_a_working_prometheus_is_one_clear_line(status, bod
     assert re.search(re.escape(expected), message), message
     assert "\n" not in message and "s3cret" not in message and "pw@" not in message
     assert f"Prometheus at http://{where}" in message
+
+
+def test_credentials_come_from_the_environment(monkeypatch):
+    seen: list[str] = []
+    with text_server(lambda: b"{}", status=401, authorization=seen) as where:
+        monkeypatch.setenv("GPUWISE_PROMETHEUS_USER", "ops")
+        monkeypatch.setenv("GPUWISE_PROMETHEUS_PASSWORD", "pw")
+        with pytest.raises(GpuwiseError):
+            load_history(f"http://{where}", 0, 60, 15)
+        monkeypatch.setenv("GPUWISE_PROMETHEUS_TOKEN", "tok")  # a token wins over user and password
+        with pytest.raises(GpuwiseError):
+            load_history(f"http://{where}", 0, 60, 15)
+    assert seen == ["Basic " + base64.b64encode(b"ops:pw").decode(), "Bearer tok"]
+
+
+def test_a_server_that_never_answers_times_out_in_one_line():
+    with socket.socket() as silent:  # accepts connections (backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        with pytest.raises(GpuwiseError, match=r"did not answer within 0.5 s|timed out") as e:
+            load_history(f"http://127.0.0.1:{port}", 0, 60, 15, timeout_s=0.5)
+    assert "\n" not in str(e.value)
 
 
 def test_an_unreachable_prometheus_and_a_bad_url_are_one_clear_line():
