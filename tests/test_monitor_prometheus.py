@@ -147,6 +147,10 @@ def test_every_gpu_of_every_exporter_is_one_series(history):
     for g in history.gpus:
         assert len(g.samples) >= SCRAPES / STEP_S - 1
         assert all(s.interval_s == STEP_S for s in g.samples)
+        # each sample's step lies inside the window
+        assert all(
+            history.start_unix_s + STEP_S - 1e-3 <= s.time_unix_s <= history.end_unix_s for s in g.samples
+        )
         assert [s.time_unix_s for s in g.samples] == sorted(s.time_unix_s for s in g.samples)
 
 
@@ -296,3 +300,5 @@ def test_an_unreachable_prometheus_and_a_bad_url_are_one_clear_line():
         load_history("prom:9090", 0, 60, 15)
     with pytest.raises(GpuwiseError, match="step must be a positive"):
         load_history("http://127.0.0.1:9", 0, 60, 0)
+    with pytest.raises(GpuwiseError, match="at least one step of 15 s"):
+        load_history("http://127.0.0.1:9", 0, 10, 15)

@@ -53,17 +53,18 @@ def load_history(
     """
     if not step_s > 0 or not math.isfinite(step_s):
         raise GpuwiseError(f"the step must be a positive number of seconds (got {step_s:g})")
-    if not end_unix_s > start_unix_s:
-        raise GpuwiseError("the window ends before it starts")
+    if not end_unix_s >= start_unix_s + step_s:
+        raise GpuwiseError(f"the window must hold at least one step of {step_s:g} s")
     api = PrometheusApi(url, timeout_s)
-    names = api.metric_names(start_unix_s - step_s, end_unix_s)
+    names = api.metric_names(start_unix_s, end_unix_s)
     found = [d for d in DIALECTS if d.detect in names]
     if not found:
         looked = ", ".join(f"{d.detect} ({d.exporter})" for d in DIALECTS)
         raise GpuwiseError(
             f"Prometheus at {api.shown} holds no GPU metrics in this window: looked for {looked}"
         )
-    reader = _Reader(api, names, start_unix_s, end_unix_s, step_s)
+    # the first point stands for [start, start + step]: every sample lies inside the window
+    reader = _Reader(api, names, start_unix_s + step_s, end_unix_s, step_s)
     series: list[GpuSeries] = []
     seen: set[str] = set()
     notes: list[str] = []
