@@ -97,13 +97,22 @@ def exporter(
         typer.Option("--listen", help="HOST:PORT to serve /metrics on (loopback unless you say otherwise)."),
     ] = "127.0.0.1:9835",
     usd_per_gpu_hour: UsdPerGpuHour = None,
+    web_config: Annotated[
+        str | None,
+        typer.Option(
+            "--web-config",
+            help="Prometheus exporter-toolkit web config YAML: tls_server_config (cert_file, key_file), "
+            "basic_auth_users (bcrypt hashes).",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
 ) -> None:
     """Serve every GPU's readings to Prometheus at http://HOST:PORT/metrics until Ctrl-C.
 
-    --json, --markdown and --html print the metric reference (names, units, NVML source) instead.
+    --web-config adds TLS and basic auth. --json, --markdown and --html print the metric reference
+    (names, units, NVML source) instead.
     """
     import time
 
@@ -121,15 +130,23 @@ def exporter(
             document=monitor_view.metrics_document,
         )
         return
+    from gpuwise.monitor import web_config as web
+
     host = prom.parse_listen(listen)[0]
+    config = web.load(web_config) if web_config else web.WebConfig()
     from gpuwise.monitor.sampler import GpuSampler
 
     sampler = GpuSampler()
     try:
-        server = prom.start(sampler, listen, usd_per_gpu_hour)
-        if not prom.is_loopback(host):
-            typer.echo(f"gpuwise: warning: serving on {host}, reachable from other machines", err=True)
-        typer.echo(f"serving http://{listen}/metrics for {sampler.count} GPUs (Ctrl-C stops)", err=True)
+        server = prom.start(sampler, listen, usd_per_gpu_hour, config)
+        warning = web.exposure_warning(host, prom.is_loopback(host), config)
+        if warning:
+            typer.echo(f"gpuwise: warning: {warning}", err=True)
+        scheme = "https" if config.tls else "http"
+        auth = " (basic auth)" if config.users else ""
+        typer.echo(
+            f"serving {scheme}://{listen}/metrics{auth} for {sampler.count} GPUs (Ctrl-C stops)", err=True
+        )
         try:
             while True:
                 time.sleep(3600)
