@@ -68,6 +68,10 @@ UNMODELLED = [
         "not the training step described",
     ),
 ]
+# A row whose own source contradicts the setup it states (notes: "CONTRADICTORY SOURCE: why"): what ran is
+# unknown. The reason must come from the source (its other figures, its authors), never from the error size;
+# the estimate is kept so the summary shows the figures with these rows put back.
+CONTRADICTED = re.compile(r"CONTRADICTORY SOURCE: ([^:]*?)(?::|$)")
 # A stated setup estimated at more than this multiple of its GPU's memory cannot have run as stated: the
 # margin covers the estimator's own error (its p90 is far below 50 %), so only impossible rows are excluded.
 OVER_CAPACITY = 1.5
@@ -292,6 +296,12 @@ def evaluate(rows: list[dict[str, str]]) -> list[Result]:
             stated = stated_context_bytes(notes)
             if stated is not None:
                 value += stated - cuda_context_bytes(estimate.gpu)
+        contradicted = CONTRADICTED.search(notes)
+        if contradicted:
+            result.skip_reason = f"the source contradicts its stated setup ({contradicted.group(1).strip()})"
+            result.excluded_estimate_bytes = value
+            results.append(result)
+            continue
         capacity = gpu_capacity_bytes(estimate.gpu)
         if row.get("gpu", "").strip() and estimate.peak_allocated_bytes > OVER_CAPACITY * capacity:
             # The run completed on the stated GPU, so the stated setup is not what ran (typically an
@@ -330,8 +340,8 @@ def _abs_err(measured: float, estimated: float) -> float:
 
 def summary(results: list[Result]) -> dict:
     """Median and p90 |error| of the modelled rows; the same with the rows excluded as impossible
-    setups put back in (no hiding); and the spread of both when each source is left out in turn,
-    the guard against a model tuned to one publication."""
+    setups or contradicted by their source put back in (no hiding); and the spread of both when each
+    source is left out in turn, the guard against a model tuned to one publication."""
     done = [r for r in results if r.estimated_bytes is not None]
     errs = [abs(r.err_pct) for r in done]
     median, p90 = _figures(errs)
@@ -402,14 +412,6 @@ def print_report(results: list[Result]) -> None:
 KNOWN_CAUSES = {
     "mem-C12b": "torchtune Jul-2024 table, unpacked Alpaca: 4 x 2048 tokens without checkpointing cannot "
     "fit a 24 GB RTX 4090 (44 GiB estimated), so the batches that ran were shorter than the stated 2048",
-    "mem-C3b": "same recipe and settings as mem-C3a (RTX 4090, 16.2 GiB, within 15 %) but 30.3 GiB on "
-    "an A6000: the README's A6000 run differs in a setting it does not state",
-    "mem-C2": "same recipe as mem-C1 (skipped: optimizer step fused into backward) yet twice its value "
-    "on an A6000: an unstated setting differs",
-    "mem-C15b": "max_reserved is set while loading (notes: 9.13 GB reserved at init): torchtune quantizes "
-    "the bf16 checkpoint to NF4 on the GPU and the caching allocator keeps those blocks; the estimate is "
-    "the training step",
-    "mem-C13b": "metric not named (assumed active; older torchtune READMEs report peak reserved)",
     "mem-C7": "405B QLoRA: the config's batch is 1, the README says 2 (UNCERTAIN); the estimate uses 2",
     "mem-H3": "LongLoRA baseline: metric, LoRA rank/targets and checkpointing not stated (UNCERTAIN)",
     "mem-H2d": "LLaMA-Factory 'GRAM' rounded to whole GB (9 GB), measurement method not stated",

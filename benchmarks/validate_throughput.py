@@ -264,16 +264,17 @@ def predicted_value(case: Case) -> float:
 
 # Why the rows the model misses most are off, from reading each row's source (benchmarks/data/README.md).
 BLACKWELL_FP4 = (
-    "Blackwell FP4 serving, decode-heavy: measured steps take ~1.4x the roofline's; no published FP4 "
-    "GEMM or Blackwell attention efficiency exists here (the FP8 MAMF and Hopper attention fractions are "
-    "assumed); the same table's RTX PRO 6000 FP4 rows are within 6 % (median) and H100/H200 FP8 rows 11 %"
+    "Blackwell FP4 serving: the FP4 GEMMs run at the measured NVFP4 kernel curve (vLLM PR #20646, B200, one "
+    "8B shape, efficiency.toml [fp4_gemm_sm100]); larger 70B GEMMs run relatively better than that shape at "
+    "decode M (rows below the measurement), 405B TP4 steps spend more outside the GEMMs than modelled (above)"
 )
 KNOWN_CAUSES = {
-    "thr-DB-static-a100-40gb-sxm-4-bs1": "Databricks blog, TP4 static batch 1: implies 8.8 ms per token vs "
-    "16.6 on one GPU (1.9x for 4x the bandwidth); GPU form factor and engine not stated (approximate)",
-    "thr-DB-ttft-mpt7b-4": "Databricks blog, TP4 prefill of 512 tokens: 26 ms vs 46 on one GPU; the "
-    "implied all-reduce bandwidth (~35 GB/s) is PCIe-like although SXM is assumed (approximate)",
-    "thr-DB-ttft-llama2-70b-4": "same blog and TP4 prefill gap as thr-DB-ttft-mpt7b-4",
+    "thr-DB-static-a100-40gb-sxm-4-bs1": "Databricks blog, TP4 static batch 1 (FasterTransformer): 1.7 vs "
+    "0.9 requests/s on one GPU, 1.9x for 4x the bandwidth; the PCIe all-reduces its TTFT rows imply are "
+    "modelled, the rest of FasterTransformer's TP decode overhead is not stated",
+    "thr-DB-ttft-llama2-70b-4": "Databricks blog, TP4 prefill: its TP4/TP8 pair implies ~36 GB/s all-reduce "
+    "bus bandwidth, above the model's PCIe Gen4 figure (0.75 x 32 GB/s): a faster path (2-GPU NVLink "
+    "bridges of the PCIe A100?) is not stated",
     "thr-VLLM-1": "vLLM v0.5.3 light load: the post says CPU scheduling dominated (GPU busy 38 %)",
     "thr-TT-8b-128-FSDP": "torchtitan without torch.compile at 128 GPUs: eager elementwise kernels and FSDP "
     "all-gathers on 128 ranks; the perf model does not yet use the workload's torch_compile switch",

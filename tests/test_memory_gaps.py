@@ -239,3 +239,46 @@ def test_plan_offloads_a_sharded_full_finetune_after_checkpointing():
     ids = [t.id for t in make_plan(w).recommended]
     assert "offload" in ids and "grad_checkpointing" in ids
     assert ids.index("grad_checkpointing") < ids.index("offload")
+
+
+def _torchtune_qlora(torchao: str, **extra) -> dict:
+    return {
+        "model": "llama-2-7b",
+        "task": "qlora",
+        "precision": "nf4",
+        "double_quant": True,
+        "lora_rank": 8,
+        "lora_targets": "q,k,v,o,mlp",
+        "batch_size": 2,
+        "seq_len": 1304,
+        "grad_checkpointing": "full",
+        "framework": "torchtune",
+        "library_versions": [f"torchao=={torchao}", "torchtune==0.2"],
+        **extra,
+    }
+
+
+def test_torchao_01_quantizes_whole_matrices_at_load_and_the_allocator_keeps_the_blocks():
+    old = estimate_memory(workload_from_mapping(_torchtune_qlora("0.1")))
+    new = estimate_memory(workload_from_mapping(_torchtune_qlora("0.2")))
+    load_old, load_new = old.phase("load"), new.phase("load")
+    mlp = 11008 * 4096  # Llama-2-7B's largest quantized matrix
+    # bf16 source + scaled copy + (value - nf4) and its abs, 16 levels each: 68 bytes per element
+    assert load_old.components["temporaries"] == pytest.approx(68 * mlp)
+    # torchao >= 0.2: source, scaled copy, uint8 indices and packed halves (6 B), comparisons per 2^20 chunk
+    assert load_new.components["temporaries"] == pytest.approx(6 * mlp + 2**20 * (64 + 8))
+    assert load_old.components["weights"] == old.phase("forward").components["weights"]
+    # The torchtune QLoRA tutorial (PR #693, Apr 2024, torchao 0.1): 9.13 GB reserved after model init.
+    assert old.peak_reserved_bytes == pytest.approx(9.13e9, rel=0.05)
+    assert old.peak_phase == "load" and new.peak_phase != "load"
+    assert new.peak_reserved_bytes < old.peak_reserved_bytes
+
+
+def test_only_torchtune_quantizes_on_the_gpu_at_load():
+    hf = estimate_memory(workload_from_mapping({**_torchtune_qlora("0.1"), "framework": "hf"}))
+    lora = estimate_memory(
+        workload_from_mapping(
+            {**_torchtune_qlora("0.1"), "task": "lora", "precision": "bf16", "double_quant": False}
+        )
+    )
+    assert "load" not in [p.name for p in hf.phases + lora.phases]

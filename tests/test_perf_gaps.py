@@ -56,3 +56,37 @@ def test_context_parallel_splits_a_long_sequence_over_gpus():
     assert two.micro_batch_tokens == 16384
     speedup = one.step_time_s / two.step_time_s
     assert 1.6 < speedup < 2.0  # half the work per GPU, minus the exposed ring K/V exchange
+
+
+def test_fp4_gemms_on_sm100_run_at_the_measured_nvfp4_kernel_rate():
+    from gpuwise.perf import efficiency as eff
+    from gpuwise.perf.inference import StepModel
+
+    b200, gb200 = get_gpu("b200"), get_gpu("gb200")
+    # the published points themselves (vLLM PR #20646, B200), log-interpolated between them
+    assert eff.fp4_gemm_rate(b200, 256) == pytest.approx(1102.0e12)
+    assert eff.fp4_gemm_rate(b200, 16384) == eff.fp4_gemm_rate(b200, 1e6) == pytest.approx(3904.3e12)
+    assert 1102.0e12 < eff.fp4_gemm_rate(b200, 362) < 2188.0e12
+    assert eff.fp4_gemm_rate(gb200, 256) == pytest.approx(1102.0e12 * 10000 / 9000)  # scaled by FP4 peak
+    assert eff.fp4_gemm_rate(get_gpu("rtx-pro-6000-blackwell"), 256) is None  # sm_120: no curve
+    assert eff.fp4_gemm_rate(get_gpu("h100-sxm"), 256) is None
+    w = workload_from_mapping(
+        {"model": "llama-3.3-70b", "precision": "fp4", "gpu": "b200", "task": "serving"}
+    )
+    model = StepModel(w, b200, *_arch_num(w, b200))
+    step = model.step(256, decode_seqs=256, decode_context=1024)
+    flops = 2.0 * model.active_params * 256
+    assert step.compute_s == pytest.approx(flops / 1102.0e12)  # slower than both rooflines at M = 256
+    assert step.compute_s > model.weight_bytes_read(256) / model.decode_bw
+    # bf16 on the same GPU keeps the roofline (no measured curve for it): FLOPs at MAMF x stack
+    w16 = w.with_changes(precision="bf16")
+    m16 = StepModel(w16, b200, *_arch_num(w16, b200))
+    bf16 = m16.step(256, decode_seqs=256, decode_context=1024)
+    roofline = flops / (m16.peak_lin * m16.e_lin)
+    assert bf16.compute_s == pytest.approx(roofline)  # decode attention here is memory-bound
+
+
+def _arch_num(w, gpu):
+    from gpuwise.catalog import get_model
+
+    return get_model(w.model), resolve(w, gpu)

@@ -32,7 +32,10 @@ def test_published_benchmarks_within_target():
     assert summary["source_weighted_median_abs_err_pct"] <= 25
     assert "Rows not modelled" in out and "dataset distribution" in out
     assert "worst 10 rows and why:" in out
-    assert summary["median_signed_err_pct_by_group"]["fp4_serving"] < 25  # was +26 % before tile quantization
+    # +26 % before tile quantization, +19.6 % before the measured NVFP4 kernel curve
+    assert abs(summary["median_signed_err_pct_by_group"]["fp4_serving"]) < 10
+    # -40 % while the Databricks A100s were taken as SXM; its own TP scaling implies PCIe all-reduces
+    assert abs(summary["median_signed_err_pct_by_group"]["tp_prefill"]) < 25
 
 
 def test_rows_are_parsed_predicted_or_skipped_with_a_reason(tmp_path):

@@ -311,3 +311,40 @@ def test_every_run_is_consistent(rate, hit, spec_tokens, chunked, engine, max_se
     fastest = min(r.iteration_s(0, 0.0, max(1, math.ceil(p * (1 - hit))), 0.0) for p in draws.prompts)
     assert min(run.ttft_s) >= 0.99 * fastest
     assert run.mean_decode_batch <= max_seqs + 1e-9
+
+
+def test_engine_factors_name_their_sources_and_say_which_are_assumptions():
+    from gpuwise.serving.engines import engine_data
+    from gpuwise.workload.serving import ENGINES
+
+    data = engine_data()
+    assert set(data["engine"]) == set(ENGINES)
+    for row in data["engine"].values():
+        assert row["basis"] in {"reference", "published", "assumption"}
+        assert row["source"] and row["date"] and row["figures"]
+    assert data["engine"]["vllm"]["step_time_factor"] == 1.0  # the perf model's efficiencies are vLLM's
+    assert data["engine"]["llama.cpp"]["basis"] == "assumption"
+
+
+def test_the_draft_costs_one_layer_and_the_lm_head_of_the_target():
+    """EAGLE's draft is one decoder layer reading the target's LM head: ~5 % of a step for the paper's
+    32k-vocabulary 7B models, about twice that for Llama-3-8B's 128k vocabulary, little for a 70B."""
+    from gpuwise.serving.engines import draft_cost_fraction
+
+    llama2 = draft_cost_fraction(get_model("llama-2-7b"))
+    assert 0.045 < llama2 < 0.055
+    assert draft_cost_fraction(get_model("llama-3-8b")) > 1.8 * llama2
+    assert draft_cost_fraction(get_model("llama-3-70b")) < llama2
+    plain = replica(serving())
+    spec = replica(serving(speculative_tokens=3))
+    ratio = spec.iteration_s(8, 1000.0, 0, 0.0) / plain._raw(8 * 4, 8, 1000.0, 0, 0.0)
+    assert ratio == pytest.approx(1 + 3 * spec.draft_fraction)
+
+
+def test_a_step_time_factor_scales_every_iteration():
+    """serving.step_time_factor (set by plan --evidence from a load test) multiplies each iteration."""
+    base, slow = replica(serving()), replica(serving(step_time_factor=2.5))
+    for args in ((1, 500.0, 0, 0.0), (16, 2000.0, 512, 1024.0), (0, 0.0, 2048, 4096.0)):
+        assert slow.iteration_s(*args) == pytest.approx(2.5 * base.iteration_s(*args))
+    with pytest.raises(GpuwiseError):
+        serving(step_time_factor=0)

@@ -10,7 +10,7 @@ from gpuwise.plan.serving import plan_serving
 from gpuwise.workload import load_workload, workload_from_mapping
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-FEW_GPUS = ["h100-sxm", "a100-80gb-sxm", "a10g"]
+FEW_GPUS = ["h100-sxm", "a100-80gb-sxm", "a10g", "gh200"]  # gh200: the cheapest of the full catalog
 
 
 def chat(**changes):

@@ -156,13 +156,22 @@ def exporter(
         typer.Option("--listen", help="HOST:PORT to serve /metrics on (loopback unless you say otherwise)."),
     ] = "127.0.0.1:9835",
     usd_per_gpu_hour: UsdPerGpuHour = None,
+    web_config: Annotated[
+        str | None,
+        typer.Option(
+            "--web-config",
+            help="Prometheus exporter-toolkit web config YAML: tls_server_config (cert_file, key_file), "
+            "basic_auth_users (bcrypt hashes).",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
 ) -> None:
     """Serve every GPU's readings to Prometheus at http://HOST:PORT/metrics until Ctrl-C.
 
-    --json, --markdown and --html print the metric reference (names, units, NVML source) instead.
+    --web-config adds TLS and basic auth. --json, --markdown and --html print the metric reference
+    (names, units, NVML source) instead.
     """
     import time
 
@@ -180,15 +189,23 @@ def exporter(
             document=monitor_view.metrics_document,
         )
         return
+    from gpuwise.monitor import web_config as web
+
     host = prom.parse_listen(listen)[0]
+    config = web.load(web_config) if web_config else web.WebConfig()
     from gpuwise.monitor.sampler import GpuSampler
 
     sampler = GpuSampler()
     try:
-        server = prom.start(sampler, listen, usd_per_gpu_hour)
-        if not prom.is_loopback(host):
-            typer.echo(f"gpuwise: warning: serving on {host}, reachable from other machines", err=True)
-        typer.echo(f"serving http://{listen}/metrics for {sampler.count} GPUs (Ctrl-C stops)", err=True)
+        server = prom.start(sampler, listen, usd_per_gpu_hour, config)
+        warning = web.exposure_warning(host, prom.is_loopback(host), config)
+        if warning:
+            typer.echo(f"gpuwise: warning: {warning}", err=True)
+        scheme = "https" if config.tls else "http"
+        auth = " (basic auth)" if config.users else ""
+        typer.echo(
+            f"serving {scheme}://{listen}/metrics{auth} for {sampler.count} GPUs (Ctrl-C stops)", err=True
+        )
         try:
             while True:
                 time.sleep(3600)
@@ -263,6 +280,10 @@ def report(
         str | None,
         typer.Option("--prometheus", help="Read the history from this Prometheus server instead (a fleet)."),
     ] = None,
+    step: Annotated[
+        str | None,
+        typer.Option("--step", help="With --prometheus: the query step (default 60s up to 8d, else 1h)."),
+    ] = None,
     usd_per_gpu_hour: UsdPerGpuHour = None,
     usd_per_kwh: Annotated[
         float | None,
@@ -290,10 +311,12 @@ def report(
             raise GpuwiseError(f"{flag} must be 0 or more (got {value:g})")
     if prometheus is not None and store is not None:
         raise GpuwiseError("--prometheus and --store are exclusive: one history source")
+    if step is not None and prometheus is None:
+        raise GpuwiseError("--step only applies to --prometheus (the local store has its own tiers)")
     window = parse_duration(since, "--since")
     end = time.time()
     history = (
-        _prometheus_history(prometheus, end - window, end)
+        _prometheus_history(prometheus, end - window, end, step)
         if prometheus is not None
         else _local_history(store, end - window, end)
     )
@@ -333,8 +356,9 @@ def _local_history(path: Path | None, start: float, end: float) -> History:
         store.close()
 
 
-def _prometheus_history(url: str, start: float, end: float) -> History:
-    from gpuwise.monitor.history_read import MINUTE_WINDOW_S, RAW_WINDOW_S
+def _prometheus_history(url: str, start: float, end: float, step: str | None) -> History:
+    from gpuwise.monitor.history_read import MINUTE_WINDOW_S
+    from gpuwise.monitor.tiers import parse_duration
 
     try:
         from gpuwise.monitor.prometheus_source import (  # type: ignore[import-untyped,unused-ignore]  # written in parallel (issue 15 part B)
@@ -346,6 +370,7 @@ def _prometheus_history(url: str, start: float, end: float) -> History:
         raise GpuwiseError(
             "--prometheus needs gpuwise.monitor.prometheus_source, missing from this install"
         ) from None
-    window = end - start
-    step_s = 15.0 if window <= RAW_WINDOW_S else 60.0 if window <= MINUTE_WINDOW_S else 3600.0
+    # 60 s: no shorter than common scrape intervals (a step without a scrape has no sample)
+    default = 60.0 if end - start <= MINUTE_WINDOW_S else 3600.0
+    step_s = default if step is None else parse_duration(step, "--step")
     return load_history(url, start, end, step_s)

@@ -17,13 +17,17 @@ from gpuwise.workload import Workload
 def plan(
     workload: Workload,
     evidence: Annotated[
-        list[Path] | None,
+        list[str] | None,
         typer.Option(
             "--evidence",
             "-e",
-            help="Measured evidence: --json output of `gpuwise profile`, `gpuwise trace` or "
-            "`gpuwise runs` (repeatable).",
+            help="Measured evidence: --json output of `gpuwise profile`, `gpuwise trace`, `gpuwise runs` or "
+            "`gpuwise loadtest`, or a load test's run id / 'last' (repeatable).",
         ),
+    ] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option("--store", help="Run store holding --evidence run ids (default: GPUWISE_STORE)."),
     ] = None,
     traced: Annotated[
         bool,
@@ -60,16 +64,22 @@ def plan(
 
     from gpuwise.plan.serving import wants_serving_plan
 
-    if wants_serving_plan(workload) and not (evidence or traced):  # serving helper: demand + SLO
+    measured = _serving_evidence(evidence or [], store)
+    if wants_serving_plan(workload) and not traced and (measured is not None or not evidence):
         from gpuwise.cli.serving_plan import emit_serving_plan
 
-        return emit_serving_plan(workload, html, as_json, as_markdown)
+        return emit_serving_plan(workload, html, as_json, as_markdown, measured or [])
+    if measured is not None:
+        raise GpuwiseError(
+            "a load test calibrates a serving plan: give the workload a demand (serving.rate or --rate)"
+            + (" and drop --traced" if traced else "")
+        )
     if (model_factory or input_factory) and not traced:
         raise GpuwiseError("--model-factory / --input-factory only apply with --traced")
     with sim_extra_required():
         result = make_plan(
             workload,
-            evidence_files=evidence or (),
+            evidence_files=[Path(e) for e in evidence or ()],
             traced=traced,
             model_factory=model_factory,
             input_factory=input_factory,
@@ -82,3 +92,17 @@ def plan(
         html=html,
         document=lambda: plan_view.plan_document(result),
     )
+
+
+def _serving_evidence(refs: list[str], store: Path | None):
+    """The --evidence items when any is a load test (a run id or a loadtest --json file), else None."""
+    if not refs:
+        return None
+    from gpuwise.plan.serving_evidence import has_loadtest, is_run_ref, read_serving_evidence
+
+    if not any(is_run_ref(r) for r in refs):
+        from gpuwise.plan.evidence_sources import read_evidence_files
+
+        loaded = read_evidence_files(refs)
+        return loaded if has_loadtest(loaded) else None
+    return read_serving_evidence(refs, store)

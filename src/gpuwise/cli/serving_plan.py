@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuwise.cli.output import emit
 from gpuwise.workload import Workload
 
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuwise.diagnose import Evidence
 
-def emit_serving_plan(workload: Workload, html: Path | None, as_json: bool, as_markdown: bool) -> None:
+
+def emit_serving_plan(
+    workload: Workload,
+    html: Path | None,
+    as_json: bool,
+    as_markdown: bool,
+    evidence: Sequence[Evidence] = (),
+) -> None:
     from gpuwise.plan.serving import plan_serving
     from gpuwise.report import serving_view
 
-    result = plan_serving(workload)
+    result = plan_serving(workload, evidence=evidence)
     emit(
         {"plan": result.to_dict()},
         "plan",

@@ -18,8 +18,9 @@ from typing import Any, Literal, get_args
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload.spec import Attention
 
-# Who produced the evidence: a live run, a profiler trace, NVML telemetry, or the models.
-EvidenceSource = Literal["profile", "trace", "telemetry", "prediction"]
+# Who produced the evidence: a live run, a profiler trace, NVML telemetry, the models, or a load test of a
+# serving endpoint (`gpuwise loadtest`).
+EvidenceSource = Literal["profile", "trace", "telemetry", "prediction", "loadtest"]
 SOURCES: tuple[EvidenceSource, ...] = get_args(EvidenceSource)
 
 
@@ -134,11 +135,48 @@ class Evidence:
     # {"gpu", "memory_gb", "usd_per_gpu_hour", "current_usd_per_gpu_hour", "usd_saved"} (over the window)
     smaller_gpu: dict[str, Any] | None = None
 
+    # --- a serving endpoint under load (`gpuwise loadtest`, issue 14.2): one load level's figures ----------
+    # (None when not a load test: runs saved before these fields load them as null)
+    serving_run_id: int | None = None  # the load test's id in the run store
+    serving_level: str | None = None  # which level: "concurrency 8", "poisson 5 req/s"
+    serving_levels: int | None = None  # levels the load test ran (a sweep or a max-rate search)
+    serving_offered_rate_rps: float | None = None  # the level's request rate (None: a concurrency level)
+    serving_concurrency: float | None = None  # requests in flight: as set, or rate x mean e2e (Little's law)
+    serving_requests: int | None = None  # requests sent in the level
+    serving_requests_ok: int | None = None
+    serving_errors: dict[str, int] | None = None  # kind -> count (timeout, http_status, ...)
+    serving_duration_s: float | None = None
+    # "ttft_p50", "tpot_p99", "itl_p90", "e2e_p50", ... -> seconds, measured at the level
+    serving_latency_s: dict[str, float] | None = None
+    serving_ttft_unloaded_s: float | None = None  # TTFT p50 at the load test's lightest level (if > 1 level)
+    serving_request_throughput_rps: float | None = None  # successful requests / level duration
+    serving_output_tokens_per_s: float | None = None
+    serving_total_tokens_per_s: float | None = None
+    serving_prompt_tokens_mean: float | None = None
+    serving_output_tokens_mean: float | None = None
+    serving_max_rate_rps: float | None = None  # highest probed rate meeting the load test's SLO (search)
+    serving_max_rate_at_least: bool | None = None  # the search's highest rate still met it
+    serving_model: str | None = None  # the model name the endpoint serves (/v1/models)
+    serving_url: str | None = None
+    # what the load test declared serves the endpoint (--predict): model, precision, gpu, num_gpus, tp, engine
+    serving_declared: dict[str, Any] | None = None
+    # filled by the serving plan: the SLO it holds the measurement to ("ttft_p99" -> s), and the
+    # simulator's uncalibrated TPOT p50 for the same level and its measured/predicted calibration factor
+    serving_slo_s: dict[str, float] | None = None
+    serving_predicted_tpot_p50_s: float | None = None
+    serving_predicted_ttft_unloaded_s: float | None = None  # calibrated prefill of the mean prompt, idle
+
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"unknown evidence source {self.source!r}")
+
+    @property
+    def serving_error_pct(self) -> float | None:
+        if not self.serving_requests:
+            return None
+        return 100.0 * (self.serving_requests - (self.serving_requests_ok or 0)) / self.serving_requests
 
     @property
     def memory_headroom_pct(self) -> float | None:
@@ -159,6 +197,7 @@ class Evidence:
         if self.rank_comm_steps_s is not None:
             data["rank_comm_steps_s"] = {str(k): v for k, v in self.rank_comm_steps_s.items()}
         data["memory_headroom_pct"] = self.memory_headroom_pct
+        data["serving_error_pct"] = self.serving_error_pct
         return data
 
     @classmethod

@@ -35,10 +35,17 @@ FindingId = Literal[
     "idle_gpu_hours",
     "chronic_low_busy",
     "oversized_gpu",
+    "serving_queueing",
+    "serving_prefill_bound",
+    "serving_decode_bound",
+    "serving_errors",
+    "serving_speed_gap",
 ]
 FINDING_IDS: tuple[FindingId, ...] = get_args(FindingId)
 # What a finding is about; the planner orders findings of equal severity by category for each goal.
-Category = Literal["input", "host", "compute", "memory", "communication", "hardware", "distributed"]
+Category = Literal[
+    "input", "host", "compute", "memory", "communication", "hardware", "distributed", "serving"
+]
 CATEGORIES: tuple[Category, ...] = get_args(Category)
 # step_time_pct: step time saved (% of current); throughput_x: speed-up factor;
 # memory_bytes: memory saved; cost_pct: cost saved (%).

@@ -222,6 +222,30 @@ SERVING_QUEUEING_SHARE_PCT = 50.0
 # A technique is worth listing when it cuts the monthly cost or raises goodput by at least this much.
 SERVING_MIN_GAIN_PCT = 5.0
 
+# --- serving evidence: a load test feeds the serving plan (issue 14.2) -------------------------------
+# The plan scales the simulator's step time by measured / predicted TPOT p50 of the load test, within these
+# bounds: outside them the measurement describes another deployment (GPU, model, engine) rather than a
+# slower or faster one, so the factor is clamped, said so, and the calibration's confidence is low.
+SERVING_CALIBRATION_BOUNDS = (0.25, 4.0)
+# serving_speed_gap: measured TPOT p50 differs from the prediction by at least this much. The simulator's
+# median error against published vLLM sweeps is 5 %, its largest 18 % (docs/serving.md): below 20 % the gap
+# is within what the model already misses by.
+SERVING_SPEED_GAP_PCT = 20.0
+# A load level calibrates with medium confidence from this many successful requests up (vLLM's benchmark
+# default is 1,000 prompts; gpuwise loadtest's 200): fewer, and p50 moves with a few requests.
+SERVING_CALIBRATION_MIN_REQUESTS = 50
+# serving_errors: failed requests at or above this share of those sent (the load test's own SLO verdict
+# allows 1 %, loadtest.metrics.MAX_ERROR_FRACTION); high severity from the second figure up. An errorful
+# level also calibrates with low confidence.
+SERVING_ERROR_PCT = 1.0
+SERVING_ERROR_HIGH_PCT = 5.0
+# A missed TTFT target is queueing when the TTFT p50 at the level is at least this multiple of the TTFT
+# with no queue (the load test's lightest level, else the calibrated prefill of the mean prompt): waiting
+# for a slot then takes longer than the prefill itself. Below it, the prefill is what is slow.
+SERVING_QUEUEING_TTFT_X = 2.0
+# ... or when the endpoint completes less than this share of the offered rate (the queue grows).
+SERVING_KEEPS_UP_PCT = 90.0
+
 # --- p11data: host time outside every phase (issue 11, item 3) ----------------------------------------
 # input_bound from host_input alone (a batch built on the training thread before the forward) needs at
 # least this share: host_input also holds zero_grad and the loop's own Python (~1 % of a 10 ms step).

@@ -10,7 +10,7 @@ from gpuwise.loadtest.types import LevelSummary
 from gpuwise.workload import Workload
 
 
-def _in_flight(lv: LevelSummary) -> float:
+def in_flight(lv: LevelSummary) -> float:
     """Concurrency as set, or for a rate Little's law: rate × mean end-to-end latency."""
     if lv.mode == "concurrency":
         return lv.target
@@ -33,8 +33,8 @@ def compare(levels: list[LevelSummary], workload: Workload) -> dict[str, Any]:
             continue
         prompt = round(lv.input_tokens / lv.requests_ok) or workload.seq_len
         output = round(lv.output_tokens / lv.requests_ok) or workload.output_len
-        in_flight = max(1, round(_in_flight(lv)))
-        w = workload.with_changes(task="serving", seq_len=prompt, output_len=output, concurrency=in_flight)
+        flying = max(1, round(in_flight(lv)))
+        w = workload.with_changes(task="serving", seq_len=prompt, output_len=output, concurrency=flying)
         inference = predict(w).inference
         if inference is None:
             raise GpuwiseError(f"the workload {workload.name or workload.model!r} has no serving prediction")
@@ -47,7 +47,7 @@ def compare(levels: list[LevelSummary], workload: Workload) -> dict[str, Any]:
                 inference.output_tokens_per_s,
             ),
         }
-        row: dict[str, Any] = {"concurrency": in_flight, "prompt_tokens": prompt, "output_tokens": output}
+        row: dict[str, Any] = {"concurrency": flying, "prompt_tokens": prompt, "output_tokens": output}
         for name, (field, measured, predicted) in pairs.items():
             row[f"measured_{field}"] = measured
             row[f"predicted_{field}"] = predicted
@@ -55,7 +55,10 @@ def compare(levels: list[LevelSummary], workload: Workload) -> dict[str, Any]:
         rows.append(row)
     return {
         "workload": workload.name or workload.model,
+        "model": workload.model,
+        "precision": workload.precision,
         "gpu": workload.gpu,
+        "tp": workload.tp,
         "num_gpus": workload.num_gpus,
         "engine": workload.framework,
         "levels": rows,

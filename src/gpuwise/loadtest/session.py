@@ -17,7 +17,15 @@ from gpuwise.loadtest.prompts import Lengths, request_bodies
 from gpuwise.loadtest.runner import LevelPlan, http_client, run_level
 from gpuwise.loadtest.search import find_max_rate
 from gpuwise.loadtest.tokens import recount
-from gpuwise.loadtest.types import Endpoint, LevelSummary, LoadMode, LoadtestResult, RequestRecord, Slo
+from gpuwise.loadtest.types import (
+    Endpoint,
+    LevelSummary,
+    LoadMode,
+    LoadtestResult,
+    RequestRecord,
+    Slo,
+    level_label,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
@@ -77,10 +85,6 @@ async def _test_request(client: httpx.AsyncClient, settings: Settings, body: dic
         raise GpuwiseError(f"the test request to {settings.url} failed: {record.error}{detail}")
 
 
-def _label(mode: LoadMode, target: float) -> str:
-    return f"concurrency {target:g}" if mode == "concurrency" else f"{mode} {target:g} req/s"
-
-
 async def _run(settings: Settings, on_level: OnLevel | None, on_record: OnRecord | None) -> LoadtestResult:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -116,7 +120,7 @@ async def _levels(
                 result.interrupted = True
                 return None
             if on_level is not None:
-                on_level(_label(mode, target), len(bodies))
+                on_level(level_label(mode, target), len(bodies))
             plan = LevelPlan(
                 settings.url,
                 settings.endpoint,

@@ -24,6 +24,11 @@ LOAD_MODES: tuple[LoadMode, ...] = ("concurrency", "poisson", "constant")
 Endpoint = Literal["completions", "chat"]
 
 
+def level_label(mode: LoadMode, target: float) -> str:
+    """'concurrency 8' or 'poisson 5 req/s': one wording for the progress bar and the evidence."""
+    return f"concurrency {target:g}" if mode == "concurrency" else f"{mode} {target:g} req/s"
+
+
 @dataclass
 class RequestRecord:
     """One request's timeline, in seconds from the start of the load level (send time = ``start_s``)."""
@@ -155,4 +160,12 @@ class LoadtestResult:
             "run_id": self.run_id,
             "settings": self.settings,
             "prediction": self.prediction,
+            "evidence": self._evidence(),
         }
+
+    def _evidence(self) -> dict[str, Any] | None:
+        """The load test as rule-engine evidence, so `plan --evidence FILE` reads this JSON."""
+        from gpuwise.loadtest.evidence import loadtest_evidence
+
+        ev = loadtest_evidence(self)
+        return ev.to_dict() if ev is not None else None

@@ -8,7 +8,10 @@ the peak is the largest phase, never a sum of phase peaks:
 - backward: the logits/loss gradients on top of every saved activation, then layer by layer
   activations are freed while gradients appear — the larger end of that sweep counts;
 - optimizer_step: weights, gradients, state and the step's temporaries;
-- inference: prefill (prompt KV, one layer's working set, logits) and decode (full KV).
+- inference: prefill (prompt KV, one layer's working set, logits) and decode (full KV);
+- load (torchtune QLoRA): the model built on the GPU with each linear quantized to NF4 there — the
+  finished weights next to one matrix's quantization working set. torch's peak counters run from the
+  process start, and the caching allocator keeps those blocks reserved into training.
 
 ``peak_allocated_bytes`` is what ``torch.cuda.max_memory_allocated`` reports,
 ``peak_reserved_bytes`` adds the caching allocator's reserve, ``device_total_bytes`` (what
@@ -39,7 +42,13 @@ from gpuwise.memory.kv_cache import kv_cache_bytes
 from gpuwise.memory.optimizer import is_paged, state_bytes_per_param, step_temporary_bytes
 from gpuwise.memory.regime import Regime, regime_for
 from gpuwise.memory.shapes import lora_params
-from gpuwise.memory.weights import fp4_format_for, largest_quantized_matrix, param_groups, weight_bytes
+from gpuwise.memory.weights import (
+    fp4_format_for,
+    largest_quantized_matrix,
+    nf4_quantize_transient_bytes,
+    param_groups,
+    weight_bytes,
+)
 from gpuwise.units import GiB
 from gpuwise.vision.architectures import vision_arch
 from gpuwise.workload import Workload
@@ -208,20 +217,28 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
     ctx = _Context(arch, w, regime, profile, gpu.vendor)
     ctx.assumptions.extend(era)
     phases = ctx.training_phases() if w.is_training else ctx.inference_phases()
-    peak = max(phases, key=lambda p: p.allocated_bytes)
     paged_state = ctx.paged_state_bytes
     transient = max(
         p.components.get("logits_loss", 0.0) + p.components.get("temporaries", 0.0) for p in phases
     )
     sharded = w.sharding in ("fsdp", "zero3") and w.data_parallel > 1
-    reserve = overheads.allocator_reserve_bytes(transient, sharded)
+    reserved = max(phases, key=lambda p: p.allocated_bytes).allocated_bytes
+    reserved += overheads.allocator_reserve_bytes(transient, sharded)
+    load = ctx.load_phase()
+    if load is not None:
+        load_transient = load.components["temporaries"]
+        reserved = max(
+            reserved, load.allocated_bytes + overheads.allocator_reserve_bytes(load_transient, sharded)
+        )
+        phases = [load, *phases]
+    peak = max(phases, key=lambda p: p.allocated_bytes)
+    allocated = peak.allocated_bytes
+    reserve = reserved - allocated
     context = overheads.cuda_context_bytes(gpu) + overheads.nccl_bytes(w.num_gpus)
     breakdown = {k: peak.components.get(k, 0.0) for k in COMPONENTS}
     breakdown["optimizer_states"] += paged_state
     breakdown["cuda_context"] = context
     breakdown["allocator_reserve"] = reserve
-    allocated = peak.allocated_bytes
-    reserved = allocated + reserve
     total = reserved + context + paged_state
     pool = profile.kv_pool_fraction * gpu_capacity_bytes(gpu) if w.is_inference else 0.0
     if total < pool:
@@ -455,6 +472,23 @@ class _Context:
             )
 
     # ---- transient terms ----------------------------------------------------------------------
+    def load_phase(self) -> Phase | None:
+        """torchtune's QLoRA model is built on the GPU and each linear is quantized to NF4 there (torchao
+        ``to_nf4``): the finished weights and adapters next to the largest matrix's quantization working set.
+        Other stacks quantize while copying from the host one weight at a time (no phase of its own)."""
+        if not (self.regime.quantized and self.profile.quant_backend == "torchao"):
+            return None
+        numel = largest_quantized_matrix(self.arch, self.w, self.profile) // self.w.tp
+        chunked = self.profile.nf4_quantize_chunked
+        working = nf4_quantize_transient_bytes(numel, self.regime.compute_bytes, chunked)
+        if not chunked:
+            self.assumptions.append(
+                "torchao 0.1 quantizes a whole matrix at once to NF4 on the GPU while the model loads "
+                f"({working / GiB:.2f} GiB for the largest): a load-time peak the allocator keeps reserved"
+            )
+        adapters = self.adapter_grads  # the adapters' own size (no optimizer state before the first step)
+        return Phase("load", {"weights": self.weights, "lora_adapters": adapters, "temporaries": working})
+
     def _dequant_bytes(self) -> float:
         """bitsandbytes dequantizes one weight to 16-bit per matmul (twice when staged through fp16)."""
         if not self.regime.quantized:

@@ -31,6 +31,10 @@ Library releases change what a step keeps, so a profile is resolved for the libr
 - transformers 4.37 (Jan 2024) deprecated its own ``transformers.AdamW`` as the Trainer's default
   (``optim="adamw_torch"``): before, a per-parameter loop with no group-wide ``foreach`` temporary.
 - torchtune 0.3 (Sept 2024) switched its recipes' loss to ``CEWithChunkedOutputLoss`` (8 chunks).
+- torchao 0.2 (May 2024, PR #196 "Perform quantization in Chunks") quantizes to NF4 in chunks of 2^20
+  elements; torchao 0.1 (``dtypes/nf4tensor.py``) compared the whole weight with the 16 NF4 levels at
+  once, so quantizing one matrix briefly held two (numel × 16) tensors in its dtype. torchtune builds
+  its QLoRA model on the GPU and quantizes each linear there, so that spike is a load-time peak.
 
 Two compiler/loss switches change what a step keeps, each a framework default a workload may override
 (``torch_compile``, ``chunked_loss``):
@@ -98,6 +102,7 @@ class Profile:
     optimizer_foreach: bool = True  # "adamw" is torch's foreach AdamW (transformers >= 4.37's Trainer)
     sdpa_default: bool = True  # "sdpa" attention really runs SDPA (transformers >= 4.36)
     fused_lora_unsharded_only: bool = False  # fused LoRA kernels switch off under FSDP (fms accelerated-peft)
+    nf4_quantize_chunked: bool = True  # torchao >= 0.2 quantizes in 2^20-element chunks (0.1: whole matrix)
 
 
 PROFILES = {
@@ -225,6 +230,7 @@ TORCH_ZERO_GRAD_SET_TO_NONE = (
 TRANSFORMERS_SDPA_DEFAULT = ("transformers", (4, 36), (4, 35), "2023-12")  # release notes v4.36.0
 TRANSFORMERS_TORCH_ADAMW = ("transformers", (4, 37), (4, 36), "2024-01")  # Trainer optim default adamw_torch
 TORCHTUNE_CHUNKED_CE = ("torchtune", (0, 3), (0, 2), "2024-09")  # recipes' loss: CEWithChunkedOutputLoss
+TORCHAO_CHUNKED_NF4 = ("torchao", (0, 2), (0, 1), "2024-05")  # PR #196; 0.2.0 wheel built 2024-05-20
 _CHANGES = (
     TRANSFORMERS_SDPA_NATIVE_GQA,
     BITSANDBYTES_4BIT_DROPS_INPUT,
@@ -232,8 +238,9 @@ _CHANGES = (
     TRANSFORMERS_SDPA_DEFAULT,
     TRANSFORMERS_TORCH_ADAMW,
     TORCHTUNE_CHUNKED_CE,
+    TORCHAO_CHUNKED_NF4,
 )
-# Libraries whose version a workload may state (only transformers and bitsandbytes change the estimate).
+# Libraries whose version a workload may state (those in _CHANGES change the estimate).
 KNOWN_LIBRARIES = (
     "transformers",
     "bitsandbytes",
@@ -313,6 +320,8 @@ def profile_for(framework: str, library_versions: tuple[str, ...] | list[str] = 
         profile = replace(profile, optimizer_foreach=False)
     if profile.name == "torchtune" and _older(versions, TORCHTUNE_CHUNKED_CE):
         profile = replace(profile, chunked_loss=False)
+    if profile.quant_backend == "torchao" and _older(versions, TORCHAO_CHUNKED_NF4):
+        profile = replace(profile, nf4_quantize_chunked=False)
     return profile
 
 

@@ -128,3 +128,21 @@ def largest_quantized_matrix(arch: ModelArch, w: Workload, profile: Profile) -> 
     if profile.quantize_lm_head and param_groups(arch, profile.unties_embeddings).lm_head:
         sizes.append(arch.hidden_size * arch.vocab_size)
     return max(sizes, default=0)
+
+
+# torchao's NF4 quantization (``NF4Tensor.from_tensor``) of one 16-bit matrix on the GPU, per element: the
+# 16-bit source and its block-scaled copy, then ``quantize_tensor_nearest``: ``(value - nf4).abs()`` holds
+# two (numel × 16) tensors in the source dtype at once (torchao 0.1), or the same for one chunk of 2^20
+# elements next to the uint8 indices and the packed halves (torchao >= 0.2, PR #196).
+NF4_LEVELS = 16
+NF4_CHUNK_ELEMENTS = 1 << 20
+
+
+def nf4_quantize_transient_bytes(numel: int, source_bytes: float, chunked: bool) -> float:
+    """Bytes one torchao NF4 quantization of a ``numel``-element matrix holds beyond the finished weights."""
+    copies = 2 * source_bytes  # the source weight and its scaled blocks
+    comparison = 2 * NF4_LEVELS * source_bytes  # value - nf4 and its abs, alive together
+    if not chunked:
+        return numel * (copies + comparison)
+    indices = 1.0 + 0.5 + 0.5  # uint8 indices, then the two shifted/or-ed halves
+    return numel * (copies + indices) + min(numel, NF4_CHUNK_ELEMENTS) * (comparison + 8.0)  # + int64 argmin

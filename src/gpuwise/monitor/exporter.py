@@ -18,6 +18,7 @@ from gpuwise.monitor import kpi
 from gpuwise.monitor.nvml_sample import REASON_BITS
 from gpuwise.monitor.reading import GpuReading
 from gpuwise.monitor.sampler import GpuSampler
+from gpuwise.monitor.web_config import WebConfig, serve
 
 DEFAULT_LISTEN = "127.0.0.1:9835"
 LABELS = ("gpu", "uuid", "name", "hostname")
@@ -182,10 +183,16 @@ def is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def start(sampler: GpuSampler, listen: str = DEFAULT_LISTEN, usd_per_gpu_hour: float | None = None) -> Any:
-    """Serve /metrics on a daemon thread; returns the server (``server_port``, ``shutdown()``)."""
+def start(
+    sampler: GpuSampler,
+    listen: str = DEFAULT_LISTEN,
+    usd_per_gpu_hour: float | None = None,
+    config: WebConfig | None = None,
+) -> Any:
+    """Serve /metrics on a daemon thread, with the web config's TLS and basic auth; returns the server
+    (``server_port``, ``shutdown()``)."""
     try:
-        from prometheus_client import start_http_server
+        from prometheus_client import make_wsgi_app
         from prometheus_client.registry import CollectorRegistry
     except ImportError:
         raise GpuwiseError("the exporter needs prometheus_client: pip install 'gpuwise[monitor]'") from None
@@ -193,7 +200,6 @@ def start(sampler: GpuSampler, listen: str = DEFAULT_LISTEN, usd_per_gpu_hour: f
     registry = CollectorRegistry(auto_describe=False)
     registry.register(GpuCollector(sampler, usd_per_gpu_hour))
     try:
-        server, _thread = start_http_server(port, addr=host, registry=registry)
+        return serve(make_wsgi_app(registry), host, port, config or WebConfig())
     except OSError as err:
         raise GpuwiseError(f"cannot listen on {listen}: {err.strerror or err}") from None
-    return server

@@ -29,7 +29,7 @@ class GpuSample:
     # tiers); None: the report diffs energy_j itself (monitor/energy.py)
     energy_delta_j: float | None = None
     temperature_c: float | None = None
-    # clock-event (throttle) reason -> seconds of this interval it was active (nvml_sample.REASON_BITS)
+    # throttle (clock-event) reason -> seconds of this interval it was active (nvml_sample.REASON_BITS names)
     throttle_s: dict[str, float] = field(default_factory=dict)
     lost: bool = False  # the GPU could not be read in this interval
 

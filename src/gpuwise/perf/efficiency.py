@@ -8,6 +8,7 @@ with its table named, and mypy checks every use.
 
 from __future__ import annotations
 
+import math
 import sys
 import types
 import typing
@@ -162,6 +163,17 @@ class Cnn:
 
 
 @dataclass(frozen=True)
+class GemmCurve:
+    """[fp4_gemm_sm100]: a measured GEMM kernel's rate by token count (M) on one GPU, for the regime
+    where the roofline's fixed fractions do not hold (small and medium M)."""
+
+    tokens: tuple[float, ...]
+    tflops: tuple[float, ...]
+    peak_tflops: float  # the dense peak of the GPU it was measured on
+    source: str
+
+
+@dataclass(frozen=True)
 class MamfTable:
     """[mamf]: per-GPU figures where published, per-generation defaults otherwise."""
 
@@ -185,6 +197,7 @@ class Efficiency:
     host: Host
     serving: Serving
     cnn: Cnn
+    fp4_gemm_sm100: GemmCurve
 
 
 D = TypeVar("D", bound="DataclassInstance")
@@ -311,6 +324,23 @@ def attention_efficiency(gpu: GPU, kind: Mode = "training", impl: Attention = "s
     row = table.generation.get(generation(gpu), table.generation["default"])
     fraction = row.training if kind == "training" else row.inference
     return fraction * table.eager_ratio if impl == "eager" else fraction
+
+
+def fp4_gemm_rate(gpu: GPU, tokens: float) -> float | None:
+    """FLOP/s an NVFP4 GEMM of ``tokens`` rows reaches on datacenter Blackwell (sm_100), from the measured
+    curve (log-interpolated in M, scaled by the GPU's FP4 peak); None elsewhere (no measured curve)."""
+    if "sm_100" not in gpu.architecture or not gpu.fp4_tflops:
+        return None
+    curve = constants().fp4_gemm_sm100
+    m = min(max(tokens, curve.tokens[0]), curve.tokens[-1])
+    i = next(k for k, t in enumerate(curve.tokens) if t >= m)
+    if curve.tokens[i] == m or i == 0:
+        rate = curve.tflops[i]
+    else:
+        lo, hi = math.log(curve.tokens[i - 1]), math.log(curve.tokens[i])
+        share = (math.log(m) - lo) / (hi - lo)
+        rate = curve.tflops[i - 1] + (curve.tflops[i] - curve.tflops[i - 1]) * share
+    return rate * 1e12 * gpu.fp4_tflops / curve.peak_tflops
 
 
 def bandwidth_fraction(kind: BandwidthKind = "decode") -> float:

@@ -135,7 +135,10 @@ class StepModel:
         lin_c = flops / (self.peak_lin * self.e_lin) / tile_utilization(linear_tokens, self.gpu)
         weights = self.weight_bytes_read(linear_tokens)
         lin_m = weights / self.decode_bw
-        if lin_c >= lin_m:
+        kernel = self._fp4_kernel_s(flops, linear_tokens)
+        if kernel > max(lin_c, lin_m):
+            compute += kernel  # the measured NVFP4 kernel is slower than both rooflines
+        elif lin_c >= lin_m:
             compute += lin_c
         else:
             memory += lin_m
@@ -180,6 +183,13 @@ class StepModel:
             comm_s = 2 * self.layers * comm.allreduce_s(act, self.tp, self.tp_link)
         total = compute + memory + comm_s + self.overhead_s
         return StepTime(total, compute, memory, comm_s, self.overhead_s, weights, kv)
+
+    def _fp4_kernel_s(self, flops: float, tokens: float) -> float:
+        """Time of the step's FP4 GEMMs at the measured sm_100 NVFP4 kernel rate (0: no curve applies)."""
+        if self.num.compute_dtype != "fp4":
+            return 0.0
+        rate = eff.fp4_gemm_rate(self.gpu, tokens)
+        return flops / rate if rate else 0.0
 
     def compute_bound_batch(self) -> float:
         """Decode batch at which the matmuls' FLOPs time equals their weight-read time."""

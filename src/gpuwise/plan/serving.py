@@ -10,8 +10,9 @@ under ``goal: fit`` a model that already fits is not told to quantize.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwise.catalog import GPU, get_gpu, get_model, list_gpus, list_models
 from gpuwise.diagnose import thresholds as th
@@ -21,6 +22,10 @@ from gpuwise.serving.engines import scheduler_config
 from gpuwise.serving.evaluate import REQUESTS_SIMULATED, Deployment, ReplicaSearch, evaluate_deployment
 from gpuwise.serving.sweep import GPU_COUNTS, cheapest, sweep
 from gpuwise.workload import Workload
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuwise.diagnose import Evidence, Finding
+    from gpuwise.plan.serving_evidence import Calibration
 
 Verdict = Literal["recommended", "optional", "not-recommended", "breaks-slo", "not-needed", "in-use"]
 Risk = Literal["none", "low", "medium", "high"]
@@ -65,6 +70,9 @@ class ServingPlan:
     seconds: float
     notes: list[str] = field(default_factory=list)
     sweep: list[Deployment] = field(default_factory=list)  # every GPU type × node size × tp evaluated
+    calibration: Calibration | None = None  # from a load test (plan --evidence RUN)
+    findings: list[Finding] = field(default_factory=list)  # the rules over the load test's evidence
+    evidence: list[Evidence] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +93,9 @@ class ServingPlan:
             "seconds": self.seconds,
             "notes": list(self.notes),
             "sweep": [d.to_dict() for d in self.sweep],
+            "calibration": self.calibration.to_dict() if self.calibration else None,
+            "findings": [f.to_dict() for f in self.findings],
+            "evidence": [e.to_dict() for e in self.evidence],
         }
 
 
@@ -100,11 +111,22 @@ def wants_serving_plan(w: Workload) -> bool:
     return True
 
 
-def plan_serving(workload: Workload, gpus: list[GPU] | None = None) -> ServingPlan:
-    """Sweep the catalog at the demand, pick the cheapest deployment meeting the SLO, try techniques."""
+def plan_serving(
+    workload: Workload, gpus: list[GPU] | None = None, evidence: Sequence[Evidence] = ()
+) -> ServingPlan:
+    """Sweep the catalog at the demand, pick the cheapest deployment meeting the SLO, try techniques.
+
+    With a load test in ``evidence`` every step time is first scaled by its measured / predicted speed
+    (``plan.serving_evidence``), and the rules diagnose the measurement against the workload's SLO."""
     start = time.perf_counter()
     if workload.serving is None:
         raise GpuwiseError("a serving plan needs a serving: section with a rate")
+    calibration, findings, measured = _calibrate(workload, evidence)
+    if calibration is not None:
+        from gpuwise.plan.serving_evidence import calibrated
+
+        workload = calibrated(workload, calibration)
+    assert workload.serving is not None
     search = ReplicaSearch(workload)
     rows = sweep(workload, gpus if gpus is not None else list_gpus(), search=search)
     own_gpu = get_gpu(workload.gpu)
@@ -135,9 +157,40 @@ def plan_serving(workload: Workload, gpus: list[GPU] | None = None) -> ServingPl
         requests_simulated=REQUESTS_SIMULATED,
         deployments_evaluated=len(rows) + 1,
         seconds=time.perf_counter() - start,
-        notes=_notes(workload, search),
+        notes=_notes(workload, search) + _evidence_notes(calibration, measured),
         sweep=rows,
+        calibration=calibration,
+        findings=findings,
+        evidence=measured,
     )
+
+
+def _calibrate(
+    workload: Workload, evidence: Sequence[Evidence]
+) -> tuple[Calibration | None, list[Finding], list[Evidence]]:
+    """The load test's calibration (one load test per plan) and the rules' findings on it."""
+    if not evidence:
+        return None, [], []
+    from gpuwise.diagnose import diagnose
+    from gpuwise.plan.serving_evidence import calibrate
+
+    loadtests = [ev for ev in evidence if ev.source == "loadtest"]
+    if len(loadtests) != 1 or len(evidence) != 1:
+        raise GpuwiseError(
+            f"a serving plan takes one load test as --evidence (got {len(loadtests)} load test(s) among "
+            f"{len(evidence)} item(s)); profile or trace evidence goes to a workload without serving.rate"
+        )
+    ev = loadtests[0]
+    calibration = calibrate(workload, ev)
+    return calibration, diagnose(ev), [ev]
+
+
+def _evidence_notes(calibration: Calibration | None, evidence: list[Evidence]) -> list[str]:
+    notes = [n for ev in evidence for n in ev.notes]
+    if calibration is not None:
+        notes.insert(0, calibration.line)
+        notes.extend(calibration.notes)
+    return notes
 
 
 def _best_per_gpu(rows: list[Deployment], key: str = "cost") -> list[Deployment]:

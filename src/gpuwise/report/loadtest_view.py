@@ -185,6 +185,9 @@ def document(result: LoadtestResult) -> Document:
     notes = "TTFT: send to first generated text; TPOT: (e2e − TTFT) / (output tokens − 1); ITL: gap between"
     notes += " chunks (vLLM benchmark_serving / genai-perf definitions, docs/loadtest.md)."
     if result.run_id is not None:
-        notes += f" Saved as run {result.run_id} (`gpuwise runs list`)."
+        notes += (
+            f" Saved as run {result.run_id} (`gpuwise runs list`); "
+            f"`gpuwise plan WORKLOAD --evidence {result.run_id}` calibrates a serving plan with it."
+        )
     doc.add(Paragraph(notes, "muted"))
     return doc

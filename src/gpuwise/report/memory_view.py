@@ -51,7 +51,7 @@ PHASE_TEXT = {
     "optimizer_step": "optimizer step: weights, gradients, state and the step's temporaries",
     "prefill": "prefill: prompt KV cache, one layer's working set and the logits",
     "decode": "decode: the full KV cache",
-    "load": "checkpoint load: a full state dict next to the shards",
+    "load": "model load: the finished weights next to one matrix being quantized on the GPU",
     "denoise": "denoising: the pipeline's weights and the UNet/DiT working set (2× batch with guidance)",
     "vae_decode": "VAE decode: the decoder's working set at full image resolution",
 }

@@ -9,6 +9,7 @@ from gpuwise.memory.kv_cache import KvCapacity
 from gpuwise.plan.serving import ServingPlan, ServingTechnique
 from gpuwise.report import terminal
 from gpuwise.report.document import Bullets, Document, Heading, Paragraph, Style, Table
+from gpuwise.report.findings import findings_blocks
 from gpuwise.report.units import duration, ms
 from gpuwise.report.units import usd as _usd
 from gpuwise.serving.evaluate import Deployment
@@ -146,11 +147,31 @@ def _technique_row(t: ServingTechnique) -> list[str]:
     return [t.title, gain, cost, saving, f"{t.verdict} (quality risk: {t.risk})", t.why]
 
 
+def _measured(plan: ServingPlan) -> str:
+    ev = plan.evidence[0]
+    lat = ev.serving_latency_s or {}
+    parts = [f"{ev.label}, {ev.serving_level}, {ev.serving_requests_ok}/{ev.serving_requests} requests ok"]
+    parts += [
+        f"{k.replace('_', ' ')} {_ms(lat[k])}" for k in ("ttft_p50", "ttft_p99", "tpot_p50") if k in lat
+    ]
+    if ev.serving_request_throughput_rps is not None:
+        parts.append(f"{ev.serving_request_throughput_rps:,.2f} req/s done")
+    return " · ".join(parts)
+
+
 def serving_document(plan: ServingPlan) -> Document:
     w = plan.workload
     doc = Document(f"gpuwise plan: {w['model']} serving at {plan.rate_rps:,.2f} req/s")
-    doc.add(*answer(plan))
+    blocks = answer(plan)
+    cal = plan.calibration
+    if cal is not None:  # every figure below is at the calibrated speed: say so before them
+        blocks.insert(1, Paragraph(cal.line[0].upper() + cal.line[1:], "warn" if cal.clamped else ""))
+    doc.add(*blocks)
     doc.blocks.append(Heading("1. Diagnosis"))
+    if plan.evidence:
+        doc.blocks.append(Paragraph("Measured (" + _measured(plan) + "):", "muted"))
+        doc.add(*findings_blocks(plan.findings, measured=True))
+        doc.blocks.append(Paragraph("Simulated at the demand:", "muted"))
     doc.blocks.append(Bullets(list(plan.diagnosis)))
     cur = plan.current
     if cur.fits and cur.latency is not None:

@@ -1,15 +1,40 @@
 """Serving engines' scheduler defaults, so an unset knob in ``serving:`` means what the engine does.
 
 Each default is the engine's documented launch default (the argument docs named per engine);
-the workload's knobs override them. ``step_overhead_factor`` scales the perf model's per-step
-host overhead (engines with CUDA graphs and an async scheduler: 1.0).
+the workload's knobs override them. Each engine's speed relative to vLLM (``step_time_factor``) and
+the cost of a speculative draft come from ``data/engines.toml``, every row with its sources and whether
+it is published or an assumption.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
 
 from gpuwise.workload.serving import Engine, ServingSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuwise.catalog.models import ModelArch
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+@cache
+def engine_data() -> dict[str, Any]:
+    """``data/engines.toml``: per-engine speed factors and the draft's shape, with their sources."""
+    text = resources.files("gpuwise.serving").joinpath("data/engines.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def step_time_factor(engine: Engine) -> float:
+    """Every iteration's time on ``engine`` relative to vLLM's."""
+    return float(engine_data()["engine"][engine]["step_time_factor"])
 
 
 @dataclass(frozen=True)
@@ -19,7 +44,6 @@ class EngineDefaults:
     chunked_prefill: bool
     kv_block_size: int
     gpu_memory_utilization: float
-    step_overhead_factor: float
     source: str
     # Without chunked prefill, whole prompts either share an iteration with the running decodes
     # (TensorRT-LLM's in-flight batching) or pause them (vLLM's scheduler without chunking).
@@ -28,10 +52,10 @@ class EngineDefaults:
 
 ENGINE_DEFAULTS: dict[Engine, EngineDefaults] = {
     "vllm": EngineDefaults(
-        256, 8192, True, 16, 0.90, 1.0, "vLLM engine arguments (V1): max_num_seqs 256, chunked prefill on"
+        256, 8192, True, 16, 0.90, "vLLM engine arguments (V1): max_num_seqs 256, chunked prefill on"
     ),
     "sglang": EngineDefaults(
-        256, 8192, True, 1, 0.88, 1.0, "SGLang server arguments: chunked_prefill_size 8192, page_size 1"
+        256, 8192, True, 1, 0.88, "SGLang server arguments: chunked_prefill_size 8192, page_size 1"
     ),
     "tensorrt-llm": EngineDefaults(
         256,
@@ -39,7 +63,6 @@ ENGINE_DEFAULTS: dict[Engine, EngineDefaults] = {
         False,
         32,
         0.90,
-        0.8,
         "TensorRT-LLM LLM API: max_num_tokens 8192, tokens_per_block 32, in-flight batching",
         decode_during_prefill=True,
     ),
@@ -49,19 +72,24 @@ ENGINE_DEFAULTS: dict[Engine, EngineDefaults] = {
         True,
         16,
         0.90,
-        1.2,
         "TGI launcher: max_concurrent_requests 128, max_batch_prefill_tokens 4096",
     ),
     "llama.cpp": EngineDefaults(
-        4, 2048, True, 256, 0.90, 2.0, "llama.cpp server: 4 parallel slots, n_batch 2048, no paged KV"
+        4, 2048, True, 256, 0.90, "llama.cpp server: 4 parallel slots, n_batch 2048, no paged KV"
     ),
 }
 
-# Speculative decoding: each proposed token costs a draft forward pass; a small draft head or
-# model (EAGLE, Medusa, a 1B draft for an 8B target) runs at roughly this fraction of the target's
-# decode step per proposed token. Assumption (EAGLE paper, arXiv:2401.15077, reports the draft
-# head at a few percent of the target's cost); override it by measuring.
-DRAFT_COST_FRACTION = 0.05
+
+def draft_cost_fraction(arch: ModelArch) -> float:
+    """One proposed token's draft pass over one target decode step: EAGLE's draft is ``layers`` decoder
+    layer(s) plus the target's LM head (data/engines.toml), and a decode step costs the weights it reads,
+    so the fraction is (draft layers + LM head) / (all layers + LM head) in active parameters."""
+    draft = engine_data()["draft"]
+    counts = arch.param_counts()
+    layer = counts.per_layer_attention + counts.active_per_layer_mlp + counts.per_layer_norm
+    head = counts.lm_head or counts.embedding  # a tied head reads the embedding matrix
+    head_read = head if draft["uses_target_lm_head"] else 0
+    return (draft["layers"] * layer + head_read) / (counts.num_layers * layer + head)
 
 
 @dataclass(frozen=True)
@@ -74,7 +102,7 @@ class SchedulerConfig:
     chunked_prefill: bool
     kv_block_size: int
     gpu_memory_utilization: float
-    step_overhead_factor: float
+    step_time_factor: float  # the engine's speed relative to vLLM (data/engines.toml)
     speculative_tokens: int
     acceptance_rate: float
     decode_during_prefill: bool
@@ -89,7 +117,7 @@ def scheduler_config(spec: ServingSpec) -> SchedulerConfig:
         chunked_prefill=d.chunked_prefill if spec.chunked_prefill is None else spec.chunked_prefill,
         kv_block_size=spec.kv_block_size or d.kv_block_size,
         gpu_memory_utilization=spec.gpu_memory_utilization or d.gpu_memory_utilization,
-        step_overhead_factor=d.step_overhead_factor,
+        step_time_factor=step_time_factor(spec.engine),
         speculative_tokens=spec.speculative_tokens,
         acceptance_rate=spec.acceptance_rate,
         decode_during_prefill=d.decode_during_prefill,

@@ -23,8 +23,8 @@ from gpuwise.perf.inference import StepModel
 from gpuwise.perf.numerics import resolve
 from gpuwise.serving.demand import RequestDraws
 from gpuwise.serving.engines import (
-    DRAFT_COST_FRACTION,
     SchedulerConfig,
+    draft_cost_fraction,
     scheduler_config,
     tokens_per_decode_step,
 )
@@ -50,6 +50,10 @@ class Replica:
         self.pp = workload.pp
         self.hit_rate = workload.serving.prefix_hit_rate if workload.serving else 0.0
         self.tokens_per_step = tokens_per_decode_step(self.cfg)
+        self.draft_fraction = draft_cost_fraction(arch)  # one proposed token's draft pass / a step
+        # a load test's measured / predicted speed (plan --evidence): scales every iteration
+        spec = workload.serving
+        self.speed_factor = (spec.step_time_factor if spec else None) or 1.0
         self._linear: dict[int, float] = {}
         ctx, tokens = 4096.0, 1024
         self._decode_coef = (self._raw(1, 1, ctx, 0, 0.0) - self._raw(1, 0, 0.0, 0, 0.0)) / ctx
@@ -79,8 +83,8 @@ class Replica:
             seconds = lin + self._decode_coef * decode_seqs * decode_ctx
             seconds += self._prefill_coef * prefill_tokens * prefill_ctx
         if k and decode_seqs:
-            seconds *= 1 + k * DRAFT_COST_FRACTION
-        return seconds
+            seconds *= 1 + k * self.draft_fraction
+        return seconds * self.speed_factor
 
     def _raw(
         self,
@@ -100,7 +104,7 @@ class Replica:
             prefill_tokens=prefill_tokens,
             prefill_context=prefill_ctx,
         )
-        return pp * (st.time_s + (self.cfg.step_overhead_factor - 1) * st.overhead_s)
+        return pp * st.time_s * self.cfg.step_time_factor
 
 
 @dataclass(frozen=True)

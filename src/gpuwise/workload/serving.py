@@ -77,6 +77,9 @@ class ServingSpec:
     speculative_tokens: int = 0  # draft tokens proposed per step (0: off)
     acceptance_rate: float = 0.7  # per draft token, when speculative_tokens > 0
     seed: int = 0  # arrivals and lengths are drawn from this seed
+    # every engine iteration's time × this (None: 1): a load test's measured / predicted speed, which
+    # `plan --evidence RUN` sets (docs/serving.md, "Calibrating from a load test")
+    step_time_factor: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Set keys only (a unset knob means the engine's default), in the shape ``serving:`` takes."""
@@ -274,6 +277,8 @@ def _problem(s: ServingSpec) -> str | None:
         value = getattr(s, name)
         if value is not None and value < 1:
             return f"serving.{name} must be at least 1, got {value}"
+    if s.step_time_factor is not None and not 0.01 <= s.step_time_factor <= 100:
+        return f"serving.step_time_factor must be between 0.01 and 100, got {s.step_time_factor}"
     if not 0 <= s.speculative_tokens <= 16:
         return f"serving.speculative_tokens must be between 0 and 16, got {s.speculative_tokens}"
     for dist, name in ((s.prompt_len, "prompt_len"), (s.output_len, "output_len")):
