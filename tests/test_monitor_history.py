@@ -262,3 +262,13 @@ def test_a_one_minute_interval_still_gets_each_buckets_energy(tmp_path):
     ]
     assert len(energy) >= 2 * 28 and energy[:2] == [None, None]  # the recording's first sample: no delta
     assert all(e == pytest.approx(1.0) for e in energy[2:])  # one sample a minute, 1 J each (the fake)
+
+
+def test_record_without_a_driver_is_one_line_and_creates_no_history(tmp_path, capfd):
+    from fake_nvml import no_driver
+
+    path = tmp_path / "monitor.sqlite"
+    with no_driver():
+        code, out, err = run_cli(capfd, "monitor", "--record", "--quiet", "--store", str(path))
+    assert code == 2 and out == "" and err.count("\n") == 1 and "no NVIDIA GPU" in err
+    assert not path.exists()
