@@ -8,6 +8,7 @@ differ from each other), and the report says so.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
