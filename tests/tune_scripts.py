@@ -30,7 +30,8 @@ class Slow(Dataset):
 
 model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-loader = DataLoader(Slow(), batch_size=args.batch_size, shuffle=True, generator=torch.Generator().manual_seed(0))
+generator = torch.Generator().manual_seed(0)
+loader = DataLoader(Slow(), batch_size=args.batch_size, shuffle=True, generator=generator)
 for x, y in loader:
     loss = nn.functional.cross_entropy(model(x), y)
     opt.zero_grad()

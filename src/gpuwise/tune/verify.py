@@ -33,11 +33,13 @@ def compare_losses(baseline: list[float], trial: list[float], rtol: float, steps
         )
     worst, at = 0.0, 0
     for i in range(n):
-        diff = abs(trial[i] - baseline[i]) / max(abs(baseline[i]), 1e-12)
-        if diff != diff:  # NaN
+        if not math.isfinite(baseline[i]):
             return LossCheck(
-                False, float("inf"), rtol, n, f"loss {i + 1} is {trial[i]} (baseline {baseline[i]:.6g})"
+                False, None, rtol, n, f"the baseline's loss {i + 1} is {baseline[i]}: cannot verify"
             )
+        if not math.isfinite(trial[i]):
+            return LossCheck(False, None, rtol, n, f"loss {i + 1} is {trial[i]} (baseline {baseline[i]:.6g})")
+        diff = abs(trial[i] - baseline[i]) / max(abs(baseline[i]), 1e-12)
         if diff > worst:
             worst, at = diff, i
     if worst <= rtol:
