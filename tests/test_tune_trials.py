@@ -18,7 +18,7 @@ from tune_scripts import FLEX, NUMERIC, STARVED, write
 
 
 def test_a_starved_loader_comes_out_at_least_twice_as_fast_with_its_own_fixes(tmp_path):
-    script = write(tmp_path, "starved.py", STARVED)
+    script = STARVED
     result = run_tune(
         [sys.executable, str(script)], TuneOptions(steps=15, warmup=3, repeats=1, repeat_best=1)
     )
@@ -119,7 +119,7 @@ def test_the_mnist_look_alike_is_tuned_through_its_own_batch_flag(tmp_path):
 
 
 def test_ctrl_c_stops_the_tuner_and_keeps_the_trials_done(tmp_path):
-    script = write(tmp_path, "starved.py", STARVED)
+    script = STARVED
     store = tmp_path / "runs.sqlite"
     cmd = [sys.executable, "-m", "gpuwise", "tune", "--json", "--store", str(store), "--repeats", "0"]
     cmd += ["--steps", "400", "--knob", "threads=1,2", "--", sys.executable, str(script)]
