@@ -206,11 +206,17 @@ def _run(
         except OSError as exc:
             raise GpuwiseError(f"could not start {spec.argv[0]!r}: {exc.strerror or exc}") from None
         interrupt.pid = proc.pid
-        timed_out = False
+        timed_out, stopping, asked_at = False, False, None
         try:
             while proc.poll() is None:
-                if time.monotonic() - t0 > budget_s and not timed_out:
-                    timed_out = True
+                now = time.monotonic()
+                if interrupt.requested and asked_at is None:
+                    asked_at = now
+                if not stopping and now - t0 > budget_s:
+                    timed_out = stopping = True
+                    _stop(proc)
+                elif not stopping and asked_at is not None and now - asked_at > KILL_GRACE_S:
+                    stopping = True  # a script that ignores SIGINT (started with it ignored) is stopped
                     _stop(proc)
                 time.sleep(POLL_S)
         finally:
