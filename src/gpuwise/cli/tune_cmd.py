@@ -14,7 +14,7 @@ from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
 
 
-def _progress() -> Any:
+def trial_progress() -> Any:
     """One line per trial on stderr (stdout stays clean for --json)."""
     from rich.console import Console
 
@@ -124,7 +124,7 @@ def tune(
         from gpuwise.profile.launcher import check_store
 
         check_store(store)
-    result = run_tune(list(ctx.args), options, on_event=_progress())
+    result = run_tune(list(ctx.args), options, on_event=trial_progress())
     if save and result.trials:
         result.store = save_tune(result, store)
     emit(

@@ -57,7 +57,7 @@ def tune_document(result: TuneResult) -> Document:
     if result.effective_batch is not None:
         doc.add(Note(f"effective batch kept at {result.effective_batch} in every batch trial"))
     doc.add(Heading("Configurations, ranked", 2), _configs_table(result))
-    doc.add(Heading("Trials", 2), _trials_table(result))
+    doc.add(Heading("Trials", 2), trials_table(result))
     overhead = result.tuner_wall_s
     doc.add(
         Note(
@@ -99,7 +99,7 @@ def _configs_table(result: TuneResult) -> Table:
     )
 
 
-def _trials_table(result: TuneResult) -> Table:
+def trials_table(result: TuneResult) -> Table:
     rows = []
     for t in result.trials:
         rows.append(

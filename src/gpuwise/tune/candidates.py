@@ -20,9 +20,10 @@ from gpuwise.tune.knobs import Knobs
 class Candidate:
     knobs: Knobs
     why: str
+    finding_id: str | None = None  # the finding whose fix this is (None: the user's --knob, or the tuner's)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"knobs": self.knobs, "why": self.why}
+        return {"knobs": self.knobs, "why": self.why, "finding_id": self.finding_id}
 
 
 def from_findings(
@@ -42,7 +43,7 @@ def from_findings(
             if on_gpu:
                 loader["pin_memory"] = True
             why = f"input_bound: {f.metrics.get('input_wait_pct', 0):.0f} % of a step waited for data"
-            out.append(Candidate({"num_workers": workers, **loader}, why))
+            out.append(Candidate({"num_workers": workers, **loader}, why, f.id))
             if _waits_on_io(evidence):
                 more = min(T.TUNE_MAX_IO_WORKERS, workers * T.TUNE_IO_WORKERS_X)
                 if more > workers:
@@ -50,13 +51,20 @@ def from_findings(
                         Candidate(
                             {"num_workers": more, **loader},
                             why + "; the loader waits on I/O, so more workers than cores can overlap it",
+                            f.id,
                         )
                     )
         elif f.id == "no_mixed_precision" and on_gpu:
-            out.append(Candidate({"tf32": True}, "no_mixed_precision: TF32 tensor cores for fp32 matmuls"))
+            out.append(
+                Candidate({"tf32": True}, "no_mixed_precision: TF32 tensor cores for fp32 matmuls", f.id)
+            )
             if allow_numerics:
                 out.append(
-                    Candidate({"autocast": "bf16"}, "no_mixed_precision: bf16 autocast (changes numerics)")
+                    Candidate(
+                        {"autocast": "bf16", "tf32": True},
+                        "no_mixed_precision: bf16 autocast (changes numerics), TF32 for the rest",
+                        f.id,
+                    )
                 )
     if on_gpu:
         out.append(Candidate({"cudnn_benchmark": True}, "cuDNN picks the fastest convolution algorithm"))

@@ -153,7 +153,7 @@ def _search(s: _Session) -> None:
         if not s.budget_left():
             return
         numerics = changes_numerics(c.knobs)
-        trial = s.run("knobs", c.knobs, {}, losses=losses if numerics else 0)
+        trial = s.run("knobs", c.knobs, {}, losses=losses if numerics else 0, finding_id=c.finding_id)
         trial.notes.append(c.why)
         if numerics and trial.status == "ok":
             check = compare_losses(baseline.losses, trial.losses, o.loss_rtol, o.loss_steps)
@@ -233,7 +233,15 @@ def _combined(s: _Session, baseline: Trial) -> None:
     if knobs is None or flags is None or not s.budget_left():
         return
     spec = flags.spec
-    s.run("combined", knobs.spec.knobs, spec.params, batch=spec.batch, accum=spec.accum)
+    s.run(
+        "combined",
+        knobs.spec.knobs,
+        spec.params,
+        batch=spec.batch,
+        accum=spec.accum,
+        finding_id=knobs.spec.finding_id,
+        losses=knobs.spec.losses,
+    )
 
 
 def _configs(trials: list[Trial]) -> dict[str, Config]:
@@ -276,6 +284,7 @@ def _repeats(s: _Session) -> None:
                 accum=first.accum,
                 repeat_of=first.index,
                 losses=first.losses,
+                finding_id=first.finding_id,
             )
 
 

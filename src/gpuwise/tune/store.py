@@ -10,7 +10,7 @@ import os
 from gpuwise.tune.result import TuneResult
 
 
-def save_tune(result: TuneResult, store: str | os.PathLike | None) -> str:
+def save_tune(result: TuneResult, store: str | os.PathLike | None, label: str = "tune") -> str:
     from gpuwise.profile.store import RunStore
 
     with RunStore.open(store) as runs:
@@ -19,13 +19,15 @@ def save_tune(result: TuneResult, store: str | os.PathLike | None) -> str:
                 continue
             run = trial.run
             run.summary = dataclasses.replace(
-                run.summary, label=f"tune #{trial.spec.index}: {trial.spec.label}", group_id=result.group_id
+                run.summary,
+                label=f"{label} #{trial.spec.index}: {trial.spec.label}",
+                group_id=result.group_id,
             )
             runs.save(run, kind="tune-trial")
         w = result.winner
         result.tune_id = runs.save_document(
             "tune",
-            f"tune: {len(result.trials)} trials",
+            f"{label}: {len(result.trials)} trials",
             result.to_dict(),
             command=result.command,
             status="interrupted" if result.interrupted else "completed",

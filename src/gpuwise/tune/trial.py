@@ -61,6 +61,7 @@ class TrialSpec:
     accum: int | None = None
     losses: int = 0  # first N losses to capture (numerics verification)
     repeat_of: int | None = None
+    finding_id: str | None = None  # the finding whose fix the knobs are
 
     @property
     def label(self) -> str:
@@ -121,6 +122,7 @@ class Trial:
             "role": s.role,
             "label": s.label,
             "repeat_of": s.repeat_of,
+            "finding_id": s.finding_id,
             "command": " ".join(s.argv),
             "knobs": s.knobs,
             "params": s.params,

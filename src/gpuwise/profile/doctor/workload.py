@@ -187,9 +187,10 @@ def _train(settings: WorkloadSettings, steps: int, device: str, profiler) -> Non
         torch.backends.cudnn.allow_tf32 = settings.tf32
     amp = getattr(torch, settings.amp_dtype) if settings.amp_dtype else None
     loader = make_loader(settings, steps + 2)
+    non_blocking = settings.non_blocking or loader.pin_memory  # pinned by the tuner: copy asynchronously
     for done, (images, labels) in enumerate(loader, start=1):
-        images = images.to(device, non_blocking=settings.non_blocking)
-        labels = labels.to(device, non_blocking=settings.non_blocking)
+        images = images.to(device, non_blocking=non_blocking)
+        labels = labels.to(device, non_blocking=non_blocking)
         with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
             loss = torch.nn.functional.cross_entropy(model(images), labels)
         optimizer.zero_grad(set_to_none=True)
