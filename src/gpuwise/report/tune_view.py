@@ -91,12 +91,10 @@ def _configs_table(result: TuneResult) -> Table:
             ]
         )
         styles.append(VERDICT_STYLE.get(c.verdict, ""))
-    return Table(
-        ["configuration", "verdict", f"{unit} (median)", "range", "vs as written", "trials", "why"],
-        rows,
-        align="llrrrrl",
-        row_styles=styles,  # type: ignore[arg-type]
-    )
+    columns = ["configuration", "verdict", f"{unit} (median)", "range", "vs as written", "trials", "why"]
+    if not any(row[-1] for row in rows):  # no configuration needs a word: drop the empty column
+        columns, rows = columns[:-1], [row[:-1] for row in rows]
+    return Table(columns, rows, align="llrrrrl"[: len(columns)], row_styles=styles)  # type: ignore[arg-type]
 
 
 def trials_table(result: TuneResult) -> Table:

@@ -27,7 +27,7 @@ from typing import Any
 
 ENV = "GPUWISE_TUNE"
 
-_report: dict[str, Any] = {"loaders": 0, "iterable_skipped": 0, "threads_kept": 0, "applied": []}
+_report: dict[str, Any] = {"loaders": 0, "iterable_skipped": 0, "threads_kept": 0}
 
 
 def config() -> dict[str, Any] | None:

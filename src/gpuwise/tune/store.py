@@ -25,6 +25,7 @@ def save_tune(result: TuneResult, store: str | os.PathLike | None, label: str = 
             )
             runs.save(run, kind="tune-trial")
         w = result.winner
+        shown = w.config if w is not None else result.baseline
         result.tune_id = runs.save_document(
             "tune",
             f"{label}: {len(result.trials)} trials",
@@ -33,7 +34,7 @@ def save_tune(result: TuneResult, store: str | os.PathLike | None, label: str = 
             status="interrupted" if result.interrupted else "completed",
             device=result.device or "",
             count=len(result.trials),
-            per_s=result.baseline_value if w is None else w.config.median(result.metric),
+            per_s=shown.median("steps_per_s") if shown is not None else None,  # the runs list's steps/s
             top=None if w is None else f"{w.speedup_x:.2f}x: {w.config.label}"[:200],
         )
         return str(runs.path)
