@@ -10,10 +10,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import REPO
 from gpuwise.tune.knobs import parse_knob_option
 from gpuwise.tune.params import parse_param
 from gpuwise.tune.search import TuneOptions, run_tune
+from test_profile_framework import HF_TRAINER
 from tune_scripts import FLEX, NUMERIC, STARVED, write
 
 
@@ -145,3 +148,19 @@ def test_ctrl_c_stops_the_tuner_and_keeps_the_trials_done(tmp_path):
     with sqlite3.connect(store) as conn:
         kinds = [row[0] for row in conn.execute("SELECT kind FROM runs ORDER BY id")]
     assert kinds[-1] == "tune" and "tune-trial" in kinds
+
+
+@pytest.mark.slow
+def test_a_hf_trainer_script_gets_its_winner_as_training_arguments(tmp_path):
+    """The Trainer builds its DataLoader itself: the boot hook's rewrite reaches it all the same, and the
+    winner comes back in TrainingArguments' terms."""
+    script = write(tmp_path, "hf_train.py", HF_TRAINER.replace("max_steps=24", "max_steps=400"))
+    options = TuneOptions(steps=8, warmup=2, repeats=0, max_trials=2)
+    result = run_tune([sys.executable, str(script), str(tmp_path / "out")], options)
+    assert [t.status for t in result.trials] == ["ok", "ok"], [t.error for t in result.trials]
+    assert result.framework == "hf-trainer"
+    tried = result.trials[1]
+    assert tried.run.summary.loader.num_workers == tried.spec.knobs["num_workers"] >= 2
+    assert result.winner is not None and result.winner.code.startswith(
+        "TrainingArguments(..., dataloader_num_workers="
+    )
