@@ -55,6 +55,7 @@ def test_knob_options_are_typed_and_checked():
     assert parse_knob_option("num_workers=2,4") == ("num_workers", [2, 4])
     assert parse_knob_option("channels-last=true") == ("channels_last", [True])
     assert parse_knob_option("autocast=bf16") == ("autocast", ["bf16"])
+    assert parse_knob_option("compile=true,eager") == ("compile", ["inductor", "eager"])
     for bad, message in (
         ("autocast=fp8", "autocast"),
         ("num_worker=2", "did you mean"),

@@ -49,7 +49,11 @@ def test_a_knob_that_moves_the_losses_beyond_the_tolerance_is_rejected_with_the_
         steps=8,
         warmup=2,
         repeats=0,
-        knobs=[parse_knob_option("autocast=bf16"), parse_knob_option("channels_last=true")],
+        knobs=[
+            parse_knob_option("autocast=bf16"),
+            parse_knob_option("channels_last=true"),
+            parse_knob_option("compile=eager"),  # dynamo's tracing, without a C++ compiler's minutes
+        ],
         loss_rtol=1e-4,
     )
     result = run_tune([sys.executable, str(script)], options)
@@ -62,6 +66,8 @@ def test_a_knob_that_moves_the_losses_beyond_the_tolerance_is_rejected_with_the_
     layout = by_label["channels_last=True"]  # same arithmetic, another memory layout: within 0.01 %
     assert layout.status == "ok", layout.error
     assert any("losses within" in n for n in layout.notes)
+    compiled = by_label["compile=eager"]
+    assert compiled.status == "ok" and compiled.losses == base.losses  # the same graph, traced
     verdicts = {c.label: c.verdict for c in result.configs}
     assert verdicts["autocast=bf16"] == "rejected"
     assert result.winner is None or result.winner.config.label != "autocast=bf16"

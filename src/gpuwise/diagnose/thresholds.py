@@ -283,3 +283,7 @@ TUNE_MEMORY_MARGIN_PCT = 10.0
 # A configuration wins only if its median beats the baseline's by this much and its slowest repeat beats
 # the baseline's fastest (run-to-run noise on a shared machine is a few %).
 TUNE_MIN_GAIN_X = 1.03
+# A trial with the compile knob warms up at least this many steps: torch.compile compiles forward and
+# backward in the first steps (and again if a guard fails once), which must not land in the measured window
+# (measured here: 2 warm-up steps left compilation in the window, 8 vs 424 steps/s once warm).
+TUNE_COMPILE_WARMUP_STEPS = 5

@@ -12,7 +12,8 @@ What each knob touches, and why it cannot change what the script computes unless
 - ``threads``: ``torch.set_num_threads`` now, and the script's own later calls keep the knob's value.
 - ``tf32``, ``cudnn_benchmark``: torch's backend flags (rounding of fp32 matmuls / algorithm choice).
 - numerics (verified against the baseline's losses by the tuner): ``autocast`` (bf16/fp16 around the
-  outermost module call), ``channels_last`` (the outermost module and its 4-D inputs).
+  outermost module call), ``channels_last`` (the outermost module and its 4-D inputs), ``compile``
+  (``torch.compile`` of the outermost module's forward with the knob's backend: ``inductor`` by default).
 The first ``losses`` scalar tensors passed to ``backward`` are written to ``losses-<pid>.txt`` (on a
 GPU reading one waits for the step, so only the first few, and only when the tuner asks).
 """
@@ -141,7 +142,8 @@ def _patch_module_call(torch: Any, knobs: dict[str, Any], cfg: dict[str, Any]) -
     script's own ``model(x)`` runs as if it had written ``with torch.autocast(...)``."""
     amp = knobs.get("autocast")
     channels_last = bool(knobs.get("channels_last"))
-    if not amp and not channels_last:
+    backend = knobs.get("compile")
+    if not amp and not channels_last and not backend:
         return
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[amp] if amp else None
@@ -149,6 +151,7 @@ def _patch_module_call(torch: Any, knobs: dict[str, Any], cfg: dict[str, Any]) -
     original = module_cls.__call__
     local = threading.local()
     converted: set[int] = set()
+    compiled: set[int] = set()
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         if getattr(local, "depth", 0):
@@ -165,6 +168,10 @@ def _patch_module_call(torch: Any, knobs: dict[str, Any], cfg: dict[str, Any]) -
                     else a
                     for a in args
                 )
+            if backend and id(self) not in compiled:
+                compiled.add(id(self))
+                # the instance's forward, compiled: its submodules are traced inside it
+                self.forward = torch.compile(self.forward, backend=backend)
             if dtype is None:
                 return original(self, *args, **kwargs)
             with torch.autocast(device_type=device, dtype=dtype):

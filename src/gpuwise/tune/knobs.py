@@ -39,6 +39,9 @@ KNOBS: dict[str, Knob] = {
         Knob("cudnn_benchmark", "safe", bool, "cuDNN picks the fastest convolution algorithm", gpu_only=True),
         Knob("autocast", "numerics", str, "16-bit autocast around the model's forward (bf16 | fp16)"),
         Knob("channels_last", "numerics", bool, "channels_last layout of the model and 4-D inputs"),
+        Knob(
+            "compile", "numerics", str, "torch.compile of the model's forward (backend: inductor, eager, …)"
+        ),
     )
 }
 
@@ -63,6 +66,10 @@ def parse_value(name: str, text: str) -> Any:
         return int(text)
     if name == "autocast" and text not in AUTOCAST_DTYPES:
         raise GpuwiseError(f"--knob autocast: {text!r} is not one of {', '.join(AUTOCAST_DTYPES)}")
+    if name == "compile":  # a torch.compile backend; true = the default one
+        if text.lower() in {"false", "0", "no", "off"}:
+            raise GpuwiseError("--knob compile: give a backend (inductor, eager, …) or true")
+        return "inductor" if text.lower() in {"true", "1", "yes", "on"} else text
     return text
 
 

@@ -170,6 +170,8 @@ def run_trial(
 ) -> Trial:
     out_dir = Path(tempfile.mkdtemp(prefix="gpuwise-tune-"))
     shown = " ".join(spec.argv)
+    if "compile" in spec.knobs:  # compilation belongs in the warm-up, not in the measured steps
+        warmup = max(warmup, T.TUNE_COMPILE_WARMUP_STEPS)
     config = {
         "out_dir": str(out_dir),
         "steps": steps,
