@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import run_cli
 from gpuwise.errors import GpuwiseError
 from gpuwise.tune.frameworks import render
 from gpuwise.tune.knobs import parse_knob_option
@@ -86,3 +87,20 @@ def test_the_winner_is_printed_in_each_frameworks_terms():
     plain = render(None, knobs, None, None)
     assert plain.startswith("DataLoader(..., num_workers=4") and "torch.autocast" in plain
     assert "allow_tf32 = True" in plain
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--target-gpu", "l4", "--", "python", "x.py"], "go together"),
+        (["--knob", "num_workers=many", "--", "python", "x.py"], "not a whole number"),
+        (["--param", "batch_size=--bs:8", "--", "python", "x.py", "--bs", "8"], "effective batch"),
+        (["--no-save"], "give the command"),
+        (["--no-save", "--", "missing_script.py"], "does not exist"),
+        (["--frobnicate", "--", "python", "x.py"], "no option --frobnicate"),
+    ],
+)
+def test_bad_tune_input_is_one_line_and_exit_2(args, message):
+    result = run_cli("tune", *args)
+    assert result.exit_code == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr

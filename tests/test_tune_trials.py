@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, run_cli
 from gpuwise.tune.knobs import parse_knob_option
 from gpuwise.tune.params import parse_param
 from gpuwise.tune.search import TuneOptions, run_tune
@@ -170,3 +170,43 @@ def test_a_hf_trainer_script_gets_its_winner_as_training_arguments(tmp_path):
     assert result.winner is not None and result.winner.code.startswith(
         "TrainingArguments(..., dataloader_num_workers="
     )
+
+
+LLAMA_LIKE = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 256,
+    "intermediate_size": 688,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+}
+
+
+def test_without_that_gpu_the_target_gpus_batches_are_simulated_and_labelled_so(tmp_path):
+    """On this CPU machine a trial never runs out of GPU memory: the batches an L4 (24 GB) holds with 10 %
+    free come from the traced simulator (a 4096-token step of a 32k-vocabulary model: ~3.4 GB per
+    sample, logits included), and the larger batches are not run."""
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_LIKE))
+    spec = tmp_path / "model.yaml"
+    spec.write_text(f"model: {tmp_path / 'config.json'}\ntask: pretrain\nseq_len: 4096\nprecision: fp32\n")
+    script = write(tmp_path, "flex.py", FLEX)
+    result = run_cli(
+        "tune", "--json", "--no-save", "--repeats", "0", "--no-auto", "--steps", "6", "--warmup", "2",
+        "--target-gpu", "l4", "--workload", str(spec),
+        "--param", "batch_size=--batch-size:2,4,8,16", "--accum=--grad-accum",
+        "--", sys.executable, str(script), "--batch-size", "2", "--grad-accum", "8", "--max-batch", "64",
+        timeout=240,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr[-2000:]
+    doc = result.json()
+    rows = {r["batch"]: r for r in doc["simulated_batches"]}
+    assert [rows[b]["kept"] for b in (2, 4, 8)] == [True, True, False] and 16 not in rows
+    assert all(r["method"] == "simulated" for r in rows.values()) and doc["simulated_max_batch"] == 4
+    status = {t["label"]: (t["status"], t["error"]) for t in doc["trials"]}
+    assert status["batch_size=4, accum=4"][0] == "ok"
+    for big in ("batch_size=8, accum=2", "batch_size=16, accum=1"):
+        assert status[big][0] == "skipped" and "l4 free (simulated)" in status[big][1]

@@ -4,6 +4,7 @@ The work is in `gpuwise.tune`; this module parses flags, shows each trial on std
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -80,6 +81,20 @@ def tune(
             "--allow-numerics", help="Let findings propose bf16 autocast (verified against the losses)."
         ),
     ] = False,
+    target_gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--target-gpu", help="Simulate the --param batch sizes on this catalog GPU (needs --workload)."
+        ),
+    ] = None,
+    workload: Annotated[
+        Path | None,
+        typer.Option(
+            "--workload",
+            help="Workload YAML describing the script's model, for --target-gpu.",
+            dir_okay=False,
+        ),
+    ] = None,
     loss_rtol: Annotated[
         float, typer.Option("--loss-rtol", min=0.0, help="Relative loss tolerance for numerics knobs.")
     ] = T.TUNE_LOSS_RTOL,
@@ -120,6 +135,22 @@ def tune(
         allow_numerics=allow_numerics,
         loss_rtol=loss_rtol,
     )
+    if (target_gpu is None) != (workload is None):
+        raise GpuwiseError(
+            "--target-gpu and --workload go together: the simulator needs the model and the GPU"
+        )
+    if target_gpu is not None and workload is not None:
+        batch = next((p for p in options.params if p.name == "batch_size"), None)
+        if batch is None:
+            raise GpuwiseError(
+                "--target-gpu simulates the batch sizes of --param batch_size=FLAG:VALUES; give them"
+            )
+        from gpuwise.cli.sim_extra import sim_extra_required
+        from gpuwise.tune.simulated import simulate_batches
+
+        with sim_extra_required():
+            options.simulated = simulate_batches(workload, target_gpu, [int(v) for v in batch.values])
+        options.target_gpu = target_gpu
     if save:
         from gpuwise.profile.launcher import check_store
 

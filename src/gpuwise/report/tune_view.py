@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from gpuwise.diagnose import thresholds as T
 from gpuwise.report.document import Code, Document, Heading, Headline, Note, Paragraph, Table
-from gpuwise.report.units import num
+from gpuwise.report.units import gib, num
 from gpuwise.tune.result import TuneResult
 
 METRIC_LABEL = {"samples_per_s": "samples/s", "steps_per_s": "steps/s"}
@@ -56,6 +57,11 @@ def tune_document(result: TuneResult) -> Document:
         doc.add(Headline("the command as written produced no measurement", "bad"))
     if result.effective_batch is not None:
         doc.add(Note(f"effective batch kept at {result.effective_batch} in every batch trial"))
+    if result.simulated:
+        doc.add(
+            Heading(f"Batch on {result.target_gpu} (simulated: fake-tensor training step)", 2),
+            _simulated(result),
+        )
     doc.add(Heading("Configurations, ranked", 2), _configs_table(result))
     doc.add(Heading("Trials", 2), trials_table(result))
     overhead = result.tuner_wall_s
@@ -114,4 +120,21 @@ def trials_table(result: TuneResult) -> Table:
         )
     return Table(
         ["#", "role", "settings", "status", "steps/s", "samples/s", "wall s", "note"], rows, align="rlllrrrl"
+    )
+
+
+def _simulated(result: TuneResult) -> Table:
+    return Table(
+        ["batch", "device total (simulated)", "of", "free", "kept"],
+        [
+            [
+                str(r.batch),
+                gib(r.device_total_bytes),
+                gib(r.device_memory_bytes),
+                f"{r.headroom_pct:.0f} %",
+                "yes" if r.kept else f"no (< {T.TUNE_MEMORY_MARGIN_PCT:.0f} % free)",
+            ]
+            for r in result.simulated
+        ],
+        align="rrrrl",
     )

@@ -6,6 +6,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpuwise.tune.simulated import SimulatedBatch, largest_kept
 from gpuwise.tune.trial import Trial
 
 Metric = Literal["samples_per_s", "steps_per_s"]
@@ -87,6 +88,8 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     store: str | None = None
     tune_id: int | None = None
+    target_gpu: str | None = None
+    simulated: list[SimulatedBatch] = field(default_factory=list)
 
     @property
     def baseline_value(self) -> float | None:
@@ -128,6 +131,9 @@ class TuneResult:
                 "knobs": w.config.trials[0].spec.knobs,
                 "params": w.config.trials[0].spec.params,
             },
+            "target_gpu": self.target_gpu,
+            "simulated_batches": [r.to_dict() for r in self.simulated],
+            "simulated_max_batch": largest_kept(self.simulated),
             "configs": [c.to_dict(self.metric, base) for c in self.configs],
             "trials": [t.to_dict() for t in self.trials],
             "notes": self.notes,

@@ -26,6 +26,7 @@ from gpuwise.tune import frameworks
 from gpuwise.tune.knobs import Knobs, changes_numerics
 from gpuwise.tune.params import BATCH, Param, ParamSpace, flag_value, param_space, with_flag
 from gpuwise.tune.result import Config, Metric, TuneResult, Winner
+from gpuwise.tune.simulated import SimulatedBatch
 from gpuwise.tune.trial import Interrupt, Trial, TrialRole, TrialSpec, run_trial
 from gpuwise.tune.verify import compare_losses
 
@@ -47,6 +48,8 @@ class TuneOptions:
     allow_numerics: bool = False
     loss_rtol: float = T.TUNE_LOSS_RTOL
     loss_steps: int = T.TUNE_LOSS_STEPS
+    target_gpu: str | None = None
+    simulated: list[SimulatedBatch] = field(default_factory=list)  # the target's batches, simulated
 
 
 class _Session:
@@ -169,12 +172,19 @@ def _params(s: _Session) -> None:
     """The script's own flags: batch sizes ascending (a batch that ran out of memory ends the climb),
     accumulation set to keep the effective batch; then each value of the other params."""
     oom_at: int | None = None
+    fits = {r.batch: r for r in s.o.simulated}
     for plan in s.space.batch_plans():
         params = {BATCH: str(plan.batch)}
         if plan.accum is not None:
             params["accum"] = str(plan.accum)
-        if plan.skipped or oom_at is not None:
-            reason = plan.skipped or f"a batch of {oom_at} already ran out of memory"
+        simulated = fits.get(plan.batch)
+        too_big = s.o.simulated and (simulated is None or not simulated.kept)
+        if plan.skipped or oom_at is not None or too_big:
+            reason = plan.skipped or (
+                f"a batch of {oom_at} already ran out of memory"
+                if oom_at is not None
+                else f"does not leave {T.TUNE_MEMORY_MARGIN_PCT:.0f} % of {s.o.target_gpu} free (simulated)"
+            )
             s.skip("batch", params, reason, batch=plan.batch, accum=plan.accum)
             continue
         if _same_as_command(s, params) or not s.budget_left():
@@ -344,6 +354,8 @@ def _result(s: _Session, wall_s: float) -> TuneResult:
         loss_steps=s.o.loss_steps,
         group_id=s.group_id,
         notes=s.notes,
+        target_gpu=s.o.target_gpu,
+        simulated=list(s.o.simulated),
     )
 
 
