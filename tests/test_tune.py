@@ -104,3 +104,18 @@ def test_bad_tune_input_is_one_line_and_exit_2(args, message):
     result = run_cli("tune", *args)
     assert result.exit_code == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_unseeded_script_is_told_its_losses_cannot_verify_a_numerics_knob():
+    from gpuwise.tune.params import ParamSpace
+    from gpuwise.tune.result import Config
+    from gpuwise.tune.search import TuneOptions, _determinism_note, _Session
+    from gpuwise.tune.trial import Trial, TrialSpec
+
+    session = _Session(["python", "t.py"], TuneOptions(), ParamSpace(), None)
+    runs = [[2.0, 1.5, 1.2], [2.0, 1.5, 1.2], [2.3, 1.9, 1.4]]
+    trials = [Trial(TrialSpec(i, "baseline", ["python", "t.py"]), "ok", losses=r) for i, r in enumerate(runs)]
+    _determinism_note(session, Config("k", "as written", trials[:2]))
+    assert session.notes == []  # reproduced: the check means something
+    _determinism_note(session, Config("k", "as written", [trials[0], trials[2]]))
+    assert "differ between two runs as written" in session.notes[0] and "seed it" in session.notes[0]

@@ -334,6 +334,8 @@ def _result(s: _Session, wall_s: float) -> TuneResult:
             ),
             " ".join(spec.argv),
         )
+    if baseline is not None:
+        _determinism_note(s, baseline)
     if s.stopped:
         s.notes.append(
             f"interrupted (Ctrl-C) after {len(s.trials)} trials: the trials measured so far are kept"
@@ -391,3 +393,18 @@ def _judge(
     checks = [n for t in c.trials for n in t.notes if "losses within" in n]
     if checks and not c.why:
         c.why = checks[0]
+
+
+def _determinism_note(s: _Session, baseline: Config) -> None:
+    """The baseline's repeats should reproduce its losses; if they do not, a numerics check compares
+    noise with noise, and the report says so."""
+    runs = [t.losses for t in baseline.trials if t.losses]
+    if len(runs) < 2:
+        return
+    check = compare_losses(runs[0], runs[1], s.o.loss_rtol, s.o.loss_steps)
+    if not check.accepted:
+        s.notes.append(
+            "the script's losses differ between two runs as written "
+            f"({check.reason}): seed it (torch.manual_seed, the DataLoader's generator) "
+            "for the numerics check"
+        )
