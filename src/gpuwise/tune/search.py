@@ -137,7 +137,7 @@ def _search(s: _Session) -> None:
     o = s.o
     wants_losses = o.allow_numerics or any(changes_numerics({n: v}) for n, values in o.knobs for v in values)
     losses = o.loss_steps if wants_losses else 0
-    s.planned = 1 + len(o.knobs) + len(s.space.params)
+    s.planned = 1 + sum(len(v) for _, v in o.knobs) + sum(len(p.values) for p in s.space.params)
     baseline = s.run("baseline", {}, {}, losses=losses)
     if baseline.status != "ok":
         s.notes.append(
