@@ -38,7 +38,7 @@ def test_a_starved_loader_comes_out_at_least_twice_as_fast_with_its_own_fixes(tm
         measured is not None
         and measured.summary.loader.num_workers == w.config.trials[0].spec.knobs["num_workers"]
     )
-    assert "DataLoader(..., num_workers=" in w.code and w.command.endswith("starved.py")
+    assert "DataLoader(..., num_workers=" in w.code and w.command.endswith("starved_loader.py")
     doc = result.to_dict()
     assert doc["metric"] == "samples_per_s" and doc["winner"]["speedup_x"] >= 2.0
 
