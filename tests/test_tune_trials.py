@@ -103,8 +103,31 @@ def test_failed_trials_are_recorded_and_the_batch_search_keeps_the_effective_bat
             assert loader.batch_size == t.spec.batch
             assert round(loader.batches / t.run.summary.total_steps) == t.spec.accum
     assert result.effective_batch == 32
+    assert result.largest_batch == 16  # measured: 32 ran out of memory
     hung = next(t for t in result.trials if t.spec.label == "mode=hang")
     assert 12 <= hung.wall_s < 30  # killed at the budget
+
+
+def test_a_command_that_runs_out_of_memory_still_gets_its_batch_search(tmp_path):
+    script = write(tmp_path, "flex.py", FLEX)
+    options = TuneOptions(
+        steps=6,
+        warmup=2,
+        repeats=0,
+        auto=False,
+        params=[parse_param("batch_size=--batch-size:8,16,24")],
+        accum="none",
+    )
+    result = run_tune([sys.executable, str(script), "--batch-size", "32"], options)
+    status = {t.spec.label: t.status for t in result.trials}
+    assert status == {
+        "as written": "oom",
+        "batch_size=8": "ok",
+        "batch_size=16": "ok",
+        "batch_size=24": "oom",
+    }
+    assert result.largest_batch == 16 and result.winner is None
+    assert "only the batch search runs" in " ".join(result.notes)
 
 
 def test_the_mnist_look_alike_is_tuned_through_its_own_batch_flag(tmp_path):

@@ -167,7 +167,7 @@ def tune(
         document=lambda: tune_view.tune_document(result),
     )
     if result.interrupted:
-        sys.exit(130)
+        sys.exit(128 + (result.signal or 2))  # as a shell reports a command ended by that signal
 
 
 def register(app: typer.Typer) -> None:

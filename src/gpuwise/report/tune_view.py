@@ -55,6 +55,14 @@ def tune_document(result: TuneResult) -> Document:
         doc.add(Headline(f"no configuration beat the script as written ({_rate(base)} {unit})", "warn"))
     else:
         doc.add(Headline("the command as written produced no measurement", "bad"))
+    if result.largest_batch is not None and any(t.spec.role == "batch" for t in result.trials):
+        oom = sorted({t.spec.batch for t in result.trials if t.status == "oom" and t.spec.batch is not None})
+        doc.add(
+            Note(
+                f"largest batch that ran (measured): {result.largest_batch}"
+                + (f"; {oom[0]} ran out of memory" if oom else "")
+            )
+        )
     if result.effective_batch is not None:
         doc.add(Note(f"effective batch kept at {result.effective_batch} in every batch trial"))
     if result.simulated:

@@ -88,8 +88,22 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     store: str | None = None
     tune_id: int | None = None
+    signal: int | None = None  # the signal that interrupted the session (SIGINT, SIGTERM)
     target_gpu: str | None = None
     simulated: list[SimulatedBatch] = field(default_factory=list)
+
+    @property
+    def largest_batch(self) -> int | None:
+        """The largest batch a trial ran and kept (not near the memory limit): measured, not simulated."""
+        ran = [
+            t.spec.batch
+            for t in self.trials
+            if t.spec.role in ("batch", "combined", "baseline", "repeat")
+            and t.spec.batch is not None
+            and t.status == "ok"
+            and not any(n.startswith("near the memory limit") for n in t.notes)
+        ]
+        return max(ran) if ran else None
 
     @property
     def baseline_value(self) -> float | None:
@@ -131,6 +145,7 @@ class TuneResult:
                 "knobs": w.config.trials[0].spec.knobs,
                 "params": w.config.trials[0].spec.params,
             },
+            "largest_batch": self.largest_batch,
             "target_gpu": self.target_gpu,
             "simulated_batches": [r.to_dict() for r in self.simulated],
             "simulated_max_batch": largest_kept(self.simulated),

@@ -139,6 +139,10 @@ def _search(s: _Session) -> None:
     losses = o.loss_steps if wants_losses else 0
     s.planned = 1 + sum(len(v) for _, v in o.knobs) + sum(len(p.values) for p in s.space.params)
     baseline = s.run("baseline", {}, {}, losses=losses)
+    if baseline.status == "oom" and s.space.batch is not None:
+        s.notes.append("the command as written ran out of memory: only the batch search runs")
+        _params(s)
+        return
     if baseline.status != "ok":
         s.notes.append(
             f"the command as written did not run ({baseline.status}: {baseline.error}); nothing to tune"
@@ -315,7 +319,8 @@ def _result(s: _Session, wall_s: float) -> TuneResult:
         "rejected": 5,
         "failed": 6,
     }
-    configs.sort(key=lambda c: (order[c.verdict], -(c.median(metric) or 0.0)))
+    # among faster configurations, the repeated ones first: a single trial's luck does not win
+    configs.sort(key=lambda c: (order[c.verdict], len(c.values(metric)) < 2, -(c.median(metric) or 0.0)))
     winner = None
     run = next((t.run for t in s.trials if t.run is not None), None)
     framework = run.evidence.framework if run is not None else None
@@ -356,6 +361,7 @@ def _result(s: _Session, wall_s: float) -> TuneResult:
         loss_steps=s.o.loss_steps,
         group_id=s.group_id,
         notes=s.notes,
+        signal=s.interrupt.signum,
         target_gpu=s.o.target_gpu,
         simulated=list(s.o.simulated),
     )

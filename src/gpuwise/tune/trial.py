@@ -150,10 +150,12 @@ class Interrupt:
 
     def __init__(self) -> None:
         self.requested = False
+        self.signum: int | None = None
         self.pid: int | None = None
 
     def __call__(self, signum: int, frame: Any) -> None:
         self.requested = True
+        self.signum = self.signum or signum
         if self.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signum)
