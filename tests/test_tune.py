@@ -119,3 +119,59 @@ def test_an_unseeded_script_is_told_its_losses_cannot_verify_a_numerics_knob():
     assert session.notes == []  # reproduced: the check means something
     _determinism_note(session, Config("k", "as written", [trials[0], trials[2]]))
     assert "differ between two runs as written" in session.notes[0] and "seed it" in session.notes[0]
+
+
+BOOT_PROBE = """
+import json, os, sys
+os.environ["GPUWISE_TUNE"] = json.dumps({"out_dir": sys.argv[1], "knobs": {"threads": 2, "num_workers": 2}})
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+from gpuwise.tune import boot
+
+boot.apply()
+torch.set_num_threads(1)  # the script's own call: the knob holds
+
+
+class Threads(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return torch.get_num_threads()
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(range(4))
+
+
+mapped = DataLoader(Threads(), batch_size=1)
+stream = DataLoader(Stream(), batch_size=1)
+print(json.dumps({
+    "main_threads": torch.get_num_threads(),
+    "mapped_workers": mapped.num_workers,
+    "worker_threads": sorted({int(x) for x in mapped}),
+    "stream_workers": stream.num_workers,
+    "stream": [int(x) for x in stream],
+    "report": boot._report,
+}))
+"""
+
+
+def test_the_boot_hook_applies_knobs_where_they_are_safe(tmp_path):
+    """In a process of its own (the hook patches torch): threads hold against the script's call but not
+    in DataLoader workers (which set 1); an IterableDataset keeps its workers (N would repeat each sample)."""
+    import json
+    import subprocess
+    import sys
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(BOOT_PROBE)
+    out = subprocess.run(
+        [sys.executable, str(probe), str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["main_threads"] == 2 and doc["mapped_workers"] == 2 and doc["worker_threads"] == [1]
+    assert doc["stream_workers"] == 0 and doc["stream"] == [0, 1, 2, 3]
+    assert doc["report"] == {"loaders": 1, "iterable_skipped": 1, "threads_kept": 1}

@@ -122,9 +122,13 @@ def _set_threads(torch: Any, knobs: dict[str, Any], cfg: dict[str, Any]) -> None
     wanted = int(knobs["threads"])
     original = torch.set_num_threads
     original(wanted)
+    main_pid = os.getpid()
 
-    def set_num_threads(n: int) -> None:  # the script's own call would undo the trial
-        _report["threads_kept"] += 1
+    def set_num_threads(n: int) -> None:
+        if os.getpid() != main_pid:  # a forked DataLoader worker sets 1 thread: let it
+            original(n)
+            return
+        _report["threads_kept"] += 1  # the script's own call would undo the trial
 
     torch.set_num_threads = set_num_threads
 
