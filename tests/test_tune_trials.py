@@ -41,6 +41,14 @@ def test_a_starved_loader_comes_out_at_least_twice_as_fast_with_its_own_fixes(tm
     assert "DataLoader(..., num_workers=" in w.code and w.command.endswith("starved_loader.py")
     doc = result.to_dict()
     assert doc["metric"] == "samples_per_s" and doc["winner"]["speedup_x"] >= 2.0
+    from gpuwise.report import html, markdown
+    from gpuwise.report.tune_view import tune_document
+
+    report = tune_document(result)  # one document, every format
+    assert "faster" in markdown.render(report) and "DataLoader(..., num_workers=" in markdown.render(report)
+    assert "<script" not in html.render(report, charts=False) and "Trials" in html.render(
+        report, charts=False
+    )
 
 
 def test_a_knob_that_moves_the_losses_beyond_the_tolerance_is_rejected_with_the_numbers(tmp_path):
