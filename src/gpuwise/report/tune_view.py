@@ -122,7 +122,7 @@ def trials_table(result: TuneResult) -> Table:
                 t.status,
                 _rate(t.steps_per_s),
                 _rate(t.samples_per_s),
-                f"{t.wall_s:.1f}",
+                f"{t.wall_s:.1f}" if t.status != "skipped" else "—",
                 t.error or "; ".join(t.notes[-1:]),
             ]
         )
