@@ -14,8 +14,9 @@ What each knob touches, and why it cannot change what the script computes unless
 - numerics (verified against the baseline's losses by the tuner): ``autocast`` (bf16/fp16 around the
   outermost module call), ``channels_last`` (the outermost module and its 4-D inputs), ``compile``
   (``torch.compile`` of the outermost module's forward with the knob's backend: ``inductor`` by default).
-The first ``losses`` scalar tensors passed to ``backward`` are written to ``losses-<pid>.txt`` (on a
-GPU reading one waits for the step, so only the first few, and only when the tuner asks).
+The first ``losses`` scalar tensors passed to ``torch.autograd.backward`` (where ``loss.backward()``
+arrives) are written to ``losses-<pid>.txt`` (on a GPU reading one waits for the step, so only the
+first few, and only when the tuner asks).
 """
 
 from __future__ import annotations
@@ -187,22 +188,25 @@ def _patch_module_call(torch: Any, knobs: dict[str, Any], cfg: dict[str, Any]) -
 
 
 def _capture_losses(torch: Any, knobs: dict[str, Any], cfg: dict[str, Any]) -> None:
+    """``torch.autograd.backward`` is where ``loss.backward()`` (and a direct call) arrives; the first
+    scalar it gets in each call is the loss."""
     count = int(cfg.get("losses") or 0)
     if count <= 0:
         return
     path = os.path.join(cfg["out_dir"], f"losses-{os.getpid()}.txt")
-    original = torch.Tensor.backward
+    original = torch.autograd.backward
     seen = [0]
 
-    def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if seen[0] < count and self.numel() == 1:
+    def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        first = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
+        if seen[0] < count and isinstance(first, torch.Tensor) and first.numel() == 1:
             seen[0] += 1
             try:
-                value = float(self.detach().float().cpu())
+                value = float(first.detach().float().cpu())
                 with open(path, "a") as fh:
                     fh.write(f"{value!r}\n")
             except Exception as exc:
                 print(f"gpuwise tune: could not read the loss ({exc})", file=sys.stderr)
-        return original(self, *args, **kwargs)
+        return original(tensors, *args, **kwargs)
 
-    torch.Tensor.backward = backward
+    torch.autograd.backward = backward
