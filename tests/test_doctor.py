@@ -45,6 +45,13 @@ def test_on_a_gpu_the_loader_fix_also_pins_and_cudnn_picks_its_algorithms():
     assert {"cudnn_benchmark": True} in [c.knobs for c in found]
 
 
+def test_pageable_copies_on_a_gpu_get_pinned_memory():
+    findings = findings_for(pageable_copy_pct=100, h2d_copy_pct=20)
+    first = from_findings(findings, None, on_gpu=True, allow_numerics=False)[0]
+    assert first.knobs == {"pin_memory": True} and first.finding_id == "pageable_copies"
+    assert from_findings(findings, None, on_gpu=False, allow_numerics=False) == []
+
+
 def test_saturated_cpu_gets_no_more_workers():
     findings = findings_for(input_wait_pct=40, loader_num_workers=2, cpu_count=2, cpu_util_pct=97)
     assert from_findings(findings, None, on_gpu=False, allow_numerics=False) == []

@@ -54,6 +54,15 @@ def from_findings(
                             f.id,
                         )
                     )
+        elif f.id == "pageable_copies" and on_gpu:
+            share = f.metrics.get("pageable_copy_pct", 0)
+            out.append(
+                Candidate(
+                    {"pin_memory": True},
+                    f"pageable_copies: {share:.0f} % of copies from pageable memory",
+                    f.id,
+                )
+            )
         elif f.id == "no_mixed_precision" and on_gpu:
             out.append(
                 Candidate({"tf32": True}, "no_mixed_precision: TF32 tensor cores for fp32 matmuls", f.id)
