@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from unittest import mock
-
 import pytest
 
 from conftest import run_cli
 from gpuwise.diagnose import Evidence, diagnose
-from gpuwise.profile.doctor.fixes import plan_fixes
 from gpuwise.profile.doctor.run import run_doctor
 from gpuwise.profile.doctor.sizing import LOAD_TO_COMPUTE, size_workload
 from gpuwise.profile.doctor.workload import ReferenceImages, WorkloadSettings
+from gpuwise.tune.candidates import from_findings
 
 
 def findings_for(**fields):
@@ -22,38 +20,51 @@ def test_input_bound_fix_takes_its_numbers_from_the_finding():
     findings = findings_for(
         step_time_s=0.1, phase_s={"data_wait": 0.06}, loader_num_workers=0, cpu_count=6, cpu_util_pct=30
     )
-    settings, applied, manual = plan_fixes(findings, WorkloadSettings(), "cpu")
-    assert settings.num_workers == 5  # the rule's suggestion for 6 cores
-    assert settings.prefetch_factor == 4 and settings.persistent_workers is True
-    assert settings.pin_memory is False  # no GPU: nothing to pin for
-    assert {f.setting for f in applied} == {"num_workers", "prefetch_factor", "persistent_workers"}
-    assert all(f.finding_id == "input_bound" for f in applied)
-    assert any("pin_memory" in m["why"] for m in manual)
+    first = from_findings(findings, None, on_gpu=False, allow_numerics=False)[0]
+    assert first.knobs == {"num_workers": 5, "persistent_workers": True, "prefetch_factor": 4}  # 6 cores
+    assert first.finding_id == "input_bound"  # no pin_memory: without a GPU nothing to pin for
 
 
-def test_on_a_gpu_the_loader_fix_also_pins_and_copies_asynchronously():
+def test_an_io_bound_loader_also_gets_more_workers_than_cores():
+    ev = Evidence(
+        source="profile", step_time_s=0.1, phase_s={"data_wait": 0.06}, loader_num_workers=0, cpu_count=2,
+        cpu_util_pct=20, loader_wait_cpu_pct=10,
+    )  # fmt: skip
+    workers = [
+        c.knobs["num_workers"] for c in from_findings(diagnose(ev), ev, on_gpu=False, allow_numerics=False)
+    ]
+    assert workers == [2, 4]
+
+
+def test_on_a_gpu_the_loader_fix_also_pins_and_cudnn_picks_its_algorithms():
     findings = findings_for(
         step_time_s=0.1, phase_s={"data_wait": 0.06}, loader_num_workers=0, cpu_count=2, cpu_util_pct=30
     )
-    settings, _applied, _ = plan_fixes(findings, WorkloadSettings(), "cuda")
-    assert settings.num_workers == 2 and settings.pin_memory and settings.non_blocking
+    found = from_findings(findings, None, on_gpu=True, allow_numerics=False)
+    assert found[0].knobs["num_workers"] == 2 and found[0].knobs["pin_memory"] is True
+    assert {"cudnn_benchmark": True} in [c.knobs for c in found]
+
+
+def test_pageable_copies_on_a_gpu_get_pinned_memory():
+    findings = findings_for(pageable_copy_pct=100, h2d_copy_pct=20)
+    first = from_findings(findings, None, on_gpu=True, allow_numerics=False)[0]
+    assert first.knobs == {"pin_memory": True} and first.finding_id == "pageable_copies"
+    assert from_findings(findings, None, on_gpu=False, allow_numerics=False) == []
 
 
 def test_saturated_cpu_gets_no_more_workers():
     findings = findings_for(input_wait_pct=40, loader_num_workers=2, cpu_count=2, cpu_util_pct=97)
-    settings, applied, manual = plan_fixes(findings, WorkloadSettings(num_workers=2), "cpu")
-    assert applied == [] and settings.num_workers == 2
-    assert {m["finding_id"] for m in manual} >= {"input_bound", "loader_cpu_saturated"}
+    assert from_findings(findings, None, on_gpu=False, allow_numerics=False) == []
 
 
-def test_mixed_precision_fix_only_on_a_gpu_with_bf16():
+def test_mixed_precision_only_on_a_gpu_and_autocast_only_when_allowed():
     findings = findings_for(fp32_matmul_pct=100, amp_enabled=False, tensor_core_speedup=15.8)
     assert findings[0].id == "no_mixed_precision"
-    with mock.patch("torch.cuda.is_bf16_supported", return_value=True):
-        settings, _applied, _ = plan_fixes(findings, WorkloadSettings(), "cuda")
-    assert settings.amp_dtype == "bfloat16" and settings.tf32
-    cpu_settings, cpu_applied, _cpu_manual = plan_fixes(findings, WorkloadSettings(), "cpu")
-    assert cpu_applied == [] and cpu_settings == WorkloadSettings()
+    safe = [c.knobs for c in from_findings(findings, None, on_gpu=True, allow_numerics=False)]
+    assert {"tf32": True} in safe and not any("autocast" in k for k in safe)
+    opted = [c.knobs for c in from_findings(findings, None, on_gpu=True, allow_numerics=True)]
+    assert {"autocast": "bf16", "tf32": True} in opted
+    assert from_findings(findings, None, on_gpu=False, allow_numerics=True) == []
 
 
 def test_reference_samples_are_deterministic_and_really_decoded():
@@ -65,30 +76,32 @@ def test_reference_samples_are_deterministic_and_really_decoded():
     assert abs(float(x1.mean())) < 3  # normalized pixels
 
 
-def test_doctor_profiles_fixes_and_reruns(tmp_path):
+def test_doctor_is_tune_on_the_reference_workload(tmp_path):
     quick = WorkloadSettings(batch_size=16, storage_latency_s=0.002)
-    stages = []
+    events = []
     result = run_doctor(
         steps=8,
         warmup=1,
         device="cpu",
         store=tmp_path / "runs.sqlite",
         settings=quick,
-        progress=lambda stage, done, total: stages.append((stage, done, total)),
+        progress=lambda kind, item, planned: events.append((kind, getattr(item, "spec", item).index)),
+        repeats=0,
     )
     assert result.before.findings[0].id == "input_bound"
-    from gpuwise.profile.telemetry import usable_cpus
-
-    assert result.settings_after.num_workers == max(
-        2, min(8, usable_cpus() - 1)
-    )  # the input_bound rule's suggestion
-    assert result.after.summary.loader.num_workers == result.settings_after.num_workers
+    assert result.tune is not None and result.tune.trials[0].spec.role == "baseline"
+    assert "gpuwise.profile.doctor.script" in result.tune.command  # a fresh process, like a user's script
+    tried = [t.spec.knobs.get("num_workers") for t in result.tune.trials[1:]]
+    assert result.settings_after.num_workers in tried  # the winner of the tuner's trials
+    assert (
+        result.after.summary.loader.num_workers == result.settings_after.num_workers
+    )  # seen by the profiler
     assert result.after.summary.loader.persistent_workers is True
-    assert result.before.run_id and result.after.run_id == result.before.run_id + 1
-    assert ("before", 9, 9) in stages and ("after", 9, 9) in stages
+    assert result.before.run_id and result.after.run_id and result.after.run_id > result.before.run_id
+    assert ("start", 1) in events and ("done", 1) in events
     doc = result.to_dict()
-    assert doc["before_steps_per_s"] > 0 and doc["after_steps_per_s"] > 0
-    assert doc["applied_fixes"][0]["finding_id"] == "input_bound"
+    assert doc["before_steps_per_s"] > 0 and doc["after_steps_per_s"] > doc["before_steps_per_s"]
+    assert doc["applied_fixes"][0]["finding_id"] == "input_bound" and doc["trials"]
 
 
 def test_the_workload_is_sized_so_loading_takes_four_times_the_compute_here():
@@ -128,8 +141,9 @@ def test_doctor_cli_json(tmp_path):
     assert [f["setting"] for f in doc["applied_fixes"]][:1] == ["num_workers"]
     assert doc["findings"][0]["id"] == "input_bound"
     assert doc["evidence"]["source"] == "profile"
-    assert "1/2" in result.stderr  # progress went to stderr
+    assert "trial 1/" in result.stderr  # progress went to stderr
     assert doc["sizing"]["load_to_compute"] == LOAD_TO_COMPUTE and doc["sizing"]["compute_s_per_batch"] > 0
     assert set(doc["others_cpu_pct"]) == {"before", "after"}
     listed = run_cli("runs", "list", "--json", "--store", str(tmp_path / "runs.sqlite")).json()
-    assert [r["label"] for r in listed["runs"]] == ["doctor: after", "doctor: before"]
+    labels = [r["label"] for r in listed["runs"]]
+    assert labels[0].startswith("doctor: ") and labels[-1] == "doctor #1: as written"

@@ -94,6 +94,10 @@ from gpuwise.cli import bench_cmd  # noqa: E402
 
 app.command("bench")(bench_cmd.bench)
 
+from gpuwise.cli import tune_cmd  # noqa: E402
+
+tune_cmd.register(app)
+
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""

@@ -108,41 +108,17 @@ def doctor(
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
 ) -> None:
-    """Profile a built-in training workload, apply the fixes its findings call for, measure the speed-up."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TaskID,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    """Profile a built-in training workload, apply the fixes its findings call for, measure the speed-up.
 
+    It is `gpuwise tune` on that workload: each run a fresh profiled process."""
+    from gpuwise.cli.tune_cmd import trial_progress
     from gpuwise.profile.doctor.run import run_doctor
     from gpuwise.report import profile_view
 
     one_format(as_json, as_markdown)
-    labels = {"before": "1/2 profiling the workload as written", "after": "2/2 re-running with the fixes"}
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("steps"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=False,
-    ) as bar:
-        tasks: dict[str, TaskID] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(labels.get(stage, stage), total=total)
-            bar.update(tasks[stage], completed=done)
-
-        result = run_doctor(
-            steps=steps, warmup=warmup, device=device, store=store if save else False, progress=progress
-        )
+    result = run_doctor(
+        steps=steps, warmup=warmup, device=device, store=store if save else False, progress=trial_progress()
+    )
     emit(
         result.to_dict(),
         "doctor",

@@ -299,3 +299,31 @@ FINOPS_CHRONIC_BUSY_PCT = MONITOR_BUSY_KPI_PCT
 # oversized_gpu: memory headroom above this share for the whole window (at its peak) - the issue's
 # "headroom always > 50 %" - and a cheaper catalog GPU holds that peak with TARGET_HEADROOM_PCT to spare.
 FINOPS_OVERSIZED_HEADROOM_PCT = 50.0
+
+# --- gpuwise tune (issue 16) -----------------------------------------------------------------------
+# A trial stopped at its time budget still counts when it measured at least this many steps (the step
+# statistics' floor); with fewer it is recorded as hung.
+TUNE_MIN_MEASURED_STEPS = 5
+# Numerics knobs (autocast, channels_last): the trial's first TUNE_LOSS_STEPS losses must stay within this
+# relative distance of the baseline's, step by step. 2 %: bf16 keeps 8 bits of mantissa (relative rounding
+# 2^-8 = 0.4 % per op) and mixed-precision training matches fp32 loss curves closely (Micikevicius et al.
+# 2018, "Mixed Precision Training", ICLR); a bug (overflow without a scaler, a broken layout) moves them
+# far more.
+TUNE_LOSS_RTOL = 0.02
+TUNE_LOSS_STEPS = 5
+# A loader waiting on I/O (sleeps, network reads) needs no free core per worker: the tuner also tries this
+# multiple of the finding's worker count, up to TUNE_MAX_IO_WORKERS (PyTorch's guides rarely exceed 16).
+TUNE_IO_WORKERS_X = 2
+TUNE_MAX_IO_WORKERS = 16
+# The largest batch kept is the largest whose measured peak leaves this share of device memory free, not the
+# last one that ran: the caching allocator's fragmentation and steps the trial did not see (evaluation, a
+# longer sequence, a checkpoint) need room (Lightning's BatchSizeFinder and accelerate's
+# find_executable_batch_size keep the last success, which can fail later).
+TUNE_MEMORY_MARGIN_PCT = 10.0
+# A configuration wins only if its median beats the baseline's by this much and its slowest repeat beats
+# the baseline's fastest (run-to-run noise on a shared machine is a few %).
+TUNE_MIN_GAIN_X = 1.03
+# A trial with the compile knob warms up at least this many steps: torch.compile compiles forward and
+# backward in the first steps (and again if a guard fails once), which must not land in the measured window
+# (measured here: 2 warm-up steps left compilation in the window, 8 vs 424 steps/s once warm).
+TUNE_COMPILE_WARMUP_STEPS = 5

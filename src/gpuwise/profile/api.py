@@ -36,7 +36,6 @@ class Profile:
         telemetry: bool = True,
         sample_interval_s: float = 0.5,
         auto_step: bool = True,
-        on_step=None,
         meta: dict[str, Any] | None = None,
     ) -> None:
         self.store = store
@@ -50,7 +49,6 @@ class Profile:
             sample_interval_s=sample_interval_s,
             label=label or script,
             meta={"script": script, "command": " ".join(sys.argv), "api": "python", **(meta or {})},
-            on_step=on_step,
         )
 
     # -- context manager -------------------------------------------------------------------------------

@@ -140,6 +140,13 @@ def _rank_meta(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def _start() -> None:
     cfg = _state["config"]
+    if os.environ.get("GPUWISE_TUNE"):  # a `gpuwise tune` trial: its knobs, before the script's model
+        try:
+            from gpuwise.tune import boot
+
+            boot.apply()
+        except Exception as exc:
+            print(f"gpuwise: could not apply the tune trial's knobs ({exc})", file=sys.stderr)
     try:
         from gpuwise.profile.recorder import Recorder
 

@@ -107,7 +107,7 @@ def normalize_command(command: list[str]) -> list[str]:
     return list(command)
 
 
-def _exit_code(returncode: int) -> int:
+def exit_code_of(returncode: int) -> int:
     return (
         128 - returncode if returncode < 0 else returncode
     )  # killed by signal N -> 128+N, as shells report it
@@ -122,7 +122,7 @@ def _read_exit_codes(out_dir: Path) -> dict[int, int]:
     for path in out_dir.glob("exit-*.json"):
         try:
             row = json.loads(path.read_text())
-            codes[int(row["pid"])] = _exit_code(int(row["returncode"]))
+            codes[int(row["pid"])] = exit_code_of(int(row["returncode"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return codes
@@ -198,7 +198,7 @@ def run_profiled(
 ) -> ProfileSession:
     argv = normalize_command(command)
     if save:
-        _check_store(store)
+        check_store(store)
     group_id = uuid.uuid4().hex[:12]
     shown = " ".join(command)
     out_dir = Path(tempfile.mkdtemp(prefix="gpuwise-profile-"))
@@ -212,34 +212,16 @@ def run_profiled(
         "group_id": group_id,
         "command": shown,
     }
-    env = dict(os.environ)
-    env["GPUWISE_PROFILE"] = json.dumps(config)
-    env["GPUWISE_PROFILE_PATH"] = str(PACKAGE_PARENT)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(BOOT_DIR), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
-    )
+    env = profiled_env(config)
     notes: list[str] = []
     try:
         returncode, forwarded = _run_child(argv, env, stdout_to_stderr)
-        exit_code = _exit_code(returncode)
-        records = _read_records(out_dir, notes)
-        rank_codes = _read_exit_codes(out_dir)
+        exit_code = exit_code_of(returncode)
+        runs = collect_runs(out_dir, shown, exit_code, forwarded, notes)
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
     if forwarded:
         notes.append(f"gpuwise received {forwarded} and forwarded it to the command's process group")
-    if not records:
-        notes.append(
-            "the command ran no training step, model forward or DataLoader batch under torch: "
-            "nothing was profiled"
-        )
-    runs = []
-    for raw in records:
-        pid = (raw.get("meta") or {}).get("pid")
-        # a torchrun rank's own exit code, when the agent saw it
-        code = rank_codes.get(pid, exit_code) if isinstance(pid, int) else exit_code
-        settle_status(raw, code, forwarded)
-        runs.append(build_run(raw, command=shown, exit_code=code))
     stepless = [r.summary.label for r in runs if r.summary.status == "no_steps"]
     if stepless:
         notes.append(
@@ -255,7 +237,41 @@ def run_profiled(
     return ProfileSession(shown, exit_code, group_id, runs, findings, cross, store_path, notes)
 
 
-def _check_store(store: str | os.PathLike | None) -> None:
+def profiled_env(config: dict[str, Any], extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a profiled command: the config, and the bootstrap first on PYTHONPATH."""
+    env = dict(os.environ)
+    env["GPUWISE_PROFILE"] = json.dumps(config)
+    env["GPUWISE_PROFILE_PATH"] = str(PACKAGE_PARENT)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(BOOT_DIR), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
+    )
+    env.update(extra or {})
+    return env
+
+
+def collect_runs(
+    out_dir: Path, shown: str, exit_code: int, forwarded: str | None, notes: list[str]
+) -> list[ProfileRun]:
+    """One run per record the command's processes left in ``out_dir``, with the status settled by how
+    each process ended."""
+    records = _read_records(out_dir, notes)
+    rank_codes = _read_exit_codes(out_dir)
+    if not records:
+        notes.append(
+            "the command ran no training step, model forward or DataLoader batch under torch: "
+            "nothing was profiled"
+        )
+    runs = []
+    for raw in records:
+        pid = (raw.get("meta") or {}).get("pid")
+        # a torchrun rank's own exit code, when the agent saw it
+        code = rank_codes.get(pid, exit_code) if isinstance(pid, int) else exit_code
+        settle_status(raw, code, forwarded)
+        runs.append(build_run(raw, command=shown, exit_code=code))
+    return runs
+
+
+def check_store(store: str | os.PathLike | None) -> None:
     """Fail before the command runs, not after: a bad ``--store`` would otherwise cost the whole run."""
     from gpuwise.profile.store import RunStore
 

@@ -91,7 +91,6 @@ class Recorder:
         label: str = "",
         meta: dict[str, Any] | None = None,
         on_window_complete: Callable[[Recorder], None] | None = None,
-        on_step: Callable[[int], None] | None = None,
         on_tick: Callable[[], None] | None = None,
         nvml_index: int | None = None,
         copies_and_syncs: bool | None = None,
@@ -113,7 +112,6 @@ class Recorder:
         self.label = label
         self.meta = dict(meta or {})
         self.on_window_complete = on_window_complete
-        self.on_step = on_step
         self.on_tick = on_tick
         self.nvml_index = nvml_index
         self._copies_and_syncs = copies_and_syncs
@@ -383,11 +381,6 @@ class Recorder:
             self.instrumentation.narrow_to_roots()
         if len(events.entries) >= DRAIN_EVERY_EVENTS or now - events.drained_at >= DRAIN_EVERY_S:
             events.drain()
-        if self.on_step is not None:
-            try:
-                self.on_step(n)
-            except Exception as exc:
-                self.contain("step callback", exc)
         if self.steps_requested is not None and n >= self.warmup + self.steps_requested:
             self._end_window()
 

@@ -169,7 +169,7 @@ class RunStore:
         per_s: float | None = None,
         top: str | None = None,
     ) -> int:
-        """Store a result that is not a profiled run (kinds 'loadtest', 'bench'); returns its id.
+        """Store a result that is not a profiled run (kinds 'loadtest', 'bench', 'tune'); returns its id.
         `count` and `per_s` fill the steps columns `runs list` shows (requests, req/s for a load test)."""
         created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self.conn:
@@ -237,6 +237,11 @@ class RunStore:
             raise GpuwiseError(f"no run {run_id} in {self.path} ({have}; see `gpuwise runs list`)")
         if row["kind"] == "loadtest":
             raise GpuwiseError(f"run {run_id} is a load test: `gpuwise loadtest --show {run_id}` prints it")
+        if row["kind"] == "tune":
+            raise GpuwiseError(
+                f"run {run_id} is a `gpuwise tune` session; its trials are the tune-trial runs of its group"
+                " (see runs list --json)"
+            )
         if row["kind"] == "bench":
             raise GpuwiseError(
                 f"run {run_id} is a `gpuwise bench` result, not a profiled run (see runs list --json)"

@@ -429,7 +429,7 @@ def doctor_document(result: Any) -> Document:
             Table(
                 ["finding", "setting", "before", "after", "why"],
                 [
-                    [f.finding_id, f.setting, str(f.before), str(f.after), f.reason]
+                    [f.finding_id or "—", f.setting, str(f.before), str(f.after), f.reason]
                     for f in result.applied_fixes
                 ],
             )
@@ -451,6 +451,13 @@ def doctor_document(result: Any) -> Document:
             Paragraph(
                 "Remaining findings: " + ", ".join(f"{f.id} ({f.severity})" for f in result.after.findings)
             )
+        )
+    if result.tune is not None:
+        from gpuwise.report.tune_view import trials_table
+
+        doc.add(
+            Heading("Trials (gpuwise tune on the reference workload, each a fresh process)", 2),
+            trials_table(result.tune),
         )
     if result.before.run_id is not None:
         doc.add(

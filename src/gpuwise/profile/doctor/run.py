@@ -1,18 +1,51 @@
-"""Measure → diagnose → fix → measure again, on the reference workload, in one process."""
+"""``gpuwise doctor`` = ``gpuwise tune`` on the reference workload: size it to the machine, then let
+the tuner run it as written, apply the fixes its findings name and measure again, each in a fresh
+process (one implementation: the doctor is the tuner's demo, not a second loop)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.profile.analysis import ProfileRun
-from gpuwise.profile.doctor.fixes import AppliedFix, plan_fixes
+from gpuwise.profile.doctor import script
 from gpuwise.profile.doctor.sizing import Sizing, size_workload
-from gpuwise.profile.doctor.workload import WorkloadSettings, train
+from gpuwise.profile.doctor.workload import WorkloadSettings
 
-ProgressFn = Callable[[str, int, int], None]  # (stage, steps done, steps total)
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuwise.tune.result import TuneResult
+    from gpuwise.tune.search import EventFn
+
+# Knob of the tuner -> the reference workload's setting of the same meaning
+_SETTING = {
+    "num_workers": "num_workers",
+    "persistent_workers": "persistent_workers",
+    "prefetch_factor": "prefetch_factor",
+    "pin_memory": "pin_memory",
+    "tf32": "tf32",
+    "autocast": "amp_dtype",
+}
+_AMP_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
+_WHY = {
+    "persistent_workers": "no worker restart cost at each epoch",
+    "prefetch_factor": "keep batches queued ahead of the training loop",
+    "pin_memory": "page-locked batches copy faster and asynchronously",
+    "tf32": "TF32 tensor cores for what stays in fp32",
+    "autocast": "16-bit matmuls; the first losses were checked against the run as written",
+}
+
+
+@dataclass(frozen=True)
+class AppliedFix:
+    finding_id: str | None
+    setting: str
+    before: Any
+    after: Any
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -25,19 +58,28 @@ class DoctorResult:
     applied_fixes: list[AppliedFix]
     manual_fixes: list[dict[str, str]] = field(default_factory=list)
     sizing: Sizing | None = None  # None when the caller gave the settings
+    tune: TuneResult | None = None
 
     @property
     def others_cpu_pct(self) -> tuple[float | None, float | None]:
         """Other processes' CPU during the before and after runs, % of the machine's cores."""
         return other_processes_cpu_pct(self.before), other_processes_cpu_pct(self.after)
 
+    def _median(self, run: ProfileRun) -> float:
+        """The median over the configuration's repeats when the tuner repeated it, else the run's."""
+        if self.tune is not None:
+            for config in self.tune.configs:
+                if any(t.run is run for t in config.trials):
+                    return config.median("steps_per_s") or 0.0
+        return run.steps_per_s or 0.0
+
     @property
     def before_steps_per_s(self) -> float:
-        return self.before.steps_per_s or 0.0
+        return self._median(self.before)
 
     @property
     def after_steps_per_s(self) -> float:
-        return self.after.steps_per_s or 0.0
+        return self._median(self.after)
 
     @property
     def speedup_x(self) -> float | None:
@@ -62,6 +104,7 @@ class DoctorResult:
             "evidence": self.before.evidence.to_dict(),
             "before": self.before.to_dict(),
             "after": self.after.to_dict(),
+            "trials": [t.to_dict() for t in self.tune.trials] if self.tune is not None else [],
         }
 
 
@@ -85,50 +128,18 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def _profiled_run(
-    stage: str,
-    settings: WorkloadSettings,
-    steps: int,
-    warmup: int,
-    device: str,
-    store: Any,
-    progress: ProgressFn | None,
-) -> ProfileRun:
-    from gpuwise.profile.api import Profile
-
-    total = warmup + steps
-
-    def on_step(n: int) -> None:
-        if progress is not None:
-            progress(stage, n, total)
-
-    p = Profile(
-        steps=steps,
-        warmup=warmup,
-        label=f"doctor: {stage}",
-        store=store,
-        on_step=on_step,
-        meta={
-            "script": "gpuwise doctor",
-            "command": f"gpuwise doctor ({stage})",
-            "settings": settings.to_dict(),
-        },
-    )
-    with p:
-        train(settings, total, device, profiler=p)
-    if p.result is None:
-        raise GpuwiseError(f"the doctor's {stage} run produced no profile (see the messages above)")
-    return p.result
-
-
 def run_doctor(
     steps: int = 40,
     warmup: int = 3,
     device: str = "auto",
     store: Any = None,
-    progress: ProgressFn | None = None,
+    progress: EventFn | None = None,
     settings: WorkloadSettings | None = None,
+    repeats: int = 1,
 ) -> DoctorResult:
+    """``store=False``: nothing saved; ``None``: the default run store."""
+    from gpuwise.tune.search import TuneOptions, run_tune
+
     if steps < 8:
         raise GpuwiseError("--steps must be at least 8 (the step statistics need them)")
     device = resolve_device(device)
@@ -136,8 +147,45 @@ def run_doctor(
     if settings is None:
         sizing = size_workload(WorkloadSettings(), device)
         settings = WorkloadSettings(storage_latency_s=sizing.storage_latency_s)
-    naive = settings
-    before = _profiled_run("before", naive, steps, warmup, device, store, progress)
-    fixed, applied, manual = plan_fixes(before.findings, naive, device)
-    after = _profiled_run("after", fixed, steps, warmup, device, store, progress)
-    return DoctorResult(device, before, after, naive, fixed, applied, manual, sizing)
+    # bound the script itself too: the profiler's --stop ends it, this only if the profiler could not
+    command = script.command(settings, device, (warmup + steps) * 4 + 20)
+    options = TuneOptions(
+        steps=steps, warmup=warmup, repeats=repeats, repeat_best=1, allow_numerics=device == "cuda"
+    )
+    result = run_tune(command, options, on_event=progress)
+    if store is not False and result.trials:
+        from gpuwise.tune.store import save_tune
+
+        result.store = save_tune(result, store, label="doctor")
+    return doctor_result(result, settings, device, sizing)
+
+
+def doctor_result(
+    result: TuneResult, settings: WorkloadSettings, device: str, sizing: Sizing | None
+) -> DoctorResult:
+    """The tuner's result in the doctor's terms: the run as written, the winner's run, the settings."""
+    base = result.trials[0]
+    if base.run is None or base.status != "ok":
+        raise GpuwiseError(f"the doctor's reference workload did not run ({base.status}: {base.error})")
+    winner = result.winner.config.trials[0] if result.winner is not None else base
+    after_run = winner.run or base.run
+    applied: list[AppliedFix] = []
+    new = settings
+    first_note = winner.notes[0] if winner.notes else "measured faster by the tuner"
+    for knob, value in winner.spec.knobs.items():
+        name = _SETTING.get(knob)
+        if name is None:
+            continue
+        after = _AMP_DTYPE.get(value, value) if knob == "autocast" else value
+        before = getattr(new, name)
+        new = new.with_changes(**{name: after})
+        if knob == "pin_memory" and value:
+            new = new.with_changes(non_blocking=True)  # the workload copies asynchronously when pinned
+        applied.append(AppliedFix(winner.spec.finding_id, name, before, after, _WHY.get(knob, first_note)))
+    fixed = {f.finding_id for f in applied}
+    manual = [
+        {"finding_id": f.id, "why": "not applied automatically: " + f.fix}
+        for f in base.run.findings
+        if f.id not in fixed
+    ]
+    return DoctorResult(device, base.run, after_run, settings, new, applied, manual, sizing, result)

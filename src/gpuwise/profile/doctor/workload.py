@@ -160,8 +160,8 @@ def make_loader(settings: WorkloadSettings, num_batches: int):
     return DataLoader(cast("Dataset[Any]", dataset), **kwargs)
 
 
-def train(settings: WorkloadSettings, steps: int, device: str, profiler=None) -> None:
-    """Run ``steps`` optimizer steps; stops early once ``profiler`` has measured its window."""
+def train(settings: WorkloadSettings, steps: int, device: str) -> None:
+    """Run ``steps`` optimizer steps (under ``gpuwise tune``, the profiler's --stop ends it first)."""
     import torch
 
     # On a CPU the model computes on `compute_threads` (1) thread, standing in for the accelerator while
@@ -171,30 +171,31 @@ def train(settings: WorkloadSettings, steps: int, device: str, profiler=None) ->
     if device == "cpu":
         torch.set_num_threads(settings.compute_threads)
     try:
-        _train(settings, steps, device, profiler)
+        _train(settings, steps, device)
     finally:
         torch.set_num_threads(previous_threads)
 
 
-def _train(settings: WorkloadSettings, steps: int, device: str, profiler) -> None:
+def _train(settings: WorkloadSettings, steps: int, device: str) -> None:
     import torch
 
     torch.manual_seed(settings.seed)
     model = build_model().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    if device == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = settings.tf32
-        torch.backends.cudnn.allow_tf32 = settings.tf32
+    if device == "cuda" and settings.tf32:  # only on: the tuner's tf32 knob may have set it already
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     amp = getattr(torch, settings.amp_dtype) if settings.amp_dtype else None
     loader = make_loader(settings, steps + 2)
+    non_blocking = settings.non_blocking or loader.pin_memory  # pinned by the tuner: copy asynchronously
     for done, (images, labels) in enumerate(loader, start=1):
-        images = images.to(device, non_blocking=settings.non_blocking)
-        labels = labels.to(device, non_blocking=settings.non_blocking)
+        images = images.to(device, non_blocking=non_blocking)
+        labels = labels.to(device, non_blocking=non_blocking)
         with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
             loss = torch.nn.functional.cross_entropy(model(images), labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        if done >= steps or (profiler is not None and profiler.recorder.window_complete):
+        if done >= steps:
             break
     del loader  # shuts the workers down before the next run starts its own

@@ -1,0 +1,174 @@
+"""`gpuwise tune -- python train.py ARGS`: trials of the unchanged script, ranked by measured speed.
+The work is in `gpuwise.tune`; this module parses flags, shows each trial on stderr and prints the result."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
+from gpuwise.cli.profile_cmd import PROFILE_CONTEXT, StoreOpt
+from gpuwise.diagnose import thresholds as T
+from gpuwise.errors import GpuwiseError
+
+
+def trial_progress() -> Any:
+    """One line per trial on stderr (stdout stays clean for --json)."""
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False)
+
+    def on_event(kind: str, item: Any, planned: int) -> None:
+        if kind == "start":
+            console.print(
+                f"[dim]trial {item.index}/{max(planned, item.index)}[/] {item.role}: {item.label} …"
+            )
+            return
+        rate = f"{item.steps_per_s:.2f} steps/s" if item.steps_per_s else ""
+        samples = f", {item.samples_per_s:,.0f} samples/s" if item.samples_per_s else ""
+        style = "green" if item.status == "ok" else "red"
+        why = f" ({item.error})" if item.error else ""
+        console.print(f"    [{style}]{item.status}[/] {rate}{samples} in {item.wall_s:.1f} s{why}")
+
+    return on_event
+
+
+def tune(
+    ctx: typer.Context,
+    knob: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--knob",
+            help="Also try NAME=V1,V2 (num_workers, threads, autocast=bf16, …); one trial per value.",
+        ),
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param", help="The script's own flag: NAME=FLAG:V1,V2, e.g. batch_size=--batch-size:16,32,64."
+        ),
+    ] = None,
+    accum: Annotated[
+        str | None,
+        typer.Option(
+            "--accum", help="The script's accumulation flag (keeps the effective batch), or 'none'."
+        ),
+    ] = None,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Steps measured per trial.")] = 20,
+    warmup: Annotated[
+        int, typer.Option("--warmup", "-w", min=0, help="Steps before measuring, per trial.")
+    ] = 3,
+    budget: Annotated[
+        float,
+        typer.Option(
+            "--budget", min=1.0, help="Seconds per trial before it is stopped (hung if too few steps)."
+        ),
+    ] = 120.0,
+    repeats: Annotated[
+        int, typer.Option("--repeats", min=0, help="Extra runs of the baseline and the best candidates.")
+    ] = 2,
+    repeat_best: Annotated[int, typer.Option("--repeat-best", min=1, help="Candidates repeated.")] = 2,
+    max_trials: Annotated[int, typer.Option("--max-trials", min=1, help="Upper bound on trials.")] = 16,
+    auto: Annotated[
+        bool, typer.Option("--auto/--no-auto", help="Try the fixes the baseline's findings name.")
+    ] = True,
+    allow_numerics: Annotated[
+        bool,
+        typer.Option(
+            "--allow-numerics", help="Let findings propose bf16 autocast (verified against the losses)."
+        ),
+    ] = False,
+    target_gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--target-gpu", help="Simulate the --param batch sizes on this catalog GPU (needs --workload)."
+        ),
+    ] = None,
+    workload: Annotated[
+        Path | None,
+        typer.Option(
+            "--workload",
+            help="Workload YAML describing the script's model, for --target-gpu.",
+            dir_okay=False,
+        ),
+    ] = None,
+    loss_rtol: Annotated[
+        float, typer.Option("--loss-rtol", min=0.0, help="Relative loss tolerance for numerics knobs.")
+    ] = T.TUNE_LOSS_RTOL,
+    store: StoreOpt = None,
+    save: Annotated[bool, typer.Option("--save/--no-save", help="Save every trial in the run store.")] = True,
+    as_json: JsonFlag = False,
+    as_markdown: MarkdownFlag = False,
+    html: HtmlFlag = None,
+) -> None:
+    """Faster settings for a training script, unchanged: [bold]gpuwise tune -- python train.py[/bold]
+
+    Runs short profiled trials of the script, each a fresh process (a crash or OOM never stops the
+    tuner): the fixes its findings name, your --knob values and --param flags (batch kept effective
+    with --accum), repeats the best, ranks by measured speed and prints the winner in the script's terms."""
+    from gpuwise.report import tune_view
+    from gpuwise.tune.knobs import parse_knob_option
+    from gpuwise.tune.params import parse_param
+    from gpuwise.tune.search import TuneOptions, run_tune
+    from gpuwise.tune.store import save_tune
+
+    one_format(as_json, as_markdown)
+    if ctx.args and ctx.args[0].startswith("-"):
+        raise GpuwiseError(
+            f"gpuwise tune has no option {ctx.args[0]}; the script's command goes after -- "
+            "(gpuwise tune --help)"
+        )
+    options = TuneOptions(
+        steps=steps,
+        warmup=warmup,
+        budget_s=budget,
+        repeats=repeats,
+        repeat_best=repeat_best,
+        max_trials=max_trials,
+        knobs=[parse_knob_option(k) for k in knob or []],
+        params=[parse_param(p) for p in param or []],
+        accum=accum,
+        auto=auto,
+        allow_numerics=allow_numerics,
+        loss_rtol=loss_rtol,
+    )
+    if (target_gpu is None) != (workload is None):
+        raise GpuwiseError(
+            "--target-gpu and --workload go together: the simulator needs the model and the GPU"
+        )
+    if target_gpu is not None and workload is not None:
+        batch = next((p for p in options.params if p.name == "batch_size"), None)
+        if batch is None:
+            raise GpuwiseError(
+                "--target-gpu simulates the batch sizes of --param batch_size=FLAG:VALUES; give them"
+            )
+        from gpuwise.cli.sim_extra import sim_extra_required
+        from gpuwise.tune.simulated import simulate_batches
+
+        with sim_extra_required():
+            options.simulated = simulate_batches(workload, target_gpu, [int(v) for v in batch.values])
+        options.target_gpu = target_gpu
+    if save:
+        from gpuwise.profile.launcher import check_store
+
+        check_store(store)
+    result = run_tune(list(ctx.args), options, on_event=trial_progress())
+    if save and result.trials:
+        result.store = save_tune(result, store)
+    emit(
+        result.to_dict(),
+        "tune",
+        as_json,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: tune_view.tune_document(result),
+    )
+    if result.interrupted:
+        sys.exit(128 + (result.signal or 2))  # as a shell reports a command ended by that signal
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tune", context_settings=PROFILE_CONTEXT)(tune)

@@ -1,0 +1,416 @@
+"""The tune session: baseline → candidates from its findings and the user's knobs → the script's own
+flags (batch search keeping the effective batch) → one combined trial → repeats → ranking.
+
+Bounded by ``max_trials``; the repeats run the baseline and the best candidates interleaved (so a
+change of load on the machine hits them alike) and a gain is declared only when the winner's median
+beats the baseline's by ``TUNE_MIN_GAIN_X`` and its slowest repeat beats the baseline's fastest.
+Ctrl-C (SIGINT) is forwarded to the running trial; the session stops and returns what it measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuwise.diagnose import thresholds as T
+from gpuwise.errors import GpuwiseError
+from gpuwise.profile.launcher import normalize_command
+from gpuwise.tune import candidates as cand
+from gpuwise.tune import frameworks
+from gpuwise.tune.knobs import Knobs, changes_numerics
+from gpuwise.tune.params import BATCH, Param, ParamSpace, flag_value, param_space, with_flag
+from gpuwise.tune.result import Config, Metric, TuneResult, Winner
+from gpuwise.tune.simulated import SimulatedBatch
+from gpuwise.tune.trial import Interrupt, Trial, TrialRole, TrialSpec, run_trial
+from gpuwise.tune.verify import compare_losses
+
+EventFn = Callable[[str, Trial | TrialSpec, int], None]  # ("start" | "done", trial or spec, planned)
+
+
+@dataclass
+class TuneOptions:
+    steps: int = 20
+    warmup: int = 3
+    budget_s: float = 120.0
+    repeats: int = 2  # extra runs of the baseline and of each of the best candidates
+    repeat_best: int = 2
+    max_trials: int = 16
+    knobs: list[tuple[str, list[Any]]] = field(default_factory=list)
+    params: list[Param] = field(default_factory=list)
+    accum: str | None = None
+    auto: bool = True  # candidates from the baseline's findings
+    allow_numerics: bool = False
+    loss_rtol: float = T.TUNE_LOSS_RTOL
+    loss_steps: int = T.TUNE_LOSS_STEPS
+    target_gpu: str | None = None
+    simulated: list[SimulatedBatch] = field(default_factory=list)  # the target's batches, simulated
+
+
+class _Session:
+    def __init__(self, argv: list[str], options: TuneOptions, space: ParamSpace, on_event: EventFn | None):
+        self.argv = argv
+        self.o = options
+        self.space = space
+        self.on_event = on_event
+        self.trials: list[Trial] = []
+        self.interrupt = Interrupt()
+        self.group_id = uuid.uuid4().hex[:12]
+        self.notes: list[str] = list(space.notes)
+        self.planned = 1
+
+    @property
+    def stopped(self) -> bool:
+        return self.interrupt.requested
+
+    def budget_left(self) -> bool:
+        if len(self.trials) >= self.o.max_trials:
+            note = f"stopped at --max-trials {self.o.max_trials}"
+            if note not in self.notes:
+                self.notes.append(note)
+            return False
+        return not self.stopped
+
+    def run(self, role: TrialRole, knobs: Knobs, params: dict[str, str], **extra: Any) -> Trial:
+        argv = self.argv
+        for name, value in params.items():
+            argv = with_flag(argv, self._flag(name), value)
+        spec = TrialSpec(len(self.trials) + 1, role, argv, dict(knobs), dict(params), **extra)
+        if self.on_event:
+            self.on_event("start", spec, self.planned)
+        trial = run_trial(
+            spec,
+            steps=self.o.steps,
+            warmup=self.o.warmup,
+            budget_s=self.o.budget_s,
+            interrupt=self.interrupt,
+            group_id=self.group_id,
+        )
+        self.trials.append(trial)
+        if self.on_event:
+            self.on_event("done", trial, self.planned)
+        return trial
+
+    def skip(self, role: TrialRole, params: dict[str, str], reason: str, **extra: Any) -> None:
+        spec = TrialSpec(len(self.trials) + 1, role, self.argv, {}, dict(params), **extra)
+        self.trials.append(Trial(spec, "skipped", error=reason))
+
+    def _flag(self, name: str) -> str:
+        if name == "accum" and self.space.accum_flag:
+            return self.space.accum_flag
+        return next(p.flag for p in self.space.params if p.name == name)
+
+
+@contextlib.contextmanager
+def _interrupt_handler(interrupt: Interrupt) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def run_tune(command: list[str], options: TuneOptions, on_event: EventFn | None = None) -> TuneResult:
+    if options.steps < T.TUNE_MIN_MEASURED_STEPS:
+        raise GpuwiseError(
+            f"--steps must be at least {T.TUNE_MIN_MEASURED_STEPS} (the step statistics need them)"
+        )
+    argv = normalize_command(command)
+    space = param_space(argv, options.params, options.accum)
+    session = _Session(argv, options, space, on_event)
+    t0 = time.monotonic()
+    with _interrupt_handler(session.interrupt):
+        _search(session)
+    return _result(session, time.monotonic() - t0)
+
+
+def _search(s: _Session) -> None:
+    o = s.o
+    wants_losses = o.allow_numerics or any(changes_numerics({n: v}) for n, values in o.knobs for v in values)
+    losses = o.loss_steps if wants_losses else 0
+    s.planned = 1 + sum(len(v) for _, v in o.knobs) + sum(len(p.values) for p in s.space.params)
+    baseline = s.run("baseline", {}, {}, losses=losses)
+    if baseline.status == "oom" and s.space.batch is not None:
+        s.notes.append("the command as written ran out of memory: only the batch search runs")
+        _params(s)
+        return
+    if baseline.status != "ok":
+        s.notes.append(
+            f"the command as written did not run ({baseline.status}: {baseline.error}); nothing to tune"
+        )
+        return
+    on_gpu = (baseline.run.summary.device or "cpu").startswith("cuda") if baseline.run else False
+    todo = cand.from_user(o.knobs)
+    if o.auto and baseline.run is not None:
+        todo = (
+            cand.from_findings(baseline.run.findings, baseline.run.evidence, on_gpu, o.allow_numerics) + todo
+        )
+    unique = {repr(sorted(c.knobs.items())): c for c in todo}
+    s.planned = 1 + len(unique) + sum(len(p.values) for p in s.space.params)
+    for c in unique.values():
+        if not s.budget_left():
+            return
+        numerics = changes_numerics(c.knobs)
+        trial = s.run("knobs", c.knobs, {}, losses=losses if numerics else 0, finding_id=c.finding_id)
+        trial.notes.append(c.why)
+        if numerics and trial.status == "ok":
+            check = compare_losses(baseline.losses, trial.losses, o.loss_rtol, o.loss_steps)
+            trial.notes.append(check.reason)
+            if not check.accepted:
+                trial.status, trial.error = "rejected", check.reason
+    _params(s)
+    _combined(s, baseline)
+    _repeats(s)
+
+
+def _params(s: _Session) -> None:
+    """The script's own flags: batch sizes ascending (a batch that ran out of memory ends the climb),
+    accumulation set to keep the effective batch; then each value of the other params."""
+    oom_at: int | None = None
+    fits = {r.batch: r for r in s.o.simulated}
+    for plan in s.space.batch_plans():
+        params = {BATCH: str(plan.batch)}
+        if plan.accum is not None:
+            params["accum"] = str(plan.accum)
+        simulated = fits.get(plan.batch)
+        too_big = s.o.simulated and (simulated is None or not simulated.kept)
+        if plan.skipped or oom_at is not None or too_big:
+            reason = plan.skipped or (
+                f"a batch of {oom_at} already ran out of memory"
+                if oom_at is not None
+                else f"does not leave {T.TUNE_MEMORY_MARGIN_PCT:.0f} % of {s.o.target_gpu} free (simulated)"
+            )
+            s.skip("batch", params, reason, batch=plan.batch, accum=plan.accum)
+            continue
+        if _same_as_command(s, params) or not s.budget_left():
+            continue
+        trial = s.run("batch", {}, params, batch=plan.batch, accum=plan.accum)
+        if trial.status == "oom":
+            oom_at = plan.batch
+        elif trial.status == "ok":
+            _memory_margin(trial)
+    for p in s.space.params:
+        if p.name == BATCH:
+            continue
+        for value in p.values:
+            if _same_as_command(s, {p.name: value}) or not s.budget_left():
+                continue
+            s.run("param", {}, {p.name: value})
+
+
+def _same_as_command(s: _Session, params: dict[str, str]) -> bool:
+    return all(flag_value(s.argv, s._flag(name)) == value for name, value in params.items())
+
+
+def _memory_margin(trial: Trial) -> None:
+    """A batch that ran but left less than the margin of device memory free is kept out of the ranking."""
+    run = trial.run
+    if run is None:
+        return
+    peak, total = run.summary.memory.peak_reserved_bytes, run.summary.memory.capacity_bytes
+    if peak and total and peak > total * (1 - T.TUNE_MEMORY_MARGIN_PCT / 100):
+        trial.notes.append(
+            f"near the memory limit: peak {peak / 2**30:.1f} of {total / 2**30:.1f} GiB "
+            f"(keeps < {T.TUNE_MEMORY_MARGIN_PCT:.0f} % free); not kept"
+        )
+
+
+def _near_limit(trial: Trial) -> bool:
+    return any(n.startswith("near the memory limit") for n in trial.notes)
+
+
+def _metric(trials: list[Trial]) -> Metric:
+    ok = [t for t in trials if t.status == "ok"]
+    return "samples_per_s" if ok and all(t.samples_per_s for t in ok) else "steps_per_s"
+
+
+def _combined(s: _Session, baseline: Trial) -> None:
+    """The best knob trial and the best flag trial together, when each beat the baseline alone."""
+    metric = _metric(s.trials)
+    base = getattr(baseline, metric) or 0.0
+
+    def best(roles: tuple[str, ...]) -> Trial | None:
+        ok = [t for t in s.trials if t.spec.role in roles and t.status == "ok" and not _near_limit(t)]
+        ok = [t for t in ok if (getattr(t, metric) or 0.0) > base]
+        return max(ok, key=lambda t: getattr(t, metric) or 0.0, default=None)
+
+    knobs, flags = best(("knobs",)), best(("batch", "param"))
+    if knobs is None or flags is None or not s.budget_left():
+        return
+    spec = flags.spec
+    s.run(
+        "combined",
+        knobs.spec.knobs,
+        spec.params,
+        batch=spec.batch,
+        accum=spec.accum,
+        finding_id=knobs.spec.finding_id,
+        losses=knobs.spec.losses,
+    )
+
+
+def _configs(trials: list[Trial]) -> dict[str, Config]:
+    configs: dict[str, Config] = {}
+    for t in trials:
+        if t.status == "skipped":
+            continue
+        key = t.spec.config_key
+        if key not in configs:
+            configs[key] = Config(key, t.spec.label, [])
+        configs[key].trials.append(t)
+    return configs
+
+
+def _repeats(s: _Session) -> None:
+    if s.o.repeats <= 0:
+        return
+    metric = _metric(s.trials)
+    configs = list(_configs(s.trials).values())
+    base = configs[0]
+    ranked = sorted(
+        (c for c in configs[1:] if c.values(metric) and not any(_near_limit(t) for t in c.trials)),
+        key=lambda c: -(c.median(metric) or 0.0),
+    )[: s.o.repeat_best]
+    base_value = base.median(metric) or 0.0
+    ranked = [c for c in ranked if (c.median(metric) or 0.0) > base_value]
+    if not ranked:
+        return
+    s.planned = len(s.trials) + s.o.repeats * (1 + len(ranked))
+    for _ in range(s.o.repeats):
+        for c in [base, *ranked]:
+            if not s.budget_left():
+                return
+            first = c.trials[0].spec
+            s.run(
+                "repeat",
+                first.knobs,
+                first.params,
+                batch=first.batch,
+                accum=first.accum,
+                repeat_of=first.index,
+                losses=first.losses,
+                finding_id=first.finding_id,
+            )
+
+
+def _result(s: _Session, wall_s: float) -> TuneResult:
+    metric = _metric(s.trials)
+    configs = list(_configs(s.trials).values())
+    baseline = configs[0] if configs and configs[0].trials[0].spec.role == "baseline" else None
+    base = baseline.median(metric) if baseline else None
+    base_spread = baseline.spread(metric) if baseline else None
+    for c in configs:
+        _judge(c, baseline, metric, base, base_spread)
+    order = {
+        "baseline": 1,
+        "faster": 0,
+        "no_gain": 2,
+        "slower": 3,
+        "near_memory_limit": 4,
+        "rejected": 5,
+        "failed": 6,
+    }
+    # among faster configurations, the repeated ones first: a single trial's luck does not win
+    configs.sort(key=lambda c: (order[c.verdict], len(c.values(metric)) < 2, -(c.median(metric) or 0.0)))
+    winner = None
+    run = next((t.run for t in s.trials if t.run is not None), None)
+    framework = run.evidence.framework if run is not None else None
+    best = configs[0] if configs and configs[0].verdict == "faster" else None
+    if best is not None and base and base_spread:
+        spec = best.trials[0].spec
+        median = best.median(metric) or 0.0
+        low = (best.spread(metric) or (0.0, 0.0))[0]
+        winner = Winner(
+            best,
+            median / base,
+            len(best.trials) > 1 and len(baseline.trials) > 1 and low > base_spread[1] if baseline else False,
+            framework,
+            frameworks.render(
+                framework, spec.knobs, spec.batch if BATCH in spec.params else None, spec.accum
+            ),
+            " ".join(spec.argv),
+        )
+    if baseline is not None:
+        _determinism_note(s, baseline)
+    if s.stopped:
+        s.notes.append(
+            f"interrupted (Ctrl-C) after {len(s.trials)} trials: the trials measured so far are kept"
+        )
+    return TuneResult(
+        command=" ".join(s.argv),
+        device=run.summary.device if run is not None else None,
+        framework=framework,
+        metric=metric,
+        trials=s.trials,
+        configs=configs,
+        baseline=baseline,
+        winner=winner,
+        effective_batch=s.space.effective_batch if s.space.keeps_effective_batch else None,
+        interrupted=s.stopped,
+        tuner_wall_s=wall_s,
+        loss_rtol=s.o.loss_rtol,
+        loss_steps=s.o.loss_steps,
+        group_id=s.group_id,
+        notes=s.notes,
+        signal=s.interrupt.signum,
+        target_gpu=s.o.target_gpu,
+        simulated=list(s.o.simulated),
+    )
+
+
+def _judge(
+    c: Config,
+    baseline: Config | None,
+    metric: Metric,
+    base: float | None,
+    base_spread: tuple[float, float] | None,
+) -> None:
+    statuses = {t.status for t in c.trials}
+    median = c.median(metric)
+    if c is baseline:
+        c.verdict = "baseline"
+    elif "rejected" in statuses:
+        c.verdict = "rejected"
+        c.why = next(t.error or "" for t in c.trials if t.status == "rejected")
+    elif median is None:
+        c.verdict = "failed"
+        c.why = next((f"{t.status}: {t.error}" for t in c.trials if t.status != "ok"), "no measurement")
+    elif any(_near_limit(t) for t in c.trials):
+        c.verdict = "near_memory_limit"
+        c.why = next(n for t in c.trials for n in t.notes if n.startswith("near the memory limit"))
+    elif base and median >= base * T.TUNE_MIN_GAIN_X:
+        c.verdict = "faster"
+        low = (c.spread(metric) or (0.0, 0.0))[0]
+        if base_spread and len(c.trials) > 1 and low <= base_spread[1]:
+            c.why = "its slowest repeat is within the baseline's spread: the gain is not certain"
+    elif base and median < base / T.TUNE_MIN_GAIN_X:
+        c.verdict = "slower"
+    else:
+        c.verdict = "no_gain"
+    checks = [n for t in c.trials for n in t.notes if "losses within" in n]
+    if checks and not c.why:
+        c.why = checks[0]
+
+
+def _determinism_note(s: _Session, baseline: Config) -> None:
+    """The baseline's repeats should reproduce its losses; if they do not, a numerics check compares
+    noise with noise, and the report says so."""
+    runs = [t.losses for t in baseline.trials if t.losses]
+    if len(runs) < 2:
+        return
+    check = compare_losses(runs[0], runs[1], s.o.loss_rtol, s.o.loss_steps)
+    if not check.accepted:
+        s.notes.append(
+            "the script's losses differ between two runs as written "
+            f"({check.reason}): seed it (torch.manual_seed, the DataLoader's generator) "
+            "for the numerics check"
+        )

@@ -1,0 +1,55 @@
+"""A numerics knob's first losses against the baseline's: accepted within the stated tolerance.
+
+The comparison is step by step on the first K losses the script passed to ``backward`` (same seed and
+data order as the baseline: the knob is the only change), relative to the baseline's value. A script
+that does not seed its run cannot be verified this way; the baseline's repeats show it (their losses
+differ from each other), and the report says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LossCheck:
+    accepted: bool
+    max_rel_diff: float | None
+    rtol: float
+    steps: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def compare_losses(baseline: list[float], trial: list[float], rtol: float, steps: int) -> LossCheck:
+    n = min(len(baseline), len(trial), steps)
+    if n == 0:
+        return LossCheck(
+            False, None, rtol, 0, "no losses captured to compare (the script called no backward)"
+        )
+    worst, at = 0.0, 0
+    for i in range(n):
+        if not math.isfinite(baseline[i]):
+            return LossCheck(
+                False, None, rtol, n, f"the baseline's loss {i + 1} is {baseline[i]}: cannot verify"
+            )
+        if not math.isfinite(trial[i]):
+            return LossCheck(False, None, rtol, n, f"loss {i + 1} is {trial[i]} (baseline {baseline[i]:.6g})")
+        diff = abs(trial[i] - baseline[i]) / max(abs(baseline[i]), 1e-12)
+        if diff > worst:
+            worst, at = diff, i
+    if worst <= rtol:
+        return LossCheck(
+            True, worst, rtol, n, f"first {n} losses within {worst:.2%} of the baseline (≤ {rtol:.2%})"
+        )
+    return LossCheck(
+        False,
+        worst,
+        rtol,
+        n,
+        f"loss {at + 1}: {trial[at]:.6g} vs baseline {baseline[at]:.6g} ({worst:.2%} > {rtol:.2%})",
+    )
