@@ -87,6 +87,7 @@ def test_the_winner_is_printed_in_each_frameworks_terms():
     plain = render(None, knobs, None, None)
     assert plain.startswith("DataLoader(..., num_workers=4") and "torch.autocast" in plain
     assert "allow_tf32 = True" in plain
+    assert "no gradient accumulation" in render(None, {}, 32, 1)  # not "over 1 micro-batches"
 
 
 @pytest.mark.parametrize(
@@ -175,3 +176,23 @@ def test_the_boot_hook_applies_knobs_where_they_are_safe(tmp_path):
     assert doc["main_threads"] == 2 and doc["mapped_workers"] == 2 and doc["worker_threads"] == [1]
     assert doc["stream_workers"] == 0 and doc["stream"] == [0, 1, 2, 3]
     assert doc["report"] == {"loaders": 1, "iterable_skipped": 1, "threads_kept": 1}
+
+
+def test_findings_the_tuner_cannot_apply_are_kept_as_notes():
+    from types import SimpleNamespace
+
+    from gpuwise.diagnose import Finding as DiagnoseFinding
+    from gpuwise.tune.search import _untried_findings
+
+    def finding(id_, severity):
+        return DiagnoseFinding(
+            id_, "t", severity, "high", "input", "s", {}, "prefetch on a thread", source="profile"
+        )
+
+    session = SimpleNamespace(notes=[])
+    found = [finding("unexplained_host_time", "high"), finding("input_bound", "high")]
+    found.append(finding("sync_bound", "low"))
+    _untried_findings(session, found, tried={"input_bound"})
+    assert session.notes == [
+        "not tried, needs a change to the script: unexplained_host_time (t): prefetch on a thread"
+    ]

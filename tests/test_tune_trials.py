@@ -111,6 +111,9 @@ def test_failed_trials_are_recorded_and_the_batch_search_keeps_the_effective_bat
             assert loader.batch_size == t.spec.batch
             assert round(loader.batches / t.run.summary.total_steps) == t.spec.accum
     assert result.effective_batch == 32
+    baseline = next(t for t in result.trials if t.spec.role == "baseline")
+    # the command's own batch x accumulation, so the as-written row is comparable in samples/s
+    assert baseline.samples_per_step == 32 and baseline.samples_per_s == baseline.steps_per_s * 32
     assert result.largest_batch == 16  # measured: 32 ran out of memory
     hung = next(t for t in result.trials if t.spec.label == "mode=hang")
     assert 12 <= hung.wall_s < 30  # killed at the budget

@@ -66,7 +66,9 @@ def _lightning(knobs: Knobs, batch: int | None, accum: int | None) -> str:
 def _plain(knobs: Knobs, batch: int | None, accum: int | None) -> str:
     loader = _loader(knobs) + ([("batch_size", batch)] if batch is not None else [])
     lines = [f"DataLoader(..., {_args(loader)})"] if loader else []
-    if accum is not None:
+    if accum == 1:
+        lines.append("# no gradient accumulation: one optimizer step per micro-batch")
+    elif accum is not None:
         lines.append(f"# accumulate gradients over {accum} micro-batches per optimizer step")
     if knobs.get("autocast"):
         dtype = "bfloat16" if knobs["autocast"] == "bf16" else "float16"

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwise.diagnose import Finding
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
 from gpuwise.profile.launcher import normalize_command
@@ -81,6 +82,8 @@ class _Session:
         for name, value in params.items():
             argv = with_flag(argv, self._flag(name), value)
         spec = TrialSpec(len(self.trials) + 1, role, argv, dict(knobs), dict(params), **extra)
+        if spec.batch is None and self.space.keeps_effective_batch:
+            spec.command_samples_per_step = self.space.effective_batch
         if self.on_event:
             self.on_event("start", spec, self.planned)
         trial = run_trial(
@@ -155,6 +158,8 @@ def _search(s: _Session) -> None:
             cand.from_findings(baseline.run.findings, baseline.run.evidence, on_gpu, o.allow_numerics) + todo
         )
     unique = {repr(sorted(c.knobs.items())): c for c in todo}
+    if baseline.run is not None:
+        _untried_findings(s, baseline.run.findings, {c.finding_id for c in todo})
     s.planned = 1 + len(unique) + sum(len(p.values) for p in s.space.params)
     for c in unique.values():
         if not s.budget_left():
@@ -170,6 +175,14 @@ def _search(s: _Session) -> None:
     _params(s)
     _combined(s, baseline)
     _repeats(s)
+
+
+def _untried_findings(s: _Session, findings: list[Finding], tried: set[str | None]) -> None:
+    """The baseline's findings whose fix is a change to the script (a prefetch thread, a removed
+    ``.item()``): the tuner cannot apply them, but the user should not lose them."""
+    for f in findings:
+        if f.id not in tried and f.severity in ("high", "medium"):
+            s.notes.append(f"not tried, needs a change to the script: {f.id} ({f.title}): {f.fix}")
 
 
 def _params(s: _Session) -> None:

@@ -62,6 +62,8 @@ class TrialSpec:
     losses: int = 0  # first N losses to capture (numerics verification)
     repeat_of: int | None = None
     finding_id: str | None = None  # the finding whose fix the knobs are
+    # samples per optimizer step of the command as written (its batch flag × accumulation), when known
+    command_samples_per_step: int | None = None
 
     @property
     def label(self) -> str:
@@ -99,6 +101,8 @@ class Trial:
     def samples_per_step(self) -> float | None:
         if self.spec.batch is not None:
             return float(self.spec.batch * (self.spec.accum or 1))
+        if self.spec.command_samples_per_step is not None:
+            return float(self.spec.command_samples_per_step)
         loader = self.run.summary.loader if self.run is not None else None
         total = self.run.summary.total_steps if self.run is not None else 0
         if loader is None or not loader.batch_size or not loader.batches or not total:
