@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 
+from gpuwise.diagnose import thresholds as T
 from gpuwise.monitor.attribution import Usage
 from gpuwise.monitor.finops import BUSY_BINS, HEADROOM_BINS, FinopsReport, GpuFinops
+from gpuwise.monitor.fleet_findings import named
 from gpuwise.monitor.kpi import SLOWING_REASONS
 from gpuwise.report.document import Bullets, Chart, Document, Heading, KeyFigures, Note, Series, Table
 from gpuwise.report.findings import findings_blocks
@@ -46,7 +48,11 @@ def _share(hours: float, whole: float) -> str:
     return f"{hours:,.1f} ({100 * hours / whole:.0f} %)" if whole > 0 else _h(hours)
 
 
-def _gpu_row(g: GpuFinops) -> list[str]:
+def _num(value: float | None) -> str:
+    return NA if value is None else f"{value:.0f}"
+
+
+def _gpu_row(g: GpuFinops, model: bool, lost: bool) -> list[str]:
     head = (
         NA
         if g.memory_peak_bytes is None
@@ -54,14 +60,13 @@ def _gpu_row(g: GpuFinops) -> list[str]:
     )
     return [
         g.label,
-        g.name.removeprefix("NVIDIA "),
+        *([g.name.removeprefix("NVIDIA ")] if model else []),
         _h(g.observed_hours),
-        _pct(g.busy_in_use_pct),
-        _share(g.idle_hours, g.observed_hours),
-        usd(g.idle_usd),
-        _h(g.lost_hours),
-        _kwh(g.energy_kwh),
-        usd(g.energy_usd),
+        _num(g.busy_mean_pct),
+        _num(g.busy_in_use_pct),
+        f"{_h(g.idle_hours)} ({usd(g.idle_usd)})",
+        *([_h(g.lost_hours)] if lost else []),
+        f"{_kwh(g.energy_kwh)} ({usd(g.energy_usd)})",
         head,
         usd(g.usd),
     ]
@@ -135,31 +140,39 @@ def _charts(r: FinopsReport) -> list[Chart]:
     return [busy, timeline, idle] if any(u.idle_usd for _, u in users) else [busy, timeline]
 
 
+def _energy_sources(gpus: list[GpuFinops]) -> list[str]:
+    """One line per energy source, not per GPU: 500 GPUs on the same counter make one line."""
+    by_source: dict[str, list[GpuFinops]] = {}
+    for g in gpus:
+        by_source.setdefault(g.energy_source, []).append(g)
+    lines = []
+    for source, group in by_source.items():
+        names = f"all {len(gpus)} GPUs" if len(group) == len(gpus) > 1 else named([g.label for g in group])
+        covered = sum(g.energy_hours for g in group)
+        lines.append(f"energy — {names}: {source} ({covered:,.1f} GPU-h covered)")
+    return lines
+
+
 def document(r: FinopsReport) -> Document:
     doc = Document(
         f"gpuwise monitor report — {_when(r.start_unix_s)} to {_when(r.end_unix_s)}",
         subtitle=f"{r.origin} · busy % = time a kernel ran (NVML utilization.gpu), not SM occupancy",
     )
     doc.add(_figures(r))
+    models = sorted({g.name for g in r.gpus})
+    mixed, lost = len(models) > 1, any(g.lost_hours for g in r.gpus)
+    columns = ["GPU", *(["model"] if mixed else []), "GPU-h", "busy %", "busy % in use", "idle GPU-h ($)"]
+    columns += [*(["lost GPU-h"] if lost else []), "kWh ($)", "peak GiB", "spent"]
     doc.add(
         Table(
-            [
-                "GPU",
-                "name",
-                "GPU-h",
-                "busy",
-                "idle h",
-                "idle $",
-                "lost h",
-                "kWh",
-                "kWh $",
-                "peak GiB",
-                "spent",
-            ],
-            [_gpu_row(g) for g in r.gpus],
-            align="llrrrrrrrrr",
+            columns,
+            [_gpu_row(g, mixed, lost) for g in r.gpus],
+            caption=(f"{len(r.gpus)} × {models[0]}. " if len(models) == 1 else "")
+            + "busy %: mean over every hour held, idle hours included; busy % in use: over the hours not "
+            f"idle (busy ≥ {T.MONITOR_IDLE_BUSY_PCT:g} %); peak GiB (share free at the peak)",
+            align="l" + "r" * (len(columns) - 1),
             row_styles=["warn" if g.findings else "" for g in r.gpus],
-            flexible=1,
+            flexible=1 if mixed else 0,
         )
     )
     doc.add(
@@ -224,12 +237,11 @@ def document(r: FinopsReport) -> Document:
     )
     doc.add(*_charts(r))
     doc.add(Heading("Findings"))
-    doc.add(*findings_blocks([f for _, f in r.findings], measured=True))
+    doc.add(*findings_blocks(r.findings, measured=True))
     doc.add(Heading("Sources"))
     sources = dict(r.gpus[0].sources) if r.gpus else {}
     sources.pop("energy_j", None)
-    energy = sorted({f"{g.label}: {g.energy_source} ({g.energy_hours:,.1f} h covered)" for g in r.gpus})
-    doc.add(Bullets([f"{k}: {v}" for k, v in sources.items()] + [f"energy — {e}" for e in energy]))
+    doc.add(Bullets([f"{k}: {v}" for k, v in sources.items()] + _energy_sources(r.gpus)))
     for note in r.notes:
         doc.add(Note(note))
     return doc
