@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.engine import rank_findings
@@ -31,10 +32,11 @@ def _sum(found: list[Finding], key: str) -> float | None:
 class _Fleet:
     worst: Callable[[Finding], tuple[float, ...]]  # larger is worse: the order GPUs are named in
     item: Callable[[Finding], str]  # the GPU's own figure, after its label
-    totals: Callable[[list[Finding]], tuple[str, dict[str, float | None]]]  # fleet sentence, fleet metrics
+    totals: Callable[[list[Finding]], tuple[str, dict[str, Any]]]  # fleet sentence, fleet metrics
+    fix: Callable[[list[tuple[str, Finding]]], str] | None = None  # when the GPUs' own fixes differ
 
 
-def _idle(found: list[Finding]) -> tuple[str, dict[str, float | None]]:
+def _idle(found: list[Finding]) -> tuple[str, dict[str, Any]]:
     idle, hours, cost = (_sum(found, k) or 0.0 for k in ("idle_gpu_hours", "observed_gpu_hours", "idle_usd"))
     money = f": {_money(cost)}" if _sum(found, "idle_usd") is not None else ""
     share = 100 * idle / hours if hours else 0.0
@@ -49,7 +51,7 @@ def _idle(found: list[Finding]) -> tuple[str, dict[str, float | None]]:
     }
 
 
-def _chronic(found: list[Finding]) -> tuple[str, dict[str, float | None]]:
+def _chronic(found: list[Finding]) -> tuple[str, dict[str, Any]]:
     busy = [float(f.metrics["busy_in_use_pct"]) for f in found]
     hours = _sum(found, "observed_gpu_hours") or 0.0
     sentence = (
@@ -59,7 +61,7 @@ def _chronic(found: list[Finding]) -> tuple[str, dict[str, float | None]]:
     return sentence, {"observed_gpu_hours": hours, "busy_in_use_pct_min": min(busy)}
 
 
-def _oversized(found: list[Finding]) -> tuple[str, dict[str, float | None]]:
+def _oversized(found: list[Finding]) -> tuple[str, dict[str, Any]]:
     movable = [f for f in found if f.metrics["smaller_gpu"]["gpu"]]
     saved = _sum(found, "usd_saved") or 0.0
     parts = []
@@ -74,7 +76,26 @@ def _oversized(found: list[Finding]) -> tuple[str, dict[str, float | None]]:
             f"{len(found) - len(movable)} have no cheaper GPU that keeps up with their busy %: fill them "
             "with more work instead"
         )
-    return "; ".join(parts) + ".", {"usd_saved": saved, "gpus_movable": float(len(movable))}
+    return "; ".join(parts) + ".", {"usd_saved": saved, "gpus_movable": len(movable)}
+
+
+def _oversized_fix(pairs: list[tuple[str, Finding]]) -> str:
+    """Per target GPU, who moves there; then who stays and is filled."""
+    targets: dict[tuple[str, str] | None, list[str]] = {}
+    for label, f in pairs:
+        fit = f.metrics["smaller_gpu"]
+        targets.setdefault((fit["gpu"], fit["gpu_name"]) if fit["gpu"] else None, []).append(label)
+    steps = [
+        f"move {named(labels)} to the {name} (`gpuwise plan --gpu {gpu_id}` predicts its speed)"
+        for (gpu_id, name), labels in ((t, ls) for t, ls in targets.items() if t)
+    ]
+    if None in targets:
+        steps.append(
+            f"keep and fill {named(targets[None])}: a second job or replica in the memory and kernel-free "
+            "time they leave (MPS, or MIG slices on MIG-capable GPUs)"
+        )
+    text = "; ".join(steps)
+    return text[0].upper() + text[1:] + "."
 
 
 def _oversized_item(f: Finding) -> str:
@@ -99,6 +120,7 @@ FLEET: dict[str, _Fleet] = {
         lambda f: (f.metrics["usd_saved"], f.metrics["memory_headroom_pct"]),
         _oversized_item,
         _oversized,
+        _oversized_fix,
     ),
 }
 
@@ -131,6 +153,13 @@ def group(per_gpu: list[tuple[str, Finding]], fleet_size: int) -> list[Finding]:
     return rank_findings(_one(pairs, fleet_size) for pairs in by_id.values())
 
 
+def _fix(pairs: list[tuple[str, Finding]], fleet: _Fleet | None) -> str:
+    if fleet and fleet.fix:
+        return fleet.fix(pairs)
+    label, worst = pairs[0]
+    return f"{label}: {worst.fix}"
+
+
 def _one(pairs: list[tuple[str, Finding]], fleet_size: int) -> Finding:
     fleet = FLEET.get(pairs[0][1].id)
     if fleet:
@@ -141,7 +170,7 @@ def _one(pairs: list[tuple[str, Finding]], fleet_size: int) -> Finding:
     worst_label, worst = pairs[0]
     most_severe = min(found, key=lambda f: f.severity_rank)
     per_gpu = [{"gpu": label, "severity": f.severity, **f.metrics} for label, f in pairs]
-    totals: dict[str, float | None] = {}
+    totals: dict[str, Any] = {}
     if len(pairs) == 1:
         summary = f"{worst_label}: {worst.summary}"
     elif fleet:
@@ -156,7 +185,11 @@ def _one(pairs: list[tuple[str, Finding]], fleet_size: int) -> Finding:
         severity=most_severe.severity,
         summary=summary,
         metrics={"gpu_count": len(pairs), **totals, "gpus": per_gpu},
-        fix=worst.fix if len(fixes) == 1 else f"{worst_label}: {worst.fix}",
+        fix=worst.fix
+        if len(fixes) == 1
+        else fleet.fix(pairs)
+        if fleet and fleet.fix
+        else f"{worst_label}: {worst.fix}",
         gain=_gain(found),
     )
 

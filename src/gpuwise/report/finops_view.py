@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.finding import SEVERITIES
 from gpuwise.monitor.attribution import Usage
 from gpuwise.monitor.finops import BUSY_BINS, HEADROOM_BINS, FinopsReport, GpuFinops
 from gpuwise.monitor.fleet_findings import named
@@ -19,6 +20,8 @@ from gpuwise.report.units import gib, usd
 
 NA = "n/a"
 MAX_PROCESS_ROWS = 20
+HIGH = SEVERITIES.index("high")  # GPUs with a finding this severe or worse are highlighted
+MAX_LINES = 8  # GPUs drawn one line each in the timeline (the palette's colours)
 KPI_NAMES = {
     "busy_at_kpi_while_in_use": "busy ≥ KPI in use",
     "not_idle": "not idle",
@@ -102,13 +105,37 @@ def _figures(r: FinopsReport) -> KeyFigures:
     return KeyFigures(items, caption=caption)
 
 
+def _time_labels(start: float, step: float, points: int) -> list[str]:
+    """Each slice's end; over two days only the first slice of each day is labelled (one tick a day)."""
+    ends = [start + (i + 1) * step for i in range(points)]
+    if step * points <= 2 * 86400:
+        return [time.strftime("%H:%M", time.localtime(t)) for t in ends]
+    days = [time.strftime("%b %d", time.localtime(t)) for t in ends]
+    return [d if i and d != days[i - 1] else "" for i, d in enumerate(days)]
+
+
+def _timeline_series(gpus: list[GpuFinops]) -> list[Series]:
+    """A line per GPU up to MAX_LINES; beyond, the fleet's mean, least and most busy per slice."""
+    nan = float("nan")
+    if len(gpus) <= MAX_LINES:
+        return [Series(g.label, [nan if v is None else v for v in g.timeline_busy_pct]) for g in gpus]
+    by_slice = zip(*(g.timeline_busy_pct for g in gpus), strict=True)
+    slices = [[v for v in values if v is not None] for values in by_slice]
+    return [
+        Series(f"mean of {len(gpus)} GPUs", [sum(v) / len(v) if v else nan for v in slices]),
+        Series("least busy GPU", [min(v) if v else nan for v in slices]),
+        Series("most busy GPU", [max(v) if v else nan for v in slices]),
+    ]
+
+
 def _charts(r: FinopsReport) -> list[Chart]:
     labels = [g.label for g in r.gpus]
     busy = Chart(
         "stacked",
         "Busy-time distribution (GPU-hours)",
         labels,
-        [Series(name, [g.busy_hours[name] for g in r.gpus]) for name, _ in BUSY_BINS],
+        # busiest band first: the palette then draws the idle band last, in red (waste), the KPI band in blue
+        [Series(name, [g.busy_hours[name] for g in r.gpus]) for name, _ in reversed(BUSY_BINS)],
         y_label="GPU-hours",
         horizontal=True,
         description="Hours each GPU spent in each busy-% band; the idle band is the cost of waste.",
@@ -116,28 +143,29 @@ def _charts(r: FinopsReport) -> list[Chart]:
     )
     points = len(r.gpus[0].timeline_busy_pct) if r.gpus else 0
     step = (r.end_unix_s - r.start_unix_s) / max(points, 1)
-    fmt = "%b %d" if step * points > 2 * 86400 else "%H:%M"  # short: a dozen labels sit side by side
     timeline = Chart(
         "line",
         "Busy % over the window",
-        [time.strftime(fmt, time.localtime(r.start_unix_s + (i + 1) * step)) for i in range(points)],
-        [Series(g.label, [float("nan") if v is None else v for v in g.timeline_busy_pct]) for g in r.gpus],
+        _time_labels(r.start_unix_s, step, points),
+        _timeline_series(r.gpus),
         y_label="busy %",
-        description="Mean busy % of each GPU per slice of the window (gaps: not recorded).",
+        description="Mean busy % of each GPU per slice of the window (gaps: not recorded)"
+        + (f"; {len(r.gpus)} GPUs: their mean, least and most busy" if len(r.gpus) > MAX_LINES else "")
+        + ".",
         in_text=False,
     )
-    users = sorted(r.users.items(), key=lambda kv: -(kv[1].idle_usd or 0))
+    users = sorted(((k, u) for k, u in r.users.items() if u.idle_usd), key=lambda kv: -(kv[1].idle_usd or 0))
     idle = Chart(
         "bar",
         "Idle $ by user",
-        [name for name, _ in users],
+        [name if name != "no process" else "no process (held idle)" for name, _ in users],
         [Series("idle $", [u.idle_usd or 0.0 for _, u in users])],
         y_label="$",
         horizontal=True,
         description="What each user's idle-held GPU time cost (attribution rule in docs/monitoring.md).",
         in_text=False,
     )
-    return [busy, timeline, idle] if any(u.idle_usd for _, u in users) else [busy, timeline]
+    return [busy, timeline, idle] if users else [busy, timeline]
 
 
 def _energy_sources(gpus: list[GpuFinops]) -> list[str]:
@@ -171,7 +199,7 @@ def document(r: FinopsReport) -> Document:
             + "busy %: mean over every hour held, idle hours included; busy % in use: over the hours not "
             f"idle (busy ≥ {T.MONITOR_IDLE_BUSY_PCT:g} %); peak GiB (share free at the peak)",
             align="l" + "r" * (len(columns) - 1),
-            row_styles=["warn" if g.findings else "" for g in r.gpus],
+            row_styles=["warn" if any(f.severity_rank <= HIGH for f in g.findings) else "" for g in r.gpus],
             flexible=1 if mixed else 0,
         )
     )
