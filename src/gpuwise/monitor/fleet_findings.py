@@ -72,9 +72,17 @@ def _oversized(found: list[Finding]) -> tuple[str, dict[str, Any]]:
             f"{_money(saved)} less over their {hours:,.1f} in-use GPU-hours"
         )
     if len(movable) < len(found):
+        misses = [c for f in found if (c := f.metrics["smaller_gpu"].get("closest"))]
+        nearest = min(misses, key=lambda c: c["projected_busy_pct"]) if misses else None
         parts.append(
-            f"{len(found) - len(movable)} have no cheaper GPU that keeps up with their busy %: fill them "
-            "with more work instead"
+            f"{len(found) - len(movable)} have no cheaper GPU that keeps up with their busy %"
+            + (
+                f" (nearest: the {nearest['gpu_name']}, ~{nearest['projected_busy_pct']:.0f} % busy by its "
+                f"{nearest['limited_by']}; KPI {T.MONITOR_BUSY_KPI_PCT:.0f} %)"
+                if nearest
+                else ""
+            )
+            + ": fill them with more work instead"
         )
     return "; ".join(parts) + ".", {"usd_saved": saved, "gpus_movable": len(movable)}
 
