@@ -290,7 +290,7 @@ def test_fleet_right_sizing_sums_the_movable_gpus_and_counts_the_ones_to_fill():
     assert [g["gpu"] for g in found.metrics["gpus"]] == ["node:0", "node:1", "node:2"] and saved[2] == 0
     assert saved[0] == pytest.approx(saved[1]) and found.metrics["usd_saved"] == pytest.approx(sum(saved))
     assert "2 could move" in found.summary and "1 have no cheaper GPU" in found.summary
-    assert "(nearest: the NVIDIA A100 SXM4 40GB, ~95 % busy by its memory bandwidth" in found.summary
+    assert "(nearest: the NVIDIA A100 SXM4 40GB, ~96 % busy by its memory bandwidth" in found.summary
     assert found.fix.startswith("Move node:0, node:1 to the NVIDIA A40 (`gpuwise plan --gpu a40`")
     assert "keep and fill node:2:" in found.fix
     assert found.severity == "medium"  # the most severe of the three

@@ -109,7 +109,7 @@ def _oversized_fix(pairs: list[tuple[str, Finding]]) -> str:
 def _oversized_item(f: Finding) -> str:
     fit = f.metrics["smaller_gpu"]
     if fit["gpu"]:
-        return f"→ {fit['gpu']}, {_money(fit['usd_saved'])}"
+        return f"→ {fit['gpu_name'].removeprefix('NVIDIA ')}, {_money(fit['usd_saved'])}"
     return f"{fit['busy_in_use_pct']:.0f} % busy, {f.metrics['memory_headroom_pct']:.0f} % free"
 
 
