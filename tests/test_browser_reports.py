@@ -22,6 +22,7 @@ import pytest
 
 from conftest import REPO, TINY_LLAMA_CONFIG, TRACES
 from gpuwise.cli.app import main
+from test_monitor_finops import recorded
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
@@ -96,6 +97,8 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     (probe / "lint").mkdir()
     (probe / "lint" / "train.py").write_text(LINT_SOURCE)
     store = str(root / "runs.sqlite")
+    (root / "history").mkdir()
+    history, _ = recorded(root / "history", "healthy_and_idle", hours=2.0)  # faked NVML, real recorder
     profile = ["profile", "--steps", "8", "--warmup", "1", "--stop", "--store", store]
     REPORTS.update(
         {
@@ -135,6 +138,14 @@ def reports(tmp_path_factory) -> dict[str, Path]:
                 [("before and after", "time per step (ms)")],
             ),
             "lint": (["lint", str(probe / "lint")], [("Findings by rule", "findings")]),
+            "monitor_report": (
+                ["monitor", "report", "--store", str(history), "--since", "1d"],
+                [
+                    ("Busy-time distribution", "GPU-hours"),
+                    ("Busy % over", "busy %"),
+                    ("Idle $ by user", "idle $"),
+                ],
+            ),
         }
     )
     pages = {}

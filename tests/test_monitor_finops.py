@@ -60,6 +60,11 @@ def test_an_idle_gpu_costs_its_idle_hours_and_the_rule_engine_says_so(tmp_path, 
     assert {f["id"] for f in idle["findings"]} >= {"idle_gpu_hours"}
     assert not {f["id"] for f in busy["findings"]} & {"idle_gpu_hours", "oversized_gpu"}
     assert data["totals"]["idle_usd"] == pytest.approx(4.0, abs=0.03)
+    # the report's findings: one per id, naming the GPUs (host:index) with each one's own figures
+    (fleet_idle,) = [f for f in data["findings"] if f["id"] == "idle_gpu_hours"]
+    label = f"{idle['hostname']}:{idle['gpu_index']}"
+    assert [g["gpu"] for g in fleet_idle["metrics"]["gpus"]] == [label]
+    assert fleet_idle["summary"].startswith(f"{label}: ")
     # energy from the counter (the fake's rises 1 J per sample), priced at --usd-per-kwh
     assert "total-energy counter" in busy["energy_source"]
     assert busy["energy_kwh"] == pytest.approx((2 * 360 - 1) / 3.6e6, rel=0.01)
@@ -190,3 +195,102 @@ def test_a_process_present_part_of_a_bucket_is_charged_that_part_only():
     procs = analyze(_history(series), PRICES).gpus[0].processes
     assert procs["7 train"].gpu_hours == pytest.approx(0.25)
     assert procs["no process"].gpu_hours == pytest.approx(0.75)
+
+
+def _gpu(
+    index: int, busy: float, idle_h: float = 0.0, busy_h: float = 24.0, peak_gib: float = 10.0
+) -> GpuSeries:
+    """``idle_h`` idle hours then ``busy_h`` hours at ``busy`` %, one sample a minute, on an A100-80GB."""
+    samples = [
+        GpuSample(T0 + (i + 1) * 60.0, 60.0, busy_pct=0.0 if i < idle_h * 60 else busy,
+                  memory_used_bytes=int(peak_gib * GiB), memory_total_bytes=80 * GiB)
+        for i in range(int((idle_h + busy_h) * 60))
+    ]  # fmt: skip
+    return GpuSeries("node", index, f"GPU-{index}", "NVIDIA A100-SXM4-80GB", samples)
+
+
+def _one(report, finding_id: str):
+    (found,) = [f for f in report.findings if f.id == finding_id]  # one per id, however many GPUs
+    return found
+
+
+def test_some_idle_gpus_make_one_finding_naming_exactly_them_with_the_summed_dollars():
+    gpus = [_gpu(0, 90.0), _gpu(1, 90.0, idle_h=6), _gpu(2, 90.0), _gpu(3, 90.0, idle_h=12)]
+    report = analyze(_history(*gpus), PRICES)
+    idle = _one(report, "idle_gpu_hours")
+    assert [g["gpu"] for g in idle.metrics["gpus"]] == ["node:3", "node:1"]  # worst $ first
+    assert idle.metrics["idle_usd"] == pytest.approx((6 + 12) * 2.0)
+    assert idle.metrics["idle_gpu_hours"] == pytest.approx(18.0)
+    assert "2 of 4 GPUs" in idle.summary and "$36.00" in idle.summary
+    assert "node:3 ($24.00), node:1 ($12.00)" in idle.summary and "node:0" not in idle.summary
+    assert idle.severity == "medium"  # 12 of 36 h and 6 of 30 h: both under FINOPS_IDLE_HIGH_PCT
+    # the per-GPU findings are still each GPU's own
+    assert [[f.id for f in g.findings if f.id == "idle_gpu_hours"] for g in report.gpus] == [
+        [],
+        ["idle_gpu_hours"],
+        [],
+        ["idle_gpu_hours"],
+    ]
+
+
+def test_many_idle_gpus_name_the_worst_few_and_count_the_rest():
+    gpus = [_gpu(i, 90.0, idle_h=4 + i) for i in range(8)]  # 4 of 28 h idle (14 %) up to 11 of 35 h
+    idle = _one(analyze(_history(*gpus), PRICES), "idle_gpu_hours")
+    assert idle.summary.startswith("8 of 8 GPUs — node:7 ($22.00), node:6 ($20.00), node:5 ($18.00), ")
+    assert "node:3 ($14.00) and 3 more:" in idle.summary and "node:0" not in idle.summary
+    assert len(idle.metrics["gpus"]) == 8
+    assert idle.metrics["idle_usd"] == pytest.approx(2.0 * sum(range(4, 12)))
+
+
+def test_a_busy_a100_is_not_sent_to_a_gpu_that_cannot_keep_up():
+    from gpuwise.catalog.gpus import get_gpu
+
+    # an A100-80GB busy 73 % while in use with a 30 GiB peak: every cheaper, smaller GPU holding 30 GiB
+    # would need more than the busy KPI (the A40: ~half the 16-bit TFLOPS, ~1/3 the bandwidth)
+    report = analyze(_history(_gpu(0, 73.0, busy_h=48, peak_gib=30)), PRICES)
+    found = _one(report, "oversized_gpu")
+    fit = found.metrics["gpus"][0]["smaller_gpu"]
+    assert fit["gpu"] is None and found.metrics["gpus"][0]["usd_saved"] == 0 and found.severity == "low"
+    a100, a40 = get_gpu("a100-80gb-sxm"), get_gpu("a40")
+    assert 73.0 * a100.mem_bw_tbps / a40.mem_bw_tbps > 200  # what the old memory-only rule proposed
+    # the nearest miss is the A100-40GB: same tensor cores, 1.555 of 2.039 TB/s
+    closest = fit["closest"]
+    assert closest["gpu"] == "a100-40gb-sxm" and closest["limited_by"] == "memory bandwidth"
+    assert closest["projected_busy_pct"] == pytest.approx(73.0 * 2.039 / 1.555)
+    assert "no cheaper, smaller catalog GPU keeps up" in found.summary and "A40" not in found.summary
+    assert "50.0 GiB free at the peak" in found.fix and "MIG" in found.fix
+
+
+def test_a_light_a100_is_sent_to_the_cheapest_gpu_that_keeps_up_priced_over_its_in_use_hours_only():
+    from gpuwise.catalog.gpus import get_gpu
+    from gpuwise.catalog.prices import price
+
+    report = analyze(_history(_gpu(0, 15.0, idle_h=24, busy_h=24, peak_gib=10)), PRICES)
+    gpu = report.gpus[0]
+    fit = next(f for f in gpu.findings if f.id == "oversized_gpu").metrics["smaller_gpu"]
+    # the L4 is as cheap but has 0.3 TB/s: 15 % × 2.039 / 0.3 = 102 % busy; the A40 needs 15 × 2.93 = 44 %
+    l4 = get_gpu("l4")
+    assert 15.0 * 2.039 / l4.mem_bw_tbps > 80
+    assert fit["gpu"] == "a40" and fit["projected_busy_pct"] == pytest.approx(15.0 * 2.039 / 0.696)
+    a40_usd = price("a40", "on_demand").usd_per_gpu
+    assert fit["usd_saved"] == pytest.approx((2.0 - a40_usd) * 24.0)  # in-use hours, not the 48 held
+    summary = _one(report, "oversized_gpu").summary
+    assert "The NVIDIA A40 (44.7 GiB" in summary and "a a40" not in summary and " GB" not in summary
+    # idle $ and right-size $ never count the same hour: idle + in-use hours are the hours held
+    idle = next(f for f in gpu.findings if f.id == "idle_gpu_hours")
+    assert gpu.idle_hours + gpu.in_use_hours == pytest.approx(gpu.observed_hours)
+    assert idle.metrics["idle_usd"] == pytest.approx(24 * 2.0)
+    assert idle.metrics["idle_usd"] + fit["usd_saved"] <= gpu.usd
+
+
+def test_fleet_right_sizing_sums_the_movable_gpus_and_counts_the_ones_to_fill():
+    gpus = [_gpu(0, 15.0), _gpu(1, 15.0, idle_h=12), _gpu(2, 73.0, peak_gib=30)]
+    found = _one(analyze(_history(*gpus), PRICES), "oversized_gpu")
+    saved = [g["usd_saved"] for g in found.metrics["gpus"]]
+    assert [g["gpu"] for g in found.metrics["gpus"]] == ["node:0", "node:1", "node:2"] and saved[2] == 0
+    assert saved[0] == pytest.approx(saved[1]) and found.metrics["usd_saved"] == pytest.approx(sum(saved))
+    assert "2 could move" in found.summary and "1 have no cheaper GPU" in found.summary
+    assert "(nearest: the NVIDIA A100 SXM4 40GB, ~96 % busy by its memory bandwidth" in found.summary
+    assert found.fix.startswith("Move node:0, node:1 to the NVIDIA A40 (`gpuwise plan --gpu a40`")
+    assert "keep and fill node:2:" in found.fix
+    assert found.severity == "medium"  # the most severe of the three

@@ -131,8 +131,8 @@ class Evidence:
     idle_time_pct: float | None = None  # share of those hours with busy % under MONITOR_IDLE_BUSY_PCT
     idle_usd: float | None = None  # what the idle (and lost) hours cost at the GPU's price
     busy_in_use_pct: float | None = None  # mean busy % over the hours the GPU was not idle
-    # the cheapest catalog GPU that holds the window's peak memory with TARGET_HEADROOM_PCT to spare:
-    # {"gpu", "memory_gb", "usd_per_gpu_hour", "current_usd_per_gpu_hour", "usd_saved"} (over the window)
+    # monitor/right_size.py: the cheapest smaller catalog GPU that holds the peak and keeps up with the busy
+    # % ("gpu": null when none does, "closest" then says how near one came); "usd_saved" over in-use hours
     smaller_gpu: dict[str, Any] | None = None
 
     # --- a serving endpoint under load (`gpuwise loadtest`, issue 14.2): one load level's figures ----------

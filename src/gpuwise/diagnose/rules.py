@@ -1378,37 +1378,62 @@ def chronic_low_busy(ev: Evidence) -> Finding | None:
 @rule
 def oversized_gpu(ev: Evidence) -> Finding | None:
     hours = _history_hours(ev, T.FINOPS_MIN_GPU_HOURS)
-    headroom, smaller = ev.memory_headroom_pct, ev.smaller_gpu
-    if hours is None or headroom is None or smaller is None or headroom <= T.FINOPS_OVERSIZED_HEADROOM_PCT:
+    headroom, fit = ev.memory_headroom_pct, ev.smaller_gpu
+    if hours is None or headroom is None or fit is None or headroom <= T.FINOPS_OVERSIZED_HEADROOM_PCT:
         return None
     peak = (ev.memory_peak_bytes or 0) / GiB
-    saved = float(smaller["usd_saved"])
-    current = float(smaller["current_usd_per_gpu_hour"])
+    busy, kpi = float(fit["busy_in_use_pct"]), float(fit["busy_kpi_pct"])
+    current = float(fit["current_usd_per_gpu_hour"])
+    seen = f"Peak memory {peak:.1f} GiB ({headroom:.0f} % free at the peak), busy {busy:.0f} % while in use"
+    metrics = {"memory_peak_bytes": ev.memory_peak_bytes, "memory_headroom_pct": round(headroom, 2)}
+    title = (
+        f"Memory headroom always above {T.FINOPS_OVERSIZED_HEADROOM_PCT:.0f} %: right-size or fill the GPU"
+    )
+    if fit["gpu"]:
+        to, usd_h, saved = fit["gpu_name"], float(fit["usd_per_gpu_hour"]), float(fit["usd_saved"])
+        return Finding(
+            id="oversized_gpu",
+            title=title,
+            severity="medium",
+            confidence="medium",  # from catalog peaks: `gpuwise plan --gpu ID` predicts the real speed
+            category="hardware",
+            summary=f"{seen}. The {to} ({fit['memory_bytes'] / GiB:.1f} GiB, ${usd_h:.2f}/h vs "
+            f"${current:.2f}/h) holds it with {T.TARGET_HEADROOM_PCT:.0f} % to spare and would be "
+            f"~{fit['projected_busy_pct']:.0f} % busy (by its {fit['limited_by']}; KPI {kpi:.0f} %): "
+            f"${saved:,.2f} less over the {fit['in_use_gpu_hours']:,.1f} in-use GPU-hours.",
+            metrics={**metrics, "smaller_gpu": dict(fit), "usd_saved": round(saved, 2)},
+            fix=f"Move this work to the {to} (check its speed with `gpuwise plan --gpu {fit['gpu']}`).",
+            gain=Gain(
+                "cost_pct",
+                0.0,
+                100.0 * (1 - usd_h / current) if current > 0 else 0.0,
+                "the price difference over the in-use hours",
+            ),
+            source=ev.source,
+        )
+    closest = fit.get("closest")
+    why = (
+        f"the closest, the {closest['gpu_name']}, would be ~{closest['projected_busy_pct']:.0f} % busy "
+        f"(by its {closest['limited_by']}; KPI {kpi:.0f} %)"
+        if closest
+        else f"none holds {fit['memory_needed_bytes'] / GiB:.1f} GiB ({T.TARGET_HEADROOM_PCT:.0f} % to spare)"
+    )
+    free = ((ev.memory_capacity_bytes or 0) - (ev.memory_peak_bytes or 0)) / GiB
     return Finding(
         id="oversized_gpu",
-        title=f"Memory headroom always above {T.FINOPS_OVERSIZED_HEADROOM_PCT:.0f} %: a smaller GPU fits",
-        severity="medium",
-        confidence="medium",  # memory fits; the smaller GPU's speed is the user's call (gpuwise plan)
+        title=title,
+        severity="low",
+        confidence="medium",
         category="hardware",
-        summary=f"Peak memory {peak:.1f} GiB ({headroom:.0f} % free at the peak) over {hours:,.1f} "
-        "GPU-hours; "
-        f"a {smaller['gpu']} ({smaller['memory_gb']:g} GB, ${smaller['usd_per_gpu_hour']:.2f}/h vs "
-        f"${current:.2f}/h) would have saved ${saved:,.2f}.",
+        summary=f"{seen}; no cheaper, smaller catalog GPU keeps up: {why}.",
         metrics={
-            "memory_peak_bytes": ev.memory_peak_bytes,
-            "memory_headroom_pct": round(headroom, 2),
-            "smaller_gpu": dict(smaller),
+            **metrics,
+            "smaller_gpu": dict(fit),
+            "usd_saved": 0.0,
+            "memory_free_at_peak_bytes": int(free * GiB),
         },
-        fix=(
-            f"Move this work to {smaller['gpu']} (check its speed with "
-            f"`gpuwise plan --gpu {smaller['gpu']}`), "
-            "or pack more work on this GPU (larger batch, more replicas, MIG slices)."
-        ),
-        gain=Gain(
-            "cost_pct",
-            0.0,
-            100.0 * (1 - float(smaller["usd_per_gpu_hour"]) / current) if current > 0 else 0.0,
-            "the price difference, if the smaller GPU keeps up",
-        ),
+        fix=f"Keep it and fill it: {free:.1f} GiB free at the peak and {100 - busy:.0f} % of the in-use time "
+        "without a kernel leave room for a second job or replica (MPS"
+        + (", or MIG slices)." if fit.get("mig_slices") else ")."),
         source=ev.source,
     )

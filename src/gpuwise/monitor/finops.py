@@ -17,8 +17,9 @@ from gpuwise.diagnose.evidence import Evidence
 from gpuwise.diagnose.finding import Finding
 from gpuwise.monitor.attribution import Usage, attribute, by_user
 from gpuwise.monitor.energy import interval_energy_j
+from gpuwise.monitor.fleet_findings import group
 from gpuwise.monitor.kpi import SLOWING_REASONS, catalog_id
-from gpuwise.monitor.right_size import smaller_gpu
+from gpuwise.monitor.right_size import right_size
 from gpuwise.monitor.series import GpuSeries, History
 from gpuwise.monitor.tally import BUSY_EDGES, HEADROOM_EDGES, Tally, tally
 
@@ -66,6 +67,7 @@ class GpuFinops:
     observed_hours: float
     lost_hours: float
     idle_hours: float
+    in_use_hours: float  # readable, busy % known and not idle
     busy_mean_pct: float | None
     busy_in_use_pct: float | None
     busy_hours: dict[str, float]
@@ -112,7 +114,7 @@ class FinopsReport:
     prices: Prices
     gpus: list[GpuFinops]
     users: dict[str, Usage]
-    findings: list[tuple[str, Finding]]  # (GPU label, finding), most severe first
+    findings: list[Finding]  # one per id across the GPUs (fleet_findings.group), most important first
 
     def total(self, name: str) -> float | None:
         values = [getattr(g, name) for g in self.gpus if getattr(g, name) is not None]
@@ -132,7 +134,7 @@ class FinopsReport:
             "totals": {name: self.total(name) for name in totals},
             "gpus": [g.to_dict() for g in self.gpus],
             "users": [{"user": k, **u.to_dict()} for k, u in self.users.items()],
-            "findings": [{"gpu": label, **f.to_dict()} for label, f in self.findings],
+            "findings": [f.to_dict() for f in self.findings],
         }
 
 
@@ -197,6 +199,7 @@ def analyze_gpu(series: GpuSeries, history: History, prices: Prices) -> GpuFinop
         observed_hours=t.observed_h,
         lost_hours=t.lost_h,
         idle_hours=t.idle_h,
+        in_use_hours=t.in_use_h,
         busy_mean_pct=t.busy_mean(),
         busy_in_use_pct=t.busy_in_use(),
         busy_hours={label: h for (label, _), h in zip(BUSY_BINS, t.busy_bands_h, strict=True)},
@@ -251,7 +254,9 @@ def _evidence(g: GpuFinops, t: Tally) -> Evidence:
         idle_time_pct=_pct(g.idle_hours, g.observed_hours),
         idle_usd=g.idle_usd,
         busy_in_use_pct=g.busy_in_use_pct,
-        smaller_gpu=smaller_gpu(g.catalog_id, g.usd_per_gpu_hour, g.memory_peak_bytes, g.observed_hours),
+        smaller_gpu=right_size(
+            g.catalog_id, g.usd_per_gpu_hour, g.memory_peak_bytes, g.busy_in_use_pct, g.in_use_hours
+        ),
     )
 
 
@@ -261,7 +266,7 @@ def analyze(history: History, prices: Prices) -> FinopsReport:
     for g in gpus:
         for name, usage in by_user(g.processes, g.users).items():
             users.setdefault(name, Usage()).add(usage)
-    findings = sorted(((g.label, f) for g in gpus for f in g.findings), key=lambda lf: lf[1].severity_rank)
+    findings = group([(g.label, f) for g in gpus for f in g.findings], len(gpus))
     return FinopsReport(
         history.start_unix_s,
         history.end_unix_s,

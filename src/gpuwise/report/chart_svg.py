@@ -141,8 +141,11 @@ def _line(ax: Any, chart: Chart) -> None:
         values = chart.series[0].values
         points = [i for i in chart.marked if i < len(values)]
         ax.scatter(points, [values[i] for i in points], color=MARK, zorder=3, label=chart.mark_label or None)
-    step = max(1, len(xs) // 10)
-    ax.set_xticks(xs[::step], [_label(c) for c in chart.categories[::step]])
+    if "" in chart.categories:  # the caller labelled only the points worth a tick (e.g. each midnight)
+        ticks = [i for i in xs if chart.categories[i]]
+    else:
+        ticks = xs[:: max(1, len(xs) // 10)]
+    ax.set_xticks(ticks, [_label(chart.categories[i]) for i in ticks])
     if len(chart.series) > 1 or chart.mark_label:
         _legend(ax)
 

@@ -112,8 +112,8 @@ class Chart:
 
     bar / grouped / stacked / waterfall: one value per category and series (grouped: side by side;
     a waterfall's series[0] holds the steps that add up to the total). line: series over `categories`
-    (x as text) with `marked` points (outliers). scatter: `x` against series[0] with `categories` as
-    point labels, `marked` = chosen.
+    (x as text; when some are "", only the labelled ones get a tick) with `marked` points (outliers).
+    scatter: `x` against series[0] with `categories` as point labels, `marked` = chosen.
     """
 
     kind: ChartKind

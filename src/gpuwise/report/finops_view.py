@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import time
 
+from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.finding import SEVERITIES
 from gpuwise.monitor.attribution import Usage
 from gpuwise.monitor.finops import BUSY_BINS, HEADROOM_BINS, FinopsReport, GpuFinops
+from gpuwise.monitor.fleet_findings import named
 from gpuwise.monitor.kpi import SLOWING_REASONS
 from gpuwise.report.document import Bullets, Chart, Document, Heading, KeyFigures, Note, Series, Table
 from gpuwise.report.findings import findings_blocks
@@ -17,6 +20,8 @@ from gpuwise.report.units import gib, usd
 
 NA = "n/a"
 MAX_PROCESS_ROWS = 20
+HIGH = SEVERITIES.index("high")  # GPUs with a finding this severe or worse are highlighted
+MAX_LINES = 8  # GPUs drawn one line each in the timeline (the palette's colours)
 KPI_NAMES = {
     "busy_at_kpi_while_in_use": "busy ≥ KPI in use",
     "not_idle": "not idle",
@@ -46,7 +51,11 @@ def _share(hours: float, whole: float) -> str:
     return f"{hours:,.1f} ({100 * hours / whole:.0f} %)" if whole > 0 else _h(hours)
 
 
-def _gpu_row(g: GpuFinops) -> list[str]:
+def _num(value: float | None) -> str:
+    return NA if value is None else f"{value:.0f}"
+
+
+def _gpu_row(g: GpuFinops, model: bool, lost: bool) -> list[str]:
     head = (
         NA
         if g.memory_peak_bytes is None
@@ -54,14 +63,13 @@ def _gpu_row(g: GpuFinops) -> list[str]:
     )
     return [
         g.label,
-        g.name.removeprefix("NVIDIA "),
+        *([g.name.removeprefix("NVIDIA ")] if model else []),
         _h(g.observed_hours),
-        _pct(g.busy_in_use_pct),
-        _share(g.idle_hours, g.observed_hours),
-        usd(g.idle_usd),
-        _h(g.lost_hours),
-        _kwh(g.energy_kwh),
-        usd(g.energy_usd),
+        _num(g.busy_mean_pct),
+        _num(g.busy_in_use_pct),
+        f"{_h(g.idle_hours)} ({usd(g.idle_usd)})",
+        *([_h(g.lost_hours)] if lost else []),
+        f"{_kwh(g.energy_kwh)} ({usd(g.energy_usd)})",
         head,
         usd(g.usd),
     ]
@@ -97,42 +105,82 @@ def _figures(r: FinopsReport) -> KeyFigures:
     return KeyFigures(items, caption=caption)
 
 
+def _time_labels(start: float, step: float, points: int) -> list[str]:
+    """Each slice's end; over two days only the first slice of each day is labelled (one tick a day)."""
+    ends = [start + (i + 1) * step for i in range(points)]
+    if step * points <= 2 * 86400:
+        return [time.strftime("%H:%M", time.localtime(t)) for t in ends]
+    days = [time.strftime("%b %d", time.localtime(t)) for t in ends]
+    return [d if i and d != days[i - 1] else "" for i, d in enumerate(days)]
+
+
+def _timeline_series(gpus: list[GpuFinops]) -> list[Series]:
+    """A line per GPU up to MAX_LINES; beyond, the fleet's mean, least and most busy per slice."""
+    nan = float("nan")
+    if len(gpus) <= MAX_LINES:
+        return [Series(g.label, [nan if v is None else v for v in g.timeline_busy_pct]) for g in gpus]
+    by_slice = zip(*(g.timeline_busy_pct for g in gpus), strict=True)
+    slices = [[v for v in values if v is not None] for values in by_slice]
+    return [
+        Series(f"mean of {len(gpus)} GPUs", [sum(v) / len(v) if v else nan for v in slices]),
+        Series("least busy GPU", [min(v) if v else nan for v in slices]),
+        Series("most busy GPU", [max(v) if v else nan for v in slices]),
+    ]
+
+
 def _charts(r: FinopsReport) -> list[Chart]:
     labels = [g.label for g in r.gpus]
     busy = Chart(
         "stacked",
         "Busy-time distribution (GPU-hours)",
         labels,
-        [Series(name, [g.busy_hours[name] for g in r.gpus]) for name, _ in BUSY_BINS],
-        y_label="GPU-hours",
+        # busiest band first: the palette then draws the idle band last, in red (waste), the KPI band in blue
+        [Series(name, [g.busy_hours[name] for g in r.gpus]) for name, _ in reversed(BUSY_BINS)],
+        x_label="GPU-hours",
+        y_label="GPU",
         horizontal=True,
         description="Hours each GPU spent in each busy-% band; the idle band is the cost of waste.",
         in_text=False,
     )
     points = len(r.gpus[0].timeline_busy_pct) if r.gpus else 0
     step = (r.end_unix_s - r.start_unix_s) / max(points, 1)
-    fmt = "%b %d" if step * points > 2 * 86400 else "%H:%M"  # short: a dozen labels sit side by side
     timeline = Chart(
         "line",
         "Busy % over the window",
-        [time.strftime(fmt, time.localtime(r.start_unix_s + (i + 1) * step)) for i in range(points)],
-        [Series(g.label, [float("nan") if v is None else v for v in g.timeline_busy_pct]) for g in r.gpus],
+        _time_labels(r.start_unix_s, step, points),
+        _timeline_series(r.gpus),
         y_label="busy %",
-        description="Mean busy % of each GPU per slice of the window (gaps: not recorded).",
+        description="Mean busy % of each GPU per slice of the window (gaps: not recorded)"
+        + (f"; {len(r.gpus)} GPUs: their mean, least and most busy" if len(r.gpus) > MAX_LINES else "")
+        + ".",
         in_text=False,
     )
-    users = sorted(r.users.items(), key=lambda kv: -(kv[1].idle_usd or 0))
+    users = sorted(((k, u) for k, u in r.users.items() if u.idle_usd), key=lambda kv: -(kv[1].idle_usd or 0))
     idle = Chart(
         "bar",
         "Idle $ by user",
-        [name for name, _ in users],
+        [name if name != "no process" else "no process (held idle)" for name, _ in users],
         [Series("idle $", [u.idle_usd or 0.0 for _, u in users])],
-        y_label="$",
+        x_label="idle $",
+        y_label="user",
         horizontal=True,
         description="What each user's idle-held GPU time cost (attribution rule in docs/monitoring.md).",
         in_text=False,
     )
-    return [busy, timeline, idle] if any(u.idle_usd for _, u in users) else [busy, timeline]
+    return [busy, timeline, idle] if users else [busy, timeline]
+
+
+def _energy_sources(gpus: list[GpuFinops]) -> list[str]:
+    """One line per energy source, not per GPU: 500 GPUs on the same counter make one line."""
+    by_source: dict[str, list[GpuFinops]] = {}
+    for g in gpus:
+        by_source.setdefault(g.energy_source, []).append(g)
+    lines = []
+    for source, group in by_source.items():
+        names = f"all {len(gpus)} GPUs" if len(group) == len(gpus) > 1 else named([g.label for g in group])
+        covered = sum(g.energy_hours for g in group)
+        lines.append(f"energy — {names}: {source} ({covered:,.1f} GPU-h covered)")
+    return lines
 
 
 def document(r: FinopsReport) -> Document:
@@ -141,25 +189,20 @@ def document(r: FinopsReport) -> Document:
         subtitle=f"{r.origin} · busy % = time a kernel ran (NVML utilization.gpu), not SM occupancy",
     )
     doc.add(_figures(r))
+    models = sorted({g.name for g in r.gpus})
+    mixed, lost = len(models) > 1, any(g.lost_hours for g in r.gpus)
+    columns = ["GPU", *(["model"] if mixed else []), "GPU-h", "busy %", "busy % in use", "idle GPU-h ($)"]
+    columns += [*(["lost GPU-h"] if lost else []), "kWh ($)", "peak GiB", "spent"]
     doc.add(
         Table(
-            [
-                "GPU",
-                "name",
-                "GPU-h",
-                "busy",
-                "idle h",
-                "idle $",
-                "lost h",
-                "kWh",
-                "kWh $",
-                "peak GiB",
-                "spent",
-            ],
-            [_gpu_row(g) for g in r.gpus],
-            align="llrrrrrrrrr",
-            row_styles=["warn" if g.findings else "" for g in r.gpus],
-            flexible=1,
+            columns,
+            [_gpu_row(g, mixed, lost) for g in r.gpus],
+            caption=(f"{len(r.gpus)} × {models[0]}. " if len(models) == 1 else "")
+            + "busy %: mean over every hour held, idle hours included; busy % in use: over the hours not "
+            f"idle (busy ≥ {T.MONITOR_IDLE_BUSY_PCT:g} %); peak GiB (share free at the peak)",
+            align="l" + "r" * (len(columns) - 1),
+            row_styles=["warn" if any(f.severity_rank <= HIGH for f in g.findings) else "" for g in r.gpus],
+            flexible=1 if mixed else 0,
         )
     )
     doc.add(
@@ -224,12 +267,11 @@ def document(r: FinopsReport) -> Document:
     )
     doc.add(*_charts(r))
     doc.add(Heading("Findings"))
-    doc.add(*findings_blocks([f for _, f in r.findings], measured=True))
+    doc.add(*findings_blocks(r.findings, measured=True))
     doc.add(Heading("Sources"))
     sources = dict(r.gpus[0].sources) if r.gpus else {}
     sources.pop("energy_j", None)
-    energy = sorted({f"{g.label}: {g.energy_source} ({g.energy_hours:,.1f} h covered)" for g in r.gpus})
-    doc.add(Bullets([f"{k}: {v}" for k, v in sources.items()] + [f"energy — {e}" for e in energy]))
+    doc.add(Bullets([f"{k}: {v}" for k, v in sources.items()] + _energy_sources(r.gpus)))
     for note in r.notes:
         doc.add(Note(note))
     return doc
