@@ -294,3 +294,17 @@ def test_fleet_right_sizing_sums_the_movable_gpus_and_counts_the_ones_to_fill():
     assert found.fix.startswith("Move node:0, node:1 to the NVIDIA A40 (`gpuwise plan --gpu a40`")
     assert "keep and fill node:2:" in found.fix
     assert found.severity == "medium"  # the most severe of the three
+
+
+def test_a_fleet_report_shows_the_gpus_that_waste_most_and_says_how_many_it_left_out():
+    from gpuwise.report.document import Table
+    from gpuwise.report.finops_view import MAX_GPU_ROWS, document
+
+    # 30 GPUs, GPU i idle i/2 hours: the table keeps the 24 with the most idle $ (29 down to 6)
+    gpus = [_gpu(i, 90.0, idle_h=i / 2, busy_h=2.0) for i in range(MAX_GPU_ROWS + 6)]
+    report = analyze(_history(*gpus), PRICES)
+    tables = [b for b in document(report).blocks if isinstance(b, Table)]
+    main = tables[0]
+    assert [row[0] for row in main.rows] == [f"node:{i}" for i in range(29, 5, -1)]
+    assert f"the {MAX_GPU_ROWS} of 30 GPUs with the most idle $ (--json lists every GPU)" in main.caption
+    assert len(report.gpus) == 30  # the report itself (and its --json) keeps every GPU

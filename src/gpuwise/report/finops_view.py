@@ -20,6 +20,8 @@ from gpuwise.report.units import gib, usd
 
 NA = "n/a"
 MAX_PROCESS_ROWS = 20
+# A fleet of hundreds of GPUs: the per-GPU tables show the ones that cost most in waste (--json has all).
+MAX_GPU_ROWS = 24
 HIGH = SEVERITIES.index("high")  # GPUs with a finding this severe or worse are highlighted
 MAX_LINES = 8  # GPUs drawn one line each in the timeline (the palette's colours)
 KPI_NAMES = {
@@ -129,13 +131,14 @@ def _timeline_series(gpus: list[GpuFinops]) -> list[Series]:
 
 
 def _charts(r: FinopsReport) -> list[Chart]:
-    labels = [g.label for g in r.gpus]
+    shown, _ = _shown_gpus(r)
+    labels = [g.label for g in shown]
     busy = Chart(
         "stacked",
         "Busy-time distribution (GPU-hours)",
         labels,
         # busiest band first: the palette then draws the idle band last, in red (waste), the KPI band in blue
-        [Series(name, [g.busy_hours[name] for g in r.gpus]) for name, _ in reversed(BUSY_BINS)],
+        [Series(name, [g.busy_hours[name] for g in shown]) for name, _ in reversed(BUSY_BINS)],
         x_label="GPU-hours",
         y_label="GPU",
         horizontal=True,
@@ -183,12 +186,31 @@ def _energy_sources(gpus: list[GpuFinops]) -> list[str]:
     return lines
 
 
+def _shown_gpus(r: FinopsReport) -> tuple[list[GpuFinops], str]:
+    """Every GPU for a host or a rack; for a fleet, the MAX_GPU_ROWS with the most idle $ (then idle
+    hours, then flagged) and a caption saying how many were left out."""
+    if len(r.gpus) <= MAX_GPU_ROWS:
+        return r.gpus, ""
+    ranked = sorted(
+        r.gpus,
+        key=lambda g: (
+            -(g.idle_usd or 0.0),
+            -g.idle_hours,
+            min((f.severity_rank for f in g.findings), default=9),
+        ),
+    )
+    return ranked[:MAX_GPU_ROWS], (
+        f" — the {MAX_GPU_ROWS} of {len(r.gpus)} GPUs with the most idle $ (--json lists every GPU)"
+    )
+
+
 def document(r: FinopsReport) -> Document:
     doc = Document(
         f"gpuwise monitor report — {_when(r.start_unix_s)} to {_when(r.end_unix_s)}",
         subtitle=f"{r.origin} · busy % = time a kernel ran (NVML utilization.gpu), not SM occupancy",
     )
     doc.add(_figures(r))
+    gpus, cut = _shown_gpus(r)
     models = sorted({g.name for g in r.gpus})
     mixed, lost = len(models) > 1, any(g.lost_hours for g in r.gpus)
     columns = ["GPU", *(["model"] if mixed else []), "GPU-h", "busy %", "busy % in use", "idle GPU-h ($)"]
@@ -196,33 +218,33 @@ def document(r: FinopsReport) -> Document:
     doc.add(
         Table(
             columns,
-            [_gpu_row(g, mixed, lost) for g in r.gpus],
+            [_gpu_row(g, mixed, lost) for g in gpus],
             caption=(f"{len(r.gpus)} × {models[0]}. " if len(models) == 1 else "")
             + "busy %: mean over every hour held, idle hours included; busy % in use: over the hours not "
-            f"idle (busy ≥ {T.MONITOR_IDLE_BUSY_PCT:g} %); peak GiB (share free at the peak)",
+            f"idle (busy ≥ {T.MONITOR_IDLE_BUSY_PCT:g} %); peak GiB (share free at the peak)" + cut,
             align="l" + "r" * (len(columns) - 1),
-            row_styles=["warn" if any(f.severity_rank <= HIGH for f in g.findings) else "" for g in r.gpus],
+            row_styles=["warn" if any(f.severity_rank <= HIGH for f in g.findings) else "" for g in gpus],
             flexible=1 if mixed else 0,
         )
     )
     doc.add(
         Table(
             ["GPU", *[name for name, _ in BUSY_BINS]],
-            [[g.label, *[_share(g.busy_hours[n], g.observed_hours) for n, _ in BUSY_BINS]] for g in r.gpus],
-            caption="Busy-time distribution, GPU-hours (share of the window)",
+            [[g.label, *[_share(g.busy_hours[n], g.observed_hours) for n, _ in BUSY_BINS]] for g in gpus],
+            caption="Busy-time distribution, GPU-hours (share of the window)" + cut,
         ),
         Table(
             ["GPU", *[name for name, _ in HEADROOM_BINS]],
             [
                 [g.label, *[_share(g.headroom_hours[n], g.observed_hours) for n, _ in HEADROOM_BINS]]
-                for g in r.gpus
+                for g in gpus
             ],
-            caption="Memory headroom distribution, GPU-hours",
+            caption="Memory headroom distribution, GPU-hours" + cut,
         ),
     )
     throttled = [
         [g.label, reason, _share(h, g.observed_hours)]
-        for g in r.gpus
+        for g in gpus
         for reason, h in g.throttle_hours.items()
         if reason in SLOWING_REASONS  # gpu_idle and application clocks are not throttling
     ]
@@ -231,14 +253,14 @@ def document(r: FinopsReport) -> Document:
             Table(
                 ["GPU", "reason", "hours"],
                 throttled,
-                caption="Throttled time by reason (power, thermal, hardware slowdown)",
+                caption="Throttled time by reason (power, thermal, hardware slowdown)" + cut,
             )
         )
     doc.add(
         Table(
             ["GPU", *KPI_NAMES.values()],
-            [[g.label, *[_pct(g.kpi_pct.get(k)) for k in KPI_NAMES]] for g in r.gpus],
-            caption="KPI compliance: share of the hours each KPI held",
+            [[g.label, *[_pct(g.kpi_pct.get(k)) for k in KPI_NAMES]] for g in gpus],
+            caption="KPI compliance: share of the hours each KPI held" + cut,
         )
     )
     usage_cols = ["", "GPU-h", "busy GPU-h", "idle GPU-h", "idle $", "kWh", "spent"]
