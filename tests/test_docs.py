@@ -173,3 +173,11 @@ def test_relative_links_resolve(doc):
         if not path.exists() or REPO not in path.parents:
             broken.append(target)
     assert not broken, f"{doc.name}: links to nothing in the repository: {broken}"
+
+
+def test_the_ci_script_parses_and_ends_in_the_readmes_test_command():
+    """A merge once spliced a block into .ci/run's first comment: bash refused the whole script."""
+    script = REPO / ".ci" / "run"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    lines = [line for line in script.read_text().splitlines() if line and not line.startswith("#")]
+    assert lines[-1] == "make test"
