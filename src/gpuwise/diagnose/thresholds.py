@@ -318,8 +318,9 @@ TUNE_MAX_IO_WORKERS = 16
 # The largest batch kept is the largest whose measured peak leaves this share of device memory free, not the
 # last one that ran: the caching allocator's fragmentation and steps the trial did not see (evaluation, a
 # longer sequence, a checkpoint) need room (Lightning's BatchSizeFinder and accelerate's
-# find_executable_batch_size keep the last success, which can fail later).
-TUNE_MEMORY_MARGIN_PCT = 10.0
+# find_executable_batch_size keep the last success, which can fail later). The oom_risk rule's bar: a kept
+# batch is one that rule would not flag.
+TUNE_MEMORY_MARGIN_PCT = OOM_HEADROOM_PCT
 # A configuration wins only if its median beats the baseline's by this much and its slowest repeat beats
 # the baseline's fastest (run-to-run noise on a shared machine is a few %).
 TUNE_MIN_GAIN_X = 1.03
