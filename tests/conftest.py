@@ -1,7 +1,9 @@
 """Shared test helpers: run the CLI in a subprocess and capture its output and exit status.
 
 With GPUWISE_STRICT_SKIPS=1 (set by `make test`, hence CI) a skip fails the run unless its reason says
-"needs hardware: ...": a fresh clone with the test extras installed must run every test it can.
+"needs hardware: ..." or that other projects' files are absent (tests/third_party.py: a fresh clone without
+../shared/traces): a fresh clone with the test extras installed must run every test it can. The allowed
+skips are counted and printed at the end of every run, never hidden.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from third_party import SARIF_SKIP, THIRD_PARTY_SKIP, DataError, check, data_dir
+
 REPO = Path(__file__).resolve().parents[1]
-TRACES = REPO / "tests" / "data" / "traces"
+TRACES = REPO / "tests" / "data" / "traces"  # the project's own traces and HTA measurements
 HARDWARE_SKIP = "needs hardware:"
+ALLOWED_SKIPS = (HARDWARE_SKIP, THIRD_PARTY_SKIP, SARIF_SKIP)  # what GPUWISE_STRICT_SKIPS lets pass
 # A 4-layer Llama with GQA (config.json keys): small enough to simulate or run in seconds on a CPU.
 TINY_LLAMA_CONFIG = {
     "model_type": "llama",
@@ -61,21 +66,63 @@ def cli():
     return run_cli
 
 
-@pytest.fixture
-def trace_dir() -> Path:
-    """Real profiler traces committed with the tests (sources and licenses in its README)."""
-    return TRACES
+class ThirdPartyTraces:
+    """The third-party data directory; ``traces / "hta/..."`` checks that file (or folder) first.
+
+    Every path a test takes from it is listed in tests/data/third_party.csv and checked (present, size,
+    sha256; once per file per session): a missing one skips the test with THIRD_PARTY_SKIP, a different
+    one fails it. ``root`` is the directory itself (unchecked).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __truediv__(self, rel: str) -> Path:
+        try:
+            missing = check(self.root, str(rel))
+        except DataError as err:
+            pytest.fail(str(err))
+        if missing:
+            pytest.skip(f"{THIRD_PARTY_SKIP} ({len(missing)} missing under {self.root}: {missing[0]})")
+        return self.root / rel
+
+    def __repr__(self) -> str:
+        return f"ThirdPartyTraces({self.root})"
+
+
+@pytest.fixture(scope="session")
+def trace_dir() -> ThirdPartyTraces:
+    """Real profiler traces of other projects (tests/third_party.py says where they are looked for)."""
+    root = data_dir()
+    if not root.is_dir():
+        pytest.skip(THIRD_PARTY_SKIP)
+    return ThirdPartyTraces(root)
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    """The reason of a skip report: longrepr is (path, line, 'Skipped: reason') or a text."""
+    longrepr = report.longrepr
+    return str(longrepr[2] if isinstance(longrepr, tuple) else longrepr)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Print how many tests skipped for want of hardware or third-party data; strict mode fails on others."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    reasons = [_skip_reason(r) for r in reporter.stats.get("skipped", [])]
+    reporter.ensure_newline()
+    for allowed in ALLOWED_SKIPS:
+        if count := sum(allowed in reason for reason in reasons):
+            reporter.write_sep("=", f"{count} skip(s): {allowed.rstrip(':')}", yellow=True)
     if os.environ.get("GPUWISE_STRICT_SKIPS") != "1":
         return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    skipped = reporter.stats.get("skipped", []) if reporter else []
-    unexpected = [r for r in skipped if HARDWARE_SKIP not in str(r.longrepr)]
+    unexpected = [r for r in reasons if not any(allowed in r for allowed in ALLOWED_SKIPS)]
     if unexpected:
         reporter.write_sep(
-            "=", f"GPUWISE_STRICT_SKIPS: {len(unexpected)} skip(s) not for missing hardware", red=True
+            "=",
+            f"GPUWISE_STRICT_SKIPS: {len(unexpected)} skip(s) not for missing hardware or third-party data",
+            red=True,
         )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

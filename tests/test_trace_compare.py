@@ -5,12 +5,12 @@ ranks against 1, a CPU-only trace): those warn once on stderr and call nothing r
 
 from __future__ import annotations
 
-import gzip
 import json
 
 import pytest
 
 from gpuwise.trace.report import analyze_traces
+from third_party import json_bytes
 
 NW0 = "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 NW4 = "kineto/samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
@@ -71,7 +71,7 @@ def test_different_jobs_warn_once_and_resolve_nothing(trace_dir, cli, a, b, reas
 
 def _as_device(source, target, name: str, memory: int):
     """A real trace whose deviceProperties name another GPU (the header edited, events untouched)."""
-    doc = json.loads(gzip.decompress(source.read_bytes()))
+    doc = json.loads(json_bytes(source))
     for d in doc["deviceProperties"]:
         d.update(name=name, totalGlobalMem=memory)
     target.write_text(json.dumps(doc))
@@ -95,7 +95,7 @@ def test_h800_and_rtx_2080_ti_traces_map_to_catalog_entries(trace_dir, tmp_path,
 def test_every_gpu_named_in_the_test_traces_maps_to_its_catalog_entry():
     from gpuwise.trace.device import match_catalog
 
-    named = {  # runtime name (deviceProperties), bytes -> catalog id; files in tests/data/traces
+    named = {  # runtime name (deviceProperties), bytes -> catalog id; files of the third-party data
         ("Tesla V100-DGXS-32GB", 34_084_028_416): "v100-dgxs-32gb",  # kineto resnet50 samples
         ("Tesla V100-SXM2-32GB", 34_079_637_504): "v100-sxm2-32gb",  # PARAM DLRM, HTA ns_resolution
         ("Tesla V100-SXM2-16GB", 16_945_512_448): "v100-sxm2-16gb",  # HTA trace_diff/test

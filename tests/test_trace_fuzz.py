@@ -16,10 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, TRACES
+from conftest import REPO
+from third_party import data_dir
 
 BASES = ("hta/critical_path/cuda_event_sync/event_sync_trace.json.gz", "hta/trace_compare/base/base.json.gz")
 MEMORY_CAP = 2 << 30  # address space of the CLI process: a runaway allocation fails, not the machine
@@ -31,7 +33,14 @@ def _cap_memory() -> None:
 
 
 def _base(rel: str) -> dict[str, Any]:
-    return json.loads(gzip.decompress((TRACES / rel).read_bytes()))
+    return json.loads(gzip.decompress((data_dir() / rel).read_bytes()))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _bases_are_present(trace_dir) -> None:
+    """The base traces are other projects' files: checked before any draw, or the module skips."""
+    for rel in BASES:
+        trace_dir / rel
 
 
 ODD_VALUES = st.one_of(

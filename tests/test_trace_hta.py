@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import TRACES
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace.rank import analyze_file
 from hta_reference import read_reference
@@ -22,7 +23,7 @@ _CACHE: dict = {}
 def reference(trace_dir):
     """Each listed trace parsed once for the whole module."""
     if trace_dir not in _CACHE:
-        ranks, streams = read_reference(trace_dir / "hta_reference.csv")
+        ranks, streams = read_reference(TRACES / "hta_reference.csv")
         _CACHE[trace_dir] = ranks, streams, {p: analyze_file(trace_dir / p) for p in ranks}
     return _CACHE[trace_dir]
 

@@ -2,12 +2,11 @@
 launch sharing its id, so k launches and k kernels on one id are k² rows. gpuwise keeps the count instead of
 the copies: memory stays linear in the trace, and the idle split still equals the materialized one.
 
-Source: PARAM's DLRM rank 0 step (tests/data/traces/param/dlrm_kineto), copied end to end as new steps.
+Source: PARAM's DLRM rank 0 step (param/dlrm_kineto of the third-party data), copied end to end as new steps.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
@@ -21,14 +20,15 @@ from conftest import REPO
 from gpuwise.trace.breakdown import idle_by_stream
 from gpuwise.trace.hta_view import build_view
 from gpuwise.trace.parser import parse_trace
+from third_party import json_bytes
 
-DLRM0 = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json.gz"
+DLRM0 = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
 
 
 def replicated(source: Path, target: Path, copies: int, distinct_ids: int | None) -> Path:
     """The trace's events ``copies`` times end to end, each copy a new ProfilerStep. Correlation ids are
     made unique per copy (``distinct_ids=None``) or folded onto ``distinct_ids`` values (repeated)."""
-    doc = json.loads(gzip.decompress(source.read_bytes()))
+    doc = json.loads(json_bytes(source))
     events = doc.pop("traceEvents")
     timed = [e for e in events if isinstance(e.get("ts"), (int, float))]
     start = min(e["ts"] for e in timed)

@@ -1,7 +1,7 @@
 """Damaged copies of real traces (a header field edited, a file cut, values out of range): the analysis
 keeps what it can, says what it dropped in one line, and never lets one bad value cost memory or a verdict.
 
-Source: PARAM's 8-rank DLRM step (tests/data/traces/param/dlrm_kineto, V100s, NCCL send/recv).
+Source: PARAM's 8-rank DLRM step (param/dlrm_kineto of the third-party data, V100s, NCCL send/recv).
 """
 
 from __future__ import annotations
@@ -24,17 +24,18 @@ from gpuwise.trace.kernel_names import distinct_short_names
 from gpuwise.trace.kernels import NAME_READ_CHARS
 from gpuwise.trace.rank import analyze_file
 from gpuwise.trace.report import analyze_traces, expand_paths
+from third_party import json_bytes
 
 DLRM = "param/dlrm_kineto"
 
 
 def dlrm_rank(trace_dir: Path, rank: int) -> Path:
-    return next((trace_dir / DLRM).glob(f"worker{rank}_*.json.gz"))
+    return next((trace_dir / DLRM).glob(f"worker{rank}_*.json"))
 
 
 def edited_copy(source: Path, target: Path, **header) -> Path:
     """The trace with top-level fields replaced (``distributedInfo={...}``), as plain JSON."""
-    document = json.loads(gzip.decompress(source.read_bytes()))
+    document = json.loads(json_bytes(source))
     document.update(header)
     target.write_text(json.dumps(document))
     return target
@@ -62,7 +63,7 @@ def test_a_huge_world_size_is_ignored_with_one_line_and_bounded_memory(trace_dir
         tmp_path / "rank0.json",
         distributedInfo={"backend": "nccl", "rank": 0, "world_size": 2**62},
     )
-    good = tmp_path / "rank1.json.gz"
+    good = tmp_path / "rank1.json"
     good.write_bytes(dlrm_rank(trace_dir, 1).read_bytes())
     out = run_capped("trace", str(tmp_path), "--json")
     assert out.returncode == 0, out.stderr
@@ -114,7 +115,7 @@ def a_damaged_run(trace_dir: Path, root: Path) -> Path:
         folder.mkdir(parents=True)
         (folder / dlrm_rank(trace_dir, rank).name).write_bytes(dlrm_rank(trace_dir, rank).read_bytes())
     (root / "worker0" / f"._{dlrm_rank(trace_dir, 0).name}").write_bytes(b"\x00\x05\x16\x07" + bytes(4000))
-    whole = gzip.decompress(dlrm_rank(trace_dir, 2).read_bytes())
+    whole = json_bytes(dlrm_rank(trace_dir, 2))
     (root / "worker2.json").write_bytes(whole[: len(whole) * 6 // 10])
     (root / "worker3.json").write_bytes(b"")
     (root / "config.json").write_text(json.dumps({"lr": 0.1, "batch_size": 64}))
@@ -184,7 +185,7 @@ def test_top_kernels_that_share_a_short_name_are_told_apart(trace_dir, cli):
             {"implicit_convolve_sgemm<1024>", "implicit_convolve_sgemm<128>"},
         ),
         (
-            "param/dlrm_kineto/worker1_step_12.1694128201556.pt.trace.json.gz",
+            "param/dlrm_kineto/worker1_step_12.1694128201556.pt.trace.json",
             {
                 "vectorized_elementwise_kernel<sqrt_kernel_cuda>",
                 "unrolled_elementwise_kernel<addcmul_cuda_kernel>",
@@ -202,7 +203,7 @@ def test_distinct_names_on_real_top_kernels(trace_dir, rel, expected):
 
 def edited_events(source: Path, target: Path, edit) -> Path:
     """The trace with ``edit(events)`` applied to its traceEvents list (in place), as plain JSON."""
-    document = json.loads(gzip.decompress(source.read_bytes()))
+    document = json.loads(json_bytes(source))
     edit(document["traceEvents"])
     target.write_text(json.dumps(document))
     return target
@@ -240,7 +241,7 @@ def test_kernels_with_a_non_numeric_stream_still_count(trace_dir, tmp_path):
             e["args"]["stream"] = "cuda:0"
 
     after = analyze_file(edited_events(source, tmp_path / "t.json", spoil))
-    n = len(_kernels(json.loads(gzip.decompress(source.read_bytes()))["traceEvents"]))
+    n = len(_kernels(json.loads(json_bytes(source))["traceEvents"]))
     assert any(
         w.startswith(f"{n:,} kernels/copies/memsets had no numeric args.stream") for w in after.warnings
     )
@@ -364,7 +365,7 @@ def test_fifos_and_devices_are_named_for_what_they_are(tmp_path, cli):
 def test_nan_and_infinity_written_by_python_are_read_then_dropped(trace_dir, tmp_path):
     source = dlrm_rank(trace_dir, 6)
     before = analyze_file(source)
-    document = json.loads(gzip.decompress(source.read_bytes()))
+    document = json.loads(json_bytes(source))
     kernels = _kernels(document["traceEvents"])
     kernels[3]["dur"], kernels[4]["ts"] = float("inf"), float("nan")
     path = tmp_path / "python_dump.json"
