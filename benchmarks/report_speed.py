@@ -1,11 +1,13 @@
 """Time to render the largest report: `gpuwise trace` of a 128-rank job to HTML (issue #18: <= 2 s
 beyond the analysis itself).
 
-The 128 per-rank traces are synthesized from the two real ranks of tests/data/traces/hta/trace_filter
-(a 128-rank job sampled at ranks 0 and 1): each copy gets its own rank number, so the report has 128
+The 128 per-rank traces are synthesized from the two real ranks of hta/trace_filter (HTA's test data,
+a 128-rank job sampled at ranks 0 and 1): each copy gets its own rank number, so the report has 128
 ranks, a rank table of 128 rows and per-rank charts. Written under a temporary directory, deleted after.
+The two source files are read from the third-party data directory (--root, else $GPUWISE_TEST_DATA,
+else ../shared/traces beside the checkout; tests/README.md); without them one line says so, exit 0.
 
-    python benchmarks/report_speed.py [--ranks 128]
+    python benchmarks/report_speed.py [--ranks 128] [--root DIR]
 
 Prints each stage (wall seconds, and the CPU seconds of the rendering, which a loaded machine does not
 inflate); LAST line: {"ranks": N, "analysis_s": A, "document_s": D, "html_s": H, "render_cpu_s": R,
@@ -24,12 +26,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-SOURCES = [REPO / "tests/data/traces/hta/trace_filter" / f"sampled_rank-{r}.json.gz" for r in (0, 1)]
+sys.path.insert(0, str(REPO / "tests"))  # third_party.py: where the traces are (test support)
+from third_party import DataError, check, data_dir, missing_line  # noqa: E402
+
+SOURCE = "hta/trace_filter"  # sampled_rank-0.json.gz and sampled_rank-1.json.gz
 TARGET_S = 2.0
 
 
-def synthesize(folder: Path, ranks: int) -> list[Path]:
-    docs = [json.loads(gzip.decompress(p.read_bytes())) for p in SOURCES]
+def synthesize(source: Path, folder: Path, ranks: int) -> list[Path]:
+    """RANKS plain-JSON traces in FOLDER, copies of SOURCE's two ranks, each with its own rank number."""
+    docs = [json.loads(gzip.decompress((source / f"sampled_rank-{r}.json.gz").read_bytes())) for r in (0, 1)]
     paths = []
     for rank in range(ranks):
         doc = docs[rank % len(docs)]
@@ -43,7 +49,17 @@ def synthesize(folder: Path, ranks: int) -> list[Path]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, default=128)
+    ap.add_argument("--root", type=Path, default=None, help="third-party traces directory (tests/README.md)")
     args = ap.parse_args()
+    root = args.root or data_dir()
+    try:
+        missing = check(root, SOURCE)
+    except DataError as err:
+        print(err, file=sys.stderr)
+        return 2
+    if missing:
+        print(missing_line(root, f"report_speed ({SOURCE} missing)"))
+        return 0
 
     from gpuwise.report import chart_svg, html
     from gpuwise.report.document import Chart
@@ -53,7 +69,7 @@ def main() -> int:
     chart_svg.available()  # matplotlib imported before timing: a one-off cost of any process (printed)
     with tempfile.TemporaryDirectory(prefix="gpuwise-report-speed-") as tmp:
         t0 = time.perf_counter()
-        files = synthesize(Path(tmp), args.ranks)
+        files = synthesize(root / SOURCE, Path(tmp), args.ranks)
         size = sum(p.stat().st_size for p in files)
         print(
             f"synthesized {len(files)} rank traces, {size / 1e6:,.0f} MB JSON, "

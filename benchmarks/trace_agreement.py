@@ -6,6 +6,10 @@ non-compute, % of the span from the first to the last GPU event) and the per-str
 
     python benchmarks/trace_agreement.py [--reference CSV] [--root DIR] [--build NAME]
 
+The traces are other projects' files, read from the third-party data directory (--root, else
+$GPUWISE_TEST_DATA, else ../shared/traces beside the checkout; tests/README.md) and checked against
+tests/data/third_party.csv. Without them it prints one line saying so and exits 0.
+
 Prints a table, then as its LAST line: {"traces": N, "max_abs_diff_pp": X}
 """
 
@@ -23,6 +27,7 @@ sys.path.insert(0, str(REPO / "tests"))  # hta_reference.py: test support, not i
 
 from gpuwise.trace.rank import analyze_file  # noqa: E402
 from hta_reference import REFERENCE_BUILD, read_reference  # noqa: E402
+from third_party import DataError, check, data_dir, missing_line  # noqa: E402
 
 DEFAULT_REFERENCE = REPO / "tests" / "data" / "traces" / "hta_reference.csv"
 
@@ -34,18 +39,26 @@ def main() -> int:
         "--root",
         type=Path,
         default=None,
-        help="directory the CSV's trace paths are relative to (default: the CSV's)",
+        help="directory the CSV's trace paths are relative to (default: the third-party data directory)",
     )
     ap.add_argument("--build", default=REFERENCE_BUILD, help="hta_version rows to compare against")
     args = ap.parse_args()
     if not args.reference.is_file():
         print(f"reference CSV not found: {args.reference}", file=sys.stderr)
         return 2
-    root = args.root or args.reference.parent
+    root = args.root or data_dir()
     ranks, streams = read_reference(args.reference, args.build)
     if not ranks:
         print(f"no rows for build {args.build!r} in {args.reference}", file=sys.stderr)
         return 2
+    try:
+        missing = [m for rel in sorted(ranks) for m in check(root, rel)]
+    except DataError as err:
+        print(err, file=sys.stderr)
+        return 2
+    if missing:
+        print(missing_line(root, f"trace_agreement ({len(missing)} of {len(ranks)} traces missing)"))
+        return 0
 
     header = (
         f"{'trace':70} {'idle gw/hta':>15} {'compute gw/hta':>15} {'non-comp gw/hta':>15} "

@@ -13,6 +13,9 @@ HTA runs in its own venv (default /tmp/hta-venv, created if missing with
 
     python benchmarks/trace_speed.py [--root DIR] [--hta-python PY | --no-hta] [--synthetic-gb 1]
                                      [--skip-hta-synthetic]
+The traces are other projects' files: --root, else $GPUWISE_TEST_DATA, else ../shared/traces beside the
+checkout (tests/README.md), checked against tests/data/third_party.csv; without them one line says so
+and the script exits 0.
     python benchmarks/trace_speed.py --parsers FILE   # the parser candidates measured for ARCHITECTURE.md
 
 LAST line: {"speedup_vs_hta": X, "peak_rss_over_trace_size": Y, "peak_rss_over_trace_size_repeated_ids": Z}
@@ -38,7 +41,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TRACES = REPO / "tests" / "data" / "traces"
+REFERENCE = REPO / "tests" / "data" / "traces" / "hta_reference.csv"
+sys.path.insert(0, str(REPO / "tests"))  # third_party.py: where the traces are (test support)
+from third_party import DataError, check, data_dir, missing_line  # noqa: E402
+
 DEFAULT_SOURCE = "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 HTA_VENV = Path("/tmp/hta-venv")
 
@@ -296,7 +302,10 @@ def main() -> int:
     ap.add_argument(
         "--parsers", type=Path, metavar="FILE", help="measure the JSON parser candidates on FILE and exit"
     )
-    ap.add_argument("--root", type=Path, default=TRACES, help="traces directory holding hta_reference.csv")
+    ap.add_argument(
+        "--root", type=Path, default=None, help="third-party traces directory (see tests/README.md)"
+    )
+    ap.add_argument("--reference", type=Path, default=REFERENCE, help="hta_reference.csv (its trace paths)")
     ap.add_argument(
         "--hta-python", help="python of an environment with HTA installed (default: /tmp/hta-venv, created)"
     )
@@ -330,12 +339,21 @@ def main() -> int:
         measure_parsers(args.parsers)
         return 0
 
-    reference = args.root / "hta_reference.csv"
+    reference = args.reference
     if not reference.is_file():
-        print(f"{reference} not found (pass --root)", file=sys.stderr)
+        print(f"{reference} not found (pass --reference)", file=sys.stderr)
         return 2
     with open(reference, newline="") as fh:
         files = sorted({row["trace_path"] for row in csv.DictReader(fh)})
+    args.root = args.root or data_dir()
+    try:
+        missing = [m for rel in [*files, args.source] for m in check(args.root, rel)]
+    except DataError as err:
+        print(err, file=sys.stderr)
+        return 2
+    if missing:
+        print(missing_line(args.root, f"trace_speed ({len(missing)} traces missing)"))
+        return 0
     hta_python = None if args.no_hta else ensure_hta(args.hta_python)
     print(
         f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "

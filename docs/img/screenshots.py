@@ -14,11 +14,14 @@ from PIL import Image
 from playwright.sync_api import sync_playwright
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+from third_party import data_dir  # noqa: E402  (HTA's traces live outside the repo: tests/README.md)
+
 OUT = REPO / "docs" / "img"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 REPORTS = {
-    "report-trace": ["trace", "tests/data/traces/hta/trace_filter"],
+    "report-trace": ["trace", str(data_dir() / "hta" / "trace_filter")],
     "report-memory": ["memory", "examples/llama-3-8b-lora.yaml"],
 }
 
