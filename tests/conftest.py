@@ -105,26 +105,37 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(longrepr[2] if isinstance(longrepr, tuple) else longrepr)
 
 
+def _skip_reasons(reporter) -> list[str]:
+    return [_skip_reason(r) for r in reporter.stats.get("skipped", [])]
+
+
+def _unexpected(reasons: list[str]) -> list[str]:
+    """Skip reasons GPUWISE_STRICT_SKIPS does not allow (all of them allowed when it is off)."""
+    if os.environ.get("GPUWISE_STRICT_SKIPS") != "1":
+        return []
+    return [r for r in reasons if not any(allowed in r for allowed in ALLOWED_SKIPS)]
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Print how many tests skipped for want of hardware or third-party data; strict mode fails on others."""
+    """Strict mode: a skip for any other reason than missing hardware or third-party data fails the run."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
-        return
-    reasons = [_skip_reason(r) for r in reporter.stats.get("skipped", [])]
-    reporter.ensure_newline()
+    if reporter is not None and _unexpected(_skip_reasons(reporter)):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print, at the end of every run, how many tests skipped for each allowed reason (never hidden),
+    and in strict mode how many skipped for another reason (those fail the run)."""
+    reasons = _skip_reasons(terminalreporter)
     for allowed in ALLOWED_SKIPS:
         if count := sum(allowed in reason for reason in reasons):
-            reporter.write_sep("=", f"{count} skip(s): {allowed.rstrip(':')}", yellow=True)
-    if os.environ.get("GPUWISE_STRICT_SKIPS") != "1":
-        return
-    unexpected = [r for r in reasons if not any(allowed in r for allowed in ALLOWED_SKIPS)]
-    if unexpected:
-        reporter.write_sep(
+            terminalreporter.write_sep("=", f"{count} skip(s): {allowed.rstrip(':')}", yellow=True)
+    if unexpected := _unexpected(reasons):
+        terminalreporter.write_sep(
             "=",
             f"GPUWISE_STRICT_SKIPS: {len(unexpected)} skip(s) not for missing hardware or third-party data",
             red=True,
         )
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def run_torchrun_profile(
