@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
 
 # torch's note that each profiling cycle starts afresh (we record one cycle): not a problem of the test
-pytestmark = pytest.mark.filterwarnings("ignore:Profiler clears events:UserWarning")
+pytestmark = pytest.mark.filterwarnings("ignore:.*Profiler clears events:UserWarning")
 ACTIVE_STEPS = 4  # ProfilerStep#1..#4 recorded; step #0 is the profiler's warm-up
 
 
