@@ -24,12 +24,15 @@ _ARCH_BY_KERNEL_PREFIX = (("volta_", "v100-sxm2-32gb", "Volta"),)
 
 @dataclass
 class RankInfo:
+    """Which rank of which job size a trace came from, and where that was read."""
+
     rank: int | None
     world_size: int | None
     source: str  # 'distributedInfo' | 'file name' | 'unknown'
     backend: str | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The rank fields as a JSON-ready mapping."""
         return {
             "rank": self.rank,
             "world_size": self.world_size,
@@ -40,6 +43,9 @@ class RankInfo:
 
 @dataclass
 class DeviceInfo:
+    """The device a trace ran on (name and memory in bytes as the runtime reports them) and the catalog
+    GPU it resolves to (catalog.device_names), with a note when that match is not exact."""
+
     name: str | None  # as the CUDA/ROCm runtime reports it
     memory_bytes: int | None
     kind: str  # cuda | rocm | mtia | cpu
@@ -47,6 +53,7 @@ class DeviceInfo:
     catalog_note: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The device fields as a JSON-ready mapping."""
         return {
             "name": self.name,
             "memory_bytes": self.memory_bytes,
@@ -140,3 +147,6 @@ def match_catalog(name: str | None, memory_bytes: int | None) -> tuple[GPU | Non
     (catalog.device_names is the one matcher; memory size, bytes, separates a family's variants)."""
     match = resolve_device(name, memory_bytes)
     return match.gpu, match.note
+
+
+__all__ = ["MAX_WORLD_SIZE", "DeviceInfo", "RankInfo", "device_info", "match_catalog", "rank_info"]
