@@ -4,16 +4,30 @@ Every bundled row comes from ``data/gpus.csv`` (each row names its sources in ``
 its default on-demand price comes from ``data/prices.csv`` (see ``gpuwise.catalog.prices``).
 TFLOPS are **dense** peaks; sparse datasheet figures were halved at the source.
 Memory is decimal GB as the datasheets print it.
+
+A GPU's identity lives in its row too: ``generation`` (a typed :data:`Generation`, which every feature
+and efficiency lookup keys on), ``arch_target`` (the compiler target, ``sm_90`` or ``gfx942``) and
+``device_names`` (the names NVML, CUDA and ROCm report for it, ``;``-separated, matched by
+:mod:`gpuwise.catalog.device_names`). Adding a GPU is one row; no code names GPUs.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError, did_you_mean
 from gpuwise.units import GB
+
+Generation = Literal["volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "other"]
+"""GPU generation: NVIDIA Volta … Blackwell, AMD CDNA3; ``other`` for a user GPU that names none.
+
+Features (bf16, FP8, FlashAttention versions: ``plan/gpu_features.py``) and sourced efficiencies
+(``perf/data/efficiency.toml`` ``[mamf.generation]``, ``[attention.generation]``) are keyed by it."""
+GENERATIONS: tuple[Generation, ...] = get_args(Generation)
+_ARCH_TARGET = re.compile(r"(sm_\d{2,3}|gfx[0-9a-f]{3,4})")
 
 # Precision name -> catalog column holding its dense peak.
 _PEAK_COLUMN = {
@@ -29,6 +43,9 @@ _PEAK_COLUMN = {
 
 @dataclass(frozen=True)
 class GPU:
+    """One catalog GPU: datasheet specs (dense peaks in TFLOPS, memory in decimal GB, bandwidth in TB/s),
+    identity (generation, compiler target, runtime device names), interconnect, features and price."""
+
     id: str
     name: str
     vendor: str
@@ -51,6 +68,11 @@ class GPU:
     cloud_usd_per_hr: float | None = None
     form_factor: str = ""
     memory_type: str = ""
+    generation: Generation = "other"
+    arch_target: str = (
+        ""  # compiler target: 'sm_90' (NVIDIA compute capability 9.0), 'gfx942' (AMD); '' unknown
+    )
+    device_names: tuple[str, ...] = ()  # names NVML / CUDA / ROCm report, beside `name`
     price_source: str = ""
     spec_source: str = ""
     confidence: str = ""
@@ -59,10 +81,12 @@ class GPU:
 
     @property
     def memory_bytes(self) -> int:
+        """Device memory in bytes (decimal GB × 10^9)."""
         return int(self.memory_gb * GB)
 
     @property
     def mem_bw_bytes_per_s(self) -> float:
+        """Datasheet memory bandwidth in bytes/s."""
         return self.mem_bw_tbps * 1e12
 
     @property
@@ -77,7 +101,22 @@ class GPU:
             raise ValueError(f"no peak column for dtype {dtype!r}")
         return getattr(self, column)
 
+    @property
+    def compute_capability(self) -> tuple[int, int] | None:
+        """(major, minor) as the runtime reports it: CUDA's compute capability for ``sm_XY`` (sm_100 ->
+        (10, 0)), HIP's ``major``/``minor`` for ``gfxMMmS`` (gfx942 -> (9, 4), gfx90a -> (9, 0)); None if
+        the row names no target. Kineto's deviceProperties carry these as computeMajor/computeMinor."""
+        target = self.arch_target
+        if target.startswith("sm_"):
+            digits = target[3:]
+            return int(digits[:-1]), int(digits[-1])
+        if target.startswith("gfx"):
+            digits = target[3:]
+            return int(digits[:-2]), int(digits[-2], 16)
+        return None
+
     def to_dict(self) -> dict[str, Any]:
+        """Every column as a JSON-ready mapping (the `gpus --json` GPU object)."""
         return asdict(self)
 
 
@@ -91,6 +130,40 @@ def _flag(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() in {"yes", "true", "1", "y"}
+
+
+def generation_from_architecture(architecture: str) -> Generation:
+    """The generation a free-text architecture names ('Ada Lovelace' -> 'ada'), 'other' if none.
+
+    Only for user entries written before the `generation` column existed (examples/gpus.yaml gives
+    `architecture: Ada Lovelace`): bundled rows state their generation, and nothing else parses text."""
+    text = architecture.lower().replace("lovelace", "ada")
+    return next((g for g in GENERATIONS if g != "other" and g in text), "other")
+
+
+def _identity(row: dict[str, Any], where: str, gpu_id: str) -> dict[str, Any]:
+    """The typed identity columns of a row: generation, arch_target, device_names (a list, or a
+    ';'-separated string as in the CSV)."""
+    out: dict[str, Any] = {}
+    generation = str(row.get("generation") or "").strip().lower()
+    if not generation:
+        if where == "":
+            raise GpuwiseError(f"GPU entry {gpu_id!r} is missing 'generation'")
+        generation = generation_from_architecture(str(row.get("architecture") or ""))
+    if generation not in GENERATIONS:
+        raise GpuwiseError(
+            f"{where}GPU entry {gpu_id!r}: generation {generation!r} is not one of {', '.join(GENERATIONS)}"
+        )
+    out["generation"] = generation
+    target = str(row.get("arch_target") or "").strip().lower()
+    if target and not _ARCH_TARGET.fullmatch(target):
+        raise GpuwiseError(f"{where}GPU entry {gpu_id!r}: arch_target {target!r} is not sm_NN or gfxNNN")
+    out["arch_target"] = target
+    names = row.get("device_names") or ()
+    if isinstance(names, str):
+        names = names.split(";")
+    out["device_names"] = tuple(n.strip() for n in names if str(n).strip())
+    return out
 
 
 def gpu_from_mapping(row: dict[str, Any], origin: str = "catalog") -> GPU:
@@ -129,12 +202,15 @@ def gpu_from_mapping(row: dict[str, Any], origin: str = "catalog") -> GPU:
             kwargs[name] = _flag(value)
         elif name == "nvlink_gbps":
             kwargs[name] = _num(value) or 0.0
+        elif name in {"generation", "arch_target", "device_names"}:
+            continue
         elif name in {"pcie_gen", "mig_max"}:
             num = _num(value)
             kwargs[name] = int(num) if num is not None else (0 if name == "mig_max" else None)
         elif name != "origin":
             kwargs[name] = "" if value is None else str(value)
     kwargs["id"] = str(row["id"]).strip().lower()
+    kwargs.update(_identity(row, where, kwargs["id"]))
     kwargs.setdefault("name", kwargs["id"])
     kwargs.setdefault("vendor", "")
     kwargs.setdefault("architecture", "")
@@ -165,6 +241,7 @@ def _with_listed_price(gpu: GPU) -> GPU:
 
 
 def list_gpus() -> list[GPU]:
+    """Every catalog GPU, bundled rows first (CSV order), then the user's entries."""
     return list(_catalog().values())
 
 
@@ -178,26 +255,17 @@ def get_gpu(gpu_id: str) -> GPU:
 
 
 def clear_cache() -> None:
+    """Forget the loaded catalog (after the user files or GPUWISE_GPUS change)."""
     _catalog.cache_clear()
 
 
-def match_device_name(device_name: str) -> str | None:
-    """Catalog id for a CUDA/NVML device name ('NVIDIA A100-SXM4-80GB' -> 'a100-80gb-sxm'), if any.
-
-    Every id token with a digit (a100, 80gb, 4090) must appear in the name, so an RTX 3090 is never
-    taken for an RTX 4090; among the entries left, the one sharing the most tokens wins.
-    """
-    import re
-
-    compact = re.sub(r"[^a-z0-9]", "", device_name.lower())
-    if not compact:
-        return None
-    best, best_score = None, 0
-    for gpu in list_gpus():
-        tokens = [t for t in gpu.id.split("-") if t]
-        if not all(t in compact for t in tokens if any(c.isdigit() for c in t)):
-            continue
-        score = sum(1 for t in tokens if t in compact)
-        if score > best_score:
-            best, best_score = gpu.id, score
-    return best
+__all__ = [
+    "GENERATIONS",
+    "GPU",
+    "Generation",
+    "clear_cache",
+    "generation_from_architecture",
+    "get_gpu",
+    "gpu_from_mapping",
+    "list_gpus",
+]

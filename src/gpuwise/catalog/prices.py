@@ -33,6 +33,8 @@ _UNITS: tuple[PriceUnit, ...] = ("gpu_hour", "gpu", "server")
 
 @dataclass(frozen=True)
 class GpuPrice:
+    """One dated, sourced price of one GPU (a row of prices.csv), in US dollars per ``unit``."""
+
     gpu_id: str
     kind: PriceKind
     usd: float  # per unit
@@ -48,6 +50,7 @@ class GpuPrice:
         return self.usd / self.gpus if self.unit == "server" else self.usd
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as a JSON-ready mapping (the `gpus ID --json` price object)."""
         return asdict(self)
 
 
@@ -91,6 +94,7 @@ def _table() -> tuple[tuple[GpuPrice, ...], dict[str, str]]:
 
 
 def all_prices() -> list[GpuPrice]:
+    """Every listed price, in prices.csv order (the first per GPU and kind is the default)."""
     return list(_table()[0])
 
 
@@ -108,3 +112,16 @@ def price(gpu_id: str, kind: PriceKind = "on_demand") -> GpuPrice | None:
 def no_price_reason(gpu_id: str) -> str | None:
     """Why a GPU has no on-demand price, when the catalog documents it."""
     return _table()[1].get(gpu_id.strip().lower())
+
+
+__all__ = [
+    "HOURLY_KINDS",
+    "PRICE_KINDS",
+    "GpuPrice",
+    "PriceKind",
+    "PriceUnit",
+    "all_prices",
+    "no_price_reason",
+    "price",
+    "prices_for",
+]

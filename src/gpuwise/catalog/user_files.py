@@ -47,6 +47,7 @@ def load_catalog(kind: str, build: Callable[..., T]) -> dict[str, T]:
 
 
 def user_config_dir() -> Path:
+    """Where user catalog files live (platformdirs: ~/.config/gpuwise on Linux)."""
     from platformdirs import user_config_dir as _dir
 
     return Path(_dir("gpuwise"))

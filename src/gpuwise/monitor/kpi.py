@@ -69,7 +69,7 @@ class Cost:
 
 def catalog_id(nvml_name: str) -> str | None:
     """Catalog id for an NVML name (the catalog's one matcher: an RTX 3090 is never an RTX 4090)."""
-    from gpuwise.catalog.gpus import match_device_name
+    from gpuwise.catalog.device_names import match_device_name
 
     return match_device_name(nvml_name)
 

@@ -18,6 +18,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from gpuwise.catalog import GPU
+from gpuwise.catalog.gpus import GENERATIONS
 from gpuwise.perf.prediction import Mode
 from gpuwise.workload.spec import Attention
 
@@ -29,7 +30,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-GENERATIONS = ("hopper", "blackwell", "ampere", "ada", "cdna3", "turing", "volta")
 # Streaming passes (optimizer, elementwise, dequantization) or decode (weights + KV once per token).
 BandwidthKind = Literal["decode", "stream"]
 
@@ -243,20 +243,22 @@ def _load(cls: type[D], table: dict[str, Any], where: str) -> D:
 
 @lru_cache(maxsize=1)
 def constants() -> Efficiency:
-    """The parsed efficiency table (cached; the file ships with the package)."""
+    """The parsed efficiency table (cached; the file ships with the package).
+
+    Tables keyed by generation may only use the catalog's generations (and ``default``), so a typo
+    cannot silently send a generation to the default row."""
     text = resources.files("gpuwise.perf").joinpath("data/efficiency.toml").read_text(encoding="utf-8")
-    return _load(Efficiency, tomllib.loads(text), "")
-
-
-def generation(gpu: GPU) -> str:
-    """Architecture generation key ('hopper', 'ampere', ...) from the catalog's architecture text."""
-    arch = gpu.architecture.lower()
-    for gen in GENERATIONS:
-        if gen in arch:
-            return gen
-    if "lovelace" in arch:
-        return "ada"
-    return "other"
+    table = _load(Efficiency, tomllib.loads(text), "")
+    keyed: dict[str, dict[str, Any]] = {
+        "mamf.generation": table.mamf.generation,
+        "attention.generation": table.attention.generation,
+        "network_gbps_per_gpu": table.network_gbps_per_gpu,
+    }
+    for where, rows in keyed.items():
+        unknown = set(rows) - {*GENERATIONS, "default"}
+        if unknown:
+            raise ValueError(f"efficiency.toml [{where}]: {sorted(unknown)[0]!r} is not a catalog generation")
+    return table
 
 
 @dataclass(frozen=True)
@@ -274,18 +276,21 @@ MEASURED_MAMF: dict[str, Mamf] = {}
 
 
 def mamf(gpu: GPU) -> Mamf:
+    """The GPU's MAMF: measured by `gpuwise bench --calibrate`, else published for its id, else its
+    generation's default (efficiency.toml [mamf])."""
     if gpu.id in MEASURED_MAMF:
         return MEASURED_MAMF[gpu.id]
     table = constants().mamf
     row = table.gpu.get(gpu.id)
     if row is not None:
         return Mamf(row.bf16, _fp8(row), f"{gpu.id}: {row.source}", True)
-    gen = generation(gpu)
+    gen = gpu.generation
     row = table.generation.get(gen, table.generation["default"])
     return Mamf(row.bf16, _fp8(row), f"{gen} generation default: {row.source}", False)
 
 
 def _fp8(row: MamfRow) -> float:
+    """A MAMF row's fp8 fraction (its bf16 one where it lists none)."""
     return row.bf16 if row.fp8 is None else row.fp8
 
 
@@ -321,7 +326,7 @@ def attention_efficiency(gpu: GPU, kind: Mode = "training", impl: Attention = "s
     """Fraction of the 16-bit dense peak attention kernels reach on this GPU ('training' is
     forward + backward, 'inference' forward); eager attention is a fraction of that."""
     table = constants().attention
-    row = table.generation.get(generation(gpu), table.generation["default"])
+    row = table.generation.get(gpu.generation, table.generation["default"])
     fraction = row.training if kind == "training" else row.inference
     return fraction * table.eager_ratio if impl == "eager" else fraction
 
@@ -329,7 +334,7 @@ def attention_efficiency(gpu: GPU, kind: Mode = "training", impl: Attention = "s
 def fp4_gemm_rate(gpu: GPU, tokens: float) -> float | None:
     """FLOP/s an NVFP4 GEMM of ``tokens`` rows reaches on datacenter Blackwell (sm_100), from the measured
     curve (log-interpolated in M, scaled by the GPU's FP4 peak); None elsewhere (no measured curve)."""
-    if "sm_100" not in gpu.architecture or not gpu.fp4_tflops:
+    if gpu.arch_target != "sm_100" or not gpu.fp4_tflops:
         return None
     curve = constants().fp4_gemm_sm100
     m = min(max(tokens, curve.tokens[0]), curve.tokens[-1])
@@ -344,6 +349,7 @@ def fp4_gemm_rate(gpu: GPU, tokens: float) -> float | None:
 
 
 def bandwidth_fraction(kind: BandwidthKind = "decode") -> float:
+    """Fraction of the datasheet memory bandwidth reached by decode or streaming passes."""
     table = constants().bandwidth
     return table.decode_fraction if kind == "decode" else table.stream_fraction
 
@@ -351,9 +357,43 @@ def bandwidth_fraction(kind: BandwidthKind = "decode") -> float:
 def network_bytes_per_s(gpu: GPU) -> float:
     """Per-GPU bandwidth to other nodes (rail-optimized NIC), bytes/s."""
     table = constants().network_gbps_per_gpu
-    return table.get(generation(gpu), table["default"]) * 1e9
+    return table.get(gpu.generation, table["default"]) * 1e9
 
 
 def cnn_fraction(kind: Mode) -> float:
+    """Fraction of peak conv nets reach in training or inference."""
     table = constants().cnn
     return table.training_fraction if kind == "training" else table.inference_fraction
+
+
+__all__ = [
+    "MEASURED_MAMF",
+    "AttentionRates",
+    "AttentionTable",
+    "Bandwidth",
+    "BandwidthKind",
+    "Cnn",
+    "Comm",
+    "Efficiency",
+    "Elementwise",
+    "Fp32Matmul",
+    "GemmCurve",
+    "Host",
+    "LinkLatency",
+    "Mamf",
+    "MamfRow",
+    "MamfTable",
+    "OptimizerConstants",
+    "Serving",
+    "StackFactors",
+    "attention_efficiency",
+    "attention_ratio",
+    "bandwidth_fraction",
+    "cnn_fraction",
+    "constants",
+    "fp4_gemm_rate",
+    "fp32_matmul_fraction",
+    "mamf",
+    "network_bytes_per_s",
+    "stack",
+]

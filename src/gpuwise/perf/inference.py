@@ -42,7 +42,7 @@ def tile_utilization(tokens: float, gpu: GPU) -> float:
     the few hundred tokens a large-batch decode step carries; prefill chunks of thousands barely notice.
     Below one tile, libraries pick smaller tiles or GEMV kernels (and such steps are bandwidth-bound).
     """
-    tile = 256 if "sm_100" in gpu.architecture else 128
+    tile = 256 if gpu.arch_target == "sm_100" else 128
     if tokens <= tile:
         return 1.0
     return tokens / (math.ceil(tokens / tile) * tile)

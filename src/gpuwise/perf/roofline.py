@@ -2,7 +2,8 @@
 
 ``step_time_from_flops`` is the one place that turns counted work into seconds; the analytic
 model below and the traced simulation (which counts FLOPs with torch) both call it, so a
-measured and a predicted step use the same peaks and the same sourced efficiencies.
+measured and a predicted step use the same peaks and the same sourced efficiencies. The peaks and
+fractions come resolved from :func:`gpuwise.perf.hardware.hardware` (computed once per GPU and dtype).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from gpuwise.catalog import GPU
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf import efficiency as eff
+from gpuwise.perf.hardware import hardware
 from gpuwise.perf.numerics import precision_to_dtype, supported_dtype
 from gpuwise.perf.prediction import Bound, Mode
 
@@ -35,6 +37,7 @@ class RooflineTime:
     bandwidth_fraction: float
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as a JSON-ready mapping (seconds, FLOPs, bytes, TFLOPS, fractions)."""
         return asdict(self)
 
 
@@ -44,10 +47,7 @@ def gemm_fraction(gpu: GPU, dtype: str) -> float:
     Tensor-core dtypes: the GPU's MAMF. fp32 without TF32 runs on the CUDA cores (SIMT SGEMM),
     which keep a larger share of their much lower peak (efficiency.toml [fp32_matmul]).
     """
-    if dtype == "fp32":
-        return eff.fp32_matmul_fraction(gpu)
-    m = eff.mamf(gpu)
-    return m.fp8 if dtype in {"fp8", "fp4", "int8"} else m.bf16
+    return hardware(gpu, dtype).gemm_fraction
 
 
 def matmul_efficiency(gpu: GPU, dtype: str, kind: Mode = "training") -> float:
@@ -56,18 +56,19 @@ def matmul_efficiency(gpu: GPU, dtype: str, kind: Mode = "training") -> float:
     fp32 (SIMT) matmuls get no stack factor: the framework's launch gaps and non-matmul time
     are a small share of their 16x longer GEMMs, and the sourced fp32 fraction is end to end.
     """
-    fraction = gemm_fraction(gpu, dtype)
-    return fraction if dtype == "fp32" else fraction * eff.stack(kind)
+    return hardware(gpu, dtype).matmul_efficiency(kind)
 
 
 def peak_flops(gpu: GPU, dtype: str) -> float:
     """Dense peak in FLOP/s for ``dtype`` on ``gpu`` (falling back where the GPU lacks it)."""
-    value = gpu.peak_tflops(supported_dtype(gpu, dtype))
-    if not value:
+    context = hardware(gpu, dtype)
+    if context.peak_dtype is None:
+        supported_dtype(gpu, dtype)  # raises: no peak for dtype or any fallback
+    if not context.peak_flops:
         raise GpuwiseError(
             f"GPU {gpu.id!r} has no {dtype} or fp32 peak in the catalog: add fp32_tflops to its entry"
         )
-    return value * 1e12
+    return context.peak_flops
 
 
 def step_time_from_flops(
@@ -91,10 +92,11 @@ def step_time_from_flops(
     if flops < 0 or bytes_moved < 0:
         raise ValueError("flops and bytes_moved must be non-negative")
     dtype = supported_dtype(gpu, precision_to_dtype(precision))
+    context = hardware(gpu, dtype)
     peak = peak_flops(gpu, dtype)
-    e = matmul_efficiency(gpu, dtype, kind) if efficiency is None else efficiency
+    e = context.matmul_efficiency(kind) if efficiency is None else efficiency
     f = eff.bandwidth_fraction("stream") if bandwidth_fraction is None else bandwidth_fraction
-    bw = gpu.mem_bw_bytes_per_s
+    bw = context.mem_bw_bytes_per_s
     compute_s = flops / (peak * e) if flops else 0.0
     memory_s = bytes_moved / (bw * f) if bytes_moved else 0.0
     busy = max(compute_s, memory_s)
@@ -117,3 +119,6 @@ def step_time_from_flops(
         bandwidth_bytes_per_s=bw,
         bandwidth_fraction=f,
     )
+
+
+__all__ = ["RooflineTime", "gemm_fraction", "matmul_efficiency", "peak_flops", "step_time_from_flops"]

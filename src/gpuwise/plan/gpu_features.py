@@ -1,6 +1,6 @@
 """What each GPU generation can run: 16-bit and 8/4-bit tensor-core dtypes, FlashAttention, NVLink, MIG.
 
-Derived from the catalog's `architecture` column (dtypes and kernels follow the generation), with the
+Derived from the catalog's typed `generation` column (dtypes and kernels follow the generation), with the
 catalog's own columns winning where they say more (a peak listed for a dtype, NVLink bandwidth, MIG
 slices). Every technique checks these before it proposes a dtype or a kernel.
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpuwise.catalog import GPU, get_gpu
+from gpuwise.catalog.gpus import Generation
 from gpuwise.workload import Workload
 
 HalfDtype = Literal["bf16", "fp16"]
@@ -24,6 +25,8 @@ HalfDtype = Literal["bf16", "fp16"]
 
 @dataclass(frozen=True)
 class ArchFeatures:
+    """What a generation's tensor cores and kernels support (True: the generation has it)."""
+
     bf16: bool
     tf32: bool
     fp8: bool
@@ -31,20 +34,23 @@ class ArchFeatures:
     flash_attention: int  # newest FlashAttention major version with kernels for it (0: none)
 
 
-# Keyed by the start of the catalog's architecture ("Blackwell (sm_100)" -> "Blackwell").
-ARCH_FEATURES: dict[str, ArchFeatures] = {
-    "Volta": ArchFeatures(bf16=False, tf32=False, fp8=False, fp4=False, flash_attention=0),
-    "Turing": ArchFeatures(bf16=False, tf32=False, fp8=False, fp4=False, flash_attention=1),
-    "Ampere": ArchFeatures(bf16=True, tf32=True, fp8=False, fp4=False, flash_attention=2),
-    "Ada Lovelace": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=False, flash_attention=2),
-    "Hopper": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=False, flash_attention=3),
-    "Blackwell": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=True, flash_attention=2),
-    "CDNA3": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=False, flash_attention=2),
+# Keyed by the catalog's generation column; 'other' (a user GPU naming none) has no row.
+ARCH_FEATURES: dict[Generation, ArchFeatures] = {
+    "volta": ArchFeatures(bf16=False, tf32=False, fp8=False, fp4=False, flash_attention=0),
+    "turing": ArchFeatures(bf16=False, tf32=False, fp8=False, fp4=False, flash_attention=1),
+    "ampere": ArchFeatures(bf16=True, tf32=True, fp8=False, fp4=False, flash_attention=2),
+    "ada": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=False, flash_attention=2),
+    "hopper": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=False, flash_attention=3),
+    "blackwell": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=True, flash_attention=2),
+    "cdna3": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=False, flash_attention=2),
 }
 
 
 @dataclass(frozen=True)
 class GpuFeatures:
+    """One GPU's features: its generation's, widened by what its catalog row lists (a peak for a dtype,
+    NVLink bandwidth, MIG slices). ``architecture`` is the catalog's display text."""
+
     architecture: str
     bf16: bool
     tf32: bool
@@ -56,10 +62,8 @@ class GpuFeatures:
 
 
 def arch_features(gpu: GPU) -> ArchFeatures | None:
-    for name, feats in ARCH_FEATURES.items():
-        if gpu.architecture.startswith(name):
-            return feats
-    return None
+    """The features of the GPU's generation; None for a GPU of unknown generation ('other')."""
+    return ARCH_FEATURES.get(gpu.generation)
 
 
 def features(gpu: GPU) -> GpuFeatures:
@@ -83,6 +87,7 @@ def half_dtype(gpu: GPU) -> HalfDtype:
 
 
 def gpu_half_dtype(gpu_id: str) -> HalfDtype:
+    """:func:`half_dtype` of a catalog GPU by id."""
     return half_dtype(get_gpu(gpu_id))
 
 
@@ -111,4 +116,14 @@ def unsupported(w: Workload, gpu: GPU) -> list[tuple[dict, str]]:
     return out
 
 
-__all__ = ["ARCH_FEATURES", "GpuFeatures", "features", "gpu_half_dtype", "half_dtype", "unsupported"]
+__all__ = [
+    "ARCH_FEATURES",
+    "ArchFeatures",
+    "GpuFeatures",
+    "HalfDtype",
+    "arch_features",
+    "features",
+    "gpu_half_dtype",
+    "half_dtype",
+    "unsupported",
+]

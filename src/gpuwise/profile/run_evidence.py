@@ -18,7 +18,7 @@ from gpuwise.profile.step_stats import gpu_phase_breakdown, phase_breakdown
 
 def match_catalog_gpu(device_name: str) -> str | None:
     """Catalog id for a CUDA/NVML device name (the catalog's one matcher, shared with `monitor`)."""
-    from gpuwise.catalog.gpus import match_device_name
+    from gpuwise.catalog.device_names import match_device_name
 
     return match_device_name(device_name) if device_name else None
 

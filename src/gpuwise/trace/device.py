@@ -8,39 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuwise.catalog import list_gpus
+from gpuwise.catalog.device_names import resolve_device
 from gpuwise.catalog.gpus import GPU
-from gpuwise.units import GB
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
 # Above any job run so far (the largest published training clusters hold ~10^5 GPUs): a header beyond it
 # is damaged, and believing it would make the cross-rank "missing ranks" list as long as the number.
 MAX_WORLD_SIZE = 1 << 20
-# Family tokens, most specific first; matched against the normalized CUDA device name.
-_FAMILIES = (
-    "h200",
-    "h100",
-    "h800",
-    "gh200",
-    "b200",
-    "gb200",
-    "a100",
-    "a10g",
-    "a10",
-    "a40",
-    "l40s",
-    "l40",
-    "l4",
-    "t4",
-    "v100",
-    "rtx 2080 ti",
-    "rtx 4090",
-    "rtx 5090",
-    "rtx 6000 ada",
-    "rtx a6000",
-    "mi300x",
-    "mi325x",
-)
 # cuBLAS/cuDNN kernel-name prefixes that name an architecture (prefix, catalog GPU, architecture).
 # Volta's only tensor-core datacenter part is the V100 (all variants: fp16 125 / fp32 15.7 TFLOPS,
 # no bf16). Ampere's "ampere_" is not listed: it names the A100 (16x fp16/fp32) and the A10/RTX 30
@@ -50,12 +24,15 @@ _ARCH_BY_KERNEL_PREFIX = (("volta_", "v100-sxm2-32gb", "Volta"),)
 
 @dataclass
 class RankInfo:
+    """Which rank of which job size a trace came from, and where that was read."""
+
     rank: int | None
     world_size: int | None
     source: str  # 'distributedInfo' | 'file name' | 'unknown'
     backend: str | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The rank fields as a JSON-ready mapping."""
         return {
             "rank": self.rank,
             "world_size": self.world_size,
@@ -66,6 +43,9 @@ class RankInfo:
 
 @dataclass
 class DeviceInfo:
+    """The device a trace ran on (name and memory in bytes as the runtime reports them) and the catalog
+    GPU it resolves to (catalog.device_names), with a note when that match is not exact."""
+
     name: str | None  # as the CUDA/ROCm runtime reports it
     memory_bytes: int | None
     kind: str  # cuda | rocm | mtia | cpu
@@ -73,6 +53,7 @@ class DeviceInfo:
     catalog_note: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The device fields as a JSON-ready mapping."""
         return {
             "name": self.name,
             "memory_bytes": self.memory_bytes,
@@ -149,42 +130,23 @@ def device_info(
     kind = kind_hint
     if name and any(s in name.lower() for s in ("radeon", "instinct", "mi2", "mi3", "amd")):
         kind = "rocm"
-    gpu, note = match_catalog(name, memory)
+    match = resolve_device(name, memory, _hip_compute(devices[0]) if kind == "rocm" else None)
+    gpu, note = match.gpu, match.note
     return DeviceInfo(name, memory, kind, gpu.id if gpu else None, note)
 
 
-def _catalog_words(name: str) -> list[str]:
-    return name.lower().replace("nvidia", "").replace("tesla", "").replace("-", " ").split()
+def _hip_compute(props: dict[str, Any]) -> tuple[int, int] | None:
+    """HIP's (major, minor) from a ROCm trace's deviceProperties (gfx942 -> 9, 4), if both are there:
+    what is left to name an AMD device whose name is generic ("AMD Radeon Graphics")."""
+    major, minor = _int(props.get("computeMajor")), _int(props.get("computeMinor"))
+    return None if major is None or minor is None else (major, minor)
 
 
 def match_catalog(name: str | None, memory_bytes: int | None) -> tuple[GPU | None, str]:
-    """The catalog GPU closest to a runtime device name (family, form factor, memory size)."""
-    if not name:
-        return None, "no device name"
-    text = name.lower().replace("nvidia", "").replace("tesla", "").replace("-", " ").replace("_", " ")
-    family = next(
-        (f for f in _FAMILIES if re.search(rf"(^|\s){re.escape(f)}(\s|$)", " ".join(text.split()))), None
-    )
-    if family is None:
-        return None, f"{name!r} is not in the GPU catalog"
-    candidates = [
-        g for g in list_gpus() if g.id.replace("-", " ").startswith(family) or family in g.name.lower()
-    ]
-    if not candidates:
-        return None, f"{name!r}: no catalog entry for the {family.upper()} family"
-    pcie = "pcie" in text
-    same_form = [g for g in candidates if ("pcie" in g.id) == pcie] or candidates
-    words = set(text.split())
+    """The catalog GPU a runtime device name stands for, and a note when the match is not exact
+    (catalog.device_names is the one matcher; memory size, bytes, separates a family's variants)."""
+    match = resolve_device(name, memory_bytes)
+    return match.gpu, match.note
 
-    def distance(g: GPU) -> tuple[float, int]:
-        """Memory size first (whole GB), then the fewest runtime-name words missing from the entry's
-        name (`Tesla V100-DGXS-32GB` -> the DGXS entry, not the SXM2 one of the same size)."""
-        memory = round(abs(g.memory_gb * GB - memory_bytes) / GB) if memory_bytes else 0
-        return memory, len(words - set(_catalog_words(g.name)))
 
-    best = min(same_form, key=distance)
-    exact = _catalog_words(best.name) == text.split()
-    return (
-        best,
-        "" if exact else f"{name!r} matched to catalog entry {best.id!r} (same family, closest memory size)",
-    )
+__all__ = ["MAX_WORLD_SIZE", "DeviceInfo", "RankInfo", "device_info", "match_catalog", "rank_info"]
