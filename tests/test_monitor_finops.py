@@ -13,9 +13,9 @@ from gpuwise.diagnose.engine import diagnose
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.monitor.energy import interval_energy_j
 from gpuwise.monitor.finops import Prices, analyze
-from gpuwise.monitor.history_store import HistoryStore
 from gpuwise.monitor.series import GpuSample, GpuSeries, History, ProcessSample, ProcessSeries
 from gpuwise.monitor.tiers import Retention
+from gpuwise.store.history import HistoryStore
 from gpuwise.units import GiB
 from test_monitor_history import T0, record, run_cli
 

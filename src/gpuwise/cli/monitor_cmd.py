@@ -244,7 +244,7 @@ def _record(
     import signal
 
     from gpuwise.monitor import recorder
-    from gpuwise.monitor.history_store import HistoryStore
+    from gpuwise.store.history import HistoryStore
 
     retention = _retention(keep)
     sampler = recorder.ResilientSampler()
@@ -347,7 +347,7 @@ def _prices(usd_per_gpu_hour: float | None, usd_per_kwh: float | None) -> Prices
 
 def _local_history(path: Path | None, start: float, end: float) -> History:
     from gpuwise.monitor.history_read import load_local_history
-    from gpuwise.monitor.history_store import HistoryStore
+    from gpuwise.store.history import HistoryStore
 
     store = HistoryStore.open(path, create=False)
     try:

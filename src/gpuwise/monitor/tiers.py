@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.monitor.energy import counter_delta_j
-from gpuwise.monitor.history_store import HistoryStore
 from gpuwise.monitor.nvml_sample import decode_reasons
+from gpuwise.store.history import HistoryStore
 
 RAW, MINUTE, HOUR = 0, 1, 2
 BUCKET_MS = {MINUTE: 60_000, HOUR: 3_600_000}

@@ -154,7 +154,7 @@ def run_doctor(
     )
     result = run_tune(command, options, on_event=progress)
     if store is not False and result.trials:
-        from gpuwise.tune.store import save_tune
+        from gpuwise.tune.saved_sessions import save_tune
 
         result.store = save_tune(result, store, label="doctor")
     return doctor_result(result, settings, device, sizing)
