@@ -222,7 +222,7 @@ def test_record_with_the_live_view_writes_what_it_shows(tmp_path):
 
     from rich.console import Console
 
-    from gpuwise.monitor import live
+    from gpuwise.tui import live
 
     store = HistoryStore.open(tmp_path / "monitor.sqlite")
     with fake_nvml("throttled"):

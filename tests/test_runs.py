@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 from gpuwise.errors import GpuwiseError
 from gpuwise.profile.analysis import build_run
-from gpuwise.profile.compare import compare_runs
+from gpuwise.profile.run_comparison import compare_runs
 from gpuwise.profile.saved_runs import load_run, save_run
 from gpuwise.store.runs import RunStore
 

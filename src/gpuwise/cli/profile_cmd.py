@@ -112,7 +112,7 @@ def doctor(
 
     It is `gpuwise tune` on that workload: each run a fresh profiled process."""
     from gpuwise.cli.tune_cmd import trial_progress
-    from gpuwise.profile.doctor.run import run_doctor
+    from gpuwise.doctor.run import run_doctor
     from gpuwise.report import profile_view
 
     one_format(as_json, as_markdown)
@@ -192,7 +192,7 @@ def runs_compare(
     html: HtmlFlag = None,
 ) -> None:
     """Compare two runs: steps/s, each phase, changed settings, findings resolved and new."""
-    from gpuwise.profile.compare import compare_runs
+    from gpuwise.profile.run_comparison import compare_runs
     from gpuwise.profile.saved_runs import load_run
     from gpuwise.report import profile_view
     from gpuwise.store.runs import RunStore

@@ -28,8 +28,8 @@ from typing import Any
 from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.errors import GpuwiseError
 from gpuwise.profile.analysis import ProfileRun, build_run
-from gpuwise.profile.cross_rank import cross_rank_evidence
 from gpuwise.profile.phases import PHASES
+from gpuwise.profile.rank_spread import cross_rank_evidence
 from gpuwise.profile.types import PhaseShare
 
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"

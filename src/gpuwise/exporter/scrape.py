@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.exporter.web_config import WebConfig, serve
 from gpuwise.monitor import kpi
 from gpuwise.monitor.nvml_sample import REASON_BITS
 from gpuwise.monitor.reading import GpuReading
 from gpuwise.monitor.sampler import GpuSampler
-from gpuwise.monitor.web_config import WebConfig, serve
 
 DEFAULT_LISTEN = "127.0.0.1:9835"
 LABELS = ("gpu", "uuid", "name", "hostname")
