@@ -14,7 +14,7 @@ import json
 import statistics
 import time
 
-from gpuwise.profile.doctor.run import run_doctor
+from gpuwise.doctor.run import run_doctor
 
 
 def main() -> None:

@@ -28,7 +28,8 @@ import pynvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # fake_nvml: test support
 from fake_nvml import FakeNvml, scenario
-from gpuwise.monitor import exporter, web_config
+from gpuwise.exporter import scrape as exporter
+from gpuwise.exporter import web_config
 from gpuwise.monitor.sampler import GpuSampler
 from self_signed import self_signed
 

@@ -23,7 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from gpuwise.monitor.prometheus_source import load_history
+from gpuwise.finops.prometheus_source import load_history
 from gpuwise.units import GiB
 
 REASONS = ("gpu_idle", "sw_power_cap", "hw_thermal_slowdown")

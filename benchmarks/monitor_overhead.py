@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO / "tests"))
 import pynvml  # noqa: E402
 
 from fake_nvml import FakeNvml, scenario  # noqa: E402
-from gpuwise.monitor.history_store import HistoryStore  # noqa: E402
 from gpuwise.monitor.recorder import Recorder, ResilientSampler  # noqa: E402
+from gpuwise.store.history import HistoryStore  # noqa: E402
 
 TARGET_PCT = 1.0
 GPUS = 8

@@ -28,11 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuwise.monitor.history_store import HistoryStore
 from gpuwise.monitor.reading import GpuProcess, GpuReading
 from gpuwise.monitor.recorder import Recorder
 from gpuwise.monitor.sampler import Snapshot
 from gpuwise.monitor.tiers import Retention
+from gpuwise.store.history import HistoryStore
 from gpuwise.units import GiB
 
 TARGET_S = 3.0

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_nvml import fake_nvml
 from gpuwise.monitor import recorder
-from gpuwise.monitor.history_store import HistoryStore
+from gpuwise.store.history import HistoryStore
 
 
 def main() -> None:

@@ -162,7 +162,7 @@ def test_cli_json_has_units_and_is_stored(cli, tmp_path):
     assert doc["kind"] == "bench" and doc["device"]["kind"] in ("cpu", "cuda")
     assert doc["matmul"][0]["best_tflops"] > 0 and doc["memory_bandwidth"][0]["best_gb_per_s"] > 0
     assert doc["storage"][0]["bytes_read_bytes"] == 1 << 20
-    from gpuwise.profile.store import RunStore
+    from gpuwise.store.runs import RunStore
 
     with RunStore.open(store) as runs:
         row = runs.list()[0]
@@ -182,7 +182,7 @@ def test_all_reduce_runs_for_real_on_two_cpu_ranks_with_gloo():
 
 
 def _bench_row(store, kind: str, of_peak_pct: float) -> None:
-    from gpuwise.profile.store import RunStore
+    from gpuwise.store.runs import RunStore
 
     device = {"kind": kind, "name": "NVIDIA A100-SXM4-80GB", "catalog_id": "a100-80gb-sxm" if kind else None}
     matmul_row = {"dtype": "bf16", "best_tflops": 3.12 * of_peak_pct, "of_peak_pct": of_peak_pct}

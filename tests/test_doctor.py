@@ -6,9 +6,9 @@ import pytest
 
 from conftest import run_cli
 from gpuwise.diagnose import Evidence, diagnose
-from gpuwise.profile.doctor.run import run_doctor
-from gpuwise.profile.doctor.sizing import LOAD_TO_COMPUTE, size_workload
-from gpuwise.profile.doctor.workload import ReferenceImages, WorkloadSettings
+from gpuwise.doctor.run import run_doctor
+from gpuwise.doctor.sizing import LOAD_TO_COMPUTE, size_workload
+from gpuwise.doctor.workload import ReferenceImages, WorkloadSettings
 from gpuwise.tune.candidates import from_findings
 
 
@@ -90,7 +90,7 @@ def test_doctor_is_tune_on_the_reference_workload(tmp_path):
     )
     assert result.before.findings[0].id == "input_bound"
     assert result.tune is not None and result.tune.trials[0].spec.role == "baseline"
-    assert "gpuwise.profile.doctor.script" in result.tune.command  # a fresh process, like a user's script
+    assert "gpuwise.doctor.script" in result.tune.command  # a fresh process, like a user's script
     tried = [t.spec.knobs.get("num_workers") for t in result.tune.trials[1:]]
     assert result.settings_after.num_workers in tried  # the winner of the tuner's trials
     assert (

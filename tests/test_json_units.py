@@ -2,8 +2,9 @@
 
 from gpuwise.diagnose import Evidence
 from gpuwise.profile.analysis import ProfileRun
-from gpuwise.profile.store import RunStore
+from gpuwise.profile.saved_runs import save_run
 from gpuwise.profile.types import RunSummary
+from gpuwise.store.runs import RunStore
 
 
 def test_memory_json_names_bytes(cli):
@@ -27,7 +28,7 @@ def test_a_run_saved_with_schema_1_names_shows_the_new_names(cli, tmp_path):
     store = tmp_path / "runs.sqlite"
     old = {"label": "saved before schema 2", "status": "completed", "started_at": 1_700_000_000.5}
     with RunStore.open(store) as runs:
-        runs.save(ProfileRun(RunSummary.from_dict(old), Evidence(source="profile")))
+        save_run(runs, ProfileRun(RunSummary.from_dict(old), Evidence(source="profile")))
     shown = cli("runs", "show", "last", "--store", str(store), "--json")
     assert shown.exit_code == 0, shown.stderr
     run = shown.json()

@@ -13,9 +13,10 @@ from rich.console import Console
 
 from fake_nvml import FakeNvml, fake_nvml, no_driver, scenario
 from gpuwise.cli.app import main
-from gpuwise.monitor import kpi, live
+from gpuwise.monitor import kpi
 from gpuwise.monitor.sampler import GpuSampler, NoNvml
 from gpuwise.report import monitor_view, terminal
+from gpuwise.tui import live
 from gpuwise.units import GiB
 
 

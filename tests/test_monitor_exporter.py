@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fake_nvml import fake_nvml
 from gpuwise.errors import GpuwiseError
-from gpuwise.monitor import exporter
+from gpuwise.exporter import scrape as exporter
 from gpuwise.monitor.sampler import GpuSampler
 from gpuwise.units import GiB
 

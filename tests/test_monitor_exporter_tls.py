@@ -21,8 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fake_nvml import fake_nvml
 from gpuwise.errors import GpuwiseError
-from gpuwise.monitor import exporter, web_config
-from gpuwise.monitor.prometheus_source import load_history
+from gpuwise.exporter import scrape as exporter
+from gpuwise.exporter import web_config
+from gpuwise.finops.prometheus_source import load_history
 from gpuwise.monitor.sampler import GpuSampler
 from prometheus_server import prometheus, wait_for_samples
 from self_signed import self_signed

@@ -11,11 +11,11 @@ import pytest
 
 from gpuwise.diagnose.engine import diagnose
 from gpuwise.diagnose.evidence import Evidence
+from gpuwise.finops.analyze import Prices, analyze
 from gpuwise.monitor.energy import interval_energy_j
-from gpuwise.monitor.finops import Prices, analyze
-from gpuwise.monitor.history_store import HistoryStore
 from gpuwise.monitor.series import GpuSample, GpuSeries, History, ProcessSample, ProcessSeries
 from gpuwise.monitor.tiers import Retention
+from gpuwise.store.history import HistoryStore
 from gpuwise.units import GiB
 from test_monitor_history import T0, record, run_cli
 
@@ -112,7 +112,7 @@ def test_terminal_markdown_and_html_views(tmp_path, capfd):
 
 
 def test_prometheus_without_its_loader_is_one_line(capfd, monkeypatch):
-    monkeypatch.setitem(sys.modules, "gpuwise.monitor.prometheus_source", None)
+    monkeypatch.setitem(sys.modules, "gpuwise.finops.prometheus_source", None)
     code, out, err = run_cli(capfd, "monitor", "report", "--prometheus", "http://127.0.0.1:9")
     assert code == 2 and out == "" and err.count("\n") == 1 and "prometheus_source" in err
 

@@ -19,9 +19,9 @@ from fake_nvml import fake_nvml
 from gpuwise.errors import GpuwiseError
 from gpuwise.monitor.energy import interval_energy_j
 from gpuwise.monitor.history_read import load_local_history, plan
-from gpuwise.monitor.history_store import HistoryStore
 from gpuwise.monitor.recorder import Recorder, ResilientSampler
 from gpuwise.monitor.tiers import HOUR, MINUTE, RAW, Retention
+from gpuwise.store.history import HistoryStore
 from test_monitor import run_cli
 
 CHILD = Path(__file__).parent / "monitor_record_child.py"
@@ -222,7 +222,7 @@ def test_record_with_the_live_view_writes_what_it_shows(tmp_path):
 
     from rich.console import Console
 
-    from gpuwise.monitor import live
+    from gpuwise.tui import live
 
     store = HistoryStore.open(tmp_path / "monitor.sqlite")
     with fake_nvml("throttled"):

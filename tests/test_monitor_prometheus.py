@@ -17,8 +17,9 @@ import pytest
 
 from fake_nvml import FakeNvml, scenario
 from gpuwise.errors import GpuwiseError
-from gpuwise.monitor import exporter, prometheus_http
-from gpuwise.monitor.prometheus_source import load_history
+from gpuwise.exporter import scrape as exporter
+from gpuwise.finops import prometheus_http
+from gpuwise.finops.prometheus_source import load_history
 from gpuwise.monitor.sampler import GpuSampler
 from gpuwise.monitor.series import GpuSeries, History
 from gpuwise.units import GiB

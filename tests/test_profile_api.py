@@ -244,10 +244,11 @@ def test_exception_in_the_block_passes_through_and_keeps_the_partial_run(tmp_pat
         raise ValueError("user bug")
     assert p.result.summary.status == "error"
     assert p.result.summary.measured_steps == 11
-    from gpuwise.profile.store import RunStore
+    from gpuwise.profile.saved_runs import load_run
+    from gpuwise.store.runs import RunStore
 
     with RunStore.open(store) as runs:
-        assert runs.load("last").summary.error == "ValueError: user bug"
+        assert load_run(runs, "last").summary.error == "ValueError: user bug"
 
 
 def test_manual_steps_take_over_from_optimizer_steps():

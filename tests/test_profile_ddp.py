@@ -20,7 +20,7 @@ from conftest import REPO, run_torchrun_profile
 from gpuwise.diagnose import Evidence, diagnose
 from gpuwise.profile.analysis import ProfileRun, build_run
 from gpuwise.profile.collectives import CollectiveWatch
-from gpuwise.profile.cross_rank import cross_rank_evidence
+from gpuwise.profile.rank_spread import cross_rank_evidence
 
 SLOW_SLEEP_S = 0.03  # the straggler's extra time per step, in its batch function
 

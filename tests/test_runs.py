@@ -11,8 +11,9 @@ import pytest
 from conftest import run_cli
 from gpuwise.errors import GpuwiseError
 from gpuwise.profile.analysis import build_run
-from gpuwise.profile.compare import compare_runs
-from gpuwise.profile.store import RunStore
+from gpuwise.profile.run_comparison import compare_runs
+from gpuwise.profile.saved_runs import load_run, save_run
+from gpuwise.store.runs import RunStore
 
 
 def raw_run(data_wait_s: float, workers: int, label: str = "train.py") -> dict:
@@ -42,8 +43,8 @@ def raw_run(data_wait_s: float, workers: int, label: str = "train.py") -> dict:
 def store_path(tmp_path):
     path = tmp_path / "runs.sqlite"
     with RunStore.open(path) as store:
-        store.save(build_run(raw_run(0.08, 0)))
-        store.save(build_run(raw_run(0.002, 7)))
+        save_run(store, build_run(raw_run(0.08, 0)))
+        save_run(store, build_run(raw_run(0.002, 7)))
     return path
 
 
@@ -52,7 +53,7 @@ def test_save_and_load_round_trip(store_path):
         rows = store.list()
         assert [r.id for r in rows] == [2, 1]
         assert rows[1].top_finding == "input_bound" and rows[0].top_finding is None
-        run = store.load(1)
+        run = load_run(store, 1)
         assert run.run_id == 1 and run.findings[0].id == "input_bound"
         assert run.evidence.loader_num_workers == 0
         assert store.resolve("last") == 2 and store.resolve("-2") == 1
@@ -61,11 +62,11 @@ def test_save_and_load_round_trip(store_path):
 def test_missing_run_and_bad_references_are_one_line_errors(store_path):
     with RunStore.open(store_path) as store:
         with pytest.raises(GpuwiseError, match=r"no run 9 .*runs 1-2"):
-            store.load(9)
+            load_run(store, 9)
         with pytest.raises(GpuwiseError, match="fewer than 5 runs"):
-            store.load(-5)
+            load_run(store, -5)
         with pytest.raises(GpuwiseError, match="must be a number"):
-            store.load("first")
+            load_run(store, "first")
 
 
 def test_a_file_that_is_not_a_store_is_reported(tmp_path):
@@ -92,12 +93,12 @@ def test_corrupt_document_names_the_run(store_path):
     conn.commit()
     conn.close()
     with RunStore.open(store_path) as store, pytest.raises(GpuwiseError, match=r"run 2 .* is corrupt"):
-        store.load(2)
+        load_run(store, 2)
 
 
 def test_compare_names_speedup_phases_settings_and_findings(store_path):
     with RunStore.open(store_path) as store:
-        cmp = compare_runs(store.load(1), store.load(2))
+        cmp = compare_runs(load_run(store, 1), load_run(store, 2))
     assert cmp.speedup_x == pytest.approx(0.147 / 0.069, rel=1e-3)
     assert cmp.phases["data_wait"]["delta_s"] == pytest.approx(-0.078)
     assert cmp.settings_changed["loader.num_workers"] == {"a": 0, "b": 7}
@@ -128,7 +129,7 @@ def test_runs_cli(store_path, tmp_path):
 
 
 def test_default_store_follows_the_environment(tmp_path, monkeypatch):
-    from gpuwise.profile.store import default_store_path
+    from gpuwise.store.runs import default_store_path
 
     monkeypatch.setenv("GPUWISE_STORE", str(tmp_path / "mine.sqlite"))
     assert default_store_path() == tmp_path / "mine.sqlite"
@@ -161,7 +162,7 @@ def test_a_run_saved_by_an_earlier_version_loads_and_keeps_its_json(tmp_path):
             (json.dumps(saved),),
         )
     with RunStore.open(path) as store:
-        run = store.load(1)
+        run = load_run(store, 1)
     assert run.summary.measured_steps == 6 and run.summary.loader is not None
     assert run.summary.phases["forward"].s_per_step > 0
     expected = {("started_at_unix_s" if k == "started_at" else k): v for k, v in saved.items()}

@@ -127,7 +127,7 @@ import json, os, sys
 os.environ["GPUWISE_TUNE"] = json.dumps({"out_dir": sys.argv[1], "knobs": {"threads": 2, "num_workers": 2}})
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
-from gpuwise.tune import boot
+from gpuwise.profile import knobs_boot as boot
 
 boot.apply()
 torch.set_num_threads(1)  # the script's own call: the knob holds

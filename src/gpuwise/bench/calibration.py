@@ -38,7 +38,7 @@ def apply_calibration(ref: str, store: Path | None = None) -> str:
     """Load bench run `ref` from the run store, install its MAMF, return the line that says so."""
     from gpuwise.catalog.gpus import get_gpu
     from gpuwise.perf import efficiency as eff
-    from gpuwise.profile.store import RunStore
+    from gpuwise.store.runs import RunStore
 
     with RunStore.open(store, create=False) as runs:
         run_id, document = runs.load_document(ref, "bench")

@@ -91,7 +91,7 @@ def bench(
         result = run_bench(options, task)
     run_id = None
     if save:
-        from gpuwise.profile.store import RunStore
+        from gpuwise.store.runs import RunStore
 
         with RunStore.open(store) as runs:
             device = result.device

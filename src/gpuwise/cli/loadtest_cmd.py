@@ -134,7 +134,7 @@ def loadtest(
 ) -> None:
     """Measure an OpenAI-compatible endpoint (vLLM, SGLang, TGI, llama.cpp, Ollama): TTFT, TPOT, ITL,
     throughput, goodput under --slo, and with --find-max-rate the highest rate meeting it."""
-    from gpuwise.loadtest import store as run_store
+    from gpuwise.loadtest import saved_results as run_store
 
     one_format(as_json, as_markdown)
     if show is not None:

@@ -12,7 +12,7 @@ from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, console, emit, 
 from gpuwise.errors import GpuwiseError
 
 if TYPE_CHECKING:
-    from gpuwise.monitor.finops import Prices
+    from gpuwise.finops.analyze import Prices
     from gpuwise.monitor.series import History
     from gpuwise.monitor.tiers import Retention
 
@@ -143,7 +143,7 @@ def monitor(
                 document=lambda: monitor_view.document(snap, found, cost),
             )
             return
-        from gpuwise.monitor import live
+        from gpuwise.tui import live
 
         live.run(console(), sampler, seconds, host, usd_per_gpu_hour)
     finally:
@@ -175,7 +175,7 @@ def exporter(
     """
     import time
 
-    from gpuwise.monitor import exporter as prom
+    from gpuwise.exporter import scrape as prom
     from gpuwise.report import monitor_view
 
     one_format(as_json, as_markdown)
@@ -189,7 +189,7 @@ def exporter(
             document=monitor_view.metrics_document,
         )
         return
-    from gpuwise.monitor import web_config as web
+    from gpuwise.exporter import web_config as web
 
     host = prom.parse_listen(listen)[0]
     config = web.load(web_config) if web_config else web.WebConfig()
@@ -244,7 +244,7 @@ def _record(
     import signal
 
     from gpuwise.monitor import recorder
-    from gpuwise.monitor.history_store import HistoryStore
+    from gpuwise.store.history import HistoryStore
 
     retention = _retention(keep)
     sampler = recorder.ResilientSampler()
@@ -262,7 +262,7 @@ def _record(
         if quiet:
             recorder.run(sampler, rec, interval_s)
         else:
-            from gpuwise.monitor import live
+            from gpuwise.tui import live
 
             live.run(console(), sampler, interval_s, host, usd_per_gpu_hour, on_sample=rec.tick)
     except KeyboardInterrupt:
@@ -301,7 +301,7 @@ def report(
     """
     import time
 
-    from gpuwise.monitor.finops import analyze
+    from gpuwise.finops.analyze import analyze
     from gpuwise.monitor.tiers import parse_duration
     from gpuwise.report import finops_view
 
@@ -335,7 +335,7 @@ def report(
 
 
 def _prices(usd_per_gpu_hour: float | None, usd_per_kwh: float | None) -> Prices:
-    from gpuwise.monitor.finops import Prices
+    from gpuwise.finops.analyze import Prices
 
     if usd_per_kwh is not None:
         return Prices(usd_per_gpu_hour, usd_per_kwh, "--usd-per-kwh")
@@ -347,7 +347,7 @@ def _prices(usd_per_gpu_hour: float | None, usd_per_kwh: float | None) -> Prices
 
 def _local_history(path: Path | None, start: float, end: float) -> History:
     from gpuwise.monitor.history_read import load_local_history
-    from gpuwise.monitor.history_store import HistoryStore
+    from gpuwise.store.history import HistoryStore
 
     store = HistoryStore.open(path, create=False)
     try:
@@ -361,14 +361,14 @@ def _prometheus_history(url: str, start: float, end: float, step: str | None) ->
     from gpuwise.monitor.tiers import parse_duration
 
     try:
-        from gpuwise.monitor.prometheus_source import (  # type: ignore[import-untyped,unused-ignore]  # written in parallel (issue 15 part B)
+        from gpuwise.finops.prometheus_source import (  # type: ignore[import-untyped,unused-ignore]  # written in parallel (issue 15 part B)
             load_history,
         )
     except ImportError as err:
-        if err.name != "gpuwise.monitor.prometheus_source":
+        if err.name != "gpuwise.finops.prometheus_source":
             raise GpuwiseError(f"--prometheus: {err}") from None
         raise GpuwiseError(
-            "--prometheus needs gpuwise.monitor.prometheus_source, missing from this install"
+            "--prometheus needs gpuwise.finops.prometheus_source, missing from this install"
         ) from None
     # 60 s: no shorter than common scrape intervals (a step without a scrape has no sample)
     default = 60.0 if end - start <= MINUTE_WINDOW_S else 3600.0

@@ -112,7 +112,7 @@ def doctor(
 
     It is `gpuwise tune` on that workload: each run a fresh profiled process."""
     from gpuwise.cli.tune_cmd import trial_progress
-    from gpuwise.profile.doctor.run import run_doctor
+    from gpuwise.doctor.run import run_doctor
     from gpuwise.report import profile_view
 
     one_format(as_json, as_markdown)
@@ -138,8 +138,8 @@ def runs_list(
     html: HtmlFlag = None,
 ) -> None:
     """List saved runs, newest first."""
-    from gpuwise.profile.store import RunStore, default_store_path
     from gpuwise.report import profile_view
+    from gpuwise.store.runs import RunStore, default_store_path
 
     path = store or default_store_path()
     if not Path(path).exists():
@@ -166,11 +166,12 @@ def runs_show(
     html: HtmlFlag = None,
 ) -> None:
     """Show one run: phases, telemetry, findings. `--json` output is accepted by `gpuwise plan --evidence`."""
-    from gpuwise.profile.store import RunStore
+    from gpuwise.profile.saved_runs import load_run
     from gpuwise.report import profile_view
+    from gpuwise.store.runs import RunStore
 
     with RunStore.open(store, create=False) as runs:
-        run = runs.load(run_id)
+        run = load_run(runs, run_id)
     emit(
         run.to_dict(),
         "run",
@@ -191,12 +192,13 @@ def runs_compare(
     html: HtmlFlag = None,
 ) -> None:
     """Compare two runs: steps/s, each phase, changed settings, findings resolved and new."""
-    from gpuwise.profile.compare import compare_runs
-    from gpuwise.profile.store import RunStore
+    from gpuwise.profile.run_comparison import compare_runs
+    from gpuwise.profile.saved_runs import load_run
     from gpuwise.report import profile_view
+    from gpuwise.store.runs import RunStore
 
     with RunStore.open(store, create=False) as runs:
-        run_a, run_b = runs.load(a), runs.load(b)
+        run_a, run_b = load_run(runs, a), load_run(runs, b)
     if run_a.run_id == run_b.run_id:
         raise GpuwiseError(f"both arguments name run {run_a.run_id}; give two different runs")
     cmp = compare_runs(run_a, run_b)

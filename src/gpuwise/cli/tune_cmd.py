@@ -112,8 +112,8 @@ def tune(
     from gpuwise.report import tune_view
     from gpuwise.tune.knobs import parse_knob_option
     from gpuwise.tune.params import parse_param
+    from gpuwise.tune.saved_sessions import save_tune
     from gpuwise.tune.search import TuneOptions, run_tune
-    from gpuwise.tune.store import save_tune
 
     one_format(as_json, as_markdown)
     if ctx.args and ctx.args[0].startswith("-"):

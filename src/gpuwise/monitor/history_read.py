@@ -14,10 +14,10 @@ import json
 import math
 from collections import defaultdict
 
-from gpuwise.monitor.history_store import MIB, HistoryStore
 from gpuwise.monitor.nvml_sample import decode_reasons
 from gpuwise.monitor.series import GpuSample, GpuSeries, History, ProcessSample, ProcessSeries
 from gpuwise.monitor.tiers import BUCKET_MS, HOUR, MINUTE, RAW, TIER_NAMES
+from gpuwise.store.history import MIB, HistoryStore
 
 RAW_WINDOW_S = 6 * 3600
 MINUTE_WINDOW_S = 8 * 86400

@@ -8,6 +8,7 @@ explained in docs/monitoring.md.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -98,38 +99,65 @@ def evidence_for(r: GpuReading, gpu_id: str | None) -> Evidence:
 
 
 def check(r: GpuReading, gpu_id: str | None = None) -> GpuVerdict:
+    """One GPU's verdict: the rule engine's findings on this reading, and each KPI outside its band as a
+    Breach naming the finding that explains it (a rule's id where one fired, else the monitor's own)."""
     verdict = GpuVerdict(r.index, catalog_id=gpu_id)
     if r.lost:
         verdict.breaches.append(Breach("lost", "GPU lost (NVML: fell off the bus)", "gpu_lost"))
         return verdict
     verdict.findings = diagnose(evidence_for(r, gpu_id))
     fired = {f.id for f in verdict.findings}
-    add = verdict.breaches.append
+    for breach in (_busy_breach(r, fired), _headroom_breach(r, fired)):
+        if breach is not None:
+            verdict.breaches.append(breach)
+    verdict.breaches.extend(_health_breaches(r, fired))
+    return verdict
+
+
+def _busy_breach(r: GpuReading, fired: AbstractSet[str]) -> Breach | None:
+    """Idle (below the idle bar), or busy below the KPI."""
     if is_idle(r):
-        add(Breach("idle", f"idle: busy {r.busy_pct:.0f} %", "gpu_idle"))
-    elif r.busy_pct is not None and r.busy_pct < T.MONITOR_BUSY_KPI_PCT:
+        return Breach("idle", f"idle: busy {r.busy_pct:.0f} %", "gpu_idle")
+    if r.busy_pct is not None and r.busy_pct < T.MONITOR_BUSY_KPI_PCT:
         rule = "low_utilization" if "low_utilization" in fired else "busy_below_kpi"
-        add(Breach("busy", f"busy {r.busy_pct:.0f} % < {T.MONITOR_BUSY_KPI_PCT:.0f} %", rule))
+        return Breach("busy", f"busy {r.busy_pct:.0f} % < {T.MONITOR_BUSY_KPI_PCT:.0f} %", rule)
+    return None
+
+
+def _headroom_breach(r: GpuReading, fired: AbstractSet[str]) -> Breach | None:
+    """Memory headroom too low (OOM risk), or too high on a GPU that is working (memory bought unused)."""
     headroom = r.headroom_pct
-    if headroom is not None and headroom < T.MONITOR_HEADROOM_LOW_PCT:
-        add(Breach("headroom", f"headroom {headroom:.0f} % < {T.MONITOR_HEADROOM_LOW_PCT:.0f} %", "oom_risk"))
-    elif headroom is not None and headroom > T.MONITOR_HEADROOM_HIGH_PCT and not is_idle(r):
+    if headroom is None:
+        return None
+    if headroom < T.MONITOR_HEADROOM_LOW_PCT:
+        return Breach(
+            "headroom", f"headroom {headroom:.0f} % < {T.MONITOR_HEADROOM_LOW_PCT:.0f} %", "oom_risk"
+        )
+    if headroom > T.MONITOR_HEADROOM_HIGH_PCT and not is_idle(r):
         rule = "small_batch" if "small_batch" in fired else "memory_headroom_unused"
-        add(Breach("headroom", f"headroom {headroom:.0f} % > {T.MONITOR_HEADROOM_HIGH_PCT:.0f} %", rule))
+        return Breach("headroom", f"headroom {headroom:.0f} % > {T.MONITOR_HEADROOM_HIGH_PCT:.0f} %", rule)
+    return None
+
+
+def _health_breaches(r: GpuReading, fired: AbstractSet[str]) -> list[Breach]:
+    """Faults, in this order: clocks slowed, PCIe link downgraded, memory errors, XID errors."""
+    found = []
     slowing = [k for k in r.throttle_reasons or [] if k in SLOWING_REASONS]
     if slowing:
         rule = "throttling" if "throttling" in fired else "clocks_slowed"
-        add(Breach("throttling", "clocks slowed: " + ", ".join(slowing), rule))
+        found.append(Breach("throttling", "clocks slowed: " + ", ".join(slowing), rule))
     pcie = pcie_downgrade(r)
     if pcie:
-        add(Breach("pcie", pcie, "pcie_downgraded"))
+        found.append(Breach("pcie", pcie, "pcie_downgraded"))
     errors = memory_errors(r)
     if errors:
-        add(Breach("memory_errors", errors, "gpu_memory_errors"))
+        found.append(Breach("memory_errors", errors, "gpu_memory_errors"))
     if r.xid_errors:
         codes = ", ".join(str(x) for x in sorted(set(r.xid_errors)))
-        add(Breach("xid", f"{len(r.xid_errors)} XID errors since start (XID {codes})", "gpu_xid_errors"))
-    return verdict
+        found.append(
+            Breach("xid", f"{len(r.xid_errors)} XID errors since start (XID {codes})", "gpu_xid_errors")
+        )
+    return found
 
 
 def pcie_downgrade(r: GpuReading) -> str | None:

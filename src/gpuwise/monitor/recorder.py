@@ -14,11 +14,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from gpuwise.monitor.history_store import MIB, HistoryStore
 from gpuwise.monitor.nvml_sample import REASON_BITS
 from gpuwise.monitor.reading import GpuReading
 from gpuwise.monitor.sampler import GpuSampler, NoNvml, Snapshot
 from gpuwise.monitor.tiers import Downsampler, Retention
+from gpuwise.store.history import MIB, HistoryStore
 
 REOPEN_AFTER_S = 30.0  # a lost GPU or a missing driver is retried this often (NVML init costs ~100 ms)
 # A sample stands for the time since the previous one, capped at this many intervals: a recorder that was

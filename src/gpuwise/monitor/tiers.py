@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.monitor.energy import counter_delta_j
-from gpuwise.monitor.history_store import HistoryStore
 from gpuwise.monitor.nvml_sample import decode_reasons
+from gpuwise.store.history import HistoryStore
 
 RAW, MINUTE, HOUR = 0, 1, 2
 BUCKET_MS = {MINUTE: 60_000, HOUR: 3_600_000}
@@ -178,56 +179,79 @@ class Downsampler:
 def _bucket_row(
     tier: int, end: int, gpu: int, source: int, rows: list[tuple], with_prev: list[tuple]
 ) -> tuple | None:
+    """One aggregate row (the `samples` columns, in order) for `gpu`'s bucket ending at `end` ms, from the
+    `rows` of the finer tier inside it; `with_prev` adds the raw row before the bucket, for the first
+    energy delta. None when the bucket has no row for this GPU."""
     if not rows:
         return None
-    read = sum(r[2] for r in rows)
-    lost = sum(r[3] or 0 for r in rows)
-    n = sum(r[4] or 1 for r in rows)
-    busy_w = [(r[5], r[2]) for r in rows if r[5] is not None and r[2]]
-    power_w = [(r[7], r[2]) for r in rows if r[7] is not None and r[2]]
-    mems = [r[6] for r in rows if r[6] is not None]
-    temps = [r[10] for r in rows if r[10] is not None]
-    counters = [r[8] for r in rows if r[8] is not None]
-    throttle: dict[str, float] = defaultdict(float)
-    energy: list[float] = []
     if source == RAW:
-        prev: tuple | None = None
-        for r in with_prev:
-            if r[0] > end - BUCKET_MS[tier] and prev is not None and not r[3] and not prev[3]:
-                d = counter_delta_j(
-                    prev[0] / 1000,
-                    None if prev[8] is None else prev[8] / 1000,
-                    (r[0] - r[2]) / 1000,
-                    r[2] / 1000,
-                    None if r[8] is None else r[8] / 1000,
-                )
-                if d is not None:
-                    energy.append(d)
-            if r[0] > end - BUCKET_MS[tier] and r[11]:
-                for reason in decode_reasons(int(r[11])):
-                    throttle[reason] += r[2] / 1000
-            prev = r
+        energy, throttle = _from_raw(with_prev, end - BUCKET_MS[tier])
     else:
-        energy = [r[9] for r in rows if r[9] is not None]
-        for r in rows:
-            for reason, s in json.loads(r[12] or "{}").items():
-                throttle[reason] += s
+        energy, throttle = _from_aggregates(rows)
+    power = _weighted_mean(rows, 7)
+    counters = [r[8] for r in rows if r[8] is not None]
     return (
         tier,
         end,
         gpu,
-        read,
-        lost or None,
-        n,
-        _mean(busy_w),
-        max(mems) if mems else None,
-        None if not power_w else round(_mean(power_w) or 0.0),
+        sum(r[2] for r in rows),
+        sum(r[3] or 0 for r in rows) or None,
+        sum(r[4] or 1 for r in rows),
+        _weighted_mean(rows, 5),
+        _max_of(r[6] for r in rows),
+        None if power is None else round(power),
         counters[-1] if counters else None,
         sum(energy) if energy else None,
-        max(temps) if temps else None,
+        _max_of(r[10] for r in rows),
         None,
         json.dumps({k: round(v, 3) for k, v in sorted(throttle.items())}) if throttle else None,
     )
+
+
+def _weighted_mean(rows: list[tuple], column: int) -> float | None:
+    """Mean of `column` over the rows that have it, weighted by their readable ms (column 2)."""
+    return _mean([(r[column], r[2]) for r in rows if r[column] is not None and r[2]])
+
+
+def _from_raw(with_prev: list[tuple], start: int) -> tuple[list[float], dict[str, float]]:
+    """Energy deltas (J) and seconds per throttle reason of the raw rows after `start` ms: a delta needs
+    the row before it readable too (the one before the bucket included), a reason counts its row's
+    readable time."""
+    throttle: dict[str, float] = defaultdict(float)
+    energy: list[float] = []
+    prev: tuple | None = None
+    for r in with_prev:
+        inside = r[0] > start
+        if inside and prev is not None and not r[3] and not prev[3]:
+            d = counter_delta_j(
+                prev[0] / 1000,
+                None if prev[8] is None else prev[8] / 1000,
+                (r[0] - r[2]) / 1000,
+                r[2] / 1000,
+                None if r[8] is None else r[8] / 1000,
+            )
+            if d is not None:
+                energy.append(d)
+        if inside and r[11]:
+            for reason in decode_reasons(int(r[11])):
+                throttle[reason] += r[2] / 1000
+        prev = r
+    return energy, throttle
+
+
+def _from_aggregates(rows: list[tuple]) -> tuple[list[float], dict[str, float]]:
+    """Energy (J) and seconds per throttle reason of finer aggregate rows: their own sums, added."""
+    throttle: dict[str, float] = defaultdict(float)
+    for r in rows:
+        for reason, s in json.loads(r[12] or "{}").items():
+            throttle[reason] += s
+    return [r[9] for r in rows if r[9] is not None], throttle
+
+
+def _max_of(values: Iterable[int | None]) -> int | None:
+    """The largest known value; None when none is known."""
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 def _mean(pairs: list[tuple[float, float]]) -> float | None:

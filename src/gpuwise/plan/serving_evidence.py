@@ -85,7 +85,7 @@ def is_run_ref(text: str) -> bool:
 
 def read_serving_evidence(refs: Sequence[str | Path], store: str | Path | None = None) -> list[Evidence]:
     """Every --evidence item: a run id / 'last' from the run store (a load test), or a JSON file."""
-    from gpuwise.loadtest import store as loadtest_store
+    from gpuwise.loadtest import saved_results as loadtest_store
     from gpuwise.loadtest.evidence import loadtest_evidence
 
     out: list[Evidence] = []

@@ -16,8 +16,9 @@ How a run is measured, one idea per module:
                  ``run_evidence``, statistics from ``step_stats``) with ranked findings;
 - ``api``        ``gpuwise.profile()``; ``callbacks`` for Hugging Face and Lightning;
 - ``launcher`` / ``child`` / ``_boot``  ``gpuwise profile -- python train.py`` (script unchanged);
-- ``store``      the SQLite run store; ``compare`` two runs; ``doctor/`` the reference workload (sized to
-                 the machine by ``doctor/sizing``).
+                 ``knobs_boot`` applies a ``gpuwise tune`` trial's knobs inside that child;
+- ``saved_runs`` a run in the SQLite run store (``gpuwise.store.runs``) and back; ``run_comparison``
+                 compares two runs; ``rank_spread`` compares the ranks of one distributed run.
 
 The modules that run inside the profiled process (phases, hooks, cuda_timing, telemetry, recorder,
 child) import only the standard library at import time, and torch/psutil/pynvml when started, so
@@ -26,6 +27,8 @@ they also work in an interpreter that has torch but not gpuwise's CLI dependenci
 
 import sys as _sys
 import types as _types
+
+__all__: list[str] = []
 
 
 class _CallableModule(_types.ModuleType):

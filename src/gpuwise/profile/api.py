@@ -87,10 +87,11 @@ class Profile:
             return None
         if self.store is not False:
             try:
-                from gpuwise.profile.store import RunStore
+                from gpuwise.profile.saved_runs import save_run
+                from gpuwise.store.runs import RunStore
 
                 with RunStore.open(None if isinstance(self.store, bool) else self.store) as runs:
-                    self.result.run_id = runs.save(self.result)
+                    self.result.run_id = save_run(runs, self.result)
             except Exception as exc:
                 print(f"gpuwise: the run was profiled but not saved: {exc}", file=sys.stderr)
         return self.result

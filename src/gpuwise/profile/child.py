@@ -142,9 +142,9 @@ def _start() -> None:
     cfg = _state["config"]
     if os.environ.get("GPUWISE_TUNE"):  # a `gpuwise tune` trial: its knobs, before the script's model
         try:
-            from gpuwise.tune import boot
+            from gpuwise.profile import knobs_boot
 
-            boot.apply()
+            knobs_boot.apply()
         except Exception as exc:
             print(f"gpuwise: could not apply the tune trial's knobs ({exc})", file=sys.stderr)
     try:

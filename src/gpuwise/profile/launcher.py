@@ -28,8 +28,8 @@ from typing import Any
 from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.errors import GpuwiseError
 from gpuwise.profile.analysis import ProfileRun, build_run
-from gpuwise.profile.cross_rank import cross_rank_evidence
 from gpuwise.profile.phases import PHASES
+from gpuwise.profile.rank_spread import cross_rank_evidence
 from gpuwise.profile.types import PhaseShare
 
 BOOT_DIR = Path(__file__).resolve().parent / "_boot"
@@ -273,7 +273,7 @@ def collect_runs(
 
 def check_store(store: str | os.PathLike | None) -> None:
     """Fail before the command runs, not after: a bad ``--store`` would otherwise cost the whole run."""
-    from gpuwise.profile.store import RunStore
+    from gpuwise.store.runs import RunStore
 
     with RunStore.open(store):
         pass
@@ -337,12 +337,13 @@ def _save_runs(runs: list[ProfileRun], store: str | os.PathLike | None, group_id
     JSON file beside it, so a finished run is never lost. Returns where the runs went."""
     import sqlite3
 
-    from gpuwise.profile.store import RunStore, default_store_path
+    from gpuwise.profile.saved_runs import save_run
+    from gpuwise.store.runs import RunStore, default_store_path
 
     try:
         with RunStore.open(store) as run_store:
             for run in runs:
-                run_store.save(run)
+                save_run(run_store, run)
             return str(run_store.path)
     except (GpuwiseError, sqlite3.Error, OSError) as err:
         reason = str(err)

@@ -294,6 +294,9 @@ def in_window(samples: list[dict[str, Any]], window: tuple[float, float]) -> lis
     return kept
 
 
+_GPU_KEYS = ("gpu_util_pct", "memory_used_bytes", "power_w", "temperature_c", "sm_clock_mhz", "clock_reasons")
+
+
 def summarize(
     samples: list[dict[str, Any]],
     cpu_count: int,
@@ -306,18 +309,6 @@ def summarize(
     when nothing measured them."""
     windowed = in_window(samples, window) if window is not None else []
     samples = windowed or samples
-
-    def values(key: str) -> list[float]:
-        return [s[key] for s in samples if s.get(key) is not None]
-
-    def mean(key: str) -> float | None:
-        v = values(key)
-        return sum(v) / len(v) if v else None
-
-    def peak(key: str) -> float | None:
-        v = values(key)
-        return max(v) if v else None
-
     per_core = [s["cpu_per_core_pct"] for s in samples if s.get("cpu_per_core_pct")]
     cores = [sum(c[i] for c in per_core) / len(per_core) for i in range(len(per_core[0]))] if per_core else []
     out: dict[str, Any] = {
@@ -325,48 +316,55 @@ def summarize(
         "window": "steps" if windowed else "run",
         "interval_s": interval_s,
         "cpu_count": cpu_count,
-        "process_cpu_pct": mean("process_cpu_pct"),
+        "process_cpu_pct": _mean(samples, "process_cpu_pct"),
         "system_cpu_pct": (sum(cores) / len(cores)) if cores else None,
-        "cpu_steal_pct": mean("cpu_steal_pct"),
+        "cpu_steal_pct": _mean(samples, "cpu_steal_pct"),
         "cpu_per_core_pct": [round(c, 1) for c in cores],
-        "rss_peak_bytes": peak("rss_bytes"),
-        "disk_read_bytes_per_s": mean("disk_read_bytes_per_s"),
+        "rss_peak_bytes": _peak(samples, "rss_bytes"),
+        "disk_read_bytes_per_s": _mean(samples, "disk_read_bytes_per_s"),
         "gpu": None,
         "not_available": dict(sorted(not_available.items())),
     }
-    gpu_samples = [
-        s
-        for s in samples
-        if any(
-            k in s
-            for k in (
-                "gpu_util_pct",
-                "memory_used_bytes",
-                "power_w",
-                "temperature_c",
-                "sm_clock_mhz",
-                "clock_reasons",
-            )
-        )
-    ]
+    gpu_samples = [s for s in samples if any(k in s for k in _GPU_KEYS)]
     if gpu_samples:
-        reasons: dict[str, float] = {}
-        with_reasons = [s["clock_reasons"] for s in gpu_samples if "clock_reasons" in s]
-        for names in with_reasons:
-            for name in names:
-                reasons[name] = reasons.get(name, 0.0) + 1
-        out["gpu"] = {
-            "util_pct": mean("gpu_util_pct"),
-            "mem_util_pct": mean("mem_util_pct"),
-            "memory_used_peak_bytes": peak("memory_used_bytes"),
-            "memory_total_bytes": peak("memory_total_bytes"),
-            "power_w_mean": mean("power_w"),
-            "temperature_c_max": peak("temperature_c"),
-            "sm_clock_mhz_mean": mean("sm_clock_mhz"),
-            "clock_reason_pct": {
-                k: round(100.0 * v / len(with_reasons), 2) for k, v in sorted(reasons.items())
-            }
-            if with_reasons
-            else None,
-        }
+        out["gpu"] = _gpu_summary(samples, gpu_samples)
     return out
+
+
+def _values(samples: list[dict[str, Any]], key: str) -> list[float]:
+    """The samples' values of `key`, where they have one."""
+    return [s[key] for s in samples if s.get(key) is not None]
+
+
+def _mean(samples: list[dict[str, Any]], key: str) -> float | None:
+    """Mean of `key` over the samples that have it; None when none does."""
+    v = _values(samples, key)
+    return sum(v) / len(v) if v else None
+
+
+def _peak(samples: list[dict[str, Any]], key: str) -> float | None:
+    """Maximum of `key` over the samples that have it; None when none does."""
+    v = _values(samples, key)
+    return max(v) if v else None
+
+
+def _gpu_summary(samples: list[dict[str, Any]], gpu_samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The NVML part: means and peaks over all `samples`, and the % of the GPU samples with clock-event
+    reasons in which each reason was active."""
+    reasons: dict[str, float] = {}
+    with_reasons = [s["clock_reasons"] for s in gpu_samples if "clock_reasons" in s]
+    for names in with_reasons:
+        for name in names:
+            reasons[name] = reasons.get(name, 0.0) + 1
+    return {
+        "util_pct": _mean(samples, "gpu_util_pct"),
+        "mem_util_pct": _mean(samples, "mem_util_pct"),
+        "memory_used_peak_bytes": _peak(samples, "memory_used_bytes"),
+        "memory_total_bytes": _peak(samples, "memory_total_bytes"),
+        "power_w_mean": _mean(samples, "power_w"),
+        "temperature_c_max": _peak(samples, "temperature_c"),
+        "sm_clock_mhz_mean": _mean(samples, "sm_clock_mhz"),
+        "clock_reason_pct": {k: round(100.0 * v / len(with_reasons), 2) for k, v in sorted(reasons.items())}
+        if with_reasons
+        else None,
+    }

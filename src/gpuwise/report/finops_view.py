@@ -10,9 +10,9 @@ import time
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.finding import SEVERITIES
-from gpuwise.monitor.attribution import Usage
-from gpuwise.monitor.finops import BUSY_BINS, HEADROOM_BINS, FinopsReport, GpuFinops
-from gpuwise.monitor.fleet_findings import named
+from gpuwise.finops.analyze import BUSY_BINS, HEADROOM_BINS, FinopsReport, GpuFinops
+from gpuwise.finops.attribution import Usage
+from gpuwise.finops.fleet_findings import named
 from gpuwise.monitor.kpi import SLOWING_REASONS
 from gpuwise.report.document import Bullets, Chart, Document, Heading, KeyFigures, Note, Series, Table
 from gpuwise.report.findings import findings_blocks

@@ -175,7 +175,7 @@ def _host(h: HostReading) -> KeyFigures:
 
 def metric_reference() -> list[dict[str, str]]:
     """Every metric `gpuwise exporter` serves: name, type, help, NVML source, extra labels."""
-    from gpuwise.monitor.exporter import LABELLED, LABELS, METRICS
+    from gpuwise.exporter.scrape import LABELLED, LABELS, METRICS
 
     def name(base: str, kind: str) -> str:
         return f"gpuwise_{base}" + ("_total" if kind == "counter" else "")

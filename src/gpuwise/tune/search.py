@@ -137,6 +137,8 @@ def run_tune(command: list[str], options: TuneOptions, on_event: EventFn | None 
 
 
 def _search(s: _Session) -> None:
+    """The whole session: the baseline, one trial per knob candidate, the script's flags, the best knob
+    and flag trials combined, then repeats of the leaders."""
     o = s.o
     wants_losses = o.allow_numerics or any(changes_numerics({n: v}) for n, values in o.knobs for v in values)
     losses = o.loss_steps if wants_losses else 0
@@ -151,30 +153,42 @@ def _search(s: _Session) -> None:
             f"the command as written did not run ({baseline.status}: {baseline.error}); nothing to tune"
         )
         return
-    on_gpu = (baseline.run.summary.device or "cpu").startswith("cuda") if baseline.run else False
-    todo = cand.from_user(o.knobs)
-    if o.auto and baseline.run is not None:
-        todo = (
-            cand.from_findings(baseline.run.findings, baseline.run.evidence, on_gpu, o.allow_numerics) + todo
-        )
-    unique = {repr(sorted(c.knobs.items())): c for c in todo}
-    if baseline.run is not None:
-        _untried_findings(s, baseline.run.findings, {c.finding_id for c in todo})
+    unique = _knob_candidates(s, baseline)
     s.planned = 1 + len(unique) + sum(len(p.values) for p in s.space.params)
-    for c in unique.values():
+    for c in unique:
         if not s.budget_left():
             return
-        numerics = changes_numerics(c.knobs)
-        trial = s.run("knobs", c.knobs, {}, losses=losses if numerics else 0, finding_id=c.finding_id)
-        trial.notes.append(c.why)
-        if numerics and trial.status == "ok":
-            check = compare_losses(baseline.losses, trial.losses, o.loss_rtol, o.loss_steps)
-            trial.notes.append(check.reason)
-            if not check.accepted:
-                trial.status, trial.error = "rejected", check.reason
+        _knob_trial(s, c, baseline, losses)
     _params(s)
     _combined(s, baseline)
     _repeats(s)
+
+
+def _knob_candidates(s: _Session, baseline: Trial) -> list[cand.Candidate]:
+    """The knob settings to try, once each: from the baseline's findings (with --auto), then the user's
+    --knob values; the findings whose fix needs a script change become notes."""
+    run = baseline.run
+    on_gpu = (run.summary.device or "cpu").startswith("cuda") if run else False
+    todo = cand.from_user(s.o.knobs)
+    if s.o.auto and run is not None:
+        todo = cand.from_findings(run.findings, run.evidence, on_gpu, s.o.allow_numerics) + todo
+    unique = {repr(sorted(c.knobs.items())): c for c in todo}
+    if run is not None:
+        _untried_findings(s, run.findings, {c.finding_id for c in todo})
+    return list(unique.values())
+
+
+def _knob_trial(s: _Session, c: cand.Candidate, baseline: Trial, losses: int) -> None:
+    """One knob candidate's trial; a numerics-changing one is rejected when its losses leave the
+    baseline's tolerance."""
+    numerics = changes_numerics(c.knobs)
+    trial = s.run("knobs", c.knobs, {}, losses=losses if numerics else 0, finding_id=c.finding_id)
+    trial.notes.append(c.why)
+    if numerics and trial.status == "ok":
+        check = compare_losses(baseline.losses, trial.losses, s.o.loss_rtol, s.o.loss_steps)
+        trial.notes.append(check.reason)
+        if not check.accepted:
+            trial.status, trial.error = "rejected", check.reason
 
 
 def _untried_findings(s: _Session, findings: list[Finding], tried: set[str | None]) -> None:
@@ -315,43 +329,33 @@ def _repeats(s: _Session) -> None:
             )
 
 
+# The ranking of verdicts: faster configurations first, then the baseline itself.
+_VERDICT_ORDER = {
+    "baseline": 1,
+    "faster": 0,
+    "no_gain": 2,
+    "slower": 3,
+    "near_memory_limit": 4,
+    "rejected": 5,
+    "failed": 6,
+}
+
+
 def _result(s: _Session, wall_s: float) -> TuneResult:
+    """The session as a TuneResult: configurations judged against the baseline and ranked, the winner."""
     metric = _metric(s.trials)
     configs = list(_configs(s.trials).values())
     baseline = configs[0] if configs and configs[0].trials[0].spec.role == "baseline" else None
-    base = baseline.median(metric) if baseline else None
     base_spread = baseline.spread(metric) if baseline else None
     for c in configs:
-        _judge(c, baseline, metric, base, base_spread)
-    order = {
-        "baseline": 1,
-        "faster": 0,
-        "no_gain": 2,
-        "slower": 3,
-        "near_memory_limit": 4,
-        "rejected": 5,
-        "failed": 6,
-    }
+        _judge(c, baseline, metric, baseline.median(metric) if baseline else None, base_spread)
     # among faster configurations, the repeated ones first: a single trial's luck does not win
-    configs.sort(key=lambda c: (order[c.verdict], len(c.values(metric)) < 2, -(c.median(metric) or 0.0)))
-    winner = None
+    configs.sort(
+        key=lambda c: (_VERDICT_ORDER[c.verdict], len(c.values(metric)) < 2, -(c.median(metric) or 0.0))
+    )
     run = next((t.run for t in s.trials if t.run is not None), None)
     framework = run.evidence.framework if run is not None else None
-    best = configs[0] if configs and configs[0].verdict == "faster" else None
-    if best is not None and base and base_spread:
-        spec = best.trials[0].spec
-        median = best.median(metric) or 0.0
-        low = (best.spread(metric) or (0.0, 0.0))[0]
-        winner = Winner(
-            best,
-            median / base,
-            len(best.trials) > 1 and len(baseline.trials) > 1 and low > base_spread[1] if baseline else False,
-            framework,
-            frameworks.render(
-                framework, spec.knobs, spec.batch if BATCH in spec.params else None, spec.accum
-            ),
-            " ".join(spec.argv),
-        )
+    winner = _winner(configs, baseline, metric, framework)
     if baseline is not None:
         _determinism_note(s, baseline)
     if s.stopped:
@@ -380,6 +384,29 @@ def _result(s: _Session, wall_s: float) -> TuneResult:
     )
 
 
+def _winner(
+    configs: list[Config], baseline: Config | None, metric: Metric, framework: str | None
+) -> Winner | None:
+    """The first ranked configuration when it is faster than a measured baseline; `certain` when both
+    were repeated and its slowest repeat beats the baseline's fastest."""
+    best = configs[0] if configs and configs[0].verdict == "faster" else None
+    base = baseline.median(metric) if baseline else None
+    base_spread = baseline.spread(metric) if baseline else None
+    if best is None or not base or not base_spread:
+        return None
+    spec = best.trials[0].spec
+    median = best.median(metric) or 0.0
+    low = (best.spread(metric) or (0.0, 0.0))[0]
+    return Winner(
+        best,
+        median / base,
+        len(best.trials) > 1 and len(baseline.trials) > 1 and low > base_spread[1] if baseline else False,
+        framework,
+        frameworks.render(framework, spec.knobs, spec.batch if BATCH in spec.params else None, spec.accum),
+        " ".join(spec.argv),
+    )
+
+
 def _judge(
     c: Config,
     baseline: Config | None,
@@ -387,11 +414,21 @@ def _judge(
     base: float | None,
     base_spread: tuple[float, float] | None,
 ) -> None:
-    statuses = {t.status for t in c.trials}
+    """Set a configuration's verdict (and why): baseline, rejected, failed, near the memory limit, else
+    faster / slower / no gain against the baseline's median by the minimum gain."""
     median = c.median(metric)
     if c is baseline:
         c.verdict = "baseline"
-    elif "rejected" in statuses:
+    elif not _judge_trouble(c, median):
+        _judge_speed(c, metric, median, base, base_spread)
+    checks = [n for t in c.trials for n in t.notes if "losses within" in n]
+    if checks and not c.why:
+        c.why = checks[0]
+
+
+def _judge_trouble(c: Config, median: float | None) -> bool:
+    """Rejected numerics, no measurement, or near the memory limit: set the verdict, return True."""
+    if any(t.status == "rejected" for t in c.trials):
         c.verdict = "rejected"
         c.why = next(t.error or "" for t in c.trials if t.status == "rejected")
     elif median is None:
@@ -400,18 +437,28 @@ def _judge(
     elif any(_near_limit(t) for t in c.trials):
         c.verdict = "near_memory_limit"
         c.why = next(n for t in c.trials for n in t.notes if n.startswith("near the memory limit"))
-    elif base and median >= base * T.TUNE_MIN_GAIN_X:
+    else:
+        return False
+    return True
+
+
+def _judge_speed(
+    c: Config,
+    metric: Metric,
+    median: float | None,
+    base: float | None,
+    base_spread: tuple[float, float] | None,
+) -> None:
+    """Faster (with a doubt when its slowest repeat is inside the baseline's spread), slower or no gain."""
+    if base and median is not None and median >= base * T.TUNE_MIN_GAIN_X:
         c.verdict = "faster"
         low = (c.spread(metric) or (0.0, 0.0))[0]
         if base_spread and len(c.trials) > 1 and low <= base_spread[1]:
             c.why = "its slowest repeat is within the baseline's spread: the gain is not certain"
-    elif base and median < base / T.TUNE_MIN_GAIN_X:
+    elif base and median is not None and median < base / T.TUNE_MIN_GAIN_X:
         c.verdict = "slower"
     else:
         c.verdict = "no_gain"
-    checks = [n for t in c.trials for n in t.notes if "losses within" in n]
-    if checks and not c.why:
-        c.why = checks[0]
 
 
 def _determinism_note(s: _Session, baseline: Config) -> None:

@@ -14,13 +14,13 @@ an append. Tier 0 is raw samples, 1 and 2 the 1-min and 1-h aggregates (`tiers.p
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.store.paths import default_history_path
 
 SCHEMA_VERSION = 1
 MIB = 2**20
@@ -74,18 +74,10 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
-def default_history_path() -> Path:
-    """``GPUWISE_MONITOR_STORE``, else ``monitor.sqlite`` in the run store's directory."""
-    env = os.environ.get("GPUWISE_MONITOR_STORE")
-    if env:
-        return Path(env).expanduser()
-    from gpuwise.profile.store import default_store_path
-
-    return default_store_path().parent / "monitor.sqlite"
-
-
 @dataclass(frozen=True)
 class GpuRow:
+    """One GPU the history has seen (a host's GPU, keyed by UUID, else by index); `id` keys its samples."""
+
     id: int
     hostname: str
     gpu_index: int
@@ -107,6 +99,8 @@ class HistoryStore:
 
     @classmethod
     def open(cls, path: Path | None = None, create: bool = True) -> HistoryStore:
+        """Open the history at `path` (default `default_history_path()`) in WAL mode; with `create`, make
+        the file and its schema. A clear GpuwiseError for a missing, newer or unreadable file."""
         path = path or default_history_path()
         if not create and not path.exists():
             raise GpuwiseError(f"no monitor history at {path} (record one with `gpuwise monitor --record`)")
@@ -137,10 +131,12 @@ class HistoryStore:
         return cls(path, conn)
 
     def close(self) -> None:
+        """Close the connection."""
         self.conn.close()
 
     # --- identities -------------------------------------------------------------------------------
     def gpu_id(self, hostname: str, index: int, uuid: str | None, name: str, total_bytes: int | None) -> int:
+        """The row id of a GPU (inserted, or its name, index and memory updated, on first sight; cached)."""
         key = (hostname, uuid or f"index:{index}")
         if key in self._gpu_ids:
             return self._gpu_ids[key]
@@ -156,11 +152,13 @@ class HistoryStore:
         return self._gpu_ids[key]
 
     def mark_energy_counter(self, gpu: int) -> None:
+        """Record that GPU `gpu` has NVML's total-energy counter (energy is then measured, not unknown)."""
         if gpu not in self._has_counter:
             self.conn.execute("UPDATE gpus SET energy_counter=1 WHERE id=?", (gpu,))
             self._has_counter.add(gpu)
 
     def proc_id(self, pid: int, user: str | None, name: str | None) -> int:
+        """The row id of a process (pid, user, name), inserted on first sight; cached."""
         key = (pid, user, name)
         if key in self._proc_ids:
             return self._proc_ids[key]
@@ -172,6 +170,7 @@ class HistoryStore:
         return self._proc_ids[key]
 
     def gpus(self) -> list[GpuRow]:
+        """Every GPU the history has seen, by host then index."""
         rows = self.conn.execute(
             "SELECT id, hostname, gpu_index, uuid, name, memory_total_bytes, energy_counter FROM gpus "
             "ORDER BY hostname, gpu_index"
@@ -179,14 +178,17 @@ class HistoryStore:
         return [GpuRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6])) for r in rows]
 
     def procs(self) -> dict[int, tuple[int, str | None, str | None]]:
+        """Process row id → (pid, user, name)."""
         return {r[0]: (r[1], r[2], r[3]) for r in self.conn.execute("SELECT id, pid, user, name FROM procs")}
 
     # --- bookkeeping ----------------------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
+        """A bookkeeping value (text, JSON for non-strings); None when unset."""
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: Any) -> None:
+        """Set a bookkeeping value (strings as they are, anything else as JSON)."""
         self.conn.execute(
             "INSERT INTO meta (key, value) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value=excluded.value",
@@ -194,6 +196,7 @@ class HistoryStore:
         )
 
     def time_range_ms(self, tier: int) -> tuple[int, int] | None:
+        """(first, last) sample end time in Unix ms in `tier`; None when the tier is empty."""
         # two subqueries: SQLite answers a lone min() or max() from the key, both together by a scan
         row = self.conn.execute(
             "SELECT (SELECT min(t_ms) FROM samples WHERE tier=?), "
@@ -203,7 +206,8 @@ class HistoryStore:
         return None if row[0] is None else (int(row[0]), int(row[1]))
 
     def size_bytes(self) -> int:
+        """Bytes on disk of the file with its WAL and shared-memory siblings."""
         return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
 
 
-__all__ = ["GpuRow", "HistoryStore", "default_history_path"]
+__all__ = ["MIB", "SCHEMA_VERSION", "GpuRow", "HistoryStore", "default_history_path"]

@@ -7,12 +7,16 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from gpuwise.profile.saved_runs import save_run
+from gpuwise.store.runs import RunStore
 from gpuwise.tune.result import TuneResult
+
+__all__ = ["save_tune"]
 
 
 def save_tune(result: TuneResult, store: str | os.PathLike | None, label: str = "tune") -> str:
-    from gpuwise.profile.store import RunStore
-
+    """Save every profiled trial (kind 'tune-trial', labelled `label #i: settings`, tied by the session's
+    group id) and the session document (kind 'tune'); sets `result.tune_id`, returns the store's path."""
     with RunStore.open(store) as runs:
         for trial in result.trials:
             if trial.run is None:
@@ -23,7 +27,7 @@ def save_tune(result: TuneResult, store: str | os.PathLike | None, label: str = 
                 label=f"{label} #{trial.spec.index}: {trial.spec.label}",
                 group_id=result.group_id,
             )
-            runs.save(run, kind="tune-trial")
+            save_run(runs, run, kind="tune-trial")
         w = result.winner
         shown = w.config if w is not None else result.baseline
         result.tune_id = runs.save_document(

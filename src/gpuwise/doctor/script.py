@@ -1,6 +1,6 @@
 """The reference workload as a script: what ``gpuwise doctor`` hands to ``gpuwise tune``.
 
-``python -m gpuwise.profile.doctor.script --storage-latency-s 0.002`` trains the reference workload
+``python -m gpuwise.doctor.script --storage-latency-s 0.002`` trains the reference workload
 with its settings as written (PyTorch's DataLoader defaults); the tuner's boot hook changes the loader
 and the precision from outside, exactly as it does for a user's script. The profiler's ``--stop``
 ends it after the measured steps; ``--steps`` bounds it otherwise.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuwise.profile.doctor.workload import WorkloadSettings, train
+from gpuwise.doctor.workload import WorkloadSettings, train
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,7 +38,7 @@ def command(settings: WorkloadSettings, device: str, steps: int) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "gpuwise.profile.doctor.script",
+        "gpuwise.doctor.script",
         "--device",
         device,
         "--batch-size",

@@ -3,22 +3,25 @@
 Default location: ``platformdirs.user_data_dir("gpuwise")/runs.sqlite``; ``GPUWISE_STORE`` or
 ``--store PATH`` choose another. One row per run (per rank for distributed runs, tied by
 ``group_id``); the row keeps a few columns to list and filter by, and the whole run document.
+
+The store holds rows and JSON documents, never result types: `gpuwise.profile.saved_runs` turns a
+`ProfileRun` into a row and back, `gpuwise.loadtest.saved_results` and `gpuwise.tune.saved_sessions`
+do the same for theirs, so this module sits below every package that saves into it.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.store.paths import default_store_path, utc_stamp
 
-if TYPE_CHECKING:  # pragma: no cover
-    from gpuwise.profile.analysis import ProfileRun
+__all__ = ["SCHEMA_VERSION", "RunColumns", "RunRow", "RunStore", "default_store_path"]
 
 SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -44,17 +47,29 @@ CREATE INDEX IF NOT EXISTS runs_group ON runs(group_id);
 """
 
 
-def default_store_path() -> Path:
-    env = os.environ.get("GPUWISE_STORE")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
+@dataclass(frozen=True)
+class RunColumns:
+    """The columns of a run row beside its kind and document: what `gpuwise runs list` shows and filters
+    by. None leaves a column NULL (a load test has no rank, a bench result no step time)."""
 
-    return Path(platformdirs.user_data_dir("gpuwise")) / "runs.sqlite"
+    label: str
+    command: str = ""
+    status: str = "completed"
+    device: str = ""
+    gpu: str = ""
+    measured_steps: int = 0  # steps for a profiled run; requests or trials for other kinds
+    steps_per_s: float | None = None  # steps/s; req/s for a load test
+    top_finding: str | None = None
+    group_id: str | None = None
+    rank: int | None = None
+    exit_code: int | None = None
+    step_time_s: float | None = None
 
 
 @dataclass
 class RunRow:
+    """One listed run: its id, creation time (UTC text) and the columns `runs list` prints."""
+
     id: int
     created_at: str
     kind: str
@@ -72,16 +87,21 @@ class RunRow:
     top_finding: str | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The row as the JSON `runs list --json` prints (field names as the column names)."""
         return dict(self.__dict__)
 
 
 class RunStore:
+    """An open run store (a SQLite connection in autocommit-per-`with` mode): use as a context manager."""
+
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self.conn = conn
 
     @classmethod
     def open(cls, path: str | os.PathLike | None = None, create: bool = True) -> RunStore:
+        """Open (and with `create`, make) the store at `path`, else the default path; a clear
+        GpuwiseError for a directory, a missing file, a newer schema or a file that is not SQLite."""
         target = Path(path).expanduser() if path else default_store_path()
         if target.is_dir():
             raise GpuwiseError(
@@ -117,43 +137,38 @@ class RunStore:
         self.close()
 
     def close(self) -> None:
+        """Close the connection (the `with` block does it)."""
         self.conn.close()
 
     # -- writing ------------------------------------------------------------------------------------------
-    def save(self, run: ProfileRun, kind: str = "profile") -> int:
-        """Store a ProfileRun; returns its id (also set on the run)."""
-        doc = run.to_dict()
-        doc.pop("run_id", None)
-        s = run.summary
-        top = run.findings[0].id if run.findings else None
-        created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    def save_row(self, kind: str, columns: RunColumns, document: dict[str, Any]) -> int:
+        """Insert one run row (kind 'profile', 'tune-trial', 'tune', 'loadtest', 'bench'); returns its id."""
         with self.conn:
             cur = self.conn.execute(
                 "INSERT INTO runs (created_at, kind, label, command, group_id, rank, status, exit_code,"
                 " device, gpu, measured_steps, step_time_s, steps_per_s, top_finding, document)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    created,
+                    utc_stamp(),
                     kind,
-                    s.label,
-                    s.command or "",
-                    s.group_id,
-                    s.rank,
-                    s.status or "",
-                    s.exit_code,
-                    s.device or "",
-                    s.gpu_name or "",
-                    s.measured_steps,
-                    s.step_time_s,
-                    s.steps_per_s,
-                    top,
-                    json.dumps(doc, default=str),
+                    columns.label,
+                    columns.command,
+                    columns.group_id,
+                    columns.rank,
+                    columns.status,
+                    columns.exit_code,
+                    columns.device,
+                    columns.gpu,
+                    columns.measured_steps,
+                    columns.step_time_s,
+                    columns.steps_per_s,
+                    columns.top_finding,
+                    json.dumps(document, default=str),
                 ),
             )
         if cur.lastrowid is None:  # sqlite3 sets it after every INSERT
             raise RuntimeError("the run store did not return the saved run's id")
-        run.run_id = int(cur.lastrowid)
-        return run.run_id
+        return int(cur.lastrowid)
 
     def save_document(
         self,
@@ -171,29 +186,12 @@ class RunStore:
     ) -> int:
         """Store a result that is not a profiled run (kinds 'loadtest', 'bench', 'tune'); returns its id.
         `count` and `per_s` fill the steps columns `runs list` shows (requests, req/s for a load test)."""
-        created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        with self.conn:
-            cur = self.conn.execute(
-                "INSERT INTO runs (created_at, kind, label, command, status, device, gpu, measured_steps,"
-                " steps_per_s, top_finding, document) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    created,
-                    kind,
-                    label,
-                    command,
-                    status,
-                    device,
-                    gpu,
-                    count,
-                    per_s,
-                    top,
-                    json.dumps(document, default=str),
-                ),
-            )
-        return int(cur.lastrowid or 0)
+        columns = RunColumns(label, command, status, device, gpu, count, per_s, top)
+        return self.save_row(kind, columns, document)
 
     # -- reading ------------------------------------------------------------------------------------------
     def list(self, limit: int | None = 50) -> list[RunRow]:
+        """The newest `limit` runs (all with None), newest first."""
         sql = "SELECT * FROM runs ORDER BY id DESC" + (" LIMIT ?" if limit else "")
         rows = self.conn.execute(sql, (limit,) if limit else ()).fetchall()
         return [RunRow(**{k: row[k] for k in RunRow.__dataclass_fields__}) for row in rows]
@@ -226,32 +224,40 @@ class RunStore:
             raise GpuwiseError(f"run {run_id} in {self.path} is not a {kind} run (see `gpuwise runs list`)")
         return run_id, json.loads(row["document"])
 
-    def load(self, ref: str | int):
-        from gpuwise.profile.analysis import ProfileRun
+    def kind_and_document(self, run_id: int) -> tuple[str, str] | None:
+        """(kind, document JSON text) of run `run_id`; None when there is no such run."""
+        row = self.conn.execute("SELECT kind, document FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return None if row is None else (row["kind"], row["document"])
 
+    def load_run_document(self, ref: str | int) -> tuple[int, dict[str, Any]]:
+        """(id, document) of a profiled run ('profile' or 'tune-trial'): a clear GpuwiseError for a missing
+        run, a run of another kind, or a corrupt document. `profile.saved_runs.load_run` builds the run."""
         run_id = self.resolve(ref)
         row = self.conn.execute("SELECT id, kind, document FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             span = self.conn.execute("SELECT MIN(id), MAX(id), COUNT(*) FROM runs").fetchone()
             have = f"runs {span[0]}-{span[1]}" if span[2] else "no runs yet"
             raise GpuwiseError(f"no run {run_id} in {self.path} ({have}; see `gpuwise runs list`)")
-        if row["kind"] == "loadtest":
-            raise GpuwiseError(f"run {run_id} is a load test: `gpuwise loadtest --show {run_id}` prints it")
-        if row["kind"] == "tune":
-            raise GpuwiseError(
-                f"run {run_id} is a `gpuwise tune` session; its trials are the tune-trial runs of its group"
-                " (see runs list --json)"
-            )
-        if row["kind"] == "bench":
-            raise GpuwiseError(
-                f"run {run_id} is a `gpuwise bench` result, not a profiled run (see runs list --json)"
-            )
+        _refuse_other_kinds(run_id, row["kind"])
         try:
             data = json.loads(row["document"])
         except json.JSONDecodeError as err:
             raise GpuwiseError(
                 f"run {run_id} in {self.path} is corrupt (JSON error at position {err.pos}: {err.msg})"
             ) from None
-        run = ProfileRun.from_dict(data)
-        run.run_id = int(row["id"])
-        return run
+        return int(row["id"]), data
+
+
+def _refuse_other_kinds(run_id: int, kind: str) -> None:
+    """Name the command that shows a stored result which is not a profiled run."""
+    if kind == "loadtest":
+        raise GpuwiseError(f"run {run_id} is a load test: `gpuwise loadtest --show {run_id}` prints it")
+    if kind == "tune":
+        raise GpuwiseError(
+            f"run {run_id} is a `gpuwise tune` session; its trials are the tune-trial runs of its group"
+            " (see runs list --json)"
+        )
+    if kind == "bench":
+        raise GpuwiseError(
+            f"run {run_id} is a `gpuwise bench` result, not a profiled run (see runs list --json)"
+        )

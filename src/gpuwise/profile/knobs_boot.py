@@ -1,5 +1,7 @@
 """A tune trial's side, inside the user's process: apply the trial's knobs when torch is imported.
 
+It lives in ``profile``, not ``tune``, because it runs in the profiled child (``profile/child.py``) and
+the profiler must not import the tuner: the tuner only sets the environment, this module applies it.
 ``gpuwise tune`` runs each trial under the profiler (``profile/child.py``) with ``GPUWISE_TUNE`` set to
 the knobs as JSON; the child calls ``apply`` right after ``import torch`` finishes, before the script
 builds its model or loaders. Without ``GPUWISE_TUNE`` nothing here runs, so ``gpuwise profile`` is

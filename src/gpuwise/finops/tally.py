@@ -24,6 +24,7 @@ _SLOWING = frozenset(SLOWING_REASONS)
 
 
 def _band(value: float, edges: tuple[float, ...]) -> int:
+    """Index of the band `value` falls in (the last lower edge it reaches)."""
     i = 0
     for j, lower in enumerate(edges):
         if value >= lower:
@@ -33,6 +34,8 @@ def _band(value: float, edges: tuple[float, ...]) -> int:
 
 @dataclass
 class Tally:
+    """One GPU's time-weighted sums over a window (hours; busy_sum in busy % × h, power_sum in W × s)."""
+
     observed_h: float = 0.0
     lost_h: float = 0.0
     read_h: float = 0.0
@@ -56,20 +59,55 @@ class Tally:
     idle: list[bool] = field(default_factory=list)  # per sample, for the attribution
 
     def busy_mean(self) -> float | None:
+        """Mean busy % over the hours with a busy reading; None without one."""
         return self.busy_sum / self.busy_known_h if self.busy_known_h else None
 
     def busy_in_use(self) -> float | None:
+        """Mean busy % over the in-use (not idle) hours; None when the GPU was never in use."""
         return self.in_use_busy_sum / self.in_use_h if self.in_use_h else None
+
+    def _add_busy(self, busy: float, is_idle: bool, hours: float) -> None:
+        """A sample's busy % for `hours`: its band, and idle or in-use (at the KPI or below)."""
+        self.busy_known_h += hours
+        self.busy_sum += busy * hours
+        self.busy_bands_h[_band(busy, BUSY_EDGES)] += hours
+        if is_idle:
+            self.idle_h += hours
+        else:
+            self.in_use_h += hours
+            self.in_use_busy_sum += busy * hours
+            if busy >= T.MONITOR_BUSY_KPI_PCT:
+                self.at_kpi_h += hours
+
+    def _add_memory(self, used: int, hours: float) -> None:
+        """A sample's used bytes: the peak, and with a known total the headroom band for `hours`."""
+        peak = self.memory_peak_bytes
+        self.memory_peak_bytes = used if peak is None or used > peak else peak
+        total = self.memory_total_bytes
+        if total:
+            self.memory_known_h += hours
+            headroom = 100 * (1 - used / total)
+            self.headroom_bands_h[_band(headroom, HEADROOM_EDGES)] += hours
+            if T.MONITOR_HEADROOM_LOW_PCT <= headroom <= T.MONITOR_HEADROOM_HIGH_PCT:
+                self.headroom_in_band_h += hours
+
+    def _add_throttle(self, throttle_s: dict[str, float], interval_s: float) -> None:
+        """Hours per throttle reason, and the slowed time: the longest slowing reason, within the interval."""
+        slowed = 0.0
+        for reason, seconds in throttle_s.items():
+            self.throttle_h[reason] = self.throttle_h.get(reason, 0.0) + seconds / 3600
+            if reason in _SLOWING and seconds > slowed:
+                slowed = seconds
+        self.slowed_h += min(interval_s, slowed) / 3600
 
 
 def tally(samples: list[GpuSample]) -> Tally:
+    """Every time-weighted sum of one GPU's samples (in hours), in one pass; lost samples count as
+    observed and lost only, and `idle` gets one flag per sample (False for a lost one)."""
     t = Tally()
-    idle_pct, kpi_pct = T.MONITOR_IDLE_BUSY_PCT, T.MONITOR_BUSY_KPI_PCT
-    low, high = T.MONITOR_HEADROOM_LOW_PCT, T.MONITOR_HEADROOM_HIGH_PCT
+    idle_pct = T.MONITOR_IDLE_BUSY_PCT
     idle_flags = t.idle
-    total = next((s.memory_total_bytes for s in samples if s.memory_total_bytes), None)
-    t.memory_total_bytes = total
-    peak: int | None = None
+    t.memory_total_bytes = next((s.memory_total_bytes for s in samples if s.memory_total_bytes), None)
     for s in samples:
         hours = s.interval_s / 3600
         t.observed_h += hours
@@ -82,39 +120,17 @@ def tally(samples: list[GpuSample]) -> Tally:
         is_idle = busy is not None and busy < idle_pct
         idle_flags.append(is_idle)
         if busy is not None:
-            t.busy_known_h += hours
-            t.busy_sum += busy * hours
-            t.busy_bands_h[_band(busy, BUSY_EDGES)] += hours
-            if is_idle:
-                t.idle_h += hours
-            else:
-                t.in_use_h += hours
-                t.in_use_busy_sum += busy * hours
-                if busy >= kpi_pct:
-                    t.at_kpi_h += hours
-        used = s.memory_used_bytes
-        if used is not None:
-            peak = used if peak is None or used > peak else peak
-            if total:
-                t.memory_known_h += hours
-                headroom = 100 * (1 - used / total)
-                t.headroom_bands_h[_band(headroom, HEADROOM_EDGES)] += hours
-                if low <= headroom <= high:
-                    t.headroom_in_band_h += hours
+            t._add_busy(busy, is_idle, hours)
+        if s.memory_used_bytes is not None:
+            t._add_memory(s.memory_used_bytes, hours)
         if s.throttle_s:
-            slowed = 0.0
-            for reason, seconds in s.throttle_s.items():
-                t.throttle_h[reason] = t.throttle_h.get(reason, 0.0) + seconds / 3600
-                if reason in _SLOWING and seconds > slowed:
-                    slowed = seconds
-            t.slowed_h += min(s.interval_s, slowed) / 3600
+            t._add_throttle(s.throttle_s, s.interval_s)
         if s.power_w is not None:
             t.power_sum += s.power_w * s.interval_s
             t.power_s += s.interval_s
         temp = s.temperature_c
         if temp is not None and (t.temperature_max_c is None or temp > t.temperature_max_c):
             t.temperature_max_c = temp
-    t.memory_peak_bytes = peak
     return t
 
 

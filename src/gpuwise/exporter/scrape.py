@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.exporter.web_config import WebConfig, serve
 from gpuwise.monitor import kpi
 from gpuwise.monitor.nvml_sample import REASON_BITS
 from gpuwise.monitor.reading import GpuReading
 from gpuwise.monitor.sampler import GpuSampler
-from gpuwise.monitor.web_config import WebConfig, serve
 
 DEFAULT_LISTEN = "127.0.0.1:9835"
 LABELS = ("gpu", "uuid", "name", "hostname")
@@ -106,6 +106,8 @@ LABELLED: tuple[tuple[str, MetricType, str, str, tuple[str, ...]], ...] = (
 
 
 def _families(snapshot: Any, found: list[kpi.GpuVerdict]) -> Iterator[Any]:
+    """Every metric family of one scrape: the per-GPU gauges of METRICS, then the LABELLED families
+    (one sample per GPU and label value), each family once with all GPUs in it."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     def family(name: str, kind: MetricType, text: str, extra: tuple[str, ...] = ()) -> Any:
@@ -120,37 +122,72 @@ def _families(snapshot: Any, found: list[kpi.GpuVerdict]) -> Iterator[Any]:
             if value is not None:
                 fam.add_metric(base[r.index], float(value))
         yield fam
-    lost, reasons, ecc, xids, rows, procs, sm, breach, price = (
-        family(n, k, h, x) for n, k, h, _, x in LABELLED
-    )
+    labelled = _Labelled(*(family(n, k, h, x) for n, k, h, _, x in LABELLED))
     for r, verdict in zip(snapshot.gpus, found, strict=True):
-        labels = base[r.index]
-        lost.add_metric(labels, float(r.lost))
+        labelled.add_gpu(base[r.index], r, verdict)
+    yield from labelled
+
+
+@dataclass
+class _Labelled:
+    """The LABELLED families of one scrape, in LABELLED's order, filled GPU by GPU."""
+
+    lost: Any
+    reasons: Any
+    ecc: Any
+    xids: Any
+    rows: Any
+    procs: Any
+    sm: Any
+    breach: Any
+    price: Any
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(
+            (
+                self.lost,
+                self.reasons,
+                self.ecc,
+                self.xids,
+                self.rows,
+                self.procs,
+                self.sm,
+                self.breach,
+                self.price,
+            )
+        )
+
+    def add_gpu(self, labels: list[str], r: GpuReading, verdict: kpi.GpuVerdict) -> None:
+        """One GPU's samples in every labelled family (a field NVML could not read is left out)."""
+        self.lost.add_metric(labels, float(r.lost))
         if r.throttle_reasons is not None:
             for reason in REASON_BITS.values():
-                reasons.add_metric([*labels, reason], float(reason in r.throttle_reasons))
+                self.reasons.add_metric([*labels, reason], float(reason in r.throttle_reasons))
+        self._add_memory_health(labels, r)
+        for p in r.processes or []:
+            who = [*labels, str(p.pid), p.user or "", p.name or ""]
+            if p.gpu_memory_bytes is not None:
+                self.procs.add_metric(who, float(p.gpu_memory_bytes))
+            if p.sm_pct is not None:
+                self.sm.add_metric(who, p.sm_pct / 100.0)
+        for b in verdict.breaches:
+            self.breach.add_metric([*labels, b.kpi, b.finding_id], 1.0)
+        if verdict.usd_per_hour is not None:
+            self.price.add_metric(labels, verdict.usd_per_hour)
+
+    def _add_memory_health(self, labels: list[str], r: GpuReading) -> None:
+        """ECC error counters, XID errors by code, remapped rows."""
         for counter in ("volatile", "aggregate"):
             for kind in ("corrected", "uncorrected"):
                 value = getattr(r, f"ecc_{counter}_{kind}")
                 if value is not None:
-                    ecc.add_metric([*labels, counter, kind], float(value))
+                    self.ecc.add_metric([*labels, counter, kind], float(value))
         for xid in sorted(set(r.xid_errors or [])):
-            xids.add_metric([*labels, str(xid)], float((r.xid_errors or []).count(xid)))
+            self.xids.add_metric([*labels, str(xid)], float((r.xid_errors or []).count(xid)))
         for kind in ("correctable", "uncorrectable"):
             value = getattr(r, f"remapped_rows_{kind}")
             if value is not None:
-                rows.add_metric([*labels, kind], float(value))
-        for p in r.processes or []:
-            who = [*labels, str(p.pid), p.user or "", p.name or ""]
-            if p.gpu_memory_bytes is not None:
-                procs.add_metric(who, float(p.gpu_memory_bytes))
-            if p.sm_pct is not None:
-                sm.add_metric(who, p.sm_pct / 100.0)
-        for b in verdict.breaches:
-            breach.add_metric([*labels, b.kpi, b.finding_id], 1.0)
-        if verdict.usd_per_hour is not None:
-            price.add_metric(labels, verdict.usd_per_hour)
-    yield from (lost, reasons, ecc, xids, rows, procs, sm, breach, price)
+                self.rows.add_metric([*labels, kind], float(value))
 
 
 class GpuCollector:

@@ -19,7 +19,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from gpuwise.profile.doctor.workload import ReferenceImages, WorkloadSettings, build_model
+from gpuwise.doctor.workload import ReferenceImages, WorkloadSettings, build_model
 
 LOAD_TO_COMPUTE = 4.0  # W / C of the naive loop (see above)
 TIMED_BATCHES = 5  # batches timed for each of C and W (after one untimed batch)

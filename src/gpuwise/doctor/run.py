@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuwise.doctor import script
+from gpuwise.doctor.sizing import Sizing, size_workload
+from gpuwise.doctor.workload import WorkloadSettings
 from gpuwise.errors import GpuwiseError
 from gpuwise.profile.analysis import ProfileRun
-from gpuwise.profile.doctor import script
-from gpuwise.profile.doctor.sizing import Sizing, size_workload
-from gpuwise.profile.doctor.workload import WorkloadSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuwise.tune.result import TuneResult
@@ -154,7 +154,7 @@ def run_doctor(
     )
     result = run_tune(command, options, on_event=progress)
     if store is not False and result.trials:
-        from gpuwise.tune.store import save_tune
+        from gpuwise.tune.saved_sessions import save_tune
 
         result.store = save_tune(result, store, label="doctor")
     return doctor_result(result, settings, device, sizing)

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.finops.prometheus_dialects import DIALECTS, Dialect, ProcessField, Reduce, Source
+from gpuwise.finops.prometheus_http import DEFAULT_TIMEOUT_S, PrometheusApi
 from gpuwise.monitor.nvml_sample import REASON_BITS
-from gpuwise.monitor.prometheus_dialects import DIALECTS, Dialect, ProcessField, Reduce, Source
-from gpuwise.monitor.prometheus_http import DEFAULT_TIMEOUT_S, PrometheusApi
 from gpuwise.monitor.series import GpuSample, GpuSeries, History, ProcessSample, ProcessSeries
 
 _REDUCED: dict[Reduce, str] = {"avg": "mean over each step", "last": "last value", "max": "highest value"}

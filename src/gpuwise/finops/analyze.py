@@ -15,13 +15,13 @@ from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.engine import diagnose
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.diagnose.finding import Finding
-from gpuwise.monitor.attribution import Usage, attribute, by_user
+from gpuwise.finops.attribution import Usage, attribute, by_user
+from gpuwise.finops.fleet_findings import group
+from gpuwise.finops.right_size import right_size
+from gpuwise.finops.tally import BUSY_EDGES, HEADROOM_EDGES, Tally, tally
 from gpuwise.monitor.energy import interval_energy_j
-from gpuwise.monitor.fleet_findings import group
 from gpuwise.monitor.kpi import SLOWING_REASONS, catalog_id
-from gpuwise.monitor.right_size import right_size
 from gpuwise.monitor.series import GpuSeries, History
-from gpuwise.monitor.tally import BUSY_EDGES, HEADROOM_EDGES, Tally, tally
 
 TIMELINE_POINTS = 48
 BUSY_BINS = tuple(  # (label, lower edge %): the bands of tally.BUSY_EDGES

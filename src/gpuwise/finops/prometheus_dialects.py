@@ -1,7 +1,7 @@
 """The three GPU exporters whose metrics `load_history` reads, as data: metric -> GpuSample field.
 
 Names, units and labels as each exporter publishes them (sources in docs/monitoring.md):
-- gpuwise's own exporter (`monitor/exporter.py`): base units, throttle reasons as a 0/1 gauge per reason;
+- gpuwise's own exporter (`exporter/scrape.py`): base units, throttle reasons as a 0/1 gauge per reason;
 - NVIDIA dcgm-exporter (etc/default-counters.csv, etc/dcp-metrics-included.csv): MiB, W, mJ, %,
   profiling ratios 0-1, clock-event reasons as NVML's bitmask;
 - nvitop-exporter (nvitop_exporter/exporter.py): prometheus_client gauges whose unit is appended to the

@@ -1,4 +1,8 @@
-"""Load tests in the run store (kind "loadtest"): `gpuwise runs list` lists them next to profiled runs."""
+"""Load tests in the run store (kind "loadtest"): `gpuwise runs list` lists them next to profiled runs.
+
+The store keeps rows and JSON (`gpuwise.store.runs`); this module makes the row's columns from a
+`LoadtestResult` and rebuilds the result from its document, so `loadtest --show` prints a saved test as
+it printed the live one."""
 
 from __future__ import annotations
 
@@ -9,6 +13,9 @@ from typing import Any
 from gpuwise.errors import GpuwiseError
 from gpuwise.loadtest.metrics import METRICS
 from gpuwise.loadtest.types import LevelSummary, LoadtestResult, RateSearch, Slo
+from gpuwise.store.runs import RunStore
+
+__all__ = ["KIND", "from_dict", "load", "save"]
 
 KIND = "loadtest"
 
@@ -31,8 +38,8 @@ def _headline(result: LoadtestResult) -> tuple[int, float | None, str | None, st
 
 
 def save(result: LoadtestResult, store: str | Path | None) -> int:
-    from gpuwise.profile.store import RunStore
-
+    """Save a load test in the run store at `store` (default path if None); returns its run id, also
+    set on the result as `run_id`."""
     count, best, top, status = _headline(result)
     with RunStore.open(store) as runs:
         result.run_id = runs.save_document(
@@ -61,6 +68,7 @@ def _level(data: dict[str, Any]) -> LevelSummary:
 
 
 def from_dict(doc: dict[str, Any]) -> LoadtestResult:
+    """A LoadtestResult from its `to_dict` document (the per-metric latency columns regrouped)."""
     slo = None
     if doc.get("slo"):
         slo = Slo({(k.split("_p")[0], int(k.split("_p")[1][:-2])): v for k, v in doc["slo"].items()})
@@ -87,13 +95,13 @@ def from_dict(doc: dict[str, Any]) -> LoadtestResult:
 
 
 def load(ref: str, store: str | Path | None) -> LoadtestResult:
-    from gpuwise.profile.store import RunStore
-
+    """The load test `ref` names (id, 'last', -N) in the run store at `store`; a GpuwiseError when that run
+    is not a load test."""
     with RunStore.open(store, create=False) as runs:
         run_id = runs.resolve(ref)
-        row = runs.conn.execute("SELECT kind, document FROM runs WHERE id = ?", (run_id,)).fetchone()
-    if row is None or row["kind"] != KIND:
+        row = runs.kind_and_document(run_id)
+    if row is None or row[0] != KIND:
         raise GpuwiseError(f"run {run_id} is not a load test (see `gpuwise runs list`)")
-    result = from_dict(json.loads(row["document"]))
+    result = from_dict(json.loads(row[1]))
     result.run_id = run_id
     return result
