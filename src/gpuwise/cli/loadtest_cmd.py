@@ -62,7 +62,7 @@ def _progress_hooks():
 
 def loadtest(
     url: Annotated[
-        str | None, typer.Argument(help="Server URL: http://HOST:PORT[/v1[/completions]].")
+        str | None, typer.Argument(help="Server URL: http://HOST:PORT\\[/v1\\[/completions]].")
     ] = None,
     endpoint: Annotated[
         str | None,

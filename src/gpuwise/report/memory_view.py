@@ -163,7 +163,9 @@ def estimate_document(e: MemoryEstimate, extras: dict[str, Any] | None = None) -
         )
     )
     for answer in (extras or {}).values():
-        doc.add(Paragraph(answer["text"], "strong" if answer["value"] else "bad"))
+        # max batch / max length: strong when something fits, bad when nothing does; serving figures: plain
+        style = ("strong" if answer["value"] else "bad") if "value" in answer else ""
+        doc.add(Paragraph(answer["text"], style))
     doc.add(*(Note(f"· {line}") for line in e.notes + e.assumptions))
     return doc
 
