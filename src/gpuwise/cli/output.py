@@ -83,6 +83,14 @@ def escape_markdown_html(markdown: str) -> str:
     return "\n".join(out)
 
 
+def write_html(document: Document, path: Path) -> None:
+    """Write the self-contained HTML report and say where on stderr (stdout stays the chosen format)."""
+    from gpuwise.report import html as html_report
+
+    html_report.write(document, path)
+    typer.echo(f"HTML report written to {path}", err=True)
+
+
 def emit(
     payload: dict[str, Any],
     kind: str,
@@ -108,10 +116,7 @@ def emit(
         return built[0]
 
     if html is not None:
-        from gpuwise.report import html as html_report
-
-        html_report.write(doc(), html)
-        typer.echo(f"HTML report written to {html}", err=True)
+        write_html(doc(), html)
     if as_json:
         out = {"schema_version": SCHEMA_VERSION, "kind": kind, **payload}
         sys.stdout.buffer.write(to_json_bytes(out) + b"\n")

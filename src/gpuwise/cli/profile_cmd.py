@@ -208,9 +208,3 @@ def runs_compare(
         html=html,
         document=lambda: profile_view.comparison_document(cmp),
     )
-
-
-def register(app: typer.Typer) -> None:
-    app.command("profile", context_settings=PROFILE_CONTEXT)(profile)
-    app.command("doctor")(doctor)
-    app.add_typer(runs_app, name="runs")

@@ -148,7 +148,3 @@ def trace(
         html=html,
         document=lambda: trace_view.report_document(report, top, rank),
     )
-
-
-def register(app: typer.Typer) -> None:
-    app.command("trace")(trace)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
-from gpuwise.cli.profile_cmd import PROFILE_CONTEXT, StoreOpt
+from gpuwise.cli.profile_cmd import StoreOpt
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
 
@@ -168,7 +168,3 @@ def tune(
     )
     if result.interrupted:
         sys.exit(128 + (result.signal or 2))  # as a shell reports a command ended by that signal
-
-
-def register(app: typer.Typer) -> None:
-    app.command("tune", context_settings=PROFILE_CONTEXT)(tune)

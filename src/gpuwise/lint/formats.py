@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from gpuwise import __version__
+from gpuwise._version import __version__
 from gpuwise.diagnose.finding import Severity
 from gpuwise.lint.catalog import SPECS, SPECS_LIST
 from gpuwise.lint.types import LintResult, Violation
