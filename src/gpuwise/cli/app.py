@@ -22,6 +22,8 @@ from gpuwise.cli import (
 )
 from gpuwise.errors import GpuwiseError
 
+__all__ = ["app", "main"]
+
 app = typer.Typer(
     name="gpuwise",
     help="Find where your AI workload loses time and memory, fix it, then pick the GPU that fits.",

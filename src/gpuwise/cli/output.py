@@ -22,6 +22,19 @@ from gpuwise.errors import GpuwiseError
 if TYPE_CHECKING:
     from gpuwise.report.document import Document
 
+__all__ = [
+    "SCHEMA_VERSION",
+    "HtmlFlag",
+    "JsonFlag",
+    "MarkdownFlag",
+    "console",
+    "emit",
+    "escape_markdown_html",
+    "one_format",
+    "to_json_bytes",
+    "write_html",
+]
+
 # The output flags every command takes (one spelling and help text everywhere).
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")]
 MarkdownFlag = Annotated[bool, typer.Option("--markdown", help="Print Markdown.")]
@@ -48,6 +61,7 @@ def console() -> Console:
 
 
 def to_json_bytes(payload: dict[str, Any]) -> bytes:
+    """Indented JSON bytes (numpy values and non-string keys allowed): every JSON document prints so."""
     return orjson.dumps(
         payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
     )

@@ -11,6 +11,17 @@ import typer
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.errors import GpuwiseError
 
+__all__ = [
+    "PROFILE_CONTEXT",
+    "StoreOpt",
+    "doctor",
+    "profile",
+    "runs_app",
+    "runs_compare",
+    "runs_list",
+    "runs_show",
+]
+
 StoreOpt = Annotated[
     Path | None,
     typer.Option(

@@ -14,6 +14,8 @@ from gpuwise.cli.profile_cmd import StoreOpt
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
 
+__all__ = ["trial_progress", "tune"]
+
 
 def trial_progress() -> Any:
     """One line per trial on stderr (stdout stays clean for --json)."""
