@@ -137,6 +137,25 @@ def test_help_shows_bracketed_text_and_no_value_for_boolean_flags(cli):
     assert "<" not in flag_line.split("Print JSON")[0], flag_line  # a flag takes no value
 
 
+def test_every_help_renders(cli):
+    # Rich markup in a help text (an unescaped "[/...]") used to crash `loadtest --help`
+    commands = [[]] + [
+        [*path.split(), name] if path else [name]
+        for path, name in _commands(typer.main.get_command(app_module.app))
+    ]
+    for command in commands:
+        result = cli(*command, "--help")
+        assert result.exit_code == 0 and "Usage" in result.stdout, (command, result.stderr)
+    assert "http://HOST:PORT[/v1[/completions]]" in cli("loadtest", "--help").stdout
+
+
+def _commands(command, path=""):
+    """(parent path, name) of every command and sub-command."""
+    for name, sub in getattr(command, "commands", {}).items():
+        yield path, name
+        yield from _commands(sub, f"{path} {name}".strip())
+
+
 def _options(command, path=()):
     """(command path, option strings) of every option of every command, sub-commands included."""
     for param in command.params:

@@ -60,6 +60,8 @@ def test_lint_never_imports_torch(project: Path) -> None:
 
 def test_json_and_terminal_output(cli, project: Path) -> None:
     document = cli("lint", str(project), "--json").json()
+    # through `emit` like every command, at the documented version (docs/json-schema.md)
+    assert document["schema_version"] == 2
     assert document["kind"] == "lint" and document["files"] == 1
     pin, load = document["violations"]
     assert pin["finding"] == "pageable_copies" and pin["fixable"] == "safe"

@@ -68,6 +68,15 @@ def test_max_batch_and_max_seq(cli):
     assert "largest batch on a100-80gb-sxm with 10 % headroom" in text
 
 
+def test_memory_of_a_serving_workload_shows_the_kv_capacity(cli):
+    # the serving figures are a plain paragraph: they have no "fits / does not fit" value to colour
+    r = cli("memory", "examples/inference-7b.yaml", "--max-batch")
+    assert r.exit_code == 0, r.stderr
+    assert "KV cache holds" in r.stdout and "largest batch on" in r.stdout
+    doc = cli("memory", "examples/inference-7b.yaml", "--json").json()
+    assert "text" not in doc["serving"] and doc["serving"]["kv_capacity"]
+
+
 def test_fit_json_and_terminal(cli):
     r = cli("fit", "examples/llama-3-8b-qlora-4090.yaml", "--json")
     assert r.exit_code == 0, r.stderr

@@ -4,7 +4,7 @@ Importing the package is cheap and never imports torch; the live profiler
 (`gpuwise.profile`) pulls torch in only when it is used.
 """
 
-__version__ = "0.1.0"
+from gpuwise._version import __version__
 
 __all__ = ["__version__", "profile"]
 

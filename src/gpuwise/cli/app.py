@@ -6,9 +6,23 @@ import sys
 
 import typer
 
-from gpuwise import __version__
-from gpuwise.cli import catalog_cmd
+from gpuwise._version import __version__
+from gpuwise.cli import (
+    bench_cmd,
+    catalog_cmd,
+    cost_cmd,
+    lint_cmd,
+    loadtest_cmd,
+    memory_cmd,
+    monitor_cmd,
+    plan_cmd,
+    profile_cmd,
+    trace_cmd,
+    tune_cmd,
+)
 from gpuwise.errors import GpuwiseError
+
+__all__ = ["app", "main"]
 
 app = typer.Typer(
     name="gpuwise",
@@ -56,47 +70,23 @@ def _root(
     _add_catalog_file("models", models_file)
 
 
+# Every command registers here, in this one style and in the order `gpuwise --help` lists them.
 app.command("gpus")(catalog_cmd.gpus)
 app.command("models")(catalog_cmd.models)
-
-# Commands of other capabilities register here (one line each).
-# -- command registrations --
-from gpuwise.cli import memory_cmd  # noqa: E402
-
 app.command("memory")(memory_cmd.memory)
 app.command("fit")(memory_cmd.fit)
-from gpuwise.cli import plan_cmd  # noqa: E402
-
 app.command("plan")(plan_cmd.plan)
-from gpuwise.cli import cost_cmd  # noqa: E402
-
 app.command("cost")(cost_cmd.cost)
-from gpuwise.cli import profile_cmd  # noqa: E402
-
-profile_cmd.register(app)
-from gpuwise.cli import trace_cmd  # noqa: E402
-
-trace_cmd.register(app)
-from gpuwise.cli import lint_cmd  # noqa: E402
-
-lint_cmd.register(app)
-# -- loadtest --
-from gpuwise.cli import loadtest_cmd  # noqa: E402
-
+app.command("profile", context_settings=profile_cmd.PROFILE_CONTEXT)(profile_cmd.profile)
+app.command("doctor")(profile_cmd.doctor)
+app.add_typer(profile_cmd.runs_app, name="runs")
+app.command("trace")(trace_cmd.trace)
+app.command("lint")(lint_cmd.lint)
 app.command("loadtest")(loadtest_cmd.loadtest)
-
-from gpuwise.cli import monitor_cmd  # noqa: E402
-
 app.add_typer(monitor_cmd.monitor_app, name="monitor")
 app.command("exporter")(monitor_cmd.exporter)
-
-from gpuwise.cli import bench_cmd  # noqa: E402
-
 app.command("bench")(bench_cmd.bench)
-
-from gpuwise.cli import tune_cmd  # noqa: E402
-
-tune_cmd.register(app)
+app.command("tune", context_settings=profile_cmd.PROFILE_CONTEXT)(tune_cmd.tune)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,6 +12,8 @@ import typer
 
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 
+__all__ = ["bench"]
+
 DEFAULT_DTYPES = "every dtype the device supports (CPU: fp32, bf16, fp16; GPU: also tf32)"
 
 

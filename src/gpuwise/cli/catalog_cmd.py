@@ -11,6 +11,8 @@ from gpuwise.catalog.prices import prices_for
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit
 from gpuwise.report import catalog_view
 
+__all__ = ["gpus", "models"]
+
 
 def gpus(
     gpu_id: Annotated[str | None, typer.Argument(help="Show one GPU in full (e.g. h100-sxm).")] = None,

@@ -9,6 +9,8 @@ from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_forma
 from gpuwise.cli.workload_flags import workload_command
 from gpuwise.workload import Workload
 
+__all__ = ["cost"]
+
 
 @workload_command
 def cost(

@@ -6,12 +6,18 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Annotated, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Literal, get_args
 
 import typer
 
-from gpuwise.cli.output import HtmlFlag, MarkdownFlag, emit, one_format, to_json_bytes
+from gpuwise.cli.output import HtmlFlag, MarkdownFlag, emit, one_format, to_json_bytes, write_html
 from gpuwise.errors import GpuwiseError
+
+if TYPE_CHECKING:
+    from gpuwise.lint.config import LintConfig
+    from gpuwise.lint.types import LintResult
+
+__all__ = ["FORMATS", "OutputFormat", "lint"]
 
 OutputFormat = Literal["terminal", "json", "sarif", "flake8"]
 FORMATS: tuple[OutputFormat, ...] = get_args(OutputFormat)
@@ -50,20 +56,49 @@ def lint(
 
     Data loading, host syncs every step, precision, distributed correctness, unsafe torch.load.
     Exit 1 when a finding reaches --fail-on, 0 otherwise, 2 on usage errors."""
-    from gpuwise.lint import config as lint_config
     from gpuwise.lint import fix as lint_fix
-    from gpuwise.lint import formats
     from gpuwise.lint.runner import lint_paths
-    from gpuwise.report.lint_view import lint_document
 
+    chosen = _output_format(output_format, as_json, as_markdown)
+    if fix and diff:
+        raise GpuwiseError("--fix writes the fixes and --diff only shows them: give one of them")
+    settings = _settings(paths, config, select, ignore, fail_on)
+    result = lint_paths(paths, settings)
+    if diff:
+        sys.stdout.write(lint_fix.unified_diff(lint_fix.fixed_texts(result, unsafe_fixes)))
+        return
+    if fix:
+        changes = lint_fix.fixed_texts(result, unsafe_fixes)
+        for path, (_, new) in changes.items():
+            lint_fix.write_atomically(path, new)
+        result = lint_paths(paths, settings)  # report what is left
+        result.fixed = sum(1 for _ in changes)
+    _show(result, chosen, as_markdown, html)
+    if result.at_or_above(settings.fail_on):
+        raise typer.Exit(1)
+
+
+def _output_format(output_format: str, as_json: bool, as_markdown: bool) -> OutputFormat:
+    """The one output format asked for (``--json`` is ``--format json``); conflicting flags exit 2."""
     chosen = "json" if as_json else output_format
     one_format(chosen == "json", as_markdown)
     if as_markdown and chosen != "terminal":
         raise GpuwiseError(f"--markdown and --format {chosen} are exclusive: choose one output format")
     if chosen not in FORMATS:
         raise GpuwiseError(f"unknown --format {chosen!r} (one of {', '.join(FORMATS)})")
-    if fix and diff:
-        raise GpuwiseError("--fix writes the fixes and --diff only shows them: give one of them")
+    return chosen
+
+
+def _settings(
+    paths: list[Path],
+    config: Path | None,
+    select: list[str] | None,
+    ignore: list[str] | None,
+    fail_on: str | None,
+) -> LintConfig:
+    """The `[tool.gpuwise.lint]` settings nearest the first path (or ``--config``), with the flags on top."""
+    from gpuwise.lint import config as lint_config
+
     missing = [str(p) for p in paths if not p.exists() and not p.is_symlink()]
     if missing:
         raise GpuwiseError(f"no such file or directory: {', '.join(missing)}")
@@ -79,36 +114,29 @@ def lint(
         )
     if fail_on is not None:
         settings = dataclasses.replace(settings, fail_on=lint_config.severity_of(fail_on, "--fail-on"))
+    return settings
 
-    result = lint_paths(paths, settings)
-    if diff:
-        sys.stdout.write(lint_fix.unified_diff(lint_fix.fixed_texts(result, unsafe_fixes)))
+
+def _show(result: LintResult, chosen: OutputFormat, as_markdown: bool, html: Path | None) -> None:
+    """JSON and the report go through `emit` like every command; SARIF and flake8 lines are the two
+    formats other tools parse (code scanning, editors), printed as they are."""
+    from gpuwise.lint import formats
+    from gpuwise.report.lint_view import lint_document
+
+    if chosen in ("json", "terminal"):
+        emit(
+            result.to_dict(),
+            "lint",
+            chosen == "json",
+            as_markdown=as_markdown,
+            html=html,
+            document=lambda: lint_document(result),
+        )
         return
-    if fix:
-        changes = lint_fix.fixed_texts(result, unsafe_fixes)
-        for path, (_, new) in changes.items():
-            lint_fix.write_atomically(path, new)
-        result = lint_paths(paths, settings)  # report what is left
-        result.fixed = sum(1 for _ in changes)
-
-    if html is not None and chosen != "terminal":
-        from gpuwise.report import html as html_report
-
-        html_report.write(lint_document(result), html)
-        typer.echo(f"HTML report written to {html}", err=True)
-    if chosen == "json":
-        document = {"schema_version": 1, "kind": "lint", **result.to_dict()}
-        sys.stdout.buffer.write(to_json_bytes(document) + b"\n")
-    elif chosen == "sarif":
+    if html is not None:
+        write_html(lint_document(result), html)
+    if chosen == "sarif":
         sys.stdout.buffer.write(to_json_bytes(formats.sarif(result)) + b"\n")
-    elif chosen == "flake8":
-        sys.stdout.write("".join(line + "\n" for line in formats.flake8_lines(result)))
     else:
-        emit({}, "lint", False, as_markdown=as_markdown, html=html, document=lambda: lint_document(result))
+        sys.stdout.write("".join(line + "\n" for line in formats.flake8_lines(result)))
     sys.stdout.flush()
-    if result.at_or_above(settings.fail_on):
-        raise typer.Exit(1)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("lint")(lint)

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.errors import GpuwiseError
+
+if TYPE_CHECKING:
+    from gpuwise.loadtest.types import LoadMode
+
+__all__ = ["loadtest"]
 
 _MAX_REQUESTS_CAP = 100_000
 _DURATION_CAP_S = 3600.0
@@ -62,7 +67,7 @@ def _progress_hooks():
 
 def loadtest(
     url: Annotated[
-        str | None, typer.Argument(help="Server URL: http://HOST:PORT[/v1[/completions]].")
+        str | None, typer.Argument(help="Server URL: http://HOST:PORT\\[/v1\\[/completions]].")
     ] = None,
     endpoint: Annotated[
         str | None,
@@ -168,14 +173,8 @@ def loadtest(
     _emit(result, as_json, as_markdown, html)
 
 
-def _settings(opts: dict):
-    """Validated settings from the command's options (every bad value: one line, exit 2)."""
-    from gpuwise.loadtest.endpoint import parse_target, resolve_model
-    from gpuwise.loadtest.metrics import parse_slo
-    from gpuwise.loadtest.prompts import Lengths, read_dataset
-    from gpuwise.loadtest.session import Settings
-    from gpuwise.loadtest.tokens import load_tokenizer
-
+def _check_ranges(opts: dict) -> None:
+    """Every option with a closed set or a bounded range (one line, exit 2 on a bad value)."""
     if opts["endpoint"] not in (None, "completions", "chat"):
         raise GpuwiseError(f"--endpoint must be completions or chat; got {opts['endpoint']!r}")
     if opts["arrival"] not in ("poisson", "constant"):
@@ -190,22 +189,41 @@ def _settings(opts: dict):
         raise GpuwiseError("--concurrency and --rate are exclusive: choose one way to load the server")
     if not 1 <= opts["max_probes"] <= 20:
         raise GpuwiseError("--max-probes must be 1 to 20")
+
+
+def _search_range(opts: dict, slo: object) -> tuple[float, float] | None:
+    """``--find-max-rate``'s (low, high) requests/s from ``--rate-range``; None without the search."""
+    if not opts["find_max_rate"]:
+        return None
+    if slo is None:
+        raise GpuwiseError("--find-max-rate needs --slo (e.g. --slo ttft_p99=0.5)")
+    bounds = _numbers(opts["rate_range"], "--rate-range")
+    if len(bounds) != 2 or bounds[0] >= bounds[1]:
+        raise GpuwiseError(f"--rate-range takes LOW,HIGH with LOW < HIGH; got {opts['rate_range']!r}")
+    return (bounds[0], bounds[1])
+
+
+def _load_mode(opts: dict, search: tuple[float, float] | None) -> tuple[LoadMode, list[float]]:
+    """How the server is loaded (poisson | constant arrivals, or closed-loop concurrency) and the levels."""
+    if opts["rate"]:
+        return opts["arrival"], _numbers(opts["rate"], "--rate")
+    targets = _numbers(opts["concurrency"] or "1", "--concurrency")
+    return (opts["arrival"] if search and opts["rate"] is None else "concurrency"), targets
+
+
+def _settings(opts: dict):
+    """Validated settings from the command's options (every bad value: one line, exit 2)."""
+    from gpuwise.loadtest.endpoint import parse_target, resolve_model
+    from gpuwise.loadtest.metrics import parse_slo
+    from gpuwise.loadtest.prompts import Lengths, read_dataset
+    from gpuwise.loadtest.session import Settings
+    from gpuwise.loadtest.tokens import load_tokenizer
+
+    _check_ranges(opts)
     target = parse_target(opts["url"], opts["endpoint"])
     slo = parse_slo(opts["slo"]) if opts["slo"] else None
-    search = None
-    if opts["find_max_rate"]:
-        if slo is None:
-            raise GpuwiseError("--find-max-rate needs --slo (e.g. --slo ttft_p99=0.5)")
-        bounds = _numbers(opts["rate_range"], "--rate-range")
-        if len(bounds) != 2 or bounds[0] >= bounds[1]:
-            raise GpuwiseError(f"--rate-range takes LOW,HIGH with LOW < HIGH; got {opts['rate_range']!r}")
-        search = (bounds[0], bounds[1])
-    if opts["rate"]:
-        mode, targets = opts["arrival"], _numbers(opts["rate"], "--rate")
-    else:
-        mode, targets = "concurrency", _numbers(opts["concurrency"] or "1", "--concurrency")
-    if search and opts["rate"] is None:
-        mode = opts["arrival"]
+    search = _search_range(opts, slo)
+    mode, targets = _load_mode(opts, search)
     dataset = read_dataset(opts["dataset"]) if opts["dataset"] else None
     tokenizer = load_tokenizer(opts["tokenizer"]) if opts["tokenizer"] else None
     headers = _headers(opts["api_key_env"])

@@ -3,6 +3,7 @@
 # No `from __future__ import annotations`: @workload_command hands these annotations to Typer as objects.
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +13,8 @@ from gpuwise.cli.sim_extra import sim_extra_required
 from gpuwise.cli.workload_flags import workload_command
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
+
+__all__ = ["fit", "memory"]
 
 
 def _factory_names_the_model(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -69,8 +72,6 @@ def memory(
 
     The analytic estimate never imports torch. `--traced` runs the real model on fake tensors instead.
     """
-    from gpuwise.report import memory_view
-
     if not 0 <= headroom < 100:
         raise GpuwiseError(f"--headroom must be between 0 and 100 percent, got {headroom}")
     if (model_factory or input_factory) and not traced:
@@ -84,80 +85,57 @@ def memory(
     if traced:
         if max_batch or max_seq:
             raise GpuwiseError("--max-batch and --max-seq use the analytic estimate; drop --traced for them")
-        with sim_extra_required():
-            from gpuwise.simulation import traced_estimate
-
-            result = traced_estimate(workload, model_factory=model_factory, input_factory=input_factory)
-        from gpuwise.report import simulation_view
-
-        emit(
-            result.to_dict(),
-            "memory_traced",
-            as_json,
-            as_markdown=as_markdown,
-            html=html,
-            document=lambda: simulation_view.traced_document(result),
-        )
+        _traced(workload, model_factory, input_factory, as_json, as_markdown, html)
         return
-
-    from gpuwise.catalog import get_model
-    from gpuwise.memory import estimate_memory, max_batch_that_fits, max_seq_len_that_fits
-
-    estimate = estimate_memory(workload)
+    from gpuwise.memory import estimate_memory
+    from gpuwise.memory.result import memory_report
     from gpuwise.plan.input_checks import input_warnings
-
-    for line in input_warnings(workload, peak_bytes=estimate.device_total_bytes):
-        typer.echo(f"gpuwise: warning: {line}", err=True)
-    payload = estimate.to_dict()
-    extras: dict = {}
-    if max_batch:
-        n = max_batch_that_fits(workload, estimate.gpu, headroom_pct=headroom)
-        extras["max_batch"] = {
-            "value": n,
-            "headroom_pct": headroom,
-            "gpu": estimate.gpu.id,
-            "text": (
-                f"largest batch on {estimate.gpu.id} with {headroom:g} % headroom: {n}"
-                if n
-                else f"batch 1 does not fit {estimate.gpu.id} with {headroom:g} % headroom"
-            ),
-        }
-    if max_seq:
-        n = max_seq_len_that_fits(workload, estimate.gpu, headroom_pct=headroom)
-        what = "context (prompt)" if workload.is_inference else "sequence"
-        context = get_model(workload.model).max_position_embeddings
-        capped = bool(n and context and n >= context - (workload.output_len if workload.is_inference else 0))
-        extras["max_seq_len"] = {
-            "value": n,
-            "headroom_pct": headroom,
-            "gpu": estimate.gpu.id,
-            "capped_by_context": capped,
-            "text": (
-                f"longest {what} on {estimate.gpu.id} with {headroom:g} % headroom: {n:,} tokens"
-                + (f" (capped at the model's context of {context:,} tokens, not by memory)" if capped else "")
-                if n
-                else f"no {what} length fits {estimate.gpu.id} with {headroom:g} % headroom"
-            ),
-        }
+    from gpuwise.report import memory_view
     from gpuwise.serving.summary import serving_figures  # serving helper: one KV truth with cost and plan
 
-    figures = serving_figures(workload)
-    if figures is not None:
-        from gpuwise.report.serving_view import figures_lines
-
-        extras["serving"] = {
-            **figures.to_dict(),
-            "text": "\n".join(figures_lines(figures.kv, figures.at_demand)),
-        }
-    for key, answer in extras.items():
-        payload[key] = {k: v for k, v in answer.items() if k != "text"}
+    estimate = estimate_memory(workload)
+    for line in input_warnings(workload, peak_bytes=estimate.device_total_bytes):
+        typer.echo(f"gpuwise: warning: {line}", err=True)
+    report = memory_report(
+        workload,
+        estimate,
+        max_batch=max_batch,
+        max_seq=max_seq,
+        headroom_pct=headroom,
+        serving=serving_figures(workload),
+    )
     emit(
-        payload,
+        report.to_dict(),
         "memory",
         as_json,
         as_markdown=as_markdown,
         html=html,
-        document=lambda: memory_view.estimate_document(estimate, extras),
+        document=lambda: memory_view.estimate_document(report),
+    )
+
+
+def _traced(
+    workload: Workload,
+    model_factory: str | None,
+    input_factory: str | None,
+    as_json: bool,
+    as_markdown: bool,
+    html: Path | None,
+) -> None:
+    """`memory --traced`: one step of the real model on fake tensors (torch, the sim extra)."""
+    with sim_extra_required():
+        from gpuwise.simulation import traced_estimate
+
+        result = traced_estimate(workload, model_factory=model_factory, input_factory=input_factory)
+    from gpuwise.report import simulation_view
+
+    emit(
+        result.to_dict(),
+        "memory_traced",
+        as_json,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: simulation_view.traced_document(result),
     )
 
 

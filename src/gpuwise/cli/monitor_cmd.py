@@ -12,9 +12,15 @@ from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, console, emit, 
 from gpuwise.errors import GpuwiseError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpuwise.finops.analyze import Prices
+    from gpuwise.monitor.recorder import ResilientSampler
+    from gpuwise.monitor.sampler import Snapshot
     from gpuwise.monitor.series import History
     from gpuwise.monitor.tiers import Retention
+
+__all__ = ["exporter", "monitor", "monitor_app", "report"]
 
 MIN_INTERVAL_S = 0.2
 MAX_RECORD_INTERVAL_S = 60.0
@@ -101,8 +107,31 @@ def monitor(
             raise GpuwiseError("--record runs until stopped: drop --once, --json, --markdown and --html")
         _record(seconds, quiet, store, (keep_raw, keep_minute, keep_hour), host, usd_per_gpu_hour)
         return
+    _live_or_snapshot(
+        once or as_json or as_markdown or html is not None,
+        seconds,
+        host,
+        usd_per_gpu_hour,
+        as_json,
+        as_markdown,
+        html,
+    )
+
+
+def _live_or_snapshot(
+    snapshot_only: bool,
+    interval_s: float,
+    host: bool,
+    usd_per_gpu_hour: float | None,
+    as_json: bool,
+    as_markdown: bool,
+    html: Path | None,
+) -> None:
+    """One snapshot through `emit` (``snapshot_only``), else the live view until q or Ctrl-C; without
+    NVML, ``--host`` still shows the host alone."""
     from gpuwise.monitor import kpi
     from gpuwise.monitor.sampler import GpuSampler, NoNvml, host_snapshot
+    from gpuwise.monitor.snapshot_result import SnapshotResult
     from gpuwise.report import monitor_view
 
     try:
@@ -112,7 +141,7 @@ def monitor(
             raise NoNvml(f"{missing}; --host shows the host alone") from None
         snap, reason = host_snapshot(), str(missing)
         emit(
-            {**snap.to_dict(), "verdicts": [], "cost": None, "no_gpu": reason},
+            SnapshotResult(snap, no_gpu=reason).to_dict(),
             "monitor",
             as_json,
             as_markdown=as_markdown,
@@ -121,21 +150,12 @@ def monitor(
         )
         return
     try:
-        if once or as_json or as_markdown or html is not None:
+        if snapshot_only:
             snap = sampler.sample(host)
             found = kpi.verdicts(snap)
             cost = kpi.cost(snap, found, usd_per_gpu_hour)
-            payload = {
-                **snap.to_dict(),
-                "verdicts": [v.to_dict() for v in found],
-                "cost": {
-                    "usd_per_hour": cost.usd_per_hour,
-                    "idle_usd_per_hour": cost.idle_usd_per_hour,
-                    "price_source": cost.price_source,
-                },
-            }
             emit(
-                payload,
+                SnapshotResult(snap, found, cost).to_dict(),
                 "monitor",
                 as_json,
                 as_markdown=as_markdown,
@@ -145,7 +165,7 @@ def monitor(
             return
         from gpuwise.tui import live
 
-        live.run(console(), sampler, seconds, host, usd_per_gpu_hour)
+        live.run(console(), sampler, interval_s, host, usd_per_gpu_hour)
     finally:
         sampler.close()
 
@@ -240,36 +260,21 @@ def _record(
     host: bool,
     usd_per_gpu_hour: float | None,
 ) -> None:
-    """Sample every ``interval_s`` into the store until Ctrl-C or SIGTERM (each tick its own transaction)."""
-    import signal
-
-    from gpuwise.monitor import recorder
-    from gpuwise.store.history import HistoryStore
+    """Record until Ctrl-C or SIGTERM (`gpuwise.monitor.record_session`), with the live view unless
+    ``quiet``; says on stderr what is recorded where."""
+    from gpuwise.monitor.record_session import record
 
     retention = _retention(keep)
-    sampler = recorder.ResilientSampler()
-    store = HistoryStore.open(store_path)
-    rec = recorder.Recorder(store, interval_s, retention)
 
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+    def announce(count: int, path: Path) -> None:
+        typer.echo(f"recording {count} GPUs every {interval_s:g}s to {path} (Ctrl-C stops)", err=True)
 
-    signal.signal(signal.SIGTERM, stop)
-    typer.echo(
-        f"recording {sampler.count} GPUs every {interval_s:g}s to {store.path} (Ctrl-C stops)", err=True
-    )
-    try:
-        if quiet:
-            recorder.run(sampler, rec, interval_s)
-        else:
-            from gpuwise.tui import live
+    def view(sampler: ResilientSampler, on_sample: Callable[[Snapshot], object]) -> None:
+        from gpuwise.tui import live
 
-            live.run(console(), sampler, interval_s, host, usd_per_gpu_hour, on_sample=rec.tick)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sampler.close()
-        store.close()
+        live.run(console(), sampler, interval_s, host, usd_per_gpu_hour, on_sample=on_sample)
+
+    record(interval_s, store_path, retention, None if quiet else view, announce)
 
 
 @monitor_app.command("report")

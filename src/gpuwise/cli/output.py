@@ -22,6 +22,19 @@ from gpuwise.errors import GpuwiseError
 if TYPE_CHECKING:
     from gpuwise.report.document import Document
 
+__all__ = [
+    "SCHEMA_VERSION",
+    "HtmlFlag",
+    "JsonFlag",
+    "MarkdownFlag",
+    "console",
+    "emit",
+    "escape_markdown_html",
+    "one_format",
+    "to_json_bytes",
+    "write_html",
+]
+
 # The output flags every command takes (one spelling and help text everywhere).
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (schema in docs/json-schema.md).")]
 MarkdownFlag = Annotated[bool, typer.Option("--markdown", help="Print Markdown.")]
@@ -48,6 +61,7 @@ def console() -> Console:
 
 
 def to_json_bytes(payload: dict[str, Any]) -> bytes:
+    """Indented JSON bytes (numpy values and non-string keys allowed): every JSON document prints so."""
     return orjson.dumps(
         payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
     )
@@ -83,6 +97,14 @@ def escape_markdown_html(markdown: str) -> str:
     return "\n".join(out)
 
 
+def write_html(document: Document, path: Path) -> None:
+    """Write the self-contained HTML report and say where on stderr (stdout stays the chosen format)."""
+    from gpuwise.report import html as html_report
+
+    html_report.write(document, path)
+    typer.echo(f"HTML report written to {path}", err=True)
+
+
 def emit(
     payload: dict[str, Any],
     kind: str,
@@ -108,10 +130,7 @@ def emit(
         return built[0]
 
     if html is not None:
-        from gpuwise.report import html as html_report
-
-        html_report.write(doc(), html)
-        typer.echo(f"HTML report written to {html}", err=True)
+        write_html(doc(), html)
     if as_json:
         out = {"schema_version": SCHEMA_VERSION, "kind": kind, **payload}
         sys.stdout.buffer.write(to_json_bytes(out) + b"\n")

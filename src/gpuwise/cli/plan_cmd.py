@@ -12,6 +12,8 @@ from gpuwise.cli.workload_flags import workload_command
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
 
+__all__ = ["plan"]
+
 
 @workload_command
 def plan(

@@ -11,6 +11,17 @@ import typer
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.errors import GpuwiseError
 
+__all__ = [
+    "PROFILE_CONTEXT",
+    "StoreOpt",
+    "doctor",
+    "profile",
+    "runs_app",
+    "runs_compare",
+    "runs_list",
+    "runs_show",
+]
+
 StoreOpt = Annotated[
     Path | None,
     typer.Option(
@@ -210,9 +221,3 @@ def runs_compare(
         html=html,
         document=lambda: profile_view.comparison_document(cmp),
     )
-
-
-def register(app: typer.Typer) -> None:
-    app.command("profile", context_settings=PROFILE_CONTEXT)(profile)
-    app.command("doctor")(doctor)
-    app.add_typer(runs_app, name="runs")

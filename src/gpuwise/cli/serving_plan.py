@@ -12,6 +12,8 @@ from gpuwise.workload import Workload
 if TYPE_CHECKING:  # pragma: no cover
     from gpuwise.diagnose import Evidence
 
+__all__ = ["emit_serving_plan"]
+
 
 def emit_serving_plan(
     workload: Workload,
@@ -20,6 +22,7 @@ def emit_serving_plan(
     as_markdown: bool,
     evidence: Sequence[Evidence] = (),
 ) -> None:
+    """The serving plan (replicas, layout, latency and $ at the demand) through `emit` as a ``plan``."""
     from gpuwise.plan.serving import plan_serving
     from gpuwise.report import serving_view
 

@@ -7,6 +7,8 @@ from contextlib import contextmanager
 
 from gpuwise.errors import GpuwiseError
 
+__all__ = ["SIM_PACKAGES", "sim_extra_required"]
+
 # torch is installed by the user (CPU, CUDA or ROCm build); the rest come with `gpuwise[sim]`.
 SIM_PACKAGES = frozenset({"torch", "transformers", "peft", "accelerate"})
 

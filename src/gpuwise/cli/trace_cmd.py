@@ -15,6 +15,8 @@ from gpuwise.errors import GpuwiseError
 if TYPE_CHECKING:
     from gpuwise.trace.report import FileProgress
 
+__all__ = ["trace"]
+
 # The trace modules (numpy, msgspec) are imported inside the command so that every other
 # command's start-up does not pay for them.
 
@@ -148,7 +150,3 @@ def trace(
         html=html,
         document=lambda: trace_view.report_document(report, top, rank),
     )
-
-
-def register(app: typer.Typer) -> None:
-    app.command("trace")(trace)

@@ -10,9 +10,11 @@ from typing import Annotated, Any
 import typer
 
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
-from gpuwise.cli.profile_cmd import PROFILE_CONTEXT, StoreOpt
+from gpuwise.cli.profile_cmd import StoreOpt
 from gpuwise.diagnose import thresholds as T
 from gpuwise.errors import GpuwiseError
+
+__all__ = ["trial_progress", "tune"]
 
 
 def trial_progress() -> Any:
@@ -168,7 +170,3 @@ def tune(
     )
     if result.interrupted:
         sys.exit(128 + (result.signal or 2))  # as a shell reports a command ended by that signal
-
-
-def register(app: typer.Typer) -> None:
-    app.command("tune", context_settings=PROFILE_CONTEXT)(tune)

@@ -18,6 +18,8 @@ import typer
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload, load_workload, workload_from_mapping
 
+__all__ = ["CALIBRATED_COMMANDS", "build_workload", "is_model_config", "workload_command"]
+
 _PANEL = "Workload (override the file)"
 
 

@@ -131,7 +131,7 @@ class Evidence:
     idle_time_pct: float | None = None  # share of those hours with busy % under MONITOR_IDLE_BUSY_PCT
     idle_usd: float | None = None  # what the idle (and lost) hours cost at the GPU's price
     busy_in_use_pct: float | None = None  # mean busy % over the hours the GPU was not idle
-    # monitor/right_size.py: the cheapest smaller catalog GPU that holds the peak and keeps up with the busy
+    # finops/right_size.py: the cheapest smaller catalog GPU that holds the peak and keeps up with the busy
     # % ("gpu": null when none does, "closest" then says how near one came); "usd_saved" over in-use hours
     smaller_gpu: dict[str, Any] | None = None
 

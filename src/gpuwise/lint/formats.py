@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from gpuwise import __version__
+from gpuwise._version import __version__
 from gpuwise.diagnose.finding import Severity
 from gpuwise.lint.catalog import SPECS, SPECS_LIST
 from gpuwise.lint.types import LintResult, Violation
+
+__all__ = ["SARIF_LEVEL", "SARIF_SCHEMA", "flake8_lines", "sarif"]
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVEL: dict[Severity, str] = {

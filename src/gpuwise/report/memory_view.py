@@ -6,12 +6,11 @@ size is also shown in decimal GB next to it, labelled.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.memory import FitResult, MemoryEstimate
+from gpuwise.memory.result import MaxBatch, MaxSeqLen, MemoryReport
 from gpuwise.report import terminal
 from gpuwise.report.chart_text import bar
 from gpuwise.report.document import (
@@ -29,7 +28,16 @@ from gpuwise.report.document import (
 from gpuwise.report.units import gib
 from gpuwise.units import GiB
 
-__all__ = ["bar", "estimate_document", "fit_document", "render_estimate", "render_fit"]
+__all__ = [
+    "answer_paragraphs",
+    "bar",
+    "estimate_document",
+    "fit_document",
+    "max_batch_text",
+    "max_seq_len_text",
+    "render_estimate",
+    "render_fit",
+]
 
 LABELS = {
     "weights": "weights",
@@ -122,7 +130,48 @@ def component_charts(parts: dict[str, float], total_label: str, what: str) -> li
     ]
 
 
-def estimate_document(e: MemoryEstimate, extras: dict[str, Any] | None = None) -> Document:
+def max_batch_text(answer: MaxBatch) -> str:
+    """'largest batch on GPU with 10 % headroom: 6', or that not even batch 1 fits."""
+    if not answer.value:
+        return f"batch 1 does not fit {answer.gpu} with {answer.headroom_pct:g} % headroom"
+    return f"largest batch on {answer.gpu} with {answer.headroom_pct:g} % headroom: {answer.value}"
+
+
+def max_seq_len_text(answer: MaxSeqLen) -> str:
+    """The longest sequence (or prompt) in tokens, saying when the model's context caps it, not memory."""
+    what = "context (prompt)" if answer.inference else "sequence"
+    if not answer.value:
+        return f"no {what} length fits {answer.gpu} with {answer.headroom_pct:g} % headroom"
+    capped = (
+        f" (capped at the model's context of {answer.context_tokens:,} tokens, not by memory)"
+        if answer.capped_by_context
+        else ""
+    )
+    where = f"{answer.gpu} with {answer.headroom_pct:g} % headroom"
+    return f"longest {what} on {where}: {answer.value:,} tokens{capped}"
+
+
+def answer_paragraphs(report: MemoryReport) -> list[Paragraph]:
+    """The answers asked for with the estimate: strong when something fits, bad when nothing does; the
+    serving figures (KV capacity, the deployment at the demand) plain, one line each."""
+    out = []
+    if report.max_batch is not None:
+        out.append(Paragraph(max_batch_text(report.max_batch), "strong" if report.max_batch.value else "bad"))
+    if report.max_seq_len is not None:
+        answer = report.max_seq_len
+        out.append(Paragraph(max_seq_len_text(answer), "strong" if answer.value else "bad"))
+    if report.serving is not None:
+        from gpuwise.report.serving_view import figures_lines  # plan's serving model: only when needed
+
+        out.append(Paragraph("\n".join(figures_lines(report.serving.kv, report.serving.at_demand))))
+    return out
+
+
+def estimate_document(report: MemoryReport | MemoryEstimate) -> Document:
+    """The memory report: verdict, breakdown table and charts, the peak phase, the answers, the notes."""
+    if isinstance(report, MemoryEstimate):
+        report = MemoryReport(report)
+    e = report.estimate
     doc = Document(_title(e))
     total = e.device_total_bytes
     capacity = e.gpu_memory_bytes
@@ -162,14 +211,14 @@ def estimate_document(e: MemoryEstimate, extras: dict[str, Any] | None = None) -
             description=f"Allocated GiB at the end of each phase; the peak is in {e.peak_phase}.",
         )
     )
-    for answer in (extras or {}).values():
-        doc.add(Paragraph(answer["text"], "strong" if answer["value"] else "bad"))
+    doc.add(*answer_paragraphs(report))
     doc.add(*(Note(f"· {line}") for line in e.notes + e.assumptions))
     return doc
 
 
-def render_estimate(console: Console, e: MemoryEstimate, extras: dict[str, Any] | None = None) -> None:
-    terminal.render(console, estimate_document(e, extras))
+def render_estimate(console: Console, report: MemoryReport | MemoryEstimate) -> None:
+    """Draw `estimate_document` on a Rich console."""
+    terminal.render(console, estimate_document(report))
 
 
 def _layout(sharding: str, tp: int, pp: int) -> str:
