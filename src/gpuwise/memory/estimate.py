@@ -39,7 +39,7 @@ from gpuwise.memory.activations import (
 )
 from gpuwise.memory.frameworks import Profile, profile_for_workload, quantized_linear_keeps_input
 from gpuwise.memory.kv_cache import kv_cache_bytes
-from gpuwise.memory.optimizer import is_paged, state_bytes_per_param, step_temporary_bytes
+from gpuwise.memory.optimizer_state import is_paged, state_bytes_per_param, step_temporary_bytes
 from gpuwise.memory.regime import Regime, regime_for
 from gpuwise.memory.shapes import lora_params
 from gpuwise.memory.weights import (
@@ -205,7 +205,7 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
     arch = get_model(w.model)
     vision = None if arch.is_transformer else vision_arch(arch.id)
     if vision is not None:  # conv nets and diffusion models: per-layer formulas (gpuwise.vision)
-        from gpuwise.vision.memory import estimate_vision_memory  # it builds on this module's types
+        from gpuwise.memory.vision import estimate_vision_memory  # it builds on this module's types
 
         return estimate_vision_memory(w, gpu, vision)
     _check_supported(arch, w)

@@ -200,8 +200,8 @@ class StepModel:
 def max_concurrency(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[int, float, str]:
     """Sequences of prompt + output tokens whose KV cache fits per replica (full length reserved).
 
-    One truth with ``memory`` and ``plan``: gpuwise.memory.kv_cache.kv_capacity (paged blocks)."""
-    from gpuwise.memory.kv_cache import kv_capacity
+    One truth with ``memory`` and ``plan``: gpuwise.perf.kv_capacity.kv_capacity (paged blocks)."""
+    from gpuwise.perf.kv_capacity import kv_capacity
 
     cap = kv_capacity(workload, gpu, arch, num)
     return cap.max_sequences, cap.budget_bytes_per_gpu, cap.method
@@ -313,8 +313,8 @@ def encoder_forward(
 def conv_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, float]:
     """Conv nets and diffusion pipelines: FLOPs from their layers (gpuwise.vision) at a sourced share of
     the peak; diffusion counts the whole sampling loop of every image. Returns (seconds, FLOPs) per batch."""
+    from gpuwise.perf import vision as vision_perf
     from gpuwise.perf.roofline import peak_flops as _peak
-    from gpuwise.vision import perf as vision_perf
 
     vision = vision_perf.described(arch.id)
     flops = vision_perf.inference_flops_per_image(workload, vision) * workload.batch_size

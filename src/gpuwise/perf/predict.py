@@ -15,8 +15,8 @@ from gpuwise.perf.numerics import Numerics, resolve
 from gpuwise.perf.prediction import PerfPrediction
 from gpuwise.perf.roofline import peak_flops
 from gpuwise.perf.training import predict_training, training_bound
-from gpuwise.vision.perf import compute_dtype as vision_compute_dtype
-from gpuwise.vision.perf import vision_assumptions
+from gpuwise.perf.vision import compute_dtype as vision_compute_dtype
+from gpuwise.perf.vision import vision_assumptions
 from gpuwise.workload import Workload
 
 

@@ -48,7 +48,7 @@ class TrainingPerf:
     attention_efficiency: float
     attention_bound: Bound = "compute"  # compute (FLOPs) or memory_bandwidth (q/k/v/o or score traffic)
     links: dict[str, Any] = field(default_factory=dict)  # collective -> link used
-    optimizer: Any = None  # gpuwise.perf.optimizer.OptimizerStep: implementation, bytes, launches
+    optimizer: Any = None  # gpuwise.perf.optimizer_step.OptimizerStep: implementation, bytes, launches
     offload_s: float = 0.0  # ZeRO-Offload / FSDP cpu_offload: PCIe copies + the host optimizer step (exposed)
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from gpuwise.catalog import GPU
 from gpuwise.diagnose import thresholds as th
 from gpuwise.errors import GpuwiseError
-from gpuwise.memory.kv_cache import KvCapacity
+from gpuwise.perf.kv_capacity import KvCapacity
 from gpuwise.serving.demand import RequestDraws, draw_requests, request_rate
 from gpuwise.serving.goodput import Goodput, effective_slo, meets, search_goodput
 from gpuwise.serving.mig import catalog_id

@@ -18,8 +18,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU, get_model
-from gpuwise.memory.kv_cache import KvCapacity, kv_capacity
 from gpuwise.perf.inference import StepModel
+from gpuwise.perf.kv_capacity import KvCapacity, kv_capacity
 from gpuwise.perf.numerics import resolve
 from gpuwise.serving.demand import RequestDraws
 from gpuwise.serving.engines import (

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuwise.catalog import get_gpu, get_model
 from gpuwise.errors import GpuwiseError
-from gpuwise.memory.kv_cache import KvCapacity, kv_capacity
+from gpuwise.perf.kv_capacity import KvCapacity, kv_capacity
 from gpuwise.serving.demand import request_rate
 from gpuwise.serving.evaluate import Deployment, ReplicaSearch, evaluate_deployment
 from gpuwise.workload import Workload

@@ -26,7 +26,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.memory import overheads
 from gpuwise.memory.estimate import COMPONENTS, MemoryEstimate, Phase, gpu_capacity_bytes
 from gpuwise.memory.frameworks import profile_for
-from gpuwise.memory.optimizer import is_paged, state_bytes_per_param, step_temporary_bytes
+from gpuwise.memory.optimizer_state import is_paged, state_bytes_per_param, step_temporary_bytes
 from gpuwise.memory.regime import Regime, regime_for
 from gpuwise.units import GiB
 from gpuwise.vision.architectures import Network, VisionArch, network, vae_network

@@ -14,10 +14,10 @@ from typing import Literal
 
 from gpuwise.catalog import GPU, ModelArch
 from gpuwise.errors import GpuwiseError
+from gpuwise.memory.vision import image_dims
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import TrainingFlops
 from gpuwise.vision.architectures import VisionArch, load_data, network, vae_network, vision_arch
-from gpuwise.vision.memory import image_dims
 from gpuwise.workload import Workload
 
 Kind = Literal["training", "inference"]
