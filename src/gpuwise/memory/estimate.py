@@ -142,7 +142,7 @@ def gpu_capacity_bytes(gpu: GPU) -> float:
 
 def sequence_tokens(arch: ModelArch, w: Workload) -> int:
     """Tokens per sample: the sequence, or image patches + [CLS] for ViTs."""
-    if arch.family == "vit":
+    if arch.spec.kind == "vit":
         match = re.search(r"-(\d+)$", arch.id)
         patch = int(match.group(1)) if match else 16
         return (w.image_size // patch) * ((w.image_width or w.image_size) // patch) + 1
@@ -296,7 +296,7 @@ class _Context:
                 f"context parallel {w.context_parallel}: each GPU holds {self.tokens} of every sequence's "
                 "tokens (activations, logits and KV split; ring attention's K/V chunks in flight not counted)"
             )
-        if arch.family == "vit" and w.seq_len != self.tokens and w.seq_len != 2048:
+        if arch.spec.kind == "vit" and w.seq_len != self.tokens and w.seq_len != 2048:
             self.notes.append(
                 f"ViT tokens come from image_size {w.image_size}: {self.tokens} (seq_len ignored)"
             )

@@ -103,25 +103,9 @@ def resolve_targets(arch: ModelArch, targets: tuple[str, ...]) -> tuple[str, ...
     return tuple(names)
 
 
-# Hugging Face modules that hold several projections in one nn.Linear, so peft adapts the group as
-# one module (one dropout/cast copy of its input, one A output): transformers modeling_phi3
-# (qkv_proj, gate_up_proj), modeling_falcon and modeling_gpt_neox (query_key_value), modeling_gpt2
-# (c_attn), modeling_mpt (Wqkv).
-_QKV = {"q": "qkv", "k": "qkv", "v": "qkv"}
-FUSED_HF_MODULES = {
-    "phi-3": {**_QKV, "gate": "gate_up", "up": "gate_up"},
-    "falcon": _QKV,
-    "stablelm-alpha": _QKV,
-    "gpt2": _QKV,
-    "gpt3": _QKV,
-    "megatron-gpt": _QKV,
-    "mpt": _QKV,
-}
-
-
 def hf_module(arch: ModelArch, name: str) -> str:
     """The Hugging Face module a block linear lives in (``qkv`` for q/k/v of a fused-projection model)."""
-    return FUSED_HF_MODULES.get(arch.family, {}).get(name, name)
+    return arch.spec.hf_module(name)
 
 
 def lora_params(arch: ModelArch, targets: tuple[str, ...], rank: int) -> int:

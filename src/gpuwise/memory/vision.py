@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU
+from gpuwise.catalog.families import family_spec
 from gpuwise.errors import GpuwiseError
 from gpuwise.memory import overheads
 from gpuwise.memory.estimate import COMPONENTS, MemoryEstimate, Phase, gpu_capacity_bytes
@@ -202,7 +203,8 @@ def _training_phases(
         first: set[str] = set()
         kept = []
         # Token transformers carry an fp32 residual stream under autocast; conv nets pass 16-bit maps.
-        stream = regime.residual_bytes if net.arch.family in ("vit", "dit", "mmdit") else regime.compute_bytes
+        token_stream = family_spec(net.arch.family).token_transformer
+        stream = regime.residual_bytes if token_stream else regime.compute_bytes
         for layer in net.layers:
             size = 0.0
             if layer.block not in first:

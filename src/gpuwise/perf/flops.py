@@ -171,9 +171,6 @@ def lora_elementwise_bytes_per_token(
     return 2 * per_layer * arch.num_layers
 
 
-_NO_ROTARY = {"gpt2", "bert", "vit", "mpt", "gpt3", "megatron-gpt", "stablelm-alpha"}
-
-
 def elementwise_bytes_per_token(
     arch: ModelArch,
     act_bytes: float,
@@ -205,7 +202,7 @@ def elementwise_bytes_per_token(
     d = arch.hidden_size
     inter = arch.intermediate_size * ((arch.experts_per_token or 1) if arch.is_moe else 1)
     activation = (3 if arch.gated_mlp else 2) * inter * a
-    rotary = 0 if arch.family in _NO_ROTARY else 2 * (arch.q_dim + arch.kv_dim) * a
+    rotary = 0 if not arch.spec.rotary else 2 * (arch.q_dim + arch.kv_dim) * a
     norms = 2 * d * (s + s)
     residual_adds = 2 * d * (s + a + s)
     casts = 2 * d * (s + a) if autocast else 0.0

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpuwise.catalog import GPU, ModelArch
+from gpuwise.catalog.families import family_spec
 from gpuwise.errors import GpuwiseError
 from gpuwise.memory.vision import image_dims
 from gpuwise.perf import efficiency as eff
@@ -80,7 +81,7 @@ def fraction(w: Workload, arch: VisionArch, kind: Kind) -> Fraction:
         if w.attention == "eager":
             value *= table["eager_attention_factor"]
             why.append(f"eager attention ×{table['eager_attention_factor']}")
-        if w.channels_last and arch.family == "unet" and sixteen_bit:
+        if w.channels_last and not family_spec(arch.family).token_transformer and sixteen_bit:  # a UNet
             value *= table["channels_last_speedup"]
             why.append(f"channels_last + torch.compile ×{table['channels_last_speedup']}")
         return Fraction(value, "; ".join(why))
@@ -90,7 +91,7 @@ def fraction(w: Workload, arch: VisionArch, kind: Kind) -> Fraction:
         speedup = _table()["conv"]["channels_last_speedup"]
         value /= speedup
         why.append(f"NCHW (no channels_last) ÷{speedup}")
-    if arch.family == "efficientnet":
+    if family_spec(arch.family).depthwise_convs:
         why.append("depthwise convolutions are memory-bound: expect less than this")
     return Fraction(value, "; ".join(why))
 

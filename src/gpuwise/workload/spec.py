@@ -476,7 +476,7 @@ def _model_mismatch(w: Workload) -> str | None:
             )
         if w.is_lora and w.lora_rank >= arch.hidden_size:
             return f"lora_rank {w.lora_rank} must be smaller than {arch.id}'s hidden size {arch.hidden_size}"
-    elif arch is not None and w.is_lora and arch.mlp_type == "conv":
+    elif arch is not None and w.is_lora and arch.spec.kind == "cnn":
         return f"{arch.id} has no attention projections for LoRA adapters: train it with task cv-train"
     elif arch is not None and w.task in {"inference", "serving", "rag"}:
         return f"{arch.id} is not a transformer language model: use task cv-train or cv-inference"
