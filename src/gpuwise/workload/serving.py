@@ -261,6 +261,12 @@ def mean_lengths(spec: ServingSpec, values: dict[str, Any], where: str = "") -> 
 
 
 def _problem(s: ServingSpec) -> str | None:
+    """The first impossible value of a ``serving:`` section, as one line (None: it is valid)."""
+    return _demand_problem(s) or _engine_problem(s) or _length_problem(s)
+
+
+def _demand_problem(s: ServingSpec) -> str | None:
+    """Demand: one positive rate (requests/s or tokens/day), a prefix hit rate in [0, 1)."""
     if s.rate_rps is not None and s.rate_rps <= 0:
         return f"serving.rate must be positive, got {s.rate_rps}"
     if s.tokens_per_day is not None and s.tokens_per_day <= 0:
@@ -269,6 +275,11 @@ def _problem(s: ServingSpec) -> str | None:
         return "give serving.rate or serving.tokens_per_day, not both"
     if not 0 <= s.prefix_hit_rate < 1:
         return f"serving.prefix_hit_rate must be in [0, 1), got {s.prefix_hit_rate}"
+    return None
+
+
+def _engine_problem(s: ServingSpec) -> str | None:
+    """Engine knobs: rates in range, counts at least 1, a sane speed factor and draft length."""
     if not 0 <= s.acceptance_rate < 1:
         return f"serving.acceptance_rate must be in [0, 1), got {s.acceptance_rate}"
     if s.gpu_memory_utilization is not None and not 0.1 <= s.gpu_memory_utilization <= 1:
@@ -281,6 +292,11 @@ def _problem(s: ServingSpec) -> str | None:
         return f"serving.step_time_factor must be between 0.01 and 100, got {s.step_time_factor}"
     if not 0 <= s.speculative_tokens <= 16:
         return f"serving.speculative_tokens must be between 0 and 16, got {s.speculative_tokens}"
+    return None
+
+
+def _length_problem(s: ServingSpec) -> str | None:
+    """Prompt and output lengths given as a mean: at least one token."""
     for dist, name in ((s.prompt_len, "prompt_len"), (s.output_len, "output_len")):
         if dist is not None and not dist.histogram and dist.mean < 1:
             return f"serving.{name} must be at least 1 token, got {dist.mean}"
