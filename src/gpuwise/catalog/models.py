@@ -325,6 +325,7 @@ def _catalog() -> dict[str, ModelArch]:
 
 
 def list_models() -> list[ModelArch]:
+    """Every catalog model: the bundled rows, then the user's files (a user entry replaces a bundled id)."""
     return list(_catalog().values())
 
 
@@ -376,5 +377,7 @@ def native_image_size(name: str) -> int | None:
 
 
 def clear_cache() -> None:
+    """Forget the loaded catalog and the sized models, so changed user files (``GPUWISE_MODELS``) are read
+    again."""
     _catalog.cache_clear()
     _model_of_size.cache_clear()

@@ -26,6 +26,21 @@ from gpuwise.memory.regime import Regime
 from gpuwise.memory.shapes import hf_module, mlp_names, resolve_targets
 from gpuwise.workload import Workload
 
+__all__ = [
+    "ENCODER_CLASSES",
+    "Dtypes",
+    "LayerActivations",
+    "Saved",
+    "block_dtypes",
+    "expands_kv",
+    "head_activation_bytes",
+    "kbit_upcast",
+    "layer_activations",
+    "logits_bytes",
+    "output_vocab",
+]
+
+
 # Per-family block layout, dropout and Python GELU: gpuwise.catalog.families (FamilySpec).
 ENCODER_CLASSES = 1000  # encoders (bert, vit) are assumed to train a classification head
 # FamilySpec.python_gelu: families whose transformers config uses hidden_act "gelu_new" (transformers
@@ -52,6 +67,8 @@ class Saved:
     on_ctx: set[str] = field(default_factory=set)  # held as autograd.Function ctx attributes (bitsandbytes)
 
     def keep(self, name: str, nbytes: float, core: bool = False, ctx: bool = False) -> None:
+        """Record a tensor of ``nbytes`` that backward needs (once per name); ``core`` marks the attention
+        core that selective recompute drops, ``ctx`` a bitsandbytes ctx attribute."""
         self.tensors[name] = nbytes
         if core:
             self.attention_core.add(name)
@@ -59,18 +76,25 @@ class Saved:
             self.on_ctx.add(name)
 
     def ctx_bytes(self) -> float:
+        """Bytes of the tensors kept as bitsandbytes ctx attributes (freed only with the whole graph)."""
         return sum(self.tensors[k] for k in self.on_ctx)
 
     @property
     def total(self) -> float:
+        """Bytes of every recorded tensor: what one layer keeps without recompute."""
         return sum(self.tensors.values())
 
     def without_core(self) -> float:
+        """Bytes kept when the attention core (scores, softmax, dropout) is recomputed: selective
+        recompute."""
         return sum(v for k, v in self.tensors.items() if k not in self.attention_core)
 
 
 @dataclass(frozen=True)
 class LayerActivations:
+    """What one transformer layer holds per micro-batch, in bytes per GPU, for each checkpointing mode,
+    plus the transient working sets of its backward and of a forward without autograd."""
+
     saved_bytes: float  # kept per layer without recompute
     selective_bytes: float  # kept per layer with the attention core recomputed
     input_bytes: float  # the block input (what full recompute keeps)
@@ -107,6 +131,8 @@ def kbit_upcast(w: Workload, regime: Regime, profile: Profile) -> bool:
 
 
 def block_dtypes(w: Workload, regime: Regime, profile: Profile) -> Dtypes:
+    """Bytes per element of the block's tensors (residual stream, matmul outputs, attention operands,
+    norms) under the workload's precision, autocast and k-bit upcasting."""
     upcast = kbit_upcast(w, regime, profile)
     residual = 4.0 if upcast else regime.residual_bytes
     matmul_out = 4.0 if upcast else regime.compute_bytes

@@ -53,6 +53,18 @@ from gpuwise.units import GiB
 from gpuwise.vision.architectures import vision_arch
 from gpuwise.workload import Workload
 
+__all__ = [
+    "COMPONENTS",
+    "REDUCE_BUCKET_ELEMENTS",
+    "MemoryEstimate",
+    "Phase",
+    "check_fp4",
+    "estimate_memory",
+    "gpu_capacity_bytes",
+    "sequence_tokens",
+]
+
+
 REDUCE_BUCKET_ELEMENTS = 5e8  # DeepSpeed zero_optimization.reduce_bucket_size default (config docs)
 
 COMPONENTS = (
@@ -80,9 +92,11 @@ class Phase:
 
     @property
     def allocated_bytes(self) -> float:
+        """Bytes allocated at this phase's peak: the sum of its components."""
         return sum(self.components.values())
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form: name, allocated bytes and the non-zero components (integers, bytes)."""
         return {
             "name": self.name,
             "allocated_bytes": int(self.allocated_bytes),
@@ -108,16 +122,22 @@ class MemoryEstimate:
 
     @property
     def headroom_pct(self) -> float:
+        """Device memory left after the device total, in % of the GPU's memory (negative: it does not fit)."""
         return 100.0 * (1.0 - self.device_total_bytes / self.gpu_memory_bytes)
 
     @property
     def fits(self) -> bool:
+        """Whether the device total (allocated + allocator reserve + CUDA context + NCCL) fits in the GPU's
+        memory."""
         return self.device_total_bytes <= self.gpu_memory_bytes
 
     def phase(self, name: str) -> Phase:
+        """The phase called ``name`` (forward, backward, optimizer_step, prefill, decode…); StopIteration
+        if absent."""
         return next(p for p in self.phases if p.name == name)
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``gpuwise memory --json`` document body (bytes as integers; see docs/json-schema.md)."""
         return {
             "workload": self.workload.to_dict(),
             "gpu": self.gpu.id,

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from gpuwise.catalog import ModelArch
 from gpuwise.errors import GpuwiseError
 
+__all__ = ["ATTENTION", "Linear", "block_linears", "hf_module", "lora_params", "mlp_names", "resolve_targets"]
+
+
 ATTENTION = ("q", "k", "v", "o")
 _ALIASES = {
     "q_proj": "q",
@@ -47,6 +50,9 @@ _ALIASES = {
 
 @dataclass(frozen=True)
 class Linear:
+    """One weight matrix of a transformer block: its Hugging Face-style name, input and output widths, and
+    how many copies (MoE experts) exist."""
+
     name: str
     d_in: int
     d_out: int
@@ -54,6 +60,7 @@ class Linear:
 
     @property
     def params(self) -> int:
+        """Parameters of the matrix over all copies: d_in × d_out × copies."""
         return self.d_in * self.d_out * self.copies
 
 
@@ -77,6 +84,7 @@ def block_linears(arch: ModelArch) -> dict[str, Linear]:
 
 
 def mlp_names(arch: ModelArch) -> tuple[str, ...]:
+    """The MLP's matrices: gate, up, down for SwiGLU/GeGLU; up, down otherwise."""
     return ("gate", "up", "down") if arch.gated_mlp else ("up", "down")
 
 

@@ -34,6 +34,14 @@ from gpuwise.vision.architectures import Network, VisionArch, network, vae_netwo
 from gpuwise.vision.layers import Layer
 from gpuwise.workload import Workload
 
+__all__ = [
+    "estimate_vision_memory",
+    "image_dims",
+    "layer_activation_bytes",
+    "lora_params",
+    "working_set_bytes",
+]
+
 
 def image_dims(w: Workload) -> tuple[int, int]:
     """Height × width in pixels: ``image_size`` is the height (and width unless ``image_width`` says)."""

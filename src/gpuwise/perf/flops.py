@@ -18,6 +18,22 @@ from typing import Any
 from gpuwise.catalog import ModelArch
 from gpuwise.workload.spec import Attention, Checkpointing
 
+__all__ = [
+    "TrainingFlops",
+    "attention_bytes_per_token",
+    "attention_flops_per_token",
+    "block_linear_params",
+    "elementwise_bytes_per_token",
+    "lora_active_params",
+    "lora_elementwise_bytes_per_token",
+    "lora_params",
+    "lora_targets",
+    "matmul_params",
+    "palm_flops_per_token",
+    "training_flops",
+]
+
+
 # LoRA target names (peft spelling, several families) -> which projection they adapt.
 _TARGET_ALIASES = {
     "q_proj": "q",
@@ -258,21 +274,27 @@ class TrainingFlops:
 
     @property
     def model(self) -> float:
+        """FLOPs the model needs per step (linear + attention), without recompute: the MFU numerator."""
         return self.linear_model + self.attention_model
 
     @property
     def executed(self) -> float:
+        """FLOPs the GPUs execute per step: the model's plus what activation checkpointing recomputes (the
+        HFU numerator)."""
         return self.model + self.linear_recompute + self.attention_recompute
 
     @property
     def linear_executed(self) -> float:
+        """Executed FLOPs of the matmuls with weights (model + recompute)."""
         return self.linear_model + self.linear_recompute
 
     @property
     def attention_executed(self) -> float:
+        """Executed FLOPs of attention's score and value products (model + recompute)."""
         return self.attention_model + self.attention_recompute
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form, with the ``model`` and ``executed`` totals."""
         return {**asdict(self), "model": self.model, "executed": self.executed}
 
 

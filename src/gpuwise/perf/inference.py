@@ -31,6 +31,16 @@ from gpuwise.perf.prediction import Bound, InferencePerf
 from gpuwise.perf.roofline import matmul_efficiency, peak_flops
 from gpuwise.workload import Workload
 
+__all__ = [
+    "StepModel",
+    "StepTime",
+    "conv_forward",
+    "encoder_forward",
+    "max_concurrency",
+    "predict_inference",
+    "tile_utilization",
+]
+
 
 def tile_utilization(tokens: float, gpu: GPU) -> float:
     """Share of a GEMM's row tiles doing useful work when ``tokens`` rows are padded to whole tiles.
@@ -62,6 +72,8 @@ class StepTime:
 
     @property
     def bound(self) -> Bound:
+        """The resource that takes longest in this step: compute, memory bandwidth, communication or host
+        overhead."""
         parts: dict[Bound, float] = {
             "compute": self.compute_s,
             "memory_bandwidth": self.memory_s,

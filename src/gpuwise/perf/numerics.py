@@ -17,6 +17,21 @@ from gpuwise.perf import efficiency as eff
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import KvCacheDtype
 
+__all__ = [
+    "MXFP4_BYTES",
+    "NF4_DQ_BYTES",
+    "QUANT_BYTES",
+    "Numerics",
+    "dtype_bytes",
+    "half_dtype",
+    "plain_pytorch",
+    "precision_to_dtype",
+    "resolve",
+    "supported_dtype",
+    "uses_torch_autocast",
+]
+
+
 # Quantized weight storage, bytes per weight including block scales:
 #   int8: LLM.int8 / fp8-style per-channel scales (negligible) -> 1.0
 #   int4: GPTQ/AWQ group 128 with fp16 scale + zero            -> 0.5 + 4/128
@@ -53,12 +68,14 @@ class Numerics:
     autocast: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the resolved numerics (dtypes and bytes per element, notes)."""
         data = asdict(self)
         data["notes"] = list(self.notes)
         return data
 
 
 def dtype_bytes(dtype: str) -> float:
+    """Bytes per element of ``dtype`` (fp32 4, bf16/fp16 2, fp8/int8 1, fp4/int4 0.5)."""
     return float(_DTYPE_BYTES[dtype])
 
 

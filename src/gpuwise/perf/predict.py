@@ -20,6 +20,8 @@ from gpuwise.perf.vision import compute_dtype as vision_compute_dtype
 from gpuwise.perf.vision import vision_assumptions
 from gpuwise.workload import Workload
 
+__all__ = ["predict", "training_fits"]
+
 
 def predict(
     workload: Workload,

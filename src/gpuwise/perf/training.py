@@ -41,6 +41,14 @@ from gpuwise.perf.prediction import Bound, TrainingPerf
 from gpuwise.perf.roofline import gemm_fraction, matmul_efficiency, peak_flops
 from gpuwise.workload import Workload
 
+__all__ = [
+    "CPU_ADAM_BYTES_PER_PARAM",
+    "HOST_DRAM_BYTES_PER_S_PER_GPU",
+    "NVME_BYTES_PER_S",
+    "predict_training",
+    "training_bound",
+]
+
 
 def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
     """Micro-batch FLOPs for the whole model and the micro-batch 'tokens' (images for conv nets)."""

@@ -21,11 +21,27 @@ from gpuwise.perf.flops import TrainingFlops
 from gpuwise.vision.architectures import VisionArch, load_data, network, vae_network, vision_arch
 from gpuwise.workload import Workload
 
+__all__ = [
+    "Fraction",
+    "Kind",
+    "compute_dtype",
+    "described",
+    "forward_flops",
+    "fraction",
+    "inference_flops_per_image",
+    "steps",
+    "training_flops",
+    "vision_assumptions",
+]
+
+
 Kind = Literal["training", "inference"]
 
 
 @dataclass(frozen=True)
 class Fraction:
+    """A share of the dense peak (0-1) a vision workload's kernels reach, and the sources it rests on."""
+
     value: float
     reason: str
 
@@ -49,6 +65,7 @@ def training_flops(w: Workload, arch: VisionArch) -> TrainingFlops:
 
 
 def steps(w: Workload, arch: VisionArch) -> int:
+    """Denoising steps per image: the workload's, else the pipeline's default (1 for a classifier)."""
     pipe = arch.pipeline
     return w.denoising_steps or (pipe.default_steps if pipe else 1)
 

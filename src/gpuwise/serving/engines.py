@@ -30,6 +30,16 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 
+__all__ = [
+    "SchedulerConfig",
+    "draft_cost_fraction",
+    "engine_data",
+    "scheduler_config",
+    "step_time_factor",
+    "tokens_per_decode_step",
+]
+
+
 @cache
 def engine_data() -> dict[str, Any]:
     """``data/engines.toml``: per-engine speed factors and the draft's shape, with their sources."""
@@ -71,6 +81,7 @@ class SchedulerConfig:
 
 
 def scheduler_config(spec: ServingSpec) -> SchedulerConfig:
+    """The simulator's knobs for ``spec``: each value the spec sets, else the engine's documented default."""
     d = ENGINE_DEFAULTS[spec.engine]
     return SchedulerConfig(
         engine=spec.engine,

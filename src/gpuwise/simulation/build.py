@@ -24,6 +24,20 @@ from gpuwise.catalog import ModelArch, get_model
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload.spec import Attention
 
+__all__ = [
+    "ANALYTIC_HINT",
+    "BuiltModel",
+    "build_from_catalog",
+    "build_from_config_file",
+    "build_from_factory",
+    "call_user",
+    "catalog_config_kwargs",
+    "default_dtype",
+    "load_callable",
+    "resolve_model",
+]
+
+
 ANALYTIC_HINT = "run `gpuwise memory` without --traced for the analytic estimate"
 
 
@@ -229,6 +243,8 @@ def _hf_build(
 def build_from_catalog(
     arch: ModelArch, dtype: torch.dtype, attention: Attention, task_is_cv: bool, image_size: int
 ) -> BuiltModel:
+    """A catalog architecture on the meta device through its transformers config class (``builds_as`` of
+    its family), in ``dtype`` with the workload's attention."""
     from transformers import AutoConfig
 
     model_type, kwargs = catalog_config_kwargs(arch)
@@ -247,6 +263,8 @@ def build_from_catalog(
 def build_from_config_file(
     path: Path, dtype: torch.dtype, attention: Attention, task_is_cv: bool
 ) -> BuiltModel:
+    """The model of a local Hugging Face ``config.json`` on the meta device, in ``dtype`` with the
+    workload's attention."""
     from transformers import AutoConfig
 
     try:

@@ -35,17 +35,24 @@ from gpuwise.simulation.types import GpuStepTime, TracedMemoryEstimate, TracedPh
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Precision
 
+__all__ = ["PrecisionPlan", "Simulation", "precision_plan", "simulate", "traced_estimate"]
+
+
 _DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
 class PrecisionPlan:
+    """How the workload's precision is simulated: the parameters' dtype, autocast's, and which base weights
+    are quantized."""
+
     param_dtype: torch.dtype
     autocast_dtype: torch.dtype | None
     quantized: Precision | None  # nf4 | int4 | int8 | fp8 base weights
 
 
 def precision_plan(w: Workload) -> PrecisionPlan:
+    """The precision plan of ``w``; an error for what the simulator cannot run (fp8 training)."""
     p = w.precision
     if p in _DTYPE:
         return PrecisionPlan(_DTYPE[p], None, None)

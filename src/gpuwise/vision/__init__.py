@@ -5,3 +5,5 @@
 saved activations per layer), so the catalog can use it; the memory terms built on it are
 ``gpuwise.memory.vision`` and the speed model ``gpuwise.perf.vision``. Torch-free.
 """
+
+__all__: list[str] = []

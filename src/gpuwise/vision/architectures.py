@@ -19,6 +19,19 @@ from gpuwise.vision.layers import Builder, Layer
 from gpuwise.vision.transformer import DitSpec, MmditSpec, VitSpec, dit, mmdit, vit
 from gpuwise.vision.unet import UNetSpec, VaeSpec, unet, vae_decoder
 
+__all__ = [
+    "Family",
+    "Network",
+    "Pipeline",
+    "VisionArch",
+    "described",
+    "load_data",
+    "network",
+    "vae_network",
+    "vision_arch",
+]
+
+
 # The builders of data/architectures.toml's ``family`` column. gpuwise.catalog.families registers each
 # of them (kind, conventions) for the layers above; this table is only how to build its layer list.
 Family = Literal["resnet", "efficientnet", "convnext", "vit", "dit", "mmdit", "unet"]
@@ -60,6 +73,9 @@ class Pipeline:
 
 @dataclass(frozen=True)
 class VisionArch:
+    """A vision or diffusion architecture of data/architectures.toml: its builder family, native image size
+    (px), the builder's spec, source and diffusion pipeline."""
+
     id: str
     family: Family
     image_size: int
@@ -69,6 +85,7 @@ class VisionArch:
 
     @property
     def is_diffusion(self) -> bool:
+        """A denoiser of a diffusion pipeline (UNet, DiT, MMDiT) rather than a classifier or encoder."""
         return _BUILDERS[self.family].diffusion
 
     @property
@@ -98,14 +115,17 @@ class Network:
 
     @property
     def params(self) -> int:
+        """Parameters of every layer (elements)."""
         return sum(layer.params for layer in self.layers)
 
     @property
     def macs(self) -> float:
+        """Multiply-accumulates of one sample's forward (FLOPs = 2 × MACs)."""
         return sum(layer.macs for layer in self.layers)
 
     @property
     def has_attention(self) -> bool:
+        """Whether any layer is attention (eager attention then keeps its scores)."""
         return any(layer.kind == "attention" for layer in self.layers)
 
 
@@ -136,6 +156,7 @@ def vision_arch(model_id: str) -> VisionArch | None:
 
 
 def described() -> list[str]:
+    """The catalog ids data/architectures.toml describes."""
     return list(_table())
 
 

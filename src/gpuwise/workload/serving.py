@@ -16,6 +16,26 @@ from typing import Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError
 
+__all__ = [
+    "ENGINES",
+    "FLAT_PREFIX",
+    "SECONDS_PER_DAY",
+    "SLO_METRICS",
+    "SLO_PERCENTILES",
+    "Engine",
+    "LengthDist",
+    "ServingSpec",
+    "SloMetric",
+    "SloTarget",
+    "fold_flat_keys",
+    "mean_lengths",
+    "parse_seconds",
+    "parse_serving",
+    "parse_slo_item",
+    "read_histogram",
+]
+
+
 Engine = Literal["vllm", "sglang", "tensorrt-llm", "tgi", "llama.cpp"]
 ENGINES: tuple[Engine, ...] = get_args(Engine)
 SloMetric = Literal["ttft", "tpot", "e2e"]
@@ -42,6 +62,7 @@ class LengthDist:
     histogram: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form: only the fields given."""
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
 
@@ -55,6 +76,7 @@ class SloTarget:
 
     @property
     def key(self) -> str:
+        """The target's name as written in YAML: ``ttft_p99``…"""
         return f"{self.metric}_p{self.percentile}"
 
 
@@ -220,6 +242,7 @@ def parse_seconds(value: Any, what: str, where: str = "") -> float:
 
 
 def parse_slo_item(key: str, value: Any, where: str = "") -> SloTarget:
+    """One SLO entry (``ttft_p99: 500ms``) as a target; the error names the accepted keys."""
     match = re.fullmatch(r"([a-z0-9_]+?)_?p(50|90|99)", key.strip().lower())
     metric = _METRIC_ALIASES.get(match.group(1), match.group(1)) if match else ""
     if not match or metric not in SLO_METRICS:

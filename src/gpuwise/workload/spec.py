@@ -17,6 +17,41 @@ from gpuwise.workload.serving import ServingSpec, fold_flat_keys, mean_lengths, 
 if TYPE_CHECKING:
     from gpuwise.catalog.models import ModelArch
 
+__all__ = [
+    "ADAPTER_DTYPES",
+    "ATTENTION",
+    "CHECKPOINTING",
+    "GOALS",
+    "INFERENCE_TASKS",
+    "KV_DTYPES",
+    "OFFLOADS",
+    "OFFLOAD_DEVICES",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "QUANTIZED",
+    "REQUIREMENTS",
+    "SHARDING",
+    "TASKS",
+    "TRAINING_TASKS",
+    "AdapterDtype",
+    "Attention",
+    "Checkpointing",
+    "Goal",
+    "KvCacheDtype",
+    "Offload",
+    "OffloadDevice",
+    "Optimizer",
+    "Precision",
+    "Requirement",
+    "Sharding",
+    "Task",
+    "Workload",
+    "load_workload",
+    "validate",
+    "workload_from_mapping",
+]
+
+
 # Closed value sets: the Literal is the type mypy checks, the tuple is what validation and help list.
 Task = Literal[
     "inference", "serving", "rag", "pretrain", "full-finetune", "lora", "qlora", "cv-train", "cv-inference"
@@ -167,14 +202,18 @@ class Workload:
 
     @property
     def is_training(self) -> bool:
+        """A training task (pretrain, full fine-tune, LoRA, QLoRA, cv-train): there is a backward and an
+        optimizer step."""
         return self.task in TRAINING_TASKS
 
     @property
     def is_inference(self) -> bool:
+        """An inference task (inference, serving, RAG, cv-inference)."""
         return self.task in INFERENCE_TASKS
 
     @property
     def is_lora(self) -> bool:
+        """LoRA or QLoRA: frozen base weights with trainable adapters."""
         return self.task in {"lora", "qlora"}
 
     @property
@@ -186,10 +225,12 @@ class Workload:
 
     @property
     def data_parallel(self) -> int:
+        """Data-parallel replicas: GPUs / (tp × pp × context parallel)."""
         return self.num_gpus // (self.tp * self.pp * self.context_parallel)
 
     @property
     def global_batch(self) -> int:
+        """Samples per optimizer step over all replicas: batch × grad_accum × data parallel."""
         return self.batch_size * self.grad_accum * self.data_parallel
 
     def with_changes(self, **changes: Any) -> Workload:
@@ -207,6 +248,7 @@ class Workload:
         return validate(copy)
 
     def to_dict(self) -> dict[str, Any]:
+        """The workload as a plain mapping (the ``workload`` object of every JSON document)."""
         # Fields are scalars or tuples of str, so a shallow copy equals asdict's deep copy at a
         # fraction of its cost (the planner converts a workload per prediction it reports).
         data = {name: getattr(self, name) for name in _FIELDS}
