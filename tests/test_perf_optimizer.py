@@ -4,7 +4,7 @@ import pytest
 
 from gpuwise.catalog import get_gpu, get_model
 from gpuwise.perf import predict
-from gpuwise.perf.optimizer import default_implementation, optimizer_step, trainable_tensors
+from gpuwise.perf.optimizer_step import default_implementation, optimizer_step, trainable_tensors
 from gpuwise.workload import workload_from_mapping
 
 A100 = get_gpu("a100-80gb-sxm")

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from gpuwise.catalog import get_gpu, get_model
 from gpuwise.errors import GpuwiseError
-from gpuwise.memory.kv_cache import kv_capacity
 from gpuwise.perf.inference import StepModel, max_concurrency
+from gpuwise.perf.kv_capacity import kv_capacity
 from gpuwise.perf.numerics import resolve
 from gpuwise.serving.demand import draw_requests, request_rate
 from gpuwise.serving.goodput import effective_slo, meets, search_goodput

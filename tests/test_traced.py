@@ -17,8 +17,8 @@ from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count  
 from conftest import TINY_LLAMA_CONFIG  # noqa: E402
 from gpuwise.errors import GpuwiseError  # noqa: E402
 from gpuwise.simulation import traced_estimate  # noqa: E402
-from gpuwise.simulation.estimate import simulate  # noqa: E402
 from gpuwise.simulation.flops import causal_fraction  # noqa: E402
+from gpuwise.simulation.traced_estimate import simulate  # noqa: E402
 from gpuwise.simulation.tracker import MemoryTracker, cuda_block_bytes  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 

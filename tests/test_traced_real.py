@@ -19,7 +19,7 @@ from torch._C._profiler import _EventType  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from conftest import TINY_LLAMA_CONFIG  # noqa: E402
-from gpuwise.simulation.estimate import simulate  # noqa: E402
+from gpuwise.simulation.traced_estimate import simulate  # noqa: E402
 from gpuwise.units import MiB  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 

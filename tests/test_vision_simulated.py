@@ -8,10 +8,10 @@ import pytest
 pytest.importorskip("torch")
 
 from gpuwise.memory.regime import regime_for
+from gpuwise.memory.vision import layer_activation_bytes
 from gpuwise.simulation import traced_estimate
 from gpuwise.vision.architectures import Network, VisionArch
 from gpuwise.vision.cnn import ResNetSpec, resnet
-from gpuwise.vision.memory import layer_activation_bytes
 from gpuwise.vision.transformer import VitSpec, vit
 from gpuwise.workload import workload_from_mapping
 

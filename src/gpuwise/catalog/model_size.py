@@ -22,6 +22,9 @@ import re
 
 from gpuwise.catalog.models import ModelArch, model_from_mapping
 
+__all__ = ["generic_shape", "model_for_size", "nearest_catalog_models", "parse_size", "tied_embeddings"]
+
+
 _VOCAB = 128_256
 _HEAD_DIM = 128
 _KV_HEADS = 8
@@ -61,6 +64,8 @@ def _per_layer(hidden: int, kv_heads: int, ffn: int) -> int:
 
 
 def tied_embeddings(params_b: float) -> bool:
+    """Whether a generic decoder of ``params_b`` billion parameters ties its embeddings (Llama 3.2-1B/3B
+    do, 8B and up do not)."""
     return params_b < 4
 
 
@@ -82,6 +87,8 @@ def generic_shape(params_b: float) -> dict[str, int]:
 
 
 def nearest_catalog_models(params_b: float, models: list[ModelArch], count: int = 3) -> list[ModelArch]:
+    """The ``count`` catalog decoders closest in size to ``params_b`` billion (log-ratio), named next to a
+    generic model so the user can pick a real one."""
     decoders = [m for m in models if m.is_decoder and m.num_params > 0]
     return sorted(decoders, key=lambda m: abs(math.log(m.num_params / 1e9 / params_b)))[:count]
 

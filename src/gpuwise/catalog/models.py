@@ -14,17 +14,31 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
+from gpuwise.catalog.families import (
+    NON_TRANSFORMER_TYPES,
+    NORM_TENSORS,
+    FamilySpec,
+    MlpType,
+    NormType,
+    family_for_hf_model_type,
+    family_spec,
+    parse_mlp_type,
+    parse_norm_type,
+)
 from gpuwise.errors import GpuwiseError, did_you_mean
 
-# Families whose linear layers carry biases (all of them) vs only q/k/v.
-_BIAS_ALL = {"gpt2", "gpt-j", "phi", "bert", "vit", "gpt3", "megatron-gpt", "stablelm-alpha"}
-_BIAS_QKV = {"qwen2.5", "qwen2"}
-# Families with learned absolute position embeddings (an extra table of max_pos x hidden).
-_LEARNED_POS = {"gpt2", "bert", "vit", "gpt3", "megatron-gpt"}
-# Families with one shared norm per block (parallel attention + MLP).
-_ONE_NORM_PER_BLOCK = {"phi", "gpt-j", "falcon"}
-# Models the transformer columns cannot describe (gpuwise.vision builds them from their own data).
-NON_TRANSFORMER_TYPES = frozenset({"conv", "diffusion-unet", "diffusion-transformer"})
+__all__ = [
+    "NON_TRANSFORMER_TYPES",
+    "ModelArch",
+    "ParamCounts",
+    "clear_cache",
+    "get_model",
+    "is_vision_model",
+    "list_models",
+    "model_from_hf_config",
+    "model_from_mapping",
+    "native_image_size",
+]
 
 
 @dataclass(frozen=True)
@@ -42,10 +56,12 @@ class ParamCounts:
 
     @property
     def per_layer(self) -> int:
+        """Parameters of one block: attention + MLP (all experts) + norms."""
         return self.per_layer_attention + self.per_layer_mlp + self.per_layer_norm
 
     @property
     def total(self) -> int:
+        """All parameters: embeddings, LM head, every block, the final norm."""
         return self.embedding + self.lm_head + self.num_layers * self.per_layer + self.final_norm
 
     @property
@@ -56,6 +72,12 @@ class ParamCounts:
 
 @dataclass(frozen=True)
 class ModelArch:
+    """A model's architecture in Hugging Face ``config.json`` terms (sizes in elements, not bytes).
+
+    ``family`` is a registered ``catalog.families.Family`` for every catalog model; a user's own entry
+    may carry any label (then ``spec`` is the generic family of its ``mlp_type``).
+    """
+
     id: str
     family: str
     hidden_size: int = 0
@@ -67,37 +89,48 @@ class ModelArch:
     vocab_size: int = 0
     max_position_embeddings: int = 0
     tie_word_embeddings: bool = False
-    mlp_type: str = "gated_silu"  # gated_silu | gated_gelu | gelu | gated_silu_moe | conv | diffusion-unet
+    mlp_type: MlpType = "gated_silu"
     num_experts: int = 0
     experts_per_token: int = 0
-    norm_type: str = "rmsnorm"
+    norm_type: NormType = "rmsnorm"
     params_b: float | None = None  # published count in billions (for validation and non-transformers)
     source: str = ""
     notes: str = ""
     origin: str = field(default="catalog", compare=False)
 
     @property
+    def spec(self) -> FamilySpec:
+        """The family's registry entry (``catalog.families``): kind, layout, HF conventions."""
+        return family_spec(self.family, self.mlp_type)
+
+    @property
     def is_transformer(self) -> bool:
+        """Described by the transformer columns (not a vision layer list)."""
         return self.mlp_type not in NON_TRANSFORMER_TYPES and self.hidden_size > 0
 
     @property
     def is_moe(self) -> bool:
+        """A mixture of experts: more than one expert per MLP."""
         return self.num_experts > 1
 
     @property
     def gated_mlp(self) -> bool:
+        """SwiGLU/GeGLU: three MLP matrices (gate, up, down) instead of two."""
         return self.mlp_type.startswith("gated")
 
     @property
     def is_decoder(self) -> bool:
-        return self.is_transformer and self.family not in {"bert", "vit"}
+        """A causal language model (generates tokens, keeps a KV cache)."""
+        return self.is_transformer and self.spec.is_decoder
 
     @property
     def q_dim(self) -> int:
+        """Width of the query projection: heads × head_dim."""
         return self.num_attention_heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
+        """Width of the key (or value) projection: KV heads × head_dim."""
         return self.num_kv_heads * self.head_dim
 
     def param_counts(self) -> ParamCounts:
@@ -108,14 +141,14 @@ class ModelArch:
     def _param_counts(self) -> ParamCounts:
         # Counted once per architecture: a plan's search asks for it about a thousand times.
         if not self.is_transformer:
-            total = round((self.params_b or 0) * 1e9)
+            total = _layer_list_params(self)
             return ParamCounts(0, 0, 0, total, 0, 0, 1, total)
-        h, fam = self.hidden_size, self.family
-        bias_all = fam in _BIAS_ALL
+        h, spec = self.hidden_size, self.spec
+        bias_all = spec.bias == "all"
         attn = h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
         if bias_all:
             attn += self.q_dim + 2 * self.kv_dim + h
-        elif fam in _BIAS_QKV:
+        elif spec.bias == "qkv":
             attn += self.q_dim + 2 * self.kv_dim
         n_mats = 3 if self.gated_mlp else 2
         expert = n_mats * h * self.intermediate_size
@@ -125,34 +158,42 @@ class ModelArch:
         router = h * experts if self.is_moe else 0
         mlp = experts * expert + router
         active_mlp = (self.experts_per_token or 1) * expert + router if self.is_moe else mlp
-        norm_params = 2 * h if self.norm_type in {"layernorm"} else h  # weight (+ bias)
-        norms = norm_params * (1 if self._one_norm_per_block else 2)
+        norm_params = NORM_TENSORS[self.norm_type] * h  # weight (+ bias)
+        norms = norm_params * (1 if spec.one_norm_per_block(self.num_kv_heads) else 2)
         embedding = self.vocab_size * h
-        if fam in _LEARNED_POS:
+        if spec.learned_positions:
             embedding += self.max_position_embeddings * h
-        if fam == "bert":
+        if spec.token_types:
             embedding += 2 * h + norm_params  # token types + embedding LayerNorm
         lm_head = 0 if self.tie_word_embeddings else self.vocab_size * h
-        if fam in {"phi", "gpt-j"} and lm_head:
+        if spec.lm_head_bias and lm_head:
             lm_head += self.vocab_size  # lm_head bias
-        final_norm = 0 if fam == "bert" else norm_params
+        final_norm = 0 if spec.token_types else norm_params
         return ParamCounts(embedding, lm_head, attn, mlp, norms, final_norm, self.num_layers, active_mlp)
 
     @property
-    def _one_norm_per_block(self) -> bool:
-        # Parallel attention+MLP blocks share one norm; Falcon-40B keeps ln_attn and ln_mlp.
-        if self.family == "falcon":
-            return self.num_kv_heads == 1
-        return self.family in _ONE_NORM_PER_BLOCK
-
-    @property
     def num_params(self) -> int:
+        """``param_counts().total``: what ``sum(p.numel())`` gives."""
         return self.param_counts().total
 
     def to_dict(self) -> dict[str, Any]:
+        """The catalog columns plus ``num_params`` (the model objects of the JSON documents)."""
         data = asdict(self)
         data["num_params"] = self.num_params
         return data
+
+
+def _layer_list_params(arch: ModelArch) -> int:
+    """A conv net's or diffusion model's parameters: the published count (``params_b``), else what
+    gpuwise.vision's layer list of the same id counts, else 0 (nothing describes it)."""
+    if arch.params_b is not None:
+        return round(arch.params_b * 1e9)
+    from gpuwise.vision.architectures import network, vision_arch
+
+    described = vision_arch(arch.id)
+    if described is None:
+        return 0
+    return network(described, described.image_size, described.image_size).params
 
 
 def _int(value: Any) -> int:
@@ -172,17 +213,21 @@ def model_from_mapping(row: dict[str, Any], origin: str = "catalog") -> ModelArc
     where = "" if origin == "catalog" else f"{origin}: "
     if not row.get("id"):
         raise GpuwiseError(f"{where}model entry is missing 'id'")
-    mlp_type = str(row.get("mlp_type") or "gated_silu")
+    mlp_type = parse_mlp_type(row.get("mlp_type"), where)
+    family = str(row.get("family") or row["id"])
     if mlp_type not in NON_TRANSFORMER_TYPES:
-        for required in ("hidden_size", "num_layers", "num_attention_heads", "vocab_size"):
-            if not _int(row.get(required)) and not (required == "vocab_size" and row.get("family") == "vit"):
+        # A ViT has no vocabulary: its tokens are image patches.
+        needed: tuple[str, ...] = ("hidden_size", "num_layers", "num_attention_heads")
+        needed += () if family_spec(family, mlp_type).kind == "vit" else ("vocab_size",)
+        for required in needed:
+            if not _int(row.get(required)):
                 raise GpuwiseError(f"{where}model {row['id']!r} is missing {required!r}")
     heads = _int(row.get("num_attention_heads"))
     hidden = _int(row.get("hidden_size"))
     params_b = row.get("params_b")
     return ModelArch(
         id=str(row["id"]).strip().lower(),
-        family=str(row.get("family") or row["id"]),
+        family=family,
         hidden_size=hidden,
         num_layers=_int(row.get("num_layers")),
         num_attention_heads=heads,
@@ -195,32 +240,13 @@ def model_from_mapping(row: dict[str, Any], origin: str = "catalog") -> ModelArc
         mlp_type=mlp_type,
         num_experts=_int(row.get("num_experts")),
         experts_per_token=_int(row.get("experts_per_token")),
-        norm_type=str(row.get("norm_type") or "rmsnorm"),
+        norm_type=parse_norm_type(row.get("norm_type"), where),
         params_b=float(params_b) if params_b not in (None, "") else None,
         source=str(row.get("source") or ""),
         notes=str(row.get("notes") or ""),
         origin=origin,
     )
 
-
-# Hugging Face model_type -> (family for bias/norm conventions, mlp_type, norm_type)
-_HF_TYPES = {
-    "llama": ("llama", "gated_silu", "rmsnorm"),
-    "mistral": ("mistral", "gated_silu", "rmsnorm"),
-    "mixtral": ("mixtral", "gated_silu_moe", "rmsnorm"),
-    "qwen2": ("qwen2", "gated_silu", "rmsnorm"),
-    "qwen3": ("qwen3", "gated_silu", "rmsnorm"),
-    "phi3": ("phi-3", "gated_silu", "rmsnorm"),
-    "gemma": ("gemma", "gated_gelu", "rmsnorm"),
-    "gemma2": ("gemma", "gated_gelu", "rmsnorm"),
-    "gpt2": ("gpt2", "gelu", "layernorm"),
-    "gptj": ("gpt-j", "gelu", "layernorm"),
-    "phi": ("phi", "gelu", "layernorm"),
-    "falcon": ("falcon", "gelu", "layernorm"),
-    "bert": ("bert", "gelu", "layernorm"),
-    "vit": ("vit", "gelu", "layernorm"),
-    "gpt_neox": ("stablelm-alpha", "gelu", "layernorm"),
-}
 
 _HF_KEYS = {
     "hidden_size": ("hidden_size", "n_embd", "d_model"),
@@ -249,22 +275,15 @@ def model_from_hf_config(path: Path) -> ModelArch:
         raise GpuwiseError(f"{path}: config.json is missing {_HF_KEYS[name][0]!r} (needed to size the model)")
 
     hidden, layers, heads = pick("hidden_size"), pick("num_layers"), pick("num_attention_heads")
-    model_type = str(config.get("model_type", "llama"))
-    family, mlp_type, norm_type = _HF_TYPES.get(model_type, ("llama", "gated_silu", "rmsnorm"))
+    spec = family_for_hf_model_type(str(config.get("model_type", "llama")), str(path))
     if "vocab_size" not in config:
         raise GpuwiseError(f"{path}: config.json is missing 'vocab_size'")
-    act = str(config.get("hidden_act") or config.get("hidden_activation") or "")
-    if family == "llama" and "gelu" in act:
-        mlp_type = "gated_gelu"
     num_experts = int(config.get("num_local_experts") or config.get("num_experts") or 0)
-    if num_experts > 1:
-        mlp_type = "gated_silu_moe"
     kv = config.get("num_key_value_heads") or (1 if config.get("multi_query") else heads)
-    default_tie = model_type not in {"llama", "mistral", "mixtral", "phi3", "gptj", "gpt_neox", "phi"}
     return model_from_mapping(
         {
             "id": str(config.get("_name_or_path") or path.parent.name or path.stem).lower(),
-            "family": family,
+            "family": spec.name,
             "hidden_size": hidden,
             "num_layers": layers,
             "num_attention_heads": heads,
@@ -278,15 +297,24 @@ def model_from_hf_config(path: Path) -> ModelArch:
             "max_position_embeddings": config.get("max_position_embeddings")
             or config.get("n_positions")
             or 0,
-            "tie_word_embeddings": config.get("tie_word_embeddings", default_tie),
-            "mlp_type": mlp_type,
+            "tie_word_embeddings": config.get("tie_word_embeddings", spec.hf_ties_embeddings),
+            "mlp_type": _hf_mlp_type(spec, config, num_experts),
             "num_experts": num_experts,
             "experts_per_token": config.get("num_experts_per_tok") or 0,
-            "norm_type": norm_type,
+            "norm_type": spec.hf_norm,
             "source": f"local config.json {path}",
         },
         origin=str(path),
     )
+
+
+def _hf_mlp_type(spec: FamilySpec, config: dict[str, Any], num_experts: int) -> MlpType:
+    """The family's MLP, made gated_gelu by a GELU ``hidden_act`` where the family says so (Llama
+    configs), and an MoE whenever the config has more than one expert."""
+    if num_experts > 1:
+        return "gated_silu_moe"
+    act = str(config.get("hidden_act") or config.get("hidden_activation") or "")
+    return "gated_gelu" if spec.hf_act_decides_gate and "gelu" in act else spec.hf_mlp
 
 
 @lru_cache(maxsize=1)
@@ -297,6 +325,7 @@ def _catalog() -> dict[str, ModelArch]:
 
 
 def list_models() -> list[ModelArch]:
+    """Every catalog model: the bundled rows, then the user's files (a user entry replaces a bundled id)."""
     return list(_catalog().values())
 
 
@@ -336,7 +365,7 @@ def _model_of_size(key: str) -> ModelArch | None:
 def is_vision_model(name: str) -> bool:
     """A catalog model that takes images: a conv net, a ViT, a diffusion model (no file is read)."""
     arch = _catalog().get(name.strip().lower())
-    return arch is not None and (not arch.is_transformer or arch.family == "vit")
+    return arch is not None and (not arch.is_transformer or arch.spec.takes_images)
 
 
 def native_image_size(name: str) -> int | None:
@@ -348,5 +377,7 @@ def native_image_size(name: str) -> int | None:
 
 
 def clear_cache() -> None:
+    """Forget the loaded catalog and the sized models, so changed user files (``GPUWISE_MODELS``) are read
+    again."""
     _catalog.cache_clear()
     _model_of_size.cache_clear()

@@ -22,6 +22,9 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 
+__all__ = ["T", "catalog_files", "load_catalog", "load_structured", "read_entries", "user_config_dir"]
+
+
 T = TypeVar("T")
 
 
@@ -47,7 +50,8 @@ def load_catalog(kind: str, build: Callable[..., T]) -> dict[str, T]:
 
 
 def user_config_dir() -> Path:
-    """Where user catalog files live (platformdirs: ~/.config/gpuwise on Linux)."""
+    """The per-user config folder (``platformdirs``; e.g. ``~/.config/gpuwise`` on Linux) where
+    ``gpus.yaml`` / ``models.yaml`` are looked for."""
     from platformdirs import user_config_dir as _dir
 
     return Path(_dir("gpuwise"))

@@ -14,7 +14,7 @@ package does not.
 """
 
 from gpuwise.memory.estimate import COMPONENTS, MemoryEstimate, Phase, estimate_memory, gpu_capacity_bytes
-from gpuwise.memory.fit import FitResult, FitRow, fit_table, max_batch_that_fits, max_seq_len_that_fits
+from gpuwise.memory.fit_table import FitResult, FitRow, fit_table, max_batch_that_fits, max_seq_len_that_fits
 from gpuwise.memory.kv_cache import kv_cache_bytes
 from gpuwise.memory.overheads import (
     allocator_reserve_bytes,

@@ -26,16 +26,27 @@ from gpuwise.memory.regime import Regime
 from gpuwise.memory.shapes import hf_module, mlp_names, resolve_targets
 from gpuwise.workload import Workload
 
-# Families whose blocks run attention and MLP in parallel off one shared norm / two norms.
-_PARALLEL_ONE_NORM = {"phi", "gpt-j"}
-_PARALLEL_TWO_NORMS = {"stablelm-alpha"}
-# Hidden / attention dropout of the reference configs (transformers config.json defaults).
-_DROPOUT = {"bert": (0.1, 0.1), "gpt2": (0.1, 0.1)}
+__all__ = [
+    "ENCODER_CLASSES",
+    "Dtypes",
+    "LayerActivations",
+    "Saved",
+    "block_dtypes",
+    "expands_kv",
+    "head_activation_bytes",
+    "kbit_upcast",
+    "layer_activations",
+    "logits_bytes",
+    "output_vocab",
+]
+
+
+# Per-family block layout, dropout and Python GELU: gpuwise.catalog.families (FamilySpec).
 ENCODER_CLASSES = 1000  # encoders (bert, vit) are assumed to train a classification head
-# Families whose transformers config uses hidden_act "gelu_new" (transformers activations.NewGELUActivation:
-# 0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3))) in Python). Autograd keeps x (pow), tanh's output,
-# 1 + tanh and 0.5 * x: three tensors beyond the input. Gemma's gelu_pytorch_tanh and nn.GELU are native.
-PYTHON_GELU_FAMILIES = {"gpt2", "gpt-j", "phi"}
+# FamilySpec.python_gelu: families whose transformers config uses hidden_act "gelu_new" (transformers
+# activations.NewGELUActivation: 0.5 * x * (1 + tanh(c * (x + 0.044715 * x**3))) in Python). Autograd
+# keeps x (pow), tanh's output, 1 + tanh and 0.5 * x: three tensors beyond the input. Gemma's
+# gelu_pytorch_tanh and nn.GELU are native.
 
 
 def expands_kv(arch: ModelArch, w: Workload, profile: Profile) -> bool:
@@ -56,6 +67,8 @@ class Saved:
     on_ctx: set[str] = field(default_factory=set)  # held as autograd.Function ctx attributes (bitsandbytes)
 
     def keep(self, name: str, nbytes: float, core: bool = False, ctx: bool = False) -> None:
+        """Record a tensor of ``nbytes`` that backward needs (once per name); ``core`` marks the attention
+        core that selective recompute drops, ``ctx`` a bitsandbytes ctx attribute."""
         self.tensors[name] = nbytes
         if core:
             self.attention_core.add(name)
@@ -63,18 +76,25 @@ class Saved:
             self.on_ctx.add(name)
 
     def ctx_bytes(self) -> float:
+        """Bytes of the tensors kept as bitsandbytes ctx attributes (freed only with the whole graph)."""
         return sum(self.tensors[k] for k in self.on_ctx)
 
     @property
     def total(self) -> float:
+        """Bytes of every recorded tensor: what one layer keeps without recompute."""
         return sum(self.tensors.values())
 
     def without_core(self) -> float:
+        """Bytes kept when the attention core (scores, softmax, dropout) is recomputed: selective
+        recompute."""
         return sum(v for k, v in self.tensors.items() if k not in self.attention_core)
 
 
 @dataclass(frozen=True)
 class LayerActivations:
+    """What one transformer layer holds per micro-batch, in bytes per GPU, for each checkpointing mode,
+    plus the transient working sets of its backward and of a forward without autograd."""
+
     saved_bytes: float  # kept per layer without recompute
     selective_bytes: float  # kept per layer with the attention core recomputed
     input_bytes: float  # the block input (what full recompute keeps)
@@ -111,6 +131,8 @@ def kbit_upcast(w: Workload, regime: Regime, profile: Profile) -> bool:
 
 
 def block_dtypes(w: Workload, regime: Regime, profile: Profile) -> Dtypes:
+    """Bytes per element of the block's tensors (residual stream, matmul outputs, attention operands,
+    norms) under the workload's precision, autocast and k-bit upcasting."""
     upcast = kbit_upcast(w, regime, profile)
     residual = 4.0 if upcast else regime.residual_bytes
     matmul_out = 4.0 if upcast else regime.compute_bytes
@@ -179,19 +201,18 @@ class _BlockWalk:
         self.targets = set(resolve_targets(arch, w.lora_targets)) if w.is_lora else set()
         self.quantized = regime.quantized
         self.quant_keeps = regime.quantized and quantized_linear_keeps_input(profile, w.precision)
-        self.python_gelu = (
-            profile.transformers_modeling and arch.family in PYTHON_GELU_FAMILIES and not arch.gated_mlp
-        )
-        self.hidden_drop, self.attn_drop = _DROPOUT.get(arch.family, (0.0, 0.0))
+        spec = arch.spec
+        self.python_gelu = profile.transformers_modeling and spec.python_gelu and not arch.gated_mlp
+        self.hidden_drop, self.attn_drop = spec.dropout
+        self.layout = spec.effective_block(arch.num_kv_heads)
         self.saved = Saved()
 
     def run(self) -> Saved:
-        arch = self.arch
-        if arch.family in _PARALLEL_ONE_NORM or (arch.family == "falcon" and arch.num_kv_heads == 1):
+        if self.layout == "parallel_shared_norm":
             n1 = self.norm("n1", "x")
             self.attention(n1)
             self.mlp(n1)
-        elif arch.family in _PARALLEL_TWO_NORMS or arch.family == "falcon":
+        elif self.layout == "parallel_two_norms":
             self.attention(self.norm("n1", "x"))
             self.mlp(self.norm("n2", "x"))
         else:

@@ -39,7 +39,7 @@ from gpuwise.memory.activations import (
 )
 from gpuwise.memory.frameworks import Profile, profile_for_workload, quantized_linear_keeps_input
 from gpuwise.memory.kv_cache import kv_cache_bytes
-from gpuwise.memory.optimizer import is_paged, state_bytes_per_param, step_temporary_bytes
+from gpuwise.memory.optimizer_state import is_paged, state_bytes_per_param, step_temporary_bytes
 from gpuwise.memory.regime import Regime, regime_for
 from gpuwise.memory.shapes import lora_params
 from gpuwise.memory.weights import (
@@ -52,6 +52,18 @@ from gpuwise.memory.weights import (
 from gpuwise.units import GiB
 from gpuwise.vision.architectures import vision_arch
 from gpuwise.workload import Workload
+
+__all__ = [
+    "COMPONENTS",
+    "REDUCE_BUCKET_ELEMENTS",
+    "MemoryEstimate",
+    "Phase",
+    "check_fp4",
+    "estimate_memory",
+    "gpu_capacity_bytes",
+    "sequence_tokens",
+]
+
 
 REDUCE_BUCKET_ELEMENTS = 5e8  # DeepSpeed zero_optimization.reduce_bucket_size default (config docs)
 
@@ -80,9 +92,11 @@ class Phase:
 
     @property
     def allocated_bytes(self) -> float:
+        """Bytes allocated at this phase's peak: the sum of its components."""
         return sum(self.components.values())
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form: name, allocated bytes and the non-zero components (integers, bytes)."""
         return {
             "name": self.name,
             "allocated_bytes": int(self.allocated_bytes),
@@ -108,16 +122,22 @@ class MemoryEstimate:
 
     @property
     def headroom_pct(self) -> float:
+        """Device memory left after the device total, in % of the GPU's memory (negative: it does not fit)."""
         return 100.0 * (1.0 - self.device_total_bytes / self.gpu_memory_bytes)
 
     @property
     def fits(self) -> bool:
+        """Whether the device total (allocated + allocator reserve + CUDA context + NCCL) fits in the GPU's
+        memory."""
         return self.device_total_bytes <= self.gpu_memory_bytes
 
     def phase(self, name: str) -> Phase:
+        """The phase called ``name`` (forward, backward, optimizer_step, prefill, decode…); StopIteration
+        if absent."""
         return next(p for p in self.phases if p.name == name)
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``gpuwise memory --json`` document body (bytes as integers; see docs/json-schema.md)."""
         return {
             "workload": self.workload.to_dict(),
             "gpu": self.gpu.id,
@@ -142,7 +162,7 @@ def gpu_capacity_bytes(gpu: GPU) -> float:
 
 def sequence_tokens(arch: ModelArch, w: Workload) -> int:
     """Tokens per sample: the sequence, or image patches + [CLS] for ViTs."""
-    if arch.family == "vit":
+    if arch.spec.kind == "vit":
         match = re.search(r"-(\d+)$", arch.id)
         patch = int(match.group(1)) if match else 16
         return (w.image_size // patch) * ((w.image_width or w.image_size) // patch) + 1
@@ -205,7 +225,7 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
     arch = get_model(w.model)
     vision = None if arch.is_transformer else vision_arch(arch.id)
     if vision is not None:  # conv nets and diffusion models: per-layer formulas (gpuwise.vision)
-        from gpuwise.vision.memory import estimate_vision_memory  # it builds on this module's types
+        from gpuwise.memory.vision import estimate_vision_memory  # it builds on this module's types
 
         return estimate_vision_memory(w, gpu, vision)
     _check_supported(arch, w)
@@ -264,6 +284,19 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
     )
 
 
+@dataclass(frozen=True)
+class _Live:
+    """What a training step holds through forward and the start of backward, bytes per GPU: gradients
+    and adapter gradients kept between micro-batches, autocast weight copies, activations, and the
+    dequantized/gathered weights of the layer at work."""
+
+    grads: float
+    adapter_grads: float
+    casts: float
+    acts: float
+    temporaries: float
+
+
 class _Context:
     """Per-GPU sizes of every term for one workload; builds the phases."""
 
@@ -296,7 +329,7 @@ class _Context:
                 f"context parallel {w.context_parallel}: each GPU holds {self.tokens} of every sequence's "
                 "tokens (activations, logits and KV split; ring attention's K/V chunks in flight not counted)"
             )
-        if arch.family == "vit" and w.seq_len != self.tokens and w.seq_len != 2048:
+        if arch.spec.kind == "vit" and w.seq_len != self.tokens and w.seq_len != 2048:
             self.notes.append(
                 f"ViT tokens come from image_size {w.image_size}: {self.tokens} (seq_len ignored)"
             )
@@ -522,6 +555,8 @@ class _Context:
 
     # ---- training -----------------------------------------------------------------------------
     def training_phases(self) -> list[Phase]:
+        """Forward, the fullest moment of backward and the optimizer step of one training step, in bytes
+        per GPU: what is alive at each, by component."""
         arch, w, regime, profile = self.arch, self.w, self.regime, self.profile
         b, s = w.batch_size, self.tokens
         la = layer_activations(arch, w, regime, profile, b, s)
@@ -531,33 +566,9 @@ class _Context:
                 f"{profile.name}: inputs of frozen linears stay alive for backward "
                 "(reproduces its published LoRA peaks; torch's own frozen nn.Linear keeps none)"
             )
-        if w.grad_checkpointing == "full":
-            kept, recompute = la.input_bytes, la.saved_bytes
-            self.assumptions.append(
-                "full recompute keeps each block's input and re-runs one block during its backward"
-            )
-        elif w.grad_checkpointing == "selective":
-            kept, recompute = la.selective_bytes, la.saved_bytes - la.selective_bytes
-            self.assumptions.append("selective recompute drops the attention core (scores, softmax, dropout)")
-        else:
-            kept, recompute = la.saved_bytes, 0.0
+        kept, recompute = self._checkpointed(la)
         head = head_activation_bytes(arch, w, regime, profile, b, s) / w.tp
-        acts = self.layers * kept * in_flight + head
-        if (
-            regime.quantized
-            and profile.loss_outlives_step
-            and quantized_linear_keeps_input(profile, w.precision)
-        ):
-            # bitsandbytes' MatMul4Bit keeps its input as a ctx attribute, freed only with the whole graph;
-            # a loop whose `loss` survives into the next step keeps the previous step's inputs alive.
-            head_held = (
-                regime.compute_bytes * b * s * arch.hidden_size / w.tp if profile.quantize_lm_head else 0.0
-            )
-            acts += self.layers * la.ctx_held_bytes * in_flight + head_held
-            self.assumptions.append(
-                f"{profile.name}: the previous step's bitsandbytes matmul inputs stay alive into the next "
-                "forward"
-            )
+        acts = self.layers * kept * in_flight + head + self._held_quantized_inputs(la, in_flight)
         self._note_gqa(la)
         logit_fwd, logit_bwd = logits_bytes(arch, w, regime, profile, b, s)
         # Gradients live through forward when accumulating, or when zero_grad keeps them (torch < 2.0).
@@ -566,71 +577,134 @@ class _Context:
             self.assumptions.append(
                 "zero_grad keeps gradients allocated between steps (set_to_none=False, torch < 2.0)"
             )
-        grads_live = self.grads if accumulating else 0.0
-        adapter_grads_live = self.adapter_grads if accumulating else 0.0
         dequant, gather = self._dequant_bytes(), self._gather_bytes()
-        step_tmp = step_temporary_bytes(
-            w.optimizer, self.trainable / self.shard_state, self.largest_param, self.step_state_dtype
+        live = _Live(
+            grads=self.grads if accumulating else 0.0,
+            adapter_grads=self.adapter_grads if accumulating else 0.0,
+            casts=self.autocast + self.autocast_head,
+            acts=acts,
+            temporaries=dequant + gather,
         )
-        if w.offload != "none":
-            step_tmp = 0.0  # the step runs on the host
-
-        def phase(name: str, **extra: float) -> Phase:
-            comps = self._base()
-            for key, value in extra.items():
-                comps[key] = comps.get(key, 0.0) + value
-            return Phase(name, comps)
-
-        casts = self.autocast + self.autocast_head
-        forward = phase(
+        forward = self._phase(
             "forward",
-            gradients=grads_live,
-            lora_adapters=adapter_grads_live,
-            autocast_weight_copies=casts,
+            gradients=live.grads,
+            lora_adapters=live.adapter_grads,
+            autocast_weight_copies=live.casts,
             activations=acts,
             logits_loss=logit_fwd,
-            temporaries=dequant + gather,
+            temporaries=live.temporaries,
         )
-        # Backward: (a) the loss gradients on top of every activation; (b) the first block's backward
-        # with one block recomputed; (c) the last block's backward with almost all gradients present.
-        g_per_layer = (self.grads - (self.grads * self.groups.lm_head / self.groups.total)) / max(
-            self.layers, 1
+        backward = self._backward(
+            live,
+            logit_bwd,
+            la.backward_workspace_bytes + dequant + gather,
+            head,
+            recompute,
+            kept * in_flight,
+            accumulating,
         )
+        step = self._phase(
+            "optimizer_step",
+            gradients=self.grads,
+            lora_adapters=self.adapter_grads,
+            temporaries=self._step_temporary_bytes(),
+        )
+        return [forward, backward, step]
+
+    def _phase(self, name: str, **extra: float) -> Phase:
+        """A phase: the always-present components (``_base``) plus ``extra`` bytes per component."""
+        comps = self._base()
+        for key, value in extra.items():
+            comps[key] = comps.get(key, 0.0) + value
+        return Phase(name, comps)
+
+    def _checkpointed(self, la: LayerActivations) -> tuple[float, float]:
+        """(bytes one layer keeps through forward, bytes its backward recomputes) under the workload's
+        activation checkpointing, per micro-batch."""
+        if self.w.grad_checkpointing == "full":
+            self.assumptions.append(
+                "full recompute keeps each block's input and re-runs one block during its backward"
+            )
+            return la.input_bytes, la.saved_bytes
+        if self.w.grad_checkpointing == "selective":
+            self.assumptions.append("selective recompute drops the attention core (scores, softmax, dropout)")
+            return la.selective_bytes, la.saved_bytes - la.selective_bytes
+        return la.saved_bytes, 0.0
+
+    def _held_quantized_inputs(self, la: LayerActivations, in_flight: int) -> float:
+        """Bytes of the previous step's bitsandbytes matmul inputs that a surviving ``loss`` keeps alive."""
+        w, regime, profile = self.w, self.regime, self.profile
+        if not (
+            regime.quantized
+            and profile.loss_outlives_step
+            and quantized_linear_keeps_input(profile, w.precision)
+        ):
+            return 0.0
+        # bitsandbytes' MatMul4Bit keeps its input as a ctx attribute, freed only with the whole graph;
+        # a loop whose `loss` survives into the next step keeps the previous step's inputs alive.
+        head_held = (
+            regime.compute_bytes * w.batch_size * self.tokens * self.arch.hidden_size / w.tp
+            if profile.quantize_lm_head
+            else 0.0
+        )
+        self.assumptions.append(
+            f"{profile.name}: the previous step's bitsandbytes matmul inputs stay alive into the next forward"
+        )
+        return self.layers * la.ctx_held_bytes * in_flight + head_held
+
+    def _step_temporary_bytes(self) -> float:
+        """The optimizer step's scratch on the GPU (0 when the step runs on the host)."""
+        if self.w.offload != "none":
+            return 0.0
+        return step_temporary_bytes(
+            self.w.optimizer, self.trainable / self.shard_state, self.largest_param, self.step_state_dtype
+        )
+
+    def _backward(
+        self,
+        live: _Live,
+        logit_bwd: float,
+        workspace: float,
+        head: float,
+        recompute: float,
+        kept_in_flight: float,
+        accumulating: bool,
+    ) -> Phase:
+        """The fullest of three backward moments: (a) the loss gradients on top of every activation;
+        (b) the first block's backward with one block recomputed; (c) the last block's backward with
+        almost all gradients present. Bytes per GPU; ``workspace`` is one block's backward scratch plus
+        the dequantized and gathered weights."""
+        layers = max(self.layers, 1)
+        g_per_layer = (self.grads - (self.grads * self.groups.lm_head / self.groups.total)) / layers
         g_head = self.grads * self.groups.lm_head / max(self.groups.total, 1)
-        ws = la.backward_workspace_bytes + dequant + gather
-        start = phase(
+        ws = workspace
+        start = self._phase(
             "backward",
-            gradients=grads_live,
-            lora_adapters=adapter_grads_live,
-            autocast_weight_copies=casts,
-            activations=acts,
+            gradients=live.grads,
+            lora_adapters=live.adapter_grads,
+            autocast_weight_copies=live.casts,
+            activations=live.acts,
             logits_loss=logit_bwd,
-            temporaries=dequant + gather,
+            temporaries=live.temporaries,
         )
-        top = phase(
+        top = self._phase(
             "backward",
             gradients=self.grads if accumulating else g_head,
-            lora_adapters=adapter_grads_live,
+            lora_adapters=live.adapter_grads,
             autocast_weight_copies=self.autocast,
-            activations=acts - head + recompute,
+            activations=live.acts - head + recompute,
             temporaries=ws,
         )
-        done = (self.layers - 1) / max(
-            self.layers, 1
-        )  # share of the adapters whose gradients exist at the last block
-        bottom = phase(
+        done = (self.layers - 1) / layers  # share of the adapters whose gradients exist at the last block
+        bottom = self._phase(
             "backward",
             gradients=self.grads if accumulating else g_head + g_per_layer * (self.layers - 1),
             lora_adapters=self.adapter_grads if accumulating else self.adapter_grads * done,
-            autocast_weight_copies=self.autocast / max(self.layers, 1),
-            activations=kept * in_flight + recompute,
+            autocast_weight_copies=self.autocast / layers,
+            activations=kept_in_flight + recompute,
             temporaries=ws,
         )
-        backward = max((start, top, bottom), key=lambda p: p.allocated_bytes)
-        step = phase(
-            "optimizer_step", gradients=self.grads, lora_adapters=self.adapter_grads, temporaries=step_tmp
-        )
-        return [forward, backward, step]
+        return max((start, top, bottom), key=lambda p: p.allocated_bytes)
 
     def _note_gqa(self, la: LayerActivations) -> None:
         """Say how K/V reach SDPA for a GQA model, and what a padded batch would add."""

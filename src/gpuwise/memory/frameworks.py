@@ -56,6 +56,29 @@ from gpuwise.errors import GpuwiseError, did_you_mean
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Precision
 
+__all__ = [
+    "BITSANDBYTES_4BIT_DROPS_INPUT",
+    "KNOWN_LIBRARIES",
+    "LOGITS_CHUNKED_16BIT",
+    "LOGITS_CHUNKED_FP32",
+    "LOGITS_FP32_LOSS",
+    "PROFILES",
+    "TORCHAO_CHUNKED_NF4",
+    "TORCHTUNE_CHUNKED_CE",
+    "TORCH_ZERO_GRAD_SET_TO_NONE",
+    "TRANSFORMERS_SDPA_DEFAULT",
+    "TRANSFORMERS_SDPA_NATIVE_GQA",
+    "TRANSFORMERS_TORCH_ADAMW",
+    "Profile",
+    "loss_logits",
+    "parse_library_versions",
+    "profile_for",
+    "profile_for_workload",
+    "quantized_linear_keeps_input",
+    "versions_current_at",
+]
+
+
 # (forward-peak, backward-peak) bytes per (token × vocab) for the logits and loss.
 LOGITS_FP32_LOSS = (
     10.0,
@@ -67,6 +90,10 @@ LOGITS_CHUNKED_FP32 = (6.0, 7.0)  # 16-bit chunks + fp32 log_softmax per chunk
 
 @dataclass(frozen=True)
 class Profile:
+    """How one training framework (peft, LitGPT, torchtune, axolotl…) lays out LoRA/QLoRA memory: adapter
+    dtypes, dropout copies, k-bit upcasting, what it quantizes; each field named after the code it
+    reproduces."""
+
     name: str
     adapter_dtype_from_model: bool = False  # LitGPT/torchtune: adapters in the model dtype, not fp32
     lora_dropout: float = 0.05  # common recipe default; >0 saves a dropout output and a 1-byte mask

@@ -31,6 +31,19 @@ from __future__ import annotations
 from gpuwise.catalog import GPU
 from gpuwise.units import MiB
 
+__all__ = [
+    "EAGER_CONTEXT_BYTES",
+    "LAZY_CONTEXT_BYTES",
+    "NCCL_BYTES",
+    "RESERVE_FRACTION",
+    "RESERVE_FRACTION_SHARDED",
+    "allocator_reserve_bytes",
+    "cuda_context_bytes",
+    "device_total_bytes",
+    "nccl_bytes",
+]
+
+
 LAZY_CONTEXT_BYTES = 400 * MiB
 EAGER_CONTEXT_BYTES = 1343 * MiB
 NCCL_BYTES = 384 * MiB

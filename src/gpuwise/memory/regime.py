@@ -23,6 +23,9 @@ from dataclasses import dataclass
 
 from gpuwise.workload import Workload
 
+__all__ = ["MASTER_WEIGHT_FRAMEWORKS", "Regime", "regime_for"]
+
+
 # Frameworks that keep fp32 master weights (and fp32 optimizer state) next to 16-bit parameters.
 MASTER_WEIGHT_FRAMEWORKS = {"deepspeed", "megatron", "megatron-lm", "nemo", "colossalai"}
 
@@ -42,6 +45,7 @@ class Regime:
 
     @property
     def is_amp(self) -> bool:
+        """Mixed precision with fp32 master weights: autocast keeps 16-bit copies of the weights it casts."""
         return self.autocast_copy_bytes > 0
 
 

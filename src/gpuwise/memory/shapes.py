@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from gpuwise.catalog import ModelArch
 from gpuwise.errors import GpuwiseError
 
+__all__ = ["ATTENTION", "Linear", "block_linears", "hf_module", "lora_params", "mlp_names", "resolve_targets"]
+
+
 ATTENTION = ("q", "k", "v", "o")
 _ALIASES = {
     "q_proj": "q",
@@ -47,6 +50,9 @@ _ALIASES = {
 
 @dataclass(frozen=True)
 class Linear:
+    """One weight matrix of a transformer block: its Hugging Face-style name, input and output widths, and
+    how many copies (MoE experts) exist."""
+
     name: str
     d_in: int
     d_out: int
@@ -54,6 +60,7 @@ class Linear:
 
     @property
     def params(self) -> int:
+        """Parameters of the matrix over all copies: d_in × d_out × copies."""
         return self.d_in * self.d_out * self.copies
 
 
@@ -77,6 +84,7 @@ def block_linears(arch: ModelArch) -> dict[str, Linear]:
 
 
 def mlp_names(arch: ModelArch) -> tuple[str, ...]:
+    """The MLP's matrices: gate, up, down for SwiGLU/GeGLU; up, down otherwise."""
     return ("gate", "up", "down") if arch.gated_mlp else ("up", "down")
 
 
@@ -103,25 +111,9 @@ def resolve_targets(arch: ModelArch, targets: tuple[str, ...]) -> tuple[str, ...
     return tuple(names)
 
 
-# Hugging Face modules that hold several projections in one nn.Linear, so peft adapts the group as
-# one module (one dropout/cast copy of its input, one A output): transformers modeling_phi3
-# (qkv_proj, gate_up_proj), modeling_falcon and modeling_gpt_neox (query_key_value), modeling_gpt2
-# (c_attn), modeling_mpt (Wqkv).
-_QKV = {"q": "qkv", "k": "qkv", "v": "qkv"}
-FUSED_HF_MODULES = {
-    "phi-3": {**_QKV, "gate": "gate_up", "up": "gate_up"},
-    "falcon": _QKV,
-    "stablelm-alpha": _QKV,
-    "gpt2": _QKV,
-    "gpt3": _QKV,
-    "megatron-gpt": _QKV,
-    "mpt": _QKV,
-}
-
-
 def hf_module(arch: ModelArch, name: str) -> str:
     """The Hugging Face module a block linear lives in (``qkv`` for q/k/v of a fused-projection model)."""
-    return FUSED_HF_MODULES.get(arch.family, {}).get(name, name)
+    return arch.spec.hf_module(name)
 
 
 def lora_params(arch: ModelArch, targets: tuple[str, ...], rank: int) -> int:

@@ -22,6 +22,23 @@ from gpuwise.memory.shapes import block_linears, resolve_targets
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Precision
 
+__all__ = [
+    "DQ_BLOCK",
+    "FP4_BYTES",
+    "NF4_BLOCK",
+    "NF4_CHUNK_ELEMENTS",
+    "NF4_LEVELS",
+    "ParamGroups",
+    "fp4_format_for",
+    "largest_quantized_matrix",
+    "nf4_quantize_transient_bytes",
+    "param_groups",
+    "quantized_bytes_per_param",
+    "quantized_matrix_names",
+    "weight_bytes",
+]
+
+
 NF4_BLOCK = 64
 DQ_BLOCK = 256
 # Block-scaled FP4 (E2M1 values): NVIDIA's NVFP4 adds one FP8 E4M3 scale per 16 values (+ one fp32 scale per
@@ -58,6 +75,8 @@ class ParamGroups:
 
     @property
     def total(self) -> int:
+        """Every parameter of the model (elements): block matrices and the rest, embeddings, LM head, final
+        norm."""
         return self.block_matrices + self.block_other + self.embedding + self.lm_head + self.final_norm
 
 

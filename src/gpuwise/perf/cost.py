@@ -25,30 +25,58 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+__all__ = [
+    "MILLION",
+    "BreakEven",
+    "CostEstimate",
+    "Energy",
+    "GpuCostRow",
+    "Price",
+    "ServingCost",
+    "TrainingCost",
+    "break_even",
+    "compare_gpus",
+    "cost_constants",
+    "default_cooling_overhead_pct",
+    "energy",
+    "estimate_cost",
+    "gpu_price",
+    "hours_per_month",
+    "missing_price_error",
+]
+
+
 MILLION = 1_000_000
 
 
 @lru_cache(maxsize=1)
 def cost_constants() -> dict[str, Any]:
+    """``perf/data/cost.toml``: energy prices, cooling overhead and hours per month, each with its source."""
     text = resources.files("gpuwise.perf").joinpath("data/cost.toml").read_text(encoding="utf-8")
     return tomllib.loads(text)
 
 
 def default_cooling_overhead_pct() -> float:
+    """Cooling and power-delivery overhead added to the GPUs' draw, in % (cost.toml [energy])."""
     return float(cost_constants()["energy"]["cooling_overhead_pct"])
 
 
 def hours_per_month() -> float:
+    """Hours in a billing month (cost.toml [time]): converts $/hour to $/month."""
     return float(cost_constants()["time"]["hours_per_month"])
 
 
 @dataclass(frozen=True)
 class Price:
+    """The $/GPU-hour a cost uses and where it came from (a flag, the workload, the catalog), or why there
+    is none."""
+
     usd_per_gpu_hour: float | None
     origin: str  # flag | workload | catalog | none
     source: str  # where the catalog price comes from, or why there is none
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the price."""
         return asdict(self)
 
 
@@ -64,6 +92,8 @@ def gpu_price(gpu: GPU, workload: Workload | None = None, usd_per_gpu_hour: floa
 
 
 def missing_price_error(gpu: GPU) -> GpuwiseError:
+    """The error for a GPU without a verified price: names the catalog's reason and the flag that supplies
+    one."""
     why = f" ({gpu.price_source})" if gpu.price_source else ""
     return GpuwiseError(
         f"no verified $/GPU-hour for {gpu.id} in the catalog{why}: pass --usd-per-hour X "
@@ -85,6 +115,7 @@ class Energy:
     energy_usd_per_hour: float  # informational: cloud hourly prices already include power
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the energy figures."""
         return asdict(self)
 
 
@@ -95,6 +126,8 @@ def energy(
     cooling_overhead_pct: float,
     usd_per_kwh: float | None = None,
 ) -> Energy:
+    """Power and energy cost of ``num_gpus`` GPUs at ``utilization_pct`` of their TDP plus
+    ``cooling_overhead_pct``: watts, kWh per hour and $/hour (``usd_per_kwh`` or cost.toml's price)."""
     if not 0 <= cooling_overhead_pct <= 200:
         raise GpuwiseError(f"cooling overhead must be between 0 and 200 %, got {cooling_overhead_pct}")
     price = float(cost_constants()["energy"]["usd_per_kwh"]) if usd_per_kwh is None else usd_per_kwh
@@ -115,6 +148,9 @@ def energy(
 
 @dataclass(frozen=True)
 class TrainingCost:
+    """What a training run costs: tokens/s, run time and GPU-hours when the dataset size is known, $ per
+    run and $ per billion tokens."""
+
     tokens_per_s: float
     train_tokens: float | None  # dataset tokens × epochs (None: not given, per-token figures only)
     epochs: float
@@ -125,11 +161,15 @@ class TrainingCost:
     energy_kwh: float | None
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the training cost."""
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class ServingCost:
+    """What serving costs: token rates, $ per million output (and total) tokens at the stated utilization,
+    the month's reserved cost and token capacity."""
+
     output_tokens_per_s: float
     total_tokens_per_s: float  # prompt + output
     utilization_pct: float  # share of the paid hours spent serving at that rate
@@ -140,6 +180,7 @@ class ServingCost:
     energy_kwh_per_month: float
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the serving cost."""
         return asdict(self)
 
 
@@ -156,6 +197,7 @@ class BreakEven:
     verdict: str
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the break-even figures."""
         return asdict(self)
 
 
@@ -190,6 +232,9 @@ def break_even(monthly_usd: float, capacity_tokens_per_month: float, api_usd_per
 
 @dataclass(frozen=True)
 class CostEstimate:
+    """The ``gpuwise cost`` result: price, energy and the performance prediction behind it, with the
+    training or serving cost."""
+
     gpu: str
     gpu_name: str
     num_gpus: int
@@ -203,6 +248,7 @@ class CostEstimate:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``gpuwise cost --json`` document body."""
         return {
             "gpu": self.gpu,
             "gpu_name": self.gpu_name,
@@ -334,6 +380,7 @@ class GpuCostRow:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of one GPU's row of the cost comparison."""
         return asdict(self)
 
 

@@ -18,6 +18,22 @@ from typing import Any
 from gpuwise.catalog import ModelArch
 from gpuwise.workload.spec import Attention, Checkpointing
 
+__all__ = [
+    "TrainingFlops",
+    "attention_bytes_per_token",
+    "attention_flops_per_token",
+    "block_linear_params",
+    "elementwise_bytes_per_token",
+    "lora_active_params",
+    "lora_elementwise_bytes_per_token",
+    "lora_params",
+    "lora_targets",
+    "matmul_params",
+    "palm_flops_per_token",
+    "training_flops",
+]
+
+
 # LoRA target names (peft spelling, several families) -> which projection they adapt.
 _TARGET_ALIASES = {
     "q_proj": "q",
@@ -171,9 +187,6 @@ def lora_elementwise_bytes_per_token(
     return 2 * per_layer * arch.num_layers
 
 
-_NO_ROTARY = {"gpt2", "bert", "vit", "mpt", "gpt3", "megatron-gpt", "stablelm-alpha"}
-
-
 def elementwise_bytes_per_token(
     arch: ModelArch,
     act_bytes: float,
@@ -205,7 +218,7 @@ def elementwise_bytes_per_token(
     d = arch.hidden_size
     inter = arch.intermediate_size * ((arch.experts_per_token or 1) if arch.is_moe else 1)
     activation = (3 if arch.gated_mlp else 2) * inter * a
-    rotary = 0 if arch.family in _NO_ROTARY else 2 * (arch.q_dim + arch.kv_dim) * a
+    rotary = 0 if not arch.spec.rotary else 2 * (arch.q_dim + arch.kv_dim) * a
     norms = 2 * d * (s + s)
     residual_adds = 2 * d * (s + a + s)
     casts = 2 * d * (s + a) if autocast else 0.0
@@ -261,21 +274,27 @@ class TrainingFlops:
 
     @property
     def model(self) -> float:
+        """FLOPs the model needs per step (linear + attention), without recompute: the MFU numerator."""
         return self.linear_model + self.attention_model
 
     @property
     def executed(self) -> float:
+        """FLOPs the GPUs execute per step: the model's plus what activation checkpointing recomputes (the
+        HFU numerator)."""
         return self.model + self.linear_recompute + self.attention_recompute
 
     @property
     def linear_executed(self) -> float:
+        """Executed FLOPs of the matmuls with weights (model + recompute)."""
         return self.linear_model + self.linear_recompute
 
     @property
     def attention_executed(self) -> float:
+        """Executed FLOPs of attention's score and value products (model + recompute)."""
         return self.attention_model + self.attention_recompute
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form, with the ``model`` and ``executed`` totals."""
         return {**asdict(self), "model": self.model, "executed": self.executed}
 
 

@@ -14,6 +14,15 @@ from gpuwise.perf.flops import block_linear_params
 from gpuwise.perf.numerics import Numerics
 from gpuwise.workload import Workload
 
+__all__ = [
+    "kv_budget_bytes_per_gpu",
+    "kv_bytes_per_token_per_gpu",
+    "kv_heads_per_gpu",
+    "prefill_workspace_bytes",
+    "weight_bytes",
+    "weight_bytes_per_gpu",
+]
+
 
 def weight_bytes(arch: ModelArch, num: Numerics) -> float:
     """Whole-model weight storage: block linears in the (possibly quantized) dtype, the rest in 16/32-bit."""

@@ -31,6 +31,16 @@ from gpuwise.perf.prediction import Bound, InferencePerf
 from gpuwise.perf.roofline import matmul_efficiency, peak_flops
 from gpuwise.workload import Workload
 
+__all__ = [
+    "StepModel",
+    "StepTime",
+    "conv_forward",
+    "encoder_forward",
+    "max_concurrency",
+    "predict_inference",
+    "tile_utilization",
+]
+
 
 def tile_utilization(tokens: float, gpu: GPU) -> float:
     """Share of a GEMM's row tiles doing useful work when ``tokens`` rows are padded to whole tiles.
@@ -62,6 +72,8 @@ class StepTime:
 
     @property
     def bound(self) -> Bound:
+        """The resource that takes longest in this step: compute, memory bandwidth, communication or host
+        overhead."""
         parts: dict[Bound, float] = {
             "compute": self.compute_s,
             "memory_bandwidth": self.memory_s,
@@ -200,8 +212,8 @@ class StepModel:
 def max_concurrency(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[int, float, str]:
     """Sequences of prompt + output tokens whose KV cache fits per replica (full length reserved).
 
-    One truth with ``memory`` and ``plan``: gpuwise.memory.kv_cache.kv_capacity (paged blocks)."""
-    from gpuwise.memory.kv_cache import kv_capacity
+    One truth with ``memory`` and ``plan``: gpuwise.perf.kv_capacity.kv_capacity (paged blocks)."""
+    from gpuwise.perf.kv_capacity import kv_capacity
 
     cap = kv_capacity(workload, gpu, arch, num)
     return cap.max_sequences, cap.budget_bytes_per_gpu, cap.method
@@ -236,35 +248,8 @@ def predict_inference(
     per_stage = batch / pp
     ctx = p + o / 2
     decode = model.step(per_stage, decode_seqs=per_stage, decode_context=ctx)
-    if continuous:
-        # Continuous batching with chunked prefill: every step also prefills the prompts of the
-        # requests that replace finished ones (batch·p/o prompt tokens per step on average).
-        new_tokens = per_stage * p / o
-        mixed = model.step(
-            per_stage + new_tokens,
-            decode_seqs=per_stage,
-            decode_context=ctx,
-            prefill_tokens=new_tokens,
-            prefill_context=p,
-        )
-        tpot = pp * mixed.time_s
-        per_replica_out = batch / tpot
-        throughput_bound = mixed.bound
-        assumptions.append(
-            "continuous batching with chunked prefill: prompts of new requests share decode steps"
-        )
-    else:
-        tpot = pp * decode.time_s
-        prefill_all = model.step(batch * p, prefill_tokens=batch * p, prefill_context=p)
-        per_replica_out = batch * o / (pp * prefill_all.time_s + o * tpot)
-        throughput_bound = prefill_all.bound if pp * prefill_all.time_s > o * tpot else decode.bound
-        assumptions.append("static batching: the batch is prefilled, then decoded to the end")
-    if model.eager:
-        assumptions.append(
-            f"eager framework {workload.framework!r}: per-kernel launch overhead on every decode step"
-        )
-    else:
-        assumptions.append("serving engine with CUDA graphs: ~0.5 ms host overhead per step")
+    tpot, per_replica_out, throughput_bound = _steady_state(model, workload, batch, decode, assumptions)
+    _note_overhead(model, workload, assumptions)
 
     out_total = per_replica_out * replicas
     requests = out_total / o
@@ -300,6 +285,49 @@ def predict_inference(
     return perf, assumptions, fits
 
 
+def _steady_state(
+    model: StepModel, workload: Workload, batch: int, decode: StepTime, assumptions: list[str]
+) -> tuple[float, float, Bound]:
+    """(time per output token in s, output tokens/s of one replica, what bounds the throughput).
+
+    Continuous batching (serving, RAG) mixes the prompts of arriving requests into decode steps;
+    static batching prefills the whole batch, then decodes it to the end."""
+    pp, p, o = workload.pp, workload.seq_len, workload.output_len
+    per_stage = batch / pp
+    if workload.task in {"serving", "rag"}:
+        # Continuous batching with chunked prefill: every step also prefills the prompts of the
+        # requests that replace finished ones (batch·p/o prompt tokens per step on average).
+        new_tokens = per_stage * p / o
+        mixed = model.step(
+            per_stage + new_tokens,
+            decode_seqs=per_stage,
+            decode_context=p + o / 2,
+            prefill_tokens=new_tokens,
+            prefill_context=p,
+        )
+        assumptions.append(
+            "continuous batching with chunked prefill: prompts of new requests share decode steps"
+        )
+        tpot = pp * mixed.time_s
+        return tpot, batch / tpot, mixed.bound
+    tpot = pp * decode.time_s
+    prefill_all = model.step(batch * p, prefill_tokens=batch * p, prefill_context=p)
+    per_replica_out = batch * o / (pp * prefill_all.time_s + o * tpot)
+    bound = prefill_all.bound if pp * prefill_all.time_s > o * tpot else decode.bound
+    assumptions.append("static batching: the batch is prefilled, then decoded to the end")
+    return tpot, per_replica_out, bound
+
+
+def _note_overhead(model: StepModel, workload: Workload, assumptions: list[str]) -> None:
+    """Say which per-step host overhead the prediction assumes (eager launches or CUDA graphs)."""
+    if model.eager:
+        assumptions.append(
+            f"eager framework {workload.framework!r}: per-kernel launch overhead on every decode step"
+        )
+    else:
+        assumptions.append("serving engine with CUDA graphs: ~0.5 ms host overhead per step")
+
+
 def encoder_forward(
     workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics
 ) -> tuple[float, float, Bound]:
@@ -313,8 +341,8 @@ def encoder_forward(
 def conv_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, float]:
     """Conv nets and diffusion pipelines: FLOPs from their layers (gpuwise.vision) at a sourced share of
     the peak; diffusion counts the whole sampling loop of every image. Returns (seconds, FLOPs) per batch."""
+    from gpuwise.perf import vision as vision_perf
     from gpuwise.perf.roofline import peak_flops as _peak
-    from gpuwise.vision import perf as vision_perf
 
     vision = vision_perf.described(arch.id)
     flops = vision_perf.inference_flops_per_image(workload, vision) * workload.batch_size

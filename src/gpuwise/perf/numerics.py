@@ -17,6 +17,21 @@ from gpuwise.perf import efficiency as eff
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import KvCacheDtype
 
+__all__ = [
+    "MXFP4_BYTES",
+    "NF4_DQ_BYTES",
+    "QUANT_BYTES",
+    "Numerics",
+    "dtype_bytes",
+    "half_dtype",
+    "plain_pytorch",
+    "precision_to_dtype",
+    "resolve",
+    "supported_dtype",
+    "uses_torch_autocast",
+]
+
+
 # Quantized weight storage, bytes per weight including block scales:
 #   int8: LLM.int8 / fp8-style per-channel scales (negligible) -> 1.0
 #   int4: GPTQ/AWQ group 128 with fp16 scale + zero            -> 0.5 + 4/128
@@ -53,12 +68,14 @@ class Numerics:
     autocast: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the resolved numerics (dtypes and bytes per element, notes)."""
         data = asdict(self)
         data["notes"] = list(self.notes)
         return data
 
 
 def dtype_bytes(dtype: str) -> float:
+    """Bytes per element of ``dtype`` (fp32 4, bf16/fp16 2, fp8/int8 1, fp4/int4 0.5)."""
     return float(_DTYPE_BYTES[dtype])
 
 
@@ -106,31 +123,7 @@ def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> N
     p = workload.precision
     notes: list[str] = []
     training = workload.is_training
-    weight_only = False
-    if p == "fp32":
-        compute, weights, acts, grads = "fp32", 4.0, 4.0, 4.0
-    elif p in {"amp-bf16", "amp-fp16"}:
-        compute = "bf16" if p == "amp-bf16" else "fp16"
-        weights, acts, grads = 4.0, 2.0, 4.0  # fp32 parameters, 16-bit autocast activations
-    elif p in {"bf16", "fp16"}:
-        compute, weights, acts, grads = p, 2.0, 2.0, 2.0
-    elif p == "fp8":
-        compute, acts, grads = "fp8", 2.0, 2.0
-        weights = 2.0 if training else QUANT_BYTES["fp8"]  # fp8 training keeps 16-bit master weights
-    elif p == "fp4":
-        # Block-scaled FP4 on FP4 tensor cores (W4A4): activations are quantized on the fly, so the
-        # matmuls run at the fp4 peak; training keeps 16-bit weights (Transformer Engine's NVFP4 recipe).
-        if not gpu.fp4_tflops:
-            raise GpuwiseError(
-                f"precision fp4 (NVFP4/MXFP4) needs FP4 tensor cores; {gpu.id} has none "
-                "(use int4 for weight-only 4-bit, or fp8/bf16)"
-            )
-        compute, acts, grads = "fp4", 2.0, 2.0
-        weights = 2.0 if training else (MXFP4_BYTES if gpu.vendor.lower() != "nvidia" else QUANT_BYTES["fp4"])
-    else:  # int8 / int4 / nf4: weight-only storage formats
-        compute, acts, grads = _half(gpu), 2.0, 2.0
-        weights = NF4_DQ_BYTES if (p == "nf4" and workload.double_quant) else QUANT_BYTES[p]
-        weight_only = True
+    compute, weights, acts, grads, weight_only = _precision(workload, gpu)
     if compute_dtype:
         compute = compute_dtype
         if compute_dtype in QUANT_BYTES and not training:
@@ -139,18 +132,8 @@ def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> N
     resolved = supported_dtype(gpu, compute)
     if resolved != compute:
         if compute == "fp8" and p == "fp8":
-            notes.append(
-                f"{gpu.id} has no fp8 tensor cores: fp8 weights are dequantized and multiplied in "
-                f"{_half(gpu)}"
-            )
             weight_only = True
-            resolved = supported_dtype(gpu, _half(gpu))
-        elif compute == "bf16" and resolved == "fp32":
-            notes.append(
-                f"{gpu.id} has no bf16 tensor cores: bf16 matmuls run at the fp32 rate (use fp16 on this GPU)"
-            )
-        else:
-            notes.append(f"{gpu.id} has no {compute} peak: matmuls counted at its {resolved} rate")
+        resolved = _fallback(gpu, compute, resolved, p, notes)
     attention = resolved if resolved in {"fp32", "bf16", "fp16"} else supported_dtype(gpu, _half(gpu))
     if gpu.consumer and resolved in {"bf16", "fp16", "fp8"}:
         notes.append(
@@ -173,6 +156,52 @@ def resolve(workload: Workload, gpu: GPU, compute_dtype: str | None = None) -> N
         stream_bytes=stream,
         autocast=autocast,
     )
+
+
+def _precision(workload: Workload, gpu: GPU) -> tuple[str, float, float, float, bool]:
+    """(matmul dtype, bytes per weight, per activation, per gradient, weight-only quantization) of the
+    workload's precision on ``gpu`` before any fallback to the dtypes its tensor cores support."""
+    p, training = workload.precision, workload.is_training
+    if p == "fp32":
+        return "fp32", 4.0, 4.0, 4.0, False
+    if p in {"amp-bf16", "amp-fp16"}:
+        # fp32 parameters, 16-bit autocast activations
+        return ("bf16" if p == "amp-bf16" else "fp16"), 4.0, 2.0, 4.0, False
+    if p in {"bf16", "fp16"}:
+        return p, 2.0, 2.0, 2.0, False
+    if p == "fp8":
+        # fp8 training keeps 16-bit master weights
+        return "fp8", 2.0 if training else QUANT_BYTES["fp8"], 2.0, 2.0, False
+    if p == "fp4":
+        # Block-scaled FP4 on FP4 tensor cores (W4A4): activations are quantized on the fly, so the
+        # matmuls run at the fp4 peak; training keeps 16-bit weights (Transformer Engine's NVFP4 recipe).
+        if not gpu.fp4_tflops:
+            raise GpuwiseError(
+                f"precision fp4 (NVFP4/MXFP4) needs FP4 tensor cores; {gpu.id} has none "
+                "(use int4 for weight-only 4-bit, or fp8/bf16)"
+            )
+        weights = 2.0 if training else (MXFP4_BYTES if gpu.vendor.lower() != "nvidia" else QUANT_BYTES["fp4"])
+        return "fp4", weights, 2.0, 2.0, False
+    # int8 / int4 / nf4: weight-only storage formats
+    weights = NF4_DQ_BYTES if (p == "nf4" and workload.double_quant) else QUANT_BYTES[p]
+    return _half(gpu), weights, 2.0, 2.0, True
+
+
+def _fallback(gpu: GPU, compute: str, resolved: str, precision: str, notes: list[str]) -> str:
+    """The matmul dtype when ``gpu`` has no ``compute`` peak (``resolved`` is what it would run at),
+    with a note saying so: fp8 weights are dequantized to 16-bit, bf16 falls to the fp32 rate."""
+    if compute == "fp8" and precision == "fp8":
+        notes.append(
+            f"{gpu.id} has no fp8 tensor cores: fp8 weights are dequantized and multiplied in {_half(gpu)}"
+        )
+        return supported_dtype(gpu, _half(gpu))
+    if compute == "bf16" and resolved == "fp32":
+        notes.append(
+            f"{gpu.id} has no bf16 tensor cores: bf16 matmuls run at the fp32 rate (use fp16 on this GPU)"
+        )
+    else:
+        notes.append(f"{gpu.id} has no {compute} peak: matmuls counted at its {resolved} rate")
+    return resolved
 
 
 def _kv_bytes(kv_dtype: KvCacheDtype, activation_bytes: float) -> float:

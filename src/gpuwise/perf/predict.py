@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from gpuwise.catalog import GPU, ModelArch, get_gpu, get_model
@@ -15,9 +16,11 @@ from gpuwise.perf.numerics import Numerics, resolve
 from gpuwise.perf.prediction import PerfPrediction
 from gpuwise.perf.roofline import peak_flops
 from gpuwise.perf.training import predict_training, training_bound
-from gpuwise.vision.perf import compute_dtype as vision_compute_dtype
-from gpuwise.vision.perf import vision_assumptions
+from gpuwise.perf.vision import compute_dtype as vision_compute_dtype
+from gpuwise.perf.vision import vision_assumptions
 from gpuwise.workload import Workload
+
+__all__ = ["predict", "training_fits"]
 
 
 def predict(
@@ -131,15 +134,14 @@ def _inference(
     efficiency: dict[str, Any],
     assumptions: list[str],
 ) -> PerfPrediction:
-    n = workload.num_gpus
-    replicas = workload.data_parallel
+    """An inference prediction: the fields every kind shares, then the kind's own speed model."""
     peak = peak_flops(gpu, num.compute_dtype)
     base = functools.partial(
         PerfPrediction,
         workload=workload.to_dict(),
         gpu=gpu.id,
         gpu_name=gpu.name,
-        num_gpus=n,
+        num_gpus=workload.num_gpus,
         mode="inference",
         precision=workload.precision,
         compute_dtype=num.compute_dtype,
@@ -147,38 +149,83 @@ def _inference(
         notes=list(num.notes),
     )
     if not arch.is_transformer:
-        seconds, flops = conv_forward(workload, gpu, arch, num)
-        images_s = workload.batch_size / seconds * replicas
-        return base(
-            bound="compute",
-            step_time_s=seconds,
-            tokens_per_s=images_s,
-            tokens_per_s_per_gpu=images_s / n,
-            throughput_unit="images/s",
-            samples_per_s=images_s,
-            mfu_pct=100.0 * flops * replicas / seconds / (n * peak),
-            model_tflops_per_gpu=flops * replicas / seconds / n / 1e12,
-            fits=True,
-            assumptions=[*assumptions, *vision_assumptions(workload, arch)],
-        )
+        return _conv_inference(base, workload, gpu, arch, num, peak, assumptions)
     if not arch.is_decoder:
-        seconds, tokens, bound = encoder_forward(workload, gpu, arch, num)
-        seq = tokens / workload.batch_size
-        flops = tokens * (2 * matmul_params(arch) + attention_flops_per_token(arch, seq, causal=False))
-        samples_s = workload.batch_size / seconds * replicas
-        rate, unit = (samples_s, "images/s") if workload.is_cv else (tokens / seconds * replicas, "tokens/s")
-        return base(
-            bound=bound,
-            step_time_s=seconds,
-            tokens_per_s=rate,
-            tokens_per_s_per_gpu=rate / n,
-            throughput_unit=unit,
-            samples_per_s=samples_s,
-            mfu_pct=100.0 * flops / seconds / (workload.tp * workload.pp * peak),
-            model_tflops_per_gpu=flops / seconds / (workload.tp * workload.pp) / 1e12,
-            fits=True,
-            assumptions=[*assumptions, "encoder model: one forward pass per batch (no generation)"],
-        )
+        return _encoder_inference(base, workload, gpu, arch, num, peak, assumptions)
+    return _decoder_inference(base, workload, gpu, arch, num, peak, assumptions)
+
+
+_Base = Callable[..., PerfPrediction]
+
+
+def _conv_inference(
+    base: _Base,
+    workload: Workload,
+    gpu: GPU,
+    arch: ModelArch,
+    num: Numerics,
+    peak: float,
+    assumptions: list[str],
+) -> PerfPrediction:
+    """A conv net or diffusion model: images/s from the layer list's FLOPs at the sourced efficiency."""
+    n, replicas = workload.num_gpus, workload.data_parallel
+    seconds, flops = conv_forward(workload, gpu, arch, num)
+    images_s = workload.batch_size / seconds * replicas
+    return base(
+        bound="compute",
+        step_time_s=seconds,
+        tokens_per_s=images_s,
+        tokens_per_s_per_gpu=images_s / n,
+        throughput_unit="images/s",
+        samples_per_s=images_s,
+        mfu_pct=100.0 * flops * replicas / seconds / (n * peak),
+        model_tflops_per_gpu=flops * replicas / seconds / n / 1e12,
+        fits=True,
+        assumptions=[*assumptions, *vision_assumptions(workload, arch)],
+    )
+
+
+def _encoder_inference(
+    base: _Base,
+    workload: Workload,
+    gpu: GPU,
+    arch: ModelArch,
+    num: Numerics,
+    peak: float,
+    assumptions: list[str],
+) -> PerfPrediction:
+    """An encoder (BERT, ViT): one forward pass per batch; samples/s (images/s for vision tasks)."""
+    n, replicas = workload.num_gpus, workload.data_parallel
+    seconds, tokens, bound = encoder_forward(workload, gpu, arch, num)
+    seq = tokens / workload.batch_size
+    flops = tokens * (2 * matmul_params(arch) + attention_flops_per_token(arch, seq, causal=False))
+    samples_s = workload.batch_size / seconds * replicas
+    rate, unit = (samples_s, "images/s") if workload.is_cv else (tokens / seconds * replicas, "tokens/s")
+    return base(
+        bound=bound,
+        step_time_s=seconds,
+        tokens_per_s=rate,
+        tokens_per_s_per_gpu=rate / n,
+        throughput_unit=unit,
+        samples_per_s=samples_s,
+        mfu_pct=100.0 * flops / seconds / (workload.tp * workload.pp * peak),
+        model_tflops_per_gpu=flops / seconds / (workload.tp * workload.pp) / 1e12,
+        fits=True,
+        assumptions=[*assumptions, "encoder model: one forward pass per batch (no generation)"],
+    )
+
+
+def _decoder_inference(
+    base: _Base,
+    workload: Workload,
+    gpu: GPU,
+    arch: ModelArch,
+    num: Numerics,
+    peak: float,
+    assumptions: list[str],
+) -> PerfPrediction:
+    """A decoder: generation speed (TTFT, time per output token, output tokens/s) and whether it fits."""
+    n = workload.num_gpus
     perf, more, fits = predict_inference(workload, gpu, arch, num)
     per_request = (
         2 * matmul_params(arch) * (perf.prompt_tokens + perf.output_tokens)

@@ -7,6 +7,9 @@ from typing import Any, Literal, get_args
 
 from gpuwise.workload.spec import Precision
 
+__all__ = ["BOUNDS", "Bound", "InferencePerf", "Mode", "PerfPrediction", "TrainingPerf"]
+
+
 # What limits the step: the resource whose time dominates.
 Bound = Literal["compute", "memory_bandwidth", "communication", "host"]
 BOUNDS: tuple[Bound, ...] = get_args(Bound)
@@ -48,10 +51,11 @@ class TrainingPerf:
     attention_efficiency: float
     attention_bound: Bound = "compute"  # compute (FLOPs) or memory_bandwidth (q/k/v/o or score traffic)
     links: dict[str, Any] = field(default_factory=dict)  # collective -> link used
-    optimizer: Any = None  # gpuwise.perf.optimizer.OptimizerStep: implementation, bytes, launches
+    optimizer: Any = None  # gpuwise.perf.optimizer_step.OptimizerStep: implementation, bytes, launches
     offload_s: float = 0.0  # ZeRO-Offload / FSDP cpu_offload: PCIe copies + the host optimizer step (exposed)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the training breakdown."""
         return asdict(self)
 
 
@@ -88,6 +92,7 @@ class InferencePerf:
     batching: Literal["continuous", "static"]  # serving engines | one batch at a time
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the inference breakdown."""
         return asdict(self)
 
 
@@ -123,9 +128,11 @@ class PerfPrediction:
 
     @property
     def is_training(self) -> bool:
+        """Whether this predicts a training step (else inference or serving)."""
         return self.mode == "training"
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``gpuwise perf --json`` document body, with the training or inference breakdown."""
         data = asdict(self)
         data["training"] = self.training.to_dict() if self.training else None
         data["inference"] = self.inference.to_dict() if self.inference else None

@@ -24,6 +24,24 @@ from gpuwise.perf.predict import predict
 from gpuwise.perf.prediction import PerfPrediction
 from gpuwise.workload import Workload
 
+__all__ = [
+    "MILLION",
+    "ApiPrice",
+    "OptionKind",
+    "OwnCost",
+    "Tco",
+    "TcoInputs",
+    "TcoOption",
+    "break_even_months",
+    "break_even_utilization",
+    "comparable_api",
+    "compute_tco",
+    "own_cost",
+    "tco_for",
+    "tco_inputs",
+]
+
+
 OptionKind = Literal["own", "on_demand", "spot", "reserved_1y", "reserved_3y", "api"]
 _COMMITTED = {"reserved_1y", "reserved_3y"}  # paid for every hour of the month
 MILLION = 1_000_000
@@ -31,6 +49,9 @@ MILLION = 1_000_000
 
 @dataclass(frozen=True)
 class ApiPrice:
+    """A hosted API's published $ per million input and output tokens for a model, with its source and
+    date."""
+
     model: str
     provider: str
     usd_per_mtok_input: float
@@ -64,6 +85,9 @@ def comparable_api(params_b: float) -> ApiPrice:
 
 @dataclass(frozen=True)
 class TcoInputs:
+    """What the buy-vs-rent-vs-API comparison assumes: GPUs, utilization, purchase price and amortization,
+    power and operations, each with its source."""
+
     gpu: str
     num_gpus: int
     utilization_pct: float  # share of the month the GPUs do this work
@@ -79,11 +103,14 @@ class TcoInputs:
     hours_per_month: float
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the inputs."""
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class OwnCost:
+    """Owning the GPUs, per month in $: amortized purchase, power at the stated utilization, operations."""
+
     capex_usd: float
     amortization_usd: float  # per month
     power_usd: float  # per month at the stated utilization
@@ -91,14 +118,19 @@ class OwnCost:
 
     @property
     def monthly_usd(self) -> float:
+        """$ per month of owning: amortization + power + operations."""
         return self.amortization_usd + self.power_usd + self.ops_usd
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form, with the monthly total."""
         return {**asdict(self), "monthly_usd": self.monthly_usd}
 
 
 @dataclass(frozen=True)
 class TcoOption:
+    """One way to get the work done (own, rent on demand or reserved, an API): its $ per month, how it was
+    made, and whether it meets the budget."""
+
     kind: OptionKind
     monthly_usd: float | None  # None: no price published (the detail says why)
     detail: str  # how the figure was made
@@ -106,11 +138,14 @@ class TcoOption:
     within_budget: bool | None  # None: no budget given, or no figure
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the option."""
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class Tco:
+    """The buy-vs-rent-vs-API comparison: the options in order, where owning breaks even, and the verdict."""
+
     inputs: TcoInputs
     own: OwnCost | None
     options: tuple[TcoOption, ...]  # own first, then rentals, then the API
@@ -120,14 +155,17 @@ class Tco:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def option(self, kind: OptionKind) -> TcoOption | None:
+        """The option of ``kind``, if the comparison has one."""
         return next((o for o in self.options if o.kind == kind), None)
 
     @property
     def cheapest(self) -> TcoOption | None:
+        """The option with the lowest published $ per month (None when none has a price)."""
         priced = [o for o in self.options if o.monthly_usd is not None]
         return min(priced, key=lambda o: o.monthly_usd or 0.0) if priced else None
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``gpuwise tco --json`` document body."""
         return {
             "inputs": self.inputs.to_dict(),
             "own": self.own.to_dict() if self.own else None,
@@ -204,6 +242,7 @@ def _power_at_full(i: TcoInputs) -> float:
 
 
 def own_cost(i: TcoInputs) -> OwnCost | None:
+    """$ per month of owning the GPUs (None when no purchase price is known)."""
     if i.purchase_usd_per_gpu is None:
         return None
     capex = i.purchase_usd_per_gpu * i.num_gpus

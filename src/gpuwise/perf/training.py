@@ -3,7 +3,7 @@
 One optimizer step per GPU =
     pipeline( micro-batch time × (microbatches + pp − 1) )      # pp = 1: microbatches × micro time
   + exposed data-parallel traffic         # gradients overlap the backward; ZeRO-1/2's gather does not
-  + optimizer update (perf/optimizer.py: memory-bound passes, or its launches when they take longer)
+  + optimizer update (perf/optimizer_step.py: memory-bound passes, or its launches when they take longer)
 where micro-batch time = max(kernels' time, host launch floor) and kernels' time = matmuls +
 attention (a roofline of its FLOPs and its HBM bytes) + memory-bound elementwise passes
 (norms, residual adds, activations, casts, dequantization, LoRA kernels) + tensor-parallel
@@ -18,6 +18,7 @@ from gpuwise.catalog import GPU, ModelArch
 from gpuwise.memory.estimate import sequence_tokens
 from gpuwise.perf import comm
 from gpuwise.perf import efficiency as eff
+from gpuwise.perf import vision as vision_perf
 from gpuwise.perf.comm import Link
 from gpuwise.perf.flops import (
     TrainingFlops,
@@ -30,7 +31,7 @@ from gpuwise.perf.flops import (
     training_flops,
 )
 from gpuwise.perf.numerics import Numerics, dtype_bytes, half_dtype, plain_pytorch
-from gpuwise.perf.optimizer import (
+from gpuwise.perf.optimizer_step import (
     OptimizerStep,
     default_implementation,
     optimizer_step,
@@ -38,8 +39,15 @@ from gpuwise.perf.optimizer import (
 )
 from gpuwise.perf.prediction import Bound, TrainingPerf
 from gpuwise.perf.roofline import gemm_fraction, matmul_efficiency, peak_flops
-from gpuwise.vision import perf as vision_perf
 from gpuwise.workload import Workload
+
+__all__ = [
+    "CPU_ADAM_BYTES_PER_PARAM",
+    "HOST_DRAM_BYTES_PER_S_PER_GPU",
+    "NVME_BYTES_PER_S",
+    "predict_training",
+    "training_bound",
+]
 
 
 def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:

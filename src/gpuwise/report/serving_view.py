@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from gpuwise.memory.kv_cache import KvCapacity
+from gpuwise.perf.kv_capacity import KvCapacity
 from gpuwise.plan.serving import ServingPlan, ServingTechnique
 from gpuwise.report import terminal
 from gpuwise.report.document import Bullets, Document, Heading, Paragraph, Style, Table

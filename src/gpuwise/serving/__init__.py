@@ -4,3 +4,5 @@ A discrete-event simulation of a continuous-batching engine (``simulator``) time
 ``gpuwise.perf``'s step model, a goodput search (``goodput``), deployments at the demand
 (``evaluate``) and the catalog sweep (``sweep``). Torch-free; see docs/serving.md.
 """
+
+__all__: list[str] = []

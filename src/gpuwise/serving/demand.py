@@ -16,21 +16,29 @@ from pathlib import Path
 from gpuwise.workload import Workload
 from gpuwise.workload.serving import SECONDS_PER_DAY, LengthDist, read_histogram
 
+__all__ = ["RequestDraws", "draw_requests", "request_rate"]
+
+
 _Z = {90: 1.2816, 99: 2.3263}  # standard normal quantiles
 
 
 @dataclass(frozen=True)
 class RequestDraws:
+    """The drawn requests of one simulation: inter-arrival gaps at 1 request/s (scaled to the rate) and
+    each request's prompt and output tokens."""
+
     gaps: tuple[float, ...]  # inter-arrival times at 1 request/s
     prompts: tuple[int, ...]
     outputs: tuple[int, ...]
 
     @property
     def mean_prompt(self) -> float:
+        """Mean prompt length of the draws, in tokens."""
         return sum(self.prompts) / len(self.prompts)
 
     @property
     def mean_output(self) -> float:
+        """Mean output length of the draws, in tokens."""
         return sum(self.outputs) / len(self.outputs)
 
 

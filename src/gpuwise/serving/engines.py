@@ -14,6 +14,11 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from gpuwise.workload.engine_defaults import (
+    ENGINE_DEFAULTS,
+    resolved_gpu_memory_utilization,
+    resolved_kv_block_size,
+)
 from gpuwise.workload.serving import Engine, ServingSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,6 +28,16 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
+
+
+__all__ = [
+    "SchedulerConfig",
+    "draft_cost_fraction",
+    "engine_data",
+    "scheduler_config",
+    "step_time_factor",
+    "tokens_per_decode_step",
+]
 
 
 @cache
@@ -35,49 +50,6 @@ def engine_data() -> dict[str, Any]:
 def step_time_factor(engine: Engine) -> float:
     """Every iteration's time on ``engine`` relative to vLLM's."""
     return float(engine_data()["engine"][engine]["step_time_factor"])
-
-
-@dataclass(frozen=True)
-class EngineDefaults:
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    chunked_prefill: bool
-    kv_block_size: int
-    gpu_memory_utilization: float
-    source: str
-    # Without chunked prefill, whole prompts either share an iteration with the running decodes
-    # (TensorRT-LLM's in-flight batching) or pause them (vLLM's scheduler without chunking).
-    decode_during_prefill: bool = False
-
-
-ENGINE_DEFAULTS: dict[Engine, EngineDefaults] = {
-    "vllm": EngineDefaults(
-        256, 8192, True, 16, 0.90, "vLLM engine arguments (V1): max_num_seqs 256, chunked prefill on"
-    ),
-    "sglang": EngineDefaults(
-        256, 8192, True, 1, 0.88, "SGLang server arguments: chunked_prefill_size 8192, page_size 1"
-    ),
-    "tensorrt-llm": EngineDefaults(
-        256,
-        8192,
-        False,
-        32,
-        0.90,
-        "TensorRT-LLM LLM API: max_num_tokens 8192, tokens_per_block 32, in-flight batching",
-        decode_during_prefill=True,
-    ),
-    "tgi": EngineDefaults(
-        128,
-        4096,
-        True,
-        16,
-        0.90,
-        "TGI launcher: max_concurrent_requests 128, max_batch_prefill_tokens 4096",
-    ),
-    "llama.cpp": EngineDefaults(
-        4, 2048, True, 256, 0.90, "llama.cpp server: 4 parallel slots, n_batch 2048, no paged KV"
-    ),
-}
 
 
 def draft_cost_fraction(arch: ModelArch) -> float:
@@ -109,14 +81,15 @@ class SchedulerConfig:
 
 
 def scheduler_config(spec: ServingSpec) -> SchedulerConfig:
+    """The simulator's knobs for ``spec``: each value the spec sets, else the engine's documented default."""
     d = ENGINE_DEFAULTS[spec.engine]
     return SchedulerConfig(
         engine=spec.engine,
         max_num_seqs=spec.max_num_seqs or d.max_num_seqs,
         max_num_batched_tokens=spec.max_num_batched_tokens or d.max_num_batched_tokens,
         chunked_prefill=d.chunked_prefill if spec.chunked_prefill is None else spec.chunked_prefill,
-        kv_block_size=spec.kv_block_size or d.kv_block_size,
-        gpu_memory_utilization=spec.gpu_memory_utilization or d.gpu_memory_utilization,
+        kv_block_size=resolved_kv_block_size(spec),
+        gpu_memory_utilization=resolved_gpu_memory_utilization(spec),
         step_time_factor=step_time_factor(spec.engine),
         speculative_tokens=spec.speculative_tokens,
         acceptance_rate=spec.acceptance_rate,

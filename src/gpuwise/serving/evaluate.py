@@ -14,13 +14,28 @@ from typing import Any, Literal
 from gpuwise.catalog import GPU
 from gpuwise.diagnose import thresholds as th
 from gpuwise.errors import GpuwiseError
-from gpuwise.memory.kv_cache import KvCapacity
+from gpuwise.perf.kv_capacity import KvCapacity
 from gpuwise.serving.demand import RequestDraws, draw_requests, request_rate
 from gpuwise.serving.goodput import Goodput, effective_slo, meets, search_goodput
 from gpuwise.serving.mig import catalog_id
 from gpuwise.serving.pricing import TokenPrices, token_prices, usd_per_gpu_hour
 from gpuwise.serving.simulator import Replica, SimResult, simulate
 from gpuwise.workload import Workload
+
+__all__ = [
+    "EXTRA_NODES_TRIED",
+    "PERCENTILES",
+    "REQUESTS_SIMULATED",
+    "Bottleneck",
+    "Deployment",
+    "Latency",
+    "ReplicaSearch",
+    "diagnose",
+    "evaluate_deployment",
+    "input_time_share",
+    "prefill_seconds",
+]
+
 
 Bottleneck = Literal[
     "prefill-bound", "decode-bandwidth-bound", "decode-compute-bound", "kv-capacity-bound", "queueing"
@@ -40,9 +55,11 @@ class Latency:
 
     @classmethod
     def of(cls, run: SimResult) -> Latency:
+        """The p50/p90/p99 of TTFT, TPOT and end-to-end latency (s) of a simulation run."""
         return cls(*({p: run.percentile(m, p) for p in PERCENTILES} for m in ("ttft", "tpot", "e2e")))
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form: ``ttft_p50``… keys, seconds."""
         return {
             f"{m}_p{p}": v[p]
             for m, v in (("ttft", self.ttft_s), ("tpot", self.tpot_s), ("e2e", self.e2e_s))
@@ -91,9 +108,11 @@ class Deployment:
 
     @property
     def monthly_usd(self) -> float | None:
+        """$ per month of the deployment's GPUs (None without a price)."""
         return self.prices.monthly_usd if self.prices else None
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the deployment: replicas, KV capacity, latency, prices, diagnosis and notes."""
         data = asdict(self)
         data["kv"] = self.kv.to_dict() if self.kv else None
         data["latency"] = self.latency.to_dict() if self.latency else None
@@ -119,6 +138,8 @@ class ReplicaSearch:
         self._runs: dict[tuple[str, int, int, float], SimResult] = {}
 
     def replica(self, gpu: GPU, tp: int, pp: int) -> tuple[Replica | None, Goodput | None, str]:
+        """The replica of ``gpu`` at ``tp``×``pp`` with its SLO goodput (searched once, then cached), or
+        None and the reason it cannot serve."""
         key = (gpu.id, tp, pp)
         if key not in self._goodput:
             self._goodput[key] = self._search(gpu, tp, pp)
@@ -140,6 +161,8 @@ class ReplicaSearch:
         return replica, search_goodput(replica, self.draws, self.slo), ""
 
     def run(self, replica: Replica, rate: float) -> SimResult:
+        """A simulation of ``replica`` at ``rate`` requests/s on the shared draws (cached per replica and
+        rate)."""
         key = (replica.gpu.id, replica.workload.tp, replica.workload.pp, round(rate, 9))
         if key not in self._runs:
             self._runs[key] = simulate(replica, self.draws, rate)

@@ -12,6 +12,18 @@ from gpuwise.serving.demand import RequestDraws
 from gpuwise.serving.simulator import Replica, SimResult, simulate
 from gpuwise.workload.serving import SloTarget
 
+__all__ = [
+    "FLOOR_FRACTION",
+    "SATURATION_RATE",
+    "SEARCH_PROBES",
+    "Goodput",
+    "effective_slo",
+    "meets",
+    "search_goodput",
+    "slack",
+]
+
+
 SEARCH_PROBES = 6  # bisection steps between the floor and saturation: ~4 % resolution on a log scale
 FLOOR_FRACTION = 1 / 64  # the lowest rate tried, as a fraction of the saturated throughput
 SATURATION_RATE = 1e6  # requests/s: every request queued at once, the replica runs flat out
@@ -25,6 +37,7 @@ def effective_slo(slo: tuple[SloTarget, ...]) -> tuple[SloTarget, ...]:
 
 
 def meets(result: SimResult, slo: tuple[SloTarget, ...]) -> bool:
+    """Whether a simulation meets every SLO target (a run cut off by its time limit never does)."""
     if result.cut_off:
         return False
     return all(result.percentile(t.metric, t.percentile) <= t.seconds for t in slo)
@@ -37,6 +50,9 @@ def slack(result: SimResult, slo: tuple[SloTarget, ...]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Goodput:
+    """The highest request rate per replica that meets the SLO, the saturation rate, the target that binds,
+    and how many simulations the search took."""
+
     rate_rps: float  # per replica; 0 when the SLO cannot be met at any rate
     saturation_rps: float  # throughput flat out (SLO ignored)
     binding: str  # the SLO target that limits the rate ("" when none does)

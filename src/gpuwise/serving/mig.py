@@ -12,6 +12,9 @@ from dataclasses import replace
 
 from gpuwise.catalog import GPU
 
+__all__ = ["MIG_PROFILES", "can_slice", "catalog_id", "mig_slice"]
+
+
 MIG_PROFILES = {1: 1, 2: 2, 3: 4}  # compute slices -> memory slices (of 7 and 8)
 _SEP = ":mig"
 
@@ -50,4 +53,5 @@ def catalog_id(gpu_id: str) -> str:
 
 
 def can_slice(gpu: GPU) -> bool:
+    """Whether ``gpu`` can be split into MIG slices (NVIDIA GPUs with 7-way MIG)."""
     return gpu.vendor == "NVIDIA" and gpu.mig_max == 7

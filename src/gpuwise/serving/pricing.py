@@ -14,6 +14,9 @@ from gpuwise.catalog import GPU
 from gpuwise.perf.cost import Price, gpu_price, hours_per_month
 from gpuwise.workload import Workload
 
+__all__ = ["MILLION", "SECONDS_PER_HOUR", "TokenPrices", "token_prices", "usd_per_gpu_hour"]
+
+
 MILLION = 1_000_000
 SECONDS_PER_HOUR = 3600.0
 
@@ -43,6 +46,7 @@ class TokenPrices:
     usd_per_million_blended: float
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the token prices."""
         return asdict(self)
 
 

@@ -18,8 +18,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU, get_model
-from gpuwise.memory.kv_cache import KvCapacity, kv_capacity
 from gpuwise.perf.inference import StepModel
+from gpuwise.perf.kv_capacity import KvCapacity, kv_capacity
 from gpuwise.perf.numerics import resolve
 from gpuwise.serving.demand import RequestDraws
 from gpuwise.serving.engines import (
@@ -30,6 +30,9 @@ from gpuwise.serving.engines import (
 )
 from gpuwise.workload import Workload
 from gpuwise.workload.serving import ServingSpec
+
+__all__ = ["KV_WATERMARK", "MAX_EVENTS_PER_REQUEST", "Replica", "SimResult", "simulate"]
+
 
 # vLLM's scheduler admits a request only if 1 % of the KV blocks stay free after it (its
 # watermark_blocks default, 0.01), which keeps admissions from immediately forcing preemptions.
@@ -125,6 +128,8 @@ class SimResult:
     iterations: int = 0  # engine iterations they stand for
 
     def percentile(self, metric: str, pct: float) -> float:
+        """The ``pct`` percentile (nearest rank) of ``metric`` (ttft, tpot, e2e) in seconds; 0 with no
+        completed request."""
         values = sorted(getattr(self, f"{metric}_s"))
         if not values:
             return 0.0
@@ -133,6 +138,7 @@ class SimResult:
 
     @property
     def throughput_rps(self) -> float:
+        """Completed requests per second over the simulated time."""
         return self.completed / self.duration_s if self.duration_s else 0.0
 
 

@@ -8,10 +8,12 @@ from typing import Any
 
 from gpuwise.catalog import get_gpu, get_model
 from gpuwise.errors import GpuwiseError
-from gpuwise.memory.kv_cache import KvCapacity, kv_capacity
+from gpuwise.perf.kv_capacity import KvCapacity, kv_capacity
 from gpuwise.serving.demand import request_rate
 from gpuwise.serving.evaluate import Deployment, ReplicaSearch, evaluate_deployment
 from gpuwise.workload import Workload
+
+__all__ = ["ServingFigures", "deployment_at_demand", "serving_capacity", "serving_figures"]
 
 
 def serving_capacity(w: Workload) -> KvCapacity | None:
@@ -36,10 +38,14 @@ def deployment_at_demand(w: Workload) -> Deployment | None:
 
 @dataclass(frozen=True)
 class ServingFigures:
+    """The serving figures ``memory`` and ``cost`` show: the KV capacity of one replica and, with a demand,
+    the deployment that serves it."""
+
     kv: KvCapacity
     at_demand: Deployment | None
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form: ``kv_capacity`` and ``at_demand``."""
         return {
             "kv_capacity": self.kv.to_dict(),
             "at_demand": self.at_demand.to_dict() if self.at_demand else None,

@@ -9,6 +9,9 @@ from gpuwise.catalog import GPU, list_gpus
 from gpuwise.serving.evaluate import Deployment, ReplicaSearch, evaluate_deployment
 from gpuwise.workload import Workload
 
+__all__ = ["GPU_COUNTS", "TP_SIZES", "cheapest", "sweep"]
+
+
 GPU_COUNTS = (1, 2, 4, 8)
 TP_SIZES = (1, 2, 4, 8)
 

@@ -3,7 +3,7 @@
 Only this path imports torch, transformers and peft (``pip install 'gpuwise[sim]'``).
 """
 
-from gpuwise.simulation.estimate import traced_estimate
+from gpuwise.simulation.traced_estimate import traced_estimate
 from gpuwise.simulation.types import GpuStepTime, TracedMemoryEstimate, TracedPhase
 
 __all__ = ["GpuStepTime", "TracedMemoryEstimate", "TracedPhase", "traced_estimate"]

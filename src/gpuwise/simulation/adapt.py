@@ -19,6 +19,9 @@ from gpuwise.simulation.quant import quantize_linears
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Checkpointing, Precision
 
+__all__ = ["apply_checkpointing", "apply_kbit_upcast", "apply_lora", "apply_quantization", "peft_targets"]
+
+
 _SELECTIVE = "gpuwise_recompute_core_attention"
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -24,22 +24,21 @@ from gpuwise.catalog import ModelArch, get_model
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload.spec import Attention
 
-ANALYTIC_HINT = "run `gpuwise memory` without --traced for the analytic estimate"
+__all__ = [
+    "ANALYTIC_HINT",
+    "BuiltModel",
+    "build_from_catalog",
+    "build_from_config_file",
+    "build_from_factory",
+    "call_user",
+    "catalog_config_kwargs",
+    "default_dtype",
+    "load_callable",
+    "resolve_model",
+]
 
-# Catalog family -> (transformers model_type, how the catalog columns map onto that config class).
-_LLAMA_FAMILIES = {
-    "llama-1",
-    "llama-2",
-    "llama-3",
-    "llama-3.1",
-    "llama-3.2",
-    "llama-3.3",
-    "code-llama",
-    "tinyllama",
-    "yi",
-    "baichuan",
-    "llama",
-}
+
+ANALYTIC_HINT = "run `gpuwise memory` without --traced for the analytic estimate"
 
 
 def _llama_like(a: ModelArch) -> dict[str, Any]:
@@ -151,43 +150,39 @@ def _resnet(a: ModelArch) -> dict[str, Any]:
     return {"num_labels": 1000}  # ResNetConfig's defaults are ResNet-50
 
 
-# Catalog family -> (transformers model_type, config kwargs).
-_CONFIGS: dict[str, tuple[str, Callable[[ModelArch], dict[str, Any]]]] = {
-    "mistral": ("mistral", _llama_like),
-    "mixtral": ("mixtral", _mixtral),
-    "qwen2.5": ("qwen2", _llama_like),
-    "qwen2": ("qwen2", _llama_like),
-    "qwen3": ("qwen3", _llama_like),
-    "phi-3": ("phi3", _phi3),
-    "gemma": ("gemma", _llama_like),
-    "gpt2": ("gpt2", _gpt2_like),
-    "gpt3": ("gpt2", _gpt2_like),
-    "megatron-gpt": ("gpt2", _gpt2_like),
-    "gpt-j": ("gptj", _gptj),
-    "phi": ("phi", _phi),
-    "falcon": ("falcon", _falcon),
-    "stablelm-alpha": ("gpt_neox", _gpt_neox),
-    "mpt": ("mpt", _mpt),
-    "bert": ("bert", _bert),
-    "vit": ("vit", _vit),
-    "resnet": ("resnet", _resnet),
+# transformers model_type -> how the catalog columns map onto that config class. Which model_type
+# rebuilds a family is the family's ``builds_as`` (gpuwise.catalog.families).
+_CONFIG_KWARGS: dict[str, Callable[[ModelArch], dict[str, Any]]] = {
+    "llama": _llama_like,
+    "mistral": _llama_like,
+    "mixtral": _mixtral,
+    "qwen2": _llama_like,
+    "qwen3": _llama_like,
+    "phi3": _phi3,
+    "gemma": _llama_like,
+    "gpt2": _gpt2_like,
+    "gptj": _gptj,
+    "phi": _phi,
+    "falcon": _falcon,
+    "gpt_neox": _gpt_neox,
+    "mpt": _mpt,
+    "bert": _bert,
+    "vit": _vit,
+    "resnet": _resnet,
 }
 
 
 def catalog_config_kwargs(a: ModelArch) -> tuple[str, dict[str, Any]]:
     """(model_type, config kwargs) reproducing a catalog architecture with transformers' config classes."""
-    fam = a.family
-    if fam in _LLAMA_FAMILIES or (fam.startswith("llama") and a.mlp_type == "gated_silu"):
-        return "llama", _llama_like(a)
-    if fam in _CONFIGS:
-        model_type, kwargs = _CONFIGS[fam]
-        return model_type, kwargs(a)
-    if a.mlp_type == "gated_silu" and a.is_transformer:
-        return "llama", _llama_like(a)  # user catalog entries of an unknown family: a Llama-shaped decoder
-    raise GpuwiseError(
-        f"{a.id} ({a.family}, {a.mlp_type}) has no transformers config class to build it from: pass "
-        f"--model-factory pkg.module:function returning the nn.Module, or {ANALYTIC_HINT}"
-    )
+    model_type = a.spec.builds_as
+    if model_type is None and a.mlp_type == "gated_silu" and a.is_transformer:
+        model_type = "llama"  # user catalog entries of an unknown family: a Llama-shaped decoder
+    if model_type is None:
+        raise GpuwiseError(
+            f"{a.id} ({a.family}, {a.mlp_type}) has no transformers config class to build it from: pass "
+            f"--model-factory pkg.module:function returning the nn.Module, or {ANALYTIC_HINT}"
+        )
+    return model_type, _CONFIG_KWARGS[model_type](a)
 
 
 @dataclass
@@ -248,6 +243,8 @@ def _hf_build(
 def build_from_catalog(
     arch: ModelArch, dtype: torch.dtype, attention: Attention, task_is_cv: bool, image_size: int
 ) -> BuiltModel:
+    """A catalog architecture on the meta device through its transformers config class (``builds_as`` of
+    its family), in ``dtype`` with the workload's attention."""
     from transformers import AutoConfig
 
     model_type, kwargs = catalog_config_kwargs(arch)
@@ -266,6 +263,8 @@ def build_from_catalog(
 def build_from_config_file(
     path: Path, dtype: torch.dtype, attention: Attention, task_is_cv: bool
 ) -> BuiltModel:
+    """The model of a local Hugging Face ``config.json`` on the meta device, in ``dtype`` with the
+    workload's attention."""
     from transformers import AutoConfig
 
     try:

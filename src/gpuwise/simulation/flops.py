@@ -14,6 +14,9 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
+__all__ = ["causal_fraction", "is_attention", "op_flops"]
+
+
 _aten = torch.ops.aten
 _CPU_FLASH = _aten._scaled_dot_product_flash_attention_for_cpu
 _CPU_FLASH_BACKWARD = _aten._scaled_dot_product_flash_attention_for_cpu_backward
@@ -60,6 +63,7 @@ def _arg(func: Any, args: tuple, kwargs: dict, name: str, default: Any = None) -
 
 
 def is_attention(func: Any) -> bool:
+    """Whether an aten op is an attention kernel (SDPA/flash/efficient forward or backward)."""
     packet = func.overloadpacket
     return packet in _ATTENTION_FORWARD or packet in _ATTENTION_BACKWARD
 

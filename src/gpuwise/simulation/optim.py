@@ -17,15 +17,22 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.simulation.quant import AdamW8bitStandIn
 from gpuwise.workload.spec import Optimizer
 
+__all__ = ["OptimizerChoice", "build_optimizer", "state_tensors"]
+
 
 @dataclass(frozen=True)
 class OptimizerChoice:
+    """The optimizer the simulated step runs, a description for the user, and whether its state is paged
+    (outside PyTorch's allocator)."""
+
     optimizer: torch.optim.Optimizer
     description: str
     paged: bool = False  # state lives in CUDA unified memory, outside PyTorch's allocator
 
 
 def build_optimizer(name: Optimizer, model: nn.Module) -> OptimizerChoice:
+    """The workload's optimizer over the trainable parameters, as the real library builds it (foreach
+    AdamW, bitsandbytes stand-ins…)."""
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise GpuwiseError("the model has no trainable parameters, so there is no training step to simulate")
@@ -71,4 +78,5 @@ def build_optimizer(name: Optimizer, model: nn.Module) -> OptimizerChoice:
 
 
 def state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """Every state tensor the optimizer holds (moments, step counters): what its step allocates."""
     return [v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)]

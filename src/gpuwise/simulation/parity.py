@@ -12,11 +12,22 @@ from collections.abc import Iterator
 
 import torch
 
+__all__ = [
+    "cuda_code_paths",
+    "cuda_dropout",
+    "cuda_sdpa",
+    "cuda_sdpa_backend",
+    "transformers_fake_tensor_fixes",
+]
+
+
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 @contextlib.contextmanager
 def cuda_code_paths() -> Iterator[None]:
+    """Run the model code as it runs on CUDA (dropout, SDPA kernels, transformers' device checks) while on
+    fake tensors."""
     with cuda_dropout(), cuda_sdpa(), transformers_fake_tensor_fixes():
         yield
 

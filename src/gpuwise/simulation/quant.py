@@ -25,6 +25,9 @@ from torch import nn
 
 from gpuwise.workload.spec import Precision
 
+__all__ = ["AdamW8bitStandIn", "QuantizedLinear", "quantize_linears", "quantized_storage_bytes"]
+
+
 _BLOCK_4BIT = 64
 _BLOCK_DOUBLE_QUANT = 256
 _BLOCK_8BIT_OPTIM = 2048
@@ -98,16 +101,20 @@ class QuantizedLinear(nn.Module):
             )
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
+        """A new (out, in) weight in ``dtype``, as bitsandbytes' dequantize kernel returns it (shape and
+        bytes only)."""
         # A new (out, in) tensor in the compute dtype, as bitsandbytes' dequantize kernel returns.
         return torch.empty(self.out_features, self.in_features, dtype=dtype, device=self.weight.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # bitsandbytes Linear4bit.forward: cast to the compute dtype, matmul, cast back to the input dtype.
+        """bitsandbytes Linear4bit.forward: cast to the compute dtype, dequantize, matmul, cast back to the
+        input dtype."""
         input_dtype = x.dtype
         bias = None if self.bias is None else self.bias.to(self.compute_dtype)
         return _DequantMatmul.apply(x.to(self.compute_dtype), self, bias).to(input_dtype)
 
     def extra_repr(self) -> str:
+        """The module's shape and precision in ``repr``."""
         return f"in_features={self.in_features}, out_features={self.out_features}, precision={self.precision}"
 
 
@@ -143,6 +150,8 @@ class AdamW8bitStandIn(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):  # torch.optim.Optimizer.step signature; no loss to re-evaluate
+        """One AdamW step with 8-bit moments and their block scales: allocates the state bitsandbytes would
+        on the first step."""
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:

@@ -22,9 +22,14 @@ from gpuwise.simulation.build import ANALYTIC_HINT, BuiltModel, call_user
 from gpuwise.simulation.optim import OptimizerChoice, state_tensors
 from gpuwise.simulation.tracker import MemoryTracker
 
+__all__ = ["RunSettings", "explain_failure", "inference", "materialize", "model_inputs", "training_step"]
+
 
 @dataclass(frozen=True)
 class RunSettings:
+    """The shapes and dtypes one simulated step runs with: batch, sequence, output and image sizes,
+    parameter and autocast dtypes, accumulation."""
+
     batch_size: int
     seq_len: int
     output_len: int
@@ -152,6 +157,8 @@ def training_step(
     choice: OptimizerChoice,
     user_spec: str | None,
 ) -> None:
+    """One steady-state training step (forward, backward, optimizer step) under the tracker, with the
+    micro-batches of gradient accumulation."""
     model.train()
     optimizer = choice.optimizer
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -206,6 +213,8 @@ def _tag_optimizer_state(tracker: MemoryTracker, choice: OptimizerChoice) -> Non
 def inference(
     model: nn.Module, built: BuiltModel, s: RunSettings, tracker: MemoryTracker, user_spec: str | None
 ) -> None:
+    """One inference pass under the tracker: a forward, or for a causal LM a prefill and a decode step with
+    its KV cache."""
     model.eval()
     with torch.no_grad(), _autocast(s):
         if built.kind != "causal-lm" or built.input_factory is not None:

@@ -32,6 +32,9 @@ from torch.utils._pytree import tree_flatten
 
 from gpuwise.simulation.flops import is_attention, op_flops
 
+__all__ = ["CATEGORIES", "CUDA_BLOCK_BYTES", "MemoryTracker", "PhaseRecord", "cuda_block_bytes"]
+
+
 # The CUDA caching allocator hands out blocks in multiples of 512 bytes (c10/cuda/CUDACachingAllocator.cpp,
 # kMinBlockSize); torch.cuda.max_memory_allocated() counts those rounded blocks.
 CUDA_BLOCK_BYTES = 512
@@ -244,6 +247,8 @@ class MemoryTracker(TorchDispatchMode):
         return freed
 
     def category(self, sid: int) -> str:
+        """The memory component of storage ``sid`` (weights, gradients, optimizer state, activations,
+        logits_loss, temporaries), from its tag or where it was born."""
         tag = self.tags.get(sid)
         if tag is not None:
             return tag
@@ -290,6 +295,8 @@ class MemoryTracker(TorchDispatchMode):
     # module hooks: which module is running (for attribution and for error messages)
     @contextmanager
     def watching_modules(self) -> Iterator[None]:
+        """Context manager: keep a stack of the running modules, so activations are attributed to the
+        module that made them."""
         from torch.nn.modules import module as nn_module
 
         def pre(module, _args):

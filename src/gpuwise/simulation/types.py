@@ -12,6 +12,8 @@ from typing import Any
 
 from gpuwise.perf.prediction import Bound, Mode
 
+__all__ = ["GpuStepTime", "TracedMemoryEstimate", "TracedPhase"]
+
 
 @dataclass(frozen=True)
 class TracedPhase:
@@ -27,6 +29,7 @@ class TracedPhase:
     where_at_peak: str  # module running when the peak was reached
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form, with the analytic Phase's ``allocated_bytes`` and ``components_bytes`` keys."""
         data = asdict(self)
         data["allocated_bytes"] = self.peak_allocated_bytes  # the analytic Phase's keys
         data["components_bytes"] = {k: v for k, v in self.by_category.items() if v}
@@ -45,6 +48,7 @@ class GpuStepTime:
     fits: bool  # the simulated device total fits this GPU's memory
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of one GPU's predicted step time."""
         return asdict(self)
 
 
@@ -86,6 +90,7 @@ class TracedMemoryEstimate:
 
     @property
     def headroom_pct(self) -> float:
+        """Device memory left after the device total, in % of the GPU's memory (0 without a capacity)."""
         return (
             100.0 * (1.0 - self.device_total_bytes / self.device_memory_bytes)
             if self.device_memory_bytes
@@ -93,6 +98,8 @@ class TracedMemoryEstimate:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``gpuwise memory --traced --json`` document body (bytes as integers; the analytic document's
+        keys)."""
         breakdown = {k: v for k, v in self.breakdown.items()}
         breakdown["cuda_context"] = self.cuda_context_bytes
         breakdown["allocator_reserve"] = self.allocator_reserve_bytes

@@ -19,17 +19,44 @@ from gpuwise.vision.layers import Builder, Layer
 from gpuwise.vision.transformer import DitSpec, MmditSpec, VitSpec, dit, mmdit, vit
 from gpuwise.vision.unet import UNetSpec, VaeSpec, unet, vae_decoder
 
+__all__ = [
+    "Family",
+    "Network",
+    "Pipeline",
+    "VisionArch",
+    "described",
+    "load_data",
+    "network",
+    "vae_network",
+    "vision_arch",
+]
+
+
+# The builders of data/architectures.toml's ``family`` column. gpuwise.catalog.families registers each
+# of them (kind, conventions) for the layers above; this table is only how to build its layer list.
 Family = Literal["resnet", "efficientnet", "convnext", "vit", "dit", "mmdit", "unet"]
-_BUILDERS: dict[str, tuple[type, Any]] = {
-    "resnet": (ResNetSpec, resnet),
-    "efficientnet": (EfficientNetSpec, efficientnet),
-    "convnext": (ConvNeXtSpec, convnext),
-    "vit": (VitSpec, vit),
-    "dit": (DitSpec, dit),
-    "mmdit": (MmditSpec, mmdit),
-    "unet": (UNetSpec, unet),
+
+
+@dataclass(frozen=True)
+class _Builder:
+    """How to build one family: its spec dataclass, the builder, the smallest image side (px) its
+    downsampling stages accept, and whether it denoises latents (a diffusion pipeline)."""
+
+    spec_type: type
+    build: Any
+    smallest_px: int
+    diffusion: bool = False
+
+
+_BUILDERS: dict[str, _Builder] = {
+    "resnet": _Builder(ResNetSpec, resnet, 32),
+    "efficientnet": _Builder(EfficientNetSpec, efficientnet, 32),
+    "convnext": _Builder(ConvNeXtSpec, convnext, 32),
+    "vit": _Builder(VitSpec, vit, 16),
+    "dit": _Builder(DitSpec, dit, 16, diffusion=True),
+    "mmdit": _Builder(MmditSpec, mmdit, 16, diffusion=True),
+    "unet": _Builder(UNetSpec, unet, 16, diffusion=True),
 }
-DIFFUSION: frozenset[str] = frozenset({"dit", "mmdit", "unet"})
 
 
 @dataclass(frozen=True)
@@ -46,6 +73,9 @@ class Pipeline:
 
 @dataclass(frozen=True)
 class VisionArch:
+    """A vision or diffusion architecture of data/architectures.toml: its builder family, native image size
+    (px), the builder's spec, source and diffusion pipeline."""
+
     id: str
     family: Family
     image_size: int
@@ -55,7 +85,8 @@ class VisionArch:
 
     @property
     def is_diffusion(self) -> bool:
-        return self.family in DIFFUSION
+        """A denoiser of a diffusion pipeline (UNet, DiT, MMDiT) rather than a classifier or encoder."""
+        return _BUILDERS[self.family].diffusion
 
     @property
     def kind(self) -> str:
@@ -84,14 +115,17 @@ class Network:
 
     @property
     def params(self) -> int:
+        """Parameters of every layer (elements)."""
         return sum(layer.params for layer in self.layers)
 
     @property
     def macs(self) -> float:
+        """Multiply-accumulates of one sample's forward (FLOPs = 2 × MACs)."""
         return sum(layer.macs for layer in self.layers)
 
     @property
     def has_attention(self) -> bool:
+        """Whether any layer is attention (eager attention then keeps its scores)."""
         return any(layer.kind == "attention" for layer in self.layers)
 
 
@@ -116,21 +150,20 @@ def vision_arch(model_id: str) -> VisionArch | None:
     row = _table().get(model_id.strip().lower())
     if row is None:
         return None
-    spec_type, _ = _BUILDERS[row["family"]]
-    spec = spec_type(**{k: _tuples(v) for k, v in row["spec"].items()})
+    spec = _BUILDERS[row["family"]].spec_type(**{k: _tuples(v) for k, v in row["spec"].items()})
     pipeline = Pipeline(**row["pipeline"]) if "pipeline" in row else None
     return VisionArch(model_id, row["family"], row["image_size"], spec, row["source"], pipeline)
 
 
 def described() -> list[str]:
+    """The catalog ids data/architectures.toml describes."""
     return list(_table())
 
 
 @lru_cache(maxsize=256)
 def network(arch: VisionArch, height: int, width: int) -> Network:
     """The layers of ``arch`` at ``height × width`` pixels (latent = pixels / 8 for diffusion models)."""
-    _, build = _BUILDERS[arch.family]
-    smallest = 32 if arch.family in ("resnet", "efficientnet", "convnext") else 16
+    build, smallest = _BUILDERS[arch.family].build, _BUILDERS[arch.family].smallest_px
     if min(height, width) < smallest:
         raise GpuwiseError(f"{arch.id} needs images of at least {smallest} px, got {height}×{width}")
     b: Builder = build(arch.spec, height, width)

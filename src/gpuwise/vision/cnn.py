@@ -13,9 +13,13 @@ from dataclasses import dataclass, replace
 
 from gpuwise.vision.layers import Builder
 
+__all__ = ["ConvNeXtSpec", "EfficientNetSpec", "ResNetSpec", "convnext", "efficientnet", "resnet"]
+
 
 @dataclass(frozen=True)
 class ResNetSpec:
+    """A ResNet: bottleneck blocks per stage and their 3×3 widths (outputs 4× wider), classifier classes."""
+
     depths: tuple[int, ...]  # bottleneck blocks per stage
     widths: tuple[int, ...]  # bottleneck (3×3) widths; outputs are 4× wider
     classes: int = 1000
@@ -23,6 +27,8 @@ class ResNetSpec:
 
 @dataclass(frozen=True)
 class EfficientNetSpec:
+    """An EfficientNet: B0's MBConv stages scaled by width and depth multipliers, stem width, classes."""
+
     # Per stage of B0: (expand ratio, kernel, stride, output channels, repeats)
     stages: tuple[tuple[int, int, int, int, int], ...]
     width_mult: float
@@ -33,12 +39,16 @@ class EfficientNetSpec:
 
 @dataclass(frozen=True)
 class ConvNeXtSpec:
+    """A ConvNeXt: blocks and channels per stage, classifier classes."""
+
     depths: tuple[int, ...]
     widths: tuple[int, ...]
     classes: int = 1000
 
 
 def resnet(spec: ResNetSpec, height: int, width: int) -> Builder:
+    """The layers of a ResNet on ``height`` × ``width`` px images (torchvision's layout: stem, bottleneck
+    stages, head)."""
     b = Builder(3, height, width)
     b.conv("stem.conv", 64, 7, stride=2, norm="bn", act="relu")
     b.pool("stem.maxpool", 3, 2)
@@ -69,6 +79,8 @@ def _make_divisible(value: float, divisor: int = 8) -> int:
 
 
 def efficientnet(spec: EfficientNetSpec, height: int, width: int) -> Builder:
+    """The layers of an EfficientNet on ``height`` × ``width`` px images (torchvision's MBConv blocks with
+    squeeze-excitation)."""
     b = Builder(3, height, width)
     b.conv("stem", _make_divisible(spec.stem * spec.width_mult), 3, stride=2, norm="bn", act="silu")
     for stage, (expand, kernel, stride, out, repeats) in enumerate(spec.stages):
@@ -101,6 +113,8 @@ def efficientnet(spec: EfficientNetSpec, height: int, width: int) -> Builder:
 
 
 def convnext(spec: ConvNeXtSpec, height: int, width: int) -> Builder:
+    """The layers of a ConvNeXt on ``height`` × ``width`` px images (patchify stem, depthwise 7×7 blocks,
+    downsampling between stages)."""
     b = Builder(3, height, width)
     b.conv("stem", spec.widths[0], 4, stride=4, bias=True, norm="ln", padding=0)
     for stage, (depth, dim) in enumerate(zip(spec.depths, spec.widths, strict=True)):

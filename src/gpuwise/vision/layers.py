@@ -20,6 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+__all__ = ["Activation", "Builder", "Layer", "LayerKind", "Norm"]
+
+
 LayerKind = Literal["conv", "linear", "attention", "norm", "pool"]
 Norm = Literal["bn", "gn", "ln", "none"]
 Activation = Literal["relu", "silu", "gelu", "none"]
@@ -59,6 +62,7 @@ class Builder:
 
     @property
     def elements(self) -> float:
+        """Elements of the current feature map: channels × height × width (per sample)."""
         return float(self.channels * self.height * self.width)
 
     def start_block(self, name: str, elements: float | None = None) -> None:
@@ -76,6 +80,8 @@ class Builder:
         adapts: tuple[tuple[int, int], ...] = (),
         **kw: float,
     ) -> None:
+        """Append a layer with its parameters, MACs and the elements it saves for backward (per sample);
+        the output is the current feature map."""
         self.layers.append(
             Layer(
                 name,
@@ -160,6 +166,8 @@ class Builder:
         )
 
     def pool(self, name: str, kernel: int, stride: int, keeps_input: bool = True) -> None:
+        """A max pool of ``kernel``/``stride``: shrinks the map, keeps its input and int64 indices for
+        backward."""
         pad = kernel // 2
         inp = self.elements
         self.height = (self.height + 2 * pad - kernel) // stride + 1

@@ -13,9 +13,14 @@ from dataclasses import dataclass
 
 from gpuwise.vision.layers import Builder
 
+__all__ = ["DitSpec", "MmditSpec", "VitSpec", "block", "dit", "latent_tokens", "mmdit", "vit"]
+
 
 @dataclass(frozen=True)
 class VitSpec:
+    """A ViT (or CLIP's vision tower): width, depth, heads, MLP width, patch size, classes (0: encoder
+    only)."""
+
     width: int
     depth: int
     heads: int
@@ -29,6 +34,8 @@ class VitSpec:
 
 @dataclass(frozen=True)
 class DitSpec:
+    """A DiT: width, depth, heads, patch size on the latent, latent channels, MLP ratio, label classes."""
+
     width: int
     depth: int
     heads: int
@@ -40,6 +47,9 @@ class DitSpec:
 
 @dataclass(frozen=True)
 class MmditSpec:
+    """An MMDiT (Flux): width, double-stream and single-stream blocks, heads, latent channels and patch
+    size."""
+
     width: int
     double_blocks: int
     single_blocks: int
@@ -110,6 +120,8 @@ def block(
 
 
 def vit(spec: VitSpec, height: int, width: int) -> Builder:
+    """The layers of a ViT on ``height`` × ``width`` px images: patch embedding, encoder blocks on patch
+    tokens, optional head."""
     d, p = spec.width, spec.patch
     b = Builder(3, height, width)
     b.conv("patch_embed", d, p, stride=p, bias=not spec.clip, padding=0)
@@ -135,6 +147,7 @@ def latent_tokens(height: int, width: int, patch: int) -> tuple[int, int]:
 
 
 def dit(spec: DitSpec, height: int, width: int) -> Builder:
+    """The layers of a DiT on the latent of a ``height`` × ``width`` px image (pixels / 8)."""
     d, p = spec.width, spec.patch
     b = Builder(spec.latent_channels, max(height // 8, p), max(width // 8, p))
     b.conv("x_embed", d, p, stride=p, bias=True, padding=0)

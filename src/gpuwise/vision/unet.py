@@ -13,9 +13,14 @@ from dataclasses import dataclass
 
 from gpuwise.vision.layers import Builder
 
+__all__ = ["UNetSpec", "VaeSpec", "unet", "vae_decoder"]
+
 
 @dataclass(frozen=True)
 class UNetSpec:
+    """A diffusers UNet2DConditionModel: channels, transformer layers and heads per level, mid block, text
+    cross-attention width and tokens."""
+
     channels: tuple[int, ...]  # block_out_channels per level
     attention: tuple[int, ...]  # transformer layers per block at each level (0: no attention)
     heads: tuple[int, ...]  # attention heads at each level
@@ -29,6 +34,9 @@ class UNetSpec:
 
 @dataclass(frozen=True)
 class VaeSpec:
+    """The VAE decoder of a latent diffusion pipeline: channels per level, ResNet layers per block, latent
+    channels."""
+
     channels: tuple[int, ...] = (128, 256, 512, 512)
     layers_per_block: int = 2
     latent_channels: int = 4
@@ -83,6 +91,8 @@ def _spatial_transformer(b: Builder, name: str, layers: int, heads: int, spec: U
 
 
 def unet(spec: UNetSpec, height: int, width: int) -> Builder:
+    """The layers of a UNet on the latent of a ``height`` × ``width`` px image (pixels / 8): down, mid and
+    up blocks."""
     c0 = spec.channels[0]
     temb = 4 * c0
     b = Builder(spec.latent_channels, max(height // 8, 8), max(width // 8, 8))

@@ -16,6 +16,26 @@ from typing import Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError
 
+__all__ = [
+    "ENGINES",
+    "FLAT_PREFIX",
+    "SECONDS_PER_DAY",
+    "SLO_METRICS",
+    "SLO_PERCENTILES",
+    "Engine",
+    "LengthDist",
+    "ServingSpec",
+    "SloMetric",
+    "SloTarget",
+    "fold_flat_keys",
+    "mean_lengths",
+    "parse_seconds",
+    "parse_serving",
+    "parse_slo_item",
+    "read_histogram",
+]
+
+
 Engine = Literal["vllm", "sglang", "tensorrt-llm", "tgi", "llama.cpp"]
 ENGINES: tuple[Engine, ...] = get_args(Engine)
 SloMetric = Literal["ttft", "tpot", "e2e"]
@@ -42,6 +62,7 @@ class LengthDist:
     histogram: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form: only the fields given."""
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
 
@@ -55,6 +76,7 @@ class SloTarget:
 
     @property
     def key(self) -> str:
+        """The target's name as written in YAML: ``ttft_p99``…"""
         return f"{self.metric}_p{self.percentile}"
 
 
@@ -220,6 +242,7 @@ def parse_seconds(value: Any, what: str, where: str = "") -> float:
 
 
 def parse_slo_item(key: str, value: Any, where: str = "") -> SloTarget:
+    """One SLO entry (``ttft_p99: 500ms``) as a target; the error names the accepted keys."""
     match = re.fullmatch(r"([a-z0-9_]+?)_?p(50|90|99)", key.strip().lower())
     metric = _METRIC_ALIASES.get(match.group(1), match.group(1)) if match else ""
     if not match or metric not in SLO_METRICS:
@@ -261,6 +284,12 @@ def mean_lengths(spec: ServingSpec, values: dict[str, Any], where: str = "") -> 
 
 
 def _problem(s: ServingSpec) -> str | None:
+    """The first impossible value of a ``serving:`` section, as one line (None: it is valid)."""
+    return _demand_problem(s) or _engine_problem(s) or _length_problem(s)
+
+
+def _demand_problem(s: ServingSpec) -> str | None:
+    """Demand: one positive rate (requests/s or tokens/day), a prefix hit rate in [0, 1)."""
     if s.rate_rps is not None and s.rate_rps <= 0:
         return f"serving.rate must be positive, got {s.rate_rps}"
     if s.tokens_per_day is not None and s.tokens_per_day <= 0:
@@ -269,6 +298,11 @@ def _problem(s: ServingSpec) -> str | None:
         return "give serving.rate or serving.tokens_per_day, not both"
     if not 0 <= s.prefix_hit_rate < 1:
         return f"serving.prefix_hit_rate must be in [0, 1), got {s.prefix_hit_rate}"
+    return None
+
+
+def _engine_problem(s: ServingSpec) -> str | None:
+    """Engine knobs: rates in range, counts at least 1, a sane speed factor and draft length."""
     if not 0 <= s.acceptance_rate < 1:
         return f"serving.acceptance_rate must be in [0, 1), got {s.acceptance_rate}"
     if s.gpu_memory_utilization is not None and not 0.1 <= s.gpu_memory_utilization <= 1:
@@ -281,6 +315,11 @@ def _problem(s: ServingSpec) -> str | None:
         return f"serving.step_time_factor must be between 0.01 and 100, got {s.step_time_factor}"
     if not 0 <= s.speculative_tokens <= 16:
         return f"serving.speculative_tokens must be between 0 and 16, got {s.speculative_tokens}"
+    return None
+
+
+def _length_problem(s: ServingSpec) -> str | None:
+    """Prompt and output lengths given as a mean: at least one token."""
     for dist, name in ((s.prompt_len, "prompt_len"), (s.output_len, "output_len")):
         if dist is not None and not dist.histogram and dist.mean < 1:
             return f"serving.{name} must be at least 1 token, got {dist.mean}"

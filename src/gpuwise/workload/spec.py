@@ -9,10 +9,48 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload.serving import ServingSpec, fold_flat_keys, mean_lengths, parse_serving
+
+if TYPE_CHECKING:
+    from gpuwise.catalog.models import ModelArch
+
+__all__ = [
+    "ADAPTER_DTYPES",
+    "ATTENTION",
+    "CHECKPOINTING",
+    "GOALS",
+    "INFERENCE_TASKS",
+    "KV_DTYPES",
+    "OFFLOADS",
+    "OFFLOAD_DEVICES",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "QUANTIZED",
+    "REQUIREMENTS",
+    "SHARDING",
+    "TASKS",
+    "TRAINING_TASKS",
+    "AdapterDtype",
+    "Attention",
+    "Checkpointing",
+    "Goal",
+    "KvCacheDtype",
+    "Offload",
+    "OffloadDevice",
+    "Optimizer",
+    "Precision",
+    "Requirement",
+    "Sharding",
+    "Task",
+    "Workload",
+    "load_workload",
+    "validate",
+    "workload_from_mapping",
+]
+
 
 # Closed value sets: the Literal is the type mypy checks, the tuple is what validation and help list.
 Task = Literal[
@@ -164,14 +202,18 @@ class Workload:
 
     @property
     def is_training(self) -> bool:
+        """A training task (pretrain, full fine-tune, LoRA, QLoRA, cv-train): there is a backward and an
+        optimizer step."""
         return self.task in TRAINING_TASKS
 
     @property
     def is_inference(self) -> bool:
+        """An inference task (inference, serving, RAG, cv-inference)."""
         return self.task in INFERENCE_TASKS
 
     @property
     def is_lora(self) -> bool:
+        """LoRA or QLoRA: frozen base weights with trainable adapters."""
         return self.task in {"lora", "qlora"}
 
     @property
@@ -183,10 +225,12 @@ class Workload:
 
     @property
     def data_parallel(self) -> int:
+        """Data-parallel replicas: GPUs / (tp × pp × context parallel)."""
         return self.num_gpus // (self.tp * self.pp * self.context_parallel)
 
     @property
     def global_batch(self) -> int:
+        """Samples per optimizer step over all replicas: batch × grad_accum × data parallel."""
         return self.batch_size * self.grad_accum * self.data_parallel
 
     def with_changes(self, **changes: Any) -> Workload:
@@ -204,6 +248,7 @@ class Workload:
         return validate(copy)
 
     def to_dict(self) -> dict[str, Any]:
+        """The workload as a plain mapping (the ``workload`` object of every JSON document)."""
         # Fields are scalars or tuples of str, so a shallow copy equals asdict's deep copy at a
         # fraction of its cost (the planner converts a workload per prediction it reports).
         data = {name: getattr(self, name) for name in _FIELDS}
@@ -279,24 +324,8 @@ def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
     where = f"{source}: " if source else ""
     values: dict[str, Any] = {}
     for raw_key, value in fold_flat_keys(data).items():
-        if value is None:
-            continue
-        key = str(raw_key).strip().lower().replace("-", "_")
-        key = _KEY_ALIASES.get(key, key)
-        if key == "serving":
-            values[key] = parse_serving(value, where, Path(source).parent if source else None)
-            continue
-        if key not in _FIELDS:
-            close = difflib.get_close_matches(key, list(_FIELDS) + list(_KEY_ALIASES), n=1)
-            hint = f": did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(_FIELDS)})"
-            raise GpuwiseError(f"{where}unknown workload key {raw_key!r}{hint}")
-        value = _coerce(key, value, where)
-        if key in _CHOICES and isinstance(value, str):
-            value = value.lower()
-            if key == "precision" and value.endswith("-dq"):
-                values["double_quant"] = True
-            value = _ALIASES.get(key, {}).get(value, value)
-        values[key] = value
+        if value is not None:
+            _read_key(raw_key, value, values, where, source)
     if values.get("serving") is not None:  # serving helper: one prompt/output mean for every command
         values.update(mean_lengths(values["serving"], values, where))
     if not values.get("model") and not values.get("model_factory"):
@@ -304,6 +333,34 @@ def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
             f"{where}the workload needs a model (e.g. model: llama-3-8b, or a path to a config.json; "
             "with `memory --traced`, model_factory: pkg.module:function)"
         )
+    _task_defaults(values)
+    return validate(Workload(**values, source=source), where)
+
+
+def _read_key(raw_key: Any, value: Any, values: dict[str, Any], where: str, source: str) -> None:
+    """Parse one ``key: value`` of a workload into ``values`` (aliases, the ``serving:`` section,
+    coercion, lower-cased choices); an unknown key is one error with the closest known key."""
+    key = str(raw_key).strip().lower().replace("-", "_")
+    key = _KEY_ALIASES.get(key, key)
+    if key == "serving":
+        values[key] = parse_serving(value, where, Path(source).parent if source else None)
+        return
+    if key not in _FIELDS:
+        close = difflib.get_close_matches(key, list(_FIELDS) + list(_KEY_ALIASES), n=1)
+        hint = f": did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(_FIELDS)})"
+        raise GpuwiseError(f"{where}unknown workload key {raw_key!r}{hint}")
+    value = _coerce(key, value, where)
+    if key in _CHOICES and isinstance(value, str):
+        value = value.lower()
+        if key == "precision" and value.endswith("-dq"):
+            values["double_quant"] = True
+        value = _ALIASES.get(key, {}).get(value, value)
+    values[key] = value
+
+
+def _task_defaults(values: dict[str, Any]) -> None:
+    """Defaults that follow from the task and model: LoRA trains with AdamW, QLoRA in nf4, inference
+    has no optimizer, and a vision model's images default to its native resolution (pixels)."""
     if values.get("task") in ("lora", "qlora") and "optimizer" not in values:
         values.setdefault("optimizer", "adamw")
     if values.get("task") == "qlora":
@@ -316,7 +373,6 @@ def workload_from_mapping(data: dict[str, Any], source: str = "") -> Workload:
         native = native_image_size(str(values["model"]))
         if native:
             values["image_size"] = native  # e.g. SDXL's 1024, not the classifier default 224
-    return validate(Workload(**values, source=source), where)
 
 
 def load_workload(path: str | Path) -> Workload:
@@ -459,27 +515,38 @@ def _model_mismatch(w: Workload) -> str | None:
     from gpuwise.catalog import get_model
 
     arch = get_model(w.model) if w.model else None  # None: model_factory builds it (traced simulation only)
-    if arch is not None and arch.is_transformer:
-        if w.tp > 1 and arch.num_attention_heads % w.tp:
-            return f"tp={w.tp} does not divide {arch.id}'s {arch.num_attention_heads} attention heads"
-        if w.tp > 1 and arch.num_kv_heads % w.tp and w.tp % arch.num_kv_heads:
-            return (
-                f"tp={w.tp} does not divide {arch.id}'s {arch.num_kv_heads} KV heads "
-                "(nor is a multiple of it)"
-            )
-        if w.pp > arch.num_layers:
-            return f"pp={w.pp} is more pipeline stages than {arch.id}'s {arch.num_layers} layers"
-        if w.expert_parallel > 1 and (not arch.is_moe or arch.num_experts % w.expert_parallel):
-            return (
-                f"expert_parallel={w.expert_parallel} needs an MoE model whose expert count it divides "
-                f"({arch.id})"
-            )
-        if w.is_lora and w.lora_rank >= arch.hidden_size:
-            return f"lora_rank {w.lora_rank} must be smaller than {arch.id}'s hidden size {arch.hidden_size}"
-    elif arch is not None and w.is_lora and arch.mlp_type == "conv":
-        return f"{arch.id} has no attention projections for LoRA adapters: train it with task cv-train"
-    elif arch is not None and w.task in {"inference", "serving", "rag"}:
-        return f"{arch.id} is not a transformer language model: use task cv-train or cv-inference"
+    if arch is not None:
+        problem = _transformer_mismatch(w, arch) if arch.is_transformer else _layer_list_mismatch(w, arch)
+        if problem:
+            return problem
     if w.is_lora and w.lora_rank < 1:
         return f"lora_rank must be at least 1, got {w.lora_rank}"
+    return None
+
+
+def _transformer_mismatch(w: Workload, arch: ModelArch) -> str | None:
+    """Tensor/pipeline/expert parallelism the heads, layers and experts do not divide; a LoRA rank
+    as wide as the model."""
+    if w.tp > 1 and arch.num_attention_heads % w.tp:
+        return f"tp={w.tp} does not divide {arch.id}'s {arch.num_attention_heads} attention heads"
+    if w.tp > 1 and arch.num_kv_heads % w.tp and w.tp % arch.num_kv_heads:
+        return f"tp={w.tp} does not divide {arch.id}'s {arch.num_kv_heads} KV heads (nor is a multiple of it)"
+    if w.pp > arch.num_layers:
+        return f"pp={w.pp} is more pipeline stages than {arch.id}'s {arch.num_layers} layers"
+    if w.expert_parallel > 1 and (not arch.is_moe or arch.num_experts % w.expert_parallel):
+        return (
+            f"expert_parallel={w.expert_parallel} needs an MoE model whose expert count it divides "
+            f"({arch.id})"
+        )
+    if w.is_lora and w.lora_rank >= arch.hidden_size:
+        return f"lora_rank {w.lora_rank} must be smaller than {arch.id}'s hidden size {arch.hidden_size}"
+    return None
+
+
+def _layer_list_mismatch(w: Workload, arch: ModelArch) -> str | None:
+    """Tasks a conv net or diffusion model cannot run: LoRA without attention, text generation."""
+    if w.is_lora and arch.spec.kind == "cnn":
+        return f"{arch.id} has no attention projections for LoRA adapters: train it with task cv-train"
+    if w.task in {"inference", "serving", "rag"}:
+        return f"{arch.id} is not a transformer language model: use task cv-train or cv-inference"
     return None

@@ -16,6 +16,18 @@ from gpuwise.memory.estimate import estimate_memory
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Sharding
 
+__all__ = [
+    "DEFAULT_HEADROOM_PCT",
+    "MAX_BATCH",
+    "MAX_SEQ",
+    "FitResult",
+    "FitRow",
+    "fit_table",
+    "max_batch_that_fits",
+    "max_seq_len_that_fits",
+]
+
+
 DEFAULT_HEADROOM_PCT = 10.0
 MAX_BATCH = 1 << 16
 MAX_SEQ = 1 << 22
@@ -81,6 +93,9 @@ def max_seq_len_that_fits(
 
 @dataclass(frozen=True)
 class FitRow:
+    """One row of the fit table: a GPU, a GPU count with its sharding and tp/pp, and its device total in
+    bytes per GPU against capacity."""
+
     gpu: str
     gpu_name: str
     num_gpus: int
@@ -94,6 +109,7 @@ class FitRow:
     assumed: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the row (bytes as integers)."""
         return {
             "gpu": self.gpu,
             "gpu_name": self.gpu_name,
@@ -121,6 +137,8 @@ class FitResult:
     skipped: list[str] = field(default_factory=list)  # counts the workload cannot be split over, and why
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``gpuwise fit --json`` document body: the workload, the GPU counts tried, the rows that fit
+        and what was skipped."""
         return {
             "workload": self.workload.to_dict(),
             "counts": list(self.counts),

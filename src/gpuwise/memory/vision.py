@@ -22,16 +22,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.catalog import GPU
+from gpuwise.catalog.families import family_spec
 from gpuwise.errors import GpuwiseError
 from gpuwise.memory import overheads
 from gpuwise.memory.estimate import COMPONENTS, MemoryEstimate, Phase, gpu_capacity_bytes
 from gpuwise.memory.frameworks import profile_for
-from gpuwise.memory.optimizer import is_paged, state_bytes_per_param, step_temporary_bytes
+from gpuwise.memory.optimizer_state import is_paged, state_bytes_per_param, step_temporary_bytes
 from gpuwise.memory.regime import Regime, regime_for
 from gpuwise.units import GiB
 from gpuwise.vision.architectures import Network, VisionArch, network, vae_network
 from gpuwise.vision.layers import Layer
 from gpuwise.workload import Workload
+
+__all__ = [
+    "estimate_vision_memory",
+    "image_dims",
+    "layer_activation_bytes",
+    "lora_params",
+    "working_set_bytes",
+]
 
 
 def image_dims(w: Workload) -> tuple[int, int]:
@@ -202,7 +211,8 @@ def _training_phases(
         first: set[str] = set()
         kept = []
         # Token transformers carry an fp32 residual stream under autocast; conv nets pass 16-bit maps.
-        stream = regime.residual_bytes if net.arch.family in ("vit", "dit", "mmdit") else regime.compute_bytes
+        token_stream = family_spec(net.arch.family).token_transformer
+        stream = regime.residual_bytes if token_stream else regime.compute_bytes
         for layer in net.layers:
             size = 0.0
             if layer.block not in first:

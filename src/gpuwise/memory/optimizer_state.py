@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from gpuwise.workload.spec import Optimizer
 
+__all__ = ["ADAM_LIKE", "is_paged", "state_bytes_per_param", "step_temporary_bytes"]
+
+
 ADAM_LIKE: frozenset[Optimizer] = frozenset({"adamw", "adamw-fused"})
 
 
@@ -36,6 +39,7 @@ def state_bytes_per_param(optimizer: Optimizer, state_dtype_bytes: float, hidden
 
 
 def is_paged(optimizer: Optimizer) -> bool:
+    """A bitsandbytes paged optimizer: its state lives in CUDA unified memory, outside PyTorch's allocator."""
     return optimizer.startswith("paged-")
 
 

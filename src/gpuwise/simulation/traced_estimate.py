@@ -35,17 +35,24 @@ from gpuwise.simulation.types import GpuStepTime, TracedMemoryEstimate, TracedPh
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Precision
 
+__all__ = ["PrecisionPlan", "Simulation", "precision_plan", "simulate", "traced_estimate"]
+
+
 _DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
 class PrecisionPlan:
+    """How the workload's precision is simulated: the parameters' dtype, autocast's, and which base weights
+    are quantized."""
+
     param_dtype: torch.dtype
     autocast_dtype: torch.dtype | None
     quantized: Precision | None  # nf4 | int4 | int8 | fp8 base weights
 
 
 def precision_plan(w: Workload) -> PrecisionPlan:
+    """The precision plan of ``w``; an error for what the simulator cannot run (fp8 training)."""
     p = w.precision
     if p in _DTYPE:
         return PrecisionPlan(_DTYPE[p], None, None)
@@ -278,6 +285,8 @@ def _limits_notes(w: Workload, built: build.BuiltModel) -> list[str]:
 
 
 def _assemble(w: Workload, sim: Simulation, wall_s: float) -> TracedMemoryEstimate:
+    """The traced estimate from a finished simulation: phases, the analytic overhead model on the traced
+    transient working set, device totals in bytes, FLOPs and predicted step times."""
     from gpuwise.memory import gpu_capacity_bytes, overheads
 
     tracker = sim.tracker
@@ -308,27 +317,7 @@ def _assemble(w: Workload, sim: Simulation, wall_s: float) -> TracedMemoryEstima
     flops_by_phase = {r.name: r.flops for r in records}
     times = _step_times(w, {r.name: r for r in records}, total)
     here = next((t for t in times if t.gpu == gpu.id), None)
-    notes = list(sim.notes)
-    if sim.paged_state_bytes:
-        notes.append(
-            "paged optimizer state lives in CUDA unified memory: counted in the device total, not in "
-            "allocated/reserved"
-        )
-    if not times:
-        notes.append("predicted step time unavailable: the performance model (gpuwise.perf) is not installed")
-    assumptions = [f"optimizer: {sim.optimizer}"] if w.is_training else []
-    assumptions.append(f"model: {sim.built.description}")
-    assumptions.append(f"libraries simulated: {_library_versions()}")
-    if w.is_training:
-        assumptions.append(
-            "steady-state step (optimizer state exists, as from step 2 on)"
-            + ("; gradients held across micro-batches" if w.grad_accum > 1 else "")
-        )
-    elif sim.built.kind == "causal-lm":
-        assumptions.append(
-            f"generate(): prefill of {w.seq_len} tokens keeping the last logits, then decode to "
-            f"{w.seq_len + w.output_len - 1} cached tokens (the last decode step is measured)"
-        )
+    notes, assumptions = _notes(sim, bool(times)), _assumptions(w, sim)
     return TracedMemoryEstimate(
         workload=w.to_dict(),
         gpu=gpu.id,
@@ -359,6 +348,37 @@ def _assemble(w: Workload, sim: Simulation, wall_s: float) -> TracedMemoryEstima
         assumptions=assumptions,
         simulation_wall_s=round(wall_s, 3),
     )
+
+
+def _notes(sim: Simulation, has_step_times: bool) -> list[str]:
+    """The simulation's notes, plus where paged optimizer state is counted and whether step times exist."""
+    notes = list(sim.notes)
+    if sim.paged_state_bytes:
+        notes.append(
+            "paged optimizer state lives in CUDA unified memory: counted in the device total, not in "
+            "allocated/reserved"
+        )
+    if not has_step_times:
+        notes.append("predicted step time unavailable: the performance model (gpuwise.perf) is not installed")
+    return notes
+
+
+def _assumptions(w: Workload, sim: Simulation) -> list[str]:
+    """What the traced figures rest on: optimizer, model, library versions and the step measured."""
+    assumptions = [f"optimizer: {sim.optimizer}"] if w.is_training else []
+    assumptions.append(f"model: {sim.built.description}")
+    assumptions.append(f"libraries simulated: {_library_versions()}")
+    if w.is_training:
+        assumptions.append(
+            "steady-state step (optimizer state exists, as from step 2 on)"
+            + ("; gradients held across micro-batches" if w.grad_accum > 1 else "")
+        )
+    elif sim.built.kind == "causal-lm":
+        assumptions.append(
+            f"generate(): prefill of {w.seq_len} tokens keeping the last logits, then decode to "
+            f"{w.seq_len + w.output_len - 1} cached tokens (the last decode step is measured)"
+        )
+    return assumptions
 
 
 def _library_versions() -> str:

@@ -21,6 +21,17 @@ from gpuwise.perf.flops import lora_targets
 from gpuwise.perf.prediction import Bound
 from gpuwise.workload.spec import Optimizer
 
+__all__ = [
+    "IMPLEMENTATIONS",
+    "Implementation",
+    "OptimizerStep",
+    "Pass",
+    "default_implementation",
+    "optimizer_step",
+    "trainable_tensors",
+]
+
+
 # Implementation behind each workload optimizer name (PyTorch defaults: foreach on CUDA).
 Implementation = Literal["foreach", "for-loop", "fused", "bitsandbytes-8bit", "adafactor"]
 IMPLEMENTATIONS: dict[Optimizer, Implementation] = {
@@ -88,6 +99,7 @@ class OptimizerStep:
     bound: Bound  # memory_bandwidth | host
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form of the optimizer step's implementation, bytes moved and kernel launches."""
         return asdict(self)
 
 

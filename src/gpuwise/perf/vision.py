@@ -13,18 +13,35 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpuwise.catalog import GPU, ModelArch
+from gpuwise.catalog.families import family_spec
 from gpuwise.errors import GpuwiseError
+from gpuwise.memory.vision import image_dims
 from gpuwise.perf import efficiency as eff
 from gpuwise.perf.flops import TrainingFlops
 from gpuwise.vision.architectures import VisionArch, load_data, network, vae_network, vision_arch
-from gpuwise.vision.memory import image_dims
 from gpuwise.workload import Workload
+
+__all__ = [
+    "Fraction",
+    "Kind",
+    "compute_dtype",
+    "described",
+    "forward_flops",
+    "fraction",
+    "inference_flops_per_image",
+    "steps",
+    "training_flops",
+    "vision_assumptions",
+]
+
 
 Kind = Literal["training", "inference"]
 
 
 @dataclass(frozen=True)
 class Fraction:
+    """A share of the dense peak (0-1) a vision workload's kernels reach, and the sources it rests on."""
+
     value: float
     reason: str
 
@@ -48,6 +65,7 @@ def training_flops(w: Workload, arch: VisionArch) -> TrainingFlops:
 
 
 def steps(w: Workload, arch: VisionArch) -> int:
+    """Denoising steps per image: the workload's, else the pipeline's default (1 for a classifier)."""
     pipe = arch.pipeline
     return w.denoising_steps or (pipe.default_steps if pipe else 1)
 
@@ -80,7 +98,7 @@ def fraction(w: Workload, arch: VisionArch, kind: Kind) -> Fraction:
         if w.attention == "eager":
             value *= table["eager_attention_factor"]
             why.append(f"eager attention ×{table['eager_attention_factor']}")
-        if w.channels_last and arch.family == "unet" and sixteen_bit:
+        if w.channels_last and not family_spec(arch.family).token_transformer and sixteen_bit:  # a UNet
             value *= table["channels_last_speedup"]
             why.append(f"channels_last + torch.compile ×{table['channels_last_speedup']}")
         return Fraction(value, "; ".join(why))
@@ -90,7 +108,7 @@ def fraction(w: Workload, arch: VisionArch, kind: Kind) -> Fraction:
         speedup = _table()["conv"]["channels_last_speedup"]
         value /= speedup
         why.append(f"NCHW (no channels_last) ÷{speedup}")
-    if arch.family == "efficientnet":
+    if family_spec(arch.family).depthwise_convs:
         why.append("depthwise convolutions are memory-bound: expect less than this")
     return Fraction(value, "; ".join(why))
 
