@@ -78,10 +78,11 @@ def test_names_runtimes_report(name, memory, expected):
     assert (match.gpu.id if match.gpu else None) == expected, match.note
 
 
-def _trace_devices() -> dict[tuple[str, int | None, int | None], int | None]:
-    """(name, computeMajor, computeMinor) -> totalGlobalMem of every device named in the committed traces."""
+def _trace_devices(roots: list[Path]) -> dict[tuple[str, int | None, int | None], int | None]:
+    """(name, computeMajor, computeMinor) -> totalGlobalMem of every device named in the real traces
+    (other projects' traces from the third-party data directory, and the repository's own)."""
     found: dict[tuple[str, int | None, int | None], int | None] = {}
-    for path in sorted(TRACES.rglob("*.json*")):
+    for path in sorted(p for root in roots for p in root.rglob("*.json*")):
         raw = path.read_bytes()
         try:
             doc = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
@@ -93,8 +94,8 @@ def _trace_devices() -> dict[tuple[str, int | None, int | None], int | None]:
     return found
 
 
-def test_every_gpu_named_in_the_real_traces_resolves_to_its_compute_capability():
-    devices = _trace_devices()
+def test_every_gpu_named_in_the_real_traces_resolves_to_its_compute_capability(trace_dir):
+    devices = _trace_devices([TRACES, trace_dir / "hta", trace_dir / "kineto", trace_dir / "param"])
     names = {name for name, _, _ in devices}
     assert {"Tesla V100-SXM2-32GB", "NVIDIA A100-PG509-200", "AMD Radeon Graphics"} <= names
     not_in_catalog = {"ARTEMIS", "AMD Radeon Graphics"}  # an MTIA, and an MI250 (gfx90a: no catalog row)
