@@ -89,3 +89,6 @@ def all_reduce_figure(
         link_gb_per_s,
         BUSBW,
     )
+
+
+__all__ = ["all_reduce_figure"]

@@ -52,3 +52,6 @@ def apply_calibration(ref: str, store: Path | None = None) -> str:
         f"calibrated: {gpu_id} matmul efficiency {fraction:.0%} of peak measured in bench run {run_id} "
         f"replaces the table's {table.bf16:.0%} ({table.source})"
     )
+
+
+__all__ = ["apply_calibration", "measured_fraction"]

@@ -18,6 +18,11 @@ FMA_PIPES_PER_CORE = 2  # Intel since Haswell (server parts), AMD Zen 2-5: two F
 
 @dataclass(frozen=True)
 class CpuInfo:
+    """What the matmul peak estimate and the STREAM array size need to know about this CPU: the cores this
+    process may use, the max clock (GHz) and where it was read, the ISA flags (vector width, FMA, AMX), and
+    the last-level cache in bytes (None: unknown).
+    """
+
     model: str
     logical_cpus: int  # usable by this process (affinity)
     cores: int  # physical cores among them (SMT siblings removed)
@@ -54,6 +59,7 @@ class CpuInfo:
         return self.cores * self.clock_ghz * 1e9 * per_cycle / 1e12, how
 
     def to_dict(self) -> dict[str, Any]:
+        """The CPU as JSON (the ``device.cpu`` object of ``gpuwise bench --json``), vector flags only."""
         return {
             "model": self.model,
             "logical_cpus": self.logical_cpus,
@@ -109,6 +115,9 @@ def _read(path: str) -> str | None:
 
 
 def this_cpu() -> CpuInfo:
+    """This machine's CPU, from /proc/cpuinfo, the CPUs in this process's affinity mask and /sys (max clock,
+    L3 or else L2 cache size).
+    """
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     max_khz = _read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
     llc = None
@@ -122,3 +131,6 @@ def this_cpu() -> CpuInfo:
         int(max_khz) if max_khz and max_khz.strip().isdigit() else None,
         llc,
     )
+
+
+__all__ = ["CpuInfo", "parse_cpuinfo", "this_cpu"]

@@ -17,6 +17,12 @@ from gpuwise.errors import GpuwiseError
 
 
 def load_dataset(spec: str) -> Any:
+    """Import ``FILE.py:NAME`` and return the dataset it names (called first when ``NAME`` is a function).
+
+    The file's directory is on ``sys.path`` while it imports, so its own imports work. Raises
+    ``GpuwiseError`` for a malformed spec, a missing file or name, or an object that is not a dataset (no
+    ``__getitem__`` or ``__iter__``).
+    """
     path_text, _, name = spec.rpartition(":")
     if not path_text or not name:
         raise GpuwiseError(
@@ -66,3 +72,6 @@ def loader_samples_per_s(
         "samples_per_s": count * batch_size / elapsed if count and elapsed > 0 else None,
         "note": "" if count else "the dataset ended after one batch: no steady-state figure",
     }
+
+
+__all__ = ["load_dataset", "loader_samples_per_s"]

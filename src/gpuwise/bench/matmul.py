@@ -22,6 +22,7 @@ def matmul_flops(m: int, n: int, k: int) -> int:
 
 
 def tflops(flops: float, seconds: float) -> float:
+    """Throughput in TFLOPS (10¹² FLOP/s) of ``flops`` done in ``seconds``."""
     return flops / seconds / 1e12
 
 
@@ -86,3 +87,16 @@ def supported(torch: Any, dtype: str, device: str) -> bool:
     except (RuntimeError, TypeError):
         return False
     return True
+
+
+__all__ = [
+    "CPU_SHAPES",
+    "GPU_SHAPES",
+    "Shape",
+    "best_of_sweep",
+    "matmul_flops",
+    "shape_sweep",
+    "supported",
+    "tflops",
+    "torch_dtype",
+]

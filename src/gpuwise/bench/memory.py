@@ -18,6 +18,7 @@ COUNTING = "STREAM: bytes read + bytes written, no write-allocate"
 
 
 def stream_bytes(kernel: StreamKernel, elements: int, itemsize: int) -> int:
+    """Bytes a STREAM kernel counts over ``elements`` elements: 2 arrays for copy, 3 for triad."""
     return STREAM_ARRAYS_READ_WRITTEN[kernel] * elements * itemsize
 
 
@@ -32,6 +33,7 @@ def stream_elements(
 def stream_figure(
     kernel: StreamKernel, elements: int, itemsize: int, samples: Samples, peak_gb_per_s: float | None
 ) -> BandwidthFigure:
+    """The kernel's bandwidth from its best (fastest) sample, in decimal GB/s, counted as STREAM does."""
     moved = stream_bytes(kernel, elements, itemsize)
     return BandwidthFigure(
         kernel, moved / samples.best_s / 1e9, moved, samples.best_s, peak_gb_per_s, COUNTING
@@ -48,3 +50,6 @@ def stream_kernels(torch: Any, elements: int, device: str) -> dict[StreamKernel,
         "copy": lambda: a.copy_(b),
         "triad": lambda: torch.add(b, c, alpha=scalar, out=a),
     }
+
+
+__all__ = ["COUNTING", "StreamKernel", "stream_bytes", "stream_elements", "stream_figure", "stream_kernels"]

@@ -8,6 +8,9 @@ from gpuwise.diagnose.thresholds import BENCH_CPU_MATMUL_PLAUSIBLE_PCT, BENCH_DR
 
 
 def matmul_verdict(figure: MatmulFigure) -> str:
+    """One note: the CPU matmul's best as a % of the estimated peak, and whether that lies in
+    ``BENCH_CPU_MATMUL_PLAUSIBLE_PCT``.
+    """
     pct = percent_of(figure.best_tflops, figure.peak_tflops)
     if pct is None:
         return f"{figure.dtype}: no peak to check against ({figure.peak_source})"
@@ -17,9 +20,15 @@ def matmul_verdict(figure: MatmulFigure) -> str:
 
 
 def dram_verdict(figure: BandwidthFigure, cores: int) -> str:
+    """One note: whether the STREAM figure lies in ``BENCH_DRAM_GB_PER_S_PER_CORE`` × ``cores`` GB/s (Linux
+    shows no DRAM datasheet peak to compare with).
+    """
     low, high = (bound * cores for bound in BENCH_DRAM_GB_PER_S_PER_CORE)
     word = "plausible" if low <= figure.best_gb_per_s <= high else "outside"
     return (
         f"DRAM {figure.name}: {figure.best_gb_per_s:.1f} GB/s is {word} for {cores} cores "
         f"(range {low:g}-{high:g} GB/s)"
     )
+
+
+__all__ = ["dram_verdict", "matmul_verdict"]

@@ -54,6 +54,10 @@ def _no_progress(label: str, total: int) -> Callable[[], None]:
 
 @dataclass
 class BenchOptions:
+    """The ``gpuwise bench`` options: mode (quick ≈ 30 s, full), dtypes (None: all the device supports), the
+    storage test's directory, and the DataLoader test's ``FILE.py:NAME`` dataset, batch and workers.
+    """
+
     mode: BenchMode = "quick"
     dtypes: tuple[str, ...] | None = None  # None: every dtype the device supports
     data_dir: Path | None = None  # storage: this directory, else a scratch file in the temp dir
@@ -64,6 +68,9 @@ class BenchOptions:
 
 
 def check_dtypes(dtypes: tuple[str, ...] | None) -> None:
+    """Raise ``GpuwiseError`` for a ``--dtype`` that is not one of
+    ``BENCH_DTYPES`` (None: nothing to check).
+    """
     for dtype in dtypes or ():
         if dtype not in BENCH_DTYPES:
             raise GpuwiseError(f"unknown dtype {dtype!r} for --dtype (one of {', '.join(BENCH_DTYPES)})")
@@ -88,6 +95,10 @@ def _gpu_device(torch: Any) -> dict[str, Any]:
 def cpu_matmul(
     torch: Any, cpu: CpuInfo, mode: str, dtypes: tuple[str, ...] | None, progress: ProgressTask
 ) -> tuple[list[MatmulFigure], list[str]]:
+    """The CPU's best matmul per dtype (fp32, bf16, fp16 unless given) over the mode's shape sweep, each with
+    its estimated peak; a dtype this torch build cannot multiply on the CPU is skipped with a note. Returns
+    ``(figures, notes)``.
+    """
     figures, notes = [], []
     shapes = matmul.CPU_SHAPES[mode]
     for dtype in dtypes or ("fp32", "bf16", "fp16"):
@@ -134,6 +145,13 @@ def _gpu_shape_timer(torch: Any, dtype: str, mode: str) -> Callable[[matmul.Shap
 
 
 def run_bench(options: BenchOptions, progress: ProgressTask = _no_progress) -> BenchResult:
+    """Run every benchmark this machine supports and return the figures.
+
+    With a GPU: its matmul, memory, copy and all-reduce figures, plus a quick CPU fp32 matmul for
+    comparison; without: the CPU's matmul and DRAM bandwidth, with plausibility notes. Then storage reads
+    and, with a dataset, DataLoader throughput. Bad options and a missing torch fail before any work
+    (``GpuwiseError``); ``progress`` receives each step's label and size.
+    """
     check_dtypes(options.dtypes)
     if options.data_dir is not None and not options.data_dir.exists():
         raise GpuwiseError(f"no such data directory: {options.data_dir}")
@@ -274,3 +292,14 @@ def _storage(
             "(give --data DIR to measure your dataset's disk)"
         )
     tick()
+
+
+__all__ = [
+    "BUDGETS",
+    "BenchOptions",
+    "ProgressTask",
+    "check_dtypes",
+    "cpu_matmul",
+    "cpu_vs_gpu",
+    "run_bench",
+]

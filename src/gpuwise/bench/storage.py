@@ -49,6 +49,9 @@ def data_files(root: Path, limit: int = 10_000) -> list[Path]:
 
 
 def drop_cached(fd: int) -> None:
+    """Ask the kernel to drop the file's clean cached pages (posix_fadvise DONTNEED; no root needed), so the
+    next read comes from the disk. Does nothing where posix_fadvise does not exist.
+    """
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
@@ -140,3 +143,6 @@ def scratch_file(directory: Path, size_bytes: int) -> Path:
         handle.flush()
         os.fsync(handle.fileno())
     return path
+
+
+__all__ = ["cached_fraction", "data_files", "drop_cached", "scratch_file", "storage_figures"]

@@ -15,14 +15,18 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class Samples:
+    """The times of the individual timed calls, in seconds."""
+
     times_s: list[float]
 
     @property
     def best_s(self) -> float:
+        """The fastest call (s): the machine's capability."""
         return min(self.times_s)
 
     @property
     def median_s(self) -> float:
+        """The median call (s): what a machine under its current load gives."""
         return statistics.median(self.times_s)
 
 
@@ -52,8 +56,11 @@ def wall_clock_samples(
 class TimingEvent(Protocol):
     """What torch.cuda.Event(enable_timing=True) offers (faked in tests: no CPU path exists)."""
 
-    def record(self) -> None: ...
-    def elapsed_time(self, end: Any) -> float: ...  # milliseconds
+    def record(self) -> None:
+        """Record the event in the current CUDA stream."""
+
+    def elapsed_time(self, end: Any) -> float:
+        """Milliseconds between this recorded event and ``end``."""
 
 
 def event_samples(
@@ -76,3 +83,6 @@ def event_samples(
         pairs.append((start, end))
     synchronize()
     return Samples([start.elapsed_time(end) / 1000.0 for start, end in pairs])
+
+
+__all__ = ["Samples", "TimingEvent", "event_samples", "wall_clock_samples"]

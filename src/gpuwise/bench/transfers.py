@@ -17,6 +17,7 @@ BUSBW = "nccl-tests busbw: algbw x 2(n-1)/n"
 
 
 def algorithm_bandwidth_gb_per_s(size_bytes: int, seconds: float) -> float:
+    """nccl-tests' algbw: bytes / time, in decimal GB/s."""
     return size_bytes / seconds / 1e9
 
 
@@ -28,6 +29,7 @@ def all_reduce_bus_bandwidth_gb_per_s(size_bytes: int, seconds: float, ranks: in
 
 
 def copy_figure(name: str, size_bytes: int, samples: Samples, peak_gb_per_s: float | None) -> BandwidthFigure:
+    """A copy's bandwidth (algbw, decimal GB/s) from its best sample."""
     return BandwidthFigure(
         name,
         algorithm_bandwidth_gb_per_s(size_bytes, samples.best_s),
@@ -79,3 +81,15 @@ def device_to_device(
     peer = torch.cuda.can_device_access_peer(0, 1)
     name = "device->device " + ("peer-to-peer" if peer else "via host (no P2P)")
     return copy_figure(name, size_bytes, samples, link_gb_per_s)
+
+
+__all__ = [
+    "ALGBW",
+    "BUSBW",
+    "algorithm_bandwidth_gb_per_s",
+    "all_reduce_bus_bandwidth_gb_per_s",
+    "copy_figure",
+    "device_to_device",
+    "host_device_copies",
+    "timed_copy",
+]

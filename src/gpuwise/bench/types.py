@@ -16,6 +16,7 @@ BenchMode = Literal["quick", "full"]
 
 
 def percent_of(value: float, peak: float | None) -> float | None:
+    """``value`` as a % of ``peak``; None when the peak is unknown or 0."""
     return None if not peak else 100.0 * value / peak
 
 
@@ -32,6 +33,7 @@ class MatmulFigure:
     peak_source: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The figure as JSON, with its % of peak (None without a peak)."""
         return {
             "dtype": self.dtype,
             "best_tflops": self.best_tflops,
@@ -56,6 +58,7 @@ class BandwidthFigure:
     counting: str  # how bytes are counted (STREAM: read + write; nccl-tests: busbw)
 
     def to_dict(self) -> dict[str, Any]:
+        """The figure as JSON, with its % of peak (None without a peak)."""
         return {
             "name": self.name,
             "best_gb_per_s": self.best_gb_per_s,
@@ -82,13 +85,16 @@ class StorageFigure:
 
     @property
     def mb_per_s(self) -> float:
+        """Read throughput in decimal MB/s (0 when no time was measured)."""
         return self.bytes_read / self.time_s / 1e6 if self.time_s > 0 else 0.0
 
     @property
     def reads_per_s(self) -> float:
+        """Block reads per second (0 when no time was measured)."""
         return self.bytes_read / self.block_bytes / self.time_s if self.time_s > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The figure as JSON: throughput in decimal GB/s, the page-cache share as a %."""
         return {
             "path": self.path,
             "pattern": self.pattern,
@@ -104,6 +110,10 @@ class StorageFigure:
 
 @dataclass
 class BenchResult:
+    """Everything one ``gpuwise bench`` measured, each list in the order it ran; ``wall_time_s`` is the whole
+    run's wall time and ``load_average_1min`` the load when it ended (None where the OS has none).
+    """
+
     device: dict[str, Any]  # kind, name, catalog_id, and for CPUs model/cores/clock (see cpu_info)
     mode: BenchMode
     matmul: list[MatmulFigure] = field(default_factory=list)
@@ -117,6 +127,7 @@ class BenchResult:
     load_average_1min: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON (the ``gpuwise bench --json`` schema)."""
         return {
             "device": self.device,
             "mode": self.mode,
@@ -130,3 +141,16 @@ class BenchResult:
             "wall_time_s": self.wall_time_s,
             "load_average_1min": self.load_average_1min,
         }
+
+
+__all__ = [
+    "BENCH_DTYPES",
+    "BandwidthFigure",
+    "BenchDtype",
+    "BenchMode",
+    "BenchResult",
+    "DeviceKind",
+    "MatmulFigure",
+    "StorageFigure",
+    "percent_of",
+]

@@ -38,6 +38,10 @@ _WHY = {
 
 @dataclass(frozen=True)
 class AppliedFix:
+    """One setting of the reference workload the tuner's winner changed: the value before and after, the
+    finding it fixes (None when the tuner's own candidate) and why it helps.
+    """
+
     finding_id: str | None
     setting: str
     before: Any
@@ -45,11 +49,17 @@ class AppliedFix:
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The fix as JSON, one key per field."""
         return dict(self.__dict__)
 
 
 @dataclass
 class DoctorResult:
+    """What ``gpuwise doctor`` shows: the reference workload as written (``before``) and with the winner's
+    settings (``after``), the fixes applied, the findings left for a human (``manual_fixes``: finding id
+    and why), and the tune session behind it.
+    """
+
     device: str
     before: ProfileRun
     after: ProfileRun
@@ -75,17 +85,21 @@ class DoctorResult:
 
     @property
     def before_steps_per_s(self) -> float:
+        """Optimizer steps/s as written: the median over the tuner's repeats when it repeated the run."""
         return self._median(self.before)
 
     @property
     def after_steps_per_s(self) -> float:
+        """Optimizer steps/s with the fixes: the median over the tuner's repeats when it repeated the run."""
         return self._median(self.after)
 
     @property
     def speedup_x(self) -> float | None:
+        """After over before (1.0 = no change); None when the run as written measured 0 steps/s."""
         return self.after_steps_per_s / self.before_steps_per_s if self.before_steps_per_s else None
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON (the ``gpuwise doctor --json`` schema)."""
         return {
             "device": self.device,
             "before_steps_per_s": self.before_steps_per_s,
@@ -117,6 +131,10 @@ def other_processes_cpu_pct(run: ProfileRun) -> float | None:
 
 
 def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when torch sees a CUDA GPU, else ``cpu``; ``cpu``/``cuda`` as given.
+
+    Raises ``GpuwiseError`` for ``cuda`` without a visible GPU and for any other name.
+    """
     import torch
 
     if device == "auto":
@@ -189,3 +207,13 @@ def doctor_result(
         if f.id not in fixed
     ]
     return DoctorResult(device, base.run, after_run, settings, new, applied, manual, sizing, result)
+
+
+__all__ = [
+    "AppliedFix",
+    "DoctorResult",
+    "doctor_result",
+    "other_processes_cpu_pct",
+    "resolve_device",
+    "run_doctor",
+]

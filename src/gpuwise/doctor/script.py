@@ -14,6 +14,7 @@ from gpuwise.doctor.workload import WorkloadSettings, train
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Parse the workload's settings from ``argv`` (None: ``sys.argv``) and train for ``--steps`` steps."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--batch-size", type=int, default=WorkloadSettings.batch_size)
@@ -56,3 +57,6 @@ def command(settings: WorkloadSettings, device: str, steps: int) -> list[str]:
 
 if __name__ == "__main__":
     main()
+
+
+__all__ = ["command", "main"]

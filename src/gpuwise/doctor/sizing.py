@@ -27,11 +27,16 @@ TIMED_BATCHES = 5  # batches timed for each of C and W (after one untimed batch)
 
 @dataclass(frozen=True)
 class Sizing:
+    """The timings the storage latency was sized from: the median compute time C (s per batch), the median
+    decode + augment time (s per batch, the CPU part of W), and the chosen storage latency (s per sample).
+    """
+
     compute_s: float  # C: forward + backward + SGD of one batch, median
     decode_s: float  # CPU part of W: decode + augment of one batch, median
     storage_latency_s: float  # per sample, chosen so that W = LOAD_TO_COMPUTE x C
 
     def to_dict(self) -> dict[str, float]:
+        """The sizing as JSON, with the units in the keys and the ``LOAD_TO_COMPUTE`` ratio it aimed for."""
         return {
             "compute_s_per_batch": self.compute_s,
             "decode_s_per_batch": self.decode_s,
@@ -90,3 +95,6 @@ def _compute_time(batch, device: str) -> float:
         if b:
             times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+__all__ = ["LOAD_TO_COMPUTE", "Sizing", "size_workload"]

@@ -33,6 +33,12 @@ DISTINCT_IMAGES = 64  # stored files; samples cycle through them (with their own
 
 @dataclass(frozen=True)
 class WorkloadSettings:
+    """The reference workload's knobs; the defaults are PyTorch's (the naive loop the doctor starts from).
+
+    ``storage_latency_s`` is the wait per sample in seconds; ``amp_dtype`` is ``"bfloat16"``/``"float16"``
+    (CUDA only) or None for fp32; ``compute_threads`` is the model's intra-op threads on a CPU.
+    """
+
     batch_size: int = 64
     num_workers: int = 0
     pin_memory: bool = False
@@ -46,9 +52,11 @@ class WorkloadSettings:
     seed: int = 0
 
     def with_changes(self, **changes: Any) -> WorkloadSettings:
+        """A copy with the given fields replaced."""
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON, one key per field."""
         return asdict(self)
 
 
@@ -139,6 +147,10 @@ def build_model():
 
 
 def make_loader(settings: WorkloadSettings, num_batches: int):
+    """A shuffled, seeded DataLoader over ``num_batches`` full batches of the reference images, built with the
+    settings' loader options (``persistent_workers``/``prefetch_factor`` only with workers, as DataLoader
+    requires).
+    """
     import torch
     from torch.utils.data import DataLoader, Dataset
 
@@ -199,3 +211,6 @@ def _train(settings: WorkloadSettings, steps: int, device: str) -> None:
         if done >= steps:
             break
     del loader  # shuts the workers down before the next run starts its own
+
+
+__all__ = ["ReferenceImages", "WorkloadSettings", "build_model", "make_loader", "train"]

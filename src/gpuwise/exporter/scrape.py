@@ -35,6 +35,11 @@ def _hertz(mhz: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Metric:
+    """One exported metric: its name without the ``gpuwise_`` prefix (counters also without ``_total``), its
+    Prometheus type, help text, the NVML call it comes from, and how to read it from a ``GpuReading`` in
+    base units (None: NVML could not read it, and the sample is left out).
+    """
+
     name: str  # without the gpuwise_ prefix (counters: without _total)
     type: MetricType
     help: str
@@ -198,6 +203,7 @@ class GpuCollector:
         self.usd_per_gpu_hour = usd_per_gpu_hour
 
     def collect(self) -> Iterator[Any]:
+        """Sample every GPU now and yield the metric families, KPI verdicts and cost included."""
         snapshot = self.sampler.sample()
         found = kpi.verdicts(snapshot)
         kpi.cost(snapshot, found, self.usd_per_gpu_hour)
@@ -214,6 +220,9 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 def is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine (a loopback address or ``localhost``), so exposing the
+    endpoint without TLS or auth needs no warning.
+    """
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -240,3 +249,17 @@ def start(
         return serve(make_wsgi_app(registry), host, port, config or WebConfig())
     except OSError as err:
         raise GpuwiseError(f"cannot listen on {listen}: {err.strerror or err}") from None
+
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "LABELLED",
+    "LABELS",
+    "METRICS",
+    "GpuCollector",
+    "Metric",
+    "MetricType",
+    "is_loopback",
+    "parse_listen",
+    "start",
+]

@@ -34,12 +34,17 @@ _REALM = 'Basic realm="gpuwise exporter"'
 
 @dataclass(frozen=True)
 class WebConfig:
+    """The web config file's settings: TLS certificate and key paths (None: plain HTTP) and basic-auth users
+    with their bcrypt hashes (empty: no auth).
+    """
+
     cert_file: Path | None = None
     key_file: Path | None = None
     users: dict[str, bytes] = field(default_factory=dict)  # user -> bcrypt hash
 
     @property
     def tls(self) -> bool:
+        """True when a certificate is configured, so the endpoint serves HTTPS."""
         return self.cert_file is not None
 
 
@@ -200,3 +205,6 @@ def serve(app: Wsgi, host: str, port: int, config: WebConfig) -> WSGIServer:
         )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+__all__ = ["WebConfig", "basic_auth", "exposure_warning", "load", "serve"]

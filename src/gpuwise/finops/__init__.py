@@ -6,7 +6,7 @@
 - ``right_size``     the cheapest smaller catalog GPU that holds the peak and keeps up;
 - ``fleet_findings`` one finding per id across the fleet, GPUs grouped;
 - ``prometheus_source`` / ``prometheus_dialects`` / ``prometheus_http``  the fleet reader: a History
-  from a Prometheus server that scrapes gpuwise's exporter, DCGM or nvidia_gpu_exporter.
+  from a Prometheus server that scrapes gpuwise's exporter, dcgm-exporter or nvitop-exporter.
 
 Sits above ``gpuwise.monitor`` (series, energy, KPI constants) and below ``gpuwise.report``.
 """

@@ -52,6 +52,10 @@ HEADROOM_BINS = tuple(
 
 @dataclass(frozen=True)
 class Prices:
+    """The prices a report uses: $/GPU-hour (None: each GPU's catalog on-demand price), $/kWh and where that
+    electricity price came from (shown next to the energy cost).
+    """
+
     usd_per_gpu_hour: float | None  # None: the catalog's on-demand price of each GPU
     usd_per_kwh: float
     kwh_source: str
@@ -59,6 +63,16 @@ class Prices:
 
 @dataclass
 class GpuFinops:
+    """One GPU's window, every figure time-weighted by the samples' ``interval_s``.
+
+    Hours: ``observed`` (the whole window), ``lost`` (the GPU could not be read), ``idle``, ``in_use``.
+    Percentages are 0–100; ``busy_hours``/``headroom_hours`` map the ``BUSY_BINS``/``HEADROOM_BINS`` labels
+    to hours; memory in bytes; energy in kWh with ``energy_hours`` the hours it covers; money in USD, None
+    when no $/GPU-hour is known (``price_source`` says why). ``processes`` is keyed by process (``users``
+    maps each to its user); ``timeline_busy_pct`` has ``TIMELINE_POINTS`` points, None where nothing was
+    read.
+    """
+
     hostname: str
     gpu_index: int
     uuid: str | None
@@ -94,9 +108,11 @@ class GpuFinops:
 
     @property
     def label(self) -> str:
+        """``hostname:gpu_index``, the GPU's name in fleet findings and tables."""
         return f"{self.hostname}:{self.gpu_index}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The GPU as JSON; processes become a list with their user, findings their dicts."""
         out = {k: v for k, v in self.__dict__.items() if k not in ("processes", "users", "findings")}
         out["processes"] = [
             {"process": k, "user": self.users.get(k), **u.to_dict()} for k, u in self.processes.items()
@@ -107,6 +123,10 @@ class GpuFinops:
 
 @dataclass
 class FinopsReport:
+    """The ``gpuwise monitor report`` result: the window (Unix s), the prices, every GPU, the users' sums and
+    the findings grouped across the GPUs.
+    """
+
     start_unix_s: float
     end_unix_s: float
     origin: str
@@ -117,10 +137,12 @@ class FinopsReport:
     findings: list[Finding]  # one per id across the GPUs (fleet_findings.group), most important first
 
     def total(self, name: str) -> float | None:
+        """The sum of one ``GpuFinops`` field over the GPUs that have it; None when none has."""
         values = [getattr(g, name) for g in self.gpus if getattr(g, name) is not None]
         return sum(values) if values else None
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON (the ``gpuwise monitor report --json`` schema), with fleet totals."""
         totals = ["observed_hours", "idle_hours", "lost_hours", "usd", "idle_usd", "lost_usd"]
         totals += ["energy_kwh", "energy_usd"]
         return {
@@ -182,6 +204,7 @@ def _timeline(series: GpuSeries, start: float, end: float) -> list[float | None]
 
 
 def analyze_gpu(series: GpuSeries, history: History, prices: Prices) -> GpuFinops:
+    """One GPU's figures, price, energy, process attribution and findings from its history."""
     t = tally(series.samples)
     deltas = interval_energy_j(series.samples)
     kwh, energy_h, energy_source = _energy(series, deltas)
@@ -261,6 +284,7 @@ def _evidence(g: GpuFinops, t: Tally) -> Evidence:
 
 
 def analyze(history: History, prices: Prices) -> FinopsReport:
+    """The whole report: every GPU with samples, the users summed across GPUs, the findings grouped."""
     gpus = [analyze_gpu(s, history, prices) for s in history.gpus if s.samples]
     users: dict[str, Usage] = {}
     for g in gpus:

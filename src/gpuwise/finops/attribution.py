@@ -33,6 +33,9 @@ class Usage:
     memory_max_bytes: int | None = None
 
     def add(self, other: Usage) -> None:
+        """Add another share into this one (a user's sum of processes, a fleet's sum of GPUs); dollars stay
+        None until a priced share is added.
+        """
         self.gpu_hours += other.gpu_hours
         self.busy_gpu_hours += other.busy_gpu_hours
         self.idle_gpu_hours += other.idle_gpu_hours
@@ -43,12 +46,14 @@ class Usage:
             self.idle_usd = (self.idle_usd or 0.0) + (other.idle_usd or 0.0)
 
     def priced(self, usd_per_gpu_hour: float | None) -> Usage:
+        """Set the dollars from the GPU's $/GPU-hour (None: left unpriced); returns self for chaining."""
         if usd_per_gpu_hour is not None:
             self.usd = self.gpu_hours * usd_per_gpu_hour
             self.idle_usd = self.idle_gpu_hours * usd_per_gpu_hour
         return self
 
     def to_dict(self) -> dict[str, Any]:
+        """The share as JSON, one key per field."""
         return asdict(self)
 
 
@@ -122,6 +127,7 @@ def _charge(
 
 
 def by_user(processes: dict[str, Usage], users: dict[str, str | None]) -> dict[str, Usage]:
+    """Per-process shares summed per user (``"n/a"``: user unknown; ``NO_PROCESS`` stays itself)."""
     out: dict[str, Usage] = defaultdict(Usage)
     for key, usage in processes.items():
         out[NO_PROCESS if key == NO_PROCESS else users.get(key) or "n/a"].add(usage)

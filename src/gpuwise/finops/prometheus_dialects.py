@@ -38,6 +38,13 @@ class Source:
 
 @dataclass(frozen=True)
 class Dialect:
+    """How one exporter publishes what ``GpuSample`` needs: the metric that identifies it, its labels for
+    host, GPU index, UUID and name, and the sources of each field and process field (first present wins).
+
+    GPU throttle reasons come either as a 0/1 gauge with a ``reason`` label (``reasons_metric``) or as
+    NVML's clock-event bitmask (``reasons_bitmask``).
+    """
+
     name: DialectName
     exporter: str  # as the sources say it
     detect: str  # the metric whose presence says this exporter is scraped
@@ -129,3 +136,6 @@ NVITOP = Dialect(
 )
 
 DIALECTS: tuple[Dialect, ...] = (GPUWISE, DCGM, NVITOP)  # a GPU seen by two exporters: the first wins
+
+
+__all__ = ["DIALECTS", "Dialect", "DialectName", "Field", "ProcessField", "Reduce", "Source"]

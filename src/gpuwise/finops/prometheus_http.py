@@ -65,6 +65,11 @@ class PrometheusApi:
         self._auth = _auth_header(url)
 
     def get(self, path: str, params: list[tuple[str, str]]) -> Any:
+        """GET ``/api/v1/{path}`` with ``params`` and return the answer's ``data``.
+
+        Raises one ``GpuwiseError`` line for an unreachable server, refused credentials, an HTTP error, a
+        timeout (``timeout_s``), an answer that is not a Prometheus API's, or Prometheus' own error.
+        """
         url = self.base + path + ("?" + urllib.parse.urlencode(params) if params else "")
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
         if self._auth:
@@ -97,6 +102,7 @@ class PrometheusApi:
         return answer.get("data")
 
     def metric_names(self, start_unix_s: float, end_unix_s: float) -> set[str]:
+        """Every metric name with samples between the two Unix times (s): what tells the exporter dialect."""
         names = self.get("label/__name__/values", [("start", _ts(start_unix_s)), ("end", _ts(end_unix_s))])
         if not isinstance(names, list):
             raise GpuwiseError(f"Prometheus at {self.shown}: metric names are not a list")
@@ -145,3 +151,6 @@ def _json(body: bytes) -> Any:
 def _prometheus_error(body: bytes) -> dict | None:
     answer = _json(body)
     return answer if isinstance(answer, dict) and answer.get("status") == "error" else None
+
+
+__all__ = ["DEFAULT_TIMEOUT_S", "PrometheusApi", "chunks", "redact"]

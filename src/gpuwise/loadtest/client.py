@@ -105,3 +105,6 @@ async def send(
         elif record.token_source == "chunks":
             record.output_tokens = chunks
     return record
+
+
+__all__ = ["chunk_text", "send"]

@@ -15,11 +15,14 @@ _BACKOFF_S = 0.5
 
 @dataclass
 class Target:
+    """The server's OpenAI-compatible base URL (ending in ``/v1``) and which endpoint the test calls."""
+
     base_url: str  # ends in /v1
     endpoint: Endpoint
 
     @property
     def url(self) -> str:
+        """The URL requests are POSTed to: ``…/v1/chat/completions`` or ``…/v1/completions``."""
         return f"{self.base_url}/{'chat/completions' if self.endpoint == 'chat' else 'completions'}"
 
 
@@ -74,3 +77,6 @@ def resolve_model(target: Target, model: str | None, headers: dict[str, str], ti
     raise GpuwiseError(
         f"cannot reach {target.base_url} ({last}, {CONNECT_ATTEMPTS} attempts): is the server running?"
     )
+
+
+__all__ = ["Target", "parse_target", "resolve_model"]

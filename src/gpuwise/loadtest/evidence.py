@@ -76,3 +76,6 @@ def loadtest_evidence(result: LoadtestResult) -> Evidence | None:
     if result.interrupted:
         ev.notes.append("the load test was interrupted (Ctrl-C): its last level may be short")
     return ev
+
+
+__all__ = ["chosen_level", "loadtest_evidence"]

@@ -24,6 +24,9 @@ _SLO_ITEM = re.compile(r"^(ttft|tpot|itl|e2e)_p(\d{1,2}(?:\.\d+)?)=([0-9.]+(?:e-
 
 
 def percentile(values: list[float], p: float) -> float | None:
+    """The ``p``-th percentile (0–100) of ``values`` by linear interpolation (numpy's default, as vLLM uses);
+    None for no values.
+    """
     if not values:
         return None
     ordered = sorted(values)
@@ -87,6 +90,10 @@ def summarize(
     slo: Slo | None = None,
     interrupted: bool = False,
 ) -> LevelSummary:
+    """One level's records → its summary: latency mean and percentiles (s) per metric, throughputs per second
+    of the level's duration (first send to last completion), error counts by kind and, with an SLO, goodput
+    and the verdict. Cancelled requests (Ctrl-C) are left out of the counts.
+    """
     done = [r for r in records if r.error != "cancelled"]
     ok = [r for r in done if r.ok]
     ends = [r.start_s + (r.e2e_s or 0.0) for r in done]
@@ -143,3 +150,6 @@ def _judge(
     summary.goodput_per_s = sum(_request_meets(r, slo) for r in records) * per_s
     summary.slo_failures = failures
     summary.slo_met = not failures
+
+
+__all__ = ["METRICS", "PERCENTILES", "parse_slo", "percentile", "summarize"]

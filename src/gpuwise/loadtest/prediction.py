@@ -63,3 +63,6 @@ def compare(levels: list[LevelSummary], workload: Workload) -> dict[str, Any]:
         "engine": workload.framework,
         "levels": rows,
     }
+
+
+__all__ = ["compare", "in_flight"]

@@ -92,6 +92,9 @@ class Lengths:
     spread: float = 0.0
 
     def draw(self, rng: random.Random, mean: int) -> int:
+        """A length around ``mean`` tokens: uniform within ±``spread`` (at least 1), or ``mean`` itself when
+        the spread is 0.
+        """
         if self.spread <= 0:
             return mean
         low, high = max(1, round(mean * (1 - self.spread))), max(1, round(mean * (1 + self.spread)))
@@ -99,6 +102,7 @@ class Lengths:
 
 
 def synthetic_prompt(rng: random.Random, tokens: int) -> str:
+    """A prompt of ``tokens`` random common English words (at least one), roughly one token each."""
     return " ".join(rng.choice(_WORDS) for _ in range(max(1, tokens)))
 
 
@@ -157,3 +161,6 @@ def request_bodies(
             max_tokens = lengths.draw(rng, lengths.output_tokens)
         bodies.append(_body_for(endpoint, model, prompt, max_tokens, stream))
     return bodies
+
+
+__all__ = ["Lengths", "read_dataset", "request_bodies", "synthetic_prompt"]

@@ -22,6 +22,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class LevelPlan:
+    """One load level to drive: where to send, how (``mode`` and ``target``: a concurrency, or a rate in
+    requests/s), the request bodies (their count bounds the level), the level's duration and each request's
+    timeout in seconds, the arrival seed, and the HTTP headers (the API key).
+    """
+
     url: str
     endpoint: Endpoint
     mode: LoadMode
@@ -108,3 +113,6 @@ async def run_level(
     await asyncio.gather(*tasks, *([issuer] if issuer else []), return_exceptions=True)
     records.sort(key=lambda r: r.start_s)
     return records, interrupted
+
+
+__all__ = ["LevelPlan", "http_client", "run_level"]

@@ -21,3 +21,6 @@ def arrival_times(mode: LoadMode, rate_per_s: float, count: int, seed: int) -> l
             now += rng.expovariate(rate_per_s) if mode == "poisson" else 1.0 / rate_per_s
         times.append(now)
     return times
+
+
+__all__ = ["arrival_times"]

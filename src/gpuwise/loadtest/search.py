@@ -40,3 +40,6 @@ async def find_max_rate(
             break
         lo, hi = (mid, hi) if ok else (lo, mid)
     return RateSearch(lo, lo, hi, probes)
+
+
+__all__ = ["Probe", "find_max_rate"]

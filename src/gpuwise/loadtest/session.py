@@ -37,6 +37,11 @@ OnRecord = Callable[[RequestRecord], None]
 
 @dataclass
 class Settings:
+    """Everything ``gpuwise loadtest`` was asked: the server, the load levels, bounds, prompt lengths or a
+    dataset, an optional SLO and ``--find-max-rate`` range (requests/s), and a tokenizer for counts the
+    server does not report. Durations and timeouts are in seconds.
+    """
+
     url: str
     endpoint: Endpoint
     model: str
@@ -155,6 +160,14 @@ async def _levels(
 def run_loadtest(
     settings: Settings, on_level: OnLevel | None = None, on_record: OnRecord | None = None
 ) -> LoadtestResult:
+    """Run every level (or the max-rate search) against the server and return the result.
+
+    ``on_level`` is called as each level starts (its label and request count), ``on_record`` as each
+    request ends. Ctrl-C stops the run and returns what finished, with ``interrupted`` set.
+    """
     result = asyncio.run(_run(settings, on_level, on_record))
     result.settings = settings.public()
     return result
+
+
+__all__ = ["OnLevel", "OnRecord", "Settings", "run_loadtest"]

@@ -36,3 +36,6 @@ def recount(records: list[RequestRecord], bodies: list[dict[str, Any]], tokenize
             record.output_tokens = len(tokenizer.encode(record.text, add_special_tokens=False).ids)
             record.input_tokens = len(tokenizer.encode(_prompt_text(body)).ids)
             record.token_source = "tokenizer"
+
+
+__all__ = ["load_tokenizer", "recount"]

@@ -49,6 +49,7 @@ class RequestRecord:
 
     @property
     def ok(self) -> bool:
+        """True when the request did not fail and produced a first token."""
         return self.error is None and self.ttft_s is not None
 
     @property
@@ -72,6 +73,7 @@ class Slo:
     limits: dict[tuple[str, int], float]
 
     def text(self) -> str:
+        """The limits as ``--slo`` writes them (``ttft_p99=0.5,tpot_p99=0.05``, seconds)."""
         return ",".join(f"{m}_p{p}={v:g}" for (m, p), v in self.limits.items())
 
 
@@ -98,9 +100,15 @@ class LevelSummary:
     interrupted: bool = False
 
     def pct(self, metric: str, p: int) -> float | None:
+        """The ``p``-th percentile of ``metric`` (``ttft``, ``tpot``, ``itl``, ``e2e``) in seconds; None when
+        not measured.
+        """
         return self.latency_s.get(metric, {}).get(f"p{p}")
 
     def to_dict(self) -> dict[str, Any]:
+        """The level as JSON: the target becomes ``concurrency`` or ``rate_per_s`` and every latency statistic
+        a flat ``{metric}_{stat}_s`` key.
+        """
         out = asdict(self)
         out.pop("latency_s")
         target = out.pop("target")  # the unit depends on the mode: say it in the name
@@ -125,6 +133,10 @@ class RateSearch:
 
 @dataclass
 class LoadtestResult:
+    """The whole load test: the server and model, one summary per level, the SLO and the max-rate search when
+    asked, the run-store id once saved, and the measured-versus-predicted comparison.
+    """
+
     url: str
     endpoint: Endpoint
     model: str
@@ -138,6 +150,7 @@ class LoadtestResult:
     prediction: dict[str, Any] | None = None  # measured vs gpuwise's model (loadtest/prediction.py)
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON (the ``gpuwise loadtest --json`` schema), with the evidence the rules judge."""
         search = None
         if self.search is not None:
             s = self.search
@@ -169,3 +182,19 @@ class LoadtestResult:
 
         ev = loadtest_evidence(self)
         return ev.to_dict() if ev is not None else None
+
+
+__all__ = [
+    "ERROR_KINDS",
+    "LOAD_MODES",
+    "Endpoint",
+    "ErrorKind",
+    "LevelSummary",
+    "LoadMode",
+    "LoadtestResult",
+    "RateSearch",
+    "RequestRecord",
+    "Slo",
+    "TokenSource",
+    "level_label",
+]

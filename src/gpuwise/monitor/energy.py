@@ -42,3 +42,6 @@ def interval_energy_j(samples: Sequence[GpuSample]) -> list[float | None]:
             out.append(counter_delta_j(prev.time_unix_s, prev.energy_j, start, s.interval_s, s.energy_j))
         prev = s
     return out
+
+
+__all__ = ["counter_delta_j", "interval_energy_j"]

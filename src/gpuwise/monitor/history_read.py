@@ -33,6 +33,9 @@ SOURCES = {
 
 
 def main_tier(window_s: float) -> int:
+    """The tier a window of ``window_s`` seconds is read at: raw up to ``RAW_WINDOW_S``, 1-min up to
+    ``MINUTE_WINDOW_S``, 1-h beyond.
+    """
     return RAW if window_s <= RAW_WINDOW_S else MINUTE if window_s <= MINUTE_WINDOW_S else HOUR
 
 
@@ -88,6 +91,11 @@ def _after(spans: dict, f: int, since: int, hi: int) -> list[tuple[int, int, int
 
 
 def load_local_history(store: HistoryStore, start_unix_s: float, end_unix_s: float) -> History:
+    """The store's samples in the window (Unix s, start exclusive, end inclusive) as a ``History``, read at
+    ``main_tier``'s resolution with pruned stretches filled from the neighbouring tiers.
+
+    GPUs without a sample in the window are left out; the note names the tiers and hours read.
+    """
     lo, hi = round(start_unix_s * 1000), round(end_unix_s * 1000)
     tier = main_tier(end_unix_s - start_unix_s)
     pieces = plan(store, lo, hi, tier)

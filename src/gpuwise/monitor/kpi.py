@@ -38,6 +38,8 @@ SLOWING_REASONS = (
 
 @dataclass
 class Breach:
+    """One KPI outside its band on one GPU, with the numbers, and the finding id that explains it."""
+
     kpi: Kpi
     text: str  # what is outside the KPI, with its numbers
     finding_id: str  # a rule's FindingId or a MonitorCheck
@@ -45,6 +47,10 @@ class Breach:
 
 @dataclass
 class GpuVerdict:
+    """One GPU's result for one snapshot: its KPI breaches, the rule engine's findings, its catalog id and
+    price in USD/hour (None: unknown).
+    """
+
     index: int
     breaches: list[Breach] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -52,6 +58,7 @@ class GpuVerdict:
     usd_per_hour: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The verdict as JSON (one entry of ``monitor --json``'s verdicts)."""
         return {
             "index": self.index,
             "breaches": [asdict(b) for b in self.breaches],
@@ -63,6 +70,10 @@ class GpuVerdict:
 
 @dataclass
 class Cost:
+    """What the sampled GPUs cost per hour (USD), in all and for the idle
+    ones; None when no GPU has a price.
+    """
+
     usd_per_hour: float | None  # all GPUs with a price
     idle_usd_per_hour: float | None  # the idle ones among them
     price_source: str  # "--usd-per-gpu-hour", "catalog on-demand", or why there is none
@@ -76,6 +87,7 @@ def catalog_id(nvml_name: str) -> str | None:
 
 
 def is_idle(r: GpuReading) -> bool:
+    """True when the GPU's busy % is known and below ``MONITOR_IDLE_BUSY_PCT``."""
     return r.busy_pct is not None and r.busy_pct < T.MONITOR_IDLE_BUSY_PCT
 
 
@@ -173,6 +185,9 @@ def pcie_downgrade(r: GpuReading) -> str | None:
 
 
 def memory_errors(r: GpuReading) -> str | None:
+    """The GPU memory faults of this reading in one line (uncorrected volatile ECC errors, a pending or failed
+    row remap); None when there are none.
+    """
     parts = []
     if r.ecc_volatile_uncorrected:
         parts.append(f"{r.ecc_volatile_uncorrected} uncorrected ECC errors since boot")
@@ -184,6 +199,7 @@ def memory_errors(r: GpuReading) -> str | None:
 
 
 def verdicts(snapshot: Snapshot) -> list[GpuVerdict]:
+    """One ``check`` per GPU of the snapshot, in the snapshot's order."""
     ids = {r.name: catalog_id(r.name) for r in snapshot.gpus}
     return [check(r, ids[r.name]) for r in snapshot.gpus]
 
@@ -205,3 +221,21 @@ def cost(snapshot: Snapshot, found: list[GpuVerdict], usd_per_gpu_hour: float | 
     total = sum(v.usd_per_hour or 0.0 for _, v in priced)
     idle = sum(v.usd_per_hour or 0.0 for r, v in priced if is_idle(r) or r.lost)
     return Cost(total, idle, source)
+
+
+__all__ = [
+    "SLOWING_REASONS",
+    "Breach",
+    "Cost",
+    "GpuVerdict",
+    "Kpi",
+    "MonitorCheck",
+    "catalog_id",
+    "check",
+    "cost",
+    "evidence_for",
+    "is_idle",
+    "memory_errors",
+    "pcie_downgrade",
+    "verdicts",
+]

@@ -34,19 +34,25 @@ class GpuLost(Exception):
 
 
 def decode_reasons(mask: int) -> list[str]:
+    """The names of the clock-event reasons set in an NVML bitmask (unknown bits are dropped)."""
     return [name for bit, name in REASON_BITS.items() if mask & bit]
 
 
 def why(exc: BaseException) -> str:
+    """An exception as one short line for "n/a" reasons (at most 120 characters)."""
     text = str(exc) or type(exc).__name__
     return text if len(text) < 120 else text[:117] + "..."
 
 
 def error_code(exc: BaseException) -> int | None:
+    """The NVML return code of an ``NVMLError``; None for any other exception."""
     return getattr(exc, "value", None) if type(exc).__name__.startswith("NVMLError") else None
 
 
 def clock_reasons(nv: Any, handle: Any) -> int:
+    """The device's current clock-event reason bitmask, through the NVML 12.x name when the driver has it,
+    else the older "throttle reasons" name.
+    """
     # Renamed "clocks event reasons" in NVML 12.x drivers; older drivers only have the throttle name.
     getter = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
     if getter is not None:
@@ -71,6 +77,10 @@ class FieldReader:
         self._permanent: set[str] = set()
 
     def read(self, field: str, fn: Callable[[], Any]) -> Any:
+        """``fn()``, or None when it fails: the reason is kept in ``not_available`` and a permanent failure
+        (not supported, no permission, missing function, not an NVML error) skips the field from then on.
+        Raises ``GpuLost`` when NVML says the GPU fell off the bus.
+        """
         if field in self._permanent:
             return None
         try:
@@ -120,13 +130,18 @@ class NvmlDevice:
 
     @property
     def not_available(self) -> dict[str, str]:
+        """Field → why it has no value (the profiler's "n/a" reasons)."""
         return self.fields.not_available
 
     @property
     def available(self) -> bool:
+        """True while NVML is open for this device (False: never opened, or the GPU was lost)."""
         return self._nvml is not None
 
     def sample(self) -> dict[str, Any]:
+        """The six profiler fields as a flat dict; empty when NVML is not available or the GPU was just lost
+        (then every metric is marked not available and the device is not asked again).
+        """
         if not self.available:
             return {}
         try:
@@ -162,6 +177,21 @@ class NvmlDevice:
         return out
 
     def close(self) -> None:
+        """Shut NVML down; errors are ignored (the profiled program must not see them)."""
         if self._nvml is not None:
             with contextlib.suppress(Exception):
                 self._nvml.nvmlShutdown()
+
+
+__all__ = [
+    "REASON_BITS",
+    "FieldReader",
+    "GpuLost",
+    "NvmlDevice",
+    "clock_reasons",
+    "decode_reasons",
+    "error_code",
+    "init_nvml",
+    "text",
+    "why",
+]

@@ -27,6 +27,10 @@ class GpuProcess:
 
 @dataclass
 class GpuReading:
+    """Everything one sample reads of one GPU; units in the field names, None where NVML cannot tell (the
+    reason in ``not_available``). A lost GPU has ``lost`` set and every other field None.
+    """
+
     index: int
     name: str = ""
     uuid: str | None = None
@@ -66,16 +70,20 @@ class GpuReading:
 
     @property
     def headroom_pct(self) -> float | None:
+        """Free device memory as a % of the total; None when either figure is unknown."""
         if not self.memory_total_bytes or self.memory_used_bytes is None:
             return None
         return 100.0 * (1 - self.memory_used_bytes / self.memory_total_bytes)
 
     def to_dict(self) -> dict[str, Any]:
+        """The reading as JSON, with ``memory_headroom_pct``."""
         return {**asdict(self), "memory_headroom_pct": self.headroom_pct}
 
 
 @dataclass
 class HostReading:
+    """The host's CPU busy % and memory in bytes (from psutil); None where it cannot be read."""
+
     cpu_pct: float | None = None
     memory_used_bytes: int | None = None
     memory_total_bytes: int | None = None

@@ -41,9 +41,14 @@ class ResilientSampler:
 
     @property
     def count(self) -> int:
+        """The GPUs the current sampler sees; 0 while NVML is gone."""
         return self._sampler.count if self._sampler is not None else 0
 
     def sample(self, host: bool = False) -> Snapshot:
+        """One snapshot, like ``GpuSampler.sample``; reopens NVML (at most every ``reopen_after_s``) while a
+        GPU is lost or the driver is gone, and reports the GPUs last seen as lost meanwhile. A lost GPU
+        keeps the UUID and name it was recorded under.
+        """
         due = time.monotonic() - self._last_open >= self._reopen_after_s
         if due and (self._sampler is None or any(g.lost for g in (self._known.gpus if self._known else []))):
             self._reopen()
@@ -78,6 +83,7 @@ class ResilientSampler:
         return snap
 
     def close(self) -> None:
+        """Close the current sampler, if NVML is open."""
         if self._sampler is not None:
             self._sampler.close()
 
@@ -108,6 +114,11 @@ class Recorder:
         return True
 
     def record(self, snap: Snapshot) -> None:
+        """Write one snapshot in one transaction, then let the downsampler roll and prune.
+
+        Each sample stands for the time since the previous one, capped at ``MAX_INTERVALS_PER_SAMPLE``
+        intervals. A failed write rolls back and raises (``tick`` is the forgiving caller).
+        """
         now = snap.time_unix_s
         gap = self.interval_s if self._last_s is None else now - self._last_s
         interval_ms = round(1000 * min(max(gap, 0.0), MAX_INTERVALS_PER_SAMPLE * self.interval_s))

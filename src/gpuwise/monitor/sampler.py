@@ -24,6 +24,8 @@ class NoNvml(GpuwiseError):
 
 @dataclass
 class Snapshot:
+    """Every GPU of one host at one moment (Unix s), with the host's CPU and memory when asked for."""
+
     time_unix_s: float
     hostname: str
     driver_version: str | None = None
@@ -31,6 +33,7 @@ class Snapshot:
     host: HostReading | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The snapshot as JSON (what ``gpuwise monitor --json`` prints, before the verdicts)."""
         return {
             "time_unix_s": self.time_unix_s,
             "hostname": self.hostname,
@@ -114,9 +117,13 @@ class GpuSampler:
 
     @property
     def count(self) -> int:
+        """The GPUs NVML listed when the sampler opened (lost ones included)."""
         return len(self._devices)
 
     def sample(self, host: bool = False) -> Snapshot:
+        """Read every GPU now (and the host when ``host``); a GPU lost during the read is marked lost from
+        then on, and the XID errors seen since the sampler started are attached to their GPUs.
+        """
         snap = Snapshot(time.time(), self.hostname, self.driver_version)
         if self._events is not None:
             self._drain_xids()
@@ -139,6 +146,7 @@ class GpuSampler:
         return snap
 
     def close(self) -> None:
+        """Free the XID event set and shut NVML down, ignoring errors."""
         if self._events is not None:
             with contextlib.suppress(Exception):
                 self._nv.nvmlEventSetFree(self._events)
@@ -149,3 +157,6 @@ class GpuSampler:
 def host_snapshot() -> Snapshot:
     """No GPU: the host alone (``monitor --host`` on a machine without NVIDIA driver)."""
     return Snapshot(time.time(), socket.gethostname(), host=read_host())
+
+
+__all__ = ["GpuSampler", "NoNvml", "Snapshot", "host_snapshot"]

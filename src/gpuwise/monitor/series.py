@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class GpuSample:
+    """One interval of one GPU in a ``History``: the end time (Unix s) and length (s) it stands for, and what
+    was read in it (None: not read). Downsampled tiers give means (power), maxima (memory) and the seconds
+    each throttle reason was active.
+    """
+
     time_unix_s: float  # the end of the interval this sample stands for
     interval_s: float  # how long it stands for (> 0)
     busy_pct: float | None = None  # NVML utilization.gpu: time one or more kernels ran, not SM occupancy
@@ -36,6 +41,10 @@ class GpuSample:
 
 @dataclass(frozen=True)
 class ProcessSample:
+    """One interval of one process on one GPU: end time (Unix s), length (s), GPU memory (bytes) and SM share
+    (%), None where not read.
+    """
+
     time_unix_s: float
     interval_s: float
     gpu_memory_bytes: int | None = None
@@ -54,6 +63,8 @@ class ProcessSeries:
 
 @dataclass(frozen=True)
 class GpuSeries:
+    """One GPU's samples over the window, the processes seen on it, and where each field came from."""
+
     hostname: str
     gpu_index: int
     uuid: str | None

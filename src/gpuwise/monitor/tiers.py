@@ -51,6 +51,7 @@ class Retention:
     hour_s: float | None = None
 
     def of(self, tier: int) -> float | None:
+        """How long ``tier`` (``RAW``, ``MINUTE`` or ``HOUR``) is kept, in seconds; None: forever."""
         return (self.raw_s, self.minute_s, self.hour_s)[tier]
 
 
@@ -79,6 +80,8 @@ class Downsampler:
         return written
 
     def rolled_until_ms(self, tier: int) -> int | None:
+        """How far (Unix ms) the finer tier has been rolled into ``tier``, from the store's metadata
+        (cached); None before the first roll."""
         if tier not in self._rolled:
             value = self.store.meta(_rolled_key(tier))
             self._rolled[tier] = None if value is None else int(value)

@@ -45,10 +45,12 @@ class ProfileRun:
 
     @property
     def steps_per_s(self) -> float | None:
+        """Measured optimizer steps per second; None when no step was measured."""
         return self.summary.steps_per_s
 
     @property
     def phases(self) -> dict[str, PhaseShare]:
+        """Phase name → mean seconds per step and % of the step."""
         return self.summary.phases
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,6 +64,9 @@ class ProfileRun:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProfileRun:
+        """A run back from its JSON form (``to_dict``, the run store); a record without evidence gets an empty
+        one.
+        """
         evidence = (
             Evidence.from_dict(data["evidence"], "run")
             if data.get("evidence")

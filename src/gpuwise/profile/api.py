@@ -26,6 +26,12 @@ from gpuwise.profile.types import PhaseShare
 
 
 class Profile:
+    """The handle ``gpuwise.profile()`` returns: a context manager (or ``start``/``stop``) around the training
+    loop. ``steps`` is the measured window after ``warmup`` steps (None: until stop); ``store`` is the run
+    store file (None: the default, False: do not save). After ``stop``, ``result`` holds the ``ProfileRun``
+    (None if it could not be built).
+    """
+
     def __init__(
         self,
         steps: int | None = None,
@@ -65,6 +71,7 @@ class Profile:
             self.stop(status="error", error=f"{exc_type.__name__}: {exc}")
 
     def start(self) -> Profile:
+        """Install the hooks and start sampling; returns self."""
         self._recorder.start()
         return self
 
@@ -74,9 +81,15 @@ class Profile:
 
     @property
     def recorder(self) -> Recorder:
+        """The in-process ``Recorder`` (for callbacks and advanced use)."""
         return self._recorder
 
     def stop(self, status: str | None = None, error: str | None = None) -> ProfileRun | None:
+        """Detach, build the run and save it; returns ``result`` (the same run on a second call).
+
+        ``status``/``error`` mark a run that ended early (``interrupted``, ``error``). A failure to build
+        the run is contained (returns None, reported on stderr); a failure to save only prints a warning.
+        """
         if self.result is not None:
             return self.result
         raw = self._recorder.stop(status=status, error=error)
@@ -99,13 +112,18 @@ class Profile:
     # -- conveniences ------------------------------------------------------------------------------------
     @property
     def findings(self):
+        """The run's findings, most important first; empty before ``stop``."""
         return self.result.findings if self.result else []
 
     @property
     def phases(self) -> dict[str, PhaseShare]:
+        """Phase name → mean seconds per step and % of the step; empty before ``stop``."""
         return self.result.phases if self.result else {}
 
 
 def profile(steps: int | None = None, warmup: int = 5, **kwargs: Any) -> Profile:
     """Profile the enclosed training loop; see the module docstring."""
     return Profile(steps=steps, warmup=warmup, **kwargs)
+
+
+__all__ = ["Profile", "profile"]

@@ -163,3 +163,7 @@ def __getattr__(name: str):
             _built[name] = _FACTORIES[name]()
         return _built[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# Both are built by __getattr__ on first use: transformers and lightning are optional dependencies.
+__all__ = ["GpuwiseCallback", "GpuwiseLightningCallback"]  # noqa: F822

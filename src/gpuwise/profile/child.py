@@ -63,6 +63,11 @@ def _is_launcher() -> bool:
 
 
 def activate() -> None:
+    """Attach the profiler to this process when ``GPUWISE_PROFILE`` is set (called by ``sitecustomize``).
+
+    Helper processes are skipped; torchrun's agent only watches its ranks' exits; any other process starts
+    the recorder now if torch is already imported, else at ``import torch``.
+    """
     raw = os.environ.get(ENV)
     if not raw or _is_helper_process():
         return
@@ -312,3 +317,6 @@ def _on_stop_signal(signum, frame) -> None:
     _at_exit(status="interrupted", error=signal.Signals(signum).name)
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
+
+
+__all__ = ["activate"]

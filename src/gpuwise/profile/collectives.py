@@ -60,6 +60,9 @@ class CollectiveWatch:
 
     # -- install / uninstall -------------------------------------------------------------------------
     def install(self) -> None:
+        """Wrap the synchronous ``torch.distributed`` collectives and DDP's forward (for the reducer's wait);
+        does nothing when torch.distributed is not available.
+        """
         import torch
 
         dist = torch.distributed
@@ -78,6 +81,7 @@ class CollectiveWatch:
         self._patch(DistributedDataParallel, "forward", self._ddp_forward)
 
     def uninstall(self) -> None:
+        """Restore every wrapped function, newest first."""
         for owner, name, original in reversed(self._patches):
             setattr(owner, name, original)
         self._patches.clear()
@@ -186,3 +190,6 @@ def _grad_fns(out: Any, limit: int = 4) -> list[Any]:
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
     return found
+
+
+__all__ = ["CollectiveWatch"]

@@ -10,6 +10,10 @@ MAX_CONTAINED_ERRORS = 50  # after this many, profiling switches itself off for 
 
 
 class ContainedErrors:
+    """The errors caught in gpuwise's own code during a run: one entry per (where, exception type), with a
+    count and the last lines of its traceback; the first of each kind is printed on stderr.
+    """
+
     def __init__(self) -> None:
         self.by_kind: dict[tuple[str, str], dict[str, Any]] = {}
         self.count = 0
@@ -35,4 +39,8 @@ class ContainedErrors:
         return self.count
 
     def to_list(self) -> list[dict[str, Any]]:
+        """The entries as JSON-able dicts (the record's ``hook_errors``)."""
         return [dict(v) for v in self.by_kind.values()]
+
+
+__all__ = ["MAX_CONTAINED_ERRORS", "ContainedErrors"]

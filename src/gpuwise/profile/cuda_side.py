@@ -15,6 +15,10 @@ from gpuwise.profile.phases import StepRecord, phase_of
 
 
 class CudaSide:
+    """The recorder's CUDA part for device ``index``: per-phase CUDA-event timing, NVTX ranges
+    (``gpuwise.<phase>``, visible in Nsight Systems) and the caching allocator's peaks.
+    """
+
     def __init__(self, events: EventLog, index: int) -> None:
         import torch
 
@@ -42,6 +46,9 @@ class CudaSide:
                 self.nvtx.range_pop()
 
     def step_closed(self, n: int) -> None:
+        """Step ``n`` closed: mark it in NVTX and resolve the phase timings that have completed
+        (non-blocking).
+        """
         self.step = n
         self.nvtx.mark(f"gpuwise.step {n - 1}")
         self.timer.drain()
@@ -53,6 +60,7 @@ class CudaSide:
                 records[index].gpu_phase_s = phases
 
     def memory_stats(self) -> dict[str, int]:
+        """The caching allocator's peak reserved and allocated bytes and the device's capacity in bytes."""
         import torch
 
         return {
@@ -60,3 +68,6 @@ class CudaSide:
             "peak_allocated_bytes": int(torch.cuda.max_memory_allocated(self.index)),
             "capacity_bytes": int(torch.cuda.get_device_properties(self.index).total_memory),
         }
+
+
+__all__ = ["CudaSide"]

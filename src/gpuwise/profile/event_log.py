@@ -18,6 +18,10 @@ DRAIN_EVERY_S = 2.0  # ... or this long (a periodic flush replays the rest itsel
 
 
 class EventLog:
+    """The flat ``[code, value, …]`` log the hooks append to, the ``PhaseTimer`` it is replayed into, the
+    resulting ``StepRecord``s, and the host frames sampled between phases.
+    """
+
     def __init__(self) -> None:
         self.entries: list[float] = []  # [code, value, code, value, ...] since the last replay
         self.append = self.entries.append
@@ -30,6 +34,7 @@ class EventLog:
         self._lock = threading.RLock()
 
     def start(self, now: float) -> None:
+        """Set the run's origin (perf_counter s): step start times are relative to it."""
         self.origin = self.drained_at = now
 
     def mark(self, code: int) -> None:
@@ -91,3 +96,6 @@ class EventLog:
         if timer.step_start is not None:
             timer.step_start -= wall
         self.records.clear()
+
+
+__all__ = ["DRAIN_EVERY_EVENTS", "DRAIN_EVERY_S", "EventLog"]

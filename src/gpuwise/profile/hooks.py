@@ -49,6 +49,13 @@ _MISSING = object()
 
 
 class Instrumentation:
+    """The hooks and wrappers of one recorder, and everything needed to remove them again.
+
+    ``copies_and_syncs`` (CUDA) also wraps host→device copies and synchronizing calls. ``roots`` holds the
+    root modules found during warm-up (weak references), after which the global module hooks give way to
+    hooks on those roots.
+    """
+
     def __init__(self, recorder: Recorder, *, copies_and_syncs: bool) -> None:
         self.rec = recorder
         self.copies_and_syncs = copies_and_syncs
@@ -64,6 +71,10 @@ class Instrumentation:
 
     # -- install / uninstall -------------------------------------------------------------------
     def install(self) -> None:
+        """Register torch's global module and optimizer hooks and wrap DataLoader iteration,
+        ``Module.compile``, ``autograd.backward``/``grad`` and, with ``copies_and_syncs``, copies and
+        synchronizing calls.
+        """
         import torch
         from torch.optim import optimizer as optim_mod
         from torch.utils.data import dataloader as dl_mod
@@ -118,6 +129,9 @@ class Instrumentation:
         self.global_module_hooks = False
 
     def has_optimizer_hooks(self) -> bool:
+        """True while the optimizer step hooks are registered (they stay
+        after an uninstall from inside one).
+        """
         return bool(self._optimizer_handles)
 
     def _patch(self, owner: Any, name: str, make_wrapper) -> None:
@@ -366,3 +380,6 @@ def _is_compiled(module: Any) -> bool:
         getattr(module, "_orig_mod", None) is not None
         or getattr(module, "_compiled_call_impl", None) is not None
     )
+
+
+__all__ = ["Instrumentation"]

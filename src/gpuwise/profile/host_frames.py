@@ -40,6 +40,10 @@ def _library_roots() -> tuple[str, ...]:
 
 
 class FrameSampler:
+    """A daemon thread sampling the training thread's Python frames every ``SAMPLE_EVERY_S`` (s) while the
+    thread is between phases; ``training_thread`` returns its id (None: not known yet).
+    """
+
     def __init__(self, events: EventLog, training_thread: Callable[[], int | None]) -> None:
         self.events = events
         self.training_thread = training_thread
@@ -50,10 +54,12 @@ class FrameSampler:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """Start the sampling thread."""
         self._thread = threading.Thread(target=self._run, name="gpuwise-frames", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop the sampling thread, waiting up to 1 s for it (never from the thread itself)."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
@@ -106,3 +112,6 @@ def top_frames(counts: dict[tuple[str, str, str], int], interval_s: float) -> di
             {"phase": phase, "frame": user, "leaf": leaf, "samples": n} for (phase, user, leaf), n in rows
         ],
     }
+
+
+__all__ = ["FrameSampler", "top_frames"]

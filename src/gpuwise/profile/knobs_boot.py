@@ -35,6 +35,9 @@ _report: dict[str, Any] = {"loaders": 0, "iterable_skipped": 0, "threads_kept": 
 
 
 def config() -> dict[str, Any] | None:
+    """The tune trial's configuration from ``GPUWISE_TUNE`` (knobs, output directory, losses to capture); None
+    outside a tune trial.
+    """
     raw = os.environ.get(ENV)
     return json.loads(raw) if raw else None
 
@@ -212,3 +215,6 @@ def _capture_losses(torch: Any, knobs: dict[str, Any], cfg: dict[str, Any]) -> N
         return original(tensors, *args, **kwargs)
 
     torch.autograd.backward = backward
+
+
+__all__ = ["apply", "config"]

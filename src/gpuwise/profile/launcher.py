@@ -38,6 +38,10 @@ PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the directory that holds
 
 @dataclass
 class ProfileSession:
+    """One ``gpuwise profile`` run: the command and its exit code, one ``ProfileRun`` per rank, the findings
+    over all ranks (cross-rank evidence included), the run-store path once saved, and notes for the user.
+    """
+
     command: str
     exit_code: int
     group_id: str
@@ -49,6 +53,7 @@ class ProfileSession:
 
     @property
     def primary(self) -> ProfileRun | None:
+        """The first rank's run (the one summarized at the top); None when no run was recorded."""
         return self.runs[0] if self.runs else None
 
     def phases(self) -> dict[str, PhaseShare]:
@@ -65,6 +70,9 @@ class ProfileSession:
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        """The session as JSON (the ``gpuwise profile --json`` schema): the primary run's figures, the mean
+        phases over ranks, every run, and the evidence (a list when there are several).
+        """
         evidence: Any = [r.evidence.to_dict() for r in self.runs]
         if self.cross_rank is not None:
             evidence.append(self.cross_rank.to_dict())
@@ -91,6 +99,9 @@ class ProfileSession:
 
 
 def normalize_command(command: list[str]) -> list[str]:
+    """The argv to run: a ``.py`` script is run with this interpreter; anything else must exist (on PATH or as
+    a file). Raises ``GpuwiseError`` for an empty command or a missing script or program.
+    """
     if not command:
         raise GpuwiseError(
             "give the command to profile after --, e.g.: gpuwise profile -- python train.py --epochs 1"
@@ -108,6 +119,7 @@ def normalize_command(command: list[str]) -> list[str]:
 
 
 def exit_code_of(returncode: int) -> int:
+    """A subprocess return code as a shell reports it: killed by signal N (``-N``) → 128 + N."""
     return (
         128 - returncode if returncode < 0 else returncode
     )  # killed by signal N -> 128+N, as shells report it
@@ -196,6 +208,14 @@ def run_profiled(
     store: str | os.PathLike | None = None,
     save: bool = True,
 ) -> ProfileSession:
+    """Run ``command`` with the profiler attached to every Python process it starts (every torchrun rank),
+    then diagnose and save the runs.
+
+    ``steps``/``warmup`` set the measured window per process (None: until it ends); ``stop`` ends the
+    script after the window; ``interval_s`` is the telemetry period (s). Signals received are forwarded to
+    the command's process group. ``save=False`` skips the run store. Raises ``GpuwiseError`` for a bad
+    command or store.
+    """
     argv = normalize_command(command)
     if save:
         check_store(store)
@@ -361,3 +381,15 @@ def _save_runs(runs: list[ProfileRun], store: str | os.PathLike | None, group_id
         return str(fallback)
     notes.append(f"the run store failed ({reason}) and no JSON file could be written: the run is not saved")
     return None
+
+
+__all__ = [
+    "ProfileSession",
+    "check_store",
+    "collect_runs",
+    "exit_code_of",
+    "normalize_command",
+    "profiled_env",
+    "run_profiled",
+    "settle_status",
+]

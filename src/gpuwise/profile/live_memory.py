@@ -32,6 +32,8 @@ def _timed(read: Callable[[], float]) -> float:
 
 
 class LiveMemory:
+    """Paces the live-memory reads of a run (by time budget and by step) and records which measure is used."""
+
     def __init__(self, events: EventLog, notes: list[str]) -> None:
         self.events = events
         self.notes = notes
@@ -43,6 +45,9 @@ class LiveMemory:
         self._costs: list[float] = []  # seconds of the last COST_WINDOW reads
 
     def use(self, measure: str, read: Callable[[], float] | None) -> None:
+        """Use ``read`` (returns bytes) under the name ``measure``, timing one read now as the first cost
+        estimate; None: no reading available.
+        """
         self.measure, self.read = measure, read
         # a first cost, measured now: one preempted first read must not space out the rest
         self._costs = [_timed(read)] if read is not None else []
@@ -53,6 +58,9 @@ class LiveMemory:
         self.due_step = self.read_every_steps
 
     def start(self) -> None:
+        """Pick the CPU measure (``live_memory_probe``); the recorder switches to CUDA's once the model is
+        there.
+        """
         self.use(*live_memory_probe("cpu"))
 
     def sample(self, step: int) -> None:
@@ -90,3 +98,6 @@ class LiveMemory:
             f"{self.measure} from step {step} on"
         )
         return self.read
+
+
+__all__ = ["LiveMemory"]

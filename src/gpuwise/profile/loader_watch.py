@@ -15,6 +15,10 @@ def _no_loader() -> None:
 
 
 class LoaderWatch:
+    """The DataLoader hook's notes: each loader's settings and batch count, and the training thread's CPU time
+    over the sampled batch waits.
+    """
+
     def __init__(self) -> None:
         self.loaders: dict[tuple, dict[str, Any]] = {}
         self._ref: Any = _no_loader  # weak reference to the DataLoader iterator seen last
@@ -34,6 +38,9 @@ class LoaderWatch:
         return None
 
     def wait_ends(self, cpu0: float | None) -> None:
+        """The batch wait ends; ``cpu0`` (from ``wait_begins``; None: not
+        sampled) adds its CPU and wall time.
+        """
         if cpu0 is not None:
             self._cpu_s += thread_time() - cpu0
             self._wall_s += perf_counter()
@@ -71,3 +78,6 @@ class LoaderWatch:
             share = 100.0 * min(1.0, self._cpu_s / self._wall_s)
             loader = {**loader, "main_thread_cpu_share_pct": round(share, 1)}
         return loader
+
+
+__all__ = ["LoaderWatch"]

@@ -120,3 +120,14 @@ def live_memory_probe(device: str) -> tuple[str, Callable[[], float] | None]:
         if heap.free_chunks <= MAX_FREE_CHUNKS:
             return HEAP_MEASURE, heap
     return rss_reader() or ("not available", None)
+
+
+__all__ = [
+    "COST_WINDOW",
+    "MAX_FREE_CHUNKS",
+    "MEMORY_PROBE_BUDGET",
+    "MIN_READINGS_PER_WINDOW",
+    "HeapInUse",
+    "live_memory_probe",
+    "rss_reader",
+]

@@ -56,6 +56,7 @@ class StepRecord:
     gpu_phase_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        """The step as JSON (one line of the record's ``steps``)."""
         return {
             "start_s": self.start_s,
             "wall_s": self.wall_s,
@@ -127,6 +128,10 @@ class PhaseTimer:
         self.gap = self.gap_sync = 0.0
 
     def push(self, phase: str, now: float | None = None) -> None:
+        """Enter ``phase`` at ``now`` (perf_counter s; None: the clock now). The first activity starts the
+        first step; a compute phase entered outside every phase ends the host gap (time before a forward is
+        ``host_input``).
+        """
         now = self.clock() if now is None else now
         if self.step_start is None:  # the first step starts at the first activity, not at import time
             self.step_start = now
@@ -138,6 +143,9 @@ class PhaseTimer:
         self.stack.append(phase)
 
     def pop(self, phase: str, now: float | None = None) -> None:
+        """Leave ``phase`` at ``now``, also closing any phase opened inside it that never closed (an exception
+        mid-phase).
+        """
         now = self.clock() if now is None else now
         self._charge(now)
         # Pop down to the phase (tolerates a hook that never closed, e.g. an exception mid-phase).
@@ -214,3 +222,28 @@ class PhaseTimer:
             elif code == MEMORY and records:
                 records[-1].memory_bytes = value
         return used
+
+
+__all__ = [
+    "BACKWARD_IN",
+    "BACKWARD_OUT",
+    "DATA_IN",
+    "DATA_OUT",
+    "EXIT",
+    "FORWARD_IN",
+    "FORWARD_OUT",
+    "GAP_PHASES",
+    "H2D_BYTES",
+    "H2D_IN",
+    "H2D_OUT",
+    "H2D_PAGEABLE_BYTES",
+    "MEMORY",
+    "OPTIMIZER_IN",
+    "OPTIMIZER_OUT",
+    "PHASES",
+    "STEP",
+    "SYNC",
+    "PhaseTimer",
+    "StepRecord",
+    "phase_of",
+]

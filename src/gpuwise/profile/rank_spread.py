@@ -86,3 +86,6 @@ def _machine_load(ranks: list[Evidence]) -> tuple[float | None, float | None]:
         other = max(0.0, machine - sum(owns))
     steals = [ev.cpu_steal_pct for ev in ranks if ev.cpu_steal_pct is not None]
     return other, max(steals) if steals else None
+
+
+__all__ = ["cross_rank_evidence", "fill_comm_evidence"]

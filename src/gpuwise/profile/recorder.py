@@ -76,10 +76,21 @@ def framework_on_stack(frame: Any) -> str | None:
 
 
 def active_recorder() -> Recorder | None:
+    """The recorder running in this process; None when none is."""
     return _ACTIVE
 
 
 class Recorder:
+    """Records one run in this process (see the module docstring for its parts).
+
+    ``steps`` is the measured window after ``warmup`` steps (None: until stop); ``auto_step`` makes
+    optimizer steps the boundaries; ``sample_interval_s`` is the telemetry period (s).
+    ``on_window_complete`` is called once the window is measured, ``on_tick`` after each telemetry sample.
+    ``nvml_index`` is the GPU NVML reads (None: the current CUDA device's, if CUDA is available);
+    ``copies_and_syncs`` forces the copy/sync wrappers on or off (None: on when CUDA is available).
+    Raises ``ValueError`` for ``steps`` < 1 or ``warmup`` < 0.
+    """
+
     def __init__(
         self,
         *,
@@ -149,10 +160,17 @@ class Recorder:
 
     @property
     def records(self) -> list[StepRecord]:
+        """The steps replayed so far."""
         return self.events.records
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> Recorder:
+        """Install the hooks and start telemetry and frame sampling; returns self.
+
+        Raises ``RuntimeError`` when another recorder is active in this process, and re-raises (after
+        removing what was installed) when the hooks cannot be installed. A collective-timing failure is
+        contained.
+        """
         global _ACTIVE
         if _ACTIVE is not None and _ACTIVE is not self:
             raise RuntimeError(
@@ -242,6 +260,9 @@ class Recorder:
             _ACTIVE = None
 
     def stop(self, status: str | None = None, error: str | None = None) -> dict[str, Any]:
+        """Detach and return the raw record; ``status`` (default ``completed`` for a running record) and
+        ``error`` mark how the run ended.
+        """
         self.detach()
         if status is not None:
             self.status = status
@@ -475,3 +496,6 @@ def _nvml_index_of_current_device() -> int:
         return int(torch.cuda._get_nvml_device_index(index))
     except Exception:
         return int(os.environ.get("LOCAL_RANK", "0") or 0)
+
+
+__all__ = ["Recorder", "active_recorder", "framework_on_stack"]

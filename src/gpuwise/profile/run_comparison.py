@@ -12,6 +12,11 @@ from gpuwise.profile.types import LoaderInfo
 
 @dataclass
 class RunComparison:
+    """Run ``b`` against run ``a``: the speed-up (b's steps/s over a's; None when either is missing), each
+    phase's seconds per step in both and the difference, the loader and model settings that differ, and the
+    finding ids resolved, new and persisting.
+    """
+
     a: ProfileRun
     b: ProfileRun
     speedup_x: float | None
@@ -22,6 +27,8 @@ class RunComparison:
     persisting: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The comparison as JSON (``gpuwise compare --json``), each run in brief."""
+
         def brief(run: ProfileRun) -> dict[str, Any]:
             s = run.summary
             return {
@@ -51,6 +58,9 @@ def _as_dict(loader: LoaderInfo | None) -> dict[str, Any]:
 
 
 def compare_runs(a: ProfileRun, b: ProfileRun) -> RunComparison:
+    """Compare two runs (``a`` the before, ``b`` the after); batch counts, the loader's CPU share and the
+    parameter count are not counted as settings.
+    """
     sa, sb = a.summary.steps_per_s, b.summary.steps_per_s
     speedup = sb / sa if sa and sb else None
     phases = {}
@@ -85,3 +95,6 @@ def compare_runs(a: ProfileRun, b: ProfileRun) -> RunComparison:
         new=[i for i in ids_b if i not in ids_a],
         persisting=[i for i in ids_a if i in ids_b],
     )
+
+
+__all__ = ["RunComparison", "compare_runs"]

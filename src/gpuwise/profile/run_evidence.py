@@ -24,6 +24,9 @@ def match_catalog_gpu(device_name: str) -> str | None:
 
 
 def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int | None) -> Evidence:
+    """The rules' ``Evidence`` for one raw record and its measured steps (``rank``: the process's rank, None
+    when not distributed), with notes on what the memory and CPU figures are.
+    """
     meta = raw.get("meta") or {}
     ev = Evidence(
         source="profile",
@@ -155,3 +158,6 @@ def _from_catalog(ev: Evidence, gpu_name: str) -> None:
         spec = get_gpu(catalog_id)
         if spec.bf16_tflops and spec.fp32_tflops:
             ev.tensor_core_speedup = spec.bf16_tflops / spec.fp32_tflops
+
+
+__all__ = ["build_evidence", "match_catalog_gpu"]

@@ -46,8 +46,14 @@ def phase_breakdown(steps: list[dict[str, Any]]) -> dict[str, PhaseShare]:
 
 
 def gpu_phase_breakdown(steps: list[dict[str, Any]]) -> dict[str, float] | None:
+    """Mean GPU seconds per step of each phase over the steps that have CUDA-event timings; None when none has
+    (CPU runs).
+    """
     with_gpu = [s["gpu_phase_s"] for s in steps if s.get("gpu_phase_s")]
     if not with_gpu:
         return None
     names = sorted({k for g in with_gpu for k in g})
     return {k: sum(g.get(k, 0.0) for g in with_gpu) / len(with_gpu) for k in names}
+
+
+__all__ = ["gpu_phase_breakdown", "measured_steps", "phase_breakdown"]

@@ -108,6 +108,11 @@ def steal_pct(before: tuple[int, int | None], after: tuple[int, int | None]) -> 
 
 
 class TelemetrySampler:
+    """Samples CPU, memory, disk and (with ``nvml_index``) GPU every ``interval_s`` seconds on a daemon
+    thread; ``on_tick`` runs on that thread after each sample. Missing psutil or NVML features are listed
+    in ``not_available``.
+    """
+
     def __init__(
         self, interval_s: float = 0.5, nvml_index: int | None = None, on_tick=None, proc_stat: str = PROC_STAT
     ) -> None:
@@ -142,11 +147,13 @@ class TelemetrySampler:
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:
+        """Take the baseline readings and start the sampling thread."""
         self._prime()
         self._thread = threading.Thread(target=self._run, name="gpuwise-telemetry", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop the thread, take a last sample covering the tail of the run, and close NVML."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2 * self.interval_s + 1)
@@ -240,6 +247,10 @@ class TelemetrySampler:
             return None
 
     def sample_once(self) -> dict[str, Any]:
+        """Take one sample now, append it to ``samples`` and return it: a dict with ``t``/``dt`` (perf_counter
+        s) and the figures read (CPU %, RSS bytes, disk read bytes, GPU fields); a failing reading is left
+        out.
+        """
         now = time.perf_counter()
         dt = now - self._last.get("t", now)
         sample: dict[str, Any] = {"t": now, "dt": dt}
@@ -368,3 +379,17 @@ def _gpu_summary(samples: list[dict[str, Any]], gpu_samples: list[dict[str, Any]
         if with_reasons
         else None,
     }
+
+
+__all__ = [
+    "TelemetrySampler",
+    "descendant_pids",
+    "diskstats_read_bytes",
+    "has_children_files",
+    "in_window",
+    "read_cpu_jiffies",
+    "steal_pct",
+    "summarize",
+    "usable_cpus",
+    "whole_disks",
+]

@@ -30,6 +30,7 @@ class PhaseShare:
     pct: float
 
     def to_dict(self) -> dict[str, float]:
+        """``{"s_per_step", "pct"}``."""
         return {"s_per_step": self.s_per_step, "pct": self.pct}
 
 
@@ -47,6 +48,7 @@ class LoaderInfo:
     main_thread_cpu_share_pct: float | None = None  # only when batch waits were sampled
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON; ``main_thread_cpu_share_pct`` only when it was measured."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.main_thread_cpu_share_pct is None:
             del out["main_thread_cpu_share_pct"]
@@ -64,6 +66,7 @@ class ModelInfo:
     tf32_matmul: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The measured facts as JSON (unmeasured ones left out)."""
         return _present(self)
 
 
@@ -79,11 +82,16 @@ class MemoryInfo:
     last_step_bytes: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The measured figures as JSON (unmeasured ones left out)."""
         return _present(self)
 
 
 @dataclass(frozen=True)
 class GpuTelemetry:
+    """NVML's figures over the measured steps: utilization and memory-busy %, memory used (peak) and total in
+    bytes, mean power (W), max temperature (°C), mean SM clock (MHz), % of samples per clock-event reason.
+    """
+
     util_pct: float | None = None
     mem_util_pct: float | None = None
     memory_used_peak_bytes: float | None = None
@@ -94,6 +102,7 @@ class GpuTelemetry:
     clock_reason_pct: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The figures as JSON, None ones included."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
@@ -114,12 +123,14 @@ class Telemetry:
     not_available: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The telemetry as JSON, with the GPU part nested (None: no GPU sampled)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["gpu"] = self.gpu.to_dict() if self.gpu is not None else None
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Telemetry:
+        """Telemetry back from its JSON form; unknown keys are ignored."""
         values = _known(cls, data)
         if data.get("gpu"):
             values["gpu"] = GpuTelemetry(**_known(GpuTelemetry, data["gpu"]))
@@ -136,6 +147,7 @@ class HookError:
     traceback: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The error as JSON."""
         return {"where": self.where, "error": self.error, "count": self.count, "traceback": self.traceback}
 
 
@@ -173,6 +185,9 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The summary as JSON: the keys and order the run store and
+        ``--json`` carry (docs/json-schema.md).
+        """
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["phases"] = {name: share.to_dict() for name, share in self.phases.items()}
         out["loader"] = self.loader.to_dict() if self.loader is not None else None
@@ -184,6 +199,9 @@ class RunSummary:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSummary:
+        """A summary back from its JSON form, tolerating the keys an older record lacks or names differently
+        (``started_at``).
+        """
         values = _known(cls, data)
         if "started_at" in data:  # a run saved before JSON schema 2 named the unit
             values.setdefault("started_at_unix_s", data["started_at"])
@@ -199,3 +217,15 @@ class RunSummary:
         for name in ("warmup_steps", "total_steps", "measured_steps"):
             values[name] = data.get(name) or 0
         return cls(**values)
+
+
+__all__ = [
+    "GpuTelemetry",
+    "HookError",
+    "LoaderInfo",
+    "MemoryInfo",
+    "ModelInfo",
+    "PhaseShare",
+    "RunSummary",
+    "Telemetry",
+]

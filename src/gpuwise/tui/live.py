@@ -34,6 +34,11 @@ def rendered(
     usd_per_gpu_hour: float | None,
     on_sample: Callable[[Snapshot], object] | None = None,
 ) -> Text:
+    """Take one sample and render the monitor document into ANSI text the width of ``doc_console``.
+
+    ``on_sample`` receives the snapshot first (``--record`` writes the same sample the screen shows);
+    ``usd_per_gpu_hour`` (None: no cost line) prices the snapshot.
+    """
     snap = sampler.sample(host)
     if on_sample is not None:  # `--record` with the live view: the recorder writes the same sample
         on_sample(snap)
@@ -101,3 +106,6 @@ def run(
         except KeyboardInterrupt:
             pass
     return done
+
+
+__all__ = ["rendered", "run"]

@@ -18,17 +18,28 @@ from gpuwise.tune.knobs import Knobs
 
 @dataclass(frozen=True)
 class Candidate:
+    """One trial worth running: the knobs to set and the reason shown next to its result."""
+
     knobs: Knobs
     why: str
     finding_id: str | None = None  # the finding whose fix this is (None: the user's --knob, or the tuner's)
 
     def to_dict(self) -> dict[str, Any]:
+        """The candidate as JSON-ready ``{"knobs", "why", "finding_id"}``."""
         return {"knobs": self.knobs, "why": self.why, "finding_id": self.finding_id}
 
 
 def from_findings(
     findings: list[Finding], evidence: Evidence | None, on_gpu: bool, allow_numerics: bool
 ) -> list[Candidate]:
+    """The baseline's findings → knob candidates, each citing the finding it would fix.
+
+    ``input_bound`` (not already explained by ``loader_cpu_saturated``) gives the suggested DataLoader
+    workers, and a second candidate with more workers than cores when the loader waits on I/O;
+    ``pageable_copies`` gives ``pin_memory``; ``no_mixed_precision`` gives TF32 and, only with
+    ``allow_numerics``, bf16 autocast. GPU-only knobs are proposed only when ``on_gpu``; cuDNN benchmark
+    mode is always tried on a GPU. Returns an empty list when nothing applies.
+    """
     out: list[Candidate] = []
     ids = {f.id for f in findings}
     for f in findings:
@@ -81,6 +92,7 @@ def from_findings(
 
 
 def from_user(knob_values: list[tuple[str, list[Any]]]) -> list[Candidate]:
+    """The user's ``--knob NAME=V1,V2`` values → one single-knob candidate per value."""
     return [Candidate({name: value}, "--knob") for name, values in knob_values for value in values]
 
 
@@ -92,3 +104,6 @@ def _waits_on_io(ev: Evidence | None) -> bool:
         and ev.loader_wait_cpu_pct is not None
         and ev.loader_wait_cpu_pct < T.LOADER_IO_WAIT_THREAD_CPU_PCT
     )
+
+
+__all__ = ["Candidate", "from_findings", "from_user"]

@@ -27,6 +27,11 @@ def _loader(knobs: Knobs) -> list[tuple[str, Any]]:
 
 
 def render(framework: str | None, knobs: Knobs, batch: int | None, accum: int | None) -> str:
+    """The code snippet that applies ``knobs``, ``batch`` and ``accum`` (None: unchanged) in the script's
+    framework.
+
+    ``framework`` is ``"hf-trainer"``, ``"lightning"`` or anything else (plain PyTorch calls).
+    """
     if framework == "hf-trainer":
         return _hf(knobs, batch, accum)
     if framework == "lightning":
@@ -90,3 +95,6 @@ def _extras(knobs: Knobs, skip: tuple[str, ...]) -> list[str]:
             "model = model.to(memory_format=torch.channels_last)  # and inputs: x.to(memory_format=...)"
         )
     return lines
+
+
+__all__ = ["render"]

@@ -20,6 +20,10 @@ AUTOCAST_DTYPES: tuple[Autocast, ...] = ("bf16", "fp16")
 
 @dataclass(frozen=True)
 class Knob:
+    """One setting the boot hook can apply: its value type, whether it changes numerics, and whether it only
+    matters on a GPU (those are never proposed on a CPU-only run).
+    """
+
     name: str
     kind: KnobKind
     type: type
@@ -49,6 +53,12 @@ Knobs = dict[str, Any]  # knob name -> value; empty = the script as written
 
 
 def parse_value(name: str, text: str) -> Any:
+    """Parse the text of ``--knob NAME=TEXT`` into the knob's typed value.
+
+    Booleans accept true/false, 1/0, yes/no, on/off; integers must be whole numbers ≥ 0; ``autocast`` must
+    be bf16 or fp16; ``compile`` takes a backend name (``true`` = ``"inductor"``). Raises ``GpuwiseError``
+    (with the closest known name for a typo) otherwise.
+    """
     knob = KNOBS.get(name)
     if knob is None:
         raise did_you_mean("knob", name, KNOBS, f"known: {', '.join(KNOBS)}")
@@ -83,8 +93,22 @@ def parse_knob_option(option: str) -> tuple[str, list[Any]]:
 
 
 def changes_numerics(knobs: Knobs) -> bool:
+    """Whether any of the knobs is a ``numerics`` one, so the trial's losses must be verified."""
     return any(KNOBS[name].kind == "numerics" for name in knobs)
 
 
 def label(knobs: Knobs) -> str:
+    """``"k=v, k=v"`` for display; ``"as written"`` for no knobs (the script unchanged)."""
     return ", ".join(f"{k}={v}" for k, v in knobs.items()) or "as written"
+
+
+__all__ = [
+    "KNOBS",
+    "Knob",
+    "KnobKind",
+    "Knobs",
+    "changes_numerics",
+    "label",
+    "parse_knob_option",
+    "parse_value",
+]

@@ -20,6 +20,8 @@ BATCH = "batch_size"
 
 @dataclass(frozen=True)
 class Param:
+    """One ``--param``: the setting's name, the script's flag that sets it, the values to try (as text)."""
+
     name: str
     flag: str
     values: tuple[str, ...]
@@ -36,6 +38,13 @@ class BatchPlan:
 
 @dataclass(frozen=True)
 class ParamSpace:
+    """The checked ``--param``/``--accum`` options and the batch and accumulation the command runs with.
+
+    ``accum_flag`` is the script's accumulation flag, ``"none"`` when the user accepts a changed effective
+    batch, None when no batch param was given. ``base_batch``/``base_accum`` are the values in the command
+    as written (accumulation 1 when the command gives none).
+    """
+
     params: tuple[Param, ...] = ()
     accum_flag: str | None = None  # None: no accumulation flag given; "none": effective batch may change
     base_batch: int | None = None
@@ -44,17 +53,24 @@ class ParamSpace:
 
     @property
     def batch(self) -> Param | None:
+        """The ``batch_size`` param, or None when the batch is not searched."""
         return next((p for p in self.params if p.name == BATCH), None)
 
     @property
     def keeps_effective_batch(self) -> bool:
+        """True when each batch trial adjusts the accumulation to keep the effective batch."""
         return self.accum_flag not in (None, "none")
 
     @property
     def effective_batch(self) -> int | None:
+        """Samples per optimizer step as written (batch × accumulation); None without a batch."""
         return self.base_batch * self.base_accum if self.base_batch else None
 
     def batch_plans(self) -> list[BatchPlan]:
+        """One plan per batch value, ascending: the accumulation that keeps the effective batch (None when it
+        is not kept), or the reason the value is skipped (the effective batch is not a whole multiple of
+        it). Empty when the batch is not searched.
+        """
         batch = self.batch
         if batch is None:
             return []
@@ -155,3 +171,15 @@ def param_space(argv: list[str], params: list[Param], accum: str | None) -> Para
         if given is None:
             notes.append(f"the command gives no {accum}: taken as 1")
     return ParamSpace(tuple(params), accum, base_batch, base_accum, tuple(notes))
+
+
+__all__ = [
+    "BATCH",
+    "BatchPlan",
+    "Param",
+    "ParamSpace",
+    "flag_value",
+    "param_space",
+    "parse_param",
+    "with_flag",
+]

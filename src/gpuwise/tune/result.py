@@ -24,6 +24,7 @@ class Config:
     why: str = ""
 
     def values(self, metric: Metric) -> list[float]:
+        """The metric of this configuration's successful trials (status ok, non-zero value), in run order."""
         out = []
         for t in self.trials:
             value = getattr(t, metric)
@@ -32,14 +33,19 @@ class Config:
         return out
 
     def median(self, metric: Metric) -> float | None:
+        """Median of :meth:`values`; None when no trial succeeded."""
         values = self.values(metric)
         return statistics.median(values) if values else None
 
     def spread(self, metric: Metric) -> tuple[float, float] | None:
+        """``(slowest, fastest)`` of :meth:`values`; None when no trial succeeded."""
         values = self.values(metric)
         return (min(values), max(values)) if values else None
 
     def to_dict(self, metric: Metric, baseline: float | None) -> dict[str, Any]:
+        """The configuration as JSON, its median/min/max in the metric's unit; ``speedup_x`` is the median
+        over ``baseline`` (None when either is missing).
+        """
         first = self.trials[0].spec
         median = self.median(metric)
         spread = self.spread(metric)
@@ -61,6 +67,12 @@ class Config:
 
 @dataclass
 class Winner:
+    """The configuration the session recommends and how to apply it.
+
+    ``speedup_x`` is its median over the baseline's; ``beats_spread`` is True when both were repeated and
+    the winner's slowest repeat beat the baseline's fastest (a gain larger than the run-to-run noise).
+    """
+
     config: Config
     speedup_x: float
     beats_spread: bool
@@ -71,6 +83,13 @@ class Winner:
 
 @dataclass
 class TuneResult:
+    """Everything a tune session measured and decided; ``to_dict`` is the ``gpuwise tune --json`` schema.
+
+    ``metric`` is samples/s when every successful trial's samples per step are known, else steps/s.
+    ``tuner_wall_s`` is the whole session's wall time in seconds; ``store``/``tune_id`` are set once the
+    result is saved. ``winner`` is None when no candidate beat the baseline.
+    """
+
     command: str
     device: str | None
     framework: str | None
@@ -107,16 +126,19 @@ class TuneResult:
 
     @property
     def baseline_value(self) -> float | None:
+        """The baseline's median in ``metric`` units; None without a successful baseline."""
         return self.baseline.median(self.metric) if self.baseline else None
 
     @property
     def best_trial_wall_s(self) -> float | None:
+        """Median wall time (s) of the winner's trials, including start-up; None without a winner."""
         if self.winner is None:
             return None
         walls = [t.wall_s for t in self.winner.config.trials]
         return statistics.median(walls) if walls else None
 
     def to_dict(self) -> dict[str, Any]:
+        """The session as JSON (the ``gpuwise tune --json`` schema and what the run store keeps)."""
         base = self.baseline_value
         w = self.winner
         return {
@@ -153,3 +175,6 @@ class TuneResult:
             "trials": [t.to_dict() for t in self.trials],
             "notes": self.notes,
         }
+
+
+__all__ = ["Config", "Metric", "TuneResult", "Verdict", "Winner"]

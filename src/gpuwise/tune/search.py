@@ -36,6 +36,15 @@ EventFn = Callable[[str, Trial | TrialSpec, int], None]  # ("start" | "done", tr
 
 @dataclass
 class TuneOptions:
+    """The session's settings, from the ``gpuwise tune`` options.
+
+    ``steps``/``warmup`` are per trial (measured/unmeasured optimizer steps); ``budget_s`` is each trial's
+    wall-time limit in seconds (then SIGTERM); ``repeats`` extra runs go to the baseline and to each of the
+    ``repeat_best`` best candidates; ``max_trials`` bounds the whole session. ``auto`` adds candidates from
+    the baseline's findings; numerics knobs run only with ``allow_numerics`` and are kept only if the first
+    ``loss_steps`` losses stay within ``loss_rtol`` (relative) of the baseline's.
+    """
+
     steps: int = 20
     warmup: int = 3
     budget_s: float = 120.0
@@ -123,6 +132,12 @@ def _interrupt_handler(interrupt: Interrupt) -> Iterator[None]:
 
 
 def run_tune(command: list[str], options: TuneOptions, on_event: EventFn | None = None) -> TuneResult:
+    """Run a whole tune session on ``command`` (the user's argv) and return its result.
+
+    ``on_event`` is called at each trial's start and end (for the progress lines). Ctrl-C stops the session
+    early: the result then has ``interrupted`` set and holds what was measured. Raises ``GpuwiseError`` for
+    bad options (too few ``steps``, inconsistent ``--param``/``--accum``).
+    """
     if options.steps < T.TUNE_MIN_MEASURED_STEPS:
         raise GpuwiseError(
             f"--steps must be at least {T.TUNE_MIN_MEASURED_STEPS} (the step statistics need them)"
@@ -474,3 +489,6 @@ def _determinism_note(s: _Session, baseline: Config) -> None:
             f"({check.reason}): seed it (torch.manual_seed, the DataLoader's generator) "
             "for the numerics check"
         )
+
+
+__all__ = ["EventFn", "TuneOptions", "run_tune"]

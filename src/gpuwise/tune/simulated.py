@@ -20,6 +20,8 @@ from gpuwise.diagnose import thresholds as T
 
 @dataclass(frozen=True)
 class SimulatedBatch:
+    """One batch value simulated on the target GPU: total and used device memory (bytes), free share (%)."""
+
     batch: int
     device_total_bytes: int
     device_memory_bytes: int
@@ -27,13 +29,19 @@ class SimulatedBatch:
 
     @property
     def kept(self) -> bool:
+        """True when the batch leaves at least ``TUNE_MEMORY_MARGIN_PCT`` of the device free."""
         return self.headroom_pct >= T.TUNE_MEMORY_MARGIN_PCT
 
     def to_dict(self) -> dict[str, Any]:
+        """The row as JSON, with ``kept`` and ``"method": "simulated"`` (not a measurement)."""
         return {**self.__dict__, "kept": self.kept, "method": "simulated"}
 
 
 def simulate_batches(workload_file: Path, target_gpu: str, batches: list[int]) -> list[SimulatedBatch]:
+    """Simulate each batch on ``target_gpu``, ascending, stopping at the first that is not kept.
+
+    Raises ``GpuwiseError`` for an unknown GPU id before any simulation runs.
+    """
     from gpuwise.catalog.gpus import get_gpu
     from gpuwise.simulation import traced_estimate
     from gpuwise.workload import load_workload
@@ -52,5 +60,9 @@ def simulate_batches(workload_file: Path, target_gpu: str, batches: list[int]) -
 
 
 def largest_kept(rows: list[SimulatedBatch]) -> int | None:
+    """The largest batch that kept the memory margin; None when none did."""
     kept = [r.batch for r in rows if r.kept]
     return max(kept) if kept else None
+
+
+__all__ = ["SimulatedBatch", "largest_kept", "simulate_batches"]

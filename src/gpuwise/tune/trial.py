@@ -52,6 +52,12 @@ POLL_S = 0.1
 
 @dataclass
 class TrialSpec:
+    """What one trial runs: the command, the knobs the boot hook applies, the script flags it sets.
+
+    ``batch``/``accum`` are the micro-batch and accumulation steps when the trial changes them (None: as
+    written); ``losses`` is how many first losses to capture for numerics verification (0: none).
+    """
+
     index: int
     role: TrialRole
     argv: list[str]
@@ -67,6 +73,9 @@ class TrialSpec:
 
     @property
     def label(self) -> str:
+        """The trial's changes for display (``"batch_size=32, accum=2, tf32=True"``); ``"as written"`` for
+        none.
+        """
         parts = [f"{k}={v}" for k, v in self.params.items()]
         if self.accum is not None and "accum" not in self.params:
             parts.append(f"accum={self.accum}")
@@ -82,6 +91,8 @@ class TrialSpec:
 
 @dataclass
 class Trial:
+    """One trial's outcome: status, wall time (s, start-up included), its profiled run if it made one."""
+
     spec: TrialSpec
     status: TrialStatus
     wall_s: float = 0.0
@@ -95,10 +106,14 @@ class Trial:
 
     @property
     def steps_per_s(self) -> float | None:
+        """Measured optimizer steps per second; None unless the trial ran to the end (ok or rejected)."""
         return self.run.steps_per_s if self.run is not None and self.status in ("ok", "rejected") else None
 
     @property
     def samples_per_step(self) -> float | None:
+        """Samples per optimizer step: batch × accumulation when known (set by the trial or given by the
+        command), else what the DataLoader delivered per step; None when nothing tells.
+        """
         if self.spec.batch is not None:
             return float(self.spec.batch * (self.spec.accum or 1))
         if self.spec.command_samples_per_step is not None:
@@ -111,14 +126,17 @@ class Trial:
 
     @property
     def samples_per_s(self) -> float | None:
+        """Throughput in samples/s; None when steps/s or samples per step is unknown."""
         per_step = self.samples_per_step
         return self.steps_per_s * per_step if self.steps_per_s and per_step else None
 
     @property
     def peak_memory_bytes(self) -> int | None:
+        """Peak bytes reserved by PyTorch's caching allocator in the trial; None without a profiled run."""
         return self.run.summary.memory.peak_reserved_bytes if self.run is not None else None
 
     def to_dict(self) -> dict[str, Any]:
+        """The trial as JSON (one entry of ``trials`` in the ``gpuwise tune --json`` schema)."""
         s = self.spec
         summary = self.run.summary if self.run is not None else None
         return {
@@ -174,6 +192,11 @@ def run_trial(
     interrupt: Interrupt,
     group_id: str,
 ) -> Trial:
+    """Run one trial: the command in a fresh process group under the profiler, with the tune knobs passed to
+    the boot hook in ``GPUWISE_TUNE``, stopped after ``steps`` measured steps or at ``budget_s`` seconds
+    (SIGTERM, then SIGKILL). ``torch.compile`` trials get a longer warm-up so compilation is not measured.
+    The trial's temporary directory is removed afterwards.
+    """
     out_dir = Path(tempfile.mkdtemp(prefix="gpuwise-tune-"))
     shown = " ".join(spec.argv)
     if "compile" in spec.knobs:  # compilation belongs in the warm-up, not in the measured steps
@@ -315,3 +338,6 @@ def _applied(out_dir: Path) -> dict[str, Any]:
             if data.get("loaders") or data.get("iterable_skipped") or data.get("errors"):
                 return dict(data)
     return {}
+
+
+__all__ = ["Interrupt", "Trial", "TrialRole", "TrialSpec", "TrialStatus", "run_trial"]

@@ -15,6 +15,10 @@ from typing import Any
 
 @dataclass(frozen=True)
 class LossCheck:
+    """Whether a numerics knob's losses follow the baseline's: the worst relative difference over the first
+    ``steps`` losses against the tolerance ``rtol`` (a fraction, 0.01 = 1 %), and why.
+    """
+
     accepted: bool
     max_rel_diff: float | None
     rtol: float
@@ -22,10 +26,16 @@ class LossCheck:
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The check as JSON, one key per field."""
         return dict(self.__dict__)
 
 
 def compare_losses(baseline: list[float], trial: list[float], rtol: float, steps: int) -> LossCheck:
+    """Compare the first ``steps`` losses of a trial with the baseline's, step by step.
+
+    Rejected when no loss was captured, when a loss is NaN/inf, or when the largest relative difference
+    exceeds ``rtol``; ``max_rel_diff`` is None when no comparison was possible.
+    """
     n = min(len(baseline), len(trial), steps)
     if n == 0:
         return LossCheck(
@@ -53,3 +63,6 @@ def compare_losses(baseline: list[float], trial: list[float], rtol: float, steps
         n,
         f"loss {at + 1}: {trial[at]:.6g} vs baseline {baseline[at]:.6g} ({worst:.2%} > {rtol:.2%})",
     )
+
+
+__all__ = ["LossCheck", "compare_losses"]
