@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from gpuwise.trace.report import analyze_traces
+from gpuwise.trace.analyze import analyze_traces
 
 NW0 = "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 NW4 = "kineto/samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPO
 from gpuwise.trace.breakdown import idle_by_stream
-from gpuwise.trace.hta_view import build_view
+from gpuwise.trace.hta_selection import build_view
 from gpuwise.trace.parser import parse_trace
 
 DLRM0 = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json.gz"

@@ -13,7 +13,7 @@ from gpuwise.cli.output import HtmlFlag, MarkdownFlag, emit
 from gpuwise.errors import GpuwiseError
 
 if TYPE_CHECKING:
-    from gpuwise.trace.report import FileProgress
+    from gpuwise.trace.analyze import FileProgress
 
 # The trace modules (numpy, msgspec) are imported inside the command so that every other
 # command's start-up does not pay for them.
@@ -97,8 +97,8 @@ def trace(
     from gpuwise.report import trace_view
 
     one_format(as_json, as_markdown)  # before the work, not after it
+    from gpuwise.trace.analyze import analyze_traces, expand_paths
     from gpuwise.trace.compare import compare_reports, side_label
-    from gpuwise.trace.report import analyze_traces, expand_paths
 
     if compare:
         if len(paths) != 2:

@@ -18,11 +18,11 @@ from gpuwise.report.document import (
 from gpuwise.report.findings import findings_blocks
 from gpuwise.report.units import decimal_size as _size
 from gpuwise.report.units import num as _n
+from gpuwise.trace.analyze import TraceReport
 from gpuwise.trace.compare import TraceComparison
 from gpuwise.trace.cross_rank import compact_ranges
 from gpuwise.trace.kernel_names import distinct_short_names
 from gpuwise.trace.rank import RankAnalysis
-from gpuwise.trace.report import TraceReport
 from gpuwise.units import GiB
 
 _PARTS = ("compute", "non-compute", "idle")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.trace.hta_view import HtaView, unique_rows
+from gpuwise.trace.hta_selection import HtaView, unique_rows
 from gpuwise.trace.table import EventTable, distinct
 
 # HTA hta/utils/utils.py kernel classes (regexes matched at the start of the name, as re.match does).

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.breakdown import merge_intervals
-from gpuwise.trace.hta_view import unique_rows
+from gpuwise.trace.hta_selection import unique_rows
 from gpuwise.trace.kernels import COMM_BEYOND_HTA, NAME_READ_CHARS
 from gpuwise.trace.table import EventTable, distinct
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.diagnose import thresholds as T
-from gpuwise.trace.report import TraceReport
+from gpuwise.trace.analyze import TraceReport
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.breakdown import union_length
-from gpuwise.trace.hta_view import unique_rows
+from gpuwise.trace.hta_selection import unique_rows
 from gpuwise.trace.kernels import MEMCPY_CATS
 from gpuwise.trace.table import EventTable, distinct
 

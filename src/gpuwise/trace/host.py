@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.breakdown import union_length
-from gpuwise.trace.hta_view import unique_rows
+from gpuwise.trace.hta_selection import unique_rows
 from gpuwise.trace.kernels import KERNEL_CATS
 from gpuwise.trace.steps import Steps, cpu_complete_events, in_steps
 from gpuwise.trace.table import EventTable

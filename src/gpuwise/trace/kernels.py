@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.trace.hta_view import unique_rows
+from gpuwise.trace.hta_selection import unique_rows
 from gpuwise.trace.table import EventTable, distinct
 
 KERNEL_CATS = ("kernel", "Kernel", "mtia_ccp_events")

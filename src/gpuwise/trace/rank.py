@@ -22,7 +22,7 @@ from gpuwise.trace.comm import CommStats, comm_stats, comm_types
 from gpuwise.trace.copies import CopyStats, copy_stats
 from gpuwise.trace.device import DeviceInfo, RankInfo, device_info, rank_info
 from gpuwise.trace.host import LaunchStats, SyncStats, launch_stats, sync_stats
-from gpuwise.trace.hta_view import build_view
+from gpuwise.trace.hta_selection import build_view
 from gpuwise.trace.kernels import KERNEL_CATS, KernelSummary, summarize_kernels
 from gpuwise.trace.memory import MemoryStats, memory_stats
 from gpuwise.trace.parser import Progress, parse_trace
