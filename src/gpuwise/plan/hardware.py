@@ -23,6 +23,8 @@ from gpuwise.units import GB
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal, Precision
 
+__all__ = ["Placement", "as_given", "best_fitting", "caveats", "meets", "options", "place", "port"]
+
 
 @dataclass(frozen=True)
 class Placement:

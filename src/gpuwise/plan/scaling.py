@@ -20,6 +20,18 @@ from gpuwise.plan.types import NvlinkVerdict, Outcome, ScaleOption, ScalingDecis
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal
 
+__all__ = [
+    "NODE_GPUS",
+    "EvaluateOn",
+    "adopt",
+    "decide",
+    "global_batch_note",
+    "keep_global_batch",
+    "label_of",
+    "layouts",
+    "strategy_of",
+]
+
 EvaluateOn = Callable[[Workload, GPU], Outcome]
 
 NODE_GPUS = 8  # GPUs per NVLink domain on HGX/DGX servers (NVIDIA DGX H100/A100 user guides)

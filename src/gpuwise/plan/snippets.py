@@ -17,6 +17,18 @@ from gpuwise.plan.gpu_features import gpu_half_dtype
 from gpuwise.plan.scaling import NODE_GPUS
 from gpuwise.workload import Workload
 
+__all__ = [
+    "deepspeed_json",
+    "fsdp2",
+    "hf_repo",
+    "hf_trainer",
+    "launch",
+    "pytorch_loop",
+    "snippets",
+    "vllm_command",
+    "workload_yaml",
+]
+
 _HF_OPTIM = {
     "adamw": "adamw_torch",
     "adamw-fused": "adamw_torch_fused",
@@ -221,6 +233,7 @@ def _torch_steps(w: Workload, half: str | None) -> list[str]:
 
 
 def deepspeed_json(w: Workload) -> str:
+    """A DeepSpeed ds_config.json: micro-batch, accumulation, ZeRO stage and 16-bit mode."""
     stage = _ZERO_STAGE.get(w.sharding, 0)
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": w.batch_size,
@@ -237,6 +250,8 @@ def deepspeed_json(w: Workload) -> str:
 
 
 def fsdp2(w: Workload) -> str:
+    """PyTorch FSDP2 (fully_shard per transformer block, mixed-precision policy); with TP, a note on
+    the 2-D device mesh."""
     half = "torch.bfloat16" if _half(w) != "fp16" else "torch.float16"
     lines = [
         "from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy",
@@ -257,6 +272,7 @@ def fsdp2(w: Workload) -> str:
 
 
 def launch(w: Workload) -> str:
+    """The torchrun line: standalone on one node, else c10d rendezvous on every node (8 GPUs each)."""
     nodes = max(1, -(-w.num_gpus // NODE_GPUS))
     per_node = min(w.num_gpus, NODE_GPUS)
     if nodes == 1:
