@@ -64,7 +64,7 @@ def main() -> int:
     from gpuwise.report import chart_svg, html
     from gpuwise.report.document import Chart
     from gpuwise.report.trace_view import report_document
-    from gpuwise.trace.report import analyze_traces
+    from gpuwise.trace.analyze import analyze_traces
 
     chart_svg.available()  # matplotlib imported before timing: a one-off cost of any process (printed)
     with tempfile.TemporaryDirectory(prefix="gpuwise-report-speed-") as tmp:

@@ -151,7 +151,7 @@ def l20_file(tmp_path, monkeypatch):
 def test_an_added_gpu_resolves_in_trace_and_monitor(l20_file, tmp_path):
     from gpuwise.monitor import kpi
     from gpuwise.monitor.sampler import GpuSampler
-    from gpuwise.trace.report import analyze_traces
+    from gpuwise.trace.analyze import analyze_traces
 
     doc = json.loads((TRACES / "hand_rank0.json").read_text())
     doc["deviceProperties"] = [{"id": 0, "name": "NVIDIA L20", "totalGlobalMem": 47_697_362_944}]

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpuwise.diagnose import load_evidence
+from gpuwise.trace.analyze import analyze_traces
 from gpuwise.trace.compare import compare_reports
-from gpuwise.trace.report import analyze_traces
 from gpuwise.units import GiB
 
 DATA = Path(__file__).parent / "data" / "traces"

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from gpuwise.trace.report import analyze_traces
+from gpuwise.trace.analyze import analyze_traces
 from third_party import json_bytes
 
 NW0 = "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"

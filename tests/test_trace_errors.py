@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace import parser, reader
+from gpuwise.trace.analyze import build_report
 from gpuwise.trace.rank import analyze_file
-from gpuwise.trace.report import build_report
 
 DATA = Path(__file__).parent / "data" / "traces"
 HAND = (DATA / "hand_rank0.json").read_bytes()

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import REPO
 from gpuwise.trace.breakdown import idle_by_stream
-from gpuwise.trace.hta_view import build_view
+from gpuwise.trace.hta_selection import build_view
 from gpuwise.trace.parser import parse_trace
 from third_party import json_bytes
 

@@ -18,12 +18,12 @@ import pytest
 
 from conftest import REPO
 from gpuwise.diagnose import thresholds as T
+from gpuwise.trace.analyze import analyze_traces, expand_paths
 from gpuwise.trace.compare import compare_reports
 from gpuwise.trace.device import MAX_WORLD_SIZE
 from gpuwise.trace.kernel_names import distinct_short_names
 from gpuwise.trace.kernels import NAME_READ_CHARS
 from gpuwise.trace.rank import analyze_file
-from gpuwise.trace.report import analyze_traces, expand_paths
 from third_party import json_bytes
 
 DLRM = "param/dlrm_kineto"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuwise.diagnose import Evidence
-from gpuwise.trace.report import analyze_traces
+from gpuwise.trace.analyze import analyze_traces
 
 STEP_US, START_US, COMM_END_US = 1000, 10, 910
 COMPUTE_US = {0: 400, 1: 400, 2: 550}

@@ -13,7 +13,7 @@ from gpuwise.cli.output import HtmlFlag, MarkdownFlag, emit
 from gpuwise.errors import GpuwiseError
 
 if TYPE_CHECKING:
-    from gpuwise.trace.report import FileProgress
+    from gpuwise.trace.analyze import FileProgress
 
 __all__ = ["trace"]
 
@@ -99,8 +99,8 @@ def trace(
     from gpuwise.report import trace_view
 
     one_format(as_json, as_markdown)  # before the work, not after it
+    from gpuwise.trace.analyze import analyze_traces, expand_paths
     from gpuwise.trace.compare import compare_reports, side_label
-    from gpuwise.trace.report import analyze_traces, expand_paths
 
     if compare:
         if len(paths) != 2:

@@ -9,12 +9,18 @@ from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.finding import Confidence, Severity
 from gpuwise.lint.context import Framework
 
+__all__ = ["SHARED_FINDINGS", "SPECS", "SPECS_LIST", "RuleSpec"]
+
 # Runtime findings (gpuwise.diagnose.rules) that a lint rule can point at in the source.
 SHARED_FINDINGS = ("input_bound", "pageable_copies", "sync_bound", "no_mixed_precision", "comm_bound")
 
 
 @dataclass(frozen=True)
 class RuleSpec:
+    """What a lint rule is about, in the user's terms: severity, how often it is right
+    (confidence), category, why it costs GPU time or correctness, the fix per framework, and the
+    runtime finding id naming the same problem (so a profile can point at the line)."""
+
     id: str
     title: str
     severity: Severity
@@ -28,6 +34,7 @@ class RuleSpec:
     tags: tuple[str, ...] = field(default=())
 
     def fix_for(self, framework: Framework) -> str:
+        """The fix in `framework`'s terms, else the plain PyTorch one."""
         return self.fix.get(framework, self.fix["pytorch"])
 
 

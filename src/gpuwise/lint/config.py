@@ -25,6 +25,16 @@ from gpuwise.diagnose.finding import SEVERITIES, Severity
 from gpuwise.errors import GpuwiseError, did_you_mean
 from gpuwise.lint.catalog import SPECS
 
+__all__ = [
+    "KEYS",
+    "LintConfig",
+    "config_from_table",
+    "expand",
+    "find_pyproject",
+    "load_config",
+    "severity_of",
+]
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -35,6 +45,10 @@ KEYS = ("select", "ignore", "severity", "per-path-ignores", "exclude", "fail-on"
 
 @dataclass(frozen=True)
 class LintConfig:
+    """The rules to run and how to judge them, from [tool.gpuwise.lint] in pyproject.toml and the
+    flags: selected rules, severity overrides, per-path ignores (glob -> rules), excluded globs,
+    and the severity at which the exit code becomes 1."""
+
     select: frozenset[str] = frozenset(SPECS)
     severity: dict[str, Severity] = field(default_factory=dict)
     per_path_ignores: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -52,6 +66,7 @@ class LintConfig:
         return rules
 
     def excluded(self, path: str) -> bool:
+        """Does an `exclude` glob match `path`? Excluded files are not read at all."""
         return any(_matches(path, pattern) for pattern in self.exclude)
 
 
@@ -73,12 +88,15 @@ def expand(names: list[str], where: str) -> frozenset[str]:
 
 
 def severity_of(value: object, where: str) -> Severity:
+    """`value` as a Severity; an unknown one raises with the closest valid name (`where`: the
+    setting or flag it came from)."""
     if value not in SEVERITIES:
         raise did_you_mean("severity", str(value), SEVERITIES, where)
     return value
 
 
 def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml in `start` or a parent directory, None when there is none."""
     for folder in [start, *start.parents]:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
@@ -104,6 +122,8 @@ def load_config(pyproject: Path | None = None, start: Path | None = None) -> Lin
 
 
 def config_from_table(table: Any, where: str) -> LintConfig:
+    """A LintConfig from the [tool.gpuwise.lint] table; unknown keys, rules and severities raise
+    with `where` (the file) and the closest valid name."""
     if not isinstance(table, dict):
         raise GpuwiseError(f"{where}: expected a table")
     for key in table:

@@ -15,6 +15,26 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+__all__ = [
+    "BACKWARD",
+    "CALL_DEPTH",
+    "FRAMEWORKS",
+    "STEP_METHODS",
+    "Context",
+    "Framework",
+    "FunctionNode",
+    "Loop",
+    "Reach",
+    "StepCode",
+    "children",
+    "has_star_kwargs",
+    "is_backward",
+    "is_periodic_guard",
+    "is_rank_guard",
+    "keyword",
+    "words",
+]
+
 Framework = Literal["pytorch", "hf_trainer", "lightning", "accelerate", "deepspeed"]
 FRAMEWORKS: tuple[Framework, ...] = ("pytorch", "hf_trainer", "lightning", "accelerate", "deepspeed")
 
@@ -78,6 +98,7 @@ class Reach:
     loops: list[Loop] = field(default_factory=list)
 
     def add(self, other: Reach) -> None:
+        """Merge what `other` (a called function's reach) does into this one."""
         self.backward |= other.backward
         self.step |= other.step
         self.loops.extend(other.loops)
@@ -94,6 +115,11 @@ class StepCode:
 
 @dataclass
 class Context:
+    """One file's syntax tree indexed once (parents, children, names, strings, calls, loops,
+    functions, import aliases, module constants) with the questions rules ask of it: what a name
+    resolves to, which framework the file uses, where the training step runs. Results are
+    memoized per file so twenty rules cost about one pass."""
+
     tree: ast.Module
     text: str
     aliases: dict[str, str] = field(default_factory=dict)  # local name -> dotted import path
@@ -114,6 +140,9 @@ class Context:
 
     @classmethod
     def build(cls, tree: ast.Module, text: str, assume_gpu: bool = False) -> Context:
+        """Index `tree` (the parsed `text`) in one pass: parents, children, names, strings, calls,
+        loops, functions, import aliases and module constants. `assume_gpu`: the file is known to
+        run on a GPU whatever its text says."""
         ctx = cls(tree, text, assume_gpu=assume_gpu)
         # One pass over the tree: every later question reads its tables. Nodes are dict keys by
         # identity (no id() calls), and leaves (names, constants: half of all nodes) get no entries.
@@ -143,25 +172,12 @@ class Context:
                     names.add(node.arg)
             elif kind in _LOOPS:
                 loops.append(node)
-            elif kind is ast.Import:
-                for alias in node.names:
-                    local = alias.asname or alias.name.split(".")[0]
-                    ctx.aliases[local] = alias.name if alias.asname else local
-            elif kind is ast.ImportFrom:
-                if node.module and node.level == 0:
-                    for alias in node.names:
-                        ctx.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif kind is ast.Import or kind is ast.ImportFrom:
+                _add_aliases(ctx.aliases, node)
             elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 functions.setdefault(node.name, []).append(node)
         ctx.calls.sort(key=lambda c: (c.lineno, c.col_offset))
-        for stmt in tree.body:
-            if (
-                isinstance(stmt, ast.Assign)
-                and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name)
-                and isinstance(stmt.value, ast.Constant)
-            ):
-                ctx.constants[stmt.targets[0].id] = stmt.value
+        ctx.constants.update(_module_constants(tree))
         return ctx
 
     # --- names ---------------------------------------------------------------------------------------
@@ -223,6 +239,7 @@ class Context:
         return found
 
     def uses_api(self, *targets: str) -> bool:
+        """Does the file call any of `targets` (dotted paths, resolved through import aliases)?"""
         return bool(self.calls_to(*targets))
 
     def value(self, node: ast.expr | None) -> object:
@@ -239,10 +256,14 @@ class Context:
 
     # --- what kind of file ------------------------------------------------------------------------
     def imports(self, *prefixes: str) -> bool:
+        """Does the file import any module under one of the dotted `prefixes`?"""
         return any(path == p or path.startswith(p + ".") for path in self.aliases.values() for p in prefixes)
 
     @cached_property
     def framework(self) -> Framework:
+        """The training framework the file is written for (hf_trainer, lightning, accelerate,
+        deepspeed, else pytorch): rules stay silent where the framework does the thing for you, and
+        fixes are given in its terms."""
         if self.imports("transformers") and self.uses_api("transformers.Trainer"):
             return "hf_trainer"
         if self.imports("trl") and any(self.qualname(c.func).endswith("Trainer") for c in self.calls):
@@ -264,6 +285,8 @@ class Context:
 
     @cached_property
     def distributed(self) -> bool:
+        """Does the file run data-parallel or sharded training (DDP, FSDP, DistributedSampler,
+        init_process_group, DeepSpeed)? Rank-related rules only apply then."""
         names = (
             "torch.nn.parallel.DistributedDataParallel",
             "torch.distributed.init_process_group",
@@ -425,14 +448,17 @@ class Context:
 
 
 def is_backward(call: ast.Call) -> bool:
+    """Is the call ``.backward()`` or Lightning's ``.manual_backward()``? It marks a training step."""
     return isinstance(call.func, ast.Attribute) and call.func.attr in BACKWARD
 
 
 def keyword(call: ast.Call, name: str) -> ast.keyword | None:
+    """The call's keyword argument `name`, None when it is not given by name."""
     return next((k for k in call.keywords if k.arg == name), None)
 
 
 def has_star_kwargs(call: ast.Call) -> bool:
+    """Does the call pass ``**kwargs``? Then a missing keyword may be given there."""
     return any(k.arg is None for k in call.keywords)
 
 
@@ -468,3 +494,30 @@ def children(node: ast.AST) -> list[ast.AST]:
 
 
 _NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
+
+
+def _add_aliases(aliases: dict[str, str], node: ast.Import | ast.ImportFrom) -> None:
+    """Local name -> dotted path for each imported name (``import numpy as np``: np -> numpy;
+    ``from torch.utils.data import DataLoader as DL``: DL -> torch.utils.data.DataLoader). Relative
+    imports name nothing outside the project and are skipped."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            local = alias.asname or alias.name.split(".")[0]
+            aliases[local] = alias.name if alias.asname else local
+    elif node.module and node.level == 0:
+        for alias in node.names:
+            aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+
+
+def _module_constants(tree: ast.Module) -> dict[str, ast.Constant]:
+    """Module-level ``NAME = literal`` assignments (``NUM_WORKERS = 0``), which rules read through."""
+    out: dict[str, ast.Constant] = {}
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Constant)
+        ):
+            out[stmt.targets[0].id] = stmt.value
+    return out

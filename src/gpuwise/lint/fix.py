@@ -11,6 +11,8 @@ from pathlib import Path
 
 from gpuwise.lint.types import Edit, LintResult
 
+__all__ = ["fixed_texts", "unified_diff", "write_atomically"]
+
 
 def fixed_texts(result: LintResult, unsafe: bool = False) -> dict[str, tuple[str, str]]:
     """path -> (old text, new text) for every file with edits (safe ones, and unsafe ones if asked);
@@ -39,6 +41,7 @@ def fixed_texts(result: LintResult, unsafe: bool = False) -> dict[str, tuple[str
 
 
 def unified_diff(changes: dict[str, tuple[str, str]]) -> str:
+    """`--diff`'s output: a unified diff per file from {path: (old text, new text)}."""
     chunks: list[str] = []
     for path, (old, new) in changes.items():
         chunks.extend(

@@ -10,6 +10,8 @@ from gpuwise.lint.catalog import SPECS
 from gpuwise.lint.config import LintConfig
 from gpuwise.lint.runner import lint_paths
 
+__all__ = ["MAX_PLACES", "script_of", "source_hints"]
+
 MAX_PLACES = 3  # per finding: the first few places are enough to act on
 
 

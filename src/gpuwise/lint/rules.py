@@ -15,6 +15,31 @@ from gpuwise.lint.context import Context, has_star_kwargs, is_backward, is_rank_
 from gpuwise.lint.spans import Positions, add_keyword
 from gpuwise.lint.types import Edit
 
+__all__ = [
+    "AMP_WORDS",
+    "CHECKS",
+    "FACTORIES",
+    "LOADERS",
+    "SYNC_METHODS",
+    "Check",
+    "Hit",
+    "accumulation_without_no_sync",
+    "check",
+    "cpu_tensor_per_step",
+    "cuda_sync_in_loop",
+    "every_rank_saves",
+    "find_unused_parameters",
+    "fp16_without_grad_scaler",
+    "host_sync_per_step",
+    "loader_no_pin_memory",
+    "loader_no_workers",
+    "no_mixed_precision",
+    "non_blocking_from_pageable",
+    "optimizer_before_fsdp",
+    "sampler_without_set_epoch",
+    "torch_load_unsafe",
+]
+
 LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
 FACTORIES = tuple(
     f"torch.{name}"
@@ -29,6 +54,9 @@ AMP_WORDS = re.compile(
 
 @dataclass(frozen=True)
 class Hit:
+    """One place a rule fires: the node (for its line and column), the message, an optional
+    edit for --fix, and a milder severity when this case deserves one."""
+
     rule: str
     node: ast.AST
     message: str
@@ -41,6 +69,7 @@ CHECKS: list[Check] = []
 
 
 def check(func: Check) -> Check:
+    """Register a rule function (ctx, positions) -> hits: every registered check runs on every file."""
     CHECKS.append(func)
     return func
 
@@ -78,6 +107,8 @@ def _find_loaders(ctx: Context) -> Iterator[ast.Call]:
 
 @check
 def loader_no_workers(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """DataLoader (or TrainingArguments) without num_workers in GPU code: batches are prepared
+    in the training process while the GPU waits."""
     if not ctx.uses_gpu:
         return
     for call in _loaders(ctx):
@@ -103,6 +134,8 @@ def loader_no_workers(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def loader_no_pin_memory(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """DataLoader without pin_memory=True in GPU code: host->device copies go through a pageable
+    buffer (slower, cannot overlap compute). Fixable."""
     if not ctx.uses_gpu:
         return
     for call in _loaders(ctx):
@@ -119,17 +152,26 @@ def _sync_call(ctx: Context, node: ast.AST) -> str:
     if not isinstance(node, ast.Call):
         return ""
     func = node.func
-    if isinstance(func, ast.Attribute) and func.attr in SYNC_METHODS and not node.args and not node.keywords:
+    if isinstance(func, ast.Attribute):
+        return _sync_method(ctx, node, func)
+    if isinstance(func, ast.Name):
+        return _loss_to_host(ctx, node, func)
+    return ""
+
+
+def _sync_method(ctx: Context, node: ast.Call, func: ast.Attribute) -> str:
+    """``t.item()``, ``t.cpu()``, ``t.tolist()`` ... (not on a NumPy array) or ``t.to("cpu")``, else ''."""
+    if func.attr in SYNC_METHODS and not node.args and not node.keywords:
         numpy_owner = ctx.aliases.get(ctx.root_name(func.value), "").split(".")[0] == "numpy"
         return "" if func.attr in {"numpy", "tolist"} and numpy_owner else f".{func.attr}()"
-    if (
-        isinstance(func, ast.Attribute)
-        and func.attr == "to"
-        and node.args
-        and ctx.value(node.args[0]) == "cpu"
-    ):
+    if func.attr == "to" and node.args and ctx.value(node.args[0]) == "cpu":
         return '.to("cpu")'
-    if isinstance(func, ast.Name) and func.id in {"print", "float", "int"} and node.args:
+    return ""
+
+
+def _loss_to_host(ctx: Context, node: ast.Call, func: ast.Name) -> str:
+    """``print(loss)``, ``float(loss)``, ``int(loss)`` on a loss tensor (copies it to the host), else ''."""
+    if func.id in {"print", "float", "int"} and node.args:
         mentioned = {w for a in node.args for w in words(a)}
         if mentioned & ctx.loss_names and not any(
             isinstance(a, ast.Call) for a in ast.walk(node.args[0]) if a is not node
@@ -145,6 +187,8 @@ def _step_message(what: str, via: tuple[ast.Call, ...]) -> str:
 
 @check
 def host_sync_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """A host-device sync (.item(), .cpu(), .tolist(), print(loss), ...) reached every training
+    step: the host stops queueing work until the GPU catches up."""
     seen: set[ast.Call] = set()
     for code in ctx.step_code:
         name = _sync_call(ctx, code.node)
@@ -155,6 +199,7 @@ def host_sync_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def cuda_sync_in_loop(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """torch.cuda.synchronize / empty_cache / ipc_collect reached every training step."""
     seen: set[ast.Call] = set()
     targets = ("torch.cuda.synchronize", "torch.cuda.empty_cache", "torch.cuda.ipc_collect")
     for code in ctx.step_code:
@@ -170,6 +215,8 @@ def _mentions_amp(ctx: Context) -> bool:
 
 @check
 def no_mixed_precision(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """A plain PyTorch GPU training loop with no autocast and no 16-bit dtype anywhere: matmuls
+    run in fp32, several times slower than bf16/fp16 tensor cores."""
     if not ctx.uses_gpu or _mentions_amp(ctx):
         return
     if ctx.framework == "pytorch" and ctx.step_loops:
@@ -195,6 +242,7 @@ def no_mixed_precision(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def fp16_without_grad_scaler(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """float16 autocast in a training script without GradScaler: small gradients underflow to zero."""
     if ctx.framework != "pytorch" or not any(is_backward(c) for c in ctx.calls):
         return
     if any("GradScaler" in w or w == "scale" for c in ctx.calls for w in words(c.func)):
@@ -212,6 +260,7 @@ def fp16_without_grad_scaler(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def sampler_without_set_epoch(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """DistributedSampler without set_epoch(): every epoch sees the same shuffle."""
     if ctx.framework not in {"pytorch", "deepspeed"}:
         return
     if any(isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in ctx.calls):
@@ -247,6 +296,8 @@ def _rank_guarded(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
 
 @check
 def every_rank_saves(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """torch.save in distributed code with no rank check on the way: every rank writes the same
+    checkpoint."""
     if not ctx.distributed or ctx.framework not in {"pytorch", "deepspeed"}:
         return
     for call in ctx.calls_to("torch.save"):
@@ -258,6 +309,8 @@ def every_rank_saves(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def find_unused_parameters(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """find_unused_parameters=True (DDP or TrainingArguments): an extra autograd-graph traversal
+    every step."""
     for call in ctx.calls:
         for kw in call.keywords:
             if (
@@ -334,6 +387,8 @@ def torch_load_unsafe(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def non_blocking_from_pageable(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """non_blocking=True copies while the DataLoader does not pin memory: from pageable memory
+    the copy is synchronous anyway."""
     loaders = _loaders(ctx)
     if not loaders or any(
         isinstance(c.func, ast.Attribute) and c.func.attr == "pin_memory" for c in ctx.calls
@@ -360,6 +415,8 @@ def non_blocking_from_pageable(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def cpu_tensor_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """A tensor built on the CPU and moved with .to()/.cuda() every step: build it on the device
+    (device=...) and skip the copy."""
     seen: set[ast.Call] = set()
     for code in ctx.step_code:
         node = code.node
@@ -399,6 +456,8 @@ def _parameters_of(call: ast.Call) -> str:
 
 @check
 def optimizer_before_fsdp(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """An optimizer built on model.parameters() before FSDP wraps the model: it holds the
+    unsharded parameters, not the ones that train."""
     wrappers = (
         "torch.distributed.fsdp.FullyShardedDataParallel",
         "torch.distributed.fsdp.fully_shard",

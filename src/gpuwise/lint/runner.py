@@ -15,6 +15,8 @@ from gpuwise.lint.spans import Positions
 from gpuwise.lint.suppress import Suppressions
 from gpuwise.lint.types import LintResult, Note, Violation
 
+__all__ = ["lint_paths", "lint_source"]
+
 
 def lint_source(source: Source, config: LintConfig | None = None) -> list[Violation] | Note:
     """Violations in one file's text, most severe first; a Note if it does not parse."""

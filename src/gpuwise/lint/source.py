@@ -17,6 +17,8 @@ from pathlib import Path
 from gpuwise.diagnose import thresholds as T
 from gpuwise.lint.types import Note
 
+__all__ = ["SKIP_DIRS", "SUFFIXES", "Source", "discover", "read_source"]
+
 SKIP_DIRS = frozenset(
     {
         ".git",
@@ -44,6 +46,7 @@ class Source:
 
     @property
     def is_notebook(self) -> bool:
+        """Was the source read from a notebook (.ipynb)? Then positions are (cell, line)."""
         return self.cells is not None
 
     def place(self, line: int) -> tuple[int | None, int]:

@@ -8,17 +8,24 @@ from functools import cached_property
 
 from gpuwise.lint.types import Edit
 
+__all__ = ["Positions", "add_keyword"]
+
 
 class Positions:
+    """Converts AST positions (1-based line, UTF-8 byte column) to character offsets in `text`,
+    as edits need; line tables are built on first use."""
+
     def __init__(self, text: str) -> None:
         self.text = text
 
     @cached_property
     def lines(self) -> list[str]:
+        """The text's lines, line endings kept."""
         return self.text.splitlines(keepends=True)
 
     @cached_property
     def starts(self) -> list[int]:
+        """Character offset at which each line starts (0-based, one per line)."""
         starts, total = [], 0
         for line in self.lines:
             starts.append(total)
@@ -33,6 +40,7 @@ class Positions:
         return byte_col if text.isascii() else len(text.encode()[:byte_col].decode(errors="ignore"))
 
     def offset(self, line: int, byte_col: int) -> int:
+        """Character offset in the text of AST position (`line` 1-based, `byte_col` in UTF-8 bytes)."""
         return self.starts[line - 1] + self.column(line, byte_col)
 
 

@@ -7,17 +7,23 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+__all__ = ["ALL", "Suppressions"]
+
 _COMMENT = re.compile(r"#\s*gpuwise:\s*ignore(-file)?(?:\[([^\]]*)\])?")
 ALL = "*"
 
 
 @dataclass
 class Suppressions:
+    """The ``# gpuwise: ignore[...]`` comments of one file (rule ids per line) and the
+    ``# gpuwise: ignore-file[...]`` ones (rule ids suppressed in the whole file)."""
+
     lines: dict[int, set[str]] = field(default_factory=dict)
     whole_file: set[str] = field(default_factory=set)
 
     @classmethod
     def parse(cls, text: str) -> Suppressions:
+        """Read the suppression comments of `text` (a bare ignore suppresses every rule)."""
         found = cls()
         if "gpuwise:" not in text:
             return found

@@ -8,6 +8,8 @@ from typing import Any
 from gpuwise.diagnose.finding import SEVERITIES, Severity
 from gpuwise.lint.context import Framework
 
+__all__ = ["Edit", "LintResult", "Note", "Violation"]
+
 
 @dataclass(frozen=True)
 class Edit:
@@ -21,6 +23,9 @@ class Edit:
 
 @dataclass(frozen=True)
 class Violation:
+    """One finding of `gpuwise lint`: the rule, where (path, 1-based line and column, notebook
+    cell), the message, its severity, the source line, and the edit --fix would apply."""
+
     rule: str  # stable rule id, e.g. "loader_no_workers"
     path: str
     line: int  # 1-based; inside a notebook, the line within the cell
@@ -34,6 +39,7 @@ class Violation:
 
     @property
     def severity_rank(self) -> int:
+        """0 for critical ... 4 for info: sorts and compares severities."""
         return SEVERITIES.index(self.severity)
 
     @property
@@ -44,11 +50,13 @@ class Violation:
 
     @property
     def fix(self) -> str:
+        """How to fix it, in the terms of the framework the file uses."""
         from gpuwise.lint.catalog import SPECS
 
         return SPECS[self.rule].fix_for(self.framework)
 
     def to_dict(self) -> dict[str, Any]:
+        """One entry of the JSON document's `violations` (docs/json-schema.md)."""
         from gpuwise.lint.catalog import SPECS
 
         spec = SPECS[self.rule]
@@ -81,16 +89,21 @@ class Note:
 
 @dataclass
 class LintResult:
+    """Everything one `gpuwise lint` run found: violations in file and line order, notes on files
+    that could not be checked, how many files were checked and how many edits --fix applied."""
+
     violations: list[Violation] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     files: int = 0  # files parsed and checked
     fixed: int = 0  # edits applied by --fix
 
     def at_or_above(self, severity: Severity) -> list[Violation]:
+        """Violations with `severity` or worse: any of them makes the exit code 1 (--fail-on)."""
         limit = SEVERITIES.index(severity)
         return [v for v in self.violations if v.severity_rank <= limit]
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON document's body for `gpuwise lint --json`."""
         return {
             "files": self.files,
             "violations": [v.to_dict() for v in self.violations],

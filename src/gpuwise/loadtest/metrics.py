@@ -16,6 +16,8 @@ from collections import Counter
 from gpuwise.errors import GpuwiseError
 from gpuwise.loadtest.types import LevelSummary, LoadMode, RequestRecord, Slo
 
+__all__ = ["MAX_ERROR_FRACTION", "METRICS", "PERCENTILES", "parse_slo", "percentile", "summarize"]
+
 METRICS = ("ttft", "tpot", "itl", "e2e")
 PERCENTILES = (50, 90, 99)
 # A level meets its SLO only if at most this fraction of requests failed (failures count as misses).
@@ -90,21 +92,14 @@ def summarize(
     slo: Slo | None = None,
     interrupted: bool = False,
 ) -> LevelSummary:
-    """One level's records → its summary: latency mean and percentiles (s) per metric, throughputs per second
-    of the level's duration (first send to last completion), error counts by kind and, with an SLO, goodput
-    and the verdict. Cancelled requests (Ctrl-C) are left out of the counts.
-    """
+    """One load level's summary: counts, errors, tokens, throughput per second of the level's
+    duration, latency mean and percentiles per metric (s), and the SLO verdict when `slo` is given.
+    Cancelled requests (the level was stopped) count nowhere but in the error tally."""
     done = [r for r in records if r.error != "cancelled"]
     ok = [r for r in done if r.ok]
-    ends = [r.start_s + (r.e2e_s or 0.0) for r in done]
-    duration = max(ends) - min(r.start_s for r in done) if done else 0.0
+    duration = _duration_s(done)
     per_s = 1.0 / duration if duration > 0 else 0.0
     samples = _samples(records)
-    latency = {
-        m: {"mean": (sum(v) / len(v)) if v else None, **{f"p{p}": percentile(v, p) for p in PERCENTILES}}
-        for m, v in samples.items()
-    }
-    sources = {r.token_source for r in ok}
     out_tokens = sum(r.output_tokens for r in ok)
     in_tokens = sum(r.input_tokens or 0 for r in ok)
     summary = LevelSummary(
@@ -116,16 +111,36 @@ def summarize(
         errors=dict(Counter(str(r.error) for r in records if r.error)),
         input_tokens=in_tokens,
         output_tokens=out_tokens,
-        token_source=sources.pop() if len(sources) == 1 else ("mixed" if sources else "none"),
+        token_source=_token_source(ok),
         request_throughput_per_s=len(ok) * per_s,
         output_token_throughput_per_s=out_tokens * per_s,
         total_token_throughput_per_s=(in_tokens + out_tokens) * per_s,
-        latency_s=latency,
+        latency_s=_latency(samples),
         interrupted=interrupted,
     )
     if slo is not None:
         _judge(summary, records, samples, slo, per_s)
     return summary
+
+
+def _duration_s(done: list[RequestRecord]) -> float:
+    """First send to last completion, in s (0 with no request)."""
+    ends = [r.start_s + (r.e2e_s or 0.0) for r in done]
+    return max(ends) - min(r.start_s for r in done) if done else 0.0
+
+
+def _latency(samples: dict[str, list[float]]) -> dict[str, dict[str, float | None]]:
+    """Per metric: mean and the `PERCENTILES` (p50, p90, p99) in s, None without samples."""
+    return {
+        m: {"mean": (sum(v) / len(v)) if v else None, **{f"p{p}": percentile(v, p) for p in PERCENTILES}}
+        for m, v in samples.items()
+    }
+
+
+def _token_source(ok: list[RequestRecord]) -> str:
+    """Where the token counts came from: the one source all requests share, "mixed", or "none"."""
+    sources = {r.token_source for r in ok}
+    return sources.pop() if len(sources) == 1 else ("mixed" if sources else "none")
 
 
 def _judge(

@@ -20,6 +20,33 @@ from gpuwise.plan.gpu_features import features, half_dtype, unsupported
 from gpuwise.plan.types import Outcome, QualityRisk
 from gpuwise.workload import Workload
 
+__all__ = [
+    "GENERATORS",
+    "SERVING_MAX_SEQS",
+    "Candidate",
+    "Evaluate",
+    "Generator",
+    "adapters",
+    "batch_size",
+    "bf16_weights",
+    "candidates",
+    "channels_last",
+    "concurrency",
+    "divisors",
+    "flash_attention",
+    "fp8_training",
+    "fused_optimizer",
+    "generator",
+    "gpu_support",
+    "grad_checkpointing",
+    "kv_cache_fp8",
+    "mixed_precision",
+    "offload",
+    "optimizer_8bit",
+    "sharding",
+    "weight_quantization",
+]
+
 Evaluate = Callable[[Workload], Outcome]
 
 # vLLM's long-standing default cap on sequences per batch (--max-num-seqs 256, vLLM engine arguments docs;
@@ -31,6 +58,9 @@ _DIVISOR_SEARCH_LIMIT = 1 << 14  # trial divisions per divisor search (complete 
 
 @dataclass(frozen=True)
 class Candidate:
+    """One edit to try on a workload: the workload keys it changes, its quality risk, whether it
+    saves memory (tried to make a job fit) and whether the GPU requires it (applied first)."""
+
     id: str
     title: str
     changes: dict[str, Any]
@@ -44,6 +74,8 @@ GENERATORS: list[Generator] = []
 
 
 def generator(func: Generator) -> Generator:
+    """Register a candidate generator (workload, gpu, evaluate) -> candidates: every registered
+    generator is asked for every workload the planner tries."""
     GENERATORS.append(func)
     return func
 
@@ -96,6 +128,8 @@ def gpu_support(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
 
 @generator
 def mixed_precision(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """fp32 -> bf16/fp16 autocast (training) or 16-bit weights (inference), on a GPU with
+    16-bit tensor cores."""
     half = _half_dtype(gpu)
     if w.precision != "fp32" or half is None:
         return []
@@ -114,6 +148,7 @@ def mixed_precision(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate
 
 @generator
 def fp8_training(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """16-bit pretraining or full fine-tuning -> FP8 matmuls, on a GPU with FP8 tensor cores."""
     if (
         w.task not in {"pretrain", "full-finetune"}
         or not features(gpu).fp8
@@ -145,6 +180,8 @@ def bf16_weights(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
 
 @generator
 def weight_quantization(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """LLM inference: FP8 (or 8-bit) weights, then 4-bit weights; each halves what the weights
+    take and speeds up memory-bound decode."""
     if not w.is_inference or w.is_cv or w.precision in {"int4", "nf4"}:
         return []
     out = []
@@ -177,6 +214,7 @@ def weight_quantization(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candi
 
 @generator
 def kv_cache_fp8(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """LLM inference with a 16- or 32-bit KV cache -> FP8 cache: twice the sequences in memory."""
     if not w.is_inference or w.is_cv or kv_bits(w) <= T.KV_CACHE_QUANTIZED_BITS:
         return []
     return [
@@ -189,6 +227,7 @@ def kv_cache_fp8(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
 
 @generator
 def flash_attention(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """Transformer on a FlashAttention-capable GPU in 16-bit: no S×S score matrices in memory."""
     if not _llm(w) or w.attention == "flash" or not _flash_capable(gpu) or w.precision == "fp32":
         return []
     return [
@@ -198,6 +237,7 @@ def flash_attention(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate
 
 @generator
 def fused_optimizer(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """AdamW -> its fused (multi-tensor) kernel: fewer launches, same maths."""
     if not w.is_training or w.optimizer != "adamw":
         return []
     return [Candidate("fused_optimizer", "Use the fused AdamW kernel", {"optimizer": "adamw-fused"}, "none")]
@@ -208,6 +248,7 @@ def fused_optimizer(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate
 
 @generator
 def optimizer_8bit(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """AdamW -> 8-bit AdamW (paged for QLoRA): optimizer states in 2 bytes per parameter instead of 8."""
     if not w.is_training or w.optimizer not in {"adamw", "adamw-fused"}:
         return []
     if w.task == "qlora":
@@ -233,6 +274,7 @@ def optimizer_8bit(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]
 
 @generator
 def grad_checkpointing(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """Training: selective, then full activation checkpointing (memory for recompute time)."""
     if not w.is_training:
         return []
     out = []
@@ -328,6 +370,8 @@ def batch_size(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
 
 @generator
 def adapters(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """Full fine-tuning -> LoRA, then QLoRA (LoRA on diffusion denoisers): trainable parameters,
+    gradients and optimizer states shrink to the adapters'."""
     diffusion = _diffusion(w)
     if diffusion and w.task in {"cv-train", "full-finetune"}:  # LoRA on the denoiser's attention projections
         w = w.with_changes(task="full-finetune")
@@ -364,6 +408,8 @@ def adapters(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
 
 @generator
 def sharding(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """Data-parallel training on 2+ GPUs: ZeRO-2, then FSDP (ZeRO-3), to shard optimizer states,
+    gradients and parameters."""
     if not w.is_training or w.data_parallel < 2:
         return []
     out = []
@@ -441,6 +487,8 @@ def channels_last(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
 
 @generator
 def concurrency(w: Workload, gpu: GPU, evaluate: Evaluate) -> list[Candidate]:
+    """Serving: more concurrent sequences, up to what the KV cache holds comfortably (and the
+    engine's max-num-seqs)."""
     if w.task not in {"serving", "rag"}:
         return []
     current = evaluate(w)

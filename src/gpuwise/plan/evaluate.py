@@ -63,12 +63,15 @@ class Evaluator:
         return hit
 
     def outcome(self, workload: Workload) -> Outcome:
+        """The predicted Outcome of `workload` on its own GPU (memoized)."""
         return self.predict(workload).outcome
 
     def outcome_on(self, workload: Workload, gpu: GPU) -> Outcome:
+        """The predicted Outcome of `workload` on `gpu` (e.g. the same GPU with its NVLink removed)."""
         return self.predict(workload, gpu).outcome
 
     def memory_dict(self, workload: Workload) -> dict[str, Any]:
+        """The memory estimate of `workload` in its JSON form (bytes per component, fits, ...)."""
         return self.predict(workload).memory.to_dict()
 
 

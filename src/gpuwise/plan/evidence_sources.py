@@ -15,6 +15,17 @@ from gpuwise.diagnose import Evidence, load_evidence
 from gpuwise.plan.evaluate import Prediction
 from gpuwise.workload import Workload
 
+__all__ = [
+    "cpu_run_note",
+    "host_side_of_cpu_run",
+    "kv_bits",
+    "merge_evidence",
+    "prediction_evidence",
+    "read_evidence_files",
+    "tensor_core_speedup",
+    "weight_bits",
+]
+
 _BITS = {
     "fp32": 32,
     "amp-bf16": 16,
@@ -38,6 +49,8 @@ def weight_bits(workload: Workload) -> int:
 
 
 def kv_bits(workload: Workload) -> int:
+    """Bits per KV-cache element: the cache dtype if set, else the engine's 16-bit compute dtype
+    (32 for fp32)."""
     if workload.kv_cache_dtype != "auto":
         return _KV_BITS[workload.kv_cache_dtype]
     return 32 if workload.precision == "fp32" else 16  # engines cache K/V in the 16-bit compute dtype
@@ -142,6 +155,7 @@ def host_side_of_cpu_run(ev: Evidence) -> Evidence:
 
 
 def cpu_run_note(ev: Evidence, gpu: str) -> str:
+    """The plan's note for evidence from a CPU-only run: what of it is used for `gpu` and why."""
     name = f" ({ev.label})" if ev.label else ""
     return (
         f"Evidence{name} comes from a CPU-only run: only its host side is used for {gpu} (input pipeline, "

@@ -13,6 +13,8 @@ from gpuwise.plan.types import Outcome
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal
 
+__all__ = ["comfortable", "goal_metric_name", "goal_value", "gpu_seconds_per_unit", "relative_gain_pct"]
+
 
 def comfortable(outcome: Outcome) -> bool:
     """Fits with the headroom the rule engine asks for (no oom_risk finding)."""
@@ -20,6 +22,7 @@ def comfortable(outcome: Outcome) -> bool:
 
 
 def gpu_seconds_per_unit(outcome: Outcome) -> float | None:
+    """GPU-seconds per token (or image) at the outcome's throughput, None without one."""
     if not outcome.throughput:
         return None
     return outcome.num_gpus / outcome.throughput
@@ -48,6 +51,7 @@ def goal_value(outcome: Outcome, goal: Goal, workload: Workload) -> float:
 
 
 def goal_metric_name(goal: Goal, workload: Workload) -> str:
+    """What the goal optimizes, in words for this workload (e.g. "$ per 1M tokens")."""
     if goal == "cost":
         return "$ per 1M " + ("images" if workload.is_cv else "tokens")
     if goal == "latency":

@@ -23,6 +23,8 @@ from gpuwise.units import GB
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal, Precision
 
+__all__ = ["Placement", "as_given", "best_fitting", "caveats", "meets", "options", "place", "port"]
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -60,6 +62,8 @@ def port(workload: Workload, gpu: GPU) -> Workload | None:
 
 
 def place(workload: Workload, gpu: GPU, goal: Goal, evaluate: Evaluate) -> Placement:
+    """`workload` on `gpu`: as given if it fits comfortably, else with the fit edits, else on more
+    GPUs of that type (2, 4, then one node)."""
     moved = port(workload, gpu)
     if moved is None:
         return Placement(gpu, None, None, None)
@@ -81,6 +85,7 @@ def place(workload: Workload, gpu: GPU, goal: Goal, evaluate: Evaluate) -> Place
 
 
 def meets(gpu: GPU, requirements: tuple[str, ...]) -> bool:
+    """Does `gpu` have every required feature ("ecc", "nvlink", "mig", "datacenter")?"""
     checks = {
         "ecc": gpu.ecc,
         "nvlink": gpu.nvlink_gbps > 0,
@@ -91,6 +96,17 @@ def meets(gpu: GPU, requirements: tuple[str, ...]) -> bool:
 
 
 def caveats(gpu: GPU, w: Workload, outcome: Outcome) -> list[str]:
+    """What the option's numbers cannot say: licence, ECC, price, interconnect, software stack, spec."""
+    return [
+        *_usage_caveats(gpu, outcome),
+        *_link_caveats(gpu, w, outcome),
+        *_stack_caveats(gpu, w, outcome),
+        *_spec_caveats(gpu),
+    ]
+
+
+def _usage_caveats(gpu: GPU, outcome: Outcome) -> list[str]:
+    """Licence (GeForce in a datacenter), ECC, and whether $ figures exist."""
     out = []
     if gpu.consumer:
         out.append(K.GEFORCE_LICENSE[0] + f" [{K.GEFORCE_LICENSE[1]}]")
@@ -98,16 +114,29 @@ def caveats(gpu: GPU, w: Workload, outcome: Outcome) -> list[str]:
         out.append("no ECC memory: prefer an ECC part for regulated or 24/7 work")
     if outcome.usd_per_hour is None:
         out.append("no verified cloud price in the catalog: set usd_per_gpu_hour for $ figures")
+    return out
+
+
+def _link_caveats(gpu: GPU, w: Workload, outcome: Outcome) -> list[str]:
+    """Multi-GPU traffic without NVLink: gradients and tensor-parallel all-reduces cross PCIe."""
+    out = []
     if outcome.num_gpus > 1 and w.is_training and gpu.nvlink_gbps <= 0:
         out.append(f"no NVLink: {outcome.num_gpus}-GPU traffic crosses PCIe Gen{gpu.pcie_gen or 4}")
     if outcome.num_gpus > 1 and w.tp > 1 and gpu.nvlink_gbps <= 0:
         out.append("tensor parallelism over PCIe: every layer waits for all-reduces")
-    if not gpu.bf16_tflops and gpu.vendor.upper() == "NVIDIA":
+    return out
+
+
+def _stack_caveats(gpu: GPU, w: Workload, outcome: Outcome) -> list[str]:
+    """Kernels and features the GPU's generation or vendor has or lacks (bf16, MIG, ROCm)."""
+    out = []
+    is_nvidia = gpu.vendor.upper() == "NVIDIA"
+    if not gpu.bf16_tflops and is_nvidia:
         out.append(
             "pre-Ampere: no bf16; FlashAttention-2 and Marlin 4-bit kernels need Ampere or newer: check your "
             "engine's support"
         )
-    if w.is_inference and gpu.mig_max and outcome.num_gpus == 1 and gpu.vendor.upper() == "NVIDIA":
+    if w.is_inference and gpu.mig_max and outcome.num_gpus == 1 and is_nvidia:
         fraction, _, source = K.MIG_SLICE_FRACTION
         slice_bytes = gpu.memory_gb * GB * fraction
         if outcome.peak_bytes <= slice_bytes:
@@ -117,6 +146,12 @@ def caveats(gpu: GPU, w: Workload, outcome: Outcome) -> list[str]:
             )
     if gpu.vendor.upper() == "AMD":
         out.append("ROCm stack: check your serving/training framework's ROCm support and kernels")
+    return out
+
+
+def _spec_caveats(gpu: GPU) -> list[str]:
+    """Where the catalog row itself is unsure or comes from the user."""
+    out = []
     if gpu.confidence == "uncertain":
         out.append("catalog spec marked uncertain: verify with a matmul benchmark")
     if gpu.origin != "catalog":

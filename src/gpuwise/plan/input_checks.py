@@ -74,6 +74,7 @@ def input_warnings(
 
 
 def outcome_warnings(w: Workload, outcome: Outcome) -> list[str]:
+    """Warnings about implausible inputs, judged with the predicted peak (bytes) and run time (s)."""
     return input_warnings(w, float(outcome.peak_bytes), outcome.run_time_s)
 
 

@@ -11,9 +11,22 @@ from dataclasses import dataclass
 from gpuwise.diagnose.finding import FindingId
 from gpuwise.plan.types import Effort
 
+__all__ = [
+    "CAVEATS",
+    "EFFORT",
+    "GEFORCE_LICENSE",
+    "IDLE_CAUSES",
+    "MIG_SLICE_FRACTION",
+    "TECHNIQUE_TOOLS",
+    "TOOLS",
+    "Tool",
+]
+
 
 @dataclass(frozen=True)
 class Tool:
+    """A tool the plan can advise: id, display name, what it is for, and its documentation or paper."""
+
     id: str
     name: str
     does: str  # one line: what it is for

@@ -31,12 +31,14 @@ class Idle:
 
     @property
     def source(self) -> str:
+        """Where the idle figure comes from, in words: measured, or as the user stated it."""
         return (
             "measured" if self.confidence == "high" else "as you stated it in utilization_pct, not measured"
         )
 
     @property
     def busy_pct(self) -> float:
+        """Share of time the GPU is busy, % (100 - idle)."""
         return 100.0 - self.pct
 
     @property
@@ -46,10 +48,12 @@ class Idle:
 
     @property
     def fix_first(self) -> bool:
+        """Is the GPU so idle that fixing the pipeline comes before any compute technique?"""
         return self.busy_pct < T.PLAN_FIX_FIRST_UTIL_PCT
 
     @property
     def passes_kpi(self) -> bool:
+        """Would the projected utilization meet the busy and idle KPIs (PLAN_KPI_*) once fixed?"""
         projected_idle = 100.0 - self.projected_busy_pct
         return self.projected_busy_pct > T.PLAN_KPI_BUSY_PCT and projected_idle < T.PLAN_KPI_IDLE_PCT
 

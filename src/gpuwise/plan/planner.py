@@ -12,7 +12,7 @@ plus hardware options and the fit report.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,9 @@ from gpuwise.diagnose.finding import Category
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf.prediction import Bound
 from gpuwise.perf.tco import tco_for
-from gpuwise.plan import fit as fit_mod
 from gpuwise.plan import hardware as hw
 from gpuwise.plan import knowledge as K
-from gpuwise.plan import pipeline
+from gpuwise.plan import pipeline, placement
 from gpuwise.plan import scaling as scale
 from gpuwise.plan import snippets as snip
 from gpuwise.plan.candidates import candidates
@@ -45,6 +44,7 @@ from gpuwise.plan.tools import advise
 from gpuwise.plan.types import (
     ConfigPlan,
     Diagnosis,
+    HardwareOption,
     IdleCause,
     IdleStatus,
     MemoryMethod,
@@ -79,12 +79,7 @@ def make_plan(
 
     `traced` takes the current configuration's VRAM from a fake-tensor simulation of the real model
     (`model_factory` / `input_factory`: ``module:function`` for models outside the catalog)."""
-    loaded = [*read_evidence_files(evidence_files), *evidence]
-    measured = [
-        e for e in loaded if e.source != "prediction"
-    ]  # a plan's own predictions are not measurements
-    cpu_notes = [cpu_run_note(e, workload.gpu) for e in measured if e.device == "cpu"]
-    measured = [host_side_of_cpu_run(e) if e.device == "cpu" else e for e in measured]
+    loaded, measured, cpu_notes = _measured_evidence(workload, evidence_files, evidence)
     ev = Evaluator()
     goal = workload.goal
     idle = pipeline.idle_share(workload, measured)
@@ -93,46 +88,24 @@ def make_plan(
     except GpuwiseError as err:
         raise GpuwiseError(f"cannot plan {workload.model}: {err}") from None
     current = current_pred.outcome
-
-    steps = recommend(workload, goal, ev.outcome)
-    config_w = steps[-1].after_workload if steps else workload
-    local_steps = list(steps)  # edits tried on the user's own GPU
-    fits_here = comfortable(ev.outcome(config_w))
-    # Hardware options carry the recommended config when it fits here; otherwise each GPU gets the
-    # workload as given plus only the edits that GPU needs (a bigger GPU may need no lossy edit at all).
-    hardware = hw.options(config_w if fits_here else workload, goal, ev.outcome)
     notes = [_ignored_predictions_note(len(loaded) - len(measured))] if len(measured) < len(loaded) else []
     notes += cpu_notes
-    move_note = ""
-    if not fits_here:
-        config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
-    scaling = scale.decide(config_w, goal, ev.outcome_on)
-    config_w, layout_note = _adopt_layout(config_w, scaling, ev)
-    scaling = _with_tco(pipeline.hold_back(scaling, idle), config_w)
-    if layout_note:
-        move_note = " ".join(filter(None, [move_note, layout_note]))
-    config_out = ev.outcome(config_w)
+    chosen = _choose_config(workload, goal, ev, idle)
+    config_w, steps, scaling = chosen.workload, chosen.steps, chosen.scaling
 
     fit_steps = [s for s in steps if s.purpose == "fit"]
-    fit_report = fit_mod.report(
+    fit_report = placement.fit_report(
         workload,
         current,
         fit_steps if config_w.gpu == workload.gpu else [],
         ev.outcome,
-        local_steps=local_steps,
+        local_steps=chosen.local_steps,
     )
 
     fit_options = _fit_options_bytes(workload, ev) if not comfortable(current) else {}
     predicted = prediction_evidence(workload, current_pred, fit_options, attention_scores_bytes(ev, workload))
     all_evidence = merge_evidence(predicted, measured)
-    findings = _findings(measured, predicted, goal)
-    if idle is not None and idle.confidence != "high":  # the user's own figure: surer than a prediction
-        findings = [
-            replace(f, confidence=idle.confidence)
-            if f.id == "low_utilization" and f.source == "prediction"
-            else f
-            for f in findings
-        ]
+    findings = _with_idle_confidence(_findings(measured, predicted, goal), idle)
     techniques = assess(
         workload, goal, ev.outcome, steps, final=config_w, finding_ids=frozenset(f.id for f in findings)
     )
@@ -140,17 +113,17 @@ def make_plan(
     techniques = rank_by_gain(_superseded(techniques, config_w, scaling), goal, workload)
     diagnosis = _diagnosis(workload, current, findings, all_evidence)
 
-    move_note = " ".join(filter(None, [move_note, pipeline.config_note(idle)]))
-    config = _config_plan(workload, config_w, steps, config_out, findings, move_note)
+    move_note = " ".join(filter(None, [chosen.move_note, pipeline.config_note(idle)]))
+    config = _config_plan(workload, config_w, steps, chosen.outcome, findings, move_note)
     memory = _memory_view(workload, config_w, ev, traced, notes, model_factory, input_factory)
     tools = advise(
         workload,
         config_w,
-        config_out,
+        chosen.outcome,
         techniques,
         findings,
         scaling,
-        hardware,
+        chosen.hardware,
         measured=bool(measured),
         fit_needed=bool(fit_steps) or not comfortable(current),
     )
@@ -165,11 +138,71 @@ def make_plan(
         memory=memory,
         scaling=scaling,
         tools=tools,
-        hardware=hardware,
+        hardware=chosen.hardware,
         fit=fit_report,
         evidence=all_evidence,
         notes=notes,
     )
+
+
+def _measured_evidence(
+    workload: Workload, evidence_files: Sequence[str | Path], evidence: Sequence[Evidence]
+) -> tuple[list[Evidence], list[Evidence], list[str]]:
+    """(everything passed, the measurements among it, notes on CPU-only runs).
+
+    A plan's own predictions passed back as evidence are not measurements; a CPU-only run keeps
+    only its host side (its device figures say nothing about `workload.gpu`)."""
+    loaded = [*read_evidence_files(evidence_files), *evidence]
+    measured = [e for e in loaded if e.source != "prediction"]
+    cpu_notes = [cpu_run_note(e, workload.gpu) for e in measured if e.device == "cpu"]
+    measured = [host_side_of_cpu_run(e) if e.device == "cpu" else e for e in measured]
+    return loaded, measured, cpu_notes
+
+
+@dataclass
+class _Chosen:
+    """The configuration the plan recommends and how it got there (all on the goal's terms)."""
+
+    workload: Workload  # the recommended workload (edits, GPU, layout applied)
+    steps: list[Step]  # every edit that leads there, in order
+    local_steps: list[Step]  # the edits first tried on the user's own GPU
+    hardware: list[HardwareOption]  # every catalog GPU option, ranked for the goal
+    scaling: ScalingDecision  # held back while the GPU idles, priced (buy vs rent vs API)
+    outcome: Outcome  # the recommended workload's predicted outcome
+    move_note: str  # why the config left the user's GPU or layout ("" when it did not)
+
+
+def _choose_config(workload: Workload, goal: Goal, ev: Evaluator, idle: pipeline.Idle | None) -> _Chosen:
+    """Goal edits on the user's GPU; when they do not fit, move the job; then the scaling layout."""
+    steps = recommend(workload, goal, ev.outcome)
+    config_w = steps[-1].after_workload if steps else workload
+    local_steps = list(steps)  # edits tried on the user's own GPU
+    fits_here = comfortable(ev.outcome(config_w))
+    # Hardware options carry the recommended config when it fits here; otherwise each GPU gets the
+    # workload as given plus only the edits that GPU needs (a bigger GPU may need no lossy edit at all).
+    hardware = hw.options(config_w if fits_here else workload, goal, ev.outcome)
+    move_note = ""
+    if not fits_here:
+        config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
+    scaling = scale.decide(config_w, goal, ev.outcome_on)
+    config_w, layout_note = _adopt_layout(config_w, scaling, ev)
+    scaling = _with_tco(pipeline.hold_back(scaling, idle), config_w)
+    if layout_note:
+        move_note = " ".join(filter(None, [move_note, layout_note]))
+    return _Chosen(config_w, steps, local_steps, hardware, scaling, ev.outcome(config_w), move_note)
+
+
+def _with_idle_confidence(findings: list[Finding], idle: pipeline.Idle | None) -> list[Finding]:
+    """The predicted low_utilization finding takes the idle figure's confidence: the user's own
+    figure (or a measurement) is surer than a prediction."""
+    if idle is None or idle.confidence == "high":
+        return findings
+    return [
+        replace(f, confidence=idle.confidence)
+        if f.id == "low_utilization" and f.source == "prediction"
+        else f
+        for f in findings
+    ]
 
 
 def _ignored_predictions_note(count: int) -> str:

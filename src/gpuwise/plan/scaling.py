@@ -20,6 +20,18 @@ from gpuwise.plan.types import NvlinkVerdict, Outcome, ScaleOption, ScalingDecis
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal
 
+__all__ = [
+    "NODE_GPUS",
+    "EvaluateOn",
+    "adopt",
+    "decide",
+    "global_batch_note",
+    "keep_global_batch",
+    "label_of",
+    "layouts",
+    "strategy_of",
+]
+
 EvaluateOn = Callable[[Workload, GPU], Outcome]
 
 NODE_GPUS = 8  # GPUs per NVLink domain on HGX/DGX servers (NVIDIA DGX H100/A100 user guides)
@@ -195,6 +207,37 @@ def _counts(w: Workload) -> list[int]:
 def decide(workload: Workload, goal: Goal, evaluate_on: EvaluateOn) -> ScalingDecision:
     """The scaling decision for `workload` (already carrying the recommended single-GPU edits)."""
     gpu = get_gpu(workload.gpu)
+    counts, evaluated = _evaluate_counts(workload, gpu, evaluate_on)
+    every = [o for c in counts for o in evaluated[c]]
+    fitting = [o for o in every if comfortable(o.outcome)]
+    if not fitting:
+        return _none_fits(gpu, counts[-1], every)
+    min_count = min(o.num_gpus for o in fitting)
+    count = max(min_count, workload.num_gpus)
+    at_count = [o for o in fitting if o.num_gpus == count] or [o for o in fitting if o.num_gpus == min_count]
+    chosen = _choose(at_count, goal, workload)
+    reason = _reason(workload, chosen, min_count, count, gpu)
+    nvlink, nvlink_reason, slowdown = _nvlink(workload, chosen, gpu, evaluate_on)
+    return ScalingDecision(
+        strategy=chosen.label,
+        num_gpus=chosen.num_gpus,
+        tp=chosen.tp,
+        pp=chosen.pp,
+        sharding=chosen.sharding,
+        reason=reason,
+        nvlink=nvlink,
+        nvlink_reason=nvlink_reason,
+        nvlink_slowdown_pct=slowdown,
+        options=_shown(workload, goal, counts, evaluated, every),
+        global_batch_note=global_batch_note(workload, adopt(workload, chosen)),
+    )
+
+
+def _evaluate_counts(
+    workload: Workload, gpu: GPU, evaluate_on: EvaluateOn
+) -> tuple[list[int], dict[int, list[ScaleOption]]]:
+    """GPU counts tried (1, 2, 4, 8, the user's; doubling past a node until a layout fits, up to
+    `_MAX_GPUS`) and every layout's option at each count."""
     evaluated: dict[int, list[ScaleOption]] = {}
     counts = _counts(workload)
     n = counts[-1]
@@ -207,51 +250,46 @@ def decide(workload: Workload, goal: Goal, evaluate_on: EvaluateOn) -> ScalingDe
         counts.append(n)
     for c in counts:
         evaluated.setdefault(c, _eval(workload, c, gpu, evaluate_on))
-    every = [o for c in counts for o in evaluated[c]]
-    fitting = [o for o in every if comfortable(o.outcome)]
-    if not fitting:
-        return ScalingDecision(
-            strategy="none fits",
-            num_gpus=0,
-            tp=1,
-            pp=1,
-            sharding="none",
-            reason=(
-                f"No layout of up to {counts[-1]} × {gpu.id} fits this workload; see the fit section for "
-                "what would."
-            ),
-            nvlink="n/a",
-            nvlink_reason="",
-            nvlink_slowdown_pct=None,
-            options=tuple(every),
-        )
-    min_count = min(o.num_gpus for o in fitting)
-    count = max(min_count, workload.num_gpus)
-    at_count = [o for o in fitting if o.num_gpus == count] or [o for o in fitting if o.num_gpus == min_count]
-    chosen = _choose(at_count, goal, workload)
-    reason = _reason(workload, chosen, min_count, count, gpu)
-    nvlink, nvlink_reason, slowdown = _nvlink(workload, chosen, gpu, evaluate_on)
+    return counts, evaluated
+
+
+def _none_fits(gpu: GPU, largest_count: int, every: list[ScaleOption]) -> ScalingDecision:
+    """The decision when no layout up to `largest_count` GPUs fits: the fit section says what would."""
+    return ScalingDecision(
+        strategy="none fits",
+        num_gpus=0,
+        tp=1,
+        pp=1,
+        sharding="none",
+        reason=(
+            f"No layout of up to {largest_count} × {gpu.id} fits this workload; see the fit section for "
+            "what would."
+        ),
+        nvlink="n/a",
+        nvlink_reason="",
+        nvlink_slowdown_pct=None,
+        options=tuple(every),
+    )
+
+
+def _shown(
+    workload: Workload,
+    goal: Goal,
+    counts: list[int],
+    evaluated: dict[int, list[ScaleOption]],
+    every: list[ScaleOption],
+) -> tuple[ScaleOption, ...]:
+    """Every option by GPU count then simplicity, the goal's best at each count marked."""
     best_ids = set()
     for c in counts:
         here = [o for o in evaluated[c] if comfortable(o.outcome)]
         if here:
             best_ids.add(id(_choose(here, goal, workload)))
-    shown = sorted(
-        (replace(o, best_at_count=id(o) in best_ids) for o in every),
-        key=lambda o: (o.num_gpus, _SIMPLICITY.get(o.strategy, 9)),
-    )
-    return ScalingDecision(
-        strategy=chosen.label,
-        num_gpus=chosen.num_gpus,
-        tp=chosen.tp,
-        pp=chosen.pp,
-        sharding=chosen.sharding,
-        reason=reason,
-        nvlink=nvlink,
-        nvlink_reason=nvlink_reason,
-        nvlink_slowdown_pct=slowdown,
-        options=tuple(shown),
-        global_batch_note=global_batch_note(workload, adopt(workload, chosen)),
+    return tuple(
+        sorted(
+            (replace(o, best_at_count=id(o) in best_ids) for o in every),
+            key=lambda o: (o.num_gpus, _SIMPLICITY.get(o.strategy, 9)),
+        )
     )
 
 

@@ -27,6 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpuwise.diagnose import Evidence, Finding
     from gpuwise.plan.serving_evidence import Calibration
 
+__all__ = ["Risk", "ServingPlan", "ServingTechnique", "Verdict", "plan_serving", "wants_serving_plan"]
+
 Verdict = Literal["recommended", "optional", "not-recommended", "breaks-slo", "not-needed", "in-use"]
 Risk = Literal["none", "low", "medium", "high"]
 
@@ -47,6 +49,7 @@ class ServingTechnique:
     goodput_gain_pct: float | None = None  # per replica, same GPU and tp
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form, with its best deployment (or None)."""
         data = asdict(self)
         data["best"] = self.best.to_dict() if self.best else None
         return data
@@ -54,6 +57,9 @@ class ServingTechnique:
 
 @dataclass(frozen=True)
 class ServingPlan:
+    """`gpuwise plan --rate`: the cheapest deployment meeting the rate (req/s) and latency SLO
+    (s) per GPU type, the current one, techniques that lower the cost, and what could not be priced."""
+
     workload: dict[str, Any]
     rate_rps: float
     slo: dict[str, float]
@@ -75,6 +81,7 @@ class ServingPlan:
     evidence: list[Evidence] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON document's body for a serving plan (docs/json-schema.md, kind "serving")."""
         return {
             "kind": "serving",
             "workload": self.workload,

@@ -25,6 +25,18 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
 from gpuwise.workload.serving import ENGINES, LengthDist, ServingSpec
 
+__all__ = [
+    "Calibration",
+    "calibrate",
+    "calibrated",
+    "has_loadtest",
+    "is_run_ref",
+    "max_rate_at",
+    "predicted_tpot_p50",
+    "read_serving_evidence",
+    "unloaded_ttft",
+]
+
 _RUN_REF = re.compile(r"^(last|latest|-?\d+)$", re.IGNORECASE)
 _CONCURRENT_RATE = 1e6  # a concurrency level: every request queued at once, max_num_seqs = C in flight
 
@@ -72,6 +84,7 @@ class Calibration:
         return text
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form, with its notes and the one-line summary."""
         data = asdict(self)
         data["notes"] = list(self.notes)
         data["line"] = self.line
@@ -103,6 +116,7 @@ def read_serving_evidence(refs: Sequence[str | Path], store: str | Path | None =
 
 
 def has_loadtest(evidence: Sequence[Evidence]) -> bool:
+    """Is any of `evidence` a load test (`gpuwise loadtest --json`)? The serving plan calibrates on it."""
     return any(ev.source == "loadtest" for ev in evidence)
 
 

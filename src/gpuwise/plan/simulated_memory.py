@@ -12,10 +12,14 @@ from typing import Any
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload
 
+__all__ = ["traced_memory"]
+
 
 def traced_memory(
     workload: Workload, model_factory: str | None = None, input_factory: str | None = None
 ) -> dict[str, Any]:
+    """The current configuration's memory from a fake-tensor simulation of the real model, in
+    the analytic estimate's JSON form; needs torch and transformers (`gpuwise[sim]`)."""
     try:
         from gpuwise.simulation import traced_estimate
     except ImportError as err:  # torch / transformers missing

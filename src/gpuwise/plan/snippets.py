@@ -17,6 +17,18 @@ from gpuwise.plan.gpu_features import gpu_half_dtype
 from gpuwise.plan.scaling import NODE_GPUS
 from gpuwise.workload import Workload
 
+__all__ = [
+    "deepspeed_json",
+    "fsdp2",
+    "hf_repo",
+    "hf_trainer",
+    "launch",
+    "pytorch_loop",
+    "snippets",
+    "vllm_command",
+    "workload_yaml",
+]
+
 _HF_OPTIM = {
     "adamw": "adamw_torch",
     "adamw-fused": "adamw_torch_fused",
@@ -72,43 +84,63 @@ def hf_trainer(w: Workload) -> str:
     load = [f'"{repo}"', f'attn_implementation="{_ATTN[w.attention]}"']
     compute = gpu_half_dtype(w.gpu)  # QLoRA's compute dtype: fp16 where the GPU has no bf16 (T4, V100)
     if w.task == "qlora":
-        lines[0] += ", BitsAndBytesConfig"
-        lines.append("import torch")
-        quant = "nf4" if w.precision == "nf4" else "fp4" if w.precision == "int4" else None
-        sharded = w.num_gpus > 1 and w.sharding in {"fsdp", "zero3"}
-        if quant:
-            lines.append(
-                f'bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="{quant}",\n'
-                f"                         bnb_4bit_use_double_quant={w.double_quant}, "
-                f"bnb_4bit_compute_dtype=torch.{_TORCH_DTYPE[compute]}"
-                # FSDP shards only parameters of one dtype: pack the 4-bit weights in the 16-bit one
-                + (f", bnb_4bit_quant_storage=torch.{_TORCH_DTYPE[compute]}" if sharded else "")
-                + ")"
-            )
-        else:
-            lines.append("bnb = BitsAndBytesConfig(load_in_8bit=True)")
-        load.append("quantization_config=bnb")
-        if w.num_gpus > 1 and not sharded:  # quantized weights load on one device: each rank on its own GPU
-            lines.insert(0, "import os")
-            lines.append('local_rank = int(os.environ.get("LOCAL_RANK", 0))')
-            load.append('device_map={"": local_rank}')
+        _hf_quantized_load(w, compute, lines, load)
     if w.precision in {"bf16", "fp16"} or w.is_lora:
         dtype = "fp16" if w.precision == "fp16" or (w.task == "qlora" and compute == "fp16") else "bf16"
         load.append(f'torch_dtype="{_TORCH_DTYPE[dtype]}"')
     lines.append("model = AutoModelForCausalLM.from_pretrained(" + ", ".join(load) + ")")
     if w.is_lora:
-        lines.insert(0, "from peft import LoraConfig, get_peft_model")
-        if w.task == "qlora":
-            lines.insert(0, "from peft import prepare_model_for_kbit_training")
-            lines.append(
-                "model = prepare_model_for_kbit_training(model, "
-                f"use_gradient_checkpointing={w.grad_checkpointing != 'none'})"
-            )
-        targets = "all-linear" if "all-linear" in w.lora_targets else list(w.lora_targets)
+        _hf_peft(w, lines)
+    args = _hf_training_args(w, compute)
+    lines.append('args = TrainingArguments(\n    output_dir="out",\n    ' + ",\n    ".join(args) + ",\n)")
+    return "\n".join(lines) + "\n"
+
+
+def _hf_quantized_load(w: Workload, compute: str, lines: list[str], load: list[str]) -> None:
+    """QLoRA: the BitsAndBytesConfig (4-bit NF4/FP4, or 8-bit) into `lines`, its load arguments into
+    `load`; `compute` is the 16-bit dtype name ("bf16"/"fp16") the 4-bit matmuls run in."""
+    lines[0] += ", BitsAndBytesConfig"
+    lines.append("import torch")
+    quant = "nf4" if w.precision == "nf4" else "fp4" if w.precision == "int4" else None
+    sharded = w.num_gpus > 1 and w.sharding in {"fsdp", "zero3"}
+    if quant:
         lines.append(
-            f"model = get_peft_model(model, LoraConfig(r={w.lora_rank}, lora_alpha={w.lora_alpha}, "
-            f'target_modules={json.dumps(targets)}, task_type="CAUSAL_LM"))'
+            f'bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="{quant}",\n'
+            f"                         bnb_4bit_use_double_quant={w.double_quant}, "
+            f"bnb_4bit_compute_dtype=torch.{_TORCH_DTYPE[compute]}"
+            # FSDP shards only parameters of one dtype: pack the 4-bit weights in the 16-bit one
+            + (f", bnb_4bit_quant_storage=torch.{_TORCH_DTYPE[compute]}" if sharded else "")
+            + ")"
         )
+    else:
+        lines.append("bnb = BitsAndBytesConfig(load_in_8bit=True)")
+    load.append("quantization_config=bnb")
+    if w.num_gpus > 1 and not sharded:  # quantized weights load on one device: each rank on its own GPU
+        lines.insert(0, "import os")
+        lines.append('local_rank = int(os.environ.get("LOCAL_RANK", 0))')
+        load.append('device_map={"": local_rank}')
+
+
+def _hf_peft(w: Workload, lines: list[str]) -> None:
+    """The PEFT imports (first) and the LoRA wrapping (last) into `lines`; QLoRA also prepares
+    k-bit training."""
+    lines.insert(0, "from peft import LoraConfig, get_peft_model")
+    if w.task == "qlora":
+        lines.insert(0, "from peft import prepare_model_for_kbit_training")
+        lines.append(
+            "model = prepare_model_for_kbit_training(model, "
+            f"use_gradient_checkpointing={w.grad_checkpointing != 'none'})"
+        )
+    targets = "all-linear" if "all-linear" in w.lora_targets else list(w.lora_targets)
+    lines.append(
+        f"model = get_peft_model(model, LoraConfig(r={w.lora_rank}, lora_alpha={w.lora_alpha}, "
+        f'target_modules={json.dumps(targets)}, task_type="CAUSAL_LM"))'
+    )
+
+
+def _hf_training_args(w: Workload, compute: str) -> list[str]:
+    """`TrainingArguments` keyword arguments: batch, accumulation, precision, checkpointing, optimizer,
+    sharding (FSDP or a DeepSpeed config)."""
     args = [f"per_device_train_batch_size={w.batch_size}", f"gradient_accumulation_steps={w.grad_accum}"]
     half = _half(w)
     if half and w.task != "qlora":
@@ -126,12 +158,24 @@ def hf_trainer(w: Workload) -> str:
         args.append('fsdp="full_shard auto_wrap"')
     elif w.sharding in {"zero1", "zero2"}:
         args.append('deepspeed="ds_config.json"')
-    lines.append('args = TrainingArguments(\n    output_dir="out",\n    ' + ",\n    ".join(args) + ",\n)")
-    return "\n".join(lines) + "\n"
+    return args
 
 
 def pytorch_loop(w: Workload) -> str:
     """Plain PyTorch: autocast, optimizer, checkpointing, attention backend, accumulation."""
+    lines, half = _torch_setup(w)
+    loop = _torch_steps(w, half)
+    if w.attention == "flash":
+        lines.append(
+            "# attention: torch.nn.functional.scaled_dot_product_attention picks the flash kernel for "
+            "bf16/fp16 without an explicit mask"
+        )
+    return "\n".join(lines + loop) + "\n"
+
+
+def _torch_setup(w: Workload) -> tuple[list[str], str | None]:
+    """Lines before the loop (optimizer, precision, loss scaler, checkpointing) and the autocast dtype
+    ("torch.bfloat16" / "torch.float16", None for none)."""
     lines = ["import torch"]
     half = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}.get(_half(w) or "")
     if w.optimizer in {"adamw", "adamw-fused"}:
@@ -162,6 +206,12 @@ def pytorch_loop(w: Workload) -> str:
             "HF models; "
             "else torch.utils.checkpoint per block"
         )
+    return lines, half
+
+
+def _torch_steps(w: Workload, half: str | None) -> list[str]:
+    """The training loop: forward (under autocast for AMP and FP8), backward, optimizer step every
+    `grad_accum` micro-batches."""
     loop = [f"for i, batch in enumerate(loader):  # micro-batch {w.batch_size}"]
     scaled = f" / {w.grad_accum}" if w.grad_accum > 1 else ""
     if half and (w.precision.startswith("amp-") or w.precision == "fp8"):
@@ -179,15 +229,11 @@ def pytorch_loop(w: Workload) -> str:
         ]
     else:
         loop += [f"    {step}", "    opt.zero_grad(set_to_none=True)"]
-    if w.attention == "flash":
-        lines.append(
-            "# attention: torch.nn.functional.scaled_dot_product_attention picks the flash kernel for "
-            "bf16/fp16 without an explicit mask"
-        )
-    return "\n".join(lines + loop) + "\n"
+    return loop
 
 
 def deepspeed_json(w: Workload) -> str:
+    """A DeepSpeed ds_config.json: micro-batch, accumulation, ZeRO stage and 16-bit mode."""
     stage = _ZERO_STAGE.get(w.sharding, 0)
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": w.batch_size,
@@ -204,6 +250,8 @@ def deepspeed_json(w: Workload) -> str:
 
 
 def fsdp2(w: Workload) -> str:
+    """PyTorch FSDP2 (fully_shard per transformer block, mixed-precision policy); with TP, a note on
+    the 2-D device mesh."""
     half = "torch.bfloat16" if _half(w) != "fp16" else "torch.float16"
     lines = [
         "from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy",
@@ -224,6 +272,7 @@ def fsdp2(w: Workload) -> str:
 
 
 def launch(w: Workload) -> str:
+    """The torchrun line: standalone on one node, else c10d rendezvous on every node (8 GPUs each)."""
     nodes = max(1, -(-w.num_gpus // NODE_GPUS))
     per_node = min(w.num_gpus, NODE_GPUS)
     if nodes == 1:

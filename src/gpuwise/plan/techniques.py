@@ -33,6 +33,19 @@ from gpuwise.units import GiB
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal
 
+__all__ = [
+    "ADDRESSES",
+    "RISK_ORDER",
+    "Step",
+    "apply",
+    "assess",
+    "describe",
+    "expected_gain_pct",
+    "impact",
+    "rank_by_gain",
+    "recommend",
+]
+
 RISK_ORDER: dict[QualityRisk, int] = {risk: i for i, risk in enumerate(QUALITY_RISKS)}
 _LOSSY: frozenset[QualityRisk] = frozenset({"medium", "changes-training", "changes-task"})
 _FIT_ONLY = {"lora", "qlora"}  # they change what is trained: never applied just for speed
@@ -77,6 +90,7 @@ class Step:
 
 
 def apply(workload: Workload, cand: Candidate) -> Workload | None:
+    """`workload` with the candidate's changes, None when that combination is not valid."""
     try:
         return workload.with_changes(**cand.changes)
     except GpuwiseError:
@@ -84,6 +98,9 @@ def apply(workload: Workload, cand: Candidate) -> Workload | None:
 
 
 def impact(before: Outcome, after: Outcome) -> Impact:
+    """What changing `before` into `after` does: step time, latency and cost changes (%),
+    throughput ×, memory saved (bytes per GPU), whether it makes the job fit; speed only when both fit."""
+
     def pct(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None or b == 0 else round(100.0 * (a / b - 1.0), 2)
 

@@ -6,7 +6,7 @@ the number. Tools whose benefit the models do not predict (torch.compile) say so
 
 from __future__ import annotations
 
-from gpuwise.catalog import get_gpu, get_model
+from gpuwise.catalog import GPU, get_gpu, get_model
 from gpuwise.diagnose import Finding
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.finding import FindingId
@@ -17,6 +17,9 @@ from gpuwise.plan.types import HardwareOption, Outcome, ScalingDecision, Techniq
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 
+__all__ = ["advise"]
+
+# The tools a finding calls for, whatever the techniques say.
 _FINDING_TOOLS: dict[FindingId, tuple[str, ...]] = {
     "input_bound": ("dali",),
     "loader_cpu_saturated": ("dali",),
@@ -30,10 +33,13 @@ _FINDING_TOOLS: dict[FindingId, tuple[str, ...]] = {
 
 
 class _Advice:
+    """Tool advice in the order first given; a tool keeps its first (most specific) reason."""
+
     def __init__(self) -> None:
         self.items: dict[str, ToolAdvice] = {}
 
     def add(self, tool_id: str, why: str) -> None:
+        """Advise `tool_id` (a key of `knowledge.TOOLS`) for `why`, unless it is already advised."""
         if tool_id in self.items:
             return
         tool = K.TOOLS[tool_id]
@@ -51,50 +57,18 @@ def advise(
     measured: bool,
     fit_needed: bool = False,
 ) -> list[ToolAdvice]:
+    """Tools for the recommended `config` (`outcome` its prediction), each once with its reason:
+    first those serving recommended techniques and findings, then by workload kind, then checks."""
     a = _Advice()
-    for t in techniques:
-        if t.verdict != "recommended":
-            continue
-        choices = K.TECHNIQUE_TOOLS.get(t.id, ())
-        if t.id == "sharding" and config.framework.strip().lower() == "deepspeed":
-            choices = ("deepspeed",)  # the stack you already run has ZeRO
-        for tool_id in choices[:1]:
-            a.add(tool_id, f"{t.title}: {describe(t.impact, t.after)}.")
-    for f in findings:
-        for tool_id in _FINDING_TOOLS.get(f.id, ()):
-            a.add(tool_id, f"{f.title} ({f.summary.rstrip('.')}).")
+    _for_techniques_and_findings(a, config, techniques, findings)
     gpu = get_gpu(config.gpu)
     if config.is_inference and not config.is_cv:
         _serving(a, config, outcome, gpu, hardware)
-        mine = get_gpu(original.gpu)
-        if mine.consumer and mine.memory_gb <= T.SMALL_GPU_MEMORY_GB and mine.id != gpu.id:
-            a.add(
-                "llama.cpp",
-                f"To stay on your {mine.memory_gb:.0f} GB {mine.id}: GGUF 4-bit weights with some layers "
-                "offloaded to the CPU "
-                "(slower per token, but it runs).",
-            )
+        _stay_on_own_gpu(a, original, gpu)
     if config.is_training:
         _training(a, config, scaling, fit_needed)
-    if config.is_training and config.is_cv and outcome.throughput:  # helper "vision"
-        per_gpu = outcome.throughput / config.num_gpus
-        a.add(
-            "dali",
-            f"The GPU is predicted to take {per_gpu:,.0f} images/s: the input pipeline must decode and "
-            "augment as many per GPU — DataLoader(num_workers=CPU cores per GPU, pin_memory=True, "
-            "persistent_workers=True), or DALI on the GPU when `gpuwise profile` shows data wait.",
-        )
-    if (
-        config.is_training
-        and config.is_cv
-        and "dali" not in a.items
-        and any(f.id == "low_utilization" for f in findings)
-    ):
-        a.add(
-            "dali",
-            "Low utilization in a vision job: if `gpuwise profile` shows data wait, decoding/augmenting on "
-            "the GPU removes it.",
-        )
+    if config.is_training and config.is_cv:  # helper "vision"
+        _vision_input(a, config, outcome, findings)
     if config.num_gpus > 1:
         a.add(
             "nccl",
@@ -111,7 +85,55 @@ def advise(
     return list(a.items.values())
 
 
-def _serving(a: _Advice, w: Workload, outcome: Outcome, gpu, hardware: list[HardwareOption]) -> None:
+def _for_techniques_and_findings(
+    a: _Advice, config: Workload, techniques: list[Technique], findings: list[Finding]
+) -> None:
+    """The first tool of each recommended technique, then the tools each finding calls for."""
+    for t in techniques:
+        if t.verdict != "recommended":
+            continue
+        choices = K.TECHNIQUE_TOOLS.get(t.id, ())
+        if t.id == "sharding" and config.framework.strip().lower() == "deepspeed":
+            choices = ("deepspeed",)  # the stack you already run has ZeRO
+        for tool_id in choices[:1]:
+            a.add(tool_id, f"{t.title}: {describe(t.impact, t.after)}.")
+    for f in findings:
+        for tool_id in _FINDING_TOOLS.get(f.id, ()):
+            a.add(tool_id, f"{f.title} ({f.summary.rstrip('.')}).")
+
+
+def _stay_on_own_gpu(a: _Advice, original: Workload, gpu: GPU) -> None:
+    """The plan moved serving off a small consumer GPU: llama.cpp is how to stay on it anyway."""
+    mine = get_gpu(original.gpu)
+    if mine.consumer and mine.memory_gb <= T.SMALL_GPU_MEMORY_GB and mine.id != gpu.id:
+        a.add(
+            "llama.cpp",
+            f"To stay on your {mine.memory_gb:.0f} GB {mine.id}: GGUF 4-bit weights with some layers "
+            "offloaded to the CPU "
+            "(slower per token, but it runs).",
+        )
+
+
+def _vision_input(a: _Advice, config: Workload, outcome: Outcome, findings: list[Finding]) -> None:
+    """Vision training: the input pipeline must decode as many images/s per GPU as the GPU consumes."""
+    if outcome.throughput:
+        per_gpu = outcome.throughput / config.num_gpus
+        a.add(
+            "dali",
+            f"The GPU is predicted to take {per_gpu:,.0f} images/s: the input pipeline must decode and "
+            "augment as many per GPU — DataLoader(num_workers=CPU cores per GPU, pin_memory=True, "
+            "persistent_workers=True), or DALI on the GPU when `gpuwise profile` shows data wait.",
+        )
+    if "dali" not in a.items and any(f.id == "low_utilization" for f in findings):
+        a.add(
+            "dali",
+            "Low utilization in a vision job: if `gpuwise profile` shows data wait, decoding/augmenting on "
+            "the GPU removes it.",
+        )
+
+
+def _serving(a: _Advice, w: Workload, outcome: Outcome, gpu: GPU, hardware: list[HardwareOption]) -> None:
+    """Serving engines for the request mix (concurrency, latency goal, RAG prefixes, small GPUs, MIG)."""
     conc = f"{w.concurrency} concurrent requests" if w.concurrency > 1 else "single-stream requests"
     cap = (
         f"; the KV cache holds up to {outcome.max_concurrency} sequences of {w.seq_len + w.output_len} tokens"
@@ -152,6 +174,7 @@ def _serving(a: _Advice, w: Workload, outcome: Outcome, gpu, hardware: list[Hard
 
 
 def _training(a: _Advice, w: Workload, scaling: ScalingDecision, fit_needed: bool) -> None:
+    """Training: adapters and quantization, then parallelism, then kernels."""
     _adapters_and_quantization(a, w)
     _parallelism(a, w, scaling)
     _kernels(a, w, fit_needed)

@@ -12,6 +12,32 @@ from gpuwise.perf.tco import Tco
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal, Sharding
 
+__all__ = [
+    "EFFORTS",
+    "QUALITY_RISKS",
+    "ConfigPlan",
+    "Diagnosis",
+    "Effort",
+    "FitOption",
+    "FitReport",
+    "HardwareOption",
+    "IdleCause",
+    "IdleStatus",
+    "Impact",
+    "MemoryMethod",
+    "MemoryView",
+    "NvlinkVerdict",
+    "Outcome",
+    "Plan",
+    "QualityRisk",
+    "ScaleOption",
+    "ScalingDecision",
+    "Technique",
+    "ThroughputUnit",
+    "ToolAdvice",
+    "Verdict",
+]
+
 # What an edit may cost besides what the models compute, least to most: none; low; changes-training
 # (the optimization changes, e.g. a larger global batch); medium (numerics, e.g. int4 or fp8);
 # changes-task (LoRA/QLoRA train adapters instead of all weights).
@@ -56,6 +82,7 @@ class Outcome:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form; names carry their unit (throughput_per_s, usd_per_million and its unit)."""
         data = asdict(self)
         data["notes"] = list(self.notes)
         # JSON names carry their unit (schema 2): the speed is per second, the price per million of what.
@@ -81,11 +108,15 @@ class Impact:
     makes_it_fit: bool
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the fields as they are."""
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class Technique:
+    """One technique assessed on the workload: the changes (key -> (before, after)), the outcome
+    before and after, its impact and quality risk, and the verdict with its reason in numbers."""
+
     id: str  # stable: mixed_precision, grad_checkpointing, bigger_batch, qlora, weight_fp8, kv_fp8, ...
     title: str
     changes: dict[str, tuple[Any, Any]]  # workload key -> (before, after)
@@ -105,6 +136,7 @@ class Technique:
     needed_to_fit: bool = False  # a step of the recommended config that makes (or helps make) the job fit
 
     def to_dict(self) -> dict[str, Any]:
+        """One entry of the plan's `techniques` (docs/json-schema.md)."""
         return {
             "id": self.id,
             "effort": self.effort,
@@ -137,17 +169,22 @@ class IdleCause:
     how_to_check: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the fields as they are."""
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class Diagnosis:
+    """Section 1 of the plan: what limits the workload (one or two sentences with numbers), the
+    bound, the ranked findings, and when the GPU idles, each usual cause found or ruled out."""
+
     summary: str  # one or two sentences: what limits this workload, in numbers
     bound: Bound | None
     findings: tuple[Finding, ...]
     idle_causes: tuple[IdleCause, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan's `diagnosis` in JSON."""
         return {
             "summary": self.summary,
             "bound": self.bound,
@@ -172,6 +209,7 @@ class ConfigPlan:
     note: str = ""  # e.g. why the config moves the job to another GPU
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan's `config` in JSON: changes as {from, to}."""
         return {
             "workload": self.workload.to_dict(),
             "applied": list(self.applied),
@@ -193,11 +231,15 @@ class MemoryView:
     method: MemoryMethod = "analytic"
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan's `memory` in JSON: the estimates as they are."""
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class ScaleOption:
+    """One parallel layout evaluated for the scaling decision: its name, GPU count, TP, PP,
+    sharding and predicted outcome."""
+
     label: str  # e.g. "FSDP (ZeRO-3) on 8 GPUs"
     strategy: str  # scaling.strategy_of: single, replicas, ddp, zero2, fsdp, tp, fsdp+tp, tp+pp, ...
     num_gpus: int
@@ -208,6 +250,7 @@ class ScaleOption:
     best_at_count: bool = False  # the layout the decision rule would pick at this GPU count
 
     def to_dict(self) -> dict[str, Any]:
+        """One entry of the scaling section's `options` in JSON."""
         data = asdict(self)
         data["outcome"] = self.outcome.to_dict()
         return data
@@ -215,6 +258,9 @@ class ScaleOption:
 
 @dataclass(frozen=True)
 class ScalingDecision:
+    """Section 5 of the plan: the layout chosen and why, whether NVLink matters (with the
+    predicted slowdown without it, %), every layout evaluated, and buy vs rent vs API."""
+
     strategy: str  # named: single GPU, DDP, ZeRO-2, FSDP (ZeRO-3), TP, TP + PP, ...
     num_gpus: int
     tp: int
@@ -231,6 +277,7 @@ class ScalingDecision:
     tco_note: str = ""  # why there is no buy-vs-rent comparison ('' when there is one)
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan's `scaling` in JSON."""
         data = {k: v for k, v in asdict(self).items() if k not in ("options", "tco")}
         data["options"] = [o.to_dict() for o in self.options]
         data["tco"] = self.tco.to_dict() if self.tco is not None else None
@@ -239,6 +286,8 @@ class ScalingDecision:
 
 @dataclass(frozen=True)
 class ToolAdvice:
+    """A tool advised for this workload: what it does, why here, and where it is documented."""
+
     id: str
     name: str
     why: str  # why for this workload (names the technique or finding)
@@ -246,11 +295,15 @@ class ToolAdvice:
     source: str
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the fields as they are."""
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class HardwareOption:
+    """One catalog GPU (at a count) ranked for the goal: its predicted outcome, whether it meets
+    the requirements, caveats, and the workload edits it needs besides the GPU."""
+
     gpu: str
     name: str
     num_gpus: int
@@ -261,6 +314,7 @@ class HardwareOption:
     rank: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        """One entry of the plan's `hardware` in JSON."""
         return {
             "gpu": self.gpu,
             "name": self.name,
@@ -284,6 +338,7 @@ class FitOption:
     outcome: Outcome
 
     def to_dict(self) -> dict[str, Any]:
+        """One entry of the fit report's `options` in JSON."""
         return {
             "label": self.label,
             "changes": dict(self.changes),
@@ -303,6 +358,7 @@ class FitReport:
     options: tuple[FitOption, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan's `fit` in JSON."""
         return {
             "fits_current": self.fits_current,
             "fits_anywhere": self.fits_anywhere,
@@ -313,6 +369,9 @@ class FitReport:
 
 @dataclass
 class Plan:
+    """What `gpuwise plan` returns: diagnosis, ranked techniques, the recommended configuration,
+    VRAM, scaling, tools, hardware options, the fit report, the evidence used and notes."""
+
     workload: Workload
     goal: Goal
     current: Outcome
@@ -329,9 +388,11 @@ class Plan:
 
     @property
     def recommended(self) -> list[Technique]:
+        """The techniques the plan recommends, in ranked order."""
         return [t for t in self.techniques if t.verdict == "recommended"]
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON document's body for `gpuwise plan --json` (docs/json-schema.md)."""
         return {
             "workload": self.workload.to_dict(),
             "goal": self.goal,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from gpuwise.bench.types import BandwidthFigure, BenchResult, MatmulFigure, percent_of
 from gpuwise.report.document import Bullets, Document, Heading, Paragraph, Style, Table
 
+__all__ = ["bench_document"]
+
 
 def _n(value: float | None, fmt: str = "{:,.1f}") -> str:
     return "-" if value is None else fmt.format(value)
@@ -55,6 +57,8 @@ def _bandwidth_table(figures: list[BandwidthFigure], caption: str) -> Table:
 
 
 def bench_document(result: BenchResult, run_id: int | None = None) -> Document:
+    """`gpuwise bench`'s report: what this machine delivers (matmul TFLOPS per dtype, memory and
+    link bandwidth) against the catalog's peaks, with the run's conditions."""
     device = result.device
     where = device.get("catalog_id") or device.get("name", "?")
     subtitle = f"{result.mode} mode, {result.wall_time_s:.1f} s"

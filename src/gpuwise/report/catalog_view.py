@@ -7,6 +7,8 @@ from gpuwise.catalog.prices import prices_for
 from gpuwise.report.document import Chart, Document, Note, Series, Table
 from gpuwise.report.units import num
 
+__all__ = ["gpu_document", "gpu_table_document", "model_document", "model_table_document"]
+
 _KIND_SHORT = {
     "on_demand": "OD",
     "spot": "spot",
@@ -28,6 +30,8 @@ def _as_of(g: GPU) -> str:
 
 
 def gpu_table_document(gpus: list[GPU]) -> Document:
+    """`gpuwise gpus`: one row per catalog GPU (memory GB, bandwidth TB/s, dense TFLOPS per dtype,
+    price)."""
     columns = [
         "id",
         "memory GB",
@@ -95,6 +99,7 @@ def gpu_table_document(gpus: list[GPU]) -> Document:
 
 
 def gpu_document(g: GPU) -> Document:
+    """`gpuwise gpus ID`: every non-empty field of one GPU, with its sources."""
     rows = [
         [key, str(value)]
         for key, value in g.to_dict().items()
@@ -125,6 +130,7 @@ def gpu_document(g: GPU) -> Document:
 
 
 def model_table_document(models: list[ModelArch]) -> Document:
+    """`gpuwise models`: one row per catalog architecture (parameters, shape, vocabulary, MLP type)."""
     doc = Document("Model catalog")
     doc.add(
         Table(
@@ -150,6 +156,7 @@ def model_table_document(models: list[ModelArch]) -> Document:
 
 
 def model_document(m: ModelArch) -> Document:
+    """`gpuwise models ID`: every field of one architecture and its parameter counts."""
     counts = m.param_counts()
     rows = [
         [key, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)]

@@ -16,6 +16,8 @@ from typing import Any
 from gpuwise.errors import GpuwiseError
 from gpuwise.report.document import Chart, visible_controls
 
+__all__ = ["INSTALL_HINT", "MARK", "PALETTE", "available", "render"]
+
 INSTALL_HINT = "charts need matplotlib: pip install 'gpuwise[report]'"
 PALETTE = ["#3b6fd8", "#e0892b", "#2f9e6e", "#c9413a", "#8a5cc2", "#7d6b5d", "#d16ba5", "#6f7c8f"]
 MARK = "#c9413a"
@@ -48,6 +50,8 @@ def _pyplot() -> Any:
 
 
 def available() -> bool:
+    """Can charts be drawn as SVG here (matplotlib importable)? Without it HTML reports show the
+    text charts."""
     try:
         _pyplot()
     except GpuwiseError:

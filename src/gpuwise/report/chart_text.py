@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from gpuwise.report.document import Chart
 
+__all__ = ["WIDTH", "bar", "lines", "sparkline", "title"]
+
 WIDTH = 32
 _SPARK = "▁▂▃▄▅▆▇█"
 _FILLS = "█▓▒░▚▞◆●"  # one fill per series of a stacked bar
@@ -23,6 +25,7 @@ def bar(value: float, total: float, width: int = WIDTH) -> str:
 
 
 def sparkline(values: list[float]) -> str:
+    """`values` as one character each (▁ to █), scaled from their minimum to their maximum."""
     if not values:
         return ""
     low, high = min(values), max(values)
@@ -139,6 +142,7 @@ def lines(chart: Chart) -> list[str]:
 
 
 def title(chart: Chart) -> str:
+    """The chart's title with the value axis's unit in parentheses (bar-like charts only)."""
     axis = chart.x_label if chart.horizontal else chart.y_label
     unit = (
         f" ({axis})"

@@ -10,6 +10,19 @@ from gpuwise.report.units import num as _num
 from gpuwise.report.units import tokens as _tokens
 from gpuwise.report.units import usd as _usd
 
+__all__ = [
+    "BOUND_TEXT",
+    "SHORT_BOUND",
+    "break_even_rows",
+    "comparison_document",
+    "cost_document",
+    "cost_rows",
+    "cost_time_chart",
+    "energy_rows",
+    "recommended",
+    "speed_rows",
+]
+
 BOUND_TEXT: dict[Bound, str] = {
     "compute": "compute",
     "memory_bandwidth": "memory bandwidth",
@@ -58,6 +71,8 @@ def speed_rows(p: PerfPrediction) -> list[tuple[str, str]]:
 
 
 def cost_rows(c: CostEstimate) -> list[tuple[str, str]]:
+    """(label, value) rows of a cost estimate: $/GPU-hour and its origin, $/hour, the training run
+    (time, $, $ per 1B tokens) or serving ($ per 1M tokens)."""
     rows = [
         ("$/GPU-hour", f"{_usd(c.price.usd_per_gpu_hour)} ({c.price.origin})"),
         (f"$/hour ({c.num_gpus} GPU{'s' if c.num_gpus > 1 else ''})", _usd(c.usd_per_hour)),
@@ -108,6 +123,8 @@ def cost_rows(c: CostEstimate) -> list[tuple[str, str]]:
 
 
 def energy_rows(c: CostEstimate) -> list[tuple[str, str]]:
+    """(label, value) rows of the energy estimate: GPU power (W), kWh and $ of electricity,
+    facility overhead; one row saying so when the catalog has no TDP."""
     e = c.energy
     if e.tdp_w is None:
         return [("energy", "no TDP in the catalog")]
@@ -140,6 +157,8 @@ def energy_rows(c: CostEstimate) -> list[tuple[str, str]]:
 
 
 def break_even_rows(b: BreakEven) -> list[tuple[str, str]]:
+    """(label, value) rows of self-hosting against an API: prices, the break-even volume and the
+    deployment's capacity (tokens per month), and the verdict."""
     return [
         ("API price", f"{_usd(b.api_usd_per_million_tokens, 3)} per 1M tokens"),
         ("self-hosted (reserved)", f"{_usd(b.self_hosted_usd_per_month)} per month"),
@@ -159,6 +178,7 @@ def _kv(title: str, rows: list[tuple[str, str]]) -> list[Heading | Table]:
 
 
 def cost_document(c: CostEstimate) -> Document:
+    """`gpuwise cost`: key figures, the cost, energy and break-even rows, and the assumptions."""
     doc = Document(f"Cost: {_title(c)}")
     figures = [("$/hour", _usd(c.usd_per_hour)), ("bound by", BOUND_TEXT[c.perf.bound])]
     if c.training and c.training.run_cost_usd is not None:
@@ -230,34 +250,27 @@ def recommended(rows: list[GpuCostRow], training: bool) -> GpuCostRow | None:
 
 
 def cost_time_chart(rows: list[GpuCostRow], training: bool, vision: bool = False) -> Chart | None:
-    """GPUs on cost against time, the recommended one marked (None when too few GPUs have both)."""
+    """GPUs on cost against time, the recommended one marked (None when too few GPUs have both).
+
+    x: step time (training, vision) or time per output token (serving), in ms; y: $ per 1B training
+    tokens (or images) or $ per 1M served tokens."""
     per = ("$ per 1B images" if vision else "$ per 1B tokens") if training else "$ per 1M tokens"
     points = [
         r
         for r in rows
-        if r.fits is not False
-        and r.step_time_s is not None
-        and (r.usd_per_billion_tokens if training else r.usd_per_million_tokens) is not None
+        if r.fits is not False and r.step_time_s is not None and _price(r, training) is not None
     ]
     if len(points) < 2:
         return None
     best = recommended(points, training)
-    latency = [
-        (r.tpot_s if r.tpot_s is not None and not training else r.step_time_s or 0.0) * 1000 for r in points
-    ]
     return Chart(
         "scatter",
         "GPUs on cost against time",
         [r.gpu for r in points],
-        [
-            Series(
-                per,
-                [(r.usd_per_billion_tokens if training else r.usd_per_million_tokens) or 0.0 for r in points],
-            )
-        ],
+        [Series(per, [_price(r, training) or 0.0 for r in points])],
         x_label=("step time" if training or vision else "time per output token") + " (ms)",
         y_label=per,
-        x=latency,
+        x=[_time_ms(r, training) for r in points],
         marked=[i for i, r in enumerate(points) if r is best],
         mark_label="recommended",
         description="Each GPU that fits, by its predicted time and cost; lower left is better"
@@ -266,7 +279,19 @@ def cost_time_chart(rows: list[GpuCostRow], training: bool, vision: bool = False
     )
 
 
+def _price(r: GpuCostRow, training: bool) -> float | None:
+    """$ per 1B training tokens (or images) when training, else $ per 1M served tokens."""
+    return r.usd_per_billion_tokens if training else r.usd_per_million_tokens
+
+
+def _time_ms(r: GpuCostRow, training: bool) -> float:
+    """Time per output token (serving, when known), else step time, in ms."""
+    return (r.tpot_s if r.tpot_s is not None and not training else r.step_time_s or 0.0) * 1000
+
+
 def comparison_document(rows: list[GpuCostRow], title: str, training: bool, vision: bool = False) -> Document:
+    """`gpuwise cost --all-gpus`: every GPU on the same workload, the cheapest that fits marked,
+    and the cost-against-time chart."""
     with_run = any(r.run_cost_usd is not None for r in rows)
     doc = Document(title)
     best = recommended(rows, training)

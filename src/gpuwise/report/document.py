@@ -11,24 +11,52 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+__all__ = [
+    "Bars",
+    "Block",
+    "Bullets",
+    "Chart",
+    "ChartKind",
+    "Code",
+    "Document",
+    "Finding",
+    "Heading",
+    "Headline",
+    "KeyFigures",
+    "Note",
+    "Paragraph",
+    "Series",
+    "Style",
+    "Table",
+    "plain",
+    "visible_controls",
+]
+
 # How a renderer emphasizes a block or row ("" = plain); each renderer maps these to its own format.
 Style = Literal["", "muted", "good", "warn", "bad", "strong"]
 
 
 @dataclass
 class Heading:
+    """A section heading; level 1 is the document title, 2 a section, 3 a subsection."""
+
     text: str
     level: int = 2  # 1 = document title, 2 = section, 3 = subsection
 
 
 @dataclass
 class Paragraph:
+    """A paragraph of running text, optionally styled (warn, good, bad, muted, ...)."""
+
     text: str
     style: Style = ""
 
 
 @dataclass
 class Table:
+    """A table of text cells (every renderer aligns, wraps and styles it): columns, rows, optional
+    caption, per-column alignment, per-row style; `flexible` names the column that wraps."""
+
     columns: list[str]
     rows: list[list[str]]
     caption: str = ""
@@ -52,12 +80,16 @@ class Bars:
 
 @dataclass
 class Bullets:
+    """A bulleted list, optionally styled."""
+
     items: list[str]
     style: Style = ""
 
 
 @dataclass
 class Code:
+    """A block to paste (YAML, JSON, a command), with a label and a language for highlighting."""
+
     text: str
     label: str = ""  # e.g. 'workload.yaml', 'vLLM'
     language: str = ""
@@ -93,6 +125,8 @@ class Finding:
 
 @dataclass
 class Note:
+    """A short aside in a muted (or given) style: sources, caveats, hints."""
+
     text: str
     style: Style = "muted"
 
@@ -102,6 +136,8 @@ ChartKind = Literal["bar", "grouped", "stacked", "line", "scatter", "waterfall"]
 
 @dataclass
 class Series:
+    """One named series of a chart: one value per category (or per x value), in the chart's unit."""
+
     name: str
     values: list[float]
 
@@ -140,11 +176,15 @@ def plain(count: int, *then: Style) -> list[Style]:
 
 @dataclass
 class Document:
+    """A format-neutral report: a title, a subtitle and blocks, drawn by report/terminal.py,
+    markdown.py and html.py alike (so the three outputs never disagree)."""
+
     title: str
     blocks: list[Block] = field(default_factory=list)
     subtitle: str = ""
 
     def add(self, *blocks: Block) -> Document:
+        """Append blocks; returns the document so calls chain."""
         self.blocks.extend(blocks)
         return self
 

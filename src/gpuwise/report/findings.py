@@ -7,6 +7,8 @@ from typing import Any
 from gpuwise.report.document import Block, Finding, Paragraph
 from gpuwise.units import GiB
 
+__all__ = ["findings_blocks", "gain_text"]
+
 
 def gain_text(gain: dict[str, Any]) -> str:
     """An expected gain range in its own unit: 1.20–1.50× steps/s, 10–20 % shorter steps, …"""

@@ -205,29 +205,52 @@ def _shown_gpus(r: FinopsReport) -> tuple[list[GpuFinops], str]:
 
 
 def document(r: FinopsReport) -> Document:
+    """The monitor report: key figures, per-GPU tables, usage by user and process, charts, findings,
+    and where every number came from."""
     doc = Document(
         f"gpuwise monitor report — {_when(r.start_unix_s)} to {_when(r.end_unix_s)}",
         subtitle=f"{r.origin} · busy % = time a kernel ran (NVML utilization.gpu), not SM occupancy",
     )
     doc.add(_figures(r))
     gpus, cut = _shown_gpus(r)
+    doc.add(_gpu_table(r, gpus, cut))
+    doc.add(*_distribution_tables(gpus, cut))
+    doc.add(*_usage_tables(r))
+    doc.add(*_charts(r))
+    doc.add(Heading("Findings"))
+    doc.add(*findings_blocks(r.findings, measured=True))
+    doc.add(Heading("Sources"))
+    sources = dict(r.gpus[0].sources) if r.gpus else {}
+    sources.pop("energy_j", None)
+    doc.add(Bullets([f"{k}: {v}" for k, v in sources.items()] + _energy_sources(r.gpus)))
+    for note in r.notes:
+        doc.add(Note(note))
+    return doc
+
+
+def _gpu_table(r: FinopsReport, gpus: list[GpuFinops], cut: str) -> Table:
+    """One row per shown GPU: hours, busy %, idle hours and $, energy, peak memory, spend; GPUs with a
+    high or critical finding highlighted. `cut` says when only the costliest GPUs are shown."""
     models = sorted({g.name for g in r.gpus})
     mixed, lost = len(models) > 1, any(g.lost_hours for g in r.gpus)
     columns = ["GPU", *(["model"] if mixed else []), "GPU-h", "busy %", "busy % in use", "idle GPU-h ($)"]
     columns += [*(["lost GPU-h"] if lost else []), "kWh ($)", "peak GiB", "spent"]
-    doc.add(
-        Table(
-            columns,
-            [_gpu_row(g, mixed, lost) for g in gpus],
-            caption=(f"{len(r.gpus)} × {models[0]}. " if len(models) == 1 else "")
-            + "busy %: mean over every hour held, idle hours included; busy % in use: over the hours not "
-            f"idle (busy ≥ {T.MONITOR_IDLE_BUSY_PCT:g} %); peak GiB (share free at the peak)" + cut,
-            align="l" + "r" * (len(columns) - 1),
-            row_styles=["warn" if any(f.severity_rank <= HIGH for f in g.findings) else "" for g in gpus],
-            flexible=1 if mixed else 0,
-        )
+    return Table(
+        columns,
+        [_gpu_row(g, mixed, lost) for g in gpus],
+        caption=(f"{len(r.gpus)} × {models[0]}. " if len(models) == 1 else "")
+        + "busy %: mean over every hour held, idle hours included; busy % in use: over the hours not "
+        f"idle (busy ≥ {T.MONITOR_IDLE_BUSY_PCT:g} %); peak GiB (share free at the peak)" + cut,
+        align="l" + "r" * (len(columns) - 1),
+        row_styles=["warn" if any(f.severity_rank <= HIGH for f in g.findings) else "" for g in gpus],
+        flexible=1 if mixed else 0,
     )
-    doc.add(
+
+
+def _distribution_tables(gpus: list[GpuFinops], cut: str) -> list[Table]:
+    """Per GPU, GPU-hours by busy bin and by memory-headroom bin, throttled hours by reason (only when
+    any), and the share of hours each KPI held."""
+    tables = [
         Table(
             ["GPU", *[name for name, _ in BUSY_BINS]],
             [[g.label, *[_share(g.busy_hours[n], g.observed_hours) for n, _ in BUSY_BINS]] for g in gpus],
@@ -241,7 +264,7 @@ def document(r: FinopsReport) -> Document:
             ],
             caption="Memory headroom distribution, GPU-hours" + cut,
         ),
-    )
+    ]
     throttled = [
         [g.label, reason, _share(h, g.observed_hours)]
         for g in gpus
@@ -249,54 +272,46 @@ def document(r: FinopsReport) -> Document:
         if reason in SLOWING_REASONS  # gpu_idle and application clocks are not throttling
     ]
     if throttled:
-        doc.add(
+        tables.append(
             Table(
                 ["GPU", "reason", "hours"],
                 throttled,
                 caption="Throttled time by reason (power, thermal, hardware slowdown)" + cut,
             )
         )
-    doc.add(
+    tables.append(
         Table(
             ["GPU", *KPI_NAMES.values()],
             [[g.label, *[_pct(g.kpi_pct.get(k)) for k in KPI_NAMES]] for g in gpus],
             caption="KPI compliance: share of the hours each KPI held" + cut,
         )
     )
+    return tables
+
+
+def _usage_tables(r: FinopsReport) -> list[Table]:
+    """GPU-hours, idle $, energy and spend by user, then by process (the top `MAX_PROCESS_ROWS`)."""
     usage_cols = ["", "GPU-h", "busy GPU-h", "idle GPU-h", "idle $", "kWh", "spent"]
     users = sorted(r.users.items(), key=lambda kv: -kv[1].gpu_hours)
-    doc.add(
-        Table(
-            ["user", *usage_cols[1:]],
-            [_usage_row(name, u) for name, u in users],
-            caption="By user (a GPU's hours split among its processes by SM share, else memory)",
-        )
+    by_user = Table(
+        ["user", *usage_cols[1:]],
+        [_usage_row(name, u) for name, u in users],
+        caption="By user (a GPU's hours split among its processes by SM share, else memory)",
     )
     procs = sorted(
         ((g.label, key, g.users.get(key), u) for g in r.gpus for key, u in g.processes.items()),
         key=lambda row: -row[3].gpu_hours,
     )
-    doc.add(
-        Table(
-            ["GPU", "process", "user", *usage_cols[1:]],
-            [
-                [label, *_usage_row(key, u)[:1], user or NA, *_usage_row(key, u)[1:]]
-                for label, key, user, u in procs
-            ][:MAX_PROCESS_ROWS],
-            caption="By process"
-            + (f" (top {MAX_PROCESS_ROWS} of {len(procs)})" if len(procs) > MAX_PROCESS_ROWS else ""),
-        )
+    by_process = Table(
+        ["GPU", "process", "user", *usage_cols[1:]],
+        [
+            [label, *_usage_row(key, u)[:1], user or NA, *_usage_row(key, u)[1:]]
+            for label, key, user, u in procs
+        ][:MAX_PROCESS_ROWS],
+        caption="By process"
+        + (f" (top {MAX_PROCESS_ROWS} of {len(procs)})" if len(procs) > MAX_PROCESS_ROWS else ""),
     )
-    doc.add(*_charts(r))
-    doc.add(Heading("Findings"))
-    doc.add(*findings_blocks(r.findings, measured=True))
-    doc.add(Heading("Sources"))
-    sources = dict(r.gpus[0].sources) if r.gpus else {}
-    sources.pop("energy_j", None)
-    doc.add(Bullets([f"{k}: {v}" for k, v in sources.items()] + _energy_sources(r.gpus)))
-    for note in r.notes:
-        doc.add(Note(note))
-    return doc
+    return [by_user, by_process]
 
 
 __all__ = ["document"]

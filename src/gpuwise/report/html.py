@@ -30,6 +30,8 @@ from gpuwise.report.document import (
     visible_controls,
 )
 
+__all__ = ["CSP", "TOC_MIN_SECTIONS", "render", "write"]
+
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 TOC_MIN_SECTIONS = 4  # a table of contents once a report has this many sections
 

@@ -19,6 +19,8 @@ from gpuwise.report.document import (
     Table,
 )
 
+__all__ = ["SEVERITIES", "lint_document"]
+
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 
 
@@ -35,6 +37,8 @@ def _summary(result: LintResult) -> str:
 
 
 def lint_document(result: LintResult) -> Document:
+    """`gpuwise lint`: the summary, findings grouped by file with their source line, each rule's why
+    and fix once, and how often each rule fired."""
     doc = Document("gpuwise lint")
     doc.add(Headline(_summary(result), "strong" if result.violations else "good"))
     blocks: list[Block] = []

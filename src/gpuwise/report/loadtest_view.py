@@ -5,6 +5,8 @@ from __future__ import annotations
 from gpuwise.loadtest.types import LevelSummary, LoadtestResult
 from gpuwise.report.document import Block, Bullets, Chart, Document, Paragraph, Series, Style, Table
 
+__all__ = ["document", "latency_chart", "levels_table", "prediction_table"]
+
 _TOKEN_SOURCE = {
     "usage": "token counts from the server's `usage`",
     "tokenizer": "token counts from --tokenizer (the server sent no `usage`)",
@@ -33,6 +35,8 @@ def _slo_cell(lv: LevelSummary) -> str:
 
 
 def levels_table(levels: list[LevelSummary], caption: str = "") -> Table:
+    """One row per load level: ok/sent, request and token throughput (per s), TTFT/TPOT/ITL
+    percentiles (ms), goodput and the SLO verdict when one was given."""
     with_slo = any(lv.slo_met is not None for lv in levels)
     columns = [
         "load",
@@ -137,6 +141,8 @@ def latency_chart(levels: list[LevelSummary]) -> Chart | None:
 
 
 def document(result: LoadtestResult) -> Document:
+    """`gpuwise loadtest`: the levels (or the rate search's probes), the highest rate meeting the
+    SLO, and where token counts came from."""
     levels = result.search.probes if result.search else result.levels
     sources = {lv.token_source for lv in levels}
     source = sources.pop() if len(sources) == 1 else "mixed"

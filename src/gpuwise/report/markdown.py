@@ -22,6 +22,8 @@ from gpuwise.report.document import (
     visible_controls,
 )
 
+__all__ = ["render"]
+
 _BAR_WIDTH = 24
 
 
@@ -103,6 +105,8 @@ def _block(block: Block) -> list[str]:
 
 
 def render(doc: Document) -> str:
+    """The document as GitHub-flavoured Markdown (tables, code fences, text charts); control
+    characters are made visible so no input can break the page."""
     out = [f"# {doc.title}", ""]
     if doc.subtitle:
         out += [doc.subtitle, ""]

@@ -15,6 +15,8 @@ from gpuwise.report.document import Document, KeyFigures, Note, Style, Table
 from gpuwise.report.findings import findings_blocks
 from gpuwise.report.units import gib, usd
 
+__all__ = ["NA", "document", "host_only", "metric_reference", "metrics_document"]
+
 NA = "n/a"
 
 
@@ -107,37 +109,13 @@ def document(snapshot: Snapshot, found: list[GpuVerdict], cost: Cost, details: b
     )
     gpus = snapshot.gpus
     breaches = sum(len(v.breaches) for v in found)
-    figures = [("GPUs", str(len(gpus))), ("KPI breaches", str(breaches))]
-    if cost.usd_per_hour is not None:
-        figures += [
-            ("spent", usd(cost.usd_per_hour) + "/h"),
-            ("spent idle", usd(cost.idle_usd_per_hour) + "/h"),
-        ]
-    doc.add(KeyFigures(figures, caption=f"price: {cost.price_source}"))
+    doc.add(_figures(len(gpus), breaches, cost))
     if gpus:
-        doc.add(
-            Table(
-                ["GPU", "name", "busy %", "memory GiB", "headroom", "SM MHz", "mem MHz", "power W", "°C"],
-                [_gpu_row(r) for r in gpus],
-                align="llrrrrrrr",
-                row_styles=[_style(v, r) for v, r in zip(found, gpus, strict=True)],
-                flexible=1,
-            ),
-            Table(
-                ["GPU", "clock reasons", "PCIe", "PCIe tx/rx GB/s", "memory errors", "energy kWh"],
-                [_health_row(r) for r in gpus],
-                caption="Health (clock reasons decoded from NVML; energy since the driver loaded)",
-                flexible=1,
-            ),
-        )
+        doc.add(*_gpu_tables(gpus, found))
     rows = [[str(v.index), b.kpi, b.text, b.finding_id] for v in found for b in v.breaches]
     if rows:
         doc.add(Table(["GPU", "KPI", "outside the KPI", "finding"], rows, caption="KPI breaches", flexible=2))
-    procs = [
-        [str(r.index), str(p.pid), p.user or NA, p.name or NA, gib(p.gpu_memory_bytes, 2), _pct(p.sm_pct)]
-        for r in gpus
-        for p in r.processes or []
-    ]
+    procs = _process_rows(gpus)
     if procs:
         doc.add(
             Table(
@@ -157,6 +135,46 @@ def document(snapshot: Snapshot, found: list[GpuVerdict], cost: Cost, details: b
             Note("n/a: NVML cannot read this field on this GPU or driver (see the JSON's not_available).")
         )
     return doc
+
+
+def _figures(gpus: int, breaches: int, cost: Cost) -> KeyFigures:
+    """GPU count, KPI breaches and, when priced, $ per hour spent and spent idle."""
+    figures = [("GPUs", str(gpus)), ("KPI breaches", str(breaches))]
+    if cost.usd_per_hour is not None:
+        figures += [
+            ("spent", usd(cost.usd_per_hour) + "/h"),
+            ("spent idle", usd(cost.idle_usd_per_hour) + "/h"),
+        ]
+    return KeyFigures(figures, caption=f"price: {cost.price_source}")
+
+
+def _gpu_tables(gpus: list[GpuReading], found: list[GpuVerdict]) -> list[Table]:
+    """One row per GPU: readings (busy, memory, clocks, power, temperature), then health (clock
+    reasons, PCIe link and traffic, memory errors, energy)."""
+    return [
+        Table(
+            ["GPU", "name", "busy %", "memory GiB", "headroom", "SM MHz", "mem MHz", "power W", "°C"],
+            [_gpu_row(r) for r in gpus],
+            align="llrrrrrrr",
+            row_styles=[_style(v, r) for v, r in zip(found, gpus, strict=True)],
+            flexible=1,
+        ),
+        Table(
+            ["GPU", "clock reasons", "PCIe", "PCIe tx/rx GB/s", "memory errors", "energy kWh"],
+            [_health_row(r) for r in gpus],
+            caption="Health (clock reasons decoded from NVML; energy since the driver loaded)",
+            flexible=1,
+        ),
+    ]
+
+
+def _process_rows(gpus: list[GpuReading]) -> list[list[str]]:
+    """GPU, pid, user, process name, GPU memory (GiB), SM % of every process on every GPU."""
+    return [
+        [str(r.index), str(p.pid), p.user or NA, p.name or NA, gib(p.gpu_memory_bytes, 2), _pct(p.sm_pct)]
+        for r in gpus
+        for p in r.processes or []
+    ]
 
 
 def host_only(snapshot: Snapshot, why: str) -> Document:
@@ -194,6 +212,8 @@ def metric_reference() -> list[dict[str, str]]:
 
 
 def metrics_document() -> Document:
+    """`gpuwise exporter --json` (or --markdown, --html): every metric's Prometheus name, type,
+    meaning, NVML source and labels."""
     doc = Document(
         "gpuwise exporter metrics", subtitle="Prometheus names, base units; n/a fields are left out"
     )

@@ -7,6 +7,8 @@ from gpuwise.plan.types import Outcome, Plan
 from gpuwise.report.document import Block, Chart, Series
 from gpuwise.units import GiB
 
+__all__ = ["hardware_chart", "measured_charts", "plan_charts"]
+
 
 def _time_s(o: Outcome) -> float | None:
     if o.tpot_ms is not None:
@@ -82,5 +84,7 @@ def measured_charts(plan: Plan) -> list[Chart]:
 
 
 def plan_charts(plan: Plan) -> list[Block]:
+    """The plan's charts: hardware options (when several fit) and the measured breakdowns (when
+    evidence was given)."""
     chart = hardware_chart(plan)
     return [*([chart] if chart else []), *measured_charts(plan)]

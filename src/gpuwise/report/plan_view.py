@@ -16,6 +16,8 @@ from gpuwise.report.plan_charts import plan_charts
 from gpuwise.report.units import gib, num, usd
 from gpuwise.units import fmt_duration, fmt_rate
 
+__all__ = ["markdown", "plan_document", "render"]
+
 _SEVERITY_STYLE: dict[Severity, Style] = {
     "critical": "bad",
     "high": "warn",
@@ -195,7 +197,9 @@ def _techniques(doc: Document, plan: Plan) -> None:
 
 
 def _config(doc: Document, plan: Plan) -> None:
-    c, now, w = plan.config, plan.current, plan.workload
+    """Section 3: what changes (and whether the global batch does), current against recommended, and
+    the snippets to paste."""
+    c = plan.config
     doc.add(Heading("3. Configuration changes"))
     if c.note:
         doc.add(Paragraph(c.note, "warn"))
@@ -209,7 +213,7 @@ def _config(doc: Document, plan: Plan) -> None:
         doc.add(Paragraph("Applied in order: " + " → ".join(c.applied) + "." if c.applied else "Changes:"))
         if c.global_batch_before is not None and c.global_batch_after is not None:
             same = c.global_batch_before == c.global_batch_after
-            unit = "images" if w.is_cv else "sequences"
+            unit = "images" if plan.workload.is_cv else "sequences"
             doc.add(
                 Paragraph(
                     f"Global batch {c.global_batch_before} → {c.global_batch_after} {unit} per optimizer step"
@@ -221,7 +225,21 @@ def _config(doc: Document, plan: Plan) -> None:
                     "good" if same else "warn",
                 )
             )
-    after = c.outcome
+    doc.add(Table(["", "current", "recommended"], _config_rows(plan), align="lrr"))
+    for label, text in c.snippets.items():
+        doc.add(
+            Code(
+                text,
+                label=label,
+                language="yaml" if label.endswith(".yaml") else "json" if label.endswith(".json") else "",
+            )
+        )
+
+
+def _config_rows(plan: Plan) -> list[list[str]]:
+    """Current against recommended: GPUs, memory per GPU, throughput, latency, MFU, cost, training run
+    ("—" where the current configuration does not fit)."""
+    now, after, w = plan.current, plan.config.outcome, plan.workload
     rows = [
         ["GPUs", f"{now.num_gpus} × {now.gpu}", f"{after.num_gpus} × {after.gpu}"],
         [
@@ -249,15 +267,7 @@ def _config(doc: Document, plan: Plan) -> None:
                 f"{_usd(after.usd_per_run)}, {fmt_duration(after.run_time_s)}" if after.run_time_s else "—",
             ]
         )
-    doc.add(Table(["", "current", "recommended"], rows, align="lrr"))
-    for label, text in c.snippets.items():
-        doc.add(
-            Code(
-                text,
-                label=label,
-                language="yaml" if label.endswith(".yaml") else "json" if label.endswith(".json") else "",
-            )
-        )
+    return rows
 
 
 def _breakdown_items(memory: dict[str, Any]) -> list[tuple[str, float]]:
@@ -423,6 +433,8 @@ def _hardware(doc: Document, plan: Plan) -> None:
 
 
 def plan_document(plan: Plan) -> Document:
+    """`gpuwise plan`: the six sections (diagnosis, techniques, configuration, VRAM, scaling,
+    tools), hardware options, the fit report, evidence and notes."""
     w = plan.workload
     src = f"{w.source}: " if w.source else ""
     shape = f"image {w.image_size} px" if w.is_cv else f"sequence {w.seq_len:,}"
@@ -451,10 +463,12 @@ def plan_document(plan: Plan) -> Document:
 
 
 def render(console: Console, plan: Plan) -> None:
+    """Print the plan on a Rich console."""
     terminal.render(console, plan_document(plan))
 
 
 def markdown(plan: Plan) -> str:
+    """The plan as Markdown."""
     from gpuwise.report import markdown as md
 
     return md.render(plan_document(plan))

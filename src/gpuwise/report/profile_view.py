@@ -26,6 +26,21 @@ from gpuwise.report.findings import findings_blocks
 from gpuwise.report.units import gib, mib, ms, num, pct
 from gpuwise.units import GiB, MiB
 
+__all__ = [
+    "PHASE_LABEL",
+    "comparison_document",
+    "doctor_document",
+    "phase_blocks",
+    "phase_chart",
+    "run_blocks",
+    "run_document",
+    "run_header",
+    "runs_list_document",
+    "session_document",
+    "step_chart",
+    "telemetry_table",
+]
+
 PHASE_LABEL = {
     "data_wait": "waiting for data",
     "h2d_copy": "host→device copy",
@@ -49,6 +64,8 @@ def phase_blocks(
     gpu_phases: dict[str, float] | None = None,
     title: str = "Where each step's time goes",
 ) -> list[Block]:
+    """Where each step's time goes: per phase, ms per step and share (with GPU time per phase when
+    measured), as a table."""
     columns = ["phase", "per step", "share", ""] + (["GPU time"] if gpu_phases else [])
     rows = [
         [PHASE_LABEL.get(name, name), ms(row.s_per_step), pct(row.pct), bar(row.pct, 100, 32)]
@@ -104,6 +121,7 @@ def step_chart(summary: RunSummary) -> Chart | None:
 
 
 def telemetry_table(run: RunSummary) -> Table:
+    """What was sampled beside the steps: DataLoader settings, live and peak memory, CPU use."""
     rows: list[list[str]] = []
     loader, tel, mem = run.loader, run.telemetry, run.memory
     if loader is not None:
@@ -174,6 +192,7 @@ def _telemetry_rows(tel: Telemetry) -> list[list[str]]:
 
 
 def run_header(run: RunSummary, run_id: int | None) -> list[Block]:
+    """A run's heading: id, label, status, rank, exit code, then device and step figures."""
     status = run.status or "?"
     head = (
         f"run {run_id if run_id is not None else '(not saved)'}  {run.label}  {status}"
@@ -199,6 +218,8 @@ def run_header(run: RunSummary, run_id: int | None) -> list[Block]:
 
 
 def run_blocks(run: ProfileRun) -> list[Block]:
+    """Everything about one profiled run: header, phases and their chart, step-time chart,
+    telemetry, findings."""
     summary = run.summary
     blocks = run_header(summary, run.run_id)
     if summary.phases:
@@ -221,10 +242,12 @@ def run_blocks(run: ProfileRun) -> list[Block]:
 
 
 def run_document(run: ProfileRun) -> Document:
+    """`gpuwise runs show ID`: one profiled run."""
     return Document(f"Profiled run: {run.summary.label}").add(*run_blocks(run))
 
 
 def session_document(session: Any) -> Document:
+    """`gpuwise profile`: every rank's run of the profiled command, or why nothing was profiled."""
     label = session.runs[0].summary.label if session.runs else "nothing was profiled"
     doc = Document(f"Profile: {label}")
     if not session.runs:
@@ -294,6 +317,8 @@ def _share(share: PhaseShare | None) -> float:
 
 
 def runs_list_document(rows: Any, store_path: str) -> Document:
+    """`gpuwise runs list`: one row per stored run (when, label, rank, status, device, steps/s, top
+    finding)."""
     doc = Document(f"Profiled runs ({store_path})")
     doc.add(
         Table(
@@ -321,6 +346,7 @@ def runs_list_document(rows: Any, store_path: str) -> Document:
 
 
 def comparison_document(cmp: Any) -> Document:
+    """`gpuwise runs compare A B`: speed-up, phase and metric changes, findings resolved or new."""
     a, b = cmp.a.summary, cmp.b.summary
     doc = Document(f"run {cmp.a.run_id} → run {cmp.b.run_id}")
     if cmp.speedup_x:
@@ -396,6 +422,8 @@ def _busy_line(result: Any) -> Paragraph:
 
 
 def doctor_document(result: Any) -> Document:
+    """`gpuwise doctor`: steps/s before and after the fixes applied, each fix's effect and whether
+    the target speed-up was reached."""
     doc = Document("gpuwise doctor")
     speed = result.speedup_x
     made_its_point = bool(speed and speed >= DOCTOR_TARGET_SPEEDUP_X)

@@ -15,6 +15,8 @@ from gpuwise.report.units import usd as _usd
 from gpuwise.serving.evaluate import Deployment
 from gpuwise.serving.pricing import TokenPrices
 
+__all__ = ["answer", "figures_lines", "kv_line", "price_line", "render", "serving_document"]
+
 
 def _ms(seconds: float) -> str:
     """Latencies: whole milliseconds below 10 s (an SLO is set in ms), seconds above."""
@@ -62,6 +64,8 @@ def _latency(d: Deployment) -> str:
 
 
 def answer(plan: ServingPlan) -> list[Paragraph | Bullets]:
+    """The serving plan's answer first: demand and SLO, then the cheapest deployment that meets it
+    (or why none does)."""
     slo = ", ".join(f"{k} ≤ {_ms(v)}" for k, v in plan.slo.items())
     blocks: list[Paragraph | Bullets] = [
         Paragraph(f"Demand {plan.rate_rps:,.2f} req/s · SLO {slo} · engine {plan.engine}")
@@ -160,6 +164,8 @@ def _measured(plan: ServingPlan) -> str:
 
 
 def serving_document(plan: ServingPlan) -> Document:
+    """`gpuwise plan --rate`: the answer, the calibration used, options per GPU type, techniques
+    that lower the cost, and what could not be priced."""
     w = plan.workload
     doc = Document(f"gpuwise plan: {w['model']} serving at {plan.rate_rps:,.2f} req/s")
     blocks = answer(plan)
@@ -227,4 +233,5 @@ def serving_document(plan: ServingPlan) -> Document:
 
 
 def render(console: Console, plan: ServingPlan) -> None:
+    """Print the serving plan on a Rich console."""
     terminal.render(console, serving_document(plan))

@@ -23,6 +23,8 @@ from gpuwise.report.memory_view import component_charts, verdict
 from gpuwise.report.units import duration, gib
 from gpuwise.units import GiB
 
+__all__ = ["CATEGORY_LABELS", "traced_document"]
+
 CATEGORY_LABELS = {
     "parameters": "parameters",
     "gradients": "gradients",

@@ -7,6 +7,8 @@ from gpuwise.perf.tco import Tco, TcoOption
 from gpuwise.report.cost_view import _usd  # the report's one $ formatter
 from gpuwise.report.document import Block, Bullets, Document, Heading, Paragraph, Style, Table
 
+__all__ = ["blocks", "document", "input_rows", "option_table", "plan_blocks"]
+
 _NAMES = {
     "own": "Buy (own)",
     "on_demand": "Rent on demand",
@@ -30,6 +32,8 @@ def _style(o: TcoOption, cheapest: TcoOption | None) -> Style:
 
 
 def option_table(t: Tco) -> Table:
+    """Buy, rent and API monthly cost ($) of the same work, the cheapest marked, with the budget
+    verdict and how each is computed."""
     best = t.cheapest
     return Table(
         ["Option", "$ / month", "Budget", "How"],
@@ -41,6 +45,8 @@ def option_table(t: Tco) -> Table:
 
 
 def input_rows(t: Tco) -> list[list[str]]:
+    """The inputs of buy vs rent vs API as [what, value, source] rows: purchase price, power and
+    electricity, colocation, utilization, ..."""
     i = t.inputs
     power = (
         f"{i.tdp_w:,.0f} W TDP x {i.num_gpus} x {i.utilization_pct:g} % x PUE {i.pue:g}"
@@ -87,6 +93,7 @@ def blocks(t: Tco, heading_level: int = 2) -> list[Block]:
 
 
 def document(t: Tco) -> Document:
+    """Buy vs rent vs API as its own document (`gpuwise cost` shows it after the cost)."""
     i = t.inputs
     title = f"Buy vs rent vs API: {i.num_gpus}x {i.gpu} at {i.utilization_pct:g} % utilization"
     return Document(title, blocks(t, heading_level=2)[1:])

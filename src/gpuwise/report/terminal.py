@@ -29,6 +29,8 @@ from gpuwise.report.document import (
     visible_controls,
 )
 
+__all__ = ["SEVERITY_STYLE", "render"]
+
 _STYLE: dict[Style, str] = {
     "": "",
     "muted": "dim",
@@ -164,6 +166,7 @@ def _block(console: Console, block: Block) -> None:
 
 
 def render(console: Console, doc: Document) -> None:
+    """Print the document on a Rich console: headings, paragraphs, tables, lists, code, text charts."""
     console.print(_t(doc.title, "bold"))
     if doc.subtitle:
         console.print(_t(doc.subtitle, "dim"))

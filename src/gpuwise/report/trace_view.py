@@ -18,12 +18,23 @@ from gpuwise.report.document import (
 from gpuwise.report.findings import findings_blocks
 from gpuwise.report.units import decimal_size as _size
 from gpuwise.report.units import num as _n
-from gpuwise.trace.compare import TraceComparison
-from gpuwise.trace.cross_rank import compact_ranges
+from gpuwise.trace.analyze import TraceReport
+from gpuwise.trace.compare import Change, TraceComparison
+from gpuwise.trace.cross_rank import CrossRank, compact_ranges
 from gpuwise.trace.kernel_names import distinct_short_names
 from gpuwise.trace.rank import RankAnalysis
-from gpuwise.trace.report import TraceReport
 from gpuwise.units import GiB
+
+__all__ = [
+    "breakdown_chart",
+    "comparison_document",
+    "host_table",
+    "idle_blocks",
+    "kernel_blocks",
+    "rank_blocks",
+    "ranks_blocks",
+    "report_document",
+]
 
 _PARTS = ("compute", "non-compute", "idle")
 _RANKS_CHARTED = 128  # one bar per rank up to this many (a 128-rank job is one chart)
@@ -68,6 +79,7 @@ def breakdown_chart(r: RankAnalysis) -> Block:
 
 
 def kernel_blocks(r: RankAnalysis, top: int) -> list[Block]:
+    """Kernel time by category and the `top` kernels (names shortened yet distinct), with a chart."""
     k = r.kernels
     categories = sorted(k.categories.items(), key=lambda kv: -kv[1]["time_us"])
     listed = r.kernels.top[:top]
@@ -124,6 +136,8 @@ def kernel_blocks(r: RankAnalysis, top: int) -> list[Block]:
 
 
 def host_table(r: RankAnalysis) -> Table:
+    """The host side and data movement of one rank: steps, data wait, syncs, launches, copies,
+    communication, memory; values past a finding's threshold styled."""
     s, sync, launch, copies, comm = r.steps, r.sync, r.launches, r.copies, r.comm
     rows: list[list[str]] = []
     styles: list[Style] = []
@@ -200,6 +214,8 @@ def host_table(r: RankAnalysis) -> Table:
 
 
 def idle_blocks(r: RankAnalysis) -> list[Block]:
+    """Idle time of the 8 idlest streams split into host wait, kernel wait and other (HTA's idle
+    breakdown); nothing when no stream idles."""
     streams = sorted((s for s in r.idle_by_stream if s.idle_us > 0), key=lambda s: -s.idle_us)[:8]
     if not streams:
         return []
@@ -238,6 +254,7 @@ def idle_blocks(r: RankAnalysis) -> list[Block]:
 
 
 def rank_blocks(r: RankAnalysis, top: int) -> list[Block]:
+    """Everything about one rank: header, temporal breakdown, kernels, idle, host side, warnings."""
     blocks = [*_header(r), breakdown_chart(r)]
     if r.kernels.categories:
         blocks += kernel_blocks(r, top)
@@ -248,25 +265,11 @@ def rank_blocks(r: RankAnalysis, top: int) -> list[Block]:
 
 
 def ranks_blocks(report: TraceReport) -> list[Block]:
-    c = report.cross_rank
-    slow = c.slowest_rank
-    rows, styles = [], []
-    for r in report.ranks:
-        t = r.temporal
-        rows.append(
-            [
-                "?" if r.rank.rank is None else str(r.rank.rank),
-                r.file.split("/")[-1],
-                _n(r.steps.mean_ms, "{:,.1f}", " ms"),
-                _n(t.idle_pct if t else None, "{:.1f}", " %"),
-                _n(t.compute_pct if t else None, "{:.1f}", " %"),
-                _n(t.non_compute_pct if t else None, "{:.1f}", " %"),
-                _n(r.steps.input_wait_pct, "{:.1f}", " %"),
-                _n(r.comm.exposed_pct, "{:.1f}", " %"),
-            ]
-        )
-        styles.append("bad" if slow is not None and r.rank.rank == slow else "")
-    charted = [r for r in report.ranks if r.temporal is not None][:_RANKS_CHARTED]
+    """A multi-rank run: one table row per rank (the slowest flagged), a breakdown and a step-time
+    chart per rank, and what differs across ranks (skew, communication spread, missing ranks)."""
+    slow = report.cross_rank.slowest_rank
+    rows = [_rank_row(r) for r in report.ranks]
+    styles = ["bad" if slow is not None and r.rank.rank == slow else "" for r in report.ranks]
     blocks: list[Block] = [
         Heading("Ranks", 2),
         Table(
@@ -276,43 +279,72 @@ def ranks_blocks(report: TraceReport) -> list[Block]:
             row_styles=styles,  # type: ignore[arg-type]  # built from "" and "bad"
         ),
     ]
+    charted = [r for r in report.ranks if r.temporal is not None][:_RANKS_CHARTED]
     if charted:
+        blocks += _ranks_charts(charted, slow)
+    lines = _cross_rank_lines(report.cross_rank)
+    if lines:
+        blocks.append(Bullets(lines))
+    return blocks
+
+
+def _rank_row(r: RankAnalysis) -> list[str]:
+    """rank, file name, mean step (ms), idle / compute / non-compute / data wait / exposed comm (%)."""
+    t = r.temporal
+    return [
+        "?" if r.rank.rank is None else str(r.rank.rank),
+        r.file.split("/")[-1],
+        _n(r.steps.mean_ms, "{:,.1f}", " ms"),
+        _n(t.idle_pct if t else None, "{:.1f}", " %"),
+        _n(t.compute_pct if t else None, "{:.1f}", " %"),
+        _n(t.non_compute_pct if t else None, "{:.1f}", " %"),
+        _n(r.steps.input_wait_pct, "{:.1f}", " %"),
+        _n(r.comm.exposed_pct, "{:.1f}", " %"),
+    ]
+
+
+def _ranks_charts(charted: list[RankAnalysis], slow: int | None) -> list[Block]:
+    """Compute / non-compute / idle share per rank; mean step time per rank when 2+ ranks have steps."""
+    blocks: list[Block] = [
+        Chart(
+            "stacked",
+            "Temporal breakdown per rank",
+            [r.label for r in charted],
+            [
+                Series("compute", [r.temporal.compute_pct if r.temporal else 0.0 for r in charted]),
+                Series("non-compute", [r.temporal.non_compute_pct if r.temporal else 0.0 for r in charted]),
+                Series("idle", [r.temporal.idle_pct if r.temporal else 0.0 for r in charted]),
+            ],
+            x_label="share of the device span (%)",
+            y_label="rank",
+            horizontal=True,
+            description=f"Compute, non-compute and idle share of each of {len(charted)} ranks"
+            + (f"; rank {slow} is the slowest." if slow is not None else "."),
+            in_text=False,
+        )
+    ]
+    steps = [r for r in charted if r.steps.mean_ms is not None]
+    if len(steps) > 1:
         blocks.append(
             Chart(
-                "stacked",
-                "Temporal breakdown per rank",
-                [r.label for r in charted],
-                [
-                    Series("compute", [r.temporal.compute_pct if r.temporal else 0.0 for r in charted]),
-                    Series(
-                        "non-compute", [r.temporal.non_compute_pct if r.temporal else 0.0 for r in charted]
-                    ),
-                    Series("idle", [r.temporal.idle_pct if r.temporal else 0.0 for r in charted]),
-                ],
-                x_label="share of the device span (%)",
-                y_label="rank",
-                horizontal=True,
-                description=f"Compute, non-compute and idle share of each of {len(charted)} ranks"
-                + (f"; rank {slow} is the slowest." if slow is not None else "."),
+                "bar",
+                "Mean step time per rank",
+                [r.label for r in steps],
+                [Series("ms", [r.steps.mean_ms or 0.0 for r in steps])],
+                x_label="rank",
+                y_label="step time (ms)",
+                marked=[i for i, r in enumerate(steps) if r.rank.rank == slow],
+                mark_label="slowest",
+                description="Mean step time of each rank; a straggler stands out.",
                 in_text=False,
             )
         )
-        steps = [r for r in charted if r.steps.mean_ms is not None]
-        if len(steps) > 1:
-            blocks.append(
-                Chart(
-                    "bar",
-                    "Mean step time per rank",
-                    [r.label for r in steps],
-                    [Series("ms", [r.steps.mean_ms or 0.0 for r in steps])],
-                    x_label="rank",
-                    y_label="step time (ms)",
-                    marked=[i for i, r in enumerate(steps) if r.rank.rank == slow],
-                    mark_label="slowest",
-                    description="Mean step time of each rank; a straggler stands out.",
-                    in_text=False,
-                )
-            )
+    return blocks
+
+
+def _cross_rank_lines(c: CrossRank) -> list[str]:
+    """What differs across ranks, one line each: step skew, communication spread, missing and
+    duplicate ranks, rank-info notes."""
     lines = []
     if c.step_skew_pct is not None:
         lines.append(f"step time: slowest rank {c.slowest_rank} is {c.step_skew_pct:+.1f} % vs the median")
@@ -330,12 +362,12 @@ def ranks_blocks(report: TraceReport) -> list[Block]:
     for rank, files in c.duplicates.items():
         lines.append(f"duplicate rank {rank}: {', '.join(files)}")
     lines += [n for n in c.notes if "carry no rank" in n or "world sizes" in n]
-    if lines:
-        blocks.append(Bullets(lines))
-    return blocks
+    return lines
 
 
 def report_document(report: TraceReport, top: int = 10, rank: int | None = None) -> Document:
+    """`gpuwise trace`: skipped files, the ranks table for multi-rank runs, details of up to two
+    ranks (else the slowest, or `rank`), and the findings."""
     ranks = report.ranks
     doc = Document(
         f"Trace: {len(ranks)} rank{'s' if len(ranks) != 1 else ''}"
@@ -418,53 +450,62 @@ def _change_table(title: str, rows, names: list[str], label: dict[str, str] | No
 
 
 def comparison_document(cmp: TraceComparison, top: int = 10) -> Document:
+    """Trace B against trace A: metric changes, the device-time breakdown before and after, kernel
+    categories and the `top` kernels that changed most, and findings resolved or new in B."""
     doc = Document("Trace comparison: B against A")
     doc.add(Paragraph(f"A: {cmp.a.label}"), Paragraph(f"B: {cmp.b.label}"))
     doc.add(_change_table("What changed (B vs A)", cmp.metrics, [c.name for c in cmp.metrics], _METRIC_LABEL))
     shares = [c for c in cmp.metrics if c.name in _BREAKDOWN]
     if shares:
-        doc.add(
-            Chart(
-                "grouped",
-                "Before and after: where the device time goes",
-                [_METRIC_LABEL[c.name] for c in shares],
-                [
-                    Series("A (before)", [c.a or 0.0 for c in shares]),
-                    Series("B (after)", [c.b or 0.0 for c in shares]),
-                ],
-                x_label="share (%)",
-                horizontal=True,
-                description="Shares of the device span in A and in B: "
-                + ", ".join(f"{_METRIC_LABEL[c.name]} {c.a or 0:.1f} → {c.b or 0:.1f} %" for c in shares)
-                + ".",
-            )
-        )
+        doc.add(_shares_chart(shares))
     for title, rows in (
         ("Kernel categories", cmp.categories),
         (f"Kernels that changed most (top {top})", cmp.kernels[:top]),
     ):
-        if not rows:
-            continue
-        names = distinct_short_names([c.name for c in rows], 44)
-        doc.add(_change_table(f"{title} ({rows[0].unit})", rows, names))
-        doc.add(
-            Chart(
-                "grouped",
-                f"{title}: A and B",
-                names,
-                [
-                    Series("A (before)", [c.a or 0.0 for c in rows]),
-                    Series("B (after)", [c.b or 0.0 for c in rows]),
-                ],
-                x_label=rows[0].unit,
-                horizontal=True,
-                description=f"{title} in A and in B ({rows[0].unit}).",
-                in_text=False,
-            )
-        )
+        if rows:
+            doc.add(*_kernel_change_blocks(title, rows))
     if cmp.findings_removed:
         doc.add(Paragraph("resolved in B: " + ", ".join(cmp.findings_removed), "good"))
     if cmp.findings_added:
         doc.add(Paragraph("new in B: " + ", ".join(cmp.findings_added), "bad"))
     doc.add(*(Note(f"note: {note}", "warn") for note in cmp.notes))
     return doc
+
+
+def _shares_chart(shares: list[Change]) -> Chart:
+    """Grouped bars: each breakdown share (%) of the device span in A and in B."""
+    return Chart(
+        "grouped",
+        "Before and after: where the device time goes",
+        [_METRIC_LABEL[c.name] for c in shares],
+        [
+            Series("A (before)", [c.a or 0.0 for c in shares]),
+            Series("B (after)", [c.b or 0.0 for c in shares]),
+        ],
+        x_label="share (%)",
+        horizontal=True,
+        description="Shares of the device span in A and in B: "
+        + ", ".join(f"{_METRIC_LABEL[c.name]} {c.a or 0:.1f} → {c.b or 0:.1f} %" for c in shares)
+        + ".",
+    )
+
+
+def _kernel_change_blocks(title: str, rows: list[Change]) -> list[Block]:
+    """A change table and grouped A/B bars for kernel categories or kernels (names shortened to 44)."""
+    names = distinct_short_names([c.name for c in rows], 44)
+    return [
+        _change_table(f"{title} ({rows[0].unit})", rows, names),
+        Chart(
+            "grouped",
+            f"{title}: A and B",
+            names,
+            [
+                Series("A (before)", [c.a or 0.0 for c in rows]),
+                Series("B (after)", [c.b or 0.0 for c in rows]),
+            ],
+            x_label=rows[0].unit,
+            horizontal=True,
+            description=f"{title} in A and in B ({rows[0].unit}).",
+            in_text=False,
+        ),
+    ]

@@ -7,6 +7,8 @@ from gpuwise.report.document import Code, Document, Heading, Headline, Note, Par
 from gpuwise.report.units import gib, num
 from gpuwise.tune.result import TuneResult
 
+__all__ = ["METRIC_LABEL", "VERDICT_STYLE", "trials_table", "tune_document"]
+
 METRIC_LABEL = {"samples_per_s": "samples/s", "steps_per_s": "steps/s"}
 VERDICT_STYLE = {
     "faster": "good",
@@ -22,6 +24,8 @@ def _rate(value: float | None) -> str:
 
 
 def tune_document(result: TuneResult) -> Document:
+    """`gpuwise tune`: the winning settings and their gain over the baseline, every trial, and what
+    to paste."""
     doc = Document("gpuwise tune", subtitle=result.command)
     unit = METRIC_LABEL[result.metric]
     base = result.baseline_value
@@ -112,6 +116,7 @@ def _configs_table(result: TuneResult) -> Table:
 
 
 def trials_table(result: TuneResult) -> Table:
+    """One row per trial: role, settings, status, steps/s and samples/s measured, wall time (s), note."""
     rows = []
     for t in result.trials:
         rows.append(

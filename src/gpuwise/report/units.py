@@ -46,6 +46,7 @@ def gib(n: float | None, digits: int = 2) -> str:
 
 
 def mib(n: float | None, digits: int = 1) -> str:
+    """Bytes as MiB (2**20) with `digits` decimals, the missing-value mark for None."""
     return MISSING if n is None else f"{n / MiB:,.{digits}f}"
 
 
@@ -55,6 +56,7 @@ def ms(seconds: float | None, digits: int = 1) -> str:
 
 
 def pct(value: float | None, digits: int = 1) -> str:
+    """A share as "12.3 %", the missing-value mark for None."""
     return MISSING if value is None else f"{value:.{digits}f} %"
 
 

@@ -17,8 +17,21 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.trace.hta_view import HtaView, unique_rows
+from gpuwise.trace.hta_selection import HtaView, unique_rows
 from gpuwise.trace.table import EventTable, distinct
+
+__all__ = [
+    "CONSECUTIVE_KERNEL_DELAY_US",
+    "IDLE_KERNEL_CATS",
+    "StreamIdle",
+    "TemporalBreakdown",
+    "hta_kernel_type",
+    "idle_by_stream",
+    "kernel_type_by_code",
+    "merge_intervals",
+    "temporal_breakdown",
+    "union_length",
+]
 
 # HTA hta/utils/utils.py kernel classes (regexes matched at the start of the name, as re.match does).
 _COMM_RE = re.compile(r"^nccl.*Kernel")
@@ -30,6 +43,8 @@ CONSECUTIVE_KERNEL_DELAY_US = 30  # HTA default for get_idle_time_breakdown
 
 
 def hta_kernel_type(name: str) -> str:
+    """HTA's kernel type by name: "communication" (nccl*Kernel), "memory" (Memcpy, Memset, dma),
+    "computation" (anything not communication, copy or sync), else "other"."""
     if _COMM_RE.match(name):
         return "communication"
     if _MEMORY_RE.match(name):
@@ -41,6 +56,9 @@ def hta_kernel_type(name: str) -> str:
 
 @dataclass
 class TemporalBreakdown:
+    """HTA's temporal breakdown of one rank: idle, compute and non-compute time (µs) over the
+    device span (first start to last end on any stream), and each as % of the span."""
+
     idle_pct: float
     compute_pct: float
     non_compute_pct: float
@@ -56,11 +74,15 @@ class TemporalBreakdown:
         return not (0 < self.span_us < math.inf)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: every field rounded to 4 decimals."""
         return {k: round(v, 4) for k, v in asdict(self).items()}
 
 
 @dataclass
 class StreamIdle:
+    """Idle time on one stream (µs), split as HTA splits it: waiting for the host to launch,
+    short gaps between kernels (< 30 µs), and other; `kernels` counts the stream's device ops."""
+
     stream: int
     host_wait_us: float
     kernel_wait_us: float
@@ -69,13 +91,17 @@ class StreamIdle:
 
     @property
     def idle_us(self) -> float:
+        """All idle time on the stream, µs."""
         return self.host_wait_us + self.kernel_wait_us + self.other_us
 
     def ratio(self, category: str) -> float | None:
+        """`category` ("host_wait", "kernel_wait", "other") as a fraction (0-1) of the idle time;
+        None when the stream never idles."""
         total = self.idle_us
         return None if total <= 0 else getattr(self, f"{category}_us") / total
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: times in µs (3 decimals) and each category's ratio (4 decimals)."""
         return {
             "stream": self.stream,
             "kernels": self.kernels,
@@ -105,6 +131,8 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def union_length(start: np.ndarray, end: np.ndarray) -> float:
+    """Length of the union of the intervals [start, end) (same-length arrays, µs): overlapping
+    kernels count once."""
     s, e = merge_intervals(start, end)
     return float((e - s).sum())
 

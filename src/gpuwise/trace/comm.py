@@ -13,13 +13,18 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.breakdown import merge_intervals
-from gpuwise.trace.hta_view import unique_rows
+from gpuwise.trace.hta_selection import unique_rows
 from gpuwise.trace.kernels import COMM_BEYOND_HTA, NAME_READ_CHARS
 from gpuwise.trace.table import EventTable, distinct
+
+__all__ = ["CommStats", "comm_stats", "comm_types", "overlap_length"]
 
 
 @dataclass
 class CommStats:
+    """Communication kernels (NCCL) of one rank: their time (µs, union), the share compute
+    hides (overlap %), the share of the device span left exposed, and ms per step."""
+
     kernels: int
     time_us: float  # union of communication kernel time
     overlap_pct: float | None  # share of communication time overlapped by compute
@@ -27,6 +32,8 @@ class CommStats:
     ms_per_step: float | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: time in µs (3 decimals), shares and ms per step (4 decimals)."""
+
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
 

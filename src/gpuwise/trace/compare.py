@@ -6,6 +6,7 @@ compare; kernels are matched by name. Metrics say which direction is better.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,17 @@ from typing import Any
 import numpy as np
 
 from gpuwise.diagnose import thresholds as T
-from gpuwise.trace.report import TraceReport
+from gpuwise.trace.analyze import TraceReport
+from gpuwise.trace.rank import RankAnalysis
+
+__all__ = ["Change", "Side", "TraceComparison", "compare_reports", "mismatches", "side_label", "summarize"]
 
 
 @dataclass
 class Side:
+    """One side (A or B) of a comparison: each metric's mean over its ranks, kernel time per
+    category and per kernel name (ms per step and rank), findings, devices and rank count."""
+
     label: str
     files: list[str]
     metrics: dict[str, float | None]
@@ -29,6 +36,7 @@ class Side:
     num_ranks: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (per-kernel times are left out: the comparison lists the top changes)."""
         return {
             "label": self.label,
             "files": self.files,
@@ -43,6 +51,9 @@ class Side:
 
 @dataclass
 class Change:
+    """One metric, kernel category or kernel in A and in B, in `unit` ("pp": percentage
+    points of a share), and whether a lower value is better (None: neither)."""
+
     name: str
     unit: str
     a: float | None
@@ -51,14 +62,18 @@ class Change:
 
     @property
     def delta(self) -> float | None:
+        """B - A in the metric's unit; None when either side lacks it."""
         return None if self.a is None or self.b is None else self.b - self.a
 
     @property
     def delta_pct(self) -> float | None:
+        """B - A as % of |A|; None when A is missing or zero."""
         return None if self.delta is None or not self.a else 100.0 * self.delta / abs(self.a)
 
     @property
     def verdict(self) -> str:
+        """By the metric's direction, "better" or "worse"; "same" under 2 % (0.5 pp for shares);
+        "" when it has no direction or a side is missing."""
         d = self.delta
         if d is None or self.lower_is_better is None or abs(d) < 1e-9:
             return ""
@@ -70,6 +85,8 @@ class Change:
         return "better" if (d < 0) == self.lower_is_better else "worse"
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: values, delta and delta % (4 decimals) and the verdict."""
+
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
 
@@ -86,6 +103,9 @@ class Change:
 
 @dataclass
 class TraceComparison:
+    """B against A: metric, kernel-category and top-kernel changes, findings new in B or gone
+    from it, and why the two may not be the same job (`mismatches`)."""
+
     a: Side
     b: Side
     metrics: list[Change]
@@ -97,6 +117,7 @@ class TraceComparison:
     mismatches: list[str] = field(default_factory=list)  # why A and B are not the same job ([] if they are)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON document's body for `gpuwise trace --compare` (docs/json-schema.md)."""
         return {
             "comparable": not self.mismatches,
             "mismatches": self.mismatches,
@@ -136,39 +157,43 @@ def _mean(values: list[float | None]) -> float | None:
     return float(np.mean(present)) if present else None
 
 
+def _temporal(r: RankAnalysis, share: str) -> float | None:
+    """A temporal-breakdown share (% of the device span), None when the rank has no GPU activity."""
+    return getattr(r.temporal, share) if r.temporal else None
+
+
+def _peak_reserved_gib(r: RankAnalysis) -> float | None:
+    """Peak reserved memory in GiB, None when the trace has no memory events (or a zero peak)."""
+    return r.memory.peak_reserved_bytes / 2**30 if r.memory and r.memory.peak_reserved_bytes else None
+
+
+# How each metric of `_METRICS` is read from one rank (a side's value is the mean over its ranks).
+_RANK_METRIC: dict[str, Callable[[RankAnalysis], float | None]] = {
+    "step_time_ms": lambda r: r.steps.mean_ms,
+    "idle_pct": lambda r: _temporal(r, "idle_pct"),
+    "compute_pct": lambda r: _temporal(r, "compute_pct"),
+    "non_compute_pct": lambda r: _temporal(r, "non_compute_pct"),
+    "input_wait_pct": lambda r: r.steps.input_wait_pct,
+    "sync_wait_pct": lambda r: r.sync.wait_pct,
+    "sync_calls_per_step": lambda r: r.sync.calls_per_step,
+    "kernels_per_step": lambda r: r.launches.kernels_per_step,
+    "tiny_kernel_pct": lambda r: r.kernels.tiny_kernel_pct,
+    "launch_delay_median_us": lambda r: r.launches.launch_delay_median_us,
+    "h2d_copy_pct": lambda r: r.copies.h2d_copy_pct,
+    "pageable_copy_pct": lambda r: r.copies.pageable_copy_pct,
+    "comm_exposed_pct": lambda r: r.comm.exposed_pct,
+    "comm_overlap_pct": lambda r: r.comm.overlap_pct,
+    "peak_reserved_gib": _peak_reserved_gib,
+}
+
+
 def summarize(report: TraceReport, label: str) -> Side:
+    """One side of a comparison: each metric's mean over the ranks, kernel time per category and per
+    kernel name (ms per step and rank; per trace when a rank has no ProfilerStep), findings, devices."""
     ranks = report.ranks
     per_step = all(r.steps_in_window > 0 for r in ranks)
-    metrics = {
-        "step_time_ms": _mean([r.steps.mean_ms for r in ranks]),
-        "idle_pct": _mean([r.temporal.idle_pct if r.temporal else None for r in ranks]),
-        "compute_pct": _mean([r.temporal.compute_pct if r.temporal else None for r in ranks]),
-        "non_compute_pct": _mean([r.temporal.non_compute_pct if r.temporal else None for r in ranks]),
-        "input_wait_pct": _mean([r.steps.input_wait_pct for r in ranks]),
-        "sync_wait_pct": _mean([r.sync.wait_pct for r in ranks]),
-        "sync_calls_per_step": _mean([r.sync.calls_per_step for r in ranks]),
-        "kernels_per_step": _mean([r.launches.kernels_per_step for r in ranks]),
-        "tiny_kernel_pct": _mean([r.kernels.tiny_kernel_pct for r in ranks]),
-        "launch_delay_median_us": _mean([r.launches.launch_delay_median_us for r in ranks]),
-        "h2d_copy_pct": _mean([r.copies.h2d_copy_pct for r in ranks]),
-        "pageable_copy_pct": _mean([r.copies.pageable_copy_pct for r in ranks]),
-        "comm_exposed_pct": _mean([r.comm.exposed_pct for r in ranks]),
-        "comm_overlap_pct": _mean([r.comm.overlap_pct for r in ranks]),
-        "peak_reserved_gib": _mean(
-            [
-                r.memory.peak_reserved_bytes / 2**30 if r.memory and r.memory.peak_reserved_bytes else None
-                for r in ranks
-            ]
-        ),
-    }
-    categories: dict[str, float] = {}
-    kernels: dict[str, float] = {}
-    for r in ranks:
-        scale = 1.0 / 1000 / (r.steps_in_window if per_step else 1) / len(ranks)
-        for name, row in r.kernels.categories.items():
-            categories[name] = categories.get(name, 0.0) + row["time_us"] * scale
-        for name, time_us in r.kernels.by_name_us.items():
-            kernels[name] = kernels.get(name, 0.0) + time_us * scale
+    metrics = {name: _mean([read(r) for r in ranks]) for name, read in _RANK_METRIC.items()}
+    categories, kernels = _kernel_ms(ranks, per_step)
     devices = sorted({r.device.catalog_id or r.device.name or r.device.kind for r in ranks})
     return Side(
         label,
@@ -181,6 +206,19 @@ def summarize(report: TraceReport, label: str) -> Side:
         devices,
         len(ranks),
     )
+
+
+def _kernel_ms(ranks: list[RankAnalysis], per_step: bool) -> tuple[dict[str, float], dict[str, float]]:
+    """(kernel category -> ms, kernel name -> ms), per step (if `per_step`) and averaged over ranks."""
+    categories: dict[str, float] = {}
+    kernels: dict[str, float] = {}
+    for r in ranks:
+        scale = 1.0 / 1000 / (r.steps_in_window if per_step else 1) / len(ranks)
+        for name, row in r.kernels.categories.items():
+            categories[name] = categories.get(name, 0.0) + row["time_us"] * scale
+        for name, time_us in r.kernels.by_name_us.items():
+            kernels[name] = kernels.get(name, 0.0) + time_us * scale
+    return categories, kernels
 
 
 def _shared_time_pct(a: dict[str, float], b: dict[str, float]) -> float:
@@ -210,6 +248,9 @@ def mismatches(a: Side, b: Side) -> list[str]:
 def compare_reports(
     a: TraceReport, b: TraceReport, label_a: str, label_b: str, top_n: int = 12
 ) -> TraceComparison:
+    """What changed from trace A to trace B: every metric either side has, every kernel
+    category (largest first), the `top_n` kernels whose time changed most, findings added and
+    resolved. A finding gone from B is not called resolved when A and B are not the same job."""
     side_a, side_b = summarize(a, label_a), summarize(b, label_b)
     notes = []
     if side_a.per_step != side_b.per_step:
@@ -249,4 +290,5 @@ def compare_reports(
 
 
 def side_label(paths: list[str | Path]) -> str:
+    """A side's label: its file names, comma-separated."""
     return ", ".join(Path(p).name for p in paths)

@@ -14,15 +14,21 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.breakdown import union_length
-from gpuwise.trace.hta_view import unique_rows
+from gpuwise.trace.hta_selection import unique_rows
 from gpuwise.trace.kernels import MEMCPY_CATS
 from gpuwise.trace.table import EventTable, distinct
+
+__all__ = ["CopyStats", "copy_stats"]
 
 _NAME_RE = re.compile(r"^Memcpy\s+(\w+)\s*(?:\((\w+)\s*->\s*(\w+)\))?")
 
 
 @dataclass
 class CopyStats:
+    """Memory copies of one rank by direction (count, bytes, time in µs, pageable count and bytes),
+    host->device copy time as % of the device span, and the share of H2D (and D2H) bytes from
+    pageable memory."""
+
     directions: dict[
         str, dict[str, float]
     ]  # HtoD/DtoH/DtoD/... -> count, bytes, time_us, pageable_count, pageable_bytes
@@ -33,6 +39,8 @@ class CopyStats:
     pageable_d2h_pct: float | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: counts and bytes as integers, times and shares rounded."""
+
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
 
@@ -50,6 +58,8 @@ class CopyStats:
 
 
 def copy_stats(t: EventTable, rows: np.ndarray, span_us: float | None) -> CopyStats:
+    """Copies among `rows` (event indices of the analysis window), by direction and memory kind
+    parsed from CUPTI's name; `span_us` is the device span the H2D share is taken of."""
     rows = unique_rows(rows)
     rows = rows[t.cat_mask(*MEMCPY_CATS)[rows]]
     parsed: dict[int, tuple[str, bool]] = {}

@@ -14,9 +14,15 @@ from typing import Any
 
 from gpuwise.trace.rank import RankAnalysis
 
+__all__ = ["CrossRank", "compact_ranges", "cross_rank"]
+
 
 @dataclass
 class CrossRank:
+    """What differs across the ranks of one run: step time per rank (s) and the slowest's skew
+    over the median (%), communication ms per step and its spread (%), idle % per rank, and the
+    ranks that are duplicated, missing or unknown."""
+
     ranks: list[int]  # ranks compared (first file of each)
     world_size: int | None
     duplicates: dict[int, list[str]]  # rank -> every file that claims it
@@ -33,6 +39,8 @@ class CrossRank:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: rank keys as strings, times and shares rounded."""
+
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
 
@@ -67,23 +75,11 @@ def compact_ranges(values: list[int]) -> str:
 
 
 def cross_rank(analyses: list[RankAnalysis]) -> CrossRank:
+    """Compare the ranks of one run: step-time skew, communication spread, idle share per rank, and
+    which ranks are duplicated, missing or unranked (each such case also a note)."""
     notes: list[str] = []
-    by_rank: dict[int, list[RankAnalysis]] = defaultdict(list)
-    unranked = [a.file for a in analyses if a.rank.rank is None]
-    for a in analyses:
-        if a.rank.rank is not None:
-            by_rank[a.rank.rank].append(a)
+    by_rank, unranked = _by_rank(analyses, notes)
     duplicates = {rank: [a.file for a in group] for rank, group in by_rank.items() if len(group) > 1}
-    for rank, files in sorted(duplicates.items()):
-        notes.append(
-            f"rank {rank} appears in {len(files)} files ({', '.join(files)}); all were analyzed, "
-            f"the first stands for rank {rank} in the cross-rank comparison"
-        )
-    if unranked and len(analyses) > 1:
-        notes.append(
-            f"{len(unranked)} file(s) carry no rank (no distributedInfo.rank, no rank-N in the name): "
-            "analyzed on their own, left out of the cross-rank comparison"
-        )
     worlds = {a.rank.world_size for a in analyses if a.rank.world_size}
     world = max(worlds) if worlds else None
     if len(worlds) > 1:
@@ -95,19 +91,8 @@ def cross_rank(analyses: list[RankAnalysis]) -> CrossRank:
     missing = sorted(set(range(world)) - set(first)) if world and len(first) > 0 else []
     if missing and len(first) > 1:
         notes.append(f"{len(missing)} of {world} ranks have no trace here (ranks {compact_ranges(missing)})")
-
-    steps = {rank: a.steps.mean_ms / 1000 for rank, a in first.items() if a.steps.mean_ms is not None}
-    skew = slowest = fastest = None
-    if len(steps) >= 2:
-        median = statistics.median(steps.values())
-        slowest = max(steps, key=steps.__getitem__)
-        fastest = min(steps, key=steps.__getitem__)
-        skew = 100.0 * (steps[slowest] - median) / median if median > 0 else None
-    comm = {rank: a.comm.ms_per_step for rank, a in first.items() if a.comm.ms_per_step is not None}
-    comm_skew = least = None
-    if len(comm) >= 2 and max(comm.values()) > 0:
-        least = min(comm, key=comm.__getitem__)
-        comm_skew = 100.0 * (max(comm.values()) - comm[least]) / max(comm.values())
+    steps, skew, slowest, fastest = _step_skew(first)
+    comm, comm_skew, least = _comm_skew(first)
     idle = {rank: a.temporal.idle_pct for rank, a in first.items() if a.temporal is not None}
     return CrossRank(
         sorted(first),
@@ -125,3 +110,52 @@ def cross_rank(analyses: list[RankAnalysis]) -> CrossRank:
         idle,
         notes,
     )
+
+
+def _by_rank(
+    analyses: list[RankAnalysis], notes: list[str]
+) -> tuple[dict[int, list[RankAnalysis]], list[str]]:
+    """(rank -> its files' analyses in input order, files with no rank); notes on duplicates and
+    unranked files go to `notes`."""
+    by_rank: dict[int, list[RankAnalysis]] = defaultdict(list)
+    unranked = [a.file for a in analyses if a.rank.rank is None]
+    for a in analyses:
+        if a.rank.rank is not None:
+            by_rank[a.rank.rank].append(a)
+    for rank, group in sorted(by_rank.items()):
+        if len(group) > 1:
+            files = [a.file for a in group]
+            notes.append(
+                f"rank {rank} appears in {len(files)} files ({', '.join(files)}); all were analyzed, "
+                f"the first stands for rank {rank} in the cross-rank comparison"
+            )
+    if unranked and len(analyses) > 1:
+        notes.append(
+            f"{len(unranked)} file(s) carry no rank (no distributedInfo.rank, no rank-N in the name): "
+            "analyzed on their own, left out of the cross-rank comparison"
+        )
+    return by_rank, unranked
+
+
+def _step_skew(
+    first: dict[int, RankAnalysis],
+) -> tuple[dict[int, float], float | None, int | None, int | None]:
+    """(rank -> mean step time in s, % by which the slowest exceeds the median, slowest, fastest);
+    the last three are None with fewer than two ranks having steps."""
+    steps = {rank: a.steps.mean_ms / 1000 for rank, a in first.items() if a.steps.mean_ms is not None}
+    if len(steps) < 2:
+        return steps, None, None, None
+    median = statistics.median(steps.values())
+    slowest = max(steps, key=steps.__getitem__)
+    fastest = min(steps, key=steps.__getitem__)
+    skew = 100.0 * (steps[slowest] - median) / median if median > 0 else None
+    return steps, skew, slowest, fastest
+
+
+def _comm_skew(first: dict[int, RankAnalysis]) -> tuple[dict[int, float], float | None, int | None]:
+    """(rank -> communication ms per step, spread (most - least) / most in %, the rank waiting least)."""
+    comm = {rank: a.comm.ms_per_step for rank, a in first.items() if a.comm.ms_per_step is not None}
+    if not (len(comm) >= 2 and max(comm.values()) > 0):
+        return comm, None, None
+    least = min(comm, key=comm.__getitem__)
+    return comm, 100.0 * (max(comm.values()) - comm[least]) / max(comm.values()), least

@@ -15,10 +15,12 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.breakdown import union_length
-from gpuwise.trace.hta_view import unique_rows
+from gpuwise.trace.hta_selection import unique_rows
 from gpuwise.trace.kernels import KERNEL_CATS
 from gpuwise.trace.steps import Steps, cpu_complete_events, in_steps
 from gpuwise.trace.table import EventTable
+
+__all__ = ["RUNTIME_CATS", "LaunchStats", "SyncStats", "launch_stats", "sync_stats"]
 
 RUNTIME_CATS = ("cuda_runtime", "Runtime", "cuda_driver", "mtia_runtime")
 _SYNC_RE = re.compile(
@@ -30,6 +32,10 @@ _LAUNCH_RE = re.compile(r"Launch|launch")
 
 @dataclass
 class SyncStats:
+    """Host-device synchronizing runtime calls of one rank: how many (per step), their time (ms),
+    the share of step time spent in them, counts by name; `scope` says whether inside steps or
+    over the whole trace (no ProfilerStep)."""
+
     calls: int
     calls_per_step: float | None
     time_ms: float
@@ -38,6 +44,7 @@ class SyncStats:
     scope: str  # 'steps' or 'trace'
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: per-step counts to 3 decimals, time and share to 4."""
         return {
             "calls": self.calls,
             "calls_per_step": None if self.calls_per_step is None else round(self.calls_per_step, 3),
@@ -50,6 +57,9 @@ class SyncStats:
 
 @dataclass
 class LaunchStats:
+    """Kernel launches of one rank: launches and kernels (per step), launch API time and
+    launch-to-start delay (µs), and how busy the launching thread is (% of the device span)."""
+
     launches: int  # launch calls linked to a kernel
     kernels: int  # kernels in the analysis window
     kernels_per_step: float | None
@@ -60,6 +70,8 @@ class LaunchStats:
     launch_thread: Any
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: times and shares to 3 decimals."""
+
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 3)
 
@@ -76,6 +88,8 @@ class LaunchStats:
 
 
 def sync_stats(t: EventTable, steps: Steps) -> SyncStats:
+    """Synchronizing runtime calls (cudaDeviceSynchronize, cudaStreamSynchronize, blocking
+    cudaMemcpy, ...) inside the steps, or over the trace when it has no ProfilerStep."""
     codes = t.name_codes(lambda s: bool(_SYNC_RE.match(s)))
     rows = np.flatnonzero(t.name_mask(codes) & t.cat_mask(*RUNTIME_CATS) & cpu_complete_events(t))
     scope = "trace"

@@ -11,6 +11,8 @@ from collections import Counter, defaultdict
 
 from gpuwise.trace.kernels import NAME_READ_CHARS, short_name
 
+__all__ = ["distinct_short_names", "template_args"]
+
 _OPEN, _CLOSE = "<([{", ">)]}"
 
 
@@ -63,6 +65,8 @@ def _fit(text: str, width: int) -> str:
 
 
 def distinct_short_names(names: list[str], width: int = 60) -> list[str]:
+    """Short names (at most `width` characters) for a list of kernel names, in order: names that
+    would read the same show the template arguments in which they differ, else get #1, #2, ..."""
     shorts = [short_name(n, 10**6) for n in names]
     groups: dict[str, list[int]] = defaultdict(list)
     for i, s in enumerate(shorts):

@@ -12,8 +12,26 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.trace.hta_view import unique_rows
+from gpuwise.trace.hta_selection import unique_rows
 from gpuwise.trace.table import EventTable, distinct
+
+__all__ = [
+    "CATEGORIES",
+    "COMM_BEYOND_HTA",
+    "KERNEL_CATS",
+    "MEMCPY_CATS",
+    "MEMSET_CATS",
+    "NAME_READ_CHARS",
+    "KernelSummary",
+    "TopKernel",
+    "category_by_code",
+    "device_op_rows",
+    "kernel_category",
+    "matmul_precision",
+    "short_name",
+    "summarize_kernels",
+    "without_parameters",
+]
 
 KERNEL_CATS = ("kernel", "Kernel", "mtia_ccp_events")
 MEMCPY_CATS = ("gpu_memcpy", "Memcpy")
@@ -109,6 +127,8 @@ def without_parameters(name: str) -> str:
 
 
 def kernel_category(name: str) -> str:
+    """The category a kernel's name puts it in (communication, attention, convolution, gemm,
+    ... by the first matching rule), else "other"; template parameters are ignored."""
     head = without_parameters(name)
     for category, pattern in _RULES:
         if pattern.search(head):
@@ -117,6 +137,8 @@ def kernel_category(name: str) -> str:
 
 
 def matmul_precision(name: str) -> str | None:
+    """The precision a matmul/convolution kernel's name shows (fp8, int8, bf16, tf32, fp16,
+    fp32), None when the name says nothing; only the first NAME_READ_CHARS characters are read."""
     for precision, pattern in _PRECISION_RULES:
         if pattern.search(name, 0, NAME_READ_CHARS):
             return precision
@@ -144,6 +166,9 @@ def short_name(name: str, width: int = 70) -> str:
 
 @dataclass
 class TopKernel:
+    """One kernel name among the most time-consuming: category, calls, total and mean time (µs),
+    and share of all device-op time (%)."""
+
     name: str
     category: str
     count: int
@@ -152,6 +177,7 @@ class TopKernel:
     pct: float  # of all device-op time
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form, with a short display name beside the full one."""
         return {
             "name": self.name,
             "short_name": short_name(self.name),
@@ -165,6 +191,10 @@ class TopKernel:
 
 @dataclass
 class KernelSummary:
+    """The device ops of one rank: counts and time by category, the top kernels, matmul time by
+    precision (µs) and the fp32 share, the share of tiny kernels (under 10 µs), and whether
+    autocast was on."""
+
     count: int  # kernels (compute and communication; copies and memsets are counted apart)
     time_us: float  # summed device-op time (kernels + copies + memsets), overlaps counted twice
     categories: dict[str, dict[str, float]]  # category -> {count, time_us, pct}
@@ -177,6 +207,7 @@ class KernelSummary:
     by_name_us: dict[str, float] = field(default_factory=dict)  # every device op's name -> time (µs)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (per-name times are left out; the top kernels carry the detail)."""
         return {
             "count": self.count,
             "time_us": round(self.time_us, 3),

@@ -15,11 +15,16 @@ import numpy as np
 
 from gpuwise.trace.table import MemoryEvents, distinct
 
+__all__ = ["CUDA_DEVICE_TYPE", "MemoryStats", "memory_stats"]
+
 CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA (HIP builds report CUDA too)
 
 
 @dataclass
 class MemoryStats:
+    """Device memory of one rank (bytes): allocator peaks (allocated, reserved) where the events
+    carry totals, else the growth within the traced window from allocation deltas (`source`)."""
+
     events: int
     peak_allocated_bytes: int | None
     peak_reserved_bytes: int | None
@@ -27,6 +32,7 @@ class MemoryStats:
     source: str  # 'allocator totals' | 'allocation deltas' | 'none'
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: byte counts as recorded."""
         return {
             "events": self.events,
             "peak_allocated_bytes": self.peak_allocated_bytes,
@@ -37,6 +43,7 @@ class MemoryStats:
 
 
 def memory_stats(memory: MemoryEvents) -> MemoryStats | None:
+    """Peaks of the CUDA device's memory events (None when the trace has none)."""
     device = (memory.device_type == CUDA_DEVICE_TYPE) | (
         (memory.device_id >= 0) & np.isnan(memory.device_type)
     )

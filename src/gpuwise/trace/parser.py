@@ -33,6 +33,8 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.trace.reader import ByteCounter, iter_chunks, special_kind
 from gpuwise.trace.table import EventTable, Interner, MemoryEvents
 
+__all__ = ["BATCH_BYTES", "KNOWN_PHASES", "Progress", "parse_trace", "scan_elements"]
+
 BATCH_BYTES = 8 << 20
 # Chrome trace-event phases (Trace Event Format spec); anything else is reported as unknown.
 KNOWN_PHASES = frozenset("XBEiIMCsftbenSTpFOND()PRcvV")

@@ -22,7 +22,7 @@ from gpuwise.trace.comm import CommStats, comm_stats, comm_types
 from gpuwise.trace.copies import CopyStats, copy_stats
 from gpuwise.trace.device import DeviceInfo, RankInfo, device_info, rank_info
 from gpuwise.trace.host import LaunchStats, SyncStats, launch_stats, sync_stats
-from gpuwise.trace.hta_view import build_view
+from gpuwise.trace.hta_selection import build_view
 from gpuwise.trace.kernels import KERNEL_CATS, KernelSummary, summarize_kernels
 from gpuwise.trace.memory import MemoryStats, memory_stats
 from gpuwise.trace.parser import Progress, parse_trace
@@ -30,9 +30,15 @@ from gpuwise.trace.sanitize import drop_out_of_range, recover_streams
 from gpuwise.trace.steps import StepStats, find_steps, step_stats
 from gpuwise.trace.table import EventTable
 
+__all__ = ["RankAnalysis", "analyze_file", "analyze_table"]
+
 
 @dataclass
 class RankAnalysis:
+    """Everything read from one rank's trace: rank and device, file and parse figures,
+    temporal and per-stream idle breakdown, kernels, steps, copies, syncs, launches,
+    communication, memory, warnings, and the ids of the findings this rank alone triggers."""
+
     file: str
     rank: RankInfo
     device: DeviceInfo
@@ -57,9 +63,11 @@ class RankAnalysis:
 
     @property
     def label(self) -> str:
+        """The rank as "rank N", or the file name when the trace carries no rank."""
         return f"rank {self.rank.rank}" if self.rank.rank is not None else Path(self.file).name
 
     def to_dict(self) -> dict[str, Any]:
+        """One entry of the JSON document's `ranks` (docs/json-schema.md)."""
         return {
             "file": self.file,
             "rank": self.rank.rank,
@@ -86,6 +94,7 @@ class RankAnalysis:
 
 
 def analyze_file(path: str | Path, progress: Progress | None = None) -> RankAnalysis:
+    """Parse and analyze one trace file, timing both (s); `progress` is called with bytes read."""
     started = time.perf_counter()
     table = parse_trace(path, progress)
     parsed = time.perf_counter()
@@ -106,6 +115,8 @@ def _phase_warnings(t: EventTable) -> list[str]:
 
 
 def analyze_table(t: EventTable) -> RankAnalysis:
+    """Analyze an already parsed trace; NumPy warnings on odd values are silenced (they are
+    handled where they matter)."""
     with np.errstate(all="ignore"):  # odd values (1e308, NaN) in broken traces are handled, not warned about
         return _analyze(t)
 

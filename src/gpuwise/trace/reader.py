@@ -16,6 +16,8 @@ from pathlib import Path
 
 from gpuwise.errors import GpuwiseError
 
+__all__ = ["CHUNK_BYTES", "GZIP_MAGIC", "READ_BYTES", "ByteCounter", "iter_chunks", "special_kind"]
+
 GZIP_MAGIC = b"\x1f\x8b"
 READ_BYTES = 1 << 20  # compressed bytes read per system call
 CHUNK_BYTES = 8 << 20  # decompressed bytes handed to the parser at a time

@@ -13,6 +13,8 @@ import numpy as np
 from gpuwise.trace.breakdown import IDLE_KERNEL_CATS
 from gpuwise.trace.table import EventTable
 
+__all__ = ["MAX_EVENT_US", "MAX_TIME_US", "drop_out_of_range", "recover_streams"]
+
 # A double holds every integer µs up to 2**53 (285 years after 1970): a timestamp beyond it is not a
 # clock reading, and sums and differences of such values lose the microseconds the analysis needs.
 MAX_TIME_US = float(2**53)

@@ -17,27 +17,36 @@ import numpy as np
 from gpuwise.trace.breakdown import union_length
 from gpuwise.trace.table import EventTable, distinct
 
+__all__ = ["StepStats", "Steps", "cpu_complete_events", "find_steps", "in_steps", "step_stats"]
+
 _STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 _LOADER_RE = re.compile(r"DataLoader.*__next__|dataloader.*next", re.I)
 
 
 @dataclass
 class Steps:
+    """The ProfilerStep annotations of the analysis window: step numbers, start and duration (µs)."""
+
     numbers: list[int]
     start_us: np.ndarray
     dur_us: np.ndarray
 
     @property
     def count(self) -> int:
+        """Number of steps in the window."""
         return len(self.numbers)
 
     @property
     def end_us(self) -> np.ndarray:
+        """Each step's end, µs."""
         return self.start_us + self.dur_us
 
 
 @dataclass
 class StepStats:
+    """Step times (s each; mean, median, p90, min, max, std in ms) and the data loader's share:
+    time in DataLoader.__next__ as % of step time, ms per step, and single- or multi-process."""
+
     count: int
     numbers: list[int]
     step_times_s: list[float]
@@ -55,6 +64,8 @@ class StepStats:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: times rounded to 4 decimals (step times in s to 7)."""
+
         def r(x: float | None, n: int = 4) -> float | None:
             return None if x is None else round(x, n)
 
@@ -112,6 +123,8 @@ def in_steps(ts: np.ndarray, steps: Steps) -> np.ndarray:
 
 
 def step_stats(t: EventTable, steps: Steps) -> StepStats:
+    """Step-time statistics and the data loader's wait within `steps`; notes say what could not be
+    measured."""
     notes: list[str] = []
     loader_codes = t.name_codes(lambda s: bool(_LOADER_RE.search(s)))
     loader_rows = np.flatnonzero(t.name_mask(loader_codes) & cpu_complete_events(t))

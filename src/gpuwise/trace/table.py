@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+__all__ = ["EventTable", "Interner", "MemoryEvents", "distinct"]
+
 
 def distinct(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values (np.unique without its first-call import of numpy.ma, ~25 ms)."""
@@ -103,6 +105,7 @@ class EventTable:
         return int(self.ts.shape[0])
 
     def cat_mask(self, *names: str) -> np.ndarray:
+        """Per event: is its category one of `names`?"""
         lookup = np.zeros(len(self.cats) + 1, dtype=bool)
         lookup[[i for i, v in enumerate(self.cats) if v in names]] = True
         return lookup[self.cat]
@@ -114,10 +117,13 @@ class EventTable:
         return lookup[self.name]
 
     def name_codes(self, predicate) -> np.ndarray:
+        """Codes (int32) of the interned names for which `predicate(name)` holds: test each distinct
+        name once, then select rows with `name_mask`."""
         return np.array(
             [i for i, v in enumerate(self.names) if isinstance(v, str) and predicate(v)], dtype=np.int32
         )
 
     def name_of(self, code: int) -> str:
+        """The name string of a code ('' for -1, no name)."""
         value = self.names[code] if code >= 0 else ""
         return value if isinstance(value, str) else str(value)

@@ -10,6 +10,8 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.trace.cross_rank import CrossRank
 from gpuwise.trace.rank import RankAnalysis
 
+__all__ = ["cross_rank_evidence", "rank_evidence"]
+
 
 def _tensor_cores(catalog_id: str | None) -> tuple[float | None, Literal["bf16", "fp16"] | None]:
     """(16-bit dense peak / fp32 peak, which 16-bit type): bf16 where the GPU has it, else fp16 (V100, T4)."""
@@ -33,6 +35,8 @@ def _fp32_matmul_time_pct(r: RankAnalysis) -> float | None:
 
 
 def rank_evidence(r: RankAnalysis) -> Evidence:
+    """One rank's analysis as the Evidence the diagnosis rules read (source "trace"); a degenerate
+    breakdown contributes no shares."""
     k, s = r.kernels, r.steps
     t = r.temporal if r.temporal and not r.temporal.degenerate else None
     memory_peak = r.memory.peak_reserved_bytes or r.memory.peak_allocated_bytes if r.memory else None
@@ -81,6 +85,8 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
 
 
 def cross_rank_evidence(c: CrossRank) -> Evidence | None:
+    """Cross-rank evidence (step time per rank, communication spread) for the straggler rules;
+    None with fewer than two ranks timed."""
     if len(c.rank_step_time_s) < 2:
         return None
     return Evidence(

@@ -24,11 +24,17 @@ import numpy as np
 
 from gpuwise.trace.table import EventTable, distinct
 
+__all__ = ["SYNC_ON_DEVICE", "HtaView", "build_view", "rounded_times", "unique_rows"]
+
 SYNC_ON_DEVICE = ("Event Sync", "Context Sync")
 
 
 @dataclass
 class HtaView:
+    """The rows HTA analyzes (event indices into the EventTable, sorted, each once) with
+    HTA-rounded times (µs) and the launch<->kernel links for every event; `copies` holds how many
+    times HTA's merge repeats each row."""
+
     rows: np.ndarray  # event indices kept, each once, sorted
     ts: np.ndarray  # per event (all events), HTA-rounded µs
     end: np.ndarray
@@ -63,6 +69,8 @@ def rounded_times(t: EventTable) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_view(t: EventTable) -> HtaView:
+    """Select the rows of `t` by HTA's rules (see the module docstring), dropping the last
+    ProfilerStep when the trace has more than one."""
     ts, end = rounded_times(t)
     cat_missing = np.array([v is None for v in t.cats], dtype=bool)
     cat_trace = np.array([v == "Trace" for v in t.cats], dtype=bool)

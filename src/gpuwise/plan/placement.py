@@ -21,7 +21,9 @@ from gpuwise.plan.types import FitOption, FitReport, Outcome
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
 
-_MAX_NODES = 64
+__all__ = ["fit_report", "longest_sequence", "remedies"]
+
+_MAX_NODES = 64  # more GPUs are tried up to this many 8-GPU nodes
 
 
 def remedies(w: Workload) -> list[tuple[str, dict[str, Any]]]:
@@ -135,13 +137,16 @@ def _context_option(original: Workload, local_steps: list[Step], evaluate: Evalu
     )
 
 
-def report(
+def fit_report(
     original: Workload,
     current: Outcome,
     fit_steps: list[Step],
     evaluate: Evaluate,
     local_steps: list[Step] | None = None,
 ) -> FitReport:
+    """Does `original` fit comfortably where it is, on which catalog GPUs it fits as given, and
+    otherwise the computed ways to make it fit (`fit_steps`: the plan's own fit edits on the user's
+    GPU; `local_steps`: every edit tried there, for the longest sequence that fits)."""
     gpu = get_gpu(original.gpu)
     need = current.peak_bytes / GiB
     have = current.capacity_bytes / GiB
@@ -154,32 +159,65 @@ def report(
         )
     as_given = hw_as_given(original, evaluate)
     fits_here = [gid for gid, o in as_given.items() if comfortable(o)]
-    options: list[FitOption] = []
-    if fit_steps and comfortable(fit_steps[-1].after):
-        last = fit_steps[-1]
-        changes = {k: v for s in fit_steps for k, v in s.candidate.changes.items()}
-        label = " + ".join(s.candidate.title for s in fit_steps)
-        options.append(FitOption(label, changes, gpu.id, original.num_gpus, last.after))
-    if not options and not original.is_cv:
-        context = _context_option(original, local_steps or [], evaluate)
-        if context is not None:
-            options.append(context)
-    tight = current.fits and not comfortable(current)
-    head = (
-        f"Tight on {original.num_gpus} × {gpu.id}: {need:.1f} GiB of {have:.1f} GiB per GPU "
-        f"({current.headroom_pct:.0f} % free, "
-        "out-of-memory risk)"
-        if tight
-        else (
-            f"Does not fit on {original.num_gpus} × {gpu.id}: needs {need:.1f} GiB per GPU, {have:.1f} GiB "
-            "available"
-        )
-    )
+    options = _local_options(original, fit_steps, evaluate, local_steps or [], gpu.id)
+    head = _head(original, current, gpu.id)
     gpus = sorted(list_gpus(), key=lambda g: (g.memory_gb, g.cloud_usd_per_hr or float("inf")))
     if fits_here:
         names = ", ".join(sorted(fits_here, key=lambda g: get_gpu(g).memory_gb)[:5])
         return FitReport(False, True, f"{head}. As given it fits on: {names}.", tuple(options))
     # Fits nowhere as given: compute what would make it fit.
+    options += _remedy_options(original, evaluate, gpus)
+    largest = max(as_given.values(), key=lambda o: o.capacity_bytes, default=None)
+    tail = ""
+    if largest is not None:
+        tail = (
+            f" (largest: {largest.gpu}, {largest.peak_bytes / GiB:.1f} GiB needed of "
+            f"{largest.capacity_bytes / GiB:.1f} GiB)"
+        )
+    message = f"{head}. It fits on no catalog GPU at {original.num_gpus} GPU(s) as given{tail}. " + (
+        f"{len(options)} computed way(s) to make it fit follow."
+        if options
+        else "Nothing tried makes it fit: reduce the sequence length or batch, or use a smaller model."
+    )
+    return FitReport(False, False, message, tuple(options))
+
+
+def _local_options(
+    original: Workload, fit_steps: list[Step], evaluate: Evaluate, local_steps: list[Step], gpu_id: str
+) -> list[FitOption]:
+    """On the user's GPU: the plan's fit edits when they make it fit, else a shorter sequence (LLMs)."""
+    options: list[FitOption] = []
+    if fit_steps and comfortable(fit_steps[-1].after):
+        last = fit_steps[-1]
+        changes = {k: v for s in fit_steps for k, v in s.candidate.changes.items()}
+        label = " + ".join(s.candidate.title for s in fit_steps)
+        options.append(FitOption(label, changes, gpu_id, original.num_gpus, last.after))
+    if not options and not original.is_cv:
+        context = _context_option(original, local_steps, evaluate)
+        if context is not None:
+            options.append(context)
+    return options
+
+
+def _head(original: Workload, current: Outcome, gpu_id: str) -> str:
+    """First sentence of an uncomfortable fit: tight (fits, too little headroom) or does not fit, in GiB."""
+    need = current.peak_bytes / GiB
+    have = current.capacity_bytes / GiB
+    if current.fits:  # fits, but not comfortably (the caller returned on comfortable)
+        return (
+            f"Tight on {original.num_gpus} × {gpu_id}: {need:.1f} GiB of {have:.1f} GiB per GPU "
+            f"({current.headroom_pct:.0f} % free, "
+            "out-of-memory risk)"
+        )
+    return (
+        f"Does not fit on {original.num_gpus} × {gpu_id}: needs {need:.1f} GiB per GPU, {have:.1f} GiB "
+        "available"
+    )
+
+
+def _remedy_options(original: Workload, evaluate: Evaluate, gpus: list[GPU]) -> list[FitOption]:
+    """Each remedy on the smallest GPU where it fits, then more GPUs (sharding or TP/PP)."""
+    options: list[FitOption] = []
     for label, changes in remedies(original):
         try:
             edited = original.with_changes(**changes)
@@ -196,16 +234,4 @@ def report(
         if layout.is_training:
             changes["sharding"] = layout.sharding
         options.append(FitOption(f"more GPUs: {label}", changes, g.id, layout.num_gpus, outcome))
-    largest = max(as_given.values(), key=lambda o: o.capacity_bytes, default=None)
-    tail = ""
-    if largest is not None:
-        tail = (
-            f" (largest: {largest.gpu}, {largest.peak_bytes / GiB:.1f} GiB needed of "
-            f"{largest.capacity_bytes / GiB:.1f} GiB)"
-        )
-    message = f"{head}. It fits on no catalog GPU at {original.num_gpus} GPU(s) as given{tail}. " + (
-        f"{len(options)} computed way(s) to make it fit follow."
-        if options
-        else "Nothing tried makes it fit: reduce the sequence length or batch, or use a smaller model."
-    )
-    return FitReport(False, False, message, tuple(options))
+    return options

@@ -16,6 +16,18 @@ from gpuwise.trace.rank import RankAnalysis, analyze_file
 from gpuwise.trace.reader import special_kind
 from gpuwise.trace.to_evidence import cross_rank_evidence, rank_evidence
 
+__all__ = [
+    "TRACE_SUFFIXES",
+    "FileProgress",
+    "SkippedFile",
+    "TraceReport",
+    "analyze_traces",
+    "build_report",
+    "expand_paths",
+    "is_trace_name",
+    "natural_key",
+]
+
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 # progress(file_index, path, bytes_read_of_this_file)
@@ -30,11 +42,16 @@ class SkippedFile:
     reason: str
 
     def to_dict(self) -> dict[str, str]:
+        """The JSON form: {file, reason}."""
         return {"file": self.file, "reason": self.reason}
 
 
 @dataclass
 class TraceReport:
+    """Everything `gpuwise trace` reports: one analysis per readable file (sorted by rank,
+    unranked last), the cross-rank comparison, one Evidence per rank (+ one cross-rank), the findings
+    over all of them, and the files skipped as unreadable."""
+
     ranks: list[RankAnalysis]
     cross_rank: CrossRank
     evidence: list[Evidence]
@@ -42,6 +59,7 @@ class TraceReport:
     skipped: list[SkippedFile] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON document's body (docs/json-schema.md, kind "trace")."""
         return {
             "ranks": [r.to_dict() for r in self.ranks],
             "cross_rank": self.cross_rank.to_dict(),
@@ -52,6 +70,7 @@ class TraceReport:
 
 
 def is_trace_name(path: Path) -> bool:
+    """Does the file name end in .json or .json.gz (any case)? Directories are searched for these."""
     return path.name.lower().endswith(TRACE_SUFFIXES)
 
 
@@ -129,6 +148,8 @@ def analyze_traces(
 
 
 def build_report(ranks: list[RankAnalysis]) -> TraceReport:
+    """Cross-rank comparison, per-rank evidence and findings for analyses already made
+    (each rank's `findings` is set to the ids its evidence alone triggers)."""
     across = cross_rank(ranks)
     evidence = []
     for r in ranks:
