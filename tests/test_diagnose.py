@@ -383,7 +383,7 @@ def test_rules_and_planner_compare_against_named_thresholds_only():
     number other than 0, 1 or 2 in diagnose/ or plan/ is a threshold hiding in a module."""
     src = Path(__file__).resolve().parents[1] / "src" / "gpuwise"
     found = []
-    for path in sorted([*src.glob("diagnose/*.py"), *src.glob("plan/*.py")]):
+    for path in sorted([*src.glob("diagnose/**/*.py"), *src.glob("plan/*.py")]):
         if path.name == "thresholds.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -119,7 +119,7 @@ def host_side_of_cpu_run(ev: Evidence) -> Evidence:
     """A CPU-only run as evidence for a GPU plan: what the host measured (loader, CPU, leaks, framework)
     carries over; its step times and shares describe the CPU computing, never a GPU idling, so they go.
     The input-wait share is kept as the share of the CPU step (a lower bound: a GPU computes faster)."""
-    from gpuwise.diagnose.rules import input_share_pct
+    from gpuwise.diagnose.statistics import input_share_pct
 
     return Evidence(
         source=ev.source,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwise.diagnose import Evidence
-from gpuwise.diagnose.rules import outlier_limit_s
+from gpuwise.diagnose.statistics import outlier_limit_s
 from gpuwise.diagnose.thresholds import MIN_STEPS_FOR_STATISTICS
 from gpuwise.profile.cross_rank import fill_comm_evidence
 from gpuwise.profile.step_stats import gpu_phase_breakdown, phase_breakdown

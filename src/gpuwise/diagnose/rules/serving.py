@@ -11,10 +11,18 @@ from __future__ import annotations
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.diagnose.finding import Confidence, Finding
-from gpuwise.diagnose.rules import rule
+
+__all__ = [
+    "serving_decode_bound",
+    "serving_errors",
+    "serving_prefill_bound",
+    "serving_queueing",
+    "serving_speed_gap",
+]
 
 
 def _ms(seconds: float) -> str:
+    """Seconds as milliseconds for a summary."""
     return f"{seconds * 1000:,.1f} ms"
 
 
@@ -38,6 +46,7 @@ def _e2e_blame(ev: Evidence) -> str:
 
 
 def _misses(ev: Evidence, metric: str) -> list[tuple[str, float, float]]:
+    """The targets of ``metric`` the level misses, with the end-to-end ones when ``metric`` dominates them."""
     found = _missed(ev, metric)
     if _e2e_blame(ev) == metric:
         found += _missed(ev, "e2e")
@@ -52,6 +61,7 @@ def _confidence(ev: Evidence) -> Confidence:
 
 
 def _where(ev: Evidence) -> str:
+    """Which load test and level a summary speaks of."""
     return f"{ev.label}, {ev.serving_level}"
 
 
@@ -75,8 +85,9 @@ def _queueing(ev: Evidence) -> tuple[bool, str]:
     return False, ""
 
 
-@rule
 def serving_queueing(ev: Evidence) -> Finding | None:
+    """A TTFT target is missed and the TTFT is mostly waiting (a multiple of the TTFT with no queue, or
+    the endpoint completes less than it is offered): requests queue for a slot."""
     misses = _misses(ev, "ttft") if ev.source == "loadtest" else []
     if not misses:
         return None
@@ -102,8 +113,8 @@ def serving_queueing(ev: Evidence) -> Finding | None:
     )
 
 
-@rule
 def serving_prefill_bound(ev: Evidence) -> Finding | None:
+    """A TTFT target is missed without a queue to blame: the prompt's prefill itself is slow."""
     misses = _misses(ev, "ttft") if ev.source == "loadtest" else []
     if not misses or _queueing(ev)[0]:
         return None
@@ -126,8 +137,8 @@ def serving_prefill_bound(ev: Evidence) -> Finding | None:
     )
 
 
-@rule
 def serving_decode_bound(ev: Evidence) -> Finding | None:
+    """A time-per-output-token target is missed: each decode step is too slow."""
     misses = _misses(ev, "tpot") if ev.source == "loadtest" else []
     if not misses:
         return None
@@ -150,8 +161,8 @@ def serving_decode_bound(ev: Evidence) -> Finding | None:
     )
 
 
-@rule
 def serving_errors(ev: Evidence) -> Finding | None:
+    """At least ``SERVING_ERROR_PCT`` of the level's requests failed (timeouts, HTTP errors)."""
     share = ev.serving_error_pct
     if ev.source != "loadtest" or share is None or share < T.SERVING_ERROR_PCT:
         return None
@@ -178,8 +189,8 @@ def serving_errors(ev: Evidence) -> Finding | None:
     )
 
 
-@rule
 def serving_speed_gap(ev: Evidence) -> Finding | None:
+    """The measured TPOT p50 differs from gpuwise's prediction by ``SERVING_SPEED_GAP_PCT`` or more."""
     measured = (ev.serving_latency_s or {}).get("tpot_p50")
     predicted = ev.serving_predicted_tpot_p50_s
     if ev.source != "loadtest" or not measured or not predicted:
