@@ -56,18 +56,18 @@ def theil_sen(steps: list[int], values: list[float]) -> tuple[float, float, floa
 def typical_share_pct(ev: Evidence, phase: str) -> float | None:
     """A phase's share of a typical step (%): trimmed phases when measured, else the mean step's.
     None when the evidence times neither."""
-    typical = ev.phase_s_typical or {}
+    typical = ev.steps.phase_s_typical or {}
     if phase in typical and sum(typical.values()) > 0:
         return 100.0 * typical[phase] / sum(typical.values())
-    return ev.phase_pct(phase)
+    return ev.steps.phase_pct(phase)
 
 
 def input_share_pct(ev: Evidence) -> float | None:
     """The data-wait share of a typical step (%): trimmed phases when measured (one 800 ms stall must not
     dilute it below a threshold), else the measured share. None when nothing measured it."""
-    typical = ev.phase_s_typical or {}
+    typical = ev.steps.phase_s_typical or {}
     if "data_wait" in typical and sum(typical.values()) > 0:
         return 100.0 * typical["data_wait"] / sum(typical.values())
-    if ev.input_wait_pct is not None:
-        return ev.input_wait_pct
-    return ev.phase_pct("data_wait")
+    if ev.loader.input_wait_pct is not None:
+        return ev.loader.input_wait_pct
+    return ev.steps.phase_pct("data_wait")

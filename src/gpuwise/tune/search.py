@@ -336,7 +336,7 @@ def _result(s: _Session, wall_s: float) -> TuneResult:
     configs.sort(key=lambda c: (order[c.verdict], len(c.values(metric)) < 2, -(c.median(metric) or 0.0)))
     winner = None
     run = next((t.run for t in s.trials if t.run is not None), None)
-    framework = run.evidence.framework if run is not None else None
+    framework = run.evidence.context.framework if run is not None else None
     best = configs[0] if configs and configs[0].verdict == "faster" else None
     if best is not None and base and base_spread:
         spec = best.trials[0].spec

@@ -37,26 +37,30 @@ def _amp_prescription(dtype: str | None) -> tuple[str, str]:
 def no_mixed_precision(ev: Evidence) -> Finding | None:
     """Most matmul work runs in fp32 (``fp32_matmul_pct``) without autocast on a GPU whose 16-bit
     tensor cores are ``tensor_core_speedup`` times faster, and Amdahl on the fp32 matmul time says it pays."""
-    share, speedup = ev.fp32_matmul_pct, ev.tensor_core_speedup
-    if share is None or share < T.FP32_MATMUL_SHARE_PCT or ev.amp_enabled:
+    share, speedup = ev.precision.fp32_matmul_pct, ev.precision.tensor_core_speedup
+    if share is None or share < T.FP32_MATMUL_SHARE_PCT or ev.precision.amp_enabled:
         return None
     if speedup is None or speedup < T.TENSOR_CORE_SPEEDUP_MIN:
         return None
     # Amdahl: only the fp32 matmul time can shrink. A trace measures it; other sources bound it by
     # the busy share times the fp32 share of matmul work.
-    time_pct = ev.fp32_matmul_time_pct
+    time_pct = ev.precision.fp32_matmul_time_pct
     if time_pct is None:
         if ev.source == "trace":
             return None
-        busy = 100.0 - ev.gpu_idle_pct if ev.gpu_idle_pct is not None else ev.gpu_util_pct
+        busy = (
+            100.0 - ev.activity.gpu_idle_pct
+            if ev.activity.gpu_idle_pct is not None
+            else ev.activity.gpu_util_pct
+        )
         time_pct = (100.0 if busy is None else busy) * share / 100
     realistic = min(speedup, T.AMP_SPEEDUP_CAP_X)  # matmuls rarely reach the full peak ratio
     high = speedup_from_saving(time_pct * (1 - 1 / realistic))
     low = speedup_from_saving(time_pct * (1 - 1 / min(realistic, T.AMP_MATMUL_SPEEDUP_LOW_X)))
     if high < T.AMP_MIN_GAIN_X:
         return None
-    dtype = ev.tensor_core_dtype or "16-bit"
-    fix, snippet = _amp_prescription(ev.tensor_core_dtype)
+    dtype = ev.precision.tensor_core_dtype or "16-bit"
+    fix, snippet = _amp_prescription(ev.precision.tensor_core_dtype)
     return Finding(
         id="no_mixed_precision",
         title="Matmuls run in fp32 on a GPU built for 16-bit",
@@ -91,16 +95,16 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
 def small_batch(ev: Evidence) -> Finding | None:
     """Half the memory or more is free (``memory_headroom_pct``) while the GPU is under
     ``SMALL_BATCH_GPU_UTIL_PCT`` busy: a larger per-GPU batch fills both."""
-    headroom = ev.memory_headroom_pct
-    util = ev.gpu_util_pct
-    if util is None and ev.gpu_idle_pct is not None:
-        util = 100.0 - ev.gpu_idle_pct
+    headroom = ev.memory.memory_headroom_pct
+    util = ev.activity.gpu_util_pct
+    if util is None and ev.activity.gpu_idle_pct is not None:
+        util = 100.0 - ev.activity.gpu_idle_pct
     if headroom is None or util is None:
         return None
     if headroom < T.SMALL_BATCH_HEADROOM_PCT or util >= T.SMALL_BATCH_GPU_UTIL_PCT:
         return None
-    used = ev.memory_peak_bytes or 0
-    capacity = ev.memory_capacity_bytes or 0
+    used = ev.memory.memory_peak_bytes or 0
+    capacity = ev.memory.memory_capacity_bytes or 0
     target = capacity * (1 - T.TARGET_HEADROOM_PCT / 100)
     factor = max(1.0, target / used) if used else 1.0
     return Finding(
@@ -138,9 +142,9 @@ def small_batch(ev: Evidence) -> Finding | None:
 def low_utilization(ev: Evidence) -> Finding | None:
     """The GPU computes under ``LOW_UTIL_MODERATE_PCT`` of the time (``gpu_util_pct``, or 100 minus
     ``gpu_idle_pct``); the other findings name where the rest goes."""
-    util = ev.gpu_util_pct
-    if util is None and ev.gpu_idle_pct is not None:
-        util = 100.0 - ev.gpu_idle_pct
+    util = ev.activity.gpu_util_pct
+    if util is None and ev.activity.gpu_idle_pct is not None:
+        util = 100.0 - ev.activity.gpu_idle_pct
     if util is None or util >= T.LOW_UTIL_MODERATE_PCT:
         return None
     return Finding(
@@ -150,7 +154,7 @@ def low_utilization(ev: Evidence) -> Finding | None:
         confidence=confidence(ev),
         category="compute",
         summary=f"The GPU computes {util:.0f} % of the time; the other findings say where the rest goes.",
-        metrics={"gpu_util_pct": round(util, 2), "gpu_idle_pct": ev.gpu_idle_pct},
+        metrics={"gpu_util_pct": round(util, 2), "gpu_idle_pct": ev.activity.gpu_idle_pct},
         fix=(
             "Fix the causes listed with it (input, host syncs, launches, communication); if none is listed, "
             "profile with `gpuwise profile`."
@@ -168,8 +172,8 @@ def low_utilization(ev: Evidence) -> Finding | None:
 def no_fused_optimizer(ev: Evidence) -> Finding | None:
     """AdamW runs unfused (``optimizer_fused`` False) and the optimizer phase takes at least
     ``OPTIMIZER_STEP_SHARE_PCT`` of the step."""
-    share = ev.phase_pct("optimizer")
-    if ev.optimizer_fused is not False or share is None or share < T.OPTIMIZER_STEP_SHARE_PCT:
+    share = ev.steps.phase_pct("optimizer")
+    if ev.model.optimizer_fused is not False or share is None or share < T.OPTIMIZER_STEP_SHARE_PCT:
         return None
     return Finding(
         id="no_fused_optimizer",

@@ -21,7 +21,7 @@ __all__ = ["comm_bound", "straggler"]
 def comm_bound(ev: Evidence) -> Finding | None:
     """Collective communication runs with no compute at least ``COMM_EXPOSED_MODERATE_PCT`` of the
     step (``comm_exposed_pct``): overlap it, or keep tensor parallelism inside an NVLink domain."""
-    share = ev.comm_exposed_pct
+    share = ev.comm.comm_exposed_pct
     if share is None or share < T.COMM_EXPOSED_MODERATE_PCT:
         return None
     return Finding(
@@ -32,12 +32,12 @@ def comm_bound(ev: Evidence) -> Finding | None:
         category="communication",
         summary=f"{share:.0f} % of the step is collective communication with no compute running"
         + (
-            f" ({ev.comm_overlap_pct:.0f} % of communication overlaps compute)"
-            if ev.comm_overlap_pct is not None
+            f" ({ev.comm.comm_overlap_pct:.0f} % of communication overlaps compute)"
+            if ev.comm.comm_overlap_pct is not None
             else ""
         )
         + ".",
-        metrics={"comm_exposed_pct": round(share, 2), "comm_overlap_pct": ev.comm_overlap_pct},
+        metrics={"comm_exposed_pct": round(share, 2), "comm_overlap_pct": ev.comm.comm_overlap_pct},
         fix="Overlap and reduce communication: gradient accumulation with no_sync, larger DDP buckets, FSDP "
         "prefetch; "
         "keep tensor parallelism inside an NVLink domain.",
@@ -61,7 +61,7 @@ def comm_bound(ev: Evidence) -> Finding | None:
 def straggler(ev: Evidence) -> Finding | None:
     """One rank's step is ``STRAGGLER_MODERATE_PCT`` longer than the median rank's, or (from the
     collective waits, ``rank_comm_time_s``) one rank arrives last and the others wait for it."""
-    ranks = ev.rank_step_time_s
+    ranks = ev.comm.rank_step_time_s
     if len(ranks) < 2:
         return None
     median = statistics.median(ranks.values())
@@ -69,7 +69,7 @@ def straggler(ev: Evidence) -> Finding | None:
     if median <= 0:
         return None
     skew_pct = 100.0 * (slow - median) / median
-    comm = ev.rank_comm_time_s
+    comm = ev.comm.rank_comm_time_s
     if len(comm) >= 2 and max(comm.values()) > 0:
         # Collectives pace synchronous ranks alike: step times then differ by where each rank's profile
         # window began (PARAM DLRM: the rank that enters first waits longest and looks slowest). Who
@@ -125,7 +125,7 @@ def _straggler_context(step_s: float, skew_pct: float, slow_rank: int, late: int
 def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_rank: int) -> Finding | None:
     """Synchronous training hides a straggler's step time (collectives make every rank's step equal):
     the late rank shows up instead as the one that waits least inside each collective."""
-    comm = ev.rank_comm_time_s
+    comm = ev.comm.rank_comm_time_s
     late = min(comm, key=comm.__getitem__)
     others = statistics.median(v for r, v in comm.items() if r != late)
     gap_s = others - comm[late]
@@ -157,7 +157,7 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
         ),
         metrics={
             "straggler_rank": late,
-            "rank_step_time_s": {str(k): v for k, v in ev.rank_step_time_s.items()},
+            "rank_step_time_s": {str(k): v for k, v in ev.comm.rank_step_time_s.items()},
             "rank_comm_time_s": {str(k): v for k, v in comm.items()},
             "comm_wait_gap_s": gap_s,
             "comm_wait_gap_pct": round(gap_pct, 2),
@@ -182,8 +182,8 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
 def _steps_late(ev: Evidence, late: int) -> tuple[float, float] | None:
     """From per-step waits (live runs): the median per-step gap between the other ranks' wait and the
     late rank's, and the share of steps in which the late rank waited less. None without the series."""
-    series = ev.rank_comm_steps_s
-    if not series or set(series) != set(ev.rank_comm_time_s):
+    series = ev.comm.rank_comm_steps_s
+    if not series or set(series) != set(ev.comm.rank_comm_time_s):
         return None
     n = min(len(v) for v in series.values())
     if n < T.MIN_STEPS_FOR_STATISTICS:

@@ -16,7 +16,9 @@ __all__ = ["chronic_low_busy", "idle_gpu_hours", "oversized_gpu", "throttling"]
 
 def throttling(ev: Evidence) -> Finding | None:
     """NVML reports thermal or power clock throttling in at least ``THROTTLE_MODERATE_PCT`` of the samples."""
-    relevant = {k: v for k, v in ev.throttle_pct.items() if any(s in k for s in ("thermal", "power"))}
+    relevant = {
+        k: v for k, v in ev.telemetry.throttle_pct.items() if any(s in k for s in ("thermal", "power"))
+    }
     if not relevant:
         return None
     reason, share = max(relevant.items(), key=lambda kv: kv[1])
@@ -30,14 +32,22 @@ def throttling(ev: Evidence) -> Finding | None:
         confidence="high",
         category="hardware",
         summary=f"NVML reports {reason} clock throttling in {share:.0f} % of samples"
-        + (f"; max temperature {ev.temperature_c_max:.0f} °C" if ev.temperature_c_max is not None else "")
-        + (f", mean SM clock {ev.sm_clock_mhz_mean:.0f} MHz" if ev.sm_clock_mhz_mean is not None else "")
+        + (
+            f"; max temperature {ev.telemetry.temperature_c_max:.0f} °C"
+            if ev.telemetry.temperature_c_max is not None
+            else ""
+        )
+        + (
+            f", mean SM clock {ev.telemetry.sm_clock_mhz_mean:.0f} MHz"
+            if ev.telemetry.sm_clock_mhz_mean is not None
+            else ""
+        )
         + ".",
         metrics={
-            "throttle_pct": dict(ev.throttle_pct),
-            "temperature_c_max": ev.temperature_c_max,
-            "power_w_mean": ev.power_w_mean,
-            "sm_clock_mhz_mean": ev.sm_clock_mhz_mean,
+            "throttle_pct": dict(ev.telemetry.throttle_pct),
+            "temperature_c_max": ev.telemetry.temperature_c_max,
+            "power_w_mean": ev.telemetry.power_w_mean,
+            "sm_clock_mhz_mean": ev.telemetry.sm_clock_mhz_mean,
         },
         fix=(
             "Check cooling and airflow (thermal) or the power limit (`nvidia-smi -q -d POWER`); on cloud "
@@ -55,7 +65,7 @@ def throttling(ev: Evidence) -> Finding | None:
 # --- recorded history (gpuwise monitor report): what a GPU's weeks cost, not how one step runs ------------
 def _history_hours(ev: Evidence, floor: float) -> float | None:
     """The recorded GPU-hours when there are at least ``floor`` of them, else None (too little to judge)."""
-    hours = ev.observed_gpu_hours
+    hours = ev.history.observed_gpu_hours
     return hours if hours is not None and hours >= floor else None
 
 
@@ -63,11 +73,11 @@ def idle_gpu_hours(ev: Evidence) -> Finding | None:
     """The recorded GPU was idle (busy under ``MONITOR_IDLE_BUSY_PCT``) at least
     ``FINOPS_IDLE_MODERATE_PCT`` of its hours: the cost of hours paid for nothing."""
     hours = _history_hours(ev, T.FINOPS_MIN_GPU_HOURS)
-    idle = ev.idle_time_pct
+    idle = ev.history.idle_time_pct
     if hours is None or idle is None or idle < T.FINOPS_IDLE_MODERATE_PCT:
         return None
     idle_h = hours * idle / 100
-    cost = f" (${ev.idle_usd:,.2f})" if ev.idle_usd is not None else ""
+    cost = f" (${ev.history.idle_usd:,.2f})" if ev.history.idle_usd is not None else ""
     return Finding(
         id="idle_gpu_hours",
         title="GPUs held idle: the cost of waste",
@@ -80,7 +90,7 @@ def idle_gpu_hours(ev: Evidence) -> Finding | None:
             "observed_gpu_hours": round(hours, 3),
             "idle_time_pct": round(idle, 2),
             "idle_gpu_hours": round(idle_h, 3),
-            "idle_usd": None if ev.idle_usd is None else round(ev.idle_usd, 2),
+            "idle_usd": None if ev.history.idle_usd is None else round(ev.history.idle_usd, 2),
         },
         fix=(
             "Release GPUs between jobs; run data preparation and evaluation as separate stages on CPUs or "
@@ -98,7 +108,7 @@ def chronic_low_busy(ev: Evidence) -> Finding | None:
     """While in use the GPU ran a kernel under ``FINOPS_CHRONIC_BUSY_PCT`` of the time: fix the
     pipeline before buying more GPUs."""
     hours = _history_hours(ev, T.FINOPS_CHRONIC_MIN_GPU_HOURS)
-    busy = ev.busy_in_use_pct
+    busy = ev.history.busy_in_use_pct
     if hours is None or busy is None or busy >= T.FINOPS_CHRONIC_BUSY_PCT:
         return None
     return Finding(
@@ -127,14 +137,14 @@ def oversized_gpu(ev: Evidence) -> Finding | None:
     """Memory headroom stayed above ``FINOPS_OVERSIZED_HEADROOM_PCT`` at the peak: a smaller catalog
     GPU (``smaller_gpu``, from monitor/right_size.py) would do, or the GPU has room for a second job."""
     hours = _history_hours(ev, T.FINOPS_MIN_GPU_HOURS)
-    headroom, fit = ev.memory_headroom_pct, ev.smaller_gpu
+    headroom, fit = ev.memory.memory_headroom_pct, ev.history.smaller_gpu
     if hours is None or headroom is None or fit is None or headroom <= T.FINOPS_OVERSIZED_HEADROOM_PCT:
         return None
-    peak = (ev.memory_peak_bytes or 0) / GiB
+    peak = (ev.memory.memory_peak_bytes or 0) / GiB
     busy, kpi = float(fit["busy_in_use_pct"]), float(fit["busy_kpi_pct"])
     current = float(fit["current_usd_per_gpu_hour"])
     seen = f"Peak memory {peak:.1f} GiB ({headroom:.0f} % free at the peak), busy {busy:.0f} % while in use"
-    metrics = {"memory_peak_bytes": ev.memory_peak_bytes, "memory_headroom_pct": round(headroom, 2)}
+    metrics = {"memory_peak_bytes": ev.memory.memory_peak_bytes, "memory_headroom_pct": round(headroom, 2)}
     title = (
         f"Memory headroom always above {T.FINOPS_OVERSIZED_HEADROOM_PCT:.0f} %: right-size or fill the GPU"
     )
@@ -167,7 +177,7 @@ def oversized_gpu(ev: Evidence) -> Finding | None:
         if closest
         else f"none holds {fit['memory_needed_bytes'] / GiB:.1f} GiB ({T.TARGET_HEADROOM_PCT:.0f} % to spare)"
     )
-    free = ((ev.memory_capacity_bytes or 0) - (ev.memory_peak_bytes or 0)) / GiB
+    free = ((ev.memory.memory_capacity_bytes or 0) - (ev.memory.memory_peak_bytes or 0)) / GiB
     return Finding(
         id="oversized_gpu",
         title=title,

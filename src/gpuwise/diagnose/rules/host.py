@@ -90,10 +90,10 @@ def unexplained_host_time(ev: Evidence) -> Finding | None:
 def sync_bound(ev: Evidence) -> Finding | None:
     """The host blocks on the device (``sync_wait_pct`` of the step, in ``sync_calls_per_step`` calls), so
     kernels cannot be queued ahead: keep values on the device and read them rarely."""
-    share = ev.sync_wait_pct
+    share = ev.activity.sync_wait_pct
     if share is None or share < T.SYNC_WAIT_MODERATE_PCT:
         return None
-    calls = ev.sync_calls_per_step
+    calls = ev.activity.sync_calls_per_step
     return Finding(
         id="sync_bound",
         title="The host blocks on the GPU every step",
@@ -130,15 +130,17 @@ def sync_bound(ev: Evidence) -> Finding | None:
 def launch_bound(ev: Evidence) -> Finding | None:
     """Many tiny kernels (``tiny_kernel_pct``) with the GPU idle (``gpu_idle_pct``, less the input wait)
     and enough launches per step to fill it: launch overhead, not compute, sets the pace."""
-    tiny, idle = ev.tiny_kernel_pct, ev.gpu_idle_pct
+    tiny, idle = ev.activity.tiny_kernel_pct, ev.activity.gpu_idle_pct
     if tiny is None or idle is None or tiny < T.TINY_KERNEL_SHARE_PCT or idle < T.LAUNCH_GPU_IDLE_PCT:
         return None
     # Idle time spent waiting for data is the input pipeline's, not the launches'.
     if idle - (input_share_pct(ev) or 0.0) < T.LAUNCH_GPU_IDLE_PCT:
         return None
     # Launch-bound means launching the step's kernels takes about as long as the step itself.
-    if ev.kernels_per_step and ev.step_time_s:
-        launch_share = 100.0 * ev.kernels_per_step * T.LAUNCH_HOST_US_PER_KERNEL / (ev.step_time_s * 1e6)
+    if ev.activity.kernels_per_step and ev.steps.step_time_s:
+        launch_share = (
+            100.0 * ev.activity.kernels_per_step * T.LAUNCH_HOST_US_PER_KERNEL / (ev.steps.step_time_s * 1e6)
+        )
         if launch_share < T.LAUNCH_STEP_SHARE_PCT:
             return None
     return Finding(
@@ -151,13 +153,13 @@ def launch_bound(ev: Evidence) -> Finding | None:
             f"{tiny:.0f} % of kernels run under {T.TINY_KERNEL_US:.0f} µs and the GPU is idle {idle:.0f} % "
             "of the time"
         )
-        + (f" ({ev.kernels_per_step:.0f} kernels per step)" if ev.kernels_per_step else "")
+        + (f" ({ev.activity.kernels_per_step:.0f} kernels per step)" if ev.activity.kernels_per_step else "")
         + ": launch overhead, not compute, sets the pace.",
         metrics={
             "tiny_kernel_pct": round(tiny, 2),
             "gpu_idle_pct": round(idle, 2),
-            "kernels_per_step": ev.kernels_per_step,
-            "host_busy_pct": ev.host_busy_pct,
+            "kernels_per_step": ev.activity.kernels_per_step,
+            "host_busy_pct": ev.activity.host_busy_pct,
         },
         fix=(
             "Fuse kernels and cut launches: torch.compile (mode='reduce-overhead' uses CUDA graphs), fused "
@@ -189,10 +191,10 @@ def _outlier_period(indices: list[int]) -> int | None:
 
 def machine_busy(ev: Evidence) -> str | None:
     """Why the machine, not the script, may have slowed steps: other processes' CPU or steal time."""
-    if ev.other_cpu_pct is not None and ev.other_cpu_pct >= T.MACHINE_BUSY_OTHER_CPU_PCT:
-        return f"other processes used {ev.other_cpu_pct:.0f} % of the machine's CPU"
-    if ev.cpu_steal_pct is not None and ev.cpu_steal_pct >= T.MACHINE_BUSY_STEAL_PCT:
-        return f"the hypervisor took {ev.cpu_steal_pct:.0f} % of CPU time (steal)"
+    if ev.context.other_cpu_pct is not None and ev.context.other_cpu_pct >= T.MACHINE_BUSY_OTHER_CPU_PCT:
+        return f"other processes used {ev.context.other_cpu_pct:.0f} % of the machine's CPU"
+    if ev.context.cpu_steal_pct is not None and ev.context.cpu_steal_pct >= T.MACHINE_BUSY_STEAL_PCT:
+        return f"the hypervisor took {ev.context.cpu_steal_pct:.0f} % of CPU time (steal)"
     return None
 
 
@@ -230,7 +232,7 @@ def _outlier_fix(machine_only: bool) -> tuple[str, str]:
 def step_outliers(ev: Evidence) -> Finding | None:
     """Steps slower than the typical one by ``OUTLIER_SIGMA`` robust σ that cost at least
     ``OUTLIER_MIN_COST_PCT`` of the run (reads ``step_times_s``, and the machine's load to say whose)."""
-    times = ev.step_times_s
+    times = ev.steps.step_times_s
     if len(times) < T.MIN_STEPS_FOR_STATISTICS:
         return None
     median = statistics.median(times)
@@ -267,8 +269,8 @@ def step_outliers(ev: Evidence) -> Finding | None:
             "outlier_cost_pct": round(cost_pct, 2),
             "period_steps": period,
             "machine_busy": busy,
-            "other_cpu_pct": ev.other_cpu_pct,
-            "cpu_steal_pct": ev.cpu_steal_pct,
+            "other_cpu_pct": ev.context.other_cpu_pct,
+            "cpu_steal_pct": ev.context.cpu_steal_pct,
         },
         fix=fix,
         fix_snippet=snippet,

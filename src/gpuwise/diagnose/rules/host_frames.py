@@ -25,7 +25,7 @@ def gap_rows(ev: Evidence) -> list[dict]:
             "step_pct": shares.get(r.get("phase", ""), 0.0) * r.get("pct", 0.0) / 100,
             "input": looks_like_input(r),
         }
-        for r in ev.host_frames or []
+        for r in ev.context.host_frames or []
         if r.get("phase") in shares
     ]
 

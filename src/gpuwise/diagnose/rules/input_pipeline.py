@@ -51,7 +51,12 @@ def _cpu_bound_full(ev: Evidence, batch_function: bool, workers: int | None, adv
         return False
     if cpu_saturated(ev):
         return True
-    return not waits_on_io(ev) and ev.cpu_util_pct is not None and workers is not None and advised <= workers
+    return (
+        not waits_on_io(ev)
+        and ev.context.cpu_util_pct is not None
+        and workers is not None
+        and advised <= workers
+    )
 
 
 def _input_fix(ev: Evidence, case: _InputCase) -> tuple[str, str]:
@@ -71,8 +76,9 @@ def _input_fix(ev: Evidence, case: _InputCase) -> tuple[str, str]:
         )
         return fix, snippet
     why = (
-        f" The CPU is only {ev.cpu_util_pct:.0f} % busy: the loader waits on I/O, so workers overlap it."
-        if waits_on_io(ev) and ev.cpu_util_pct is not None
+        f" The CPU is only {ev.context.cpu_util_pct:.0f} % busy: the loader waits on I/O, "
+        "so workers overlap it."
+        if waits_on_io(ev) and ev.context.cpu_util_pct is not None
         else ""
     )
     fix = (
@@ -113,7 +119,7 @@ def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
         )
     else:
         note = "if loading fully overlaps compute, the wait disappears from the step"
-    capped = ev.cpu_util_pct is not None and not waits_on_io(ev)
+    capped = ev.context.cpu_util_pct is not None and not waits_on_io(ev)
     return note + ("; capped by the idle CPU measured" if capped else "")
 
 
@@ -143,7 +149,7 @@ def input_bound(ev: Evidence) -> Finding | None:
     share = loader_share + host_share
     if share < T.INPUT_WAIT_MODERATE_PCT or (host_share > loader_share and host_share < T.HOST_INPUT_MIN_PCT):
         return None
-    workers, advised = ev.loader_num_workers, suggested_workers(ev)
+    workers, advised = ev.loader.loader_num_workers, suggested_workers(ev)
     batch_function = host_share > loader_share
     case = _InputCase(
         share=share,
@@ -168,7 +174,7 @@ def input_bound(ev: Evidence) -> Finding | None:
             "host_input_pct": round(host_share, 2),
             "input_source": "batch_function" if batch_function else "dataloader",
             "loader_num_workers": workers,
-            "cpu_util_pct": ev.cpu_util_pct,
+            "cpu_util_pct": ev.context.cpu_util_pct,
             "suggested_num_workers": None if case.cpu_bound_full else advised,
             "suggested_prefetch_factor": None if case.cpu_bound_full or batch_function else 4,
             "top_frames": [r["frame"] or r["leaf"] for r in case.frames],
@@ -189,7 +195,7 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
     share = input_share_pct(ev)
     if share is None or share < T.INPUT_WAIT_MODERATE_PCT or not cpu_saturated(ev):
         return None
-    assert ev.cpu_util_pct is not None
+    assert ev.context.cpu_util_pct is not None
     shared = "" if on_gpu(ev) else " (on a CPU-only run the model's computation shares those cores)"
     return Finding(
         id="loader_cpu_saturated",
@@ -197,15 +203,16 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
         severity="medium",
         confidence="high",
         category="input",
-        summary=f"Data loading waits {share:.1f} % of the step while the CPU is {ev.cpu_util_pct:.0f} % busy"
-        + (f" on {ev.cpu_count} cores" if ev.cpu_count else "")
+        summary=f"Data loading waits {share:.1f} % of the step while the CPU is "
+        f"{ev.context.cpu_util_pct:.0f} % busy"
+        + (f" on {ev.context.cpu_count} cores" if ev.context.cpu_count else "")
         + shared
         + ".",
         metrics={
             "input_wait_pct": round(share, 2),
-            "cpu_util_pct": ev.cpu_util_pct,
-            "cpu_count": ev.cpu_count,
-            "loader_num_workers": ev.loader_num_workers,
+            "cpu_util_pct": ev.context.cpu_util_pct,
+            "cpu_count": ev.context.cpu_count,
+            "loader_num_workers": ev.loader.loader_num_workers,
         },
         fix=(
             "Make each sample cheaper: move decoding/augmentation to the GPU, pre-process the dataset once, "
@@ -224,7 +231,7 @@ def loader_cpu_saturated(ev: Evidence) -> Finding | None:
 def pageable_copies(ev: Evidence) -> Finding | None:
     """Host-to-device copies read pageable memory (``pageable_copy_pct`` of H2D bytes) and take a visible
     share of the step (``h2d_copy_pct``): pinned memory copies faster and overlaps compute."""
-    share, copy_pct = ev.pageable_copy_pct, ev.h2d_copy_pct
+    share, copy_pct = ev.activity.pageable_copy_pct, ev.activity.h2d_copy_pct
     if share is None or share < T.PAGEABLE_SHARE_PCT:
         return None
     if copy_pct is not None and copy_pct < T.PAGEABLE_MIN_COPY_PCT:

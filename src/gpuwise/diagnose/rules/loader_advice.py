@@ -28,42 +28,42 @@ __all__ = [
 def cpu_saturated(ev: Evidence) -> bool:
     """The run's processes already keep the cores busy: a *measured* CPU share, never a worker count
     (workers waiting on I/O sleep, so num_workers >= cores says nothing about the CPU)."""
-    return ev.cpu_util_pct is not None and ev.cpu_util_pct >= T.CPU_SATURATED_PCT
+    return ev.context.cpu_util_pct is not None and ev.context.cpu_util_pct >= T.CPU_SATURATED_PCT
 
 
 def waits_on_io(ev: Evidence) -> bool:
     """The loader waits on I/O (disk, network, sleeps) rather than computing. Best read from the training
     thread's CPU during its own batch loads (num_workers=0); else from the process tree's CPU share, which
     a loaded machine or a 2-core box blurs (one busy thread is only 50 % of 2 cores)."""
-    if ev.loader_wait_cpu_pct is not None:
-        return ev.loader_wait_cpu_pct < T.LOADER_IO_WAIT_THREAD_CPU_PCT
-    return ev.cpu_util_pct is not None and ev.cpu_util_pct < T.LOADER_IO_WAIT_CPU_PCT
+    if ev.loader.loader_wait_cpu_pct is not None:
+        return ev.loader.loader_wait_cpu_pct < T.LOADER_IO_WAIT_THREAD_CPU_PCT
+    return ev.context.cpu_util_pct is not None and ev.context.cpu_util_pct < T.LOADER_IO_WAIT_CPU_PCT
 
 
 def suggested_workers(ev: Evidence) -> int:
     """Workers that fit the measured machine: an I/O wait needs no free core (workers sleep), a
     CPU-bound loader gets only the cores the run leaves idle (on 2 cores: 1, not 2)."""
-    cores = ev.cpu_count or 4
+    cores = ev.context.cpu_count or 4
     if waits_on_io(ev):
         return max(2, min(T.LOADER_MAX_WORKERS, cores - 1))
     # CPU-bound: the cores other processes leave, less what the run's compute uses beyond the training
     # thread (whose loading moves to the workers). Measured on 2 idle cores, a single-threaded run with a
     # 77 % CPU-bound wait: 1 worker 0.92x, 2 workers 1.62x; the issue's run at 60 % of 2 cores (compute
     # on 1.2 cores) was slower with 2 workers (0.90x): floor(2 - 0.2) = 1.
-    if ev.cpu_util_pct is None:  # not measured: leave the training thread its core
+    if ev.context.cpu_util_pct is None:  # not measured: leave the training thread its core
         return max(1, min(T.LOADER_MAX_WORKERS, cores - 1))
-    own_cores = cores * ev.cpu_util_pct / 100
-    spare = cores * (1 - (ev.other_cpu_pct or 0.0) / 100) - max(0.0, own_cores - 1)
+    own_cores = cores * ev.context.cpu_util_pct / 100
+    spare = cores * (1 - (ev.context.other_cpu_pct or 0.0) / 100) - max(0.0, own_cores - 1)
     return max(1, min(T.LOADER_MAX_WORKERS, math.floor(spare + 1e-9)))
 
 
 def cpu_cap(ev: Evidence) -> float | None:
     """The most CPU-bound work can speed up by running in parallel: the CPU other processes leave over
     what this run uses now (None when not measured, or the loader waits on I/O)."""
-    if ev.cpu_util_pct is None or ev.cpu_util_pct <= 0 or waits_on_io(ev):
+    if ev.context.cpu_util_pct is None or ev.context.cpu_util_pct <= 0 or waits_on_io(ev):
         return None
-    free = max(ev.cpu_util_pct, 100.0 - (ev.other_cpu_pct or 0.0))
-    return max(1.0, free / ev.cpu_util_pct)
+    free = max(ev.context.cpu_util_pct, 100.0 - (ev.context.other_cpu_pct or 0.0))
+    return max(1.0, free / ev.context.cpu_util_pct)
 
 
 def input_gain_high(ev: Evidence, share: float) -> float:
@@ -81,7 +81,7 @@ _FRAMEWORK_LABELS = {"transformers.Trainer": "hf-trainer", "lightning.Trainer": 
 def detected_framework(ev: Evidence) -> str:
     """'hf-trainer' or 'lightning' when the run used that trainer (measured, or its callback's label);
     '' for plain PyTorch or unknown."""
-    return ev.framework or _FRAMEWORK_LABELS.get(ev.label, "")
+    return ev.context.framework or _FRAMEWORK_LABELS.get(ev.label, "")
 
 
 def loader_snippet(ev: Evidence, workers: int) -> str:

@@ -27,27 +27,27 @@ __all__ = [
 def oom_risk(ev: Evidence) -> Finding | None:
     """Less than ``OOM_HEADROOM_PCT`` of the GPU's memory is free at the peak (critical when the peak
     exceeds it); names the predicted changes that make it fit when the planner computed them."""
-    headroom = ev.memory_headroom_pct
+    headroom = ev.memory.memory_headroom_pct
     if headroom is None or headroom >= T.OOM_HEADROOM_PCT:
         return None
-    peak, capacity = ev.memory_peak_bytes or 0, ev.memory_capacity_bytes or 0
+    peak, capacity = ev.memory.memory_peak_bytes or 0, ev.memory.memory_capacity_bytes or 0
     does_not_fit = headroom < 0
     fix = (
         "Cut the peak: gradient checkpointing, a smaller micro-batch with more accumulation, 8-bit optimizer "
         "states, sharding (FSDP/ZeRO), or LoRA/QLoRA."
     )
     limit = capacity * (1 - T.OOM_HEADROOM_PCT / 100)
-    fitting = {label: b for label, b in ev.fit_options_bytes.items() if b <= limit}
+    fitting = {label: b for label, b in ev.model.fit_options_bytes.items() if b <= limit}
     if fitting:  # the planner computed these by re-running the memory model on each change
         fix = (
             "What makes it fit (predicted peak): "
             + "; ".join(f"{k} ({b / GiB:.1f} GiB)" for k, b in list(fitting.items())[:4])
             + "."
         )
-    elif ev.fit_options_bytes:
+    elif ev.model.fit_options_bytes:
         fix = (
             "No single change tried fits this GPU ("
-            + "; ".join(ev.fit_options_bytes)
+            + "; ".join(ev.model.fit_options_bytes)
             + "): combine them, shard over more GPUs or use a larger GPU."
         )
     return Finding(
@@ -66,7 +66,7 @@ def oom_risk(ev: Evidence) -> Finding | None:
             "memory_peak_bytes": peak,
             "memory_capacity_bytes": capacity,
             "memory_headroom_pct": round(headroom, 2),
-            **({"fit_options_bytes": dict(ev.fit_options_bytes)} if ev.fit_options_bytes else {}),
+            **({"fit_options_bytes": dict(ev.model.fit_options_bytes)} if ev.model.fit_options_bytes else {}),
         },
         fix=fix,
         fix_snippet=(
@@ -86,7 +86,7 @@ def oom_risk(ev: Evidence) -> Finding | None:
 
 def memory_measure(ev: Evidence) -> str:
     """What the memory readings count, in words for a summary (RSS is not allocated memory)."""
-    measure = ev.memory_measure or next(
+    measure = ev.memory.memory_measure or next(
         (n.split(":", 1)[1].strip() for n in ev.notes if n.startswith("memory_per_step_bytes:")), ""
     )
     if "RSS" in measure:
@@ -101,8 +101,10 @@ def memory_measure(ev: Evidence) -> str:
 def memory_growth(ev: Evidence) -> Finding | None:
     """Live memory rises across steps (``memory_per_step_bytes``): a Theil-Sen slope whose lower
     bound is above zero and growth of at least ``MEMORY_GROWTH_MIN_PCT`` over the measured span."""
-    mem = ev.memory_per_step_bytes
-    steps = ev.memory_step_index if len(ev.memory_step_index) == len(mem) else list(range(len(mem)))
+    mem = ev.memory.memory_per_step_bytes
+    steps = (
+        ev.memory.memory_step_index if len(ev.memory.memory_step_index) == len(mem) else list(range(len(mem)))
+    )
     if len(mem) < T.MEMORY_GROWTH_MIN_READINGS:
         return None
     span = steps[-1] - steps[0] + 1  # steps the readings cover
@@ -117,8 +119,10 @@ def memory_growth(ev: Evidence) -> Finding | None:
         return None
     last = mem[-1]
     steps_left = None
-    if ev.memory_capacity_bytes:
-        steps_left = int(max(0, ev.memory_capacity_bytes - (ev.memory_peak_bytes or last)) / per_step)
+    if ev.memory.memory_capacity_bytes:
+        steps_left = int(
+            max(0, ev.memory.memory_capacity_bytes - (ev.memory.memory_peak_bytes or last)) / per_step
+        )
     what = memory_measure(ev)
     return Finding(
         id="memory_growth",
@@ -153,8 +157,8 @@ def memory_growth(ev: Evidence) -> Finding | None:
 def no_flash_attention(ev: Evidence) -> Finding | None:
     """Attention materializes S×S scores (``attention_scores_bytes``) that take at least
     ``ATTENTION_SCORES_SHARE_PCT`` of the peak: flash attention keeps memory linear in the sequence."""
-    scores, peak = ev.attention_scores_bytes, ev.memory_peak_bytes
-    if not scores or not peak or ev.attention_impl == "flash":
+    scores, peak = ev.model.attention_scores_bytes, ev.memory.memory_peak_bytes
+    if not scores or not peak or ev.model.attention_impl == "flash":
         return None
     share = 100.0 * scores / peak
     if share < T.ATTENTION_SCORES_SHARE_PCT:
@@ -166,13 +170,13 @@ def no_flash_attention(ev: Evidence) -> Finding | None:
         confidence=confidence(ev),
         category="memory",
         summary=(
-            f"{ev.attention_impl or 'This'} attention keeps S×S scores: {scores / GiB:.1f} GiB, {share:.0f} "
-            "% of the peak."
+            f"{ev.model.attention_impl or 'This'} attention keeps S×S scores: {scores / GiB:.1f} GiB, "
+            f"{share:.0f} % of the peak."
         ),
         metrics={
             "attention_scores_bytes": scores,
             "attention_scores_share_pct": round(share, 2),
-            "attention_impl": ev.attention_impl,
+            "attention_impl": ev.model.attention_impl,
         },
         fix=(
             "Use FlashAttention (or PyTorch SDPA's flash backend): exact attention in memory linear in the "
@@ -194,7 +198,7 @@ def no_flash_attention(ev: Evidence) -> Finding | None:
 
 def kv_cache_dominant(ev: Evidence) -> Finding | None:
     """The KV cache holds ``KV_CACHE_DOMINANT_PCT`` of the peak or more in more than 8-bit: FP8 halves it."""
-    kv, peak, bits = ev.kv_cache_bytes, ev.memory_peak_bytes, ev.kv_cache_bits
+    kv, peak, bits = ev.model.kv_cache_bytes, ev.memory.memory_peak_bytes, ev.model.kv_cache_bits
     if not kv or not peak or bits is None or bits <= T.KV_CACHE_QUANTIZED_BITS:
         return None
     share = 100.0 * kv / peak
@@ -220,10 +224,10 @@ def kv_cache_dominant(ev: Evidence) -> Finding | None:
 def decode_memory_bound(ev: Evidence) -> Finding | None:
     """A decode step is limited by memory bandwidth (``decode_bandwidth_bound``): fewer weight bytes
     per token and larger batches raise tokens per second."""
-    if not ev.decode_bandwidth_bound or not ev.weight_bytes:
+    if not ev.model.decode_bandwidth_bound or not ev.model.weight_bytes:
         return None
-    weights, kv = float(ev.weight_bytes), float(ev.kv_cache_bytes or 0)
-    bits = ev.weight_bits or 16
+    weights, kv = float(ev.model.weight_bytes), float(ev.model.kv_cache_bytes or 0)
+    bits = ev.model.weight_bits or 16
     quantize = bits >= T.DECODE_QUANTIZE_MIN_WEIGHT_BITS
     # Each decode step reads every weight once plus the cache: halving weight bytes speeds it by this much.
     speedup = (weights + kv) / (weights / 2 + kv) if quantize else 1.0
