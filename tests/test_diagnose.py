@@ -24,7 +24,7 @@ def test_empty_evidence_finds_nothing():
 
 @pytest.mark.parametrize("wait, severity", [(0.004, None), (0.006, "medium"), (0.025, "high")])
 def test_input_bound_thresholds(wait, severity):
-    ev = Evidence(
+    ev = Evidence.flat(
         source="profile", step_time_s=0.1, phase_s={"data_wait": wait}, loader_num_workers=0, cpu_count=8
     )
     found = {f.id: f for f in diagnose(ev)}
@@ -37,7 +37,9 @@ def test_input_bound_thresholds(wait, severity):
 
 
 def test_saturated_cpu_changes_the_advice():
-    ev = Evidence(source="profile", input_wait_pct=40, loader_num_workers=2, cpu_count=2, cpu_util_pct=97)
+    ev = Evidence.flat(
+        source="profile", input_wait_pct=40, loader_num_workers=2, cpu_count=2, cpu_util_pct=97
+    )
     found = {f.id: f for f in diagnose(ev)}
     assert "loader_cpu_saturated" in found
     assert (
@@ -47,9 +49,9 @@ def test_saturated_cpu_changes_the_advice():
 
 
 def test_oom_risk_and_does_not_fit():
-    near = Evidence(source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(75 * GiB))
-    over = Evidence(source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(90 * GiB))
-    comfortable = Evidence(
+    near = Evidence.flat(source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(75 * GiB))
+    over = Evidence.flat(source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(90 * GiB))
+    comfortable = Evidence.flat(
         source="prediction", memory_capacity_bytes=80 * GiB, memory_peak_bytes=int(60 * GiB)
     )
     assert diagnose(near)[0].severity == "high"
@@ -59,12 +61,12 @@ def test_oom_risk_and_does_not_fit():
 
 
 def test_small_batch_needs_headroom_and_idle_gpu():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="telemetry", memory_capacity_bytes=80 * GiB, memory_peak_bytes=20 * GiB, gpu_util_pct=40
     )
     found = {f.id: f for f in diagnose(ev)}
     assert found["small_batch"].metrics["batch_scale_possible"] == pytest.approx(80 * 0.85 / 20, rel=0.01)
-    busy = Evidence(
+    busy = Evidence.flat(
         source="telemetry", memory_capacity_bytes=80 * GiB, memory_peak_bytes=20 * GiB, gpu_util_pct=95
     )
     assert "small_batch" not in ids(busy)
@@ -75,7 +77,7 @@ def test_periodic_outliers_report_their_period():
     for i in range(4, 40, 10):
         times[i] = 0.4
     finding = next(
-        f for f in diagnose(Evidence(source="profile", step_times_s=times)) if f.id == "step_outliers"
+        f for f in diagnose(Evidence.flat(source="profile", step_times_s=times)) if f.id == "step_outliers"
     )
     assert finding.metrics["period_steps"] == 10
     assert finding.metrics["outlier_steps"] == [4, 14, 24, 34]
@@ -83,14 +85,14 @@ def test_periodic_outliers_report_their_period():
 
 def test_steady_steps_have_no_outliers():
     times = [0.1 + 0.001 * (i % 3) for i in range(50)]
-    assert "step_outliers" not in ids(Evidence(source="profile", step_times_s=times))
+    assert "step_outliers" not in ids(Evidence.flat(source="profile", step_times_s=times))
 
 
 def test_memory_growth_and_flat_memory():
     growing = [1e9 + i * 5e7 for i in range(20)]
     flat = [1e9 + (i % 2) * 1e6 for i in range(20)]
-    assert "memory_growth" in ids(Evidence(source="profile", memory_per_step_bytes=growing))
-    assert "memory_growth" not in ids(Evidence(source="profile", memory_per_step_bytes=flat))
+    assert "memory_growth" in ids(Evidence.flat(source="profile", memory_per_step_bytes=growing))
+    assert "memory_growth" not in ids(Evidence.flat(source="profile", memory_per_step_bytes=flat))
 
 
 def test_memory_growth_from_spaced_readings_counts_steps_not_readings():
@@ -100,20 +102,22 @@ def test_memory_growth_from_spaced_readings_counts_steps_not_readings():
     growing = [1e9 + s * 5e7 for s in steps]
     finding = next(
         f
-        for f in diagnose(Evidence(source="profile", memory_per_step_bytes=growing, memory_step_index=steps))
+        for f in diagnose(
+            Evidence.flat(source="profile", memory_per_step_bytes=growing, memory_step_index=steps)
+        )
         if f.id == "memory_growth"
     )
     assert finding.metrics["bytes_per_step"] == 5e7 and "over 37 steps" in finding.summary
     # five readings of five consecutive steps: too short a span to call a leak
     assert "memory_growth" not in ids(
-        Evidence(source="profile", memory_per_step_bytes=growing[:5], memory_step_index=[0, 1, 2, 3, 4])
+        Evidence.flat(source="profile", memory_per_step_bytes=growing[:5], memory_step_index=[0, 1, 2, 3, 4])
     )
     short = [1e9 + s * 5e7 for s in range(4)]
-    assert "memory_growth" not in ids(Evidence(source="profile", memory_per_step_bytes=short))
+    assert "memory_growth" not in ids(Evidence.flat(source="profile", memory_per_step_bytes=short))
 
 
 def test_throttling_straggler_comm_launch_sync_precision_pageable():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="trace",
         throttle_pct={"hw_thermal": 45.0, "sw_power_cap": 5.0},
         rank_step_time_s={0: 1.0, 1: 1.02, 2: 1.4, 3: 0.99},
@@ -147,7 +151,7 @@ def test_throttling_straggler_comm_launch_sync_precision_pageable():
 @pytest.mark.parametrize("late_comm_s, severity", [(0.31, None), (0.29, "medium"), (0.14, "high")])
 def test_straggler_from_collective_wait_when_steps_are_equal(late_comm_s, severity):
     # synchronous DP: every step 1.0 s; ranks 0, 1, 3 sit 0.4 s per step in collectives
-    ev = Evidence(
+    ev = Evidence.flat(
         source="trace",
         rank_step_time_s={0: 1.0, 1: 1.001, 2: 0.999, 3: 1.0},
         rank_comm_time_s={0: 0.4, 1: 0.41, 2: late_comm_s, 3: 0.39},
@@ -165,7 +169,7 @@ def test_straggler_from_collective_wait_when_steps_are_equal(late_comm_s, severi
 
 def test_collective_wait_outranks_a_step_time_skew_that_is_waiting():
     # rank 1's longer step is 0.5 s more waiting in collectives (issue 12.2): rank 0 is the late one
-    ev = Evidence(source="trace", rank_step_time_s={0: 1.0, 1: 1.5}, rank_comm_time_s={0: 0.1, 1: 0.6})
+    ev = Evidence.flat(source="trace", rank_step_time_s={0: 1.0, 1: 1.5}, rank_comm_time_s={0: 0.1, 1: 0.6})
     f = next(f for f in diagnose(ev) if f.id == "straggler")
     assert (
         f.metrics["straggler_rank"] == 0 and f.confidence == "medium" and "but that is waiting" in f.summary
@@ -173,13 +177,13 @@ def test_collective_wait_outranks_a_step_time_skew_that_is_waiting():
 
 
 def test_step_time_skew_names_the_straggler_when_it_is_not_waiting():
-    ev = Evidence(source="trace", rank_step_time_s={0: 1.0, 1: 1.5}, rank_comm_time_s={0: 0.1, 1: 0.1})
+    ev = Evidence.flat(source="trace", rank_step_time_s={0: 1.0, 1: 1.5}, rank_comm_time_s={0: 0.1, 1: 0.1})
     f = next(f for f in diagnose(ev) if f.id == "straggler")
     assert f.metrics["straggler_rank"] == 1 and f.confidence == "high" and "comm_wait_gap_s" not in f.metrics
 
 
 def test_amp_enabled_silences_precision_rule():
-    ev = Evidence(source="profile", fp32_matmul_pct=90.0, tensor_core_speedup=15.0, amp_enabled=True)
+    ev = Evidence.flat(source="profile", fp32_matmul_pct=90.0, tensor_core_speedup=15.0, amp_enabled=True)
     assert "no_mixed_precision" not in ids(ev)
 
 
@@ -188,7 +192,7 @@ def test_thresholds_are_the_only_numbers_rules_compare_against():
 
 
 def test_evidence_json_round_trip(tmp_path):
-    ev = Evidence(
+    ev = Evidence.flat(
         source="trace",
         rank=3,
         step_times_s=[0.1, 0.2],
@@ -200,10 +204,10 @@ def test_evidence_json_round_trip(tmp_path):
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
     loaded = load_evidence(path)
-    assert loaded[0].rank_step_time_s == {0: 0.1, 1: 0.2}
-    assert loaded[0].rank_comm_time_s == {0: 0.03, 1: 0.01}
+    assert loaded[0].comm.rank_step_time_s == {0: 0.1, 1: 0.2}
+    assert loaded[0].comm.rank_comm_time_s == {0: 0.03, 1: 0.01}
     assert loaded[0].rank == 3
-    finding = diagnose(Evidence(source="profile", input_wait_pct=30))[0]
+    finding = diagnose(Evidence.flat(source="profile", input_wait_pct=30))[0]
     assert Finding.from_dict(json.loads(json.dumps(finding.to_dict()))) == finding
 
 
@@ -226,7 +230,7 @@ def test_bad_evidence_files(tmp_path):
 
 
 def test_oom_risk_names_the_computed_changes_that_fit():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="prediction",
         memory_capacity_bytes=24 * GiB,
         memory_peak_bytes=30 * GiB,
@@ -239,7 +243,7 @@ def test_oom_risk_names_the_computed_changes_that_fit():
     found = {f.id: f for f in diagnose(ev)}["oom_risk"]
     assert "precision=nf4 (12.0 GiB)" in found.fix and "lora (20.0 GiB)" in found.fix
     assert "grad_checkpointing" not in found.fix  # 23.5 of 24 GiB leaves less than the required headroom
-    nothing = Evidence(
+    nothing = Evidence.flat(
         source="prediction",
         memory_capacity_bytes=24 * GiB,
         memory_peak_bytes=30 * GiB,
@@ -249,7 +253,7 @@ def test_oom_risk_names_the_computed_changes_that_fit():
 
 
 def test_no_flash_attention_fires_on_large_score_matrices_only():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="prediction",
         memory_peak_bytes=40 * GiB,
         attention_impl="eager",
@@ -257,13 +261,13 @@ def test_no_flash_attention_fires_on_large_score_matrices_only():
     )
     found = {f.id: f for f in diagnose(ev)}["no_flash_attention"]
     assert found.severity == "high" and found.gain.high == 12 * GiB
-    small = Evidence(
+    small = Evidence.flat(
         source="prediction",
         memory_peak_bytes=40 * GiB,
         attention_impl="eager",
         attention_scores_bytes=int(40 * GiB * (T.ATTENTION_SCORES_SHARE_PCT - 1) / 100),
     )
-    flash = Evidence(
+    flash = Evidence.flat(
         source="prediction",
         memory_peak_bytes=40 * GiB,
         attention_impl="flash",
@@ -273,18 +277,22 @@ def test_no_flash_attention_fires_on_large_score_matrices_only():
 
 
 def test_no_fused_optimizer_needs_an_unfused_optimizer_and_a_visible_phase():
-    ev = Evidence(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.1}, optimizer_fused=False)
+    ev = Evidence.flat(
+        source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.1}, optimizer_fused=False
+    )
     assert {f.id: f for f in diagnose(ev)}["no_fused_optimizer"].gain.high == pytest.approx(5.0)
     assert "no_fused_optimizer" not in ids(
-        Evidence(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.1}, optimizer_fused=True)
+        Evidence.flat(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.1}, optimizer_fused=True)
     )
     assert "no_fused_optimizer" not in ids(
-        Evidence(source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.01}, optimizer_fused=False)
+        Evidence.flat(
+            source="prediction", step_time_s=1.0, phase_s={"optimizer": 0.01}, optimizer_fused=False
+        )
     )
 
 
 def test_kv_cache_dominant_and_decode_memory_bound():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="prediction",
         memory_peak_bytes=20 * GiB,
         kv_cache_bytes=10 * GiB,
@@ -296,7 +304,7 @@ def test_kv_cache_dominant_and_decode_memory_bound():
     found = {f.id: f for f in diagnose(ev)}
     assert found["kv_cache_dominant"].gain.high == 5 * GiB
     assert found["decode_memory_bound"].gain.high == pytest.approx(18 / 14, rel=1e-3)
-    fp8 = Evidence(
+    fp8 = Evidence.flat(
         source="prediction",
         memory_peak_bytes=20 * GiB,
         kv_cache_bytes=10 * GiB,
@@ -309,12 +317,12 @@ def test_kv_cache_dominant_and_decode_memory_bound():
     assert "kv_cache_dominant" not in found
     assert found["decode_memory_bound"].gain is None and "Quantize" not in found["decode_memory_bound"].fix
     assert "decode_memory_bound" not in ids(
-        Evidence(source="prediction", weight_bytes=8 * GiB, decode_bandwidth_bound=False)
+        Evidence.flat(source="prediction", weight_bytes=8 * GiB, decode_bandwidth_bound=False)
     )
 
 
 def test_new_evidence_fields_round_trip(tmp_path):
-    ev = Evidence(
+    ev = Evidence.flat(
         source="prediction",
         kv_cache_bytes=5,
         attention_impl="eager",
@@ -325,22 +333,22 @@ def test_new_evidence_fields_round_trip(tmp_path):
     path.write_text(json.dumps({"kind": "plan", "evidence": [ev.to_dict()]}))
     back = load_evidence(path)[0]
     assert (
-        back.fit_options_bytes == {"lora": 3.0}
-        and back.optimizer_fused is False
-        and back.attention_impl == "eager"
+        back.model.fit_options_bytes == {"lora": 3.0}
+        and back.model.optimizer_fused is False
+        and back.model.attention_impl == "eager"
     )
 
 
 def test_launch_bound_not_blamed_for_data_waits_or_a_few_launches_per_long_step():
     base = dict(source="trace", tiny_kernel_pct=62.0, gpu_idle_pct=39.0)
-    assert "launch_bound" in ids(Evidence(**base))
+    assert "launch_bound" in ids(Evidence.flat(**base))
     # the idle time is the input pipeline's
     # (ResNet-50, num_workers=0: 40 % of each step in DataLoader.__next__)
-    assert "launch_bound" not in ids(Evidence(**base, input_wait_pct=39.6))
+    assert "launch_bound" not in ids(Evidence.flat(**base, input_wait_pct=39.6))
     # 1,462 launches cannot fill a 175 ms step at ~10 µs each
-    assert "launch_bound" not in ids(Evidence(**base, kernels_per_step=1462, step_time_s=0.175))
+    assert "launch_bound" not in ids(Evidence.flat(**base, kernels_per_step=1462, step_time_s=0.175))
     # ... but 1,000 launches can fill a 30 ms step
-    assert "launch_bound" in ids(Evidence(**base, kernels_per_step=1000, step_time_s=0.030))
+    assert "launch_bound" in ids(Evidence.flat(**base, kernels_per_step=1000, step_time_s=0.030))
     limit = 100 * 1000 * T.LAUNCH_HOST_US_PER_KERNEL / 0.030e6
     assert limit >= T.LAUNCH_STEP_SHARE_PCT
 
@@ -358,13 +366,13 @@ def test_documents_without_evidence_objects_are_one_clear_error(tmp_path):
 
 
 def test_input_bound_names_the_loader_settings_it_suggests():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="profile", step_time_s=0.1, phase_s={"data_wait": 0.05}, loader_num_workers=0, cpu_count=4
     )
     found = {f.id: f for f in diagnose(ev)}
     assert found["input_bound"].metrics["suggested_num_workers"] == 3
     assert found["input_bound"].metrics["suggested_prefetch_factor"] == 4
-    saturated = Evidence(
+    saturated = Evidence.flat(
         source="profile", input_wait_pct=40, loader_num_workers=2, cpu_count=2, cpu_util_pct=97
     )
     assert {f.id: f for f in diagnose(saturated)}["input_bound"].metrics["suggested_num_workers"] is None
@@ -374,7 +382,9 @@ def test_back_to_back_slow_steps_have_no_period():
     times = [0.1 + 0.002 * (i % 5) for i in range(30)]
     for i in (10, 11, 12, 13):
         times[i] = 1.0
-    finding = {f.id: f for f in diagnose(Evidence(source="profile", step_times_s=times))}["step_outliers"]
+    finding = {f.id: f for f in diagnose(Evidence.flat(source="profile", step_times_s=times))}[
+        "step_outliers"
+    ]
     assert finding.metrics["period_steps"] is None and "recur" not in finding.summary
 
 
@@ -383,7 +393,7 @@ def test_rules_and_planner_compare_against_named_thresholds_only():
     number other than 0, 1 or 2 in diagnose/ or plan/ is a threshold hiding in a module."""
     src = Path(__file__).resolve().parents[1] / "src" / "gpuwise"
     found = []
-    for path in sorted([*src.glob("diagnose/*.py"), *src.glob("plan/*.py")]):
+    for path in sorted([*src.glob("diagnose/**/*.py"), *src.glob("plan/*.py")]):
         if path.name == "thresholds.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

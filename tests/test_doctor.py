@@ -13,7 +13,7 @@ from gpuwise.tune.candidates import from_findings
 
 
 def findings_for(**fields):
-    return diagnose(Evidence(source="profile", **fields))
+    return diagnose(Evidence.flat(source="profile", **fields))
 
 
 def test_input_bound_fix_takes_its_numbers_from_the_finding():
@@ -26,7 +26,7 @@ def test_input_bound_fix_takes_its_numbers_from_the_finding():
 
 
 def test_an_io_bound_loader_also_gets_more_workers_than_cores():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="profile", step_time_s=0.1, phase_s={"data_wait": 0.06}, loader_num_workers=0, cpu_count=2,
         cpu_util_pct=20, loader_wait_cpu_pct=10,
     )  # fmt: skip

@@ -350,4 +350,4 @@ def test_every_rule_has_why_and_a_pytorch_fix() -> None:
 def test_shared_finding_ids_are_the_runtime_rules_ids(finding: str, evidence: dict[str, float]) -> None:
     """A lint rule and the runtime rule engine name the same problem with the same id."""
     assert finding in SHARED_FINDINGS
-    assert finding in {f.id for f in diagnose(Evidence(source="profile", **evidence))}  # type: ignore[arg-type]
+    assert finding in {f.id for f in diagnose(Evidence.flat(source="profile", **evidence))}

@@ -43,7 +43,7 @@ def _ids(plan: dict) -> set[str]:
 def test_a_server_at_the_predicted_speed_calibrates_to_one_and_raises_nothing(cli, tmp_path):
     """The calibration can fail: a server designed to decode exactly as fast as gpuwise predicts gives a
     factor of ~1 and no finding, so the factors of the other tests are not an artefact."""
-    level = Evidence(
+    level = Evidence.flat(
         source="loadtest",
         serving_prompt_tokens_mean=30,
         serving_output_tokens_mean=32,
@@ -129,7 +129,7 @@ def test_a_loadtest_json_file_of_another_model_is_refused_in_one_line(cli, tmp_p
 
 
 def test_errors_and_a_short_level_are_findings_and_lower_confidence():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="loadtest",
         label="loadtest run 7",
         serving_level="poisson 5 req/s",
@@ -146,7 +146,7 @@ def test_errors_and_a_short_level_are_findings_and_lower_confidence():
     assert found["serving_errors"].severity == "high" and "8 timeout" in found["serving_errors"].summary
     # TTFT p50 0.2 s is 1.3x the lightest level's 0.15 s and the endpoint kept up: prefill, not queueing
     assert "serving_prefill_bound" in found and found["serving_prefill_bound"].confidence == "medium"
-    ev.serving_request_throughput_rps = 3.0  # 60 % of the offered rate: the queue grows
+    ev.serving.serving_request_throughput_rps = 3.0  # 60 % of the offered rate: the queue grows
     assert "serving_queueing" in {f.id for f in diagnose(ev)}
 
 
@@ -154,7 +154,7 @@ def test_a_served_model_name_is_matched_to_the_catalog_and_another_model_refused
     from gpuwise.errors import GpuwiseError
     from gpuwise.plan.serving_evidence import calibrate
 
-    ev = Evidence(
+    ev = Evidence.flat(
         source="loadtest",
         label="loadtest run 2",
         serving_model="meta-llama/Meta-Llama-3-70B-Instruct",
@@ -167,7 +167,7 @@ def test_a_served_model_name_is_matched_to_the_catalog_and_another_model_refused
     )
     with pytest.raises(GpuwiseError, match=r"measured llama-3-70b .* the workload is llama-3-8b"):
         calibrate(load_workload(CHAT), ev)
-    ev.serving_model = "meta-llama/Meta-Llama-3-8B-Instruct"  # the same model: no assumption to state
+    ev.serving.serving_model = "meta-llama/Meta-Llama-3-8B-Instruct"  # the same model: no assumption to state
     cal = calibrate(load_workload(CHAT), ev)
     assert cal is not None and cal.confidence == "medium"
     assert not any("not a catalog name" in n for n in ev.notes)

@@ -145,8 +145,10 @@ def test_a_day_of_low_busy_is_chronic_and_asks_for_pipeline_fixes_before_hardwar
 
 
 def test_history_rules_fire_only_on_their_own_fields():
-    assert diagnose(Evidence(source="telemetry", idle_time_pct=90.0)) == []  # no hours: no verdict
-    found = diagnose(Evidence(source="telemetry", idle_time_pct=60.0, observed_gpu_hours=10, idle_usd=12.0))
+    assert diagnose(Evidence.flat(source="telemetry", idle_time_pct=90.0)) == []  # no hours: no verdict
+    found = diagnose(
+        Evidence.flat(source="telemetry", idle_time_pct=60.0, observed_gpu_hours=10, idle_usd=12.0)
+    )
     assert [f.id for f in found] == ["idle_gpu_hours"] and found[0].severity == "high"
     assert "$12.00" in found[0].summary and "MIG" in found[0].fix
 

@@ -113,7 +113,7 @@ def test_fit_search_prefers_keeping_full_fine_tuning_over_lora():
 
 
 def test_measured_evidence_ranks_first_and_fills_the_idle_causes(tmp_path):
-    measured = Evidence(
+    measured = Evidence.flat(
         source="profile",
         label="train.py",
         step_time_s=0.2,
@@ -137,7 +137,7 @@ def test_measured_evidence_ranks_first_and_fills_the_idle_causes(tmp_path):
     p = make_plan(w, evidence_files=[path])
     first = p.diagnosis.findings[0]
     assert first.id == "input_bound" and first.confidence == "high" and first.source == "profile"
-    assert p.evidence[-1].gpu_util_pct is None  # the user's 90 % gives way to the measured 45 %
+    assert p.evidence[-1].activity.gpu_util_pct is None  # the user's 90 % gives way to the measured 45 %
     causes = {c.id: c.status for c in p.diagnosis.idle_causes}
     assert causes["input_bound"] == "found"
     assert (
@@ -147,7 +147,7 @@ def test_measured_evidence_ranks_first_and_fills_the_idle_causes(tmp_path):
 
 
 def test_measured_idle_caps_predicted_speedups(tmp_path):
-    measured = Evidence(
+    measured = Evidence.flat(
         source="trace", step_time_s=0.15, input_wait_pct=30.0, fp32_matmul_pct=100.0, tensor_core_speedup=8.0
     )
     w = workload_from_mapping(
@@ -201,7 +201,7 @@ def test_prediction_rules_fire_on_eager_attention_and_unfused_adamw():
     found = {f.id: f for f in p.diagnosis.findings}
     assert (
         found["no_flash_attention"].metrics["attention_scores_bytes"]
-        == p.evidence[-1].attention_scores_bytes
+        == p.evidence[-1].model.attention_scores_bytes
         > 0
     )
     assert "no_fused_optimizer" in found
@@ -240,8 +240,8 @@ def test_goal_changes_the_recommendation():
 def test_prediction_evidence_for_serving():
     p = plan_for(model="llama-3.1-8b", task="serving", gpu="a100-80gb-sxm", seq_len=8192, concurrency=32)
     ev = p.evidence[-1]
-    assert ev.source == "prediction" and ev.weight_bits == 16 and ev.kv_cache_bits == 16
-    assert ev.kv_cache_bytes > 0 and ev.decode_bandwidth_bound is not None
+    assert ev.source == "prediction" and ev.model.weight_bits == 16 and ev.model.kv_cache_bits == 16
+    assert ev.model.kv_cache_bytes > 0 and ev.model.decode_bandwidth_bound is not None
     assert "kv_fp8" in {t.id for t in p.techniques}
 
 
@@ -250,7 +250,7 @@ def test_bound_uses_the_performance_models_names_end_to_end():
     p = plan_for(model="llama-3.1-8b", task="serving", gpu="a100-80gb-sxm", seq_len=2048, concurrency=1)
     decode_bound = predict(p.workload).inference.decode_bound
     assert decode_bound == p.current.bound == p.diagnosis.bound == "memory_bandwidth"  # one stream
-    assert p.evidence[-1].decode_bandwidth_bound is True
+    assert p.evidence[-1].model.decode_bandwidth_bound is True
     assert "decode_memory_bound" in {f.id for f in p.diagnosis.findings}
     assert p.diagnosis.summary.startswith("Decode is memory-bandwidth-bound")
 
@@ -382,7 +382,7 @@ for x, y in DataLoader(Slow(), batch_size=8, num_workers=0):
 
 def test_cpu_run_evidence_is_read_for_its_host_side_only():
     """Issue 11.10: a CPU run's 28 % input wait is no "GPU idles 28 %" for a plan on an a10."""
-    cpu_run = Evidence(
+    cpu_run = Evidence.flat(
         source="profile",
         label="train.py",
         device="cpu",
@@ -404,7 +404,11 @@ def test_cpu_run_evidence_is_read_for_its_host_side_only():
     found = {f.id: f for f in p.diagnosis.findings}
     assert found["input_bound"].confidence == "medium" and "device idles" not in found["input_bound"].summary
     kept = next(e for e in p.evidence if e.source == "profile")
-    assert kept.step_time_s is None and kept.step_times_s == [] and kept.input_wait_pct == 28.0
+    assert (
+        kept.steps.step_time_s is None
+        and kept.steps.step_times_s == []
+        and kept.loader.input_wait_pct == 28.0
+    )
     # the same numbers from a GPU run do cap the predicted speed-ups
     on_gpu = make_plan(w, evidence=[replace(cpu_run, device="cuda")])
     assert "GPU idles 28 %" in " ".join(t.reason for t in on_gpu.techniques)

@@ -101,11 +101,11 @@ def test_stated_utilization_caps_gains_puts_the_pipeline_first_and_holds_back_ha
 def test_measured_input_wait_projects_past_the_kpi_and_releases_the_hold_back():
     from gpuwise.diagnose import Evidence
 
-    waits = Evidence(source="profile", device="cuda", gpu="a10", input_wait_pct=57.0, gpu_idle_pct=58.0)
+    waits = Evidence.flat(source="profile", device="cuda", gpu="a10", input_wait_pct=57.0, gpu_idle_pct=58.0)
     p = make_plan(VIT_40.with_changes(utilization_pct=None), evidence=[waits])
     assert p.techniques[0].id == "fix_pipeline" and "Measured" in p.techniques[0].reason
     assert not p.scaling.hold_back  # 42 % busy + 57 % input wait removed: 99 % busy, 1 % idle
-    short = Evidence(source="profile", device="cuda", gpu="a10", input_wait_pct=20.0, gpu_idle_pct=58.0)
+    short = Evidence.flat(source="profile", device="cuda", gpu="a10", input_wait_pct=20.0, gpu_idle_pct=58.0)
     held = make_plan(VIT_40.with_changes(utilization_pct=None), evidence=[short])
     assert "Projected after the fixes measured so far: 62 % busy" in held.scaling.hold_back
 

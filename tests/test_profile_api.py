@@ -72,7 +72,7 @@ def test_slow_getitem_is_input_bound(tmp_path):
     assert run.run_id == 1
     assert "input_bound" in ids(p)
     assert max(run.phases, key=lambda k: run.phases[k].pct) == "data_wait"
-    assert run.evidence.loader_num_workers == 0 and run.evidence.loader_pin_memory is False
+    assert run.evidence.loader.loader_num_workers == 0 and run.evidence.loader.loader_pin_memory is False
     assert run.summary.measured_steps == 12 and run.summary.warmup_steps == 2
     # a step's phases add up to its wall time, so the shares add up to 100 %
     assert sum(v.pct for v in run.phases.values()) == pytest.approx(100.0, abs=0.01)

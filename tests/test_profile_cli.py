@@ -107,7 +107,7 @@ def test_profile_finds_the_slow_loader_and_keeps_stdout_clean(tmp_path, script):
     assert doc["runs"][0]["telemetry"]["cpu_count"] >= 1
     # the document is evidence `gpuwise plan --evidence` accepts
     (tmp_path / "run.json").write_text(result.stdout)
-    assert load_evidence(tmp_path / "run.json")[0].input_wait_pct > 5
+    assert load_evidence(tmp_path / "run.json")[0].loader.input_wait_pct > 5
 
 
 def test_exit_code_passes_through(tmp_path, script):

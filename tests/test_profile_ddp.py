@@ -128,7 +128,7 @@ def test_profiling_ddp_leaves_losses_and_weights_bitwise_identical(runs, tmp_pat
 
 def _two_ranks(waits_0: list[float], waits_1: list[float]) -> Evidence:
     """Cross-rank evidence of a synchronous run with 10 ms steps and these per-step collective waits."""
-    return Evidence(
+    return Evidence.flat(
         source="profile",
         rank_step_time_s={0: 0.010, 1: 0.010},
         rank_comm_time_s={0: sum(waits_0) / len(waits_0), 1: sum(waits_1) / len(waits_1)},
@@ -175,15 +175,15 @@ def _rank_run(rank: int, waits: list[float] | None) -> ProfileRun:
 
 def test_cross_rank_evidence_compares_waits_only_when_every_rank_has_them():
     both = cross_rank_evidence([_rank_run(0, [0.006] * 10), _rank_run(1, [0.001] * 10)])
-    assert both is not None and both.rank_comm_time_s == pytest.approx({0: 0.006, 1: 0.001})
-    assert both.rank_comm_steps_s[1] == [0.001] * 10
+    assert both is not None and both.comm.rank_comm_time_s == pytest.approx({0: 0.006, 1: 0.001})
+    assert both.comm.rank_comm_steps_s[1] == [0.001] * 10
     assert next(f for f in diagnose(both) if f.id == "straggler").metrics["straggler_rank"] == 1
     # rank 1 timed nothing: it could be the one the others wait for, so no rank is compared
     one = cross_rank_evidence([_rank_run(0, [0.006] * 10), _rank_run(1, None)])
     assert (
         one is not None
-        and one.rank_comm_time_s == {}
-        and one.rank_step_time_s == pytest.approx({0: 0.01, 1: 0.01})
+        and one.comm.rank_comm_time_s == {}
+        and one.comm.rank_step_time_s == pytest.approx({0: 0.01, 1: 0.01})
     )
     assert "straggler" not in {f.id for f in diagnose(one)}
 
@@ -192,9 +192,9 @@ def test_cross_rank_evidence_compares_waits_only_when_every_rank_has_them():
 def test_a_straggler_on_a_busy_machine_is_named_with_low_confidence(others_pct, confidence):
     runs = [_rank_run(0, [0.006] * 10), _rank_run(1, [0.001] * 10)]
     for run in runs:  # each rank's record counts its sibling (25 %) as "other processes"
-        run.evidence.cpu_util_pct, run.evidence.other_cpu_pct = 25.0, 25.0 + others_pct
+        run.evidence.context.cpu_util_pct, run.evidence.context.other_cpu_pct = 25.0, 25.0 + others_pct
     ev = cross_rank_evidence(runs)
-    assert ev is not None and ev.other_cpu_pct == pytest.approx(others_pct)
+    assert ev is not None and ev.context.other_cpu_pct == pytest.approx(others_pct)
     finding = next(f for f in diagnose(ev) if f.id == "straggler")
     assert finding.metrics["straggler_rank"] == 1 and finding.confidence == confidence
     assert ("quiet machine" in finding.summary) == (confidence == "low")

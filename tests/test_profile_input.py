@@ -101,7 +101,7 @@ def test_per_step_logging_is_named_without_an_input_fix(tmp_path):
 
 
 def test_small_host_shares_stay_quiet():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="profile",
         step_time_s=0.1,
         phase_s={"forward": 0.05, "backward": 0.035, "host_input": 0.006, "other": 0.009},

@@ -125,8 +125,8 @@ def test_headroom_rules_from_nvml_memory():
     full = run_from(sampled(util=(97, 60), used_gib=76, reasons=(0x0,)))
     assert "oom_risk" in ids(full) and "small_batch" not in ids(full)
     assert (
-        full.evidence.memory_capacity_bytes == 80 * GiB
-        and full.evidence.memory_headroom_pct == pytest.approx(5.0)
+        full.evidence.memory.memory_capacity_bytes == 80 * GiB
+        and full.evidence.memory.memory_headroom_pct == pytest.approx(5.0)
     )
 
 
@@ -136,7 +136,7 @@ def test_catalog_gpu_gives_the_tensor_core_ratio():
     assert match_catalog_gpu("NVIDIA GeForce RTX 3090") != "rtx-4090"  # digits must match, not just "rtx"
     assert match_catalog_gpu("Some Unknown Accelerator") is None
     run = run_from(sampled())
-    assert run.evidence.gpu == "a100-80gb-sxm" and run.evidence.tensor_core_speedup > 10
+    assert run.evidence.gpu == "a100-80gb-sxm" and run.evidence.precision.tensor_core_speedup > 10
 
 
 def test_fp32_model_on_tensor_core_gpu_is_no_mixed_precision():
@@ -180,7 +180,7 @@ def test_missing_psutil_degrades_to_not_available():
     sampler.sample_once()
     tel = summarize(sampler.samples, sampler.cpu_count, sampler.not_available, 0.01)
     assert tel["process_cpu_pct"] is None and "psutil" in tel["not_available"]
-    assert run_from(tel, device="cpu", gpu_name="").evidence.cpu_util_pct is None
+    assert run_from(tel, device="cpu", gpu_name="").evidence.context.cpu_util_pct is None
 
 
 @pytest.mark.parametrize("children_files", [True, False])
@@ -324,7 +324,7 @@ def test_cuda_event_phase_times_give_a_gpu_idle_estimate():
         {"steps": steps, "warmup": 2, "device": "cuda", "telemetry": None, "model": {}, "memory": {}}
     )
     assert run.summary.gpu_phases_s == {"backward": pytest.approx(0.018), "forward": pytest.approx(0.012)}
-    assert run.evidence.gpu_idle_pct == pytest.approx(70.0)
+    assert run.evidence.activity.gpu_idle_pct == pytest.approx(70.0)
     assert "low_utilization" in ids(run) and "input_bound" in ids(run)
 
 
@@ -399,9 +399,9 @@ def test_recorder_cuda_path_with_faked_cuda(monkeypatch):
     assert nvtx.range_push.call_count == nvtx.range_pop.call_count > 0  # balanced ranges
     run = build_run(raw)
     assert run.summary.gpu_phases_s["forward"] == pytest.approx(0.004)
-    assert run.evidence.fp32_matmul_pct == 100 and run.evidence.tensor_core_speedup > 10
+    assert run.evidence.precision.fp32_matmul_pct == 100 and run.evidence.precision.tensor_core_speedup > 10
     assert "no_mixed_precision" in ids(run)
-    assert run.evidence.memory_headroom_pct == pytest.approx(62.5)
+    assert run.evidence.memory.memory_headroom_pct == pytest.approx(62.5)
 
 
 def test_telemetry_statistics_cover_the_measured_steps_only():

@@ -28,7 +28,7 @@ def found(ev: Evidence) -> dict:
 
 def test_workers_at_core_count_waiting_on_io_is_not_saturated():
     """2 workers on 2 cores at 28 % CPU: the loader sleeps on I/O; more workers do help."""
-    ev = Evidence(
+    ev = Evidence.flat(
         source="profile", device="cuda", input_wait_pct=40, loader_num_workers=2, cpu_count=2, cpu_util_pct=28
     )
     out = found(ev)
@@ -38,14 +38,14 @@ def test_workers_at_core_count_waiting_on_io_is_not_saturated():
 
 
 def test_worker_count_without_measured_cpu_never_claims_saturation():
-    ev = Evidence(source="profile", input_wait_pct=40, loader_num_workers=4, cpu_count=2)
+    ev = Evidence.flat(source="profile", input_wait_pct=40, loader_num_workers=4, cpu_count=2)
     assert "loader_cpu_saturated" not in found(ev)
 
 
 def test_cpu_bound_loader_on_two_cores_gets_only_the_idle_core_and_a_bounded_gain():
     """The issue's 0.90x run: a CPU-heavy transform on 2 cores, num_workers=0, CPU 60 % busy.
     One spare core -> one worker; the gain cannot exceed 1/0.6 = 1.67x (not 1.97-2.94x)."""
-    ev = Evidence(
+    ev = Evidence.flat(
         source="profile", device="cpu", input_wait_pct=49, loader_num_workers=0, cpu_count=2, cpu_util_pct=60
     )
     f = found(ev)["input_bound"]
@@ -55,7 +55,7 @@ def test_cpu_bound_loader_on_two_cores_gets_only_the_idle_core_and_a_bounded_gai
 
 
 def test_cpu_bound_loader_already_using_its_share_gets_no_more_workers():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="profile", device="cpu", input_wait_pct=30, loader_num_workers=2, cpu_count=2, cpu_util_pct=70
     )
     f = found(ev)["input_bound"]
@@ -63,13 +63,15 @@ def test_cpu_bound_loader_already_using_its_share_gets_no_more_workers():
 
 
 def test_cpu_only_runs_get_no_pin_memory_and_no_idle_device():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="profile", device="cpu", input_wait_pct=30, loader_num_workers=0, cpu_count=8, cpu_util_pct=20
     )
     f = found(ev)["input_bound"]
     assert "pin_memory" not in f.fix + f.fix_snippet and "non_blocking" not in f.fix_snippet
     assert "device idles" not in f.summary and "computation stalls" in f.summary
-    gpu = found(Evidence(source="profile", device="cuda", input_wait_pct=30, cpu_count=8, cpu_util_pct=20))
+    gpu = found(
+        Evidence.flat(source="profile", device="cuda", input_wait_pct=30, cpu_count=8, cpu_util_pct=20)
+    )
     assert (
         "pin_memory=True" in gpu["input_bound"].fix_snippet and "device idles" in gpu["input_bound"].summary
     )
@@ -77,18 +79,18 @@ def test_cpu_only_runs_get_no_pin_memory_and_no_idle_device():
 
 def test_framework_decides_the_snippet_form():
     base = dict(source="profile", device="cuda", input_wait_pct=30, loader_num_workers=0, cpu_count=8)
-    hf = found(Evidence(**base, framework="hf-trainer", cpu_util_pct=20))["input_bound"]
+    hf = found(Evidence.flat(**base, framework="hf-trainer", cpu_util_pct=20))["input_bound"]
     assert hf.fix_snippet.startswith("TrainingArguments(") and "dataloader_num_workers=7" in hf.fix_snippet
     assert "DataLoader(" not in hf.fix_snippet
-    pl = found(Evidence(**base, framework="lightning", cpu_util_pct=20))["input_bound"]
+    pl = found(Evidence.flat(**base, framework="lightning", cpu_util_pct=20))["input_bound"]
     assert "LightningDataModule" in pl.fix_snippet and "def train_dataloader(self)" in pl.fix_snippet
     # a run recorded by the framework callbacks without a label is named after the framework
-    by_label = found(Evidence(**base, label="transformers.Trainer", cpu_util_pct=20))["input_bound"]
+    by_label = found(Evidence.flat(**base, label="transformers.Trainer", cpu_util_pct=20))["input_bound"]
     assert by_label.fix_snippet.startswith("TrainingArguments(")
 
 
 def test_saturated_cpu_measured_fires_and_names_cores():
-    ev = Evidence(
+    ev = Evidence.flat(
         source="profile", device="cpu", input_wait_pct=40, loader_num_workers=1, cpu_count=2, cpu_util_pct=97
     )
     f = found(ev)["loader_cpu_saturated"]
@@ -110,7 +112,7 @@ def test_steady_rss_leak_in_page_sized_stairs_is_found_and_named_rss():
     steps = list(range(40))
     mem = [base + 3.2 * MiB * (s // 4) for s in steps]
     mem[17] -= 6 * MiB  # a collector pass
-    ev = Evidence(
+    ev = Evidence.flat(
         source="profile",
         memory_per_step_bytes=mem,
         notes=["memory_per_step_bytes: process RSS (/proc/self/statm)"],
@@ -124,21 +126,23 @@ def test_steady_rss_leak_in_page_sized_stairs_is_found_and_named_rss():
 
 def test_allocated_measure_is_named_allocated():
     mem = [1e9 + s * 5e7 for s in range(20)]
-    ev = Evidence(source="profile", memory_per_step_bytes=mem, memory_measure="torch.cuda.memory_allocated")
+    ev = Evidence.flat(
+        source="profile", memory_per_step_bytes=mem, memory_measure="torch.cuda.memory_allocated"
+    )
     assert found(ev)["memory_growth"].summary.startswith("Allocated device memory rose")
 
 
 def test_one_jump_or_noise_is_not_a_leak():
     jump = [500 * MiB] * 10 + [560 * MiB] * 10  # a cache filled once, mid-run
     noise = [500 * MiB + (7 * s % 5) * MiB for s in range(30)]  # bounded jitter
-    assert "memory_growth" not in found(Evidence(source="profile", memory_per_step_bytes=jump))
-    assert "memory_growth" not in found(Evidence(source="profile", memory_per_step_bytes=noise))
+    assert "memory_growth" not in found(Evidence.flat(source="profile", memory_per_step_bytes=jump))
+    assert "memory_growth" not in found(Evidence.flat(source="profile", memory_per_step_bytes=noise))
 
 
 def test_growth_below_the_threshold_is_not_reported():
     slow = [1000 * MiB + s * 0.1 * MiB for s in range(40)]  # +0.4 %: a trend, but too small to matter
     assert T.MEMORY_GROWTH_MIN_PCT > 100 * 0.1 * 39 / 1000
-    assert "memory_growth" not in found(Evidence(source="profile", memory_per_step_bytes=slow))
+    assert "memory_growth" not in found(Evidence.flat(source="profile", memory_per_step_bytes=slow))
 
 
 def profile_json(script: Path, *, steps: int = 60) -> dict:
@@ -177,11 +181,13 @@ for _i in (5, 13, 14, 29):
 
 
 def test_scattered_stalls_on_a_busy_machine_blame_the_machine_with_low_confidence():
-    f = found(Evidence(source="profile", step_times_s=SCATTERED, other_cpu_pct=95.0))["step_outliers"]
+    f = found(Evidence.flat(source="profile", step_times_s=SCATTERED, other_cpu_pct=95.0))["step_outliers"]
     assert f.confidence == "low" and f.severity == "low"
     assert "other processes used 95 %" in f.summary and "machine was busy" in f.summary
     assert "gc.freeze" not in f.fix + f.fix_snippet and "quiet machine" in f.fix
-    steal = found(Evidence(source="profile", step_times_s=SCATTERED, cpu_steal_pct=20.0))["step_outliers"]
+    steal = found(Evidence.flat(source="profile", step_times_s=SCATTERED, cpu_steal_pct=20.0))[
+        "step_outliers"
+    ]
     assert steal.confidence == "low" and "steal" in steal.summary
 
 
@@ -189,14 +195,14 @@ def test_periodic_stalls_stay_the_scripts_but_never_high_confidence_on_a_busy_ma
     times = [0.1] * 40
     for i in range(4, 40, 10):
         times[i] = 0.4
-    busy = found(Evidence(source="profile", step_times_s=times, other_cpu_pct=95.0))["step_outliers"]
+    busy = found(Evidence.flat(source="profile", step_times_s=times, other_cpu_pct=95.0))["step_outliers"]
     assert busy.metrics["period_steps"] == 10 and busy.confidence == "medium" and "gc.freeze" in busy.fix
-    quiet = found(Evidence(source="profile", step_times_s=times, other_cpu_pct=3.0))["step_outliers"]
+    quiet = found(Evidence.flat(source="profile", step_times_s=times, other_cpu_pct=3.0))["step_outliers"]
     assert quiet.confidence == "high" and quiet.metrics["machine_busy"] is None
 
 
 def test_scattered_stalls_on_a_quiet_machine_are_medium_confidence():
-    f = found(Evidence(source="profile", step_times_s=SCATTERED, other_cpu_pct=2.0))["step_outliers"]
+    f = found(Evidence.flat(source="profile", step_times_s=SCATTERED, other_cpu_pct=2.0))["step_outliers"]
     assert f.confidence == "medium" and "no fixed period" in f.summary
 
 
@@ -205,7 +211,7 @@ def test_one_long_stall_does_not_dilute_the_input_share_below_its_threshold():
     falls to 17.4 % (medium); the trimmed phases keep the typical 22 % (high) and input_bound on top."""
     times = [0.1] * 30 + [0.923]
     mean_step = sum(times) / len(times)
-    ev = Evidence(
+    ev = Evidence.flat(
         source="profile",
         step_times_s=times,
         step_time_s=mean_step,
@@ -251,7 +257,7 @@ def test_jitter_between_periodic_stalls_does_not_hide_the_period():
         times[i] = 0.41  # the script's stall
     for i in (5, 12, 26):
         times[i] = 0.016  # timer jitter that also crosses the limit
-    f = found(Evidence(source="profile", step_times_s=times))["step_outliers"]
+    f = found(Evidence.flat(source="profile", step_times_s=times))["step_outliers"]
     assert f.metrics["period_steps"] == 7 and 5 in f.metrics["outlier_steps"]
 
 

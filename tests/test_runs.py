@@ -55,7 +55,7 @@ def test_save_and_load_round_trip(store_path):
         assert rows[1].top_finding == "input_bound" and rows[0].top_finding is None
         run = load_run(store, 1)
         assert run.run_id == 1 and run.findings[0].id == "input_bound"
-        assert run.evidence.loader_num_workers == 0
+        assert run.evidence.loader.loader_num_workers == 0
         assert store.resolve("last") == 2 and store.resolve("-2") == 1
 
 

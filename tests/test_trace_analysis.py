@@ -108,7 +108,7 @@ def test_multi_rank_comm_overlap_matches_hta(trace_dir):
     # Rank 1 sits 27.3 ms per step less in collectives (195.3 vs 168.0 ms), 4.4 % of the 617 ms step,
     # over one measured step, with 126 of 128 ranks untraced: below STRAGGLER_COMM_GAP_PCT, no straggler.
     cross = next(e for e in report.evidence if e.label == "cross-rank")
-    assert cross.rank_comm_time_s == pytest.approx({0: 0.195327, 1: 0.168027})
+    assert cross.comm.rank_comm_time_s == pytest.approx({0: 0.195327, 1: 0.168027})
     assert "straggler" not in {f.id for f in report.findings}
 
 
@@ -122,7 +122,7 @@ def test_json_document_feeds_the_planner(cli, tmp_path):
     path = tmp_path / "trace.json"
     path.write_text(result.stdout)
     evidence = load_evidence(path)
-    assert [e.source for e in evidence] == ["trace"] * 3 and evidence[-1].rank_step_time_s == {
+    assert [e.source for e in evidence] == ["trace"] * 3 and evidence[-1].comm.rank_step_time_s == {
         0: 0.001,
         1: 0.0013,
     }

@@ -281,7 +281,7 @@ def _amdahl(time_pct: float, speedup: float) -> float:
 def test_mixed_precision_gain_is_bounded_by_the_measured_matmul_time(trace_dir):
     # DLRM on V100s: fp32 GEMMs hold ~2 % of the step, so even 16-bit matmuls at the 5.2x cap gain <1.05x
     report = analyze_traces([trace_dir / DLRM])
-    shares = [e.fp32_matmul_time_pct for e in report.evidence if e.label != "cross-rank"]
+    shares = [e.precision.fp32_matmul_time_pct for e in report.evidence if e.label != "cross-rank"]
     assert len(shares) == 8 and all(0 < s < 3 for s in shares)
     assert all(_amdahl(s, T.AMP_SPEEDUP_CAP_X) < T.AMP_MIN_GAIN_X for s in shares)
     assert "no_mixed_precision" not in {f.id for f in report.findings}
@@ -298,14 +298,16 @@ def test_a_v100_without_device_properties_is_told_fp16_and_a_grad_scaler(trace_d
     assert rank.device.name is None and rank.device.catalog_id == "v100-sxm2-32gb"
     assert "volta_* kernels are Volta's" in rank.device.catalog_note
     ev = report.evidence[0]
-    assert ev.tensor_core_dtype == "fp16" and ev.fp32_matmul_time_pct == pytest.approx(39.5, abs=0.5)
+    assert ev.precision.tensor_core_dtype == "fp16" and ev.precision.fp32_matmul_time_pct == pytest.approx(
+        39.5, abs=0.5
+    )
     f = next(f for f in report.findings if f.id == "no_mixed_precision")
     assert "GradScaler" in f.fix and "float16" in f.fix_snippet and "bf16" not in f.summary
     assert "fp16 tensor cores" in f.summary
     # Amdahl on the measured share: 2x (memory-bound) to 5.2x (cap) faster matmuls, nothing more
-    assert f.gain.low == pytest.approx(_amdahl(ev.fp32_matmul_time_pct, T.AMP_MATMUL_SPEEDUP_LOW_X))
-    assert f.gain.high == pytest.approx(_amdahl(ev.fp32_matmul_time_pct, T.AMP_SPEEDUP_CAP_X))
-    assert f.gain.high < 1 / (1 - ev.fp32_matmul_time_pct / 100)
+    assert f.gain.low == pytest.approx(_amdahl(ev.precision.fp32_matmul_time_pct, T.AMP_MATMUL_SPEEDUP_LOW_X))
+    assert f.gain.high == pytest.approx(_amdahl(ev.precision.fp32_matmul_time_pct, T.AMP_SPEEDUP_CAP_X))
+    assert f.gain.high < 1 / (1 - ev.precision.fp32_matmul_time_pct / 100)
 
 
 def test_fbgemm_embedding_kernels_are_not_gemms(trace_dir):

@@ -93,9 +93,10 @@ def test_equal_steps_but_least_wait_names_the_straggler(traces):
     assert c.rank_step_time_s == {0: 0.001, 1: 0.001, 2: 0.001} and c.step_skew_pct == 0
     assert c.comm_ms_per_step == {0: 0.5, 1: 0.5, 2: 0.35} and c.least_comm_rank == 2
     cross = next(e for e in report.evidence if e.label == "cross-rank")
-    assert cross.rank_comm_time_s == pytest.approx({0: 0.0005, 1: 0.0005, 2: 0.00035})
+    assert cross.comm.rank_comm_time_s == pytest.approx({0: 0.0005, 1: 0.0005, 2: 0.00035})
     assert (
-        Evidence.from_dict(json.loads(json.dumps(cross.to_dict()))).rank_comm_time_s == cross.rank_comm_time_s
+        Evidence.from_dict(json.loads(json.dumps(cross.to_dict()))).comm.rank_comm_time_s
+        == cross.comm.rank_comm_time_s
     )
     found = {f.id: f for f in report.findings}
     straggler = found["straggler"]

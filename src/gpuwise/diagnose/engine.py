@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpuwise.diagnose import serving_rules  # noqa: F401 - registers the load-test rules
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.diagnose.finding import Finding
 from gpuwise.diagnose.rules import RULES
+
+__all__ = ["diagnose", "rank_findings"]
 
 
 def _gain_score(finding: Finding) -> float:

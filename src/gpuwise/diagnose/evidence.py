@@ -1,12 +1,19 @@
-"""Evidence: the numbers the rules read, whoever measured or predicted them.
+"""Evidence: the numbers the rules read, whoever measured or predicted them, grouped by where they come from.
 
-Every field is optional: a trace has kernel statistics but no loader settings, a live CPU run
-has phases but no NVML, a prediction has memory headroom but no step-time series. A rule
-fires only when the fields it needs are present. Percentages are 0-100 shares of wall time
-(of the step, or of the traced span) unless the name says otherwise.
+Every figure is optional: a trace has kernel statistics but no loader settings, a live CPU run has
+phases but no NVML, a prediction has memory headroom but no step-time series. A rule fires only when
+the fields it needs are present. Percentages are 0-100 shares of wall time (of the step, or of the
+traced span) unless the name says otherwise; times are seconds, sizes bytes.
 
-The JSON form is ``Evidence.to_dict()``; `gpuwise plan --evidence FILE` reads any gpuwise
-document that carries an ``evidence`` object (or list of them, one per rank), or a bare one.
+`Evidence` holds who measured what (``source``, ``label``, ``rank``, ``device``, ``gpu``, ``notes``) and
+one small typed group per kind of figure. A group that more than one source fills says which and why
+in its docstring; the others belong to one source. Inside a group, a field's name is its JSON key, so
+one name serves the Python code, the JSON documents and the docs.
+
+The JSON form is flat and unchanged by the grouping: ``Evidence.to_dict()`` writes every field under
+its own key in the order of `WIRE_KEYS` (plus the derived ``memory_headroom_pct`` and
+``serving_error_pct``), and ``Evidence.from_dict`` reads it back. `gpuwise plan --evidence FILE` reads
+any gpuwise document that carries an ``evidence`` object (or list of them, one per rank), or a bare one.
 """
 
 from __future__ import annotations
@@ -18,6 +25,26 @@ from typing import Any, Literal, get_args
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload.spec import Attention
 
+__all__ = [
+    "SOURCES",
+    "WIRE_KEYS",
+    "Communication",
+    "DeviceActivity",
+    "Evidence",
+    "EvidenceSource",
+    "GpuHistory",
+    "InputPipeline",
+    "MemoryUse",
+    "ModelConfig",
+    "Precision",
+    "RunContext",
+    "ServingLoad",
+    "StepTimes",
+    "Telemetry",
+    "evidence_from_document",
+    "load_evidence",
+]
+
 # Who produced the evidence: a live run, a profiler trace, NVML telemetry, the models, or a load test of a
 # serving endpoint (`gpuwise loadtest`).
 EvidenceSource = Literal["profile", "trace", "telemetry", "prediction", "loadtest"]
@@ -25,32 +52,69 @@ SOURCES: tuple[EvidenceSource, ...] = get_args(EvidenceSource)
 
 
 @dataclass
-class Evidence:
-    source: EvidenceSource
-    label: str = ""  # what was measured: script name, trace file, workload name
-    rank: int | None = None  # distributed rank, when known
-    device: str = ""  # 'cuda', 'cpu', 'rocm' ...
-    gpu: str = ""  # catalog id (or NVML name) of the GPU, when known
+class StepTimes:
+    """The training steps: how many, how long, and where the time of a mean step goes.
 
-    # --- steps -------------------------------------------------------------------------------
+    Shared by the live profile (hooked phases), a trace (ProfilerStep spans and the loader's spans) and
+    a prediction (the modelled step and its phases), because every step-level rule reads the same
+    shares whatever measured them."""
+
     num_steps: int | None = None
     step_time_s: float | None = None  # mean over measured steps
     step_times_s: list[float] = field(default_factory=list)  # per measured step, in order
     phase_s: dict[str, float] = field(
         default_factory=dict
     )  # mean per step: data_wait, h2d_copy, forward, backward, optimizer, other
+    # phase_s over the steps that are not outliers (trimmed), so one stall does not dilute every share.
+    # None when not measured (old saved runs load it as null).
+    phase_s_typical: dict[str, float] | None = None
 
-    # --- input pipeline ------------------------------------------------------------------------
+    def phase_pct(self, name: str) -> float | None:
+        """Share of the mean step spent in a phase (%); None when the step or the phase is not timed."""
+        if not self.step_time_s or name not in self.phase_s:
+            return None
+        return 100.0 * self.phase_s[name] / self.step_time_s
+
+
+@dataclass
+class InputPipeline:
+    """The data loader: how long the loop waits for a batch and how the loader was configured.
+
+    Shared by the live profile (the DataLoader hooks) and a trace (the loader's spans and its iterator
+    class), since both see the same loader."""
+
     input_wait_pct: float | None = None  # share of step time waiting for the next batch
     loader_num_workers: int | None = None
     loader_pin_memory: bool | None = None
-    cpu_count: int | None = None
-    cpu_util_pct: float | None = None  # mean over all cores during the loop
     # the training thread's CPU time over wall time while it waited for a batch with num_workers=0 (it
     # loads the batch itself): near 100 % for CPU-bound loading, low for a loader waiting on I/O
     loader_wait_cpu_pct: float | None = None
 
-    # --- host / device interplay -----------------------------------------------------------------
+
+@dataclass
+class RunContext:
+    """The machine and the script of a live run (`gpuwise profile`), so a fix fits what was measured
+    (issue 11): cores and their load, the framework, the sampled host frames. Each field is None when
+    not measured (traces, predictions, old saved runs)."""
+
+    cpu_count: int | None = None
+    cpu_util_pct: float | None = None  # mean over all cores during the loop
+    other_cpu_pct: float | None = None  # other processes' CPU, share of the whole machine (busy machine)
+    cpu_steal_pct: float | None = None  # hypervisor steal time, share of CPU time during the steps
+    framework: str | None = None  # 'hf-trainer', 'lightning'; None: plain PyTorch or unknown
+    # Sampled Python frames of the training thread in the host_input / other gaps, most sampled first:
+    # {"phase", "frame" (innermost user frame, 'file:line function'), "leaf", "pct" (of that gap's samples)}
+    host_frames: list[dict[str, Any]] | None = None  # None: not sampled (traces, predictions, old runs)
+
+
+@dataclass
+class DeviceActivity:
+    """How host and device interplay: syncs, kernel launches, busy and idle shares, host-to-device copies.
+
+    Shared: a trace measures all of it; the live profile its syncs, copies and idle share; NVML
+    telemetry (live or `monitor`) and a user's prediction input give ``gpu_util_pct`` only. The
+    utilization rules read one figure whichever source gave it."""
+
     sync_calls_per_step: float | None = None
     sync_wait_pct: float | None = None  # share of step the host is blocked on the device
     kernels_per_step: float | None = None
@@ -58,15 +122,32 @@ class Evidence:
     gpu_idle_pct: float | None = None  # share of time no kernel runs (trace: HTA idle)
     gpu_util_pct: float | None = None  # NVML utilization, or compute share of a trace
     host_busy_pct: float | None = None  # share of time the launching thread is busy
-
-    # --- precision and copies -------------------------------------------------------------------
-    fp32_matmul_pct: float | None = None  # share of matmul time in fp32 (not tf32/bf16/fp16)
-    amp_enabled: bool | None = None
-    fp32_matmul_time_pct: float | None = None  # share of measured time in fp32 matmul/conv kernels
     h2d_copy_pct: float | None = None  # share of step spent in host->device copies
     pageable_copy_pct: float | None = None  # share of H2D bytes (or copies) from pageable memory
 
-    # --- memory ----------------------------------------------------------------------------------
+
+@dataclass
+class Precision:
+    """The matmul precision as run and what the GPU's 16-bit tensor cores would give.
+
+    Shared by the live profile (the model's dtype and autocast), a trace (kernel names) and a
+    prediction (the configured precision), read by the one mixed-precision rule."""
+
+    fp32_matmul_pct: float | None = None  # share of matmul time in fp32 (not tf32/bf16/fp16)
+    amp_enabled: bool | None = None
+    fp32_matmul_time_pct: float | None = None  # share of measured time in fp32 matmul/conv kernels
+    tensor_core_speedup: float | None = None  # bf16 dense peak / fp32 peak of the device
+    tensor_core_dtype: Literal["bf16", "fp16"] | None = None  # the 16-bit type of that peak
+
+
+@dataclass
+class MemoryUse:
+    """Device (or process) memory: capacity, peak, and the readings at step ends.
+
+    Shared by every source but a load test: the allocator or NVML in a live run, the trace's memory
+    events, the memory model's prediction, NVML samples and `monitor` history; the memory rules and
+    ``memory_headroom_pct`` read one capacity and one peak whoever measured them."""
+
     memory_capacity_bytes: int | None = None
     memory_peak_bytes: int | None = None  # peak reserved (or NVML used) during the run / predicted
     memory_per_step_bytes: list[float] = field(
@@ -75,8 +156,23 @@ class Evidence:
     memory_step_index: list[int] = field(
         default_factory=list
     )  # measured step of each reading above; empty = every step in order
+    memory_measure: str | None = None  # what memory_per_step_bytes counts: 'process RSS ...', 'CUDA ...'
 
-    # --- hardware telemetry -------------------------------------------------------------------------
+    @property
+    def memory_headroom_pct(self) -> float | None:
+        """Free share of the capacity at the peak (%; negative when the peak exceeds it); None unknown."""
+        if not self.memory_capacity_bytes or self.memory_peak_bytes is None:
+            return None
+        return 100.0 * (1 - self.memory_peak_bytes / self.memory_capacity_bytes)
+
+
+@dataclass
+class Telemetry:
+    """NVML readings of the GPU: clock throttling, temperature, power, SM clock.
+
+    Shared by the live profile's telemetry thread and `gpuwise monitor` (one sample, or a history),
+    both NVML, read by the one throttling rule."""
+
     throttle_pct: dict[str, float] = field(
         default_factory=dict
     )  # reason -> % of samples active (hw_thermal, sw_power_cap, ...)
@@ -84,7 +180,15 @@ class Evidence:
     power_w_mean: float | None = None
     sm_clock_mhz_mean: float | None = None
 
-    # --- distributed --------------------------------------------------------------------------------
+
+@dataclass
+class Communication:
+    """Collective communication and the ranks of a distributed run.
+
+    Shared by a trace (exposed and overlapped communication, per-rank step times across trace files),
+    the live profile (per-rank collective waits, joined across ranks) and a prediction (modelled
+    exposed communication): the comm and straggler rules read the same figures from each."""
+
     comm_exposed_pct: float | None = None  # communication not overlapped with compute, share of step/span
     comm_overlap_pct: float | None = None  # share of communication time overlapped by compute
     rank_step_time_s: dict[int, float] = field(
@@ -96,11 +200,12 @@ class Evidence:
     # rank -> that time in each measured step, in order (live runs: steps align across ranks); None: not timed
     rank_comm_steps_s: dict[int, list[float]] | None = None
 
-    # --- the GPU the run used, for rules that compare against its peaks -------------------------
-    tensor_core_speedup: float | None = None  # bf16 dense peak / fp32 peak of the device
-    tensor_core_dtype: Literal["bf16", "fp16"] | None = None  # the 16-bit type of that peak
 
-    # --- model configuration as run (prediction knows them; traces can infer them from kernels) ---
+@dataclass
+class ModelConfig:
+    """The model configuration as run, which a prediction knows exactly (`gpuwise plan`): weights, KV
+    cache, attention implementation, optimizer, and the predicted peak of each change tried."""
+
     weight_bytes: int | None = None  # weights resident per GPU
     weight_bits: float | None = None  # bits per stored weight (32 fp32/AMP, 16 bf16, 8 fp8/int8, 4 nf4/int4)
     kv_cache_bytes: int | None = None  # KV cache at the memory peak (inference)
@@ -113,20 +218,11 @@ class Evidence:
         default_factory=dict
     )  # change -> predicted peak bytes with it
 
-    # --- the run's context, so a fix fits the machine that was measured (issue 11, p11b) ----------------
-    framework: str | None = None  # 'hf-trainer', 'lightning'; None: plain PyTorch or unknown
-    other_cpu_pct: float | None = None  # other processes' CPU, share of the whole machine (busy machine)
-    cpu_steal_pct: float | None = None  # hypervisor steal time, share of CPU time during the steps
-    memory_measure: str | None = None  # what memory_per_step_bytes counts: 'process RSS ...', 'CUDA ...'
-    # phase_s over the steps that are not outliers (trimmed), so one stall does not dilute every share.
-    # These context fields are None when not measured (old saved runs load them as null).
-    phase_s_typical: dict[str, float] | None = None
-    # --- where host time outside every phase goes (issue 11 item 3, p11data) -------------------------
-    # Sampled Python frames of the training thread in the host_input / other gaps, most sampled first:
-    # {"phase", "frame" (innermost user frame, 'file:line function'), "leaf", "pct" (of that gap's samples)}
-    host_frames: list[dict[str, Any]] | None = None  # None: not sampled (traces, predictions, old runs)
 
-    # --- a GPU's recorded history (gpuwise monitor report, issue 15) ------------------------------------
+@dataclass
+class GpuHistory:
+    """A GPU's recorded history (`gpuwise monitor report`, issue 15): what its weeks cost."""
+
     observed_gpu_hours: float | None = None  # hours the window holds for this GPU (readable or lost)
     idle_time_pct: float | None = None  # share of those hours with busy % under MONITOR_IDLE_BUSY_PCT
     idle_usd: float | None = None  # what the idle (and lost) hours cost at the GPU's price
@@ -135,8 +231,14 @@ class Evidence:
     # % ("gpu": null when none does, "closest" then says how near one came); "usd_saved" over in-use hours
     smaller_gpu: dict[str, Any] | None = None
 
-    # --- a serving endpoint under load (`gpuwise loadtest`, issue 14.2): one load level's figures ----------
-    # (None when not a load test: runs saved before these fields load them as null)
+
+@dataclass
+class ServingLoad:
+    """A serving endpoint under load (`gpuwise loadtest`, issue 14.2): one load level's figures, plus what
+    the serving plan adds (the SLO it holds them to, the simulator's predicted speed).
+
+    None when not a load test: runs saved before these fields load them as null."""
+
     serving_run_id: int | None = None  # the load test's id in the run store
     serving_level: str | None = None  # which level: "concurrency 8", "poisson 5 req/s"
     serving_levels: int | None = None  # levels the load test ran (a sweep or a max-rate search)
@@ -166,57 +268,145 @@ class Evidence:
     serving_predicted_tpot_p50_s: float | None = None
     serving_predicted_ttft_unloaded_s: float | None = None  # calibrated prefill of the mean prompt, idle
 
+    @property
+    def serving_error_pct(self) -> float | None:
+        """Failed share of the level's requests (%); None when no request was sent."""
+        if not self.serving_requests:
+            return None
+        return 100.0 * (self.serving_requests - (self.serving_requests_ok or 0)) / self.serving_requests
+
+
+# Evidence attribute -> its group's class, in the order they appear on Evidence.
+_GROUPS: dict[str, type] = {
+    "steps": StepTimes,
+    "loader": InputPipeline,
+    "context": RunContext,
+    "activity": DeviceActivity,
+    "precision": Precision,
+    "memory": MemoryUse,
+    "telemetry": Telemetry,
+    "comm": Communication,
+    "model": ModelConfig,
+    "history": GpuHistory,
+    "serving": ServingLoad,
+}
+_TOP_KEYS = ("source", "label", "rank", "device", "gpu", "notes")
+# JSON key -> the Evidence group that holds it ("" for the top-level fields above).
+_GROUP_OF: dict[str, str] = {key: "" for key in _TOP_KEYS} | {
+    f.name: attr for attr, cls in _GROUPS.items() for f in fields(cls)
+}
+# The flat JSON object's keys, in the order every saved document has them (the order of the one flat
+# dataclass Evidence was before the grouping); to_dict appends the two derived figures after them.
+WIRE_KEYS: tuple[str, ...] = (
+    "source", "label", "rank", "device", "gpu",
+    "num_steps", "step_time_s", "step_times_s", "phase_s",
+    "input_wait_pct", "loader_num_workers", "loader_pin_memory", "cpu_count", "cpu_util_pct",
+    "loader_wait_cpu_pct",
+    "sync_calls_per_step", "sync_wait_pct", "kernels_per_step", "tiny_kernel_pct", "gpu_idle_pct",
+    "gpu_util_pct", "host_busy_pct",
+    "fp32_matmul_pct", "amp_enabled", "fp32_matmul_time_pct", "h2d_copy_pct", "pageable_copy_pct",
+    "memory_capacity_bytes", "memory_peak_bytes", "memory_per_step_bytes", "memory_step_index",
+    "throttle_pct", "temperature_c_max", "power_w_mean", "sm_clock_mhz_mean",
+    "comm_exposed_pct", "comm_overlap_pct", "rank_step_time_s", "rank_comm_time_s", "rank_comm_steps_s",
+    "tensor_core_speedup", "tensor_core_dtype",
+    "weight_bytes", "weight_bits", "kv_cache_bytes", "kv_cache_bits", "decode_bandwidth_bound",
+    "attention_impl", "attention_scores_bytes", "optimizer_fused", "fit_options_bytes",
+    "framework", "other_cpu_pct", "cpu_steal_pct", "memory_measure", "phase_s_typical", "host_frames",
+    "observed_gpu_hours", "idle_time_pct", "idle_usd", "busy_in_use_pct", "smaller_gpu",
+    "serving_run_id", "serving_level", "serving_levels", "serving_offered_rate_rps", "serving_concurrency",
+    "serving_requests", "serving_requests_ok", "serving_errors", "serving_duration_s", "serving_latency_s",
+    "serving_ttft_unloaded_s", "serving_request_throughput_rps", "serving_output_tokens_per_s",
+    "serving_total_tokens_per_s", "serving_prompt_tokens_mean", "serving_output_tokens_mean",
+    "serving_max_rate_rps", "serving_max_rate_at_least", "serving_model", "serving_url", "serving_declared",
+    "serving_slo_s", "serving_predicted_tpot_p50_s", "serving_predicted_ttft_unloaded_s",
+    "notes",
+)  # fmt: skip
+_RANK_KEYED = ("rank_step_time_s", "rank_comm_time_s", "rank_comm_steps_s")  # int keys, str in JSON
+
+
+@dataclass
+class Evidence:
+    """What one source measured or predicted about one run (one rank, one GPU, one load level).
+
+    ``source`` says who (see `EvidenceSource`); ``label`` what was measured (script name, trace file,
+    workload name); ``rank`` the distributed rank, when known; ``device`` 'cuda', 'cpu', 'rocm', 'http'
+    ...; ``gpu`` the catalog id (or NVML name) of the GPU, when known; ``notes`` caveats on the figures
+    ('<field>: what it counts'). The figures sit in the groups, each filled by the sources its docstring
+    names."""
+
+    source: EvidenceSource
+    label: str = ""  # what was measured: script name, trace file, workload name
+    rank: int | None = None  # distributed rank, when known
+    device: str = ""  # 'cuda', 'cpu', 'rocm' ...
+    gpu: str = ""  # catalog id (or NVML name) of the GPU, when known
+    steps: StepTimes = field(default_factory=StepTimes)
+    loader: InputPipeline = field(default_factory=InputPipeline)
+    context: RunContext = field(default_factory=RunContext)
+    activity: DeviceActivity = field(default_factory=DeviceActivity)
+    precision: Precision = field(default_factory=Precision)
+    memory: MemoryUse = field(default_factory=MemoryUse)
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    comm: Communication = field(default_factory=Communication)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    history: GpuHistory = field(default_factory=GpuHistory)
+    serving: ServingLoad = field(default_factory=ServingLoad)
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"unknown evidence source {self.source!r}")
 
-    @property
-    def serving_error_pct(self) -> float | None:
-        if not self.serving_requests:
-            return None
-        return 100.0 * (self.serving_requests - (self.serving_requests_ok or 0)) / self.serving_requests
+    @classmethod
+    def flat(cls, source: EvidenceSource, **values: Any) -> Evidence:
+        """Build from flat JSON keys (``step_time_s=0.1, cpu_count=8``), each routed to its group; an
+        unknown key raises TypeError, as a dataclass constructor would. The reader of saved documents
+        and a compact form for hand-written evidence (tests, examples)."""
+        top: dict[str, Any] = {}
+        groups: dict[str, dict[str, Any]] = {attr: {} for attr in _GROUPS}
+        for key, value in values.items():
+            if key not in _GROUP_OF or key == "source":
+                raise TypeError(f"Evidence has no field {key!r}")
+            attr = _GROUP_OF[key]
+            (groups[attr] if attr else top)[key] = value
+        return cls(source, **top, **{attr: _GROUPS[attr](**kw) for attr, kw in groups.items()})
 
-    @property
-    def memory_headroom_pct(self) -> float | None:
-        if not self.memory_capacity_bytes or self.memory_peak_bytes is None:
-            return None
-        return 100.0 * (1 - self.memory_peak_bytes / self.memory_capacity_bytes)
-
-    def phase_pct(self, name: str) -> float | None:
-        """Share of the mean step spent in a phase."""
-        if not self.step_time_s or name not in self.phase_s:
-            return None
-        return 100.0 * self.phase_s[name] / self.step_time_s
+    def value(self, key: str) -> Any:
+        """The figure stored under a flat JSON key (``"gpu_idle_pct"``), for code that names figures by
+        key rather than by group (the planner's idle causes); KeyError for an unknown key."""
+        attr = _GROUP_OF[key]
+        return getattr(getattr(self, attr) if attr else self, key)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["rank_step_time_s"] = {str(k): v for k, v in self.rank_step_time_s.items()}
-        data["rank_comm_time_s"] = {str(k): v for k, v in self.rank_comm_time_s.items()}
-        if self.rank_comm_steps_s is not None:
-            data["rank_comm_steps_s"] = {str(k): v for k, v in self.rank_comm_steps_s.items()}
-        data["memory_headroom_pct"] = self.memory_headroom_pct
-        data["serving_error_pct"] = self.serving_error_pct
+        """The flat JSON object: every field under its own key in `WIRE_KEYS` order (rank keys as
+        strings), then the derived ``memory_headroom_pct`` and ``serving_error_pct``."""
+        values: dict[str, Any] = {k: v for k, v in asdict(self).items() if k not in _GROUPS}
+        for attr in _GROUPS:
+            values.update(asdict(getattr(self, attr)))
+        data = {key: values[key] for key in WIRE_KEYS}
+        for key in _RANK_KEYED:
+            if data[key] is not None:
+                data[key] = {str(k): v for k, v in data[key].items()}
+        data["memory_headroom_pct"] = self.memory.memory_headroom_pct
+        data["serving_error_pct"] = self.serving.serving_error_pct
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "evidence") -> Evidence:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        """Read the flat JSON object back (unknown keys, and the two derived ones, are ignored); a missing
+        or unknown ``source`` is a GpuwiseError naming ``where``."""
+        values = {k: v for k, v in data.items() if k in _GROUP_OF}
         if "source" not in values:
             raise GpuwiseError(f"{where}: evidence has no 'source' (one of {', '.join(SOURCES)})")
-        if values["source"] not in SOURCES:
-            raise GpuwiseError(
-                f"{where}: unknown evidence source {values['source']!r} (one of {', '.join(SOURCES)})"
-            )
+        source = values.pop("source")
+        if source not in SOURCES:
+            raise GpuwiseError(f"{where}: unknown evidence source {source!r} (one of {', '.join(SOURCES)})")
         for key in ("rank_step_time_s", "rank_comm_time_s"):
             if key in values:
                 values[key] = {int(k): float(v) for k, v in values[key].items()}
         if values.get("rank_comm_steps_s") is not None:
             values["rank_comm_steps_s"] = {int(k): list(v) for k, v in values["rank_comm_steps_s"].items()}
         try:
-            return cls(**values)
+            return cls.flat(source, **values)
         except TypeError as err:
             raise GpuwiseError(f"{where}: malformed evidence: {err}") from None
 

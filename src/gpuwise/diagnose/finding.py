@@ -7,11 +7,26 @@ from typing import Any, Literal, get_args
 
 from gpuwise.diagnose.evidence import EvidenceSource
 
+__all__ = [
+    "CATEGORIES",
+    "CONFIDENCES",
+    "FINDING_IDS",
+    "SEVERITIES",
+    "Category",
+    "Confidence",
+    "Finding",
+    "FindingId",
+    "Gain",
+    "GainMetric",
+    "Severity",
+]
+
 Severity = Literal["critical", "high", "medium", "low", "info"]
 Confidence = Literal["high", "medium", "low"]
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 CONFIDENCES: tuple[Confidence, ...] = get_args(Confidence)
-# One id per rule in `rules.py` (the rule function's name); stable across releases, JSON consumers key on it.
+# One id per rule in the `rules` package (the rule function's name, listed in `rules.RULES`); stable
+# across releases, JSON consumers key on it.
 FindingId = Literal[
     "input_bound",
     "loader_cpu_saturated",
@@ -64,6 +79,11 @@ class Gain:
 
 @dataclass(frozen=True)
 class Finding:
+    """One diagnosis: what is wrong (``id``, ``title``, ``summary`` with the numbers), how bad and how sure,
+    the numbers behind it (``metrics``, units in the keys), the fix and what it should buy (``gain``).
+
+    Its JSON form (``to_dict``) is part of every ``--json`` document; consumers key on ``id``."""
+
     id: FindingId
     title: str
     severity: Severity
@@ -85,14 +105,17 @@ class Finding:
 
     @property
     def severity_rank(self) -> int:
+        """0 for critical ... 4 for info: sorts the most severe first."""
         return SEVERITIES.index(self.severity)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON object: every field, ``gain`` nested (or null), ``tools`` as a list."""
         data = asdict(self)
         data["tools"] = list(self.tools)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:
+        """Read back what ``to_dict`` wrote (run store rows, saved reports)."""
         gain = data.get("gain")
         return cls(**{**data, "gain": Gain(**gain) if gain else None, "tools": tuple(data.get("tools", ()))})

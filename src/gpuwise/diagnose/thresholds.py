@@ -62,6 +62,9 @@ OUTLIER_SIGMA = 3.0
 # The spread is the median absolute deviation; on near-constant steps it is floored at this fraction
 # of the median step, so timer jitter of a few percent never counts as an outlier.
 OUTLIER_MIN_SPREAD_FRACTION = 0.02
+# The median absolute deviation times this estimates σ of normally distributed steps (1 / Φ⁻¹(3/4)), so
+# OUTLIER_SIGMA reads as a number of standard deviations.
+MAD_TO_SIGMA = 1.4826
 # Slow steps recur with a period (checkpointing, evaluation) only if at least this many share one gap.
 OUTLIER_PERIOD_MIN_STEPS = 3
 OUTLIER_MIN_COST_PCT = 2.0  # below this share of total time, outliers are not worth a finding
@@ -173,6 +176,9 @@ LOADER_MAX_WORKERS = 8
 # (pairwise slopes' quantile) is above zero and the fitted growth over the span reaches MEMORY_GROWTH_MIN_PCT.
 # 1.96: the two-sided 95 % normal quantile of the Sen (1968) rank-based interval.
 MEMORY_TREND_Z = 1.96
+# Theil-Sen is O(n²) in pairs: a longer memory series is evenly thinned to this many readings (about 20k
+# pairs, well under a millisecond) before the trend is fitted; the last reading is always kept.
+MEMORY_TREND_MAX_POINTS = 200
 # step_outliers: other processes using this share of the whole machine's CPU (or this much steal time)
 # make slow steps the machine's, not the script's (the issue saw 93-97 % whole-machine CPU from others).
 MACHINE_BUSY_OTHER_CPU_PCT = 50.0
@@ -328,3 +334,6 @@ TUNE_MIN_GAIN_X = 1.03
 # backward in the first steps (and again if a guard fails once), which must not land in the measured window
 # (measured here: 2 warm-up steps left compilation in the window, 8 vs 424 steps/s once warm).
 TUNE_COMPILE_WARMUP_STEPS = 5
+
+# Every constant above (the names are the public interface: rules, views and the planner import them).
+__all__ = [name for name in dir() if name.isupper()]

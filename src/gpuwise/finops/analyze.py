@@ -13,7 +13,7 @@ from typing import Any
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.engine import diagnose
-from gpuwise.diagnose.evidence import Evidence
+from gpuwise.diagnose.evidence import Evidence, GpuHistory, MemoryUse, Telemetry
 from gpuwise.diagnose.finding import Finding
 from gpuwise.finops.attribution import Usage, attribute, by_user
 from gpuwise.finops.fleet_findings import group
@@ -268,17 +268,20 @@ def _evidence(g: GpuFinops, t: Tally) -> Evidence:
         label=f"{g.label} history",
         device="cuda",
         gpu=g.catalog_id or g.name,
-        memory_capacity_bytes=g.memory_total_bytes,
-        memory_peak_bytes=g.memory_peak_bytes,
-        throttle_pct=throttle,
-        temperature_c_max=t.temperature_max_c,
-        power_w_mean=t.power_sum / t.power_s if t.power_s else None,
-        observed_gpu_hours=g.observed_hours,
-        idle_time_pct=_pct(g.idle_hours, g.observed_hours),
-        idle_usd=g.idle_usd,
-        busy_in_use_pct=g.busy_in_use_pct,
-        smaller_gpu=right_size(
-            g.catalog_id, g.usd_per_gpu_hour, g.memory_peak_bytes, g.busy_in_use_pct, g.in_use_hours
+        memory=MemoryUse(memory_capacity_bytes=g.memory_total_bytes, memory_peak_bytes=g.memory_peak_bytes),
+        telemetry=Telemetry(
+            throttle_pct=throttle,
+            temperature_c_max=t.temperature_max_c,
+            power_w_mean=t.power_sum / t.power_s if t.power_s else None,
+        ),
+        history=GpuHistory(
+            observed_gpu_hours=g.observed_hours,
+            idle_time_pct=_pct(g.idle_hours, g.observed_hours),
+            idle_usd=g.idle_usd,
+            busy_in_use_pct=g.busy_in_use_pct,
+            smaller_gpu=right_size(
+                g.catalog_id, g.usd_per_gpu_hour, g.memory_peak_bytes, g.busy_in_use_pct, g.in_use_hours
+            ),
         ),
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.diagnose.evidence import Evidence
+from gpuwise.diagnose.evidence import Evidence, ServingLoad
 from gpuwise.loadtest.metrics import METRICS, PERCENTILES
 from gpuwise.loadtest.prediction import in_flight
 from gpuwise.loadtest.types import LevelSummary, LoadtestResult, level_label
@@ -48,31 +48,33 @@ def loadtest_evidence(result: LoadtestResult) -> Evidence | None:
         source="loadtest",
         label=f"loadtest run {result.run_id}" if result.run_id is not None else f"loadtest {result.url}",
         device="http",
-        serving_run_id=result.run_id,
-        serving_level=level_label(level.mode, level.target),
-        serving_levels=len(all_levels),
-        serving_offered_rate_rps=None if level.mode == "concurrency" else level.target,
-        serving_concurrency=in_flight(level),
-        serving_requests=level.requests_sent,
-        serving_requests_ok=level.requests_ok,
-        serving_errors=dict(level.errors),
-        serving_duration_s=level.duration_s,
-        serving_latency_s=latency,
-        serving_ttft_unloaded_s=lightest.pct("ttft", 50) if lightest is not level else None,
-        serving_request_throughput_rps=level.request_throughput_per_s,
-        serving_output_tokens_per_s=level.output_token_throughput_per_s,
-        serving_total_tokens_per_s=level.total_token_throughput_per_s,
-        serving_prompt_tokens_mean=level.input_tokens / level.requests_ok,
-        serving_output_tokens_mean=level.output_tokens / level.requests_ok,
-        serving_model=result.model,
-        serving_url=result.url,
-        serving_declared=_declared(result),
+        serving=ServingLoad(
+            serving_run_id=result.run_id,
+            serving_level=level_label(level.mode, level.target),
+            serving_levels=len(all_levels),
+            serving_offered_rate_rps=None if level.mode == "concurrency" else level.target,
+            serving_concurrency=in_flight(level),
+            serving_requests=level.requests_sent,
+            serving_requests_ok=level.requests_ok,
+            serving_errors=dict(level.errors),
+            serving_duration_s=level.duration_s,
+            serving_latency_s=latency,
+            serving_ttft_unloaded_s=lightest.pct("ttft", 50) if lightest is not level else None,
+            serving_request_throughput_rps=level.request_throughput_per_s,
+            serving_output_tokens_per_s=level.output_token_throughput_per_s,
+            serving_total_tokens_per_s=level.total_token_throughput_per_s,
+            serving_prompt_tokens_mean=level.input_tokens / level.requests_ok,
+            serving_output_tokens_mean=level.output_tokens / level.requests_ok,
+            serving_model=result.model,
+            serving_url=result.url,
+            serving_declared=_declared(result),
+        ),
     )
     if result.search is not None:
-        ev.serving_max_rate_rps = result.search.max_rate_per_s
-        ev.serving_max_rate_at_least = result.search.bounded_by_high
+        ev.serving.serving_max_rate_rps = result.search.max_rate_per_s
+        ev.serving.serving_max_rate_at_least = result.search.bounded_by_high
     if result.slo is not None:
-        ev.serving_slo_s = {f"{m}_p{p}": v for (m, p), v in result.slo.limits.items()}
+        ev.serving.serving_slo_s = {f"{m}_p{p}": v for (m, p), v in result.slo.limits.items()}
     if result.interrupted:
         ev.notes.append("the load test was interrupted (Ctrl-C): its last level may be short")
     return ev

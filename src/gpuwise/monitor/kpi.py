@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.engine import diagnose
-from gpuwise.diagnose.evidence import Evidence
+from gpuwise.diagnose.evidence import DeviceActivity, Evidence, MemoryUse, Telemetry
 from gpuwise.diagnose.finding import Finding
 from gpuwise.monitor.reading import GpuReading
 from gpuwise.monitor.sampler import Snapshot
@@ -100,13 +100,14 @@ def evidence_for(r: GpuReading, gpu_id: str | None) -> Evidence:
         label=f"GPU {r.index}",
         device="cuda",
         gpu=gpu_id or r.name,
-        gpu_util_pct=None if is_idle(r) else r.busy_pct,
-        memory_capacity_bytes=r.memory_total_bytes,
-        memory_peak_bytes=r.memory_used_bytes,
-        throttle_pct={k: 100.0 for k in r.throttle_reasons or [] if k in SLOWING_REASONS},
-        temperature_c_max=r.temperature_c,
-        power_w_mean=r.power_w,
-        sm_clock_mhz_mean=r.sm_clock_mhz,
+        activity=DeviceActivity(gpu_util_pct=None if is_idle(r) else r.busy_pct),
+        memory=MemoryUse(memory_capacity_bytes=r.memory_total_bytes, memory_peak_bytes=r.memory_used_bytes),
+        telemetry=Telemetry(
+            throttle_pct={k: 100.0 for k in r.throttle_reasons or [] if k in SLOWING_REASONS},
+            temperature_c_max=r.temperature_c,
+            power_w_mean=r.power_w,
+            sm_clock_mhz_mean=r.sm_clock_mhz,
+        ),
     )
 
 

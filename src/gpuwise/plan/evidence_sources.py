@@ -12,6 +12,14 @@ from pathlib import Path
 
 from gpuwise.catalog import GPU, get_gpu, get_model
 from gpuwise.diagnose import Evidence, load_evidence
+from gpuwise.diagnose.evidence import (
+    Communication,
+    InputPipeline,
+    MemoryUse,
+    ModelConfig,
+    Precision,
+    RunContext,
+)
 from gpuwise.plan.evaluate import Prediction
 from gpuwise.workload import Workload
 
@@ -89,34 +97,37 @@ def prediction_evidence(
         label=workload.name or Path(workload.source).stem or workload.model,
         device="cuda",
         gpu=gpu.id,
-        memory_capacity_bytes=outcome.capacity_bytes,
-        memory_peak_bytes=outcome.peak_bytes,
-        tensor_core_speedup=tensor_core_speedup(gpu, convolutions=_is_conv_net(workload)),
-        comm_exposed_pct=outcome.comm_exposed_pct if workload.num_gpus > 1 else None,
-        weight_bytes=prediction.weight_bytes,
-        weight_bits=weight_bits(workload),
-        attention_impl=workload.attention,
-        attention_scores_bytes=attention_scores_bytes,
-        fit_options_bytes=dict(fit_options_bytes or {}),
+        memory=MemoryUse(memory_capacity_bytes=outcome.capacity_bytes, memory_peak_bytes=outcome.peak_bytes),
+        precision=Precision(
+            tensor_core_speedup=tensor_core_speedup(gpu, convolutions=_is_conv_net(workload))
+        ),
+        comm=Communication(comm_exposed_pct=outcome.comm_exposed_pct if workload.num_gpus > 1 else None),
+        model=ModelConfig(
+            weight_bytes=prediction.weight_bytes,
+            weight_bits=weight_bits(workload),
+            attention_impl=workload.attention,
+            attention_scores_bytes=attention_scores_bytes,
+            fit_options_bytes=dict(fit_options_bytes or {}),
+        ),
     )
     if workload.is_training or workload.task == "cv-inference":
         # The matmul precision is a property of the configuration, so the prediction knows it exactly.
-        ev.fp32_matmul_pct = 100.0 if workload.precision == "fp32" else 0.0
-        ev.amp_enabled = workload.precision.startswith("amp-")
+        ev.precision.fp32_matmul_pct = 100.0 if workload.precision == "fp32" else 0.0
+        ev.precision.amp_enabled = workload.precision.startswith("amp-")
     if workload.is_training:
-        ev.step_time_s = outcome.step_time_s
-        ev.phase_s = dict(prediction.phase_s)
-        ev.optimizer_fused = (
+        ev.steps.step_time_s = outcome.step_time_s
+        ev.steps.phase_s = dict(prediction.phase_s)
+        ev.model.optimizer_fused = (
             workload.optimizer in {"adamw-fused"} if workload.optimizer.startswith("adamw") else None
         )
     if workload.is_inference and not workload.is_cv:
-        ev.kv_cache_bytes = prediction.kv_cache_bytes
-        ev.kv_cache_bits = kv_bits(workload)
-        ev.decode_bandwidth_bound = (
+        ev.model.kv_cache_bytes = prediction.kv_cache_bytes
+        ev.model.kv_cache_bits = kv_bits(workload)
+        ev.model.decode_bandwidth_bound = (
             prediction.decode_bound == "memory_bandwidth" if prediction.decode_bound else None
         )
     if workload.utilization_pct is not None:
-        ev.gpu_util_pct = workload.utilization_pct
+        ev.activity.gpu_util_pct = workload.utilization_pct
         ev.notes.append(
             f"gpu_util_pct {workload.utilization_pct:g} % as observed by the user (workload utilization_pct)"
         )
@@ -132,24 +143,30 @@ def host_side_of_cpu_run(ev: Evidence) -> Evidence:
     """A CPU-only run as evidence for a GPU plan: what the host measured (loader, CPU, leaks, framework)
     carries over; its step times and shares describe the CPU computing, never a GPU idling, so they go.
     The input-wait share is kept as the share of the CPU step (a lower bound: a GPU computes faster)."""
-    from gpuwise.diagnose.rules import input_share_pct
+    from gpuwise.diagnose.statistics import input_share_pct
 
     return Evidence(
         source=ev.source,
         label=ev.label,
         rank=ev.rank,
         device=ev.device,
-        input_wait_pct=input_share_pct(ev),
-        loader_num_workers=ev.loader_num_workers,
-        loader_pin_memory=ev.loader_pin_memory,
-        cpu_count=ev.cpu_count,
-        cpu_util_pct=ev.cpu_util_pct,
-        memory_per_step_bytes=list(ev.memory_per_step_bytes),
-        memory_step_index=list(ev.memory_step_index),
-        framework=ev.framework,
-        other_cpu_pct=ev.other_cpu_pct,
-        cpu_steal_pct=ev.cpu_steal_pct,
-        memory_measure=ev.memory_measure,
+        loader=InputPipeline(
+            input_wait_pct=input_share_pct(ev),
+            loader_num_workers=ev.loader.loader_num_workers,
+            loader_pin_memory=ev.loader.loader_pin_memory,
+        ),
+        context=RunContext(
+            cpu_count=ev.context.cpu_count,
+            cpu_util_pct=ev.context.cpu_util_pct,
+            framework=ev.context.framework,
+            other_cpu_pct=ev.context.other_cpu_pct,
+            cpu_steal_pct=ev.context.cpu_steal_pct,
+        ),
+        memory=MemoryUse(
+            memory_per_step_bytes=list(ev.memory.memory_per_step_bytes),
+            memory_step_index=list(ev.memory.memory_step_index),
+            memory_measure=ev.memory.memory_measure,
+        ),
         notes=[*ev.notes, "host side of a CPU-only run: step times and shares not carried to a GPU plan"],
     )
 
@@ -171,6 +188,6 @@ def merge_evidence(predicted: Evidence, measured: Iterable[Evidence]) -> list[Ev
     the user's guess never contradicts a measured number in the same plan.
     """
     measured = list(measured)
-    if any(ev.gpu_util_pct is not None or ev.gpu_idle_pct is not None for ev in measured):
-        predicted.gpu_util_pct = None
+    if any(ev.activity.gpu_util_pct is not None or ev.activity.gpu_idle_pct is not None for ev in measured):
+        predicted.activity.gpu_util_pct = None
     return [*measured, predicted]

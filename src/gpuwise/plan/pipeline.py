@@ -61,14 +61,14 @@ class Idle:
 def idle_share(w: Workload, measured: list[Evidence]) -> Idle | None:
     """The GPU's idle share: measured on a GPU if any evidence says, else the user's utilization_pct."""
     on_gpu = [e for e in measured if e.device != "cpu"]  # a CPU run's wait is no measure of a GPU idling
-    waits = [e.input_wait_pct for e in on_gpu if e.input_wait_pct is not None]
+    waits = [e.loader.input_wait_pct for e in on_gpu if e.loader.input_wait_pct is not None]
     idles = [
         v
         for e in on_gpu
         for v in (
-            e.gpu_idle_pct,
-            e.input_wait_pct,
-            None if e.gpu_util_pct is None else 100.0 - e.gpu_util_pct,
+            e.activity.gpu_idle_pct,
+            e.loader.input_wait_pct,
+            None if e.activity.gpu_util_pct is None else 100.0 - e.activity.gpu_util_pct,
         )
         if v is not None
     ]

@@ -458,7 +458,11 @@ def _idle_causes(w: Workload, findings: list[Finding], evidence: list[Evidence])
         measured = [e for e in evidence if e.source != "prediction" and any(_has(e, name) for name in fields)]
         status: IdleStatus
         if cause == "small_batch":
-            measured = [e for e in evidence if e.memory_peak_bytes is not None and e.memory_capacity_bytes]
+            measured = [
+                e
+                for e in evidence
+                if e.memory.memory_peak_bytes is not None and e.memory.memory_capacity_bytes
+            ]
             status = "ruled-out" if measured else "not-measured"
             detail = "memory headroom is too small to raise the batch" if measured else "no memory figure"
         elif measured:
@@ -475,7 +479,7 @@ def _idle_causes(w: Workload, findings: list[Finding], evidence: list[Evidence])
 
 
 def _has(ev: Evidence, name: str) -> bool:
-    value = getattr(ev, name)
+    value = ev.value(name)
     return bool(value) if isinstance(value, (dict, list)) else value is not None
 
 

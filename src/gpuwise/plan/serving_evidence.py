@@ -137,19 +137,22 @@ def _served_catalog_id(name: str) -> str | None:
 def _deployment(workload: Workload, ev: Evidence) -> tuple[Workload, list[str]]:
     """The workload as the load test ran it: its declared GPU, count, tp and engine; a model mismatch
     is an error, an unnamed endpoint an assumption said out loud."""
-    declared = ev.serving_declared or {}
+    declared = ev.serving.serving_declared or {}
     notes: list[str] = []
     what = ev.label or "the load test"
-    model = declared.get("model") or (_served_catalog_id(ev.serving_model) if ev.serving_model else None)
+    model = declared.get("model") or (
+        _served_catalog_id(ev.serving.serving_model) if ev.serving.serving_model else None
+    )
     if model and model != workload.model:
         raise GpuwiseError(
-            f"{what} measured {model} (served as {ev.serving_model!r}), the workload is {workload.model}: "
+            f"{what} measured {model} (served as {ev.serving.serving_model!r}), "
+            f"the workload is {workload.model}: "
             "calibrating one from the other would be wrong; load-test this model's endpoint "
             "(gpuwise loadtest URL --predict WORKLOAD.yaml)"
         )
     if not declared.get("gpu"):
         assumed = _where(workload)
-        name = "" if model else f"the served model {ev.serving_model!r} is not a catalog name and "
+        name = "" if model else f"the served model {ev.serving.serving_model!r} is not a catalog name and "
         notes.append(
             f"{what}: {name}no deployment was declared (loadtest --predict); "
             f"assumed it measured {workload.model} on {assumed}, as the workload says"
@@ -190,9 +193,9 @@ def _level_workload(ran: Workload, ev: Evidence) -> tuple[Workload, float, int]:
 
     spec = ran.serving or ServingSpec()
     replicas = max(1, ran.num_gpus // (ran.tp * ran.pp))
-    prompt = max(1, round(ev.serving_prompt_tokens_mean or ran.seq_len))
-    output = max(1, round(ev.serving_output_tokens_mean or ran.output_len))
-    count = min(max(ev.serving_requests_ok or 0, 20), REQUESTS_SIMULATED)
+    prompt = max(1, round(ev.serving.serving_prompt_tokens_mean or ran.seq_len))
+    output = max(1, round(ev.serving.serving_output_tokens_mean or ran.output_len))
+    count = min(max(ev.serving.serving_requests_ok or 0, 20), REQUESTS_SIMULATED)
     knobs: dict[str, Any] = {
         "prompt_len": LengthDist(float(prompt)),
         "output_len": LengthDist(float(output)),
@@ -201,11 +204,11 @@ def _level_workload(ran: Workload, ev: Evidence) -> tuple[Workload, float, int]:
         "rate_rps": 1.0,
         "tokens_per_day": None,
     }
-    if ev.serving_offered_rate_rps:
-        rate = ev.serving_offered_rate_rps / replicas
+    if ev.serving.serving_offered_rate_rps:
+        rate = ev.serving.serving_offered_rate_rps / replicas
     else:
         rate = _CONCURRENT_RATE
-        knobs["max_num_seqs"] = max(1, round((ev.serving_concurrency or 1) / replicas))
+        knobs["max_num_seqs"] = max(1, round((ev.serving.serving_concurrency or 1) / replicas))
     w = ran.with_changes(
         seq_len=prompt,
         output_len=output,
@@ -242,10 +245,10 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
     ran, assumed = _deployment(workload, ev)
     ev.notes.extend(assumed)
     notes: list[str] = []
-    own_slo = dict(ev.serving_slo_s or {})  # the load test's --slo, before the workload's replaces it
+    own_slo = dict(ev.serving.serving_slo_s or {})  # the load test's --slo, before the workload's replaces it
     if workload.serving is not None:
-        ev.serving_slo_s = {t.key: t.seconds for t in workload.serving.slo}
-    measured = (ev.serving_latency_s or {}).get("tpot_p50")
+        ev.serving.serving_slo_s = {t.key: t.seconds for t in workload.serving.slo}
+    measured = (ev.serving.serving_latency_s or {}).get("tpot_p50")
     if not measured:
         ev.notes.append("no TPOT measured (one output token or no streaming): the plan is not calibrated")
         return None
@@ -253,13 +256,13 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
     if not predicted or not math.isfinite(predicted):
         ev.notes.append(f"the simulator finished no request of the level on {where}: not calibrated")
         return None
-    ev.serving_predicted_tpot_p50_s = predicted
+    ev.serving.serving_predicted_tpot_p50_s = predicted
     raw = measured / predicted
     low, high = th.SERVING_CALIBRATION_BOUNDS
     factor = min(max(raw, low), high)
     clamped = factor != raw
-    ok = ev.serving_requests_ok or 0
-    error_pct = ev.serving_error_pct or 0.0
+    ok = ev.serving.serving_requests_ok or 0
+    error_pct = ev.serving.serving_error_pct or 0.0
     short = ok < th.SERVING_CALIBRATION_MIN_REQUESTS
     errorful = error_pct >= th.SERVING_ERROR_PCT
     if short:
@@ -272,11 +275,11 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
             "probably not the deployment the plan assumes"
         )
     confidence: Confidence = "low" if short or errorful or clamped else "medium"
-    ev.serving_predicted_ttft_unloaded_s = unloaded_ttft(ran, ev, factor)
-    max_rate = max_rate_at(ran, ev, own_slo, factor) if ev.serving_max_rate_rps else None
+    ev.serving.serving_predicted_ttft_unloaded_s = unloaded_ttft(ran, ev, factor)
+    max_rate = max_rate_at(ran, ev, own_slo, factor) if ev.serving.serving_max_rate_rps else None
     return Calibration(
         source=ev.label,
-        level=ev.serving_level or "",
+        level=ev.serving.serving_level or "",
         measured_tpot_p50_s=measured,
         predicted_tpot_p50_s=predicted,
         raw_factor=raw,
@@ -287,8 +290,8 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
         requests_ok=ok,
         error_pct=error_pct,
         notes=tuple(notes),
-        measured_max_rate_rps=ev.serving_max_rate_rps,
-        measured_max_rate_at_least=bool(ev.serving_max_rate_at_least),
+        measured_max_rate_rps=ev.serving.serving_max_rate_rps,
+        measured_max_rate_at_least=bool(ev.serving.serving_max_rate_at_least),
         predicted_max_rate_rps=max_rate,
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpuwise.diagnose import Evidence
+from gpuwise.diagnose.evidence import Communication, RunContext
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuwise.profile.analysis import ProfileRun
@@ -23,12 +24,12 @@ COMM_NOTE = (
 def fill_comm_evidence(ev: Evidence, steps: list[dict[str, Any]]) -> None:
     """A rank's own entries of ``rank_step_time_s``, ``rank_comm_time_s`` and ``rank_comm_steps_s``
     from its measured steps (``comm_wait_s`` is there when collective waits were timed)."""
-    if ev.rank is None or not steps or not ev.step_time_s or "comm_wait_s" not in steps[0]:
+    if ev.rank is None or not steps or not ev.steps.step_time_s or "comm_wait_s" not in steps[0]:
         return
     waits = [float(s.get("comm_wait_s", 0.0)) for s in steps]
-    ev.rank_comm_steps_s = {ev.rank: waits}
-    ev.rank_comm_time_s = {ev.rank: sum(waits) / len(waits)}
-    ev.rank_step_time_s = {ev.rank: ev.step_time_s}
+    ev.comm.rank_comm_steps_s = {ev.rank: waits}
+    ev.comm.rank_comm_time_s = {ev.rank: sum(waits) / len(waits)}
+    ev.comm.rank_step_time_s = {ev.rank: ev.steps.step_time_s}
     ev.notes.append(COMM_NOTE)
 
 
@@ -39,13 +40,13 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
     series: dict[int, list[float]] = {}
     for run in runs:
         ev = run.evidence
-        if ev.rank is None or not ev.step_time_s or ev.rank in steps:
+        if ev.rank is None or not ev.steps.step_time_s or ev.rank in steps:
             continue  # a second record of one rank (a restarted worker) does not stand for it
-        steps[ev.rank] = ev.step_time_s
-        if ev.rank in ev.rank_comm_time_s:
-            comm[ev.rank] = ev.rank_comm_time_s[ev.rank]
-        if ev.rank_comm_steps_s and ev.rank in ev.rank_comm_steps_s:
-            series[ev.rank] = ev.rank_comm_steps_s[ev.rank]
+        steps[ev.rank] = ev.steps.step_time_s
+        if ev.rank in ev.comm.rank_comm_time_s:
+            comm[ev.rank] = ev.comm.rank_comm_time_s[ev.rank]
+        if ev.comm.rank_comm_steps_s and ev.rank in ev.comm.rank_comm_steps_s:
+            series[ev.rank] = ev.comm.rank_comm_steps_s[ev.rank]
     if len(steps) < 2:
         return None
     notes = ["cross-rank: mean step time per rank"]
@@ -60,11 +61,12 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
     return Evidence(
         source="profile",
         label="all ranks",
-        other_cpu_pct=other_cpu,
-        cpu_steal_pct=steal,
-        rank_step_time_s=steps,
-        rank_comm_time_s=comm,
-        rank_comm_steps_s=(_aligned(series) or None) if series and set(series) == set(comm) else None,
+        context=RunContext(other_cpu_pct=other_cpu, cpu_steal_pct=steal),
+        comm=Communication(
+            rank_step_time_s=steps,
+            rank_comm_time_s=comm,
+            rank_comm_steps_s=(_aligned(series) or None) if series and set(series) == set(comm) else None,
+        ),
         notes=notes,
     )
 
@@ -78,13 +80,13 @@ def _aligned(series: dict[int, list[float]]) -> dict[int, list[float]]:
 def _machine_load(ranks: list[Evidence]) -> tuple[float | None, float | None]:
     """Other processes' share of the machine's CPU, the ranks' own excluded (each rank's record counts
     its sibling ranks as "other"), and the largest steal time: the straggler rule's "machine busy"."""
-    others = [ev.other_cpu_pct for ev in ranks if ev.other_cpu_pct is not None]
-    owns = [ev.cpu_util_pct for ev in ranks if ev.cpu_util_pct is not None]
+    others = [ev.context.other_cpu_pct for ev in ranks if ev.context.other_cpu_pct is not None]
+    owns = [ev.context.cpu_util_pct for ev in ranks if ev.context.cpu_util_pct is not None]
     other = None
     if ranks and len(others) == len(owns) == len(ranks):
         machine = (sum(others) + sum(owns)) / len(ranks)  # each rank's whole-machine reading, averaged
         other = max(0.0, machine - sum(owns))
-    steals = [ev.cpu_steal_pct for ev in ranks if ev.cpu_steal_pct is not None]
+    steals = [ev.context.cpu_steal_pct for ev in ranks if ev.context.cpu_steal_pct is not None]
     return other, max(steals) if steals else None
 
 

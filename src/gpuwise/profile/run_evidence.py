@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwise.diagnose import Evidence
-from gpuwise.diagnose.rules import outlier_limit_s
+from gpuwise.diagnose.statistics import outlier_limit_s
 from gpuwise.diagnose.thresholds import MIN_STEPS_FOR_STATISTICS
 from gpuwise.profile.rank_spread import fill_comm_evidence
 from gpuwise.profile.step_stats import gpu_phase_breakdown, phase_breakdown
@@ -46,12 +46,12 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
     if telemetry.get("gpu"):
         _from_nvml(ev, telemetry["gpu"])
     _from_catalog(ev, raw.get("gpu_name") or "")
-    ev.host_frames = _host_frames(raw.get("host_frames") or {})
-    ev.framework = meta.get("framework")
+    ev.context.host_frames = _host_frames(raw.get("host_frames") or {})
+    ev.context.framework = meta.get("framework")
     if memory.get("measure"):
-        ev.memory_measure = memory["measure"]
+        ev.memory.memory_measure = memory["measure"]
         ev.notes.append(f"memory_per_step_bytes: {memory['measure']}")
-    if ev.cpu_util_pct is not None:
+    if ev.context.cpu_util_pct is not None:
         ev.notes.append(
             "cpu_util_pct: this process and its children (DataLoader workers), share of the usable cores"
         )
@@ -60,36 +60,36 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
 
 def _from_steps(ev: Evidence, steps: list[dict[str, Any]]) -> None:
     times = [s["wall_s"] for s in steps]
-    ev.num_steps = len(steps)
-    ev.step_time_s = sum(times) / len(times)
-    ev.step_times_s = times
-    ev.phase_s = {k: v.s_per_step for k, v in phase_breakdown(steps).items()}
-    ev.input_wait_pct = ev.phase_pct("data_wait")
+    ev.steps.num_steps = len(steps)
+    ev.steps.step_time_s = sum(times) / len(times)
+    ev.steps.step_times_s = times
+    ev.steps.phase_s = {k: v.s_per_step for k, v in phase_breakdown(steps).items()}
+    ev.loader.input_wait_pct = ev.steps.phase_pct("data_wait")
     if len(times) >= MIN_STEPS_FOR_STATISTICS:
         # phases of the typical steps: one long stall must not dilute every share (step_outliers names it)
         limit = outlier_limit_s(times)
         typical = [s for s in steps if s["wall_s"] <= limit]
-        ev.phase_s_typical = {k: v.s_per_step for k, v in phase_breakdown(typical).items()}
+        ev.steps.phase_s_typical = {k: v.s_per_step for k, v in phase_breakdown(typical).items()}
     readings = [(i, s["memory_bytes"]) for i, s in enumerate(steps) if s.get("memory_bytes") is not None]
-    ev.memory_per_step_bytes = [m for _, m in readings]
+    ev.memory.memory_per_step_bytes = [m for _, m in readings]
     if len(readings) < len(steps):  # the probe spaced its reads to stay within its time budget
-        ev.memory_step_index = [i for i, _ in readings]
+        ev.memory.memory_step_index = [i for i, _ in readings]
 
 
 def _from_loader_and_cpu(ev: Evidence, raw: dict[str, Any], telemetry: dict[str, Any]) -> None:
     loader = raw.get("loader") or {}
     if loader:
-        ev.loader_num_workers = loader.get("num_workers")
-        ev.loader_pin_memory = loader.get("pin_memory")
+        ev.loader.loader_num_workers = loader.get("num_workers")
+        ev.loader.loader_pin_memory = loader.get("pin_memory")
         if loader.get("num_workers") == 0:  # with workers the thread only waits on their queue
-            ev.loader_wait_cpu_pct = loader.get("main_thread_cpu_share_pct")
-    ev.cpu_count = raw.get("cpu_count") or telemetry.get("cpu_count")
-    ev.cpu_util_pct = telemetry.get("process_cpu_pct")
+            ev.loader.loader_wait_cpu_pct = loader.get("main_thread_cpu_share_pct")
+    ev.context.cpu_count = raw.get("cpu_count") or telemetry.get("cpu_count")
+    ev.context.cpu_util_pct = telemetry.get("process_cpu_pct")
     system, own = telemetry.get("system_cpu_pct"), telemetry.get("process_cpu_pct")
     if system is not None and own is not None:
         # both are shares of the whole machine: what is left of the busy share is other processes'
-        ev.other_cpu_pct = max(0.0, system - own)
-    ev.cpu_steal_pct = telemetry.get("cpu_steal_pct")
+        ev.context.other_cpu_pct = max(0.0, system - own)
+    ev.context.cpu_steal_pct = telemetry.get("cpu_steal_pct")
 
 
 def _host_frames(section: dict[str, Any]) -> list[dict[str, Any]]:
@@ -112,40 +112,46 @@ def _from_cuda_counters(
 ) -> None:
     """Host syncs, host->device copies, precision and the allocator's peak: what the CUDA hooks count."""
     total = sum(s["wall_s"] for s in steps)
-    ev.sync_calls_per_step = sum(s.get("sync_calls", 0) for s in steps) / len(steps)
-    ev.sync_wait_pct = 100.0 * sum(s.get("sync_wait_s", 0.0) for s in steps) / total if total else None
+    ev.activity.sync_calls_per_step = sum(s.get("sync_calls", 0) for s in steps) / len(steps)
+    ev.activity.sync_wait_pct = (
+        100.0 * sum(s.get("sync_wait_s", 0.0) for s in steps) / total if total else None
+    )
     h2d = sum(s.get("h2d_bytes", 0) for s in steps)
     if h2d:
-        ev.h2d_copy_pct = ev.phase_pct("h2d_copy")
-        ev.pageable_copy_pct = 100.0 * sum(s.get("h2d_pageable_bytes", 0) for s in steps) / h2d
-    ev.amp_enabled = model.get("amp_enabled")
+        ev.activity.h2d_copy_pct = ev.steps.phase_pct("h2d_copy")
+        ev.activity.pageable_copy_pct = 100.0 * sum(s.get("h2d_pageable_bytes", 0) for s in steps) / h2d
+    ev.precision.amp_enabled = model.get("amp_enabled")
     if model.get("param_dtype") == "float32" and model.get("amp_enabled") is False:
-        ev.fp32_matmul_pct = 100.0  # every matmul of an fp32 model without autocast runs in fp32 (or TF32)
+        ev.precision.fp32_matmul_pct = (
+            100.0  # every matmul of an fp32 model without autocast runs in fp32 (or TF32)
+        )
     elif model.get("amp_enabled") or model.get("param_dtype") in {"bfloat16", "float16"}:
-        ev.fp32_matmul_pct = 0.0
-    ev.memory_capacity_bytes = memory.get("capacity_bytes")
-    ev.memory_peak_bytes = memory.get("peak_reserved_bytes")
+        ev.precision.fp32_matmul_pct = 0.0
+    ev.memory.memory_capacity_bytes = memory.get("capacity_bytes")
+    ev.memory.memory_peak_bytes = memory.get("peak_reserved_bytes")
 
 
 def _from_cuda_events(ev: Evidence, steps: list[dict[str, Any]]) -> None:
     gpu_phases = gpu_phase_breakdown(steps)
-    if gpu_phases and ev.step_time_s:
+    if gpu_phases and ev.steps.step_time_s:
         # Event spans include gaps inside a phase: this busy share is an upper bound, idle a lower bound.
         busy = sum(gpu_phases.values())
-        ev.gpu_idle_pct = max(0.0, 100.0 * (1.0 - busy / ev.step_time_s))
+        ev.activity.gpu_idle_pct = max(0.0, 100.0 * (1.0 - busy / ev.steps.step_time_s))
         ev.notes.append("gpu_idle_pct: from CUDA-event spans of the phases (a lower bound on idle time)")
 
 
 def _from_nvml(ev: Evidence, gpu: dict[str, Any]) -> None:
-    ev.gpu_util_pct = gpu.get("util_pct")
-    ev.temperature_c_max = gpu.get("temperature_c_max")
-    ev.power_w_mean = gpu.get("power_w_mean")
-    ev.sm_clock_mhz_mean = gpu.get("sm_clock_mhz_mean")
-    ev.throttle_pct = {k: v for k, v in (gpu.get("clock_reason_pct") or {}).items() if k != "gpu_idle"}
-    if ev.memory_capacity_bytes is None and gpu.get("memory_total_bytes"):
-        ev.memory_capacity_bytes = int(gpu["memory_total_bytes"])
+    ev.activity.gpu_util_pct = gpu.get("util_pct")
+    ev.telemetry.temperature_c_max = gpu.get("temperature_c_max")
+    ev.telemetry.power_w_mean = gpu.get("power_w_mean")
+    ev.telemetry.sm_clock_mhz_mean = gpu.get("sm_clock_mhz_mean")
+    ev.telemetry.throttle_pct = {
+        k: v for k, v in (gpu.get("clock_reason_pct") or {}).items() if k != "gpu_idle"
+    }
+    if ev.memory.memory_capacity_bytes is None and gpu.get("memory_total_bytes"):
+        ev.memory.memory_capacity_bytes = int(gpu["memory_total_bytes"])
         peak = gpu.get("memory_used_peak_bytes")
-        ev.memory_peak_bytes = int(peak) if peak is not None else None
+        ev.memory.memory_peak_bytes = int(peak) if peak is not None else None
         ev.notes.append("memory peak from NVML (includes the CUDA context and other processes)")
 
 
@@ -157,7 +163,7 @@ def _from_catalog(ev: Evidence, gpu_name: str) -> None:
 
         spec = get_gpu(catalog_id)
         if spec.bf16_tflops and spec.fp32_tflops:
-            ev.tensor_core_speedup = spec.bf16_tflops / spec.fp32_tflops
+            ev.precision.tensor_core_speedup = spec.bf16_tflops / spec.fp32_tflops
 
 
 __all__ = ["build_evidence", "match_catalog_gpu"]

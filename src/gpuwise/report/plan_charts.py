@@ -51,7 +51,7 @@ def measured_charts(plan: Plan) -> list[Chart]:
     """Predicted (plan.current) next to each measurement of the same thing."""
     measured = [e for e in plan.evidence if e.source != "prediction"]
     charts = []
-    steps = [(e.source, e.step_time_s) for e in measured if e.step_time_s]
+    steps = [(e.source, e.steps.step_time_s) for e in measured if e.steps.step_time_s]
     if steps and plan.current.step_time_s:
         charts.append(
             Chart(
@@ -66,7 +66,7 @@ def measured_charts(plan: Plan) -> list[Chart]:
                 description="The performance model's step time next to the measured one(s).",
             )
         )
-    peaks = [(e.source, e.memory_peak_bytes) for e in measured if e.memory_peak_bytes]
+    peaks = [(e.source, e.memory.memory_peak_bytes) for e in measured if e.memory.memory_peak_bytes]
     if peaks:
         charts.append(
             Chart(

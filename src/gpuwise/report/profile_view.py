@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.diagnose.rules import outlier_limit_s
+from gpuwise.diagnose.statistics import outlier_limit_s
 from gpuwise.diagnose.thresholds import DOCTOR_TARGET_SPEEDUP_X, INPUT_WAIT_HIGH_PCT, INPUT_WAIT_MODERATE_PCT
 from gpuwise.profile.analysis import ProfileRun
 from gpuwise.profile.types import PhaseShare, RunSummary, Telemetry

@@ -153,13 +153,16 @@ def _technique_row(t: ServingTechnique) -> list[str]:
 
 def _measured(plan: ServingPlan) -> str:
     ev = plan.evidence[0]
-    lat = ev.serving_latency_s or {}
-    parts = [f"{ev.label}, {ev.serving_level}, {ev.serving_requests_ok}/{ev.serving_requests} requests ok"]
+    load = ev.serving
+    lat = load.serving_latency_s or {}
+    parts = [
+        f"{ev.label}, {load.serving_level}, {load.serving_requests_ok}/{load.serving_requests} requests ok"
+    ]
     parts += [
         f"{k.replace('_', ' ')} {_ms(lat[k])}" for k in ("ttft_p50", "ttft_p99", "tpot_p50") if k in lat
     ]
-    if ev.serving_request_throughput_rps is not None:
-        parts.append(f"{ev.serving_request_throughput_rps:,.2f} req/s done")
+    if load.serving_request_throughput_rps is not None:
+        parts.append(f"{load.serving_request_throughput_rps:,.2f} req/s done")
     return " · ".join(parts)
 
 

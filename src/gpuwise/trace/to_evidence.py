@@ -6,6 +6,14 @@ from typing import Literal
 
 from gpuwise.catalog import get_gpu
 from gpuwise.diagnose import Evidence
+from gpuwise.diagnose.evidence import (
+    Communication,
+    DeviceActivity,
+    InputPipeline,
+    MemoryUse,
+    Precision,
+    StepTimes,
+)
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace.cross_rank import CrossRank
 from gpuwise.trace.rank import RankAnalysis
@@ -55,31 +63,37 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
         rank=r.rank.rank,
         device=r.device.kind,
         gpu=r.device.catalog_id or (r.device.name or ""),
-        num_steps=s.count or None,
-        step_time_s=s.mean_ms / 1000 if s.mean_ms is not None else None,
-        step_times_s=list(s.step_times_s),
-        input_wait_pct=s.input_wait_pct,
-        phase_s={"data_wait": s.loader_ms_per_step / 1000} if s.loader_ms_per_step is not None else {},
-        # _SingleProcessDataLoaderIter is what DataLoader(num_workers=0) iterates with
-        loader_num_workers=0 if s.loader_kind == "single-process" else None,
-        sync_calls_per_step=r.sync.calls_per_step,
-        sync_wait_pct=r.sync.wait_pct,
-        kernels_per_step=r.launches.kernels_per_step,
-        tiny_kernel_pct=k.tiny_kernel_pct,
-        gpu_idle_pct=t.idle_pct if t else None,
-        gpu_util_pct=t.compute_pct if t else None,
-        host_busy_pct=r.launches.host_busy_pct,
-        fp32_matmul_pct=k.fp32_matmul_pct,
-        fp32_matmul_time_pct=_fp32_matmul_time_pct(r),
-        amp_enabled=True if k.amp_ops_seen else None,
-        h2d_copy_pct=r.copies.h2d_copy_pct,
-        pageable_copy_pct=r.copies.pageable_copy_pct,
-        memory_capacity_bytes=r.device.memory_bytes,
-        memory_peak_bytes=memory_peak,
-        comm_exposed_pct=r.comm.exposed_pct,
-        comm_overlap_pct=r.comm.overlap_pct,
-        tensor_core_speedup=speedup,
-        tensor_core_dtype=dtype,
+        steps=StepTimes(
+            num_steps=s.count or None,
+            step_time_s=s.mean_ms / 1000 if s.mean_ms is not None else None,
+            step_times_s=list(s.step_times_s),
+            phase_s={"data_wait": s.loader_ms_per_step / 1000} if s.loader_ms_per_step is not None else {},
+        ),
+        loader=InputPipeline(
+            input_wait_pct=s.input_wait_pct,
+            # _SingleProcessDataLoaderIter is what DataLoader(num_workers=0) iterates with
+            loader_num_workers=0 if s.loader_kind == "single-process" else None,
+        ),
+        activity=DeviceActivity(
+            sync_calls_per_step=r.sync.calls_per_step,
+            sync_wait_pct=r.sync.wait_pct,
+            kernels_per_step=r.launches.kernels_per_step,
+            tiny_kernel_pct=k.tiny_kernel_pct,
+            gpu_idle_pct=t.idle_pct if t else None,
+            gpu_util_pct=t.compute_pct if t else None,
+            host_busy_pct=r.launches.host_busy_pct,
+            h2d_copy_pct=r.copies.h2d_copy_pct,
+            pageable_copy_pct=r.copies.pageable_copy_pct,
+        ),
+        precision=Precision(
+            fp32_matmul_pct=k.fp32_matmul_pct,
+            fp32_matmul_time_pct=_fp32_matmul_time_pct(r),
+            amp_enabled=True if k.amp_ops_seen else None,
+            tensor_core_speedup=speedup,
+            tensor_core_dtype=dtype,
+        ),
+        memory=MemoryUse(memory_capacity_bytes=r.device.memory_bytes, memory_peak_bytes=memory_peak),
+        comm=Communication(comm_exposed_pct=r.comm.exposed_pct, comm_overlap_pct=r.comm.overlap_pct),
         notes=notes,
     )
 
@@ -92,7 +106,9 @@ def cross_rank_evidence(c: CrossRank) -> Evidence | None:
     return Evidence(
         source="trace",
         label="cross-rank",
-        rank_step_time_s=dict(c.rank_step_time_s),
-        rank_comm_time_s={rank: ms / 1000 for rank, ms in c.comm_ms_per_step.items()},
+        comm=Communication(
+            rank_step_time_s=dict(c.rank_step_time_s),
+            rank_comm_time_s={rank: ms / 1000 for rank, ms in c.comm_ms_per_step.items()},
+        ),
         notes=list(c.notes),
     )

@@ -101,8 +101,8 @@ def _waits_on_io(ev: Evidence | None) -> bool:
     or computes; the same reading the input_bound rule uses to size the worker count."""
     return bool(
         ev is not None
-        and ev.loader_wait_cpu_pct is not None
-        and ev.loader_wait_cpu_pct < T.LOADER_IO_WAIT_THREAD_CPU_PCT
+        and ev.loader.loader_wait_cpu_pct is not None
+        and ev.loader.loader_wait_cpu_pct < T.LOADER_IO_WAIT_THREAD_CPU_PCT
     )
 
 

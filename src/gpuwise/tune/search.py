@@ -369,7 +369,7 @@ def _result(s: _Session, wall_s: float) -> TuneResult:
         key=lambda c: (_VERDICT_ORDER[c.verdict], len(c.values(metric)) < 2, -(c.median(metric) or 0.0))
     )
     run = next((t.run for t in s.trials if t.run is not None), None)
-    framework = run.evidence.framework if run is not None else None
+    framework = run.evidence.context.framework if run is not None else None
     winner = _winner(configs, baseline, metric, framework)
     if baseline is not None:
         _determinism_note(s, baseline)

@@ -11,18 +11,26 @@ from __future__ import annotations
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.diagnose.finding import Confidence, Finding
-from gpuwise.diagnose.rules import rule
+
+__all__ = [
+    "serving_decode_bound",
+    "serving_errors",
+    "serving_prefill_bound",
+    "serving_queueing",
+    "serving_speed_gap",
+]
 
 
 def _ms(seconds: float) -> str:
+    """Seconds as milliseconds for a summary."""
     return f"{seconds * 1000:,.1f} ms"
 
 
 def _missed(ev: Evidence, metric: str) -> list[tuple[str, float, float]]:
     """(target, measured, limit) for each target of ``metric`` the level misses."""
     out = []
-    latency = ev.serving_latency_s or {}
-    for key, limit in (ev.serving_slo_s or {}).items():
+    latency = ev.serving.serving_latency_s or {}
+    for key, limit in (ev.serving.serving_slo_s or {}).items():
         measured = latency.get(key)
         if key.startswith(metric + "_") and measured is not None and measured > limit:
             out.append((key, measured, limit))
@@ -31,13 +39,14 @@ def _missed(ev: Evidence, metric: str) -> list[tuple[str, float, float]]:
 
 def _e2e_blame(ev: Evidence) -> str:
     """A missed end-to-end target belongs to the larger part of the median request: TTFT or decoding."""
-    latency = ev.serving_latency_s or {}
+    latency = ev.serving.serving_latency_s or {}
     ttft = latency.get("ttft_p50") or 0.0
-    decode = (latency.get("tpot_p50") or 0.0) * max((ev.serving_output_tokens_mean or 1) - 1, 0)
+    decode = (latency.get("tpot_p50") or 0.0) * max((ev.serving.serving_output_tokens_mean or 1) - 1, 0)
     return "ttft" if ttft >= decode else "tpot"
 
 
 def _misses(ev: Evidence, metric: str) -> list[tuple[str, float, float]]:
+    """The targets of ``metric`` the level misses, with the end-to-end ones when ``metric`` dominates them."""
     found = _missed(ev, metric)
     if _e2e_blame(ev) == metric:
         found += _missed(ev, "e2e")
@@ -46,13 +55,14 @@ def _misses(ev: Evidence, metric: str) -> list[tuple[str, float, float]]:
 
 def _confidence(ev: Evidence) -> Confidence:
     """Measured directly: high, unless the level is short or errorful."""
-    short = (ev.serving_requests_ok or 0) < T.SERVING_CALIBRATION_MIN_REQUESTS
-    errorful = (ev.serving_error_pct or 0.0) >= T.SERVING_ERROR_PCT
+    short = (ev.serving.serving_requests_ok or 0) < T.SERVING_CALIBRATION_MIN_REQUESTS
+    errorful = (ev.serving.serving_error_pct or 0.0) >= T.SERVING_ERROR_PCT
     return "medium" if short or errorful else "high"
 
 
 def _where(ev: Evidence) -> str:
-    return f"{ev.label}, {ev.serving_level}"
+    """Which load test and level a summary speaks of."""
+    return f"{ev.label}, {ev.serving.serving_level}"
 
 
 def _miss_text(misses: list[tuple[str, float, float]]) -> str:
@@ -61,13 +71,16 @@ def _miss_text(misses: list[tuple[str, float, float]]) -> str:
 
 def _queueing(ev: Evidence) -> tuple[bool, str]:
     """Whether the TTFT is mostly waiting, and the figure that says so."""
-    ttft = (ev.serving_latency_s or {}).get("ttft_p50")
-    unloaded = ev.serving_ttft_unloaded_s or ev.serving_predicted_ttft_unloaded_s
-    what = "at the lightest load level" if ev.serving_ttft_unloaded_s else "predicted with no queue"
-    if ev.serving_offered_rate_rps and ev.serving_request_throughput_rps is not None:
-        kept = 100 * ev.serving_request_throughput_rps / ev.serving_offered_rate_rps
+    ttft = (ev.serving.serving_latency_s or {}).get("ttft_p50")
+    unloaded = ev.serving.serving_ttft_unloaded_s or ev.serving.serving_predicted_ttft_unloaded_s
+    what = "at the lightest load level" if ev.serving.serving_ttft_unloaded_s else "predicted with no queue"
+    if ev.serving.serving_offered_rate_rps and ev.serving.serving_request_throughput_rps is not None:
+        kept = 100 * ev.serving.serving_request_throughput_rps / ev.serving.serving_offered_rate_rps
         if kept < T.SERVING_KEEPS_UP_PCT:
-            return True, f"it completed {kept:.0f} % of the offered {ev.serving_offered_rate_rps:g} req/s"
+            return (
+                True,
+                f"it completed {kept:.0f} % of the offered {ev.serving.serving_offered_rate_rps:g} req/s",
+            )
     if ttft is not None and unloaded:
         ratio = ttft / unloaded
         text = f"TTFT p50 {_ms(ttft)} is {ratio:.1f}× the {_ms(unloaded)} {what}"
@@ -75,8 +88,9 @@ def _queueing(ev: Evidence) -> tuple[bool, str]:
     return False, ""
 
 
-@rule
 def serving_queueing(ev: Evidence) -> Finding | None:
+    """A TTFT target is missed and the TTFT is mostly waiting (a multiple of the TTFT with no queue, or
+    the endpoint completes less than it is offered): requests queue for a slot."""
     misses = _misses(ev, "ttft") if ev.source == "loadtest" else []
     if not misses:
         return None
@@ -91,8 +105,8 @@ def serving_queueing(ev: Evidence) -> Finding | None:
         category="serving",
         summary=f"{_where(ev)}: {_miss_text(misses)}; {why}.",
         metrics={
-            "ttft_p50_s": (ev.serving_latency_s or {}).get("ttft_p50"),
-            "ttft_unloaded_s": ev.serving_ttft_unloaded_s,
+            "ttft_p50_s": (ev.serving.serving_latency_s or {}).get("ttft_p50"),
+            "ttft_unloaded_s": ev.serving.serving_ttft_unloaded_s,
         }
         | {f"{k}_s": m for k, m, _ in misses},
         fix="Add replicas (the plan sizes them with the calibrated speed) or admit fewer requests at once; "
@@ -102,8 +116,8 @@ def serving_queueing(ev: Evidence) -> Finding | None:
     )
 
 
-@rule
 def serving_prefill_bound(ev: Evidence) -> Finding | None:
+    """A TTFT target is missed without a queue to blame: the prompt's prefill itself is slow."""
     misses = _misses(ev, "ttft") if ev.source == "loadtest" else []
     if not misses or _queueing(ev)[0]:
         return None
@@ -116,8 +130,9 @@ def serving_prefill_bound(ev: Evidence) -> Finding | None:
         category="serving",
         summary=f"{_where(ev)}: {_miss_text(misses)}"
         + (f"; {why}, so the prompt's prefill itself is slow" if why else "")
-        + f" (mean prompt {ev.serving_prompt_tokens_mean or 0:.0f} tokens).",
-        metrics={f"{k}_s": m for k, m, _ in misses} | {"prompt_tokens_mean": ev.serving_prompt_tokens_mean},
+        + f" (mean prompt {ev.serving.serving_prompt_tokens_mean or 0:.0f} tokens).",
+        metrics={f"{k}_s": m for k, m, _ in misses}
+        | {"prompt_tokens_mean": ev.serving.serving_prompt_tokens_mean},
         fix="Cut prefill time: prefix caching for shared prompt heads, chunked prefill, FP8 weights, "
         "a larger tensor-parallel size, or a GPU with more compute.",
         fix_snippet="vllm serve MODEL --enable-prefix-caching --enable-chunked-prefill",
@@ -126,12 +141,12 @@ def serving_prefill_bound(ev: Evidence) -> Finding | None:
     )
 
 
-@rule
 def serving_decode_bound(ev: Evidence) -> Finding | None:
+    """A time-per-output-token target is missed: each decode step is too slow."""
     misses = _misses(ev, "tpot") if ev.source == "loadtest" else []
     if not misses:
         return None
-    itl = (ev.serving_latency_s or {}).get("itl_p50")
+    itl = (ev.serving.serving_latency_s or {}).get("itl_p50")
     return Finding(
         id="serving_decode_bound",
         title="Decoding is slow: time per output token misses its target",
@@ -140,8 +155,8 @@ def serving_decode_bound(ev: Evidence) -> Finding | None:
         category="serving",
         summary=f"{_where(ev)}: {_miss_text(misses)}"
         + (f" (ITL p50 {_ms(itl)})" if itl is not None else "")
-        + f" with {ev.serving_concurrency or 0:.0f} requests in flight.",
-        metrics={f"{k}_s": m for k, m, _ in misses} | {"concurrency": ev.serving_concurrency},
+        + f" with {ev.serving.serving_concurrency or 0:.0f} requests in flight.",
+        metrics={f"{k}_s": m for k, m, _ in misses} | {"concurrency": ev.serving.serving_concurrency},
         fix="Speed up each decode step: FP8 weights (half the bytes read per token), speculative decoding, "
         "a larger tensor-parallel size, or fewer sequences per batch (max_num_seqs) at the cost of replicas.",
         fix_snippet="vllm serve MODEL --quantization fp8 --max-num-seqs 64",
@@ -150,12 +165,12 @@ def serving_decode_bound(ev: Evidence) -> Finding | None:
     )
 
 
-@rule
 def serving_errors(ev: Evidence) -> Finding | None:
-    share = ev.serving_error_pct
+    """At least ``SERVING_ERROR_PCT`` of the level's requests failed (timeouts, HTTP errors)."""
+    share = ev.serving.serving_error_pct
     if ev.source != "loadtest" or share is None or share < T.SERVING_ERROR_PCT:
         return None
-    errors = ev.serving_errors or {}
+    errors = ev.serving.serving_errors or {}
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(errors.items(), key=lambda kv: -kv[1]))
     timeouts = errors.get("timeout", 0)
     return Finding(
@@ -164,7 +179,7 @@ def serving_errors(ev: Evidence) -> Finding | None:
         severity="high" if share >= T.SERVING_ERROR_HIGH_PCT else "medium",
         confidence="high",
         category="serving",
-        summary=f"{_where(ev)}: {share:.1f} % of {ev.serving_requests} requests failed ({kinds}); "
+        summary=f"{_where(ev)}: {share:.1f} % of {ev.serving.serving_requests} requests failed ({kinds}); "
         "failed requests count as SLO misses and make every measured figure less sure.",
         metrics={"error_pct": round(share, 2), "errors": dict(errors)},
         fix=(
@@ -178,10 +193,10 @@ def serving_errors(ev: Evidence) -> Finding | None:
     )
 
 
-@rule
 def serving_speed_gap(ev: Evidence) -> Finding | None:
-    measured = (ev.serving_latency_s or {}).get("tpot_p50")
-    predicted = ev.serving_predicted_tpot_p50_s
+    """The measured TPOT p50 differs from gpuwise's prediction by ``SERVING_SPEED_GAP_PCT`` or more."""
+    measured = (ev.serving.serving_latency_s or {}).get("tpot_p50")
+    predicted = ev.serving.serving_predicted_tpot_p50_s
     if ev.source != "loadtest" or not measured or not predicted:
         return None
     ratio = measured / predicted
@@ -191,7 +206,7 @@ def serving_speed_gap(ev: Evidence) -> Finding | None:
     low, high = T.SERVING_CALIBRATION_BOUNDS
     clamped = not low <= ratio <= high
     slower = ratio > 1
-    declared = ev.serving_declared or {}
+    declared = ev.serving.serving_declared or {}
     where = (
         f"{declared.get('num_gpus')} × {declared.get('gpu')} with {declared.get('engine')}"
         if declared.get("gpu")

@@ -1,0 +1,194 @@
+"""Distributed rules: exposed communication and the straggler rank.
+
+A straggler hides in synchronous training: collectives make every rank's step equally long, so the
+late rank shows up as the one that waits least inside the collectives. Times are seconds per step;
+shares are % of the step.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.evidence import Evidence
+from gpuwise.diagnose.finding import Finding, Gain
+from gpuwise.diagnose.rules.common import confidence, speedup_from_saving
+from gpuwise.diagnose.rules.host import machine_busy
+
+__all__ = ["comm_bound", "straggler"]
+
+
+def comm_bound(ev: Evidence) -> Finding | None:
+    """Collective communication runs with no compute at least ``COMM_EXPOSED_MODERATE_PCT`` of the
+    step (``comm_exposed_pct``): overlap it, or keep tensor parallelism inside an NVLink domain."""
+    share = ev.comm.comm_exposed_pct
+    if share is None or share < T.COMM_EXPOSED_MODERATE_PCT:
+        return None
+    return Finding(
+        id="comm_bound",
+        title="Communication is not hidden behind compute",
+        severity="high" if share >= T.COMM_EXPOSED_HIGH_PCT else "medium",
+        confidence=confidence(ev),
+        category="communication",
+        summary=f"{share:.0f} % of the step is collective communication with no compute running"
+        + (
+            f" ({ev.comm.comm_overlap_pct:.0f} % of communication overlaps compute)"
+            if ev.comm.comm_overlap_pct is not None
+            else ""
+        )
+        + ".",
+        metrics={"comm_exposed_pct": round(share, 2), "comm_overlap_pct": ev.comm.comm_overlap_pct},
+        fix="Overlap and reduce communication: gradient accumulation with no_sync, larger DDP buckets, FSDP "
+        "prefetch; "
+        "keep tensor parallelism inside an NVLink domain.",
+        fix_snippet=(
+            "with model.no_sync():            # skip all-reduce on accumulation micro-steps\n"
+            "    loss.backward()\n"
+            "DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True)\n"
+            "FSDP(model, forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE)"
+        ),
+        gain=Gain(
+            "throughput_x",
+            1.0 + share / 200,
+            speedup_from_saving(share * 0.7),
+            "exposed communication overlapped or removed",
+        ),
+        source=ev.source,
+        tools=("NCCL", "torch.distributed"),
+    )
+
+
+def straggler(ev: Evidence) -> Finding | None:
+    """One rank's step is ``STRAGGLER_MODERATE_PCT`` longer than the median rank's, or (from the
+    collective waits, ``rank_comm_time_s``) one rank arrives last and the others wait for it."""
+    ranks = ev.comm.rank_step_time_s
+    if len(ranks) < 2:
+        return None
+    median = statistics.median(ranks.values())
+    slow_rank, slow = max(ranks.items(), key=lambda kv: kv[1])
+    if median <= 0:
+        return None
+    skew_pct = 100.0 * (slow - median) / median
+    comm = ev.comm.rank_comm_time_s
+    if len(comm) >= 2 and max(comm.values()) > 0:
+        # Collectives pace synchronous ranks alike: step times then differ by where each rank's profile
+        # window began (PARAM DLRM: the rank that enters first waits longest and looks slowest). Who
+        # waits least inside the collectives is the rank the others wait for.
+        by_wait = _straggler_by_comm_wait(ev, median, skew_pct, slow_rank)
+        others = [v for r, v in comm.items() if r != slow_rank]
+        if by_wait is not None or (
+            slow_rank in comm and others and comm[slow_rank] > statistics.median(others)
+        ):
+            return by_wait  # the longest step is mostly waiting in collectives: not the straggler
+    if skew_pct < T.STRAGGLER_MODERATE_PCT:
+        return None
+    return Finding(
+        id="straggler",
+        title=f"Rank {slow_rank} is a straggler",
+        severity="high" if skew_pct >= T.STRAGGLER_HIGH_PCT else "medium",
+        confidence=confidence(ev),
+        category="distributed",
+        summary=f"Rank {slow_rank} takes {slow * 1000:.1f} ms per step vs a median of {median * 1000:.1f} ms "
+        f"(+{skew_pct:.0f} %); "
+        "every other rank waits for it at each collective.",
+        metrics={
+            "straggler_rank": slow_rank,
+            "rank_step_time_s": {str(k): v for k, v in ranks.items()},
+            "skew_pct": round(skew_pct, 2),
+        },
+        fix=(
+            "Check that rank's node: input shard size, data loader, thermal/power throttling, a slower GPU "
+            "or link."
+        ),
+        fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
+        gain=Gain("throughput_x", 1.0, 1.0 + skew_pct / 100, "all ranks run at the median pace"),
+        source=ev.source,
+    )
+
+
+def _straggler_context(step_s: float, skew_pct: float, slow_rank: int, late: int) -> str:
+    """The opening sentence: how the ranks' step times relate to the late rank found by waiting."""
+    if skew_pct < T.STRAGGLER_MODERATE_PCT:
+        return (
+            f"Step times are equal ({step_s * 1000:.3g} ms, within {skew_pct:.1f} %): "
+            "collectives synchronize the ranks. "
+        )
+    if slow_rank == late:
+        return f"Rank {late} also has the longest step (+{skew_pct:.0f} % vs the median). "
+    return (
+        f"Rank {slow_rank}'s step looks {skew_pct:.0f} % longer than the median, but that is waiting: "
+        "it sits longer in collectives than the others (profile windows that start apart make "
+        "synchronized steps look unequal). "
+    )
+
+
+def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_rank: int) -> Finding | None:
+    """Synchronous training hides a straggler's step time (collectives make every rank's step equal):
+    the late rank shows up instead as the one that waits least inside each collective."""
+    comm = ev.comm.rank_comm_time_s
+    late = min(comm, key=comm.__getitem__)
+    others = statistics.median(v for r, v in comm.items() if r != late)
+    gap_s = others - comm[late]
+    consistent = _steps_late(ev, late)
+    if consistent is not None:
+        gap_s, late_pct = consistent
+        if late_pct < T.STRAGGLER_CONSISTENT_STEPS_PCT:
+            return None  # late in some steps only: the machine's noise, not a rank that is always behind
+    gap_pct = 100.0 * gap_s / step_s
+    if gap_pct < T.STRAGGLER_COMM_GAP_PCT:
+        return None
+    busy = machine_busy(ev)
+    return Finding(
+        id="straggler",
+        title=f"Rank {late} is likely a straggler: the other ranks wait for it",
+        severity="high" if gap_pct >= T.STRAGGLER_HIGH_PCT else "medium",
+        confidence="low" if busy else "medium",  # inferred from who waits, not from its own step time
+        category="distributed",
+        summary=_straggler_context(step_s, skew_pct, slow_rank, late)
+        + f"Rank {late} spends {comm[late] * 1000:.3g} ms per step in collectives vs {others * 1000:.3g} ms "
+        f"on the other {len(comm) - 1} rank(s): it arrives last, and the others wait about "
+        f"{gap_s * 1000:.3g} ms per step for it ({gap_pct:.0f} % of the step)"
+        + (f", in {consistent[1]:.0f} % of the steps." if consistent is not None else ".")
+        + (
+            f" Meanwhile {busy}: a rank the machine gives less CPU lags the same way; check again on a "
+            "quiet machine."
+            if busy
+            else ""
+        ),
+        metrics={
+            "straggler_rank": late,
+            "rank_step_time_s": {str(k): v for k, v in ev.comm.rank_step_time_s.items()},
+            "rank_comm_time_s": {str(k): v for k, v in comm.items()},
+            "comm_wait_gap_s": gap_s,
+            "comm_wait_gap_pct": round(gap_pct, 2),
+            "late_steps_pct": None if consistent is None else round(consistent[1], 1),
+            "skew_pct": round(skew_pct, 2),
+        },
+        fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower "
+        "loader, "
+        "extra work on that rank (logging, checkpointing, evaluation), throttling or a slower GPU on its "
+        "node.",
+        fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
+        gain=Gain(
+            "throughput_x",
+            1.0,
+            speedup_from_saving(100.0 * max(gap_s, others) / step_s),
+            "at most, the others stop waiting in collectives: each step shrinks by their wait",
+        ),
+        source=ev.source,
+    )
+
+
+def _steps_late(ev: Evidence, late: int) -> tuple[float, float] | None:
+    """From per-step waits (live runs): the median per-step gap between the other ranks' wait and the
+    late rank's, and the share of steps in which the late rank waited less. None without the series."""
+    series = ev.comm.rank_comm_steps_s
+    if not series or set(series) != set(ev.comm.rank_comm_time_s):
+        return None
+    n = min(len(v) for v in series.values())
+    if n < T.MIN_STEPS_FOR_STATISTICS:
+        return None
+    gaps = [
+        statistics.median(w[i] for r, w in series.items() if r != late) - series[late][i] for i in range(n)
+    ]
+    return statistics.median(gaps), 100.0 * sum(g > 0 for g in gaps) / n

@@ -1,0 +1,67 @@
+"""Sampled Python frames of the training thread's host gaps, as rows the host-time rules rank and name.
+
+The profiler samples the training thread while it runs outside every hooked phase: before a forward
+(``host_input``) and elsewhere (``other``). Each row of ``Evidence.host_frames`` is
+``{"phase", "frame" ('file:line function'), "leaf", "pct" (of that gap's samples)}``; these helpers add
+``step_pct`` (share of a typical step, %) and ``input`` (it looks like batch preparation).
+"""
+
+from __future__ import annotations
+
+from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.evidence import Evidence
+from gpuwise.diagnose.statistics import typical_share_pct
+
+__all__ = ["frames_text", "function_of", "gap_rows", "input_fraction", "looks_like_input", "ranked"]
+
+
+def gap_rows(ev: Evidence) -> list[dict]:
+    """The sampled frames of the host gaps, each with ``step_pct`` (its gap's share of a typical step
+    times its share of that gap's samples) and ``input`` (it looks like batch preparation)."""
+    shares = {phase: typical_share_pct(ev, phase) or 0.0 for phase in ("host_input", "other")}
+    return [
+        {
+            **r,
+            "step_pct": shares.get(r.get("phase", ""), 0.0) * r.get("pct", 0.0) / 100,
+            "input": looks_like_input(r),
+        }
+        for r in ev.context.host_frames or []
+        if r.get("phase") in shares
+    ]
+
+
+def input_fraction(ev: Evidence) -> float:
+    """Of the host time before a forward, the sampled part that prepares batches (1 when nothing was
+    sampled: the position alone says batch preparation)."""
+    rows = [r for r in gap_rows(ev) if r["phase"] == "host_input"]
+    sampled = sum(r["pct"] for r in rows)
+    return sum(r["pct"] for r in rows if r["input"]) / sampled if sampled else 1.0
+
+
+def ranked(rows: list[dict], limit: int = 3) -> list[dict]:
+    """Most time first, rows with a user frame before those without one; stray samples (below
+    ``FRAME_MIN_STEP_PCT`` of the step) are left out after the first."""
+    order = sorted(rows, key=lambda r: (not r.get("frame"), -r["step_pct"]))
+    return [r for i, r in enumerate(order[:limit]) if i == 0 or r["step_pct"] >= T.FRAME_MIN_STEP_PCT]
+
+
+def frames_text(rows: list[dict]) -> str:
+    """The ranked rows as one summary clause: 'file:line function (~N % of the step) in leaf; ...'."""
+    return "; ".join(
+        f"{r['frame'] or r['leaf']} (~{r['step_pct']:.0f} % of the step)"
+        + (f" in {r['leaf']}" if r["frame"] and r["leaf"] != r["frame"] else "")
+        for r in rows
+    )
+
+
+def function_of(row: dict | None) -> str:
+    """'train.py:42 get_batch' -> 'get_batch' ('' when nothing was sampled)."""
+    where = (row or {}).get("frame") or (row or {}).get("leaf") or ""
+    return where.rsplit(" ", 1)[-1] if " " in where else ""
+
+
+def looks_like_input(row: dict | None) -> bool:
+    """Batch preparation by its function's name (get_batch, load_sample, collate, ...) or its library."""
+    name = function_of(row).lower()
+    leaf = ((row or {}).get("leaf") or "").lower()
+    return any(word in name for word in T.INPUT_FUNCTION_WORDS) or leaf.startswith(T.INPUT_LIBRARY_FILES)

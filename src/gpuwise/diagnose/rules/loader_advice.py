@@ -1,0 +1,159 @@
+"""What the input-pipeline and host-time rules advise: how many loader workers fit the measured machine,
+what overlapping the batch with compute can buy, and the fix in the form the detected framework takes.
+
+Worker counts are integers; gains are speed-up factors (1.0 = no change); shares are % of a step.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.evidence import Evidence
+from gpuwise.diagnose.rules.common import on_gpu, speedup_from_saving
+
+__all__ = [
+    "batch_function_fix",
+    "cpu_cap",
+    "cpu_saturated",
+    "detected_framework",
+    "input_gain_high",
+    "loader_snippet",
+    "overlap_gain",
+    "suggested_workers",
+    "waits_on_io",
+]
+
+
+def cpu_saturated(ev: Evidence) -> bool:
+    """The run's processes already keep the cores busy: a *measured* CPU share, never a worker count
+    (workers waiting on I/O sleep, so num_workers >= cores says nothing about the CPU)."""
+    return ev.context.cpu_util_pct is not None and ev.context.cpu_util_pct >= T.CPU_SATURATED_PCT
+
+
+def waits_on_io(ev: Evidence) -> bool:
+    """The loader waits on I/O (disk, network, sleeps) rather than computing. Best read from the training
+    thread's CPU during its own batch loads (num_workers=0); else from the process tree's CPU share, which
+    a loaded machine or a 2-core box blurs (one busy thread is only 50 % of 2 cores)."""
+    if ev.loader.loader_wait_cpu_pct is not None:
+        return ev.loader.loader_wait_cpu_pct < T.LOADER_IO_WAIT_THREAD_CPU_PCT
+    return ev.context.cpu_util_pct is not None and ev.context.cpu_util_pct < T.LOADER_IO_WAIT_CPU_PCT
+
+
+def suggested_workers(ev: Evidence) -> int:
+    """Workers that fit the measured machine: an I/O wait needs no free core (workers sleep), a
+    CPU-bound loader gets only the cores the run leaves idle (on 2 cores: 1, not 2)."""
+    cores = ev.context.cpu_count or 4
+    if waits_on_io(ev):
+        return max(2, min(T.LOADER_MAX_WORKERS, cores - 1))
+    # CPU-bound: the cores other processes leave, less what the run's compute uses beyond the training
+    # thread (whose loading moves to the workers). Measured on 2 idle cores, a single-threaded run with a
+    # 77 % CPU-bound wait: 1 worker 0.92x, 2 workers 1.62x; the issue's run at 60 % of 2 cores (compute
+    # on 1.2 cores) was slower with 2 workers (0.90x): floor(2 - 0.2) = 1.
+    if ev.context.cpu_util_pct is None:  # not measured: leave the training thread its core
+        return max(1, min(T.LOADER_MAX_WORKERS, cores - 1))
+    own_cores = cores * ev.context.cpu_util_pct / 100
+    spare = cores * (1 - (ev.context.other_cpu_pct or 0.0) / 100) - max(0.0, own_cores - 1)
+    return max(1, min(T.LOADER_MAX_WORKERS, math.floor(spare + 1e-9)))
+
+
+def cpu_cap(ev: Evidence) -> float | None:
+    """The most CPU-bound work can speed up by running in parallel: the CPU other processes leave over
+    what this run uses now (None when not measured, or the loader waits on I/O)."""
+    if ev.context.cpu_util_pct is None or ev.context.cpu_util_pct <= 0 or waits_on_io(ev):
+        return None
+    free = max(ev.context.cpu_util_pct, 100.0 - (ev.context.other_cpu_pct or 0.0))
+    return max(1.0, free / ev.context.cpu_util_pct)
+
+
+def input_gain_high(ev: Evidence, share: float) -> float:
+    """Amdahl on the wait, and never more than the idle CPU can give: a run using u of the cores
+    cannot speed up by more than 1/u by doing CPU work in parallel (unless the wait is I/O)."""
+    high = speedup_from_saving(share)
+    cap = cpu_cap(ev)
+    return high if cap is None else min(high, cap)
+
+
+# The profiler's framework callbacks label their runs so when the user gives no label.
+_FRAMEWORK_LABELS = {"transformers.Trainer": "hf-trainer", "lightning.Trainer": "lightning"}
+
+
+def detected_framework(ev: Evidence) -> str:
+    """'hf-trainer' or 'lightning' when the run used that trainer (measured, or its callback's label);
+    '' for plain PyTorch or unknown."""
+    return ev.context.framework or _FRAMEWORK_LABELS.get(ev.label, "")
+
+
+def loader_snippet(ev: Evidence, workers: int) -> str:
+    """The loader settings in the form the detected framework takes them."""
+    pin = on_gpu(ev)
+    framework = detected_framework(ev)
+    if framework == "hf-trainer":
+        return (
+            f"TrainingArguments(..., dataloader_num_workers={workers}, "
+            + ("dataloader_pin_memory=True, " if pin else "dataloader_pin_memory=False, ")
+            + "dataloader_persistent_workers=True, dataloader_prefetch_factor=4)"
+        )
+    args = f"num_workers={workers}, " + ("pin_memory=True, " if pin else "") + "persistent_workers=True"
+    if framework == "lightning":
+        return (
+            "# in your LightningDataModule\n"
+            "def train_dataloader(self):\n"
+            f"    return DataLoader(self.train_set, batch_size=..., {args}, prefetch_factor=4)"
+        )
+    return f"DataLoader(dataset, batch_size=..., {args},\n           prefetch_factor=4)" + (
+        "\n# and in the loop: batch = batch.to(device, non_blocking=True)" if pin else ""
+    )
+
+
+def overlap_gain(ev: Evidence, share: float, workers: int) -> tuple[float, float]:
+    """Speed-up when ``share`` % of the step overlaps the rest instead of preceding it: one prefetch
+    thread hides it up to the rest of the step (the step becomes the longer of the two); ``workers``
+    loader processes divide it first. Never more than the idle CPU can give to CPU-bound work. When
+    one thread already reaches the ceiling, the low end is half the ideal gain."""
+    rest = max(100.0 - share, 100.0 - T.MAX_REMOVABLE_STEP_PCT)
+    low = 100.0 / max(rest, share)
+    high = 100.0 / max(rest, share / max(1, workers))
+    cap = cpu_cap(ev)
+    high = high if cap is None else min(high, cap)
+    # the overlap is rarely perfect (the batch's Python holds the GIL against the step's): half of it
+    return min(low, 1.0 + (high - 1.0) * 0.5 if low >= high else low), high
+
+
+def batch_function_fix(ev: Evidence, where: str, function: str = "") -> tuple[str, str]:
+    """Overlap a hand-written batch function with compute, in the form the framework takes."""
+    if detected_framework(ev):
+        return (
+            "Batches are prepared on the training thread before each forward: move that work into the "
+            "dataset and let the framework's loader run it in worker processes.",
+            loader_snippet(ev, suggested_workers(ev)),
+        )
+    copy = (
+        "; pin each batch and copy it with non_blocking=True so the copy overlaps compute"
+        if on_gpu(ev)
+        else ""
+    )
+    fix = (
+        f"The batch is prepared on the training thread before each forward{where}: build the next batch "
+        "while this step computes, on a background thread (a small prefetch queue), or wrap it in a Dataset "
+        f"served by a DataLoader with num_workers={suggested_workers(ev)}{copy}."
+    )
+    to_device = (
+        "\nx, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)"
+        if on_gpu(ev)
+        else ""
+    )
+    snippet = (
+        "import queue, threading\n"
+        "def prefetch(make_batch, depth=2):\n"
+        "    q = queue.Queue(maxsize=depth)\n"
+        "    def fill():\n"
+        "        while True:\n"
+        "            q.put(make_batch())\n"
+        "    threading.Thread(target=fill, daemon=True).start()\n"
+        "    while True:\n"
+        "        yield q.get()\n"
+        f"batches = prefetch(lambda: {function or 'get_batch'}(...))\n"
+        "# in the loop: X, Y = next(batches)"
+    )
+    return fix, snippet + to_device

@@ -1,0 +1,254 @@
+"""Memory rules: out-of-memory risk, growth across steps (a leak), materialized attention scores, a
+dominant KV cache and bandwidth-bound decoding.
+
+Sizes are bytes (GiB in the text); growth is a Theil-Sen slope in bytes per step, its lower 95 % bound
+above zero before it is called a trend.
+"""
+
+from __future__ import annotations
+
+from gpuwise.diagnose import thresholds as T
+from gpuwise.diagnose.evidence import Evidence
+from gpuwise.diagnose.finding import Finding, Gain
+from gpuwise.diagnose.rules.common import confidence
+from gpuwise.diagnose.statistics import theil_sen
+from gpuwise.units import GiB
+
+__all__ = [
+    "decode_memory_bound",
+    "kv_cache_dominant",
+    "memory_growth",
+    "memory_measure",
+    "no_flash_attention",
+    "oom_risk",
+]
+
+
+def oom_risk(ev: Evidence) -> Finding | None:
+    """Less than ``OOM_HEADROOM_PCT`` of the GPU's memory is free at the peak (critical when the peak
+    exceeds it); names the predicted changes that make it fit when the planner computed them."""
+    headroom = ev.memory.memory_headroom_pct
+    if headroom is None or headroom >= T.OOM_HEADROOM_PCT:
+        return None
+    peak, capacity = ev.memory.memory_peak_bytes or 0, ev.memory.memory_capacity_bytes or 0
+    does_not_fit = headroom < 0
+    fix = (
+        "Cut the peak: gradient checkpointing, a smaller micro-batch with more accumulation, 8-bit optimizer "
+        "states, sharding (FSDP/ZeRO), or LoRA/QLoRA."
+    )
+    limit = capacity * (1 - T.OOM_HEADROOM_PCT / 100)
+    fitting = {label: b for label, b in ev.model.fit_options_bytes.items() if b <= limit}
+    if fitting:  # the planner computed these by re-running the memory model on each change
+        fix = (
+            "What makes it fit (predicted peak): "
+            + "; ".join(f"{k} ({b / GiB:.1f} GiB)" for k, b in list(fitting.items())[:4])
+            + "."
+        )
+    elif ev.model.fit_options_bytes:
+        fix = (
+            "No single change tried fits this GPU ("
+            + "; ".join(ev.model.fit_options_bytes)
+            + "): combine them, shard over more GPUs or use a larger GPU."
+        )
+    return Finding(
+        id="oom_risk",
+        title="Does not fit in GPU memory" if does_not_fit else "Little memory headroom: out-of-memory risk",
+        severity="critical" if does_not_fit else "high",
+        confidence=confidence(ev),
+        category="memory",
+        summary=f"Peak memory {peak / GiB:.1f} GiB of {capacity / GiB:.1f} GiB ({headroom:.1f} % headroom); "
+        + (
+            "it will fail with CUDA out of memory."
+            if does_not_fit
+            else "fragmentation or a longer sequence can tip it over."
+        ),
+        metrics={
+            "memory_peak_bytes": peak,
+            "memory_capacity_bytes": capacity,
+            "memory_headroom_pct": round(headroom, 2),
+            **({"fit_options_bytes": dict(ev.model.fit_options_bytes)} if ev.model.fit_options_bytes else {}),
+        },
+        fix=fix,
+        fix_snippet=(
+            "model.gradient_checkpointing_enable()\n# or: per_device_train_batch_size //= 2; "
+            "gradient_accumulation_steps *= 2"
+        ),
+        gain=Gain(
+            "memory_bytes",
+            max(0.0, peak - capacity * (1 - T.TARGET_HEADROOM_PCT / 100)),
+            max(0.0, peak - capacity * 0.5),
+            f"to restore {T.TARGET_HEADROOM_PCT:.0f} % headroom",
+        ),
+        source=ev.source,
+        tools=("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",),
+    )
+
+
+def memory_measure(ev: Evidence) -> str:
+    """What the memory readings count, in words for a summary (RSS is not allocated memory)."""
+    measure = ev.memory.memory_measure or next(
+        (n.split(":", 1)[1].strip() for n in ev.notes if n.startswith("memory_per_step_bytes:")), ""
+    )
+    if "RSS" in measure:
+        return "Process RSS"
+    if "memory_allocated" in measure or "allocated" in measure.lower():
+        return "Allocated device memory" if "cuda" in measure.lower() else "Allocated memory"
+    if "heap" in measure:
+        return "C heap in use"
+    return "Live memory"
+
+
+def memory_growth(ev: Evidence) -> Finding | None:
+    """Live memory rises across steps (``memory_per_step_bytes``): a Theil-Sen slope whose lower
+    bound is above zero and growth of at least ``MEMORY_GROWTH_MIN_PCT`` over the measured span."""
+    mem = ev.memory.memory_per_step_bytes
+    steps = (
+        ev.memory.memory_step_index if len(ev.memory.memory_step_index) == len(mem) else list(range(len(mem)))
+    )
+    if len(mem) < T.MEMORY_GROWTH_MIN_READINGS:
+        return None
+    span = steps[-1] - steps[0] + 1  # steps the readings cover
+    if span < T.MIN_STEPS_FOR_STATISTICS:
+        return None
+    per_step, per_step_low, intercept = theil_sen(steps, mem)
+    baseline = intercept + per_step * steps[0]  # the fitted level at the first reading
+    if baseline <= 0 or per_step_low <= 0:
+        return None
+    growth_pct = 100.0 * per_step * (span - 1) / baseline
+    if growth_pct < T.MEMORY_GROWTH_MIN_PCT:
+        return None
+    last = mem[-1]
+    steps_left = None
+    if ev.memory.memory_capacity_bytes:
+        steps_left = int(
+            max(0, ev.memory.memory_capacity_bytes - (ev.memory.memory_peak_bytes or last)) / per_step
+        )
+    what = memory_measure(ev)
+    return Finding(
+        id="memory_growth",
+        title="Memory grows every step (a leak)",
+        severity="high" if growth_pct >= T.MEMORY_GROWTH_HIGH_PCT or steps_left is not None else "medium",
+        confidence=confidence(ev),
+        category="memory",
+        summary=(
+            f"{what} rose {growth_pct:.1f} % over {span} steps (+{per_step / 2**20:.2f} MiB per step, "
+            f"Theil–Sen trend; at least +{per_step_low / 2**20:.2f} MiB at 95 %)"
+        )
+        + (f"; at this rate memory runs out in ~{steps_left:,} steps." if steps_left is not None else "."),
+        metrics={
+            "growth_pct": round(growth_pct, 2),
+            "bytes_per_step": round(per_step),
+            "bytes_per_step_low": round(per_step_low),
+            "measure": what,
+            "first_bytes": mem[0],
+            "last_bytes": last,
+            "steps_until_oom": steps_left,
+        },
+        fix=(
+            "Something keeps tensors (often the autograd graph) alive across steps: store loss.item() or "
+            "loss.detach(), not loss."
+        ),
+        fix_snippet="losses.append(loss.detach())   # not losses.append(loss)\n# or: total += loss.item()",
+        gain=Gain("memory_bytes", per_step * span * 0.5, per_step * span, "the growth seen during the run"),
+        source=ev.source,
+    )
+
+
+def no_flash_attention(ev: Evidence) -> Finding | None:
+    """Attention materializes S×S scores (``attention_scores_bytes``) that take at least
+    ``ATTENTION_SCORES_SHARE_PCT`` of the peak: flash attention keeps memory linear in the sequence."""
+    scores, peak = ev.model.attention_scores_bytes, ev.memory.memory_peak_bytes
+    if not scores or not peak or ev.model.attention_impl == "flash":
+        return None
+    share = 100.0 * scores / peak
+    if share < T.ATTENTION_SCORES_SHARE_PCT:
+        return None
+    return Finding(
+        id="no_flash_attention",
+        title="Attention materializes the full score matrix",
+        severity="high" if share >= T.ATTENTION_SCORES_HIGH_PCT else "medium",
+        confidence=confidence(ev),
+        category="memory",
+        summary=(
+            f"{ev.model.attention_impl or 'This'} attention keeps S×S scores: {scores / GiB:.1f} GiB, "
+            f"{share:.0f} % of the peak."
+        ),
+        metrics={
+            "attention_scores_bytes": scores,
+            "attention_scores_share_pct": round(share, 2),
+            "attention_impl": ev.model.attention_impl,
+        },
+        fix=(
+            "Use FlashAttention (or PyTorch SDPA's flash backend): exact attention in memory linear in the "
+            "sequence length."
+        ),
+        fix_snippet=(
+            'AutoModelForCausalLM.from_pretrained(..., attn_implementation="flash_attention_2")  # or "sdpa"'
+        ),
+        gain=Gain(
+            "memory_bytes",
+            scores * 0.9,
+            float(scores),
+            "the score matrices no longer exist; fewer HBM reads too",
+        ),
+        source=ev.source,
+        tools=("FlashAttention",),
+    )
+
+
+def kv_cache_dominant(ev: Evidence) -> Finding | None:
+    """The KV cache holds ``KV_CACHE_DOMINANT_PCT`` of the peak or more in more than 8-bit: FP8 halves it."""
+    kv, peak, bits = ev.model.kv_cache_bytes, ev.memory.memory_peak_bytes, ev.model.kv_cache_bits
+    if not kv or not peak or bits is None or bits <= T.KV_CACHE_QUANTIZED_BITS:
+        return None
+    share = 100.0 * kv / peak
+    if share < T.KV_CACHE_DOMINANT_PCT:
+        return None
+    saved = kv * (1 - T.KV_CACHE_QUANTIZED_BITS / bits)
+    return Finding(
+        id="kv_cache_dominant",
+        title="The KV cache dominates memory",
+        severity="medium",
+        confidence=confidence(ev),
+        category="memory",
+        summary=f"The KV cache holds {kv / GiB:.1f} GiB, {share:.0f} % of the peak, in {bits:.0f}-bit.",
+        metrics={"kv_cache_bytes": kv, "kv_cache_share_pct": round(share, 2), "kv_cache_bits": bits},
+        fix="Store the KV cache in FP8: twice the context or concurrency in the same memory.",
+        fix_snippet="vllm serve MODEL --kv-cache-dtype fp8",
+        gain=Gain("memory_bytes", saved, saved, f"{bits:.0f}-bit -> 8-bit cache"),
+        source=ev.source,
+        tools=("vLLM", "TensorRT-LLM"),
+    )
+
+
+def decode_memory_bound(ev: Evidence) -> Finding | None:
+    """A decode step is limited by memory bandwidth (``decode_bandwidth_bound``): fewer weight bytes
+    per token and larger batches raise tokens per second."""
+    if not ev.model.decode_bandwidth_bound or not ev.model.weight_bytes:
+        return None
+    weights, kv = float(ev.model.weight_bytes), float(ev.model.kv_cache_bytes or 0)
+    bits = ev.model.weight_bits or 16
+    quantize = bits >= T.DECODE_QUANTIZE_MIN_WEIGHT_BITS
+    # Each decode step reads every weight once plus the cache: halving weight bytes speeds it by this much.
+    speedup = (weights + kv) / (weights / 2 + kv) if quantize else 1.0
+    return Finding(
+        id="decode_memory_bound",
+        title="Token generation is limited by memory bandwidth",
+        severity="medium",
+        confidence=confidence(ev),
+        category="memory",
+        summary=f"Each generated token reads {weights / GiB:.1f} GiB of {bits:g}-bit weights"
+        + (f" and {kv / GiB:.1f} GiB of KV cache" if kv else "")
+        + " from memory; the tensor cores mostly wait.",
+        metrics={"weight_bytes": int(weights), "weight_bits": bits, "kv_cache_bytes": int(kv)},
+        fix=("Quantize weights to FP8/INT8 (half the bytes per token) and " if quantize else "")
+        + "serve more requests per batch: each weight read then serves every sequence in the batch.",
+        fix_snippet="vllm serve MODEL --quantization fp8 --max-num-seqs 64"
+        if quantize
+        else "vllm serve MODEL --max-num-seqs 64",
+        gain=Gain("throughput_x", 1.0, round(speedup, 3), "per-token latency from halving weight bytes")
+        if quantize
+        else None,
+        source=ev.source,
+        tools=("vLLM", "TensorRT-LLM"),
+    )
