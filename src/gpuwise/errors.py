@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+__all__ = ["GpuwiseError", "did_you_mean"]
+
 
 class GpuwiseError(Exception):
     """A problem with the user's input or environment that the user can fix.

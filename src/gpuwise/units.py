@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["GB", "MB", "GiB", "MiB", "fmt_duration", "fmt_rate", "to_bytes"]
+
 GB = 1_000_000_000
 GiB = 1024**3
 MB = 1_000_000

@@ -8,7 +8,7 @@ per block); what its reference implementation keeps for backward (Python GELU, d
 projections transformers fuses; which transformers config class rebuilds it — is a field here.
 ``memory``, ``perf``, ``simulation`` and ``catalog.models`` ask ``family_spec(name)`` instead of
 comparing family strings, so adding a family is one ``FamilySpec`` in ``FAMILIES`` plus its name in
-the ``Family`` Literal (``tests/test_families.py`` checks the two agree).
+the ``Family`` Literal (``tests/catalog/test_families.py`` checks the two agree).
 
 A user's own catalog entry may carry any family label (the default is its id): ``family_spec`` then
 answers with the generic spec of the entry's ``mlp_type`` (a Llama-shaped decoder, an MoE, a conv
