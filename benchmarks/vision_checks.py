@@ -6,7 +6,7 @@ Usage: python benchmarks/vision_checks.py
 Three tables, each row with its source; the last line is one JSON object with the errors. Rows marked
 "calibration" are the figures an efficiency constant was derived from (their error is ~0 by
 construction); the others are independent checks. The traced-simulator cross-check of activations
-runs in tests/test_vision_simulated.py (it needs torch).
+runs in tests/vision/test_vision_simulated.py (it needs torch).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The starved reference script of `gpuwise tune` (tests/test_tune_trials.py, benchmarks/tune_gain.py).
+"""The starved reference script of `gpuwise tune` (tests/tune/test_tune_trials.py, benchmarks/tune_gain.py).
 
 A DataLoader with 0 workers (PyTorch's default) over a dataset whose every sample waits for a storage
 read (--latency-ms, a file on a network disk) and goes through a per-sample transform on the CPU; the
