@@ -161,10 +161,25 @@ def load_table(path: str | Path, progress: Progress | None = None) -> EventTable
         from gpuwise.trace.xla_trace import read_xla_json, read_xplane
 
         return read_xplane(path) if kind == "xplane" else read_xla_json(path)
+    if _is_text(path):
+        return parse_trace(path, progress)  # text: the JSON parser names the line and column that fail
     raise GpuwiseError(
-        f"{path}: not a profiler trace gpuwise reads: {describe(path)} "
-        "(reads PyTorch/Kineto JSON, Nsight Systems .sqlite/.nsys-rep, XLA .xplane.pb and .trace.json.gz)"
+        f"{path}: not a profiler trace (binary data: {describe(path)}); gpuwise reads PyTorch/Kineto JSON, "
+        "Nsight Systems .sqlite/.nsys-rep, XLA .xplane.pb and .trace.json.gz"
     )
+
+
+def _is_text(path: Path) -> bool:
+    """Plain UTF-8 text without NUL bytes (not compressed, not a binary format)."""
+    raw, _ = _head(path)
+    sample = raw[:512]
+    if raw.startswith(GZIP_MAGIC) or b"\x00" in sample:
+        return False
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return err.start >= len(sample) - 3  # only a character cut at the end of the sample
+    return True
 
 
 def _nsys_sqlite(path: Path) -> EventTable:
