@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -199,97 +199,125 @@ def _select(schema: Schema, table: str, wanted: tuple[str, ...]) -> list[tuple[A
     return schema.db.execute(f'SELECT {cols} FROM "{table}"').fetchall()
 
 
+def _numbers(schema: Schema, table: str, wanted: tuple[str, ...]) -> np.ndarray:
+    """The wanted numeric columns as one float64 array (rows × columns), in row order. A NULL, or a column
+    this release lacks, is -1 (no id, size or kind is negative); rows without start or end are left out."""
+    have = schema.columns(table)
+    cols = ", ".join(f'IFNULL("{c}", -1)' if c in have else "-1" for c in wanted)
+    rows = schema.db.execute(
+        f'SELECT {cols} FROM "{table}" WHERE "start" IS NOT NULL AND "end" IS NOT NULL ORDER BY rowid'
+    ).fetchall()
+    return np.array(rows, dtype=np.float64).reshape(len(rows), len(wanted))
+
+
+def _texts(schema: Schema, table: str, wanted: tuple[str, ...]) -> list[str]:
+    """Per row (the order of `_numbers`), the first non-NULL of the wanted name columns, as text."""
+    have = [f'"{c}"' for c in wanted if c in schema.columns(table)]
+    expr = f"COALESCE({', '.join(have)}, NULL)" if have else "NULL"
+    rows = schema.db.execute(
+        f'SELECT {expr} FROM "{table}" WHERE "start" IS NOT NULL AND "end" IS NOT NULL ORDER BY rowid'
+    ).fetchall()
+    values = [r[0] for r in rows]
+    distinct = {v: schema.text(v) for v in set(values)}  # string ids repeat: each resolved once
+    return [distinct[v] for v in values]
+
+
+def _labels(values: np.ndarray, label: Callable[[Any], str]) -> list[str]:
+    """label(value) per row, computed once per distinct value."""
+    uniq, inverse = np.unique(values, return_inverse=True)
+    texts = [label(v) for v in uniq.tolist()]
+    return [texts[i] for i in inverse.ravel().tolist()]
+
+
+def _stream_label(value: float) -> str:
+    return f"device {int(value) // STREAM_PER_DEVICE} stream {int(value) % STREAM_PER_DEVICE}"
+
+
 def _device_ops(schema: Schema, builder: RowBuilder, ids: _Ids, notes: list[str]) -> list[int]:
     """Kernels, copies and memsets; returns the devices seen."""
-    seen: set[int] = set()
-    common = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid")
+    common = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes")
     kinds = (
-        ("CUPTI_ACTIVITY_KIND_KERNEL", "kernel", ("demangledName", "shortName", "name")),
-        ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy", ("copyKind", "srcKind", "dstKind", "bytes")),
-        ("CUPTI_ACTIVITY_KIND_MEMSET", "gpu_memset", ("memKind", "bytes")),
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "kernel", ()),
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy", ("copyKind", "srcKind", "dstKind")),
+        ("CUPTI_ACTIVITY_KIND_MEMSET", "gpu_memset", ("memKind",)),
     )
-    rows_by_kind = {
-        cat: _select(schema, table, common + extra) for table, cat, extra in kinds if table in schema.tables
-    }
-    all_devices = {int(r[2] or 0) for rows in rows_by_kind.values() for r in rows}
-    several = len(all_devices) > 1
-    for cat, rows in rows_by_kind.items():
-        if not rows:
+    present = [(t, cat, extra) for t, cat, extra in kinds if t in schema.tables]
+    data = {cat: _numbers(schema, t, common + extra) for t, cat, extra in present}
+    devices = sorted({int(d) for cols in data.values() for d in np.unique(cols[:, 2]).tolist()})
+    several = len(devices) > 1
+    for table, cat, _ in present:
+        cols = data[cat]
+        if not len(cols):
             continue
-        start, end, device, stream, corr, gpid = (
-            np.array([r[i] for r in rows], dtype=np.float64) for i in range(6)
-        )
-        device = np.nan_to_num(device).astype(np.int64)
-        seen |= set(device.tolist())
-        stream_id = np.nan_to_num(stream).astype(np.int64) + (device * STREAM_PER_DEVICE if several else 0)
-        correlation = np.where(np.isnan(corr), -1.0, corr + ids.offset(_pid_of(np.nan_to_num(gpid))))
-        names, nbytes = _names(schema, cat, rows)
-        labels = [f"device {d} stream {s:g}" for d, s in zip(device.tolist(), stream.tolist(), strict=True)]
+        start, end, device, stream, corr, gpid, size = (cols[:, i] for i in range(7))
+        stream_id = stream.astype(np.int64) + (device.astype(np.int64) * STREAM_PER_DEVICE if several else 0)
+        correlation = np.where(corr < 0, -1.0, corr + ids.offset(_pid_of(np.maximum(gpid, 0))))
+        if cat == "kernel":
+            names = _texts(schema, table, ("demangledName", "shortName", "name"))
+        else:
+            names = _copy_names(schema, cat, cols[:, 7:])
+        labels = _labels(device * STREAM_PER_DEVICE + stream, _stream_label)
+        nbytes = np.where(size < 0, np.nan, size) if cat != "kernel" else np.nan
         builder.add(
             cat, names, labels, start / 1000.0, (end - start) / 1000.0, stream_id, correlation, nbytes
         )
     if "CUPTI_ACTIVITY_KIND_KERNEL" not in schema.tables:
         notes.append("no CUPTI_ACTIVITY_KIND_KERNEL table: the export holds no kernels")
-    return sorted(seen)
+    return devices
 
 
-def _names(schema: Schema, cat: str, rows: list[tuple[Any, ...]]) -> tuple[list[str], np.ndarray]:
-    """Row names in Kineto's vocabulary, and bytes (NaN for kernels)."""
-    if cat == "kernel":
-        return [
-            schema.text(r[6] if r[6] is not None else (r[7] if r[7] is not None else r[8])) for r in rows
-        ], (np.full(len(rows), np.nan))
-    kind = schema.enum("ENUM_CUDA_MEM_KIND", MEM_KIND)
+def _copy_names(schema: Schema, cat: str, kinds: np.ndarray) -> list[str]:
+    """Copy / memset names in Kineto's vocabulary (``Memcpy HtoD (Pageable -> Device)``) from the
+    operation and memory-kind columns (-1 = not recorded)."""
+    mem = schema.enum("ENUM_CUDA_MEM_KIND", MEM_KIND)
     if cat == "gpu_memset":
-        names = [f"Memset ({kind.get(int(r[6]) if r[6] is not None else 2, 'Unknown')})" for r in rows]
-        return names, np.array([r[7] if r[7] is not None else np.nan for r in rows], dtype=np.float64)
+        return _labels(kinds[:, 0], lambda k: f"Memset ({mem.get(int(k) if k >= 0 else 2, 'Unknown')})")
     oper = schema.enum("ENUM_CUDA_MEMCPY_OPER", MEMCPY_OPER)
-    names = []
-    for r in rows:
-        direction = oper.get(int(r[6]) if r[6] is not None else 0, "Unknown")
-        if r[7] is None or r[8] is None:
-            names.append(f"Memcpy {direction}")
-        else:
-            names.append(
-                f"Memcpy {direction} ({kind.get(int(r[7]), 'Unknown')} -> {kind.get(int(r[8]), 'Unknown')})"
-            )
-    return names, np.array([r[9] if r[9] is not None else np.nan for r in rows], dtype=np.float64)
+
+    def name(code: int) -> str:  # code = (op + 1) * 10,000 + (src + 1) * 100 + (dst + 1)
+        op, src, dst = code // 10_000 - 1, code // 100 % 100 - 1, code % 100 - 1
+        direction = oper.get(op, "Unknown")
+        if src < 0 or dst < 0:
+            return f"Memcpy {direction}"
+        return f"Memcpy {direction} ({mem.get(src, 'Unknown')} -> {mem.get(dst, 'Unknown')})"
+
+    k = np.clip(kinds.astype(np.int64), -1, 98) + 1
+    return _labels(k[:, 0] * 10_000 + k[:, 1] * 100 + k[:, 2], name)
 
 
 def _runtime(schema: Schema, builder: RowBuilder, ids: _Ids, notes: list[str]) -> None:
-    """CUDA runtime / driver calls: one row per (thread, correlation id, call)."""
+    """CUDA runtime / driver calls: one row per (thread, correlation id, call), the longest kept."""
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if table not in schema.tables:
         notes.append(
             "no CUPTI_ACTIVITY_KIND_RUNTIME table: launches and synchronizing calls are not in the export"
         )
         return
-    best: dict[tuple[int, int, str], tuple[int, int]] = {}
-    for start, end, gtid, corr, name_id, name in _select(
-        schema, table, ("start", "end", "globalTid", "correlationId", "nameId", "name")
-    ):
-        base = _VERSION_SUFFIX.sub("", schema.text(name_id if name_id is not None else name))
-        key = (int(gtid or 0), int(corr if corr is not None else -1), base)
-        if start is None or end is None:
-            continue
-        kept = best.get(key)
-        if kept is None or end - start > kept[1] - kept[0] or corr is None:
-            best[key] = (int(start), int(end))
-    if not best:
+    cols = _numbers(schema, table, ("start", "end", "globalTid", "correlationId"))
+    if not len(cols):
         return
-    keys = list(best)
-    start = np.array([best[k][0] for k in keys], dtype=np.float64)
-    end = np.array([best[k][1] for k in keys], dtype=np.float64)
-    gtid = np.array([k[0] for k in keys], dtype=np.int64)
-    corr = np.array([k[1] for k in keys], dtype=np.float64)
-    correlation = np.where(corr < 0, -1.0, corr + ids.offset(_pid_of(gtid)))
-    names = [k[2] for k in keys]
-    driver = np.array([not n.startswith("cuda") for n in names])
+    raw = _texts(schema, table, ("nameId", "name"))
+    base_of = {n: _VERSION_SUFFIX.sub("", n) for n in set(raw)}
+    code_of = {n: i for i, n in enumerate(sorted(set(base_of.values())))}
+    names = [base_of[n] for n in raw]
+    codes = np.array([code_of[n] for n in names], dtype=np.float64)
+    start, end, gtid, corr = (cols[:, i] for i in range(4))
+    # 2022 releases store some calls twice under one correlation id (cudaMemcpy, cudaMemcpy_v3020): keep one
+    order = np.lexsort((start - end, codes, corr, gtid))
+    key = np.stack([gtid[order], corr[order], codes[order]], axis=1)
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (key[1:] != key[:-1]).any(axis=1) | (corr[order][1:] < 0)
+    keep = np.sort(order[first])
+    correlation = np.where(corr[keep] < 0, -1.0, corr[keep] + ids.offset(_pid_of(gtid[keep])))
+    kept_names = [names[i] for i in keep.tolist()]
+    tids = _labels(gtid[keep], _tid_label)
+    driver = np.array([not n.startswith("cuda") for n in kept_names], dtype=bool)
     for cat, mask in (("cuda_runtime", ~driver), ("cuda_driver", driver)):
         sel = np.flatnonzero(mask)
+        rows = keep[sel]
         builder.add(
-            cat, [names[i] for i in sel], [_tid_label(gtid[i]) for i in sel],
-            start[sel] / 1000.0, (end[sel] - start[sel]) / 1000.0, -1, correlation[sel],
+            cat, [kept_names[i] for i in sel.tolist()], [tids[i] for i in sel.tolist()],
+            start[rows] / 1000.0, (end[rows] - start[rows]) / 1000.0, -1, correlation[sel],
         )  # fmt: skip
 
 
