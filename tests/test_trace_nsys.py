@@ -207,3 +207,12 @@ def test_nsys_rep_is_exported_with_the_nsys_on_path(cli, tmp_path):
     rank = res.json()["ranks"][0]
     assert rank["file"] == str(rep)
     assert rank["kernels"]["count"] == 4
+
+
+def test_damaged_export_gets_one_line(cli, tmp_path):
+    path = _training_export().write(tmp_path / "cut.sqlite")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    res = cli("trace", str(path))
+    assert res.exit_code == 2
+    assert len(res.stderr.strip().splitlines()) == 1 and "cut.sqlite" in res.stderr

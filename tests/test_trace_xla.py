@@ -181,3 +181,34 @@ def test_unknown_binary_files_are_named(cli, tmp_path, content, expected):
     res = cli("trace", str(path))
     assert res.exit_code == 2
     assert expected in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_xla_json_with_its_plane_names_at_the_end_is_still_xla(tmp_path):
+    """A converted trace may list its metadata events last: the content decides, not the first 64 KiB."""
+    import json
+
+    path = gpu_profile().write_json(tmp_path / "gpu.trace.json.gz")
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    events = doc["traceEvents"]
+    events.sort(key=lambda e: e["ph"] == "M")  # complete events first, process/thread names last
+    events[:0] = [{"ph": "X", "pid": 99, "tid": 1, "ts": 0, "dur": 1, "name": "pad " + "x" * 200}] * 400
+    late = tmp_path / "late.json"
+    late.write_text(json.dumps(doc))
+    assert sniff(late) == "kineto"  # nothing in the head says XLA
+    r = analyze_file(late)
+    assert r.device.kind == "cuda" and r.kernels.categories["gemm"]["count"] == 4
+
+
+@pytest.mark.parametrize("which", ["xplane", "json"])
+def test_damaged_xla_files_get_one_line(cli, tmp_path, which):
+    profile = gpu_profile()
+    path = (
+        profile.write_xplane(tmp_path / "p.xplane.pb")
+        if which == "xplane"
+        else profile.write_json(tmp_path / "p.trace.json.gz")
+    )
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) * 2 // 3])
+    res = cli("trace", str(path))
+    assert res.exit_code == 2, res.stdout[-500:]
+    assert len(res.stderr.strip().splitlines()) == 1 and str(path) in res.stderr

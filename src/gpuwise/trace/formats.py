@@ -20,7 +20,7 @@ from typing import Any
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace.event_rows import SOURCE_KEY
 from gpuwise.trace.parser import Progress, parse_trace
-from gpuwise.trace.reader import GZIP_MAGIC, special_kind
+from gpuwise.trace.reader import GZIP_MAGIC, iter_chunks, special_kind
 from gpuwise.trace.table import EventTable
 
 __all__ = ["HEAD_BYTES", "NSYS_EXPORT_TIMEOUT_S", "apply_source", "describe", "load_table", "sniff"]
@@ -28,7 +28,8 @@ __all__ = ["HEAD_BYTES", "NSYS_EXPORT_TIMEOUT_S", "apply_source", "describe", "l
 HEAD_BYTES = 1 << 16  # bytes (decompressed) looked at to tell a format
 NSYS_EXPORT_TIMEOUT_S = 600
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_XLA_JSON = re.compile(rb'"name"\s*:\s*"process_name"[^{}]*"args"\s*:\s*\{\s*"name"\s*:\s*"/(host|device):')
+# XLA names its processes after planes ("/host:CPU", "/device:GPU:0"); Kineto never does.
+_XLA_JSON = re.compile(rb'"name"\s*:\s*"/(?:host|device):[A-Za-z]')
 _MAGICS = (
     (b"PK\x03\x04", "a ZIP archive"),
     (b"\x89PNG", "a PNG image"),
@@ -152,7 +153,11 @@ def load_table(path: str | Path, progress: Progress | None = None) -> EventTable
         return parse_trace(path, progress)  # its messages for directories and missing files
     kind = sniff(path)
     if kind == "kineto":
-        return parse_trace(path, progress)
+        table = parse_trace(path, progress)
+        if table.num_events and all(c is None for c in table.cats) and _mentions_xla_planes(path):
+            kind = "xla-json"  # XLA's events carry no "cat"; its plane names came after the first 64 KiB
+        else:
+            return table
     if kind == "nsys-sqlite":
         return _nsys_sqlite(path)
     if kind == "nsys-rep":
@@ -180,6 +185,16 @@ def _is_text(path: Path) -> bool:
     except UnicodeDecodeError as err:
         return err.start >= len(sample) - 3  # only a character cut at the end of the sample
     return True
+
+
+def _mentions_xla_planes(path: Path) -> bool:
+    """Whether the (decompressed) file names an XLA plane anywhere: one streaming pass."""
+    tail = b""
+    for chunk in iter_chunks(path):
+        if _XLA_JSON.search(tail + chunk):
+            return True
+        tail = chunk[-64:]
+    return False
 
 
 def _nsys_sqlite(path: Path) -> EventTable:
