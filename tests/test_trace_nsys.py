@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuwise.trace.analyze import build_report
 from gpuwise.trace.formats import sniff
 from gpuwise.trace.rank import analyze_file
-from gpuwise.trace.report import build_report
 from nsys_lookalike import NsysExport
 
 REAL = "nsys/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"

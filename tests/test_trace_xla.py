@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuwise.trace.analyze import build_report
 from gpuwise.trace.formats import describe, sniff
 from gpuwise.trace.rank import analyze_file
-from gpuwise.trace.report import build_report
 from xla_lookalike import gpu_profile, tpu_profile
 
 JAX_LOOP = """
