@@ -21,11 +21,12 @@ from gpuwise.trace.breakdown import (
 from gpuwise.trace.comm import CommStats, comm_stats, comm_types
 from gpuwise.trace.copies import CopyStats, copy_stats
 from gpuwise.trace.device import DeviceInfo, RankInfo, device_info, rank_info
+from gpuwise.trace.formats import apply_source, load_table
 from gpuwise.trace.host import LaunchStats, SyncStats, launch_stats, sync_stats
 from gpuwise.trace.hta_selection import build_view
 from gpuwise.trace.kernels import KERNEL_CATS, KernelSummary, summarize_kernels
 from gpuwise.trace.memory import MemoryStats, memory_stats
-from gpuwise.trace.parser import Progress, parse_trace
+from gpuwise.trace.parser import Progress
 from gpuwise.trace.sanitize import drop_out_of_range, recover_streams
 from gpuwise.trace.steps import StepStats, find_steps, step_stats
 from gpuwise.trace.table import EventTable
@@ -96,9 +97,10 @@ class RankAnalysis:
 def analyze_file(path: str | Path, progress: Progress | None = None) -> RankAnalysis:
     """Parse and analyze one trace file, timing both (s); `progress` is called with bytes read."""
     started = time.perf_counter()
-    table = parse_trace(path, progress)
+    table = load_table(path, progress)  # Kineto JSON, Nsight SQLite, XPlane or XLA JSON, told by content
     parsed = time.perf_counter()
     analysis = analyze_table(table)
+    apply_source(analysis, table)
     analysis.parse_s = parsed - started
     analysis.analyze_s = time.perf_counter() - parsed
     return analysis
