@@ -7,6 +7,7 @@ Validation happens here, once, with one clear line per problem.
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -168,7 +169,10 @@ class Workload:
     kv_cache_dtype: KvCacheDtype = "auto"
     concurrency: int = 1  # simultaneous requests (serving)
     goal: Goal = "throughput"
-    utilization_pct: float | None = None  # observed GPU utilization, if known
+    utilization_pct: float | None = None  # observed GPU busy share, if known (not the hours paid)
+    # hours a month the GPUs are held (rented, reserved, powered): None = every hour of the month;
+    # "run" = rented only while the run lasts (training with train_tokens)
+    held_hours_per_month: float | Literal["run"] | None = None
     framework: str = ""  # e.g. hf-trainer, lightning, deepspeed, vllm (informs tool advice)
     library_versions: tuple[
         str, ...
@@ -296,6 +300,10 @@ _CHOICES = {
 
 def _coerce(name: str, value: Any, where: str) -> Any:
     kind = _FIELDS[name].type
+    if name == "held_hours_per_month":
+        if isinstance(value, str) and value.strip().lower() == "run":
+            return "run"
+        kind = "float | None"
     try:
         if isinstance(value, bool) and kind in ("int", "float", "float | None"):
             raise ValueError  # YAML `true` is a bool, and bool is an int subclass: not a count
@@ -454,6 +462,11 @@ def _bad_number(w: Workload) -> str | None:
         return f"utilization_pct must be between 0 and 100, got {w.utilization_pct}"
     if w.epochs <= 0:
         return f"epochs must be positive, got {w.epochs}"
+    held = w.held_hours_per_month
+    if held is not None and held != "run" and not (0 < held <= 730 and math.isfinite(held)):
+        return (
+            f"held_hours_per_month must be above 0 and at most 730 (the hours of a month), or run, got {held}"
+        )
     if w.image_width < 0 or w.denoising_steps < 0:
         return "image_width and denoising_steps must be 0 (the default) or positive"
     if w.num_gpus % (w.tp * w.pp):
