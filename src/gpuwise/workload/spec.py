@@ -298,12 +298,22 @@ _CHOICES = {
 }
 
 
+def _held_hours(value: Any, where: str) -> float | str:
+    """``held_hours_per_month``: a number of hours, or ``run`` (rented only while the run lasts)."""
+    if isinstance(value, str) and value.strip().lower() == "run":
+        return "run"
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return float(value)
+    except (TypeError, ValueError):
+        raise GpuwiseError(
+            f"{where}held_hours_per_month must be a number of hours (0-730] or run, got {value!r}"
+        ) from None
+
+
 def _coerce(name: str, value: Any, where: str) -> Any:
     kind = _FIELDS[name].type
-    if name == "held_hours_per_month":
-        if isinstance(value, str) and value.strip().lower() == "run":
-            return "run"
-        kind = "float | None"
     try:
         if isinstance(value, bool) and kind in ("int", "float", "float | None"):
             raise ValueError  # YAML `true` is a bool, and bool is an int subclass: not a count
@@ -357,7 +367,7 @@ def _read_key(raw_key: Any, value: Any, values: dict[str, Any], where: str, sour
         close = difflib.get_close_matches(key, list(_FIELDS) + list(_KEY_ALIASES), n=1)
         hint = f": did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(_FIELDS)})"
         raise GpuwiseError(f"{where}unknown workload key {raw_key!r}{hint}")
-    value = _coerce(key, value, where)
+    value = _held_hours(value, where) if key == "held_hours_per_month" else _coerce(key, value, where)
     if key in _CHOICES and isinstance(value, str):
         value = value.lower()
         if key == "precision" and value.endswith("-dq"):
