@@ -56,7 +56,8 @@ def cost(
     cooling_overhead: Annotated[
         float | None,
         typer.Option(
-            "--cooling-overhead", help="Facility overhead on GPU power in % (default 40, i.e. PUE 1.4)."
+            "--cooling-overhead",
+            help="Facility overhead on the node's power in %: (PUE - 1) x 100 (default 56, PUE 1.56).",
         ),
     ] = None,
     usd_per_kwh: Annotated[
@@ -75,10 +76,9 @@ def cost(
 ) -> None:
     """Time and $ of a training run, $ per 1M tokens served, energy, and buy vs rent vs API.
 
-    Speed comes from the performance model (`gpuwise.perf`); prices from the GPU catalog unless
-    you give one. `--utilization` is the share of paid GPU time spent working. Buying is priced
-    from the workload's purchase_usd_per_gpu, amortization_months, ops_usd_per_month, pue and
-    usd_per_kwh (set them with --set; defaults in docs/cost.md).
+    A serving demand is priced as `plan` sizes it. `--utilization` is the busy share (power, run
+    length); GPUs are paid for the hours they are held (held_hours_per_month, default the month).
+    Buying: purchase_usd_per_gpu, amortization_months, ops_usd_per_month, pue (docs/cost.md).
     """
     from gpuwise.report import cost_view, tco_view
 
