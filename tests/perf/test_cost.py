@@ -8,6 +8,7 @@ from gpuwise.catalog import get_gpu, list_gpus
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf import predict
 from gpuwise.perf.cost import break_even, compare_gpus, energy, estimate_cost, gpu_price
+from gpuwise.perf.tco import tco_for
 from gpuwise.workload import workload_from_mapping
 
 
@@ -52,15 +53,20 @@ def test_serving_cost_per_million_tokens_and_utilization():
     assert s.monthly_cost_usd == pytest.approx(3.0 * 730)
 
 
-def test_energy_is_tdp_times_utilization_plus_cooling():
-    e = energy(get_gpu("h100-sxm"), 2, 50.0, 30.0, usd_per_kwh=0.2)
-    assert e.gpu_power_w == pytest.approx(700 * 0.5 * 2)
-    assert e.facility_power_w == pytest.approx(700 * 0.5 * 2 * 1.3)
-    assert e.energy_usd_per_hour == pytest.approx(0.91 * 0.2)
-    with pytest.raises(GpuwiseError, match="cooling overhead"):
-        energy(get_gpu("h100-sxm"), 1, 100, -5)
+def test_energy_counts_the_node_busy_idle_and_host_with_one_pue():
+    e = energy(get_gpu("h100-sxm"), 2, 50.0, 1.3, usd_per_kwh=0.2, held_hours_per_month=100)
+    gpus = 700 * 2 * (0.5 + 0.5 * 0.15)  # busy at TDP half the time, idle draw (15 % of TDP) otherwise
+    host = 700 * 2 * 0.82  # DGX H100: (10.2 kW - 8 x 700 W) / (8 x 700 W)
+    assert e.gpu_power_w == pytest.approx(gpus) and e.host_power_w == pytest.approx(host)
+    assert e.facility_power_w == pytest.approx((gpus + host) * 1.3)
+    assert e.energy_usd_per_hour == pytest.approx((gpus + host) * 1.3 / 1000 * 0.2)
+    assert e.kwh_per_month == pytest.approx((gpus + host) * 1.3 / 1000 * 100)
+    with pytest.raises(GpuwiseError, match="PUE must be between"):
+        energy(get_gpu("h100-sxm"), 1, 100, 0.5)
     default = estimate_cost(W(model="llama-3-8b", gpu="h100-sxm"), usd_per_gpu_hour=1).energy
-    assert default.cooling_overhead_pct == 40.0  # stated default (PUE 1.4), see perf/data/cost.toml
+    assert default.pue == 1.56 and default.cooling_overhead_pct == pytest.approx(56.0)  # one PUE, cost.toml
+    tco = tco_for(W(model="llama-3-8b", gpu="h100-sxm"))
+    assert tco.inputs.pue == default.pue  # the same PUE in buy vs rent
 
 
 def test_break_even_volume():

@@ -17,6 +17,7 @@ from gpuwise.perf.tco import (
     tco_for,
     tco_inputs,
 )
+from gpuwise.serving.economics import serving_tco
 from gpuwise.workload import workload_from_mapping
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "buy-vs-rent-8xh100.yaml"
@@ -46,21 +47,24 @@ def test_owning_is_amortization_plus_power_plus_ops_by_hand():
     assert own is not None
     assert own.capex_usd == 8 * 36_000
     assert own.amortization_usd == pytest.approx(8 * 36_000 / 24)
-    # 8 x 700 W x 50 % x PUE 1.5 = 4.2 kW, x 730 h x $0.10
-    assert own.power_usd == pytest.approx(4.2 * 730 * 0.10)
-    assert own.monthly_usd == pytest.approx(12_000 + 306.6 + 2_000)
+    # the node: 8 GPUs x 700 W busy 50 %, idle draw 15 % of TDP otherwise, host 0.82 x TDP; x PUE 1.5
+    node_kw = 8 * 700 * ((0.5 + 0.5 * 0.15) + 0.82) / 1000 * 1.5
+    assert own.power_usd == pytest.approx(node_kw * 730 * 0.10)
+    assert own.monthly_usd == pytest.approx(12_000 + node_kw * 73 + 2_000)
 
 
-def test_break_even_utilization_is_where_owning_equals_on_demand():
+def test_break_even_held_hours_is_where_owning_equals_on_demand():
     gpu = get_gpu("h100-sxm")
     od = price("h100-sxm", "on_demand")
     assert od is not None
     at = break_even_utilization(tco_inputs(gpu, W()), own_cost(tco_inputs(gpu, W())), od.usd)  # type: ignore[arg-type]
-    assert at is not None and 20 < at < 90
-    t = compute_tco(gpu, W(utilization_pct=at))
+    assert at is not None and 20 < at < 90  # % of the month held
+    hours = at / 100 * 730
+    t = tco_for(W(held_hours_per_month=hours))
     own, rent = t.option("own"), t.option("on_demand")
     assert own and rent and own.monthly_usd == pytest.approx(rent.monthly_usd, rel=1e-9)
-    below = compute_tco(gpu, W(utilization_pct=at - 10))
+    assert t.break_even_held_hours_per_month == pytest.approx(hours)
+    below = tco_for(W(held_hours_per_month=hours - 70))
     assert below.cheapest is not None and below.cheapest.kind != "own"
 
 
@@ -73,21 +77,26 @@ def test_break_even_months_pays_back_the_purchase():
     assert break_even_months(t.own, t.own.power_usd) is None  # renting cheaper than running: never
 
 
-def test_rent_on_demand_scales_with_utilization_reserved_does_not():
+def test_rent_follows_held_hours_not_the_busy_share_reserved_follows_neither():
     gpu = get_gpu("a100-80gb-sxm")  # has on-demand and a 1-year reservation
-    half, full = (
+    busy_half, busy_full = (
         compute_tco(gpu, W(gpu="a100-80gb-sxm", utilization_pct=50)),
         compute_tco(gpu, W(gpu="a100-80gb-sxm", utilization_pct=100)),
     )
-    assert half.option("on_demand").monthly_usd * 2 == pytest.approx(full.option("on_demand").monthly_usd)  # type: ignore[union-attr,operator]
-    assert half.option("reserved_1y").monthly_usd == pytest.approx(full.option("reserved_1y").monthly_usd)  # type: ignore[union-attr]
+    for kind in ("on_demand", "reserved_1y"):  # a held GPU is paid every hour, busy or not
+        assert busy_half.option(kind).monthly_usd == busy_full.option(kind).monthly_usd  # type: ignore[union-attr]
+    held_half = tco_for(W(gpu="a100-80gb-sxm", held_hours_per_month=365))
+    od_half, od_full = held_half.option("on_demand"), busy_full.option("on_demand")
+    assert od_half and od_full and od_half.monthly_usd * 2 == pytest.approx(od_full.monthly_usd)  # type: ignore[operator]
+    res_half, res_full = held_half.option("reserved_1y"), busy_full.option("reserved_1y")
+    assert res_half and res_full and res_half.monthly_usd == pytest.approx(res_full.monthly_usd)
 
 
 def test_api_only_for_llm_serving():
     training = tco_for(W())
     assert training.option("api").monthly_usd is None  # type: ignore[union-attr]
     assert "n/a" in training.option("api").detail  # type: ignore[union-attr]
-    serving = tco_for(
+    serving = serving_tco(
         workload_from_mapping(
             {
                 "model": "llama-3-70b",
@@ -102,6 +111,8 @@ def test_api_only_for_llm_serving():
     api = serving.option("api")
     assert api is not None and api.monthly_usd is not None and api.monthly_usd > 0
     assert "70B" in api.detail and "Together" in api.detail
+    images = tco_for(workload_from_mapping({"model": "sdxl", "task": "cv-inference"})).option("api")
+    assert images is not None and "n/a" in images.detail
     assert comparable_api(8.0).model != comparable_api(70.0).model != comparable_api(405.0).model
 
 
@@ -135,12 +146,12 @@ def test_startup_question_buy_8xh100_or_rent_on_20k_a_month(cli):
     assert tco["inputs"]["monthly_budget_usd"] == 20_000 and tco["inputs"]["num_gpus"] == 8
     options = {o["kind"]: o for o in tco["options"]}
     own, od = options["own"], options["on_demand"]
-    # DGX H100 $270k / 36 months + power + colocation < Lambda $2.99/GPU-h x 8 x 730 h x 70 %
-    assert own["monthly_usd"] == pytest.approx(9_097, rel=0.01)
-    assert od["monthly_usd"] == pytest.approx(2.99 * 8 * 730 * 0.70, rel=1e-6)
+    # DGX H100 $270k / 36 months + node power + colocation < Lambda $2.99/GPU-h x 8 x 730 h held
+    assert own["monthly_usd"] == pytest.approx(9_797, rel=0.01)
+    assert od["monthly_usd"] == pytest.approx(2.99 * 8 * 730, rel=1e-6)  # held all month, 70 % busy or not
     assert tco["cheapest"] == "own" and own["within_budget"] and od["within_budget"]
-    assert 45 < tco["break_even_utilization_pct"] < 60
-    assert 20 < tco["break_even_months"] < 36  # pays back within the amortization period
+    assert 45 < tco["break_even_utilization_pct"] < 60  # % of the month held
+    assert 12 < tco["break_even_months"] < 36  # pays back within the amortization period
     assert "$270,000 up front" in tco["verdict"] and "$20,000/month budget" in tco["verdict"]
     assert options["api"]["monthly_usd"] is None
     term = cli("cost", str(EXAMPLE), "--budget", "8000")
@@ -160,11 +171,11 @@ def test_plan_scaling_section_answers_buy_vs_rent():
     text = markdown(make_plan(load_workload(EXAMPLE)))
     scaling = text[text.index("5. Scaling") : text.index("6. Tools")]
     assert "Buy vs rent vs API" in scaling and "buying is cheapest" in scaling
-    assert "break-even utilization" in scaling
+    assert "held h/month" in scaling
 
 
-def test_low_utilization_makes_renting_win_and_says_payback_outlives_the_gpus():
-    t = tco_for(W(utilization_pct=40, monthly_budget_usd=20_000))
+def test_few_held_hours_make_renting_win_and_say_payback_outlives_the_gpus():
+    t = tco_for(W(held_hours_per_month=200, monthly_budget_usd=20_000))
     assert t.cheapest is not None and t.cheapest.kind in ("on_demand", "spot")
     assert t.break_even_months is not None and t.break_even_months > 36
     assert "later than its 36-month life" in t.verdict
@@ -174,5 +185,5 @@ def test_your_hourly_rate_replaces_the_catalog_on_demand_rate(cli):
     res = cli("cost", str(EXAMPLE), "--usd-per-hour", "2.0", "--json")
     assert res.exit_code == 0, res.stderr
     od = next(o for o in res.json()["tco"]["options"] if o["kind"] == "on_demand")
-    assert od["monthly_usd"] == pytest.approx(2.0 * 8 * 730 * 0.70) and od["source"] == "--usd-per-hour"
+    assert od["monthly_usd"] == pytest.approx(2.0 * 8 * 730) and od["source"] == "--usd-per-hour"
     assert tco_for(W(usd_per_gpu_hour=1.0)).option("on_demand").monthly_usd == pytest.approx(8 * 730)  # type: ignore[union-attr]

@@ -12,8 +12,8 @@ from gpuwise.perf.inference import StepModel, max_concurrency
 from gpuwise.perf.kv_capacity import kv_capacity
 from gpuwise.perf.numerics import resolve
 from gpuwise.serving.demand import draw_requests, request_rate
+from gpuwise.serving.economics import token_prices
 from gpuwise.serving.goodput import effective_slo, meets, search_goodput
-from gpuwise.serving.pricing import token_prices
 from gpuwise.serving.simulator import Replica, simulate
 from gpuwise.workload import load_workload, workload_from_mapping
 

@@ -12,7 +12,7 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from gpuwise.catalog import GPU, get_gpu, list_gpus
 from gpuwise.errors import GpuwiseError
@@ -31,6 +31,8 @@ __all__ = [
     "CostEstimate",
     "Energy",
     "GpuCostRow",
+    "HeldBasis",
+    "HeldHours",
     "Price",
     "ServingCost",
     "TrainingCost",
@@ -38,9 +40,11 @@ __all__ = [
     "compare_gpus",
     "cost_constants",
     "default_cooling_overhead_pct",
+    "default_pue",
     "energy",
     "estimate_cost",
     "gpu_price",
+    "held_hours",
     "hours_per_month",
     "missing_price_error",
 ]
@@ -56,9 +60,14 @@ def cost_constants() -> dict[str, Any]:
     return tomllib.loads(text)
 
 
+def default_pue() -> float:
+    """Power usage effectiveness (facility power / IT power) every energy figure uses (cost.toml [energy])."""
+    return float(cost_constants()["energy"]["pue"])
+
+
 def default_cooling_overhead_pct() -> float:
-    """Cooling and power-delivery overhead added to the GPUs' draw, in % (cost.toml [energy])."""
-    return float(cost_constants()["energy"]["cooling_overhead_pct"])
+    """The default facility overhead on IT power, in %: (PUE - 1) x 100 (cost.toml [energy] pue)."""
+    return (default_pue() - 1.0) * 100.0
 
 
 def hours_per_month() -> float:
@@ -101,18 +110,61 @@ def missing_price_error(gpu: GPU) -> GpuwiseError:
     )
 
 
+HeldBasis = Literal["month", "given", "run"]
+
+
+@dataclass(frozen=True)
+class HeldHours:
+    """Hours a month the GPUs are held (rented, reserved or powered): what rental, reservation and ownership
+    are priced on, whatever share of those hours the GPUs are busy."""
+
+    hours_per_month: float
+    basis: HeldBasis  # month: every hour (default) | given: held_hours_per_month | run: the run's duration
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form of the held hours."""
+        return asdict(self)
+
+
+def held_hours(workload: Workload, run_time_s: float | None = None) -> HeldHours:
+    """The workload's held hours a month: the whole month unless ``held_hours_per_month`` says otherwise
+    (a number of hours, or ``run``: rented only while the run lasts, ``run_time_s``)."""
+    month = hours_per_month()
+    value = workload.held_hours_per_month
+    if value is None:
+        return HeldHours(month, "month", f"held every hour of the month ({month:g} h)")
+    if value == "run":
+        if run_time_s is None or run_time_s <= 0:
+            raise GpuwiseError(
+                "held_hours_per_month: run prices the GPUs for the run's duration, which needs train_tokens "
+                "(training); otherwise give the hours: held_hours_per_month: 200"
+            )
+        run_h = run_time_s / 3600
+        longer = " (longer than a month: every hour of it)" if run_h > month else ""
+        return HeldHours(min(run_h, month), "run", f"rented only while the run lasts: {run_h:,.1f} h{longer}")
+    return HeldHours(float(value), "given", f"held {float(value):g} h a month (held_hours_per_month)")
+
+
 @dataclass(frozen=True)
 class Energy:
-    """Power drawn while the job runs: TDP × utilization × GPUs, plus the facility overhead."""
+    """Power of the node while it is held: the GPUs (busy at TDP for the busy share, idle draw otherwise)
+    plus the host, times one PUE; per hour and per month of held hours."""
 
     tdp_w: float | None
-    utilization_pct: float
-    gpu_power_w: float  # all GPUs
-    cooling_overhead_pct: float
-    facility_power_w: float
+    utilization_pct: float  # busy share of the held hours
+    gpu_power_w: float  # all GPUs, averaged over the held hours
+    host_power_w: float  # CPUs, memory, NICs, switches, fans: a fraction of GPU TDP (cost.toml)
+    it_power_w: float  # GPUs + host
+    pue: float
+    cooling_overhead_pct: float  # (pue - 1) x 100
+    facility_power_w: float  # it_power_w x pue
     kwh_per_hour: float
     usd_per_kwh: float
-    energy_usd_per_hour: float  # informational: cloud hourly prices already include power
+    energy_usd_per_hour: float  # informational for rented GPUs: cloud hourly prices already include power
+    held_hours_per_month: float
+    kwh_per_month: float
+    energy_usd_per_month: float
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form of the energy figures."""
@@ -123,26 +175,41 @@ def energy(
     gpu: GPU,
     num_gpus: int,
     utilization_pct: float,
-    cooling_overhead_pct: float,
+    pue: float | None = None,
     usd_per_kwh: float | None = None,
+    held_hours_per_month: float | None = None,
 ) -> Energy:
-    """Power and energy cost of ``num_gpus`` GPUs at ``utilization_pct`` of their TDP plus
-    ``cooling_overhead_pct``: watts, kWh per hour and $/hour (``usd_per_kwh`` or cost.toml's price)."""
-    if not 0 <= cooling_overhead_pct <= 200:
-        raise GpuwiseError(f"cooling overhead must be between 0 and 200 %, got {cooling_overhead_pct}")
-    price = float(cost_constants()["energy"]["usd_per_kwh"]) if usd_per_kwh is None else usd_per_kwh
-    tdp = gpu.tdp_w
-    gpu_w = (tdp or 0.0) * utilization_pct / 100 * num_gpus
-    facility_w = gpu_w * (1 + cooling_overhead_pct / 100)
+    """Power and energy of a node of ``num_gpus`` GPUs held ``held_hours_per_month`` (default: the month),
+    busy ``utilization_pct`` of them: busy GPUs at TDP, idle ones at the idle fraction, the host at its
+    fraction of GPU TDP, all x PUE (cost.toml [energy], each with its source)."""
+    pue = default_pue() if pue is None else pue
+    if not 1.0 <= pue <= 3.0:
+        raise GpuwiseError(f"PUE must be between 1.0 and 3.0 (cooling overhead 0-200 %), got {pue:g}")
+    const = cost_constants()["energy"]
+    price = float(const["usd_per_kwh"]) if usd_per_kwh is None else usd_per_kwh
+    hours = hours_per_month() if held_hours_per_month is None else held_hours_per_month
+    tdp = gpu.tdp_w or 0.0
+    busy = utilization_pct / 100
+    idle_fraction = float(const["gpu_idle_power_fraction_of_tdp"])
+    gpu_w = tdp * num_gpus * (busy + (1 - busy) * idle_fraction)
+    host_w = tdp * num_gpus * float(const["host_power_fraction_of_gpu_tdp"])
+    facility_w = (gpu_w + host_w) * pue
+    kwh_h = facility_w / 1000
     return Energy(
-        tdp,
+        gpu.tdp_w,
         utilization_pct,
         gpu_w,
-        cooling_overhead_pct,
+        host_w,
+        gpu_w + host_w,
+        pue,
+        (pue - 1) * 100,
         facility_w,
-        facility_w / 1000,
+        kwh_h,
         price,
-        facility_w / 1000 * price,
+        kwh_h * price,
+        hours,
+        kwh_h * hours,
+        kwh_h * hours * price,
     )
 
 
@@ -165,19 +232,34 @@ class TrainingCost:
         return asdict(self)
 
 
+ServingBasis = Literal["demand", "concurrency", "batch-1"]
+
+
 @dataclass(frozen=True)
 class ServingCost:
-    """What serving costs: token rates, $ per million output (and total) tokens at the stated utilization,
-    the month's reserved cost and token capacity."""
+    """What serving costs a month and per token. ``basis`` says what was priced: ``demand`` (the
+    deployment ``plan`` sizes for ``serving.rate``: its replicas, GPUs and tokens), ``concurrency`` (one
+    deployment of the workload's GPUs at its concurrency, flat out for the busy share of the held hours)
+    or ``batch-1`` (the same at one request at a time)."""
 
-    output_tokens_per_s: float
+    output_tokens_per_s: float  # of the priced deployment (at demand: the demand's)
     total_tokens_per_s: float  # prompt + output
-    utilization_pct: float  # share of the paid hours spent serving at that rate
-    usd_per_million_output_tokens: float
-    usd_per_million_tokens: float  # prompt + output, comparable to blended API prices
-    monthly_cost_usd: float  # reserved GPUs, every hour of the month
-    monthly_token_capacity: float  # prompt + output tokens a month at the stated utilization
+    utilization_pct: float  # busy share of the held hours (not used at demand: the demand sets the work)
+    usd_per_million_output_tokens: float  # the whole bill / output tokens
+    usd_per_million_tokens: float  # the whole bill / (prompt + output) tokens: blended, as plan shows it
+    monthly_cost_usd: float  # the deployment's GPUs x $/GPU-hour x held hours
+    monthly_token_capacity: float  # prompt + output tokens served a month (at demand: the demand's)
     energy_kwh_per_month: float
+    basis: ServingBasis = "concurrency"
+    basis_label: str = ""
+    replicas: int = 1
+    total_gpus: int = 1
+    rate_rps: float | None = None  # the demand (None without one)
+    held_hours_per_month: float = 730.0
+    input_tokens_per_month: float = 0.0
+    output_tokens_per_month: float = 0.0
+    token_prices: dict[str, Any] | None = None  # serving.economics.TokenPrices: $/1M input, output, blended
+    capacity_tokens_per_month: float | None = None  # the priced GPUs flat out (at demand: SLO goodput)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form of the serving cost."""
@@ -264,6 +346,23 @@ class CostEstimate:
         }
 
 
+def _pue(workload: Workload, cooling_overhead_pct: float | None) -> float:
+    """The one PUE: ``--cooling-overhead`` (= (PUE - 1) x 100), else the workload's ``pue``, else
+    cost.toml's."""
+    if cooling_overhead_pct is not None:
+        if not 0 <= cooling_overhead_pct <= 200:
+            raise GpuwiseError(f"cooling overhead must be between 0 and 200 %, got {cooling_overhead_pct}")
+        return 1 + cooling_overhead_pct / 100
+    return workload.pue if workload.pue is not None else default_pue()
+
+
+def run_time_s(workload: Workload, perf: PerfPrediction, utilization_pct: float) -> float | None:
+    """Wall time of a training run (train_tokens x epochs at the predicted speed x busy share), or None."""
+    if not workload.is_training or workload.train_tokens is None or perf.tokens_per_s <= 0:
+        return None
+    return workload.train_tokens * workload.epochs / (perf.tokens_per_s * utilization_pct / 100)
+
+
 def estimate_cost(
     workload: Workload,
     gpu: GPU | None = None,
@@ -274,11 +373,14 @@ def estimate_cost(
     utilization_pct: float | None = None,
     usd_per_kwh: float | None = None,
     perf: PerfPrediction | None = None,
+    serving: ServingCost | None = None,
 ) -> CostEstimate:
     """Cost of ``workload`` on ``gpu`` (default: the workload's). Raises if no price is known.
 
-    ``utilization_pct`` (default: the workload's, else 100) is the share of paid GPU time spent
-    working at the predicted speed; it scales serving cost per token and the power drawn.
+    ``utilization_pct`` (default: the workload's, else 100) is the busy share of the held hours: it
+    stretches a training run and sets the tokens a serving deployment without a demand produces, and the
+    energy; it never scales what a held GPU is paid. ``serving`` is the LLM serving cost from
+    ``gpuwise.serving.economics`` (the deployment at the demand, as ``plan`` prices it).
     """
     gpu = gpu or get_gpu(workload.gpu)
     price = gpu_price(gpu, workload, usd_per_gpu_hour)
@@ -286,35 +388,43 @@ def estimate_cost(
         raise missing_price_error(gpu)
     if price.usd_per_gpu_hour < 0:
         raise GpuwiseError(f"$/GPU-hour must not be negative, got {price.usd_per_gpu_hour}")
-    util = utilization_pct if utilization_pct is not None else (workload.utilization_pct or 100.0)
+    util = utilization_pct if utilization_pct is not None else workload.utilization_pct
+    util = 100.0 if util is None else util
     if not 0 < util <= 100:
         raise GpuwiseError(f"utilization must be above 0 and at most 100 %, got {util}")
-    cooling = default_cooling_overhead_pct() if cooling_overhead_pct is None else cooling_overhead_pct
     perf = perf or predict(workload, gpu)
-    n = workload.num_gpus
+    held = held_hours(workload, run_time_s(workload, perf, util))
+    n = serving.total_gpus if serving is not None else workload.num_gpus
     hourly = price.usd_per_gpu_hour * n
-    power = energy(gpu, n, util, cooling, usd_per_kwh)
-    notes: list[str] = []
+    power = energy(gpu, n, util, _pue(workload, cooling_overhead_pct), usd_per_kwh, held.hours_per_month)
+    notes: list[str] = [f"GPUs {held.detail}"]
     if gpu.tdp_w is None:
         notes.append(f"{gpu.id} has no TDP in the catalog: energy is not estimated")
     if price.origin == "catalog":
         notes.append(f"price: ${price.usd_per_gpu_hour:.2f}/GPU-hour, {price.source}")
-    training = serving = be = None
+    training = be = None
     if workload.is_training:
         training = _training_cost(workload, perf, hourly, power, util)
         if api_usd_per_mtok is not None:
             notes.append("the API break-even applies to serving workloads; ignored for training")
     else:
-        serving = _serving_cost(perf, hourly, power, util)
+        if serving is not None:
+            serving = replace(serving, energy_kwh_per_month=power.kwh_per_month)
+        else:
+            serving = _serving_cost(perf, hourly, power, util)
         if api_usd_per_mtok is not None:
-            be = break_even(
-                serving.monthly_cost_usd,
-                serving.total_tokens_per_s * 3600 * hours_per_month(),
-                api_usd_per_mtok,
-            )
+            be = break_even(serving.monthly_cost_usd, _capacity_tokens(serving, perf), api_usd_per_mtok)
     if not perf.fits:
         notes.append("the workload does not fit this GPU as configured: figures assume it did")
     return CostEstimate(gpu.id, gpu.name, n, price, hourly, power, perf, training, serving, be, notes)
+
+
+def _capacity_tokens(serving: ServingCost, perf: PerfPrediction) -> float:
+    """Tokens a month the priced GPUs could serve flat out, for the API break-even."""
+    if serving.capacity_tokens_per_month is not None:
+        return serving.capacity_tokens_per_month
+    per_replica_s = perf.inference.total_tokens_per_s if perf.inference else perf.tokens_per_s
+    return per_replica_s * serving.replicas * 3600 * serving.held_hours_per_month
 
 
 def _training_cost(
@@ -341,21 +451,25 @@ def _training_cost(
 
 
 def _serving_cost(perf: PerfPrediction, hourly: float, power: Energy, util: float) -> ServingCost:
+    """Serving cost from the prediction alone (non-LLM inference: images; LLM serving is priced by
+    ``gpuwise.serving.economics``)."""
     inf = perf.inference
     output_s = perf.tokens_per_s
     total_s = inf.total_tokens_per_s if inf else perf.tokens_per_s
     served_hour_out = output_s * 3600 * util / 100
     served_hour_total = total_s * 3600 * util / 100
-    monthly = hourly * hours_per_month()
+    held = power.held_hours_per_month
     return ServingCost(
         output_tokens_per_s=output_s,
         total_tokens_per_s=total_s,
         utilization_pct=util,
         usd_per_million_output_tokens=hourly / served_hour_out * MILLION,
         usd_per_million_tokens=hourly / served_hour_total * MILLION,
-        monthly_cost_usd=monthly,
-        monthly_token_capacity=served_hour_total * hours_per_month(),
-        energy_kwh_per_month=power.kwh_per_hour * hours_per_month(),
+        monthly_cost_usd=hourly * held,
+        monthly_token_capacity=served_hour_total * held,
+        energy_kwh_per_month=power.kwh_per_month,
+        basis="concurrency" if inf is None or inf.batch > 1 else "batch-1",
+        held_hours_per_month=held,
     )
 
 

@@ -2,10 +2,12 @@
 (on-demand, spot, reserved) or calling a hosted model, with the break-even points.
 
 Owning is mostly fixed: the purchase written off over the amortization period, colocation, and
-power that follows utilization (GPU TDP x utilization x PUE x $/kWh). On-demand and spot rentals
-are paid only for the hours the GPUs work; a reservation is paid every hour. That asymmetry is
-the whole decision: buying wins above a break-even utilization, after a break-even number of
-months. An API is priced per token, so it only applies to LLM serving work.
+the node's power over the hours it is held (``gpuwise.perf.cost.energy``: GPUs busy at TDP for the
+busy share, idle draw otherwise, the host, one PUE). On-demand and spot rentals are paid for every
+hour the GPUs are held, busy or not (``held_hours_per_month``, default the whole month); a
+reservation is paid every hour of its term. Buying wins above a break-even number of held hours a
+month, after a break-even number of months. An API is priced per token for the same tokens a month
+the deployment serves (``gpuwise.serving.economics``), so it only applies to LLM serving work.
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from typing import Any, Literal, cast
 from gpuwise.catalog import GPU, get_gpu, get_model
 from gpuwise.catalog.prices import HOURLY_KINDS, GpuPrice, price
 from gpuwise.errors import GpuwiseError
-from gpuwise.perf.cost import cost_constants, hours_per_month
+from gpuwise.perf.cost import (
+    HeldHours,
+    cost_constants,
+    default_pue,
+    energy,
+    held_hours,
+    hours_per_month,
+    run_time_s,
+)
 from gpuwise.perf.predict import predict
 from gpuwise.perf.prediction import PerfPrediction
 from gpuwise.workload import Workload
@@ -32,6 +42,7 @@ __all__ = [
     "Tco",
     "TcoInputs",
     "TcoOption",
+    "break_even_held_hours",
     "break_even_months",
     "break_even_utilization",
     "comparable_api",
@@ -90,7 +101,7 @@ class TcoInputs:
 
     gpu: str
     num_gpus: int
-    utilization_pct: float  # share of the month the GPUs do this work
+    utilization_pct: float  # busy share of the held hours: energy only, never the rent
     purchase_usd_per_gpu: float | None
     purchase_source: str
     amortization_months: float
@@ -101,6 +112,8 @@ class TcoInputs:
     ops_source: str
     monthly_budget_usd: float | None
     hours_per_month: float
+    held_hours_per_month: float = 730.0  # what rental and ownership are priced on
+    held_detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form of the inputs."""
@@ -113,7 +126,7 @@ class OwnCost:
 
     capex_usd: float
     amortization_usd: float  # per month
-    power_usd: float  # per month at the stated utilization
+    power_usd: float  # per month: the node over the held hours at the busy share
     ops_usd: float  # per month
 
     @property
@@ -149,10 +162,12 @@ class Tco:
     inputs: TcoInputs
     own: OwnCost | None
     options: tuple[TcoOption, ...]  # own first, then rentals, then the API
-    break_even_utilization_pct: float | None  # owning beats on-demand above it (None: never)
+    break_even_utilization_pct: float | None  # share of the month held above which owning wins (None: never)
     break_even_months: float | None  # months for the purchase to pay back vs on-demand (None: never)
     verdict: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    break_even_held_hours_per_month: float | None = None  # the same break-even in held hours
+    api_tokens_per_month: tuple[float, float] | None = None  # (prompt, output) the API row is priced on
 
     def option(self, kind: OptionKind) -> TcoOption | None:
         """The option of ``kind``, if the comparison has one."""
@@ -166,12 +181,16 @@ class Tco:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``gpuwise tco --json`` document body."""
+        api = self.api_tokens_per_month
         return {
             "inputs": self.inputs.to_dict(),
             "own": self.own.to_dict() if self.own else None,
             "options": [o.to_dict() for o in self.options],
             "cheapest": self.cheapest.kind if self.cheapest else None,
             "break_even_utilization_pct": self.break_even_utilization_pct,
+            "break_even_held_hours_per_month": self.break_even_held_hours_per_month,
+            "api_input_tokens_per_month": api[0] if api else None,
+            "api_output_tokens_per_month": api[1] if api else None,
             "break_even_months": self.break_even_months,
             "verdict": self.verdict,
             "notes": list(self.notes),
@@ -197,7 +216,9 @@ def _purchase(gpu: GPU, w: Workload) -> tuple[float | None, str]:
     return None, "no purchase price in the catalog: set purchase_usd_per_gpu"
 
 
-def tco_inputs(gpu: GPU, w: Workload, num_gpus: int | None = None) -> TcoInputs:
+def tco_inputs(
+    gpu: GPU, w: Workload, num_gpus: int | None = None, held: HeldHours | None = None
+) -> TcoInputs:
     """The inputs, each from the workload when given, else the catalog or cost.toml default."""
     for name in ("purchase_usd_per_gpu", "ops_usd_per_month", "usd_per_kwh", "monthly_budget_usd"):
         _non_negative(name, getattr(w, name))
@@ -207,7 +228,8 @@ def tco_inputs(gpu: GPU, w: Workload, num_gpus: int | None = None) -> TcoInputs:
         raise GpuwiseError(f"pue must be between 1.0 and 3.0, got {w.pue}")
     defaults = cost_constants()["tco"]
     n = num_gpus or w.num_gpus
-    util = w.utilization_pct if w.utilization_pct else 100.0
+    util = 100.0 if w.utilization_pct is None else w.utilization_pct
+    held = held or held_hours(w)
     purchase, purchase_source = _purchase(gpu, w)
     if w.ops_usd_per_month is not None:
         ops, ops_source = w.ops_usd_per_month, "ops_usd_per_month in the workload"
@@ -225,7 +247,7 @@ def tco_inputs(gpu: GPU, w: Workload, num_gpus: int | None = None) -> TcoInputs:
         purchase_source=purchase_source,
         amortization_months=w.amortization_months or float(defaults["amortization_months"]),
         tdp_w=gpu.tdp_w,
-        pue=w.pue or float(defaults["pue"]),
+        pue=w.pue if w.pue is not None else default_pue(),
         usd_per_kwh=w.usd_per_kwh
         if w.usd_per_kwh is not None
         else float(cost_constants()["energy"]["usd_per_kwh"]),
@@ -233,20 +255,22 @@ def tco_inputs(gpu: GPU, w: Workload, num_gpus: int | None = None) -> TcoInputs:
         ops_source=ops_source,
         monthly_budget_usd=w.monthly_budget_usd,
         hours_per_month=hours_per_month(),
+        held_hours_per_month=held.hours_per_month,
+        held_detail=held.detail,
     )
 
 
-def _power_at_full(i: TcoInputs) -> float:
-    """$ per month of facility power with every GPU at TDP all month."""
-    return i.num_gpus * (i.tdp_w or 0.0) / 1000 * i.pue * i.hours_per_month * i.usd_per_kwh
+def _power_per_held_hour(gpu: GPU, i: TcoInputs) -> float:
+    """$ per held hour of the node's facility power at the busy share (``gpuwise.perf.cost.energy``)."""
+    return energy(gpu, i.num_gpus, i.utilization_pct, i.pue, i.usd_per_kwh).energy_usd_per_hour
 
 
-def own_cost(i: TcoInputs) -> OwnCost | None:
+def own_cost(i: TcoInputs, gpu: GPU | None = None) -> OwnCost | None:
     """$ per month of owning the GPUs (None when no purchase price is known)."""
     if i.purchase_usd_per_gpu is None:
         return None
     capex = i.purchase_usd_per_gpu * i.num_gpus
-    power = _power_at_full(i) * i.utilization_pct / 100
+    power = _power_per_held_hour(gpu or get_gpu(i.gpu), i) * i.held_hours_per_month
     return OwnCost(capex, capex / i.amortization_months, power, i.ops_usd_per_month)
 
 
@@ -257,15 +281,17 @@ def _budget(i: TcoInputs, monthly: float | None) -> bool | None:
 
 
 def _rental(i: TcoInputs, p: GpuPrice) -> TcoOption:
-    gpu_hours = i.num_gpus * i.hours_per_month
     if p.kind in _COMMITTED:
-        monthly = p.usd * gpu_hours
-        how = f"${p.usd:.2f}/GPU-h x {i.num_gpus} GPUs x {i.hours_per_month:.0f} h (paid busy or idle)"
-    else:
-        monthly = p.usd * gpu_hours * i.utilization_pct / 100
+        monthly = p.usd * i.num_gpus * i.hours_per_month
         how = (
-            f"${p.usd:.2f}/GPU-h x {i.num_gpus} GPUs x {i.hours_per_month:.0f} h x "
-            f"{i.utilization_pct:g} % busy"
+            f"${p.usd:.2f}/GPU-h x {i.num_gpus} GPUs x {i.hours_per_month:.0f} h "
+            "(a reservation is paid every hour of its term, busy or idle)"
+        )
+    else:
+        monthly = p.usd * i.num_gpus * i.held_hours_per_month
+        how = (
+            f"${p.usd:.2f}/GPU-h x {i.num_gpus} GPUs x {i.held_hours_per_month:,.0f} h held "
+            "(paid busy or idle)"
         )
     kind = cast(OptionKind, p.kind)  # hourly price kinds are a subset of the option kinds
     return TcoOption(
@@ -277,26 +303,32 @@ def _rental(i: TcoInputs, p: GpuPrice) -> TcoOption:
     )
 
 
-def _api(i: TcoInputs, api: ApiPrice, input_tokens_s: float, output_tokens_s: float) -> TcoOption:
-    seconds = i.hours_per_month * 3600 * i.utilization_pct / 100
-    tin, tout = input_tokens_s * seconds, output_tokens_s * seconds
+def _api(i: TcoInputs, api: ApiPrice, tokens: tuple[float, float], basis: str) -> TcoOption:
+    tin, tout = tokens
     monthly = tin / MILLION * api.usd_per_mtok_input + tout / MILLION * api.usd_per_mtok_output
     how = (
-        f"{tin / 1e9:,.1f} B prompt + {tout / 1e9:,.1f} B output tokens/month (this deployment's predicted "
-        f"throughput x {i.utilization_pct:g} %) at ${api.usd_per_mtok_input:.2f} / "
-        f"${api.usd_per_mtok_output:.2f} per 1M ({api.model}, {api.provider})"
+        f"{tin / 1e9:,.1f} B prompt + {tout / 1e9:,.1f} B output tokens/month ({basis}) at "
+        f"${api.usd_per_mtok_input:.2f} / ${api.usd_per_mtok_output:.2f} per 1M ({api.model}, {api.provider})"
     )
     return TcoOption("api", monthly, how, f"{api.source} (as of {api.as_of})", _budget(i, monthly))
 
 
-def break_even_utilization(i: TcoInputs, own: OwnCost, on_demand_usd: float) -> float | None:
-    """Utilization (%) above which owning costs less per month than renting on demand."""
-    rent_full = on_demand_usd * i.num_gpus * i.hours_per_month
-    margin = rent_full - _power_at_full(i)
+def break_even_held_hours(
+    i: TcoInputs, own: OwnCost, on_demand_usd: float, gpu: GPU | None = None
+) -> float | None:
+    """Held hours a month above which owning costs less than renting on demand for those hours."""
+    margin = on_demand_usd * i.num_gpus - _power_per_held_hour(gpu or get_gpu(i.gpu), i)
     if margin <= 0:
         return None
-    pct = 100 * (own.amortization_usd + own.ops_usd) / margin
-    return pct if pct <= 100 else None
+    hours = (own.amortization_usd + own.ops_usd) / margin
+    return hours if hours <= i.hours_per_month else None
+
+
+def break_even_utilization(i: TcoInputs, own: OwnCost, on_demand_usd: float) -> float | None:
+    """The break-even in held hours as a share of the month (%): owning wins when the GPUs are held
+    (rented) more of the month than this. (Before held hours existed this was read as a busy share.)"""
+    hours = break_even_held_hours(i, own, on_demand_usd)
+    return None if hours is None else 100 * hours / i.hours_per_month
 
 
 def break_even_months(own: OwnCost, rent_monthly: float) -> float | None:
@@ -310,21 +342,23 @@ def compute_tco(
     w: Workload,
     *,
     num_gpus: int | None = None,
-    serving_tokens_s: tuple[float, float] | None = None,
+    api_tokens_per_month: tuple[float, float] | None = None,
+    api_basis: str = "",
     params_b: float | None = None,
     usd_per_gpu_hour: float | None = None,
+    held: HeldHours | None = None,
 ) -> Tco:
-    """Own vs rent vs API for ``w`` on ``gpu``; your $/GPU-hour (flag, else the workload's, else a
-    user GPU's) replaces the catalog's on-demand rate.
+    """Own vs rent vs API for ``w`` on ``num_gpus`` of ``gpu``; your $/GPU-hour (flag, else the
+    workload's, else a user GPU's) replaces the catalog's on-demand rate.
 
-    ``serving_tokens_s`` is (prompt, output) tokens/s of the deployment flat out, from the
-    performance model; with it (and ``params_b``), an LLM-serving workload is priced on a hosted
-    API of a comparable size. Without it the API line says why it does not apply.
+    ``api_tokens_per_month`` is (prompt, output) tokens a month the deployment serves
+    (``gpuwise.serving.economics``, described by ``api_basis``); with it and ``params_b`` an LLM
+    serving workload is priced on a hosted API of a comparable size for the same tokens. Without it
+    the API line says why it does not apply.
     """
-    i = tco_inputs(gpu, w, num_gpus)
-    own = own_cost(i)
+    i = tco_inputs(gpu, w, num_gpus, held)
+    own = own_cost(i, gpu)
     options: list[TcoOption] = []
-    notes: list[str] = []
     if own is not None:
         detail = (
             f"${own.capex_usd:,.0f} up front / {i.amortization_months:g} months + power "
@@ -340,24 +374,37 @@ def compute_tco(
         listed = on_demand if kind == "on_demand" else price(gpu.id, kind)
         if listed is not None:
             options.append(_rental(i, listed))
-    if serving_tokens_s is not None and params_b is not None:
-        options.append(_api(i, comparable_api(params_b), *serving_tokens_s))
+    if api_tokens_per_month is not None and params_b is not None:
+        options.append(_api(i, comparable_api(params_b), api_tokens_per_month, api_basis))
     else:
-        why = "training work has no hosted-API equivalent" if w.is_training else "not LLM serving work"
+        why = (
+            "training work has no hosted-API equivalent"
+            if w.is_training
+            else "not LLM serving work, or no tokens a month to price"
+        )
         options.append(TcoOption("api", None, f"n/a: {why}", "", None))
-    be_util = be_months = None
+    be_hours = be_util = be_months = None
     if own is not None and on_demand is not None:
-        be_util = break_even_utilization(i, own, on_demand.usd)
+        be_hours = break_even_held_hours(i, own, on_demand.usd, gpu)
+        be_util = None if be_hours is None else 100 * be_hours / i.hours_per_month
         od = next(o for o in options if o.kind == "on_demand")
         be_months = break_even_months(own, od.monthly_usd or 0.0)
+    notes = _notes(gpu, i)
+    api_tokens = api_tokens_per_month if params_b is not None else None
+    tco = Tco(i, own, tuple(options), be_util, be_months, "", notes, be_hours, api_tokens)
+    return Tco(i, own, tuple(options), be_util, be_months, _verdict(tco), notes, be_hours, api_tokens)
+
+
+def _notes(gpu: GPU, i: TcoInputs) -> tuple[str, ...]:
+    notes = [
+        f"rent and ownership are priced on the hours the GPUs are held: {i.held_detail}; the busy share "
+        f"({i.utilization_pct:g} %) changes the power drawn, not the rent",
+        "owning counts the node's power (GPUs busy at TDP, idle draw, host) x one PUE; network and staff go "
+        "in ops_usd_per_month",
+    ]
     if i.tdp_w is None:
-        notes.append(f"{gpu.id} has no TDP in the catalog: power and colocation are not counted")
-    notes.append(
-        "owning counts the GPUs' power only (TDP x utilization x PUE); host CPUs, network and staff "
-        "go in ops_usd_per_month"
-    )
-    tco = Tco(i, own, tuple(options), be_util, be_months, "", tuple(notes))
-    return Tco(i, own, tuple(options), be_util, be_months, _verdict(tco), tuple(notes))
+        notes.insert(0, f"{gpu.id} has no TDP in the catalog: power and colocation are not counted")
+    return tuple(notes)
 
 
 def _on_demand(gpu: GPU, w: Workload, usd_per_gpu_hour: float | None) -> GpuPrice | None:
@@ -386,8 +433,9 @@ def _verdict(t: Tco) -> str:
         "api": "a hosted API",
     }
     parts = [
-        f"At {i.utilization_pct:g} % utilization on {i.num_gpus}x {i.gpu}, {names[best.kind]} is cheapest: "
-        f"${best.monthly_usd:,.0f}/month"
+        f"On {i.num_gpus}x {i.gpu} held {i.held_hours_per_month:,.0f} h/month "
+        f"({i.utilization_pct:g} % busy), "
+        f"{names[best.kind]} is cheapest: ${best.monthly_usd:,.0f}/month"
     ]
     if t.own is not None and best.kind != "own":
         parts.append(f"buying costs ${t.own.monthly_usd:,.0f}/month")
@@ -395,14 +443,18 @@ def _verdict(t: Tco) -> str:
         od = t.option("on_demand")
         if od is not None and od.monthly_usd is not None:
             parts.append(f"renting on demand costs ${od.monthly_usd:,.0f}/month")
-    if t.break_even_utilization_pct is not None:
-        parts.append(f"buying beats on-demand above {t.break_even_utilization_pct:.0f} % utilization")
+    if t.break_even_held_hours_per_month is not None and t.break_even_utilization_pct is not None:
+        parts.append(
+            "buying beats on-demand when the GPUs are held more than "
+            f"{t.break_even_held_hours_per_month:,.0f} h/month "
+            f"({t.break_even_utilization_pct:.0f} % of the month)"
+        )
     elif t.own is not None and t.option("on_demand") is not None:
-        parts.append("on-demand stays cheaper than buying at any utilization")
+        parts.append("on-demand stays cheaper than buying however many hours the GPUs are held")
     if t.break_even_months is not None:
         late = t.break_even_months > i.amortization_months
         parts.append(
-            f"the purchase pays back after {t.break_even_months:.1f} months at this utilization"
+            f"the purchase pays back after {t.break_even_months:.1f} months of renting these hours"
             + (f", later than its {i.amortization_months:g}-month life" if late else "")
         )
     if i.monthly_budget_usd is not None:
@@ -422,27 +474,30 @@ def tco_for(
     perf: PerfPrediction | None = None,
     num_gpus: int | None = None,
     usd_per_gpu_hour: float | None = None,
+    api_tokens_per_month: tuple[float, float] | None = None,
+    api_basis: str = "",
 ) -> Tco:
     """Own vs rent vs API for a workload as given (``num_gpus`` overrides its GPU count).
 
-    LLM serving work is also priced on a comparable hosted API, from the deployment's predicted
-    throughput (``perf``, or predicted here); more GPUs serve proportionally more (replicas).
+    LLM serving callers pass the tokens a month their deployment serves (``gpuwise.serving.economics``
+    owns that figure); held hours of ``run`` take the training run's predicted duration.
     """
     gpu = get_gpu(w.gpu)
-    serving = params_b = None
-    arch = get_model(w.model) if w.model else None
-    if w.is_inference and not w.is_cv and arch is not None and arch.is_decoder:
+    run_s = None
+    if w.held_hours_per_month == "run":
         perf = perf or predict(w, gpu)
-        if perf.inference is not None:
-            scale = (num_gpus or w.num_gpus) / w.num_gpus
-            output = perf.tokens_per_s * scale
-            serving = (perf.inference.total_tokens_per_s * scale - output, output)
-            params_b = arch.num_params / 1e9
+        util = 100.0 if w.utilization_pct is None else w.utilization_pct
+        run_s = run_time_s(w, perf, util)
+    params_b = None
+    if api_tokens_per_month is not None and w.model:
+        params_b = get_model(w.model).num_params / 1e9
     return compute_tco(
         gpu,
         w,
         num_gpus=num_gpus,
-        serving_tokens_s=serving,
+        api_tokens_per_month=api_tokens_per_month,
+        api_basis=api_basis,
         params_b=params_b,
         usd_per_gpu_hour=usd_per_gpu_hour,
+        held=held_hours(w, run_s),
     )

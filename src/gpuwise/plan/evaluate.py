@@ -162,8 +162,23 @@ def _money(w: Workload, gpu: GPU, perf: PerfPrediction, throughput: float) -> _M
         t = cost.training
         return _Money(cost.usd_per_hour, t.usd_per_billion_tokens / 1000.0, t.run_cost_usd, t.run_time_s)
     if cost.serving is not None:
-        return _Money(cost.usd_per_hour, cost.serving.usd_per_million_output_tokens)
+        return _Money(cost.usd_per_hour, _serving_usd_per_million_output(w, gpu, perf, cost.serving))
     return _Money(cost.usd_per_hour)
+
+
+def _serving_usd_per_million_output(w: Workload, gpu: GPU, perf: PerfPrediction, fallback: Any) -> float:
+    """The whole bill per 1M output tokens, from ``gpuwise.serving.economics`` for LLM serving on the
+    workload's own GPU (the figure ``cost`` shows), else the prediction's serving cost."""
+    from gpuwise.serving.demand import request_rate
+    from gpuwise.serving.economics import is_llm_serving, serving_cost, serving_economics
+
+    # a demand is planned by the serving plan; here, the GPUs at their concurrency (no simulation)
+    if w.gpu == gpu.id and is_llm_serving(w) and request_rate(w) is None:
+        econ = serving_economics(w, perf=perf)
+        cost = serving_cost(econ) if econ is not None else None
+        if cost is not None:
+            return cost.usd_per_million_output_tokens
+    return float(fallback.usd_per_million_output_tokens)
 
 
 def _comm_exposed_pct(perf: PerfPrediction) -> float | None:

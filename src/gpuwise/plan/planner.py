@@ -22,7 +22,6 @@ from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.finding import Category
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf.prediction import Bound
-from gpuwise.perf.tco import tco_for
 from gpuwise.plan import hardware as hw
 from gpuwise.plan import knowledge as K
 from gpuwise.plan import pipeline, placement
@@ -54,6 +53,7 @@ from gpuwise.plan.types import (
     ScalingDecision,
     Technique,
 )
+from gpuwise.serving.economics import serving_tco
 from gpuwise.units import GiB, fmt_rate
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal
@@ -536,6 +536,6 @@ __all__ = ["make_plan"]
 def _with_tco(scaling: ScalingDecision, w: Workload) -> ScalingDecision:
     """Buy vs rent vs API at the scaling decision's GPU count, so --json carries what the plan shows."""
     try:
-        return replace(scaling, tco=tco_for(w, num_gpus=scaling.num_gpus or w.num_gpus))
+        return replace(scaling, tco=serving_tco(w, num_gpus=scaling.num_gpus or w.num_gpus))
     except GpuwiseError as err:  # e.g. a user GPU without prices: the plan still stands
         return replace(scaling, tco_note=f"Not priced: {err}")

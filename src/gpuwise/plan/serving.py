@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from gpuwise.catalog import GPU, get_gpu, get_model, list_gpus, list_models
 from gpuwise.diagnose import thresholds as th
 from gpuwise.errors import GpuwiseError
+from gpuwise.perf.cost import held_hours
 from gpuwise.serving.demand import request_rate
+from gpuwise.serving.economics import deployment_at_demand
 from gpuwise.serving.engines import scheduler_config
 from gpuwise.serving.evaluate import REQUESTS_SIMULATED, Deployment, ReplicaSearch, evaluate_deployment
 from gpuwise.serving.sweep import GPU_COUNTS, cheapest, sweep
@@ -137,7 +139,8 @@ def plan_serving(
     search = ReplicaSearch(workload)
     rows = sweep(workload, gpus if gpus is not None else list_gpus(), search=search)
     own_gpu = get_gpu(workload.gpu)
-    current = evaluate_deployment(search, own_gpu, workload.num_gpus, workload.tp, workload.pp)
+    current = deployment_at_demand(workload, search)  # the figure `cost` shows for this workload
+    assert current is not None  # wants_serving_plan: the workload has a demand
     best = cheapest(rows)
     options = _best_per_gpu([r for r in rows if r.meets_slo and r.monthly_usd is not None])
     unpriced = sorted(
@@ -252,7 +255,7 @@ def _notes(w: Workload, search: ReplicaSearch) -> list[str]:
     notes = [
         f"each goodput search simulates {REQUESTS_SIMULATED} Poisson arrivals "
         f"(seed {w.serving.seed if w.serving else 0}); p99 is read from them",
-        "prices: catalog $/GPU-hour, every hour of the month paid; "
+        f"prices: catalog $/GPU-hour x the hours the GPUs are held ({held_hours(w).detail}); "
         "GPUs without a verified price are listed apart",
     ]
     if w.serving and not any(t.metric == "ttft" for t in w.serving.slo):

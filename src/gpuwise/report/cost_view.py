@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuwise.perf.cost import BreakEven, CostEstimate, GpuCostRow
+from gpuwise.perf.cost import BreakEven, CostEstimate, GpuCostRow, ServingCost
 from gpuwise.perf.prediction import Bound, PerfPrediction
 from gpuwise.report.document import Chart, Document, Heading, KeyFigures, Note, Series, Table
 from gpuwise.report.units import duration as fmt_duration
@@ -111,14 +111,30 @@ def cost_rows(c: CostEstimate) -> list[tuple[str, str]]:
             ("capacity, per month", f"{_tokens(s.monthly_token_capacity)} images"),
         ]
     elif c.serving:
-        s = c.serving
+        rows += _llm_serving_rows(c.serving)
+    return rows
+
+
+def _llm_serving_rows(s: ServingCost) -> list[tuple[str, str]]:
+    """What was priced (the deployment at the demand, or the GPUs at their concurrency), its bill and
+    $ per 1M tokens: the figures `plan` shows for the same workload."""
+    rows = [("priced", s.basis_label or s.basis)]
+    if s.basis != "demand":
+        rows.append(("busy share", f"{s.utilization_pct:g} % of the held hours"))
+    p = s.token_prices
+    if p:
         rows += [
-            ("utilization", f"{s.utilization_pct:g} % of paid hours"),
-            ("$ per 1M output tokens", _usd(s.usd_per_million_output_tokens, 3)),
-            ("$ per 1M tokens (prompt + output)", _usd(s.usd_per_million_tokens, 3)),
-            ("reserved, per month", _usd(s.monthly_cost_usd)),
-            ("capacity, per month", f"{_tokens(s.monthly_token_capacity)} tokens"),
+            ("$ per 1M input tokens", _usd(p["usd_per_million_input"], 3) + " (bill split by GPU time)"),
+            ("$ per 1M output tokens", _usd(p["usd_per_million_output"], 3) + " (bill split by GPU time)"),
         ]
+    rows += [
+        ("$ per 1M tokens (blended)", _usd(s.usd_per_million_tokens, 3)),
+        (
+            "per month",
+            f"{_usd(s.monthly_cost_usd)} ({s.total_gpus} GPU(s) × {s.held_hours_per_month:,.0f} h held)",
+        ),
+        ("tokens per month", f"{_tokens(s.monthly_token_capacity)} (prompt + output)"),
+    ]
     return rows
 
 
@@ -131,9 +147,11 @@ def energy_rows(c: CostEstimate) -> list[tuple[str, str]]:
     rows = [
         (
             "GPU power",
-            f"{e.gpu_power_w:,.0f} W (TDP {e.tdp_w:,.0f} W × {e.utilization_pct:g} % × {c.num_gpus})",
+            f"{e.gpu_power_w:,.0f} W ({c.num_gpus} × TDP {e.tdp_w:,.0f} W, busy {e.utilization_pct:g} %, "
+            "idle draw otherwise)",
         ),
-        ("with cooling overhead", f"{e.facility_power_w:,.0f} W (+{e.cooling_overhead_pct:g} %)"),
+        ("host power", f"{e.host_power_w:,.0f} W (CPUs, memory, network, fans)"),
+        ("node at the wall", f"{e.facility_power_w:,.0f} W (PUE {e.pue:g})"),
     ]
     if c.training and c.training.energy_kwh is not None:
         rows.append(
@@ -187,8 +205,13 @@ def cost_document(c: CostEstimate) -> Document:
         figures.insert(0, ("$ per 1M images", _usd(c.serving.usd_per_million_output_tokens, 3)))
     elif c.serving:
         figures.insert(0, ("$ per 1M tokens", _usd(c.serving.usd_per_million_tokens, 3)))
+        figures.insert(1, ("$/month", _usd(c.serving.monthly_cost_usd)))
+    at_demand = c.serving is not None and c.serving.basis == "demand"
+    if at_demand:  # the per-replica roofline at batch 1 is not the deployment: its latency is shown below
+        figures = [f for f in figures if f[0] != "bound by"]
     doc.add(KeyFigures(figures))
-    doc.add(*_kv("Speed (predicted)", speed_rows(c.perf)))
+    if not at_demand:
+        doc.add(*_kv("Speed (predicted)", speed_rows(c.perf)))
     doc.add(*_kv("Cost", cost_rows(c)))
     doc.add(*_kv("Energy", energy_rows(c)))
     if c.break_even:

@@ -57,7 +57,15 @@ def _latency(o: Outcome) -> str:
 
 
 def _per_1m(o: Outcome, cv: bool) -> str:
-    return "—" if o.usd_per_1m is None else f"{_usd(o.usd_per_1m)} / 1M {'images' if cv else 'tokens'}"
+    """$ per 1M of what the outcome is priced on (training tokens, output tokens, images): the label says
+    which, so the figure reads as the same number `cost` shows under that name."""
+    if o.usd_per_1m is None:
+        return "—"
+    what = "images" if cv else _PRICED_ON.get(o.throughput_unit, "tokens")
+    return f"{_usd(o.usd_per_1m)} / 1M {what}"
+
+
+_PRICED_ON = {"tokens/s": "tokens", "output tokens/s": "output tokens"}
 
 
 def _mem(o: Outcome) -> str:

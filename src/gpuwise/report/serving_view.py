@@ -12,8 +12,8 @@ from gpuwise.report.document import Bullets, Document, Heading, Paragraph, Style
 from gpuwise.report.findings import findings_blocks
 from gpuwise.report.units import duration, ms
 from gpuwise.report.units import usd as _usd
+from gpuwise.serving.economics import TokenPrices
 from gpuwise.serving.evaluate import Deployment
-from gpuwise.serving.pricing import TokenPrices
 
 __all__ = ["answer", "figures_lines", "kv_line", "price_line", "render", "serving_document"]
 

@@ -49,8 +49,9 @@ def input_rows(t: Tco) -> list[list[str]]:
     electricity, colocation, utilization, ..."""
     i = t.inputs
     power = (
-        f"{i.tdp_w:,.0f} W TDP x {i.num_gpus} x {i.utilization_pct:g} % x PUE {i.pue:g}"
-        f" x ${i.usd_per_kwh:.3f}/kWh"
+        f"node of {i.num_gpus} x {i.tdp_w:,.0f} W GPUs ({i.utilization_pct:g} % busy, idle draw otherwise) "
+        f"+ host, x PUE {i.pue:g} x {i.held_hours_per_month:,.0f} h x ${i.usd_per_kwh:.3f}/kWh "
+        "(perf/data/cost.toml)"
         if i.tdp_w
         else "no TDP in the catalog"
     )
@@ -63,7 +64,12 @@ def input_rows(t: Tco) -> list[list[str]]:
         ],
         ["power", _usd(t.own.power_usd, 0) + "/month" if t.own else "—", power],
         ["colocation / ops", _usd(i.ops_usd_per_month, 0) + "/month", i.ops_source],
-        ["utilization", f"{i.utilization_pct:g} %", "the workload's utilization_pct (100 % when not given)"],
+        ["held hours", f"{i.held_hours_per_month:,.0f} h/month", i.held_detail or "held_hours_per_month"],
+        [
+            "busy share",
+            f"{i.utilization_pct:g} %",
+            "the workload's utilization_pct (100 % when not given): power only, not the rent",
+        ],
         [
             "monthly budget",
             _usd(i.monthly_budget_usd, 0) if i.monthly_budget_usd is not None else "—",
@@ -82,8 +88,11 @@ def blocks(t: Tco, heading_level: int = 2) -> list[Block]:
     ]
     if t.break_even_utilization_pct is not None or t.break_even_months is not None:
         be = []
-        if t.break_even_utilization_pct is not None:
-            be.append(f"break-even utilization {t.break_even_utilization_pct:.0f} %")
+        if t.break_even_held_hours_per_month is not None and t.break_even_utilization_pct is not None:
+            be.append(
+                f"break-even at {t.break_even_held_hours_per_month:,.0f} held h/month "
+                f"({t.break_even_utilization_pct:.0f} % of the month)"
+            )
         if t.break_even_months is not None:
             be.append(f"break-even after {t.break_even_months:.1f} months")
         out.append(Paragraph("Buy vs on-demand: " + ", ".join(be) + ".", ""))
@@ -95,7 +104,10 @@ def blocks(t: Tco, heading_level: int = 2) -> list[Block]:
 def document(t: Tco) -> Document:
     """Buy vs rent vs API as its own document (`gpuwise cost` shows it after the cost)."""
     i = t.inputs
-    title = f"Buy vs rent vs API: {i.num_gpus}x {i.gpu} at {i.utilization_pct:g} % utilization"
+    title = (
+        f"Buy vs rent vs API: {i.num_gpus}x {i.gpu}, held {i.held_hours_per_month:,.0f} h/month, "
+        f"{i.utilization_pct:g} % busy"
+    )
     return Document(title, blocks(t, heading_level=2)[1:])
 
 

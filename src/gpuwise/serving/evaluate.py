@@ -14,11 +14,12 @@ from typing import Any, Literal
 from gpuwise.catalog import GPU
 from gpuwise.diagnose import thresholds as th
 from gpuwise.errors import GpuwiseError
+from gpuwise.perf.cost import held_hours
 from gpuwise.perf.kv_capacity import KvCapacity
 from gpuwise.serving.demand import RequestDraws, draw_requests, request_rate
+from gpuwise.serving.economics import TokenPrices, token_prices, usd_per_gpu_hour
 from gpuwise.serving.goodput import Goodput, effective_slo, meets, search_goodput
 from gpuwise.serving.mig import catalog_id
-from gpuwise.serving.pricing import TokenPrices, token_prices, usd_per_gpu_hour
 from gpuwise.serving.simulator import Replica, SimResult, simulate
 from gpuwise.workload import Workload
 
@@ -210,7 +211,13 @@ def evaluate_deployment(
     if price.usd_per_gpu_hour is not None:
         share = input_time_share(replica, run)
         prices = token_prices(
-            price.usd_per_gpu_hour, total, rate, search.draws.mean_prompt, search.draws.mean_output, share
+            price.usd_per_gpu_hour,
+            total,
+            rate,
+            search.draws.mean_prompt,
+            search.draws.mean_output,
+            share,
+            held_hours(search.workload).hours_per_month,
         )
     return replace(
         fitted,

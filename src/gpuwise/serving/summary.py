@@ -9,8 +9,8 @@ from typing import Any
 from gpuwise.catalog import get_gpu, get_model
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf.kv_capacity import KvCapacity, kv_capacity
-from gpuwise.serving.demand import request_rate
-from gpuwise.serving.evaluate import Deployment, ReplicaSearch, evaluate_deployment
+from gpuwise.serving.economics import deployment_at_demand
+from gpuwise.serving.evaluate import Deployment
 from gpuwise.workload import Workload
 
 __all__ = ["ServingFigures", "deployment_at_demand", "serving_capacity", "serving_figures"]
@@ -27,13 +27,6 @@ def serving_capacity(w: Workload) -> KvCapacity | None:
     if not (arch.is_transformer and arch.is_decoder):
         return None
     return kv_capacity(w, get_gpu(w.gpu))
-
-
-def deployment_at_demand(w: Workload) -> Deployment | None:
-    """The workload's own GPU, count and tp at its demand (None without a demand)."""
-    if request_rate(w) is None:
-        return None
-    return evaluate_deployment(ReplicaSearch(w), get_gpu(w.gpu), w.num_gpus, w.tp, w.pp)
 
 
 @dataclass(frozen=True)

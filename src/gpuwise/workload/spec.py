@@ -7,6 +7,7 @@ Validation happens here, once, with one clear line per problem.
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -168,7 +169,10 @@ class Workload:
     kv_cache_dtype: KvCacheDtype = "auto"
     concurrency: int = 1  # simultaneous requests (serving)
     goal: Goal = "throughput"
-    utilization_pct: float | None = None  # observed GPU utilization, if known
+    utilization_pct: float | None = None  # observed GPU busy share, if known (not the hours paid)
+    # hours a month the GPUs are held (rented, reserved, powered): None = every hour of the month;
+    # "run" = rented only while the run lasts (training with train_tokens)
+    held_hours_per_month: float | Literal["run"] | None = None
     framework: str = ""  # e.g. hf-trainer, lightning, deepspeed, vllm (informs tool advice)
     library_versions: tuple[
         str, ...
@@ -294,6 +298,20 @@ _CHOICES = {
 }
 
 
+def _held_hours(value: Any, where: str) -> float | str:
+    """``held_hours_per_month``: a number of hours, or ``run`` (rented only while the run lasts)."""
+    if isinstance(value, str) and value.strip().lower() == "run":
+        return "run"
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return float(value)
+    except (TypeError, ValueError):
+        raise GpuwiseError(
+            f"{where}held_hours_per_month must be a number of hours (0-730] or run, got {value!r}"
+        ) from None
+
+
 def _coerce(name: str, value: Any, where: str) -> Any:
     kind = _FIELDS[name].type
     try:
@@ -349,7 +367,7 @@ def _read_key(raw_key: Any, value: Any, values: dict[str, Any], where: str, sour
         close = difflib.get_close_matches(key, list(_FIELDS) + list(_KEY_ALIASES), n=1)
         hint = f": did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(_FIELDS)})"
         raise GpuwiseError(f"{where}unknown workload key {raw_key!r}{hint}")
-    value = _coerce(key, value, where)
+    value = _held_hours(value, where) if key == "held_hours_per_month" else _coerce(key, value, where)
     if key in _CHOICES and isinstance(value, str):
         value = value.lower()
         if key == "precision" and value.endswith("-dq"):
@@ -454,6 +472,11 @@ def _bad_number(w: Workload) -> str | None:
         return f"utilization_pct must be between 0 and 100, got {w.utilization_pct}"
     if w.epochs <= 0:
         return f"epochs must be positive, got {w.epochs}"
+    held = w.held_hours_per_month
+    if held is not None and held != "run" and not (0 < held <= 730 and math.isfinite(held)):
+        return (
+            f"held_hours_per_month must be above 0 and at most 730 (the hours of a month), or run, got {held}"
+        )
     if w.image_width < 0 or w.denoising_steps < 0:
         return "image_width and denoising_steps must be 0 (the default) or positive"
     if w.num_gpus % (w.tp * w.pp):
