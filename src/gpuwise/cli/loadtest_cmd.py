@@ -18,6 +18,7 @@ __all__ = ["loadtest"]
 
 _MAX_REQUESTS_CAP = 100_000
 _DURATION_CAP_S = 3600.0
+_LEVEL_CAP = 1e6  # requests/s or requests in flight per level (the workload's serving.rate bound)
 
 
 def _numbers(text: str, flag: str) -> list[float]:
@@ -27,8 +28,8 @@ def _numbers(text: str, flag: str) -> list[float]:
         raise GpuwiseError(
             f"{flag} takes numbers separated by commas (e.g. {flag} 1,4,16); got {text!r}"
         ) from None
-    if not values or any(v <= 0 for v in values):
-        raise GpuwiseError(f"{flag} values must be > 0; got {text!r}")
+    if not values or any(not 0 < v <= _LEVEL_CAP for v in values):  # NaN fails the comparison too
+        raise GpuwiseError(f"{flag} values must be finite numbers > 0 and ≤ {_LEVEL_CAP:,.0f}; got {text!r}")
     return values
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from gpuwise.cli.options import alias_value
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.cli.profile_cmd import StoreOpt
 from gpuwise.diagnose import thresholds as T
@@ -66,9 +67,15 @@ def tune(
     budget: Annotated[
         float,
         typer.Option(
-            "--budget", min=1.0, help="Seconds per trial before it is stopped (hung if too few steps)."
+            "--time-budget",
+            min=1.0,
+            metavar="SECONDS",
+            help="Seconds per trial before it is stopped (hung if too few steps).",
         ),
     ] = 120.0,
+    old_budget: Annotated[
+        float | None, typer.Option("--budget", hidden=True, help="Old spelling of --time-budget.")
+    ] = None,
     repeats: Annotated[
         int, typer.Option("--repeats", min=0, help="Extra runs of the baseline and the best candidates.")
     ] = 2,
@@ -126,7 +133,7 @@ def tune(
     options = TuneOptions(
         steps=steps,
         warmup=warmup,
-        budget_s=budget,
+        budget_s=alias_value("--time-budget", budget, 120.0, "--budget", old_budget),
         repeats=repeats,
         repeat_best=repeat_best,
         max_trials=max_trials,

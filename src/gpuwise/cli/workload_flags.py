@@ -126,6 +126,18 @@ def is_model_config(path: Path) -> bool:
     return isinstance(data, dict) and ("architectures" in data or "model_type" in data)
 
 
+def _flag_setting(key: str, flags: dict[str, Any]) -> str | None:
+    """The flag (e.g. ``--goal``) that already sets the workload key ``key`` of a ``--set``, if given."""
+    name = key.lower().replace("-", "_").replace(".", "_")
+    entry = _FLAGS.get(name)
+    if entry is None or flags.get(name) is None or name == "set_values":
+        return None
+    option = entry[1]
+    return str(
+        option.param_decls[0] if option.param_decls else option.default
+    )  # typer: first name is "default"
+
+
 def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
     """WORKLOAD file, model config.json or model id, + flags -> validated Workload. Flags win."""
     overrides = {k: v for k, v in flags.items() if k != "set_values" and v is not None}
@@ -133,7 +145,11 @@ def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
         if "=" not in item:
             raise GpuwiseError(f"--set expects key=value, got {item!r}")
         key, value = item.split("=", 1)
-        overrides[key.strip()] = value.strip()
+        key = key.strip()
+        flag = _flag_setting(key, flags)
+        if flag is not None:
+            raise GpuwiseError(f"{flag} and --set {key}=… both set {key}: give it once")
+        overrides[key] = value.strip()
     if spec is None:
         if "model" not in overrides and "model_factory" not in overrides:
             raise GpuwiseError("give a workload file (e.g. examples/llama-3-8b-lora.yaml) or --model")

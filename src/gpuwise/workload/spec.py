@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.workload.limits import FIELD_LIMITS, first_problem
 from gpuwise.workload.serving import ServingSpec, fold_flat_keys, mean_lengths, parse_serving
 
 if TYPE_CHECKING:
@@ -396,6 +397,7 @@ def validate(w: Workload, where: str = "") -> Workload:
     """Reject impossible or contradictory settings, one clear line each (the first problem found)."""
     problem = (
         _unknown_choice(w)
+        or first_problem(w, FIELD_LIMITS)  # finite, in range, with its unit (workload/limits.py)
         or _bad_count(w)
         or _unknown_requirement(w)
         or _bad_number(w)
