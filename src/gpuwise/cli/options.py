@@ -9,12 +9,14 @@ output path a writability check, and every option a meaningful metavar. A bad va
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpuwise.cli.help_examples import EXAMPLES
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload.limits import FIELD_LIMITS, SERVING_LIMITS, Limit
 
@@ -267,21 +269,45 @@ def _default_metavar(param: Any) -> str | None:
         return "NUMBER"
     if kind in ("int", "integer") or kind.endswith("range"):
         return "N"
-    if kind == "path":
-        return "DIR" if not getattr(param.type, "file_okay", True) else "PATH"
+    if kind in ("path", "file", "directory"):
+        if not getattr(param.type, "file_okay", True) or kind == "directory":
+            return "DIR"
+        return "FILE" if kind == "file" or not getattr(param.type, "dir_okay", True) else "PATH"
     if kind in ("text", "str", "string"):
         return "TEXT"
     return None
 
 
+def _labelled(param: Any) -> None:
+    """An argument's type column says what it takes (``TEXT``, ``FILE``…), not ``<str>``."""
+    if param.metavar is None:
+        param.metavar = str(param.name).upper()  # usage line: RUN_ID, not {run_id}:TEXT
+    label = _default_metavar(param)
+    if label is None or param.type.get_metavar(param=param, ctx=None) is not None:
+        return
+    named = copy.copy(param.type)
+    named.get_metavar = lambda param, ctx=None: label  # this argument's copy only
+    param.type = named
+
+
+def _add_example(command: Any, command_path: str) -> None:
+    examples = EXAMPLES.get(command_path)
+    if examples and not command.epilog:
+        command.epilog = "Examples:\n\n" + "\n\n".join(f"  {line}" for line in examples)
+
+
 def install(command: Any, path: tuple[str, ...] = ()) -> Any:
-    """Add the number, path and metavar contract to every option under ``command``; returns it."""
+    """Add the number, path and metavar contract to every option under ``command`` and its example to
+    its help; returns it."""
     subs = getattr(command, "commands", None)
+    command_path = " ".join(path)
+    _add_example(command, command_path)
     if subs is not None:
         for name, sub in subs.items():
             install(sub, (*path, name))
-    command_path = " ".join(path)
     for param in getattr(command, "params", []):
+        if getattr(param, "param_type_name", "") == "argument":
+            _labelled(param)
         if getattr(param, "param_type_name", "") != "option" or getattr(param, "is_flag", False):
             continue
         opt = _long_name(param)

@@ -13,7 +13,7 @@ from gpuwise.cli.options import alias_value
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.cli.profile_cmd import StoreOpt
 from gpuwise.diagnose import thresholds as T
-from gpuwise.errors import GpuwiseError
+from gpuwise.errors import GpuwiseError, RunFailed
 
 __all__ = ["trial_progress", "tune"]
 
@@ -165,7 +165,8 @@ def tune(
 
         check_store(store)
     result = run_tune(list(ctx.args), options, on_event=trial_progress())
-    if save and result.trials:
+    ran = any(t.status == "ok" for t in result.trials)
+    if save and result.trials and (ran or result.interrupted):  # a session that never ran has no verdict
         result.store = save_tune(result, store)
     emit(
         result.to_dict(),
@@ -177,3 +178,5 @@ def tune(
     )
     if result.interrupted:
         sys.exit(128 + (result.signal or 2))  # as a shell reports a command ended by that signal
+    if not ran:
+        raise RunFailed(result.notes[-1] if result.notes else "no trial ran: nothing to tune")
