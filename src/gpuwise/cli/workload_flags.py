@@ -18,7 +18,7 @@ import typer
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload, load_workload, workload_from_mapping
 
-__all__ = ["CALIBRATED_COMMANDS", "build_workload", "is_model_config", "workload_command"]
+__all__ = ["CALIBRATED_COMMANDS", "NOT_ACTING", "build_workload", "is_model_config", "workload_command"]
 
 _PANEL = "Workload (override the file)"
 
@@ -168,6 +168,15 @@ def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
     return workload_from_mapping({"model": spec, **overrides})  # a bare model id
 
 
+# Flags a command does not read, left out of its options (issue #25: help lists only what acts there;
+# `--set KEY=V` still takes any key). memory and fit never read the goal or the observed utilization;
+# fit shows no serving figures either.
+_SERVING_FLAGS = {"serving_rate", "serving_slo", "serving_engine", "serving_prefix_hit_rate"}
+NOT_ACTING: dict[str, set[str]] = {
+    "memory": {"goal", "utilization_pct"},
+    "fit": {"goal", "utilization_pct", *_SERVING_FLAGS},
+}
+
 # Commands whose predictions use matmul efficiencies, which `--calibrate RUN` (gpuwise bench) replaces.
 CALIBRATED_COMMANDS = ("plan", "cost", "fit")
 
@@ -191,6 +200,7 @@ def workload_command(func: Callable[..., Any]) -> Callable[..., Any]:
             name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind | None, option]
         )
         for name, (kind, option) in _FLAGS.items()
+        if name not in NOT_ACTING.get(func.__name__, ())
     ]
 
     @functools.wraps(func)
