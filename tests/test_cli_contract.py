@@ -314,3 +314,17 @@ def test_runs_show_every_kind_and_negative_offsets(capsys, tmp_path):
     line = refused(capsys, "plan", *M, "--rate", "2", "--evidence", "last", "--store", store)
     assert "bench run" in line and "load test" in line
     assert "fewer than 5 runs" in refused(capsys, "runs", "show", "-5", "--store", store)
+
+
+def _quick_examples() -> list[str]:
+    from gpuwise.cli.help_examples import EXAMPLES
+
+    quick = ("gpus", "models", "memory", "fit", "cost")
+    return [line for path, lines in EXAMPLES.items() if path in quick for line in lines]
+
+
+@pytest.mark.parametrize("line", _quick_examples())
+def test_the_help_examples_run(capsys, line):
+    """The examples the help shows for the commands that need no GPU, network or script run as shown."""
+    code, _, err = run(capsys, *line.split()[1:])
+    assert code == 0, (line, err)

@@ -144,22 +144,7 @@ def tune(
         allow_numerics=allow_numerics,
         loss_rtol=loss_rtol,
     )
-    if (target_gpu is None) != (workload is None):
-        raise GpuwiseError(
-            "--target-gpu and --workload go together: the simulator needs the model and the GPU"
-        )
-    if target_gpu is not None and workload is not None:
-        batch = next((p for p in options.params if p.name == "batch_size"), None)
-        if batch is None:
-            raise GpuwiseError(
-                "--target-gpu simulates the batch sizes of --param batch_size=FLAG:VALUES; give them"
-            )
-        from gpuwise.cli.sim_extra import sim_extra_required
-        from gpuwise.tune.simulated import simulate_batches
-
-        with sim_extra_required():
-            options.simulated = simulate_batches(workload, target_gpu, [int(v) for v in batch.values])
-        options.target_gpu = target_gpu
+    _simulate_target(options, target_gpu, workload)
     if save:
         from gpuwise.profile.launcher import check_store
 
@@ -176,7 +161,32 @@ def tune(
         html=html,
         document=lambda: tune_view.tune_document(result),
     )
+    _exit_status(result, ran)
+
+
+def _exit_status(result, ran: bool) -> None:
+    """128 + the signal when interrupted (as a shell reports it); 1 with the reason when no trial ran."""
     if result.interrupted:
-        sys.exit(128 + (result.signal or 2))  # as a shell reports a command ended by that signal
+        sys.exit(128 + (result.signal or 2))
     if not ran:
         raise RunFailed(result.notes[-1] if result.notes else "no trial ran: nothing to tune")
+
+
+def _simulate_target(options, target_gpu: str | None, workload: Path | None) -> None:
+    """`--target-gpu` with `--workload`: simulate the --param batch sizes on that GPU before any trial."""
+    if (target_gpu is None) != (workload is None):
+        raise GpuwiseError(
+            "--target-gpu and --workload go together: the simulator needs the model and the GPU"
+        )
+    if target_gpu is not None and workload is not None:
+        batch = next((p for p in options.params if p.name == "batch_size"), None)
+        if batch is None:
+            raise GpuwiseError(
+                "--target-gpu simulates the batch sizes of --param batch_size=FLAG:VALUES; give them"
+            )
+        from gpuwise.cli.sim_extra import sim_extra_required
+        from gpuwise.tune.simulated import simulate_batches
+
+        with sim_extra_required():
+            options.simulated = simulate_batches(workload, target_gpu, [int(v) for v in batch.values])
+        options.target_gpu = target_gpu
