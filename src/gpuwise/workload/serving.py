@@ -286,7 +286,7 @@ def mean_lengths(spec: ServingSpec, values: dict[str, Any], where: str = "") -> 
 
 def _problem(s: ServingSpec) -> str | None:
     """The first impossible value of a ``serving:`` section, as one line (None: it is valid)."""
-    return _limits_problem(s) or _demand_problem(s) or _engine_problem(s) or _length_problem(s)
+    return _demand_problem(s) or _engine_problem(s) or _length_problem(s) or _limits_problem(s)
 
 
 _LENGTH_LIMIT = Limit(0, 1 << 24, "tokens")

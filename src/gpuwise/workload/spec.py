@@ -397,11 +397,11 @@ def validate(w: Workload, where: str = "") -> Workload:
     """Reject impossible or contradictory settings, one clear line each (the first problem found)."""
     problem = (
         _unknown_choice(w)
-        or first_problem(w, FIELD_LIMITS)  # finite, in range, with its unit (workload/limits.py)
         or _bad_count(w)
         or _unknown_requirement(w)
         or _bad_number(w)
         or _contradiction(w)
+        or first_problem(w, FIELD_LIMITS)  # the rest: finite, in range, with its unit (workload/limits.py)
         or _model_mismatch(w)
     )
     if problem:
