@@ -120,7 +120,7 @@ def _check_money(node: Any, argv: list[str], key: str = "") -> None:
 
 
 # -- every command: a value outside its range is refused before any work -----------------------------------
-@settings(FUZZ, max_examples=60)
+@settings(FUZZ, max_examples=100)
 @given(data=st.data())
 def test_every_numeric_option_refuses_out_of_range_values(capsys, data):
     path, param = data.draw(st.sampled_from(_NUMERIC), label="option")
@@ -154,7 +154,7 @@ _FLOAT_FIELDS = {
 }
 
 
-@settings(FUZZ, max_examples=40)
+@settings(FUZZ, max_examples=50)
 @given(data=st.data())
 def test_every_workload_field_refuses_out_of_range_values(capsys, data):
     name, limit, prefix = data.draw(st.sampled_from(_FIELDS), label="field")
@@ -193,7 +193,7 @@ def _value(data: st.DataObject, opt: str, limit: Limit) -> tuple[str, bool]:
     return data.draw(strategy(limit, opt in _INT_OPTS), label=opt), outside
 
 
-@settings(FUZZ, max_examples=20)
+@settings(FUZZ, max_examples=30)
 @given(data=st.data())
 def test_workload_commands_never_crash_or_print_bad_money(capsys, data):
     command = data.draw(st.sampled_from(["memory", "fit", "cost", "cost", "plan"]), label="command")
