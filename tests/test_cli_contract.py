@@ -160,10 +160,10 @@ def _commands(command=None, path=()):
     subs = getattr(command, "commands", None)
     if subs is None:
         return [path]
-    return [p for name, sub in subs.items() for p in _commands(sub, (*path, name))]
+    return [path, *(p for name, sub in subs.items() for p in _commands(sub, (*path, name)))]
 
 
-@pytest.mark.parametrize("path", _commands(), ids=" ".join)
+@pytest.mark.parametrize("path", _commands(), ids=lambda p: " ".join(("gpuwise", *p)))
 def test_help_everywhere_with_h_metavars_and_an_example(capsys, path):
     code, out, err = run(capsys, *path, "-h")
     assert code == 0, err

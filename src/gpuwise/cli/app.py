@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     except GpuwiseError as err:
         if debug:
             raise
-        print(f"gpuwise: error: {err}", file=sys.stderr)
+        one_line = " ".join(part.strip() for part in str(err).splitlines() if part.strip())  # the contract
+        print(f"gpuwise: error: {one_line}", file=sys.stderr)
         sys.exit(err.exit_code)
     except typer.Abort:
         print("gpuwise: aborted", file=sys.stderr)
