@@ -30,3 +30,10 @@ def did_you_mean(kind: str, name: str, choices: Iterable[str], hint: str = "") -
     if hint:
         msg += f" ({hint})"
     return GpuwiseError(msg)
+
+
+class RunFailed(GpuwiseError):
+    """A measurement that ran but reached no result (every request failed, the baseline never started):
+    one line with the reason, exit status 1 (the input was valid; the run was not)."""
+
+    exit_code = 1

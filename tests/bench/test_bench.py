@@ -167,8 +167,8 @@ def test_cli_json_has_units_and_is_stored(cli, tmp_path):
     with RunStore.open(store) as runs:
         row = runs.list()[0]
     assert row.id == doc["run_id"] and row.kind == "bench"
-    shown = cli("runs", "show", "last", "--store", str(store))
-    assert shown.exit_code == 2 and "is a `gpuwise bench` result" in shown.stderr
+    shown = cli("runs", "show", "last", "--store", str(store), "--json")  # issue #25: every kind shows
+    assert shown.exit_code == 0 and shown.json()["kind"] == "bench" and shown.json()["run_id"] == row.id
 
 
 @pytest.mark.slow

@@ -94,7 +94,7 @@ def test_fit_json_and_terminal(cli):
     [
         (["memory", "--model", "llama-3-8b", "--gpu", "h100"], "did you mean 'h100-sxm'"),
         (["memory", "--model", "llama3-8b"], "unknown model 'llama3-8b': did you mean"),
-        (["memory", "--model", "llama-3-8b", "--batch", "0"], "batch_size must be at least 1"),
+        (["memory", "--model", "llama-3-8b", "--batch", "0"], "--batch must be a finite number ≥ 1"),
         (
             ["memory", "--model", "llama-3-8b", "--task", "lora", "--lora-rank", "8192"],
             "smaller than llama-3-8b's hidden size",
@@ -112,10 +112,13 @@ def test_fit_json_and_terminal(cli):
             "unknown LoRA target 'qq'",
         ),
         (["memory", "--model", "resnet-50", "--task", "lora"], "no attention projections for LoRA"),
-        (["memory", "--model", "llama-3-8b", "--headroom", "100"], "--headroom must be between 0 and 100"),
+        (
+            ["memory", "--model", "llama-3-8b", "--headroom", "100"],
+            "--headroom must be a finite number ≥ 0 and < 100",
+        ),
         (["memory", "--model", "llama-3-8b", "--model-factory", "x:y"], "need --traced"),
         (["memory", "--model", "llama-3-8b", "--traced", "--max-batch"], "drop --traced"),
-        (["fit", "--model", "llama-3-8b", "--headroom", "-5"], "headroom must be between 0 and 100"),
+        (["fit", "--model", "llama-3-8b", "--headroom", "-5"], "--headroom must be a finite number ≥ 0"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(cli, args, message):

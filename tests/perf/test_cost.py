@@ -148,8 +148,8 @@ def test_cli_cost_vision_in_images(cli):
     [
         (("llama-3-8b", "-g", "h100"), "did you mean 'h100-sxm'"),
         (("llama-3-8b", "-g", "gb200"), "pass --usd-per-hour"),
-        (("llama-3-8b", "-g", "h100-sxm", "--cooling-overhead", "500"), "cooling overhead"),
-        (("llama-3-8b", "-g", "h100-sxm", "--api-usd-per-mtok", "-1"), "API price must be positive"),
+        (("llama-3-8b", "-g", "h100-sxm", "--cooling-overhead", "500"), "--cooling-overhead must be"),
+        (("llama-3-8b", "-g", "h100-sxm", "--api-usd-per-mtok", "-1"), "--api-usd-per-mtok must be"),
     ],
 )
 def test_cli_cost_bad_input_is_one_line(cli, args, message):

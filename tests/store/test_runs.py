@@ -123,8 +123,9 @@ def test_runs_cli(store_path, tmp_path):
     assert same.exit_code == 2 and "two different runs" in same.stderr
     missing = run_cli("runs", "show", "7", "--store", str(store_path))
     assert missing.exit_code == 2 and missing.stderr.startswith("gpuwise: error: no run 7")
+    # issue #25: a --store that does not exist is a typo, not an empty store
     empty = run_cli("runs", "list", "--json", "--store", str(tmp_path / "none.sqlite"))
-    assert empty.exit_code == 0 and empty.json()["runs"] == []
+    assert empty.exit_code == 2 and "no store there" in empty.stderr
     assert not (tmp_path / "none.sqlite").exists()  # listing does not create a store
 
 

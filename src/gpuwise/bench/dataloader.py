@@ -38,6 +38,8 @@ def load_dataset(spec: str) -> Any:
     sys.path.insert(0, str(path.parent.resolve()))
     try:
         module_spec.loader.exec_module(module)
+    except (SyntaxError, ValueError, ImportError) as err:  # not Python (binary, null bytes), or its imports
+        raise GpuwiseError(f"--dataset {path} cannot be imported: {type(err).__name__}: {err}") from None
     finally:
         sys.path.pop(0)
     if not hasattr(module, name):

@@ -259,6 +259,8 @@ def model_from_hf_config(path: Path) -> ModelArch:
     """Read a local Hugging Face ``config.json``; a missing required field is named."""
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise GpuwiseError(f"{path}: not a text file (expected a Hugging Face config.json)") from None
     except json.JSONDecodeError as err:
         raise GpuwiseError(
             f"{path}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"

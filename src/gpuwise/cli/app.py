@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import typer
+import typer.main
 
 from gpuwise._version import __version__
 from gpuwise.cli import (
@@ -15,6 +16,7 @@ from gpuwise.cli import (
     loadtest_cmd,
     memory_cmd,
     monitor_cmd,
+    options,
     plan_cmd,
     profile_cmd,
     trace_cmd,
@@ -31,6 +33,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
 )
 
 _state = {"debug": False}
@@ -89,18 +92,33 @@ app.command("bench")(bench_cmd.bench)
 app.command("tune", context_settings=profile_cmd.PROFILE_CONTEXT)(tune_cmd.tune)
 
 
+def _click_error(err: Exception) -> int:
+    """A usage error from the option parser as one line (the contract), with the command's --help."""
+    names = {cls.__name__ for cls in type(err).__mro__}
+    if "UsageError" not in names or "NoArgsIsHelpError" in names:
+        err.show()  # type: ignore[attr-defined]  # no arguments: the help is the answer
+        return 2 if "UsageError" in names else int(err.exit_code)  # type: ignore[attr-defined]
+    ctx = getattr(err, "ctx", None)
+    where = ctx.command_path if ctx is not None else "gpuwise"
+    message = " ".join(err.format_message().split())  # type: ignore[attr-defined]
+    print(f"gpuwise: error: {message} (see `{where} --help`)", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         # Outside standalone mode click returns the code of `typer.Exit(code)` instead of exiting.
-        code = app(args=argv, standalone_mode=False)
+        command = options.install(typer.main.get_command(app))  # numbers, paths, metavars: cli/options.py
+        code = command.main(args=argv, standalone_mode=False, prog_name="gpuwise")
         if isinstance(code, int) and code:
             sys.exit(code)
     except GpuwiseError as err:
         if debug:
             raise
-        print(f"gpuwise: error: {err}", file=sys.stderr)
+        one_line = " ".join(part.strip() for part in str(err).splitlines() if part.strip())  # the contract
+        print(f"gpuwise: error: {one_line}", file=sys.stderr)
         sys.exit(err.exit_code)
     except typer.Abort:
         print("gpuwise: aborted", file=sys.stderr)
@@ -113,9 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as err:  # click usage errors and anything unexpected
         # Newer typer vendors click (typer._click), older typer uses click itself: duck-type.
         if hasattr(err, "show") and hasattr(err, "exit_code"):
-            err.show()
-            usage = any(cls.__name__ == "UsageError" for cls in type(err).__mro__)
-            sys.exit(2 if usage else err.exit_code)
+            sys.exit(_click_error(err))
         if debug:
             raise
         print(

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from gpuwise.cli.options import alias_value
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.cli.workload_flags import workload_command
 from gpuwise.workload import Workload
@@ -43,8 +44,12 @@ def _estimate(
 @workload_command
 def cost(
     workload: Workload,
-    usd_per_hour: Annotated[
-        float | None, typer.Option("--usd-per-hour", help="Your $/GPU-hour (overrides the catalog).")
+    usd_per_gpu_hour: Annotated[
+        float | None,
+        typer.Option("--usd-per-gpu-hour", help="Your $ per GPU-hour (overrides the catalog)."),
+    ] = None,
+    old_usd_per_hour: Annotated[
+        float | None, typer.Option("--usd-per-hour", hidden=True, help="Old spelling of --usd-per-gpu-hour.")
     ] = None,
     api_usd_per_mtok: Annotated[
         float | None,
@@ -83,6 +88,9 @@ def cost(
     from gpuwise.report import cost_view, tco_view
 
     one_format(as_json, as_markdown)  # before the work, not after it
+    usd_per_hour = alias_value(
+        "--usd-per-gpu-hour", usd_per_gpu_hour, None, "--usd-per-hour", old_usd_per_hour
+    )
 
     if all_gpus:
         return _all_gpus(workload, usd_per_hour, cooling_overhead, as_json, as_markdown, html)

@@ -80,6 +80,8 @@ def lint(
 
 def _output_format(output_format: str, as_json: bool, as_markdown: bool) -> OutputFormat:
     """The one output format asked for (``--json`` is ``--format json``); conflicting flags exit 2."""
+    if as_json and output_format not in ("terminal", "json"):
+        raise GpuwiseError(f"--json and --format {output_format} are exclusive: choose one output format")
     chosen = "json" if as_json else output_format
     one_format(chosen == "json", as_markdown)
     if as_markdown and chosen != "terminal":
@@ -106,6 +108,9 @@ def _settings(
         raise GpuwiseError(f"config file {config} does not exist")
     first = paths[0] if paths[0].is_dir() else paths[0].parent
     settings = lint_config.load_config(config, start=first)
+    both = sorted({s.strip().lower() for s in select or []} & {i.strip().lower() for i in ignore or []})
+    if both:
+        raise GpuwiseError(f"--select and --ignore both name {both[0]!r}: keep it in one of them")
     if select:
         settings = dataclasses.replace(settings, select=lint_config.expand(select, "--select"))
     if ignore:

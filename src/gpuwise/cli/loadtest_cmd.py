@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
-from gpuwise.errors import GpuwiseError
+from gpuwise.errors import GpuwiseError, RunFailed
 
 if TYPE_CHECKING:
     from gpuwise.loadtest.types import LoadMode
@@ -18,6 +18,7 @@ __all__ = ["loadtest"]
 
 _MAX_REQUESTS_CAP = 100_000
 _DURATION_CAP_S = 3600.0
+_LEVEL_CAP = 1e6  # requests/s or requests in flight per level (the workload's serving.rate bound)
 
 
 def _numbers(text: str, flag: str) -> list[float]:
@@ -27,8 +28,8 @@ def _numbers(text: str, flag: str) -> list[float]:
         raise GpuwiseError(
             f"{flag} takes numbers separated by commas (e.g. {flag} 1,4,16); got {text!r}"
         ) from None
-    if not values or any(v <= 0 for v in values):
-        raise GpuwiseError(f"{flag} values must be > 0; got {text!r}")
+    if not values or any(not 0 < v <= _LEVEL_CAP for v in values):  # NaN fails the comparison too
+        raise GpuwiseError(f"{flag} values must be finite numbers > 0 and ≤ {_LEVEL_CAP:,.0f}; got {text!r}")
     return values
 
 
@@ -168,9 +169,29 @@ def loadtest(
         from gpuwise.loadtest.prediction import compare
 
         result.prediction = compare(result.search.probes if result.search else result.levels, declared)
-    if save:
+    failed = _failure(result)
+    if save and not result.interrupted and failed is None:  # never a verdict the run did not reach
         run_store.save(result, store)
     _emit(result, as_json, as_markdown, html)
+    if result.interrupted:
+        typer.echo("gpuwise: interrupted: the partial result above is not saved", err=True)
+        raise typer.Exit(130)
+    if failed is not None:
+        raise RunFailed(failed)
+
+
+def _failure(result) -> str | None:
+    """Why the load test measured nothing (every request failed), naming the error kinds; None if any
+    request succeeded."""
+    levels = result.search.probes if result.search else result.levels
+    if any(lv.requests_ok for lv in levels):
+        return None
+    kinds: dict[str, int] = {}
+    for lv in levels:
+        for kind, count in lv.errors.items():
+            kinds[kind] = kinds.get(kind, 0) + count
+    why = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    return f"every request failed ({why or 'none finished'}): nothing measured, nothing saved"
 
 
 def _check_ranges(opts: dict) -> None:

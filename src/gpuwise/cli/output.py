@@ -60,11 +60,30 @@ def console() -> Console:
     return out
 
 
+_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+_INT64 = 2**63
+
+
+def _huge_ints_as_floats(node: Any) -> Any:
+    """An integer past 64 bits (bytes or FLOPs of a job at the edge of the workload limits) as a float:
+    JSON readers keep 53 bits anyway, and orjson refuses the integer."""
+    if isinstance(node, dict):
+        return {k: _huge_ints_as_floats(v) for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return [_huge_ints_as_floats(v) for v in node]
+    if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= _INT64:
+        return float(node)
+    return node
+
+
 def to_json_bytes(payload: dict[str, Any]) -> bytes:
     """Indented JSON bytes (numpy values and non-string keys allowed): every JSON document prints so."""
-    return orjson.dumps(
-        payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-    )
+    try:
+        return orjson.dumps(payload, option=_JSON_OPTIONS)
+    except TypeError as err:
+        if "64-bit" not in str(err):
+            raise
+        return orjson.dumps(_huge_ints_as_floats(payload), option=_JSON_OPTIONS)
 
 
 def one_format(as_json: bool, as_markdown: bool) -> None:

@@ -168,7 +168,11 @@ def runs_list(
     )
 
 
-@runs_app.command("show")
+# `runs show -2`: a negative offset is a run, not an unknown option.
+_NEGATIVE_IDS = {"ignore_unknown_options": True}
+
+
+@runs_app.command("show", context_settings=_NEGATIVE_IDS)
 def runs_show(
     run_id: Annotated[str, typer.Argument(help="Run id, 'last', or -N for the N-th newest.")],
     store: StoreOpt = None,
@@ -176,12 +180,18 @@ def runs_show(
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
 ) -> None:
-    """Show one run: phases, telemetry, findings. `--json` output is accepted by `gpuwise plan --evidence`."""
+    """Show one saved run of any kind (profile, tune, tune trial, load test, bench); a profiled run's
+    `--json` output is accepted by `gpuwise plan --evidence`."""
     from gpuwise.profile.saved_runs import load_run
     from gpuwise.report import profile_view
     from gpuwise.store.runs import RunStore
 
     with RunStore.open(store, create=False) as runs:
+        found = runs.kind_and_document(runs.resolve(run_id))
+        if found is not None and found[0] not in ("profile", "tune-trial"):
+            from gpuwise.cli.saved_run_view import emit_saved
+
+            return emit_saved(runs.resolve(run_id), *found, as_json, as_markdown, html)
         run = load_run(runs, run_id)
     emit(
         run.to_dict(),
@@ -193,7 +203,7 @@ def runs_show(
     )
 
 
-@runs_app.command("compare")
+@runs_app.command("compare", context_settings=_NEGATIVE_IDS)
 def runs_compare(
     a: Annotated[str, typer.Argument(help="The baseline run (id, 'last', -N).")],
     b: Annotated[str, typer.Argument(help="The run to compare with it.")],

@@ -103,6 +103,8 @@ def trace(
     from gpuwise.trace.compare import compare_reports, side_label
 
     if compare:
+        if rank is not None:
+            raise GpuwiseError("--rank shows one run's rank; --compare compares whole runs: give one of them")
         if len(paths) != 2:
             raise GpuwiseError(f"--compare takes exactly two traces (or directories), got {len(paths)}")
         reports = []

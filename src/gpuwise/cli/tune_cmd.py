@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
+from gpuwise.cli.options import alias_value
 from gpuwise.cli.output import HtmlFlag, JsonFlag, MarkdownFlag, emit, one_format
 from gpuwise.cli.profile_cmd import StoreOpt
 from gpuwise.diagnose import thresholds as T
-from gpuwise.errors import GpuwiseError
+from gpuwise.errors import GpuwiseError, RunFailed
 
 __all__ = ["trial_progress", "tune"]
 
@@ -66,9 +67,15 @@ def tune(
     budget: Annotated[
         float,
         typer.Option(
-            "--budget", min=1.0, help="Seconds per trial before it is stopped (hung if too few steps)."
+            "--time-budget",
+            min=1.0,
+            metavar="SECONDS",
+            help="Seconds per trial before it is stopped (hung if too few steps).",
         ),
     ] = 120.0,
+    old_budget: Annotated[
+        float | None, typer.Option("--budget", hidden=True, help="Old spelling of --time-budget.")
+    ] = None,
     repeats: Annotated[
         int, typer.Option("--repeats", min=0, help="Extra runs of the baseline and the best candidates.")
     ] = 2,
@@ -126,7 +133,7 @@ def tune(
     options = TuneOptions(
         steps=steps,
         warmup=warmup,
-        budget_s=budget,
+        budget_s=alias_value("--time-budget", budget, 120.0, "--budget", old_budget),
         repeats=repeats,
         repeat_best=repeat_best,
         max_trials=max_trials,
@@ -137,6 +144,36 @@ def tune(
         allow_numerics=allow_numerics,
         loss_rtol=loss_rtol,
     )
+    _simulate_target(options, target_gpu, workload)
+    if save:
+        from gpuwise.profile.launcher import check_store
+
+        check_store(store)
+    result = run_tune(list(ctx.args), options, on_event=trial_progress())
+    ran = any(t.status == "ok" for t in result.trials)
+    if save and result.trials and (ran or result.interrupted):  # a session that never ran has no verdict
+        result.store = save_tune(result, store)
+    emit(
+        result.to_dict(),
+        "tune",
+        as_json,
+        as_markdown=as_markdown,
+        html=html,
+        document=lambda: tune_view.tune_document(result),
+    )
+    _exit_status(result, ran)
+
+
+def _exit_status(result, ran: bool) -> None:
+    """128 + the signal when interrupted (as a shell reports it); 1 with the reason when no trial ran."""
+    if result.interrupted:
+        sys.exit(128 + (result.signal or 2))
+    if not ran:
+        raise RunFailed(result.notes[-1] if result.notes else "no trial ran: nothing to tune")
+
+
+def _simulate_target(options, target_gpu: str | None, workload: Path | None) -> None:
+    """`--target-gpu` with `--workload`: simulate the --param batch sizes on that GPU before any trial."""
     if (target_gpu is None) != (workload is None):
         raise GpuwiseError(
             "--target-gpu and --workload go together: the simulator needs the model and the GPU"
@@ -153,20 +190,3 @@ def tune(
         with sim_extra_required():
             options.simulated = simulate_batches(workload, target_gpu, [int(v) for v in batch.values])
         options.target_gpu = target_gpu
-    if save:
-        from gpuwise.profile.launcher import check_store
-
-        check_store(store)
-    result = run_tune(list(ctx.args), options, on_event=trial_progress())
-    if save and result.trials:
-        result.store = save_tune(result, store)
-    emit(
-        result.to_dict(),
-        "tune",
-        as_json,
-        as_markdown=as_markdown,
-        html=html,
-        document=lambda: tune_view.tune_document(result),
-    )
-    if result.interrupted:
-        sys.exit(128 + (result.signal or 2))  # as a shell reports a command ended by that signal

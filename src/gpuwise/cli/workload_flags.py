@@ -18,7 +18,7 @@ import typer
 from gpuwise.errors import GpuwiseError
 from gpuwise.workload import Workload, load_workload, workload_from_mapping
 
-__all__ = ["CALIBRATED_COMMANDS", "build_workload", "is_model_config", "workload_command"]
+__all__ = ["CALIBRATED_COMMANDS", "NOT_ACTING", "build_workload", "is_model_config", "workload_command"]
 
 _PANEL = "Workload (override the file)"
 
@@ -126,6 +126,18 @@ def is_model_config(path: Path) -> bool:
     return isinstance(data, dict) and ("architectures" in data or "model_type" in data)
 
 
+def _flag_setting(key: str, flags: dict[str, Any]) -> str | None:
+    """The flag (e.g. ``--goal``) that already sets the workload key ``key`` of a ``--set``, if given."""
+    name = key.lower().replace("-", "_").replace(".", "_")
+    entry = _FLAGS.get(name)
+    if entry is None or flags.get(name) is None or name == "set_values":
+        return None
+    option = entry[1]
+    return str(
+        option.param_decls[0] if option.param_decls else option.default
+    )  # typer: first name is "default"
+
+
 def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
     """WORKLOAD file, model config.json or model id, + flags -> validated Workload. Flags win."""
     overrides = {k: v for k, v in flags.items() if k != "set_values" and v is not None}
@@ -133,7 +145,11 @@ def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
         if "=" not in item:
             raise GpuwiseError(f"--set expects key=value, got {item!r}")
         key, value = item.split("=", 1)
-        overrides[key.strip()] = value.strip()
+        key = key.strip()
+        flag = _flag_setting(key, flags)
+        if flag is not None:
+            raise GpuwiseError(f"{flag} and --set {key}=… both set {key}: give it once")
+        overrides[key] = value.strip()
     if spec is None:
         if "model" not in overrides and "model_factory" not in overrides:
             raise GpuwiseError("give a workload file (e.g. examples/llama-3-8b-lora.yaml) or --model")
@@ -151,6 +167,15 @@ def build_workload(spec: str | None, flags: dict[str, Any]) -> Workload:
         return workload_from_mapping(merged, source=str(path))
     return workload_from_mapping({"model": spec, **overrides})  # a bare model id
 
+
+# Flags a command does not read, left out of its options (issue #25: help lists only what acts there;
+# `--set KEY=V` still takes any key). memory and fit never read the goal or the observed utilization;
+# fit shows no serving figures either.
+_SERVING_FLAGS = {"serving_rate", "serving_slo", "serving_engine", "serving_prefix_hit_rate"}
+NOT_ACTING: dict[str, set[str]] = {
+    "memory": {"goal", "utilization_pct"},
+    "fit": {"goal", "utilization_pct", *_SERVING_FLAGS},
+}
 
 # Commands whose predictions use matmul efficiencies, which `--calibrate RUN` (gpuwise bench) replaces.
 CALIBRATED_COMMANDS = ("plan", "cost", "fit")
@@ -175,6 +200,7 @@ def workload_command(func: Callable[..., Any]) -> Callable[..., Any]:
             name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind | None, option]
         )
         for name, (kind, option) in _FLAGS.items()
+        if name not in NOT_ACTING.get(func.__name__, ())
     ]
 
     @functools.wraps(func)

@@ -429,9 +429,11 @@ def evidence_from_document(document: Any, where: str) -> list[Evidence]:
     if "source" in document:
         return [Evidence.from_dict(document, where)]
     kind = document.get("kind", "unknown")
+    trials = " (a tune session's trials are tune-trial runs: `gpuwise runs list`)" if kind == "tune" else ""
     raise GpuwiseError(
-        f"{where}: a {kind!r} document carries no evidence (use the --json output of `gpuwise profile` or "
-        "`gpuwise trace`)"
+        f"{where}: a {kind!r} document carries no evidence{trials}; use the --json output of "
+        "`gpuwise profile`, `gpuwise trace`, `gpuwise loadtest` or `gpuwise runs show ID` of a profile or "
+        "tune-trial run"
     )
 
 

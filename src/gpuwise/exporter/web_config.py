@@ -54,7 +54,9 @@ def load(path: str | Path) -> WebConfig:
 
     where = Path(path)
     try:
-        data = yaml.safe_load(where.read_text()) or {}
+        data = yaml.safe_load(where.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError:
+        raise GpuwiseError(f"--web-config {where}: not a text file (expected UTF-8 YAML)") from None
     except OSError as err:
         raise GpuwiseError(f"--web-config {where}: {err.strerror or err}") from None
     except yaml.YAMLError as err:

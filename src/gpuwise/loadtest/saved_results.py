@@ -100,8 +100,16 @@ def load(ref: str, store: str | Path | None) -> LoadtestResult:
     with RunStore.open(store, create=False) as runs:
         run_id = runs.resolve(ref)
         row = runs.kind_and_document(run_id)
-    if row is None or row[0] != KIND:
-        raise GpuwiseError(f"run {run_id} is not a load test (see `gpuwise runs list`)")
+    if row is None:
+        raise GpuwiseError(f"no run {run_id} in the run store (see `gpuwise runs list`)")
+    if row[0] != KIND:
+        raise GpuwiseError(
+            f"run {run_id} is a {row[0]} run, not a load test: a run id here names a load test; for a "
+            f"{row[0]} run give its --json output (`gpuwise runs show {run_id} --json > run.json`)"
+            if row[0] in ("profile", "tune-trial")
+            else f"run {run_id} is a {row[0]} run, not a load test, and carries no evidence: give a load "
+            "test's run id, or the --json output of a profile, tune-trial, trace or load test"
+        )
     result = from_dict(json.loads(row[1]))
     result.run_id = run_id
     return result

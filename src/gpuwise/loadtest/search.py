@@ -30,6 +30,9 @@ async def find_max_rate(
     if top:
         return RateSearch(high, low, high, probes, bounded_by_high=True)
     bottom = None if top is None else await meets(low)
+    if bottom is None:  # interrupted: only what the finished probes showed, never "no rate met it"
+        met = [p.target for p in probes if p.slo_met and not p.interrupted]
+        return RateSearch(max(met) if met else None, low, high, probes, interrupted=True)
     if not bottom:
         return RateSearch(None, low, high, probes)
     lo, hi = low, high
@@ -37,7 +40,7 @@ async def find_max_rate(
         mid = (lo + hi) / 2
         ok = await meets(mid)
         if ok is None:
-            break
+            return RateSearch(lo, lo, hi, probes, interrupted=True)
         lo, hi = (mid, hi) if ok else (lo, mid)
     return RateSearch(lo, lo, hi, probes)
 

@@ -129,6 +129,7 @@ class RateSearch:
     high_per_s: float
     probes: list[LevelSummary]
     bounded_by_high: bool = False  # the highest rate tried still met it: the true max is higher
+    interrupted: bool = False  # Ctrl-C before the search ended: max_rate_per_s is what finished probes showed
 
 
 @dataclass
@@ -159,6 +160,7 @@ class LoadtestResult:
                 "low_per_s": s.low_per_s,
                 "high_per_s": s.high_per_s,
                 "bounded_by_high": s.bounded_by_high,
+                "interrupted": s.interrupted,
                 "probes": [p.to_dict() for p in s.probes],
             }
         return {

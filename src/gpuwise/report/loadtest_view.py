@@ -155,7 +155,15 @@ def document(result: LoadtestResult) -> Document:
     doc = Document(f"Load test of {result.url}", subtitle=subtitle)
     if result.search is not None:
         s, slo = result.search, result.slo.text() if result.slo else ""
-        if s.max_rate_per_s is None:
+        if s.interrupted:
+            found = "none yet" if s.max_rate_per_s is None else f"{s.max_rate_per_s:.3g} req/s met it"
+            doc.add(
+                Paragraph(
+                    f"Search interrupted before its answer (SLO {slo}); of the finished probes, {found}.",
+                    "warn",
+                )
+            )
+        elif s.max_rate_per_s is None:
             doc.add(Paragraph(f"No probed rate met the SLO ({slo}), not even {s.low_per_s:g} req/s.", "bad"))
         elif s.bounded_by_high:
             doc.add(

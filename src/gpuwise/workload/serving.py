@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.workload.limits import SERVING_LIMITS, Limit, first_problem
 
 __all__ = [
     "ENGINES",
@@ -285,7 +286,19 @@ def mean_lengths(spec: ServingSpec, values: dict[str, Any], where: str = "") -> 
 
 def _problem(s: ServingSpec) -> str | None:
     """The first impossible value of a ``serving:`` section, as one line (None: it is valid)."""
-    return _demand_problem(s) or _engine_problem(s) or _length_problem(s)
+    return _demand_problem(s) or _engine_problem(s) or _length_problem(s) or _limits_problem(s)
+
+
+_LENGTH_LIMIT = Limit(0, 1 << 24, "tokens")
+
+
+def _limits_problem(s: ServingSpec) -> str | None:
+    """Any number that is not finite or outside its range (workload/limits.py), lengths included."""
+    problem = first_problem(s, SERVING_LIMITS, "serving.")
+    for dist, name in ((s.prompt_len, "prompt_len"), (s.output_len, "output_len")):
+        limits = dict.fromkeys(("mean", "p50", "p90", "p99"), _LENGTH_LIMIT)
+        problem = problem or (first_problem(dist, limits, f"serving.{name}.") if dist else None)
+    return problem
 
 
 def _demand_problem(s: ServingSpec) -> str | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.workload.limits import FIELD_LIMITS, first_problem
 from gpuwise.workload.serving import ServingSpec, fold_flat_keys, mean_lengths, parse_serving
 
 if TYPE_CHECKING:
@@ -418,6 +419,7 @@ def validate(w: Workload, where: str = "") -> Workload:
         or _unknown_requirement(w)
         or _bad_number(w)
         or _contradiction(w)
+        or first_problem(w, FIELD_LIMITS)  # the rest: finite, in range, with its unit (workload/limits.py)
         or _model_mismatch(w)
     )
     if problem:
