@@ -2,7 +2,7 @@
 
 A guide whose code fails ruff or no longer fits the tree sends a contributor into a wall on the first
 step. So every section of the guide is executed as a reader would follow it, in its own scratch copy
-of the repository (src/, examples/, tests/ without its data, pyproject.toml), in document order:
+of the repository (src/, examples/, tests/ with its recorded data, pyproject.toml), in document order:
 
 - a ```python block starts with ``# file: PATH``: it is the whole new file at PATH (written, then
   ``ruff check`` and ``ruff format --check`` run on it with the project's configuration);
@@ -10,7 +10,8 @@ of the repository (src/, examples/, tests/ without its data, pyproject.toml), in
   files it touches must stay clean under ``ruff check`` and ``ruff format --check``;
 - any other block (```yaml, ```csv, ...) whose first line is ``# file: PATH`` is written to PATH;
   one whose first line is ``# append to: PATH`` has its other lines appended to PATH (in the file's own
-  line endings: gpus.csv is CRLF);
+  line endings: gpus.csv is CRLF); in a ```json block the ``# file: PATH`` line is not written, as
+  JSON has no comments;
 - a ```bash block is the section's check: each line runs in the scratch copy (``python`` is this
   interpreter, ``PYTHONPATH`` the copy's src/) and must exit 0.
 
@@ -79,8 +80,9 @@ def scratch_copy(root: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO / "src", root / "src", ignore=ignore)
     shutil.copytree(REPO / "examples", root / "examples", ignore=ignore)
-    # the tests the guide runs beside its own (not their recorded data: no section needs it)
-    shutil.copytree(REPO / "tests", root / "tests", ignore=shutil.ignore_patterns("__pycache__", "data"))
+    # the tests the guide runs beside its own, with their recorded data (316 KB: a new GPU's check runs
+    # the GPU-identity tests, which read a recorded trace)
+    shutil.copytree(REPO / "tests", root / "tests", ignore=ignore)
     shutil.copy2(REPO / "pyproject.toml", root / "pyproject.toml")
     return root
 
@@ -154,7 +156,8 @@ def apply(block: Block, root: Path) -> list[str]:
         path.write_bytes(data + b"".join(line.encode() + newline for line in lines))
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(block.text, encoding="utf-8")
+        text = block.text.split("\n", 1)[1] if block.language == "json" else block.text
+        path.write_text(text, encoding="utf-8")
     return ruff_clean([name], root) if block.language == "python" else []
 
 
