@@ -1,7 +1,8 @@
 # Entry points that work on a fresh machine (Python >= 3.10 with venv, and PyPI):
 #   make demo        - create .venv, install gpuwise + torch, run the main job (gpuwise doctor)
 #   make check       - the gates: ruff format --check, ruff check, mypy (versions pinned in the dev extra)
-#   make test        - make check, then the whole test suite (what CI runs: .ci/run)
+#   make test        - the system tools it needs checked first, make check, then the whole test suite
+#                      (what CI runs: .ci/run, which installs those tools with apt-get)
 #   make test-lowest - the test suite against the lowest supported versions (constraints-lowest.txt)
 #   make bench       - every benchmark script
 #
@@ -27,7 +28,7 @@ PYTEST_ARGS ?=
 LOWEST_PYTHON ?= $(shell command -v python3.10 || echo $(PYTHON))
 LOWEST_VENV ?= .venv-lowest
 
-.PHONY: demo check test test-lowest bench constraints clean
+.PHONY: demo check system-tools test test-lowest bench constraints clean
 
 # $(call install_torch,VENV_PYTHON): the pinned torch, CPU build unless a GPU or TORCH_INDEX says otherwise
 define install_torch
@@ -62,8 +63,15 @@ check: $(VENV)/.dev
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 
+# Beyond Python and PyPI the suite needs Debian's chromium, prometheus (promtool) and openssl: said first,
+# before anything is installed or run (tests/system_tools.py); `make test SYSTEM_TOOLS=warn` runs anyway.
+SYSTEM_TOOLS ?= require
+system-tools:
+	@$(PYTHON) tests/system_tools.py || [ "$(SYSTEM_TOOLS)" = warn ] || \
+		{ echo "make test stops here; install them, or run anyway with: make test SYSTEM_TOOLS=warn"; exit 1; }
+
 # GPUWISE_STRICT_SKIPS: a skip fails the run unless it is for missing hardware (tests/conftest.py)
-test: check
+test: system-tools check
 	GPUWISE_STRICT_SKIPS=1 $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 $(LOWEST_VENV)/.dev: pyproject.toml constraints-lowest.txt Makefile
@@ -73,7 +81,7 @@ $(LOWEST_VENV)/.dev: pyproject.toml constraints-lowest.txt Makefile
 		-c constraints-lowest.txt -e '.[profile,monitor,sim,report,dev]'
 	touch $@
 
-test-lowest: $(LOWEST_VENV)/.dev
+test-lowest: system-tools $(LOWEST_VENV)/.dev
 	$(LOWEST_VENV)/bin/python -m pip list --disable-pip-version-check 2>/dev/null \
 		| grep -iE '^(typer|click|rich|pyyaml|numpy|orjson|msgspec|psutil|platformdirs|transformers|peft|accelerate|torch) '
 	GPUWISE_STRICT_SKIPS=1 $(LOWEST_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)

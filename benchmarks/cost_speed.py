@@ -34,12 +34,8 @@ def _cases() -> list[list[str]]:
     ]
 
 
-# Some examples use the extra GPUs of examples/gpus.yaml (e.g. an 8 GB RTX 4060).
-ENV = (
-    {**os.environ, "GPUWISE_GPUS": str(REPO / "examples" / "gpus.yaml")}
-    if (REPO / "examples" / "gpus.yaml").is_file()
-    else None
-)
+# Every example runs on the bundled catalog alone (no user GPU file).
+ENV = {k: v for k, v in os.environ.items() if k != "GPUWISE_GPUS"}
 
 
 def _time(args: list[str]) -> tuple[float, int]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import system_tools
 from third_party import SARIF_SKIP, THIRD_PARTY_SKIP, DataError, check, data_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,6 +98,15 @@ def trace_dir() -> ThirdPartyTraces:
     if not root.is_dir():
         pytest.skip(THIRD_PARTY_SKIP)
     return ThirdPartyTraces(root)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """First line of every run: the system tools (chromium, prometheus, ...) that are missing, and how to
+    install them, before anything runs (tests/system_tools.py; the Makefile checks the same first)."""
+    absent = system_tools.missing()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if absent and reporter is not None:
+        reporter.write_line(system_tools.summary(absent), yellow=True, bold=True)
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

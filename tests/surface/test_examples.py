@@ -12,14 +12,14 @@ from gpuwise.workload import load_workload
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Examples whose plan needs a feature another part of issue 13 adds; each joins ALL once it is merged.
-ALL = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name != "gpus.yaml")
+ALL = sorted(EXAMPLES.glob("*.yaml"))  # every one runs on the bundled catalog alone (no user GPU file)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def example_gpus():
-    """The 8 GB RTX 4060 of examples/gpus.yaml, as the RAG example's header tells users to load it."""
+def bundled_catalog_only():
+    """No user GPU file: every GPU an example names is in the bundled catalog."""
     mp = pytest.MonkeyPatch()
-    mp.setenv("GPUWISE_GPUS", str(EXAMPLES / "gpus.yaml"))
+    mp.delenv("GPUWISE_GPUS", raising=False)
     clear_cache()
     yield
     mp.undo()
@@ -131,7 +131,7 @@ def test_vit_training_turns_on_mixed_precision_and_keeps_ddp():
 
 
 def test_every_example_renders_through_the_cli(cli):
-    env = {**__import__("os").environ, "GPUWISE_GPUS": str(EXAMPLES / "gpus.yaml")}
+    env = {k: v for k, v in __import__("os").environ.items() if k != "GPUWISE_GPUS"}
     for path in ALL:
         result = cli("plan", str(path), "--markdown", env=env)
         assert result.exit_code == 0, f"{path.name}: {result.stderr}"

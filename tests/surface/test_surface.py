@@ -18,7 +18,7 @@ from gpuwise.catalog.gpus import clear_cache
 from gpuwise.cli.app import app, main
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted(p for p in (REPO / "examples").glob("*.yaml") if p.name != "gpus.yaml")
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 COMMANDS = ("memory", "plan", "fit", "cost")
 FORMATS: dict[str, tuple[str, ...]] = {
     "terminal": (),
@@ -55,9 +55,9 @@ def assert_clean(code: int, out: str, err: str, argv: list[str]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _example_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Examples may name GPUs of examples/gpus.yaml, as their header tells users to load it."""
-    monkeypatch.setenv("GPUWISE_GPUS", str(REPO / "examples" / "gpus.yaml"))
+def _bundled_catalog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No user GPU file: every GPU an example names is in the bundled catalog, as a new user has it."""
+    monkeypatch.delenv("GPUWISE_GPUS", raising=False)
     monkeypatch.setenv("COLUMNS", "120")
 
 
