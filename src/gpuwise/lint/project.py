@@ -31,6 +31,7 @@ _REQUIREMENT = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(>=|==|~=|>)\s*(\d+)\.
 _DEVICE_STRING = re.compile(r"^(cuda(:\d+)?|nccl|gpu|auto)$")
 _DEVICE_KEYWORDS = ("device", "accelerator", "device_map", "backend", "map_location")
 _CUDA_STRING = re.compile(r"^(cuda(:\d+)?|nccl)$")
+_CONV_NETS = ("torchvision.models.", "timm.create_model", "timm.models.")
 _CPU_ONLY = re.compile(r"^(cpu|gloo)$")
 
 
@@ -150,6 +151,7 @@ class Project:
     chooses_precision: bool = False  # some file names autocast/bf16/fp16/a precision setting
     conv_net: bool = False  # some file builds a Conv2d/Conv3d/torchvision model
     sets_cudnn_benchmark: bool = False
+    uses_distributed_sampler: bool = False  # some file builds a DistributedSampler
     datasets: dict[str, ast.ClassDef] = field(default_factory=dict)  # Dataset subclasses by name
 
     @classmethod
@@ -165,8 +167,11 @@ class Project:
                 isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in ctx.calls
             )
             project.chooses_precision |= mentions_amp(ctx)
-            project.conv_net |= bool(ctx.names & {"Conv2d", "Conv3d", "resnet18", "resnet50", "create_model"})
+            project.conv_net |= any(  # an ImageNet-scale conv net, where the algorithm choice matters
+                ctx.qualname(c.func).startswith(_CONV_NETS) for c in ctx.calls
+            )
             project.sets_cudnn_benchmark |= "benchmark" in ctx.names and "cudnn" in ctx.names
+            project.uses_distributed_sampler |= "DistributedSampler" in ctx.names
             for node in ctx.kids:
                 if isinstance(node, ast.ClassDef):
                     project.datasets.setdefault(node.name, node)

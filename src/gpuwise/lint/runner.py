@@ -6,6 +6,7 @@ import ast
 import warnings
 from pathlib import Path
 
+from gpuwise.lint import rules_more  # noqa: F401  (registers its checks in CHECKS)
 from gpuwise.lint.catalog import SPECS
 from gpuwise.lint.config import LintConfig
 from gpuwise.lint.context import Context
