@@ -63,29 +63,36 @@ def _cost(ctx: Context, expr: ast.expr, at: ast.AST, depth: int) -> DataCost:
 def _call_cost(ctx: Context, call: ast.Call, depth: int) -> DataCost:
     name = ctx.qualname(call.func)
     last = name.rpartition(".")[2] if name else getattr(call.func, "attr", "")
-    if last in _HEAVY_METHODS:
-        return "heavy"
-    if isinstance(call.func, ast.Attribute) and last in _TOKENIZED | _PASS_THROUGH:
-        inner = _cost(ctx, call.func.value, call, depth + 1)
-        if last in _PASS_THROUGH:
-            return inner
-        return inner if inner in {"heavy", "memory"} else "tokenized"
+    if isinstance(call.func, ast.Attribute) and last in _HEAVY_METHODS | _TOKENIZED | _PASS_THROUGH:
+        return _method_cost(ctx, call.func, last, call, depth)
     if last in {"load_dataset", "load_from_disk"}:
         return "tokenized"
     if last == "TensorDataset" or (name.startswith("torch.") and last in _FACTORIES):
         return "memory"
-    if last in {"Subset", "ConcatDataset"} and call.args:
-        costs = [_cost(ctx, a, call, depth + 1) for a in call.args[:1] if not isinstance(a, ast.Starred)]
-        return costs[0] if costs else "unknown"
+    if last in {"Subset", "ConcatDataset"} and call.args and not isinstance(call.args[0], ast.Starred):
+        return _cost(ctx, call.args[0], call, depth + 1)
     if name.startswith(_VISION) or _HEAVY_CLASS.search(last):
         return "heavy"
+    return _defined_cost(ctx, last)
+
+
+def _method_cost(ctx: Context, func: ast.Attribute, last: str, call: ast.Call, depth: int) -> DataCost:
+    """``ds.with_transform(f)`` is heavy; ``ds.map(f)`` tokenizes ahead; ``ds.shuffle()`` keeps ds's cost."""
+    if last in _HEAVY_METHODS:
+        return "heavy"
+    inner = _cost(ctx, func.value, call, depth + 1)
+    if last in _PASS_THROUGH:
+        return inner
+    return inner if inner in {"heavy", "memory"} else "tokenized"
+
+
+def _defined_cost(ctx: Context, last: str) -> DataCost:
+    """A Dataset class of the project, judged by its ``__getitem__``; a synthetic-sounding name."""
     project = ctx.project
     cls = project.datasets.get(last) if project is not None else None
     if cls is not None:
         return _class_cost(cls)
-    if _IN_MEMORY_CLASS.search(last):
-        return "memory"
-    return "unknown"
+    return "memory" if _IN_MEMORY_CLASS.search(last) else "unknown"
 
 
 def _class_cost(cls: ast.ClassDef) -> DataCost:
