@@ -9,7 +9,14 @@ from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.finding import Confidence, Severity
 from gpuwise.lint.context import Framework
 
-__all__ = ["SHARED_FINDINGS", "SPECS", "SPECS_LIST", "RuleSpec"]
+__all__ = ["DOCS_URL", "SECURITY_SEVERITY", "SHARED_FINDINGS", "SPECS", "SPECS_LIST", "RuleSpec"]
+
+# Where the rule reference lives (docs/lint.md, one "### rule_id" section per rule): SARIF helpUri and
+# informationUri point here. The repository's public address; change it in one place if it moves.
+DOCS_URL = "https://github.com/gpuwise/gpuwise/blob/main/docs/lint.md"
+# GitHub code scanning's security-severity (0-10; 7.0-8.9 is "high") for the security rules: unpickling
+# an attacker's checkpoint runs code with the trainer's rights (CWE-502, deserialization of untrusted data).
+SECURITY_SEVERITY = {"torch_load_unsafe": "7.8"}
 
 # Runtime findings (gpuwise.diagnose.rules) that a lint rule can point at in the source.
 SHARED_FINDINGS = ("input_bound", "pageable_copies", "sync_bound", "no_mixed_precision", "comm_bound")
@@ -32,6 +39,11 @@ class RuleSpec:
     fixable: bool = False  # --fix has an edit (Edit.safe says whether it can change behaviour)
     help_uri: str = ""
     tags: tuple[str, ...] = field(default=())
+
+    @property
+    def docs_uri(self) -> str:
+        """The rule's section of the rule reference (docs/lint.md, heading ``### rule_id``)."""
+        return f"{DOCS_URL}#{self.id}"
 
     def fix_for(self, framework: Framework) -> str:
         """The fix in `framework`'s terms, else the plain PyTorch one."""
