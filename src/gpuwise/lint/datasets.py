@@ -42,7 +42,10 @@ def dataset_cost(ctx: Context, loader: ast.Call) -> DataCost:
     expr = given.value if given is not None else loader.args[0] if loader.args else None
     if expr is None:
         return "unknown"
-    return _cost(ctx, expr, loader, 0)
+    costs: dict[ast.Call, DataCost] = ctx.memo.setdefault("dataset_costs", {})  # type: ignore[assignment]
+    if loader not in costs:
+        costs[loader] = _cost(ctx, expr, loader, 0)
+    return costs[loader]
 
 
 def _cost(ctx: Context, expr: ast.expr, at: ast.AST, depth: int) -> DataCost:
@@ -125,32 +128,57 @@ def _class_cost(cls: ast.ClassDef) -> DataCost:
     return verdict
 
 
+def _assignments(ctx: Context) -> dict[str, list[tuple[int, ast.AST | None, ast.expr]]]:
+    """Every ``target = value`` of the file once: target text -> (line, enclosing function or None
+    for module level, value); tuple unpacking is paired item by item."""
+    found = ctx.memo.get("assignments")
+    if found is not None:
+        return found  # type: ignore[return-value]  # memo holds what this function built
+    index: dict[str, list[tuple[int, ast.AST | None, ast.expr]]] = {}
+    for node in ctx.kids:
+        if not isinstance(node, ast.Assign):
+            continue
+        scope = _scope(ctx, node)
+        for target in node.targets:
+            for name, value in _pairs(target, node.value):
+                index.setdefault(name, []).append((node.lineno, scope, value))
+    ctx.memo["assignments"] = index
+    return index
+
+
+def _scope(ctx: Context, node: ast.AST) -> ast.AST | None:
+    parent = ctx.parents.get(node)
+    while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
+        parent = ctx.parents.get(parent)
+    return parent
+
+
 def _assigned(ctx: Context, target: ast.Name | ast.Attribute, at: ast.AST) -> ast.expr | None:
     """The value last assigned to ``target`` (a local name in the enclosing function or module, or a
     ``self.x`` attribute anywhere in the file) before ``at``; None when unknown."""
-    wanted = ast.unparse(target)
-    scope: ast.AST | None = ctx.parents.get(at)
-    while scope is not None and not isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
-        scope = ctx.parents.get(scope)
-    nodes = ast.walk(ctx.tree) if isinstance(target, ast.Attribute) else ctx.walk_no_defs(scope or ctx.tree)
-    found: ast.expr | None = None
+    if isinstance(target, ast.Name):
+        wanted = target.id
+    elif isinstance(target.value, ast.Name):
+        wanted = f"{target.value.id}.{target.attr}"
+    else:
+        return None
     line = getattr(at, "lineno", 10**9)
-    for node in nodes:
-        if isinstance(node, ast.Assign) and node.lineno <= line:
-            for tgt in node.targets:
-                value = _matching(tgt, node.value, wanted)
-                if value is not None and (found is None or node.lineno >= getattr(found, "lineno", 0)):
-                    found = value
-    return found
+    scope = _scope(ctx, at) if isinstance(target, ast.Name) else None
+    best: tuple[int, ast.expr] | None = None
+    for lineno, where, value in _assignments(ctx).get(wanted, ()):
+        if lineno > line or (isinstance(target, ast.Name) and where is not scope):
+            continue
+        if best is None or lineno >= best[0]:
+            best = (lineno, value)
+    return best[1] if best else None
 
 
-def _matching(target: ast.expr, value: ast.expr, wanted: str) -> ast.expr | None:
-    """The part of ``value`` assigned to ``wanted`` (tuple unpacking pairs items by position)."""
-    if isinstance(target, ast.Name | ast.Attribute) and ast.unparse(target) == wanted:
-        return value
+def _pairs(target: ast.expr, value: ast.expr) -> list[tuple[str, ast.expr]]:
+    """(target text, value) for ``x = v``, ``self.x = v`` and ``a, b = u, v``."""
+    if isinstance(target, ast.Name):
+        return [(target.id, value)]
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+        return [(f"{target.value.id}.{target.attr}", value)]
     if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
-        for tgt, val in zip(target.elts, value.elts, strict=True):
-            found = _matching(tgt, val, wanted)
-            if found is not None:
-                return found
-    return None
+        return [pair for t, v in zip(target.elts, value.elts, strict=True) for pair in _pairs(t, v)]
+    return []

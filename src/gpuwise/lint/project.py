@@ -12,9 +12,11 @@ reported, and a model that casts itself to bf16 in ``model.py`` is not "fp32 tra
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from gpuwise.lint.context import Context, keyword
@@ -24,7 +26,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["MARKERS", "Project", "gpu_evidence", "project_root", "torch_floor"]
+__all__ = ["MARKERS", "Project", "declares", "gpu_evidence", "project_root", "torch_floor"]
 
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 _REQUIREMENT = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(>=|==|~=|>)\s*(\d+)\.(\d+)", re.IGNORECASE)
@@ -32,6 +34,7 @@ _DEVICE_STRING = re.compile(r"^(cuda(:\d+)?|nccl|gpu|auto)$")
 _DEVICE_KEYWORDS = ("device", "accelerator", "device_map", "backend", "map_location")
 _CUDA_STRING = re.compile(r"^(cuda(:\d+)?|nccl)$")
 _CONV_NETS = ("torchvision.models.", "timm.create_model", "timm.models.")
+_FRAMEWORK_OBJECTS = ("Trainer", "Fabric", "TrainingArguments", "Accelerator")
 _CPU_ONLY = re.compile(r"^(cpu|gloo)$")
 
 
@@ -41,17 +44,32 @@ def project_root(path: Path, stop: Path | None = None) -> Path:
     folder = path.resolve().parent
     limit = stop.resolve() if stop is not None else None
     for candidate in [folder, *folder.parents]:
-        if any((candidate / m).is_file() for m in MARKERS) or any(candidate.glob("requirements*.txt")):
+        if declares(candidate):
             return candidate
         if limit is not None and candidate == limit:
             break
     return folder
 
 
+@lru_cache(maxsize=4096)
+def declares(folder: Path) -> bool:
+    """Does the folder hold a project marker (pyproject.toml, setup.py, setup.cfg, requirements*.txt)?
+    Cached per run of many files: one directory listing per folder."""
+    try:
+        names = {entry.name for entry in os.scandir(folder) if entry.is_file()}
+    except OSError:
+        return False
+    return any(m in names for m in MARKERS) or any(
+        n.startswith("requirements") and n.endswith(".txt") for n in names
+    )
+
+
 def torch_floor(root: Path) -> tuple[int, int] | None:
     """The lowest torch (major, minor) the project allows, from pyproject dependencies or
     requirements*.txt at ``root`` or above; None when no lower bound is declared."""
     for folder in [root, *root.parents]:
+        if not declares(folder):
+            continue
         lines: list[str] = []
         pyproject = folder / "pyproject.toml"
         if pyproject.is_file():
@@ -80,6 +98,12 @@ def gpu_evidence(ctx: Context) -> bool | None:
     Fabric accelerator other than "cpu", HF/Lightning/Accelerate defaults); False when every
     Trainer/Fabric/Accelerator is told to use the CPU; None when the file says nothing. Help strings and
     comments never count."""
+    if "gpu_evidence" not in ctx.memo:
+        ctx.memo["gpu_evidence"] = _gpu_evidence(ctx)
+    return ctx.memo["gpu_evidence"]  # type: ignore[return-value]  # set just above
+
+
+def _gpu_evidence(ctx: Context) -> bool | None:
     cpu_only = _framework_on_cpu(ctx)
     if cpu_only is not None:
         return not cpu_only
@@ -122,10 +146,8 @@ def _framework_on_cpu(ctx: Context) -> bool | None:
     """True when every Trainer/Fabric/TrainingArguments/Accelerator call pins the CPU, False when one
     names a GPU accelerator, None when none says."""
     verdicts: list[bool] = []
-    for call in ctx.calls:
-        name = ctx.qualname(call.func).rpartition(".")[2]
-        if name not in {"Trainer", "Fabric", "TrainingArguments", "Accelerator"}:
-            continue
+    by_name = ctx.calls_by_name
+    for call in (c for name in _FRAMEWORK_OBJECTS for c in by_name.get(name, ())):
         for arg in ("accelerator", "use_cpu", "no_cuda", "cpu"):
             kw = keyword(call, arg)
             if kw is None:

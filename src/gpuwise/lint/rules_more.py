@@ -12,7 +12,7 @@ import ast
 from collections.abc import Iterator
 
 from gpuwise.lint.context import Context, keyword
-from gpuwise.lint.rules import LOADERS, Hit, _loaders, check
+from gpuwise.lint.rules import Hit, _loaders, check
 from gpuwise.lint.spans import Positions
 from gpuwise.lint.types import Edit
 
@@ -144,25 +144,31 @@ def clip_before_unscale(ctx: Context, pos: Positions) -> Iterator[Hit]:
 def len_list_loader(ctx: Context, pos: Positions) -> Iterator[Hit]:
     """``len(list(loader))`` loads every batch of the epoch to count them; ``len(loader)`` is free
     for a map-style DataLoader (the edit is unsafe: an iterable dataset has no len)."""
-    loaders = {
-        t.id
-        for node in ast.walk(ctx.tree)
-        if isinstance(node, ast.Assign)
-        and isinstance(node.value, ast.Call)
-        and ctx.is_api(node.value.func, *LOADERS)
-        for t in node.targets
-        if isinstance(t, ast.Name)
-    }
     for call in ctx.calls_to("len"):
         inner = call.args[0] if len(call.args) == 1 else None
         if not (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "list"):
             continue
         target = inner.args[0] if len(inner.args) == 1 else None
-        if isinstance(target, ast.Name) and (target.id in loaders or "loader" in target.id.lower()):
+        if isinstance(target, ast.Name) and _is_loader(ctx, target):
             edit = _replace(pos, inner, target.id)
             yield Hit(
                 "len_list_loader", call, f"len(list({target.id})) loads the whole epoch to count it", edit
             )
+
+
+def _is_loader(ctx: Context, name: ast.Name) -> bool:
+    """A name called ``*loader*`` or assigned a DataLoader in this file."""
+    if "loader" in name.id.lower():
+        return True
+    return any(
+        ctx.parents.get(call) is not None and name.id in _targets(ctx.parents[call]) for call in _loaders(ctx)
+    )
+
+
+def _targets(node: ast.AST) -> set[str]:
+    if not isinstance(node, ast.Assign):
+        return set()
+    return {t.id for t in node.targets if isinstance(t, ast.Name)}
 
 
 def _replace(pos: Positions, node: ast.expr, text: str) -> Edit | None:
