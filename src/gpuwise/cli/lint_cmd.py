@@ -51,7 +51,10 @@ def lint(
         typer.Option("--unsafe-fixes", help="With --fix/--diff, also the fixes that may change behaviour."),
     ] = False,
     show_source: Annotated[
-        bool, typer.Option("--show-source", help="Print each finding's source line under it.")
+        bool,
+        typer.Option(
+            "--show-source", help="Print each finding's source line under it (always in --html/--markdown)."
+        ),
     ] = False,
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
@@ -139,11 +142,11 @@ def _show(
             chosen == "json",
             as_markdown=as_markdown,
             html=html,
-            document=lambda: lint_document(result, show_source),
+            document=lambda: lint_document(result, show_source or as_markdown or html is not None),
         )
         return
     if html is not None:
-        write_html(lint_document(result), html)
+        write_html(lint_document(result, show_source=True), html)
     if chosen == "sarif":
         sys.stdout.buffer.write(to_json_bytes(formats.sarif(result)) + b"\n")
     else:

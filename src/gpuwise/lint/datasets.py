@@ -21,7 +21,7 @@ DataCost = Literal["heavy", "unknown", "tokenized", "memory"]
 
 _HEAVY_CALL = re.compile(
     r"open|imread|read|load|decode|transform|augment|crop|resize|flip|jitter|tokeniz|encode|"
-    r"memmap|fromfile|urlopen|request|get_item_from_disk|audio|video|image",
+    r"memmap|fromfile|urlopen|request|fetch|download|sleep|audio|video|image",
     re.IGNORECASE,
 )
 _HEAVY_CLASS = re.compile(r"image|folder|video|audio|speech|coco|voc|kinetics|webdataset|wds", re.IGNORECASE)
