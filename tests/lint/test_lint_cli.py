@@ -69,7 +69,28 @@ def test_json_and_terminal_output(cli, project: Path) -> None:
         load["rule"] == "torch_load_unsafe" and load["fixable"] == "unsafe" and "weights_only" in load["fix"]
     )
     shown = cli("lint", str(project)).stdout
-    assert "train.py" in shown and 'state = torch.load("ckpt.pt")' in shown and "1 medium, 1 low" in shown
+    assert "1 medium, 1 low" in shown and 'state = torch.load("ckpt.pt")' not in shown
+    [line] = [line for line in shown.splitlines() if line.strip().startswith("6:9 ")]  # one line per finding
+    assert "torch_load_unsafe" in line and "medium" in line
+    source = cli("lint", str(project), "--show-source").stdout
+    assert 'state = torch.load("ckpt.pt")' in source
+
+
+def test_select_takes_a_comma_separated_list(cli, project: Path) -> None:
+    both = cli(
+        "lint", str(project), "--format", "flake8", "--select", "torch_load_unsafe,loader_no_pin_memory"
+    )
+    assert len(both.stdout.splitlines()) == 2
+    one = cli("lint", str(project), "--format", "flake8", "--select", "torch_load_unsafe,")
+    assert [line.split()[1] for line in one.stdout.splitlines()] == ["torch_load_unsafe"]
+    bad = cli("lint", str(project), "--select", "torch_load_unsafe,sync_bund")
+    assert bad.exit_code == 2 and "sync_bound" in bad.stderr
+
+
+def test_diff_with_nothing_to_fix_says_so(cli, project: Path) -> None:
+    done = cli("lint", str(project), "--diff", "--select", "torch_load_unsafe")
+    assert done.stdout == "" and done.exit_code == 0
+    assert "nothing to fix: 1 finding(s)" in done.stderr and "--unsafe-fixes" in done.stderr
 
 
 def test_diff_writes_nothing_and_fix_applies_safe_edits(cli, project: Path) -> None:

@@ -41,8 +41,13 @@ def corpus_log(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """SARIF for the lint corpus plus a notebook and an unparseable file (a tool notification)."""
     root = tmp_path_factory.mktemp("sarif")
     shutil.copytree(DATA / "lint", root / "corpus")
-    cells = [{"cell_type": "code", "source": ["import torch\n", "sd = torch.load('x.pt')\n"]}]
-    (root / "corpus" / "explore.ipynb").write_text(json.dumps({"cells": cells}))
+    cells = [
+        {"cell_type": "markdown", "source": ["# notes\n"]},
+        {"cell_type": "code", "source": ["import torch\n", "sd = torch.load('x.pt')\n"]},
+    ]
+    (root / "corpus" / "explore.ipynb").write_text(
+        json.dumps({"cells": cells}, indent=1)
+    )  # as nbformat writes
     (root / "corpus" / "broken.py").write_text("def f(:\n")
     result = run_cli("lint", str(root / "corpus"), "--format", "sarif")
     assert result.exit_code == 1, result.stderr
@@ -59,7 +64,9 @@ def test_lint_sarif_of_the_corpus_validates(corpus_log: dict[str, Any]) -> None:
     [run] = corpus_log["runs"]
     results = run["results"]
     assert len(results) >= 10 and {r["level"] for r in results} <= {"error", "warning", "note"}
-    assert any("cell 1, line 2" in r["message"]["text"] for r in results)  # the notebook finding
+    [cell] = [r for r in results if "cell 1, line 2" in r["message"]["text"]]  # the notebook finding
+    region = cell["locations"][0]["physicalLocation"]["region"]
+    assert region["startLine"] == 13 and "torch.load" in region["snippet"]["text"]  # its line of the JSON
     [note] = run["invocations"][0]["toolExecutionNotifications"]
     assert "broken.py" in note["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
 
@@ -86,3 +93,31 @@ def test_validation_rejects_a_broken_log(corpus_log: dict[str, Any], break_it: A
     break_it(broken)
     found = errors(broken)
     assert any(complaint in e for e in found), found
+
+
+def test_code_scanning_fields(corpus_log: dict[str, Any]) -> None:
+    [run] = corpus_log["runs"]
+    driver = run["tool"]["driver"]
+    assert driver["informationUri"].startswith("https://")
+    rules = {rule["id"]: rule for rule in driver["rules"]}
+    for rule in rules.values():
+        assert rule["helpUri"].endswith("#" + rule["id"])
+        assert "**Why.**" in rule["help"]["markdown"] and "**Fix.**" in rule["help"]["markdown"]
+    assert float(rules["torch_load_unsafe"]["properties"]["security-severity"]) >= 7.0
+    assert "security-severity" not in rules["loader_no_workers"]["properties"]
+    levels = {(r["properties"]["severity"], r["level"]) for r in run["results"]}
+    assert ("low", "note") in levels and ("medium", "warning") in levels and ("low", "warning") not in levels
+    hashes = [r["partialFingerprints"]["gpuwiseFindingHash/v1"] for r in run["results"]]
+    assert len(set(hashes)) == len(hashes)
+
+
+def test_fingerprints_survive_lines_moving(tmp_path: Path) -> None:
+    body = "import torch\na = torch.load('a.pt')\nb = torch.load('a.pt')\n"
+    (tmp_path / "x.py").write_text(body)
+    before = run_cli("lint", str(tmp_path / "x.py"), "--format", "sarif").json()["runs"][0]["results"]
+    (tmp_path / "x.py").write_text("import os\n\n" + body)
+    after = run_cli("lint", str(tmp_path / "x.py"), "--format", "sarif").json()["runs"][0]["results"]
+    lines = [r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in (*before, *after)]
+    assert lines == [2, 3, 4, 5]
+    prints = [[r["partialFingerprints"]["gpuwiseFindingHash/v1"] for r in rs] for rs in (before, after)]
+    assert prints[0] == prints[1] and len(set(prints[0])) == 2  # same text twice: two identities

@@ -34,7 +34,8 @@ def lint(
         typer.Option("--fail-on", help="Exit 1 if a finding has this severity or higher (default: low)."),
     ] = None,
     select: Annotated[
-        list[str] | None, typer.Option("--select", help="Only these rules (or shared finding ids).")
+        list[str] | None,
+        typer.Option("--select", help="Only these rules (or shared finding ids); a,b or repeated."),
     ] = None,
     ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Skip these rules.")] = None,
     config: Annotated[
@@ -48,6 +49,12 @@ def lint(
     unsafe_fixes: Annotated[
         bool,
         typer.Option("--unsafe-fixes", help="With --fix/--diff, also the fixes that may change behaviour."),
+    ] = False,
+    show_source: Annotated[
+        bool,
+        typer.Option(
+            "--show-source", help="Print each finding's source line under it (always in --html/--markdown)."
+        ),
     ] = False,
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
@@ -65,7 +72,10 @@ def lint(
     settings = _settings(paths, config, select, ignore, fail_on)
     result = lint_paths(paths, settings)
     if diff:
-        sys.stdout.write(lint_fix.unified_diff(lint_fix.fixed_texts(result, unsafe_fixes)))
+        patch = lint_fix.unified_diff(lint_fix.fixed_texts(result, unsafe_fixes))
+        sys.stdout.write(patch)
+        if not patch:
+            typer.echo(lint_fix.nothing_to_fix(result, unsafe_fixes), err=True)
         return
     if fix:
         changes = lint_fix.fixed_texts(result, unsafe_fixes)
@@ -73,7 +83,7 @@ def lint(
             lint_fix.write_atomically(path, new)
         result = lint_paths(paths, settings)  # report what is left
         result.fixed = sum(1 for _ in changes)
-    _show(result, chosen, as_markdown, html)
+    _show(result, chosen, as_markdown, html, show_source)
     if result.at_or_above(settings.fail_on):
         raise typer.Exit(1)
 
@@ -122,7 +132,9 @@ def _settings(
     return settings
 
 
-def _show(result: LintResult, chosen: OutputFormat, as_markdown: bool, html: Path | None) -> None:
+def _show(
+    result: LintResult, chosen: OutputFormat, as_markdown: bool, html: Path | None, show_source: bool = False
+) -> None:
     """JSON and the report go through `emit` like every command; SARIF and flake8 lines are the two
     formats other tools parse (code scanning, editors), printed as they are."""
     from gpuwise.lint import formats
@@ -135,11 +147,11 @@ def _show(result: LintResult, chosen: OutputFormat, as_markdown: bool, html: Pat
             chosen == "json",
             as_markdown=as_markdown,
             html=html,
-            document=lambda: lint_document(result),
+            document=lambda: lint_document(result, show_source or as_markdown or html is not None),
         )
         return
     if html is not None:
-        write_html(lint_document(result), html)
+        write_html(lint_document(result, show_source=True), html)
     if chosen == "sarif":
         sys.stdout.buffer.write(to_json_bytes(formats.sarif(result)) + b"\n")
     else:

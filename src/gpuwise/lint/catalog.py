@@ -9,7 +9,14 @@ from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.finding import Confidence, Severity
 from gpuwise.lint.context import Framework
 
-__all__ = ["SHARED_FINDINGS", "SPECS", "SPECS_LIST", "RuleSpec"]
+__all__ = ["DOCS_URL", "SECURITY_SEVERITY", "SHARED_FINDINGS", "SPECS", "SPECS_LIST", "RuleSpec"]
+
+# Where the rule reference lives (docs/lint.md, one "### rule_id" section per rule): SARIF helpUri and
+# informationUri point here. The repository's public address; change it in one place if it moves.
+DOCS_URL = "https://github.com/gpuwise/gpuwise/blob/main/docs/lint.md"
+# GitHub code scanning's security-severity (0-10; 7.0-8.9 is "high") for the security rules: unpickling
+# an attacker's checkpoint runs code with the trainer's rights (CWE-502, deserialization of untrusted data).
+SECURITY_SEVERITY = {"torch_load_unsafe": "7.8"}
 
 # Runtime findings (gpuwise.diagnose.rules) that a lint rule can point at in the source.
 SHARED_FINDINGS = ("input_bound", "pageable_copies", "sync_bound", "no_mixed_precision", "comm_bound")
@@ -32,6 +39,11 @@ class RuleSpec:
     fixable: bool = False  # --fix has an edit (Edit.safe says whether it can change behaviour)
     help_uri: str = ""
     tags: tuple[str, ...] = field(default=())
+
+    @property
+    def docs_uri(self) -> str:
+        """The rule's section of the rule reference (docs/lint.md, heading ``### rule_id``)."""
+        return f"{DOCS_URL}#{self.id}"
 
     def fix_for(self, framework: Framework) -> str:
         """The fix in `framework`'s terms, else the plain PyTorch one."""
@@ -245,6 +257,89 @@ SPECS_LIST = [
         "FSDP replaces the parameters with flattened shards: an optimizer built earlier holds the old "
         "tensors and updates nothing (or keeps full copies in memory).",
         {"pytorch": "model = FSDP(model, ...) first, then optimizer = AdamW(model.parameters(), ...)."},
+    ),
+    RuleSpec(
+        "missing_distributed_sampler",
+        "DDP without a DistributedSampler",
+        "high",
+        "medium",
+        "correctness",
+        "Without a DistributedSampler every rank iterates the whole dataset in the same order: N GPUs "
+        "train on the same batches, so an epoch costs N× the compute for one GPU's worth of data.",
+        {
+            "pytorch": "DataLoader(dataset, sampler=DistributedSampler(dataset), ...) (drop shuffle=True; "
+            "call sampler.set_epoch(epoch) each epoch).",
+        },
+    ),
+    RuleSpec(
+        "data_parallel",
+        "nn.DataParallel instead of DistributedDataParallel",
+        "medium",
+        "high",
+        "distributed",
+        "DataParallel drives every GPU from one Python process: it copies the model to each GPU and "
+        "scatters the batch every step, gathers outputs on GPU 0, and is bound by the GIL; PyTorch "
+        "recommends DistributedDataParallel even on one machine.",
+        {
+            "pytorch": "torchrun --nproc_per_node=N train.py with "
+            "DistributedDataParallel(model, device_ids=[local_rank]).",
+        },
+    ),
+    RuleSpec(
+        "zero_grad_keeps_tensors",
+        "zero_grad(set_to_none=False)",
+        "low",
+        "high",
+        "host",
+        "Zeroing launches a memset per parameter every step and keeps the gradient memory allocated; "
+        "set_to_none=True (the default since PyTorch 2.0) frees it and lets backward write instead of add.",
+        {"pytorch": "optimizer.zero_grad() (set_to_none=True is the default)."},
+    ),
+    RuleSpec(
+        "model_to_device_in_loop",
+        "The model is moved to the device every step",
+        "low",
+        "medium",
+        "host",
+        "model.to(device) walks every parameter and buffer each time it is called: inside the step loop it "
+        "is host work per step at best, and a copy of the whole model if it was elsewhere.",
+        {"pytorch": "model.to(device) once, before the optimizer is built and the loop starts."},
+    ),
+    RuleSpec(
+        "clip_before_unscale",
+        "Gradient clipping of scaled gradients",
+        "high",
+        "high",
+        "correctness",
+        "With a GradScaler the gradients are multiplied by the loss scale (65536 at the start): clipping "
+        "them before scaler.unscale_(optimizer) compares the scaled norm with the threshold, so every "
+        "step is clipped far too hard (or the clip is meaningless).",
+        {
+            "pytorch": "scaler.unscale_(optimizer) before clip_grad_norm_(model.parameters(), max_norm), "
+            "then scaler.step(optimizer).",
+        },
+    ),
+    RuleSpec(
+        "len_list_loader",
+        "len(list(loader)) loads the whole epoch",
+        "medium",
+        "high",
+        "input",
+        "list(loader) reads, decodes and collates every batch of the epoch just to count them, and holds "
+        "them all in memory; a map-style DataLoader knows its length.",
+        {"pytorch": "len(loader) (an IterableDataset has no length: count once, or set it yourself)."},
+        fixable=True,
+    ),
+    RuleSpec(
+        "cudnn_benchmark_off",
+        "Conv net without cudnn.benchmark",
+        "low",
+        "medium",
+        "compute",
+        "With benchmark off cuDNN runs a heuristic choice of convolution algorithm; with it on it times "
+        "the candidates once per input shape and keeps the fastest, often 10-30 % faster convolutions "
+        "for fixed-size inputs.",
+        {"pytorch": "torch.backends.cudnn.benchmark = True before training (fixed input sizes)."},
     ),
 ]
 SPECS: dict[str, RuleSpec] = {spec.id: spec for spec in SPECS_LIST}

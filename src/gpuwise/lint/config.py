@@ -76,9 +76,10 @@ def _matches(path: str, pattern: str) -> bool:
 
 
 def expand(names: list[str], where: str) -> frozenset[str]:
-    """Rule ids from rule ids or shared finding ids (``sync_bound`` = every rule that shares it)."""
+    """Rule ids from rule ids or shared finding ids (``sync_bound`` = every rule that shares it); an
+    entry may list several, comma-separated (``--select a,b``)."""
     rules: set[str] = set()
-    for name in names:
+    for name in (part.strip() for entry in names for part in str(entry).split(",") if part.strip()):
         matching = {s.id for s in SPECS.values() if name in (s.id, s.finding)}
         if not matching:
             choices = [*SPECS, *{s.finding for s in SPECS.values() if s.finding}]

@@ -13,7 +13,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from gpuwise.lint.project import Project
 
 __all__ = [
     "BACKWARD",
@@ -48,11 +51,11 @@ _PERIODIC = re.compile(
     r"sample|visual|plot|wandb|tensorboard|writer|profil|first|last|warmup",
     re.IGNORECASE,
 )
+_OPTIMIZER = re.compile(r"optim|opt\b|^opt|scaler", re.IGNORECASE)
 _RANK = re.compile(
     r"rank|master|main_process|is_main|gpu_id|global_zero|world_process_zero|process_index|is_local_main",
     re.IGNORECASE,
 )
-_GPU_TEXT = re.compile(r"cuda|nccl|\bgpu\b", re.IGNORECASE)
 
 
 def words(node: ast.AST) -> Iterator[str]:
@@ -137,6 +140,7 @@ class Context:
     walks: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)  # walk_no_defs results
     reaches: dict[tuple[ast.AST, int], Reach] = field(default_factory=dict)  # (function, depth) -> Reach
     found_calls: dict[tuple[str, ...], list[ast.Call]] = field(default_factory=dict)  # calls_to results
+    project: Project | None = None  # facts of the files linted with this one (set by the runner)
 
     @classmethod
     def build(cls, tree: ast.Module, text: str, assume_gpu: bool = False) -> Context:
@@ -278,10 +282,18 @@ class Context:
 
     @cached_property
     def uses_gpu(self) -> bool:
-        """The code targets a GPU: it names CUDA/NCCL/a GPU, or a framework that places on the GPU itself."""
-        if self.assume_gpu or self.framework != "pytorch":
+        """The code targets a GPU: the file places work on one (``torch.cuda``, ``.cuda()``,
+        ``torch.accelerator``, a "cuda" device, ``device_map=``, a framework accelerator other than
+        "cpu"), or says nothing itself and belongs to a project whose other files do. Help strings
+        and comments never count; a Trainer/Fabric pinned to the CPU is CPU code."""
+        if self.assume_gpu:
             return True
-        return "cuda" in self.names or any(_GPU_TEXT.search(text) for text in self.strings)
+        from gpuwise.lint.project import gpu_evidence
+
+        verdict = gpu_evidence(self)
+        if verdict is not None:
+            return verdict
+        return self.project is not None and self.project.gpu
 
     @cached_property
     def distributed(self) -> bool:
@@ -372,7 +384,7 @@ class Context:
         for stmt in body:
             if isinstance(stmt, ast.If):
                 self._expr_nodes(stmt.test, loop, via, out, seen)
-                if not is_periodic_guard(stmt.test):
+                if not is_periodic_guard(stmt.test) or self.steps_optimizer(stmt):
                     self._every_step(stmt.body, loop, via, out, seen)
                     self._every_step(stmt.orelse, loop, via, out, seen)
                 continue
@@ -401,6 +413,30 @@ class Context:
                 for func in self.callees(node):
                     if id(func) not in seen:
                         self._every_step(func.body, loop, (*via, node), out, seen | {id(func)})
+
+    def steps_optimizer(self, branch: ast.If, depth: int = 0) -> bool:
+        """Does the branch step an optimizer (``optimizer.step()``, ``scaler.step(opt)``, following
+        same-file calls) or test ``accelerator.sync_gradients``? Then it runs on every optimizer step
+        (``if (i + 1) % accum == 0:``), not on a few logging steps: what it calls is per-step code."""
+        if "sync_gradients" in set(words(branch.test)):
+            return True
+        return self._steps_in(branch.body, depth)
+
+    def _steps_in(self, body: list[ast.stmt], depth: int) -> bool:
+        for stmt in body:
+            for node in self.walk_no_defs(stmt):
+                if type(node) is not ast.Call:
+                    continue
+                func = node.func
+                if isinstance(func, ast.Attribute) and func.attr == "step":
+                    owner = self.root_name(func.value).lower()
+                    if _OPTIMIZER.search(owner) or (owner == "self" and _OPTIMIZER.search(_attr_chain(func))):
+                        return True
+                if depth < CALL_DEPTH - 1:
+                    for callee in self.callees(node):
+                        if self._steps_in(callee.body, depth + 1):
+                            return True
+        return False
 
     def call_sites(self, func: FunctionNode) -> list[ast.Call]:
         """Calls of ``func`` by name, and calls that hand it over (``mp.spawn(func, ...)``)."""
@@ -445,6 +481,11 @@ class Context:
                 if isinstance(target, ast.Name):
                     names.add(target.id)
         return names
+
+
+def _attr_chain(func: ast.Attribute) -> str:
+    """``self.optimizer.step`` -> "optimizer": the attribute a method is called on."""
+    return func.value.attr if isinstance(func.value, ast.Attribute) else ""
 
 
 def is_backward(call: ast.Call) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gpuwise.lint.types import Edit, LintResult
 
-__all__ = ["fixed_texts", "unified_diff", "write_atomically"]
+__all__ = ["fixed_texts", "nothing_to_fix", "unified_diff", "write_atomically"]
 
 
 def fixed_texts(result: LintResult, unsafe: bool = False) -> dict[str, tuple[str, str]]:
@@ -41,7 +41,8 @@ def fixed_texts(result: LintResult, unsafe: bool = False) -> dict[str, tuple[str
 
 
 def unified_diff(changes: dict[str, tuple[str, str]]) -> str:
-    """`--diff`'s output: a unified diff per file from {path: (old text, new text)}."""
+    """`--diff`'s output: a unified diff per file from {path: (old text, new text)}; '' when empty
+    (the command then prints `nothing_to_fix` on stderr, so a pipe into `patch` stays clean)."""
     chunks: list[str] = []
     for path, (old, new) in changes.items():
         chunks.extend(
@@ -50,6 +51,13 @@ def unified_diff(changes: dict[str, tuple[str, str]]) -> str:
             )
         )
     return "".join(chunks)
+
+
+def nothing_to_fix(result: LintResult, unsafe: bool) -> str:
+    """What --diff says when no edit applies: how many findings there are and why none has a fix."""
+    unsafe_left = sum(v.edit is not None and not v.edit.safe for v in result.violations)
+    hint = f"; {unsafe_left} unsafe fix(es) with --unsafe-fixes" if unsafe_left and not unsafe else ""
+    return f"nothing to fix: {len(result.violations)} finding(s), none with an automatic fix{hint}"
 
 
 def write_atomically(path: str, text: str) -> None:

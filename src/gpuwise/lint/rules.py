@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from gpuwise.diagnose.finding import Severity
 from gpuwise.lint.context import Context, has_star_kwargs, is_backward, is_rank_guard, keyword, words
+from gpuwise.lint.datasets import dataset_cost
 from gpuwise.lint.spans import Positions, add_keyword
 from gpuwise.lint.types import Edit
 
@@ -105,24 +106,35 @@ def _find_loaders(ctx: Context) -> Iterator[ast.Call]:
         yield call
 
 
+_COST_NOTE = {"heavy": "", "unknown": ""}  # the costs that get a finding (graded by severity); message kept
+
+
+def _graded_loaders(ctx: Context) -> Iterator[tuple[ast.Call, str]]:
+    """(DataLoader call, per-item cost) for loaders whose dataset does CPU work per item, or may:
+    tensors already in memory and pre-tokenized rows are left alone (collating them costs
+    milliseconds)."""
+    for call in _loaders(ctx):
+        cost = dataset_cost(ctx, call)
+        if cost in _COST_NOTE:
+            yield call, cost
+
+
 @check
 def loader_no_workers(ctx: Context, pos: Positions) -> Iterator[Hit]:
     """DataLoader (or TrainingArguments) without num_workers in GPU code: batches are prepared
-    in the training process while the GPU waits."""
+    in the training process while the GPU waits. Medium when the dataset visibly reads, decodes or
+    augments per item, low when its work cannot be seen, silent for in-memory or tokenized data."""
     if not ctx.uses_gpu:
         return
-    for call in _loaders(ctx):
+    for call, cost in _graded_loaders(ctx):
         given, expr = _argument(call, "num_workers", 5)
+        severity: Severity | None = None if cost == "heavy" else "low"
         if not given:
-            yield Hit(
-                "loader_no_workers",
-                call,
-                "DataLoader without num_workers: batches load in the training process",
-            )
+            message = "DataLoader without num_workers: batches load in the training process"
+            yield Hit("loader_no_workers", call, message + _COST_NOTE[cost], severity=severity)
         elif ctx.value(expr) == 0:
-            yield Hit(
-                "loader_no_workers", call, "DataLoader(num_workers=0): batches load in the training process"
-            )
+            message = "DataLoader(num_workers=0): batches load in the training process"
+            yield Hit("loader_no_workers", call, message + _COST_NOTE[cost], severity=severity)
     for call in ctx.calls_to("transformers.TrainingArguments"):
         if not has_star_kwargs(call):
             kw = keyword(call, "dataloader_num_workers")
@@ -138,7 +150,7 @@ def loader_no_pin_memory(ctx: Context, pos: Positions) -> Iterator[Hit]:
     buffer (slower, cannot overlap compute). Fixable."""
     if not ctx.uses_gpu:
         return
-    for call in _loaders(ctx):
+    for call, _cost in _graded_loaders(ctx):
         given, expr = _argument(call, "pin_memory", 7)
         if not given:
             edit = add_keyword(pos, call, "pin_memory=True")
@@ -174,7 +186,7 @@ def _loss_to_host(ctx: Context, node: ast.Call, func: ast.Name) -> str:
     if func.id in {"print", "float", "int"} and node.args:
         mentioned = {w for a in node.args for w in words(a)}
         if mentioned & ctx.loss_names and not any(
-            isinstance(a, ast.Call) for a in ast.walk(node.args[0]) if a is not node
+            isinstance(a, ast.Call) for arg in node.args for a in ast.walk(arg)
         ):
             return f"{func.id}(<loss tensor>)"
     return ""
@@ -188,7 +200,9 @@ def _step_message(what: str, via: tuple[ast.Call, ...]) -> str:
 @check
 def host_sync_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
     """A host-device sync (.item(), .cpu(), .tolist(), print(loss), ...) reached every training
-    step: the host stops queueing work until the GPU catches up."""
+    step: the host stops queueing work until the GPU catches up. CPU-only code has no GPU to wait for."""
+    if not ctx.uses_gpu:
+        return
     seen: set[ast.Call] = set()
     for code in ctx.step_code:
         name = _sync_call(ctx, code.node)
@@ -199,25 +213,51 @@ def host_sync_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 @check
 def cuda_sync_in_loop(ctx: Context, pos: Positions) -> Iterator[Hit]:
-    """torch.cuda.synchronize / empty_cache / ipc_collect reached every training step."""
+    """torch.cuda.synchronize / empty_cache / ipc_collect reached every training step. A synchronize()
+    under an opt-in flag (``if args.sync_timing:``, off unless asked) is a measurement choice: quiet."""
     seen: set[ast.Call] = set()
     targets = ("torch.cuda.synchronize", "torch.cuda.empty_cache", "torch.cuda.ipc_collect")
     for code in ctx.step_code:
         node = code.node
-        if ctx.is_api(node.func, *targets) and node not in seen:
+        opt_in = ctx.is_api(node.func, "torch.cuda.synchronize") and any(
+            _under_flag(ctx, n) for n in (node, *code.via)
+        )
+        if ctx.is_api(node.func, *targets) and node not in seen and not opt_in:
             seen.add(node)
             yield Hit("cuda_sync_in_loop", node, _step_message(f"{ctx.qualname(node.func)}()", code.via))
 
 
-def _mentions_amp(ctx: Context) -> bool:
-    return any(AMP_WORDS.search(text) for text in (*ctx.names, *ctx.strings))
+def _under_flag(ctx: Context, node: ast.AST) -> bool:
+    """Is ``node`` in the body of ``if flag:`` / ``if args.flag:`` (a bare switch, no comparison)?"""
+    child, parent = node, ctx.parents.get(node)
+    while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
+        if (
+            isinstance(parent, ast.If)
+            and child in parent.body
+            and isinstance(parent.test, ast.Name | ast.Attribute)
+        ):
+            return True
+        child, parent = parent, ctx.parents.get(parent)
+    return False
+
+
+def mentions_amp(ctx: Context) -> bool:
+    """Does the file name autocast, a 16-bit dtype or a precision setting anywhere?"""
+    if "amp" not in ctx.memo:
+        ctx.memo["amp"] = any(AMP_WORDS.search(text) for text in (*ctx.names, *ctx.strings))
+    return bool(ctx.memo["amp"])
+
+
+def _chooses_precision(ctx: Context) -> bool:
+    """The file or another file of its project (a model that casts itself) chooses a precision."""
+    return mentions_amp(ctx) or (ctx.project is not None and ctx.project.chooses_precision)
 
 
 @check
 def no_mixed_precision(ctx: Context, pos: Positions) -> Iterator[Hit]:
     """A plain PyTorch GPU training loop with no autocast and no 16-bit dtype anywhere: matmuls
     run in fp32, several times slower than bf16/fp16 tensor cores."""
-    if not ctx.uses_gpu or _mentions_amp(ctx):
+    if not ctx.uses_gpu or _chooses_precision(ctx):
         return
     if ctx.framework == "pytorch" and ctx.step_loops:
         backward = next(
@@ -238,6 +278,9 @@ def no_mixed_precision(ctx: Context, pos: Positions) -> Iterator[Hit]:
         ):
             if not has_star_kwargs(call):
                 yield Hit("no_mixed_precision", call, "Lightning Trainer without precision=: fp32 training")
+    for call in ctx.calls_to("lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric"):
+        if not has_star_kwargs(call) and keyword(call, "precision") is None:
+            yield Hit("no_mixed_precision", call, "Fabric without precision=: fp32 training")
 
 
 @check
@@ -265,9 +308,14 @@ def sampler_without_set_epoch(ctx: Context, pos: Positions) -> Iterator[Hit]:
         return
     if any(isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in ctx.calls):
         return
+    if ctx.project is not None and ctx.project.calls_set_epoch:
+        return  # re-seeded in a helper or another module of the project
     for call in ctx.calls_to(
         "torch.utils.data.distributed.DistributedSampler", "torch.utils.data.DistributedSampler"
     ):
+        shuffle = keyword(call, "shuffle")
+        if shuffle is not None and ctx.value(shuffle.value) is not True:
+            continue  # no shuffle (or decided elsewhere): the epoch seeds nothing
         yield Hit("sampler_without_set_epoch", call, "DistributedSampler, but set_epoch() is never called")
 
 
@@ -371,10 +419,13 @@ def accumulation_without_no_sync(ctx: Context, pos: Positions) -> Iterator[Hit]:
 def torch_load_unsafe(ctx: Context, pos: Positions) -> Iterator[Hit]:
     """weights_only=False unpickles code on every torch: high. Unset is safe on torch >= 2.6 (its default
     became True) but not on older ones: medium, and the fix spells the safe choice out."""
+    default_safe = ctx.project is not None and ctx.project.allows_weights_only_default()
     for call in ctx.calls_to("torch.load"):
         if has_star_kwargs(call):
             continue
         kw = keyword(call, "weights_only")
+        if kw is None and (default_safe or _in_safe_globals(ctx, call)):
+            continue  # torch >= 2.6 required (weights_only=True by default), or an explicit allow-list
         if kw is None:
             edit = add_keyword(pos, call, "weights_only=True")
             unsafe = Edit(edit.start, edit.end, edit.text, safe=False) if edit else None
@@ -383,6 +434,20 @@ def torch_load_unsafe(ctx: Context, pos: Positions) -> Iterator[Hit]:
         elif ctx.value(kw.value) is False:
             message = "torch.load(weights_only=False) unpickles arbitrary code on every torch version"
             yield Hit("torch_load_unsafe", call, message)
+
+
+def _in_safe_globals(ctx: Context, call: ast.Call) -> bool:
+    """Inside ``with torch.serialization.safe_globals([...]):``: the author loads with weights_only."""
+    parent = ctx.parents.get(call)
+    while parent is not None:
+        if isinstance(parent, ast.With | ast.AsyncWith) and any(
+            isinstance(item.context_expr, ast.Call)
+            and ctx.qualname(item.context_expr.func).endswith("safe_globals")
+            for item in parent.items
+        ):
+            return True
+        parent = ctx.parents.get(parent)
+    return False
 
 
 @check

@@ -43,11 +43,22 @@ class Source:
     path: str
     text: str
     cells: tuple[tuple[int, int], ...] | None = None
+    raw_lines: tuple[int, ...] | None = None  # notebooks: each text line's line in the .ipynb (0: unknown)
 
     @property
     def is_notebook(self) -> bool:
         """Was the source read from a notebook (.ipynb)? Then positions are (cell, line)."""
         return self.cells is not None
+
+    def file_line(self, line: int) -> int | None:
+        """The line of the file on disk holding text line ``line``: itself for a .py file, its line
+        in the notebook's JSON for a notebook (None when the JSON does not hold it on a line of its
+        own); SARIF regions need it."""
+        if self.cells is None:
+            return line
+        if self.raw_lines is None or not 1 <= line <= len(self.raw_lines):
+            return None
+        return self.raw_lines[line - 1] or None
 
     def place(self, line: int) -> tuple[int | None, int]:
         """(cell, line) of a 1-based line of ``text``; (None, line) for a .py file."""
@@ -122,6 +133,8 @@ def _notebook(path: Path, raw: bytes) -> Source | Note:
         return Note(str(path), "not a Jupyter notebook (no JSON 'cells' list)")
     lines: list[str] = []
     places: list[tuple[int, int]] = []
+    raw_lines: list[int] = []
+    finder = _RawLines(raw.decode("utf-8", errors="replace").splitlines())
     code_index = 0
     for cell in cells if isinstance(cells, list) else []:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -132,7 +145,28 @@ def _notebook(path: Path, raw: bytes) -> Source | Note:
         for number, line in enumerate(text.splitlines(), start=1):
             lines.append(_without_magic(line))
             places.append((code_index, number))
-    return Source(str(path), "\n".join(lines) + "\n", tuple(places))
+            raw_lines.append(finder.find(line))
+    return Source(str(path), "\n".join(lines) + "\n", tuple(places), tuple(raw_lines))
+
+
+class _RawLines:
+    """Finds, in order, the line of a notebook's JSON text that holds each source line (nbformat
+    writes one JSON string per source line); 0 when a line cannot be placed."""
+
+    def __init__(self, raw: list[str]) -> None:
+        self.raw = raw
+        self.cursor = 0
+
+    def find(self, line: str) -> int:
+        if not line.strip():
+            return 0  # a blank line would match any string
+        needle = json.dumps(line, ensure_ascii=False)[:-1]  # the opening quote and the text
+        for index in range(self.cursor, len(self.raw)):
+            held = self.raw[index].lstrip()
+            if held.startswith(needle) and held[len(needle) :].startswith(('\\n"', '"')):
+                self.cursor = index + 1
+                return index + 1
+        return 0
 
 
 def _without_magic(line: str) -> str:

@@ -36,6 +36,7 @@ class Violation:
     edit: Edit | None = None  # a safe fix, applied by --fix
     code: str = ""  # the source line, stripped
     framework: Framework = "pytorch"  # the fix is given in this framework's terms
+    file_line: int | None = None  # line in the file on disk (a notebook's .ipynb JSON), when known
 
     @property
     def severity_rank(self) -> int:

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from itertools import groupby
-
 from gpuwise.lint.catalog import SPECS
 from gpuwise.lint.types import LintResult
 from gpuwise.report.document import (
-    Block,
     Chart,
-    Code,
     Document,
-    Finding,
     Heading,
     Headline,
     Note,
+    Paragraph,
     Series,
-    Table,
+    Style,
 )
 
 __all__ = ["SEVERITIES", "lint_document"]
 
 SEVERITIES = ("critical", "high", "medium", "low", "info")
+_STYLES: dict[str, Style] = {"critical": "bad", "high": "bad", "medium": "warn", "low": "", "info": "muted"}
 
 
 def _summary(result: LintResult) -> str:
@@ -36,35 +33,34 @@ def _summary(result: LintResult) -> str:
     )
 
 
-def lint_document(result: LintResult) -> Document:
-    """`gpuwise lint`: the summary, findings grouped by file with their source line, each rule's why
-    and fix once, and how often each rule fired."""
+def lint_document(result: LintResult, show_source: bool = False) -> Document:
+    """`gpuwise lint`: the summary, each file's name then one line per finding (``line:col severity
+    rule message``; with `show_source` the source line under it), then each rule's why and fix once,
+    in two lines."""
     doc = Document("gpuwise lint")
     doc.add(Headline(_summary(result), "strong" if result.violations else "good"))
-    blocks: list[Block] = []
-    for path, group in groupby(result.violations, key=lambda v: v.path):
-        items = list(group)
-        rows = []
-        for v in items:
-            place = f"cell {v.cell}:{v.line}" if v.cell is not None else f"{v.line}:{v.col}"
-            fix = "" if v.edit is None else " (fixable)" if v.edit.safe else " (unsafe fix)"
-            rows.append([place, v.severity, v.rule, v.message + fix])
-        blocks += [
-            Heading(path, 3),
-            Table(["where", "severity", "rule", "message"], rows, align="rlll", flexible=3),
-        ]
-        blocks += [Code(v.code[:140], f"{v.path}:{v.line}", "python") for v in items if v.code]
-    doc.add(*blocks)
-    doc.add(*(Note(f"note: {n.path}: {n.message}") for n in result.notes))
-    seen: dict[str, tuple[str, str]] = {}
+    width = max((len(v.severity) for v in result.violations), default=0)
+    path = None
     for v in result.violations:
-        seen.setdefault(v.rule, (v.fix, v.severity))
+        if v.path != path:
+            path = v.path
+            doc.add(Heading(path, 3))
+        place = f"cell {v.cell}:{v.line}:{v.col}" if v.cell is not None else f"{v.line}:{v.col}"
+        fix = "" if v.edit is None else " (fixable)" if v.edit.safe else " (unsafe fix)"
+        line = f"  {place:>7}  {v.severity:<{width}}  {v.rule}  {v.message}{fix}"
+        doc.add(Paragraph(line, _STYLES[v.severity]))
+        if show_source and v.code:
+            doc.add(Note(f"           {v.code[:140]}"))
+    doc.add(*(Note(f"note: {n.path}: {n.message}") for n in result.notes))
+    seen: dict[str, str] = {}
+    for v in result.violations:
+        seen.setdefault(v.rule, v.fix)
     if seen:
         doc.add(Heading("Rules and fixes", 2))
-    for rule, (fix, severity) in seen.items():
+    for rule, fix in seen.items():
         spec = SPECS[rule]
-        shared = f"(runtime finding: {spec.finding})" if spec.finding else ""
-        doc.add(Finding(severity, rule, spec.why, fix, shared))
+        shared = f" (runtime finding: {spec.finding})" if spec.finding else ""
+        doc.add(Paragraph(f"{rule}{shared}: {spec.why}"), Note(f"  fix: {fix}", ""))
     by_rule = {rule: sum(v.rule == rule for v in result.violations) for rule in seen}
     if len(by_rule) > 1:
         doc.add(

@@ -1,0 +1,204 @@
+"""Facts about a project that no single file holds: does it run on a GPU, which torch it requires,
+where ``set_epoch`` is called, whether it chooses a precision somewhere, and the dataset classes it
+defines.
+
+A project is the files linted together under the nearest folder that declares one (a
+``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``requirements*.txt``), else the file's own folder:
+``pytorch/examples/mnist`` is one project, ``nanoGPT`` another. Rules read these facts so that a data
+module imported by a GPU script is checked as GPU code, a sampler re-seeded in a helper module is not
+reported, and a model that casts itself to bf16 in ``model.py`` is not "fp32 training".
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from gpuwise.lint.context import Context, keyword
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["MARKERS", "Project", "declares", "gpu_evidence", "project_root", "torch_floor"]
+
+MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
+_REQUIREMENT = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(>=|==|~=|>)\s*(\d+)\.(\d+)", re.IGNORECASE)
+_DEVICE_STRING = re.compile(r"^(cuda(:\d+)?|nccl|gpu|auto)$")
+_DEVICE_KEYWORDS = ("device", "accelerator", "device_map", "backend", "map_location")
+_CUDA_STRING = re.compile(r"^(cuda(:\d+)?|nccl)$")
+_CONV_NETS = ("torchvision.models.", "timm.create_model", "timm.models.")
+_FRAMEWORK_OBJECTS = ("Trainer", "Fabric", "TrainingArguments", "Accelerator")
+_CPU_ONLY = re.compile(r"^(cpu|gloo)$")
+
+
+def project_root(path: Path, stop: Path | None = None) -> Path:
+    """The nearest folder at or above ``path``'s folder (not above ``stop``) that declares a project,
+    else ``path``'s own folder."""
+    folder = path.resolve().parent
+    limit = stop.resolve() if stop is not None else None
+    for candidate in [folder, *folder.parents]:
+        if declares(candidate):
+            return candidate
+        if limit is not None and candidate == limit:
+            break
+    return folder
+
+
+@lru_cache(maxsize=4096)
+def declares(folder: Path) -> bool:
+    """Does the folder hold a project marker (pyproject.toml, setup.py, setup.cfg, requirements*.txt)?
+    Cached per run of many files: one directory listing per folder."""
+    try:
+        names = {entry.name for entry in os.scandir(folder) if entry.is_file()}
+    except OSError:
+        return False
+    return any(m in names for m in MARKERS) or any(
+        n.startswith("requirements") and n.endswith(".txt") for n in names
+    )
+
+
+def torch_floor(root: Path) -> tuple[int, int] | None:
+    """The lowest torch (major, minor) the project allows, from pyproject dependencies or
+    requirements*.txt at ``root`` or above; None when no lower bound is declared."""
+    for folder in [root, *root.parents]:
+        if not declares(folder):
+            continue
+        lines: list[str] = []
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                document = {}
+            deps = document.get("project", {}).get("dependencies", [])
+            lines += [d for d in deps if isinstance(d, str)]
+        for requirements in sorted(folder.glob("requirements*.txt")):
+            try:
+                lines += requirements.read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+        floors = [(int(m[2]), int(m[3])) for m in map(_REQUIREMENT.match, lines) if m]
+        if floors:
+            return min(floors)
+        if lines:  # declared dependencies without a torch bound: do not look further up
+            return None
+    return None
+
+
+def gpu_evidence(ctx: Context) -> bool | None:
+    """Does the code place work on a GPU? True on semantic evidence (``torch.cuda``, ``.cuda()``,
+    ``torch.accelerator``, a "cuda"/"nccl" device or backend argument, ``device_map=``, a Trainer or
+    Fabric accelerator other than "cpu", HF/Lightning/Accelerate defaults); False when every
+    Trainer/Fabric/Accelerator is told to use the CPU; None when the file says nothing. Help strings and
+    comments never count."""
+    if "gpu_evidence" not in ctx.memo:
+        ctx.memo["gpu_evidence"] = _gpu_evidence(ctx)
+    return ctx.memo["gpu_evidence"]  # type: ignore[return-value]  # set just above
+
+
+def _gpu_evidence(ctx: Context) -> bool | None:
+    cpu_only = _framework_on_cpu(ctx)
+    if cpu_only is not None:
+        return not cpu_only
+    if "cuda" in ctx.names and _uses_cuda_api(ctx):
+        return True
+    if any(ctx.qualname(c.func).startswith("torch.accelerator.") for c in ctx.calls):
+        return True
+    for call in ctx.calls:
+        for kw in call.keywords:
+            if kw.arg == "device_map":
+                return True
+            if kw.arg in _DEVICE_KEYWORDS and _gpu_string(ctx.value(kw.value)):
+                return True
+    if any(_CUDA_STRING.match(text) for text in ctx.strings):
+        return True  # "cuda", "cuda:0", "nccl" as a value (a sentence mentioning CUDA is not one)
+    if ctx.framework in {"hf_trainer", "lightning", "accelerate", "deepspeed"}:
+        return True  # these place the model on the GPU themselves when one is present
+    return None
+
+
+def _gpu_string(value: object) -> bool:
+    return isinstance(value, str) and bool(_DEVICE_STRING.match(value))
+
+
+def _uses_cuda_api(ctx: Context) -> bool:
+    """``torch.cuda.*``, ``x.cuda()``, ``torch.backends.cuda``: the word used as code, not as text."""
+    for call in ctx.calls:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "cuda":
+            return True
+        if ".cuda." in f".{ctx.qualname(func)}.":
+            return True
+    return any(
+        isinstance(node, ast.Attribute) and node.attr == "cuda" and ctx.qualname(node).startswith("torch.")
+        for node in ctx.kids
+    )
+
+
+def _framework_on_cpu(ctx: Context) -> bool | None:
+    """True when every Trainer/Fabric/TrainingArguments/Accelerator call pins the CPU, False when one
+    names a GPU accelerator, None when none says."""
+    verdicts: list[bool] = []
+    by_name = ctx.calls_by_name
+    for call in (c for name in _FRAMEWORK_OBJECTS for c in by_name.get(name, ())):
+        for arg in ("accelerator", "use_cpu", "no_cuda", "cpu"):
+            kw = keyword(call, arg)
+            if kw is None:
+                continue
+            value = ctx.value(kw.value)
+            if arg == "accelerator" and isinstance(value, str):
+                verdicts.append(bool(_CPU_ONLY.match(value)))
+            elif arg != "accelerator" and isinstance(value, bool):
+                verdicts.append(value)
+    if not verdicts:
+        return None
+    return all(verdicts)
+
+
+@dataclass
+class Project:
+    """What the files linted together tell about each other (see the module docstring)."""
+
+    root: Path | None = None
+    gpu: bool = False  # some file of the project places work on a GPU
+    torch_floor: tuple[int, int] | None = None  # lowest torch the project allows
+    calls_set_epoch: bool = False  # some file calls .set_epoch(...)
+    chooses_precision: bool = False  # some file names autocast/bf16/fp16/a precision setting
+    conv_net: bool = False  # some file builds a Conv2d/Conv3d/torchvision model
+    sets_cudnn_benchmark: bool = False
+    uses_distributed_sampler: bool = False  # some file builds a DistributedSampler
+    datasets: dict[str, ast.ClassDef] = field(default_factory=dict)  # Dataset subclasses by name
+
+    @classmethod
+    def of(cls, contexts: list[Context], root: Path | None) -> Project:
+        """Collect the facts from every parsed file of one project."""
+        from gpuwise.lint.rules import mentions_amp  # rules read Project: imported at run time
+
+        project = cls(root=root, torch_floor=torch_floor(root) if root is not None else None)
+        verdicts = [gpu_evidence(ctx) for ctx in contexts]
+        project.gpu = any(v is True for v in verdicts)
+        for ctx in contexts:
+            project.calls_set_epoch |= "set_epoch" in ctx.names and any(
+                isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in ctx.calls
+            )
+            project.chooses_precision |= mentions_amp(ctx)
+            project.conv_net |= any(  # an ImageNet-scale conv net, where the algorithm choice matters
+                ctx.qualname(c.func).startswith(_CONV_NETS) for c in ctx.calls
+            )
+            project.sets_cudnn_benchmark |= "benchmark" in ctx.names and "cudnn" in ctx.names
+            project.uses_distributed_sampler |= "DistributedSampler" in ctx.names
+            for node in ctx.kids:
+                if isinstance(node, ast.ClassDef):
+                    project.datasets.setdefault(node.name, node)
+        return project
+
+    def allows_weights_only_default(self) -> bool:
+        """Does every torch the project allows default to ``weights_only=True`` (2.6 and later)?"""
+        return self.torch_floor is not None and self.torch_floor >= (2, 6)
