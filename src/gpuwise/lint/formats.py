@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from gpuwise._version import __version__
 from gpuwise.diagnose.finding import Severity
-from gpuwise.lint.catalog import DOCS_URL, SECURITY_SEVERITY, SPECS, SPECS_LIST, RuleSpec
+from gpuwise.lint.catalog import SECURITY_SEVERITY, SPECS, SPECS_LIST, RuleSpec, docs_url
 from gpuwise.lint.types import LintResult, Violation
 
 __all__ = ["SARIF_LEVEL", "SARIF_SCHEMA", "fingerprint", "flake8_lines", "sarif"]
@@ -79,20 +79,23 @@ def _sarif_rule(spec: RuleSpec) -> dict[str, Any]:
     properties: dict[str, Any] = {"tags": [spec.category], "finding": spec.finding or None}
     if spec.id in SECURITY_SEVERITY:
         properties["security-severity"] = SECURITY_SEVERITY[spec.id]
-    return {
+    uri = spec.docs_uri
+    rule: dict[str, Any] = {
         "id": spec.id,
         "name": "".join(part.title() for part in spec.id.split("_")),
         "shortDescription": {"text": spec.title},
         "fullDescription": {"text": spec.why},
-        "helpUri": spec.docs_uri,
         "help": {
             "text": f"{spec.why} Fix: {spec.fix['pytorch']}",
-            "markdown": f"**Why.** {spec.why}\n\n**Fix.** {spec.fix['pytorch']}{finding}\n\n"
-            f"[Rule reference]({spec.docs_uri})",
+            "markdown": f"**Why.** {spec.why}\n\n**Fix.** {spec.fix['pytorch']}{finding}"
+            + (f"\n\n[Rule reference]({uri})" if uri else ""),
         },
         "defaultConfiguration": {"level": SARIF_LEVEL[spec.severity]},
         "properties": properties,
     }
+    if uri:
+        rule["helpUri"] = uri
+    return rule
 
 
 def sarif(result: LintResult) -> dict[str, Any]:
@@ -122,7 +125,7 @@ def sarif(result: LintResult) -> dict[str, Any]:
                     "driver": {
                         "name": "gpuwise-lint",
                         "version": __version__,
-                        "informationUri": DOCS_URL,
+                        **({"informationUri": url} if (url := docs_url()) else {}),
                         "rules": rules,
                     }
                 },
