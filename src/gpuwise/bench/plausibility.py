@@ -4,19 +4,30 @@
 from __future__ import annotations
 
 from gpuwise.bench.types import BandwidthFigure, MatmulFigure, percent_of
-from gpuwise.diagnose.thresholds import BENCH_CPU_MATMUL_PLAUSIBLE_PCT, BENCH_DRAM_GB_PER_S_PER_CORE
+from gpuwise.diagnose.thresholds import BENCH_DRAM_GB_PER_S_PER_CORE
 
 
-def matmul_verdict(figure: MatmulFigure) -> str:
-    """One note: the CPU matmul's best as a % of the estimated peak, and whether that lies in
-    ``BENCH_CPU_MATMUL_PLAUSIBLE_PCT``.
-    """
-    pct = percent_of(figure.best_tflops, figure.peak_tflops)
+def matmul_verdict(figure: MatmulFigure, band: tuple[float, float, str]) -> str:
+    """One note: the CPU matmul's median (at the best shape) as a % of the peak, and whether that lies in
+    ``band`` (low %, high %, why: CpuInfo.plausible_pct, the share a well-tuned SGEMM reaches on the core
+    family). Outside it, the note says the figure is not plausible and what that suggests."""
+    pct = percent_of(figure.median_tflops_at_best_shape, figure.peak_tflops)
     if pct is None:
         return f"{figure.dtype}: no peak to check against ({figure.peak_source})"
-    low, high = BENCH_CPU_MATMUL_PLAUSIBLE_PCT
-    word = "plausible" if low <= pct <= high else ("above the estimate" if pct > high else "implausibly low")
-    return f"{figure.dtype}: {pct:.0f} % of the estimated peak: {word} (range {low:g}-{high:g} %)"
+    low, high, why = band
+    if pct < low:
+        word = "NOT plausible: below the band (a busy or throttled machine, a slow BLAS path, few threads)"
+    elif pct > high:
+        word = "NOT plausible: above the band (the peak is underestimated: wrong core family or clock)"
+    else:
+        word = "plausible"
+    return f"{figure.dtype}: median {pct:.0f} % of peak: {word} (band {low:g}-{high:g} %: {why})"
+
+
+def matmul_in_band(figure: MatmulFigure, band: tuple[float, float, str]) -> bool | None:
+    """Whether the median lies in the band (None: no peak)."""
+    pct = percent_of(figure.median_tflops_at_best_shape, figure.peak_tflops)
+    return None if pct is None else band[0] <= pct <= band[1]
 
 
 def dram_verdict(figure: BandwidthFigure, cores: int) -> str:
@@ -31,4 +42,4 @@ def dram_verdict(figure: BandwidthFigure, cores: int) -> str:
     )
 
 
-__all__ = ["dram_verdict", "matmul_verdict"]
+__all__ = ["dram_verdict", "matmul_in_band", "matmul_verdict"]

@@ -29,6 +29,14 @@ class Samples:
         """The median call (s): what a machine under its current load gives."""
         return statistics.median(self.times_s)
 
+    @property
+    def quartiles_s(self) -> tuple[float, float]:
+        """(p75, p25) of the call times (s), i.e. the slow and fast ends of the middle half of the calls."""
+        if len(self.times_s) < 2:
+            return self.times_s[0], self.times_s[0]
+        q1, _, q3 = statistics.quantiles(self.times_s, n=4, method="inclusive")
+        return q3, q1
+
 
 def wall_clock_samples(
     fn: Callable[[], Any],
@@ -37,14 +45,16 @@ def wall_clock_samples(
     budget_s: float,
     sync: Callable[[], None] = lambda: None,
     clock: Callable[[], float] = time.perf_counter,
+    min_repeats: int = 1,
 ) -> Samples:
-    """Time `fn` up to `max_repeats` times (at least once) or until `budget_s` of timed calls passed."""
+    """Time `fn` up to `max_repeats` times (at least `min_repeats`) or until `budget_s` of timed calls
+    passed."""
     for _ in range(warmup):
         fn()
     sync()
     times: list[float] = []
     spent = 0.0
-    while len(times) < max_repeats and (not times or spent < budget_s):
+    while len(times) < max_repeats and (len(times) < min_repeats or spent < budget_s):
         start = clock()
         fn()
         sync()

@@ -31,11 +31,17 @@ class MatmulFigure:
     shapes_tried: int
     peak_tflops: float | None
     peak_source: str
+    # the calls at the best shape: their TFLOPS quartiles (p25, p75) and how many calls were timed
+    spread_tflops: tuple[float, float] | None = None
+    calls: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The figure as JSON, with its % of peak (None without a peak)."""
         return {
             "dtype": self.dtype,
+            "median_spread_tflops": None if self.spread_tflops is None else list(self.spread_tflops),
+            "median_of_peak_pct": percent_of(self.median_tflops_at_best_shape, self.peak_tflops),
+            "calls_at_best_shape": self.calls,
             "best_tflops": self.best_tflops,
             "best_shape_mnk": list(self.best_shape_mnk),
             "median_tflops_at_best_shape": self.median_tflops_at_best_shape,

@@ -234,9 +234,10 @@ def start(
     listen: str = DEFAULT_LISTEN,
     usd_per_gpu_hour: float | None = None,
     config: WebConfig | None = None,
+    **limits: float,
 ) -> Any:
-    """Serve /metrics on a daemon thread, with the web config's TLS and basic auth; returns the server
-    (``server_port``, ``shutdown()``)."""
+    """Serve /metrics on a daemon thread, with the web config's TLS and basic auth (``limits``: the worker
+    pool and timeouts of exporter/http_server.py); returns the server (``server_port``, ``shutdown()``)."""
     try:
         from prometheus_client import make_wsgi_app
         from prometheus_client.registry import CollectorRegistry
@@ -246,7 +247,7 @@ def start(
     registry = CollectorRegistry(auto_describe=False)
     registry.register(GpuCollector(sampler, usd_per_gpu_hour))
     try:
-        return serve(make_wsgi_app(registry), host, port, config or WebConfig())
+        return serve(make_wsgi_app(registry), host, port, config or WebConfig(), **limits)
     except OSError as err:
         raise GpuwiseError(f"cannot listen on {listen}: {err.strerror or err}") from None
 

@@ -20,11 +20,11 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIServer
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.exporter.http_server import PooledServer, Wsgi, routes
 
 # The keys of exporter-toolkit's tls_server_config gpuwise honours; the others are refused, not ignored.
 _TLS_KEYS = {"cert_file", "key_file"}
@@ -139,9 +139,6 @@ def exposure_warning(host: str, loopback: bool, config: WebConfig) -> str | None
     return f"serving on {host} without {missing}, reachable from other machines (see --web-config)"
 
 
-Wsgi = Callable[[dict, Callable], Iterable[bytes]]
-
-
 def basic_auth(app: Wsgi, users: dict[str, bytes]) -> Wsgi:
     """``app`` behind HTTP basic auth checked against bcrypt hashes."""
     bcrypt = _bcrypt()
@@ -184,24 +181,19 @@ def basic_auth(app: Wsgi, users: dict[str, bytes]) -> Wsgi:
     return guarded
 
 
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def serve(app: Wsgi, host: str, port: int, config: WebConfig) -> WSGIServer:
-    """Serve ``app`` on a daemon thread, with the config's TLS and basic auth; ``shutdown()`` stops it."""
+def serve(app: Wsgi, host: str, port: int, config: WebConfig, **limits: float) -> WSGIServer:
+    """Serve ``app`` at /metrics on a daemon thread, with the config's TLS and basic auth, a bounded worker
+    pool and per-connection timeouts (``limits``: http_server.PooledServer's keywords); ``shutdown()`` then
+    ``server_close()`` stop it."""
+    app = routes(app)
     if config.users:
         app = basic_auth(app, config.users)
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    server_class = type("_Bound", (_Server,), {"address_family": family})
-    server: WSGIServer = make_server(host, port, app, server_class, handler_class=_Quiet)
+    server_class = type("_Bound", (PooledServer,), {"address_family": family})
+    server: WSGIServer = server_class((host, port), **limits)
+    server.set_app(app)
     if config.tls:
-        # the handshake happens in the request's thread, so a slow or plain-HTTP client holds up no one
+        # the handshake happens in a worker, under its timeouts: a slow or plain-HTTP client holds up no one
         server.socket = _ssl_context(config).wrap_socket(
             server.socket, server_side=True, do_handshake_on_connect=False
         )
