@@ -281,10 +281,7 @@ MONITOR_HEADROOM_LOW_PCT = OOM_HEADROOM_PCT
 MONITOR_HEADROOM_HIGH_PCT = 20.0
 
 # -- bench (issue #16) --
-# A CPU matmul figure is plausible between these shares of the estimated peak (bench/cpu_info.py): above
-# ~105 % the estimate is wrong (a turbo clock above the listed one); below 2 % the run was starved (a
-# shared machine at load > 10 per core) or hit a slow path. Generous on purpose: a check, not a grade.
-BENCH_CPU_MATMUL_PLAUSIBLE_PCT = (2.0, 110.0)
+# The CPU matmul band is per core family, with its source, in bench/data/cpu_uarch.csv (issue #30).
 # Host DRAM has no datasheet peak visible from Linux; a STREAM copy per core used is plausible between
 # these GB/s: one DDR4-1600 channel shared by 12 cores gives ~1, the fastest per-core STREAM figures
 # published (Apple M-series, Sapphire Rapids) are ~30-40.
