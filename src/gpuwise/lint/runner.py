@@ -7,7 +7,7 @@ import gc
 import warnings
 from pathlib import Path
 
-from gpuwise.lint import rules_more  # noqa: F401  (registers its checks in CHECKS)
+from gpuwise.lint import rules_loop  # noqa: F401  (registers its checks in CHECKS)
 from gpuwise.lint.catalog import SPECS
 from gpuwise.lint.config import LintConfig
 from gpuwise.lint.context import Context

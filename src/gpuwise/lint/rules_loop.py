@@ -1,4 +1,4 @@
-"""Checks added for issue #29: distributed data without a DistributedSampler, DataParallel,
+"""Checks of how the training loop is set up: distributed data without a DistributedSampler, DataParallel,
 ``zero_grad(set_to_none=False)``, the model moved to the device every step, gradient clipping of
 scaled gradients, ``len(list(loader))`` and conv nets without ``cudnn.benchmark``.
 
