@@ -152,7 +152,7 @@ def _live_or_snapshot(
     try:
         if snapshot_only:
             snap = sampler.sample(host)
-            found = kpi.verdicts(snap)
+            found = kpi.verdicts(snap, usd_per_gpu_hour)
             cost = kpi.cost(snap, found, usd_per_gpu_hour)
             emit(
                 SnapshotResult(snap, found, cost).to_dict(),

@@ -1,4 +1,4 @@
-"""Run every rule over the evidence and rank what they find."""
+"""Run every rule over the evidence it applies to and rank what they find."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def diagnose(evidence: Evidence | Iterable[Evidence]) -> list[Finding]:
-    """Apply every rule to each piece of evidence; contain nothing — rules are pure and total."""
+    """Apply every rule to each piece of evidence whose source and workload kind the rule declares
+    (`rules.RULES`); contain nothing — rules are pure and total."""
     items = [evidence] if isinstance(evidence, Evidence) else list(evidence)
-    found = [f for ev in items for rule in RULES if (f := rule(ev)) is not None]
+    found = [f for ev in items for spec in RULES if spec.applies(ev) and (f := spec.rule(ev)) is not None]
     return rank_findings(found)

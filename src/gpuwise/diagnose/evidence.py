@@ -28,6 +28,7 @@ from gpuwise.workload.spec import Attention
 __all__ = [
     "SOURCES",
     "WIRE_KEYS",
+    "WORKLOAD_KINDS",
     "Communication",
     "DeviceActivity",
     "Evidence",
@@ -41,7 +42,9 @@ __all__ = [
     "ServingLoad",
     "StepTimes",
     "Telemetry",
+    "WorkloadKind",
     "evidence_from_document",
+    "kind_from_phases",
     "load_evidence",
 ]
 
@@ -49,6 +52,21 @@ __all__ = [
 # serving endpoint (`gpuwise loadtest`).
 EvidenceSource = Literal["profile", "trace", "telemetry", "prediction", "loadtest"]
 SOURCES: tuple[EvidenceSource, ...] = get_args(EvidenceSource)
+# What the measured or predicted work is, so a rule only gives advice that fits it: "training" (a backward
+# and an optimizer step), "inference" (forward only: batch or generation), "serving" (an endpoint under
+# load), "unknown" (a monitor sample, a kernel-only trace, a run saved before the field existed).
+WorkloadKind = Literal["training", "inference", "serving", "unknown"]
+WORKLOAD_KINDS: tuple[WorkloadKind, ...] = get_args(WorkloadKind)
+
+
+def kind_from_phases(phase_s: dict[str, float]) -> WorkloadKind:
+    """The work from the timed phases of a step (a live run's hooks, a prediction's model): a backward or
+    an optimizer step is training (the profiler wraps torch.autograd.backward and every optimizer's
+    step); forwards alone are inference; no timed phase cannot tell. Also what a saved document written
+    before ``workload_kind`` existed is read as."""
+    if phase_s.get("backward", 0.0) > 0 or phase_s.get("optimizer", 0.0) > 0:
+        return "training"
+    return "inference" if phase_s.get("forward", 0.0) > 0 else "unknown"
 
 
 @dataclass
@@ -95,7 +113,13 @@ class InputPipeline:
 class RunContext:
     """The machine and the script of a live run (`gpuwise profile`), so a fix fits what was measured
     (issue 11): cores and their load, the framework, the sampled host frames. Each field is None when
-    not measured (traces, predictions, old saved runs)."""
+    not measured (traces, predictions, old saved runs).
+
+    ``workload_kind`` is filled by every source (issue 25): the live profile from its hooked phases (a
+    backward or an optimizer step: training; forward only: inference), a trace from its operators (see
+    `gpuwise.trace.workload_kind`), a prediction from the workload's task (and its serving section), a load
+    test always "serving", a monitor sample never ("unknown"). The engine evaluates a rule only for the
+    kinds it declares (`diagnose.rules.RULES`)."""
 
     cpu_count: int | None = None
     cpu_util_pct: float | None = None  # mean over all cores during the loop
@@ -105,6 +129,7 @@ class RunContext:
     # Sampled Python frames of the training thread in the host_input / other gaps, most sampled first:
     # {"phase", "frame" (innermost user frame, 'file:line function'), "leaf", "pct" (of that gap's samples)}
     host_frames: list[dict[str, Any]] | None = None  # None: not sampled (traces, predictions, old runs)
+    workload_kind: WorkloadKind = "unknown"  # training / inference / serving; unknown: cannot tell
 
 
 @dataclass
@@ -221,7 +246,8 @@ class ModelConfig:
 
 @dataclass
 class GpuHistory:
-    """A GPU's recorded history (`gpuwise monitor report`, issue 15): what its weeks cost."""
+    """A GPU's recorded history (`gpuwise monitor report`, issue 15): what its weeks cost; and what an idle
+    GPU's held memory costs (a recorded history, or one `gpuwise monitor` sample)."""
 
     observed_gpu_hours: float | None = None  # hours the window holds for this GPU (readable or lost)
     idle_time_pct: float | None = None  # share of those hours with busy % under MONITOR_IDLE_BUSY_PCT
@@ -230,6 +256,17 @@ class GpuHistory:
     # finops/right_size.py: the cheapest smaller catalog GPU that holds the peak and keeps up with the busy
     # % ("gpu": null when none does, "closest" then says how near one came); "usd_saved" over in-use hours
     smaller_gpu: dict[str, Any] | None = None
+    # Memory held while the GPU is idle (busy under MONITOR_IDLE_BUSY_PCT): a monitor sample (hours None:
+    # one instant) or a recorded history. The memory rules read the peak of the work (in use), so an idle
+    # GPU holding memory for someone else's processes is a cost (idle_memory_held), not an OOM risk.
+    memory_peak_in_use_bytes: int | None = None  # peak memory over the in-use (not idle) time; history only
+    idle_memory_held_bytes: int | None = None  # most memory held while idle
+    idle_memory_held_hours: float | None = None  # idle hours with at least IDLE_MEMORY_HELD_MIN_PCT held
+    idle_memory_held_usd: float | None = None  # those hours at the GPU's price
+    usd_per_gpu_hour: float | None = None  # the GPU's price (--usd-per-gpu-hour or catalog on-demand)
+    # who holds it, most idle hours first: {"process" ('pid name'), "user", "memory_bytes",
+    # "idle_gpu_hours" (None for one sample), "idle_usd"}
+    idle_memory_holders: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -319,7 +356,8 @@ WIRE_KEYS: tuple[str, ...] = (
     "serving_total_tokens_per_s", "serving_prompt_tokens_mean", "serving_output_tokens_mean",
     "serving_max_rate_rps", "serving_max_rate_at_least", "serving_model", "serving_url", "serving_declared",
     "serving_slo_s", "serving_predicted_tpot_p50_s", "serving_predicted_ttft_unloaded_s",
-    "notes",
+    "notes", "workload_kind", "memory_peak_in_use_bytes", "idle_memory_held_bytes", "idle_memory_held_hours",
+    "idle_memory_held_usd", "usd_per_gpu_hour", "idle_memory_holders",
 )  # fmt: skip
 _RANK_KEYED = ("rank_step_time_s", "rank_comm_time_s", "rank_comm_steps_s")  # int keys, str in JSON
 
@@ -355,6 +393,15 @@ class Evidence:
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"unknown evidence source {self.source!r}")
+        if self.context.workload_kind not in WORKLOAD_KINDS:
+            raise ValueError(f"unknown workload kind {self.context.workload_kind!r}")
+        if self.source == "loadtest" and self.context.workload_kind == "unknown":
+            self.context.workload_kind = "serving"  # a load test of an endpoint is serving by definition
+
+    @property
+    def kind(self) -> WorkloadKind:
+        """What the work is (``context.workload_kind``): the rules pick advice that fits it."""
+        return self.context.workload_kind
 
     @classmethod
     def flat(cls, source: EvidenceSource, **values: Any) -> Evidence:
@@ -400,6 +447,15 @@ class Evidence:
         source = values.pop("source")
         if source not in SOURCES:
             raise GpuwiseError(f"{where}: unknown evidence source {source!r} (one of {', '.join(SOURCES)})")
+        if "workload_kind" not in values:  # saved before issue 25: what its phases say
+            values["workload_kind"] = (
+                "serving" if source == "loadtest" else kind_from_phases(values.get("phase_s") or {})
+            )
+        kind = values["workload_kind"]
+        if kind not in WORKLOAD_KINDS:
+            raise GpuwiseError(
+                f"{where}: unknown workload_kind {kind!r} (one of {', '.join(WORKLOAD_KINDS)})"
+            )
         for key in ("rank_step_time_s", "rank_comm_time_s"):
             if key in values:
                 values[key] = {int(k): float(v) for k, v in values[key].items()}

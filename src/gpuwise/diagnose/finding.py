@@ -55,6 +55,7 @@ FindingId = Literal[
     "serving_decode_bound",
     "serving_errors",
     "serving_speed_gap",
+    "idle_memory_held",
 ]
 FINDING_IDS: tuple[FindingId, ...] = get_args(FindingId)
 # What a finding is about; the planner orders findings of equal severity by category for each goal.

@@ -302,6 +302,16 @@ FINOPS_CHRONIC_BUSY_PCT = MONITOR_BUSY_KPI_PCT
 # oversized_gpu: memory headroom above this share for the whole window (at its peak) - the issue's
 # "headroom always > 50 %" - and a cheaper catalog GPU holds that peak with TARGET_HEADROOM_PCT to spare.
 FINOPS_OVERSIZED_HEADROOM_PCT = 50.0
+# idle_memory_held (issue 25): an idle GPU whose used memory is at least this share of its total is held by
+# processes that keep it from being released (or shared). A CUDA context alone (with PyTorch's kernels
+# loaded) holds a few hundred MiB, under 5 % of any data-centre GPU's 16+ GiB, so 5 % means tensors are
+# held, not just an initialised process.
+IDLE_MEMORY_HELD_MIN_PCT = 5.0
+# A recorded history flags it once the held idle time reaches FINOPS_MIN_GPU_HOURS' tenth (6 min: longer
+# than an evaluation pause between jobs), high from FINOPS_IDLE_HIGH_PCT of the observed hours.
+IDLE_MEMORY_HELD_MIN_HOURS = 0.1
+# Processes named in its summary (the rest are counted; every holder is in the finding's metrics).
+IDLE_MEMORY_NAMED = 3
 
 # --- gpuwise tune (issue 16) -----------------------------------------------------------------------
 # A trial stopped at its time budget still counts when it measured at least this many steps (the step

@@ -205,7 +205,7 @@ class GpuCollector:
     def collect(self) -> Iterator[Any]:
         """Sample every GPU now and yield the metric families, KPI verdicts and cost included."""
         snapshot = self.sampler.sample()
-        found = kpi.verdicts(snapshot)
+        found = kpi.verdicts(snapshot, self.usd_per_gpu_hour)
         kpi.cost(snapshot, found, self.usd_per_gpu_hour)
         yield from _families(snapshot, found)
 

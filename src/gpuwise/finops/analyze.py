@@ -15,7 +15,7 @@ from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.engine import diagnose
 from gpuwise.diagnose.evidence import Evidence, GpuHistory, MemoryUse, Telemetry
 from gpuwise.diagnose.finding import Finding
-from gpuwise.finops.attribution import Usage, attribute, by_user
+from gpuwise.finops.attribution import NO_PROCESS, Usage, attribute, by_user
 from gpuwise.finops.fleet_findings import group
 from gpuwise.finops.right_size import right_size
 from gpuwise.finops.tally import BUSY_EDGES, HEADROOM_EDGES, Tally, tally
@@ -256,6 +256,22 @@ def analyze_gpu(series: GpuSeries, history: History, prices: Prices) -> GpuFinop
     return gpu
 
 
+def _idle_holders(g: GpuFinops) -> list[dict[str, Any]]:
+    """The processes present while the GPU idled, most idle hours first (memory_idle_held's "who")."""
+    rows = [
+        {
+            "process": key,
+            "user": g.users.get(key),
+            "memory_bytes": u.memory_max_bytes,
+            "idle_gpu_hours": round(u.idle_gpu_hours, 4),
+            "idle_usd": None if u.idle_usd is None else round(u.idle_usd, 2),
+        }
+        for key, u in g.processes.items()
+        if key != NO_PROCESS and u.idle_gpu_hours > 0
+    ]
+    return sorted(rows, key=lambda row: -row["idle_gpu_hours"])
+
+
 def _pct(part: float, whole: float) -> float | None:
     return None if whole <= 0 else 100 * part / whole
 
@@ -282,6 +298,12 @@ def _evidence(g: GpuFinops, t: Tally) -> Evidence:
             smaller_gpu=right_size(
                 g.catalog_id, g.usd_per_gpu_hour, g.memory_peak_bytes, g.busy_in_use_pct, g.in_use_hours
             ),
+            memory_peak_in_use_bytes=t.memory_peak_in_use_bytes,
+            idle_memory_held_bytes=t.idle_held_max_bytes,
+            idle_memory_held_hours=t.idle_held_h,
+            idle_memory_held_usd=None if g.usd_per_gpu_hour is None else t.idle_held_h * g.usd_per_gpu_hour,
+            usd_per_gpu_hour=g.usd_per_gpu_hour,
+            idle_memory_holders=_idle_holders(g),
         ),
     )
 

@@ -2,8 +2,8 @@
 
 The rule engine stays per GPU (one `Evidence` per GPU's history); 500 GPUs with the same habit make one
 finding naming the worst few by dollars ("and K more"), with fleet totals in the summary and every GPU's
-own numbers under ``metrics["gpus"]``. Ids without fleet totals (throttling, ...) name the GPUs and quote
-the worst GPU's own summary.
+own numbers under ``metrics["gpus"]``. Throttling names each GPU's own reasons (one thermal, another power:
+the title says both); ids without fleet totals name the GPUs and quote the worst GPU's own summary.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class _Fleet:
     item: Callable[[Finding], str]  # the GPU's own figure, after its label
     totals: Callable[[list[Finding]], tuple[str, dict[str, Any]]]  # fleet sentence, fleet metrics
     fix: Callable[[list[tuple[str, Finding]]], str] | None = None  # when the GPUs' own fixes differ
+    title: Callable[[list[Finding]], str] | None = None  # when the GPUs' own titles differ
 
 
 def _idle(found: list[Finding]) -> tuple[str, dict[str, Any]]:
@@ -113,7 +114,61 @@ def _oversized_item(f: Finding) -> str:
     return f"{fit['busy_in_use_pct']:.0f} % busy, {f.metrics['memory_headroom_pct']:.0f} % free"
 
 
+def _slowing(f: Finding) -> dict[str, float]:
+    """A throttling finding's thermal and power reasons (% of samples), most first."""
+    shares = {k: float(v) for k, v in (f.metrics.get("throttle_pct") or {}).items() if v}
+    relevant = {k: v for k, v in shares.items() if "thermal" in k or "power" in k}
+    return dict(sorted(relevant.items(), key=lambda kv: -kv[1]))
+
+
+def _throttle_item(f: Finding) -> str:
+    """The GPU's own reasons: 'hw_thermal 45 %, sw_power_cap 5 %'."""
+    return ", ".join(f"{k} {v:.0f} %" for k, v in _slowing(f).items())
+
+
+def _throttle_totals(found: list[Finding]) -> tuple[str, dict[str, Any]]:
+    limits = sorted({"thermal" if "thermal" in k else "power" for f in found for k in _slowing(f)})
+    sentence = f"NVML reports {' and '.join(limits)} clock throttling, each GPU's own reasons in brackets."
+    return sentence, {"limits": limits}
+
+
+def _throttle_title(found: list[Finding]) -> str:
+    limits = sorted({"thermal" if "thermal" in k else "power" for f in found for k in _slowing(f)})
+    return f"GPUs slow their clocks ({' / '.join(limits)} limit)"
+
+
+def _held(found: list[Finding]) -> tuple[str, dict[str, Any]]:
+    hours = _sum(found, "idle_memory_held_hours")
+    cost = _sum(found, "idle_memory_held_usd")
+    sentence = "idle while processes hold their memory" + (
+        f" for {hours:,.1f} GPU-hours" if hours is not None else ""
+    )
+    sentence += f": {_money(cost)}." if cost is not None else "."
+    return sentence, {"idle_memory_held_hours": hours, "idle_memory_held_usd": cost}
+
+
+def _held_item(f: Finding) -> str:
+    holders = f.metrics.get("holders") or []
+    who = sorted({h.get("user") or "n/a" for h in holders})
+    money = f.metrics.get("idle_memory_held_usd")
+    parts = [f"{f.metrics['idle_memory_held_bytes'] / 2**30:.0f} GiB"] + (
+        ["by " + ", ".join(who)] if who else []
+    )
+    return ", ".join(parts + ([_money(money)] if money is not None else []))
+
+
 FLEET: dict[str, _Fleet] = {
+    "throttling": _Fleet(
+        lambda f: (max(_slowing(f).values(), default=0.0),),
+        _throttle_item,
+        _throttle_totals,
+        title=_throttle_title,
+    ),
+    "idle_memory_held": _Fleet(
+        lambda f: (f.metrics.get("idle_memory_held_usd") or 0.0, f.metrics["idle_memory_held_bytes"]),
+        _held_item,
+        _held,
+    ),
     "idle_gpu_hours": _Fleet(
         lambda f: (f.metrics.get("idle_usd") or 0.0, f.metrics["idle_gpu_hours"]),
         lambda f: _money(f.metrics["idle_usd"]) if f.metrics.get("idle_usd") is not None else "",
@@ -188,8 +243,10 @@ def _one(pairs: list[tuple[str, Finding]], fleet_size: int) -> Finding:
         summary = f"{len(pairs)} of {fleet_size} GPUs — {_names(pairs, None)}; worst, {worst_label}: "
         summary += worst.summary
     fixes = {f.fix for f in found}
+    titles = {f.title for f in found}
     return replace(
         worst,
+        title=fleet.title(found) if len(titles) > 1 and fleet and fleet.title else worst.title,
         severity=most_severe.severity,
         summary=summary,
         metrics={"gpu_count": len(pairs), **totals, "gpus": per_gpu},

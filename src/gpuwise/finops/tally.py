@@ -57,6 +57,9 @@ class Tally:
     power_s: float = 0.0
     temperature_max_c: float | None = None
     idle: list[bool] = field(default_factory=list)  # per sample, for the attribution
+    memory_peak_in_use_bytes: int | None = None  # peak over the samples not idle (the work's peak)
+    idle_held_h: float = 0.0  # idle hours with at least IDLE_MEMORY_HELD_MIN_PCT of the memory used
+    idle_held_max_bytes: int | None = None  # most memory used while idle
 
     def busy_mean(self) -> float | None:
         """Mean busy % over the hours with a busy reading; None without one."""
@@ -91,6 +94,18 @@ class Tally:
             if T.MONITOR_HEADROOM_LOW_PCT <= headroom <= T.MONITOR_HEADROOM_HIGH_PCT:
                 self.headroom_in_band_h += hours
 
+    def _add_held(self, used: int, is_idle: bool, hours: float) -> None:
+        """Used bytes by whether the GPU idled: the work's peak (in use), or memory held while idle."""
+        if not is_idle:
+            peak = self.memory_peak_in_use_bytes
+            self.memory_peak_in_use_bytes = used if peak is None or used > peak else peak
+            return
+        held = self.idle_held_max_bytes
+        self.idle_held_max_bytes = used if held is None or used > held else held
+        total = self.memory_total_bytes
+        if total and 100 * used / total >= T.IDLE_MEMORY_HELD_MIN_PCT:
+            self.idle_held_h += hours
+
     def _add_throttle(self, throttle_s: dict[str, float], interval_s: float) -> None:
         """Hours per throttle reason, and the slowed time: the longest slowing reason, within the interval."""
         slowed = 0.0
@@ -123,6 +138,7 @@ def tally(samples: list[GpuSample]) -> Tally:
             t._add_busy(busy, is_idle, hours)
         if s.memory_used_bytes is not None:
             t._add_memory(s.memory_used_bytes, hours)
+            t._add_held(s.memory_used_bytes, is_idle, hours)
         if s.throttle_s:
             t._add_throttle(s.throttle_s, s.interval_s)
         if s.power_w is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.diagnose.evidence import Evidence, ServingLoad
+from gpuwise.diagnose.evidence import Evidence, RunContext, ServingLoad
 from gpuwise.loadtest.metrics import METRICS, PERCENTILES
 from gpuwise.loadtest.prediction import in_flight
 from gpuwise.loadtest.types import LevelSummary, LoadtestResult, level_label
@@ -48,6 +48,7 @@ def loadtest_evidence(result: LoadtestResult) -> Evidence | None:
         source="loadtest",
         label=f"loadtest run {result.run_id}" if result.run_id is not None else f"loadtest {result.url}",
         device="http",
+        context=RunContext(workload_kind="serving"),
         serving=ServingLoad(
             serving_run_id=result.run_id,
             serving_level=level_label(level.mode, level.target),

@@ -91,17 +91,23 @@ def is_idle(r: GpuReading) -> bool:
     return r.busy_pct is not None and r.busy_pct < T.MONITOR_IDLE_BUSY_PCT
 
 
-def evidence_for(r: GpuReading, gpu_id: str | None) -> Evidence:
+def evidence_for(r: GpuReading, gpu_id: str | None, usd_per_hour: float | None = None) -> Evidence:
     """One sample as telemetry Evidence: an active throttle reason counts as 100 % of this sample. An idle
-    GPU's busy % is left out: nothing runs on it, so no rule about how work runs applies (gpu_idle says it).
-    """
-    return Evidence(
+    GPU's busy % and used memory are left out of the work's figures: nothing runs on it, so no rule about
+    how work runs applies (gpu_idle says it, and oom_risk stays quiet); its used memory goes to the idle
+    fields instead, with the processes holding it and the GPU's price (``usd_per_hour``), for
+    idle_memory_held. A monitor sample never knows the workload kind ("unknown")."""
+    idle = is_idle(r)
+    ev = Evidence(
         source="telemetry",
         label=f"GPU {r.index}",
         device="cuda",
         gpu=gpu_id or r.name,
-        activity=DeviceActivity(gpu_util_pct=None if is_idle(r) else r.busy_pct),
-        memory=MemoryUse(memory_capacity_bytes=r.memory_total_bytes, memory_peak_bytes=r.memory_used_bytes),
+        activity=DeviceActivity(gpu_util_pct=None if idle else r.busy_pct),
+        memory=MemoryUse(
+            memory_capacity_bytes=r.memory_total_bytes,
+            memory_peak_bytes=None if idle else r.memory_used_bytes,
+        ),
         telemetry=Telemetry(
             throttle_pct={k: 100.0 for k in r.throttle_reasons or [] if k in SLOWING_REASONS},
             temperature_c_max=r.temperature_c,
@@ -109,16 +115,43 @@ def evidence_for(r: GpuReading, gpu_id: str | None) -> Evidence:
             sm_clock_mhz_mean=r.sm_clock_mhz,
         ),
     )
+    if idle and r.memory_used_bytes is not None:
+        ev.history.idle_memory_held_bytes = r.memory_used_bytes
+        ev.history.usd_per_gpu_hour = usd_per_hour
+        ev.history.idle_memory_holders = [
+            {
+                "process": f"{p.pid} {p.name or 'n/a'}",
+                "user": p.user,
+                "memory_bytes": p.gpu_memory_bytes,
+                "idle_gpu_hours": None,
+                "idle_usd": None,
+            }
+            for p in sorted(r.processes or [], key=lambda p: -(p.gpu_memory_bytes or 0))
+        ]
+    return ev
 
 
-def check(r: GpuReading, gpu_id: str | None = None) -> GpuVerdict:
+def gpu_price(gpu_id: str | None, usd_per_gpu_hour: float | None) -> float | None:
+    """$/GPU-hour: the flag's, else the catalog's on-demand price of ``gpu_id``; None when unknown."""
+    if usd_per_gpu_hour is not None:
+        return usd_per_gpu_hour
+    if gpu_id is None:
+        return None
+    from gpuwise.catalog.prices import price
+
+    listed = price(gpu_id, "on_demand")
+    return listed.usd_per_gpu if listed is not None else None
+
+
+def check(r: GpuReading, gpu_id: str | None = None, usd_per_gpu_hour: float | None = None) -> GpuVerdict:
     """One GPU's verdict: the rule engine's findings on this reading, and each KPI outside its band as a
-    Breach naming the finding that explains it (a rule's id where one fired, else the monitor's own)."""
+    Breach naming the finding that explains it (a rule's id where one fired, else the monitor's own).
+    ``usd_per_gpu_hour`` (None: the catalog's on-demand price) prices memory held on an idle GPU."""
     verdict = GpuVerdict(r.index, catalog_id=gpu_id)
     if r.lost:
         verdict.breaches.append(Breach("lost", "GPU lost (NVML: fell off the bus)", "gpu_lost"))
         return verdict
-    verdict.findings = diagnose(evidence_for(r, gpu_id))
+    verdict.findings = diagnose(evidence_for(r, gpu_id, gpu_price(gpu_id, usd_per_gpu_hour)))
     fired = {f.id for f in verdict.findings}
     for breach in (_busy_breach(r, fired), _headroom_breach(r, fired)):
         if breach is not None:
@@ -138,14 +171,15 @@ def _busy_breach(r: GpuReading, fired: AbstractSet[str]) -> Breach | None:
 
 
 def _headroom_breach(r: GpuReading, fired: AbstractSet[str]) -> Breach | None:
-    """Memory headroom too low (OOM risk), or too high on a GPU that is working (memory bought unused)."""
+    """Memory headroom too low (OOM risk; memory held if the GPU idles), or too high on a GPU that is
+    working (memory bought unused)."""
     headroom = r.headroom_pct
     if headroom is None:
         return None
     if headroom < T.MONITOR_HEADROOM_LOW_PCT:
-        return Breach(
-            "headroom", f"headroom {headroom:.0f} % < {T.MONITOR_HEADROOM_LOW_PCT:.0f} %", "oom_risk"
-        )
+        # on an idle GPU the memory is held, not at risk: idle_memory_held explains it
+        rule = "idle_memory_held" if "idle_memory_held" in fired else "oom_risk"
+        return Breach("headroom", f"headroom {headroom:.0f} % < {T.MONITOR_HEADROOM_LOW_PCT:.0f} %", rule)
     if headroom > T.MONITOR_HEADROOM_HIGH_PCT and not is_idle(r):
         rule = "small_batch" if "small_batch" in fired else "memory_headroom_unused"
         return Breach("headroom", f"headroom {headroom:.0f} % > {T.MONITOR_HEADROOM_HIGH_PCT:.0f} %", rule)
@@ -199,23 +233,18 @@ def memory_errors(r: GpuReading) -> str | None:
     return "; ".join(parts) or None
 
 
-def verdicts(snapshot: Snapshot) -> list[GpuVerdict]:
-    """One ``check`` per GPU of the snapshot, in the snapshot's order."""
+def verdicts(snapshot: Snapshot, usd_per_gpu_hour: float | None = None) -> list[GpuVerdict]:
+    """One ``check`` per GPU of the snapshot, in the snapshot's order (``usd_per_gpu_hour``: the price
+    flag, None for the catalog's)."""
     ids = {r.name: catalog_id(r.name) for r in snapshot.gpus}
-    return [check(r, ids[r.name]) for r in snapshot.gpus]
+    return [check(r, ids[r.name], usd_per_gpu_hour) for r in snapshot.gpus]
 
 
 def cost(snapshot: Snapshot, found: list[GpuVerdict], usd_per_gpu_hour: float | None = None) -> Cost:
     """$/h of the GPUs being held and of the idle ones, from the flag or the catalog's on-demand price."""
-    from gpuwise.catalog.prices import price
-
     source = "--usd-per-gpu-hour" if usd_per_gpu_hour is not None else "catalog on-demand"
     for verdict in found:
-        if usd_per_gpu_hour is not None:
-            verdict.usd_per_hour = usd_per_gpu_hour
-        elif verdict.catalog_id is not None:
-            listed = price(verdict.catalog_id, "on_demand")
-            verdict.usd_per_hour = listed.usd_per_gpu if listed is not None else None
+        verdict.usd_per_hour = gpu_price(verdict.catalog_id, usd_per_gpu_hour)
     priced = [(r, v) for r, v in zip(snapshot.gpus, found, strict=True) if v.usd_per_hour is not None]
     if not priced:
         return Cost(None, None, "no catalog price for these GPUs (pass --usd-per-gpu-hour)")
@@ -235,6 +264,7 @@ __all__ = [
     "check",
     "cost",
     "evidence_for",
+    "gpu_price",
     "is_idle",
     "memory_errors",
     "pcie_downgrade",

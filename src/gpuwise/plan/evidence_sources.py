@@ -19,6 +19,7 @@ from gpuwise.diagnose.evidence import (
     ModelConfig,
     Precision,
     RunContext,
+    WorkloadKind,
 )
 from gpuwise.plan.evaluate import Prediction
 from gpuwise.workload import Workload
@@ -32,6 +33,7 @@ __all__ = [
     "read_evidence_files",
     "tensor_core_speedup",
     "weight_bits",
+    "workload_kind",
 ]
 
 _BITS = {
@@ -83,6 +85,16 @@ def _is_conv_net(workload: Workload) -> bool:
     return arch is not None and not arch.is_transformer
 
 
+def workload_kind(workload: Workload) -> WorkloadKind:
+    """What a workload file says it is: its task trains, or serves a demand (a ``serving:`` section, or
+    task serving), or runs inference (inference, RAG, cv-inference)."""
+    if workload.is_training:
+        return "training"
+    if workload.serving is not None or workload.task == "serving":
+        return "serving"
+    return "inference" if workload.is_inference else "unknown"
+
+
 def prediction_evidence(
     workload: Workload,
     prediction: Prediction,
@@ -102,6 +114,7 @@ def prediction_evidence(
             tensor_core_speedup=tensor_core_speedup(gpu, convolutions=_is_conv_net(workload))
         ),
         comm=Communication(comm_exposed_pct=outcome.comm_exposed_pct if workload.num_gpus > 1 else None),
+        context=RunContext(workload_kind=workload_kind(workload)),
         model=ModelConfig(
             weight_bytes=prediction.weight_bytes,
             weight_bits=weight_bits(workload),
@@ -156,6 +169,7 @@ def host_side_of_cpu_run(ev: Evidence) -> Evidence:
             loader_pin_memory=ev.loader.loader_pin_memory,
         ),
         context=RunContext(
+            workload_kind=ev.context.workload_kind,
             cpu_count=ev.context.cpu_count,
             cpu_util_pct=ev.context.cpu_util_pct,
             framework=ev.context.framework,

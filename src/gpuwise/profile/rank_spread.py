@@ -61,7 +61,11 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
     return Evidence(
         source="profile",
         label="all ranks",
-        context=RunContext(other_cpu_pct=other_cpu, cpu_steal_pct=steal),
+        context=RunContext(
+            other_cpu_pct=other_cpu,
+            cpu_steal_pct=steal,
+            workload_kind=next((r.evidence.kind for r in runs if r.evidence.rank in steps), "unknown"),
+        ),
         comm=Communication(
             rank_step_time_s=steps,
             rank_comm_time_s=comm,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwise.diagnose import Evidence
+from gpuwise.diagnose.evidence import kind_from_phases
 from gpuwise.diagnose.statistics import outlier_limit_s
 from gpuwise.diagnose.thresholds import MIN_STEPS_FOR_STATISTICS
 from gpuwise.profile.rank_spread import fill_comm_evidence
@@ -46,6 +47,7 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
     if telemetry.get("gpu"):
         _from_nvml(ev, telemetry["gpu"])
     _from_catalog(ev, raw.get("gpu_name") or "")
+    ev.context.workload_kind = kind_from_phases(ev.steps.phase_s)
     ev.context.host_frames = _host_frames(raw.get("host_frames") or {})
     ev.context.framework = meta.get("framework")
     if memory.get("measure"):

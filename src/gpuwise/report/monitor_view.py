@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from gpuwise.diagnose.engine import rank_findings
+from gpuwise.finops.fleet_findings import group
 from gpuwise.monitor.kpi import Cost, GpuVerdict
 from gpuwise.monitor.reading import GpuReading, HostReading
 from gpuwise.monitor.sampler import Snapshot
@@ -128,7 +128,8 @@ def document(snapshot: Snapshot, found: list[GpuVerdict], cost: Cost, details: b
     if snapshot.host is not None:
         doc.add(_host(snapshot.host))
     if details:
-        findings = rank_findings(f for v in found for f in v.findings)
+        # one finding per id across the GPUs, naming each GPU it is about (issue 30)
+        findings = group([(f"GPU {v.index}", f) for v in found for f in v.findings], len(found))
         doc.add(*findings_blocks(findings, measured=bool(gpus) and not breaches))
     if any(r.not_available for r in gpus):
         doc.add(

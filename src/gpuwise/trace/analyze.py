@@ -14,7 +14,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.trace.cross_rank import CrossRank, cross_rank
 from gpuwise.trace.rank import RankAnalysis, analyze_file
 from gpuwise.trace.reader import special_kind
-from gpuwise.trace.to_evidence import cross_rank_evidence, rank_evidence
+from gpuwise.trace.to_evidence import combined_kind, cross_rank_evidence, rank_evidence
 
 __all__ = [
     "TRACE_SUFFIXES",
@@ -156,7 +156,7 @@ def build_report(ranks: list[RankAnalysis]) -> TraceReport:
         ev = rank_evidence(r)
         r.findings = [f.id for f in diagnose(ev)]
         evidence.append(ev)
-    extra = cross_rank_evidence(across)
+    extra = cross_rank_evidence(across, combined_kind([r.workload_kind for r in ranks]))
     if extra is not None:
         evidence.append(extra)
     return TraceReport(ranks, across, evidence, diagnose(evidence))

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.diagnose import thresholds
+from gpuwise.diagnose.evidence import WorkloadKind
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace.breakdown import (
     StreamIdle,
@@ -30,6 +31,7 @@ from gpuwise.trace.parser import Progress
 from gpuwise.trace.sanitize import drop_out_of_range, recover_streams
 from gpuwise.trace.steps import StepStats, find_steps, step_stats
 from gpuwise.trace.table import EventTable
+from gpuwise.trace.workload_kind import trace_workload_kind
 
 __all__ = ["RankAnalysis", "analyze_file", "analyze_table"]
 
@@ -61,6 +63,7 @@ class RankAnalysis:
     memory: MemoryStats | None
     warnings: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)  # ids of the findings this rank alone triggers
+    workload_kind: WorkloadKind = "unknown"  # training / inference / unknown (trace.workload_kind)
 
     @property
     def label(self) -> str:
@@ -91,6 +94,7 @@ class RankAnalysis:
             "memory": self.memory.to_dict() if self.memory else None,
             "warnings": self.warnings,
             "findings": self.findings,
+            "workload_kind": self.workload_kind,
         }
 
 
@@ -183,4 +187,5 @@ def _analyze(t: EventTable) -> RankAnalysis:
         comm=comm_stats(t, view.rows, view.ts, view.end, comm_types(t, hta_types), span, window_steps),
         memory=memory_stats(t.memory),
         warnings=warnings,
+        workload_kind=trace_workload_kind(t),
     )

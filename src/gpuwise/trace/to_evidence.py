@@ -12,13 +12,15 @@ from gpuwise.diagnose.evidence import (
     InputPipeline,
     MemoryUse,
     Precision,
+    RunContext,
     StepTimes,
+    WorkloadKind,
 )
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace.cross_rank import CrossRank
 from gpuwise.trace.rank import RankAnalysis
 
-__all__ = ["cross_rank_evidence", "rank_evidence"]
+__all__ = ["combined_kind", "cross_rank_evidence", "rank_evidence"]
 
 
 def _tensor_cores(catalog_id: str | None) -> tuple[float | None, Literal["bf16", "fp16"] | None]:
@@ -94,18 +96,28 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
         ),
         memory=MemoryUse(memory_capacity_bytes=r.device.memory_bytes, memory_peak_bytes=memory_peak),
         comm=Communication(comm_exposed_pct=r.comm.exposed_pct, comm_overlap_pct=r.comm.overlap_pct),
+        context=RunContext(workload_kind=r.workload_kind),
         notes=notes,
     )
 
 
-def cross_rank_evidence(c: CrossRank) -> Evidence | None:
-    """Cross-rank evidence (step time per rank, communication spread) for the straggler rules;
-    None with fewer than two ranks timed."""
+def combined_kind(kinds: list[WorkloadKind]) -> WorkloadKind:
+    """The ranks' work as one kind: training if any rank trains, inference if every rank is inference,
+    else unknown."""
+    if "training" in kinds:
+        return "training"
+    return "inference" if kinds and all(k == "inference" for k in kinds) else "unknown"
+
+
+def cross_rank_evidence(c: CrossRank, kind: WorkloadKind = "unknown") -> Evidence | None:
+    """Cross-rank evidence (step time per rank, communication spread) for the straggler rules, of the
+    ranks' combined ``kind``; None with fewer than two ranks timed."""
     if len(c.rank_step_time_s) < 2:
         return None
     return Evidence(
         source="trace",
         label="cross-rank",
+        context=RunContext(workload_kind=kind),
         comm=Communication(
             rank_step_time_s=dict(c.rank_step_time_s),
             rank_comm_time_s={rank: ms / 1000 for rank, ms in c.comm_ms_per_step.items()},

@@ -42,7 +42,7 @@ def rendered(
     snap = sampler.sample(host)
     if on_sample is not None:  # `--record` with the live view: the recorder writes the same sample
         on_sample(snap)
-    found = kpi.verdicts(snap)
+    found = kpi.verdicts(snap, usd_per_gpu_hour)
     doc = monitor_view.document(snap, found, kpi.cost(snap, found, usd_per_gpu_hour), details=False)
     buffer = io.StringIO()
     out = Console(

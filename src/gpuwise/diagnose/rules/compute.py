@@ -16,8 +16,17 @@ from gpuwise.units import GiB
 __all__ = ["low_utilization", "no_fused_optimizer", "no_mixed_precision", "small_batch"]
 
 
-def _amp_prescription(dtype: str | None) -> tuple[str, str]:
-    """(fix, snippet) for what the GPU supports: bf16 autocast, or fp16 with loss scaling (V100, T4)."""
+def _amp_prescription(dtype: str | None, training: bool) -> tuple[str, str]:
+    """(fix, snippet) for what the GPU supports: bf16 autocast, or fp16 with loss scaling (V100, T4) when
+    training; without a backward (inference, or unknown) the model simply runs in the 16-bit type."""
+    if not training:
+        half = "float16" if dtype == "fp16" else "bfloat16"
+        return (
+            f"Run the model in {'fp16' if dtype == 'fp16' else 'bf16'} (or at least allow TF32 matmuls).",
+            "torch.backends.cuda.matmul.allow_tf32 = True\n"
+            f'with torch.autocast(device_type="cuda", dtype=torch.{half}):\n'
+            "    out = model(batch)",
+        )
     if dtype == "fp16":
         return (
             "Train with fp16 autocast and a GradScaler (this GPU has no bf16 or TF32 tensor cores).",
@@ -36,7 +45,10 @@ def _amp_prescription(dtype: str | None) -> tuple[str, str]:
 
 def no_mixed_precision(ev: Evidence) -> Finding | None:
     """Most matmul work runs in fp32 (``fp32_matmul_pct``) without autocast on a GPU whose 16-bit
-    tensor cores are ``tensor_core_speedup`` times faster, and Amdahl on the fp32 matmul time says it pays."""
+    tensor cores are ``tensor_core_speedup`` times faster, and Amdahl on the fp32 matmul time says it pays.
+
+    Every kind: training gets autocast with loss scaling, the others "run the model in bf16" (true
+    whether or not there is a backward)."""
     share, speedup = ev.precision.fp32_matmul_pct, ev.precision.tensor_core_speedup
     if share is None or share < T.FP32_MATMUL_SHARE_PCT or ev.precision.amp_enabled:
         return None
@@ -60,7 +72,7 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
     if high < T.AMP_MIN_GAIN_X:
         return None
     dtype = ev.precision.tensor_core_dtype or "16-bit"
-    fix, snippet = _amp_prescription(ev.precision.tensor_core_dtype)
+    fix, snippet = _amp_prescription(ev.precision.tensor_core_dtype, ev.kind == "training")
     return Finding(
         id="no_mixed_precision",
         title="Matmuls run in fp32 on a GPU built for 16-bit",
@@ -94,7 +106,11 @@ def no_mixed_precision(ev: Evidence) -> Finding | None:
 
 def small_batch(ev: Evidence) -> Finding | None:
     """Half the memory or more is free (``memory_headroom_pct``) while the GPU is under
-    ``SMALL_BATCH_GPU_UTIL_PCT`` busy: a larger per-GPU batch fills both."""
+    ``SMALL_BATCH_GPU_UTIL_PCT`` busy: a larger per-GPU batch fills both.
+
+    Training gets the per-device batch with gradient accumulation divided to keep the global batch;
+    inference and serving "more requests per batch"; unknown work (a monitor sample) neutral words that
+    hold for both."""
     headroom = ev.memory.memory_headroom_pct
     util = ev.activity.gpu_util_pct
     if util is None and ev.activity.gpu_idle_pct is not None:
@@ -107,6 +123,7 @@ def small_batch(ev: Evidence) -> Finding | None:
     capacity = ev.memory.memory_capacity_bytes or 0
     target = capacity * (1 - T.TARGET_HEADROOM_PCT / 100)
     factor = max(1.0, target / used) if used else 1.0
+    fix, snippet = _small_batch_fix(ev, factor)
     return Finding(
         id="small_batch",
         title="The batch is too small to keep the GPU busy",
@@ -122,13 +139,8 @@ def small_batch(ev: Evidence) -> Finding | None:
             "memory_capacity_bytes": capacity,
             "batch_scale_possible": round(factor, 2),
         },
-        fix=(
-            f"Raise the per-GPU batch (memory allows up to ~{factor:.1f}× if activations dominate) and "
-            "divide gradient accumulation by the same factor to keep the effective batch."
-        ),
-        fix_snippet=(
-            "# e.g. per_device_train_batch_size *= 2; gradient_accumulation_steps //= 2  (same global batch)"
-        ),
+        fix=fix,
+        fix_snippet=snippet,
         gain=Gain(
             "throughput_x",
             1.1,
@@ -139,9 +151,32 @@ def small_batch(ev: Evidence) -> Finding | None:
     )
 
 
+def _small_batch_fix(ev: Evidence, factor: float) -> tuple[str, str]:
+    """(fix, snippet) for the workload kind: keep the global batch when training, batch requests when
+    serving a model, and name both when the evidence cannot tell."""
+    if ev.kind == "training":
+        return (
+            f"Raise the per-GPU batch (memory allows up to ~{factor:.1f}× if activations dominate) and "
+            "divide gradient accumulation by the same factor to keep the effective batch.",
+            "# e.g. per_device_train_batch_size *= 2; gradient_accumulation_steps //= 2  (same global batch)",
+        )
+    if ev.kind in ("inference", "serving"):
+        return (
+            f"Batch more inputs per forward (memory allows up to ~{factor:.1f}× if activations dominate): "
+            "a larger batch size, or more sequences per batch in the serving engine.",
+            "# e.g. batch_size *= 2;  vllm serve MODEL --max-num-seqs 64",
+        )
+    return (
+        f"If this GPU runs one job, give it more work per step: memory allows a ~{factor:.1f}× larger "
+        "batch; otherwise share it (a second job, MPS or MIG).",
+        "",
+    )
+
+
 def low_utilization(ev: Evidence) -> Finding | None:
     """The GPU computes under ``LOW_UTIL_MODERATE_PCT`` of the time (``gpu_util_pct``, or 100 minus
-    ``gpu_idle_pct``); the other findings name where the rest goes."""
+    ``gpu_idle_pct``); the other findings name where the rest goes. Its words hold for any work, so
+    every kind gets it."""
     util = ev.activity.gpu_util_pct
     if util is None and ev.activity.gpu_idle_pct is not None:
         util = 100.0 - ev.activity.gpu_idle_pct
@@ -171,7 +206,7 @@ def low_utilization(ev: Evidence) -> Finding | None:
 
 def no_fused_optimizer(ev: Evidence) -> Finding | None:
     """AdamW runs unfused (``optimizer_fused`` False) and the optimizer phase takes at least
-    ``OPTIMIZER_STEP_SHARE_PCT`` of the step."""
+    ``OPTIMIZER_STEP_SHARE_PCT`` of the step. Training only: nothing else has an optimizer."""
     share = ev.steps.phase_pct("optimizer")
     if ev.model.optimizer_fused is not False or share is None or share < T.OPTIMIZER_STEP_SHARE_PCT:
         return None

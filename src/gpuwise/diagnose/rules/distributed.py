@@ -18,9 +18,29 @@ from gpuwise.diagnose.rules.host import machine_busy
 __all__ = ["comm_bound", "straggler"]
 
 
+# (fix, snippet) by "is training": data-parallel gradients can skip and bucket their all-reduces; a model
+# split for inference (tensor/pipeline parallel) can only keep its collectives on fast links or split less.
+_COMM_FIX: dict[bool, tuple[str, str]] = {
+    True: (
+        "Overlap and reduce communication: gradient accumulation with no_sync, larger DDP buckets, FSDP "
+        "prefetch; keep tensor parallelism inside an NVLink domain.",
+        "with model.no_sync():            # skip all-reduce on accumulation micro-steps\n"
+        "    loss.backward()\n"
+        "DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True)\n"
+        "FSDP(model, forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE)",
+    ),
+    False: (
+        "Reduce exposed communication: keep tensor parallelism inside an NVLink domain, split the model "
+        "over fewer GPUs (pipeline or replicas instead), or overlap collectives with compute.",
+        "vllm serve MODEL --tensor-parallel-size 4   # within one NVLink domain",
+    ),
+}
+
+
 def comm_bound(ev: Evidence) -> Finding | None:
     """Collective communication runs with no compute at least ``COMM_EXPOSED_MODERATE_PCT`` of the
-    step (``comm_exposed_pct``): overlap it, or keep tensor parallelism inside an NVLink domain."""
+    step (``comm_exposed_pct``): overlap it, or keep tensor parallelism inside an NVLink domain. Training
+    gets the data-parallel levers (no_sync, buckets, FSDP prefetch); other kinds the model-split ones."""
     share = ev.comm.comm_exposed_pct
     if share is None or share < T.COMM_EXPOSED_MODERATE_PCT:
         return None
@@ -38,15 +58,8 @@ def comm_bound(ev: Evidence) -> Finding | None:
         )
         + ".",
         metrics={"comm_exposed_pct": round(share, 2), "comm_overlap_pct": ev.comm.comm_overlap_pct},
-        fix="Overlap and reduce communication: gradient accumulation with no_sync, larger DDP buckets, FSDP "
-        "prefetch; "
-        "keep tensor parallelism inside an NVLink domain.",
-        fix_snippet=(
-            "with model.no_sync():            # skip all-reduce on accumulation micro-steps\n"
-            "    loss.backward()\n"
-            "DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True)\n"
-            "FSDP(model, forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE)"
-        ),
+        fix=_COMM_FIX[ev.kind == "training"][0],
+        fix_snippet=_COMM_FIX[ev.kind == "training"][1],
         gain=Gain(
             "throughput_x",
             1.0 + share / 200,
@@ -165,9 +178,8 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
             "skew_pct": round(skew_pct, 2),
         },
         fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower "
-        "loader, "
-        "extra work on that rank (logging, checkpointing, evaluation), throttling or a slower GPU on its "
-        "node.",
+        "loader, extra work on that rank (logging, saving checkpoints, evaluation), throttling or a slower "
+        "GPU on its node.",
         fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
         gain=Gain(
             "throughput_x",

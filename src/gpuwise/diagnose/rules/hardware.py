@@ -1,5 +1,6 @@
 """Hardware rules: what the GPU itself reports, live (clock throttling in NVML telemetry) or over weeks
-of recorded history (`gpuwise monitor report`: idle hours, chronically low busy %, an oversized GPU).
+of recorded history (`gpuwise monitor report`: idle hours, chronically low busy %, an oversized GPU),
+and memory held on an idle GPU (a `gpuwise monitor` sample or a history).
 
 Shares are % of samples or of GPU-hours; costs are USD at the GPU's catalog price.
 """
@@ -8,10 +9,10 @@ from __future__ import annotations
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
-from gpuwise.diagnose.finding import Finding, Gain
+from gpuwise.diagnose.finding import Finding, Gain, Severity
 from gpuwise.units import GiB
 
-__all__ = ["chronic_low_busy", "idle_gpu_hours", "oversized_gpu", "throttling"]
+__all__ = ["chronic_low_busy", "idle_gpu_hours", "idle_memory_held", "oversized_gpu", "throttling"]
 
 
 def throttling(ev: Evidence) -> Finding | None:
@@ -195,4 +196,83 @@ def oversized_gpu(ev: Evidence) -> Finding | None:
         "without a kernel leave room for a second job or replica (MPS"
         + (", or MIG slices)." if fit.get("mig_slices") else ")."),
         source=ev.source,
+    )
+
+
+def _holders_text(holders: list[dict]) -> str:
+    """The processes holding memory, most first: 'pid name (user, 40.0 GiB, 3.2 h, $12.80)'."""
+    parts = []
+    for h in holders[: T.IDLE_MEMORY_NAMED]:
+        bits = [h.get("user") or "user n/a"]
+        if h.get("memory_bytes") is not None:
+            bits.append(f"{h['memory_bytes'] / GiB:.1f} GiB")
+        if h.get("idle_gpu_hours") is not None:
+            bits.append(f"{h['idle_gpu_hours']:,.1f} h idle")
+        if h.get("idle_usd") is not None:
+            bits.append(f"${h['idle_usd']:,.2f}")
+        parts.append(f"{h['process']} ({', '.join(bits)})")
+    more = len(holders) - T.IDLE_MEMORY_NAMED
+    return "; ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+def idle_memory_held(ev: Evidence) -> Finding | None:
+    """The GPU is idle (busy under ``MONITOR_IDLE_BUSY_PCT``) while processes hold at least
+    ``IDLE_MEMORY_HELD_MIN_PCT`` of its memory: the GPU cannot be released or given to anyone else, so its
+    price is paid for nothing. Names who holds it, for how long (a history; a sample is one instant) and
+    what it costs at the GPU's price.
+
+    A FinOps finding for any workload kind (a monitor cannot tell and need not: holding an idle GPU costs
+    the same); telemetry only, because only `monitor` sees the other processes on a GPU. It replaces the
+    oom_risk such a GPU used to get (issue 30: "an idle GPU holding 75 GiB for other users")."""
+    h = ev.history
+    held, capacity = h.idle_memory_held_bytes, ev.memory.memory_capacity_bytes
+    if held is None or not capacity or 100.0 * held / capacity < T.IDLE_MEMORY_HELD_MIN_PCT:
+        return None
+    hours = h.idle_memory_held_hours
+    if h.observed_gpu_hours is not None and (hours is None or hours < T.IDLE_MEMORY_HELD_MIN_HOURS):
+        return None
+    holders = list(h.idle_memory_holders or [])
+    price = h.usd_per_gpu_hour
+    if hours is None:  # one sample: what it costs per hour it stays like this
+        how_long = "now (one sample: `gpuwise monitor --record` then `monitor report` measures how long)"
+        money = f"; ${price:,.2f} per hour it stays so" if price is not None else ""
+        severity: Severity = "medium"
+    else:
+        observed = h.observed_gpu_hours or hours
+        how_long = f"for {hours:,.1f} of {observed:,.1f} h"
+        money = f": ${h.idle_memory_held_usd:,.2f}" if h.idle_memory_held_usd is not None else ""
+        severity = "high" if 100.0 * hours / observed >= T.FINOPS_IDLE_HIGH_PCT else "medium"
+    who = _holders_text(holders) if holders else "no process listed (NVML gave none: check `nvidia-smi`)"
+    return Finding(
+        id="idle_memory_held",
+        title="Idle GPU with its memory held: paid for, unusable by anyone else",
+        severity=severity,
+        confidence="high",
+        category="hardware",
+        summary=f"Busy < {T.MONITOR_IDLE_BUSY_PCT:.0f} % while {held / GiB:.1f} of {capacity / GiB:.1f} GiB "
+        f"is held, {how_long}{money}. Held by: {who}.",
+        metrics={
+            "idle_memory_held_bytes": held,
+            "memory_capacity_bytes": capacity,
+            "idle_memory_held_hours": None if hours is None else round(hours, 3),
+            "idle_memory_held_usd": None
+            if h.idle_memory_held_usd is None
+            else round(h.idle_memory_held_usd, 2),
+            "usd_per_gpu_hour": price,
+            "holders": holders,
+        },
+        fix="Ask the holders to end or release idle processes (a notebook kernel or a finished job that "
+        "never exited frees its memory only when it exits); schedule jobs so a GPU is released between "
+        "them, or set an idle timeout.",
+        fix_snippet="nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",
+        gain=Gain(
+            "cost_pct",
+            0.0,
+            round(100.0 * hours / h.observed_gpu_hours, 2),
+            "the held idle hours' share of this GPU's bill, once released",
+        )
+        if hours is not None and h.observed_gpu_hours
+        else None,
+        source=ev.source,
+        tools=("nvidia-smi", "gpuwise monitor report"),
     )

@@ -89,7 +89,8 @@ def unexplained_host_time(ev: Evidence) -> Finding | None:
 
 def sync_bound(ev: Evidence) -> Finding | None:
     """The host blocks on the device (``sync_wait_pct`` of the step, in ``sync_calls_per_step`` calls), so
-    kernels cannot be queued ahead: keep values on the device and read them rarely."""
+    kernels cannot be queued ahead: keep values on the device and read them rarely. Any kind a run can
+    measure; the loss is named for training only."""
     share = ev.activity.sync_wait_pct
     if share is None or share < T.SYNC_WAIT_MODERATE_PCT:
         return None
@@ -111,6 +112,9 @@ def sync_bound(ev: Evidence) -> Finding | None:
         fix=(
             "Keep values on the device and read them rarely: accumulate the loss as a tensor and call "
             ".item() every N steps."
+            if ev.kind == "training"
+            else "Keep values on the device and read them rarely: copy results to the host in batches, "
+            "not one .item() or .cpu() per step."
         ),
         fix_snippet=(
             "running_loss += loss.detach()          # no sync\n"
@@ -129,7 +133,8 @@ def sync_bound(ev: Evidence) -> Finding | None:
 
 def launch_bound(ev: Evidence) -> Finding | None:
     """Many tiny kernels (``tiny_kernel_pct``) with the GPU idle (``gpu_idle_pct``, less the input wait)
-    and enough launches per step to fill it: launch overhead, not compute, sets the pace."""
+    and enough launches per step to fill it: launch overhead, not compute, sets the pace. The fused
+    optimizer is named for training only; torch.compile and CUDA graphs serve any kind."""
     tiny, idle = ev.activity.tiny_kernel_pct, ev.activity.gpu_idle_pct
     if tiny is None or idle is None or tiny < T.TINY_KERNEL_SHARE_PCT or idle < T.LAUNCH_GPU_IDLE_PCT:
         return None
@@ -162,13 +167,12 @@ def launch_bound(ev: Evidence) -> Finding | None:
             "host_busy_pct": ev.activity.host_busy_pct,
         },
         fix=(
-            "Fuse kernels and cut launches: torch.compile (mode='reduce-overhead' uses CUDA graphs), fused "
-            "optimizers, a larger batch."
+            "Fuse kernels and cut launches: torch.compile (mode='reduce-overhead' uses CUDA graphs), "
+            + ("fused optimizers, " if ev.kind == "training" else "")
+            + "a larger batch."
         ),
-        fix_snippet=(
-            'model = torch.compile(model, mode="reduce-overhead")\noptimizer = torch.optim.AdamW(params, '
-            "lr=lr, fused=True)"
-        ),
+        fix_snippet='model = torch.compile(model, mode="reduce-overhead")'
+        + ("\noptimizer = torch.optim.AdamW(params, lr=lr, fused=True)" if ev.kind == "training" else ""),
         gain=Gain(
             "throughput_x",
             1.2,
@@ -212,12 +216,19 @@ def _outlier_cause(ev: Evidence, period: int | None, busy: str | None) -> tuple[
     return cause, "low" if ev.source == "prediction" else "medium"
 
 
-def _outlier_fix(machine_only: bool) -> tuple[str, str]:
-    """(fix, snippet): re-measure when only the machine explains the stalls, else fix the script's."""
+def _outlier_fix(machine_only: bool, training: bool) -> tuple[str, str]:
+    """(fix, snippet): re-measure when only the machine explains the stalls, else fix the script's (saving
+    checkpoints and evaluating are named for training only)."""
     if machine_only:
         return (
             "Re-measure on a quiet machine (or with the job's cores reserved) before changing the script.",
             "",
+        )
+    if not training:
+        return (
+            "Find what runs on those steps: move periodic work (logging, writing results) off the critical "
+            "path, avoid periodic host syncs, and call gc.freeze() after setup.",
+            "import gc; gc.freeze()  # after model and data setup",
         )
     fix = "Find what runs on those steps: move checkpoint saving/evaluation off the critical path " + (
         "(async checkpointing), avoid periodic host syncs, and call gc.freeze() after setup."
@@ -231,7 +242,8 @@ def _outlier_fix(machine_only: bool) -> tuple[str, str]:
 
 def step_outliers(ev: Evidence) -> Finding | None:
     """Steps slower than the typical one by ``OUTLIER_SIGMA`` robust σ that cost at least
-    ``OUTLIER_MIN_COST_PCT`` of the run (reads ``step_times_s``, and the machine's load to say whose)."""
+    ``OUTLIER_MIN_COST_PCT`` of the run (reads ``step_times_s``, and the machine's load to say whose).
+    Any kind a run measures; checkpoint saving is named as a cause for training only."""
     times = ev.steps.step_times_s
     if len(times) < T.MIN_STEPS_FOR_STATISTICS:
         return None
@@ -253,7 +265,7 @@ def step_outliers(ev: Evidence) -> Finding | None:
     )
     cause, how_sure = _outlier_cause(ev, period, busy)
     machine_only = busy is not None and not period
-    fix, snippet = _outlier_fix(machine_only)
+    fix, snippet = _outlier_fix(machine_only, ev.kind == "training")
     return Finding(
         id="step_outliers",
         title="Some steps are much slower than the rest"

@@ -24,18 +24,55 @@ __all__ = [
 ]
 
 
+def _work_peak(ev: Evidence) -> tuple[int | None, int | None]:
+    """(peak, capacity) in bytes of the memory the work itself used. A monitor history counts only the
+    time the GPU was in use (``memory_peak_in_use_bytes``): memory held while it idles is a cost
+    (idle_memory_held), not a step that can run out."""
+    capacity = ev.memory.memory_capacity_bytes
+    if ev.source == "telemetry" and ev.history.observed_gpu_hours is not None:
+        return ev.history.memory_peak_in_use_bytes, capacity
+    return ev.memory.memory_peak_bytes, capacity
+
+
+# (fix, snippet) that cut a peak, by workload kind: training has activations, gradients and optimizer
+# states to shrink; inference weights and the KV cache; unknown work (a monitor sample) only the neutral
+# steps that hold for both.
+_OOM_FIX: dict[str, tuple[str, str]] = {
+    "training": (
+        "Cut the peak: gradient checkpointing, a smaller micro-batch with more accumulation, 8-bit optimizer "
+        "states, sharding (FSDP/ZeRO), or LoRA/QLoRA.",
+        "model.gradient_checkpointing_enable()\n# or: per_device_train_batch_size //= 2; "
+        "gradient_accumulation_steps *= 2",
+    ),
+    "inference": (
+        "Cut the peak: quantize the weights (FP8/INT8/4-bit), store the KV cache in FP8, cap the context "
+        "length or the batch, or split the model over GPUs (tensor parallelism).",
+        "vllm serve MODEL --quantization fp8 --kv-cache-dtype fp8 --max-model-len 8192",
+    ),
+    "unknown": (
+        "Check what holds the memory (the processes on this GPU) before the next allocation fails: a "
+        "smaller batch or context, lower-precision weights, or a GPU with more memory.",
+        "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",
+    ),
+}
+
+
 def oom_risk(ev: Evidence) -> Finding | None:
     """Less than ``OOM_HEADROOM_PCT`` of the GPU's memory is free at the peak (critical when the peak
-    exceeds it); names the predicted changes that make it fit when the planner computed them."""
-    headroom = ev.memory.memory_headroom_pct
-    if headroom is None or headroom >= T.OOM_HEADROOM_PCT:
+    exceeds it); names the predicted changes that make it fit when the planner computed them.
+
+    Every kind, each with its own way to cut a peak (`_OOM_FIX`; serving as inference): gradient
+    checkpointing means nothing to an inference server, and a monitor sample cannot tell which it is.
+    A monitor history reads the in-use peak only; an idle sample carries no work peak at all."""
+    peak_or_none, capacity_or_none = _work_peak(ev)
+    if peak_or_none is None or not capacity_or_none:
         return None
-    peak, capacity = ev.memory.memory_peak_bytes or 0, ev.memory.memory_capacity_bytes or 0
+    peak, capacity = peak_or_none, capacity_or_none
+    headroom = 100.0 * (1 - peak / capacity)
+    if headroom >= T.OOM_HEADROOM_PCT:
+        return None
     does_not_fit = headroom < 0
-    fix = (
-        "Cut the peak: gradient checkpointing, a smaller micro-batch with more accumulation, 8-bit optimizer "
-        "states, sharding (FSDP/ZeRO), or LoRA/QLoRA."
-    )
+    fix, snippet = _OOM_FIX["inference" if ev.kind == "serving" else ev.kind]
     limit = capacity * (1 - T.OOM_HEADROOM_PCT / 100)
     fitting = {label: b for label, b in ev.model.fit_options_bytes.items() if b <= limit}
     if fitting:  # the planner computed these by re-running the memory model on each change
@@ -69,10 +106,7 @@ def oom_risk(ev: Evidence) -> Finding | None:
             **({"fit_options_bytes": dict(ev.model.fit_options_bytes)} if ev.model.fit_options_bytes else {}),
         },
         fix=fix,
-        fix_snippet=(
-            "model.gradient_checkpointing_enable()\n# or: per_device_train_batch_size //= 2; "
-            "gradient_accumulation_steps *= 2"
-        ),
+        fix_snippet=snippet,
         gain=Gain(
             "memory_bytes",
             max(0.0, peak - capacity * (1 - T.TARGET_HEADROOM_PCT / 100)),
@@ -100,7 +134,10 @@ def memory_measure(ev: Evidence) -> str:
 
 def memory_growth(ev: Evidence) -> Finding | None:
     """Live memory rises across steps (``memory_per_step_bytes``): a Theil-Sen slope whose lower
-    bound is above zero and growth of at least ``MEMORY_GROWTH_MIN_PCT`` over the measured span."""
+    bound is above zero and growth of at least ``MEMORY_GROWTH_MIN_PCT`` over the measured span.
+
+    Training names the usual culprit (a loss kept with its autograd graph); inference and unknown work
+    name what leaks without a backward (outputs or a cache kept across steps)."""
     mem = ev.memory.memory_per_step_bytes
     steps = (
         ev.memory.memory_step_index if len(ev.memory.memory_step_index) == len(mem) else list(range(len(mem)))
@@ -147,8 +184,13 @@ def memory_growth(ev: Evidence) -> Finding | None:
         fix=(
             "Something keeps tensors (often the autograd graph) alive across steps: store loss.item() or "
             "loss.detach(), not loss."
+            if ev.kind == "training"
+            else "Something keeps tensors alive across steps: outputs or a cache appended every step; keep "
+            "host copies (.cpu(), .item()) or bound the cache, and run without autograd."
         ),
-        fix_snippet="losses.append(loss.detach())   # not losses.append(loss)\n# or: total += loss.item()",
+        fix_snippet="losses.append(loss.detach())   # not losses.append(loss)\n# or: total += loss.item()"
+        if ev.kind == "training"
+        else "with torch.inference_mode():\n    out = model(batch)\nresults.append(out.cpu())",
         gain=Gain("memory_bytes", per_step * span * 0.5, per_step * span, "the growth seen during the run"),
         source=ev.source,
     )
