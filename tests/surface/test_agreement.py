@@ -110,6 +110,29 @@ def test_recommended_config_fed_back_to_memory_needs_what_the_plan_printed(
     assert f"{memory['device_total_bytes'] / GIB:.2f}" in run(["memory", str(recommended)], capsys)
 
 
+@pytest.mark.parametrize("example", TRAINING, ids=lambda p: p.stem)
+def test_recommended_config_fed_back_to_cost_costs_what_the_plan_printed(
+    example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plan's $/hour, speed and $ per run of its recommendation are what `cost` says of it.
+
+    The plan's speed is the GPUs' while busy (what the recommendation buys once the pipeline keeps
+    them fed); `cost`'s is the average over the held time at the workload's observed busy share
+    (`utilization_pct`): the two are one number times that share, which this checks too."""
+    plan = run_json(["plan", str(example)], capsys)["plan"]
+    workload = plan["config"]["workload"]
+    recommended = tmp_path / "recommended.yaml"
+    recommended.write_text(yaml.safe_dump(workload))
+    outcome = plan["config"]["outcome"]
+    cost = run_json(["cost", str(recommended)], capsys)["cost"]
+    training = cost["training"]
+    busy = (workload.get("utilization_pct") or 100.0) / 100.0
+    assert cost["usd_per_hour"] == pytest.approx(outcome["usd_per_hour"], rel=0.005)
+    assert training["tokens_per_s"] == pytest.approx(outcome["throughput_per_s"] * busy, rel=0.005)
+    if outcome["usd_per_run"] is not None:
+        assert training["run_cost_usd"] == pytest.approx(outcome["usd_per_run"], rel=0.005)
+
+
 # Generated training workloads: small catalog models, bounded sizes, every layout the flags allow.
 workloads = st.fixed_dictionaries(
     {
