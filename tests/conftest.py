@@ -21,6 +21,13 @@ import system_tools
 from third_party import SARIF_SKIP, THIRD_PARTY_SKIP, DataError, check, data_dir
 
 REPO = Path(__file__).resolve().parents[1]
+# Tests live in tests/<package>/ (no __init__.py: module names are unique across the tree), and a few
+# reuse another folder's fixtures and helpers by module name (the finops tests record a history with
+# tests/monitor/test_monitor_history.py's helpers). Every test folder is importable whatever order pytest
+# collects them in.
+for _folder in sorted(Path(__file__).parent.iterdir()):
+    if any(_folder.glob("test_*.py")) and str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 TRACES = REPO / "tests" / "data" / "traces"  # the project's own traces and HTA measurements
 HARDWARE_SKIP = "needs hardware:"
 ALLOWED_SKIPS = (HARDWARE_SKIP, THIRD_PARTY_SKIP, SARIF_SKIP)  # what GPUWISE_STRICT_SKIPS lets pass
