@@ -204,8 +204,9 @@ def test_plan_finishes_on_extreme_inputs(extra, tmp_path):
 
 
 def test_out_of_range_inputs_are_said():
-    huge = make_plan(Workload(model="llama-3-8b", task="lora", gpu="a100-80gb-sxm", batch_size=10**12))
-    assert any("largest catalog GPU" in n and "EiB per GPU" in n for n in huge.notes)
+    # the largest batch the workload accepts (workload/limits.py; 10**12 is refused up front now)
+    huge = make_plan(Workload(model="llama-3-8b", task="lora", gpu="a100-80gb-sxm", batch_size=10**6))
+    assert any("largest catalog GPU" in n and "PiB per GPU" in n for n in huge.notes)
     long = make_plan(Workload(model="llama-3-8b", task="lora", gpu="h100-sxm", seq_len=32768))
     assert any("beyond llama-3-8b's context of 8,192" in n for n in long.notes)
     ok = make_plan(Workload(model="llama-3-8b", task="lora", gpu="h100-sxm", seq_len=4096))
@@ -245,8 +246,10 @@ def test_yaml_leaves_out_empty_library_versions_and_tools_text_is_whole():
 
 
 def test_memory_and_cost_warn_on_out_of_range_results_and_max_seq_says_when_capped(cli):
-    huge = cli("memory", "llama-3-8b", "-t", "lora", "-g", "a100-80gb-sxm", "-b", "1000000000000")
+    huge = cli("memory", "llama-3-8b", "-t", "lora", "-g", "a100-80gb-sxm", "-b", "1000000")
     assert huge.exit_code == 0 and "gpuwise: warning: The job as given needs" in huge.stderr
+    refused = cli("memory", "llama-3-8b", "-t", "lora", "-g", "a100-80gb-sxm", "-b", "1000000000000")
+    assert refused.exit_code == 2 and "--batch must be" in refused.stderr
     years = cli("cost", "llama-3-8b", "-t", "lora", "-g", "a100-80gb-sxm", "--set", "train_tokens=1e15")
     assert years.exit_code == 0 and "years: check train_tokens" in years.stderr
     capped = cli("memory", "tinyllama-1.1b", "-t", "lora", "-g", "h100-sxm", "--max-seq", "--json")
