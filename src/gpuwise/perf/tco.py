@@ -380,7 +380,7 @@ def compute_tco(
         why = (
             "training work has no hosted-API equivalent"
             if w.is_training
-            else "not LLM serving work, or no tokens a month to price"
+            else "not LLM serving work, or no monthly volume to price"
         )
         options.append(TcoOption("api", None, f"n/a: {why}", "", None))
     be_hours = be_util = be_months = None
