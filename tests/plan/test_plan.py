@@ -218,7 +218,9 @@ def test_prediction_rules_fire_on_eager_attention_and_unfused_adamw():
     assert small.current.fits and "no_fused_optimizer" in {f.id for f in small.diagnosis.findings}
     fused = next(t for t in small.techniques if t.id == "fused_optimizer")
     # perf models the optimizer step (foreach AdamW moves ~80 B/param, fused ~28 B), so the gain is computed
-    assert fused.verdict == "recommended" and fused.impact.throughput_x > 1.3
+    # recommended alone; kept out of the config only when a later edit replaces the optimizer (8-bit AdamW)
+    assert fused.impact.throughput_x > 1.3
+    assert fused.verdict == "recommended" or any("a later edit replaces it" in n for n in small.notes)
 
 
 def test_goal_changes_the_recommendation():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,7 @@ from gpuwise.perf.flops import attention_flops_per_token, matmul_params
 from gpuwise.perf.inference import conv_forward, encoder_forward, predict_inference
 from gpuwise.perf.numerics import Numerics, resolve
 from gpuwise.perf.prediction import PerfPrediction
-from gpuwise.perf.roofline import peak_flops
+from gpuwise.perf.roofline import mfu_reference, peak_flops
 from gpuwise.perf.training import predict_training, training_bound
 from gpuwise.perf.vision import compute_dtype as vision_compute_dtype
 from gpuwise.perf.vision import vision_assumptions
@@ -64,8 +65,29 @@ def predict(
     if arch.origin == "size":  # '-m 13b': say which generic shape was assumed (catalog/model_size.py)
         assumptions.append(arch.notes)
     if workload.is_training:
-        return _training(workload, gpu, arch, num, efficiency, assumptions, memory)
-    return _inference(workload, gpu, arch, num, efficiency, assumptions)
+        prediction = _training(workload, gpu, arch, num, efficiency, assumptions, memory)
+    else:
+        prediction = _inference(workload, gpu, arch, num, efficiency, assumptions)
+    return _with_compute_dtype_mfu(prediction, gpu, num.compute_dtype)
+
+
+def _with_compute_dtype_mfu(prediction: PerfPrediction, gpu: GPU, compute_dtype: str) -> PerfPrediction:
+    """Add the MFU against the compute dtype's own peak when it is not the BF16 reference (FP8, FP4, ...).
+
+    ``mfu_pct`` always uses the dense BF16 peak (:func:`gpuwise.perf.roofline.mfu_reference`), so an
+    FP8 run's 39 % is comparable with a BF16 run's; the FP8-peak figure (about half of it) is kept
+    beside it, labelled, because FP8 papers quote that one.
+    """
+    reference_flops, reference_dtype = mfu_reference(gpu)
+    own_peak = gpu.peak_tflops(compute_dtype) if compute_dtype in _OWN_PEAK_DTYPES else None
+    own_pct = None
+    if own_peak and compute_dtype != reference_dtype:
+        own_pct = prediction.mfu_pct * reference_flops / (own_peak * 1e12)
+    return dataclasses.replace(prediction, mfu_reference_dtype=reference_dtype, mfu_compute_dtype_pct=own_pct)
+
+
+# dtypes whose own peak is quoted beside the BF16 MFU (an fp32 run at 80 % of the fp32 peak is 5 % MFU)
+_OWN_PEAK_DTYPES = frozenset({"fp8", "fp4", "int8", "fp32", "tf32"})
 
 
 def _training(
@@ -83,7 +105,7 @@ def _training(
     n = workload.num_gpus
     tokens_s = perf.global_tokens_per_step / perf.step_time_s
     model_flops_s = perf.model_flops_per_token * tokens_s
-    peak = peak_flops(gpu, num.compute_dtype)
+    peak, _ = mfu_reference(gpu)
     seq = max(perf.micro_batch_tokens // max(workload.batch_size, 1), 1)
     samples_s = tokens_s / seq if arch.is_transformer else tokens_s
     rate, unit = (samples_s, "images/s") if workload.is_cv else (tokens_s, "tokens/s")
@@ -135,7 +157,8 @@ def _inference(
     assumptions: list[str],
 ) -> PerfPrediction:
     """An inference prediction: the fields every kind shares, then the kind's own speed model."""
-    peak = peak_flops(gpu, num.compute_dtype)
+    peak_flops(gpu, num.compute_dtype)  # raises when the GPU has no peak for the compute dtype
+    peak, _ = mfu_reference(gpu)
     base = functools.partial(
         PerfPrediction,
         workload=workload.to_dict(),

@@ -115,7 +115,7 @@ class PerfPrediction:
     tokens_per_s: float
     tokens_per_s_per_gpu: float
     samples_per_s: float  # sequences (training), requests (serving) or images per second
-    mfu_pct: float  # model FLOPs / (time × GPUs × dense peak of the compute dtype)
+    mfu_pct: float  # model FLOPs / (time × GPUs × dense BF16 peak): the PaLM convention, any compute dtype
     model_tflops_per_gpu: float
     # inference: one sequence's KV cache fits next to the weights; training: gpuwise.memory's estimate fits
     fits: bool
@@ -125,6 +125,10 @@ class PerfPrediction:
     efficiency: dict[str, Any] = field(default_factory=dict)
     assumptions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    mfu_reference_dtype: str = "bf16"  # the peak mfu_pct divides by: bf16, else fp16/fp32 on GPUs without it
+    mfu_compute_dtype_pct: float | None = (
+        None  # against the compute dtype's own peak (fp8/fp4/int8/fp32/tf32)
+    )
 
     @property
     def is_training(self) -> bool:

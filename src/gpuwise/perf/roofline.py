@@ -71,6 +71,22 @@ def peak_flops(gpu: GPU, dtype: str) -> float:
     return context.peak_flops
 
 
+def mfu_reference(gpu: GPU) -> tuple[float, str]:
+    """The peak MFU is quoted against, in FLOP/s, and its dtype: the dense BF16 peak.
+
+    This is the PaLM convention (Chowdhery et al. 2022, appendix B: model FLOPs over the
+    hardware's peak matmul throughput in the 16-bit training format), which the MFU figures of
+    Megatron-LM, torchtitan and nanoGPT also use. A GPU without BF16 tensor cores (T4, V100) is
+    measured against its FP16 peak, one without either against FP32. FP8 and FP4 peaks are never
+    the reference: an FP8 run's MFU against its own peak is shown beside it, labelled.
+    """
+    for dtype in ("bf16", "fp16", "fp32"):
+        tflops = gpu.peak_tflops(dtype)
+        if tflops:
+            return tflops * 1e12, dtype
+    raise GpuwiseError(f"GPU {gpu.id!r} has no bf16, fp16 or fp32 peak in the catalog: add one to its entry")
+
+
 def step_time_from_flops(
     flops: float,
     bytes_moved: float,
@@ -121,4 +137,11 @@ def step_time_from_flops(
     )
 
 
-__all__ = ["RooflineTime", "gemm_fraction", "matmul_efficiency", "peak_flops", "step_time_from_flops"]
+__all__ = [
+    "RooflineTime",
+    "gemm_fraction",
+    "matmul_efficiency",
+    "mfu_reference",
+    "peak_flops",
+    "step_time_from_flops",
+]

@@ -12,7 +12,7 @@ plus hardware options and the fit report.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,15 @@ from gpuwise.plan.evidence_sources import (
 )
 from gpuwise.plan.goal import comfortable
 from gpuwise.plan.input_checks import outcome_warnings
-from gpuwise.plan.techniques import Step, apply, assess, rank_by_gain, recommend
+from gpuwise.plan.techniques import (
+    Step,
+    apply,
+    assess,
+    prune_final,
+    rank_by_gain,
+    recommend,
+    recommend_with_pruning,
+)
 from gpuwise.plan.tools import advise
 from gpuwise.plan.types import (
     ConfigPlan,
@@ -127,7 +135,12 @@ def make_plan(
         measured=bool(measured),
         fit_needed=bool(fit_steps) or not comfortable(current),
     )
-    notes = [*outcome_warnings(workload, current), *notes, *_notes(current_pred, measured, workload)]
+    notes = [
+        *outcome_warnings(workload, current),
+        *chosen.pruned,
+        *notes,
+        *_notes(current_pred, measured, workload),
+    ]
     return Plan(
         workload=workload,
         goal=goal,
@@ -170,11 +183,12 @@ class _Chosen:
     scaling: ScalingDecision  # held back while the GPU idles, priced (buy vs rent vs API)
     outcome: Outcome  # the recommended workload's predicted outcome
     move_note: str  # why the config left the user's GPU or layout ("" when it did not)
+    pruned: list[str] = field(default_factory=list)  # edits dropped because they no longer pay
 
 
 def _choose_config(workload: Workload, goal: Goal, ev: Evaluator, idle: pipeline.Idle | None) -> _Chosen:
     """Goal edits on the user's GPU; when they do not fit, move the job; then the scaling layout."""
-    steps = recommend(workload, goal, ev.outcome)
+    steps, pruned = recommend_with_pruning(workload, goal, ev.outcome)
     config_w = steps[-1].after_workload if steps else workload
     local_steps = list(steps)  # edits tried on the user's own GPU
     fits_here = comfortable(ev.outcome(config_w))
@@ -186,10 +200,12 @@ def _choose_config(workload: Workload, goal: Goal, ev: Evaluator, idle: pipeline
         config_w, steps, move_note = _relocate(workload, config_w, steps, goal, ev, hardware)
     scaling = scale.decide(config_w, goal, ev.outcome_on)
     config_w, layout_note = _adopt_layout(config_w, scaling, ev)
+    config_w, steps, pruned_final = prune_final(config_w, steps, goal, ev.outcome)
+    pruned += pruned_final
     scaling = _with_tco(pipeline.hold_back(scaling, idle), config_w)
     if layout_note:
         move_note = " ".join(filter(None, [move_note, layout_note]))
-    return _Chosen(config_w, steps, local_steps, hardware, scaling, ev.outcome(config_w), move_note)
+    return _Chosen(config_w, steps, local_steps, hardware, scaling, ev.outcome(config_w), move_note, pruned)
 
 
 def _with_idle_confidence(findings: list[Finding], idle: pipeline.Idle | None) -> list[Finding]:

@@ -265,6 +265,8 @@ def _goal_steps(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step
             edited = apply(w, cand)
             if edited is None:
                 continue
+            if cand.quality_risk == "changes-training":
+                continue  # a hyperparameter (global batch): a labelled option, never silent
             after = evaluate(edited)
             if not comfortable(after) or (goal == "fit" and after.peak_bytes > before.peak_bytes):
                 continue  # the fit goal never spends headroom for speed
@@ -300,13 +302,117 @@ def _required_steps(workload: Workload, evaluate: Evaluate) -> list[Step]:
 def recommend(workload: Workload, goal: Goal, evaluate: Evaluate) -> list[Step]:
     """The recommended sequence of edits (what the GPU requires, fit, then goal), each with its own
     before/after."""
+    return recommend_with_pruning(workload, goal, evaluate)[0]
+
+
+def recommend_with_pruning(
+    workload: Workload, goal: Goal, evaluate: Evaluate
+) -> tuple[list[Step], list[str]]:
+    """:func:`recommend`, plus one note per edit dropped because it no longer pays.
+
+    Each goal edit is kept only if the final configuration without it is worse for the goal by at
+    least the bar (``PLAN_MIN_GAIN_PCT``, ``PLAN_LOSSY_MIN_GAIN_PCT`` for edits with a quality risk):
+    an edit that helped on its own can buy nothing once the others are applied (FP8 after a layout
+    that already fills the GPU), and the plan should not ask anyone to take its risk or effort.
+    """
     required = _required_steps(workload, evaluate)
     base = required[-1].after_workload if required else workload
     fit = _fit_steps(base, goal, evaluate)
     start = fit[-1].after_workload if fit else base
     if not comfortable(evaluate(start)):
-        return required + fit  # still does not fit on this GPU count: scaling and hardware take over
-    return required + fit + _goal_steps(start, goal, evaluate)
+        return required + fit, []  # still does not fit on this GPU count: scaling and hardware take over
+    goal_steps, pruned = _prune_goal(start, _goal_steps(start, goal, evaluate), goal, evaluate)
+    return required + fit + goal_steps, pruned
+
+
+def _replay(workload: Workload, steps: list[Step], evaluate: Evaluate) -> list[Step] | None:
+    """The steps re-applied in order from ``workload``, each with its own before/after (None: one no
+    longer applies)."""
+    out, w = [], workload
+    for s in steps:
+        edited = apply(w, s.candidate)
+        if edited is None:
+            return None
+        out.append(Step(s.candidate, w, edited, evaluate(w), evaluate(edited), s.purpose))
+        w = edited
+    return out
+
+
+def _prune_goal(
+    start: Workload, steps: list[Step], goal: Goal, evaluate: Evaluate
+) -> tuple[list[Step], list[str]]:
+    """Drop goal edits that add less than the bar to the final configuration (see recommend_with_pruning)."""
+    kept, notes = list(steps), []
+    for step in reversed(steps):
+        if len(kept) < 2:
+            break  # a single goal edit was judged against the start already: it clears the bar
+        full = kept[-1].after
+        trial = _replay(start, [s for s in kept if s is not step], evaluate)
+        if trial is None:
+            continue
+        without = trial[-1].after if trial else evaluate(start)
+        if not comfortable(without):
+            continue
+        adds = relative_gain_pct(without, full, goal, start)
+        bar = T.PLAN_LOSSY_MIN_GAIN_PCT if step.candidate.quality_risk in _LOSSY else T.PLAN_MIN_GAIN_PCT
+        if adds is not None and adds < bar:
+            kept = trial
+            later = [s for s in kept if s.candidate.changes.keys() & step.candidate.changes.keys()]
+            if later:
+                notes.append(
+                    f"Pruned '{step.candidate.title}': a later edit replaces it "
+                    f"('{later[-1].candidate.title}')."
+                )
+                continue
+            notes.append(
+                f"Pruned '{step.candidate.title}': on top of the other edits it adds {adds:.1f} % "
+                f"{goal_metric_name(goal, start)}, below the {bar:g} % bar for "
+                f"{step.candidate.quality_risk} quality risk."
+            )
+    return kept, notes
+
+
+# Keys a layout or a batch change rewrites together: an edit touching them is not undone on its own.
+_LAYOUT_KEYS = frozenset({"gpu", "num_gpus", "tp", "pp", "sharding", "batch_size", "grad_accum"})
+
+
+def prune_final(
+    config: Workload, steps: list[Step], goal: Goal, evaluate: Evaluate
+) -> tuple[Workload, list[Step], list[str]]:
+    """Undo edits the final configuration does not need, once the layout and GPU are settled.
+
+    A memory edit taken to fit the user's layout (full checkpointing, 8-bit optimizer, FP8) can be
+    needless after the scaling decision splits the model another way; an edit stays only if the
+    configuration without it does not fit comfortably, or is worse for the goal by the bar.
+    """
+    notes: list[str] = []
+    kept = list(steps)
+    for step in reversed(steps):
+        changes = step.candidate.changes
+        if step.purpose == "hardware" or not changes or _LAYOUT_KEYS & changes.keys():
+            continue
+        if any(getattr(config, k) != v for k, v in changes.items()):
+            continue  # a later edit or the layout already replaced it
+        try:
+            reverted = config.with_changes(**{k: getattr(step.before_workload, k) for k in changes})
+        except GpuwiseError:
+            continue
+        without = evaluate(reverted)
+        if not comfortable(without):
+            continue
+        adds = relative_gain_pct(without, evaluate(config), goal, config)
+        bar = T.PLAN_LOSSY_MIN_GAIN_PCT if step.candidate.quality_risk in _LOSSY else T.PLAN_MIN_GAIN_PCT
+        if adds is None or adds >= bar:
+            continue
+        config = reverted
+        kept.remove(step)
+        effect = f"adds {adds:.1f} %" if adds >= 0 else f"costs {-adds:.1f} %"
+        notes.append(
+            f"Pruned '{step.candidate.title}': the final layout fits without it "
+            f"({without.headroom_pct:.0f} % free) and it {effect} {goal_metric_name(goal, config)} "
+            f"(the bar is {bar:g} %)."
+        )
+    return config, kept, notes
 
 
 def _merge_repeats(steps: list[Step]) -> list[Step]:
@@ -449,6 +555,12 @@ def _why_not_chosen(cand: Candidate, ctx: _Judging) -> str:
         )
     if cand.id in ctx.applied:
         return "the recommended config applies a variant of it"
+    if cand.quality_risk == "changes-training":
+        return (
+            "it changes a training hyperparameter (the global batch per optimizer step), so it is a "
+            "separate option, never part of the recommended config: retune the learning rate and "
+            "warm-up if you take it"
+        )
     extra = _marginal(ctx.final, cand, ctx.goal, ctx.evaluate)
     if extra is None:
         on_top = "it conflicts with the recommended config"

@@ -69,7 +69,9 @@ class Outcome:
     throughput: float | None = None  # tokens/s (LLMs) or images/s (vision), whole job
     throughput_unit: ThroughputUnit = "tokens/s"
     step_time_s: float | None = None  # training step (one micro-batch × accumulation), or one decode step
-    mfu_pct: float | None = None
+    mfu_pct: float | None = None  # against the dense BF16 peak (PaLM convention), whatever the dtype
+    mfu_compute_dtype_pct: float | None = None  # against the compute dtype's own peak (FP8, FP32, ...)
+    compute_dtype: str | None = None  # the matmul dtype the speed model assumed
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     max_concurrency: int | None = None

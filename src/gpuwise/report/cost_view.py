@@ -41,7 +41,7 @@ def speed_rows(p: PerfPrediction) -> list[tuple[str, str]]:
             ("step time", fmt_duration(p.step_time_s)),
             (f"{unit} (all GPUs)", _num(p.tokens_per_s)),
             (f"{unit} per GPU", _num(p.tokens_per_s_per_gpu)),
-            ("MFU", f"{p.mfu_pct:.1f} % of {p.compute_dtype} dense peak"),
+            ("MFU", _mfu_text(p)),
             (
                 "compute / memory / exposed comm",
                 f"{fmt_duration(t.compute_s)} / {fmt_duration(t.memory_s)} / "
@@ -68,6 +68,14 @@ def speed_rows(p: PerfPrediction) -> list[tuple[str, str]]:
             ("time per batch", fmt_duration(p.step_time_s)),
         ]
     return rows
+
+
+def _mfu_text(p: PerfPrediction) -> str:
+    """MFU against the dense BF16 peak (PaLM convention), the compute dtype's own figure beside it."""
+    text = f"{p.mfu_pct:.1f} % of the {p.mfu_reference_dtype} dense peak"
+    if p.mfu_compute_dtype_pct is not None:
+        text += f" ({p.mfu_compute_dtype_pct:.1f} % of the {p.compute_dtype} peak)"
+    return text
 
 
 def cost_rows(c: CostEstimate) -> list[tuple[str, str]]:

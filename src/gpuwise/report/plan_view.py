@@ -56,6 +56,14 @@ def _latency(o: Outcome) -> str:
     return "—"
 
 
+def _mfu(outcome: Outcome) -> str:
+    """MFU against the BF16 peak, with the FP8/FP4 figure beside it when that dtype computes."""
+    text = _num(outcome.mfu_pct, "{:.0f} %")
+    if outcome.mfu_compute_dtype_pct is not None:
+        text += f" ({outcome.mfu_compute_dtype_pct:.0f} % of the {outcome.compute_dtype} peak)"
+    return text
+
+
 def _per_1m(o: Outcome, cv: bool) -> str:
     """$ per 1M of what the outcome is priced on (training tokens, output tokens, images): the label says
     which, so the figure reads as the same number `cost` shows under that name."""
@@ -261,9 +269,7 @@ def _config_rows(plan: Plan) -> list[list[str]]:
         ["latency", _latency(now) if now.fits else "—", _latency(after)],
     ]
     if now.mfu_pct is not None or after.mfu_pct is not None:
-        rows.append(
-            ["MFU", _num(now.mfu_pct, "{:.0f} %") if now.fits else "—", _num(after.mfu_pct, "{:.0f} %")]
-        )
+        rows.append(["MFU (BF16 peak)", _mfu(now) if now.fits else "—", _mfu(after)])
     rows.append(["cost", _per_1m(now, w.is_cv) if now.fits else "—", _per_1m(after, w.is_cv)])
     if after.usd_per_run is not None:
         rows.append(
