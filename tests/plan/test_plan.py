@@ -480,3 +480,19 @@ def test_plan_never_imports_torch():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert "TORCH=False" in proc.stderr, proc.stderr[-500:]
+
+
+def test_plan_keeps_the_global_batch_and_prunes_edits_the_final_layout_does_not_need():
+    """70B pretraining on 64 H100 at micro-batch 2: the scaling layout (TP8 + PP8) fits without
+    activation checkpointing, so the checkpointing taken to fit FSDP is pruned with a note, and the
+    larger micro-batch (a bigger global batch) is an option, never part of the config."""
+    p = plan_for(model="llama-3-70b", task="pretrain", gpu="h100-sxm", num_gpus=64, batch_size=2)
+    final = p.config.workload
+    assert final.global_batch == p.workload.global_batch
+    assert final.grad_checkpointing == "none"
+    assert any(n.startswith("Pruned 'Checkpoint every layer") for n in p.notes)
+    assert all(t.quality_risk != "changes-training" for t in p.recommended)
+    bigger = [t for t in p.techniques if t.id.startswith("bigger_batch")]
+    assert all(t.verdict != "recommended" for t in bigger)
+    # MFU is quoted against the BF16 peak: the recommended config's figure is a plausible share of it
+    assert p.config.outcome.mfu_pct is not None and 20 < p.config.outcome.mfu_pct < 60

@@ -128,3 +128,67 @@ def test_without_a_demand_the_three_commands_still_agree_on_the_kv_capacity(cli)
         == plan["current"]["max_concurrency"]
     )
     assert memory["serving"]["at_demand"] is None
+
+
+# Flags each engine documents for its launcher (vLLM engine arguments, SGLang server arguments,
+# trtllm-serve options): every flag a command uses must be one of them.
+_ENGINE_FLAGS = {
+    "vllm": {
+        "--tensor-parallel-size", "--pipeline-parallel-size", "--enable-expert-parallel", "--quantization",
+        "--kv-cache-dtype", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens",
+        "--gpu-memory-utilization", "--enable-prefix-caching", "--speculative-config",
+    },
+    "sglang": {
+        "--model-path", "--tp", "--pp-size", "--ep-size", "--quantization", "--kv-cache-dtype",
+        "--context-length", "--max-running-requests", "--chunked-prefill-size", "--mem-fraction-static",
+        "--disable-radix-cache",
+    },
+    "tensorrt-llm": {
+        "--tp_size", "--pp_size", "--ep_size", "--max_batch_size", "--max_num_tokens", "--max_seq_len",
+        "--kv_cache_free_gpu_memory_fraction",
+    },
+}  # fmt: skip
+
+
+def _flags(command: str) -> dict[str, str]:
+    import shlex
+
+    words = shlex.split(" ".join(line for line in command.splitlines() if not line.startswith("#")))
+    out, key = {}, ""
+    for word in words:
+        if word.startswith("--"):
+            key, out[word] = word, ""
+        elif key:
+            out[key], key = word, ""
+    return out
+
+
+def test_the_serving_plan_has_a_vram_breakdown_engine_commands_and_tools(chat_plan):
+    cfg = chat_plan.config
+    combo = chat_plan.combined
+    assert cfg is not None and combo is not None and combo.verdict == "recommended"
+    assert cfg.where == combo.best.where and cfg.changes == combo.change
+    # the parts fill the device: the engine's share (weights, context, buffers, KV) plus what it leaves
+    total = sum(p.bytes_per_gpu for p in cfg.vram)
+    assert total == pytest.approx(cfg.capacity_bytes_per_gpu, rel=0.02)
+    assert {p.name for p in cfg.vram} >= {"weights", "kv cache", "left free by the engine"}
+    assert next(iter(cfg.commands)) == "vllm"  # the planned engine first
+    for engine, command in cfg.commands.items():
+        flags = _flags(command)
+        assert set(flags) <= _ENGINE_FLAGS[engine], (engine, set(flags) - _ENGINE_FLAGS[engine])
+    vllm = _flags(cfg.commands["vllm"])
+    assert vllm["--tensor-parallel-size"] == str(combo.best.tp)
+    assert vllm.get("--kv-cache-dtype") == ("fp8" if cfg.changes.get("kv_cache_dtype") == "fp8" else None)
+    assert int(vllm["--max-model-len"]) >= 4000 + 250  # the p99 prompt plus the output fits
+    assert "--enable-prefix-caching" in vllm  # the workload's 30 % prefix hit rate assumes it
+    assert [t.id for t in chat_plan.tools] == ["vllm", "gpuwise-loadtest"]
+    doc = json.loads(json.dumps(chat_plan.to_dict()))
+    assert doc["config"]["vram"][0]["gib_per_gpu"] > 0 and doc["tools"][1]["name"] == "gpuwise loadtest"
+
+
+def test_expert_parallel_serving_is_refused_up_front_with_the_alternative(cli):
+    result = cli("plan", "-m", "mixtral-8x7b", "-t", "serving", "--rate", "5", "-g", "h100-sxm", "-n", "2",
+                 "--ep", "2")  # fmt: skip
+    assert result.exit_code == 2
+    assert "not modelled for serving" in result.stderr and "--tp 2" in result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1

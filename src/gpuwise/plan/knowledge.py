@@ -183,6 +183,13 @@ TOOLS: dict[str, Tool] = {
             "plan --evidence`",
             "this project",
         ),
+        Tool(
+            "gpuwise-loadtest",
+            "gpuwise loadtest",
+            "drives an OpenAI-compatible endpoint at a Poisson rate and measures TTFT, TPOT and goodput "
+            "against the SLO; feed its --json to `gpuwise plan --evidence`",
+            "this project (docs/loadtest.md)",
+        ),
     )
 }
 

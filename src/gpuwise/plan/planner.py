@@ -99,6 +99,7 @@ def make_plan(
     notes = [_ignored_predictions_note(len(loaded) - len(measured))] if len(measured) < len(loaded) else []
     notes += cpu_notes
     chosen = _choose_config(workload, goal, ev, idle)
+    notes += chosen.pruned
     config_w, steps, scaling = chosen.workload, chosen.steps, chosen.scaling
 
     fit_steps = [s for s in steps if s.purpose == "fit"]
@@ -135,12 +136,7 @@ def make_plan(
         measured=bool(measured),
         fit_needed=bool(fit_steps) or not comfortable(current),
     )
-    notes = [
-        *outcome_warnings(workload, current),
-        *chosen.pruned,
-        *notes,
-        *_notes(current_pred, measured, workload),
-    ]
+    notes = [*outcome_warnings(workload, current), *notes, *_notes(current_pred, measured, workload)]
     return Plan(
         workload=workload,
         goal=goal,

@@ -18,6 +18,7 @@ from gpuwise.catalog import GPU, get_gpu, get_model, list_gpus, list_models
 from gpuwise.diagnose import thresholds as th
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf.cost import held_hours
+from gpuwise.plan.serving_config import ServingConfig, serving_config, serving_tools
 from gpuwise.serving.demand import request_rate
 from gpuwise.serving.economics import deployment_at_demand
 from gpuwise.serving.engines import scheduler_config
@@ -28,6 +29,7 @@ from gpuwise.workload import Workload
 if TYPE_CHECKING:  # pragma: no cover
     from gpuwise.diagnose import Evidence, Finding
     from gpuwise.plan.serving_evidence import Calibration
+    from gpuwise.plan.types import ToolAdvice
 
 __all__ = ["Risk", "ServingPlan", "ServingTechnique", "Verdict", "plan_serving", "wants_serving_plan"]
 
@@ -81,6 +83,8 @@ class ServingPlan:
     calibration: Calibration | None = None  # from a load test (plan --evidence RUN)
     findings: list[Finding] = field(default_factory=list)  # the rules over the load test's evidence
     evidence: list[Evidence] = field(default_factory=list)
+    config: ServingConfig | None = None  # the recommended deployment's VRAM per GPU and engine commands
+    tools: list[ToolAdvice] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document's body for a serving plan (docs/json-schema.md, kind "serving")."""
@@ -105,6 +109,8 @@ class ServingPlan:
             "calibration": self.calibration.to_dict() if self.calibration else None,
             "findings": [f.to_dict() for f in self.findings],
             "evidence": [e.to_dict() for e in self.evidence],
+            "config": self.config.to_dict() if self.config else None,
+            "tools": [t.to_dict() for t in self.tools],
         }
 
 
@@ -130,6 +136,14 @@ def plan_serving(
     start = time.perf_counter()
     if workload.serving is None:
         raise GpuwiseError("a serving plan needs a serving: section with a rate")
+    if workload.expert_parallel > 1:
+        ep = workload.expert_parallel
+        raise GpuwiseError(
+            f"expert parallelism (--ep {ep}) is not modelled for serving plans: vLLM and SGLang shard the "
+            f"experts over a replica's own GPUs, so plan with --tp {max(ep, workload.tp)} instead (same GPUs "
+            "and memory per GPU; the step time then assumes tensor parallelism's all-reduce, not expert "
+            "parallelism's all-to-all) and launch with --enable-expert-parallel"
+        )
     calibration, findings, measured = _calibrate(workload, evidence)
     if calibration is not None:
         from gpuwise.plan.serving_evidence import calibrated
@@ -152,6 +166,7 @@ def plan_serving(
     techniques = [_try(t, workload, target_gpu, baseline) for t in _techniques(workload, current)]
     techniques += [_larger_tp(rows, baseline), _mig(search, rows, baseline)]
     combined = _combined(techniques, workload, target_gpu, baseline)
+    config = _config(workload, best, techniques, combined)
     return ServingPlan(
         workload=workload.to_dict(),
         rate_rps=search.rate or 0.0,
@@ -172,7 +187,33 @@ def plan_serving(
         calibration=calibration,
         findings=findings,
         evidence=measured,
+        config=config,
+        tools=serving_tools(workload, config, search.rate or 0.0) if config else [],
     )
+
+
+def _config(
+    w: Workload,
+    best: Deployment | None,
+    techniques: list[ServingTechnique],
+    combined: ServingTechnique | None,
+) -> ServingConfig | None:
+    """The deployment the plan recommends, as a launch configuration: the recommended techniques
+    together when they were re-simulated together, else the single recommended one that saves most,
+    else the cheapest deployment as the workload is."""
+    chosen: ServingTechnique | None = None
+    if combined is not None and combined.verdict == "recommended" and combined.best is not None:
+        chosen = combined
+    else:
+        singles = [
+            t
+            for t in techniques
+            if t.verdict == "recommended" and t.best is not None and t.change and t.id not in ("mig",)
+        ]
+        chosen = max(singles, key=lambda t: t.saving_pct or 0.0, default=None)
+    if chosen is not None and chosen.best is not None:
+        return serving_config(w, chosen.best, chosen.change)
+    return serving_config(w, best, {}) if best is not None else None
 
 
 def _calibrate(

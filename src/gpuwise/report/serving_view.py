@@ -8,7 +8,7 @@ from rich.console import Console
 from gpuwise.perf.kv_capacity import KvCapacity
 from gpuwise.plan.serving import ServingPlan, ServingTechnique
 from gpuwise.report import terminal
-from gpuwise.report.document import Bullets, Document, Heading, Paragraph, Style, Table
+from gpuwise.report.document import Bars, Bullets, Code, Document, Heading, Paragraph, Style, Table
 from gpuwise.report.findings import findings_blocks
 from gpuwise.report.units import duration, ms
 from gpuwise.report.units import usd as _usd
@@ -225,6 +225,7 @@ def serving_document(plan: ServingPlan) -> Document:
                 "muted",
             )
         )
+    _config_blocks(doc, plan)
     doc.blocks.append(
         Paragraph(
             f"{plan.deployments_evaluated} deployments simulated in {plan.seconds:.1f} s. "
@@ -233,6 +234,36 @@ def serving_document(plan: ServingPlan) -> Document:
         )
     )
     return doc
+
+
+def _config_blocks(doc: Document, plan: ServingPlan) -> None:
+    """4. the recommended deployment's VRAM per GPU and launch commands; 5. the tools to use."""
+    cfg = plan.config
+    if cfg is None:
+        return
+    changes = ", ".join(f"{k} {v}" for k, v in cfg.changes.items()) or "the workload as given"
+    doc.blocks.append(Heading("4. Configuration"))
+    doc.blocks.append(
+        Paragraph(
+            f"{cfg.where}: {cfg.replicas} replica(s), {cfg.total_gpus} GPU(s), with {changes}. "
+            f"Memory of each GPU of a replica ({cfg.kv_max_sequences} sequences fit in its KV cache):"
+        )
+    )
+    gib = 2**30
+    used = sum(p.bytes_per_gpu for p in cfg.vram)
+    doc.blocks.append(
+        Bars(
+            [(p.name, p.bytes_per_gpu, f"{p.bytes_per_gpu / gib:,.1f} GiB") for p in cfg.vram],
+            total=max(cfg.capacity_bytes_per_gpu, used),
+            total_label=f"{used / gib:,.1f} of {cfg.capacity_bytes_per_gpu / gib:,.1f} GiB",
+            caption="; ".join(f"{p.name}: {p.note}" for p in cfg.vram),
+        )
+    )
+    for engine, command in cfg.commands.items():
+        doc.blocks.append(Code(command, label=engine, language="bash"))
+    if plan.tools:
+        doc.blocks.append(Heading("5. Tools"))
+        doc.blocks.append(Bullets([f"{t.name}: {t.why}" for t in plan.tools]))
 
 
 def render(console: Console, plan: ServingPlan) -> None:
