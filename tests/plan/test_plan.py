@@ -496,3 +496,19 @@ def test_plan_keeps_the_global_batch_and_prunes_edits_the_final_layout_does_not_
     assert all(t.verdict != "recommended" for t in bigger)
     # MFU is quoted against the BF16 peak: the recommended config's figure is a plausible share of it
     assert p.config.outcome.mfu_pct is not None and 20 < p.config.outcome.mfu_pct < 60
+
+
+def test_a_tensor_parallel_lora_plan_gives_no_trainer_snippet_and_no_pretraining_tool():
+    """The Hugging Face Trainer never splits a layer across GPUs: for a TP plan its snippet would load
+    the whole model per rank and OOM again, and torchtitan has no LoRA; the torch snippets still parse."""
+    import ast
+
+    p = plan_for(
+        model="llama-3-70b", task="lora", gpu="a100-80gb-sxm", num_gpus=4, tp=2, batch_size=1, seq_len=4096
+    )
+    assert p.config.workload.tp == 2
+    assert "Hugging Face Trainer + PEFT" not in p.config.snippets
+    assert "PyTorch FSDP2" in p.config.snippets and "tensor parallel" in p.config.snippets["PyTorch FSDP2"]
+    assert "torchtitan" not in {t.id for t in p.tools}
+    for label in ("PyTorch loop", "PyTorch FSDP2"):
+        ast.parse(p.config.snippets[label])

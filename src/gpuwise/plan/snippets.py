@@ -319,7 +319,9 @@ def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]
     """Label -> text to paste, for the recommended workload."""
     out = {"workload.yaml": workload_yaml(w, changes)}
     if w.is_training and not w.is_cv:
-        if w.task in {"lora", "qlora", "full-finetune"}:
+        if w.task in {"lora", "qlora", "full-finetune"} and w.tp == 1 and w.pp == 1:
+            # the Trainer shards with FSDP/DeepSpeed but never splits a layer (no TP) or the stack (no PP):
+            # a Trainer snippet for a TP plan would load the whole model per rank and OOM again
             out["Hugging Face Trainer + PEFT"] = hf_trainer(w)
         out["PyTorch loop"] = pytorch_loop(w)
         deepspeed = w.framework.strip().lower() == "deepspeed"

@@ -210,14 +210,23 @@ def _parallelism(a: _Advice, w: Workload, scaling: ScalingDecision) -> None:
             f"{scaling.strategy}: parameters, gradients and optimizer states sharded over {w.data_parallel} "
             "GPUs.",
         )
-    if w.tp > 1 or w.pp > 1 or (w.task == "pretrain" and w.num_gpus >= NODE_GPUS):
+    if w.task in {"pretrain", "full-finetune"} and (
+        w.tp > 1 or w.pp > 1 or (w.task == "pretrain" and w.num_gpus >= NODE_GPUS)
+    ):
+        what = "Pretraining" if w.task == "pretrain" else "Full fine-tuning"
         a.add(
             "torchtitan",
-            f"Pretraining on {w.num_gpus} GPUs: a tested FSDP2/TP/PP recipe with float8 and async "
+            f"{what} with {scaling.strategy}: a tested FSDP2/TP/PP recipe with float8 and async "
             "checkpointing.",
         )
         if w.num_gpus > NODE_GPUS or w.pp > 1:
             a.add("megatron", f"{scaling.strategy}: tensor/pipeline parallelism across nodes.")
+    elif w.tp > 1 or w.pp > 1:  # adapters: torchtitan has no LoRA; Megatron (NeMo) and nanotron do TP
+        a.add(
+            "megatron",
+            f"{scaling.strategy} for adapters: NeMo (Megatron-Core) runs LoRA with tensor/pipeline "
+            "parallelism; the Hugging Face Trainer does not split layers across GPUs.",
+        )
 
 
 def _kernels(a: _Advice, w: Workload, fit_needed: bool) -> None:
