@@ -189,3 +189,28 @@ def test_your_hourly_rate_replaces_the_catalog_on_demand_rate(cli):
     od = next(o for o in res.json()["tco"]["options"] if o["kind"] == "on_demand")
     assert od["monthly_usd"] == pytest.approx(2.0 * 8 * 730) and od["source"] == "--usd-per-hour"
     assert tco_for(W(usd_per_gpu_hour=1.0)).option("on_demand").monthly_usd == pytest.approx(8 * 730)  # type: ignore[union-attr]
+
+
+def test_rent_and_resale_sensitivity_by_hand():
+    """At the on-demand price x 0.7 / 1 / 1.3 the rent and the break-even move as hand arithmetic says;
+    resale value shrinks only the amortized part of owning."""
+    w = W(purchase_usd_per_gpu=36_000, amortization_months=36, usd_per_gpu_hour=2.0, ops_usd_per_month=800)
+    t = compute_tco(get_gpu("h100-sxm"), w)
+    own = t.own
+    assert own is not None and [c.rent_factor for c in t.rent_sensitivity] == [0.7, 1.0, 1.3]
+    held = t.inputs.held_hours_per_month
+    power_per_hour = own.power_usd / held
+    for case in t.rent_sensitivity:
+        rate = 2.0 * case.rent_factor
+        assert case.rent_usd_per_month == pytest.approx(rate * 8 * held)
+        hours = (36_000 * 8 / 36 + 800) / (rate * 8 - power_per_hour)
+        expected = hours if hours <= t.inputs.hours_per_month else None
+        assert case.break_even_held_hours_per_month == pytest.approx(expected)
+        assert case.cheaper == ("own" if own.monthly_usd < case.rent_usd_per_month else "rent")
+    middle = t.rent_sensitivity[1]
+    assert middle.break_even_held_hours_per_month == pytest.approx(t.break_even_held_hours_per_month)
+    assert [r.resale_share for r in t.resale_sensitivity] == [0.0, 0.2, 0.4]
+    assert t.resale_sensitivity[0].own_usd_per_month == pytest.approx(own.monthly_usd)
+    assert t.resale_sensitivity[2].own_usd_per_month == pytest.approx(own.monthly_usd - 0.4 * 8_000)
+    doc = t.to_dict()
+    assert len(doc["rent_sensitivity"]) == 3 and doc["resale_sensitivity"][1]["resale_share"] == 0.2

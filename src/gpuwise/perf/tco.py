@@ -32,6 +32,7 @@ from gpuwise.perf.cost import (
 )
 from gpuwise.perf.predict import predict
 from gpuwise.perf.prediction import PerfPrediction
+from gpuwise.perf.tco_sensitivity import RentCase, ResaleCase, rent_cases, resale_cases
 from gpuwise.workload import Workload
 
 __all__ = [
@@ -168,6 +169,8 @@ class Tco:
     notes: tuple[str, ...] = field(default_factory=tuple)
     break_even_held_hours_per_month: float | None = None  # the same break-even in held hours
     api_tokens_per_month: tuple[float, float] | None = None  # (prompt, output) the API row is priced on
+    rent_sensitivity: tuple[RentCase, ...] = ()  # own vs rent at the on-demand price x 0.7 / 1 / 1.3
+    resale_sensitivity: tuple[ResaleCase, ...] = ()  # owning at 0 / 20 / 40 % resale value
 
     def option(self, kind: OptionKind) -> TcoOption | None:
         """The option of ``kind``, if the comparison has one."""
@@ -194,6 +197,8 @@ class Tco:
             "break_even_months": self.break_even_months,
             "verdict": self.verdict,
             "notes": list(self.notes),
+            "rent_sensitivity": [c.to_dict() for c in self.rent_sensitivity],
+            "resale_sensitivity": [c.to_dict() for c in self.resale_sensitivity],
         }
 
 
@@ -392,7 +397,25 @@ def compute_tco(
     notes = _notes(gpu, i)
     api_tokens = api_tokens_per_month if params_b is not None else None
     tco = Tco(i, own, tuple(options), be_util, be_months, "", notes, be_hours, api_tokens)
-    return Tco(i, own, tuple(options), be_util, be_months, _verdict(tco), notes, be_hours, api_tokens)
+    rent_s: tuple[RentCase, ...] = ()
+    resale_s: tuple[ResaleCase, ...] = ()
+    if own is not None and on_demand is not None:
+        od_option = tco.option("on_demand")
+        rent_s = rent_cases(i, own, on_demand.usd)
+        resale_s = resale_cases(own, od_option.monthly_usd if od_option else None)
+    return Tco(
+        i,
+        own,
+        tuple(options),
+        be_util,
+        be_months,
+        _verdict(tco),
+        notes,
+        be_hours,
+        api_tokens,
+        rent_s,
+        resale_s,
+    )
 
 
 def _notes(gpu: GPU, i: TcoInputs) -> tuple[str, ...]:

@@ -79,6 +79,41 @@ def input_rows(t: Tco) -> list[list[str]]:
     return rows
 
 
+def sensitivity_table(t: Tco) -> Table:
+    """Own vs rent at the on-demand price ±30 % and at 0/20/40 % resale: does the verdict hold?"""
+    rows = []
+    for c in t.rent_sensitivity:
+        hours = (
+            f"{c.break_even_held_hours_per_month:,.0f} h" if c.break_even_held_hours_per_month else "never"
+        )
+        rows.append(
+            [
+                f"on-demand x {c.rent_factor:g} ({_usd(c.usd_per_gpu_hour, 2)}/GPU-h)",
+                _usd(c.rent_usd_per_month, 0),
+                _usd(c.own_usd_per_month, 0),
+                c.cheaper,
+                hours,
+            ]
+        )
+    od = t.option("on_demand")
+    for r in t.resale_sensitivity:
+        rows.append(
+            [
+                f"resale at {r.resale_share:.0%} of the price",
+                _usd(od.monthly_usd, 0) if od and od.monthly_usd is not None else "—",
+                _usd(r.own_usd_per_month, 0),
+                "own" if r.cheaper_than_rent else "rent",
+                "",
+            ]
+        )
+    return Table(
+        ["Case", "Rent $/month", "Own $/month", "Cheaper", "Owning wins above"],
+        rows,
+        caption="Sensitivity: rental price ±30 % and resale value (computed from the inputs below)",
+        align="lrrll",
+    )
+
+
 def blocks(t: Tco, heading_level: int = 2) -> list[Block]:
     """The TCO section: for `gpuwise cost` and the plan's scaling section."""
     out: list[Block] = [
@@ -96,6 +131,8 @@ def blocks(t: Tco, heading_level: int = 2) -> list[Block]:
         if t.break_even_months is not None:
             be.append(f"break-even after {t.break_even_months:.1f} months")
         out.append(Paragraph("Buy vs on-demand: " + ", ".join(be) + ".", ""))
+    if t.rent_sensitivity:
+        out.append(sensitivity_table(t))
     out.append(Table(["Input", "Value", "Source"], input_rows(t), caption="Inputs", align="lrl"))
     out.append(Bullets(list(t.notes), "muted"))
     return out
