@@ -214,3 +214,19 @@ def test_rent_and_resale_sensitivity_by_hand():
     assert t.resale_sensitivity[2].own_usd_per_month == pytest.approx(own.monthly_usd - 0.4 * 8_000)
     doc = t.to_dict()
     assert len(doc["rent_sensitivity"]) == 3 and doc["resale_sensitivity"][1]["resale_share"] == 0.2
+
+
+def test_long_runs_on_many_gpus_include_failures_and_restarts():
+    """The lost share grows with the GPU count (Llama 3 paper: >90 % effective time on 16,384 GPUs)."""
+    from gpuwise.perf.cost import estimate_cost, interruption_factor
+
+    assert interruption_factor(64) == pytest.approx(1 / (1 - 1.973e-5 * 64 * 0.309))
+    assert 1.10 < interruption_factor(16_384) < 1.12  # the paper's run: about 90 % effective
+    big = workload_from_mapping(
+        {"model": "llama-3-8b", "task": "pretrain", "gpu": "h100-sxm", "num_gpus": 1024, "sharding": "fsdp",
+         "train_tokens": 1e12}
+    )  # fmt: skip
+    est = estimate_cost(big)
+    clean = 1e12 / est.training.tokens_per_s
+    assert est.training.run_time_s == pytest.approx(clean * interruption_factor(1024))
+    assert any("failures and restarts on 1,024 GPUs" in n for n in est.notes)

@@ -46,6 +46,7 @@ __all__ = [
     "gpu_price",
     "held_hours",
     "hours_per_month",
+    "interruption_factor",
     "missing_price_error",
 ]
 
@@ -356,11 +357,28 @@ def _pue(workload: Workload, cooling_overhead_pct: float | None) -> float:
     return workload.pue if workload.pue is not None else default_pue()
 
 
+def interruption_factor(num_gpus: int) -> float:
+    """Wall time / clean time of a training run on ``num_gpus`` GPUs: failures and restarts.
+
+    Interruptions arrive at a rate per GPU-hour and each costs a restart plus the work since the last
+    checkpoint (cost.toml [reliability], from the Llama 3 paper's 16k-GPU run): the lost share grows
+    with the GPU count, not with the run's length. 1.0004 at 64 GPUs, 1.11 at 16,384.
+    """
+    r = cost_constants()["reliability"]
+    lost = min(
+        float(r["interruptions_per_gpu_hour"]) * num_gpus * float(r["hours_lost_per_interruption"]),
+        float(r["max_lost_share"]),
+    )
+    return 1.0 / (1.0 - lost)
+
+
 def run_time_s(workload: Workload, perf: PerfPrediction, utilization_pct: float) -> float | None:
-    """Wall time of a training run (train_tokens x epochs at the predicted speed x busy share), or None."""
+    """Wall time of a training run (train_tokens x epochs at the predicted speed x busy share, plus the
+    time failures and restarts take: :func:`interruption_factor`), or None."""
     if not workload.is_training or workload.train_tokens is None or perf.tokens_per_s <= 0:
         return None
-    return workload.train_tokens * workload.epochs / (perf.tokens_per_s * utilization_pct / 100)
+    clean = workload.train_tokens * workload.epochs / (perf.tokens_per_s * utilization_pct / 100)
+    return clean * interruption_factor(workload.num_gpus)
 
 
 def estimate_cost(
@@ -405,6 +423,13 @@ def estimate_cost(
     training = be = None
     if workload.is_training:
         training = _training_cost(workload, perf, hourly, power, util)
+        extra = interruption_factor(workload.num_gpus) - 1.0
+        if training.run_time_s is not None and extra >= 0.001:
+            notes.append(
+                f"run time includes {100 * extra:.1f} % for failures and restarts on "
+                f"{workload.num_gpus:,} GPUs (interruption rate and lost work per interruption from the "
+                "Llama 3 paper, perf/data/cost.toml)"
+            )
         if api_usd_per_mtok is not None:
             notes.append("the API break-even applies to serving workloads; ignored for training")
     else:
@@ -436,7 +461,7 @@ def _training_cost(
     if workload.train_tokens is None:
         return TrainingCost(tokens_s, None, workload.epochs, None, None, None, per_billion, None)
     total = workload.train_tokens * workload.epochs
-    seconds = total / tokens_s
+    seconds = total / tokens_s * interruption_factor(workload.num_gpus)  # failures and restarts included
     hours = seconds / 3600
     return TrainingCost(
         tokens_s,
