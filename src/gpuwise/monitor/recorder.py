@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from gpuwise.monitor.energy import CONSECUTIVE_SLACK
 from gpuwise.monitor.nvml_sample import REASON_BITS
 from gpuwise.monitor.reading import GpuReading
 from gpuwise.monitor.sampler import GpuSampler, NoNvml, Snapshot
@@ -97,6 +98,8 @@ class Recorder:
         self.downsampler = Downsampler(store, retention or Retention())
         self._last_s: float | None = None
         self._failing: str | None = None
+        # gpu row id -> (end ms, energy counter mJ) of its last sample, from the store on first sight
+        self._last: dict[int, tuple[int, int | None] | None] = {}
 
     def tick(self, snap: Snapshot) -> bool:
         """`record`, but a failed write (disk full, I/O error, a lock held past the timeout) loses this tick
@@ -131,6 +134,7 @@ class Recorder:
             for r in snap.gpus:
                 gpu = store.gpu_id(snap.hostname, r.index, r.uuid, r.name, r.memory_total_bytes)
                 rows.append(_row(t_ms, gpu, interval_ms, r))
+                self._gap(gpu, t_ms, interval_ms, rows[-1][9])
                 if r.energy_j is not None:
                     store.mark_energy_counter(gpu)
                 for p in r.processes or []:
@@ -147,6 +151,16 @@ class Recorder:
                 conn.execute("ROLLBACK")
             raise
         self.downsampler.step(t_ms)
+
+    def _gap(self, gpu: int, t_ms: int, interval_ms: int, energy_mj: int | None) -> None:
+        """Write down the time before this sample that no sample stands for (a restart after a kill, a
+        paused process: beyond ``MAX_INTERVALS_PER_SAMPLE``), with the energy counter at both sides."""
+        if gpu not in self._last:
+            self._last[gpu] = self.store.last_sample(gpu)
+        last, start = self._last[gpu], t_ms - interval_ms
+        if last is not None and start - last[0] > CONSECUTIVE_SLACK * interval_ms:
+            self.store.add_gap(gpu, last[0], start, last[1], (t_ms, energy_mj))
+        self._last[gpu] = (t_ms, energy_mj)
 
 
 def _row(t_ms: int, gpu: int, interval_ms: int, r: GpuReading) -> tuple:
