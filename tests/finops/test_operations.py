@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuwise.errors import GpuwiseError
 from gpuwise.finops.analyze import Prices, analyze
 from gpuwise.monitor.history_read import load_local_history
 from gpuwise.monitor.reading import GpuReading
@@ -116,9 +117,10 @@ def _cli_recorder(store: Path) -> subprocess.Popen:
 
 
 def _rows(path: Path) -> int:
-    if not path.exists():
+    try:  # the recorder may be creating the file's schema right now
+        store = HistoryStore.open(path, create=False)
+    except GpuwiseError:
         return 0
-    store = HistoryStore.open(path, create=False)
     try:
         return store.conn.execute("SELECT count(*) FROM samples WHERE tier=0").fetchone()[0]
     except Exception:

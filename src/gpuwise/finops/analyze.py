@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.engine import diagnose
-from gpuwise.diagnose.evidence import Evidence, GpuHistory, MemoryUse, Telemetry
+from gpuwise.diagnose.evidence import Evidence, GpuHealth, GpuHistory, MemoryUse, Telemetry
 from gpuwise.diagnose.finding import Finding
 from gpuwise.finops.attribution import NO_PROCESS, Usage, attribute, by_user
 from gpuwise.finops.fleet_findings import group
@@ -315,6 +315,7 @@ def _evidence(g: GpuFinops, t: Tally) -> Evidence:
     throttle = {k: 100 * h / t.read_h for k, h in slowing.items()} if t.read_h else {}
     return Evidence(
         source="telemetry",
+        health=GpuHealth(lost_gpu_hours=g.lost_hours or None, lost_usd=g.lost_usd if g.lost_hours else None),
         label=f"{g.label} history",
         device="cuda",
         gpu=g.catalog_id or g.name,

@@ -50,6 +50,7 @@ def record(
     except BaseException:
         sampler.close()
         raise
+    sampler.identity = store.last_identity  # a GPU lost before we started keeps its recorded identity
     rec = recorder.Recorder(store, interval_s, retention)
     signal.signal(signal.SIGTERM, _stop)
     if on_start is not None:

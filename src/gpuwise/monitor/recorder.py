@@ -34,6 +34,9 @@ class ResilientSampler:
     def __init__(
         self, factory: Callable[[], GpuSampler] = GpuSampler, reopen_after_s: float = REOPEN_AFTER_S
     ):
+        # (hostname, index) -> (uuid, name) last recorded for it: names a GPU lost before this process
+        # could read it (record_session sets it to the store's `last_identity`)
+        self.identity: Callable[[str, int], tuple[str | None, str] | None] | None = None
         self._factory = factory
         self._reopen_after_s = reopen_after_s
         self._sampler: GpuSampler | None = factory()  # the first open fails loudly (NoNvml: exit 2)
@@ -56,13 +59,22 @@ class ResilientSampler:
         if self._sampler is None:
             return self._all_lost()
         snap = self._sampler.sample(host)
-        if self._known is not None:  # a GPU NVML could not reopen keeps the identity it was recorded under
-            known = {g.index: g for g in self._known.gpus}
-            for g in snap.gpus:
-                if g.lost and not g.uuid and g.index in known:
-                    g.uuid, g.name = known[g.index].uuid, known[g.index].name
+        self._name_lost(snap)
         self._known = snap
         return snap
+
+    def _name_lost(self, snap: Snapshot) -> None:
+        """A lost GPU without a UUID keeps the identity it was last seen under: this process's previous
+        snapshot, else the history's last record for its host and index (lost before we started)."""
+        known = {g.index: g for g in self._known.gpus} if self._known is not None else {}
+        for g in snap.gpus:
+            if not g.lost or g.uuid:
+                continue
+            if g.index in known and (known[g.index].uuid or known[g.index].name):
+                g.uuid, g.name = known[g.index].uuid, known[g.index].name
+            elif self.identity is not None and (found := self.identity(snap.hostname, g.index)):
+                g.uuid, g.name = found
+                g.not_available["identity"] = "last recorded identity (monitor history)"
 
     def _reopen(self) -> None:
         self._last_open = time.monotonic()

@@ -226,6 +226,18 @@ class HistoryStore:
         self._gpu_ids[key] = int(row[0])
         return self._gpu_ids[key]
 
+    def last_identity(self, hostname: str, index: int) -> tuple[str | None, str] | None:
+        """(UUID, name) of the GPU last recorded at this host's `index` (the newest row); None if never."""
+        try:
+            row = self.conn.execute(
+                "SELECT uuid, name FROM gpus WHERE hostname=? AND gpu_index=? AND name != '' "
+                "ORDER BY id DESC LIMIT 1",
+                (hostname, index),
+            ).fetchone()
+        except sqlite3.Error:
+            return None
+        return None if row is None else (row[0], str(row[1]))
+
     def mark_energy_counter(self, gpu: int) -> None:
         """Record that GPU `gpu` has NVML's total-energy counter (energy is then measured, not unknown)."""
         if gpu not in self._has_counter:
