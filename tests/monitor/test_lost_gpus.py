@@ -100,3 +100,29 @@ def test_a_gpu_lost_before_the_recorder_starts_keeps_its_recorded_identity_and_l
     lost = next(f for f in result.findings if f.id == "gpu_lost")
     assert lost.metrics["gpus"][0]["gpu"].endswith(":1") and "$0.01" in lost.summary
     assert len(store.gpus()) == 2  # the same GPU row as yesterday, not a new nameless one
+
+
+def test_gpus_lost_on_two_nodes_are_one_finding_naming_each_with_its_hours_and_dollars(tmp_path):
+    store = HistoryStore.open(tmp_path / "monitor.sqlite")
+    patched = fake_nvml("healthy_and_idle")
+    with patched:
+        sampler, rec = ResilientSampler(reopen_after_s=1e9), Recorder(store, 1.0, Retention())
+        rec2 = Recorder(store, 1.0, Retention())  # the second node's recorder
+        for k in range(20):  # GPU 1 lost from the 5th second (16 s), GPU 0 of a second node from the 9th
+            patched.fake.gpus[1]["lost"] = k >= 4
+            snap = sampler.sample()
+            snap.time_unix_s = T0 + k + 1
+            rec.record(snap)
+            other = sampler.sample()
+            other.hostname, other.time_unix_s = "node2", T0 + k + 1
+            other.gpus[0].lost = k >= 8
+            rec2.record(other)
+    result = analyze(load_local_history(store, T0, T0 + 20), Prices(3.6, 0.1, "test"))
+    lost = next(f for f in result.findings if f.id == "gpu_lost")
+    # hand: this node's GPU 1 16 s = $0.016 (and node2's copy of it, same fake GPU: 16 s), node2:0 12 s
+    # = $0.012; named worst first
+    assert lost.metrics["gpu_count"] == 3
+    assert lost.metrics["lost_usd"] == pytest.approx(0.044)
+    assert lost.metrics["lost_gpu_hours"] * 3600 == pytest.approx(44.0)
+    assert "node2:0 (0.00 h, $0.01)" in lost.summary and "3 of 4 GPUs" in lost.summary
+    assert lost.summary.index("node2:0") > lost.summary.index(":1 (")
