@@ -158,3 +158,32 @@ def test_a_second_recorder_on_one_store_exits_2_naming_the_first_and_a_killed_on
         third.send_signal(signal.SIGTERM)
         _, err = third.communicate(timeout=30)
     assert third.returncode == 0, err
+
+
+def test_a_recorder_killed_and_restarted_writes_its_gap_down_and_the_report_says_it(tmp_path):
+    path = tmp_path / "monitor.sqlite"
+    first = _cli_recorder(path)
+    try:
+        assert _wait_rows(path, 6) >= 6
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+    killed_rows = _rows(path)
+    time.sleep(1.0)  # down for at least this long (the figure below comes from the stored times)
+    second = _cli_recorder(path)
+    try:
+        assert _wait_rows(path, killed_rows + 6) >= killed_rows + 6
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.communicate(timeout=30)
+    store = HistoryStore.open(path, create=False)
+    times = [r[0] for r in store.conn.execute("SELECT DISTINCT t_ms FROM samples WHERE tier=0 ORDER BY t_ms")]
+    # hand: the gap runs from the last sample before the kill to the first one after, less its 0.2 s interval
+    k = killed_rows // 2  # two GPUs a tick
+    expected_s = (times[k] - 200 - times[k - 1]) / 1000
+    assert expected_s >= 1.0
+    result = analyze(load_local_history(store, times[0] / 1000 - 1, times[-1] / 1000), PRICE)
+    for gpu in result.gpus:
+        assert gpu.gap_hours * 3600 == pytest.approx(expected_s, abs=1e-3)
+    note = next(n for n in result.notes if n.startswith("recorder down"))
+    assert f"recorder down {expected_s:.1f} s" in note and "on 2 GPU(s)" in note
