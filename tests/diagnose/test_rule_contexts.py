@@ -63,6 +63,12 @@ FIRING: dict[str, dict[str, Any]] = {
         "usd_per_gpu_hour": 2.5,
         "idle_memory_holders": [_HOLDER],
     },
+    "gpu_lost": {"gpu_lost": True},
+    "gpu_ecc_uncorrected": {"ecc_volatile_uncorrected": 2},
+    "gpu_ecc_corrected_storm": {"ecc_volatile_corrected": 250_000},
+    "gpu_memory_remapped": {"remap_pending": True},
+    "gpu_pcie_replays": {"pcie_replays": 5000},
+    "gpu_xid_errors": {"xid_errors": [79]},
     "serving_queueing": {
         "serving_requests": 100, "serving_requests_ok": 100, "serving_offered_rate_rps": 10.0,
         "serving_request_throughput_rps": 5.0, "serving_latency_s": {"ttft_p99": 3.0, "ttft_p50": 2.0},

@@ -102,7 +102,8 @@ def test_uncorrected_ecc_a_pending_row_remap_and_xids_are_flagged():
     assert (gpu.ecc_volatile_corrected, gpu.ecc_volatile_uncorrected) == (12, 2)
     assert (gpu.remapped_rows_correctable, gpu.remapped_rows_uncorrectable, gpu.remap_pending) == (3, 1, True)
     assert gpu.xid_errors == [48, 48, 94]  # the events NVML queued, kept for the rest of the run
-    assert breaches("ecc_errors") == {0: {"memory_errors": "gpu_memory_errors", "xid": "gpu_xid_errors"}}
+    # the breach names the health rule that explains it (issue 30: a finding, not a bare breach)
+    assert breaches("ecc_errors") == {0: {"memory_errors": "gpu_ecc_uncorrected", "xid": "gpu_xid_errors"}}
     assert "2 uncorrected ECC errors" in (kpi.memory_errors(gpu) or "")
 
 
@@ -237,7 +238,7 @@ def test_html_report_of_one_snapshot(capfd, tmp_path):
         code, _, err = run_cli(capfd, "monitor", "--html", str(page))
     assert code == 0, err
     html = page.read_text(encoding="utf-8")
-    assert "gpu_memory_errors" in html and "gpu_xid_errors" in html and "<script" not in html
+    assert "gpu_ecc_uncorrected" in html and "gpu_xid_errors" in html and "<script" not in html
 
 
 def test_a_gpu_nvml_cannot_open_is_listed_lost_and_a_failing_count_is_one_line(capfd):
@@ -254,7 +255,11 @@ def test_a_gpu_nvml_cannot_open_is_listed_lost_and_a_failing_count_is_one_line(c
     ):
         snap = GpuSampler().sample()
     assert [g.lost for g in snap.gpus] == [False, True]
-    assert snap.gpus[1].not_available == {"gpu": "GPU is lost"}
+    assert snap.gpus[1].not_available["gpu"] == "GPU is lost"
+    # no driver inventory here: named (and priced) as the node's one model, and said so (issue 30)
+    assert (
+        snap.gpus[1].name == "NVIDIA A100-SXM4-80GB" and "assumed" in snap.gpus[1].not_available["identity"]
+    )
     failing = pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
     with fake_nvml("healthy_and_idle"), mock.patch.object(pynvml, "nvmlDeviceGetCount", side_effect=failing):
         code, _, err = run_cli(capfd, "monitor", "--once")

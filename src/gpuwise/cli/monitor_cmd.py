@@ -280,6 +280,14 @@ def _record(
 @monitor_app.command("report")
 def report(
     since: Annotated[str, typer.Option("--since", help="The window: the last 90m, 24h, 7d, 2w ...")] = "7d",
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until",
+            help="Where the window ends: a duration ago (2h), an ISO time (2026-11-28T06:00Z) or Unix "
+            "seconds (default: now).",
+        ),
+    ] = None,
     store: StoreOption = None,
     prometheus: Annotated[
         str | None,
@@ -287,7 +295,10 @@ def report(
     ] = None,
     step: Annotated[
         str | None,
-        typer.Option("--step", help="With --prometheus: the query step (default 60s up to 8d, else 1h)."),
+        typer.Option(
+            "--step",
+            help="With --prometheus: the query step (default 60s, longer beyond 8d: at most 11,520 steps).",
+        ),
     ] = None,
     usd_per_gpu_hour: UsdPerGpuHour = None,
     usd_per_kwh: Annotated[
@@ -307,7 +318,7 @@ def report(
     import time
 
     from gpuwise.finops.analyze import analyze
-    from gpuwise.monitor.tiers import parse_duration
+    from gpuwise.monitor.tiers import parse_duration, parse_until
     from gpuwise.report import finops_view
 
     one_format(as_json, as_markdown)
@@ -319,7 +330,7 @@ def report(
     if step is not None and prometheus is None:
         raise GpuwiseError("--step only applies to --prometheus (the local store has its own tiers)")
     window = parse_duration(since, "--since")
-    end = time.time()
+    end = time.time() if until is None else parse_until(until, time.time())
     history = (
         _prometheus_history(prometheus, end - window, end, step)
         if prometheus is not None
@@ -362,11 +373,11 @@ def _local_history(path: Path | None, start: float, end: float) -> History:
 
 
 def _prometheus_history(url: str, start: float, end: float, step: str | None) -> History:
-    from gpuwise.monitor.history_read import MINUTE_WINDOW_S
     from gpuwise.monitor.tiers import parse_duration
 
     try:
         from gpuwise.finops.prometheus_source import (  # type: ignore[import-untyped,unused-ignore]  # written in parallel (issue 15 part B)
+            default_step_s,
             load_history,
         )
     except ImportError as err:
@@ -375,7 +386,5 @@ def _prometheus_history(url: str, start: float, end: float, step: str | None) ->
         raise GpuwiseError(
             "--prometheus needs gpuwise.finops.prometheus_source, missing from this install"
         ) from None
-    # 60 s: no shorter than common scrape intervals (a step without a scrape has no sample)
-    default = 60.0 if end - start <= MINUTE_WINDOW_S else 3600.0
-    step_s = default if step is None else parse_duration(step, "--step")
+    step_s = default_step_s(end - start) if step is None else parse_duration(step, "--step")
     return load_history(url, start, end, step_s)

@@ -126,6 +126,7 @@ METAVARS: dict[str, str] = {
     "--show": "RUN",
     "--listen": "HOST:PORT",
     "--since": "DURATION",
+    "--until": "TIME",
     "--step": "DURATION",
     "--keep-raw": "DURATION",
     "--keep-minute": "DURATION",

@@ -270,6 +270,28 @@ class GpuHistory:
 
 
 @dataclass
+class GpuHealth:
+    """What the GPU reports about its own health (`gpuwise monitor`: one NVML sample; a history: the lost
+    hours). Counters are NVML's: volatile since the driver loaded, aggregate over the GPU's life."""
+
+    gpu_lost: bool | None = None  # NVML_ERROR_GPU_IS_LOST now (fell off the bus)
+    lost_gpu_hours: float | None = None  # history: hours the GPU could not be read
+    lost_usd: float | None = None  # those hours at the GPU's price
+    ecc_volatile_corrected: int | None = None
+    ecc_volatile_uncorrected: int | None = None
+    ecc_aggregate_corrected: int | None = None
+    ecc_aggregate_uncorrected: int | None = None
+    retired_pages: int | None = None  # pre-Ampere dynamic page retirement (both causes)
+    remapped_rows_correctable: int | None = None  # Ampere+ row remapping
+    remapped_rows_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    remap_failed: bool | None = None
+    pcie_replays: int | None = None  # PCIe replay counter since the driver loaded
+    pcie_replays_per_min: float | None = None  # its rate while the sampler watched (None: under a minute)
+    xid_errors: list[int] | None = None  # XID codes NVML delivered since the sampler started
+
+
+@dataclass
 class ServingLoad:
     """A serving endpoint under load (`gpuwise loadtest`, issue 14.2): one load level's figures, plus what
     the serving plan adds (the SLO it holds them to, the simulator's predicted speed).
@@ -326,6 +348,7 @@ _GROUPS: dict[str, type] = {
     "model": ModelConfig,
     "history": GpuHistory,
     "serving": ServingLoad,
+    "health": GpuHealth,
 }
 _TOP_KEYS = ("source", "label", "rank", "device", "gpu", "notes")
 # JSON key -> the Evidence group that holds it ("" for the top-level fields above).
@@ -358,6 +381,10 @@ WIRE_KEYS: tuple[str, ...] = (
     "serving_slo_s", "serving_predicted_tpot_p50_s", "serving_predicted_ttft_unloaded_s",
     "notes", "workload_kind", "memory_peak_in_use_bytes", "idle_memory_held_bytes", "idle_memory_held_hours",
     "idle_memory_held_usd", "usd_per_gpu_hour", "idle_memory_holders",
+    "gpu_lost", "lost_gpu_hours", "lost_usd", "ecc_volatile_corrected", "ecc_volatile_uncorrected",
+    "ecc_aggregate_corrected", "ecc_aggregate_uncorrected", "retired_pages", "remapped_rows_correctable",
+    "remapped_rows_uncorrectable", "remap_pending", "remap_failed", "pcie_replays", "pcie_replays_per_min",
+    "xid_errors",
 )  # fmt: skip
 _RANK_KEYED = ("rank_step_time_s", "rank_comm_time_s", "rank_comm_steps_s")  # int keys, str in JSON
 
@@ -388,6 +415,7 @@ class Evidence:
     model: ModelConfig = field(default_factory=ModelConfig)
     history: GpuHistory = field(default_factory=GpuHistory)
     serving: ServingLoad = field(default_factory=ServingLoad)
+    health: GpuHealth = field(default_factory=GpuHealth)
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -56,6 +56,12 @@ FindingId = Literal[
     "serving_errors",
     "serving_speed_gap",
     "idle_memory_held",
+    "gpu_lost",
+    "gpu_ecc_uncorrected",
+    "gpu_ecc_corrected_storm",
+    "gpu_memory_remapped",
+    "gpu_pcie_replays",
+    "gpu_xid_errors",
 ]
 FINDING_IDS: tuple[FindingId, ...] = get_args(FindingId)
 # What a finding is about; the planner orders findings of equal severity by category for each goal.

@@ -313,6 +313,39 @@ IDLE_MEMORY_HELD_MIN_HOURS = 0.1
 # Processes named in its summary (the rest are counted; every holder is in the finding's metrics).
 IDLE_MEMORY_NAMED = 3
 
+# --- GPU health (issue 30: `gpuwise monitor`'s health rules, diagnose/rules/health.py) ----------------
+# Uncorrected ECC errors: any since the driver loaded is critical (a process may have read corrupted
+# data; NVIDIA's XID 48/94/95), any over the GPU's life is high (the memory has failed before).
+ECC_VOLATILE_UNCORRECTED_MAX = 0
+ECC_AGGREGATE_UNCORRECTED_MAX = 0
+# A storm of corrected (single-bit) errors since the driver loaded: a cell degrading before it fails.
+# gpuwise's bar (NVIDIA publishes none; its driver raises XID 92 "high single-bit ECC error rate" on its
+# own): a few corrected errors are normal on HBM, a thousand since boot are not.
+ECC_CORRECTED_STORM = 1000
+# PCIe replays: DCGM's health watch flags more than 8 replays a minute ("the maximum recommended by RM",
+# DCGM gpu hardware limits header, DCGM_LIMIT_MAX_PCIREPLAY_RATE). With no rate yet (one sample), an
+# hour's worth at that rate since the driver loaded.
+PCIE_REPLAYS_PER_MIN_MAX = 8.0
+PCIE_REPLAYS_SINCE_BOOT_MAX = int(PCIE_REPLAYS_PER_MIN_MAX * 60)
+# Retired pages (pre-Ampere): DCGM's limits - 15 is its soft limit, 63 its hard limit, past which the GPU
+# is due for replacement (DCGM_LIMIT_MAX_RETIRED_PAGES_SOFT_LIMIT / DCGM_LIMIT_MAX_RETIRED_PAGES).
+RETIRED_PAGES_SOFT = 15
+RETIRED_PAGES_MAX = 63
+# XID codes and what they mean (NVIDIA's XID catalog, docs.nvidia.com/deploy/xid-errors): the hardware
+# ones make gpu_xid_errors high, the rest (an application's fault: 13, 31, 43, 45) medium.
+XID_HARDWARE: dict[int, str] = {
+    48: "double-bit ECC error",
+    63: "page retired / row remapped",
+    64: "page retirement or row remap failed",
+    74: "NVLink error",
+    79: "fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP timeout",
+    120: "GSP error",
+}
+
 # --- gpuwise tune (issue 16) -----------------------------------------------------------------------
 # A trial stopped at its time budget still counts when it measured at least this many steps (the step
 # statistics' floor); with fewer it is recorded as hung.

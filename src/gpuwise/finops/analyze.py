@@ -8,20 +8,22 @@ process and user: `attribution.py`. Every figure is time-weighted by each sample
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.engine import diagnose
-from gpuwise.diagnose.evidence import Evidence, GpuHistory, MemoryUse, Telemetry
+from gpuwise.diagnose.evidence import Evidence, GpuHealth, GpuHistory, MemoryUse, Telemetry
 from gpuwise.diagnose.finding import Finding
 from gpuwise.finops.attribution import NO_PROCESS, Usage, attribute, by_user
 from gpuwise.finops.fleet_findings import group
 from gpuwise.finops.right_size import right_size
 from gpuwise.finops.tally import BUSY_EDGES, HEADROOM_EDGES, Tally, tally
 from gpuwise.monitor.energy import interval_energy_j
+from gpuwise.monitor.gaps import find_gaps
 from gpuwise.monitor.kpi import SLOWING_REASONS, catalog_id
-from gpuwise.monitor.series import GpuSeries, History
+from gpuwise.monitor.series import Gap, GpuSeries, History
 
 TIMELINE_POINTS = 48
 BUSY_BINS = tuple(  # (label, lower edge %): the bands of tally.BUSY_EDGES
@@ -105,6 +107,12 @@ class GpuFinops:
     users: dict[str, str | None]
     findings: list[Finding] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
+    # stretches no sample stands for (monitor/gaps.py): all of them, the part counted in observed_hours
+    # (the energy counter ran on: the GPU stayed up and billed), and the energy across them (kWh)
+    gap_hours: float = 0.0
+    gap_estimated_hours: float = 0.0
+    gap_energy_kwh: float | None = None
+    gaps: list[Gap] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -113,7 +121,19 @@ class GpuFinops:
 
     def to_dict(self) -> dict[str, Any]:
         """The GPU as JSON; processes become a list with their user, findings their dicts."""
-        out = {k: v for k, v in self.__dict__.items() if k not in ("processes", "users", "findings")}
+        skip = ("processes", "users", "findings", "gaps")
+        out = {k: v for k, v in self.__dict__.items() if k not in skip}
+        out["gaps"] = [
+            {
+                "start_unix_s": g.start_unix_s,
+                "end_unix_s": g.end_unix_s,
+                "duration_s": g.duration_s,
+                "energy_span_s": g.energy_span_s,
+                "energy_kwh": None if g.energy_j is None else g.energy_j / 3.6e6,
+                "gpu_hours": "estimated" if g.held else "unknown",
+            }
+            for g in self.gaps
+        ]
         out["processes"] = [
             {"process": k, "user": self.users.get(k), **u.to_dict()} for k, u in self.processes.items()
         ]
@@ -174,12 +194,19 @@ def _price(name: str, prices: Prices) -> tuple[str | None, float | None, str]:
     return gpu_id, listed.usd_per_gpu, f"catalog on-demand ({listed.provider}, {listed.as_of})"
 
 
-def _energy(series: GpuSeries, deltas: list[float | None]) -> tuple[float | None, float, str]:
+def _energy(
+    series: GpuSeries, deltas: list[float | None], gaps: list[Gap]
+) -> tuple[float | None, float, str]:
+    """kWh, the hours it covers and its source: counter deltas, plus the counter's rise across each gap."""
     joules = seconds = 0.0
     for sample, delta in zip(series.samples, deltas, strict=True):
         if delta is not None:
             joules += delta
             seconds += sample.interval_s
+    for gap in gaps:
+        if gap.energy_j is not None:
+            joules += gap.energy_j
+            seconds += gap.energy_span_s
     if seconds:
         source = series.sources.get("energy_j") or "NVML total-energy counter deltas"
         return joules / 3.6e6, seconds / 3600, source
@@ -207,7 +234,10 @@ def analyze_gpu(series: GpuSeries, history: History, prices: Prices) -> GpuFinop
     """One GPU's figures, price, energy, process attribution and findings from its history."""
     t = tally(series.samples)
     deltas = interval_energy_j(series.samples)
-    kwh, energy_h, energy_source = _energy(series, deltas)
+    gaps = series.gaps if series.gaps is not None else find_gaps(series.samples)
+    kwh, energy_h, energy_source = _energy(series, deltas, gaps)
+    held_h = sum(g.duration_s for g in gaps if g.held) / 3600
+    t.observed_h += held_h  # billed: the GPU stayed up; busy/idle over it unknown (readable KPI says so)
     gpu_id, usd_h, price_source = _price(series.name, prices)
     processes, users = attribute(series, deltas, t.idle)
     for usage in processes.values():
@@ -251,6 +281,10 @@ def analyze_gpu(series: GpuSeries, history: History, prices: Prices) -> GpuFinop
         processes=processes,
         users=users,
         sources=dict(series.sources),
+        gap_hours=sum(g.duration_s for g in gaps) / 3600,
+        gap_estimated_hours=held_h,
+        gap_energy_kwh=sum(g.energy_j for g in gaps if g.energy_j is not None) / 3.6e6 if gaps else None,
+        gaps=gaps,
     )
     gpu.findings = diagnose(_evidence(gpu, t))
     return gpu
@@ -281,6 +315,7 @@ def _evidence(g: GpuFinops, t: Tally) -> Evidence:
     throttle = {k: 100 * h / t.read_h for k, h in slowing.items()} if t.read_h else {}
     return Evidence(
         source="telemetry",
+        health=GpuHealth(lost_gpu_hours=g.lost_hours or None, lost_usd=g.lost_usd if g.lost_hours else None),
         label=f"{g.label} history",
         device="cuda",
         gpu=g.catalog_id or g.name,
@@ -308,6 +343,38 @@ def _evidence(g: GpuFinops, t: Tally) -> Evidence:
     )
 
 
+GAP_NOTES = 5  # gaps described one by one in the notes; the rest are counted
+
+
+def gap_notes(gpus: list[GpuFinops], recorder: bool) -> list[str]:
+    """One line per gap across the GPUs (the recorder stops for all of them at once), longest first:
+    'recorder down 21.6 s (from …); energy over the gap from the counter: … kWh; GPU-hours over the gap
+    estimated: …'."""
+    spans: dict[tuple[float, float], list[Gap]] = {}
+    for g in gpus:
+        for gap in g.gaps:
+            spans.setdefault((round(gap.start_unix_s, 1), round(gap.end_unix_s, 1)), []).append(gap)
+    ordered = sorted(spans.items(), key=lambda kv: -(kv[0][1] - kv[0][0]))
+    what = "recorder down" if recorder else "no samples"
+    lines = []
+    for (start, _), found in ordered[:GAP_NOTES]:
+        seconds = max(gap.duration_s for gap in found)
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start))
+        known = [gap.energy_j for gap in found if gap.energy_j is not None]
+        energy = f"{sum(known) / 3.6e6:.6f} kWh" if known else "unknown (no counter reading on both sides)"
+        held = sum(gap.duration_s for gap in found if gap.held) / 3600
+        hours = f"estimated {held:.4f} (energy counter ran on: the GPUs stayed up and billed)"
+        if len(known) < len(found):
+            hours += f"; unknown for {len(found) - len(known)} GPU(s) without a continuous counter"
+        lines.append(
+            f"{what} {seconds:.1f} s from {when} UTC on {len(found)} GPU(s); energy over the gap from the "
+            f"counter: {energy}; GPU-hours over the gap {hours if known else 'unknown (not counted)'}"
+        )
+    if len(ordered) > GAP_NOTES:
+        lines.append(f"and {len(ordered) - GAP_NOTES} more gaps (every GPU's under gaps in --json)")
+    return lines
+
+
 def analyze(history: History, prices: Prices) -> FinopsReport:
     """The whole report: every GPU with samples, the users summed across GPUs, the findings grouped."""
     gpus = [analyze_gpu(s, history, prices) for s in history.gpus if s.samples]
@@ -320,7 +387,7 @@ def analyze(history: History, prices: Prices) -> FinopsReport:
         history.start_unix_s,
         history.end_unix_s,
         history.origin,
-        list(history.notes),
+        list(history.notes) + gap_notes(gpus, history.origin.startswith("local")),
         prices,
         gpus,
         users,

@@ -157,7 +157,25 @@ def _held_item(f: Finding) -> str:
     return ", ".join(parts + ([_money(money)] if money is not None else []))
 
 
+def _lost(found: list[Finding]) -> tuple[str, dict[str, Any]]:
+    hours, cost = _sum(found, "lost_gpu_hours"), _sum(found, "lost_usd")
+    sentence = "lost (fell off the bus)" + (f" for {hours:,.2f} GPU-hours" if hours else "")
+    sentence += f", paid for nothing: {_money(cost)}." if cost is not None else "."
+    return sentence, {"lost_gpu_hours": hours, "lost_usd": cost}
+
+
+def _lost_item(f: Finding) -> str:
+    hours, cost = f.metrics.get("lost_gpu_hours"), f.metrics.get("lost_usd")
+    parts = ([f"{hours:,.2f} h"] if hours else ["lost now"]) + ([_money(cost)] if cost is not None else [])
+    return ", ".join(parts)
+
+
 FLEET: dict[str, _Fleet] = {
+    "gpu_lost": _Fleet(
+        lambda f: (f.metrics.get("lost_usd") or 0.0, f.metrics.get("lost_gpu_hours") or 0.0),
+        _lost_item,
+        _lost,
+    ),
     "throttling": _Fleet(
         lambda f: (max(_slowing(f).values(), default=0.0),),
         _throttle_item,

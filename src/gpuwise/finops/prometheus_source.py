@@ -20,6 +20,19 @@ from gpuwise.finops.prometheus_http import DEFAULT_TIMEOUT_S, PrometheusApi
 from gpuwise.monitor.nvml_sample import REASON_BITS
 from gpuwise.monitor.series import GpuSample, GpuSeries, History, ProcessSample, ProcessSeries
 
+# The default step: a minute (no shorter than common scrape intervals: a step without a scrape has no
+# sample) up to 8 days; beyond, the window over MAX_STEPS, so a report never asks more than 11,520 steps a
+# series (8 days of minutes; Prometheus refuses 11,000 in one query, the client cuts chunks) and the step
+# grows with the window instead of jumping to an hour (30 days: 225 s).
+DEFAULT_STEP_S = 60.0
+MAX_STEPS = 11_520
+
+
+def default_step_s(window_s: float) -> float:
+    """The step for a window of ``window_s`` seconds: 60 s, or window / 11,520 beyond 8 days (whole s)."""
+    return max(DEFAULT_STEP_S, float(math.ceil(window_s / MAX_STEPS)))
+
+
 _REDUCED: dict[Reduce, str] = {"avg": "mean over each step", "last": "last value", "max": "highest value"}
 # Subquery resolution for a bitmask (a mask cannot be averaged; each bit is): this many evaluations a step.
 _BITMASK_EVALS_PER_STEP = 10
@@ -41,6 +54,24 @@ class _Gpu:
     points: dict[float, dict[str, float]] = field(default_factory=dict)
     throttle: dict[float, dict[str, float]] = field(default_factory=dict)
     processes: dict[tuple[str, str | None], _Process] = field(default_factory=dict)
+    # step end -> [first sample time, last sample time, samples] of the GPU's series in that step
+    span: dict[float, list[float]] = field(default_factory=dict)
+    energy_at_start_j: float | None = None  # the counter at the window's start (interpolated)
+    energy_at_end_j: float | None = None  # ... at its end, where the data goes on after it
+
+
+@dataclass(frozen=True)
+class _Window:
+    """The window (start, end] and the step; points at ``end - k * step``, the first one's step holding
+    ``start`` (a partial edge step: its interval is the covered part only)."""
+
+    start: float
+    end: float
+    step: float
+
+    @property
+    def first_point(self) -> float:
+        return self.end - (math.ceil((self.end - self.start) / self.step - 1e-9) - 1) * self.step
 
 
 def load_history(
@@ -63,8 +94,10 @@ def load_history(
         raise GpuwiseError(
             f"Prometheus at {api.shown} holds no GPU metrics in this window: looked for {looked}"
         )
-    # the first point stands for [start, start + step]: every sample lies inside the window
-    reader = _Reader(api, names, start_unix_s + step_s, end_unix_s, step_s)
+    # points end-aligned: the last step ends at `end`, the first one holds `start` (a partial step)
+    window = _Window(start_unix_s, end_unix_s, step_s)
+    reader = _Reader(api, names, window.first_point, end_unix_s, step_s)
+    reader.origin = start_unix_s
     series: list[GpuSeries] = []
     seen: set[str] = set()
     notes: list[str] = []
@@ -77,7 +110,7 @@ def load_history(
                 dropped += 1
                 continue
             seen.add(key)
-            series.append(_series(gpu, sources, step_s))
+            series.append(_series(gpu, sources, window))
         notes += _dialect_notes(dialect, sources, skipped, dropped)
     series.sort(key=lambda s: (s.hostname, s.gpu_index))
     return History(start_unix_s, end_unix_s, series, f"prometheus {api.shown}", notes)
@@ -90,6 +123,7 @@ class _Reader:
     def __init__(self, api: PrometheusApi, names: set[str], start: float, end: float, step: float) -> None:
         self.api, self.names, self.start, self.end, self.step = api, names, start, end, step
         self.window = f"{max(1, round(step * 1000))}ms"
+        self.origin: float | None = None  # the window's start (the first point's step holds it)
 
     def query(self, expr: str, series: int) -> Iterator[dict]:
         return self.api.query_range(expr, self.start, self.end, self.step, series)
@@ -141,7 +175,67 @@ class _Reader:
             sources[name] = _source_text(d, source)
         self._reasons(d, gpu_of, count, sources)
         self._processes(d, gpu_of, count, sources)
+        self._spans(d, gpu_of, count)
+        energy = next((s for s in d.fields.get("energy_j", ()) if s.metric in self.names), None)
+        if energy is not None:
+            self._energy_at_start(energy, list(gpus.values()), gpu_of)
+            self._energy_at_end(energy, gpu_of)
         return list(gpus.values()), sources, len(skipped)
+
+    def _spans(self, d: Dialect, gpu_of: _GpuOf, count: int) -> None:
+        """Per step, the exact times of the GPU's first and last sample in it and how many: where its data
+        starts and ends inside a step (subquery resolution a tenth of a step: the first sample is seen
+        exactly when scrapes are more than a tenth of a step apart, else within that tenth)."""
+        resolution = f"{max(1, round(self.step * 1000 / _BITMASK_EVALS_PER_STEP))}ms"
+        exprs = {
+            0: f"min_over_time(timestamp({d.detect})[{self.window}:{resolution}])",
+            1: f"max_over_time(timestamp({d.detect})[{self.window}:{resolution}])",
+            2: f"count_over_time({d.detect}[{self.window}])",
+        }
+        for slot, expr in exprs.items():
+            for row in self.query(expr, count):
+                gpu = gpu_of(row["metric"])
+                if gpu is None:
+                    continue
+                for t, v in _values(row):
+                    span = gpu.span.setdefault(t, [math.inf, -math.inf, 0.0])
+                    span[slot] = min(span[0], v) if slot == 0 else max(span[slot], v)
+
+    def _energy_at_end(self, source: Source, gpu_of: _GpuOf) -> None:
+        """The counter at the window's end, interpolated where samples follow it (a past window, --until):
+        the last step's energy then ends exactly at the end, not at the last sample before it."""
+        around = f"{max(1, round(2 * self.step * 1000))}ms"  # (end - step, end + step]
+        at = f"{self.end + self.step:.3f}"
+        data = self.api.get("query", [("query", f"{source.metric}[{around}]"), ("time", at)])
+        for row in data.get("result", []) if isinstance(data, dict) else []:
+            found = gpu_of(row["metric"])
+            raw = sorted((float(t), float(v) * source.scale) for t, v in _values(row))
+            if found is not None and raw and raw[-1][0] > self.end and raw[0][0] <= self.end:
+                found.energy_at_end_j = _at(raw, self.end)
+
+    def _energy_at_start(self, source: Source, gpus: list[_Gpu], gpu_of: _GpuOf) -> None:
+        """Each GPU's energy counter where its data starts covering: the window's start (interpolated
+        between the raw samples around it) or its first sample, so its first, partial step has energy too.
+        One raw query per distinct first step (usually one)."""
+        origin = self.origin if self.origin is not None else self.start - self.step
+        firsts: dict[float, set[int]] = {}
+        for gpu in gpus:
+            if gpu.points:
+                firsts.setdefault(min(gpu.points), set()).add(id(gpu))
+        around = f"{max(1, round(2 * self.step * 1000))}ms"  # (first step's start - step, its end]
+        for t_first, members in firsts.items():
+            data = self.api.get(
+                "query", [("query", f"{source.metric}[{around}]"), ("time", f"{t_first:.3f}")]
+            )
+            for row in data.get("result", []) if isinstance(data, dict) else []:
+                found = gpu_of(row["metric"])
+                if found is None or id(found) not in members or found.energy_at_start_j is not None:
+                    continue
+                raw = sorted((float(t), float(v) * source.scale) for t, v in _values(row))
+                first_seen = found.span.get(t_first, [math.inf])[0]
+                at = max(origin, t_first - self.step)
+                at = first_seen if math.isfinite(first_seen) and first_seen > at else at
+                found.energy_at_start_j = _at(raw, at)
 
     def _reasons(self, d: Dialect, gpu_of: _GpuOf, count: int, sources: dict[str, str]) -> None:
         if d.reasons_metric and d.reasons_metric in self.names:
@@ -189,6 +283,19 @@ class _Reader:
             sources[f"process_{name}"] = _source_text(d, source)
 
 
+def _at(raw: list[tuple[float, float]], at: float) -> float | None:
+    """A counter's value at time ``at`` from its raw (time, value) samples: interpolated between the two
+    around it, the sample at it, or the first after it (the data starts there); None without samples."""
+    before = [tv for tv in raw if tv[0] <= at]
+    after = [tv for tv in raw if tv[0] > at]
+    if before and after and before[-1][0] < at:
+        (t0, v0), (t1, v1) = before[-1], after[0]
+        return v0 + (v1 - v0) * (at - t0) / (t1 - t0) if v1 >= v0 else None
+    if before:
+        return before[-1][1]
+    return after[0][1] if after else None
+
+
 def _source_text(d: Dialect, source: Source) -> str:
     metrics = " + ".join((source.metric, *source.plus)) if source.plus else source.metric
     unit = f", {source.unit}" if source.unit else ""
@@ -219,23 +326,55 @@ def _throttle(gpu: _Gpu, t: float, reason: str, seconds: float) -> None:
         reasons[reason] = seconds
 
 
-def _series(gpu: _Gpu, sources: dict[str, str], step_s: float) -> GpuSeries:
-    samples = []
+def _covered(gpu: _Gpu, t: float, w: _Window, times: set[float]) -> tuple[float, float]:
+    """(from, to) of the step ending at ``t`` that the GPU's data covers, on exact sample times: a step
+    whose neighbour has data is covered on that side up to its edge; where the data starts or stops
+    inside a step, from its first sample or to its last (the window's last step: to ``end`` while the
+    series is still being scraped, its last sample within two scrape intervals); both cut to the window.
+    Inside a step with data on both sides a gap shorter than the step counts as covered."""
+    lo, hi = t - w.step, t
+    first, last, count = gpu.span.get(t, (math.inf, -math.inf, 0.0))
+    if round(t - w.step, 3) not in times and math.isfinite(first):
+        lo = max(lo, first)
+    if round(t + w.step, 3) not in times and math.isfinite(last):
+        scrape = (last - first) / (count - 1) if count > 1 and math.isfinite(first) else w.step
+        live = t >= w.end - 1e-6 and w.end - last <= 2 * scrape
+        hi = hi if live else min(hi, last)
+    return max(lo, w.start), min(hi, w.end)
+
+
+def _series(gpu: _Gpu, sources: dict[str, str], w: _Window) -> GpuSeries:
+    samples: list[GpuSample] = []
+    times = {round(t, 3) for t in set(gpu.points) | set(gpu.throttle)}
+    covered: dict[float, tuple[float, float]] = {}  # step end -> (covered part's end, its seconds)
     for t in sorted(set(gpu.points) | set(gpu.throttle)):
+        lo, hi = _covered(gpu, t, w, times)
+        if hi - lo <= 1e-6:  # one lone sample: it stands for no time
+            continue
+        share = hi - lo
+        covered[t] = (hi, share)
         p = gpu.points.get(t, {})
         used, total = p.get("memory_used_bytes"), p.get("memory_total_bytes")
+        energy, delta = p.get("energy_j"), None
+        if t >= w.end - 1e-6 and gpu.energy_at_end_j is not None and hi >= w.end - 1e-6:
+            energy = gpu.energy_at_end_j
+        first_step = t == min(gpu.points, default=None)  # its counter at the start is energy_at_start_j
+        if first_step and gpu.energy_at_start_j is not None and energy is not None:
+            delta = energy - gpu.energy_at_start_j if energy >= gpu.energy_at_start_j else None
         samples.append(
             GpuSample(
-                time_unix_s=t,
-                interval_s=step_s,
+                time_unix_s=hi,
+                interval_s=share,
                 busy_pct=p.get("busy_pct"),
                 sm_active_pct=p.get("sm_active_pct"),
                 memory_used_bytes=None if used is None else round(used),
                 memory_total_bytes=None if total is None else round(total),
                 power_w=p.get("power_w"),
-                energy_j=p.get("energy_j"),
+                energy_j=energy,
+                energy_delta_j=delta,
                 temperature_c=p.get("temperature_c"),
-                throttle_s=gpu.throttle.get(t, {}),
+                # a reason's share of the step's samples, over the covered part of the step
+                throttle_s={r: v * share / w.step for r, v in gpu.throttle.get(t, {}).items()},
                 lost=p.get("lost", 0.0) >= 1.0,
             )
         )
@@ -246,12 +385,12 @@ def _series(gpu: _Gpu, sources: dict[str, str], step_s: float) -> GpuSeries:
             name=proc.name,
             samples=[
                 ProcessSample(
-                    t,
-                    step_s,
+                    *covered[t],
                     None if (m := v.get("gpu_memory_bytes")) is None else round(m),
                     v.get("sm_pct"),
                 )
                 for t, v in sorted(proc.points.items())
+                if t in covered
             ],
         )
         for (pid, _user), proc in sorted(gpu.processes.items(), key=lambda kv: int(kv[0][0]))
@@ -272,4 +411,4 @@ def _dialect_notes(d: Dialect, sources: dict[str, str], skipped: int, dropped: i
     return notes
 
 
-__all__ = ["load_history"]
+__all__ = ["DEFAULT_STEP_S", "MAX_STEPS", "default_step_s", "load_history"]

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from dataclasses import replace
 
 from gpuwise.monitor.nvml_sample import decode_reasons
-from gpuwise.monitor.series import GpuSample, GpuSeries, History, ProcessSample, ProcessSeries
+from gpuwise.monitor.series import Gap, GpuSample, GpuSeries, History, ProcessSample, ProcessSeries
 from gpuwise.monitor.tiers import BUCKET_MS, HOUR, MINUTE, RAW, TIER_NAMES
 from gpuwise.store.history import MIB, HistoryStore
 
@@ -104,12 +105,15 @@ def load_local_history(store: HistoryStore, start_unix_s: float, end_unix_s: flo
     samples: dict[int, list[GpuSample]] = defaultdict(list)
     proc_samples: dict[tuple[int, int], list[ProcessSample]] = defaultdict(list)
     for t, a, b in pieces:
+        piece: dict[int, list[GpuSample]] = defaultdict(list)
         for row in store.conn.execute(
             "SELECT t_ms, gpu, read_ms, lost_ms, busy_pct, mem_mib, power_mw, energy_mj, energy_j, temp_c, "
             "reasons, throttle FROM samples WHERE tier=? AND t_ms > ? AND t_ms <= ? ORDER BY t_ms",
             (t, a, b),
         ):
-            samples[row[1]].extend(_samples(row, t, totals.get(row[1])))
+            piece[row[1]].extend(_samples(row, t, totals.get(row[1])))
+        for gpu, own in piece.items():  # raw rows of two recorders overlap; tiers meet at bucket edges
+            samples[gpu].extend(without_overlap(own) if t == RAW else own)
         for row in store.conn.execute(
             "SELECT t_ms, gpu, proc, read_ms, mem_mib, sm_pct FROM proc_samples WHERE tier=? AND t_ms > ? "
             "AND t_ms <= ? ORDER BY t_ms",
@@ -118,6 +122,7 @@ def load_local_history(store: HistoryStore, start_unix_s: float, end_unix_s: flo
             mem = None if row[4] is None else row[4] * MIB
             proc_samples[(row[1], row[2])].append(ProcessSample(row[0] / 1000, row[3] / 1000, mem, row[5]))
     procs = store.procs()
+    gaps = _recorded_gaps(store, lo, hi) if store.has_gap_table() else None
     series = []
     for g in gpus:
         if g.id not in samples:
@@ -130,7 +135,9 @@ def load_local_history(store: HistoryStore, start_unix_s: float, end_unix_s: flo
         sources = dict(SOURCES)
         if not g.energy_counter:
             sources["energy_j"] = "not available: NVML has no total-energy counter on this GPU"
-        series.append(GpuSeries(g.hostname, g.gpu_index, g.uuid, g.name, samples[g.id], processes, sources))
+        own = samples[g.id]
+        mine = None if gaps is None else gaps.get(g.id, [])
+        series.append(GpuSeries(g.hostname, g.gpu_index, g.uuid, g.name, own, processes, sources, mine))
     names = ", ".join(f"{TIER_NAMES[t]} {(b - a) / 3.6e6:.1f} h" for t, a, b in pieces) or "no data"
     return History(
         start_unix_s,
@@ -139,6 +146,40 @@ def load_local_history(store: HistoryStore, start_unix_s: float, end_unix_s: flo
         f"local store {store.path}",
         notes=[f"read at {TIER_NAMES[tier]} resolution ({names})"],
     )
+
+
+def _recorded_gaps(store: HistoryStore, lo: int, hi: int) -> dict[int, list[Gap]]:
+    """The gaps the recorder wrote, per GPU row id, cut to the window (lo, hi] ms; a cut gap keeps the
+    share of its counter rise that falls inside (the counter's rate over a gap is not known: even)."""
+    out: dict[int, list[Gap]] = defaultdict(list)
+    for gpu, start, end, before, after, after_t in store.gaps(lo, hi):
+        a, b = max(start, lo), min(end, hi)
+        span = after_t - start
+        energy = None
+        if before is not None and after is not None and after >= before and b == end and span > 0:
+            energy = (after - before) / 1000 * (after_t - a) / span
+        out[gpu].append(Gap(a / 1000, b / 1000, energy, (after_t - a) / 1000))
+    return out
+
+
+def without_overlap(samples: list[GpuSample]) -> list[GpuSample]:
+    """The samples of one GPU (keyed by its UUID, sorted by time) with no second counted twice: a sample
+    whose interval reaches back before the previous sample's end keeps only the time after it, and one
+    at or before that end is dropped. The second guard behind the store's writer lock: two recorders that
+    wrote one store anyway (an old gpuwise, a lock on a network file system) interleave their samples,
+    and each would otherwise claim its full interval (GPU-hours 2x)."""
+    out: list[GpuSample] = []
+    end: float | None = None
+    for s in samples:
+        if end is not None and s.time_unix_s - s.interval_s < end:
+            keep = s.time_unix_s - end
+            if keep <= 1e-6:
+                continue
+            throttle = {k: min(v, keep) for k, v in s.throttle_s.items()}
+            s = replace(s, interval_s=keep, throttle_s=throttle)
+        out.append(s)
+        end = s.time_unix_s if end is None else max(end, s.time_unix_s)
+    return out
 
 
 def _samples(row: tuple, tier: int, total: int | None) -> list[GpuSample]:
@@ -169,4 +210,4 @@ def _samples(row: tuple, tier: int, total: int | None) -> list[GpuSample]:
     return out
 
 
-__all__ = ["load_local_history", "main_tier"]
+__all__ = ["load_local_history", "main_tier", "without_overlap"]

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.engine import diagnose
-from gpuwise.diagnose.evidence import DeviceActivity, Evidence, MemoryUse, Telemetry
+from gpuwise.diagnose.evidence import DeviceActivity, Evidence, GpuHealth, MemoryUse, Telemetry
 from gpuwise.diagnose.finding import Finding
 from gpuwise.monitor.reading import GpuReading
 from gpuwise.monitor.sampler import Snapshot
@@ -115,6 +115,7 @@ def evidence_for(r: GpuReading, gpu_id: str | None, usd_per_hour: float | None =
             sm_clock_mhz_mean=r.sm_clock_mhz,
         ),
     )
+    ev.health = health_of(r)
     if idle and r.memory_used_bytes is not None:
         ev.history.idle_memory_held_bytes = r.memory_used_bytes
         ev.history.usd_per_gpu_hour = usd_per_hour
@@ -129,6 +130,25 @@ def evidence_for(r: GpuReading, gpu_id: str | None, usd_per_hour: float | None =
             for p in sorted(r.processes or [], key=lambda p: -(p.gpu_memory_bytes or 0))
         ]
     return ev
+
+
+def health_of(r: GpuReading) -> GpuHealth:
+    """The reading's health counters as Evidence (the health rules read them)."""
+    return GpuHealth(
+        gpu_lost=r.lost,
+        ecc_volatile_corrected=r.ecc_volatile_corrected,
+        ecc_volatile_uncorrected=r.ecc_volatile_uncorrected,
+        ecc_aggregate_corrected=r.ecc_aggregate_corrected,
+        ecc_aggregate_uncorrected=r.ecc_aggregate_uncorrected,
+        retired_pages=r.retired_pages,
+        remapped_rows_correctable=r.remapped_rows_correctable,
+        remapped_rows_uncorrectable=r.remapped_rows_uncorrectable,
+        remap_pending=r.remap_pending,
+        remap_failed=r.remap_failed,
+        pcie_replays=r.pcie_replays,
+        pcie_replays_per_min=r.pcie_replays_per_min,
+        xid_errors=list(r.xid_errors) if r.xid_errors else None,
+    )
 
 
 def gpu_price(gpu_id: str | None, usd_per_gpu_hour: float | None) -> float | None:
@@ -148,7 +168,10 @@ def check(r: GpuReading, gpu_id: str | None = None, usd_per_gpu_hour: float | No
     Breach naming the finding that explains it (a rule's id where one fired, else the monitor's own).
     ``usd_per_gpu_hour`` (None: the catalog's on-demand price) prices memory held on an idle GPU."""
     verdict = GpuVerdict(r.index, catalog_id=gpu_id)
-    if r.lost:
+    if r.lost:  # nothing else can be read: the lost finding (priced by the live view's $/h) alone
+        lost = Evidence(source="telemetry", label=f"GPU {r.index}", device="cuda", gpu=gpu_id or r.name)
+        lost.health = health_of(r)
+        verdict.findings = diagnose(lost)
         verdict.breaches.append(Breach("lost", "GPU lost (NVML: fell off the bus)", "gpu_lost"))
         return verdict
     verdict.findings = diagnose(evidence_for(r, gpu_id, gpu_price(gpu_id, usd_per_gpu_hour)))
@@ -198,13 +221,17 @@ def _health_breaches(r: GpuReading, fired: AbstractSet[str]) -> list[Breach]:
         found.append(Breach("pcie", pcie, "pcie_downgraded"))
     errors = memory_errors(r)
     if errors:
-        found.append(Breach("memory_errors", errors, "gpu_memory_errors"))
+        rule = next((i for i in _MEMORY_RULES if i in fired), "gpu_memory_errors")
+        found.append(Breach("memory_errors", errors, rule))
     if r.xid_errors:
         codes = ", ".join(str(x) for x in sorted(set(r.xid_errors)))
         found.append(
             Breach("xid", f"{len(r.xid_errors)} XID errors since start (XID {codes})", "gpu_xid_errors")
         )
     return found
+
+
+_MEMORY_RULES = ("gpu_ecc_uncorrected", "gpu_memory_remapped", "gpu_ecc_corrected_storm")
 
 
 def pcie_downgrade(r: GpuReading) -> str | None:
@@ -226,6 +253,10 @@ def memory_errors(r: GpuReading) -> str | None:
     parts = []
     if r.ecc_volatile_uncorrected:
         parts.append(f"{r.ecc_volatile_uncorrected} uncorrected ECC errors since boot")
+    elif r.ecc_aggregate_uncorrected:
+        parts.append(f"{r.ecc_aggregate_uncorrected} uncorrected ECC errors over the GPU's life")
+    if r.ecc_volatile_corrected is not None and r.ecc_volatile_corrected >= T.ECC_CORRECTED_STORM:
+        parts.append(f"{r.ecc_volatile_corrected:,} corrected ECC errors since boot")
     if r.remap_pending:
         parts.append("row remap pending (reset the GPU)")
     if r.remap_failed:
@@ -265,6 +296,7 @@ __all__ = [
     "cost",
     "evidence_for",
     "gpu_price",
+    "health_of",
     "is_idle",
     "memory_errors",
     "pcie_downgrade",

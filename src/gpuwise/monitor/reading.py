@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpuwise.monitor.nvml_sample import FieldReader, clock_reasons, decode_reasons, text
+from gpuwise.monitor.nvml_sample import FieldReader, clock_reasons, decode_reasons, memory_info, text
 
 KIB = 1024  # nvmlDeviceGetPcieThroughput returns KB/s (nvml.h); NVML's KB are 1024 bytes
 
@@ -39,6 +39,7 @@ class GpuReading:
     memory_busy_pct: float | None = None  # share of time device memory was read or written
     memory_used_bytes: int | None = None
     memory_total_bytes: int | None = None
+    memory_reserved_bytes: int | None = None  # the driver's reservation (NVML v2 call; None: v1 only)
     sm_clock_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
     memory_clock_mhz: float | None = None
@@ -61,6 +62,8 @@ class GpuReading:
     pcie_gen_max: int | None = None
     pcie_width: int | None = None
     pcie_width_max: int | None = None
+    pcie_replays: int | None = None  # PCIe replay counter since the driver loaded (link retransmissions)
+    pcie_replays_per_min: float | None = None  # its rate since the sampler's first reading (>= 60 s)
     pcie_tx_bytes_per_s: float | None = None
     pcie_rx_bytes_per_s: float | None = None
     mig_enabled: bool | None = None
@@ -112,9 +115,11 @@ def read_gpu(nv: Any, handle: Any, reading: GpuReading, fields: FieldReader) -> 
     util = read("busy", lambda: nv.nvmlDeviceGetUtilizationRates(handle))
     if util is not None:
         reading.busy_pct, reading.memory_busy_pct = float(util.gpu), float(util.memory)
-    mem = read("memory", lambda: nv.nvmlDeviceGetMemoryInfo(handle))
+    mem, v2 = memory_info(nv, handle, read)
+    fields.not_available.pop("memory_v2", None)  # v1 answered instead: not a missing field
     if mem is not None:
         reading.memory_used_bytes, reading.memory_total_bytes = int(mem.used), int(mem.total)
+        reading.memory_reserved_bytes = int(mem.reserved) if v2 else None
     _clocks(nv, handle, reading, read)
     _power(nv, handle, reading, read)
     mask = read("throttle_reasons", lambda: clock_reasons(nv, handle))
@@ -185,6 +190,8 @@ def _pcie(nv: Any, h: Any, r: GpuReading, read: Any) -> None:
     r.pcie_gen_max = read("pcie_gen_max", lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h))
     r.pcie_width = read("pcie_width", lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h))
     r.pcie_width_max = read("pcie_width_max", lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h))
+    replays = read("pcie_replays", lambda: nv.nvmlDeviceGetPcieReplayCounter(h))
+    r.pcie_replays = None if replays is None else int(replays)
     tx = read("pcie_throughput", lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES))
     rx = read("pcie_throughput", lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES))
     r.pcie_tx_bytes_per_s = None if tx is None else float(tx) * KIB

@@ -41,10 +41,16 @@ def record(
     file) until Ctrl-C or SIGTERM, each tick its own transaction, rolled up and pruned by ``retention``.
 
     ``view`` None records headless (``--quiet``); otherwise it draws the live view and records through
-    its per-sample callback. ``on_start(gpu_count, store_path)`` is called once both are open (the CLI
+    its per-sample callback. The store's writer lock is held until the store closes (GpuwiseError when
+    another recorder holds it). ``on_start(gpu_count, store_path)`` is called once both are open (the CLI
     says what is being recorded where)."""
     sampler = recorder.ResilientSampler()
-    store = HistoryStore.open(store_path)
+    try:  # one recorder per store: a second one is refused here, naming the first one's pid
+        store = HistoryStore.open(store_path, writer=True)
+    except BaseException:
+        sampler.close()
+        raise
+    sampler.identity = store.last_identity  # a GPU lost before we started keeps its recorded identity
     rec = recorder.Recorder(store, interval_s, retention)
     signal.signal(signal.SIGTERM, _stop)
     if on_start is not None:

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from gpuwise.monitor.energy import CONSECUTIVE_SLACK
 from gpuwise.monitor.nvml_sample import REASON_BITS
 from gpuwise.monitor.reading import GpuReading
 from gpuwise.monitor.sampler import GpuSampler, NoNvml, Snapshot
@@ -33,6 +34,9 @@ class ResilientSampler:
     def __init__(
         self, factory: Callable[[], GpuSampler] = GpuSampler, reopen_after_s: float = REOPEN_AFTER_S
     ):
+        # (hostname, index) -> (uuid, name) last recorded for it: names a GPU lost before this process
+        # could read it (record_session sets it to the store's `last_identity`)
+        self.identity: Callable[[str, int], tuple[str | None, str] | None] | None = None
         self._factory = factory
         self._reopen_after_s = reopen_after_s
         self._sampler: GpuSampler | None = factory()  # the first open fails loudly (NoNvml: exit 2)
@@ -55,13 +59,22 @@ class ResilientSampler:
         if self._sampler is None:
             return self._all_lost()
         snap = self._sampler.sample(host)
-        if self._known is not None:  # a GPU NVML could not reopen keeps the identity it was recorded under
-            known = {g.index: g for g in self._known.gpus}
-            for g in snap.gpus:
-                if g.lost and not g.uuid and g.index in known:
-                    g.uuid, g.name = known[g.index].uuid, known[g.index].name
+        self._name_lost(snap)
         self._known = snap
         return snap
+
+    def _name_lost(self, snap: Snapshot) -> None:
+        """A lost GPU without a UUID keeps the identity it was last seen under: this process's previous
+        snapshot, else the history's last record for its host and index (lost before we started)."""
+        known = {g.index: g for g in self._known.gpus} if self._known is not None else {}
+        for g in snap.gpus:
+            if not g.lost or g.uuid:
+                continue
+            if g.index in known and (known[g.index].uuid or known[g.index].name):
+                g.uuid, g.name = known[g.index].uuid, known[g.index].name
+            elif self.identity is not None and (found := self.identity(snap.hostname, g.index)):
+                g.uuid, g.name = found
+                g.not_available["identity"] = "last recorded identity (monitor history)"
 
     def _reopen(self) -> None:
         self._last_open = time.monotonic()
@@ -97,6 +110,8 @@ class Recorder:
         self.downsampler = Downsampler(store, retention or Retention())
         self._last_s: float | None = None
         self._failing: str | None = None
+        # gpu row id -> (end ms, energy counter mJ) of its last sample, from the store on first sight
+        self._last: dict[int, tuple[int, int | None] | None] = {}
 
     def tick(self, snap: Snapshot) -> bool:
         """`record`, but a failed write (disk full, I/O error, a lock held past the timeout) loses this tick
@@ -131,6 +146,7 @@ class Recorder:
             for r in snap.gpus:
                 gpu = store.gpu_id(snap.hostname, r.index, r.uuid, r.name, r.memory_total_bytes)
                 rows.append(_row(t_ms, gpu, interval_ms, r))
+                self._gap(gpu, t_ms, interval_ms, rows[-1][9])
                 if r.energy_j is not None:
                     store.mark_energy_counter(gpu)
                 for p in r.processes or []:
@@ -147,6 +163,16 @@ class Recorder:
                 conn.execute("ROLLBACK")
             raise
         self.downsampler.step(t_ms)
+
+    def _gap(self, gpu: int, t_ms: int, interval_ms: int, energy_mj: int | None) -> None:
+        """Write down the time before this sample that no sample stands for (a restart after a kill, a
+        paused process: beyond ``MAX_INTERVALS_PER_SAMPLE``), with the energy counter at both sides."""
+        if gpu not in self._last:
+            self._last[gpu] = self.store.last_sample(gpu)
+        last, start = self._last[gpu], t_ms - interval_ms
+        if last is not None and start - last[0] > CONSECUTIVE_SLACK * interval_ms:
+            self.store.add_gap(gpu, last[0], start, last[1], (t_ms, energy_mj))
+        self._last[gpu] = (t_ms, energy_mj)
 
 
 def _row(t_ms: int, gpu: int, interval_ms: int, r: GpuReading) -> tuple:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuwise.errors import GpuwiseError
+from gpuwise.monitor import inventory
 from gpuwise.monitor.nvml_sample import FieldReader, GpuLost, init_nvml, text, why
 from gpuwise.monitor.reading import GpuReading, HostReading, read_gpu, read_host
 
@@ -68,9 +69,11 @@ class GpuSampler:
             raise NoNvml(f"NVML cannot list the GPUs: {why(exc)}") from None
         for index in range(count):
             self._devices.append(self._open(index))
+        self._name_lost(count)
         self.hostname = socket.gethostname()
         self._xids: dict[int, list[int]] = {}
         self._events = self._watch_xids()
+        self._replays: dict[int, tuple[float, int]] = {}  # index -> first (time, PCIe replay count)
 
     def _watch_xids(self) -> Any:
         """An NVML event set for XID critical errors on every GPU that supports it (None: none does)."""
@@ -115,6 +118,25 @@ class GpuSampler:
             base.uuid = text(nv.nvmlDeviceGetUUID(handle))
         return handle, base, FieldReader()
 
+    def _name_lost(self, count: int) -> None:
+        """A GPU NVML could not open gets its model and UUID from the driver's inventory (the same count
+        of GPUs in PCI bus order, NVML's index order), so it is named and priced, not a blank row."""
+        lost = [base for _, base, _ in self._devices if base.lost and not base.name]
+        if not lost:
+            return
+        listed = inventory.node_gpus()
+        if len(listed) == count:
+            for base in lost:
+                base.uuid, base.name = listed[base.index]
+                base.not_available["identity"] = "from the driver's inventory (/proc/driver/nvidia/gpus)"
+            return
+        seen = {base.name for _, base, _ in self._devices if not base.lost}
+        if len(seen) == 1:  # a node of one model (the common case): priced as one, and said so
+            model = seen.pop()
+            for base in lost:
+                base.name = model
+                base.not_available["identity"] = f"assumed: the node's other GPUs are all {model}"
+
     @property
     def count(self) -> int:
         """The GPUs NVML listed when the sampler opened (lost ones included)."""
@@ -140,10 +162,21 @@ class GpuSampler:
                 reading.not_available = dict(base.not_available) or {"gpu": "GPU is lost"}
             if base.index in self._xids:
                 reading.xid_errors = list(self._xids[base.index])
+            self._replay_rate(reading, snap.time_unix_s)
             snap.gpus.append(reading)
         if host:
             snap.host = read_host()
         return snap
+
+    def _replay_rate(self, reading: GpuReading, now_s: float) -> None:
+        """PCIe replays a minute since this sampler's first reading, once a minute has passed (DCGM's
+        health watch judges the rate, not the count since boot)."""
+        if reading.pcie_replays is None:
+            return
+        first = self._replays.setdefault(reading.index, (now_s, reading.pcie_replays))
+        minutes = (now_s - first[0]) / 60
+        if minutes >= 1 and reading.pcie_replays >= first[1]:
+            reading.pcie_replays_per_min = (reading.pcie_replays - first[1]) / minutes
 
     def close(self) -> None:
         """Free the XID event set and shut NVML down, ignoring errors."""

@@ -62,6 +62,31 @@ class ProcessSeries:
 
 
 @dataclass(frozen=True)
+class Gap:
+    """Time between two samples of one GPU that no sample stands for (Unix s), and its energy.
+
+    ``energy_j`` is the counter's rise from the sample before the gap to the sample after it, so it
+    covers ``energy_span_s`` (the gap plus the after-sample's own interval, whose own delta is unknown);
+    None without a counter on both sides or when it went down. ``held``: the counter ran on across the
+    gap, so the GPU stayed up and its hours are estimated GPU-hours."""
+
+    start_unix_s: float  # the end of the last sample before
+    end_unix_s: float  # the start of the first sample after
+    energy_j: float | None
+    energy_span_s: float
+
+    @property
+    def duration_s(self) -> float:
+        """How long no sample stood for this GPU."""
+        return self.end_unix_s - self.start_unix_s
+
+    @property
+    def held(self) -> bool:
+        """True when the energy counter ran on across the gap (the GPU stayed powered and billed)."""
+        return self.energy_j is not None
+
+
+@dataclass(frozen=True)
 class GpuSeries:
     """One GPU's samples over the window, the processes seen on it, and where each field came from."""
 
@@ -73,6 +98,9 @@ class GpuSeries:
     processes: list[ProcessSeries] = field(default_factory=list)
     # field -> where it came from, e.g. {"busy_pct": "nvml utilization.gpu (gpuwise monitor --record)"}
     sources: dict[str, str] = field(default_factory=dict)
+    # gaps the recorder wrote down (the local store); None: the source keeps none, find them between
+    # the samples (monitor/gaps.py)
+    gaps: list[Gap] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,4 +114,4 @@ class History:
     notes: list[str] = field(default_factory=list)  # what the source could not give, said once each
 
 
-__all__ = ["GpuSample", "GpuSeries", "History", "ProcessSample", "ProcessSeries"]
+__all__ = ["Gap", "GpuSample", "GpuSeries", "History", "ProcessSample", "ProcessSeries"]

@@ -41,6 +41,31 @@ def parse_duration(text: str, flag: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
+def parse_until(text: str, now_s: float) -> float:
+    """``--until``: a duration ago ("2h"), an ISO 8601 time ("2026-11-28T06:00Z", UTC when no zone is
+    given) or Unix seconds, as Unix seconds; GpuwiseError (one line) for anything else or a future time."""
+    import datetime as dt
+
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            try:
+                value = now_s - parse_duration(text, "--until")
+            except GpuwiseError:
+                raise GpuwiseError(
+                    f"--until: {text!r} is neither a duration ago (2h), an ISO time (2026-11-28T06:00Z) "
+                    "nor Unix seconds"
+                ) from None
+        else:
+            value = (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
+    if value > now_s + 1:
+        raise GpuwiseError(f"--until is in the future ({text}): the window must end by now")
+    return value
+
+
 @dataclass(frozen=True)
 class Retention:
     """How long each tier is kept (None: forever). Defaults: raw 6 h, 1-min 30 days, 1-h forever: raw rows at
@@ -262,4 +287,4 @@ def _mean(pairs: list[tuple[float, float]]) -> float | None:
     return None if not weight else sum(v * w for v, w in pairs) / weight
 
 
-__all__ = ["HOUR", "MINUTE", "RAW", "Downsampler", "Retention", "parse_duration"]
+__all__ = ["HOUR", "MINUTE", "RAW", "Downsampler", "Retention", "parse_duration", "parse_until"]

@@ -13,7 +13,10 @@ an append. Tier 0 is raw samples, 1 and 2 the 1-min and 1-h aggregates (`tiers.p
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +75,19 @@ CREATE TABLE IF NOT EXISTS proc_samples (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+# Added after schema 1 shipped, so created on every writable open (IF NOT EXISTS); a store without it
+# (an older recorder) has no recorded gaps and the report finds them between samples instead.
+_GAPS = """
+CREATE TABLE IF NOT EXISTS gaps (
+    gpu       INTEGER NOT NULL,
+    start_ms  INTEGER NOT NULL,  -- the end of the last sample before (Unix ms)
+    end_ms    INTEGER NOT NULL,  -- the start of the first sample after
+    before_mj INTEGER,           -- the energy counter at the sample before (NULL: not read)
+    after_mj  INTEGER,           -- ... at the sample after (its time: after_t_ms)
+    after_t_ms INTEGER NOT NULL,
+    PRIMARY KEY (gpu, end_ms)
+) WITHOUT ROWID;
+"""
 
 
 @dataclass(frozen=True)
@@ -87,20 +103,62 @@ class GpuRow:
     energy_counter: bool
 
 
+def lock_path(path: Path) -> Path:
+    """The writer's lock file beside the history (``monitor.sqlite.lock``): holds the recorder's pid."""
+    return path.with_name(path.name + ".lock")
+
+
+class WriterLock:
+    """One recorder per store: an exclusive ``flock`` on ``<store>.lock`` that holds the writer's pid.
+
+    The kernel drops the lock when the process ends however it ends (kill -9, a crash), so a dead
+    recorder never blocks the next one; a second recorder on the same store would double every GPU-hour,
+    so it is refused (GpuwiseError naming the first one's pid, exit 2 at the CLI)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = lock_path(path)
+        try:
+            self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise GpuwiseError(f"cannot create the recorder lock {self.path}: {err.strerror}") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(self._fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(self._fd)
+            self._fd = None
+            raise GpuwiseError(
+                f"another recorder (pid {holder}) already writes {path}: stop it, or record into another "
+                "file with --store"
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, f"{os.getpid()}\n".encode())
+
+    def release(self) -> None:
+        """Drop the lock (the file stays: removing it could race a recorder that is taking it)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
 class HistoryStore:
     """The connection and the few statements every part shares (writer, downsampler, reader)."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self.conn = conn
+        self.writer_lock: WriterLock | None = None
         self._gpu_ids: dict[tuple[str, str], int] = {}
         self._proc_ids: dict[tuple[int, str | None, str | None], int] = {}
         self._has_counter: set[int] = set()
 
     @classmethod
-    def open(cls, path: Path | None = None, create: bool = True) -> HistoryStore:
+    def open(cls, path: Path | None = None, create: bool = True, writer: bool = False) -> HistoryStore:
         """Open the history at `path` (default `default_history_path()`) in WAL mode; with `create`, make
-        the file and its schema. A clear GpuwiseError for a missing, newer or unreadable file."""
+        the file and its schema; with `writer`, take the store's `WriterLock` first (a recorder: one per
+        store). A clear GpuwiseError for a missing, newer or unreadable file, or a store already written."""
         path = path or default_history_path()
         if not create and not path.exists():
             raise GpuwiseError(f"no monitor history at {path} (record one with `gpuwise monitor --record`)")
@@ -108,6 +166,18 @@ class HistoryStore:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise GpuwiseError(f"cannot create the directory of {path}: {err.strerror}") from None
+        lock = WriterLock(path) if writer else None
+        try:
+            store = cls._connect(path, create)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        store.writer_lock = lock
+        return store
+
+    @classmethod
+    def _connect(cls, path: Path, create: bool) -> HistoryStore:
         try:
             conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
@@ -121,6 +191,8 @@ class HistoryStore:
                 )
             if version == 0 and create:
                 conn.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
+            if create:
+                conn.executescript(_GAPS)
             conn.execute("SELECT count(*) FROM gpus").fetchone()
         except sqlite3.OperationalError as err:
             raise GpuwiseError(f"cannot open the monitor history {path}: {err}") from None
@@ -131,8 +203,11 @@ class HistoryStore:
         return cls(path, conn)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection and drop the writer's lock if this store holds it."""
         self.conn.close()
+        if self.writer_lock is not None:
+            self.writer_lock.release()
+            self.writer_lock = None
 
     # --- identities -------------------------------------------------------------------------------
     def gpu_id(self, hostname: str, index: int, uuid: str | None, name: str, total_bytes: int | None) -> int:
@@ -150,6 +225,18 @@ class HistoryStore:
         row = self.conn.execute("SELECT id FROM gpus WHERE hostname=? AND gpu_key=?", key).fetchone()
         self._gpu_ids[key] = int(row[0])
         return self._gpu_ids[key]
+
+    def last_identity(self, hostname: str, index: int) -> tuple[str | None, str] | None:
+        """(UUID, name) of the GPU last recorded at this host's `index` (the newest row); None if never."""
+        try:
+            row = self.conn.execute(
+                "SELECT uuid, name FROM gpus WHERE hostname=? AND gpu_index=? AND name != '' "
+                "ORDER BY id DESC LIMIT 1",
+                (hostname, index),
+            ).fetchone()
+        except sqlite3.Error:
+            return None
+        return None if row is None else (row[0], str(row[1]))
 
     def mark_energy_counter(self, gpu: int) -> None:
         """Record that GPU `gpu` has NVML's total-energy counter (energy is then measured, not unknown)."""
@@ -181,6 +268,44 @@ class HistoryStore:
         """Process row id → (pid, user, name)."""
         return {r[0]: (r[1], r[2], r[3]) for r in self.conn.execute("SELECT id, pid, user, name FROM procs")}
 
+    def last_sample(self, gpu: int) -> tuple[int, int | None] | None:
+        """(end ms, energy counter mJ) of `gpu`'s latest row in any tier (where a restarted recorder's
+        gap begins); None when the GPU has none. Each tier is read from its end: no scan."""
+        found = None
+        for tier in (0, 1, 2):
+            row = self.conn.execute(
+                "SELECT t_ms, energy_mj FROM samples WHERE tier=? AND gpu=? ORDER BY t_ms DESC LIMIT 1",
+                (tier, gpu),
+            ).fetchone()
+            if row is not None and (found is None or row[0] > found[0]):
+                found = (int(row[0]), None if row[1] is None else int(row[1]))
+        return found
+
+    def add_gap(self, gpu: int, start_ms: int, end_ms: int, before_mj: int | None, after: tuple) -> None:
+        """Record that nothing was sampled on `gpu` from `start_ms` to `end_ms`, with the energy counter
+        at both sides (`after`: the sample after, (t ms, mJ or None))."""
+        self.conn.execute(
+            "INSERT OR REPLACE INTO gaps VALUES (?, ?, ?, ?, ?, ?)",
+            (gpu, start_ms, end_ms, before_mj, after[1], after[0]),
+        )
+
+    def gaps(self, lo_ms: int, hi_ms: int) -> list[tuple[int, int, int, int | None, int | None, int]]:
+        """Recorded gaps overlapping (lo, hi]: (gpu, start ms, end ms, before mJ, after mJ, after t ms);
+        [] for a store recorded before gaps were (no table)."""
+        try:
+            return self.conn.execute(
+                "SELECT gpu, start_ms, end_ms, before_mj, after_mj, after_t_ms FROM gaps "
+                "WHERE end_ms > ? AND start_ms < ? ORDER BY gpu, start_ms",
+                (lo_ms, hi_ms),
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return []
+
+    def has_gap_table(self) -> bool:
+        """True when this store records gaps (written by a recorder that knows them)."""
+        row = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name='gaps'").fetchone()
+        return row is not None
+
     # --- bookkeeping ----------------------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
         """A bookkeeping value (text, JSON for non-strings); None when unset."""
@@ -210,4 +335,12 @@ class HistoryStore:
         return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
 
 
-__all__ = ["MIB", "SCHEMA_VERSION", "GpuRow", "HistoryStore", "default_history_path"]
+__all__ = [
+    "MIB",
+    "SCHEMA_VERSION",
+    "GpuRow",
+    "HistoryStore",
+    "WriterLock",
+    "default_history_path",
+    "lock_path",
+]

@@ -15,6 +15,8 @@ telemetry, loadtest). The engine evaluates it nowhere else (issue 25).
 - `memory`: oom_risk, memory_growth, no_flash_attention, kv_cache_dominant, decode_memory_bound
 - `hardware`: throttling; from `monitor` samples and history idle_gpu_hours, chronic_low_busy,
   oversized_gpu, idle_memory_held
+- `health`: from `monitor` samples and history gpu_lost, gpu_ecc_uncorrected, gpu_ecc_corrected_storm,
+  gpu_memory_remapped, gpu_pcie_replays, gpu_xid_errors
 - `distributed`: comm_bound, straggler
 - `serving` (a load test): serving_queueing, serving_prefill_bound, serving_decode_bound,
   serving_errors, serving_speed_gap
@@ -25,7 +27,16 @@ views also use live in `diagnose.statistics`.
 
 from __future__ import annotations
 
-from gpuwise.diagnose.rules import compute, distributed, hardware, host, input_pipeline, memory, serving
+from gpuwise.diagnose.rules import (
+    compute,
+    distributed,
+    hardware,
+    health,
+    host,
+    input_pipeline,
+    memory,
+    serving,
+)
 from gpuwise.diagnose.rules.common import ALL_KINDS, MEASURED_RUN, NOT_SERVING, Rule, RuleSpec, kinds, sources
 
 __all__ = ["RULES", "Rule", "RuleSpec"]
@@ -68,6 +79,12 @@ RULES: list[RuleSpec] = [
     RuleSpec(hardware.chronic_low_busy, ALL_KINDS, _MONITOR),
     RuleSpec(hardware.oversized_gpu, ALL_KINDS, _MONITOR),
     RuleSpec(hardware.idle_memory_held, ALL_KINDS, _MONITOR),
+    RuleSpec(health.gpu_lost, ALL_KINDS, _MONITOR),
+    RuleSpec(health.gpu_ecc_uncorrected, ALL_KINDS, _MONITOR),
+    RuleSpec(health.gpu_ecc_corrected_storm, ALL_KINDS, _MONITOR),
+    RuleSpec(health.gpu_memory_remapped, ALL_KINDS, _MONITOR),
+    RuleSpec(health.gpu_pcie_replays, ALL_KINDS, _MONITOR),
+    RuleSpec(health.gpu_xid_errors, ALL_KINDS, _MONITOR),
     RuleSpec(serving.serving_queueing, kinds("serving"), _LOADTEST),
     RuleSpec(serving.serving_prefill_bound, kinds("serving"), _LOADTEST),
     RuleSpec(serving.serving_decode_bound, kinds("serving"), _LOADTEST),
