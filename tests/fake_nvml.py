@@ -54,7 +54,27 @@ class FakeNvml:
 
         def memory(g, *version):
             total, used = int(g["total_gib"] * GiB), int(g["used_gib"] * GiB)
+            if version and version[0] == pynvml.nvmlMemory_v2:  # v1's used = v2's used + reserved
+                reserved = int(g["reserved_gib"] * GiB)
+                return pynvml.c_nvmlMemory_v2_t(
+                    version=version[0],
+                    total=total,
+                    reserved=reserved,
+                    free=total - used,
+                    used=used - reserved,
+                )
             return pynvml.c_nvmlMemory_t(total=total, free=total - used, used=used)
+
+        def field_values(g, ids):
+            values = (pynvml.c_nvmlFieldValue_t * len(ids))()
+            for value, field_id in zip(values, ids, strict=True):
+                value.fieldId, value.valueType = field_id, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                known = {pynvml.NVML_FI_DEV_MEMORY_TEMP: g["mem_temp_c"]}
+                value.nvmlReturn = (
+                    pynvml.NVML_SUCCESS if field_id in known else pynvml.NVML_ERROR_NOT_SUPPORTED
+                )
+                value.value.uiVal = int(known.get(field_id, 0))
+            return values
 
         def clock(g, kind, mx=False):
             key = ("sm" if kind == pynvml.NVML_CLOCK_SM else "mem") + ("_max_mhz" if mx else "_mhz")
@@ -138,6 +158,16 @@ class FakeNvml:
                 ],
             ),
             "nvmlDeviceGetGraphicsRunningProcesses": q("nvmlDeviceGetGraphicsRunningProcesses", lambda g: []),
+            "nvmlDeviceGetFieldValues": q("nvmlDeviceGetFieldValues", field_values),
+            "nvmlDeviceGetPcieReplayCounter": q(
+                "nvmlDeviceGetPcieReplayCounter", lambda g: g["pcie_replays"]
+            ),
+            "nvmlDeviceGetEncoderUtilization": q(
+                "nvmlDeviceGetEncoderUtilization", lambda g: [g["enc_dec_pct"][0], 167000]
+            ),
+            "nvmlDeviceGetDecoderUtilization": q(
+                "nvmlDeviceGetDecoderUtilization", lambda g: [g["enc_dec_pct"][1], 167000]
+            ),
         }
 
 

@@ -184,14 +184,29 @@ def exporter(
             "basic_auth_users (bcrypt hashes).",
         ),
     ] = None,
+    names: Annotated[
+        str,
+        typer.Option(
+            "--names",
+            help="gpuwise (gpuwise_* names, base units) or dcgm (dcgm-exporter's DCGM_FI_DEV_* names, units "
+            "and labels, so its dashboards and alerts work).",
+        ),
+    ] = "gpuwise",
+    top_processes: Annotated[
+        int,
+        typer.Option(
+            "--top-processes",
+            help='pid series per GPU (largest GPU memory first); the rest are summed into pid="other".',
+        ),
+    ] = 5,
     as_json: JsonFlag = False,
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
 ) -> None:
     """Serve every GPU's readings to Prometheus at http://HOST:PORT/metrics until Ctrl-C.
 
-    --web-config adds TLS and basic auth. --json, --markdown and --html print the metric reference
-    (names, units, NVML source) instead.
+    --web-config adds TLS and basic auth; --names dcgm serves dcgm-exporter's metric names. --json,
+    --markdown and --html print the metric reference (names, units, NVML source) instead.
     """
     import time
 
@@ -199,6 +214,10 @@ def exporter(
     from gpuwise.report import monitor_view
 
     one_format(as_json, as_markdown)
+    if names not in ("gpuwise", "dcgm"):
+        raise GpuwiseError(f"--names must be gpuwise or dcgm (got {names!r})")
+    if top_processes < 0:
+        raise GpuwiseError(f"--top-processes must be 0 or more (got {top_processes})")
     if as_json or as_markdown or html is not None:
         emit(
             {"metrics": monitor_view.metric_reference()},
@@ -217,7 +236,9 @@ def exporter(
 
     sampler = GpuSampler()
     try:
-        server = prom.start(sampler, listen, usd_per_gpu_hour, config)
+        server = prom.start(
+            sampler, listen, usd_per_gpu_hour, config, "dcgm" if names == "dcgm" else "gpuwise", top_processes
+        )
         warning = web.exposure_warning(host, prom.is_loopback(host), config)
         if warning:
             typer.echo(f"gpuwise: warning: {warning}", err=True)
