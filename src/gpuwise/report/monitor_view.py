@@ -13,11 +13,27 @@ from gpuwise.monitor.reading import GpuReading, HostReading
 from gpuwise.monitor.sampler import Snapshot
 from gpuwise.report.document import Document, KeyFigures, Note, Style, Table
 from gpuwise.report.findings import findings_blocks
+from gpuwise.report.table_fit import fit_columns
 from gpuwise.report.units import gib, usd
 
-__all__ = ["NA", "document", "host_only", "metric_reference", "metrics_document"]
+__all__ = [
+    "DROP_ORDER",
+    "NA",
+    "document",
+    "host_only",
+    "metric_reference",
+    "metrics_document",
+]
 
 NA = "n/a"
+# Columns given up, first named first, when a table is wider than the screen (`document(width=...)`, the
+# live view): GPU index, name (with LOST and MIG), busy %, memory, power and temperature are never dropped;
+# nor the health table's GPU, clock reasons and memory errors, nor the processes' GPU, pid and memory.
+DROP_ORDER: dict[str, tuple[str, ...]] = {
+    "gpus": ("mem MHz", "headroom", "SM MHz"),
+    "health": ("energy kWh", "PCIe tx/rx GB/s", "PCIe"),
+    "processes": ("SM %", "user", "process"),
+}
 
 
 def _of(value: float | None, limit: float | None, unit: str = "") -> str:
@@ -100,8 +116,15 @@ def _style(v: GpuVerdict, r: GpuReading) -> Style:
     return "warn" if v.breaches else ""
 
 
-def document(snapshot: Snapshot, found: list[GpuVerdict], cost: Cost, details: bool = True) -> Document:
-    """The snapshot view; ``details=False`` (the live view) leaves out the findings' full text."""
+def document(
+    snapshot: Snapshot,
+    found: list[GpuVerdict],
+    cost: Cost,
+    details: bool = True,
+    width: int | None = None,
+) -> Document:
+    """The snapshot view; ``details=False`` (the live view) leaves out the findings' full text; ``width``
+    (characters) drops columns in DROP_ORDER's order until each table fits."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.time_unix_s))
     doc = Document(
         f"gpuwise monitor — {snapshot.hostname}",
@@ -111,20 +134,19 @@ def document(snapshot: Snapshot, found: list[GpuVerdict], cost: Cost, details: b
     breaches = sum(len(v.breaches) for v in found)
     doc.add(_figures(len(gpus), breaches, cost))
     if gpus:
-        doc.add(*_gpu_tables(gpus, found))
+        doc.add(*_gpu_tables(gpus, found, width))
     rows = [[str(v.index), b.kpi, b.text, b.finding_id] for v in found for b in v.breaches]
     if rows:
         doc.add(Table(["GPU", "KPI", "outside the KPI", "finding"], rows, caption="KPI breaches", flexible=2))
     procs = _process_rows(gpus)
     if procs:
-        doc.add(
-            Table(
-                ["GPU", "pid", "user", "process", "GPU memory GiB", "SM %"],
-                procs,
-                caption="Processes",
-                flexible=3,
-            )
+        table = Table(
+            ["GPU", "pid", "user", "process", "GPU memory GiB", "SM %"],
+            procs,
+            caption="Processes",
+            flexible=3,
         )
+        doc.add(table if width is None else fit_columns(table, width, DROP_ORDER["processes"]))
     if snapshot.host is not None:
         doc.add(_host(snapshot.host))
     if details:
@@ -149,10 +171,10 @@ def _figures(gpus: int, breaches: int, cost: Cost) -> KeyFigures:
     return KeyFigures(figures, caption=f"price: {cost.price_source}")
 
 
-def _gpu_tables(gpus: list[GpuReading], found: list[GpuVerdict]) -> list[Table]:
+def _gpu_tables(gpus: list[GpuReading], found: list[GpuVerdict], width: int | None) -> list[Table]:
     """One row per GPU: readings (busy, memory, clocks, power, temperature), then health (clock
-    reasons, PCIe link and traffic, memory errors, energy)."""
-    return [
+    reasons, PCIe link and traffic, memory errors, energy); fitted to ``width`` when given."""
+    tables = [
         Table(
             ["GPU", "name", "busy %", "memory GiB", "headroom", "SM MHz", "mem MHz", "power W", "°C"],
             [_gpu_row(r) for r in gpus],
@@ -166,6 +188,13 @@ def _gpu_tables(gpus: list[GpuReading], found: list[GpuVerdict]) -> list[Table]:
             caption="Health (clock reasons decoded from NVML; energy since the driver loaded)",
             flexible=1,
         ),
+    ]
+    if width is None:
+        return tables
+    gpu_table, health = tables
+    return [
+        fit_columns(gpu_table, width, DROP_ORDER["gpus"], unwrapped=True),
+        fit_columns(health, width, DROP_ORDER["health"]),
     ]
 
 
