@@ -53,17 +53,14 @@ class FakeNvml:
             return pynvml.c_nvmlUtilization_t(gpu=g["busy"], memory=g["memory_busy"])
 
         def memory(g, *version):
+            # used_gib is what the v1 call says (reserved included); the v2 call takes reserved_gib out
             total, used = int(g["total_gib"] * GiB), int(g["used_gib"] * GiB)
-            if version and version[0] == pynvml.nvmlMemory_v2:  # v1's used = v2's used + reserved
-                reserved = int(g["reserved_gib"] * GiB)
-                return pynvml.c_nvmlMemory_v2_t(
-                    version=version[0],
-                    total=total,
-                    reserved=reserved,
-                    free=total - used,
-                    used=used - reserved,
-                )
-            return pynvml.c_nvmlMemory_t(total=total, free=total - used, used=used)
+            if not version:
+                return pynvml.c_nvmlMemory_t(total=total, free=total - used, used=used)
+            reserved = int(g.get("reserved_gib", 0.0) * GiB)
+            return pynvml.c_nvmlMemory_v2_t(
+                version=version[0], total=total, reserved=reserved, free=total - used, used=used - reserved
+            )
 
         def field_values(g, ids):
             values = (pynvml.c_nvmlFieldValue_t * len(ids))()
@@ -147,6 +144,9 @@ class FakeNvml:
             ),
             "nvmlDeviceGetCurrPcieLinkWidth": q("nvmlDeviceGetCurrPcieLinkWidth", lambda g: g["pcie"][2]),
             "nvmlDeviceGetMaxPcieLinkWidth": q("nvmlDeviceGetMaxPcieLinkWidth", lambda g: g["pcie"][3]),
+            "nvmlDeviceGetPcieReplayCounter": q(
+                "nvmlDeviceGetPcieReplayCounter", lambda g: g.get("pcie_replays", 0)
+            ),
             "nvmlDeviceGetPcieThroughput": q("nvmlDeviceGetPcieThroughput", lambda g, c: g["pcie_kbps"][c]),
             "nvmlDeviceGetMigMode": q("nvmlDeviceGetMigMode", lambda g: list(g["mig"])),
             "nvmlDeviceGetComputeRunningProcesses": q("nvmlDeviceGetComputeRunningProcesses", procs),
@@ -159,9 +159,6 @@ class FakeNvml:
             ),
             "nvmlDeviceGetGraphicsRunningProcesses": q("nvmlDeviceGetGraphicsRunningProcesses", lambda g: []),
             "nvmlDeviceGetFieldValues": q("nvmlDeviceGetFieldValues", field_values),
-            "nvmlDeviceGetPcieReplayCounter": q(
-                "nvmlDeviceGetPcieReplayCounter", lambda g: g["pcie_replays"]
-            ),
             "nvmlDeviceGetEncoderUtilization": q(
                 "nvmlDeviceGetEncoderUtilization", lambda g: [g["enc_dec_pct"][0], 167000]
             ),

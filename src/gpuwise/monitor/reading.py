@@ -39,6 +39,7 @@ class GpuReading:
     memory_busy_pct: float | None = None  # share of time device memory was read or written
     memory_used_bytes: int | None = None
     memory_total_bytes: int | None = None
+    memory_reserved_bytes: int | None = None  # the driver's reservation (NVML v2 call; None: v1 only)
     sm_clock_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
     memory_clock_mhz: float | None = None
@@ -67,7 +68,6 @@ class GpuReading:
     xid_errors: list[int] | None = None  # XID codes reported since the sampler started (NVML events)
     processes: list[GpuProcess] | None = None
     # what dcgm-exporter's default counters also export (read by _exporter_fields)
-    memory_reserved_bytes: int | None = None  # held by the driver (NVML v2 memory info)
     memory_free_bytes: int | None = None  # total - used - reserved (NVML v2 memory info)
     memory_temperature_c: float | None = None  # HBM temperature (field NVML_FI_DEV_MEMORY_TEMP)
     pcie_replays: int | None = None  # PCIe replays (retries) since the driver loaded
@@ -207,7 +207,8 @@ def _exporter_fields(nv: Any, h: Any, r: GpuReading, read: Any) -> None:
         r.memory_reserved_bytes, r.memory_free_bytes = int(mem.reserved), int(mem.free)
     temp = read("memory_temperature", lambda: _field_value(nv, h, nv.NVML_FI_DEV_MEMORY_TEMP))
     r.memory_temperature_c = None if temp is None else float(temp)
-    r.pcie_replays = read("pcie_replays", lambda: int(nv.nvmlDeviceGetPcieReplayCounter(h)))
+    if r.pcie_replays is None:  # unless the PCIe reads above took it already
+        r.pcie_replays = read("pcie_replays", lambda: int(nv.nvmlDeviceGetPcieReplayCounter(h)))
     enc = read("encoder", lambda: nv.nvmlDeviceGetEncoderUtilization(h))
     r.encoder_busy_pct = None if enc is None else float(enc[0])  # [busy %, sampling period µs]
     dec = read("decoder", lambda: nv.nvmlDeviceGetDecoderUtilization(h))
