@@ -16,6 +16,7 @@ from gpuwise.cli.app import main
 from gpuwise.exporter import scrape as exporter
 from gpuwise.exporter.dcgm_names import DCGM_FIELDS, DCGM_LABELS, MIB
 from gpuwise.monitor.sampler import GpuSampler
+from gpuwise.report.monitor_view import metric_reference
 from gpuwise.units import GiB
 
 PROCS = [[101, 30.0], [102, 20.0], [103, 5.0], [104, 1.5]]  # GiB; 103 and 104 are the smallest
@@ -98,6 +99,8 @@ def test_dcgm_names_units_and_labels():
     assert value(samples, "gpuwise_gpu_kpi_breach", gpu="1", kpi="idle") == 1
     assert value(samples, "gpuwise_gpu_lost", gpu="2") == 0
     assert {f.name for f in DCGM_FIELDS} <= set(samples)
+    # `gpuwise exporter --names dcgm --json` lists exactly what is served
+    assert {m["name"] for m in metric_reference("dcgm")} == set(samples)
 
 
 def test_native_names_carry_the_new_fields_in_base_units():

@@ -220,12 +220,12 @@ def exporter(
         raise GpuwiseError(f"--top-processes must be 0 or more (got {top_processes})")
     if as_json or as_markdown or html is not None:
         emit(
-            {"metrics": monitor_view.metric_reference()},
+            {"metrics": monitor_view.metric_reference(names)},
             "exporter_metrics",
             as_json,
             as_markdown=as_markdown,
             html=html,
-            document=monitor_view.metrics_document,
+            document=lambda: monitor_view.metrics_document(names),
         )
         return
     from gpuwise.exporter import web_config as web

@@ -135,7 +135,7 @@ def _full_name(name: str, kind: MetricType) -> str:
 
 
 # Native families a dcgm field replaces under --names dcgm (their readings are served under DCGM's name).
-_DCGM_COVERED = {f.native for f in DCGM_FIELDS} | {"gpuwise_gpu_ecc_errors", "gpuwise_gpu_remapped_rows"}
+DCGM_COVERED = {f.native for f in DCGM_FIELDS} | {"gpuwise_gpu_ecc_errors", "gpuwise_gpu_remapped_rows"}
 
 
 def _families(
@@ -165,7 +165,7 @@ def _families(
     if dcgm:
         yield from _dcgm_families(snapshot.gpus, base)
     for metric in METRICS:
-        if dcgm and _full_name(metric.name, metric.type) in _DCGM_COVERED:
+        if dcgm and _full_name(metric.name, metric.type) in DCGM_COVERED:
             continue
         fam = family(metric.name, metric.type, metric.help)
         for r in snapshot.gpus:
@@ -177,7 +177,7 @@ def _families(
     labelled.top_processes = top_processes
     for r, verdict in zip(snapshot.gpus, found, strict=True):
         labelled.add_gpu(base[r.index], r, verdict)
-    yield from (f for f in labelled if not (dcgm and f.name in _DCGM_COVERED))
+    yield from (f for f in labelled if not (dcgm and f.name in DCGM_COVERED))
 
 
 def _dcgm_families(gpus: list[GpuReading], base: dict[int, list[str]]) -> Iterator[Any]:
@@ -337,6 +337,7 @@ def start(
 
 
 __all__ = [
+    "DCGM_COVERED",
     "DEFAULT_LISTEN",
     "DEFAULT_TOP_PROCESSES",
     "LABELLED",

@@ -221,9 +221,12 @@ def _host(h: HostReading) -> KeyFigures:
     return KeyFigures([("CPU", _pct(h.cpu_pct)), ("memory GiB", memory)], caption="Host")
 
 
-def metric_reference() -> list[dict[str, str]]:
-    """Every metric `gpuwise exporter` serves: name, type, help, NVML source, extra labels."""
-    from gpuwise.exporter.scrape import LABELLED, LABELS, METRICS
+def metric_reference(naming: str = "gpuwise") -> list[dict[str, str]]:
+    """Every metric `gpuwise exporter` serves: name, type, help, NVML source, extra labels; ``naming="dcgm"``
+    (``--names dcgm``): the DCGM fields first (source: the native metric they equal), then the native
+    metrics no DCGM field replaces, all with dcgm-exporter's labels."""
+    from gpuwise.exporter.dcgm_names import DCGM_FIELDS, DCGM_LABELS
+    from gpuwise.exporter.scrape import DCGM_COVERED, LABELLED, LABELS, METRICS
 
     def name(base: str, kind: str) -> str:
         return f"gpuwise_{base}" + ("_total" if kind == "counter" else "")
@@ -236,17 +239,25 @@ def metric_reference() -> list[dict[str, str]]:
         {"name": name(n, k), "type": k, "help": h, "source": src, "labels": ", ".join(extra)}
         for n, k, h, src, extra in LABELLED
     ]
+    base = ", ".join(LABELS)
+    if naming == "dcgm":
+        covered = {n.removesuffix("_total") for n in DCGM_COVERED}
+        rows = [r for r in rows if r["name"].removesuffix("_total") not in covered]
+        rows = [
+            {"name": f.name, "type": f.type, "help": f.help, "source": f"= {f.native}", "labels": ""}
+            for f in DCGM_FIELDS
+        ] + rows
+        base = ", ".join(DCGM_LABELS)
     for row in rows:
-        row["labels"] = ", ".join(filter(None, [", ".join(LABELS), row["labels"]]))
+        row["labels"] = ", ".join(filter(None, [base, row["labels"]]))
     return rows
 
 
-def metrics_document() -> Document:
+def metrics_document(naming: str = "gpuwise") -> Document:
     """`gpuwise exporter --json` (or --markdown, --html): every metric's Prometheus name, type,
-    meaning, NVML source and labels."""
-    doc = Document(
-        "gpuwise exporter metrics", subtitle="Prometheus names, base units; n/a fields are left out"
-    )
-    rows = [[m["name"], m["type"], m["help"], m["source"], m["labels"]] for m in metric_reference()]
+    meaning, NVML source and labels (``naming="dcgm"``: as `--names dcgm` serves them)."""
+    units = "dcgm-exporter names and units" if naming == "dcgm" else "Prometheus names, base units"
+    doc = Document("gpuwise exporter metrics", subtitle=f"{units}; n/a fields are left out")
+    rows = [[m["name"], m["type"], m["help"], m["source"], m["labels"]] for m in metric_reference(naming)]
     doc.add(Table(["metric", "type", "meaning", "NVML source", "labels"], rows, flexible=2))
     return doc
