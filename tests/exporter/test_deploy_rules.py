@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -20,13 +21,20 @@ import pytest
 from fake_nvml import FakeNvml, scenario
 from gpuwise.diagnose import thresholds as T
 from gpuwise.exporter import scrape as exporter
+from gpuwise.finops.prometheus_source import load_history
 from gpuwise.monitor.sampler import GpuSampler
+from gpuwise.units import GiB
 from prometheus_server import instant, prometheus, wait_for_samples
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "gpuwise-rules.yml"
 RULE_TESTS = REPO / "deploy" / "prometheus" / "gpuwise-rules.test.yml"
 DASHBOARD = REPO / "deploy" / "grafana" / "gpuwise-dashboard.json"
+STARTED: list[float] = []  # when the served fixture's exporter started (Unix s)
+
+
+def served_start() -> float:
+    return STARTED[-1]
 
 
 def promtool() -> str:
@@ -86,6 +94,7 @@ def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("prometheus")
     rules = tmp / RULES.name
     rules.write_text(RULES.read_text().replace("interval: 30s", "interval: 1s"))
+    start = time.time()
     with mock.patch.multiple(pynvml, **FakeNvml(gpus).patches()):
         sampler = GpuSampler()
         server = exporter.start(sampler, "127.0.0.1:0", 2.5, naming="dcgm", top_processes=2)
@@ -93,6 +102,7 @@ def served(tmp_path_factory):
             with prometheus([f"127.0.0.1:{server.server_port}"], tmp, rule_files=(rules,)) as url:
                 wait_for_samples(url, "DCGM_FI_DEV_GPU_UTIL", 3, 4)
                 wait_for_samples(url, "Hostname_gpu:DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION:watts_rate5m", 1, 2)
+                STARTED.append(start)
                 yield url
         finally:
             server.shutdown()
@@ -127,3 +137,25 @@ def test_recorded_spend_and_the_bounded_pid_label(served):
     assert float(spent["value"][1]) == 7.5 and float(idle["value"][1]) == 2.5  # GPU 1 idle at $2.50/h
     pids = {r["metric"]["pid"] for r in instant(served, 'gpuwise_gpu_process_memory_used_bytes{gpu="0"}')}
     assert pids == {"101", "102", "other"}
+
+
+def test_gpuwise_fleet_reader_reads_the_dcgm_names_back(served):
+    """`monitor report --prometheus` (load_history) reads `--names dcgm` as it reads dcgm-exporter: busy %,
+    memory (FB_USED + FREE + RESERVED = total), power and the energy counter in the right units."""
+    history = load_history(served, served_start(), time.time(), 2.0)
+    by_uuid = {g.uuid: g for g in history.gpus}
+    assert set(by_uuid) == {"GPU-0a", "GPU-1b", "GPU-5f"}
+    for uuid, busy, used_gib, watts in [
+        ("GPU-0a", 97, 66, 342),
+        ("GPU-1b", 0, 0.5, 61),
+        ("GPU-5f", 97, 66, 342),
+    ]:
+        samples = [s for s in by_uuid[uuid].samples if s.busy_pct is not None]
+        assert samples and all(s.busy_pct == pytest.approx(busy) for s in samples)
+        # FB_USED is NVML v2's used (reserved taken out), as dcgm-exporter counts it
+        assert all(s.memory_used_bytes == pytest.approx((used_gib - 0.59) * GiB, rel=1e-6) for s in samples)
+        assert all(s.memory_total_bytes == pytest.approx(80 * GiB, rel=1e-6) for s in samples)
+        assert all(s.power_w == pytest.approx(watts) for s in samples)
+    energy = [s.energy_j for s in by_uuid["GPU-0a"].samples if s.energy_j is not None]
+    assert energy and all(912_345.678 <= e < 912_345.678 + 10_000 for e in energy)  # J, from mJ
+    assert by_uuid["GPU-0a"].sources["busy_pct"].startswith("DCGM_FI_DEV_GPU_UTIL (dcgm-exporter")
