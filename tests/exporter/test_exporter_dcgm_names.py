@@ -142,7 +142,7 @@ def test_default_top_processes_keeps_five():
     "argv, says",
     [
         (["exporter", "--names", "dcgm-exporter"], "--names must be gpuwise or dcgm"),
-        (["exporter", "--top-processes", "-1"], "--top-processes must be 0 or more"),
+        (["exporter", "--top-processes", "-1"], "--top-processes must be a finite number ≥ 0 and ≤ 1000"),
     ],
 )
 def test_bad_exporter_options_are_one_line(capsys, argv, says):

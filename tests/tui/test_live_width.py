@@ -79,3 +79,24 @@ def test_a_terminal_gets_the_frame_in_place_with_styles():
     plain = ANSI.sub("", drawn.split("\x1b[H")[-1])
     assert all(len(line) <= 80 for line in plain.splitlines())
     assert "H100 80GB HBM3 (LOST)" in plain
+
+
+@pytest.mark.parametrize("width", [80, 90])
+def test_once_on_a_narrow_terminal_keeps_names_and_lost(width):
+    """`monitor --once` draws Rich box tables (report/terminal.py): fitted with their box lines counted."""
+    from gpuwise.monitor import kpi
+    from gpuwise.report import monitor_view, terminal
+
+    with mock.patch.multiple(pynvml, **FakeNvml(gpus()).patches()):
+        sampler = GpuSampler()
+        sampler.sample()
+        snap = sampler.sample()  # GPU 3 is lost from its second sample on
+        sampler.close()
+    found = kpi.verdicts(snap, 2.0)
+    doc = monitor_view.document(snap, found, kpi.cost(snap, found, 2.0), width=width, boxed=True)
+    buffer = io.StringIO()
+    terminal.render(Console(file=buffer, width=width, force_terminal=False), doc)
+    text = buffer.getvalue()
+    assert all(len(line.rstrip()) <= width for line in text.splitlines())
+    assert "H100 80GB HBM3 (LOST)" in text and text.count("A100-SXM4-80GB") >= 4
+    assert "mem MHz" not in text and "power W" in text and "°C" in text

@@ -14,6 +14,7 @@ from gpuwise.errors import GpuwiseError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from gpuwise.exporter.dcgm_names import Naming
     from gpuwise.finops.analyze import Prices
     from gpuwise.monitor.recorder import ResilientSampler
     from gpuwise.monitor.sampler import Snapshot
@@ -154,13 +155,15 @@ def _live_or_snapshot(
             snap = sampler.sample(host)
             found = kpi.verdicts(snap, usd_per_gpu_hour)
             cost = kpi.cost(snap, found, usd_per_gpu_hour)
+            # only the terminal view fits the screen (Markdown and HTML keep every column)
+            width = console().width if not (as_markdown or html is not None) else None
             emit(
                 SnapshotResult(snap, found, cost).to_dict(),
                 "monitor",
                 as_json,
                 as_markdown=as_markdown,
                 html=html,
-                document=lambda: monitor_view.document(snap, found, cost),
+                document=lambda: monitor_view.document(snap, found, cost, width=width, boxed=True),
             )
             return
         from gpuwise.tui import live
@@ -208,16 +211,11 @@ def exporter(
     --web-config adds TLS and basic auth; --names dcgm serves dcgm-exporter's metric names. --json,
     --markdown and --html print the metric reference (names, units, NVML source) instead.
     """
-    import time
-
-    from gpuwise.exporter import scrape as prom
     from gpuwise.report import monitor_view
 
     one_format(as_json, as_markdown)
     if names not in ("gpuwise", "dcgm"):
         raise GpuwiseError(f"--names must be gpuwise or dcgm (got {names!r})")
-    if top_processes < 0:
-        raise GpuwiseError(f"--top-processes must be 0 or more (got {top_processes})")
     if as_json or as_markdown or html is not None:
         emit(
             {"metrics": monitor_view.metric_reference(names)},
@@ -228,6 +226,16 @@ def exporter(
             document=lambda: monitor_view.metrics_document(names),
         )
         return
+    _serve(listen, usd_per_gpu_hour, web_config, "dcgm" if names == "dcgm" else "gpuwise", top_processes)
+
+
+def _serve(
+    listen: str, usd_per_gpu_hour: float | None, web_config: str | None, naming: Naming, top_processes: int
+) -> None:
+    """Open NVML, serve /metrics until Ctrl-C (a warning when exposed without TLS or auth)."""
+    import time
+
+    from gpuwise.exporter import scrape as prom
     from gpuwise.exporter import web_config as web
 
     host = prom.parse_listen(listen)[0]
@@ -236,9 +244,7 @@ def exporter(
 
     sampler = GpuSampler()
     try:
-        server = prom.start(
-            sampler, listen, usd_per_gpu_hour, config, "dcgm" if names == "dcgm" else "gpuwise", top_processes
-        )
+        server = prom.start(sampler, listen, usd_per_gpu_hour, config, naming, top_processes)
         warning = web.exposure_warning(host, prom.is_loopback(host), config)
         if warning:
             typer.echo(f"gpuwise: warning: {warning}", err=True)

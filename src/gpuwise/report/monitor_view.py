@@ -122,9 +122,11 @@ def document(
     cost: Cost,
     details: bool = True,
     width: int | None = None,
+    boxed: bool = False,
 ) -> Document:
     """The snapshot view; ``details=False`` (the live view) leaves out the findings' full text; ``width``
-    (characters) drops columns in DROP_ORDER's order until each table fits."""
+    (characters) drops columns in DROP_ORDER's order until each table fits, laid out by the live view
+    (tui/frame.py) or, ``boxed``, by the terminal renderer (`--once` on a terminal)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.time_unix_s))
     doc = Document(
         f"gpuwise monitor — {snapshot.hostname}",
@@ -134,7 +136,7 @@ def document(
     breaches = sum(len(v.breaches) for v in found)
     doc.add(_figures(len(gpus), breaches, cost))
     if gpus:
-        doc.add(*_gpu_tables(gpus, found, width))
+        doc.add(*_gpu_tables(gpus, found, width, boxed))
     rows = [[str(v.index), b.kpi, b.text, b.finding_id] for v in found for b in v.breaches]
     if rows:
         doc.add(Table(["GPU", "KPI", "outside the KPI", "finding"], rows, caption="KPI breaches", flexible=2))
@@ -146,7 +148,7 @@ def document(
             caption="Processes",
             flexible=3,
         )
-        doc.add(table if width is None else fit_columns(table, width, DROP_ORDER["processes"]))
+        doc.add(table if width is None else fit_columns(table, width, DROP_ORDER["processes"], boxed=boxed))
     if snapshot.host is not None:
         doc.add(_host(snapshot.host))
     if details:
@@ -171,7 +173,9 @@ def _figures(gpus: int, breaches: int, cost: Cost) -> KeyFigures:
     return KeyFigures(figures, caption=f"price: {cost.price_source}")
 
 
-def _gpu_tables(gpus: list[GpuReading], found: list[GpuVerdict], width: int | None) -> list[Table]:
+def _gpu_tables(
+    gpus: list[GpuReading], found: list[GpuVerdict], width: int | None, boxed: bool = False
+) -> list[Table]:
     """One row per GPU: readings (busy, memory, clocks, power, temperature), then health (clock
     reasons, PCIe link and traffic, memory errors, energy); fitted to ``width`` when given."""
     tables = [
@@ -193,8 +197,8 @@ def _gpu_tables(gpus: list[GpuReading], found: list[GpuVerdict], width: int | No
         return tables
     gpu_table, health = tables
     return [
-        fit_columns(gpu_table, width, DROP_ORDER["gpus"], unwrapped=True),
-        fit_columns(health, width, DROP_ORDER["health"]),
+        fit_columns(gpu_table, width, DROP_ORDER["gpus"], unwrapped=True, boxed=boxed),
+        fit_columns(health, width, DROP_ORDER["health"], boxed=boxed),
     ]
 
 

@@ -36,18 +36,24 @@ def column_widths(t: Table, flexible_at_floor: bool = False) -> list[int]:
     return widths
 
 
-def natural_width(t: Table, flexible_at_floor: bool = True) -> int:
-    """Characters the table needs on one line (columns and the gaps between them)."""
+def natural_width(t: Table, flexible_at_floor: bool = True, boxed: bool = False) -> int:
+    """Characters the table needs on one line: columns and the gaps between them, or (``boxed``) the
+    terminal renderer's box lines and one space of padding each side of every cell."""
     widths = column_widths(t, flexible_at_floor)
+    if boxed:
+        return sum(widths) + 3 * len(widths) + 1
     return sum(widths) + GAP * max(len(widths) - 1, 0)
 
 
-def fit_columns(t: Table, width: int, drop_order: Sequence[str], unwrapped: bool = False) -> Table:
+def fit_columns(
+    t: Table, width: int, drop_order: Sequence[str], unwrapped: bool = False, boxed: bool = False
+) -> Table:
     """``t`` without the columns of ``drop_order`` (first named, first dropped) it must lose to fit ``width``;
     columns not named are never dropped. The flexible column keeps its index meaning (it is re-pointed);
-    ``unwrapped``: it counts at full width (columns are dropped rather than wrap it, e.g. GPU names)."""
+    ``unwrapped``: it counts at full width (columns are dropped rather than wrap it, e.g. GPU names);
+    ``boxed``: widths as report/terminal.py draws tables (box lines), not as tui/frame.py does."""
     for name in drop_order:
-        if natural_width(t, flexible_at_floor=not unwrapped) <= width:
+        if natural_width(t, flexible_at_floor=not unwrapped, boxed=boxed) <= width:
             break
         if name not in t.columns:
             continue
