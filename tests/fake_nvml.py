@@ -53,14 +53,26 @@ class FakeNvml:
             return pynvml.c_nvmlUtilization_t(gpu=g["busy"], memory=g["memory_busy"])
 
         def memory(g, *version):
-            # used_gib is what the v1 call says (reserved included); the v2 call takes reserved_gib out
+            # used_gib is what the v2 call says (the driver's reserved_gib excluded); v1 counts both as used
             total, used = int(g["total_gib"] * GiB), int(g["used_gib"] * GiB)
-            if not version:
-                return pynvml.c_nvmlMemory_t(total=total, free=total - used, used=used)
             reserved = int(g.get("reserved_gib", 0.0) * GiB)
+            free = total - used - reserved
+            if not version:
+                return pynvml.c_nvmlMemory_t(total=total, free=free, used=used + reserved)
             return pynvml.c_nvmlMemory_v2_t(
-                version=version[0], total=total, reserved=reserved, free=total - used, used=used - reserved
+                version=version[0], total=total, reserved=reserved, free=free, used=used
             )
+
+        def field_values(g, ids):
+            values = (pynvml.c_nvmlFieldValue_t * len(ids))()
+            for value, field_id in zip(values, ids, strict=True):
+                value.fieldId, value.valueType = field_id, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                known = {pynvml.NVML_FI_DEV_MEMORY_TEMP: g["mem_temp_c"]}
+                value.nvmlReturn = (
+                    pynvml.NVML_SUCCESS if field_id in known else pynvml.NVML_ERROR_NOT_SUPPORTED
+                )
+                value.value.uiVal = int(known.get(field_id, 0))
+            return values
 
         def clock(g, kind, mx=False):
             key = ("sm" if kind == pynvml.NVML_CLOCK_SM else "mem") + ("_max_mhz" if mx else "_mhz")
@@ -147,6 +159,13 @@ class FakeNvml:
                 ],
             ),
             "nvmlDeviceGetGraphicsRunningProcesses": q("nvmlDeviceGetGraphicsRunningProcesses", lambda g: []),
+            "nvmlDeviceGetFieldValues": q("nvmlDeviceGetFieldValues", field_values),
+            "nvmlDeviceGetEncoderUtilization": q(
+                "nvmlDeviceGetEncoderUtilization", lambda g: [g["enc_dec_pct"][0], 167000]
+            ),
+            "nvmlDeviceGetDecoderUtilization": q(
+                "nvmlDeviceGetDecoderUtilization", lambda g: [g["enc_dec_pct"][1], 167000]
+            ),
         }
 
 

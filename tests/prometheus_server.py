@@ -45,16 +45,19 @@ def prometheus(
     web_config: Path | None = None,
     urlopen: Opener = urllib.request.urlopen,
     ready_within_s: float = 30,
+    rule_files: tuple[Path, ...] = (),
 ) -> Iterator[str]:
     """Run Prometheus scraping ``targets`` (host:port) and ``jobs`` (scrape configs) every second, served
-    with ``web_config`` (its --web.config.file); yields its URL (https with TLS), stops it after."""
+    with ``web_config`` (its --web.config.file) and evaluating ``rule_files`` every second; yields its URL
+    (https with TLS), stops it after."""
     binary = prometheus_binary()
     port = free_port()
     config = tmp / "prometheus.yml"
     config.write_text(
         json.dumps(  # JSON is YAML
             {
-                "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+                "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(f) for f in rule_files],
                 "scrape_configs": [
                     {"job_name": f"t{i}", "static_configs": [{"targets": [target]}]}
                     for i, target in enumerate(targets)

@@ -20,7 +20,8 @@ TOOLS = {"chromium": "chromium", "prometheus": "prometheus", "promtool": "promet
 USERS = {
     "chromium": "tests/report/test_browser_reports.py (HTML reports opened in a browser)",
     "prometheus": "tests/prometheus_server.py (fleet and exporter tests against a real Prometheus)",
-    "promtool": "benchmarks/monitor_fleet_speed.py (`make bench`: a week backfilled into a TSDB)",
+    "promtool": "tests/exporter/test_deploy_rules.py (promtool check/test rules on deploy/prometheus) and "
+    "benchmarks/monitor_fleet_speed.py (`make bench`: a week backfilled into a TSDB)",
     "openssl": "tests/self_signed.py (TLS certificates for the exporter tests)",
 }
 INSTALL = (

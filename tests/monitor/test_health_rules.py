@@ -37,7 +37,8 @@ def test_uncorrected_ecc_remaps_and_xids_are_findings_naming_the_counts():
         and "48 (double-bit ECC error)" in xid.summary
         and xid.metrics["xid_errors"] == [48, 48, 94]
     )
-    assert "gpu_ecc_corrected_storm" not in found and "gpu_pcie_replays" not in found
+    assert "gpu_ecc_corrected_storm" not in found  # 12 corrected since boot: no storm
+    assert "5,000" in found["gpu_pcie_replays"].summary or "5000" in found["gpu_pcie_replays"].summary
 
 
 def test_lifetime_uncorrected_ecc_alone_is_high():
@@ -86,15 +87,15 @@ def test_retired_pages_past_dcgms_hard_limit_mean_replace():
 
 def test_memory_used_comes_from_nvmls_v2_call_and_falls_back_to_v1():
     patched = fake_nvml("healthy_and_idle")
-    patched.fake.gpus[0].update(used_gib=41.0, reserved_gib=0.59)  # v1 says 41.0 GiB, nvitop 40.41
+    patched.fake.gpus[0].update(used_gib=41.0 - 0.59, reserved_gib=0.59)  # v1 says 41.0 GiB, nvitop 40.41
     with patched:
         sampler = GpuSampler()
         r = sampler.sample().gpus[0]
         sampler.close()
-    assert r.memory_used_bytes == int(41.0 * GiB) - int(0.59 * GiB)
+    assert r.memory_used_bytes == int((41.0 - 0.59) * GiB)
     assert r.memory_reserved_bytes == int(0.59 * GiB) and "memory_v2" not in r.not_available
     old = fake_nvml("healthy_and_idle")
-    old.fake.gpus[0].update(used_gib=41.0, reserved_gib=0.59)
+    old.fake.gpus[0].update(used_gib=41.0 - 0.59, reserved_gib=0.59)
     v1 = pynvml.nvmlDeviceGetMemoryInfo
 
     with old:
@@ -110,7 +111,7 @@ def test_memory_used_comes_from_nvmls_v2_call_and_falls_back_to_v1():
             r = sampler.sample().gpus[0]
             sampler.sample()
             sampler.close()
-    assert r.memory_used_bytes == int(41.0 * GiB) and r.memory_reserved_bytes is None
+    assert abs(r.memory_used_bytes - 41.0 * GiB) <= 1 and r.memory_reserved_bytes is None  # v1: reserved in
     assert "memory_v2" not in r.not_available
     v2_calls = [c for c in patched_v1.call_args_list if len(c.args) > 1]
     assert len(v2_calls) == 2  # asked once per GPU (two here), then v1 only

@@ -14,6 +14,7 @@ from gpuwise.errors import GpuwiseError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from gpuwise.exporter.dcgm_names import Naming
     from gpuwise.finops.analyze import Prices
     from gpuwise.monitor.recorder import ResilientSampler
     from gpuwise.monitor.sampler import Snapshot
@@ -154,13 +155,15 @@ def _live_or_snapshot(
             snap = sampler.sample(host)
             found = kpi.verdicts(snap, usd_per_gpu_hour)
             cost = kpi.cost(snap, found, usd_per_gpu_hour)
+            # only the terminal view fits the screen (Markdown and HTML keep every column)
+            width = console().width if not (as_markdown or html is not None) else None
             emit(
                 SnapshotResult(snap, found, cost).to_dict(),
                 "monitor",
                 as_json,
                 as_markdown=as_markdown,
                 html=html,
-                document=lambda: monitor_view.document(snap, found, cost),
+                document=lambda: monitor_view.document(snap, found, cost, width=width, boxed=True),
             )
             return
         from gpuwise.tui import live
@@ -184,31 +187,55 @@ def exporter(
             "basic_auth_users (bcrypt hashes).",
         ),
     ] = None,
+    names: Annotated[
+        str,
+        typer.Option(
+            "--names",
+            help="gpuwise (gpuwise_* names, base units) or dcgm (dcgm-exporter's DCGM_FI_DEV_* names, units "
+            "and labels, so its dashboards and alerts work).",
+        ),
+    ] = "gpuwise",
+    top_processes: Annotated[
+        int,
+        typer.Option(
+            "--top-processes",
+            help='pid series per GPU (largest GPU memory first); the rest are summed into pid="other".',
+        ),
+    ] = 5,
     as_json: JsonFlag = False,
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
 ) -> None:
     """Serve every GPU's readings to Prometheus at http://HOST:PORT/metrics until Ctrl-C.
 
-    --web-config adds TLS and basic auth. --json, --markdown and --html print the metric reference
-    (names, units, NVML source) instead.
+    --web-config adds TLS and basic auth; --names dcgm serves dcgm-exporter's metric names. --json,
+    --markdown and --html print the metric reference (names, units, NVML source) instead.
     """
-    import time
-
-    from gpuwise.exporter import scrape as prom
     from gpuwise.report import monitor_view
 
     one_format(as_json, as_markdown)
+    if names not in ("gpuwise", "dcgm"):
+        raise GpuwiseError(f"--names must be gpuwise or dcgm (got {names!r})")
     if as_json or as_markdown or html is not None:
         emit(
-            {"metrics": monitor_view.metric_reference()},
+            {"metrics": monitor_view.metric_reference(names)},
             "exporter_metrics",
             as_json,
             as_markdown=as_markdown,
             html=html,
-            document=monitor_view.metrics_document,
+            document=lambda: monitor_view.metrics_document(names),
         )
         return
+    _serve(listen, usd_per_gpu_hour, web_config, "dcgm" if names == "dcgm" else "gpuwise", top_processes)
+
+
+def _serve(
+    listen: str, usd_per_gpu_hour: float | None, web_config: str | None, naming: Naming, top_processes: int
+) -> None:
+    """Open NVML, serve /metrics until Ctrl-C (a warning when exposed without TLS or auth)."""
+    import time
+
+    from gpuwise.exporter import scrape as prom
     from gpuwise.exporter import web_config as web
 
     host = prom.parse_listen(listen)[0]
@@ -217,7 +244,7 @@ def exporter(
 
     sampler = GpuSampler()
     try:
-        server = prom.start(sampler, listen, usd_per_gpu_hour, config)
+        server = prom.start(sampler, listen, usd_per_gpu_hour, config, naming, top_processes)
         warning = web.exposure_warning(host, prom.is_loopback(host), config)
         if warning:
             typer.echo(f"gpuwise: warning: {warning}", err=True)

@@ -51,6 +51,7 @@ OPTION_LIMITS: dict[str, Limit] = {
     "doctor --steps": Limit(8, _MILLION, "steps"),
     "doctor --warmup": Limit(0, _MILLION, "steps"),
     "trace --top": Limit(1, 100, "kernels"),
+    "exporter --top-processes": Limit(0, 1000, "pid series per GPU"),
     "trace --rank": Limit(0, _MILLION),
     "loadtest --duration": Limit(0, _SECONDS_CAP, "seconds", open_low=True),
     "loadtest --timeout": Limit(0, _SECONDS_CAP, "seconds", open_low=True),

@@ -69,6 +69,11 @@ class GpuReading:
     mig_enabled: bool | None = None
     xid_errors: list[int] | None = None  # XID codes reported since the sampler started (NVML events)
     processes: list[GpuProcess] | None = None
+    # what dcgm-exporter's default counters also export (read by _exporter_fields)
+    memory_free_bytes: int | None = None  # total - used - reserved (NVML v2 memory info)
+    memory_temperature_c: float | None = None  # HBM temperature (field NVML_FI_DEV_MEMORY_TEMP)
+    encoder_busy_pct: float | None = None  # share of the encoder's sample period it was busy
+    decoder_busy_pct: float | None = None
     not_available: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -120,6 +125,7 @@ def read_gpu(nv: Any, handle: Any, reading: GpuReading, fields: FieldReader) -> 
     if mem is not None:
         reading.memory_used_bytes, reading.memory_total_bytes = int(mem.used), int(mem.total)
         reading.memory_reserved_bytes = int(mem.reserved) if v2 else None
+        reading.memory_free_bytes = int(mem.free)
     _clocks(nv, handle, reading, read)
     _power(nv, handle, reading, read)
     mask = read("throttle_reasons", lambda: clock_reasons(nv, handle))
@@ -129,6 +135,7 @@ def read_gpu(nv: Any, handle: Any, reading: GpuReading, fields: FieldReader) -> 
     mig = read("mig", lambda: nv.nvmlDeviceGetMigMode(handle))
     reading.mig_enabled = None if mig is None else bool(mig[0] == nv.NVML_DEVICE_MIG_ENABLE)
     reading.processes = read("processes", lambda: _processes(nv, handle))
+    _exporter_fields(nv, handle, reading, read)
     reading.not_available = dict(fields.not_available)
     return reading
 
@@ -196,6 +203,34 @@ def _pcie(nv: Any, h: Any, r: GpuReading, read: Any) -> None:
     rx = read("pcie_throughput", lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES))
     r.pcie_tx_bytes_per_s = None if tx is None else float(tx) * KIB
     r.pcie_rx_bytes_per_s = None if rx is None else float(rx) * KIB
+
+
+def _exporter_fields(nv: Any, h: Any, r: GpuReading, read: Any) -> None:
+    """Memory temperature, PCIe replays, encoder and decoder busy %: what dcgm-exporter's default
+    counters export beyond the fields above (reserved and free memory come with ``memory_info``)."""
+    temp = read("memory_temperature", lambda: _field_value(nv, h, nv.NVML_FI_DEV_MEMORY_TEMP))
+    r.memory_temperature_c = None if temp is None else float(temp)
+    if r.pcie_replays is None:  # unless the PCIe reads above took it already
+        r.pcie_replays = read("pcie_replays", lambda: int(nv.nvmlDeviceGetPcieReplayCounter(h)))
+    enc = read("encoder", lambda: nv.nvmlDeviceGetEncoderUtilization(h))
+    r.encoder_busy_pct = None if enc is None else float(enc[0])  # [busy %, sampling period µs]
+    dec = read("decoder", lambda: nv.nvmlDeviceGetDecoderUtilization(h))
+    r.decoder_busy_pct = None if dec is None else float(dec[0])
+
+
+def _field_value(nv: Any, h: Any, field_id: int) -> float:
+    """One NVML field value as a number; raises the field's own NVML error (not supported, ...)."""
+    value = nv.nvmlDeviceGetFieldValues(h, [field_id])[0]
+    if value.nvmlReturn != nv.NVML_SUCCESS:
+        raise nv.NVMLError(value.nvmlReturn)
+    kinds = {
+        nv.NVML_VALUE_TYPE_DOUBLE: "dVal",
+        nv.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+        nv.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+        nv.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+        nv.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+    }
+    return float(getattr(value.value, kinds.get(value.valueType, "uiVal")))
 
 
 def _processes(nv: Any, h: Any) -> list[GpuProcess]:

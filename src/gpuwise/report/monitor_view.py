@@ -13,11 +13,27 @@ from gpuwise.monitor.reading import GpuReading, HostReading
 from gpuwise.monitor.sampler import Snapshot
 from gpuwise.report.document import Document, KeyFigures, Note, Style, Table
 from gpuwise.report.findings import findings_blocks
+from gpuwise.report.table_fit import fit_columns
 from gpuwise.report.units import gib, usd
 
-__all__ = ["NA", "document", "host_only", "metric_reference", "metrics_document"]
+__all__ = [
+    "DROP_ORDER",
+    "NA",
+    "document",
+    "host_only",
+    "metric_reference",
+    "metrics_document",
+]
 
 NA = "n/a"
+# Columns given up, first named first, when a table is wider than the screen (`document(width=...)`, the
+# live view): GPU index, name (with LOST and MIG), busy %, memory, power and temperature are never dropped;
+# nor the health table's GPU, clock reasons and memory errors, nor the processes' GPU, pid and memory.
+DROP_ORDER: dict[str, tuple[str, ...]] = {
+    "gpus": ("mem MHz", "headroom", "SM MHz"),
+    "health": ("energy kWh", "PCIe tx/rx GB/s", "PCIe"),
+    "processes": ("SM %", "user", "process"),
+}
 
 
 def _of(value: float | None, limit: float | None, unit: str = "") -> str:
@@ -100,8 +116,17 @@ def _style(v: GpuVerdict, r: GpuReading) -> Style:
     return "warn" if v.breaches else ""
 
 
-def document(snapshot: Snapshot, found: list[GpuVerdict], cost: Cost, details: bool = True) -> Document:
-    """The snapshot view; ``details=False`` (the live view) leaves out the findings' full text."""
+def document(
+    snapshot: Snapshot,
+    found: list[GpuVerdict],
+    cost: Cost,
+    details: bool = True,
+    width: int | None = None,
+    boxed: bool = False,
+) -> Document:
+    """The snapshot view; ``details=False`` (the live view) leaves out the findings' full text; ``width``
+    (characters) drops columns in DROP_ORDER's order until each table fits, laid out by the live view
+    (tui/frame.py) or, ``boxed``, by the terminal renderer (`--once` on a terminal)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.time_unix_s))
     doc = Document(
         f"gpuwise monitor — {snapshot.hostname}",
@@ -111,20 +136,19 @@ def document(snapshot: Snapshot, found: list[GpuVerdict], cost: Cost, details: b
     breaches = sum(len(v.breaches) for v in found)
     doc.add(_figures(len(gpus), breaches, cost))
     if gpus:
-        doc.add(*_gpu_tables(gpus, found))
+        doc.add(*_gpu_tables(gpus, found, width, boxed))
     rows = [[str(v.index), b.kpi, b.text, b.finding_id] for v in found for b in v.breaches]
     if rows:
         doc.add(Table(["GPU", "KPI", "outside the KPI", "finding"], rows, caption="KPI breaches", flexible=2))
     procs = _process_rows(gpus)
     if procs:
-        doc.add(
-            Table(
-                ["GPU", "pid", "user", "process", "GPU memory GiB", "SM %"],
-                procs,
-                caption="Processes",
-                flexible=3,
-            )
+        table = Table(
+            ["GPU", "pid", "user", "process", "GPU memory GiB", "SM %"],
+            procs,
+            caption="Processes",
+            flexible=3,
         )
+        doc.add(table if width is None else fit_columns(table, width, DROP_ORDER["processes"], boxed=boxed))
     if snapshot.host is not None:
         doc.add(_host(snapshot.host))
     if details:
@@ -149,10 +173,12 @@ def _figures(gpus: int, breaches: int, cost: Cost) -> KeyFigures:
     return KeyFigures(figures, caption=f"price: {cost.price_source}")
 
 
-def _gpu_tables(gpus: list[GpuReading], found: list[GpuVerdict]) -> list[Table]:
+def _gpu_tables(
+    gpus: list[GpuReading], found: list[GpuVerdict], width: int | None, boxed: bool = False
+) -> list[Table]:
     """One row per GPU: readings (busy, memory, clocks, power, temperature), then health (clock
-    reasons, PCIe link and traffic, memory errors, energy)."""
-    return [
+    reasons, PCIe link and traffic, memory errors, energy); fitted to ``width`` when given."""
+    tables = [
         Table(
             ["GPU", "name", "busy %", "memory GiB", "headroom", "SM MHz", "mem MHz", "power W", "°C"],
             [_gpu_row(r) for r in gpus],
@@ -166,6 +192,13 @@ def _gpu_tables(gpus: list[GpuReading], found: list[GpuVerdict]) -> list[Table]:
             caption="Health (clock reasons decoded from NVML; energy since the driver loaded)",
             flexible=1,
         ),
+    ]
+    if width is None:
+        return tables
+    gpu_table, health = tables
+    return [
+        fit_columns(gpu_table, width, DROP_ORDER["gpus"], unwrapped=True, boxed=boxed),
+        fit_columns(health, width, DROP_ORDER["health"], boxed=boxed),
     ]
 
 
@@ -192,9 +225,12 @@ def _host(h: HostReading) -> KeyFigures:
     return KeyFigures([("CPU", _pct(h.cpu_pct)), ("memory GiB", memory)], caption="Host")
 
 
-def metric_reference() -> list[dict[str, str]]:
-    """Every metric `gpuwise exporter` serves: name, type, help, NVML source, extra labels."""
-    from gpuwise.exporter.scrape import LABELLED, LABELS, METRICS
+def metric_reference(naming: str = "gpuwise") -> list[dict[str, str]]:
+    """Every metric `gpuwise exporter` serves: name, type, help, NVML source, extra labels; ``naming="dcgm"``
+    (``--names dcgm``): the DCGM fields first (source: the native metric they equal), then the native
+    metrics no DCGM field replaces, all with dcgm-exporter's labels."""
+    from gpuwise.exporter.dcgm_names import DCGM_FIELDS, DCGM_LABELS
+    from gpuwise.exporter.scrape import DCGM_COVERED, LABELLED, LABELS, METRICS
 
     def name(base: str, kind: str) -> str:
         return f"gpuwise_{base}" + ("_total" if kind == "counter" else "")
@@ -207,17 +243,25 @@ def metric_reference() -> list[dict[str, str]]:
         {"name": name(n, k), "type": k, "help": h, "source": src, "labels": ", ".join(extra)}
         for n, k, h, src, extra in LABELLED
     ]
+    base = ", ".join(LABELS)
+    if naming == "dcgm":
+        covered = {n.removesuffix("_total") for n in DCGM_COVERED}
+        rows = [r for r in rows if r["name"].removesuffix("_total") not in covered]
+        rows = [
+            {"name": f.name, "type": f.type, "help": f.help, "source": f"= {f.native}", "labels": ""}
+            for f in DCGM_FIELDS
+        ] + rows
+        base = ", ".join(DCGM_LABELS)
     for row in rows:
-        row["labels"] = ", ".join(filter(None, [", ".join(LABELS), row["labels"]]))
+        row["labels"] = ", ".join(filter(None, [base, row["labels"]]))
     return rows
 
 
-def metrics_document() -> Document:
+def metrics_document(naming: str = "gpuwise") -> Document:
     """`gpuwise exporter --json` (or --markdown, --html): every metric's Prometheus name, type,
-    meaning, NVML source and labels."""
-    doc = Document(
-        "gpuwise exporter metrics", subtitle="Prometheus names, base units; n/a fields are left out"
-    )
-    rows = [[m["name"], m["type"], m["help"], m["source"], m["labels"]] for m in metric_reference()]
+    meaning, NVML source and labels (``naming="dcgm"``: as `--names dcgm` serves them)."""
+    units = "dcgm-exporter names and units" if naming == "dcgm" else "Prometheus names, base units"
+    doc = Document("gpuwise exporter metrics", subtitle=f"{units}; n/a fields are left out")
+    rows = [[m["name"], m["type"], m["help"], m["source"], m["labels"]] for m in metric_reference(naming)]
     doc.add(Table(["metric", "type", "meaning", "NVML source", "labels"], rows, flexible=2))
     return doc

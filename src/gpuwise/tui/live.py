@@ -1,7 +1,9 @@
-"""The live loop of `gpuwise monitor`: sample, build the snapshot document, redraw it with Rich Live.
+"""The live loop of `gpuwise monitor`: sample, build the snapshot document, redraw it in place.
 
-The document is rendered by report/terminal.py into a buffer the width of the screen and shown as one
-Rich renderable, so the live view and `--once` draw the same thing. Ctrl-C ends it; so does `q` when
+The same document as `--once`, fitted to the screen's width (columns dropped in monitor_view.DROP_ORDER's
+order) and drawn by tui/frame.py as plain lines with ANSI styles: the cursor goes home, each line
+overwrites the last frame's and the rest of the screen is cleared, so nothing flickers and a frame costs
+a few ms of CPU (Rich's table layout cost ~30 ms a frame, issue 30). Ctrl-C ends it; so does `q` when
 stdin is a terminal (read in cbreak mode, restored on exit).
 """
 
@@ -16,12 +18,11 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.live import Live
-from rich.text import Text
 
 from gpuwise.monitor import kpi
 from gpuwise.monitor.sampler import GpuSampler, Snapshot
-from gpuwise.report import monitor_view, terminal
+from gpuwise.report import monitor_view
+from gpuwise.tui import frame
 
 if TYPE_CHECKING:
     from gpuwise.monitor.recorder import ResilientSampler
@@ -33,8 +34,9 @@ def rendered(
     host: bool,
     usd_per_gpu_hour: float | None,
     on_sample: Callable[[Snapshot], object] | None = None,
-) -> Text:
-    """Take one sample and render the monitor document into ANSI text the width of ``doc_console``.
+) -> list[str]:
+    """Take one sample and lay the monitor document out as lines the width of ``doc_console`` (ANSI
+    styles on a terminal).
 
     ``on_sample`` receives the snapshot first (``--record`` writes the same sample the screen shows);
     ``usd_per_gpu_hour`` (None: no cost line) prices the snapshot.
@@ -43,13 +45,22 @@ def rendered(
     if on_sample is not None:  # `--record` with the live view: the recorder writes the same sample
         on_sample(snap)
     found = kpi.verdicts(snap, usd_per_gpu_hour)
-    doc = monitor_view.document(snap, found, kpi.cost(snap, found, usd_per_gpu_hour), details=False)
-    buffer = io.StringIO()
-    out = Console(
-        file=buffer, width=doc_console.width, force_terminal=doc_console.is_terminal, color_system="standard"
-    )
-    terminal.render(out, doc)
-    return Text.from_ansi(buffer.getvalue())
+    width = doc_console.width
+    cost = kpi.cost(snap, found, usd_per_gpu_hour)
+    doc = monitor_view.document(snap, found, cost, details=False, width=width)
+    return frame.lines(doc, width, color=doc_console.is_terminal and not doc_console.no_color)
+
+
+def _draw(console: Console, lines: list[str], first: bool) -> None:
+    """One frame: on a terminal in place (cursor home, lines cropped to the screen's height, the rest
+    cleared); elsewhere appended, one frame after the other."""
+    out = console.file
+    if console.is_terminal:
+        shown = lines[: max(console.height - 1, 1)]
+        out.write(("\x1b[2J" if first else "") + "\x1b[H" + "\x1b[K\n".join(shown) + "\x1b[K\n\x1b[J")
+    else:
+        out.write("\n".join(lines) + "\n\n")
+    out.flush()
 
 
 @contextlib.contextmanager
@@ -93,11 +104,13 @@ def run(
 ) -> int:
     """Redraw every ``interval_s`` until q, Ctrl-C or ``refreshes`` redraws; returns the redraws made."""
     done = 0
-    with _keys() as keys, Live(console=console, auto_refresh=False, transient=False) as live:
+    if console.is_terminal:
+        console.file.write("\x1b[?25l")  # hide the cursor while drawing
+    with _keys() as keys:
         try:
             while refreshes is None or done < refreshes:
                 started = time.monotonic()
-                live.update(rendered(console, sampler, host, usd_per_gpu_hour, on_sample), refresh=True)
+                _draw(console, rendered(console, sampler, host, usd_per_gpu_hour, on_sample), done == 0)
                 done += 1
                 if refreshes is not None and done >= refreshes:
                     break
@@ -105,6 +118,10 @@ def run(
                     break
         except KeyboardInterrupt:
             pass
+        finally:
+            if console.is_terminal:
+                console.file.write("\x1b[?25h")
+                console.file.flush()
     return done
 
 
