@@ -195,6 +195,7 @@ def test_runtime_calls_get_their_role(call, role):
 def test_every_row_is_valid_and_names_its_source():
     rows = list(csv.DictReader((REPO / "src/gpuwise/trace/data/kernel_taxonomy.csv").open(encoding="utf-8")))
     assert len(rows) == len(entries()) > 40
+    assert all(e.pattern.pattern == e.regex for e in entries())  # every pattern compiles
     assert all(r["source"].strip() and r["library"].strip() for r in rows if r["kind"] != "precision")
     assert {r["category"] for r in rows if r["kind"] == "kernel"} == set(KERNEL_CATEGORIES)
     # every kernel row recognises at least one of the real names above (no dead rows)

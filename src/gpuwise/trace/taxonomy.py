@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Literal, get_args
 
@@ -72,15 +72,20 @@ class TaxonomyEntry:
 
     kind: str  # kernel, precision or api
     category: str  # kernel category, precision or API role
-    pattern: re.Pattern[str]
+    regex: str
     library: str
     precision: str  # kernel rows: "" (the precision rows decide) or a rule ("tensile")
     source: str
 
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled pattern (case-insensitive), on first use: a run compiles only what it reads."""
+        return re.compile(self.regex, re.I)
+
 
 @lru_cache(maxsize=1)
 def entries() -> tuple[TaxonomyEntry, ...]:
-    """Every row of the bundled taxonomy, in file order (patterns compiled, case-insensitive)."""
+    """Every row of the bundled taxonomy, in file order (each pattern compiled on first use)."""
     text = resources.files("gpuwise.trace").joinpath("data").joinpath(_DATA).read_text(encoding="utf-8")
     out = []
     for row in csv.DictReader(text.splitlines()):
@@ -94,14 +99,7 @@ def entries() -> tuple[TaxonomyEntry, ...]:
         if not row["source"].strip():
             raise ValueError(f"{_DATA}: the row for {row['pattern']!r} names no source")
         out.append(
-            TaxonomyEntry(
-                kind,
-                category,
-                re.compile(row["pattern"], re.I),
-                row["library"],
-                row["precision"],
-                row["source"],
-            )
+            TaxonomyEntry(kind, category, row["pattern"], row["library"], row["precision"], row["source"])
         )
     return tuple(out)
 
@@ -115,9 +113,9 @@ def _kernel_runs() -> tuple[tuple[str, re.Pattern[str]], ...]:
         if e.kind != "kernel":
             continue
         if runs and runs[-1][0] == e.category:
-            runs[-1][1].append(e.pattern.pattern)
+            runs[-1][1].append(e.regex)
         else:
-            runs.append((e.category, [e.pattern.pattern]))
+            runs.append((e.category, [e.regex]))
     return tuple((cat, re.compile("|".join(f"(?:{p})" for p in pats), re.I)) for cat, pats in runs)
 
 
@@ -179,8 +177,11 @@ def _tensile_precision(name: str) -> str | None:
 def matmul_precision(name: str) -> str | None:
     """The precision a matmul/convolution kernel's name shows (fp4, fp8, int8, int4, bf16, tf32,
     fp16, fp32, fp64), None when the name says nothing; only the first NAME_READ_CHARS are read."""
-    entry = kernel_entry(name)
-    if entry is not None and entry.precision == "tensile":
+    head = without_parameters(name)
+    rule = next(
+        (e.precision for e in entries() if e.kind == "kernel" and e.precision and e.pattern.search(head)), ""
+    )
+    if rule == "tensile":
         return _tensile_precision(name)
     text = name[:NAME_READ_CHARS]
     return next((e.category for e in entries() if e.kind == "precision" and e.pattern.search(text)), None)
