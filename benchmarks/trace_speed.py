@@ -18,7 +18,14 @@ checkout (tests/README.md), checked against tests/data/third_party.csv; without 
 and the script exits 0.
     python benchmarks/trace_speed.py --parsers FILE   # the parser candidates measured for ARCHITECTURE.md
 
-LAST line: {"speedup_vs_hta": X, "peak_rss_over_trace_size": Y, "peak_rss_over_trace_size_repeated_ids": Z}
+Wall-to-wall (issue #26), interpreter start included for both: every reference trace of at least
+--wall-min-mb (default 10) MB of JSON through the real CLI (`python -m gpuwise trace FILE --json`, the
+whole report) and through HTA in a fresh process (import, load, temporal and idle breakdown);
+`--wall-only` runs just this part. Target: >= 10x from 10 MB up. The CLI runs with bytecode caching
+(PYTHONPYCACHEPREFIX under /tmp) as an installed package does, whatever PYTHONDONTWRITEBYTECODE says.
+
+LAST line: {"speedup_vs_hta": X, "peak_rss_over_trace_size": Y, "peak_rss_over_trace_size_repeated_ids": Z,
+            "wall_to_wall_min_speedup": W, "wall_peak_rss_over_trace_size": R}
   X = gpuwise MB/s / HTA MB/s over every trace both analyzed (uncompressed JSON bytes / CPU seconds of
       load + analysis; wall-time ratios are printed beside it);
   Y = gpuwise peak RSS / uncompressed size of the synthetic trace (fresh correlation ids per copy);
@@ -292,6 +299,68 @@ def measure_parsers(path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- main
+def run_cli(path: Path) -> dict:
+    """`python -m gpuwise trace FILE --json` in a fresh process: wall seconds and its own peak RSS
+    (bytes, from wait4); a first untimed run of `trace --help` writes the bytecode cache."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PYTHONPYCACHEPREFIX": "/tmp/gpuwise-bench-pycache"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([sys.executable, "-m", "gpuwise", "trace", "--help"], capture_output=True, env=env)
+    with tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuwise", "trace", str(path), "--json"],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            return {"error": err.read().decode(errors="replace").strip()[:160]}
+    return {"wall_s": wall, "peak_rss_bytes": usage.ru_maxrss * 1024}
+
+
+def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float | None, float | None]:
+    """Every reference trace of at least --wall-min-mb MB of JSON through the CLI and through HTA,
+    wall to wall; returns (smallest speed-up, largest gpuwise peak RSS / trace size)."""
+    sized = [(len(_read_json_bytes(args.root / rel)), rel) for rel in files]
+    chosen = sorted((size, rel) for size, rel in sized if size >= args.wall_min_mb * 1e6)
+    if not chosen:
+        return None, None
+    print(f"\nwall to wall, interpreter start included, traces of {args.wall_min_mb:g} MB of JSON and more:")
+    print(f"{'trace':62} {'MB':>6} | {'gpuwise s':>9} {'RSS MB':>6} | {'HTA s':>7} | {'speed-up':>8}")
+    speedups, rss_ratios = [], []
+    for size, rel in chosen:
+        gw = run_cli(args.root / rel)
+        hta = run_child(hta_python, "hta", args.root / rel, timeout=args.hta_timeout) if hta_python else None
+        if "error" in gw:
+            print(f"{rel[-62:]:62} {size / 1e6:6.1f} | gpuwise failed: {gw['error']}")
+            continue
+        rss = gw["peak_rss_bytes"]
+        if rss:
+            rss_ratios.append(rss / size)
+        hta_ok = hta is not None and "error" not in hta
+        speed = hta["wall_s"] / gw["wall_s"] if hta_ok else None
+        if speed is not None:
+            speedups.append(speed)
+        print(
+            f"{rel[-62:]:62} {size / 1e6:6.1f} | {gw['wall_s']:9.2f} "
+            f"{rss / 1e6 if rss else float('nan'):6.0f} | "
+            f"{hta['wall_s'] if hta_ok else float('nan'):7.2f} | {f'{speed:.1f}×' if speed else '—':>8}",
+            flush=True,
+        )
+    if speedups:
+        low, high = min(speedups), max(speedups)
+        print(f"  wall-to-wall speed-up over {len(speedups)} traces: min {low:.1f}×, max {high:.1f}×")
+    return (min(speedups) if speedups else None), (max(rss_ratios) if rss_ratios else None)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
 def fmt_rate(nbytes: float, seconds: float | None) -> str:
     return "—" if not seconds else f"{nbytes / 1e6 / seconds:7.1f}"
 
@@ -329,6 +398,10 @@ def main() -> int:
     )
     ap.add_argument("--hta-timeout", type=float, default=1800.0)
     ap.add_argument("--keep", action="store_true", help="keep the synthetic trace")
+    ap.add_argument(
+        "--wall-min-mb", type=float, default=10.0, help="smallest trace (MB of JSON) timed wall to wall"
+    )
+    ap.add_argument("--wall-only", action="store_true", help="only the wall-to-wall comparison")
     args = ap.parse_args()
 
     if args.child:
@@ -359,6 +432,18 @@ def main() -> int:
         f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
         f"HTA: {hta_python or 'not available'}"
     )
+    wall_speedup, wall_rss = wall_to_wall(args, files, hta_python)
+    if args.wall_only:
+        print(f"  load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+        print(
+            json.dumps(
+                {
+                    "wall_to_wall_min_speedup": _round(wall_speedup),
+                    "wall_peak_rss_over_trace_size": _round(wall_rss),
+                }
+            )
+        )
+        return 0
     print(
         f"{'trace':62} {'MB':>7} | {'gpuwise MB/s':>12} {'RSS MB':>7} | "
         f"{'HTA MB/s':>9} {'RSS MB':>7} | {'speed-up':>8}"
@@ -449,6 +534,8 @@ def main() -> int:
                 "peak_rss_over_trace_size_repeated_ids": (
                     round(ratios["repeated"], 3) if "repeated" in ratios else None
                 ),
+                "wall_to_wall_min_speedup": _round(wall_speedup),
+                "wall_peak_rss_over_trace_size": _round(wall_rss),
             }
         )
     )

@@ -2,39 +2,42 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import typer
 import typer.main
 
 from gpuwise._version import __version__
-from gpuwise.cli import (
-    bench_cmd,
-    catalog_cmd,
-    cost_cmd,
-    lint_cmd,
-    loadtest_cmd,
-    memory_cmd,
-    monitor_cmd,
-    options,
-    plan_cmd,
-    profile_cmd,
-    trace_cmd,
-    tune_cmd,
-)
+from gpuwise.cli import options
 from gpuwise.errors import GpuwiseError
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "build_app", "main"]  # and `app`, built on first access (module __getattr__)
 
-app = typer.Typer(
-    name="gpuwise",
-    help="Find where your AI workload loses time and memory, fix it, then pick the GPU that fits.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
+# Every command registers here, in this one style and in the order `gpuwise --help` lists them:
+# (name, module in gpuwise.cli, attribute, "command" or "group" (a Typer sub-app), profile-style context).
+# The modules are imported only for the commands a run needs: `gpuwise trace ...` does not import the
+# planner, the catalog or the diagnosis engine just to register their commands (start-up time).
+COMMANDS: tuple[tuple[str, str, str, str, bool], ...] = (
+    ("gpus", "catalog_cmd", "gpus", "command", False),
+    ("models", "catalog_cmd", "models", "command", False),
+    ("memory", "memory_cmd", "memory", "command", False),
+    ("fit", "memory_cmd", "fit", "command", False),
+    ("plan", "plan_cmd", "plan", "command", False),
+    ("cost", "cost_cmd", "cost", "command", False),
+    ("profile", "profile_cmd", "profile", "command", True),
+    ("doctor", "profile_cmd", "doctor", "command", False),
+    ("runs", "profile_cmd", "runs_app", "group", False),
+    ("trace", "trace_cmd", "trace", "command", False),
+    ("lint", "lint_cmd", "lint", "command", False),
+    ("loadtest", "loadtest_cmd", "loadtest", "command", False),
+    ("monitor", "monitor_cmd", "monitor_app", "group", False),
+    ("exporter", "monitor_cmd", "exporter", "command", False),
+    ("bench", "bench_cmd", "bench", "command", False),
+    ("tune", "tune_cmd", "tune", "command", True),
 )
+_GLOBAL_VALUE_OPTIONS = ("--gpus-file", "--models-file")
 
 _state = {"debug": False}
 
@@ -55,7 +58,6 @@ def _add_catalog_file(kind: str, path: str | None) -> None:
     os.environ[var] = os.pathsep.join(filter(None, [os.environ.get(var, ""), path]))
 
 
-@app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
     version: bool = typer.Option(
@@ -73,23 +75,55 @@ def _root(
     _add_catalog_file("models", models_file)
 
 
-# Every command registers here, in this one style and in the order `gpuwise --help` lists them.
-app.command("gpus")(catalog_cmd.gpus)
-app.command("models")(catalog_cmd.models)
-app.command("memory")(memory_cmd.memory)
-app.command("fit")(memory_cmd.fit)
-app.command("plan")(plan_cmd.plan)
-app.command("cost")(cost_cmd.cost)
-app.command("profile", context_settings=profile_cmd.PROFILE_CONTEXT)(profile_cmd.profile)
-app.command("doctor")(profile_cmd.doctor)
-app.add_typer(profile_cmd.runs_app, name="runs")
-app.command("trace")(trace_cmd.trace)
-app.command("lint")(lint_cmd.lint)
-app.command("loadtest")(loadtest_cmd.loadtest)
-app.add_typer(monitor_cmd.monitor_app, name="monitor")
-app.command("exporter")(monitor_cmd.exporter)
-app.command("bench")(bench_cmd.bench)
-app.command("tune", context_settings=profile_cmd.PROFILE_CONTEXT)(tune_cmd.tune)
+def build_app(only: str | None = None) -> typer.Typer:
+    """The Typer app with every command, or with the one command `only` (what a run of it needs)."""
+    built = typer.Typer(
+        name="gpuwise",
+        help="Find where your AI workload loses time and memory, fix it, then pick the GPU that fits.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="rich",
+        context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
+    )
+    built.callback()(_root)
+    for name, module_name, attribute, kind, profile_context in COMMANDS:
+        if only is not None and name != only:
+            continue
+        module = importlib.import_module(f"gpuwise.cli.{module_name}")
+        target = getattr(module, attribute)
+        if kind == "group":
+            built.add_typer(target, name=name)
+        elif profile_context:
+            context = importlib.import_module("gpuwise.cli.profile_cmd").PROFILE_CONTEXT
+            built.command(name, context_settings=context)(target)
+        else:
+            built.command(name)(target)
+    return built
+
+
+def _command_named(argv: list[str]) -> str | None:
+    """The subcommand the arguments name (after the global options), if it is one of COMMANDS."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in _GLOBAL_VALUE_OPTIONS:
+            i += 2
+            continue
+        if arg.startswith("-"):
+            i += 1
+            continue
+        return arg if any(arg == c[0] for c in COMMANDS) else None
+    return None
+
+
+def __getattr__(name: str) -> Any:
+    """`app`, the full command tree, is built on first use (tests and documentation import it)."""
+    if name == "app":
+        built = build_app()
+        globals()["app"] = built
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _click_error(err: Exception) -> int:
@@ -110,7 +144,10 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         # Outside standalone mode click returns the code of `typer.Exit(code)` instead of exiting.
-        command = options.install(typer.main.get_command(app))  # numbers, paths, metavars: cli/options.py
+        args = argv if argv is not None else sys.argv[1:]
+        # Once `app` is built (imported by a test or a plug-in), it is the tree; else only what the run needs.
+        tree = globals().get("app") or build_app(_command_named(args))
+        command = options.install(typer.main.get_command(tree))  # numbers, paths, metavars: cli/options.py
         code = command.main(args=argv, standalone_mode=False, prog_name="gpuwise")
         if isinstance(code, int) and code:
             sys.exit(code)

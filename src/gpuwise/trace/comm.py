@@ -14,8 +14,8 @@ import numpy as np
 
 from gpuwise.trace.breakdown import merge_intervals
 from gpuwise.trace.hta_selection import unique_rows
-from gpuwise.trace.kernels import COMM_BEYOND_HTA, NAME_READ_CHARS
 from gpuwise.trace.table import EventTable, distinct
+from gpuwise.trace.taxonomy import kernel_category
 
 __all__ = ["CommStats", "comm_stats", "comm_types", "overlap_length"]
 
@@ -65,12 +65,13 @@ def overlap_length(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, 
 
 
 def comm_types(t: EventTable, hta_types: np.ndarray) -> np.ndarray:
-    """HTA's kernel types with the communication kernels its `^nccl.*Kernel` misses (DeepEP,
-    NVSHMEM, MSCCL, all-to-all) counted as communication: for gpuwise's own communication analysis,
+    """HTA's kernel types with the communication kernels its `^nccl.*Kernel` misses (the taxonomy's
+    communication rows: DeepEP, NVSHMEM, MSCCL++, multimem, custom all-reduce, all-to-all) counted
+    as communication: for gpuwise's own communication analysis,
     while the HTA columns keep HTA's types."""
     out = hta_types.copy()
     for code in distinct(t.name[t.stream != -1]).tolist():
-        if out[code] != 1 and COMM_BEYOND_HTA.search(t.name_of(code), 0, NAME_READ_CHARS):
+        if out[code] != 1 and kernel_category(t.name_of(code)) == "communication":
             out[code] = 1
     return out
 

@@ -19,14 +19,11 @@ from gpuwise.trace.hta_selection import unique_rows
 from gpuwise.trace.kernels import KERNEL_CATS
 from gpuwise.trace.steps import Steps, cpu_complete_events, in_steps
 from gpuwise.trace.table import EventTable
+from gpuwise.trace.taxonomy import HOST_BLOCKING_ROLES, api_role
 
 __all__ = ["RUNTIME_CATS", "LaunchStats", "SyncStats", "launch_stats", "sync_stats"]
 
 RUNTIME_CATS = ("cuda_runtime", "Runtime", "cuda_driver", "mtia_runtime")
-_SYNC_RE = re.compile(
-    r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|Memcpy2D|Memcpy3D|MemcpyFromSymbol|MemcpyToSymbol)$"
-    r"|^cu(CtxSynchronize|StreamSynchronize|EventSynchronize|Memcpy[A-Za-z0-9]*?)(_v2)?$"
-)
 _LAUNCH_RE = re.compile(r"Launch|launch")
 
 
@@ -88,9 +85,10 @@ class LaunchStats:
 
 
 def sync_stats(t: EventTable, steps: Steps) -> SyncStats:
-    """Synchronizing runtime calls (cudaDeviceSynchronize, cudaStreamSynchronize, blocking
-    cudaMemcpy, ...) inside the steps, or over the trace when it has no ProfilerStep."""
-    codes = t.name_codes(lambda s: bool(_SYNC_RE.match(s)))
+    """Synchronizing runtime calls (the taxonomy's host-blocking roles: cudaDeviceSynchronize,
+    cudaStreamSynchronize, blocking cudaMemcpy, hipMemcpyWithStream, ...) inside the steps, or over
+    the trace when it has no ProfilerStep."""
+    codes = t.name_codes(lambda s: api_role(s) in HOST_BLOCKING_ROLES)
     rows = np.flatnonzero(t.name_mask(codes) & t.cat_mask(*RUNTIME_CATS) & cpu_complete_events(t))
     scope = "trace"
     if steps.count:

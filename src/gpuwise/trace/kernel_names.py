@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from gpuwise.trace.kernels import NAME_READ_CHARS, short_name
+from gpuwise.trace.kernels import short_name
+from gpuwise.trace.taxonomy import NAME_READ_CHARS
 
 __all__ = ["distinct_short_names", "template_args"]
 

@@ -1,12 +1,13 @@
 """What the device spent its time on: kernel categories, top kernels, matmul precision.
 
-Categories come from kernel names (cuBLAS/cuDNN/CUTLASS/Triton/NCCL naming conventions), so they
-work for any Kineto trace without the model's source. Names that match nothing stay ``other``.
+Categories come from kernel names through the sourced taxonomy (`trace.taxonomy`, one CSV row per
+library family: cuBLAS/cuBLASLt, Tensile, CUTLASS, Triton, FlashAttention, NCCL/RCCL, ...), so they
+work for any Kineto trace without the model's source. Names that match nothing are ``other``, and
+those above UNCLASSIFIED_KERNEL_PCT of device time are listed by name as unclassified.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,10 +15,16 @@ import numpy as np
 
 from gpuwise.trace.hta_selection import unique_rows
 from gpuwise.trace.table import EventTable, distinct
+from gpuwise.trace.taxonomy import (
+    NAME_READ_CHARS,
+    UNCLASSIFIED_KERNEL_PCT,
+    kernel_category,
+    matmul_precision,
+    without_parameters,
+)
 
 __all__ = [
     "CATEGORIES",
-    "COMM_BEYOND_HTA",
     "KERNEL_CATS",
     "MEMCPY_CATS",
     "MEMSET_CATS",
@@ -48,101 +55,13 @@ CATEGORIES = (
     "other",
 )
 
-# Communication kernels outside NCCL's naming: DeepEP's expert-parallel dispatch/combine/notify
-# (deepseek-ai/DeepEP: `deep_ep::internode::...`, `ep::intranode::...`), NVSHMEM, MSCCL, all-to-all.
-COMM_BEYOND_HTA = re.compile(r"deep_?ep::|\bep::(internode|intranode)::|nvshmem|msccl|all_?to_?all", re.I)
 
-_RULES: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "communication",
-        re.compile(
-            r"nccl|rccl|c10d::|AllReduce|AllGather|ReduceScatter|SendRecv|AllToAll|deep_?ep::"
-            r"|\bep::(internode|intranode)::|nvshmem|msccl|all_?to_?all",
-            re.I,
-        ),
-    ),
-    ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|mem_eff|xformers", re.I)),
-    (
-        "convolution",
-        re.compile(
-            r"conv|scudnn|cudnn::.*(wgrad|dgrad|fprop)|winograd|implicit_(convolve|gemm)|dgrad|wgrad|fft2d|fft_",
-            re.I,
-        ),
-    ),
-    (
-        "gemm",
-        re.compile(
-            r"gemm|gemv|matmul|cublas|cutlass|xmma|wgmma|\bmma|_mm_|triton_tem_fused.*mm|splitk", re.I
-        ),
-    ),
-    (
-        "reduction",
-        re.compile(
-            r"reduce|reduction|softmax|norm|\bbn_|_bn_|welford|sum_|argmax|argmin|nll_loss|cross_entropy|triton_(red|per)_|cub::",
-            re.I,
-        ),
-    ),
-    (
-        "elementwise",
-        re.compile(
-            r"elementwise|pointwise|triton_poi_|copy|fill|cat_?array|index|gather|scatter|relu|gelu|silu|sigmoid|tanh|add|mul|div|dropout|activation|where|clamp|pow|exp|transpose|permute",
-            re.I,
-        ),
-    ),
-]
-
-# Precision of matmul/convolution kernels from cuBLAS/cuDNN/CUTLASS names.
-_PRECISION_RULES: list[tuple[str, re.Pattern[str]]] = [
-    ("fp8", re.compile(r"fp8|e4m3|e5m2", re.I)),
-    ("int8", re.compile(r"int8|i8816|imma|s8s8|\bi8", re.I)),
-    ("bf16", re.compile(r"bf16|bfloat16", re.I)),
-    ("tf32", re.compile(r"tf32|tensorop_s1688|tensorop_s16816", re.I)),
-    (
-        "fp16",
-        re.compile(
-            r"fp16|f16|half|h884|h1688|h16816|hgemm|s884gemm|s1688gemm|s16816gemm|884cudnn|1688cudnn", re.I
-        ),
-    ),
-    ("fp32", re.compile(r"sgemm|scudnn|gemmSN|<float|float>|f32f32|sgemv|\bfloat\b", re.I)),
-]
-
-
-# Names are read up to this many characters: the longest in the public traces tested is 5,123 (a
-# templated kernel with its parameter list); a multi-megabyte name would cost seconds of regex work.
-NAME_READ_CHARS = 16384
-
-
-def without_parameters(name: str) -> str:
-    """The name and template arguments, not the parameter list: FBGEMM's embedding kernels take a
-    `fbgemm_gpu::FixedDivisor`, which must not make them GEMMs."""
-    text, depth = name[:NAME_READ_CHARS].replace("(anonymous namespace)", ""), 0
-    for i, ch in enumerate(text):
-        if ch == "<":
-            depth += 1
-        elif ch == ">" and depth:
-            depth -= 1
-        elif ch == "(" and depth == 0 and i:
-            return text[:i]
-    return text
-
-
-def kernel_category(name: str) -> str:
-    """The category a kernel's name puts it in (communication, attention, convolution, gemm,
-    ... by the first matching rule), else "other"; template parameters are ignored."""
-    head = without_parameters(name)
-    for category, pattern in _RULES:
-        if pattern.search(head):
-            return category
-    return "other"
-
-
-def matmul_precision(name: str) -> str | None:
-    """The precision a matmul/convolution kernel's name shows (fp8, int8, bf16, tf32, fp16,
-    fp32), None when the name says nothing; only the first NAME_READ_CHARS characters are read."""
-    for precision, pattern in _PRECISION_RULES:
-        if pattern.search(name, 0, NAME_READ_CHARS):
-            return precision
-    return None
+def category_by_code(t: EventTable, codes: np.ndarray) -> np.ndarray:
+    """Category index per name code, for the given codes (others stay 'other')."""
+    out = np.full(len(t.names), CATEGORIES.index("other"), dtype=np.int8)
+    for code in distinct(codes).tolist():
+        out[code] = CATEGORIES.index(kernel_category(t.name_of(code)))
+    return out
 
 
 def short_name(name: str, width: int = 70) -> str:
@@ -205,6 +124,8 @@ class KernelSummary:
     amp_ops_seen: bool  # autocast casts in the CPU ops: mixed precision is on
     notes: list[str] = field(default_factory=list)
     by_name_us: dict[str, float] = field(default_factory=dict)  # every device op's name -> time (µs)
+    # kernels no taxonomy row names, each above UNCLASSIFIED_KERNEL_PCT of device-op time: name, pct
+    unclassified: list[tuple[str, float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (per-name times are left out; the top kernels carry the detail)."""
@@ -221,6 +142,7 @@ class KernelSummary:
             "tiny_kernel_pct": None if self.tiny_kernel_pct is None else round(self.tiny_kernel_pct, 3),
             "amp_ops_seen": self.amp_ops_seen,
             "notes": self.notes,
+            "unclassified": [{"name": n, "pct": round(p, 3)} for n, p in self.unclassified],
         }
 
 
@@ -229,14 +151,6 @@ def device_op_rows(t: EventTable, rows: np.ndarray) -> np.ndarray:
     rows = unique_rows(rows)
     mask = t.cat_mask(*KERNEL_CATS, *MEMCPY_CATS, *MEMSET_CATS)
     return rows[mask[rows]]
-
-
-def category_by_code(t: EventTable, codes: np.ndarray) -> np.ndarray:
-    """Category index per name code, for the given codes (others stay 'other')."""
-    out = np.full(len(t.names), CATEGORIES.index("other"), dtype=np.int8)
-    for code in distinct(codes).tolist():
-        out[code] = CATEGORIES.index(kernel_category(t.name_of(code)))
-    return out
 
 
 def summarize_kernels(
@@ -282,6 +196,13 @@ def summarize_kernels(
             )
 
     precision_us, fp32_pct, notes = _precision(t, ops, dur, category)
+    unclassified = _unclassified(by_name_us, total)
+    if unclassified:
+        listed = "; ".join(f"{short_name(n, 60)} ({p:.1f} %)" for n, p in unclassified)
+        notes.append(
+            "kernels the taxonomy does not classify, "
+            f"over {UNCLASSIFIED_KERNEL_PCT:g} % of device time: {listed}"
+        )
     is_kernel = t.cat_mask(*KERNEL_CATS)[ops]
     kernel_dur = dur[is_kernel]
     tiny = 100.0 * float((kernel_dur < tiny_us).mean()) if kernel_dur.size else None
@@ -297,7 +218,23 @@ def summarize_kernels(
         bool(t.name_mask(amp_codes).any()),
         notes,
         by_name_us,
+        unclassified,
     )
+
+
+def _unclassified(by_name_us: dict[str, float], total_us: float) -> list[tuple[str, float]]:
+    """Kernels in no category (copies and memsets have theirs) above UNCLASSIFIED_KERNEL_PCT of the
+    device-op time, largest first, as (name, % of device-op time)."""
+    if total_us <= 0:
+        return []
+    out = [
+        (name, 100.0 * us / total_us)
+        for name, us in by_name_us.items()
+        if 100.0 * us / total_us > UNCLASSIFIED_KERNEL_PCT
+        and not name.startswith(("Memcpy", "Memset"))
+        and kernel_category(name) == "other"
+    ]
+    return sorted(out, key=lambda item: -item[1])
 
 
 def _precision(

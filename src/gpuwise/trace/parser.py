@@ -101,6 +101,7 @@ _CUT = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 _WS = b" \t\r\n"
+_WS_BYTES = frozenset(bytes([c]) for c in _WS)
 _NON_FINITE = re.compile(rb"NaN|Infinity")
 
 
@@ -260,17 +261,8 @@ def scan_elements(buf: bytes) -> tuple[np.ndarray, int | None]:
     """
     a = np.frombuffer(buf, dtype=np.uint8)
     quotes = np.flatnonzero(a == 0x22)
-    if quotes.size:
-        after_backslash = quotes[(quotes > 0) & (a[np.maximum(quotes - 1, 0)] == 0x5C)]
-        escaped = []
-        for q in after_backslash.tolist():
-            i = q - 1
-            while i >= 0 and a[i] == 0x5C:
-                i -= 1
-            if (q - 1 - i) % 2:
-                escaped.append(q)
-        if escaped:
-            quotes = np.setdiff1d(quotes, np.array(escaped, dtype=quotes.dtype), assume_unique=True)
+    if quotes.size and (a[np.maximum(quotes - 1, 0)] == 0x5C).any():
+        quotes = _unescaped(a, quotes)
     brackets = np.flatnonzero((a == 0x7B) | (a == 0x7D) | (a == 0x5B) | (a == 0x5D))
     brackets = brackets[(np.searchsorted(quotes, brackets) & 1) == 0]
     opening = (a[brackets] == 0x7B) | (a[brackets] == 0x5B)
@@ -281,6 +273,26 @@ def scan_elements(buf: bytes) -> tuple[np.ndarray, int | None]:
     if array_end is not None:
         ends = ends[ends < array_end]
     return ends, array_end
+
+
+def _lstrip_json_ws(buf: bytes) -> bytes:
+    """``buf`` without its leading JSON whitespace. bytes.lstrip() without arguments is several times
+    faster than with a set, but also strips \\v and \\f (not JSON whitespace): then the exact strip."""
+    rest = buf.lstrip()
+    n = len(buf) - len(rest)
+    if n and (buf.find(b"\x0b", 0, n) >= 0 or buf.find(b"\x0c", 0, n) >= 0):
+        return buf.lstrip(_WS)
+    return rest
+
+
+def _unescaped(a: np.ndarray, quotes: np.ndarray) -> np.ndarray:
+    """The quotes not escaped: those after an even run of backslashes (vectorized, linear)."""
+    is_bs = np.concatenate(([0], (a == 0x5C).view(np.int8), [0]))
+    run_starts = np.flatnonzero(np.diff(is_bs) == 1)  # index in `a` where each backslash run begins
+    after = quotes[(quotes > 0) & (a[np.maximum(quotes - 1, 0)] == 0x5C)]
+    start = run_starts[np.searchsorted(run_starts, after - 1, side="right") - 1]
+    escaped = after[(after - start) % 2 == 1]
+    return np.setdiff1d(quotes, escaped, assume_unique=True) if escaped.size else quotes
 
 
 class _StreamParser:
@@ -349,36 +361,44 @@ class _StreamParser:
         return table
 
     def _header(self) -> tuple[bytes, dict[str, Any] | None]:
-        """Read up to the events array; return the bytes after ``[`` and the keys seen before it."""
-        buf = b""
-        checked = 0
+        """Read up to the events array; return the bytes after ``[`` and the keys seen before it.
+
+        Linear in the input: leading whitespace is dropped as it arrives, the header is kept as a
+        list of chunks and the key is searched in each new chunk (plus the last 64 bytes before it).
+        """
+        parts: list[bytes] = []
+        size, tail = 0, b""
         while True:
             chunk = self._pull()
-            buf += chunk
-            stripped = buf.lstrip(_WS + b"\xef\xbb\xbf")
-            if not stripped:
-                if self.eof:
-                    raise GpuwiseError(
-                        f"{self.path}: the file is empty "
-                        "(a PyTorch profiler trace is a JSON object with 'traceEvents')"
-                    )
-                continue
-            lead = len(buf) - len(stripped)
-            first = stripped[:1]
-            if first == b"[":
-                return self._advance(buf, lead + 1), None
-            if first != b"{":
-                raise self._not_json(buf, lead)
-            for match in _EVENTS_KEY.finditer(buf, max(lead, checked - 64)):
+            if not parts:  # nothing but whitespace (and a byte-order mark) so far
+                stripped = _lstrip_json_ws(chunk).lstrip(_WS + b"\xef\xbb\xbf")
+                self.offset += len(chunk) - len(stripped)
+                chunk = stripped
+                if not chunk:
+                    if self.eof:
+                        raise GpuwiseError(
+                            f"{self.path}: the file is empty "
+                            "(a PyTorch profiler trace is a JSON object with 'traceEvents')"
+                        )
+                    continue
+                if chunk[:1] == b"[":
+                    return self._advance(chunk, 1), None
+                if chunk[:1] != b"{":
+                    raise self._not_json(chunk, 0)
+            parts.append(chunk)
+            window, base = tail + chunk, size - len(tail)
+            size += len(chunk)
+            for match in _EVENTS_KEY.finditer(window):
+                buf = b"".join(parts)
                 try:
-                    meta = orjson.loads(buf[lead : match.start()] + b'"traceEvents":null}')
+                    meta = orjson.loads(buf[: base + match.start()] + b'"traceEvents":null}')
                 except orjson.JSONDecodeError:
                     continue
                 meta.pop("traceEvents", None)
-                return self._advance(buf, match.end()), meta
-            checked = len(buf)
+                return self._advance(buf, base + match.end()), meta
+            tail = window[-64:]
             if self.eof:
-                return self._no_events(buf, lead)
+                return self._no_events(b"".join(parts), 0)
 
     def _not_json(self, buf: bytes, lead: int) -> GpuwiseError:
         sample = buf[lead : lead + 16]
@@ -409,14 +429,16 @@ class _StreamParser:
     def _events(self, buf: bytes) -> bytes:
         """Decode every event batch; return the bytes after the closing ``]``."""
         while True:
-            if (
-                self.after_element
-            ):  # the previous batch ended right after an event: drop the ',' that follows it
-                rest = buf.lstrip(_WS)
-                if rest.startswith(b","):
-                    buf = self._advance(buf, len(buf) - len(rest) + 1)
+            # Whitespace between events is dropped as it arrives: a buffer never grows on it.
+            if buf[:1] in _WS_BYTES:
+                rest = _lstrip_json_ws(buf)
+                self.offset += len(buf) - len(rest)
+                buf = rest
+            if self.after_element:  # the previous batch ended right after an event: drop its ','
+                if buf.startswith(b","):
+                    buf = self._advance(buf, 1)
                     self.after_element = False
-                elif rest or self.eof:
+                elif buf or self.eof:
                     self.after_element = False
             if not self.eof and (len(buf) < BATCH_BYTES or self.after_element):
                 buf += self._pull()
@@ -455,11 +477,20 @@ class _StreamParser:
         if ends.size == 0:
             if self.eof:
                 raise self._fail("the JSON ends inside an event (truncated file?)", buf, len(buf))
-            return buf + self._pull(), None
+            return self._grow(buf), None
         end = int(ends[-1]) + 1
         self._decode(buf, end, strict_errors=True)
         self.after_element = True
         return self._advance(buf, end), None
+
+    def _grow(self, buf: bytes) -> bytes:
+        """No event ends in ``buf``: read until it doubles, so that rescanning stays linear overall."""
+        parts, size = [buf], len(buf)
+        while size < 2 * max(len(buf), BATCH_BYTES) and not self.eof:
+            chunk = self._pull()
+            parts.append(chunk)
+            size += len(chunk)
+        return b"".join(parts)
 
     def _last_batch(self, buf: bytes) -> bytes:
         """At end of input: find the ``]`` that closes the events array, decode what precedes it."""
@@ -497,8 +528,10 @@ class _StreamParser:
 
     def _tail(self, tail: bytes) -> dict[str, Any]:
         """Keys after the events array (Kineto writes traceName, displayTimeUnit, ... there)."""
+        parts = [tail]
         while not self.eof:
-            tail += self._pull()
+            parts.append(self._pull())
+        tail = b"".join(parts)
         if not tail.strip(_WS):
             return {}  # bare array form
         try:

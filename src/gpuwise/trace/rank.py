@@ -31,6 +31,7 @@ from gpuwise.trace.parser import Progress
 from gpuwise.trace.sanitize import drop_out_of_range, recover_streams
 from gpuwise.trace.steps import StepStats, find_steps, step_stats
 from gpuwise.trace.table import EventTable
+from gpuwise.trace.taxonomy import runtime_platform
 from gpuwise.trace.workload_kind import trace_workload_kind
 
 __all__ = ["RankAnalysis", "analyze_file", "analyze_table"]
@@ -150,7 +151,8 @@ def _analyze(t: EventTable) -> RankAnalysis:
         window_steps = int((steps.start_us < view.last_step_start_us).sum())
     kind = "cpu"
     if temporal is not None:
-        kind = "mtia" if "mtia_ccp_events" in t.cats else "cuda"
+        platform = runtime_platform([n for n in t.names if isinstance(n, str) and len(n) < 128])
+        kind = "mtia" if "mtia_ccp_events" in t.cats else (platform or "cuda")
     else:
         warnings.append(
             "no GPU activity in this trace (no kernels, copies or memsets on a device stream): "
