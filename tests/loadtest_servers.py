@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -22,22 +23,51 @@ class _Http:
 
     def __init__(self) -> None:
         self.port = 0
+        self.tls: Any = None  # an ssl.SSLContext: TLS, upgraded after `handshake_delay_s` on each connection
+        self.handshake_delay_s = 0.0
+        self.close_after = False  # close the connection after every reply (a new handshake per request)
+        self.request_headers: list[dict[str, str]] = []
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._server: asyncio.base_events.Server | None = None
 
     def __enter__(self):
         self._thread.start()
+        if self.tls is not None:
+            self._listener = socket.create_server(("127.0.0.1", 0))
+            self._listener.setblocking(False)
+            self.port = self._listener.getsockname()[1]
+            asyncio.run_coroutine_threadsafe(self._accept_tls(), self.loop)
+            return self
         self._server = asyncio.run_coroutine_threadsafe(
             asyncio.start_server(self._connection, "127.0.0.1", 0), self.loop
         ).result(timeout=10)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
+    async def _accept_tls(self) -> None:
+        """Accept, wait `handshake_delay_s` without reading (the ClientHello waits in the kernel), then TLS."""
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(self._listener)
+            loop.create_task(self._tls_connection(conn))
+
+    async def _tls_connection(self, conn: socket.socket) -> None:
+        await asyncio.sleep(self.handshake_delay_s)
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader, self._connection)
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: protocol, conn, ssl=self.tls)
+        except (OSError, ConnectionError):
+            conn.close()  # the client refused the certificate
+
     def __exit__(self, *exc) -> None:
         async def close() -> None:
-            assert self._server is not None
-            self._server.close()
+            if self.tls is not None:
+                self._listener.close()
+            assert self._server is not None or self.tls is not None
+            if self._server is not None:
+                self._server.close()
             for task in asyncio.all_tasks():
                 if task is not asyncio.current_task():
                     task.cancel()
@@ -48,7 +78,7 @@ class _Http:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls is not None else 'http'}://127.0.0.1:{self.port}"
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -57,11 +87,12 @@ class _Http:
                 lines = head.decode().split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                self.request_headers.append(headers)
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 keep = await self.handle(method, path, json.loads(body) if body else {}, writer)
-                if not keep:
+                if not keep or self.close_after:
                     break
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError, OSError):
             pass
         finally:
             writer.close()
