@@ -92,7 +92,10 @@ class EngineServer(_Http):
             head["system_fingerprint"] = "fp_ollama"
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         if chat and style in ("vllm", "sglang", "transformers"):
-            first = {"index": 0, "delta": {"role": "assistant", "content": "" if style != "transformers" else None}}
+            first = {
+                "index": 0,
+                "delta": {"role": "assistant", "content": "" if style != "transformers" else None},
+            }
             await self._send(writer, [{**head, "choices": [first]}])
         step = 2 if style == "packed" else 1
         start = time.perf_counter()
@@ -122,7 +125,10 @@ class EngineServer(_Http):
             return [final] if style == "tgi-legacy" else [final, "[DONE]"]
         if style == "llamacpp":
             timings = {"prompt_n": usage["prompt_tokens"], "predicted_n": usage["completion_tokens"]}
-            return [{**head, "choices": [_choice(body, None, "length")], "usage": usage, "timings": timings}, "[DONE]"]
+            return [
+                {**head, "choices": [_choice(body, None, "length")], "usage": usage, "timings": timings},
+                "[DONE]",
+            ]
         if style == "ollama":
             tail = [{**head, "choices": [], "usage": usage}] if include_usage else []
             return [{**head, "choices": [_choice(body, "", "length")]}, *tail, "[DONE]"]

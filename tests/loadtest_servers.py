@@ -27,6 +27,7 @@ class _Http:
         self.handshake_delay_s = 0.0
         self.close_after = False  # close the connection after every reply (a new handshake per request)
         self.request_headers: list[dict[str, str]] = []
+        self._tasks: set[asyncio.Task] = set()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._server: asyncio.base_events.Server | None = None
@@ -46,11 +47,13 @@ class _Http:
         return self
 
     async def _accept_tls(self) -> None:
-        """Accept, wait `handshake_delay_s` without reading (the ClientHello waits in the kernel), then TLS."""
+        """Accept, wait `handshake_delay_s` without reading (the ClientHello waits in the kernel), then
+        TLS."""
         loop = asyncio.get_running_loop()
         while True:
             conn, _ = await loop.sock_accept(self._listener)
-            loop.create_task(self._tls_connection(conn))
+            self._tasks.add(task := loop.create_task(self._tls_connection(conn)))
+            task.add_done_callback(self._tasks.discard)
 
     async def _tls_connection(self, conn: socket.socket) -> None:
         await asyncio.sleep(self.handshake_delay_s)

@@ -37,7 +37,7 @@ def test_every_engine_stream_is_measured(style, endpoint):
 
 
 def test_a_clean_end_without_finish_or_usage_is_dropped():
-    with EngineServer("cut") as server, pytest.raises(GpuwiseError, match="dropped.*finish_reason"):
+    with EngineServer("cut") as server, pytest.raises(GpuwiseError, match=r"dropped.*finish_reason"):
         run_loadtest(_settings(server.url, "chat"))
 
 
@@ -90,7 +90,9 @@ def test_tls_errors_are_said_and_ca_cert_or_insecure_fix_them(tmp_path):
     with server:
         assert server.url.startswith("https://")
         target = parse_target(server.url, "chat")
-        with pytest.raises(GpuwiseError, match=r"TLS failed .*self-signed certificate.*--ca-cert.*--insecure"):
+        with pytest.raises(
+            GpuwiseError, match=r"TLS failed .*self-signed certificate.*--ca-cert.*--insecure"
+        ):
             resolve_model(target, None, {}, 5)
         assert resolve_model(target, None, {}, 5, trusting) == "scripted"
         assert resolve_model(target, None, {}, 5, False) == "scripted"
@@ -107,6 +109,8 @@ def test_the_ttft_clock_starts_when_the_request_is_written(tmp_path):
     server, trusting = _tls_server(tmp_path)
     server.handshake_delay_s, server.close_after = 0.5, True
     with server:
-        (level,) = run_loadtest(_settings(server.url, "chat", max_requests=3, targets=[1], verify=trusting)).levels
+        (level,) = run_loadtest(
+            _settings(server.url, "chat", max_requests=3, targets=[1], verify=trusting)
+        ).levels
     assert level.requests_ok == 3
     assert level.pct("ttft", 50) < 0.4 and level.pct("e2e", 50) < 0.45

@@ -39,6 +39,7 @@ __all__ = [
 
 _RUN_REF = re.compile(r"^(last|latest|-?\d+)$", re.IGNORECASE)
 _CONCURRENT_RATE = 1e6  # a concurrency level: every request queued at once, max_num_seqs = C in flight
+_SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*b(?![a-z])", re.IGNORECASE)  # "70B", "8b", "1.5B"
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,8 @@ def _deployment(workload: Workload, ev: Evidence) -> tuple[Workload, list[str]]:
             "calibrating one from the other would be wrong; load-test this model's endpoint "
             "(gpuwise loadtest URL --predict WORKLOAD.yaml)"
         )
+    if not model and ev.serving.serving_model:
+        notes.extend(_size_check(ev.serving.serving_model, workload, what))
     if not declared.get("gpu"):
         assumed = _where(workload)
         name = "" if model else f"the served model {ev.serving.serving_model!r} is not a catalog name and "
@@ -176,6 +179,26 @@ def _deployment(workload: Workload, ev: Evidence) -> tuple[Workload, list[str]]:
             "applied as a property of the serving stack"
         )
     return ran, notes
+
+
+def _size_check(served: str, workload: Workload, what: str) -> list[str]:
+    """A served name gpuwise cannot map to the catalog: refuse when the size it states ("…-70B-…") is not
+    the workload model's; when it states none, say the match is unchecked (the confidence is then low)."""
+    from gpuwise.catalog.models import get_model
+
+    arch = get_model(workload.model)
+    params_b = arch.params_b or arch.num_params / 1e9
+    sizes = [float(m) for m in _SIZE.findall(served.split("/")[-1])]
+    if not sizes:
+        return [f"{what}: the served model {served!r} states no size: unchecked against {workload.model}"]
+    size = sizes[0]
+    if abs(size / params_b - 1) > th.SERVING_MODEL_SIZE_TOLERANCE:
+        raise GpuwiseError(
+            f"{what} served {served!r} ({size:g}B parameters by its name), the workload is {workload.model} "
+            f"({params_b:.3g}B): calibrating one from the other would be wrong; load-test this model's "
+            "endpoint (gpuwise loadtest URL --predict WORKLOAD.yaml)"
+        )
+    return []
 
 
 def _where(w: Workload) -> str:
@@ -258,6 +281,7 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
         return None
     ev.serving.serving_predicted_tpot_p50_s = predicted
     raw = measured / predicted
+    _refuse_factor(ev, raw, measured, predicted, where)
     low, high = th.SERVING_CALIBRATION_BOUNDS
     factor = min(max(raw, low), high)
     clamped = factor != raw
@@ -274,9 +298,12 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
             f"measured / predicted = {raw:.2f} is outside {low:g}–{high:g}: clamped; the endpoint is "
             "probably not the deployment the plan assumes"
         )
-    confidence: Confidence = "low" if short or errorful or clamped else "medium"
     ev.serving.serving_predicted_ttft_unloaded_s = unloaded_ttft(ran, ev, factor)
     max_rate = max_rate_at(ran, ev, own_slo, factor) if ev.serving.serving_max_rate_rps else None
+    notes.extend(_max_rate_disagreement(ev, max_rate))
+    unchecked = any("unchecked against" in n for n in ev.notes)
+    doubtful = unchecked or any("max rate" in n and "apart" in n for n in notes)
+    confidence: Confidence = "low" if short or errorful or clamped or doubtful else "medium"
     return Calibration(
         source=ev.label,
         level=ev.serving.serving_level or "",
@@ -294,6 +321,39 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
         measured_max_rate_at_least=bool(ev.serving.serving_max_rate_at_least),
         predicted_max_rate_rps=max_rate,
     )
+
+
+def _refuse_factor(ev: Evidence, raw: float, measured: float, predicted: float, where: str) -> None:
+    """Refuse a load test whose TPOT is so far from the prediction that it measured another deployment."""
+    low, high = th.SERVING_CALIBRATION_REFUSE
+    if low <= raw <= high:
+        return
+    raise GpuwiseError(
+        f"{ev.label or 'the load test'}: measured TPOT p50 {measured * 1000:.3g} ms is {raw:.3g}× the "
+        f"prediction ({predicted * 1000:.3g} ms on {where}), outside {low:g}–{high:g}×: the endpoint is not "
+        "the deployment the workload describes (another model size, GPU, quantization or engine); declare "
+        "what it runs with gpuwise loadtest URL --predict WORKLOAD.yaml, or plan without this evidence"
+    )
+
+
+def _max_rate_disagreement(ev: Evidence, predicted: float | None) -> list[str]:
+    """A note when the measured max rate and the calibrated simulation's are farther apart than
+    ``SERVING_MAX_RATE_AGREE_RATIO`` (a measured "at least" only counts when the simulation is lower)."""
+    measured = ev.serving.serving_max_rate_rps
+    if not measured or not predicted:
+        return []
+    ratio = measured / predicted
+    if ev.serving.serving_max_rate_at_least:
+        ratio = max(ratio, 1.0)
+    apart = max(ratio, 1 / ratio)
+    if apart <= th.SERVING_MAX_RATE_AGREE_RATIO:
+        return []
+    return [
+        f"max rate under the load test's SLO: measured {measured:.3g} req/s vs calibrated simulation "
+        f"{predicted:.3g} req/s, {apart:.2g}× apart (beyond {th.SERVING_MAX_RATE_AGREE_RATIO:g}×): one "
+        "factor on TPOT does not explain the endpoint's capacity (its scheduler limits, or another "
+        "deployment)"
+    ]
 
 
 def max_rate_at(ran: Workload, ev: Evidence, slo_s: dict[str, float], factor: float) -> float | None:
