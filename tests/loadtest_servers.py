@@ -157,7 +157,8 @@ class ScriptedServer(_Http):
             return await self.respond_json(writer, 200, {"data": [{"id": "scripted"}]})
         if method == "GET" and path.endswith("/log"):
             return await self.respond_json(writer, 200, self.log)
-        self.log.append({"received_at": time.perf_counter()})
+        entry = {"received_at": time.perf_counter()}  # the request fully read: its arrival
+        self.log.append(entry)
         if not path.endswith("completions"):
             return await self.respond_json(writer, 404, {"error": "not found"})
         prompt = prompt_text(body)
@@ -166,9 +167,9 @@ class ScriptedServer(_Http):
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.slots)
         async with self._sem:
-            return await self._stream(body, prompt, writer)
+            return await self._stream(body, prompt, writer, entry)
 
-    async def _stream(self, body: dict, prompt: str, writer: asyncio.StreamWriter) -> bool:
+    async def _stream(self, body: dict, prompt: str, writer: asyncio.StreamWriter, entry: dict) -> bool:
         if "#hang" in prompt:
             await asyncio.sleep(3600)
         n = int(body.get("max_tokens", 16))
@@ -188,6 +189,8 @@ class ScriptedServer(_Http):
                 await self.event(writer, '{"choices": [{"text": "unterminated')
                 continue
             await self.event(writer, chunk(body, f" w{i}"))
+            if i == 0:
+                entry["first_sent_at"] = time.perf_counter()  # the first token's bytes handed to the kernel
         if self.usage and (body.get("stream_options") or {}).get("include_usage"):
             await self.event(
                 writer,
