@@ -267,7 +267,6 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
     and the SLO it is held to. None when the level has no TPOT (one output token, or no streaming)."""
     ran, assumed = _deployment(workload, ev)
     ev.notes.extend(assumed)
-    notes: list[str] = []
     own_slo = dict(ev.serving.serving_slo_s or {})  # the load test's --slo, before the workload's replaces it
     if workload.serving is not None:
         ev.serving.serving_slo_s = {t.key: t.seconds for t in workload.serving.slo}
@@ -287,23 +286,12 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
     clamped = factor != raw
     ok = ev.serving.serving_requests_ok or 0
     error_pct = ev.serving.serving_error_pct or 0.0
-    short = ok < th.SERVING_CALIBRATION_MIN_REQUESTS
-    errorful = error_pct >= th.SERVING_ERROR_PCT
-    if short:
-        notes.append(f"only {ok} successful requests (< {th.SERVING_CALIBRATION_MIN_REQUESTS}): a p50 of few")
-    if errorful:
-        notes.append(f"{error_pct:.1f} % of the level's requests failed")
-    if clamped:
-        notes.append(
-            f"measured / predicted = {raw:.2f} is outside {low:g}–{high:g}: clamped; the endpoint is "
-            "probably not the deployment the plan assumes"
-        )
+    notes = _quality_notes(ok, error_pct, raw if clamped else None)
     ev.serving.serving_predicted_ttft_unloaded_s = unloaded_ttft(ran, ev, factor)
     max_rate = max_rate_at(ran, ev, own_slo, factor) if ev.serving.serving_max_rate_rps else None
     notes.extend(_max_rate_disagreement(ev, max_rate))
     unchecked = any("unchecked against" in n for n in ev.notes)
-    doubtful = unchecked or any("max rate" in n and "apart" in n for n in notes)
-    confidence: Confidence = "low" if short or errorful or clamped or doubtful else "medium"
+    confidence: Confidence = "low" if notes or unchecked else "medium"
     return Calibration(
         source=ev.label,
         level=ev.serving.serving_level or "",
@@ -321,6 +309,22 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
         measured_max_rate_at_least=bool(ev.serving.serving_max_rate_at_least),
         predicted_max_rate_rps=max_rate,
     )
+
+
+def _quality_notes(ok: int, error_pct: float, clamped_raw: float | None) -> list[str]:
+    """Why the calibration's confidence is low: few requests, failed requests, a clamped factor."""
+    notes = []
+    if ok < th.SERVING_CALIBRATION_MIN_REQUESTS:
+        notes.append(f"only {ok} successful requests (< {th.SERVING_CALIBRATION_MIN_REQUESTS}): a p50 of few")
+    if error_pct >= th.SERVING_ERROR_PCT:
+        notes.append(f"{error_pct:.1f} % of the level's requests failed")
+    if clamped_raw is not None:
+        low, high = th.SERVING_CALIBRATION_BOUNDS
+        notes.append(
+            f"measured / predicted = {clamped_raw:.2f} is outside {low:g}–{high:g}: clamped; the endpoint is "
+            "probably not the deployment the plan assumes"
+        )
+    return notes
 
 
 def _refuse_factor(ev: Evidence, raw: float, measured: float, predicted: float, where: str) -> None:
