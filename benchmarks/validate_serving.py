@@ -6,12 +6,19 @@ A benchmark at fixed concurrency C keeps C requests in flight: simulated as ever
 at once with ``max_num_seqs = C``, which gives the same throughput and time per output token
 (TTFT differs: the client holds the queue in the benchmark, the engine in the simulation, so it is
 not compared). Each row names its source; the last line is JSON with the errors.
+
+The error is reported by concurrency band (1-7, 8-31, >= 32 in flight). A second table replays the
+saturation rows of benchmarks/data/measured_throughput.csv (NVIDIA TensorRT-LLM perf-overview: trtllm-bench,
+infinite request rate, hundreds of requests in flight) on the simulator with the tensorrt-llm engine
+defaults: another engine at its own maximum batch, reported beside the target, not in it.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import statistics
+from pathlib import Path
 
 from gpuwise.catalog import get_gpu
 from gpuwise.serving.demand import draw_requests
@@ -39,28 +46,62 @@ PUBLISHED = [
 ]
 
 
-def predicted_output_tokens_per_s(model: str, gpu: str, prompt: int, output: int, concurrency: int) -> float:
+REPO = Path(__file__).resolve().parents[1]
+BANDS = ((1, 7, "1-7"), (8, 31, "8-31"), (32, 10**9, ">=32"))
+
+
+def predicted_output_tokens_per_s(
+    model: str, gpu: str, prompt: int, output: int, concurrency: int | None, **extra: object
+) -> float:
+    """Output tokens/s of ``concurrency`` requests kept in flight (None: the engine's own max batch)."""
+    serving: dict[str, object] = {"rate": 1, **({"max_num_seqs": concurrency} if concurrency else {})}
+    serving.update(extra.pop("serving", {}))  # type: ignore[call-overload]
     w = workload_from_mapping(
-        {
-            "model": model,
-            "task": "serving",
-            "gpu": gpu,
-            "seq_len": prompt,
-            "output_len": output,
-            "serving": {"rate": 1, "max_num_seqs": concurrency},
-        }
-    )
+        {"model": model, "task": "serving", "gpu": gpu, "seq_len": prompt, "output_len": output,
+         "serving": serving, **extra}
+    )  # fmt: skip
     replica = Replica(w, get_gpu(gpu))
-    run = simulate(replica, draw_requests(w, max(20 * concurrency, 100)), 1e6)
+    run = simulate(replica, draw_requests(w, max(20 * (concurrency or 30), 100)), 1e6)
     return run.throughput_rps * output
 
 
-def main() -> None:
+def _band(c: int) -> str:
+    return next(name for low, high, name in BANDS if low <= c <= high)
+
+
+def saturation_rows() -> list[dict[str, str]]:
+    """The trtllm-bench offline (maximum load) rows of the repository's measured throughput table."""
+    path = REPO / "benchmarks" / "data" / "measured_throughput.csv"
+    with path.open(newline="") as f:
+        return [
+            r for r in csv.DictReader(f) if r["id"].startswith("thr-TRT-") and r["gpu"] in SATURATION_GPUS
+        ]
+
+
+SATURATION_GPUS = {"h100-sxm", "h200-sxm"}  # the GPUs whose TensorRT-LLM rows the catalog prices at fp8
+
+
+def saturation_report() -> list[float]:
+    """Error of the simulator against every saturation row (printed), as a list of %."""
     errors = []
+    print("saturation (trtllm-bench, infinite rate; engine tensorrt-llm, its default max batch):")
+    for r in saturation_rows():
+        n, p, o = int(r["num_gpus"]), int(r["input_len"]), int(r["output_len"])
+        extra = {"num_gpus": n, "tp": n, "precision": r["precision"], "serving": {"engine": "tensorrt-llm"}}
+        predicted = predicted_output_tokens_per_s(r["model"], r["gpu"], p, o, None, **extra)
+        err = 100 * (predicted / float(r["value"]) - 1)
+        errors.append(err)
+        print(f"  {r['id']:46} published {float(r['value']):7.0f}  predicted {predicted:7.0f}  {err:+6.1f} %")
+    print(f"  source: {saturation_rows()[0]['source']}" if errors else "  (no rows)")
+    return errors
+
+
+def main() -> None:
+    by_band: dict[str, list[float]] = {name: [] for _, _, name in BANDS}
     for model, gpu, prompt, output, c, published, _ in PUBLISHED:
         predicted = predicted_output_tokens_per_s(model, gpu, prompt, output, c)
         err = 100 * (predicted / published - 1)
-        errors.append(err)
+        by_band[_band(c)].append(err)
         print(
             f"{model:16} {gpu:14} {prompt:5}/{output:<4} C={c:<3} published {published:7.0f} tok/s  "
             f"predicted {predicted:7.0f}  error {err:+6.1f} %"
@@ -68,14 +109,31 @@ def main() -> None:
     print("sources:")
     for source in dict.fromkeys(row[-1] for row in PUBLISHED):
         print(f"  - {source}")
+    errors = [e for band in by_band.values() for e in band]
     abs_err = [abs(e) for e in errors]
     print(f"median |error| {statistics.median(abs_err):.1f} %, max {max(abs_err):.1f} %")
+    bands = {}
+    for name, band in by_band.items():
+        worst = max((abs(e) for e in band), default=None)
+        bands[name] = {"rows": len(band), "max_abs_error_pct": None if worst is None else round(worst, 1)}
+        print(
+            f"concurrency {name:5}: {len(band)} rows, max |error| "
+            + ("—" if worst is None else f"{worst:.1f} %")
+        )
+    saturation = saturation_report()
+    sat_abs = [abs(e) for e in saturation]
     print(
         json.dumps(
             {
                 "rows": len(errors),
                 "median_abs_error_pct": round(statistics.median(abs_err), 1),
                 "max_abs_error_pct": round(max(abs_err), 1),
+                "bands": bands,
+                "saturation_rows": len(saturation),
+                "saturation_median_error_pct": round(statistics.median(saturation), 1)
+                if saturation
+                else None,
+                "saturation_max_abs_error_pct": round(max(sat_abs), 1) if sat_abs else None,
             }
         )
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -22,22 +23,54 @@ class _Http:
 
     def __init__(self) -> None:
         self.port = 0
+        self.tls: Any = None  # an ssl.SSLContext: TLS, upgraded after `handshake_delay_s` on each connection
+        self.handshake_delay_s = 0.0
+        self.close_after = False  # close the connection after every reply (a new handshake per request)
+        self.request_headers: list[dict[str, str]] = []
+        self._tasks: set[asyncio.Task] = set()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._server: asyncio.base_events.Server | None = None
 
     def __enter__(self):
         self._thread.start()
+        if self.tls is not None:
+            self._listener = socket.create_server(("127.0.0.1", 0))
+            self._listener.setblocking(False)
+            self.port = self._listener.getsockname()[1]
+            asyncio.run_coroutine_threadsafe(self._accept_tls(), self.loop)
+            return self
         self._server = asyncio.run_coroutine_threadsafe(
             asyncio.start_server(self._connection, "127.0.0.1", 0), self.loop
         ).result(timeout=10)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
+    async def _accept_tls(self) -> None:
+        """Accept, wait `handshake_delay_s` without reading (the ClientHello waits in the kernel), then
+        TLS."""
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(self._listener)
+            self._tasks.add(task := loop.create_task(self._tls_connection(conn)))
+            task.add_done_callback(self._tasks.discard)
+
+    async def _tls_connection(self, conn: socket.socket) -> None:
+        await asyncio.sleep(self.handshake_delay_s)
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader, self._connection)
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: protocol, conn, ssl=self.tls)
+        except (OSError, ConnectionError):
+            conn.close()  # the client refused the certificate
+
     def __exit__(self, *exc) -> None:
         async def close() -> None:
-            assert self._server is not None
-            self._server.close()
+            if self.tls is not None:
+                self._listener.close()
+            assert self._server is not None or self.tls is not None
+            if self._server is not None:
+                self._server.close()
             for task in asyncio.all_tasks():
                 if task is not asyncio.current_task():
                     task.cancel()
@@ -48,7 +81,7 @@ class _Http:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls is not None else 'http'}://127.0.0.1:{self.port}"
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -57,11 +90,12 @@ class _Http:
                 lines = head.decode().split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                self.request_headers.append(headers)
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 keep = await self.handle(method, path, json.loads(body) if body else {}, writer)
-                if not keep:
+                if not keep or self.close_after:
                     break
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError, OSError):
             pass
         finally:
             writer.close()
@@ -123,7 +157,8 @@ class ScriptedServer(_Http):
             return await self.respond_json(writer, 200, {"data": [{"id": "scripted"}]})
         if method == "GET" and path.endswith("/log"):
             return await self.respond_json(writer, 200, self.log)
-        self.log.append({"received_at": time.perf_counter()})
+        entry = {"received_at": time.perf_counter()}  # the request fully read: its arrival
+        self.log.append(entry)
         if not path.endswith("completions"):
             return await self.respond_json(writer, 404, {"error": "not found"})
         prompt = prompt_text(body)
@@ -132,9 +167,9 @@ class ScriptedServer(_Http):
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.slots)
         async with self._sem:
-            return await self._stream(body, prompt, writer)
+            return await self._stream(body, prompt, writer, entry)
 
-    async def _stream(self, body: dict, prompt: str, writer: asyncio.StreamWriter) -> bool:
+    async def _stream(self, body: dict, prompt: str, writer: asyncio.StreamWriter, entry: dict) -> bool:
         if "#hang" in prompt:
             await asyncio.sleep(3600)
         n = int(body.get("max_tokens", 16))
@@ -154,6 +189,8 @@ class ScriptedServer(_Http):
                 await self.event(writer, '{"choices": [{"text": "unterminated')
                 continue
             await self.event(writer, chunk(body, f" w{i}"))
+            if i == 0:
+                entry["first_sent_at"] = time.perf_counter()  # the first token's bytes handed to the kernel
         if self.usage and (body.get("stream_options") or {}).get("include_usage"):
             await self.event(
                 writer,

@@ -121,6 +121,23 @@ def loadtest(
         str, typer.Option("--api-key-env", help="Environment variable holding the API key (never printed).")
     ] = "OPENAI_API_KEY",
     stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream tokens (SSE).")] = True,
+    ignore_eos: Annotated[
+        bool,
+        typer.Option("--ignore-eos", help="Send ignore_eos: every reply is max_tokens long (as vLLM's)."),
+    ] = False,
+    insecure: Annotated[
+        bool, typer.Option("--insecure", help="https: do not verify the server's certificate.")
+    ] = False,
+    ca_cert: Annotated[
+        Path | None,
+        typer.Option("--ca-cert", help="https: PEM file of the CA that signed the server's cert."),
+    ] = None,
+    probe_repeats: Annotated[
+        int,
+        typer.Option(
+            "--probe-repeats", help="--find-max-rate: seeds per probed rate (all must meet the SLO)."
+        ),
+    ] = 3,
     store: Annotated[
         Path | None, typer.Option("--store", help="Run store file (default: GPUWISE_STORE).")
     ] = None,
@@ -210,6 +227,26 @@ def _check_ranges(opts: dict) -> None:
         raise GpuwiseError("--concurrency and --rate are exclusive: choose one way to load the server")
     if not 1 <= opts["max_probes"] <= 20:
         raise GpuwiseError("--max-probes must be 1 to 20")
+    if not 1 <= opts["probe_repeats"] <= 10:
+        raise GpuwiseError("--probe-repeats must be 1 to 10")
+    if opts["insecure"] and opts["ca_cert"] is not None:
+        raise GpuwiseError("--insecure and --ca-cert are exclusive: verify with the CA, or not at all")
+
+
+def _verify(opts: dict):
+    """httpx's TLS setting: False with --insecure, an SSL context trusting --ca-cert, else True."""
+    if opts["insecure"]:
+        return False
+    if opts["ca_cert"] is None:
+        return True
+    import ssl
+
+    try:
+        return ssl.create_default_context(cafile=str(opts["ca_cert"]))
+    except (OSError, ssl.SSLError) as err:
+        raise GpuwiseError(
+            f"cannot read --ca-cert {opts['ca_cert']}: {err}; give a PEM certificate file"
+        ) from None
 
 
 def _search_range(opts: dict, slo: object) -> tuple[float, float] | None:
@@ -247,8 +284,9 @@ def _settings(opts: dict):
     mode, targets = _load_mode(opts, search)
     dataset = read_dataset(opts["dataset"]) if opts["dataset"] else None
     tokenizer = load_tokenizer(opts["tokenizer"]) if opts["tokenizer"] else None
-    headers = _headers(opts["api_key_env"])
-    name = resolve_model(target, opts["model"], headers, opts["timeout"])
+    headers = {**target.headers, **_headers(opts["api_key_env"])}  # URL user:password, else the key
+    verify = _verify(opts)
+    name = resolve_model(target, opts["model"], headers, opts["timeout"], verify)
     return Settings(
         url=target.url,
         endpoint=target.endpoint,
@@ -267,6 +305,9 @@ def _settings(opts: dict):
         search_range=search,
         max_probes=opts["max_probes"],
         tokenizer=tokenizer,
+        ignore_eos=opts["ignore_eos"],
+        verify=verify,
+        probe_repeats=opts["probe_repeats"],
     )
 
 

@@ -233,6 +233,18 @@ SERVING_MIN_GAIN_PCT = 5.0
 # bounds: outside them the measurement describes another deployment (GPU, model, engine) rather than a
 # slower or faster one, so the factor is clamped, said so, and the calibration's confidence is low.
 SERVING_CALIBRATION_BOUNDS = (0.25, 4.0)
+# Beyond these the plan refuses the load test: a TPOT 10x off the prediction is not a slower stack but
+# another deployment (a different model size, GPU class, quantization or a CPU server), and a factor that
+# large would rewrite every figure of the plan (issue 27).
+SERVING_CALIBRATION_REFUSE = (0.1, 10.0)
+# The measured max rate and the calibrated simulation's for the same SLO agree within this ratio (the
+# simulator's error at concurrency >= 32 is within 20 %, benchmarks/validate_serving.py; a Poisson search's
+# 95 % interval adds about as much): farther apart, the single TPOT factor does not explain the endpoint's
+# capacity and the calibration's confidence is low.
+SERVING_MAX_RATE_AGREE_RATIO = 1.5
+# A served model name that states a size ("…-70B-…") matches the workload's model when its parameter count
+# is within this fraction of the catalog's.
+SERVING_MODEL_SIZE_TOLERANCE = 0.25
 # serving_speed_gap: measured TPOT p50 differs from the prediction by at least this much. The simulator's
 # median error against published vLLM sweeps is 5 %, its largest 18 % (docs/serving.md): below 20 % the gap
 # is within what the model already misses by.

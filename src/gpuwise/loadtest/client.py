@@ -1,12 +1,17 @@
 """One streamed request to an OpenAI-compatible endpoint, timed chunk by chunk (SSE over httpx).
 
 Every failure becomes an `ErrorKind` on the record; nothing here raises, so one bad request never
-stops a load test.
+stops a load test. The clock starts when the request's last byte is written to the socket (httpcore's
+``send_request_body.complete`` trace event), so client-side set-up, JSON encoding and waiting for a
+pooled connection never count as server latency. A stream is complete at ``data: [DONE]``, or when it
+ends cleanly (the response framing closed without error) after a ``finish_reason`` or ``usage``
+(`transformers serve`, TGI before 2.x and some llama.cpp forks send no ``[DONE]``).
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +19,10 @@ from gpuwise.loadtest.types import Endpoint, RequestRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
+
+# The detail of a JSON reply to ``stream: true``: the caller's one-line hint says to use --no-stream.
+NOT_STREAMED = "the server answered stream:true with one JSON reply, not an SSE stream: use --no-stream"
+_WRITTEN = ("http11.send_request_body.complete", "http2.send_request_body.complete")
 
 
 def chunk_text(event: dict[str, Any], endpoint: Endpoint) -> str:
@@ -28,12 +37,91 @@ def chunk_text(event: dict[str, Any], endpoint: Endpoint) -> str:
     return str(choice.get("text") or "")
 
 
+def _finished(event: dict[str, Any]) -> bool:
+    """True when the event closes the generation: a choice with a finish_reason, or the usage block."""
+    choices = event.get("choices") or []
+    if any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
+        return True
+    return isinstance(event.get("usage"), dict)
+
+
 def _apply_usage(record: RequestRecord, event: dict[str, Any]) -> None:
     usage = event.get("usage")
     if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
         record.output_tokens = int(usage["completion_tokens"])
         record.input_tokens = usage.get("prompt_tokens")
         record.token_source = "usage"
+
+
+def tls_failure(err: BaseException) -> str | None:
+    """The TLS reason when a connect error is a certificate or handshake failure, else None."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return getattr(seen, "verify_message", None) or seen.reason or str(seen)
+        seen = seen.__cause__ or seen.__context__
+    text = str(err)
+    return text if "SSL" in text or "CERTIFICATE" in text.upper() else None
+
+
+class _Stream:
+    """The parse state of one SSE stream: text, timings, chunk count and how it ended."""
+
+    def __init__(self, record: RequestRecord, endpoint: Endpoint) -> None:
+        self.record, self.endpoint = record, endpoint
+        self.chunks, self.last = 0, 0.0
+        self.done = self.finished = False
+
+    def line(self, line: str, start: float) -> None:
+        if not line.startswith("data:"):
+            return  # blank separators, comments (": ping"), event: lines
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            self.done = True
+            return
+        event = json.loads(payload)
+        if not isinstance(event, dict):
+            raise ValueError("event is not a JSON object")
+        now = time.perf_counter()
+        if text := chunk_text(event, self.endpoint):
+            self.record.text += text
+            if self.record.ttft_s is None:
+                self.record.ttft_s = now - start
+            else:
+                self.record.itl_s.append(now - self.last)
+            self.chunks += 1
+            self.last = now
+        self.finished |= _finished(event)
+        _apply_usage(self.record, event)
+
+
+async def _read(response: httpx.Response, record: RequestRecord, body: dict, stream: _Stream) -> float:
+    """Read the reply into ``record``; returns the start time (the request fully written)."""
+    start = stream.last = record.sent_at
+    if not body.get("stream"):
+        data = json.loads(await response.aread())
+        record.ttft_s = record.e2e_s = time.perf_counter() - start
+        record.streamed = False
+        record.text = chunk_text(data, stream.endpoint)
+        stream.chunks = 1 if record.text else 0
+        _apply_usage(record, data)
+        stream.done = True
+        return start
+    if "json" in response.headers.get("content-type", "") and "event-stream" not in response.headers.get(
+        "content-type", ""
+    ):
+        await response.aread()
+        raise _NotStreamed
+    async for line in response.aiter_lines():
+        stream.line(line, start)
+        if stream.done:
+            break
+    record.e2e_s = time.perf_counter() - start
+    return start
+
+
+class _NotStreamed(Exception):
+    """A plain JSON reply where an SSE stream was asked for."""
 
 
 async def send(
@@ -47,64 +135,50 @@ async def send(
     """POST ``body`` to ``url`` and time it; ``origin`` is the level's perf_counter zero."""
     import httpx
 
-    start = time.perf_counter()
-    record = RequestRecord(start_s=start - origin, sent_at=start)
-    chunks, last = 0, start
-    done = False
+    issued = time.perf_counter()
+    record = RequestRecord(start_s=issued - origin, sent_at=issued)
+
+    async def trace(name: str, _info: dict[str, Any]) -> None:
+        if name in _WRITTEN:
+            record.sent_at = time.perf_counter()
+            record.start_s = record.sent_at - origin
+
+    stream = _Stream(record, endpoint)
     try:
-        async with client.stream("POST", url, json=body, headers=headers) as response:
+        async with client.stream(
+            "POST", url, json=body, headers=headers, extensions={"trace": trace}
+        ) as response:
             if response.status_code >= 400:
                 await response.aread()
                 record.error, record.error_detail = "http_status", str(response.status_code)
                 return record
-            if not body.get("stream"):
-                data = json.loads(await response.aread())
-                now = time.perf_counter()
-                record.ttft_s = record.e2e_s = now - start
-                record.streamed = False
-                record.text = chunk_text(data, endpoint)
-                chunks = 1 if record.text else 0
-                _apply_usage(record, data)
-                done = True
-            else:
-                async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue  # blank separators, comments (": ping"), event: lines
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        done = True
-                        break
-                    event = json.loads(payload)
-                    if not isinstance(event, dict):
-                        raise ValueError("event is not a JSON object")
-                    now = time.perf_counter()
-                    if text := chunk_text(event, endpoint):
-                        record.text += text
-                        if record.ttft_s is None:
-                            record.ttft_s = now - start
-                        else:
-                            record.itl_s.append(now - last)
-                        chunks += 1
-                        last = now
-                    _apply_usage(record, event)
-            if record.streamed:
-                record.e2e_s = time.perf_counter() - start
+            await _read(response, record, body, stream)
     except httpx.TimeoutException:
         record.error = "timeout"
     except httpx.ConnectError as err:
-        record.error, record.error_detail = "connect", str(err)[:200]
+        reason = tls_failure(err)
+        record.error = "connect"
+        record.error_detail = f"TLS: {reason}"[:200] if reason else str(err)[:200]
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as err:
         record.error, record.error_detail = "dropped", str(err)[:200]
+    except _NotStreamed:
+        record.error, record.error_detail = "malformed_sse", NOT_STREAMED
     except (ValueError, TypeError) as err:  # json.JSONDecodeError is a ValueError
         record.error, record.error_detail = "malformed_sse", str(err)[:200]
     else:
-        if not done:
-            record.error, record.error_detail = "dropped", "stream ended without data: [DONE]"
-        elif record.ttft_s is None:
-            record.error, record.error_detail = "malformed_sse", "no generated text in the response"
-        elif record.token_source == "chunks":
-            record.output_tokens = chunks
+        _close(record, stream)
     return record
 
 
-__all__ = ["chunk_text", "send"]
+def _close(record: RequestRecord, stream: _Stream) -> None:
+    """The verdict of a stream that ended without a transport error."""
+    if not stream.done and not stream.finished:
+        record.error = "dropped"
+        record.error_detail = "stream ended without data: [DONE], a finish_reason or usage"
+    elif record.ttft_s is None:
+        record.error, record.error_detail = "malformed_sse", "no generated text in the response"
+    elif record.token_source == "chunks":
+        record.output_tokens = stream.chunks
+
+
+__all__ = ["NOT_STREAMED", "chunk_text", "send", "tls_failure"]

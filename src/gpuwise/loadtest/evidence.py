@@ -53,7 +53,9 @@ def loadtest_evidence(result: LoadtestResult) -> Evidence | None:
             serving_run_id=result.run_id,
             serving_level=level_label(level.mode, level.target),
             serving_levels=len(all_levels),
-            serving_offered_rate_rps=None if level.mode == "concurrency" else level.target,
+            serving_offered_rate_rps=None
+            if level.mode == "concurrency"
+            else (level.offered_rate_per_s or level.target),  # what the seeded schedule offered
             serving_concurrency=in_flight(level),
             serving_requests=level.requests_sent,
             serving_requests_ok=level.requests_ok,
@@ -72,7 +74,8 @@ def loadtest_evidence(result: LoadtestResult) -> Evidence | None:
         ),
     )
     if result.search is not None:
-        ev.serving.serving_max_rate_rps = result.search.max_rate_per_s
+        search = result.search  # the offered rate of the answer's schedules, else its nominal rate
+        ev.serving.serving_max_rate_rps = search.offered_rate_per_s or search.max_rate_per_s
         ev.serving.serving_max_rate_at_least = result.search.bounded_by_high
     if result.slo is not None:
         ev.serving.serving_slo_s = {f"{m}_p{p}": v for (m, p), v in result.slo.limits.items()}

@@ -147,8 +147,11 @@ def request_bodies(
     seed: int,
     stream: bool = True,
     dataset: list[dict[str, Any]] | None = None,
+    ignore_eos: bool = False,
 ) -> list[dict[str, Any]]:
-    """``count`` bodies, the same for the same seed (the dataset is cycled in order)."""
+    """``count`` bodies, the same for the same seed (the dataset is cycled in order); ``ignore_eos`` adds
+    ``"ignore_eos": true`` (vLLM, SGLang, TGI and llama.cpp honour it: every reply is max_tokens long, as in
+    ``vllm bench serve --ignore-eos``)."""
     rng = random.Random(seed)
     bodies = []
     for i in range(count):
@@ -159,7 +162,10 @@ def request_bodies(
         else:
             prompt = synthetic_prompt(rng, lengths.draw(rng, lengths.prompt_tokens))
             max_tokens = lengths.draw(rng, lengths.output_tokens)
-        bodies.append(_body_for(endpoint, model, prompt, max_tokens, stream))
+        body = _body_for(endpoint, model, prompt, max_tokens, stream)
+        if ignore_eos:
+            body["ignore_eos"] = True
+        bodies.append(body)
     return bodies
 
 

@@ -38,11 +38,13 @@ class LevelPlan:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def http_client(plan_timeout_s: float) -> httpx.AsyncClient:
-    """No pool cap (httpx's default of 100 connections would queue requests inside the client)."""
+def http_client(plan_timeout_s: float, verify: Any = True) -> httpx.AsyncClient:
+    """No pool cap (httpx's default of 100 connections would queue requests inside the client); ``verify``
+    is httpx's TLS setting (True, False for --insecure, or an ssl.SSLContext with --ca-cert)."""
     import httpx
 
     return httpx.AsyncClient(
+        verify=verify,
         timeout=httpx.Timeout(plan_timeout_s, connect=min(10.0, plan_timeout_s)),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024),
     )

@@ -77,7 +77,16 @@ def from_dict(doc: dict[str, Any]) -> LoadtestResult:
         s = doc["search"]
         probes = [_level(dict(p)) for p in s["probes"]]
         search = RateSearch(
-            s["max_rate_per_s"], s["low_per_s"], s["high_per_s"], probes, s["bounded_by_high"]
+            s["max_rate_per_s"],
+            s["low_per_s"],
+            s["high_per_s"],
+            probes,
+            s["bounded_by_high"],
+            s.get("interrupted", False),
+            s.get("repeats", 1),
+            s.get("offered_rate_per_s"),
+            s.get("ci_low_per_s"),
+            s.get("ci_high_per_s"),
         )
     return LoadtestResult(
         doc["url"],
@@ -91,6 +100,7 @@ def from_dict(doc: dict[str, Any]) -> LoadtestResult:
         doc.get("run_id"),
         doc.get("settings", {}),
         doc.get("prediction"),
+        list(doc.get("warnings") or []),
     )
 
 

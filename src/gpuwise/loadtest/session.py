@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.loadtest.client import send
+from gpuwise.loadtest.client import NOT_STREAMED, send
 from gpuwise.loadtest.metrics import summarize
 from gpuwise.loadtest.prompts import Lengths, request_bodies
 from gpuwise.loadtest.runner import LevelPlan, http_client, run_level
+from gpuwise.loadtest.schedule import arrival_times
 from gpuwise.loadtest.search import find_max_rate
 from gpuwise.loadtest.tokens import recount
 from gpuwise.loadtest.types import (
@@ -59,6 +60,9 @@ class Settings:
     search_range: tuple[float, float] | None = None  # (low, high) rate for --find-max-rate
     max_probes: int = 8
     tokenizer: Any = None  # a tokenizers.Tokenizer: counts tokens where the server sends no `usage`
+    ignore_eos: bool = False  # send ignore_eos: true (vLLM/SGLang/TGI), so every reply is max_tokens long
+    verify: Any = True  # TLS: True (system CAs), False (--insecure) or an ssl.SSLContext (--ca-cert)
+    probe_repeats: int = 1  # --find-max-rate: probes per rate, seeds seed … seed + repeats - 1
 
     def public(self) -> dict[str, Any]:
         """What the result keeps of the settings: everything but headers (the API key)."""
@@ -73,6 +77,9 @@ class Settings:
             "length_spread": self.lengths.spread,
             "dataset_requests": len(self.dataset) if self.dataset else None,
             "seed": self.seed,
+            "ignore_eos": self.ignore_eos,
+            "probe_repeats": self.probe_repeats,
+            "tls_verify": self.verify is not False,
         }
 
 
@@ -84,6 +91,13 @@ async def _test_request(client: httpx.AsyncClient, settings: Settings, body: dic
         raise GpuwiseError(
             f"{settings.url} refused the API key (HTTP {record.error_detail}): set OPENAI_API_KEY "
             "or name the variable with --api-key-env"
+        )
+    if record.error_detail == NOT_STREAMED:
+        raise GpuwiseError(f"{settings.url} {NOT_STREAMED.removeprefix('the server ')}")
+    if record.error == "connect" and record.error_detail.startswith("TLS: "):
+        raise GpuwiseError(
+            f"TLS failed for {settings.url} ({record.error_detail[5:]}): give the server's CA with "
+            "--ca-cert FILE, or --insecure to skip verification"
         )
     if record.error is not None:
         detail = f" ({record.error_detail})" if record.error_detail else ""
@@ -113,14 +127,15 @@ async def _levels(
         settings.seed,
         settings.stream,
         settings.dataset,
+        settings.ignore_eos,
     )
     result = LoadtestResult(
         settings.url, settings.endpoint, settings.model, settings.stream, [], settings.slo, None, False
     )
-    async with http_client(settings.timeout_s) as client:
+    async with http_client(settings.timeout_s, settings.verify) as client:
         await _test_request(client, settings, bodies[0])
 
-        async def level(mode: LoadMode, target: float) -> LevelSummary | None:
+        async def level(mode: LoadMode, target: float, seed_offset: int = 0) -> LevelSummary | None:
             if stop.is_set():
                 result.interrupted = True
                 return None
@@ -134,19 +149,24 @@ async def _levels(
                 bodies,
                 settings.duration_s,
                 settings.timeout_s,
-                settings.seed,
+                settings.seed + seed_offset,
                 settings.headers,
             )
             records, cut = await run_level(client, plan, stop, on_record)
             if settings.tokenizer is not None:
                 recount(records, bodies, settings.tokenizer)
             result.interrupted |= cut
-            return summarize(records, mode, target, settings.slo, interrupted=cut)
+            summary = summarize(records, mode, target, settings.slo, interrupted=cut)
+            summary.seed = plan.seed
+            summary.offered_rate_per_s = offered_rate(mode, target, len(records), plan.seed, len(bodies))
+            return summary
 
         if settings.search_range is not None:
             low, high = settings.search_range
             mode: LoadMode = "constant" if settings.mode == "concurrency" else settings.mode
-            result.search = await find_max_rate(lambda r: level(mode, r), low, high, settings.max_probes)
+            result.search = await find_max_rate(
+                lambda r, k: level(mode, r, k), low, high, settings.max_probes, repeats=settings.probe_repeats
+            )
         else:
             for target in settings.targets:
                 summary = await level(settings.mode, target)
@@ -154,7 +174,29 @@ async def _levels(
                     result.levels.append(summary)
                 if result.interrupted:
                     break
+    result.warnings.extend(_token_warnings(result))
     return result
+
+
+def offered_rate(mode: LoadMode, target: float, sent: int, seed: int, planned: int) -> float | None:
+    """The rate the seeded schedule offered for the ``sent`` requests issued (requests/s): (sent - 1) over
+    the span of their scheduled send times; None in concurrency mode or under two requests."""
+    if mode == "concurrency" or sent < 2:
+        return None
+    times = arrival_times(mode, target, min(sent, planned), seed)
+    return (len(times) - 1) / times[-1] if times[-1] > 0 else None
+
+
+def _token_warnings(result: LoadtestResult) -> list[str]:
+    """A warning when output tokens were counted one per streamed event (no `usage`, no --tokenizer)."""
+    levels = result.search.probes if result.search else result.levels
+    if not any(lv.token_source in ("chunks", "mixed") for lv in levels):
+        return []
+    return [
+        "the server sent no `usage`: output tokens were counted one per streamed event; a server that "
+        "packs several tokens into one event is undercounted (TPOT overstated, token throughput "
+        "understated): give --tokenizer tokenizer.json for exact counts"
+    ]
 
 
 def run_loadtest(

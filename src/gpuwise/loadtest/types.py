@@ -98,6 +98,10 @@ class LevelSummary:
     slo_met: bool | None = None
     slo_failures: list[str] = field(default_factory=list)
     interrupted: bool = False
+    # Rate modes: the rate the seeded schedule actually offered (requests sent - 1 over the span of their
+    # scheduled send times, requests/s), which a short Poisson schedule puts off the nominal target.
+    offered_rate_per_s: float | None = None
+    seed: int | None = None  # the arrival seed of this level (repeated probes use seed, seed + 1, …)
 
     def pct(self, metric: str, p: int) -> float | None:
         """The ``p``-th percentile of ``metric`` (``ttft``, ``tpot``, ``itl``, ``e2e``) in seconds; None when
@@ -130,6 +134,12 @@ class RateSearch:
     probes: list[LevelSummary]
     bounded_by_high: bool = False  # the highest rate tried still met it: the true max is higher
     interrupted: bool = False  # Ctrl-C before the search ended: max_rate_per_s is what finished probes showed
+    repeats: int = 1  # probes per rate (seeds seed … seed + repeats - 1); a rate meets the SLO if all do
+    offered_rate_per_s: float | None = None  # mean offered rate of the answer's repeats (requests/s)
+    # 95 % interval of the max rate (requests/s): from the answer's offered rates (t-interval over its
+    # repeats, low side) to the first failing rate's (high side); None where unknown (one repeat, no bound).
+    ci_low_per_s: float | None = None
+    ci_high_per_s: float | None = None
 
 
 @dataclass
@@ -149,6 +159,7 @@ class LoadtestResult:
     run_id: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     prediction: dict[str, Any] | None = None  # measured vs gpuwise's model (loadtest/prediction.py)
+    warnings: list[str] = field(default_factory=list)  # what may skew the figures (token counts by chunk)
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON (the ``gpuwise loadtest --json`` schema), with the evidence the rules judge."""
@@ -161,6 +172,10 @@ class LoadtestResult:
                 "high_per_s": s.high_per_s,
                 "bounded_by_high": s.bounded_by_high,
                 "interrupted": s.interrupted,
+                "repeats": s.repeats,
+                "offered_rate_per_s": s.offered_rate_per_s,
+                "ci_low_per_s": s.ci_low_per_s,
+                "ci_high_per_s": s.ci_high_per_s,
                 "probes": [p.to_dict() for p in s.probes],
             }
         return {
@@ -175,6 +190,7 @@ class LoadtestResult:
             "run_id": self.run_id,
             "settings": self.settings,
             "prediction": self.prediction,
+            "warnings": self.warnings,
             "evidence": self._evidence(),
         }
 

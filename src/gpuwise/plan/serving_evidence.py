@@ -39,6 +39,7 @@ __all__ = [
 
 _RUN_REF = re.compile(r"^(last|latest|-?\d+)$", re.IGNORECASE)
 _CONCURRENT_RATE = 1e6  # a concurrency level: every request queued at once, max_num_seqs = C in flight
+_SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*b(?![a-z])", re.IGNORECASE)  # "70B", "8b", "1.5B"
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,8 @@ def _deployment(workload: Workload, ev: Evidence) -> tuple[Workload, list[str]]:
             "calibrating one from the other would be wrong; load-test this model's endpoint "
             "(gpuwise loadtest URL --predict WORKLOAD.yaml)"
         )
+    if not model and ev.serving.serving_model:
+        notes.extend(_size_check(ev.serving.serving_model, workload, what))
     if not declared.get("gpu"):
         assumed = _where(workload)
         name = "" if model else f"the served model {ev.serving.serving_model!r} is not a catalog name and "
@@ -176,6 +179,26 @@ def _deployment(workload: Workload, ev: Evidence) -> tuple[Workload, list[str]]:
             "applied as a property of the serving stack"
         )
     return ran, notes
+
+
+def _size_check(served: str, workload: Workload, what: str) -> list[str]:
+    """A served name gpuwise cannot map to the catalog: refuse when the size it states ("…-70B-…") is not
+    the workload model's; when it states none, say the match is unchecked (the confidence is then low)."""
+    from gpuwise.catalog.models import get_model
+
+    arch = get_model(workload.model)
+    params_b = arch.params_b or arch.num_params / 1e9
+    sizes = [float(m) for m in _SIZE.findall(served.split("/")[-1])]
+    if not sizes:
+        return [f"{what}: the served model {served!r} states no size: unchecked against {workload.model}"]
+    size = sizes[0]
+    if abs(size / params_b - 1) > th.SERVING_MODEL_SIZE_TOLERANCE:
+        raise GpuwiseError(
+            f"{what} served {served!r} ({size:g}B parameters by its name), the workload is {workload.model} "
+            f"({params_b:.3g}B): calibrating one from the other would be wrong; load-test this model's "
+            "endpoint (gpuwise loadtest URL --predict WORKLOAD.yaml)"
+        )
+    return []
 
 
 def _where(w: Workload) -> str:
@@ -244,7 +267,6 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
     and the SLO it is held to. None when the level has no TPOT (one output token, or no streaming)."""
     ran, assumed = _deployment(workload, ev)
     ev.notes.extend(assumed)
-    notes: list[str] = []
     own_slo = dict(ev.serving.serving_slo_s or {})  # the load test's --slo, before the workload's replaces it
     if workload.serving is not None:
         ev.serving.serving_slo_s = {t.key: t.seconds for t in workload.serving.slo}
@@ -258,25 +280,18 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
         return None
     ev.serving.serving_predicted_tpot_p50_s = predicted
     raw = measured / predicted
+    _refuse_factor(ev, raw, measured, predicted, where)
     low, high = th.SERVING_CALIBRATION_BOUNDS
     factor = min(max(raw, low), high)
     clamped = factor != raw
     ok = ev.serving.serving_requests_ok or 0
     error_pct = ev.serving.serving_error_pct or 0.0
-    short = ok < th.SERVING_CALIBRATION_MIN_REQUESTS
-    errorful = error_pct >= th.SERVING_ERROR_PCT
-    if short:
-        notes.append(f"only {ok} successful requests (< {th.SERVING_CALIBRATION_MIN_REQUESTS}): a p50 of few")
-    if errorful:
-        notes.append(f"{error_pct:.1f} % of the level's requests failed")
-    if clamped:
-        notes.append(
-            f"measured / predicted = {raw:.2f} is outside {low:g}–{high:g}: clamped; the endpoint is "
-            "probably not the deployment the plan assumes"
-        )
-    confidence: Confidence = "low" if short or errorful or clamped else "medium"
+    notes = _quality_notes(ok, error_pct, raw if clamped else None)
     ev.serving.serving_predicted_ttft_unloaded_s = unloaded_ttft(ran, ev, factor)
     max_rate = max_rate_at(ran, ev, own_slo, factor) if ev.serving.serving_max_rate_rps else None
+    notes.extend(_max_rate_disagreement(ev, max_rate))
+    unchecked = any("unchecked against" in n for n in ev.notes)
+    confidence: Confidence = "low" if notes or unchecked else "medium"
     return Calibration(
         source=ev.label,
         level=ev.serving.serving_level or "",
@@ -294,6 +309,55 @@ def calibrate(workload: Workload, ev: Evidence) -> Calibration | None:
         measured_max_rate_at_least=bool(ev.serving.serving_max_rate_at_least),
         predicted_max_rate_rps=max_rate,
     )
+
+
+def _quality_notes(ok: int, error_pct: float, clamped_raw: float | None) -> list[str]:
+    """Why the calibration's confidence is low: few requests, failed requests, a clamped factor."""
+    notes = []
+    if ok < th.SERVING_CALIBRATION_MIN_REQUESTS:
+        notes.append(f"only {ok} successful requests (< {th.SERVING_CALIBRATION_MIN_REQUESTS}): a p50 of few")
+    if error_pct >= th.SERVING_ERROR_PCT:
+        notes.append(f"{error_pct:.1f} % of the level's requests failed")
+    if clamped_raw is not None:
+        low, high = th.SERVING_CALIBRATION_BOUNDS
+        notes.append(
+            f"measured / predicted = {clamped_raw:.2f} is outside {low:g}–{high:g}: clamped; the endpoint is "
+            "probably not the deployment the plan assumes"
+        )
+    return notes
+
+
+def _refuse_factor(ev: Evidence, raw: float, measured: float, predicted: float, where: str) -> None:
+    """Refuse a load test whose TPOT is so far from the prediction that it measured another deployment."""
+    low, high = th.SERVING_CALIBRATION_REFUSE
+    if low <= raw <= high:
+        return
+    raise GpuwiseError(
+        f"{ev.label or 'the load test'}: measured TPOT p50 {measured * 1000:.3g} ms is {raw:.3g}× the "
+        f"prediction ({predicted * 1000:.3g} ms on {where}), outside {low:g}–{high:g}×: the endpoint is not "
+        "the deployment the workload describes (another model size, GPU, quantization or engine); declare "
+        "what it runs with gpuwise loadtest URL --predict WORKLOAD.yaml, or plan without this evidence"
+    )
+
+
+def _max_rate_disagreement(ev: Evidence, predicted: float | None) -> list[str]:
+    """A note when the measured max rate and the calibrated simulation's are farther apart than
+    ``SERVING_MAX_RATE_AGREE_RATIO`` (a measured "at least" only counts when the simulation is lower)."""
+    measured = ev.serving.serving_max_rate_rps
+    if not measured or not predicted:
+        return []
+    ratio = measured / predicted
+    if ev.serving.serving_max_rate_at_least:
+        ratio = max(ratio, 1.0)
+    apart = max(ratio, 1 / ratio)
+    if apart <= th.SERVING_MAX_RATE_AGREE_RATIO:
+        return []
+    return [
+        f"max rate under the load test's SLO: measured {measured:.3g} req/s vs calibrated simulation "
+        f"{predicted:.3g} req/s, {apart:.2g}× apart (beyond {th.SERVING_MAX_RATE_AGREE_RATIO:g}×): one "
+        "factor on TPOT does not explain the endpoint's capacity (its scheduler limits, or another "
+        "deployment)"
+    ]
 
 
 def max_rate_at(ran: Workload, ev: Evidence, slo_s: dict[str, float], factor: float) -> float | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuwise.loadtest.types import LevelSummary, LoadtestResult
+from gpuwise.loadtest.types import LevelSummary, LoadtestResult, RateSearch
 from gpuwise.report.document import Block, Bullets, Chart, Document, Paragraph, Series, Style, Table
 
 __all__ = ["document", "latency_chart", "levels_table", "prediction_table"]
@@ -140,6 +140,18 @@ def latency_chart(levels: list[LevelSummary]) -> Chart | None:
     )
 
 
+def _max_rate_line(s: RateSearch, slo: str) -> str:
+    """The answer of a finished search: the rate offered (what the seeded schedules sent) and its interval."""
+    assert s.max_rate_per_s is not None
+    offered = s.offered_rate_per_s or s.max_rate_per_s
+    line = f"Max rate meeting the SLO ({slo}): {offered:.3g} req/s offered (nominal {s.max_rate_per_s:.3g})"
+    if s.ci_low_per_s is not None or s.ci_high_per_s is not None:
+        low = "—" if s.ci_low_per_s is None else f"{s.ci_low_per_s:.3g}"
+        high = "—" if s.ci_high_per_s is None else f"{s.ci_high_per_s:.3g}"
+        line += f"; 95 % interval {low}–{high} req/s"
+    return line + f" ({len(s.probes)} probes, {s.repeats} seed{'s' if s.repeats > 1 else ''} per rate)."
+
+
 def document(result: LoadtestResult) -> Document:
     """`gpuwise loadtest`: the levels (or the rate search's probes), the highest rate meeting the
     SLO, and where token counts came from."""
@@ -174,14 +186,7 @@ def document(result: LoadtestResult) -> Document:
                 )
             )
         else:
-            doc.add(
-                Paragraph(
-                    f"Max rate meeting the SLO ({slo}): {s.max_rate_per_s:.3g} req/s "
-                    f"(it lies between {s.low_per_s:.3g} and {s.high_per_s:.3g}; "
-                    f"{len(s.probes)} probes).",
-                    "strong",
-                )
-            )
+            doc.add(Paragraph(_max_rate_line(s, slo), "strong"))
         arrivals = f"{s.probes[0].mode} arrivals" if s.probes else ""
         doc.add(levels_table(sorted(s.probes, key=lambda p: p.target), f"the probes, by rate ({arrivals})"))
     else:
@@ -194,6 +199,8 @@ def document(result: LoadtestResult) -> Document:
     doc.add(*_errors(levels))
     if result.prediction:
         doc.add(prediction_table(result.prediction))
+    for warning in result.warnings:
+        doc.add(Paragraph(f"Warning: {warning}.", "warn"))
     if result.interrupted:
         doc.add(Paragraph("Interrupted: these are the requests that finished before Ctrl-C.", "warn"))
     notes = "TTFT: send to first generated text; TPOT: (e2e − TTFT) / (output tokens − 1); ITL: gap between"
