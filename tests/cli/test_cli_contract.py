@@ -217,7 +217,7 @@ def test_an_interrupted_search_reports_what_its_finished_probes_showed():
 
     script = {64.0: _level(64.0, False), 5.0: _level(5.0, True)}
 
-    async def probe(rate: float):
+    async def probe(rate: float, seed_index: int = 0):
         return script.get(rate)  # None: interrupted
 
     search = asyncio.run(find_max_rate(probe, 5.0, 64.0))
@@ -229,7 +229,7 @@ def test_an_interrupted_search_reports_what_its_finished_probes_showed():
     text = " ".join(b.text for b in loadtest_view.document(result).blocks if hasattr(b, "text"))
     assert "interrupted" in text.lower() and "No probed rate met" not in text
 
-    async def first_cut(rate: float):
+    async def first_cut(rate: float, seed_index: int = 0):
         return None
 
     cut = asyncio.run(find_max_rate(first_cut, 5.0, 64.0))

@@ -61,6 +61,7 @@ OPTION_LIMITS: dict[str, Limit] = {
     "loadtest --output-tokens": FIELD_LIMITS["output_len"],
     "loadtest --seed": SERVING_LIMITS["seed"],
     "loadtest --max-probes": Limit(1, 20, "load levels"),
+    "loadtest --probe-repeats": Limit(1, 10, "seeds per probed rate"),
     "bench --batch-size": FIELD_LIMITS["batch_size"],
     "bench --workers": Limit(0, 1024, "workers"),
     "tune --steps": Limit(1, _MILLION, "steps"),
