@@ -124,12 +124,14 @@ def _causal(findings: list[Finding]) -> list[Finding]:
         elif f.id == "low_utilization":
             causes = [c for c in _IDLE_CAUSES if c in by_id]
             if causes:
-                f = replace(f, metrics={**f.metrics, "explained_by": causes})
-                f = _with_gain_x(
+                beyond = max(1.0, gain_x(f) / math.prod(gain_x(by_id[c]) for c in causes))
+                fully = beyond < T.EXPLAINED_RESIDUAL_GAIN_X
+                f = replace(
                     f,
-                    max(1.0, gain_x(f) / math.prod(gain_x(by_id[c]) for c in causes)),
-                    "beyond the causes listed with it",
+                    metrics={**f.metrics, "explained_by": causes},
+                    severity="low" if fully else f.severity,
                 )
+                f = _with_gain_x(f, beyond, "beyond the causes listed with it")
         out.append(f)
     return out
 

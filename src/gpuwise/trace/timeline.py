@@ -5,13 +5,16 @@ while the GPU runs flat out costs nothing, and one 480 ms ``hipMemcpyWithStream`
 the whole step. So each gap between device activity (µs, merged over all streams) inside the analysis
 window is attributed to at most one cause, checked in this order:
 
-- ``capture``: a CUDA/HIP graph capture or instantiation call overlaps it (one-off, excluded);
+- ``capture``: a CUDA/HIP graph capture or instantiation call overlaps it, or (in a trace that captures or
+  replays graphs) ``CAPTURE_MIN_QUERIES`` capture-status queries fall in it (one-off, excluded);
 - ``sync``: a synchronizing or blocking runtime call returns inside it (the device drained and waited for
   the host, which then had to refill the queue): the part of the gap the call overlaps plus up to
   ``LAUNCH_GAP_MAX_US`` after it returns is the idle the sync causes, the most a fix of it can recover
   (the rest of the gap is host work). A gap wholly inside a call is the device's own: work was queued;
-- ``startup``: a runtime call of ``ONE_OFF_CALL_US`` or longer overlaps it (the first ``cudaLaunchKernel``
-  loading modules, ``cudaEventCreate`` creating the context, JIT compilation): one-off, excluded;
+- ``startup``: a gap of ``ONE_OFF_GAP_US`` or more that a runtime call of ``ONE_OFF_CALL_US`` or longer
+  overlaps (the first ``cudaLaunchKernel`` loading modules, ``cudaEventCreate`` creating the context, JIT
+  compilation), in the first step (warm-up) when the window is steps: one-off, excluded. A long call in
+  every step is steady state;
 - ``launch``: a gap shorter than ``LAUNCH_GAP_MAX_US`` (the host could not queue the next kernel in time);
   only these, repeated, make a trace launch-bound;
 - ``host``: any other gap (host work between kernels, data loading, Python).
@@ -64,7 +67,8 @@ ONE_OFF_CALL_US = 100_000.0
 # ... when it leaves the GPU idle this long (a long call the GPU works through is steady state: a full queue).
 ONE_OFF_GAP_US = 50_000.0
 # Capture-status queries PyTorch makes on every allocation (cudaStreamIsCapturing): a capture only when
-# this many fall in one gap of a millisecond or more (kernels launched under capture do not run).
+# this many fall in one gap of a millisecond or more (kernels launched under capture do not run) in a
+# trace that captures or replays a graph at all.
 CAPTURE_MIN_QUERIES = 10
 # Graph capture / instantiation: CUDA Runtime API "Graph Management" and "Stream Management"; HIP the same.
 CAPTURE_RE = re.compile(
@@ -252,11 +256,12 @@ def _graph_replay_pct(t: EventTable, kernel_rows: np.ndarray) -> float | None:
     return 100.0 * float(np.isin(corr[linked], t.correlation[graph]).sum()) / float(linked.sum())
 
 
-def _classify(gs: np.ndarray, ge: np.ndarray, calls: dict[str, _Calls]) -> np.ndarray:
-    """Per gap, the index of its cause in ``_CAUSES`` (first matching, in the module docstring's order)."""
+def _classify(gs: np.ndarray, ge: np.ndarray, calls: dict[str, _Calls], warm_up_end: float) -> np.ndarray:
+    """Per gap, the index of its cause in ``_CAUSES`` (first matching, in the module docstring's order);
+    start-up gaps begin before ``warm_up_end`` (the first step's end; a long call every step is steady)."""
     length = ge - gs
     cause = np.where(length < LAUNCH_GAP_MAX_US, _CAUSES.index("launch"), _CAUSES.index("host"))
-    startup = calls["startup"].overlaps(gs, ge) & (length >= ONE_OFF_GAP_US)
+    startup = calls["startup"].overlaps(gs, ge) & (length >= ONE_OFF_GAP_US) & (gs < warm_up_end)
     cause = np.where(startup, _CAUSES.index("startup"), cause)
     cause = np.where(calls["sync"].returns_in(gs, ge), _CAUSES.index("sync"), cause)
     queries = calls["query"]
@@ -330,7 +335,10 @@ def timeline(
         "startup": _Calls(t, _call_rows(t, None, ONE_OFF_CALL_US)),
         "query": _Calls(t, _call_rows(t, _CAPTURE_QUERY_RE)),
     }
-    cause = _classify(gs, ge, calls)
+    if not calls["capture"].rows.size and not _call_rows(t, GRAPH_LAUNCH_RE).size:
+        calls["query"] = _Calls(t, np.empty(0, dtype=np.int64))  # no graph here: the queries are routine
+    warm_up_end = float(steps.end_us[np.argmin(steps.start_us)]) if window == "steps" else np.inf
+    cause = _classify(gs, ge, calls, warm_up_end)
     by_cause, sync_top = _split(t, gs, ge, cause, calls["sync"])
     length = ge - gs
     compute = rows[types[t.name[rows]] == 0]
