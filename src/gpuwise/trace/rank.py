@@ -171,6 +171,11 @@ def _analyze(t: EventTable) -> RankAnalysis:
     kernel_rows = view.rows[t.cat_mask(*KERNEL_CATS)[view.rows]]
     idle = timeline(t, view, steps, window_steps, hta_types) if span else None
     warnings += idle.notes if idle else []
+    if span and temporal is not None and temporal.non_compute_pct < 0:
+        warnings.append(
+            f"non-compute time came out at {temporal.non_compute_pct:.2f} % (< 0: overlapping events rounded "
+            "as HTA does); read it as 0"
+        )
     return RankAnalysis(
         file=str(t.path),
         rank=rank,

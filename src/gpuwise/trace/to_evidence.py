@@ -44,25 +44,18 @@ def _fp32_matmul_time_pct(r: RankAnalysis) -> float | None:
     return min(100.0, 100.0 * r.kernels.precision_us["fp32"] / t.span_us)
 
 
-def _timeline_activity(r: RankAnalysis, activity: DeviceActivity) -> list[str]:
+def _timeline_activity(r: RankAnalysis, activity: DeviceActivity) -> None:
     """Fill ``activity`` from the rank's timeline (trace.timeline): idle and compute over the steps' host
-    spans less one-off gaps, the idle syncs and launch gaps cause. Returns notes for the evidence.
+    spans less one-off gaps, the idle syncs and launch gaps cause.
 
     With most device events of negative duration the GPU timings cannot be trusted: no idle or
     utilization share is given, so no utilization finding rests on them."""
     tl = r.timeline
-    t = r.temporal
-    notes = []
-    if t is not None and not t.degenerate and t.non_compute_pct < 0:
-        notes.append(
-            f"non-compute time came out at {t.non_compute_pct:.2f} % (< 0: overlapping events rounded as "
-            "HTA does); read it as 0"
-        )
     if tl is None:
-        return notes
+        return
     if tl.negative_kernel_pct >= 50.0:
         activity.gpu_idle_pct = activity.gpu_util_pct = None
-        return notes
+        return
     activity.gpu_idle_pct = tl.idle_pct
     activity.gpu_util_pct = tl.compute_pct
     activity.sync_idle_pct = tl.share_pct(tl.idle_by_cause_us["sync"])
@@ -73,7 +66,6 @@ def _timeline_activity(r: RankAnalysis, activity: DeviceActivity) -> list[str]:
     activity.before_first_kernel_pct = (
         tl.share_pct(tl.before_first_kernel_us) if tl.window == "steps" else None
     )
-    return notes
 
 
 def rank_evidence(r: RankAnalysis) -> Evidence:
@@ -103,7 +95,7 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
         pageable_copy_pct=r.copies.pageable_copy_pct,
     )
     if t is not None:
-        notes += _timeline_activity(r, activity)
+        _timeline_activity(r, activity)
     return Evidence(
         source="trace",
         label=r.file,
