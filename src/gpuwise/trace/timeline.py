@@ -210,6 +210,7 @@ class _Calls:
         self.start = t.ts[self.rows]
         self.end_max = np.maximum.accumulate(self.start + t.dur[self.rows]) if rows.size else self.start
         self.end_sorted = np.sort(self.start + t.dur[self.rows])
+        self.max_dur = float(t.dur[self.rows].max()) if rows.size else 0.0
 
     def overlaps(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Per gap [a, b): does a call start before b and end after a?"""
@@ -242,18 +243,29 @@ def _call_rows(t: EventTable, pattern: re.Pattern[str] | None, min_dur_us: float
     return np.flatnonzero(mask)
 
 
+def _member(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Per value: is it in ``pool``? (sorted search: np.isin's first call imports more of NumPy)."""
+    if not pool.size:
+        return np.zeros(values.shape, dtype=bool)
+    ordered = np.sort(pool)
+    pos = np.minimum(np.searchsorted(ordered, values), ordered.size - 1)
+    return ordered[pos] == values
+
+
 def _graph_replay_pct(t: EventTable, kernel_rows: np.ndarray) -> float | None:
     """Kernels whose launch (by correlation id) is a graph launch, % of the kernels linked to a launch."""
     corr = t.correlation[kernel_rows]
     corr = corr[corr >= 0]
-    launches = np.flatnonzero(t.cat_mask(*_RUNTIME_CATS) & (t.correlation >= 0))
-    if not corr.size or not launches.size:
+    if not corr.size:
         return None
     graph = _call_rows(t, GRAPH_LAUNCH_RE)
-    linked = np.isin(corr, t.correlation[launches])
+    launches = np.flatnonzero(t.cat_mask(*_RUNTIME_CATS) & (t.correlation >= 0))
+    linked = _member(corr, t.correlation[launches])
     if not linked.any():
         return None
-    return 100.0 * float(np.isin(corr[linked], t.correlation[graph]).sum()) / float(linked.sum())
+    if not graph.size:
+        return 0.0
+    return 100.0 * float(_member(corr[linked], t.correlation[graph]).sum()) / float(linked.sum())
 
 
 def _classify(gs: np.ndarray, ge: np.ndarray, calls: dict[str, _Calls], warm_up_end: float) -> np.ndarray:
@@ -276,9 +288,12 @@ def _sync_part(t: EventTable, calls: _Calls, a: float, b: float) -> float:
     """The part of gap [a, b) the blocking calls that return inside it cause: the time each overlaps it,
     plus up to ``LAUNCH_GAP_MAX_US`` after it returns (the host refilling the queue); the rest is host
     work."""
-    ends = calls.start + t.dur[calls.rows]
+    lo = np.searchsorted(calls.start, a - calls.max_dur, side="left")  # earlier calls end before a
+    hi = np.searchsorted(calls.start, b, side="right")
+    start = calls.start[lo:hi]
+    ends = start + t.dur[calls.rows[lo:hi]]
     hit = (ends > a) & (ends <= b)
-    s = np.clip(calls.start[hit], a, b)
+    s = np.clip(start[hit], a, b)
     e = np.clip(ends[hit] + LAUNCH_GAP_MAX_US, a, b)
     return union_length(s, e)
 
