@@ -149,6 +149,13 @@ class DeviceActivity:
     host_busy_pct: float | None = None  # share of time the launching thread is busy
     h2d_copy_pct: float | None = None  # share of step spent in host->device copies
     pageable_copy_pct: float | None = None  # share of H2D bytes (or copies) from pageable memory
+    # On a trace's timeline (trace.timeline), % of the steady step window (one-off gaps excluded):
+    sync_idle_pct: float | None = None  # GPU idle that blocking calls cause (overlap + refill after them)
+    sync_idle_call: str | None = None  # the blocking call behind the largest such idle, with its figures
+    launch_idle_pct: float | None = None  # GPU idle in repeated short gaps between kernels (< 1 ms each)
+    one_off_idle_pct: float | None = None  # idle in capture and start-up gaps, % of the whole window
+    graph_replay_pct: float | None = None  # kernels launched by a CUDA/HIP graph launch, % of kernels
+    before_first_kernel_pct: float | None = None  # host time in steps before their first kernel
 
 
 @dataclass
@@ -224,6 +231,7 @@ class Communication:
     )  # rank -> mean per-step time in collective kernels (waiting for peers + transfer)
     # rank -> that time in each measured step, in order (live runs: steps align across ranks); None: not timed
     rank_comm_steps_s: dict[int, list[float]] | None = None
+    world_size: int | None = None  # ranks the job had (distributedInfo.world_size); None: not recorded
 
 
 @dataclass
@@ -385,6 +393,8 @@ WIRE_KEYS: tuple[str, ...] = (
     "ecc_aggregate_corrected", "ecc_aggregate_uncorrected", "retired_pages", "remapped_rows_correctable",
     "remapped_rows_uncorrectable", "remap_pending", "remap_failed", "pcie_replays", "pcie_replays_per_min",
     "xid_errors",
+    "sync_idle_pct", "sync_idle_call", "launch_idle_pct", "one_off_idle_pct", "graph_replay_pct",
+    "before_first_kernel_pct", "world_size",
 )  # fmt: skip
 _RANK_KEYED = ("rank_step_time_s", "rank_comm_time_s", "rank_comm_steps_s")  # int keys, str in JSON
 

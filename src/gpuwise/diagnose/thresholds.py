@@ -16,6 +16,11 @@ CPU_SATURATED_PCT = 85.0  # mean utilization over all cores while the loop runs
 # sync_bound: host blocked waiting for the device (.item(), .cpu(), synchronize).
 SYNC_WAIT_MODERATE_PCT = 5.0
 SYNC_WAIT_HIGH_PCT = 15.0
+# ... on a trace's timeline, judged by the GPU idle the blocking calls cause (trace.timeline), not by the
+# host's time in them: a synchronize while the GPU runs flat out costs nothing (issue 26: 5 of 5 traces
+# fired on 95-99.9 % busy GPUs). 10 % of the step is where removing it is worth a code change (>= 1.11x).
+SYNC_IDLE_MODERATE_PCT = 10.0
+SYNC_IDLE_HIGH_PCT = 25.0
 
 # launch_bound: GPU mostly idle between many tiny kernels while the host is busy.
 # Kernels shorter than this cost about as much to launch as to run (~5-10 us launch latency).
@@ -28,6 +33,16 @@ LAUNCH_GPU_IDLE_HIGH_PCT = 50.0  # ... and idle half the time or more: launches 
 # Traces of input-bound or dependency-bound jobs also show many tiny kernels and idle GPUs.
 LAUNCH_HOST_US_PER_KERNEL = 10.0
 LAUNCH_STEP_SHARE_PCT = 25.0
+# Kernels replayed from a CUDA/HIP graph (this share of them, or more) are launched once per graph:
+# prescribing CUDA graphs or torch.compile's reduce-overhead mode would prescribe what already runs.
+GRAPH_REPLAY_PCT = 50.0
+# A trace whose one-off gaps (graph capture, start-up calls) take this share of the window or more shows
+# start-up, not the steady state: its findings get low confidence.
+START_UP_ONLY_PCT = 50.0
+# low_utilization names the host time before a step's first kernel from this share of the step on.
+HOST_BEFORE_FIRST_KERNEL_PCT = 5.0
+# A finding another explains (trace.causes) whose gain beyond its cause is under this is demoted to low.
+EXPLAINED_RESIDUAL_GAIN_X = 1.02
 
 # no_mixed_precision: fp32 matmuls on a GPU whose tensor cores are much faster in 16-bit.
 FP32_MATMUL_SHARE_PCT = 50.0  # share of matmul time (or FLOPs) run in fp32

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.errors import GpuwiseError
+from gpuwise.trace.causes import chain_findings
 from gpuwise.trace.cross_rank import CrossRank, cross_rank
 from gpuwise.trace.rank import RankAnalysis, analyze_file
 from gpuwise.trace.reader import special_kind
@@ -159,4 +160,4 @@ def build_report(ranks: list[RankAnalysis]) -> TraceReport:
     extra = cross_rank_evidence(across, combined_kind([r.workload_kind for r in ranks]))
     if extra is not None:
         evidence.append(extra)
-    return TraceReport(ranks, across, evidence, diagnose(evidence))
+    return TraceReport(ranks, across, evidence, chain_findings(diagnose(evidence), evidence))

@@ -32,6 +32,7 @@ from gpuwise.trace.sanitize import drop_out_of_range, recover_streams
 from gpuwise.trace.steps import StepStats, find_steps, step_stats
 from gpuwise.trace.table import EventTable
 from gpuwise.trace.taxonomy import runtime_platform
+from gpuwise.trace.timeline import Timeline, timeline
 from gpuwise.trace.workload_kind import trace_workload_kind
 
 __all__ = ["RankAnalysis", "analyze_file", "analyze_table"]
@@ -65,6 +66,7 @@ class RankAnalysis:
     warnings: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)  # ids of the findings this rank alone triggers
     workload_kind: WorkloadKind = "unknown"  # training / inference / unknown (trace.workload_kind)
+    timeline: Timeline | None = None  # the window's GPU idle by cause (trace.timeline)
 
     @property
     def label(self) -> str:
@@ -96,6 +98,7 @@ class RankAnalysis:
             "warnings": self.warnings,
             "findings": self.findings,
             "workload_kind": self.workload_kind,
+            "timeline": self.timeline.to_dict() if self.timeline else None,
         }
 
 
@@ -168,6 +171,13 @@ def _analyze(t: EventTable) -> RankAnalysis:
     warnings += rank_problems
     kernels = summarize_kernels(t, view.rows, t.dur, thresholds.TINY_KERNEL_US)
     kernel_rows = view.rows[t.cat_mask(*KERNEL_CATS)[view.rows]]
+    idle = timeline(t, view, steps, window_steps, hta_types) if span else None
+    warnings += idle.notes if idle else []
+    if span and temporal is not None and temporal.non_compute_pct < 0:
+        warnings.append(
+            f"non-compute time came out at {temporal.non_compute_pct:.2f} % (< 0: overlapping events rounded "
+            "as HTA does); read it as 0"
+        )
     return RankAnalysis(
         file=str(t.path),
         rank=rank,
@@ -190,4 +200,5 @@ def _analyze(t: EventTable) -> RankAnalysis:
         memory=memory_stats(t.memory),
         warnings=warnings,
         workload_kind=trace_workload_kind(t),
+        timeline=idle,
     )

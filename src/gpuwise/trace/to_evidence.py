@@ -44,6 +44,30 @@ def _fp32_matmul_time_pct(r: RankAnalysis) -> float | None:
     return min(100.0, 100.0 * r.kernels.precision_us["fp32"] / t.span_us)
 
 
+def _timeline_activity(r: RankAnalysis, activity: DeviceActivity) -> None:
+    """Fill ``activity`` from the rank's timeline (trace.timeline): idle and compute over the steps' host
+    spans less one-off gaps, the idle syncs and launch gaps cause.
+
+    With most device events of negative duration the GPU timings cannot be trusted: no idle or
+    utilization share is given, so no utilization finding rests on them."""
+    tl = r.timeline
+    if tl is None:
+        return
+    if tl.negative_kernel_pct >= 50.0:
+        activity.gpu_idle_pct = activity.gpu_util_pct = None
+        return
+    activity.gpu_idle_pct = tl.idle_pct
+    activity.gpu_util_pct = tl.compute_pct
+    activity.sync_idle_pct = tl.share_pct(tl.idle_by_cause_us["sync"])
+    activity.sync_idle_call = tl.sync_top
+    activity.launch_idle_pct = tl.share_pct(tl.idle_by_cause_us["launch"])
+    activity.one_off_idle_pct = 100.0 * tl.one_off_us / tl.window_us if tl.window_us > 0 else None
+    activity.graph_replay_pct = tl.graph_replay_pct
+    activity.before_first_kernel_pct = (
+        tl.share_pct(tl.before_first_kernel_us) if tl.window == "steps" else None
+    )
+
+
 def rank_evidence(r: RankAnalysis) -> Evidence:
     """One rank's analysis as the Evidence the diagnosis rules read (source "trace"); a degenerate
     breakdown contributes no shares."""
@@ -59,6 +83,19 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
             "this trace records allocation deltas only: absolute peak memory is unknown "
             f"(growth within the trace: {(r.memory.window_growth_peak_bytes or 0) / 2**30:.2f} GiB)"
         )
+    activity = DeviceActivity(
+        sync_calls_per_step=r.sync.calls_per_step,
+        sync_wait_pct=r.sync.wait_pct,
+        kernels_per_step=r.launches.kernels_per_step,
+        tiny_kernel_pct=k.tiny_kernel_pct,
+        gpu_idle_pct=t.idle_pct if t else None,
+        gpu_util_pct=t.compute_pct if t else None,
+        host_busy_pct=r.launches.host_busy_pct,
+        h2d_copy_pct=r.copies.h2d_copy_pct,
+        pageable_copy_pct=r.copies.pageable_copy_pct,
+    )
+    if t is not None:
+        _timeline_activity(r, activity)
     return Evidence(
         source="trace",
         label=r.file,
@@ -76,17 +113,7 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
             # _SingleProcessDataLoaderIter is what DataLoader(num_workers=0) iterates with
             loader_num_workers=0 if s.loader_kind == "single-process" else None,
         ),
-        activity=DeviceActivity(
-            sync_calls_per_step=r.sync.calls_per_step,
-            sync_wait_pct=r.sync.wait_pct,
-            kernels_per_step=r.launches.kernels_per_step,
-            tiny_kernel_pct=k.tiny_kernel_pct,
-            gpu_idle_pct=t.idle_pct if t else None,
-            gpu_util_pct=t.compute_pct if t else None,
-            host_busy_pct=r.launches.host_busy_pct,
-            h2d_copy_pct=r.copies.h2d_copy_pct,
-            pageable_copy_pct=r.copies.pageable_copy_pct,
-        ),
+        activity=activity,
         precision=Precision(
             fp32_matmul_pct=k.fp32_matmul_pct,
             fp32_matmul_time_pct=_fp32_matmul_time_pct(r),
@@ -119,6 +146,7 @@ def cross_rank_evidence(c: CrossRank, kind: WorkloadKind = "unknown") -> Evidenc
         label="cross-rank",
         context=RunContext(workload_kind=kind),
         comm=Communication(
+            world_size=c.world_size,
             rank_step_time_s=dict(c.rank_step_time_s),
             rank_comm_time_s={rank: ms / 1000 for rank, ms in c.comm_ms_per_step.items()},
         ),

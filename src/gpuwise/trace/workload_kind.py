@@ -7,6 +7,11 @@ step``), and backward kernels carry ``bwd``/``backward``/``dgrad``/``wgrad`` in 
 training. A trace with host operators (``cpu_op``; ``Operator`` in older Kineto traces) and none of
 them ran forward passes only: inference. A kernel-only trace (no host operators recorded) cannot tell:
 unknown.
+
+Inference engines leave their own marks (issue 26): kernels replayed from a CUDA/HIP graph
+(``cudaGraphLaunch``/``hipGraphLaunch``) and the engines' decode-loop annotations (vLLM ``execute_model``,
+SGLang ``forward_decode``/``forward_extend``) with no backward or optimizer on the host side are
+inference, even when a kernel name carries ``bwd`` (attention libraries ship both directions).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import re
 from gpuwise.diagnose.evidence import WorkloadKind
 from gpuwise.trace.table import EventTable
 
-__all__ = ["TRAINING_MARKER", "trace_workload_kind"]
+__all__ = ["HOST_TRAINING_MARKER", "INFERENCE_MARKER", "TRAINING_MARKER", "trace_workload_kind"]
 
 # Names that only a training step records (host ops, optimizer annotations, backward kernels).
 TRAINING_MARKER = re.compile(
@@ -24,11 +29,27 @@ TRAINING_MARKER = re.compile(
     re.I,
 )
 
+# What only a training step's host side records: autograd's engine, backward ops, an optimizer step.
+HOST_TRAINING_MARKER = re.compile(
+    r"autograd::engine|Backward0|aten::\w+_backward|optimizer\.(step|zero_grad)|optimizer#", re.I
+)
+# Graph replay and the serving engines' decode loops (vLLM model runner, SGLang scheduler/model runner).
+INFERENCE_MARKER = re.compile(
+    r"^(cuda|hip|cu)GraphLaunch|execute_model|forward_decode|forward_extend|model_runner|"
+    r"\bdecode_step\b|vllm|sglang",
+    re.I,
+)
+
 
 def trace_workload_kind(t: EventTable) -> WorkloadKind:
     """Training when any event's name is a backward or optimizer marker, inference when host operators
     were recorded without one, else unknown (see the module docstring)."""
-    if any(isinstance(name, str) and TRAINING_MARKER.search(name) for name in t.names):
+    names = [name for name in t.names if isinstance(name, str)]
+    if any(INFERENCE_MARKER.search(n) for n in names) and not any(
+        HOST_TRAINING_MARKER.search(n) for n in names
+    ):
+        return "inference"
+    if any(TRAINING_MARKER.search(name) for name in names):
         return "training"
     if {"cpu_op", "Operator"} & set(t.cats):  # Kineto writes "Operator" in older traces
         return "inference"

@@ -182,14 +182,29 @@ def low_utilization(ev: Evidence) -> Finding | None:
         util = 100.0 - ev.activity.gpu_idle_pct
     if util is None or util >= T.LOW_UTIL_MODERATE_PCT:
         return None
+    idle = ev.activity.gpu_idle_pct
+    high = min(3.0, 100.0 / max(util, 1.0) * 0.8)
+    if idle is not None:  # only idle time can be recovered: non-compute work (copies, comm) stays
+        high = min(high, speedup_from_saving(idle))
+    lead = ev.activity.before_first_kernel_pct
     return Finding(
         id="low_utilization",
         title="The GPU is idle much of the time",
         severity="high" if util < T.LOW_UTIL_HIGH_PCT else "medium",
         confidence=confidence(ev),
         category="compute",
-        summary=f"The GPU computes {util:.0f} % of the time; the other findings say where the rest goes.",
-        metrics={"gpu_util_pct": round(util, 2), "gpu_idle_pct": ev.activity.gpu_idle_pct},
+        summary=f"The GPU computes {util:.0f} % of the time"
+        + (
+            f" ({lead:.0f} % of the step passes on the host before its first kernel)"
+            if lead and lead >= T.HOST_BEFORE_FIRST_KERNEL_PCT
+            else ""
+        )
+        + "; the other findings say where the rest goes.",
+        metrics={
+            "gpu_util_pct": round(util, 2),
+            "gpu_idle_pct": idle,
+            "before_first_kernel_pct": None if lead is None else round(lead, 2),
+        },
         fix=(
             "Fix the causes listed with it (input, host syncs, launches, communication); if none is listed, "
             "profile with `gpuwise profile`."
@@ -197,7 +212,7 @@ def low_utilization(ev: Evidence) -> Finding | None:
         gain=Gain(
             "throughput_x",
             1.0,
-            min(3.0, 100.0 / max(util, 1.0) * 0.8),
+            round(max(1.0, high), 3),
             "recovering idle time, rarely all of it",
         ),
         source=ev.source,

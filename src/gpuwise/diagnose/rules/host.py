@@ -87,10 +87,67 @@ def unexplained_host_time(ev: Evidence) -> Finding | None:
     )
 
 
+def _sync_fix(ev: Evidence) -> str:
+    """Keep values on the device; a training loop reads its loss every N steps."""
+    if ev.kind == "training":
+        return (
+            "Keep values on the device and read them rarely: accumulate the loss as a tensor and call "
+            ".item() every N steps."
+        )
+    return (
+        "Keep values on the device and read them rarely: copy results to the host in batches (pinned "
+        "memory, non_blocking=True), not one .item(), .cpu() or blocking copy per step."
+    )
+
+
+_SYNC_SNIPPET = (
+    "running_loss += loss.detach()          # no sync\n"
+    "if step % log_every == 0:\n"
+    "    print((running_loss / log_every).item()); running_loss.zero_()"
+)
+
+
+def _sync_idle_finding(ev: Evidence, idle: float) -> Finding | None:
+    """sync_bound from a timeline: only the GPU idle the blocking calls cause counts, and bounds the gain."""
+    if idle < T.SYNC_IDLE_MODERATE_PCT:
+        return None
+    wait, calls = ev.activity.sync_wait_pct, ev.activity.sync_calls_per_step
+    top = ev.activity.sync_idle_call
+    return Finding(
+        id="sync_bound",
+        title="Blocking calls leave the GPU idle",
+        severity="high" if idle >= T.SYNC_IDLE_HIGH_PCT else "medium",
+        confidence=confidence(ev),
+        category="host",
+        summary=f"The GPU sits idle {idle:.1f} % of the step during and right after synchronizing or "
+        "blocking calls"
+        + (f" (largest: {top})" if top else "")
+        + ": the device drains and waits while the host blocks, then refills the queue.",
+        metrics={
+            "sync_idle_pct": round(idle, 2),
+            "sync_idle_call": top,
+            "sync_wait_pct": None if wait is None else round(wait, 2),
+            "sync_calls_per_step": calls,
+        },
+        fix=_sync_fix(ev),
+        fix_snippet=_SYNC_SNIPPET,
+        gain=Gain(
+            "throughput_x",
+            1.0,
+            round(speedup_from_saving(idle), 3),
+            "at most the GPU idle these calls cause",
+        ),
+        source=ev.source,
+    )
+
+
 def sync_bound(ev: Evidence) -> Finding | None:
-    """The host blocks on the device (``sync_wait_pct`` of the step, in ``sync_calls_per_step`` calls), so
-    kernels cannot be queued ahead: keep values on the device and read them rarely. Any kind a run can
+    """The host blocks on the device and the GPU idles for it. On a trace, judged on the timeline: the
+    GPU idle the blocking calls cause (``sync_idle_pct``) is the finding and the bound of its gain. A live
+    profile has no timeline: the host's share in the calls (``sync_wait_pct``). Any kind a run can
     measure; the loss is named for training only."""
+    if ev.activity.sync_idle_pct is not None:
+        return _sync_idle_finding(ev, ev.activity.sync_idle_pct)
     share = ev.activity.sync_wait_pct
     if share is None or share < T.SYNC_WAIT_MODERATE_PCT:
         return None
@@ -109,18 +166,8 @@ def sync_bound(ev: Evidence) -> Finding | None:
         )
         + ", so kernels cannot be queued ahead.",
         metrics={"sync_wait_pct": round(share, 2), "sync_calls_per_step": calls},
-        fix=(
-            "Keep values on the device and read them rarely: accumulate the loss as a tensor and call "
-            ".item() every N steps."
-            if ev.kind == "training"
-            else "Keep values on the device and read them rarely: copy results to the host in batches, "
-            "not one .item() or .cpu() per step."
-        ),
-        fix_snippet=(
-            "running_loss += loss.detach()          # no sync\n"
-            "if step % log_every == 0:\n"
-            "    print((running_loss / log_every).item()); running_loss.zero_()"
-        ),
+        fix=_sync_fix(ev),
+        fix_snippet=_SYNC_SNIPPET,
         gain=Gain(
             "throughput_x",
             1.0,
@@ -131,15 +178,28 @@ def sync_bound(ev: Evidence) -> Finding | None:
     )
 
 
-def launch_bound(ev: Evidence) -> Finding | None:
-    """Many tiny kernels (``tiny_kernel_pct``) with the GPU idle (``gpu_idle_pct``, less the input wait)
-    and enough launches per step to fill it: launch overhead, not compute, sets the pace. The fused
-    optimizer is named for training only; torch.compile and CUDA graphs serve any kind."""
-    tiny, idle = ev.activity.tiny_kernel_pct, ev.activity.gpu_idle_pct
-    if tiny is None or idle is None or tiny < T.TINY_KERNEL_SHARE_PCT or idle < T.LAUNCH_GPU_IDLE_PCT:
+def _launch_idle(ev: Evidence) -> float | None:
+    """The idle launches can explain: on a timeline the repeated short gaps between kernels (capture,
+    start-up and long host gaps excluded); else the GPU's idle share less the input wait. None when kernels
+    already replay from graphs (launching is not what a graph would save)."""
+    a = ev.activity
+    if a.graph_replay_pct is not None and a.graph_replay_pct >= T.GRAPH_REPLAY_PCT:
         return None
-    # Idle time spent waiting for data is the input pipeline's, not the launches'.
-    if idle - (input_share_pct(ev) or 0.0) < T.LAUNCH_GPU_IDLE_PCT:
+    if a.launch_idle_pct is not None:
+        return a.launch_idle_pct
+    if a.gpu_idle_pct is None:
+        return None
+    return a.gpu_idle_pct - (input_share_pct(ev) or 0.0)  # waiting for data is the input pipeline's
+
+
+def launch_bound(ev: Evidence) -> Finding | None:
+    """Many tiny kernels (``tiny_kernel_pct``) with the GPU idle between them and enough launches per step
+    to fill it: launch overhead, not compute, sets the pace. On a trace the idle is the repeated short gaps
+    between kernels (``launch_idle_pct``): graph capture, start-up calls and kernels replayed from a graph
+    do not count. The fused optimizer is named for training only; torch.compile and CUDA graphs serve any
+    kind."""
+    tiny, idle = ev.activity.tiny_kernel_pct, _launch_idle(ev)
+    if tiny is None or idle is None or tiny < T.TINY_KERNEL_SHARE_PCT or idle < T.LAUNCH_GPU_IDLE_PCT:
         return None
     # Launch-bound means launching the step's kernels takes about as long as the step itself.
     if ev.activity.kernels_per_step and ev.steps.step_time_s:
@@ -148,6 +208,8 @@ def launch_bound(ev: Evidence) -> Finding | None:
         )
         if launch_share < T.LAUNCH_STEP_SHARE_PCT:
             return None
+    high = speedup_from_saving(idle * 0.7)
+    gaps = "in short gaps between kernels" if ev.activity.launch_idle_pct is not None else "of the time"
     return Finding(
         id="launch_bound",
         title="Many tiny kernels: the GPU waits for the CPU to launch work",
@@ -155,14 +217,15 @@ def launch_bound(ev: Evidence) -> Finding | None:
         confidence=confidence(ev),
         category="host",
         summary=(
-            f"{tiny:.0f} % of kernels run under {T.TINY_KERNEL_US:.0f} µs and the GPU is idle {idle:.0f} % "
-            "of the time"
+            f"{tiny:.0f} % of kernels run under {T.TINY_KERNEL_US:.0f} µs and the GPU is idle "
+            f"{idle:.0f} % {gaps}"
         )
         + (f" ({ev.activity.kernels_per_step:.0f} kernels per step)" if ev.activity.kernels_per_step else "")
         + ": launch overhead, not compute, sets the pace.",
         metrics={
             "tiny_kernel_pct": round(tiny, 2),
-            "gpu_idle_pct": round(idle, 2),
+            "gpu_idle_pct": ev.activity.gpu_idle_pct,
+            "launch_idle_pct": round(idle, 2),
             "kernels_per_step": ev.activity.kernels_per_step,
             "host_busy_pct": ev.activity.host_busy_pct,
         },
@@ -175,9 +238,9 @@ def launch_bound(ev: Evidence) -> Finding | None:
         + ("\noptimizer = torch.optim.AdamW(params, lr=lr, fused=True)" if ev.kind == "training" else ""),
         gain=Gain(
             "throughput_x",
-            1.2,
-            speedup_from_saving(idle * 0.7),
-            "typical torch.compile gains on launch-bound models",
+            round(min(1.2, high), 3),
+            round(high, 3),
+            "typical torch.compile gains on launch-bound models, bounded by the launch gaps",
         ),
         source=ev.source,
         tools=("torch.compile", "CUDA graphs"),
