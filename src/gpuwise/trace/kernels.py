@@ -6,6 +6,7 @@ work for any Kineto trace without the model's source. Names that match nothing s
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,6 +127,7 @@ def without_parameters(name: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=8192)  # a many-rank run repeats its kernel names in every rank
 def kernel_category(name: str) -> str:
     """The category a kernel's name puts it in (communication, attention, convolution, gemm,
     ... by the first matching rule), else "other"; template parameters are ignored."""
