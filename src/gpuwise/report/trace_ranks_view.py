@@ -60,7 +60,10 @@ def _histogram(dist: RankDistribution) -> Bars:
     """Ranks per step-time bin, as bars (text, Markdown and HTML alike)."""
     most = max(n for _, _, n in dist.histogram)
     return Bars(
-        [(f"{a:,.2f}–{b:,.2f} ms", float(n), f"{n:,} ranks") for a, b, n in dist.histogram],
+        [
+            (f"{a:,.2f}–{b:,.2f} ms", float(n), f"{n:,} rank{'' if n == 1 else 's'}")
+            for a, b, n in dist.histogram
+        ],
         float(most),
         caption="Mean step time per rank: ranks per bin",
     )

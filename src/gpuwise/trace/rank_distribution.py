@@ -122,7 +122,8 @@ def rank_distribution(ranks: list[RankAnalysis]) -> RankDistribution:
         ((rank, ms, z_of(ms)) for rank, ms in steps.items() if abs(z_of(ms)) > MODIFIED_Z_OUTLIER),
         key=lambda t: -abs(t[2]),
     )
-    outliers = [Outlier(rank, ms, z, _why(first[rank], list(first.values()))) for rank, ms, z in flagged]
+    why = _why_of(list(first.values())) if flagged else None
+    outliers = [Outlier(rank, ms, z, why(first[rank]) if why else []) for rank, ms, z in flagged]
     return RankDistribution(
         len(steps),
         statistics.median(values),
@@ -148,22 +149,23 @@ def _histogram(values: list[float]) -> list[tuple[float, float, int]]:
     return [(low + i * width, low + (i + 1) * width, n) for i, n in enumerate(counts)]
 
 
-def _why(rank: RankAnalysis, everyone: list[RankAnalysis]) -> list[str]:
-    """The per-rank figures in which this rank is itself an outlier, largest first, as
-    'data wait 31.0 % (median 7.2 %)'; empty when none is."""
-    found: list[tuple[float, str]] = []
+def _why_of(everyone: list[RankAnalysis]) -> Callable[[RankAnalysis], list[str]]:
+    """rank -> the per-rank figures in which it is itself an outlier, largest first, as
+    'data wait 31.0 % (median 7.2 %)' (empty when none is); medians and MADs computed once."""
+    scales = []
     for label, unit, read in _METRICS:
-        mine = read(rank)
         values = [v for v in (read(a) for a in everyone) if v is not None]
-        if mine is None or len(values) < 3:
-            continue
-        z = modified_z(values)(mine)
-        if abs(z) > MODIFIED_Z_OUTLIER:
-            sep = " " if unit else ""
-            found.append(
-                (
-                    abs(z),
-                    f"{label} {mine:,.1f}{sep}{unit} (median {statistics.median(values):,.1f}{sep}{unit})",
-                )
+        if len(values) >= 3:
+            scales.append(
+                (label, " " + unit if unit else "", read, modified_z(values), statistics.median(values))
             )
-    return [text for _, text in sorted(found, key=lambda t: -t[0])]
+
+    def why(rank: RankAnalysis) -> list[str]:
+        found: list[tuple[float, str]] = []
+        for label, unit, read, z_of, median in scales:
+            mine = read(rank)
+            if mine is not None and abs(z := z_of(mine)) > MODIFIED_Z_OUTLIER:
+                found.append((abs(z), f"{label} {mine:,.1f}{unit} (median {median:,.1f}{unit})"))
+        return [text for _, text in sorted(found, key=lambda t: -t[0])]
+
+    return why
