@@ -75,6 +75,8 @@ def test_workers_1_2_and_a_dask_localcluster_give_the_same_report(dlrm, cluster)
     assert [f.id for f in one.findings] and [f.id for f in one.findings] == [f.id for f in dask.findings]
     assert comparable(one) == comparable(two) == comparable(dask)
     assert one.cross_rank.slowest_rank == 1 and len(one.ranks) == 8
+    default, s0 = analyze_many([str(dlrm)], use_cache=False)  # 7 MB: under POOL_MIN_BYTES, no pool
+    assert s0.engine == "in-process" and comparable(default) == comparable(one)
 
 
 def _truncated(source: Path, target: Path) -> Path:

@@ -100,7 +100,8 @@ def trace(
         typer.Option(
             "--workers",
             min=1,
-            help="Processes analyzing ranks in parallel (default: every core; 1 = in this process).",
+            help="Processes analyzing ranks in parallel (default: every core, from 32 MB of traces; "
+            "1 = in this process).",
         ),
     ] = None,
     dask: Annotated[

@@ -47,6 +47,11 @@ Engine = Literal["in-process", "processes", "dask"]
 Outcome = RankSummary | RankFailure
 Runner = Callable[[list[str]], Iterator[tuple[int, Outcome]]]
 
+# Without --workers, inputs smaller than this are analyzed in this process: starting a worker costs ~0.5 s of
+# CPU (interpreter, numpy, the trace modules), what parsing ~20 MB of Kineto JSON costs (DLRM: 21 ms per
+# 0.9 MB rank, benchmarks/trace_scale.py).
+POOL_MIN_BYTES = 32_000_000
+
 DIED = "the worker process died while analyzing this rank (killed: out of memory?); the other ranks are kept"
 
 
@@ -216,10 +221,12 @@ def analyze_many(
     strict: bool = False,
 ) -> tuple[TraceReport, RunStats]:
     """Files, directories or URLs in, one `TraceReport` out (as `analyze_traces` makes it) and how it was
-    run. ``workers`` None means every core; 1 (or a single file) runs in this process."""
+    run. ``workers`` None means every core (this process alone for under POOL_MIN_BYTES of local files);
+    1 (or a single file) runs in this process."""
     started = time.perf_counter()
     sources = expand_sources(paths)
-    workers = default_workers() if workers is None else workers
+    if workers is None:
+        workers = 1 if _local_bytes(sources) < POOL_MIN_BYTES else default_workers()
     runner, stats = _runner(sources, workers, dask_address, progress)
     cache_path = default_cache_path() if use_cache else None
     cache = SummaryCache(cache_path) if cache_path is not None else None
@@ -241,6 +248,19 @@ def analyze_many(
     report.skipped = skipped
     stats.wall_s = time.perf_counter() - started
     return report, stats
+
+
+def _local_bytes(sources: list[str]) -> float:
+    """Bytes of the local files (infinite when a URL is among them: remote reads gain from parallelism)."""
+    total = 0
+    for source in sources:
+        if is_url(source):
+            return float("inf")
+        try:
+            total += os.stat(source).st_size
+        except OSError:
+            continue
+    return float(total)
 
 
 def _runner(
