@@ -194,3 +194,41 @@ def test_ctrl_c_stops_the_run_and_cancels_the_cluster_tasks(dlrm, cluster, tmp_p
         while gpuwise_tasks() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert gpuwise_tasks() == 0
+
+
+def test_a_worker_process_killed_mid_run_costs_no_rank_whose_file_is_good(dlrm, tmp_path, monkeypatch):
+    import psutil
+
+    from gpuwise.trace import parallel
+    from gpuwise.trace.parallel import run_processes
+    from gpuwise.trace.rank_summary import RankSummary
+
+    retried: list[str] = []
+    alone = parallel._alone
+
+    def counting_alone(source, ctx):  # the real retry, counted
+        retried.append(source)
+        return alone(source, ctx)
+
+    monkeypatch.setattr(parallel, "_alone", counting_alone)
+
+    sources = [str(p) for p in rank_copies(sorted(dlrm.glob("*.json")), 24, tmp_path / "run")]
+    outcomes = {}
+    killed = 0
+    for i, outcome in run_processes(sources, 2):
+        outcomes[i] = outcome
+        if (
+            not killed
+        ):  # after the first rank: kill a pool worker (a child of the forkserver) as the OOM killer would
+            workers = [
+                p
+                for server in psutil.Process().children()
+                if "forkserver" in " ".join(server.cmdline())
+                for p in server.children()
+            ]
+            assert workers, "no pool worker found"
+            workers[0].kill()
+            killed += 1
+    assert sorted(outcomes) == list(range(24))
+    assert all(isinstance(o, RankSummary) for o in outcomes.values())
+    assert 1 <= len(retried) <= 4  # the ranks in flight when the pool broke, each retried alone
