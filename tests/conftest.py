@@ -28,6 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 for _folder in sorted(Path(__file__).parent.iterdir()):
     if any(_folder.glob("test_*.py")) and str(_folder) not in sys.path:
         sys.path.append(str(_folder))
+# `gpuwise trace` caches per-rank summaries beside the run store: tests run without it unless they
+# point GPUWISE_TRACE_CACHE at a file of their own (tests/trace/test_trace_scale.py).
+os.environ.setdefault("GPUWISE_TRACE_CACHE", "off")
 TRACES = REPO / "tests" / "data" / "traces"  # the project's own traces and HTA measurements
 HARDWARE_SKIP = "needs hardware:"
 ALLOWED_SKIPS = (HARDWARE_SKIP, THIRD_PARTY_SKIP, SARIF_SKIP)  # what GPUWISE_STRICT_SKIPS lets pass

@@ -13,7 +13,8 @@ from gpuwise.cli.output import HtmlFlag, MarkdownFlag, emit
 from gpuwise.errors import GpuwiseError
 
 if TYPE_CHECKING:
-    from gpuwise.trace.analyze import FileProgress
+    from gpuwise.trace.analyze import FileProgress, TraceReport
+    from gpuwise.trace.parallel import RunStats
 
 __all__ = ["trace"]
 
@@ -24,8 +25,8 @@ PROGRESS_MIN_BYTES = 8 << 20  # show a progress bar when the files add up to mor
 
 
 @contextmanager
-def _progress(paths: list[Path]) -> Iterator[FileProgress | None]:
-    """A byte-level progress bar on stderr (only on a terminal, only for big inputs)."""
+def _progress(files: list[str]) -> Iterator[FileProgress | None]:
+    """A byte-level progress bar on stderr (only on a terminal, only for big local inputs)."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -36,9 +37,12 @@ def _progress(paths: list[Path]) -> Iterator[FileProgress | None]:
         TransferSpeedColumn,
     )
 
-    sizes = [p.stat().st_size for p in paths]
     console = Console(stderr=True)
-    if sum(sizes) < PROGRESS_MIN_BYTES or not console.is_terminal:
+    if any("://" in f for f in files) or not console.is_terminal:
+        yield None
+        return
+    sizes = [Path(f).stat().st_size for f in files]
+    if sum(sizes) < PROGRESS_MIN_BYTES:
         yield None
         return
     done_before = [sum(sizes[:i]) for i in range(len(sizes))]
@@ -62,9 +66,10 @@ def _progress(paths: list[Path]) -> Iterator[FileProgress | None]:
 
 def trace(
     paths: Annotated[
-        list[Path],
+        list[str],
         typer.Argument(
-            help="Trace files (.json, .json.gz, .pt.trace.json) or a directory of per-rank traces."
+            help="Trace files (.json, .json.gz, .pt.trace.json) or a directory of per-rank traces "
+            "(or fsspec URLs: s3://bucket/run/, gs://...)."
         ),
     ],
     compare: Annotated[
@@ -90,6 +95,27 @@ def trace(
         bool,
         typer.Option("--strict", help="Fail (exit 2) on any unreadable file instead of skipping it."),
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Processes analyzing ranks in parallel (default: every core, from 32 MB of traces; "
+            "1 = in this process).",
+        ),
+    ] = None,
+    dask: Annotated[
+        str | None,
+        typer.Option(
+            "--dask",
+            envvar="DASK_SCHEDULER_ADDRESS",
+            help="Analyze the ranks on this dask.distributed cluster (tcp://scheduler:8786).",
+        ),
+    ] = None,
+    no_cache: Annotated[
+        bool,
+        typer.Option("--no-cache", help="Neither read nor write the per-rank summary cache."),
+    ] = False,
     as_markdown: MarkdownFlag = False,
     html: HtmlFlag = None,
 ) -> None:
@@ -99,8 +125,20 @@ def trace(
     from gpuwise.report import trace_view
 
     one_format(as_json, as_markdown)  # before the work, not after it
-    from gpuwise.trace.analyze import analyze_traces, expand_paths
     from gpuwise.trace.compare import compare_reports, side_label
+    from gpuwise.trace.parallel import analyze_many, expand_sources
+    from gpuwise.trace.rank_distribution import rank_distribution
+
+    def run(files: list[str]) -> tuple[TraceReport, RunStats]:
+        with _progress(files) as progress:
+            return analyze_many(
+                files,
+                workers=workers,
+                dask_address=dask,
+                use_cache=not no_cache,
+                progress=progress,
+                strict=strict,
+            )
 
     if compare:
         if rank is not None:
@@ -109,9 +147,7 @@ def trace(
             raise GpuwiseError(f"--compare takes exactly two traces (or directories), got {len(paths)}")
         reports = []
         for side in paths:
-            files = expand_paths([side])
-            with _progress(files) as progress:
-                reports.append(analyze_traces(files, progress, strict))
+            reports.append(run(expand_sources([side]))[0])
         result = compare_reports(
             reports[0], reports[1], side_label([paths[0]]), side_label([paths[1]]), top_n=top
         )
@@ -130,9 +166,8 @@ def trace(
             document=lambda: trace_view.comparison_document(result, top),
         )
         return
-    files = expand_paths(paths)
-    with _progress(files) as progress:
-        report = analyze_traces(files, progress, strict)
+    files = expand_sources(paths)
+    report, stats = run(files)
     if report.skipped:
         typer.echo(
             f"gpuwise: warning: skipped {len(report.skipped)} of {len(files)} files that are not "
@@ -145,7 +180,12 @@ def trace(
             f"no trace for rank {rank} (ranks here: {', '.join(map(str, known)) or 'none known'})"
         )
     emit(
-        {"files": [str(p) for p in files], **report.to_dict()},
+        {
+            "files": files,
+            **report.to_dict(),
+            "rank_distribution": rank_distribution(report.ranks).to_dict(),
+            "execution": stats.to_dict(),
+        },
         "trace",
         as_json,
         as_markdown=as_markdown,

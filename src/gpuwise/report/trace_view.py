@@ -16,6 +16,7 @@ from gpuwise.report.document import (
     Table,
 )
 from gpuwise.report.findings import findings_blocks
+from gpuwise.report.trace_ranks_view import distribution_blocks
 from gpuwise.report.units import decimal_size as _size
 from gpuwise.report.units import num as _n
 from gpuwise.trace.analyze import TraceReport
@@ -23,6 +24,7 @@ from gpuwise.trace.compare import Change, TraceComparison
 from gpuwise.trace.cross_rank import CrossRank, compact_ranges
 from gpuwise.trace.kernel_names import distinct_short_names
 from gpuwise.trace.rank import RankAnalysis
+from gpuwise.trace.rank_distribution import RANKS_LISTED
 from gpuwise.units import GiB
 
 __all__ = [
@@ -267,6 +269,9 @@ def rank_blocks(r: RankAnalysis, top: int) -> list[Block]:
 def ranks_blocks(report: TraceReport) -> list[Block]:
     """A multi-rank run: one table row per rank (the slowest flagged), a breakdown and a step-time
     chart per rank, and what differs across ranks (skew, communication spread, missing ranks)."""
+    if len(report.ranks) > RANKS_LISTED:  # distributions, not a row per rank (report/trace_ranks_view.py)
+        lines = _cross_rank_lines(report.cross_rank)
+        return distribution_blocks(report, _rank_row) + ([Bullets(lines)] if lines else [])
     slow = report.cross_rank.slowest_rank
     rows = [_rank_row(r) for r in report.ranks]
     styles = ["bad" if slow is not None and r.rank.rank == slow else "" for r in report.ranks]
