@@ -64,6 +64,7 @@ class RankAnalysis:
     warnings: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)  # ids of the findings this rank alone triggers
     workload_kind: WorkloadKind = "unknown"  # training / inference / unknown (trace.workload_kind)
+    framework: str = ""  # 'jax' / 'tensorflow' when an XPlane or XLA trace names its producer; '' else
 
     @property
     def label(self) -> str:
