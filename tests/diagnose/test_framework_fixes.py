@@ -1,5 +1,6 @@
-"""Findings in the run's framework (issue 31, item 3): a JAX or TensorFlow run gets JAX/TensorFlow fixes, from
-evidence built by hand and from an XLA profile whose producer is JAX; PyTorch runs keep the rules' own fixes."""
+"""Findings in the run's framework (issue 31, item 3): a JAX or TensorFlow run gets JAX/TensorFlow fixes,
+from evidence built by hand and from an XLA profile whose producer is JAX; PyTorch runs keep the rules'
+own fixes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The accelerators users pick (issue 31, item 4) and the framework a workload runs (item 3): a JAX workload is
-placed on a TPU by plan/memory/fit/cost with what is not modelled said once; a PyTorch workload on a TPU is
+"""The accelerators users pick (issue 31, item 4) and the framework a workload runs (item 3): a JAX workload
+is placed on a TPU by plan/memory/fit/cost with what is not modelled said once; a PyTorch workload on a TPU is
 one line naming what to pass; JAX/TensorFlow plans give their own code and tools, never PyTorch's."""
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ PYTORCH_WORDS = ("torch", "TrainingArguments", "peft", "DataLoader", "deepspeed"
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("", "pytorch"), ("hf-trainer", "pytorch"), ("vllm", "pytorch"), ("JAX", "jax"), ("flax", "jax")]
-    + [("maxtext", "jax"), ("tensorflow", "tensorflow"), ("keras", "tensorflow"), ("tf", "tensorflow")],
+    [
+        *[("", "pytorch"), ("hf-trainer", "pytorch"), ("vllm", "pytorch"), ("JAX", "jax"), ("flax", "jax")],
+        *[("maxtext", "jax"), ("tensorflow", "tensorflow"), ("keras", "tensorflow"), ("tf", "tensorflow")],
+    ],
 )
 def test_framework_names(name, expected):
     assert ml_framework(name) == expected
@@ -87,7 +89,9 @@ def test_plan_tensorflow_gives_keras_code(cli):
 
 
 def test_memory_and_cost_on_a_tpu(cli):
-    mem = cli("memory", "-m", "llama-3-8b", "-t", "inference", "-g", "tpu-v6e", "--framework", "jax", "--json")
+    mem = cli(
+        "memory", "-m", "llama-3-8b", "-t", "inference", "-g", "tpu-v6e", "--framework", "jax", "--json"
+    )
     assert mem.exit_code == 0, mem.stderr
     doc = mem.json()
     assert TPU_MODELLED in str(doc)
@@ -101,7 +105,16 @@ def test_gpus_lists_the_added_accelerators_with_sources(cli):
     assert res.exit_code == 0, res.stderr
     rows = {g["id"]: g for g in res.json()["gpus"]}
     added = ["b300", "gb300", "mi350x", "mi355x", "h20", "l20", "rtx-3090", "rtx-3090-ti", "rtx-4080"]
-    added += ["rtx-4070-ti-super", "rtx-5080", "rtx-5070-ti", "gaudi3", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-v7"]
+    added += [
+        "rtx-4070-ti-super",
+        "rtx-5080",
+        "rtx-5070-ti",
+        "gaudi3",
+        "tpu-v5e",
+        "tpu-v5p",
+        "tpu-v6e",
+        "tpu-v7",
+    ]
     for gid in added:
         row = rows[gid]
         assert row["spec_source"] and row["confidence"] in {"official", "secondary", "uncertain"}, gid

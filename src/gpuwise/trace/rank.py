@@ -33,7 +33,7 @@ from gpuwise.trace.steps import StepStats, find_steps, step_stats
 from gpuwise.trace.table import EventTable
 from gpuwise.trace.workload_kind import trace_workload_kind
 
-__all__ = ["RankAnalysis", "analyze_file", "analyze_table"]
+__all__ = ["RankAnalysis", "analyze_file", "analyze_file_ranks", "analyze_table"]
 
 
 @dataclass
@@ -97,6 +97,30 @@ class RankAnalysis:
             "findings": self.findings,
             "workload_kind": self.workload_kind,
         }
+
+
+def analyze_file_ranks(path: str | Path, progress: Progress | None = None) -> list[RankAnalysis]:
+    """The ranks one file holds: an Nsight SQLite export of several processes is one rank per process
+    (trace/nsys_ranks.py); every other file is one rank (:func:`analyze_file`)."""
+    from gpuwise.trace.formats import sniff
+
+    path = Path(path)
+    if path.is_file() and sniff(path) == "nsys-sqlite":
+        from gpuwise.trace.nsys_ranks import nsys_processes, read_nsys_process
+
+        pids = nsys_processes(path)
+        if len(pids) > 1:
+            out = []
+            for rank, pid in enumerate(pids):
+                started = time.perf_counter()
+                table = read_nsys_process(path, pid, rank, len(pids))
+                parsed = time.perf_counter()
+                analysis = analyze_table(table)
+                apply_source(analysis, table)
+                analysis.parse_s, analysis.analyze_s = parsed - started, time.perf_counter() - parsed
+                out.append(analysis)
+            return out
+    return [analyze_file(path, progress)]
 
 
 def analyze_file(path: str | Path, progress: Progress | None = None) -> RankAnalysis:
