@@ -55,3 +55,19 @@ def test_a_jax_profile_gets_jax_fixes(tmp_path):
     assert "jax.device_put" in copies.fix + copies.fix_snippet
     for f in findings.values():
         assert not any(w in f.fix + f.fix_snippet for w in TORCH_WORDS), (f.id, f.fix, f.fix_snippet)
+
+
+def test_a_real_jax_profile_names_its_framework_in_both_files(tmp_path):
+    """A jitted loop profiled by jax.profiler here: the XPlane (/host:metadata jax_version) and the JSON
+    (PjitFunction host events) both make the rank a JAX run, whose findings speak JAX."""
+    import pytest
+
+    pytest.importorskip("jax")
+    from test_trace_xla import JAX_LOOP, _record
+
+    run = _record(JAX_LOOP, tmp_path)
+    for path in (next(run.glob("*.xplane.pb")), next(run.glob("*.trace.json.gz"))):
+        r = analyze_file(path)
+        assert r.framework == "jax", (path.name, r.warnings)
+        for f in build_report([r]).findings:
+            assert not any(w in f.fix + f.fix_snippet for w in TORCH_WORDS), (f.id, f.fix)
