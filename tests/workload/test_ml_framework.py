@@ -124,3 +124,18 @@ def test_gpus_lists_the_added_accelerators_with_sources(cli):
     assert rows["tpu-v6e"]["nvlink_gbps"] == 800  # ICI, bidirectional per chip
     shown = cli("gpus", "tpu-v6e")
     assert shown.exit_code == 0 and "docs.cloud.google.com/tpu/docs/v6e" in shown.stdout.replace("\n", "")
+
+
+def test_fp32_on_accelerators_without_an_fp32_figure():
+    """A TPU runs an fp32 dot as one bf16 MXU pass (XLA's DEFAULT precision); Gaudi 3's datasheet gives no
+    fp32 figure: one line naming the precision to use, and the planner's port moves fp32 to amp-bf16."""
+    from gpuwise.perf import predict
+    from gpuwise.perf.numerics import supported_dtype
+    from gpuwise.plan.hardware import port
+
+    assert supported_dtype(get_gpu("tpu-v6e"), "fp32") == "bf16"
+    w = workload_from_mapping({"model": "llama-3-8b", "task": "inference", "precision": "fp32"})
+    with pytest.raises(GpuwiseError, match=r"gaudi3 lists no peak for fp32.*--precision amp-bf16"):
+        predict(w, get_gpu("gaudi3"))
+    moved = port(w, get_gpu("gaudi3"))
+    assert moved is not None and moved.precision == "amp-bf16"
