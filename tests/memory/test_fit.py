@@ -55,7 +55,11 @@ def test_headroom_out_of_range_is_refused():
 
 def test_fit_table_rows_fit_and_are_sorted():
     result = fit_table(W(task="lora", batch_size=2))
-    assert result.rows and result.checked == 4 * len(list_gpus())
+    # A PyTorch workload is checked on every GPU it can run on: TPUs are named as skipped, in one line.
+    pytorch_gpus = [g for g in list_gpus() if not g.is_tpu]
+    assert result.rows and result.checked == 4 * len(pytorch_gpus)
+    tpus = [g.id for g in list_gpus() if g.is_tpu]
+    assert tpus and any(all(t in s for t in tpus) and "pytorch" in s for s in result.skipped)
     keys = [(r.num_gpus, r.gpu_memory_bytes, -r.headroom_pct) for r in result.rows]
     assert keys == sorted(keys)
     for r in result.rows:
@@ -88,3 +92,16 @@ def test_fit_table_min_headroom_filters():
     loose, strict = fit_table(w, counts=(1,)), fit_table(w, counts=(1,), min_headroom_pct=30)
     assert len(strict.rows) < len(loose.rows)
     assert all(r.headroom_pct >= 30 for r in strict.rows)
+
+
+def test_fit_table_places_a_jax_workload_on_tpus_per_chip():
+    """--framework jax: TPUs join the table, fitted per chip against their HBM (v5e 16 GB, v6e 32 GB)."""
+    result = fit_table(
+        W(task="inference", framework="jax", seq_len=1024, output_len=128), min_headroom_pct=10
+    )
+    on_tpu = {(r.gpu, r.num_gpus) for r in result.rows if get_gpu(r.gpu).is_tpu}
+    assert ("tpu-v6e", 1) in on_tpu and ("tpu-v5p", 1) in on_tpu
+    assert ("tpu-v5e", 1) not in on_tpu  # 8B bf16 weights alone are 16 GB: no 10 % left on a v5e chip
+    assert ("tpu-v5e", 2) in on_tpu  # split over two chips it fits
+    assert not any("tpu" in s for s in result.skipped)
+    assert not any(r.gpu == "gaudi3" for r in result.rows)  # Gaudi runs PyTorch, not JAX

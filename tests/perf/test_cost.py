@@ -102,7 +102,10 @@ def test_price_precedence_and_missing_price():
 def test_compare_gpus_covers_the_catalog_and_sorts_by_cost():
     w = W(model="llama-3-8b", task="serving", gpu="h100-sxm", concurrency=32, seq_len=512, output_len=128)
     rows = compare_gpus(w)
-    assert {r.gpu for r in rows} == {g.id for g in list_gpus()}
+    # every accelerator a PyTorch workload runs on (TPUs run JAX/TensorFlow: --framework jax adds them)
+    assert {r.gpu for r in rows} == {g.id for g in list_gpus() if not g.is_tpu}
+    on_jax = {r.gpu for r in compare_gpus(w.with_changes(framework="jax"))}
+    assert {"tpu-v5e", "tpu-v6e"} <= on_jax and "gaudi3" not in on_jax
     priced = [r for r in rows if r.fits and r.usd_per_million_tokens is not None]
     assert priced == sorted(priced, key=lambda r: r.usd_per_million_tokens)
     assert any(r.usd_per_gpu_hour is None and r.tokens_per_s for r in rows)  # speed even without a price
@@ -129,7 +132,9 @@ def test_cli_cost_all_gpus(cli):
     res = cli("cost", "llama-3-8b", "-t", "lora", "--all-gpus", "--json")
     assert res.exit_code == 0, res.stderr
     doc = res.json()
-    assert doc["kind"] == "cost_comparison" and len(doc["gpus"]) == len(list_gpus())
+    assert doc["kind"] == "cost_comparison" and len(doc["gpus"]) == len(
+        [g for g in list_gpus() if not g.is_tpu]
+    )
     table = cli("cost", "llama-3-8b", "-t", "lora", "--all-gpus")
     assert "h100-sxm" in table.stdout and "$/h" in table.stdout
 

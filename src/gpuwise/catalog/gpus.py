@@ -21,12 +21,21 @@ from typing import Any, Literal, get_args
 from gpuwise.errors import GpuwiseError, did_you_mean
 from gpuwise.units import GB
 
-Generation = Literal["volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "other"]
-"""GPU generation: NVIDIA Volta … Blackwell, AMD CDNA3; ``other`` for a user GPU that names none.
+Generation = Literal[
+    "volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4", "gaudi", "tpu", "other"
+]
+"""Accelerator generation: NVIDIA Volta … Blackwell, AMD CDNA3/CDNA4, Intel Gaudi, Google TPU; ``other``
+for a user GPU that names none.
 
 Features (bf16, FP8, FlashAttention versions: ``plan/gpu_features.py``) and sourced efficiencies
 (``perf/data/efficiency.toml`` ``[mamf.generation]``, ``[attention.generation]``) are keyed by it."""
 GENERATIONS: tuple[Generation, ...] = get_args(Generation)
+
+Platform = Literal["cuda", "rocm", "gaudi", "tpu"]
+"""The software stack a device runs: CUDA (NVIDIA), ROCm (AMD), Intel Gaudi (SynapseAI) or XLA on a TPU.
+Derived from the generation: what plan/memory/fit/cost can model differs (TPUs: JAX/XLA only, no CUDA
+kernels; see ``gpuwise.plan.tpu``)."""
+_PLATFORM_OF: dict[Generation, Platform] = {"cdna3": "rocm", "cdna4": "rocm", "gaudi": "gaudi", "tpu": "tpu"}
 _ARCH_TARGET = re.compile(r"(sm_\d{2,3}|gfx[0-9a-f]{3,4})")
 
 # Precision name -> catalog column holding its dense peak.
@@ -100,6 +109,18 @@ class GPU:
         if column is None:
             raise ValueError(f"no peak column for dtype {dtype!r}")
         return getattr(self, column)
+
+    @property
+    def platform(self) -> Platform:
+        """cuda, rocm, gaudi or tpu: from the generation (an AMD user GPU of unknown generation: rocm)."""
+        if self.generation in _PLATFORM_OF:
+            return _PLATFORM_OF[self.generation]
+        return "rocm" if self.vendor.upper() == "AMD" else "cuda"
+
+    @property
+    def is_tpu(self) -> bool:
+        """True for a Google TPU chip (XLA only: no CUDA kernels, memory and peaks per chip)."""
+        return self.platform == "tpu"
 
     @property
     def compute_capability(self) -> tuple[int, int] | None:
@@ -263,6 +284,7 @@ __all__ = [
     "GENERATIONS",
     "GPU",
     "Generation",
+    "Platform",
     "clear_cache",
     "generation_from_architecture",
     "get_gpu",

@@ -67,6 +67,13 @@ _FLAGS: dict[str, tuple[Any, Any]] = {
     "kv_cache_dtype": (str, _opt("--kv-dtype", help="KV-cache dtype: auto, bf16, fp16, fp8, int8.")),
     "concurrency": (int, _opt("--concurrency", help="Simultaneous requests (serving).")),
     "goal": (str, _opt("--goal", help="cost, latency, throughput, fit.")),
+    "framework": (
+        str,
+        _opt(
+            "--framework",
+            help="pytorch (default), jax, tensorflow; or the stack: hf-trainer, lightning, deepspeed, vllm.",
+        ),
+    ),
     "utilization_pct": (float, _opt("--utilization", help="Observed GPU utilization in percent.")),
     # memgaps: offload, compiler/loss switches, expert and context parallelism
     "offload": (

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.diagnose.finding import Finding
+from gpuwise.diagnose.framework_fixes import in_framework
 from gpuwise.diagnose.rules import RULES
 
 __all__ = ["diagnose", "rank_findings"]
@@ -39,5 +40,10 @@ def diagnose(evidence: Evidence | Iterable[Evidence]) -> list[Finding]:
     """Apply every rule to each piece of evidence whose source and workload kind the rule declares
     (`rules.RULES`); contain nothing — rules are pure and total."""
     items = [evidence] if isinstance(evidence, Evidence) else list(evidence)
-    found = [f for ev in items for spec in RULES if spec.applies(ev) and (f := spec.rule(ev)) is not None]
+    found = [
+        in_framework(f, ev.context.framework)  # a JAX/TensorFlow run gets its fixes in its own terms
+        for ev in items
+        for spec in RULES
+        if spec.applies(ev) and (f := spec.rule(ev)) is not None
+    ]
     return rank_findings(found)

@@ -52,6 +52,7 @@ from gpuwise.memory.weights import (
 from gpuwise.units import GiB
 from gpuwise.vision.architectures import vision_arch
 from gpuwise.workload import Workload
+from gpuwise.workload.ml_framework import TPU_MODELLED
 
 __all__ = [
     "COMPONENTS",
@@ -236,6 +237,8 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
     regime = regime_for(w)
     ctx = _Context(arch, w, regime, profile, gpu.vendor)
     ctx.assumptions.extend(era)
+    if gpu.is_tpu:
+        ctx.assumptions.append(TPU_MODELLED)  # what a TPU estimate models and what it does not
     phases = ctx.training_phases() if w.is_training else ctx.inference_phases()
     paged_state = ctx.paged_state_bytes
     transient = max(

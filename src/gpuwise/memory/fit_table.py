@@ -14,6 +14,7 @@ from gpuwise.catalog import GPU, get_gpu, get_model, list_gpus
 from gpuwise.errors import GpuwiseError
 from gpuwise.memory.estimate import estimate_memory
 from gpuwise.workload import Workload
+from gpuwise.workload.ml_framework import ml_framework, runs_on
 from gpuwise.workload.spec import Sharding
 
 __all__ = [
@@ -182,6 +183,7 @@ def fit_table(
     rows: list[FitRow] = []
     skipped: list[str] = []
     checked = 0
+    elsewhere = [g.id for g in list_gpus() if not runs_on(workload.framework, g)]
     for count in counts:
         try:
             changes, note = _layout(workload, count)
@@ -190,6 +192,8 @@ def fit_table(
             skipped.append(f"{count} GPU(s): {err}")
             continue
         for gpu in list_gpus():
+            if gpu.id in elsewhere:
+                continue  # a TPU for a PyTorch workload, a Gaudi for JAX (workload/ml_framework.py)
             if w.precision == "fp4" and not gpu.fp4_tflops:
                 continue  # fp4 needs FP4 tensor cores (estimate_memory refuses it elsewhere)
             checked += 1
@@ -211,6 +215,11 @@ def fit_table(
                     assumed=note,
                 )
             )
+    if elsewhere:
+        skipped.append(
+            f"{', '.join(elsewhere)}: not for a {ml_framework(workload.framework)} workload "
+            "(TPUs run JAX/TensorFlow, Gaudi runs PyTorch; --framework picks)"
+        )
     if workload.precision == "fp4":
         skipped.append("GPUs without FP4 tensor cores (fp4 is NVFP4/MXFP4: Blackwell, MI355X)")
     rows.sort(key=lambda r: (r.num_gpus, r.gpu_memory_bytes, -r.headroom_pct, r.gpu))

@@ -19,6 +19,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.perf.predict import predict
 from gpuwise.perf.prediction import Bound, PerfPrediction
 from gpuwise.workload import Workload
+from gpuwise.workload.ml_framework import runs_on
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -538,6 +539,8 @@ def compare_gpus(
     """
     rows = []
     for gpu in gpus or list_gpus():
+        if not runs_on(workload.framework, gpu):
+            continue  # a TPU for a PyTorch workload, a Gaudi for JAX (workload/ml_framework.py)
         rows.append(_compare_one(workload, gpu, usd_per_gpu_hour, cooling_overhead_pct, utilization_pct))
 
     def key(r: GpuCostRow) -> tuple:

@@ -21,6 +21,7 @@ __all__ = [
     "MXFP4_BYTES",
     "NF4_DQ_BYTES",
     "QUANT_BYTES",
+    "NoPeakError",
     "Numerics",
     "dtype_bytes",
     "half_dtype",
@@ -79,12 +80,21 @@ def dtype_bytes(dtype: str) -> float:
     return float(_DTYPE_BYTES[dtype])
 
 
+class NoPeakError(GpuwiseError, ValueError):
+    """The GPU's row gives no peak for a dtype nor any it falls back to (Gaudi 3 has no fp32 figure):
+    one line for the user (GpuwiseError), and a ValueError for the callers that probe."""
+
+
 def supported_dtype(gpu: GPU, dtype: str) -> str:
     """``dtype`` if the GPU has a peak for it, else the next one down that it has."""
     current = dtype
     while gpu.peak_tflops(current) is None:
+        if current == "fp32" and gpu.platform == "tpu" and gpu.bf16_tflops:
+            return "bf16"  # XLA's DEFAULT precision runs an fp32 dot on a TPU as one bf16 MXU pass (JAX docs)
         if current not in _FALLBACK:
-            raise ValueError(f"{gpu.id} lists no peak for {dtype} or any fallback")
+            raise NoPeakError(
+                f"{gpu.id} lists no peak for {dtype} or any fallback: use --precision amp-bf16 or bf16 there"
+            )
         current = _FALLBACK[current]
     return current
 

@@ -20,6 +20,7 @@ from gpuwise.perf.training import predict_training, training_bound
 from gpuwise.perf.vision import compute_dtype as vision_compute_dtype
 from gpuwise.perf.vision import vision_assumptions
 from gpuwise.workload import Workload
+from gpuwise.workload.ml_framework import TPU_MODELLED
 
 __all__ = ["predict", "training_fits"]
 
@@ -64,6 +65,8 @@ def predict(
     assumptions = [] if m.measured else [f"no published MAMF for {gpu.id}: {m.source}"]
     if arch.origin == "size":  # '-m 13b': say which generic shape was assumed (catalog/model_size.py)
         assumptions.append(arch.notes)
+    if gpu.is_tpu:  # bf16 peak x the stated efficiency; what a TPU estimate leaves out
+        assumptions.append(TPU_MODELLED)
     if workload.is_training:
         prediction = _training(workload, gpu, arch, num, efficiency, assumptions, memory)
     else:

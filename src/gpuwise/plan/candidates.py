@@ -18,6 +18,7 @@ from gpuwise.plan.evidence_sources import kv_bits
 from gpuwise.plan.goal import comfortable
 from gpuwise.plan.gpu_features import features, half_dtype, unsupported
 from gpuwise.plan.types import Outcome, QualityRisk
+from gpuwise.plan.xla_advice import expressible
 from gpuwise.workload import Workload
 
 __all__ = [
@@ -88,6 +89,8 @@ def candidates(workload: Workload, evaluate: Evaluate) -> list[Candidate]:
     for gen in GENERATORS:
         for cand in gen(workload, gpu, evaluate):
             key = tuple(sorted(cand.changes.items()))
+            if not expressible(workload.framework, cand.changes):
+                continue  # a PyTorch-library edit (bitsandbytes, DeepSpeed, torch.compile) for JAX/TF
             if key not in seen and any(getattr(workload, k) != v for k, v in cand.changes.items()):
                 seen.add(key)
                 out.append(cand)

@@ -43,6 +43,13 @@ ARCH_FEATURES: dict[Generation, ArchFeatures] = {
     "hopper": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=False, flash_attention=3),
     "blackwell": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=True, flash_attention=2),
     "cdna3": ArchFeatures(bf16=True, tf32=True, fp8=True, fp4=False, flash_attention=2),
+    # CDNA4 (MI350X/MI355X): FP8, MXFP6/MXFP4 and bf16 matrix cores, no TF32 (AMD CDNA 4 white paper).
+    "cdna4": ArchFeatures(bf16=True, tf32=False, fp8=True, fp4=True, flash_attention=2),
+    # Gaudi 3: bf16 and FP8 matrix engines (Intel Gaudi 3 white paper); no FlashAttention CUDA kernels
+    # (Intel ships its own fused SDPA).
+    "gaudi": ArchFeatures(bf16=True, tf32=False, fp8=True, fp4=False, flash_attention=0),
+    # TPU: bf16 MXUs (FP8 only where the row lists an FP8 peak, TPU7x); XLA fuses attention itself.
+    "tpu": ArchFeatures(bf16=True, tf32=False, fp8=False, fp4=False, flash_attention=0),
 }
 
 

@@ -47,6 +47,8 @@ def port(workload: Workload, gpu: GPU) -> Workload | None:
         p = "fp8"  # memgaps: no FP4 tensor cores; FP8 is the next block-scaled step (or what follows below)
     if p == "fp8" and not gpu.fp8_tflops:
         p = "int8" if workload.is_inference else "amp-bf16"
+    if p == "fp32" and not gpu.fp32_tflops and gpu.platform == "gaudi":
+        p = "amp-bf16"  # no fp32 figure on its datasheet: its matrix engines are bf16/FP8
     if p == "bf16" and not gpu.bf16_tflops:
         p = "fp16"
     elif p == "amp-bf16" and not gpu.bf16_tflops:

@@ -25,6 +25,7 @@ from gpuwise.serving.engines import scheduler_config
 from gpuwise.serving.evaluate import REQUESTS_SIMULATED, Deployment, ReplicaSearch, evaluate_deployment
 from gpuwise.serving.sweep import GPU_COUNTS, cheapest, sweep
 from gpuwise.workload import Workload
+from gpuwise.workload.ml_framework import runs_on
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuwise.diagnose import Evidence, Finding
@@ -151,7 +152,8 @@ def plan_serving(
         workload = calibrated(workload, calibration)
     assert workload.serving is not None
     search = ReplicaSearch(workload)
-    rows = sweep(workload, gpus if gpus is not None else list_gpus(), search=search)
+    candidates = gpus if gpus is not None else list_gpus()
+    rows = sweep(workload, [g for g in candidates if runs_on(workload.framework, g)], search=search)
     own_gpu = get_gpu(workload.gpu)
     current = deployment_at_demand(workload, search)  # the figure `cost` shows for this workload
     assert current is not None  # wants_serving_plan: the workload has a demand

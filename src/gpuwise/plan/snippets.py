@@ -15,6 +15,7 @@ from typing import Any
 from gpuwise.catalog import get_model
 from gpuwise.plan.gpu_features import gpu_half_dtype
 from gpuwise.plan.scaling import NODE_GPUS
+from gpuwise.plan.xla_advice import xla_snippets
 from gpuwise.workload import Workload
 
 __all__ = [
@@ -318,6 +319,9 @@ def vllm_command(w: Workload) -> str:
 def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]:
     """Label -> text to paste, for the recommended workload."""
     out = {"workload.yaml": workload_yaml(w, changes)}
+    framework_code = xla_snippets(w)  # JAX / TensorFlow: the settings in that framework, no PyTorch
+    if framework_code:
+        return {**out, **framework_code}
     if w.is_training and not w.is_cv:
         if w.task in {"lora", "qlora", "full-finetune"} and w.tp == 1 and w.pp == 1:
             # the Trainer shards with FSDP/DeepSpeed but never splits a layer (no TP) or the stack (no PP):

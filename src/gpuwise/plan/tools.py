@@ -14,8 +14,10 @@ from gpuwise.plan import knowledge as K
 from gpuwise.plan.scaling import NODE_GPUS
 from gpuwise.plan.techniques import describe
 from gpuwise.plan.types import HardwareOption, Outcome, ScalingDecision, Technique, ToolAdvice
+from gpuwise.plan.xla_advice import xla_tools
 from gpuwise.units import GiB
 from gpuwise.workload import Workload
+from gpuwise.workload.ml_framework import ml_framework
 
 __all__ = ["advise"]
 
@@ -59,6 +61,8 @@ def advise(
 ) -> list[ToolAdvice]:
     """Tools for the recommended `config` (`outcome` its prediction), each once with its reason:
     first those serving recommended techniques and findings, then by workload kind, then checks."""
+    if ml_framework(config.framework) != "pytorch":  # JAX / TensorFlow: that framework's tools
+        return xla_tools(config, techniques, findings)
     a = _Advice()
     _for_techniques_and_findings(a, config, techniques, findings)
     gpu = get_gpu(config.gpu)

@@ -428,6 +428,8 @@ def _step_times(w: Workload, records: dict[str, PhaseRecord], device_total_bytes
     kind: Mode = "training" if w.is_training else "inference"
     results = []
     for gpu in list_gpus():
+        if gpu.is_tpu:
+            continue  # a traced PyTorch model: TPUs run XLA programs (workload/ml_framework.py)
         try:
             attention_eff = matmul_efficiency(gpu, "bf16", kind) * eff.attention_ratio(w.attention)
             per_phase: dict[str, float] = {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ from gpuwise.diagnose import Evidence, Finding, diagnose
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace.causes import chain_findings
 from gpuwise.trace.cross_rank import CrossRank, cross_rank
-from gpuwise.trace.rank import RankAnalysis, analyze_file
+from gpuwise.trace.rank import RankAnalysis, analyze_file_ranks
 from gpuwise.trace.reader import special_kind
 from gpuwise.trace.to_evidence import combined_kind, cross_rank_evidence, rank_evidence
 
@@ -82,12 +81,10 @@ def natural_key(path: Path) -> list[Any]:
 
 
 def _traces_under(directory: Path) -> list[Path]:
-    """``*.json`` / ``*.json.gz`` files at any depth (tensorboard_trace_handler nests per worker);
-    symlinked directories are not followed, so a link loop cannot recurse."""
-    found = []
-    for root, _, names in os.walk(directory):
-        found += [Path(root) / n for n in names if is_trace_name(Path(n))]
-    return sorted((p for p in found if p.is_file()), key=natural_key)
+    """Every profile format at any depth, one file per run (trace/collect.py)."""
+    from gpuwise.trace.collect import profiles_under
+
+    return profiles_under(directory)
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
@@ -98,7 +95,10 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
         if path.is_dir():
             found = _traces_under(path)
             if not found:
-                raise GpuwiseError(f"{path}: no .json or .json.gz trace files in this directory")
+                raise GpuwiseError(
+                    f"{path}: no .json or .json.gz trace files, XPlane (.xplane.pb) or Nsight Systems "
+                    "(.sqlite, .nsys-rep) profiles in this directory"
+                )
             out.extend(found)
         elif path.is_file():
             out.append(path)
@@ -118,10 +118,10 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
     return unique
 
 
-def _analyze_one(path: Path, callback: Callable[[int], None] | None) -> RankAnalysis:
+def _analyze_one(path: Path, callback: Callable[[int], None] | None) -> list[RankAnalysis]:
     if path.name.startswith("._"):
         raise GpuwiseError(f"{path}: a macOS metadata file (._*), not a trace")
-    return analyze_file(path, callback)
+    return analyze_file_ranks(path, callback)  # an Nsight export of several processes: one rank each
 
 
 def analyze_traces(
@@ -134,7 +134,7 @@ def analyze_traces(
     for i, path in enumerate(files):
         callback = (lambda n, i=i, path=path: progress(i, path, n)) if progress else None
         try:
-            ranks.append(_analyze_one(path, callback))
+            ranks.extend(_analyze_one(path, callback))
         except GpuwiseError as err:
             if strict or len(files) == 1:
                 raise

@@ -247,3 +247,6 @@ def apply_source(analysis: Any, table: EventTable) -> None:
     kind = source.get("device_kind")
     if kind and analysis.temporal is not None:
         analysis.device.kind = kind
+    producer = str(source.get("producer") or "").lower()  # 'JAX 0.4.35 (jaxlib ...)', 'TensorFlow 2.18'
+    if producer.startswith(("jax", "tensorflow")):
+        analysis.framework = "jax" if producer.startswith("jax") else "tensorflow"  # fixes in its terms

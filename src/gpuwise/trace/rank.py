@@ -35,7 +35,7 @@ from gpuwise.trace.taxonomy import runtime_platform
 from gpuwise.trace.timeline import Timeline, timeline
 from gpuwise.trace.workload_kind import trace_workload_kind
 
-__all__ = ["RankAnalysis", "analyze_file", "analyze_table"]
+__all__ = ["RankAnalysis", "analyze_file", "analyze_file_ranks", "analyze_table"]
 
 
 @dataclass
@@ -67,6 +67,7 @@ class RankAnalysis:
     findings: list[str] = field(default_factory=list)  # ids of the findings this rank alone triggers
     workload_kind: WorkloadKind = "unknown"  # training / inference / unknown (trace.workload_kind)
     timeline: Timeline | None = None  # the window's GPU idle by cause (trace.timeline)
+    framework: str = ""  # 'jax' / 'tensorflow' when an XPlane or XLA trace names its producer; '' else
 
     @property
     def label(self) -> str:
@@ -100,6 +101,30 @@ class RankAnalysis:
             "workload_kind": self.workload_kind,
             "timeline": self.timeline.to_dict() if self.timeline else None,
         }
+
+
+def analyze_file_ranks(path: str | Path, progress: Progress | None = None) -> list[RankAnalysis]:
+    """The ranks one file holds: an Nsight SQLite export of several processes is one rank per process
+    (trace/nsys_ranks.py); every other file is one rank (:func:`analyze_file`)."""
+    from gpuwise.trace.formats import sniff
+
+    path = Path(path)
+    if path.is_file() and sniff(path) == "nsys-sqlite":
+        from gpuwise.trace.nsys_ranks import nsys_processes, read_nsys_process
+
+        pids = nsys_processes(path)
+        if len(pids) > 1:
+            out = []
+            for rank, pid in enumerate(pids):
+                started = time.perf_counter()
+                table = read_nsys_process(path, pid, rank, len(pids))
+                parsed = time.perf_counter()
+                analysis = analyze_table(table)
+                apply_source(analysis, table)
+                analysis.parse_s, analysis.analyze_s = parsed - started, time.perf_counter() - parsed
+                out.append(analysis)
+            return out
+    return [analyze_file(path, progress)]
 
 
 def analyze_file(path: str | Path, progress: Progress | None = None) -> RankAnalysis:

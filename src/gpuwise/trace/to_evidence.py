@@ -123,7 +123,7 @@ def rank_evidence(r: RankAnalysis) -> Evidence:
         ),
         memory=MemoryUse(memory_capacity_bytes=r.device.memory_bytes, memory_peak_bytes=memory_peak),
         comm=Communication(comm_exposed_pct=r.comm.exposed_pct, comm_overlap_pct=r.comm.overlap_pct),
-        context=RunContext(workload_kind=r.workload_kind),
+        context=RunContext(workload_kind=r.workload_kind, framework=r.framework or None),
         notes=notes,
     )
 

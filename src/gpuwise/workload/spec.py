@@ -425,8 +425,11 @@ def validate(w: Workload, where: str = "") -> Workload:
     if problem:
         raise GpuwiseError(where + problem)
     from gpuwise.catalog import get_gpu
+    from gpuwise.workload.ml_framework import placement_issue
 
-    get_gpu(w.gpu)  # unknown GPU -> did you mean
+    issue = placement_issue(w.framework, get_gpu(w.gpu))  # unknown GPU -> did you mean
+    if issue:  # a PyTorch workload on a TPU, JAX on a Gaudi: one line, what to pass instead
+        raise GpuwiseError(where + issue)
     return w
 
 
