@@ -303,6 +303,7 @@ def _collect(
     todo = [i for i, r in enumerate(results) if r is None]
     stats.cached_ranks = len(sources) - len(todo)
     fresh: list[tuple[str, str, RankAnalysis]] = []
+    extra: list[RankAnalysis] = []
     for k, (j, outcome) in enumerate(runner([sources[i] for i in todo])):
         i = todo[j]
         if on_done is not None:
@@ -313,12 +314,13 @@ def _collect(
             results[i] = outcome
             continue
         results[i] = compact(outcome.analysis)
+        extra += [compact(a) for a in outcome.more]  # one file, several processes (Nsight): one rank each
         stats.add(outcome)
-        if not is_url(sources[i]):
+        if not is_url(sources[i]) and not outcome.more:  # the cache holds one rank per file
             fresh.append((sources[i], outcome.sha256, outcome.analysis))
     if cache is not None and fresh:
         cache.put_many(fresh)
-    analyses = [r for r in results if isinstance(r, RankAnalysis)]
+    analyses = [r for r in results if isinstance(r, RankAnalysis)] + extra
     skipped = [SkippedFile(r.file, r.reason) for r in results if isinstance(r, RankFailure)]
     stats.lost_ranks = len(skipped)
     return analyses, skipped

@@ -66,6 +66,7 @@ class RankSummary:
     sha256: str  # of the file's bytes: the summary cache's key
     worker: str = ""
     worker_process_cpu_s: float = 0.0
+    more: tuple[RankAnalysis, ...] = ()  # further ranks of the same file (an Nsight export of N processes)
 
     @property
     def file(self) -> str:
@@ -93,14 +94,16 @@ def content_hash(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _analyze_local(path: Path, progress: Callable[[int], None] | None = None) -> tuple[RankAnalysis, str]:
+def _analyze_local(
+    path: Path, progress: Callable[[int], None] | None = None
+) -> tuple[list[RankAnalysis], str]:
     from gpuwise.trace.analyze import _analyze_one  # the same checks as the one-process path
 
-    analysis = _analyze_one(path, progress)
-    return analysis, content_hash(path)
+    analyses = _analyze_one(path, progress)
+    return analyses, content_hash(path)
 
 
-def _analyze_url(url: str) -> tuple[RankAnalysis, str]:
+def _analyze_url(url: str) -> tuple[list[RankAnalysis], str]:
     """Copy the object to a local temporary file (same name, so the format is told as for a local file)."""
     import fsspec
 
@@ -110,9 +113,10 @@ def _analyze_url(url: str) -> tuple[RankAnalysis, str]:
         with fsspec.open(url, "rb") as src, open(local, "wb") as dst:
             while chunk := src.read(8 << 20):
                 dst.write(chunk)
-        analysis, sha = _analyze_local(local)
-    analysis.file = url
-    return analysis, sha
+        analyses, sha = _analyze_local(local)
+    for analysis in analyses:
+        analysis.file = url
+    return analyses, sha
 
 
 def summarize(source: str, progress: Callable[[int], None] | None = None) -> RankSummary | RankFailure:
@@ -124,9 +128,9 @@ def summarize(source: str, progress: Callable[[int], None] | None = None) -> Ran
         if source.startswith("file://"):
             source = source.removeprefix("file://")
         if is_url(source):
-            analysis, sha = _analyze_url(source)
+            analyses, sha = _analyze_url(source)
         else:
-            analysis, sha = _analyze_local(Path(source), progress)
+            analyses, sha = _analyze_local(Path(source), progress)
     except GpuwiseError as err:
         return RankFailure(source, str(err).removeprefix(f"{source}: "), str(err))
     except MemoryError:
@@ -136,7 +140,9 @@ def summarize(source: str, progress: Callable[[int], None] | None = None) -> Ran
     except Exception as err:  # a bug on one odd rank must not cost the other ranks
         return RankFailure(source, f"analysis failed ({type(err).__name__}: {err}); please report it")
     done = time.process_time()
-    return RankSummary(analysis, done - started, _peak_rss_bytes(), sha, f"{_HOST}:{os.getpid()}", done)
+    first, *more = analyses
+    worker = f"{_HOST}:{os.getpid()}"
+    return RankSummary(first, done - started, _peak_rss_bytes(), sha, worker, done, tuple(more))
 
 
 def compact(analysis: RankAnalysis) -> RankAnalysis:
