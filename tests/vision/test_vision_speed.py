@@ -88,3 +88,21 @@ def test_eager_sd15_is_host_bound_on_fast_gpus():
     assert a100 == pytest.approx(host_s + 0.5e-3, rel=1e-6) and h100 == pytest.approx(a100)
     compiled = predict(workload_from_mapping({**sd, "gpu": "h100-sxm", "torch_compile": True})).step_time_s
     assert compiled < h100 / 2 and t4 > 3 * a100  # the T4 is GPU-bound
+
+
+def test_diffusion_attention_runs_at_the_generations_attention_rate():
+    sd = {
+        "model": "sd-1.5",
+        "task": "cv-inference",
+        "precision": "fp16",
+        "denoising_steps": 50,
+        "image_size": 512,
+    }
+    arch = vision_arch("sd-1.5")
+    assert arch is not None
+    w = workload_from_mapping({**sd, "gpu": "v100-sxm2-16gb"})
+    attention = sum(layer.macs for layer in network(arch, 512, 512).layers if layer.kind == "attention")
+    # Volta 0.35 vs Ampere 0.70 (perf efficiency.toml [attention.generation]): attention costs twice the FLOPs
+    expected = 50 * 2 * 2 * attention * (0.70 / 0.35 - 1)
+    assert vision_perf.attention_slowdown_flops(w, arch, get_gpu("v100-sxm2-16gb")) == pytest.approx(expected)
+    assert vision_perf.attention_slowdown_flops(w, arch, get_gpu("a100-40gb-sxm")) == 0

@@ -351,7 +351,8 @@ def conv_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -
     share = vision_perf.fraction(workload, vision, "inference", gpu)
     stream_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
     memory_bytes = vision_perf.memory_bytes_per_image(workload, vision, "inference", num.activation_bytes)
-    gpu_s = flops / (_peak(gpu, num.compute_dtype) * share.value)
+    slower = vision_perf.attention_slowdown_flops(workload, vision, gpu) * workload.batch_size
+    gpu_s = (flops + slower) / (_peak(gpu, num.compute_dtype) * share.value)
     gpu_s += workload.batch_size * memory_bytes / stream_bw
     host_s = workload.batch_size * vision_perf.host_s_per_image(
         workload, vision, eff.constants().host.eager_op_us * 1e-6

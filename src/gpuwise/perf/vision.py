@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gpuwise.catalog import GPU, ModelArch
+from gpuwise.catalog import GPU, ModelArch, get_gpu
 from gpuwise.catalog.families import family_spec
 from gpuwise.errors import GpuwiseError
 from gpuwise.memory.vision import image_dims
@@ -30,6 +30,7 @@ from gpuwise.workload import Workload
 __all__ = [
     "Fraction",
     "Kind",
+    "attention_slowdown_flops",
     "compute_dtype",
     "described",
     "forward_flops",
@@ -100,6 +101,25 @@ def _nchw_penalised(w: Workload, arch: VisionArch, kind: Kind) -> bool:
     """16-bit conv-net training in NCHW (cuDNN transposes around its NHWC tensor-core kernels)."""
     sixteen_bit = w.precision not in ("fp32",)
     return not arch.is_diffusion and kind == "training" and sixteen_bit and not w.channels_last
+
+
+def attention_slowdown_flops(w: Workload, arch: VisionArch, gpu: GPU) -> float:
+    """FLOPs to add to one image's sampling loop so its attention runs at this GPU generation's attention
+    rate relative to the A100 the diffusion fraction was measured on (perf efficiency.toml
+    [attention.generation]: Volta/Turing have no FlashAttention-2, about half the Ampere rate)."""
+    pipe = arch.pipeline
+    if pipe is None or _fused(w):
+        return 0.0
+    height, width = image_dims(w)
+    attention = sum(layer.macs for layer in network(arch, height, width).layers if layer.kind == "attention")
+    reference = eff.attention_efficiency(_reference_gpu(), "inference")
+    ratio = reference / eff.attention_efficiency(gpu, "inference")
+    return steps(w, arch) * (2 if pipe.cfg else 1) * 2.0 * attention * (ratio - 1.0)
+
+
+def _reference_gpu() -> GPU:
+    """The GPU the diffusion fraction was measured on (diffusers' SDXL tutorial run: an A100 80GB)."""
+    return get_gpu("a100-80gb-sxm")
 
 
 def host_s_per_image(w: Workload, arch: VisionArch, op_s: float) -> float:
