@@ -122,6 +122,26 @@ def _precision(value: str) -> tuple[str, str | None, str | None]:
     return value, None, None
 
 
+def _vision_spec(spec: dict, row: dict, diffusion: bool, notes: str, ddp: bool) -> None:
+    """The workload fields of a vision row (image size in input_len, denoising steps in output_len)."""
+    training = row["workload"] == "cv-training"
+    spec.update(
+        task="cv-train" if training else "cv-inference",
+        batch_size=_int(row["batch_size"]) or 1,
+        image_size=_int(row["input_len"]) or 224,
+        attention=_attention(notes),
+        channels_last="channels_last" in notes.lower() or "nhwc" in notes.lower(),
+    )
+    if diffusion:
+        spec["denoising_steps"] = _int(row["output_len"])
+    if training:
+        spec["sharding"] = _parallelism(row["parallelism"]).get("sharding", "ddp" if ddp else "none")
+        if _optimizer(notes):
+            spec["optimizer"] = _optimizer(notes)
+    if row["metric"] != "samples_per_s":
+        raise Skip(f"vision metric {row['metric']} not predicted")
+
+
 def row_to_case(row: dict) -> Case:
     """Build the workload a published row describes (raises Skip when it cannot)."""
     metric, kind = row["metric"], row["workload"]
@@ -130,8 +150,8 @@ def row_to_case(row: dict) -> Case:
         get_gpu(row["gpu"])
     except GpuwiseError as err:
         raise Skip(str(err)) from None
-    if arch.mlp_type == "diffusion-unet":
-        raise Skip("diffusion U-Net: no FLOP model (denoising steps and resolution not in the row)")
+    if arch.mlp_type == "diffusion-unet" and not (_int(row["input_len"]) and _int(row["output_len"])):
+        raise Skip("diffusion U-Net: denoising steps (output_len) and resolution (input_len) not in the row")
     if metric == "time_to_train_min":
         raise Skip("time to train: the dataset's token count is not in the row")
     n = _int(row["num_gpus"]) or 1
@@ -157,18 +177,7 @@ def row_to_case(row: dict) -> Case:
     inp, out = _int(row["input_len"]), _int(row["output_len"])
 
     if kind in {"cv-training", "cv-inference"}:
-        spec.update(
-            task="cv-train" if kind == "cv-training" else "cv-inference",
-            batch_size=batch or 1,
-            image_size=inp or 224,
-            attention=_attention(notes),
-        )
-        if kind == "cv-training":
-            spec["sharding"] = par.get("sharding", "ddp" if n > tp * pp else "none")
-            if _optimizer(notes):
-                spec["optimizer"] = _optimizer(notes)
-        if metric != "samples_per_s":
-            raise Skip(f"vision metric {metric} not predicted")
+        _vision_spec(spec, row, arch.mlp_type == "diffusion-unet", notes, ddp=n > tp * pp)
     elif kind in {"training", "finetune-lora"}:
         if not seq:
             raise Skip("training row without a sequence length")
@@ -207,6 +216,8 @@ def row_to_case(row: dict) -> Case:
             if metric != "samples_per_s":
                 raise Skip(f"{metric} for a conv net")
             spec.update(task="cv-inference", batch_size=batch or 64)
+            if arch.mlp_type == "diffusion-unet":
+                spec.update(image_size=_int(row["input_len"]), denoising_steps=_int(row["output_len"]))
             if not batch:
                 assumptions.append("offline conv-net batch not stated: 64 images")
         else:

@@ -98,16 +98,50 @@ def main() -> None:
     print("MLPerf Inference (benchmarks/data/measured_throughput.csv rows, TensorRT)")
     mlperf = [
         ("thr-MLI-15 SDXL 8×L40S fp8, 20 steps (calibration)", {"model": "sdxl", "gpu": "l40s", "num_gpus": 8,
-         "precision": "fp8", "denoising_steps": 20, "batch_size": 8}, 5.02),
+         "precision": "fp8", "denoising_steps": 20, "batch_size": 8, "framework": "tensorrt"}, 5.02),
         ("thr-MLI-13 ResNet-50 L4 int8", {"model": "resnet-50", "gpu": "l4", "precision": "int8",
-         "batch_size": 64}, 12881.7),
+         "batch_size": 64, "framework": "tensorrt"}, 12881.7),
     ]  # fmt: skip
     for label, values, measured in mlperf:
         p = predict(workload_from_mapping({"task": "cv-inference", **values}))
         print(f"{label:40s} predicted {p.samples_per_s:10.2f} images/s, measured {measured:10.2f} "
               f"({pct(p.samples_per_s, measured):+.1f} %)")  # fmt: skip
         errors[label] = round(pct(p.samples_per_s, measured), 1)
+    print()
+    _generation_checks(errors)
     print(json.dumps(errors))
+
+
+def _generation_checks(errors: dict[str, float]) -> None:
+    """Speed across GPU generations: ratios and seconds published runs show."""
+    print("Across GPUs (per-row errors for DeepLearningExamples/diffusers rows: "
+          "validate_throughput.py --data benchmarks/data/vision_reference.csv)")  # fmt: skip
+    rn50 = {"model": "resnet-50", "task": "cv-train", "num_gpus": 8, "precision": "amp-fp16",
+            "batch_size": 256, "channels_last": True}  # fmt: skip
+    h100 = predict(workload_from_mapping({**rn50, "gpu": "h100-sxm"})).samples_per_s
+    a100 = predict(workload_from_mapping({**rn50, "gpu": "a100-80gb-sxm"})).samples_per_s
+    measured = 14.4 / 7.8
+    label = "ResNet-50 training H100/A100 (MLPerf Training v3.0 ratio)"
+    err = pct(h100 / a100, measured)
+    print(
+        f"{label:58s} predicted {h100 / a100:6.2f}x, measured {measured:6.2f}x ({err:+.1f} %)"
+        "  Dell 16xH100 7.8 min vs 16xA100 14.4 min (silvertonconsulting.com, MLPerf Training v3.0)"
+    )
+    errors[label] = round(pct(h100 / a100, measured), 1)
+    sd = {"model": "sd-1.5", "task": "cv-inference", "precision": "fp16", "batch_size": 1,
+          "denoising_steps": 50, "image_size": 512}  # fmt: skip
+    for gpu, seconds in (
+        ("t4", 7.83),
+        ("v100-sxm2-16gb", 2.96),
+        ("a100-40gb-sxm", 1.96),
+        ("h100-pcie", 1.44),
+    ):
+        predicted = predict(workload_from_mapping({**sd, "gpu": gpu})).step_time_s
+        label = f"SD 1.5 512² 50 steps on {gpu} (s/image)"
+        err = pct(predicted, seconds)
+        print(f"{label:58s} predicted {predicted:6.2f} s,  measured {seconds:6.2f} s ({err:+.1f} %)"
+              "  alexeigor/sd-benchmarks README@021a7dbb")  # fmt: skip
+        errors[label] = round(pct(predicted, seconds), 1)
 
 
 if __name__ == "__main__":

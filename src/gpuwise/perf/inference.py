@@ -340,12 +340,22 @@ def encoder_forward(
 
 def conv_forward(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> tuple[float, float]:
     """Conv nets and diffusion pipelines: FLOPs from their layers (gpuwise.vision) at a sourced share of
-    the peak; diffusion counts the whole sampling loop of every image. Returns (seconds, FLOPs) per batch."""
+    the tensor-core peak, plus their feature maps' memory-bound passes at the stream bandwidth; an eager
+    diffusion loop cannot run faster than the host issues its kernels. Diffusion counts the whole sampling
+    loop of every image. Returns (seconds, FLOPs) per batch."""
     from gpuwise.perf import vision as vision_perf
     from gpuwise.perf.roofline import peak_flops as _peak
 
     vision = vision_perf.described(arch.id)
     flops = vision_perf.inference_flops_per_image(workload, vision) * workload.batch_size
-    share = vision_perf.fraction(workload, vision, "inference")
-    seconds = flops / (_peak(gpu, num.compute_dtype) * share.value)
+    share = vision_perf.fraction(workload, vision, "inference", gpu)
+    stream_bw = gpu.mem_bw_bytes_per_s * eff.bandwidth_fraction("stream")
+    memory_bytes = vision_perf.memory_bytes_per_image(workload, vision, "inference", num.activation_bytes)
+    slower = vision_perf.attention_slowdown_flops(workload, vision, gpu) * workload.batch_size
+    gpu_s = (flops + slower) / (_peak(gpu, num.compute_dtype) * share.value)
+    gpu_s += workload.batch_size * memory_bytes / stream_bw
+    host_s = workload.batch_size * vision_perf.host_s_per_image(
+        workload, vision, eff.constants().host.eager_op_us * 1e-6
+    )
+    seconds = max(gpu_s, host_s)
     return seconds + eff.constants().host.engine_step_overhead_ms * 1e-3, flops

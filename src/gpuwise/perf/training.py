@@ -314,7 +314,7 @@ def _kernels(
                 f"fp32 matmuls without TF32 run on the CUDA cores at {e_lin:.0%} of the fp32 peak"
             )
     else:
-        share = vision_perf.fraction(workload, vision_perf.described(arch.id), "training")
+        share = vision_perf.fraction(workload, vision_perf.described(arch.id), "training", gpu)
         e_lin = e_attn = share.value
         linear_s = flops.executed / shards / (peak_flops(gpu, num.compute_dtype) * e_lin)
         attention_s = 0.0
@@ -336,8 +336,10 @@ def _elementwise_s(
     assumptions: list[str],
 ) -> float:
     """Norms, residual adds, activations, casts and the loss: memory-bound kernels."""
-    if not arch.is_transformer:
-        return 0.0
+    if not arch.is_transformer:  # conv nets / diffusion: norms, activations, adds over every feature map
+        vision = vision_perf.described(arch.id)
+        per_image = vision_perf.memory_bytes_per_image(workload, vision, "training", num.activation_bytes)
+        return workload.batch_size * per_image / (workload.tp * workload.pp) / stream_bw
     per_token = elementwise_bytes_per_token(
         arch,
         num.activation_bytes,
