@@ -250,6 +250,9 @@ class ModelConfig:
     fit_options_bytes: dict[str, float] = field(
         default_factory=dict
     )  # change -> predicted peak bytes with it
+    # speed-up the performance model predicts from a larger micro-batch that still fits (up to 4x), on a
+    # busy GPU; None when not predicted (measurements) or nothing larger fits
+    larger_batch_speedup_x: float | None = None
 
 
 @dataclass
@@ -395,6 +398,7 @@ WIRE_KEYS: tuple[str, ...] = (
     "xid_errors",
     "sync_idle_pct", "sync_idle_call", "launch_idle_pct", "one_off_idle_pct", "graph_replay_pct",
     "before_first_kernel_pct", "world_size",
+    "larger_batch_speedup_x",
 )  # fmt: skip
 _RANK_KEYED = ("rank_step_time_s", "rank_comm_time_s", "rank_comm_steps_s")  # int keys, str in JSON
 

@@ -62,6 +62,9 @@ PAGEABLE_COPY_MODERATE_PCT = 5.0
 # small_batch: lots of free VRAM while the GPU is not kept busy.
 SMALL_BATCH_HEADROOM_PCT = 50.0
 SMALL_BATCH_GPU_UTIL_PCT = 70.0
+# ... unless the performance model says a larger batch buys less than this (a prediction that knows the
+# kernels: ResNet-50 at 256 images per A100 is already compute-bound, 4x the batch predicts 1.01x).
+SMALL_BATCH_MIN_PREDICTED_GAIN_PCT = 5.0
 
 # oom_risk: less free memory than this at the peak (issue contract: < 10 % headroom).
 OOM_HEADROOM_PCT = 10.0

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwise.catalog import GPU, get_gpu
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf.prediction import Bound
+from gpuwise.plan.goal import comfortable
 from gpuwise.plan.types import Outcome, ThroughputUnit
 from gpuwise.workload import Workload
 
@@ -31,6 +32,26 @@ class Prediction:
     decode_bound: Bound | None = None  # inference: what limits a decode step
     phase_s: dict[str, float] = field(default_factory=dict)  # training: forward, backward, optimizer, other
     assumptions: tuple[str, ...] = ()
+
+
+def larger_batch_speedup_x(ev: Evaluator, w: Workload) -> float | None:
+    """Throughput at 4x (else 2x) the micro-batch over today's, both on a busy GPU, when that batch fits
+    comfortably; None when it does not or there is no speed to compare. The small_batch rule reads it:
+    free memory and low utilization say "raise the batch" only if the kernels would get faster."""
+    if not (w.is_training or w.task == "cv-inference"):
+        return None
+    now = ev.outcome(w)
+    if not now.fits or not now.throughput:
+        return None
+    for factor in (4, 2):
+        try:
+            bigger = w.with_changes(batch_size=w.batch_size * factor)
+        except GpuwiseError:
+            continue
+        after = ev.outcome(bigger)
+        if comfortable(after) and after.throughput:
+            return after.throughput / now.throughput
+    return None
 
 
 def attention_scores_bytes(ev: Evaluator, w: Workload) -> int | None:
@@ -193,4 +214,4 @@ def _comm_exposed_pct(perf: PerfPrediction) -> float | None:
     return None
 
 
-__all__ = ["Evaluator", "Prediction"]
+__all__ = ["Evaluator", "Prediction", "attention_scores_bytes", "larger_batch_speedup_x"]

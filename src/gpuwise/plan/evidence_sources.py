@@ -100,6 +100,7 @@ def prediction_evidence(
     prediction: Prediction,
     fit_options_bytes: dict[str, float] | None = None,
     attention_scores_bytes: int | None = None,
+    larger_batch_speedup_x: float | None = None,
 ) -> Evidence:
     """What the models predict for this workload, in the rule engine's terms."""
     gpu = get_gpu(workload.gpu)
@@ -121,6 +122,7 @@ def prediction_evidence(
             attention_impl=workload.attention,
             attention_scores_bytes=attention_scores_bytes,
             fit_options_bytes=dict(fit_options_bytes or {}),
+            larger_batch_speedup_x=larger_batch_speedup_x,
         ),
     )
     if workload.is_training or workload.task == "cv-inference":

@@ -28,7 +28,7 @@ from gpuwise.plan import pipeline, placement
 from gpuwise.plan import scaling as scale
 from gpuwise.plan import snippets as snip
 from gpuwise.plan.candidates import candidates
-from gpuwise.plan.evaluate import Evaluator, attention_scores_bytes
+from gpuwise.plan.evaluate import Evaluator, attention_scores_bytes, larger_batch_speedup_x
 from gpuwise.plan.evidence_sources import (
     cpu_run_note,
     host_side_of_cpu_run,
@@ -112,7 +112,13 @@ def make_plan(
     )
 
     fit_options = _fit_options_bytes(workload, ev) if not comfortable(current) else {}
-    predicted = prediction_evidence(workload, current_pred, fit_options, attention_scores_bytes(ev, workload))
+    predicted = prediction_evidence(
+        workload,
+        current_pred,
+        fit_options,
+        attention_scores_bytes(ev, workload),
+        larger_batch_speedup_x(ev, workload),
+    )
     all_evidence = merge_evidence(predicted, measured)
     findings = _with_idle_confidence(_findings(measured, predicted, goal), idle)
     techniques = assess(
@@ -477,6 +483,15 @@ def _idle_causes(w: Workload, findings: list[Finding], evidence: list[Evidence])
             ]
             status = "ruled-out" if measured else "not-measured"
             detail = "memory headroom is too small to raise the batch" if measured else "no memory figure"
+            gain = next(
+                (e.model.larger_batch_speedup_x for e in evidence if e.model.larger_batch_speedup_x), None
+            )
+            if gain is not None and gain < 1 + T.SMALL_BATCH_MIN_PREDICTED_GAIN_PCT / 100:
+                status = "ruled-out"
+                detail = (
+                    f"the performance model predicts {gain:.2f}x from a larger batch: "
+                    "the kernels are already large"
+                )
         elif measured:
             status, detail = (
                 "ruled-out",

@@ -119,6 +119,9 @@ def small_batch(ev: Evidence) -> Finding | None:
         return None
     if headroom < T.SMALL_BATCH_HEADROOM_PCT or util >= T.SMALL_BATCH_GPU_UTIL_PCT:
         return None
+    predicted = ev.model.larger_batch_speedup_x
+    if predicted is not None and predicted < 1 + T.SMALL_BATCH_MIN_PREDICTED_GAIN_PCT / 100:
+        return None  # the kernels are already large: the idle comes from elsewhere (input, host, syncs)
     used = ev.memory.memory_peak_bytes or 0
     capacity = ev.memory.memory_capacity_bytes or 0
     target = capacity * (1 - T.TARGET_HEADROOM_PCT / 100)
