@@ -160,3 +160,36 @@ def test_thumbnail_batches_need_no_pinned_memory_but_still_workers() -> None:
         r for r, _, _ in found(THUMBS.format(cls="ImageFolder").replace('"data", train=True, ', '"data", '))
     }
     assert large == {"loader_no_workers", "loader_no_pin_memory"}
+
+
+DEPRECATED = """
+import torch
+scaler = torch.cuda.amp.GradScaler(enabled=True)
+with torch.cuda.amp.autocast():
+    pass
+torch.nn.utils.clip_grad_norm(model.parameters(), 0.25)
+total = torch.norm(grads)
+torch.testing.assert_allclose(a, b)
+from torch.cuda.amp import autocast
+with autocast(dtype=torch.bfloat16):
+    pass
+"""
+
+
+def test_deprecated_torch_api_and_its_exact_rewrites() -> None:
+    result = lint_source(Source("t.py", DEPRECATED))
+    assert isinstance(result, list)
+    hits = [(v.line, v.edit is not None) for v in result if v.rule == "deprecated_torch_api"]
+    # spelled-out calls with an exact replacement get an edit; the aliased autocast and the two
+    # replacements whose behaviour differs (assert_close checks dtypes; linalg norms) do not
+    assert hits == [(3, True), (4, True), (6, True), (7, False), (8, False), (10, False)]
+    text = DEPRECATED
+    for v in sorted((v for v in result if v.edit is not None), key=lambda v: -v.edit.start):  # type: ignore[union-attr]
+        edit = v.edit
+        assert edit is not None and edit.safe
+        text = text[: edit.start] + edit.text + text[edit.end :]
+    assert 'torch.amp.GradScaler("cuda", enabled=True)' in text
+    assert 'with torch.amp.autocast("cuda"):' in text
+    assert "torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)" in text
+    quiet = "import torch\nwith torch.amp.autocast('cuda'):\n    torch.nn.utils.clip_grad_norm_(p, 1.0)\n"
+    assert found(quiet, "deprecated_torch_api") == []

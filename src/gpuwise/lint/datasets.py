@@ -121,7 +121,7 @@ def _built_here(ctx: Context, depth: int) -> DataCost:
     found = ctx.memo.get("built_datasets")
     if found is None:
         project = ctx.project
-        known = {n for n, c in project.datasets.items() if _is_dataset(c)} if project is not None else set()
+        known = project.item_classes if project is not None else set()
         costs: set[DataCost] = set()
         for call in ctx.calls:
             name = ctx.qualname(call.func)
@@ -131,12 +131,6 @@ def _built_here(ctx: Context, depth: int) -> DataCost:
         found = costs.pop() if len(costs) == 1 else "unknown"
         ctx.memo["built_datasets"] = found
     return found  # type: ignore[return-value]  # memo holds what this function built
-
-
-def _is_dataset(cls: ast.ClassDef) -> bool:
-    """A class that yields items (``__getitem__``/``__iter__``) or names Dataset among its bases."""
-    methods = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
-    return bool(methods & {"__getitem__", "__iter__"}) or any("Dataset" in ast.unparse(b) for b in cls.bases)
 
 
 def _method_cost(ctx: Context, func: ast.Attribute, last: str, call: ast.Call, depth: int) -> DataCost:
