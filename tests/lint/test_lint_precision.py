@@ -135,6 +135,12 @@ def test_mixed_precision_is_not_asked_of_a_toy_model() -> None:
         "import torch", "import torch\nimport torchvision"
     )
     assert len(found(zoo, "no_mixed_precision")) == 1
+    # a small literal probe head beside a model imported from elsewhere: the model's size is unknown
+    imported = TOY.format(layer="Linear(768, 10)").replace(
+        "model = torch.nn.Linear(768, 10).cuda()",
+        "from gpt import GPT\nprobe = torch.nn.Linear(768, 10)\nmodel = GPT(cfg).cuda()",
+    )
+    assert len(found(imported, "no_mixed_precision")) == 1
 
 
 def test_a_bare_fabric_takes_its_precision_from_the_launcher() -> None:

@@ -306,7 +306,7 @@ def _toy_model(ctx: Context) -> bool:
     if any(w in n for n in names for w in ("from_pretrained", ".models.", "create_model", "from_config")):
         return False
     layers = [c for c, n in zip(ctx.calls, names, strict=True) if n.startswith(_LAYERS)]
-    if not layers:
+    if not layers or not _models_built_here(ctx):
         return False
     total = 0
     for layer in layers:
@@ -317,6 +317,44 @@ def _toy_model(ctx: Context) -> bool:
         kernel = sizes[2] ** 2 if len(sizes) == 3 and "Conv" in ctx.qualname(layer.func) else 1
         total += sizes[0] * sizes[1] * kernel
     return total < _TOY_WEIGHTS
+
+
+def _models_built_here(ctx: Context) -> bool:
+    """Is every model (a name whose ``.parameters()`` an optimizer takes) assigned in this file from
+    torch.nn layers or a class of this file (``model = Net().to(device)``)? ``model = GPT(cfg)``
+    imported from elsewhere is not: its size cannot be read here."""
+    models = {
+        c.func.value.id
+        for c in ctx.calls
+        if isinstance(c.func, ast.Attribute)
+        and c.func.attr in {"parameters", "named_parameters"}
+        and isinstance(c.func.value, ast.Name)
+    }
+    own = {n.name for n in ctx.kids if isinstance(n, ast.ClassDef)}
+    seen = False
+    for node in ctx.kids:
+        if not isinstance(node, ast.Assign) or not any(
+            isinstance(t, ast.Name) and t.id in models for t in node.targets
+        ):
+            continue
+        value = node.value
+        while (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr
+            in {
+                "to",
+                "cuda",
+            }
+        ):
+            value = value.func.value
+        if not isinstance(value, ast.Call):
+            return False
+        name = ctx.qualname(value.func)
+        if not (name.startswith("torch.nn.") or name in own):
+            return False
+        seen = True
+    return seen
 
 
 @check
