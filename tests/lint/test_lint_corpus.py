@@ -17,7 +17,11 @@ DATA = Path(__file__).parents[1] / "data" / "lint"
 EXPECTED: dict[str, set[tuple[str, int]]] = {
     # periodic .item() under `step % log_every`, GradScaler, require_backward_grad_sync, master-only
     # eval save: all quiet; the end-of-run save has no rank check, torch.load has no weights_only.
-    "gpt_char_trainer.py": {("torch_load_unsafe", 26), ("every_rank_saves", 70)},
+    "gpt_char_trainer.py": {
+        ("torch_load_unsafe", 26),
+        ("deprecated_torch_api", 29),
+        ("every_rank_saves", 70),
+    },
     # the snapshot save is under `self.local == 0` (quiet); the sampler is never re-seeded.
     "ddp_snapshot_trainer.py": {
         ("torch_load_unsafe", 23),

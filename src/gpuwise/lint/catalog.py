@@ -361,5 +361,22 @@ SPECS_LIST = [
         "for fixed-size inputs.",
         {"pytorch": "torch.backends.cudnn.benchmark = True before training (fixed input sizes)."},
     ),
+    RuleSpec(
+        "deprecated_torch_api",
+        "Deprecated torch API",
+        "low",
+        "high",
+        "correctness",
+        "The call warns every time it runs and is due to be removed: torch.cuda.amp.autocast/GradScaler "
+        "(FutureWarning since PyTorch 2.4), torch.testing.assert_allclose (since 1.12), torch.norm "
+        "(documented as deprecated, may be removed), torch.nn.utils.clip_grad_norm (since 0.4). An upgrade "
+        "then breaks the script.",
+        {
+            "pytorch": 'torch.amp.autocast("cuda", ...), torch.amp.GradScaler("cuda", ...), '
+            "torch.testing.assert_close (stricter: checks dtypes), torch.linalg.vector_norm/matrix_norm, "
+            "torch.nn.utils.clip_grad_norm_."
+        },
+        fixable=True,
+    ),
 ]
 SPECS: dict[str, RuleSpec] = {spec.id: spec for spec in SPECS_LIST}

@@ -13,7 +13,7 @@ from typing import Literal
 
 from gpuwise.lint.context import Context, keyword
 
-__all__ = ["DataCost", "dataset_cost"]
+__all__ = ["DataCost", "dataset_cost", "small_items"]
 
 # heavy: per-item IO/decode/augment; unknown: cannot tell from here; tokenized: pre-processed rows;
 # memory: tensors or synthetic data already in memory.
@@ -48,6 +48,30 @@ def dataset_cost(ctx: Context, loader: ast.Call) -> DataCost:
     return costs[loader]
 
 
+# Datasets of thumbnail images (28x28 to 32x32): a batch is 0.2-1.5 MB, its pageable copy takes
+# tens of microseconds, so pinning saves nothing measurable (the per-item transform still costs CPU).
+_SMALL_ITEMS = frozenset(
+    {"MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST", "CIFAR10", "CIFAR100", "SVHN"}
+)
+
+
+def small_items(ctx: Context, loader: ast.Call) -> bool:
+    """Is the loader's dataset one of the thumbnail-image datasets (MNIST, CIFAR, SVHN)?"""
+    given = keyword(loader, "dataset")
+    expr = given.value if given is not None else loader.args[0] if loader.args else None
+    for _ in range(4):
+        if isinstance(expr, ast.Name | ast.Attribute) and not isinstance(expr, ast.Call):
+            expr = _assigned(ctx, expr, loader)
+        elif isinstance(expr, ast.Subscript):
+            expr = expr.value
+        else:
+            break
+    if not isinstance(expr, ast.Call):
+        return False
+    name = ctx.qualname(expr.func)
+    return (name.rpartition(".")[2] if name else getattr(expr.func, "attr", "")) in _SMALL_ITEMS
+
+
 def _cost(ctx: Context, expr: ast.expr, at: ast.AST, depth: int) -> DataCost:
     if depth > 6:
         return "unknown"
@@ -57,7 +81,9 @@ def _cost(ctx: Context, expr: ast.expr, at: ast.AST, depth: int) -> DataCost:
         return _cost(ctx, expr.value, at, depth + 1)
     if isinstance(expr, ast.Name | ast.Attribute) and not isinstance(expr, ast.Call):
         value = _assigned(ctx, expr, at)
-        return "unknown" if value is None else _cost(ctx, value, value, depth + 1)
+        if value is None:
+            return _built_here(ctx, depth) if _is_parameter(ctx, expr, at) else "unknown"
+        return _cost(ctx, value, value, depth + 1)
     if isinstance(expr, ast.Call):
         return _call_cost(ctx, expr, depth)
     return "unknown"
@@ -77,6 +103,34 @@ def _call_cost(ctx: Context, call: ast.Call, depth: int) -> DataCost:
     if name.startswith(_VISION) or _HEAVY_CLASS.search(last):
         return "heavy"
     return _defined_cost(ctx, last)
+
+
+def _is_parameter(ctx: Context, expr: ast.expr, at: ast.AST) -> bool:
+    """Is ``expr`` a parameter of the function around ``at`` (``def make_loader(dataset, ...)``)?"""
+    scope = _scope(ctx, at)
+    if not isinstance(expr, ast.Name) or not isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    arguments = scope.args
+    return expr.id in {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+
+
+def _built_here(ctx: Context, depth: int) -> DataCost:
+    """A loader built from a function parameter gets one of the datasets this file constructs (project
+    Dataset classes, TensorDataset, torchvision datasets): their common cost when they agree, else
+    unknown. ``prepare_dataloader(dataset, ...)`` fed ``MyTrainDataset(2048)`` is in-memory."""
+    found = ctx.memo.get("built_datasets")
+    if found is None:
+        project = ctx.project
+        known = project.item_classes if project is not None else set()
+        costs: set[DataCost] = set()
+        for call in ctx.calls:
+            name = ctx.qualname(call.func)
+            last = name.rpartition(".")[2] if name else getattr(call.func, "attr", "")
+            if last in known or last == "TensorDataset" or name.startswith(_VISION):
+                costs.add(_call_cost(ctx, call, depth + 1))
+        found = costs.pop() if len(costs) == 1 else "unknown"
+        ctx.memo["built_datasets"] = found
+    return found  # type: ignore[return-value]  # memo holds what this function built
 
 
 def _method_cost(ctx: Context, func: ast.Attribute, last: str, call: ast.Call, depth: int) -> DataCost:
@@ -166,11 +220,18 @@ def _assigned(ctx: Context, target: ast.Name | ast.Attribute, at: ast.AST) -> as
     scope = _scope(ctx, at) if isinstance(target, ast.Name) else None
     best: tuple[int, ast.expr] | None = None
     for lineno, where, value in _assignments(ctx).get(wanted, ()):
-        if lineno > line or (isinstance(target, ast.Name) and where is not scope):
+        if lineno > line or (isinstance(target, ast.Name) and where is not scope) or _inside(at, value):
             continue
         if best is None or lineno >= best[0]:
             best = (lineno, value)
     return best[1] if best else None
+
+
+def _inside(node: ast.AST, value: ast.expr) -> bool:
+    """Is ``node`` part of ``value``? ``ds = ds.rename_column(...)`` reads the earlier ``ds``, not itself."""
+    line = getattr(node, "lineno", -1)
+    end = value.end_lineno if value.end_lineno is not None else value.lineno
+    return value.lineno <= line <= end and any(sub is node for sub in ast.walk(value))
 
 
 def _pairs(target: ast.expr, value: ast.expr) -> list[tuple[str, ast.expr]]:

@@ -162,6 +162,12 @@ def _framework_on_cpu(ctx: Context) -> bool | None:
     return all(verdicts)
 
 
+def _yields_items(cls: ast.ClassDef) -> bool:
+    """A class that yields items (``__getitem__``/``__iter__``) or names Dataset among its bases."""
+    methods = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
+    return bool(methods & {"__getitem__", "__iter__"}) or any("Dataset" in ast.unparse(b) for b in cls.bases)
+
+
 @dataclass
 class Project:
     """What the files linted together tell about each other (see the module docstring)."""
@@ -175,6 +181,7 @@ class Project:
     sets_cudnn_benchmark: bool = False
     uses_distributed_sampler: bool = False  # some file builds a DistributedSampler
     datasets: dict[str, ast.ClassDef] = field(default_factory=dict)  # Dataset subclasses by name
+    item_classes: set[str] = field(default_factory=set)  # classes with __getitem__/__iter__ or a Dataset base
 
     @classmethod
     def of(cls, contexts: list[Context], root: Path | None) -> Project:
@@ -197,6 +204,8 @@ class Project:
             for node in ctx.kids:
                 if isinstance(node, ast.ClassDef):
                     project.datasets.setdefault(node.name, node)
+                    if _yields_items(node):
+                        project.item_classes.add(node.name)
         return project
 
     def allows_weights_only_default(self) -> bool:

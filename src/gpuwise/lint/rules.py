@@ -11,8 +11,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gpuwise.diagnose.finding import Severity
-from gpuwise.lint.context import Context, has_star_kwargs, is_backward, is_rank_guard, keyword, words
-from gpuwise.lint.datasets import dataset_cost
+from gpuwise.lint.context import (
+    Context,
+    StepCode,
+    has_star_kwargs,
+    is_backward,
+    is_rank_guard,
+    keyword,
+    words,
+)
+from gpuwise.lint.datasets import dataset_cost, small_items
 from gpuwise.lint.spans import Positions, add_keyword
 from gpuwise.lint.types import Edit
 
@@ -151,6 +159,8 @@ def loader_no_pin_memory(ctx: Context, pos: Positions) -> Iterator[Hit]:
     if not ctx.uses_gpu:
         return
     for call, _cost in _graded_loaders(ctx):
+        if small_items(ctx, call):
+            continue
         given, expr = _argument(call, "pin_memory", 7)
         if not given:
             edit = add_keyword(pos, call, "pin_memory=True")
@@ -204,9 +214,10 @@ def host_sync_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
     if not ctx.uses_gpu:
         return
     seen: set[ast.Call] = set()
+    synced = {id(code.loop) for code in _synchronizes(ctx)}  # the step already waits: reported there
     for code in ctx.step_code:
         name = _sync_call(ctx, code.node)
-        if name and code.node not in seen:
+        if name and code.node not in seen and id(code.loop) not in synced:
             seen.add(code.node)
             yield Hit("host_sync_per_step", code.node, _step_message(f"{name} waits for the GPU", code.via))
 
@@ -215,16 +226,45 @@ def host_sync_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
 def cuda_sync_in_loop(ctx: Context, pos: Positions) -> Iterator[Hit]:
     """torch.cuda.synchronize / empty_cache / ipc_collect reached every training step. A synchronize()
     under an opt-in flag (``if args.sync_timing:``, off unless asked) is a measurement choice: quiet."""
-    seen: set[ast.Call] = set()
-    targets = ("torch.cuda.synchronize", "torch.cuda.empty_cache", "torch.cuda.ipc_collect")
-    for code in ctx.step_code:
-        node = code.node
-        opt_in = ctx.is_api(node.func, "torch.cuda.synchronize") and any(
-            _under_flag(ctx, n) for n in (node, *code.via)
+    first: dict[tuple[int, str], StepCode] = {}  # (loop, API) -> its first call; later ones are listed
+    also: dict[tuple[int, str], list[int]] = {}
+    for code in _synchronizes(ctx):
+        key = (id(code.loop), ctx.qualname(code.node.func))
+        if key in first:
+            also[key].append(code.node.lineno)
+        else:
+            first[key], also[key] = code, []
+    for key, code in first.items():
+        hosts = sorted(
+            {c.node.lineno for c in ctx.step_code if c.loop is code.loop and _sync_call(ctx, c.node)}
         )
-        if ctx.is_api(node.func, *targets) and node not in seen and not opt_in:
+        lines = [*also[key], *hosts] if ctx.is_api(code.node.func, "torch.cuda.synchronize") else also[key]
+        unique = sorted(set(lines))
+        plural = "s" if len(unique) > 1 else ""
+        more = f"; the same step also waits at line{plural} {', '.join(map(str, unique))}" if unique else ""
+        message = _step_message(f"{key[1]}()", code.via) + more
+        yield Hit("cuda_sync_in_loop", code.node, message)
+
+
+def _synchronizes(ctx: Context) -> list[StepCode]:
+    """torch.cuda.synchronize/empty_cache/ipc_collect reached every step, once per call site, without
+    the opt-in ones (a synchronize() under ``if args.flag:``)."""
+    found = ctx.memo.get("synchronizes")
+    if found is None:
+        found, seen = list[StepCode](), set[ast.Call]()
+        targets = ("torch.cuda.synchronize", "torch.cuda.empty_cache", "torch.cuda.ipc_collect")
+        for code in ctx.step_code:
+            node = code.node
+            if node in seen or not ctx.is_api(node.func, *targets):
+                continue
             seen.add(node)
-            yield Hit("cuda_sync_in_loop", node, _step_message(f"{ctx.qualname(node.func)}()", code.via))
+            opt_in = ctx.is_api(node.func, "torch.cuda.synchronize") and any(
+                _under_flag(ctx, n) for n in (node, *code.via)
+            )
+            if not opt_in:
+                found.append(code)
+        ctx.memo["synchronizes"] = found
+    return found  # type: ignore[return-value]  # memo holds what this function built
 
 
 def _under_flag(ctx: Context, node: ast.AST) -> bool:
@@ -253,13 +293,77 @@ def _chooses_precision(ctx: Context) -> bool:
     return mentions_amp(ctx) or (ctx.project is not None and ctx.project.chooses_precision)
 
 
+# A fixed, literal-sized model under 2 M weights (the MNIST example nets: 1.2 M; ResNet-18: 11.7 M) runs
+# a step of a few tens of kernels of microseconds each: launch-bound, so 16-bit math saves nothing measurable.
+_TOY_WEIGHTS = 2_000_000
+_LAYERS = ("torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Embedding", "torch.nn.Bilinear")
+
+
+def _toy_model(ctx: Context) -> bool:
+    """The file's model is a few literal-sized layers (``torch.nn.Linear(20, 1)`` in a DDP tutorial,
+    the MNIST ``Net``): no model zoo or config-sized layer, and the literal sizes total under 2 M weights."""
+    names = [ctx.qualname(c.func) for c in ctx.calls]
+    if any(w in n for n in names for w in ("from_pretrained", ".models.", "create_model", "from_config")):
+        return False
+    layers = [c for c, n in zip(ctx.calls, names, strict=True) if n.startswith(_LAYERS)]
+    if not layers or not _models_built_here(ctx):
+        return False
+    total = 0
+    for layer in layers:
+        values = [ctx.value(a) for a in layer.args[:3]]
+        sizes = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+        if len(sizes) < 2 or len(sizes) != len(values):
+            return False
+        kernel = sizes[2] ** 2 if len(sizes) == 3 and "Conv" in ctx.qualname(layer.func) else 1
+        total += sizes[0] * sizes[1] * kernel
+    return total < _TOY_WEIGHTS
+
+
+def _models_built_here(ctx: Context) -> bool:
+    """Is every model (a name whose ``.parameters()`` an optimizer takes) assigned in this file from
+    torch.nn layers or a class of this file (``model = Net().to(device)``)? ``model = GPT(cfg)``
+    imported from elsewhere is not: its size cannot be read here."""
+    models = {
+        c.func.value.id
+        for c in ctx.calls
+        if isinstance(c.func, ast.Attribute)
+        and c.func.attr in {"parameters", "named_parameters"}
+        and isinstance(c.func.value, ast.Name)
+    }
+    own = {n.name for n in ctx.kids if isinstance(n, ast.ClassDef)}
+    seen = False
+    for node in ctx.kids:
+        if not isinstance(node, ast.Assign) or not any(
+            isinstance(t, ast.Name) and t.id in models for t in node.targets
+        ):
+            continue
+        value = node.value
+        while (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr
+            in {
+                "to",
+                "cuda",
+            }
+        ):
+            value = value.func.value
+        if not isinstance(value, ast.Call):
+            return False
+        name = ctx.qualname(value.func)
+        if not (name.startswith("torch.nn.") or name in own):
+            return False
+        seen = True
+    return seen
+
+
 @check
 def no_mixed_precision(ctx: Context, pos: Positions) -> Iterator[Hit]:
     """A plain PyTorch GPU training loop with no autocast and no 16-bit dtype anywhere: matmuls
     run in fp32, several times slower than bf16/fp16 tensor cores."""
     if not ctx.uses_gpu or _chooses_precision(ctx):
         return
-    if ctx.framework == "pytorch" and ctx.step_loops:
+    if ctx.framework == "pytorch" and ctx.step_loops and not _toy_model(ctx):
         backward = next(
             (c.node for c in ctx.step_code if is_backward(c.node)),
             ctx.step_loops[0],
@@ -279,7 +383,10 @@ def no_mixed_precision(ctx: Context, pos: Positions) -> Iterator[Hit]:
             if not has_star_kwargs(call):
                 yield Hit("no_mixed_precision", call, "Lightning Trainer without precision=: fp32 training")
     for call in ctx.calls_to("lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric"):
-        if not has_star_kwargs(call) and keyword(call, "precision") is None:
+        launched = (
+            not call.args and not call.keywords
+        )  # Fabric() takes its settings from `fabric run --precision`
+        if not has_star_kwargs(call) and keyword(call, "precision") is None and not launched:
             yield Hit("no_mixed_precision", call, "Fabric without precision=: fp32 training")
 
 

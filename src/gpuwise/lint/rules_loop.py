@@ -190,3 +190,36 @@ def cudnn_benchmark_off(ctx: Context, pos: Positions) -> Iterator[Hit]:
         return
     loop = ctx.step_loops[0]
     yield Hit("cudnn_benchmark_off", loop, "conv net trained without torch.backends.cudnn.benchmark = True")
+
+
+# Deprecated torch APIs: (old dotted path, replacement shown in the message, exact rewrite of the call's
+# head or "" when the replacement's behaviour differs). Deprecations as the PyTorch docs/warnings state:
+# torch.cuda.amp.autocast/GradScaler (FutureWarning since 2.4), torch.testing.assert_allclose (since 1.12),
+# torch.norm ("deprecated and may be removed"), torch.nn.utils.clip_grad_norm (since 0.4).
+_DEPRECATED: dict[str, tuple[str, str]] = {
+    "torch.cuda.amp.autocast": ('torch.amp.autocast("cuda", ...)', 'torch.amp.autocast("cuda"'),
+    "torch.cuda.amp.GradScaler": ('torch.amp.GradScaler("cuda", ...)', 'torch.amp.GradScaler("cuda"'),
+    "torch.testing.assert_allclose": ("torch.testing.assert_close", ""),
+    "torch.norm": ("torch.linalg.vector_norm / matrix_norm", ""),
+    "torch.nn.utils.clip_grad_norm": ("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm_("),
+}
+
+
+@check
+def deprecated_torch_api(ctx: Context, pos: Positions) -> Iterator[Hit]:
+    """A deprecated torch API: it warns on every call and is due to be removed. Fixable where the
+    replacement is exact and the call is spelled out (``torch.cuda.amp.autocast(...)``)."""
+    for old, (new, head) in _DEPRECATED.items():
+        for call in ctx.calls_to(old):
+            edit = _rewrite_head(pos, call, old, head) if head else None
+            yield Hit("deprecated_torch_api", call, f"{old} is deprecated: use {new}", edit)
+
+
+def _rewrite_head(pos: Positions, call: ast.Call, old: str, head: str) -> Edit | None:
+    """Replace ``old(`` (spelled exactly so in the source) by ``head`` plus ``, `` before any argument."""
+    start = pos.offset(call.lineno, call.col_offset)
+    spelled = old + "("
+    if not pos.text.startswith(spelled, start):
+        return None
+    more = ", " if not head.endswith("(") and (call.args or call.keywords) else ""
+    return Edit(start, start + len(spelled), head + more)

@@ -1,5 +1,6 @@
 # Pattern of pytorch/examples mnist/main.py (torch.accelerator version): the device comes from
 # torch.accelerator, loader options are passed as **kwargs, the loss is printed every log_interval.
+# No finding: the fixed-size MNIST net (1.2 M weights) gains nothing from 16-bit math.
 import argparse
 
 import torch
@@ -28,7 +29,7 @@ def train(args, model, device, train_loader, optimizer, epoch):
         data, target = data.to(device), target.to(device)
         optimizer.zero_grad()
         loss = F.nll_loss(model(data), target)
-        loss.backward()  # expect[no_mixed_precision]
+        loss.backward()  # quiet: a literal 1.2 M-weight net is launch-bound, 16-bit math saves nothing
         optimizer.step()
         if batch_idx % args.log_interval == 0:
             print(f"Train Epoch: {epoch} [{batch_idx * len(data)}]\tLoss: {loss.item():.6f}")
