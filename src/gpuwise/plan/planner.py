@@ -111,14 +111,7 @@ def make_plan(
         local_steps=chosen.local_steps,
     )
 
-    fit_options = _fit_options_bytes(workload, ev) if not comfortable(current) else {}
-    predicted = prediction_evidence(
-        workload,
-        current_pred,
-        fit_options,
-        attention_scores_bytes(ev, workload),
-        larger_batch_speedup_x(ev, workload),
-    )
+    predicted = _prediction_evidence(workload, current_pred, ev)
     all_evidence = merge_evidence(predicted, measured)
     findings = _with_idle_confidence(_findings(measured, predicted, goal), idle)
     techniques = assess(
@@ -372,6 +365,19 @@ def _adopt_layout(w: Workload, decision: ScalingDecision, ev: Evaluator) -> tupl
             + ": the scaling section compares both."
         )
     return adopted, note
+
+
+def _prediction_evidence(workload: Workload, current_pred: Any, ev: Evaluator) -> Evidence:
+    """The models' view of the workload as evidence: fit options when it does not fit comfortably, the
+    attention scores' bytes, and the speed-up a larger batch would buy."""
+    fit_options = _fit_options_bytes(workload, ev) if not comfortable(current_pred.outcome) else {}
+    return prediction_evidence(
+        workload,
+        current_pred,
+        fit_options,
+        attention_scores_bytes(ev, workload),
+        larger_batch_speedup_x(ev, workload),
+    )
 
 
 def _fit_options_bytes(workload: Workload, ev: Evaluator) -> dict[str, float]:

@@ -11,6 +11,7 @@ its rank alone. Ctrl-C (or any exit before the end) cancels every task still que
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +32,9 @@ def connect(address: str) -> Any:
         from distributed import Client
     except ImportError:
         raise GpuwiseError(DASK_HINT) from None
+    # Errors inside the client's event loop (a callback racing Ctrl-C) are dask's own plumbing, not the
+    # user's: tornado would print them as tracebacks over the one-line contract.
+    logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
     try:
         return Client(address, timeout="20s", set_as_default=False)
     except (OSError, TimeoutError, ValueError) as err:
@@ -60,6 +64,7 @@ def run_dask(sources: list[str], address: str) -> Iterator[tuple[int, RankSummar
                 finished += 1
     finally:
         if finished < len(futures):  # Ctrl-C, an error, or the caller stopped reading: free the cluster
+            logging.getLogger("distributed").setLevel(logging.CRITICAL)  # closing comms mid-task is expected
             client.cancel(futures, force=True)
         client.close()
 
