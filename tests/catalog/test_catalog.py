@@ -120,3 +120,18 @@ def test_cli_lists_and_errors(cli):
     assert "Traceback" not in result.stderr
     result = cli("models", "llama-3-8b", "--json")
     assert result.json()["model"]["num_params"] == 8_030_261_248
+
+
+def test_every_gpu_row_says_how_sure_it_is_and_derived_rows_say_how():
+    """`confidence` is a closed set; a `derived` row's notes name what was computed, and `plan` asks
+    for a matmul benchmark on `derived` and `uncertain` rows alike."""
+    from gpuwise.plan.hardware import _spec_caveats
+
+    for gpu in list_gpus():
+        assert gpu.confidence in {"official", "secondary", "derived", "uncertain"}, gpu.id
+        if gpu.confidence == "derived":
+            assert "derived" in gpu.notes.lower(), gpu.id
+    assert get_gpu("rtx-4080").confidence == "derived" and get_gpu("tpu-v6e").confidence == "official"
+    assert any("marked derived" in c for c in _spec_caveats(get_gpu("rtx-4080")))
+    assert not any("marked" in c for c in _spec_caveats(get_gpu("tpu-v6e")))
+    assert get_gpu("tpu-v5p").int8_tops is None  # Google's v5p page gives no INT8 rate

@@ -117,7 +117,12 @@ def test_gpus_lists_the_added_accelerators_with_sources(cli):
     ]
     for gid in added:
         row = rows[gid]
-        assert row["spec_source"] and row["confidence"] in {"official", "secondary", "uncertain"}, gid
+        assert row["spec_source"] and row["confidence"] in {
+            "official",
+            "secondary",
+            "derived",
+            "uncertain",
+        }, gid
         assert row["memory_gb"] > 0 and row["mem_bw_tbps"] > 0 and row["bf16_tflops"], gid
         assert row["cloud_usd_per_hr"] or row["price_source"], gid  # a price, or why there is none
     assert rows["tpu-v7"]["bf16_tflops"] == 2307 and rows["tpu-v7"]["fp8_tflops"] == 4614

@@ -154,8 +154,8 @@ def _stack_caveats(gpu: GPU, w: Workload, outcome: Outcome) -> list[str]:
 def _spec_caveats(gpu: GPU) -> list[str]:
     """Where the catalog row itself is unsure or comes from the user."""
     out = []
-    if gpu.confidence == "uncertain":
-        out.append("catalog spec marked uncertain: verify with a matmul benchmark")
+    if gpu.confidence in ("uncertain", "derived"):  # derived: peaks computed from other figures (notes)
+        out.append(f"catalog spec marked {gpu.confidence}: verify with a matmul benchmark")
     if gpu.origin != "catalog":
         out.append(f"user entry from {gpu.origin}")
     return out
