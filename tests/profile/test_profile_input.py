@@ -78,14 +78,16 @@ def test_a_custom_get_batch_before_the_forward_is_input_bound_with_a_prefetch_fi
 
 def test_get_batch_between_forward_and_backward_as_in_nanogpt_is_named_by_its_frames(tmp_path):
     """nanoGPT's train.py fetches the next batch right after the forward (to overlap it with the GPU):
-    the time lands in ``other``, and the finding names get_batch and gives the prefetch fix."""
+    the time lands in ``other`` and the finding names get_batch by its sampled frames. The injected
+    sleep is not in a data library and not before the forward, so nothing says it is batch preparation:
+    no name is read ("batch" in ``get_batch`` does not make it input), the fix is the generic one."""
     doc = profile_script(tmp_path, BATCH_FUNCTION, str(tmp_path / "tokens.bin"), "after_forward")
     assert doc["phases"]["other"]["pct"] > 50
     top = doc["findings"][0]
-    assert top["id"] == "unexplained_host_time" and top["category"] == "input"
-    assert top["metrics"]["looks_like_input"] is True
+    assert top["id"] == "unexplained_host_time" and top["category"] == "host"
+    assert top["metrics"]["looks_like_input"] is False
     assert "train.py" in top["metrics"]["top_frames"][0] and "get_batch" in top["metrics"]["top_frames"][0]
-    assert "get_batch" in top["summary"] and "background thread" in top["fix"]
+    assert "get_batch" in top["summary"]
     assert top["gain"]["high"] <= 100 / (100 - top["metrics"]["other_pct"]) + 1e-6
 
 

@@ -167,9 +167,13 @@ DOCTOR_TARGET_SPEEDUP_X = 2.0
 # waiting on I/O (disk, network, sleeps), not computing: workers overlap that wait and need no free core.
 # The issue's I/O-waiting loader used 20-35 % CPU; a CPU-heavy transform keeps a core busy (>= 50 % of 2).
 LOADER_IO_WAIT_CPU_PCT = 50.0
-# The same, read from the training thread's own CPU while it loads a batch (num_workers=0): a CPU-bound
-# load keeps it near 100 % (less on a loaded machine), a sleep or a disk read leaves it near 0.
+# The same, read from the loading side's own CPU demand (on a CPU or waiting for a core; the training
+# thread's batch loads at num_workers=0, the workers otherwise): a CPU-bound load keeps it near 100 %
+# whatever the machine's load, a sleep or a disk read leaves it near 0.
 LOADER_IO_WAIT_THREAD_CPU_PCT = 50.0
+# Other processes' CPU (% of the machine) from which a low CPU share of the run no longer says "I/O": on
+# a busy machine the loader waits for a core (2 burners on 2 cores: other processes ~65-100 %).
+LOADER_IO_BUSY_MACHINE_PCT = 25.0
 # A CPU-bound loader gets at most this many workers (PyTorch's guides rarely go beyond 8 per GPU).
 LOADER_MAX_WORKERS = 8
 # memory_growth: Theil-Sen slope over steps. The leak is real when the lower confidence bound of the slope
@@ -261,10 +265,8 @@ HOST_INPUT_MIN_PCT = 10.0
 # issue's nanoGPT case with get_batch between forward and backward put 26.7 % there.
 OTHER_HOST_TIME_PCT = 15.0
 OTHER_HOST_TIME_HIGH_PCT = 30.0
-# A sampled function whose name holds one of these words is read as input preparation (get_batch,
-# load_batch, next_sample, collate, read_tokens, ...), and gets the prefetch fix.
-INPUT_FUNCTION_WORDS = ("batch", "load", "data", "sample", "fetch", "collate", "read", "token")
-# ... or whose innermost frame is in one of these files (numpy's memmap and loaders, torch's fetch/collate).
+# A sampled host frame is read as input preparation when its innermost frame is in one of these files
+# (numpy's memmap and loaders, torch's fetch/collate, datasets' arrow tables), never by a function's name.
 INPUT_LIBRARY_FILES = ("memmap.py", "npyio.py", "_fetch.py", "collate.py", "arrow_dataset.py")
 # A sampled frame is named only from this share of the step up (a few stray samples say nothing).
 FRAME_MIN_STEP_PCT = 1.0

@@ -277,10 +277,17 @@ def collect_runs(
     records = _read_records(out_dir, notes)
     rank_codes = _read_exit_codes(out_dir)
     if not records:
-        notes.append(
-            "the command ran no training step, model forward or DataLoader batch under torch: "
-            "nothing was profiled"
-        )
+        failure = _startup_failure(out_dir)
+        if failure:
+            notes.append(
+                f"the script failed before any training step (exit code {exit_code}): {failure}; "
+                "nothing was profiled"
+            )
+        else:
+            notes.append(
+                "the command ran no training step, model forward or DataLoader batch under torch: "
+                "nothing was profiled"
+            )
     runs = []
     for raw in records:
         pid = (raw.get("meta") or {}).get("pid")
@@ -289,6 +296,16 @@ def collect_runs(
         settle_status(raw, code, forwarded)
         runs.append(build_run(raw, command=shown, exit_code=code))
     return runs
+
+
+def _startup_failure(out_dir: Path) -> str | None:
+    """The last line of the traceback of a process that failed before torch did anything (child.py)."""
+    for path in sorted(out_dir.glob("failed-*.json")):
+        try:
+            return str(json.loads(path.read_text())["error"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
 
 
 def check_store(store: str | os.PathLike | None) -> None:

@@ -46,12 +46,18 @@ class LoaderInfo:
     batch_size: int | None = None
     batches: int = 0
     main_thread_cpu_share_pct: float | None = None  # only when batch waits were sampled
+    # the loading side (training thread at num_workers=0, else the workers) on a CPU or waiting for one,
+    # % of wall: CPU-bound loading stays high on a busy machine, I/O waits do not (loader_watch.py)
+    loader_busy_pct: float | None = None
+    loader_runq_pct: float | None = None  # of which waiting for a core
+    cpu_pressure_pct: float | None = None  # /proc/pressure/cpu "some avg10" at the end of the window
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings as JSON; ``main_thread_cpu_share_pct`` only when it was measured."""
+        """The settings as JSON; the measured shares only when they were measured."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        if self.main_thread_cpu_share_pct is None:
-            del out["main_thread_cpu_share_pct"]
+        for name in ("main_thread_cpu_share_pct", "loader_busy_pct", "loader_runq_pct", "cpu_pressure_pct"):
+            if out[name] is None:
+                del out[name]
         return out
 
 

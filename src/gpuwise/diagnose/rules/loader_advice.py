@@ -32,11 +32,15 @@ def cpu_saturated(ev: Evidence) -> bool:
 
 
 def waits_on_io(ev: Evidence) -> bool:
-    """The loader waits on I/O (disk, network, sleeps) rather than computing. Best read from the training
-    thread's CPU during its own batch loads (num_workers=0); else from the process tree's CPU share, which
-    a loaded machine or a 2-core box blurs (one busy thread is only 50 % of 2 cores)."""
+    """The loader waits on I/O (disk, network, sleeps) rather than computing. Read from the loading
+    side's own CPU demand (on a CPU or waiting for a core, % of wall: the training thread's batch loads
+    with num_workers=0, the workers otherwise), which a busy machine does not lower. Without it, from
+    the process tree's CPU share, and only on a machine other processes leave mostly idle (a busy one
+    lowers that share while loading waits for a core, not for I/O)."""
     if ev.loader.loader_wait_cpu_pct is not None:
         return ev.loader.loader_wait_cpu_pct < T.LOADER_IO_WAIT_THREAD_CPU_PCT
+    if (ev.context.other_cpu_pct or 0.0) >= T.LOADER_IO_BUSY_MACHINE_PCT:
+        return False  # cannot tell on a busy machine: advise as for CPU-bound loading (fewer workers)
     return ev.context.cpu_util_pct is not None and ev.context.cpu_util_pct < T.LOADER_IO_WAIT_CPU_PCT
 
 
