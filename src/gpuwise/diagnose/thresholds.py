@@ -70,10 +70,18 @@ OUTLIER_PERIOD_MIN_STEPS = 3
 OUTLIER_MIN_COST_PCT = 2.0  # below this share of total time, outliers are not worth a finding
 OUTLIER_MODERATE_COST_PCT = 5.0
 MIN_STEPS_FOR_STATISTICS = 8
+# Severity follows the predicted gain (issue 27): a HIGH throughput finding must predict at least this
+# speed-up at the top of its range (a HIGH input_bound predicting 1.003x misleads), MEDIUM at least the
+# second; below it the finding is LOW (a 3 % gain is within a busy machine's run-to-run noise).
+MATERIAL_GAIN_X = 1.15
+NOTABLE_GAIN_X = 1.03
 
 # memory_growth: live memory rising across steps (a leak, usually a kept graph).
 MEMORY_GROWTH_MIN_PCT = 5.0  # growth over the run relative to the first post-warm-up step
 MEMORY_GROWTH_HIGH_PCT = 25.0
+# Below the bar but rising at every reading from this growth over the window: "too short to judge a
+# leak" (nanoGPT's loss_history.append(loss): +85 KB/step of heap, under 5 % in 50 steps, over it in 150).
+MEMORY_GROWTH_NOTE_PCT = 0.5
 # Live-memory readings needed (a live run spaces them to bound the probe's cost), spanning at least
 # MIN_STEPS_FOR_STATISTICS steps.
 MEMORY_GROWTH_MIN_READINGS = 5
@@ -339,6 +347,12 @@ TUNE_MEMORY_MARGIN_PCT = OOM_HEADROOM_PCT
 # A configuration wins only if its median beats the baseline's by this much and its slowest repeat beats
 # the baseline's fastest (run-to-run noise on a shared machine is a few %).
 TUNE_MIN_GAIN_X = 1.03
+# Candidates that could still win are repeated, interleaved with the baseline, for up to this many rounds
+# (issue 27: a candidate run once was 0.56x in one session and the 1.47x "winner" in another, truly 1.00x).
+TUNE_MAX_REPEAT_ROUNDS = 4
+# A candidate measured once is out of the running only when it is this many times slower than the
+# baseline's fastest trial (a busy machine moves single trials by tens of %).
+TUNE_CLEAR_LOSS_X = 1.5
 # A trial with the compile knob warms up at least this many steps: torch.compile compiles forward and
 # backward in the first steps (and again if a guard fails once), which must not land in the measured window
 # (measured here: 2 warm-up steps left compilation in the window, 8 vs 424 steps/s once warm).

@@ -88,6 +88,7 @@ class ProfileSession:
             "status": primary.summary.status if primary else None,
             "device": primary.summary.device if primary else None,
             "measured_steps": primary.summary.measured_steps if primary else 0,
+            "step_boundary": primary.summary.step_boundary if primary else None,
             "step_time_s": primary.summary.step_time_s if primary else None,
             "steps_per_s": primary.summary.steps_per_s if primary else None,
             "phases": {name: share.to_dict() for name, share in self.phases().items()},

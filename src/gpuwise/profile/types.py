@@ -187,6 +187,8 @@ class RunSummary:
     memory: MemoryInfo = field(default_factory=MemoryInfo)
     telemetry: Telemetry | None = None
     step_times_s: list[float] = field(default_factory=list)
+    # what closed each step: "optimizer", "backward", "manual", or None when no step was seen
+    step_boundary: str | None = None
     hook_errors: list[HookError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 

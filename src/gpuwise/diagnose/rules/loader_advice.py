@@ -66,6 +66,11 @@ def cpu_cap(ev: Evidence) -> float | None:
     what this run uses now (None when not measured, or the loader waits on I/O)."""
     if ev.context.cpu_util_pct is None or ev.context.cpu_util_pct <= 0 or waits_on_io(ev):
         return None
+    if (ev.context.other_cpu_pct or 0.0) >= T.LOADER_IO_BUSY_MACHINE_PCT:
+        # a contended machine shares its cores per runnable task: each worker process adds a share, so
+        # the idle CPU is no cap (measured under load 14-17 on 2 cores: 1 worker gave 2.45x and 9.18x
+        # where the idle-CPU cap predicted 1.0x)
+        return None
     free = max(ev.context.cpu_util_pct, 100.0 - (ev.context.other_cpu_pct or 0.0))
     return max(1.0, free / ev.context.cpu_util_pct)
 
