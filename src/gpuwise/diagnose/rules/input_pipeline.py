@@ -17,6 +17,7 @@ from gpuwise.diagnose.rules.common import confidence, on_gpu, severity_for_gain,
 from gpuwise.diagnose.rules.host_frames import frames_text, function_of, gap_rows, input_fraction, ranked
 from gpuwise.diagnose.rules.loader_advice import (
     batch_function_fix,
+    contended,
     cpu_cap,
     cpu_saturated,
     input_gain_high,
@@ -121,7 +122,13 @@ def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
     else:
         note = "if loading fully overlaps compute, the wait disappears from the step"
     capped = cpu_cap(ev) is not None
-    return note + ("; capped by the idle CPU measured" if capped else "")
+    busy = (
+        f"; other processes used {ev.context.other_cpu_pct:.0f} % of the CPU, so the range cannot be narrow "
+        "(each worker also takes a scheduler share the run did not have: high widened by that)"
+        if contended(ev) and ev.context.other_cpu_pct is not None
+        else ""
+    )
+    return note + ("; capped by the idle CPU measured" if capped else "") + busy
 
 
 def _input_summary(ev: Evidence, case: _InputCase) -> str:
