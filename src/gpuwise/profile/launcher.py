@@ -249,13 +249,20 @@ def run_profiled(
             f"NO STEPS MEASURED in {', '.join(stepless)}: no step time, no finding (see the run's notes)"
         )
     cross = cross_rank_evidence(runs)
-    findings = diagnose([r.evidence for r in runs] + ([cross] if cross else []))
+    findings = _group_pace_first(diagnose([r.evidence for r in runs] + ([cross] if cross else [])))
     from gpuwise.lint.link import script_of, source_hints  # lint names the line behind a finding
 
     script = script_of(argv)
     notes.extend(source_hints(script, [f.id for f in findings]) if script and findings else [])
     store_path = _save_runs(runs, store, group_id, notes) if save and runs else None
     return ProfileSession(shown, exit_code, group_id, runs, findings, cross, store_path, notes)
+
+
+def _group_pace_first(findings: list[Finding]) -> list[Finding]:
+    """A straggler sets the whole group's pace, so it comes first among findings of its severity: the
+    late rank's own host time or input wait (a sleep in its ``_run_batch``) is its cause, seen from that
+    rank alone, and its Amdahl gain on one rank's step is not the group's."""
+    return sorted(findings, key=lambda f: (f.severity_rank, f.id != "straggler"))
 
 
 def profiled_env(config: dict[str, Any], extra: dict[str, str] | None = None) -> dict[str, str]:
