@@ -175,9 +175,9 @@ DOCTOR_TARGET_SPEEDUP_X = 2.0
 # waiting on I/O (disk, network, sleeps), not computing: workers overlap that wait and need no free core.
 # The issue's I/O-waiting loader used 20-35 % CPU; a CPU-heavy transform keeps a core busy (>= 50 % of 2).
 LOADER_IO_WAIT_CPU_PCT = 50.0
-# The same, read from the loading side's own CPU demand (on a CPU or waiting for a core; the training
-# thread's batch loads at num_workers=0, the workers otherwise): a CPU-bound load keeps it near 100 %
-# whatever the machine's load, a sleep or a disk read leaves it near 0.
+# The same, read from the loading side's own CPU demand (time on a CPU over the time not spent waiting
+# for a core; the training thread's batch loads at num_workers=0, the workers otherwise): a CPU-bound
+# load keeps it near 100 % whatever the machine's load, a sleep or a disk read leaves it near 0.
 LOADER_IO_WAIT_THREAD_CPU_PCT = 50.0
 # Other processes' CPU (% of the machine) from which a low CPU share of the run no longer says "I/O": on
 # a busy machine the loader waits for a core (2 burners on 2 cores: other processes ~65-100 %).

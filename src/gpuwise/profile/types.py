@@ -46,8 +46,8 @@ class LoaderInfo:
     batch_size: int | None = None
     batches: int = 0
     main_thread_cpu_share_pct: float | None = None  # only when batch waits were sampled
-    # the loading side (training thread at num_workers=0, else the workers) on a CPU or waiting for one,
-    # % of wall: CPU-bound loading stays high on a busy machine, I/O waits do not (loader_watch.py)
+    # the loading side (training thread at num_workers=0, else the workers) on a CPU, % of the time it
+    # was not waiting for a core: CPU-bound loading stays high on a busy machine, I/O does not
     loader_busy_pct: float | None = None
     loader_runq_pct: float | None = None  # of which waiting for a core
     cpu_pressure_pct: float | None = None  # /proc/pressure/cpu "some avg10" at the end of the window
