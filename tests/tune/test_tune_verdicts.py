@@ -40,8 +40,8 @@ def test_a_median_gain_inside_the_baselines_spread_names_no_winner():
 
 
 def test_a_certain_candidate_ranks_above_a_faster_but_uncertain_one_and_wins():
-    base = config("base", [10.0, 10.4])
-    clear = config("workers 2", [15.0, 15.5])  # slowest beats the baseline's fastest
+    base = config("base", [10.0, 10.4, 10.1, 9.9])
+    clear = config("workers 2", [15.0, 15.5, 14.9, 15.2])  # slowest beats the baseline's fastest
     wild = config("workers 8", [8.4, 40.0, 11.8])  # 2.30x by median of a wide range: not certain
     judged(base, clear, wild)
     assert _certain(clear, base, "steps_per_s") and not _certain(wild, base, "steps_per_s")
@@ -60,7 +60,12 @@ def test_a_candidate_measured_once_is_repeated_unless_clearly_slower():
     assert _could_win(config("far slower", [3.0]), "steps_per_s", base) is False
     base2 = config("base", [10.0, 10.5])
     assert _could_win(config("overlaps", [10.2, 11.0]), "steps_per_s", base2) is True
-    assert _could_win(config("separated", [12.0, 12.5]), "steps_per_s", base2) is False
+    # ahead so far but measured twice: repeated until it has the trials a certain winner needs
+    assert _could_win(config("ahead", [12.0, 12.5]), "steps_per_s", base2) is True
+    assert not _certain(config("ahead", [12.0, 12.5]), base2, "steps_per_s")
+    base4 = config("base", [10.0, 10.5, 10.2, 10.1])
+    assert _could_win(config("separated", [12.0, 12.5, 12.2, 12.1]), "steps_per_s", base4) is False
+    assert _could_win(config("slower", [8.0, 8.5, 8.2, 8.1]), "steps_per_s", base4) is False
 
 
 def test_the_batch_snippet_uses_the_scripts_own_setting_and_no_dataloader_without_one():

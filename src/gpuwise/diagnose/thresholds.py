@@ -350,6 +350,10 @@ TUNE_MIN_GAIN_X = 1.03
 # Candidates that could still win are repeated, interleaved with the baseline, for up to this many rounds
 # (issue 27: a candidate run once was 0.56x in one session and the 1.47x "winner" in another, truly 1.00x).
 TUNE_MAX_REPEAT_ROUNDS = 4
+# A winner needs this many trials of its own and of the baseline, every one of its beating every one of
+# the baseline's: with exchangeable noise, 2 against 2 separate by chance 1 time in 6 (tune_gain.py
+# --no-gain named a no-op "winner" in 1 of 7 sessions so), 4 against 4 1 time in 70.
+TUNE_MIN_WINNER_TRIALS = 4
 # A candidate measured once is out of the running only when it is this many times slower than the
 # baseline's fastest trial (a busy machine moves single trials by tens of %: 0.56x once, truly 1.00x).
 TUNE_CLEAR_LOSS_X = 2.0

@@ -320,6 +320,8 @@ def _could_win(c: Config, metric: Metric, base: Config) -> bool:
         return False
     if len(values) < 2 or len(base_values) < 2:
         return max(values) * T.TUNE_CLEAR_LOSS_X > min(base_values)
+    if min(values) > max(base_values):  # ahead so far: repeated until a winner can be certain
+        return len(values) < T.TUNE_MIN_WINNER_TRIALS or len(base_values) < T.TUNE_MIN_WINNER_TRIALS
     return min(values) <= max(base_values) and max(values) >= min(base_values)
 
 
@@ -424,11 +426,13 @@ def _result(s: _Session, wall_s: float) -> TuneResult:
 
 
 def _certain(c: Config, baseline: Config | None, metric: Metric) -> bool:
-    """Both repeated and ``c``'s slowest trial beats the baseline's fastest: a gain beyond the noise."""
+    """Both measured ``TUNE_MIN_WINNER_TRIALS`` times and ``c``'s slowest trial beats the baseline's
+    fastest: a gain beyond the noise."""
     if baseline is None or c is baseline:
         return False
     values, base_values = c.values(metric), baseline.values(metric)
-    return len(values) > 1 and len(base_values) > 1 and min(values) > max(base_values)
+    enough = min(len(values), len(base_values)) >= T.TUNE_MIN_WINNER_TRIALS
+    return enough and min(values) > max(base_values)
 
 
 def _winner(
