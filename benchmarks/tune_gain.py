@@ -40,7 +40,9 @@ def no_gain(sessions: int, steps: int, repeats: int, max_trials: int) -> None:
         result = run_tune([sys.executable, str(NO_GAIN)], options)
         base = result.baseline_value or 0.0
         ratios = {
-            c.label: round((c.median(result.metric) or 0.0) / base, 3) for c in result.configs[1:] if base
+            c.label: round((c.median(result.metric) or 0.0) / base, 3)
+            for c in result.configs
+            if base and c is not result.baseline
         }
         named = result.winner.config.label if result.winner is not None else None
         winners += named is not None
