@@ -17,6 +17,7 @@ step is a CUDA-only finding: skipped, with a note, on a machine without CUDA.
 Runs take seconds each (the whole set a few minutes on 2 cores); the machine's load average is
 printed and saved with the results, because a loaded machine stretches every step.
 Usage: python benchmarks/real_scripts.py [--out FILE] [--only NAME ...] [--steps N] [--budget-s S]
+[--burners N] (N processes spin on the CPU meanwhile: the same top finding must come out on a busy machine)
 Writes a summary JSON (default: <temp dir>/gpuwise-real-scripts.json) with per-scenario right/wrong
 and ``all_right``.
 """
@@ -39,6 +40,11 @@ SCRIPTS = Path(__file__).resolve().parent / "real_scripts"
 WARMUP = 3
 GAIN_TOLERANCE = 0.10  # measured gain may stray this far (relative) outside the predicted range: noise
 RUN_TIMEOUT_S = 300
+# each script's own flag for DataLoader workers (the fix is applied in the script's terms)
+WORKER_FLAGS = {
+    "hf_no_trainer_like.py": "--dataloader_num_workers",
+    "lightning_like.py": "--num-workers",
+}
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,36 @@ SCENARIOS = (
         ("--slow-rank", "1", "--slow-ms", "30"),
         "straggler",
         "rank 1's forward 30 ms slower (gloo, 2 ranks)",
+        torchrun=True,
+        expected_rank=1,
+    ),
+    Scenario(
+        "hf_no_trainer_tokenize",
+        "hf_no_trainer_like.py",
+        ("--tokenize-cost", "3"),
+        "input_bound",
+        "HF run_clm_no_trainer look-alike (datasets-style torch import): tokenized when read, 0 workers",
+    ),
+    Scenario(
+        "module_transforms",
+        "transform_loader_like.py",
+        ("--transform-passes", "2"),
+        "input_bound",
+        "torchvision-style transforms written as nn.Modules in __getitem__, 0 workers",
+    ),
+    Scenario(
+        "lightning_loader",
+        "lightning_like.py",
+        ("--sample-cost", "6"),
+        "input_bound",
+        "LightningModule + DataModule (lightning.Trainer when installed), CPU work per sample, 0 workers",
+    ),
+    Scenario(
+        "ddp_tutorial_straggler",
+        "ddp_tutorial_like.py",
+        ("--slow-rank", "1", "--slow-ms", "30"),
+        "straggler",
+        "DDP tutorial Trainer: rank 1 sleeps 30 ms in _run_batch (gloo, 2 ranks)",
         torchrun=True,
         expected_rank=1,
     ),
@@ -193,7 +229,8 @@ def prescribed_fix(scenario: Scenario, finding: dict[str, Any]) -> tuple[tuple[s
         return (*scenario.flags, "--prefetch"), "prefetch batches on a thread (get_batch overlaps the step)"
     if fid == "input_bound" and metrics.get("suggested_num_workers"):
         workers = int(metrics["suggested_num_workers"])
-        return (*scenario.flags, "--workers", str(workers)), f"DataLoader(num_workers={workers})"
+        flag = WORKER_FLAGS.get(scenario.script, "--workers")
+        return (*scenario.flags, flag, str(workers)), f"DataLoader(num_workers={workers}) via {flag}"
     if fid in ("input_bound", "loader_cpu_saturated") and scenario.script == "vision_like.py":
         return (*scenario.flags, "--precompute"), "pre-process the samples once, before training"
     if fid == "memory_growth":
@@ -201,6 +238,8 @@ def prescribed_fix(scenario: Scenario, finding: dict[str, Any]) -> tuple[tuple[s
         return (*kept, "--no-leak"), "sum the logged loss with .item() (no graph kept)"
     if fid == "straggler":
         return ("--slow-rank", "1", "--slow-ms", "0"), "the straggler's extra work removed"
+    if fid == "unexplained_host_time" and scenario.script == "nanogpt_like.py":
+        return (*scenario.flags, "--prefetch"), "prefetch batches on a thread (get_batch overlaps the step)"
     if fid == "sync_bound":
         return tuple(f for f in scenario.flags if f != "--item-per-step"), "no .item() in the loop"
     return None
@@ -313,10 +352,27 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
     parser.add_argument("--steps", type=int, default=20, help="measured steps per profile")
     parser.add_argument("--budget-s", type=float, default=900, help="skip the remaining scenarios after this")
+    parser.add_argument(
+        "--burners", type=int, default=0, help="processes spinning on the CPU meanwhile (a busy machine)"
+    )
     args = parser.parse_args()
+    burners = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass"]) for _ in range(args.burners)]
+    try:
+        return _run_all(args)
+    finally:
+        for proc in burners:  # each ended by its own pid
+            proc.kill()
+            proc.wait()
+
+
+def _run_all(args: argparse.Namespace) -> int:
     chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
     load_start = list(os.getloadavg())
-    print(f"{len(chosen)} scenarios on {os.cpu_count()} CPUs, load average {load_start[0]:.2f}", flush=True)
+    print(
+        f"{len(chosen)} scenarios on {os.cpu_count()} CPUs, load average {load_start[0]:.2f}, "
+        f"{args.burners} CPU burners",
+        flush=True,
+    )
     outcomes: list[Outcome] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpuwise-real-scripts-") as tmp:
@@ -343,6 +399,7 @@ def main() -> int:
     print("\n" + _table(outcomes))
     summary = {
         "cpus": os.cpu_count(),
+        "burners": args.burners,
         "load_avg_start": [round(x, 2) for x in load_start],
         "load_avg_end": [round(x, 2) for x in os.getloadavg()],
         "seconds": round(time.perf_counter() - started, 1),

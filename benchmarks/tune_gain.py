@@ -7,6 +7,10 @@ and how many samples the tuned run must train before the time saved per sample h
 Last line: {"speedup_x": ..., "beats_spread": ..., "trials": N, "tuner_wall_s": ..., "best_trial_wall_s": ...,
 "payback_samples": ..., "payback_s": ...}
 Usage: python benchmarks/tune_gain.py [--steps 20] [--repeats 2]
+       python benchmarks/tune_gain.py --no-gain [--sessions 10] [--max-trials 10]
+With --no-gain: SESSIONS sessions on real_scripts/no_gain.py with two candidates that change nothing
+(threads=1, num_workers=0, both as the script already runs): every session must name no winner. Prints
+each session's verdict and, last, {"sessions": N, "winners": K, ...}.
 """
 
 from __future__ import annotations
@@ -19,13 +23,45 @@ from pathlib import Path
 from gpuwise.tune.search import TuneOptions, run_tune
 
 SCRIPT = Path(__file__).resolve().parent / "real_scripts" / "starved_loader.py"
+NO_GAIN = Path(__file__).resolve().parent / "real_scripts" / "no_gain.py"
+
+
+def no_gain(sessions: int, steps: int, repeats: int, max_trials: int) -> None:
+    """Sessions on a script whose candidates change nothing: count the ones that name a winner."""
+    winners, rows = 0, []
+    for i in range(1, sessions + 1):
+        options = TuneOptions(
+            steps=steps,
+            repeats=repeats,
+            max_trials=max_trials,
+            auto=False,
+            knobs=[("threads", [1]), ("num_workers", [0])],
+        )
+        result = run_tune([sys.executable, str(NO_GAIN)], options)
+        base = result.baseline_value or 0.0
+        ratios = {
+            c.label: round((c.median(result.metric) or 0.0) / base, 3)
+            for c in result.configs
+            if base and c is not result.baseline
+        }
+        named = result.winner.config.label if result.winner is not None else None
+        winners += named is not None
+        rows.append({"session": i, "winner": named, "trials": len(result.trials), "ratios": ratios})
+        print(f"session {i}: winner {named or 'none'}; {len(result.trials)} trials; median/baseline {ratios}")
+    print(json.dumps({"sessions": sessions, "winners": winners, "rows": rows}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--no-gain", action="store_true", help="sessions on a script with no real gain")
+    parser.add_argument("--sessions", type=int, default=10)
+    parser.add_argument("--max-trials", type=int, default=10)
     args = parser.parse_args()
+    if args.no_gain:
+        no_gain(args.sessions, args.steps, args.repeats, args.max_trials)
+        return
     result = run_tune([sys.executable, str(SCRIPT)], TuneOptions(steps=args.steps, repeats=args.repeats))
     for t in result.trials:
         rate = f"{t.samples_per_s:,.0f} samples/s" if t.samples_per_s else "-"

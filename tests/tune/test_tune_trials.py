@@ -14,6 +14,7 @@ import pytest
 from test_profile_framework import HF_TRAINER
 
 from conftest import REPO, run_cli
+from gpuwise.diagnose import thresholds as T
 from gpuwise.tune.knobs import parse_knob_option
 from gpuwise.tune.params import parse_param
 from gpuwise.tune.search import TuneOptions, run_tune
@@ -31,7 +32,7 @@ def test_a_starved_loader_comes_out_at_least_twice_as_fast_with_its_own_fixes(tm
     w = result.winner
     assert w is not None and w.speedup_x >= 2.0, result.to_dict()["configs"]
     assert w.config.trials[0].spec.knobs["num_workers"] >= 2
-    assert len(w.config.trials) == 2 and len(result.baseline.trials) == 2  # repeated, with the baseline
+    assert len(w.config.trials) >= T.TUNE_MIN_WINNER_TRIALS <= len(result.baseline.trials)  # interleaved
     assert w.beats_spread
     measured = w.config.trials[0].run
     assert (
@@ -205,9 +206,13 @@ def test_a_hf_trainer_script_gets_its_winner_as_training_arguments(tmp_path):
     assert result.framework == "hf-trainer"
     tried = result.trials[1]
     assert tried.run.summary.loader.num_workers == tried.spec.knobs["num_workers"] >= 2
-    assert result.winner is not None and result.winner.code.startswith(
-        "TrainingArguments(..., dataloader_num_workers="
-    )
+    # one trial each (no repeats) cannot make a certain winner; the candidate's settings still render
+    # in TrainingArguments' terms
+    assert result.winner is None
+    from gpuwise.tune.frameworks import render
+
+    code = render(result.framework, tried.spec.knobs, None, None)
+    assert code.startswith("TrainingArguments(..., dataloader_num_workers=")
 
 
 LLAMA_LIKE = {

@@ -170,6 +170,13 @@ def _exit_status(result, ran: bool) -> None:
         sys.exit(128 + (result.signal or 2))
     if not ran:
         raise RunFailed(result.notes[-1] if result.notes else "no trial ran: nothing to tune")
+    crashed = [
+        t
+        for t in result.trials
+        if t.status in ("crashed", "hung") and (t.spec.role == "baseline" or t.spec.repeat_of == 1)
+    ]
+    if crashed:  # the command as written failed: no verdict stands on it
+        raise RunFailed(f"the command as written failed in trial {crashed[0].spec.index}: {crashed[0].error}")
 
 
 def _simulate_target(options, target_gpu: str | None, workload: Path | None) -> None:

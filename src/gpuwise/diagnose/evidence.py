@@ -104,8 +104,9 @@ class InputPipeline:
     input_wait_pct: float | None = None  # share of step time waiting for the next batch
     loader_num_workers: int | None = None
     loader_pin_memory: bool | None = None
-    # the training thread's CPU time over wall time while it waited for a batch with num_workers=0 (it
-    # loads the batch itself): near 100 % for CPU-bound loading, low for a loader waiting on I/O
+    # the loading side's CPU demand: % of the time not spent waiting for a core that it ran on a CPU
+    # (the training thread during its batch waits with num_workers=0, the worker processes otherwise).
+    # Near 100 % for CPU-bound loading even on a busy machine, low for a loader waiting on I/O
     loader_wait_cpu_pct: float | None = None
 
 

@@ -88,10 +88,18 @@ OUTLIER_PERIOD_MIN_STEPS = 3
 OUTLIER_MIN_COST_PCT = 2.0  # below this share of total time, outliers are not worth a finding
 OUTLIER_MODERATE_COST_PCT = 5.0
 MIN_STEPS_FOR_STATISTICS = 8
+# Severity follows the predicted gain (issue 27): a HIGH throughput finding must predict at least this
+# speed-up at the top of its range (a HIGH input_bound predicting 1.003x misleads), MEDIUM at least the
+# second; below it the finding is LOW (a 3 % gain is within a busy machine's run-to-run noise).
+MATERIAL_GAIN_X = 1.15
+NOTABLE_GAIN_X = 1.03
 
 # memory_growth: live memory rising across steps (a leak, usually a kept graph).
 MEMORY_GROWTH_MIN_PCT = 5.0  # growth over the run relative to the first post-warm-up step
 MEMORY_GROWTH_HIGH_PCT = 25.0
+# Below the bar but rising at every reading from this growth over the window: "too short to judge a
+# leak" (nanoGPT's loss_history.append(loss): +85 KB/step of heap, under 5 % in 50 steps, over it in 150).
+MEMORY_GROWTH_NOTE_PCT = 0.5
 # Live-memory readings needed (a live run spaces them to bound the probe's cost), spanning at least
 # MIN_STEPS_FOR_STATISTICS steps.
 MEMORY_GROWTH_MIN_READINGS = 5
@@ -185,9 +193,13 @@ DOCTOR_TARGET_SPEEDUP_X = 2.0
 # waiting on I/O (disk, network, sleeps), not computing: workers overlap that wait and need no free core.
 # The issue's I/O-waiting loader used 20-35 % CPU; a CPU-heavy transform keeps a core busy (>= 50 % of 2).
 LOADER_IO_WAIT_CPU_PCT = 50.0
-# The same, read from the training thread's own CPU while it loads a batch (num_workers=0): a CPU-bound
-# load keeps it near 100 % (less on a loaded machine), a sleep or a disk read leaves it near 0.
+# The same, read from the loading side's own CPU demand (time on a CPU over the time not spent waiting
+# for a core; the training thread's batch loads at num_workers=0, the workers otherwise): a CPU-bound
+# load keeps it near 100 % whatever the machine's load, a sleep or a disk read leaves it near 0.
 LOADER_IO_WAIT_THREAD_CPU_PCT = 50.0
+# Other processes' CPU (% of the machine) from which a low CPU share of the run no longer says "I/O": on
+# a busy machine the loader waits for a core (2 burners on 2 cores: other processes ~65-100 %).
+LOADER_IO_BUSY_MACHINE_PCT = 25.0
 # A CPU-bound loader gets at most this many workers (PyTorch's guides rarely go beyond 8 per GPU).
 LOADER_MAX_WORKERS = 8
 # memory_growth: Theil-Sen slope over steps. The leak is real when the lower confidence bound of the slope
@@ -291,10 +303,8 @@ HOST_INPUT_MIN_PCT = 10.0
 # issue's nanoGPT case with get_batch between forward and backward put 26.7 % there.
 OTHER_HOST_TIME_PCT = 15.0
 OTHER_HOST_TIME_HIGH_PCT = 30.0
-# A sampled function whose name holds one of these words is read as input preparation (get_batch,
-# load_batch, next_sample, collate, read_tokens, ...), and gets the prefetch fix.
-INPUT_FUNCTION_WORDS = ("batch", "load", "data", "sample", "fetch", "collate", "read", "token")
-# ... or whose innermost frame is in one of these files (numpy's memmap and loaders, torch's fetch/collate).
+# A sampled host frame is read as input preparation when its innermost frame is in one of these files
+# (numpy's memmap and loaders, torch's fetch/collate, datasets' arrow tables), never by a function's name.
 INPUT_LIBRARY_FILES = ("memmap.py", "npyio.py", "_fetch.py", "collate.py", "arrow_dataset.py")
 # A sampled frame is named only from this share of the step up (a few stray samples say nothing).
 FRAME_MIN_STEP_PCT = 1.0
@@ -400,6 +410,16 @@ TUNE_MEMORY_MARGIN_PCT = OOM_HEADROOM_PCT
 # A configuration wins only if its median beats the baseline's by this much and its slowest repeat beats
 # the baseline's fastest (run-to-run noise on a shared machine is a few %).
 TUNE_MIN_GAIN_X = 1.03
+# Candidates that could still win are repeated, interleaved with the baseline, for up to this many rounds
+# (issue 27: a candidate run once was 0.56x in one session and the 1.47x "winner" in another, truly 1.00x).
+TUNE_MAX_REPEAT_ROUNDS = 4
+# A winner needs this many trials of its own and of the baseline, every one of its beating every one of
+# the baseline's: with exchangeable noise, 2 against 2 separate by chance 1 time in 6 (tune_gain.py
+# --no-gain named a no-op "winner" in 1 of 7 sessions so), 4 against 4 1 time in 70.
+TUNE_MIN_WINNER_TRIALS = 4
+# A candidate measured once is out of the running only when it is this many times slower than the
+# baseline's fastest trial (a busy machine moves single trials by tens of %: 0.56x once, truly 1.00x).
+TUNE_CLEAR_LOSS_X = 2.0
 # A trial with the compile knob warms up at least this many steps: torch.compile compiles forward and
 # backward in the first steps (and again if a guard fails once), which must not land in the measured window
 # (measured here: 2 warm-up steps left compilation in the window, 8 vs 424 steps/s once warm).

@@ -106,6 +106,7 @@ def build_run(raw: dict[str, Any], command: str | None = None, exit_code: int | 
             "device": raw.get("device"),
             "gpu_name": raw.get("gpu_name") or None,
             "warmup_steps": dropped,
+            "step_boundary": raw.get("step_boundary"),
             "total_steps": len(raw.get("steps") or []),
             "measured_steps": len(steps),
             "step_time_s": total / len(times) if times else None,

@@ -75,10 +75,35 @@ def activate() -> None:
         _watch_rank_exits(json.loads(raw)["out_dir"])
         return
     _state["config"] = json.loads(raw)
+    _note_startup_failure()
     if "torch" in sys.modules:
         _start()
     else:
         sys.meta_path.insert(0, _TorchImportHook())
+
+
+def _note_startup_failure() -> None:
+    """An exception that ends the script before any torch activity (a syntax error, a missing module)
+    leaves ``failed-<pid>.json`` with the traceback's last line, so gpuwise says why nothing was profiled."""
+    previous = sys.excepthook
+
+    def excepthook(exc_type, exc, tb):
+        recorder = _state["recorder"]
+        if recorder is None or not _active(recorder):
+            try:
+                import traceback
+
+                line = traceback.format_exception_only(exc_type, exc)[-1].strip()
+                if isinstance(exc, SyntaxError) and exc.filename:
+                    line = f"{line} ({os.path.basename(exc.filename)}, line {exc.lineno})"
+                path = os.path.join(_state["config"]["out_dir"], f"failed-{os.getpid()}.json")
+                with open(path, "w") as fh:
+                    json.dump({"pid": os.getpid(), "error": line, "argv": list(sys.argv)}, fh)
+            except Exception:
+                pass  # the script's own traceback is still printed below
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
 
 
 def _watch_rank_exits(out_dir: str) -> None:
@@ -105,24 +130,48 @@ def _watch_rank_exits(out_dir: str) -> None:
 
 
 class _TorchImportHook(importlib.abc.MetaPathFinder):
-    """Start profiling right after ``import torch`` finishes."""
+    """Start profiling right after ``import torch`` finishes.
+
+    The hook stays in ``sys.meta_path`` until torch's module has actually run: a bare
+    ``importlib.util.find_spec("torch")`` (``datasets`` and ``transformers`` call it before importing
+    torch) gets a spec whose loader is patched, but that spec is never executed, so the next lookup
+    (the real ``import torch``, ``importlib.import_module`` or a ``LazyLoader``) is patched again.
+    """
+
+    def __init__(self) -> None:
+        self._busy = False  # our own lookup of torch's spec must not recurse into this hook
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != "torch":
+        if fullname != "torch" or self._busy or _state["recorder"] is not None:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("torch")
-        if spec is None or spec.loader is None:
+        self._busy = True
+        try:
+            spec = None
+            for finder in list(sys.meta_path):
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None or getattr(spec.loader, "_gpuwise_patched", False):
             return spec
         loader = spec.loader
         original = loader.exec_module
+        hook = self
 
         def exec_module(module):
             original(module)
-            _start()
+            if hook in sys.meta_path:
+                sys.meta_path.remove(hook)
+            if _state["recorder"] is None:
+                _start()
 
         # patched on this one loader object (not its class): torch's module runs, then profiling starts
-        loader.exec_module = exec_module  # type: ignore[method-assign]
+        loader.exec_module = exec_module
+        loader._gpuwise_patched = True
         return spec
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import weakref
 from threading import get_ident
 from time import perf_counter
@@ -65,6 +66,12 @@ class Instrumentation:
         self._root_handles: list[Any] = []
         self._patches: list[tuple[Any, str, Any]] = []  # (owner, name, original or _MISSING)
         self.depth = 0
+        # > 0 while the training thread is inside DataLoader.__next__: module calls there (transforms that
+        # are nn.Modules, a collate running a model) are data loading, not forward, and never roots
+        self.data_depth = 0
+        # 'file function' of the user code that calls the root forward (found in warm-up): host time
+        # sampled inside that function is the step's own code, not batch preparation, whatever its name
+        self.forward_callers: set[str] = set()
         self.roots: dict[int, weakref.ref] = {}
         self.global_module_hooks = False
         self._compiled_calls: list[tuple[weakref.ref, Any, Any]] = []  # (module, compiled call, our wrapper)
@@ -174,12 +181,16 @@ class Instrumentation:
         if self._is_compiling():  # traced by Dynamo: a no-op, so the compiled graph stays whole
             return None
         rec = self.rec
+        if self.data_depth:
+            return None
         if rec.tid == get_ident() or rec.on_thread():
             self.depth += 1
             if self.depth == 1:
                 try:
                     if self.global_module_hooks and id(module) not in self.roots:  # warm-up: find the roots
                         self.roots[id(module)] = weakref.ref(module)
+                    if self.global_module_hooks and len(self.forward_callers) < 8:
+                        self._note_forward_caller()
                     if not rec.device_checked:
                         rec.inspect_model(module)
                     rec.mark(FORWARD_IN)
@@ -187,10 +198,21 @@ class Instrumentation:
                     rec.contain("forward hook", exc)
         return None
 
+    def _note_forward_caller(self) -> None:
+        frames = getattr(self.rec, "frames", None)
+        if frames is None:
+            return
+        user, _ = frames.describe(sys._getframe(2))
+        if user:
+            where, _, function = user.partition(" ")
+            self.forward_callers.add(f"{where.split(':')[0]} {function}")
+
     def _fwd_post(self, module, args, output):
         if self._is_compiling():
             return None
         rec = self.rec
+        if self.data_depth:
+            return None
         if (rec.tid == get_ident() or rec.on_thread()) and self.depth > 0:
             self.depth -= 1
             if self.depth == 0:
@@ -256,6 +278,7 @@ class Instrumentation:
     def _wrap_next(self, original):
         rec = self.rec
         loader = rec.loader
+        instrumentation = self
 
         def __next__(it):
             if rec.tid != get_ident() and not rec.on_thread():
@@ -266,9 +289,11 @@ class Instrumentation:
                 cpu0 = loader.wait_begins(it)
             except Exception as exc:
                 rec.contain("DataLoader hook", exc)
+            instrumentation.data_depth += 1
             try:
                 return original(it)
             finally:
+                instrumentation.data_depth -= 1
                 try:
                     rec.mark(DATA_OUT)
                     loader.wait_ends(cpu0)

@@ -88,6 +88,7 @@ class ProfileSession:
             "status": primary.summary.status if primary else None,
             "device": primary.summary.device if primary else None,
             "measured_steps": primary.summary.measured_steps if primary else 0,
+            "step_boundary": primary.summary.step_boundary if primary else None,
             "step_time_s": primary.summary.step_time_s if primary else None,
             "steps_per_s": primary.summary.steps_per_s if primary else None,
             "phases": {name: share.to_dict() for name, share in self.phases().items()},
@@ -248,13 +249,20 @@ def run_profiled(
             f"NO STEPS MEASURED in {', '.join(stepless)}: no step time, no finding (see the run's notes)"
         )
     cross = cross_rank_evidence(runs)
-    findings = diagnose([r.evidence for r in runs] + ([cross] if cross else []))
+    findings = _group_pace_first(diagnose([r.evidence for r in runs] + ([cross] if cross else [])))
     from gpuwise.lint.link import script_of, source_hints  # lint names the line behind a finding
 
     script = script_of(argv)
     notes.extend(source_hints(script, [f.id for f in findings]) if script and findings else [])
     store_path = _save_runs(runs, store, group_id, notes) if save and runs else None
     return ProfileSession(shown, exit_code, group_id, runs, findings, cross, store_path, notes)
+
+
+def _group_pace_first(findings: list[Finding]) -> list[Finding]:
+    """A straggler sets the whole group's pace, so it comes first among findings of its severity: the
+    late rank's own host time or input wait (a sleep in its ``_run_batch``) is its cause, seen from that
+    rank alone, and its Amdahl gain on one rank's step is not the group's."""
+    return sorted(findings, key=lambda f: (f.severity_rank, f.id != "straggler"))
 
 
 def profiled_env(config: dict[str, Any], extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -277,10 +285,17 @@ def collect_runs(
     records = _read_records(out_dir, notes)
     rank_codes = _read_exit_codes(out_dir)
     if not records:
-        notes.append(
-            "the command ran no training step, model forward or DataLoader batch under torch: "
-            "nothing was profiled"
-        )
+        failure = _startup_failure(out_dir)
+        if failure:
+            notes.append(
+                f"the script failed before any training step (exit code {exit_code}): {failure}; "
+                "nothing was profiled"
+            )
+        else:
+            notes.append(
+                "the command ran no training step, model forward or DataLoader batch under torch: "
+                "nothing was profiled"
+            )
     runs = []
     for raw in records:
         pid = (raw.get("meta") or {}).get("pid")
@@ -289,6 +304,16 @@ def collect_runs(
         settle_status(raw, code, forwarded)
         runs.append(build_run(raw, command=shown, exit_code=code))
     return runs
+
+
+def _startup_failure(out_dir: Path) -> str | None:
+    """The last line of the traceback of a process that failed before torch did anything (child.py)."""
+    for path in sorted(out_dir.glob("failed-*.json")):
+        try:
+            return str(json.loads(path.read_text())["error"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
 
 
 def check_store(store: str | os.PathLike | None) -> None:

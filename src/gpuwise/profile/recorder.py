@@ -455,7 +455,12 @@ class Recorder:
             "model": dict(self.model),
             "memory": self._memory_section(),
             "telemetry": telemetry,
-            "host_frames": top_frames(self.events.frame_counts(), self.frames.interval_s)
+            "host_frames": {
+                **top_frames(self.events.frame_counts(), self.frames.interval_s),
+                "forward_callers": sorted(self.instrumentation.forward_callers)
+                if self.instrumentation is not None
+                else [],
+            }
             if self.frames is not None
             else None,
             "hook_errors": self.errors.to_list(),

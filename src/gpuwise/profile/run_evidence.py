@@ -83,8 +83,12 @@ def _from_loader_and_cpu(ev: Evidence, raw: dict[str, Any], telemetry: dict[str,
     if loader:
         ev.loader.loader_num_workers = loader.get("num_workers")
         ev.loader.loader_pin_memory = loader.get("pin_memory")
-        if loader.get("num_workers") == 0:  # with workers the thread only waits on their queue
-            ev.loader.loader_wait_cpu_pct = loader.get("main_thread_cpu_share_pct")
+        # the loading side's CPU demand (on a CPU or waiting for a core): the training thread with
+        # num_workers=0, the workers otherwise; the bare CPU share only where schedstat is missing
+        busy = loader.get("loader_busy_pct")
+        if busy is None and loader.get("num_workers") == 0:
+            busy = loader.get("main_thread_cpu_share_pct")
+        ev.loader.loader_wait_cpu_pct = busy
     ev.context.cpu_count = raw.get("cpu_count") or telemetry.get("cpu_count")
     ev.context.cpu_util_pct = telemetry.get("process_cpu_pct")
     system, own = telemetry.get("system_cpu_pct"), telemetry.get("process_cpu_pct")
@@ -95,14 +99,22 @@ def _from_loader_and_cpu(ev: Evidence, raw: dict[str, Any], telemetry: dict[str,
 
 
 def _host_frames(section: dict[str, Any]) -> list[dict[str, Any]]:
-    """The sampler's top frames with each one's share of its gap's samples."""
+    """The sampler's top frames with each one's share of its gap's samples; ``calls_forward`` when the
+    frame's function is the one that calls the model (its host time is the step's own code)."""
     totals = section.get("samples") or {}
+    callers = set(section.get("forward_callers") or [])
+
+    def function_key(frame: str) -> str:
+        where, _, function = (frame or "").partition(" ")
+        return f"{where.split(':')[0]} {function}"
+
     return [
         {
             "phase": row["phase"],
             "frame": row["frame"],
             "leaf": row["leaf"],
             "pct": round(100.0 * row["samples"] / totals[row["phase"]], 1),
+            "calls_forward": bool(row["frame"]) and function_key(row["frame"]) in callers,
         }
         for row in section.get("top") or []
         if totals.get(row["phase"])

@@ -46,12 +46,18 @@ class LoaderInfo:
     batch_size: int | None = None
     batches: int = 0
     main_thread_cpu_share_pct: float | None = None  # only when batch waits were sampled
+    # the loading side (training thread at num_workers=0, else the workers) on a CPU, % of the time it
+    # was not waiting for a core: CPU-bound loading stays high on a busy machine, I/O does not
+    loader_busy_pct: float | None = None
+    loader_runq_pct: float | None = None  # of which waiting for a core
+    cpu_pressure_pct: float | None = None  # /proc/pressure/cpu "some avg10" at the end of the window
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings as JSON; ``main_thread_cpu_share_pct`` only when it was measured."""
+        """The settings as JSON; the measured shares only when they were measured."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        if self.main_thread_cpu_share_pct is None:
-            del out["main_thread_cpu_share_pct"]
+        for name in ("main_thread_cpu_share_pct", "loader_busy_pct", "loader_runq_pct", "cpu_pressure_pct"):
+            if out[name] is None:
+                del out[name]
         return out
 
 
@@ -181,6 +187,8 @@ class RunSummary:
     memory: MemoryInfo = field(default_factory=MemoryInfo)
     telemetry: Telemetry | None = None
     step_times_s: list[float] = field(default_factory=list)
+    # what closed each step: "optimizer", "backward", "manual", or None when no step was seen
+    step_boundary: str | None = None
     hook_errors: list[HookError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 

@@ -26,16 +26,33 @@ def _loader(knobs: Knobs) -> list[tuple[str, Any]]:
     return [(k, knobs[k]) for k in LOADER_ARGS if k in knobs]
 
 
-def render(framework: str | None, knobs: Knobs, batch: int | None, accum: int | None) -> str:
+def render(
+    framework: str | None,
+    knobs: Knobs,
+    batch: int | None,
+    accum: int | None,
+    *,
+    batch_flag: str | None = None,
+    uses_loader: bool = True,
+) -> str:
     """The code snippet that applies ``knobs``, ``batch`` and ``accum`` (None: unchanged) in the script's
     framework.
 
-    ``framework`` is ``"hf-trainer"``, ``"lightning"`` or anything else (plain PyTorch calls).
+    ``framework`` is ``"hf-trainer"``, ``"lightning"`` or anything else (plain PyTorch calls). A plain
+    script's batch is set where the script sets it: ``batch_flag`` (its own flag, e.g. nanoGPT's
+    ``--batch_size=24`` config variable) rather than a ``DataLoader`` it may not have (``uses_loader``).
     """
     if framework == "hf-trainer":
         return _hf(knobs, batch, accum)
     if framework == "lightning":
         return _lightning(knobs, batch, accum)
+    if batch is not None and (batch_flag or not uses_loader):
+        name = (batch_flag or "batch_size").lstrip("-").replace("-", "_")
+        line = (
+            f"{name} = {batch}  # the script's own {batch_flag or 'batch setting'} (flag or config variable)"
+        )
+        rest = _plain(knobs, None, accum)
+        return "\n".join([line, *([rest] if rest else [])])
     return _plain(knobs, batch, accum)
 
 
@@ -71,6 +88,12 @@ def _lightning(knobs: Knobs, batch: int | None, accum: int | None) -> str:
 def _plain(knobs: Knobs, batch: int | None, accum: int | None) -> str:
     loader = _loader(knobs) + ([("batch_size", batch)] if batch is not None else [])
     lines = [f"DataLoader(..., {_args(loader)})"] if loader else []
+    return "\n".join(lines + _plain_rest(knobs, accum))
+
+
+def _plain_rest(knobs: Knobs, accum: int | None) -> list[str]:
+    """Accumulation, autocast and the torch calls of a plain script's snippet."""
+    lines = []
     if accum == 1:
         lines.append("# no gradient accumulation: one optimizer step per micro-batch")
     elif accum is not None:
@@ -78,7 +101,7 @@ def _plain(knobs: Knobs, batch: int | None, accum: int | None) -> str:
     if knobs.get("autocast"):
         dtype = "bfloat16" if knobs["autocast"] == "bf16" else "float16"
         lines.append(f"with torch.autocast(device_type, dtype=torch.{dtype}):  # around the forward")
-    return "\n".join(lines + _extras(knobs, skip=()))
+    return lines + _extras(knobs, skip=())
 
 
 def _extras(knobs: Knobs, skip: tuple[str, ...]) -> list[str]:

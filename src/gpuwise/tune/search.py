@@ -312,23 +312,35 @@ def _configs(trials: list[Trial]) -> dict[str, Config]:
     return configs
 
 
+def _could_win(c: Config, metric: Metric, base: Config) -> bool:
+    """A configuration still in the running: measured once and not clearly slower (a single trial proves
+    nothing either way), or repeated with an interval that still overlaps the baseline's."""
+    values, base_values = c.values(metric), base.values(metric)
+    if not values or not base_values or any(_near_limit(t) for t in c.trials):
+        return False
+    if len(values) < 2 or len(base_values) < 2:
+        return max(values) * T.TUNE_CLEAR_LOSS_X > min(base_values)
+    if min(values) > max(base_values):  # ahead so far: repeated until a winner can be certain
+        return len(values) < T.TUNE_MIN_WINNER_TRIALS or len(base_values) < T.TUNE_MIN_WINNER_TRIALS
+    return min(values) <= max(base_values) and max(values) >= min(base_values)
+
+
 def _repeats(s: _Session) -> None:
+    """Repeat, interleaved with the baseline, every configuration that could still win, round after round
+    until its interval separates from the baseline's (both repeated) or the budget ends: a candidate that
+    lost once by luck gets its chance, one that won once by luck is caught."""
     if s.o.repeats <= 0:
         return
     metric = _metric(s.trials)
-    configs = list(_configs(s.trials).values())
-    base = configs[0]
-    ranked = sorted(
-        (c for c in configs[1:] if c.values(metric) and not any(_near_limit(t) for t in c.trials)),
-        key=lambda c: -(c.median(metric) or 0.0),
-    )[: s.o.repeat_best]
-    base_value = base.median(metric) or 0.0
-    ranked = [c for c in ranked if (c.median(metric) or 0.0) > base_value]
-    if not ranked:
-        return
-    s.planned = len(s.trials) + s.o.repeats * (1 + len(ranked))
-    for _ in range(s.o.repeats):
-        for c in [base, *ranked]:
+    rounds = max(s.o.repeats, T.TUNE_MAX_REPEAT_ROUNDS)
+    for done in range(rounds):
+        configs = list(_configs(s.trials).values())
+        base = configs[0]
+        contenders = [c for c in configs[1:] if _could_win(c, metric, base)]
+        if not contenders and done >= 1:
+            return
+        s.planned = len(s.trials) + 1 + len(contenders)
+        for c in [base, *contenders]:
             if not s.budget_left():
                 return
             first = c.trials[0].spec
@@ -364,18 +376,32 @@ def _result(s: _Session, wall_s: float) -> TuneResult:
     base_spread = baseline.spread(metric) if baseline else None
     for c in configs:
         _judge(c, baseline, metric, baseline.median(metric) if baseline else None, base_spread)
-    # among faster configurations, the repeated ones first: a single trial's luck does not win
+    # among faster configurations, the certain ones first (their interval clear of the baseline's), then
+    # the repeated ones: a "not certain" candidate never ranks above a certain one
     configs.sort(
-        key=lambda c: (_VERDICT_ORDER[c.verdict], len(c.values(metric)) < 2, -(c.median(metric) or 0.0))
+        key=lambda c: (
+            _VERDICT_ORDER[c.verdict],
+            not _certain(c, baseline, metric),
+            len(c.values(metric)) < 2,
+            -(c.median(metric) or 0.0),
+        )
     )
     run = next((t.run for t in s.trials if t.run is not None), None)
     framework = run.evidence.context.framework if run is not None else None
-    winner = _winner(configs, baseline, metric, framework)
+    batch_flag = s.space.batch.flag if s.space.batch is not None else None
+    winner = None if s.stopped else _winner(configs, baseline, metric, framework, batch_flag)
+    if winner is None and configs and configs[0].verdict == "faster" and not s.stopped:
+        best = configs[0]
+        s.notes.append(
+            f"no winner: {best.label} was faster by its median but its interval does not clear "
+            "the baseline's spread (more repeats, or a quieter machine, would decide)"
+        )
     if baseline is not None:
         _determinism_note(s, baseline)
     if s.stopped:
         s.notes.append(
-            f"interrupted (Ctrl-C) after {len(s.trials)} trials: the trials measured so far are kept"
+            f"interrupted (Ctrl-C) after {len(s.trials)} trials: the trials measured so far are kept, "
+            "no winner is named from an unfinished session"
         )
     return TuneResult(
         command=" ".join(s.argv),
@@ -399,25 +425,43 @@ def _result(s: _Session, wall_s: float) -> TuneResult:
     )
 
 
+def _certain(c: Config, baseline: Config | None, metric: Metric) -> bool:
+    """Both measured ``TUNE_MIN_WINNER_TRIALS`` times and ``c``'s slowest trial beats the baseline's
+    fastest: a gain beyond the noise."""
+    if baseline is None or c is baseline:
+        return False
+    values, base_values = c.values(metric), baseline.values(metric)
+    enough = min(len(values), len(base_values)) >= T.TUNE_MIN_WINNER_TRIALS
+    return enough and min(values) > max(base_values)
+
+
 def _winner(
-    configs: list[Config], baseline: Config | None, metric: Metric, framework: str | None
+    configs: list[Config],
+    baseline: Config | None,
+    metric: Metric,
+    framework: str | None,
+    batch_flag: str | None = None,
 ) -> Winner | None:
-    """The first ranked configuration when it is faster than a measured baseline; `certain` when both
-    were repeated and its slowest repeat beats the baseline's fastest."""
+    """The first ranked configuration when it is faster than a measured baseline *and* certain (both
+    repeated, its slowest trial beating the baseline's fastest); None otherwise. Its snippet is in the
+    script's terms (its batch flag; no DataLoader for a script that has none)."""
     best = configs[0] if configs and configs[0].verdict == "faster" else None
     base = baseline.median(metric) if baseline else None
-    base_spread = baseline.spread(metric) if baseline else None
-    if best is None or not base or not base_spread:
+    if best is None or not base or not _certain(best, baseline, metric):
         return None
     spec = best.trials[0].spec
     median = best.median(metric) or 0.0
-    low = (best.spread(metric) or (0.0, 0.0))[0]
+    run = next((t.run for t in best.trials if t.run is not None), None)
+    uses_loader = run is None or run.summary.loader is not None
+    batch = spec.batch if BATCH in spec.params else None
     return Winner(
         best,
         median / base,
-        len(best.trials) > 1 and len(baseline.trials) > 1 and low > base_spread[1] if baseline else False,
+        True,
         framework,
-        frameworks.render(framework, spec.knobs, spec.batch if BATCH in spec.params else None, spec.accum),
+        frameworks.render(
+            framework, spec.knobs, batch, spec.accum, batch_flag=batch_flag, uses_loader=uses_loader
+        ),
         " ".join(spec.argv),
     )
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import SOURCES, WORKLOAD_KINDS, Evidence, EvidenceSource, WorkloadKind
-from gpuwise.diagnose.finding import Confidence, Finding
+from gpuwise.diagnose.finding import Confidence, Finding, Severity
 
 __all__ = [
     "ALL_KINDS",
@@ -22,6 +22,7 @@ __all__ = [
     "confidence",
     "kinds",
     "on_gpu",
+    "severity_for_gain",
     "sources",
     "speedup_from_saving",
     "training_only_terms",
@@ -100,6 +101,17 @@ def speedup_from_saving(saving_pct: float) -> float:
     """Removing ``saving_pct`` % of the step time speeds the step up by this factor (Amdahl), the saving
     capped at ``MAX_REMOVABLE_STEP_PCT`` so no fix promises an infinite speed-up."""
     return 1.0 / (1.0 - min(saving_pct, T.MAX_REMOVABLE_STEP_PCT) / 100.0)
+
+
+def severity_for_gain(severity: Severity, gain_high_x: float) -> Severity:
+    """A finding's severity capped by the speed-up it predicts: HIGH only when the fix can give a material
+    gain (``MATERIAL_GAIN_X``), MEDIUM from ``NOTABLE_GAIN_X``, else LOW. A share of the step that
+    overlaps compute already is not a bottleneck, however large."""
+    if severity in ("critical", "high") and gain_high_x < T.MATERIAL_GAIN_X:
+        severity = "medium"
+    if severity == "medium" and gain_high_x < T.NOTABLE_GAIN_X:
+        severity = "low"
+    return severity
 
 
 def on_gpu(ev: Evidence) -> bool:

@@ -13,7 +13,7 @@ from itertools import pairwise
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.diagnose.finding import Confidence, Finding, Gain
-from gpuwise.diagnose.rules.common import confidence, speedup_from_saving
+from gpuwise.diagnose.rules.common import confidence, severity_for_gain, speedup_from_saving
 from gpuwise.diagnose.rules.host_frames import (
     frames_text,
     function_of,
@@ -41,11 +41,12 @@ def unexplained_host_time(ev: Evidence) -> Finding | None:
         return None
     frames = ranked([r for r in gap_rows(ev) if r["phase"] == "other" or not r["input"]])
     input_like = bool(frames) and looks_like_input(frames[0])
-    named = (
-        f"; most sampled: {frames_text(frames)}"
-        if frames
-        else "; no Python frame was sampled there (profile with the telemetry thread on to name it)"
-    )
+    if frames:
+        named = f"; most sampled: {frames_text(frames)}"
+    elif ev.context.host_frames is None:
+        named = "; no Python frame was sampled (telemetry was off: profile without --no-telemetry to name it)"
+    else:
+        named = "; no Python frame was sampled there (its gaps were shorter than the sampling interval)"
     if input_like:
         where = f" ({frames[0]['frame'] or frames[0]['leaf']})"
         fix, snippet = batch_function_fix(ev, where, function_of(frames[0]))
@@ -63,7 +64,7 @@ def unexplained_host_time(ev: Evidence) -> Finding | None:
     return Finding(
         id="unexplained_host_time",
         title="Host work outside forward, backward and the optimizer takes much of the step",
-        severity="high" if share >= T.OTHER_HOST_TIME_HIGH_PCT else "medium",
+        severity=severity_for_gain("high" if share >= T.OTHER_HOST_TIME_HIGH_PCT else "medium", high),
         confidence="medium" if frames else "low",
         category="input" if input_like else "host",
         summary=f"{share:.1f} % of each step runs on the host outside forward, backward, the optimizer and "

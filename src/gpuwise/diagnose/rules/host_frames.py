@@ -61,7 +61,12 @@ def function_of(row: dict | None) -> str:
 
 
 def looks_like_input(row: dict | None) -> bool:
-    """Batch preparation by its function's name (get_batch, load_sample, collate, ...) or its library."""
-    name = function_of(row).lower()
-    leaf = ((row or {}).get("leaf") or "").lower()
-    return any(word in name for word in T.INPUT_FUNCTION_WORDS) or leaf.startswith(T.INPUT_LIBRARY_FILES)
+    """Batch preparation by where the time is spent, never by a function's name: the innermost frame is
+    in a data library (numpy's memmap and loaders, torch's fetch/collate, datasets' arrow tables), or
+    the time falls in the gap that ends in the model's forward outside the function that calls the
+    model (a sleep in a ``_run_batch`` that then calls ``model(x)`` is that step's own code)."""
+    row = row or {}
+    leaf = (row.get("leaf") or "").lower()
+    if leaf.startswith(T.INPUT_LIBRARY_FILES):
+        return True
+    return row.get("phase") == "host_input" and not row.get("calls_forward")

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.diagnose.finding import Finding, Gain
-from gpuwise.diagnose.rules.common import confidence, on_gpu, speedup_from_saving
+from gpuwise.diagnose.rules.common import confidence, on_gpu, severity_for_gain, speedup_from_saving
 from gpuwise.diagnose.rules.host_frames import frames_text, function_of, gap_rows, input_fraction, ranked
 from gpuwise.diagnose.rules.loader_advice import (
     batch_function_fix,
+    contended,
+    cpu_cap,
     cpu_saturated,
     input_gain_high,
     loader_snippet,
@@ -119,8 +121,14 @@ def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
         )
     else:
         note = "if loading fully overlaps compute, the wait disappears from the step"
-    capped = ev.context.cpu_util_pct is not None and not waits_on_io(ev)
-    return note + ("; capped by the idle CPU measured" if capped else "")
+    capped = cpu_cap(ev) is not None
+    busy = (
+        f"; other processes used {ev.context.other_cpu_pct:.0f} % of the CPU, so the range cannot be narrow "
+        "(each worker also takes a scheduler share the run did not have: high widened by that)"
+        if contended(ev) and ev.context.other_cpu_pct is not None
+        else ""
+    )
+    return note + ("; capped by the idle CPU measured" if capped else "") + busy
 
 
 def _input_summary(ev: Evidence, case: _InputCase) -> str:
@@ -137,6 +145,11 @@ def _input_summary(ev: Evidence, case: _InputCase) -> str:
             + (f" (num_workers={workers})" if workers is not None else "")
         )
     idle = "the device idles meanwhile" if on_gpu(ev) else "the computation stalls meanwhile"
+    overall = ev.steps.phase_pct("data_wait")
+    typical = input_share_pct(ev)
+    if overall is not None and typical is not None and abs(overall - typical) >= 1.0:
+        # the phase table is the mean over every measured step: say both, so the two agree
+        what += f"; {overall:.1f} % over all measured steps, as in the phase table"
     return f"{what}; {idle}."
 
 
@@ -164,13 +177,16 @@ def input_bound(ev: Evidence) -> Finding | None:
     return Finding(
         id="input_bound",
         title="The training loop waits for data",
-        severity="high" if share >= T.INPUT_WAIT_HIGH_PCT else "medium",
+        severity=severity_for_gain("high" if share >= T.INPUT_WAIT_HIGH_PCT else "medium", high),
         confidence=confidence(ev),
         category="input",
         summary=_input_summary(ev, case),
         metrics={
             "input_wait_pct": round(share, 2),
             "data_wait_pct": round(loader_share, 2),
+            "data_wait_pct_all_steps": None
+            if ev.steps.phase_pct("data_wait") is None
+            else round(ev.steps.phase_pct("data_wait") or 0.0, 2),
             "host_input_pct": round(host_share, 2),
             "input_source": "batch_function" if batch_function else "dataloader",
             "loader_num_workers": workers,

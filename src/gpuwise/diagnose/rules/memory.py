@@ -7,6 +7,8 @@ above zero before it is called a trend.
 
 from __future__ import annotations
 
+import math
+
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.diagnose.finding import Finding, Gain
@@ -153,7 +155,7 @@ def memory_growth(ev: Evidence) -> Finding | None:
         return None
     growth_pct = 100.0 * per_step * (span - 1) / baseline
     if growth_pct < T.MEMORY_GROWTH_MIN_PCT:
-        return None
+        return _growth_too_short(ev, span, per_step, per_step_low, baseline, growth_pct)
     last = mem[-1]
     steps_left = None
     if ev.memory.memory_capacity_bytes:
@@ -192,6 +194,44 @@ def memory_growth(ev: Evidence) -> Finding | None:
         if ev.kind == "training"
         else "with torch.inference_mode():\n    out = model(batch)\nresults.append(out.cpu())",
         gain=Gain("memory_bytes", per_step * span * 0.5, per_step * span, "the growth seen during the run"),
+        source=ev.source,
+    )
+
+
+def _growth_too_short(
+    ev: Evidence, span: int, per_step: float, per_step_low: float, baseline: float, growth_pct: float
+) -> Finding | None:
+    """Memory rose at every reading (the trend's lower bound is above zero) but the window is too short
+    for the growth to reach ``MEMORY_GROWTH_MIN_PCT``: a leak of a small tensor a step (nanoGPT's
+    ``loss_history.append(loss)``) cannot be told from a cache filling up. Say so, with the window that
+    would judge it, rather than stay quiet. None when the rate is below ``MEMORY_GROWTH_NOTE_PCT``."""
+    if growth_pct < T.MEMORY_GROWTH_NOTE_PCT:
+        return None
+    needed = math.ceil(T.MEMORY_GROWTH_MIN_PCT / 100.0 * baseline / per_step) + 1
+    what = memory_measure(ev)
+    return Finding(
+        id="memory_growth",
+        title="Memory rose every step: too short to judge a leak",
+        severity="low",
+        confidence="low",
+        category="memory",
+        summary=(
+            f"{what} rose {growth_pct:.1f} % over {span} steps (+{per_step / 2**10:.0f} KiB per step, "
+            f"at least +{per_step_low / 2**10:.0f} KiB at 95 %): too short to judge a leak at the "
+            f"{T.MEMORY_GROWTH_MIN_PCT:.0f} % bar, which this rate reaches after ~{needed} steps."
+        ),
+        metrics={
+            "growth_pct": round(growth_pct, 2),
+            "bytes_per_step": round(per_step),
+            "bytes_per_step_low": round(per_step_low),
+            "measure": what,
+            "steps_needed": needed,
+            "verdict": "too_short",
+        },
+        fix=f"Profile a longer window (gpuwise profile --steps {needed} ...) to tell a leak from a cache "
+        "filling up; a list that keeps each step's loss tensor (losses.append(loss)) grows like this.",
+        fix_snippet=f"gpuwise profile --steps {needed} -- python train.py",
+        gain=None,
         source=ev.source,
     )
 
