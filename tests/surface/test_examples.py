@@ -77,13 +77,16 @@ def test_pretraining_on_8_h100_names_sharding_and_nvlink():
 def test_low_utilization_job_lists_input_and_small_batch_causes():
     p = plan("low-utilization-40pct")
     ids = {f.id for f in p.diagnosis.findings}
-    assert {"low_utilization", "small_batch", "no_mixed_precision"} <= ids
+    assert {"low_utilization", "no_mixed_precision"} <= ids
+    # ViT-B/16 at 32 images already fills an A10 in the model (4x the batch: ~1.04x), so the stated 40 %
+    # is not blamed on the batch; the cause is listed as ruled out, with the model's figure
+    assert "small_batch" not in ids
     causes = {c.id: c for c in p.diagnosis.idle_causes}
     assert (
         causes["input_bound"].status == "not-measured"
         and "gpuwise profile" in causes["input_bound"].how_to_check
     )
-    assert causes["small_batch"].status == "found"
+    assert causes["small_batch"].status == "ruled-out" and "predicts 1.0" in causes["small_batch"].detail
     assert "mixed_precision" in p.config.applied
     assert {"NVIDIA DALI", "gpuwise profile"} <= {t.name for t in p.tools}
 

@@ -22,7 +22,17 @@ from gpuwise.errors import GpuwiseError, did_you_mean
 from gpuwise.units import GB
 
 Generation = Literal[
-    "volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4", "gaudi", "tpu", "other"
+    "volta",
+    "turing",
+    "ampere",
+    "ada",
+    "hopper",
+    "blackwell",
+    "cdna3",
+    "cdna4",
+    "gaudi",
+    "tpu",
+    "other",
 ]
 """Accelerator generation: NVIDIA Volta … Blackwell, AMD CDNA3/CDNA4, Intel Gaudi, Google TPU; ``other``
 for a user GPU that names none.
