@@ -22,7 +22,9 @@ Wall-to-wall (issue #26), interpreter start included for both: every reference t
 --wall-min-mb (default 10) MB of JSON through the real CLI (`python -m gpuwise trace FILE --json`, the
 whole report) and through HTA in a fresh process (import, load, temporal and idle breakdown);
 `--wall-only` runs just this part. Target: >= 10x from 10 MB up. The CLI runs with bytecode caching
-(PYTHONPYCACHEPREFIX under /tmp) as an installed package does, whatever PYTHONDONTWRITEBYTECODE says.
+(PYTHONPYCACHEPREFIX under /tmp) as an installed package does, whatever PYTHONDONTWRITEBYTECODE says,
+and a fresh per-rank summary cache (a first look). Each process's CPU seconds (user + sys) are printed
+beside its wall time, with the speed-up on them: on a loaded machine wall time measures the neighbours.
 
 LAST line: {"speedup_vs_hta": X, "peak_rss_over_trace_size": Y, "peak_rss_over_trace_size_repeated_ids": Z,
             "wall_to_wall_min_speedup": W, "wall_peak_rss_over_trace_size": R}
@@ -107,20 +109,28 @@ def child_hta(path: str) -> dict:
     }
 
 
+def _children_cpu_s() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_child(python: str, tool: str, path: Path, timeout: float) -> dict | None:
-    started = time.perf_counter()
+    started, cpu0 = time.perf_counter(), _children_cpu_s()
     try:
         proc = subprocess.run(
             [python, __file__, "--child", tool, str(path)], capture_output=True, text=True, timeout=timeout
         )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
-    wall = time.perf_counter() - started
+    wall, process_cpu = time.perf_counter() - started, _children_cpu_s() - cpu0
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
         return {"error": last[:160]}
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["wall_s"] = wall
+    out["process_cpu_s"] = process_cpu  # the whole process: interpreter start, imports, work
     return out
 
 
@@ -299,27 +309,63 @@ def measure_parsers(path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- main
+# `python -m gpuwise ...` as it is, plus one line on stderr at exit: the process's own peak RSS. Linux's
+# ru_maxrss (wait4, getrusage) keeps the high-water mark of the forked parent across exec: from this
+# benchmark (which has read every trace to size it) it reads ~200 MB whatever gpuwise does. VmHWM is the
+# exec'd image's own.
+_CLI_WITH_HWM = (
+    "import atexit, runpy, sys\n"
+    "def _hwm():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            print('GPUWISE_BENCH_VMHWM_KB=' + line.split()[1], file=sys.stderr)\n"
+    "atexit.register(_hwm)\n"
+    "sys.argv[0] = 'gpuwise'\n"
+    "runpy.run_module('gpuwise', run_name='__main__', alter_sys=True)\n"
+)
+
+
 def run_cli(path: Path) -> dict:
-    """`python -m gpuwise trace FILE --json` in a fresh process: wall seconds and its own peak RSS
-    (bytes, from wait4); a first untimed run of `trace --help` writes the bytecode cache."""
+    """`python -m gpuwise trace FILE --json` in a fresh process: wall seconds, CPU seconds and its own
+    peak RSS (bytes, VmHWM). A first untimed run of the same command writes the bytecode cache of every
+    module it imports (numpy's too); the timed run has a fresh per-rank summary cache: a first look at
+    the trace (its cache write included), never a hit left by an earlier run."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PYTHONPYCACHEPREFIX": "/tmp/gpuwise-bench-pycache"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    subprocess.run([sys.executable, "-m", "gpuwise", "trace", "--help"], capture_output=True, env=env)
-    with tempfile.TemporaryFile() as err:
+    argv = ["trace", str(path), "--json"]
+    warm = {**env, "GPUWISE_TRACE_CACHE": "off"}
+    subprocess.run([sys.executable, "-m", "gpuwise", *argv], stdout=subprocess.DEVNULL, env=warm, check=False)
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as cache_dir:
+        env["GPUWISE_TRACE_CACHE"] = str(Path(cache_dir) / "trace-summaries.sqlite")
         started = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuwise", "trace", str(path), "--json"],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=env,
+            [sys.executable, "-c", _CLI_WITH_HWM, *argv], stdout=subprocess.DEVNULL, stderr=err, env=env
         )
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
-            err.seek(0)
-            return {"error": err.read().decode(errors="replace").strip()[:160]}
-    return {"wall_s": wall, "peak_rss_bytes": usage.ru_maxrss * 1024}
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    if proc.returncode != 0:
+        return {"error": text.strip()[:160]}
+    hwm = [line for line in text.splitlines() if line.startswith("GPUWISE_BENCH_VMHWM_KB=")]
+    rss = int(hwm[-1].split("=")[1]) * 1024 if hwm else usage.ru_maxrss * 1024
+    return {"wall_s": wall, "process_cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_bytes": rss}
+
+
+def _wall_row(rel: str, size: int, gw: dict, hta: dict | None) -> tuple[float | None, float | None]:
+    """Print one trace's row; return its (wall, whole-process CPU) speed-ups over HTA."""
+    speed = hta["wall_s"] / gw["wall_s"] if hta else None
+    cpu_speed = hta["process_cpu_s"] / gw["process_cpu_s"] if hta and gw["process_cpu_s"] else None
+    hta_wall, hta_cpu = (hta["wall_s"], hta["process_cpu_s"]) if hta else (float("nan"),) * 2
+    rss = gw["peak_rss_bytes"]
+    print(
+        f"{rel[-62:]:62} {size / 1e6:6.1f} | {gw['wall_s']:9.2f} {gw['process_cpu_s']:6.2f} "
+        f"{rss / 1e6 if rss else float('nan'):6.0f} | {hta_wall:7.2f} {hta_cpu:6.2f} | "
+        f"{f'{speed:.1f}×' if speed else '—':>8} {f'{cpu_speed:.1f}×' if cpu_speed else '—':>7}",
+        flush=True,
+    )
+    return speed, cpu_speed
 
 
 def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float | None, float | None]:
@@ -330,30 +376,28 @@ def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float 
     if not chosen:
         return None, None
     print(f"\nwall to wall, interpreter start included, traces of {args.wall_min_mb:g} MB of JSON and more:")
-    print(f"{'trace':62} {'MB':>6} | {'gpuwise s':>9} {'RSS MB':>6} | {'HTA s':>7} | {'speed-up':>8}")
-    speedups, rss_ratios = [], []
+    print(
+        f"{'trace':62} {'MB':>6} | {'gpuwise s':>9} {'CPU s':>6} {'RSS MB':>6} | {'HTA s':>7} {'CPU s':>6} | "
+        f"{'speed-up':>8} {'on CPU':>7}"
+    )
+    speedups, cpu_speedups, rss_ratios = [], [], []
     for size, rel in chosen:
         gw = run_cli(args.root / rel)
         hta = run_child(hta_python, "hta", args.root / rel, timeout=args.hta_timeout) if hta_python else None
         if "error" in gw:
             print(f"{rel[-62:]:62} {size / 1e6:6.1f} | gpuwise failed: {gw['error']}")
             continue
-        rss = gw["peak_rss_bytes"]
-        if rss:
-            rss_ratios.append(rss / size)
-        hta_ok = hta is not None and "error" not in hta
-        speed = hta["wall_s"] / gw["wall_s"] if hta_ok else None
-        if speed is not None:
-            speedups.append(speed)
-        print(
-            f"{rel[-62:]:62} {size / 1e6:6.1f} | {gw['wall_s']:9.2f} "
-            f"{rss / 1e6 if rss else float('nan'):6.0f} | "
-            f"{hta['wall_s'] if hta_ok else float('nan'):7.2f} | {f'{speed:.1f}×' if speed else '—':>8}",
-            flush=True,
-        )
+        if gw["peak_rss_bytes"]:
+            rss_ratios.append(gw["peak_rss_bytes"] / size)
+        speed, cpu_speed = _wall_row(rel, size, gw, hta if hta is not None and "error" not in hta else None)
+        speedups += [speed] if speed is not None else []
+        cpu_speedups += [cpu_speed] if cpu_speed is not None else []
     if speedups:
         low, high = min(speedups), max(speedups)
         print(f"  wall-to-wall speed-up over {len(speedups)} traces: min {low:.1f}×, max {high:.1f}×")
+    if cpu_speedups:  # whole-process CPU seconds: what a loaded machine's neighbours do not move as much
+        low, high = min(cpu_speedups), max(cpu_speedups)
+        print(f"  on whole-process CPU seconds: min {low:.1f}×, max {high:.1f}×")
     return (min(speedups) if speedups else None), (max(rss_ratios) if rss_ratios else None)
 
 

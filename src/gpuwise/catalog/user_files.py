@@ -16,12 +16,6 @@ from typing import Any, TypeVar
 
 from gpuwise.errors import GpuwiseError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
-
 __all__ = ["T", "catalog_files", "load_catalog", "load_structured", "read_entries", "user_config_dir"]
 
 
@@ -89,6 +83,10 @@ def load_structured(path: Path) -> Any:
     except UnicodeDecodeError:
         raise GpuwiseError(f"{path}: not a text file (expected UTF-8 YAML or TOML)") from None
     if path.suffix == ".toml":
+        if sys.version_info >= (3, 11):  # imported here: most runs read no TOML file (start-up time)
+            import tomllib
+        else:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:

@@ -11,6 +11,7 @@ import typer.main
 
 from gpuwise._version import __version__
 from gpuwise.cli import options
+from gpuwise.cli.light_help import light_rich_help, wants_help
 from gpuwise.errors import GpuwiseError
 
 __all__ = ["COMMANDS", "build_app", "main"]  # and `app`, built on first access (module __getattr__)
@@ -141,10 +142,19 @@ def _click_error(err: Exception) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    args = argv if argv is not None else sys.argv[1:]
+    if wants_help(args):
+        with light_rich_help():  # the help screen without Rich's Markdown and traceback (start-up)
+            _run(argv, args)
+    else:
+        _run(argv, args)
+
+
+def _run(argv: list[str] | None, args: list[str]) -> None:
+    """Build the tree the run needs, run it, and turn every error into the one-line contract."""
+    debug = "--debug" in args
     try:
         # Outside standalone mode click returns the code of `typer.Exit(code)` instead of exiting.
-        args = argv if argv is not None else sys.argv[1:]
         # Once `app` is built (imported by a test or a plug-in), it is the tree; else only what the run needs.
         tree = globals().get("app") or build_app(_command_named(args))
         command = options.install(typer.main.get_command(tree))  # numbers, paths, metavars: cli/options.py

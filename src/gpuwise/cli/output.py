@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
-from rich.console import Console
 
 from gpuwise.errors import GpuwiseError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from gpuwise.report.document import Document
 
 __all__ = [
@@ -51,8 +52,11 @@ _LINE_BREAK = "<br>"  # the one tag the Markdown renderer writes itself (a newli
 
 
 def console() -> Console:
-    """Terminal output; piped to a file or a CI log (no terminal, no COLUMNS) 120 wide, not Rich's 80."""
+    """Terminal output; piped to a file or a CI log (no terminal, no COLUMNS) 120 wide, not Rich's 80.
+    Rich is imported here, not with the module: `--json` and `--markdown` never load it (start-up time)."""
     import os
+
+    from rich.console import Console
 
     out = Console(highlight=False, soft_wrap=False)
     if not out.is_terminal and "COLUMNS" not in os.environ:

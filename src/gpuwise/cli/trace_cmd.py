@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -24,9 +27,28 @@ __all__ = ["trace"]
 PROGRESS_MIN_BYTES = 8 << 20  # show a progress bar when the files add up to more than this
 
 
+def _maybe_terminal() -> bool:
+    """False where Rich's `Console(stderr=True).is_terminal` is surely False (stderr not a tty and
+    neither TTY_COMPATIBLE=1 nor FORCE_COLOR set), without importing Rich; True means "ask Rich"."""
+    if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR"):
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no stream, or a closed one: Rich says False as well
+        return False
+
+
 @contextmanager
 def _progress(files: list[str]) -> Iterator[FileProgress | None]:
-    """A byte-level progress bar on stderr (only on a terminal, only for big local inputs)."""
+    """A byte-level progress bar on stderr (only on a terminal, only for big local inputs). Rich is
+    imported only when the bar is drawn (start-up time of every other run)."""
+    if not _maybe_terminal() or any("://" in f for f in files):
+        yield None
+        return
+    sizes = [Path(f).stat().st_size for f in files]
+    if sum(sizes) < PROGRESS_MIN_BYTES:
+        yield None
+        return
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -38,11 +60,7 @@ def _progress(files: list[str]) -> Iterator[FileProgress | None]:
     )
 
     console = Console(stderr=True)
-    if any("://" in f for f in files) or not console.is_terminal:
-        yield None
-        return
-    sizes = [Path(f).stat().st_size for f in files]
-    if sum(sizes) < PROGRESS_MIN_BYTES:
+    if not console.is_terminal:
         yield None
         return
     done_before = [sum(sizes[:i]) for i in range(len(sizes))]
@@ -62,6 +80,13 @@ def _progress(files: list[str]) -> Iterator[FileProgress | None]:
             bar.update(task, completed=done_before[index] + min(read, sizes[index]), description=path.name)
 
         yield update
+
+
+def _views() -> ModuleType:
+    """The report builders, imported when a report is drawn (`--json` never needs them)."""
+    from gpuwise.report import trace_view
+
+    return trace_view
 
 
 def trace(
@@ -122,10 +147,8 @@ def trace(
     """Where a profiled run lost time: HTA's breakdown, kernels, steps, input, syncs, copies, communication,
     ranks, findings."""
     from gpuwise.cli.output import one_format
-    from gpuwise.report import trace_view
 
     one_format(as_json, as_markdown)  # before the work, not after it
-    from gpuwise.trace.compare import compare_reports, side_label
     from gpuwise.trace.parallel import analyze_many, expand_sources
     from gpuwise.trace.rank_distribution import rank_distribution
 
@@ -145,6 +168,8 @@ def trace(
             raise GpuwiseError("--rank shows one run's rank; --compare compares whole runs: give one of them")
         if len(paths) != 2:
             raise GpuwiseError(f"--compare takes exactly two traces (or directories), got {len(paths)}")
+        from gpuwise.trace.compare import compare_reports, side_label
+
         reports = []
         for side in paths:
             reports.append(run(expand_sources([side]))[0])
@@ -163,7 +188,7 @@ def trace(
             as_json,
             as_markdown=as_markdown,
             html=html,
-            document=lambda: trace_view.comparison_document(result, top),
+            document=lambda: _views().comparison_document(result, top),
         )
         return
     files = expand_sources(paths)
@@ -190,5 +215,5 @@ def trace(
         as_json,
         as_markdown=as_markdown,
         html=html,
-        document=lambda: trace_view.report_document(report, top, rank),
+        document=lambda: _views().report_document(report, top, rank),
     )

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.workload.spec import Attention
+
+if TYPE_CHECKING:  # an annotation only: the workload spec is not loaded with the diagnosis (start-up)
+    from gpuwise.workload.spec import Attention
 
 __all__ = [
     "SOURCES",

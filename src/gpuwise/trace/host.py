@@ -18,7 +18,7 @@ from gpuwise.trace.breakdown import union_length
 from gpuwise.trace.hta_selection import unique_rows
 from gpuwise.trace.kernels import KERNEL_CATS
 from gpuwise.trace.steps import Steps, cpu_complete_events, in_steps
-from gpuwise.trace.table import EventTable
+from gpuwise.trace.table import EventTable, percentile
 from gpuwise.trace.taxonomy import HOST_BLOCKING_ROLES, api_role
 
 __all__ = ["RUNTIME_CATS", "LaunchStats", "SyncStats", "launch_stats", "sync_stats"]
@@ -153,8 +153,8 @@ def launch_stats(
         kernels=int(kernel_rows.size),
         kernels_per_step=kernel_rows.size / steps_in_window if steps_in_window else None,
         launch_api_mean_us=float(api.mean()) if api.size else None,
-        launch_delay_median_us=float(np.percentile(delay, 50)) if delay.size else None,
-        launch_delay_p90_us=float(np.percentile(delay, 90)) if delay.size else None,
+        launch_delay_median_us=percentile(delay, 50) if delay.size else None,
+        launch_delay_p90_us=percentile(delay, 90) if delay.size else None,
         host_busy_pct=busy,
         launch_thread=thread,
     )

@@ -13,24 +13,24 @@ among the skipped files; Ctrl-C stops the pool's processes or cancels the cluste
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace.analyze import FileProgress, SkippedFile, TraceReport, build_report, expand_paths
 from gpuwise.trace.rank import RankAnalysis
 from gpuwise.trace.rank_summary import RankFailure, RankSummary, compact, is_url, summarize
 from gpuwise.trace.summary_cache import SummaryCache, default_cache_path
+
+if TYPE_CHECKING:  # the process pool is imported by the runs that use one (start-up of `--workers 1`)
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 __all__ = [
     "Engine",
@@ -149,6 +149,8 @@ def _worker_init() -> None:
 def _context() -> Any:
     # forkserver on Linux: workers start clean of the driver's threads (rich's progress bar), and the
     # server ignores Ctrl-C (no preload: a preload would catch Ctrl-C mid-import and print a traceback)
+    import multiprocessing
+
     return multiprocessing.get_context("forkserver" if sys.platform == "linux" else "spawn")
 
 
@@ -165,6 +167,9 @@ def _drain(
 ) -> Iterator[tuple[int, Outcome]]:
     """Run ``pending`` on ``pool``, at most ``window`` tasks queued; on a broken pool, put the tasks in
     flight back at the front of ``pending`` and raise BrokenProcessPool."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
     in_flight: dict[Future[Outcome], int] = {}
     while pending or in_flight:
         while pending and len(in_flight) < window:
@@ -185,6 +190,9 @@ def run_processes(sources: list[str], workers: int) -> Iterator[tuple[int, Outco
     """Ranks on a pool of ``workers`` processes, yielded as they finish. When a worker process dies, the
     ranks it may have held are retried one at a time, each in a fresh process: the one that kills its
     process again is lost (and named), the others are kept."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     pending: deque[int] = deque(range(len(sources)))
     ctx = _context()
     while pending:
@@ -202,6 +210,9 @@ def run_processes(sources: list[str], workers: int) -> Iterator[tuple[int, Outco
 
 def _alone(source: str, ctx: Any) -> Outcome:
     """One rank in a process of its own: its outcome, or a failure if the process dies."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_worker_init)
     try:
         return pool.submit(summarize, source).result()

@@ -16,13 +16,13 @@ import hashlib
 import os
 import pickle
 import resource
-import socket
 import sys
 import tempfile
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,14 @@ __all__ = [
 ]
 
 _PICKLE_PROTOCOL = 5
-_HOST = socket.gethostname()
+
+
+@cache
+def _host() -> str:
+    """This machine's name, asked once, when a summary is made (not at import: start-up time)."""
+    import socket
+
+    return socket.gethostname()
 
 
 @dataclass
@@ -141,7 +148,7 @@ def summarize(source: str, progress: Callable[[int], None] | None = None) -> Ran
         return RankFailure(source, f"analysis failed ({type(err).__name__}: {err}); please report it")
     done = time.process_time()
     first, *more = analyses
-    worker = f"{_HOST}:{os.getpid()}"
+    worker = f"{_host()}:{os.getpid()}"
     return RankSummary(first, done - started, _peak_rss_bytes(), sha, worker, done, tuple(more))
 
 

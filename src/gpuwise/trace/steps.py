@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gpuwise.trace.breakdown import union_length
-from gpuwise.trace.table import EventTable, distinct
+from gpuwise.trace.table import EventTable, distinct, percentile
 
 __all__ = ["StepStats", "Steps", "cpu_complete_events", "find_steps", "in_steps", "step_stats"]
 
@@ -146,8 +146,8 @@ def step_stats(t: EventTable, steps: Steps) -> StepStats:
         numbers=steps.numbers,
         step_times_s=(steps.dur_us / 1e6).tolist(),
         mean_ms=float(dur_ms.mean()),
-        median_ms=float(np.percentile(dur_ms, 50)),
-        p90_ms=float(np.percentile(dur_ms, 90)),
+        median_ms=percentile(dur_ms, 50),
+        p90_ms=percentile(dur_ms, 90),
         min_ms=float(dur_ms.min()),
         max_ms=float(dur_ms.max()),
         std_ms=float(dur_ms.std()),

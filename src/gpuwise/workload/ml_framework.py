@@ -15,9 +15,10 @@ What gpuwise models on a TPU, and what it does not, is :data:`TPU_MODELLED` (sho
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
-from gpuwise.catalog import GPU
+if TYPE_CHECKING:  # an annotation only: the diagnosis loads no catalog through this module (start-up)
+    from gpuwise.catalog import GPU
 
 MlFramework = Literal["pytorch", "jax", "tensorflow"]
 ML_FRAMEWORKS: tuple[MlFramework, ...] = get_args(MlFramework)

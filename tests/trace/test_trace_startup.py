@@ -1,0 +1,83 @@
+"""What `gpuwise trace` loads for a run: `--json` draws no report and needs no renderer (start-up)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuwise.trace.table import percentile
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+RANK0 = DATA / "hand_rank0.json"
+
+# Modules a one-file `--json` run has no use for: the terminal renderer and the report builders, the
+# process pool (one file runs in the process), numpy.ma (np.percentile's first call), the workload spec
+# (an annotation of the evidence).
+NOT_LOADED = (
+    "rich",
+    "gpuwise.report.trace_view",
+    "gpuwise.report.document",
+    "concurrent.futures",
+    "multiprocessing",
+    "numpy.ma",
+    "gpuwise.workload.spec",
+)
+
+_RUN = """
+import sys
+from gpuwise.cli.app import main
+try:
+    main({argv!r})
+except SystemExit:
+    pass
+print("LOADED=" + ",".join(m for m in {names!r} if m in sys.modules), file=sys.stderr)
+"""
+
+
+def _run(argv: list[str]) -> tuple[str, list[str]]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN.format(argv=argv, names=NOT_LOADED)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GPUWISE_TRACE_CACHE": "off"},
+    )
+    loaded = next(line for line in proc.stderr.splitlines() if line.startswith("LOADED="))
+    return proc.stdout, [m for m in loaded.removeprefix("LOADED=").split(",") if m]
+
+
+def test_json_run_loads_no_renderer_or_pool():
+    out, loaded = _run(["trace", str(RANK0), "--json"])
+    assert json.loads(out)["kind"] == "trace"
+    assert loaded == []
+
+
+def test_terminal_report_still_draws_with_rich():
+    out, loaded = _run(["trace", str(RANK0)])
+    assert "rich" in loaded and "gpuwise.report.trace_view" in loaded
+    assert "Temporal breakdown" in out and "Top 4 kernels by device time" in out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_percentile_is_numpys_bit_for_bit(seed):
+    rng = np.random.default_rng(seed)
+    for trial in range(2000):
+        n = int(rng.integers(1, 40)) if trial % 10 else int(rng.integers(40, 3000))
+        values = [
+            rng.random(n) * 10.0 ** int(rng.integers(-3, 6)),
+            rng.integers(0, 5, n) / 7.0,  # many ties
+            np.round(rng.exponential(100.0, n), 3),
+        ][trial % 3]
+        for q in (0, 1, 10, 33.3, 50, 75, 90, 99, 100):
+            assert percentile(values, q) == float(np.percentile(values, q)), (n, q)
+
+
+def test_percentile_of_nan_and_one_value():
+    assert np.isnan(percentile(np.array([1.0, np.nan, 3.0]), 50))
+    assert percentile(np.array([7.5]), 90) == 7.5
