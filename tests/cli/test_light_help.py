@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gpuwise.cli.light_help import light_rich_help, wants_help
+from gpuwise.cli.light_help import wants_help
 
 _RUN = """
 import sys
@@ -45,21 +45,29 @@ def test_help_is_the_same_screen_without_markdown_and_traceback(argv):
     assert "rich.markdown" in full_loaded
 
 
+_STAND_INS = """
+import sys
+from gpuwise.cli.light_help import light_rich_help
+assert not any(m in sys.modules for m in ("rich.markdown", "rich.traceback", "typer.rich_utils"))
+with light_rich_help():
+    from rich.markdown import Markdown
+    from rich.traceback import Traceback
+
+    made = Markdown("# title")
+    real = sys.modules["rich.markdown"]  # the stand-in gave way to the real module on first use
+    assert type(made) is real.Markdown
+    assert Traceback.from_exception is not None  # class attributes are the real class's
+import rich.markdown
+
+assert rich.markdown.Markdown is type(made)
+print("OK")
+"""
+
+
 def test_stand_ins_build_the_real_objects_and_leave():
-    before = {m: sys.modules.get(m) for m in ("rich.markdown", "rich.traceback", "typer.rich_utils")}
-    if any(before.values()):
-        pytest.skip("this test process already loaded Rich's help modules")
-    with light_rich_help():
-        from rich.markdown import Markdown
-        from rich.traceback import Traceback
-
-        made = Markdown("# title")
-        real = sys.modules["rich.markdown"]  # the stand-in gave way to the real module on first use
-        assert type(made) is real.Markdown
-        assert Traceback.from_exception is not None  # class attributes are the real class's
-    import rich.markdown
-
-    assert rich.markdown.Markdown is type(made)
+    """In a fresh interpreter (this one may have loaded Rich's help modules already)."""
+    proc = subprocess.run([sys.executable, "-c", _STAND_INS], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "OK", proc.stderr
 
 
 def test_wants_help():

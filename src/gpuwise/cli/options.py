@@ -53,6 +53,7 @@ OPTION_LIMITS: dict[str, Limit] = {
     "trace --top": Limit(1, 100, "kernels"),
     "exporter --top-processes": Limit(0, 1000, "pid series per GPU"),
     "trace --rank": Limit(0, _MILLION),
+    "trace --workers": Limit(1, 1024, "worker processes"),
     "loadtest --duration": Limit(0, _SECONDS_CAP, "seconds", open_low=True),
     "loadtest --timeout": Limit(0, _SECONDS_CAP, "seconds", open_low=True),
     "loadtest --length-spread": Limit(0, 1, open_high=True),
