@@ -189,9 +189,7 @@ def _assignments(ctx: Context) -> dict[str, list[tuple[int, ast.AST | None, ast.
     if found is not None:
         return found  # type: ignore[return-value]  # memo holds what this function built
     index: dict[str, list[tuple[int, ast.AST | None, ast.expr]]] = {}
-    for node in ctx.kids:
-        if not isinstance(node, ast.Assign):
-            continue
+    for node in ctx.assigns:
         scope = _scope(ctx, node)
         for target in node.targets:
             for name, value in _pairs(target, node.value):

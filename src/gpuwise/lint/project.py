@@ -201,11 +201,10 @@ class Project:
             )
             project.sets_cudnn_benchmark |= "benchmark" in ctx.names and "cudnn" in ctx.names
             project.uses_distributed_sampler |= "DistributedSampler" in ctx.names
-            for node in ctx.kids:
-                if isinstance(node, ast.ClassDef):
-                    project.datasets.setdefault(node.name, node)
-                    if _yields_items(node):
-                        project.item_classes.add(node.name)
+            for node in ctx.classes:
+                project.datasets.setdefault(node.name, node)
+                if _yields_items(node):
+                    project.item_classes.add(node.name)
         return project
 
     def allows_weights_only_default(self) -> bool:
