@@ -46,6 +46,9 @@ STEP_METHODS = ("training_step", "compute_loss")  # Lightning / HF Trainer hooks
 CALL_DEPTH = 3  # how deep the linter follows same-file calls from a loop
 Loop = ast.For | ast.AsyncFor | ast.While
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+# isinstance tuples for hot paths (an ``A | B`` union is built anew at every evaluation)
+_CHAINED = (ast.Attribute, ast.Call, ast.Subscript)
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 _PERIODIC = re.compile(
     r"log|print|eval|valid|save|ckpt|checkpoint|interval|every|freq|verbose|debug|display|report|"
@@ -156,6 +159,7 @@ class Context:
     kids: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)  # node -> children (leaves: none)
     walks: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)  # calls_and_loops results
     reaches: dict[tuple[ast.AST, int], Reach] = field(default_factory=dict)  # (function, depth) -> Reach
+    sites: dict[ast.AST, list[ast.Call]] = field(default_factory=dict)  # call_sites results
     found_calls: dict[tuple[str, ...], list[ast.Call]] = field(default_factory=dict)  # calls_to results
     project: Project | None = None  # facts of the files linted with this one (set by the runner)
 
@@ -235,7 +239,7 @@ class Context:
     @staticmethod
     def root_name(node: ast.AST) -> str:
         """The variable an expression chain starts from: ``np`` for ``np.asarray(x).tolist``."""
-        while isinstance(node, ast.Attribute | ast.Call | ast.Subscript):
+        while isinstance(node, _CHAINED):
             node = node.func if isinstance(node, ast.Call) else node.value
         return node.id if isinstance(node, ast.Name) else ""
 
@@ -409,7 +413,7 @@ class Context:
                     self._every_step(stmt.body, loop, via, out, seen)
                     self._every_step(stmt.orelse, loop, via, out, seen)
                 continue
-            if isinstance(stmt, FunctionNode | ast.ClassDef):
+            if isinstance(stmt, _DEFINITIONS):
                 continue
             for child in self.kids.get(stmt, ()):  # ast.iter_child_nodes, without markers
                 if isinstance(child, ast.expr):
@@ -460,9 +464,37 @@ class Context:
         return False
 
     def call_sites(self, func: FunctionNode) -> list[ast.Call]:
-        """Calls of ``func`` by name, and calls that hand it over (``mp.spawn(func, ...)``)."""
-        sites = [c for c in self.calls if func in self.callees(c)]
+        """Calls of ``func`` by name, and calls that hand it over (``mp.spawn(func, ...)``); cached."""
+        sites = self.sites.get(func)
+        if sites is None:
+            sites = self.sites[func] = self._call_sites(func)
+        return sites
+
+    @cached_property
+    def _calls_naming(self) -> dict[str, list[ast.Call]]:
+        """Calls by every name that could make them a call site: the called name or attribute, and
+        the plain names passed as arguments (in source order; each call once per name)."""
+        index: dict[str, list[ast.Call]] = {}
         for call in self.calls:
+            func = call.func
+            named = (
+                {func.id}
+                if isinstance(func, ast.Name)
+                else {func.attr}
+                if isinstance(func, ast.Attribute)
+                else set()
+            )
+            named.update(
+                a.id for a in (*call.args, *(k.value for k in call.keywords)) if isinstance(a, ast.Name)
+            )
+            for name in named:
+                index.setdefault(name, []).append(call)
+        return index
+
+    def _call_sites(self, func: FunctionNode) -> list[ast.Call]:
+        candidates = self._calls_naming.get(func.name, [])  # the only calls the tests below can match
+        sites = [c for c in candidates if func in self.callees(c)]
+        for call in candidates:
             method = isinstance(call.func, ast.Attribute) and call.func.attr == func.name
             if method and self.root_name(call.func) not in self.aliases and call not in sites:
                 sites.append(call)  # trainer.train(): a method called on an instance, not torch.save

@@ -34,6 +34,7 @@ _PASS_THROUGH = frozenset(
 )
 _HEAVY_METHODS = frozenset({"with_transform", "set_transform"})
 _RANK = {"heavy": 0, "unknown": 1, "tokenized": 2, "memory": 3}
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)  # a tuple: isinstance on a hot path
 
 
 def dataset_cost(ctx: Context, loader: ast.Call) -> DataCost:
@@ -200,7 +201,7 @@ def _assignments(ctx: Context) -> dict[str, list[tuple[int, ast.AST | None, ast.
 
 def _scope(ctx: Context, node: ast.AST) -> ast.AST | None:
     parent = ctx.parents.get(node)
-    while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
+    while parent is not None and not isinstance(parent, _FUNCTIONS):
         parent = ctx.parents.get(parent)
     return parent
 

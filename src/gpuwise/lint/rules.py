@@ -270,7 +270,7 @@ def _synchronizes(ctx: Context) -> list[StepCode]:
 def _under_flag(ctx: Context, node: ast.AST) -> bool:
     """Is ``node`` in the body of ``if flag:`` / ``if args.flag:`` (a bare switch, no comparison)?"""
     child, parent = node, ctx.parents.get(node)
-    while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
+    while parent is not None and not isinstance(parent, _SCOPES):
         if (
             isinstance(parent, ast.If)
             and child in parent.body
@@ -295,6 +295,8 @@ def _chooses_precision(ctx: Context) -> bool:
 
 # A fixed, literal-sized model under 2 M weights (the MNIST example nets: 1.2 M; ResNet-18: 11.7 M) runs
 # a step of a few tens of kernels of microseconds each: launch-bound, so 16-bit math saves nothing measurable.
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)  # tuples: isinstance on hot paths
+_SCOPES = (*_FUNCTIONS, ast.Module)
 _TOY_WEIGHTS = 2_000_000
 _LAYERS = ("torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Embedding", "torch.nn.Bilinear")
 
@@ -442,7 +444,7 @@ def _rank_guarded(ctx: Context, node: ast.AST, depth: int = 0) -> bool:
                     and any(isinstance(s, ast.Return) for s in earlier.body)
                 ):
                     return True
-        if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
+        if isinstance(parent, _FUNCTIONS):
             sites = ctx.call_sites(parent)
             return not sites or depth >= 3 or all(_rank_guarded(ctx, s, depth + 1) for s in sites)
         child, parent = parent, ctx.parents.get(parent)
@@ -655,6 +657,6 @@ def optimizer_before_fsdp(ctx: Context, pos: Positions) -> Iterator[Hit]:
 
 def _scope_of(ctx: Context, node: ast.AST) -> ast.AST | None:
     parent = ctx.parents.get(node)
-    while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
+    while parent is not None and not isinstance(parent, _SCOPES):
         parent = ctx.parents.get(parent)
     return parent
