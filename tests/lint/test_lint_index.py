@@ -1,0 +1,45 @@
+"""The one-pass index of `Context.build` walks the same children as a field-by-field walk, so the
+spelled-out child lists of the common node types (a speed-up) can never drop or reorder a node."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from gpuwise.lint.context import _NOT_WALKED, Context, children, subtree
+
+REPO = Path(__file__).resolve().parents[2]
+FILES = sorted((REPO / "tests" / "data" / "lint").glob("*.py")) + sorted(
+    (REPO / "src" / "gpuwise" / "lint").glob("*.py")
+)
+
+
+def _field_children(node: ast.AST) -> list[ast.AST]:
+    """The reference: every AST value of every walked field, in field order."""
+    out: list[ast.AST] = []
+    for name in node._fields:
+        if name in _NOT_WALKED:
+            continue
+        value = getattr(node, name, None)
+        items = value if isinstance(value, list) else [value]
+        out.extend(item for item in items if isinstance(item, ast.AST))
+    return out
+
+
+def test_children_match_a_field_by_field_walk() -> None:
+    checked = 0
+    for path in FILES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            assert [id(c) for c in children(node)] == [id(c) for c in _field_children(node)], (path, node)
+            checked += 1
+    assert checked > 10_000
+
+
+def test_index_and_subtree_cover_every_call() -> None:
+    for path in FILES:
+        tree = ast.parse(path.read_text())
+        ctx = Context.build(tree, path.read_text())
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+        assert {id(c) for c in ctx.calls} == {id(c) for c in calls}
+        assert {id(n) for n in subtree(tree) if isinstance(n, ast.Call)} == {id(c) for c in calls}
+        assert {id(n) for n in ctx.assigns} == {id(n) for n in ast.walk(tree) if isinstance(n, ast.Assign)}
