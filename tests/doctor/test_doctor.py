@@ -86,7 +86,7 @@ def test_doctor_is_tune_on_the_reference_workload(tmp_path):
         store=tmp_path / "runs.sqlite",
         settings=quick,
         progress=lambda kind, item, planned: events.append((kind, getattr(item, "spec", item).index)),
-        repeats=0,
+        repeats=1,  # the default: candidates that could win are repeated until they separate (4 against 4)
     )
     assert result.before.findings[0].id == "input_bound"
     assert result.tune is not None and result.tune.trials[0].spec.role == "baseline"

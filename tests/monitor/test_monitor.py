@@ -132,7 +132,7 @@ def test_unsupported_fields_are_none_and_asked_only_once():
     assert gpu.xid_errors is None and "xid" in gpu.not_available
     assert gpu.pcie_tx_bytes_per_s is None and gpu.busy_pct == 97.0
     text = _render(monitor_view.document(*_judged(snapshots("unsupported")[-1])))
-    assert "n/a" in text and "GeForce RTX 3090" in text
+    assert "n/a" in text and "TITAN RTX" in text
 
 
 def test_process_user_and_name_come_from_psutil_never_the_command_line():
