@@ -425,5 +425,21 @@ TUNE_CLEAR_LOSS_X = 2.0
 # (measured here: 2 warm-up steps left compilation in the window, 8 vs 424 steps/s once warm).
 TUNE_COMPILE_WARMUP_STEPS = 5
 
+# Trace timeline (trace/timeline.py): which idle gaps are launch gaps, one-off start-up, graph capture.
+# A gap this short between kernels is the host not queueing the next one in time (a kernel launch costs
+# 5-20 µs of host time: CUDA C++ Best Practices Guide, "Kernel launch overhead"); longer ones are host work.
+TIMELINE_LAUNCH_GAP_MAX_US = 1_000.0
+# A single runtime call this long is start-up (module loading, context creation, JIT), not steady state.
+TIMELINE_ONE_OFF_CALL_US = 100_000.0
+# ... when it leaves the GPU idle this long (a long call the GPU works through is steady state: a full queue).
+TIMELINE_ONE_OFF_GAP_US = 50_000.0
+# Capture-status queries PyTorch makes on every allocation (cudaStreamIsCapturing): a capture only when
+# this many fall in one gap of a millisecond or more (kernels launched under capture do not run) in a
+# trace that captures or replays a graph at all.
+TIMELINE_CAPTURE_MIN_QUERIES = 10
+# Outlier ranks of a many-rank trace (trace/rank_distribution.py): modified z-score above this
+# (Iglewicz & Hoaglin 1993, the recommended cut).
+RANK_MODIFIED_Z_OUTLIER = 3.5
+
 # Every constant above (the names are the public interface: rules, views and the planner import them).
 __all__ = [name for name in dir() if name.isupper()]

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwise.diagnose import thresholds as T
 from gpuwise.trace.rank import RankAnalysis
 
 __all__ = [
@@ -29,7 +30,7 @@ __all__ = [
 
 RANKS_LISTED = 32  # up to this many ranks the report keeps one row per rank
 HISTOGRAM_BINS = 12
-MODIFIED_Z_OUTLIER = 3.5  # Iglewicz & Hoaglin (1993): the recommended cut for the modified z-score
+MODIFIED_Z_OUTLIER = T.RANK_MODIFIED_Z_OUTLIER  # Iglewicz & Hoaglin (1993), diagnose/thresholds.py
 _EXTREMES = 5  # slowest and fastest ranks listed
 _OUTLIERS_LISTED = 20  # outliers named one by one; the rest counted
 

@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gpuwise.diagnose import thresholds as T
 from gpuwise.trace.breakdown import merge_intervals, union_length
 from gpuwise.trace.hta_selection import HtaView, unique_rows
 from gpuwise.trace.kernels import KERNEL_CATS
@@ -61,17 +62,11 @@ Window = Literal["steps", "device"]  # the steps' host spans, or the device span
 _CAUSES: tuple[GapCause, ...] = ("capture", "sync", "startup", "launch", "host")
 _RUNTIME_CATS = ("cuda_runtime", "Runtime", "cuda_driver", "mtia_runtime", "hip_runtime")
 
-# A gap this short between kernels is the host not queueing the next one in time (a kernel launch costs
-# 5-20 µs of host time: CUDA C++ Best Practices Guide, "Kernel launch overhead"); longer ones are host work.
-LAUNCH_GAP_MAX_US = 1_000.0
-# A single runtime call this long is start-up (module loading, context creation, JIT), not steady state.
-ONE_OFF_CALL_US = 100_000.0
-# ... when it leaves the GPU idle this long (a long call the GPU works through is steady state: a full queue).
-ONE_OFF_GAP_US = 50_000.0
-# Capture-status queries PyTorch makes on every allocation (cudaStreamIsCapturing): a capture only when
-# this many fall in one gap of a millisecond or more (kernels launched under capture do not run) in a
-# trace that captures or replays a graph at all.
-CAPTURE_MIN_QUERIES = 10
+# The gap thresholds live with every other threshold (diagnose/thresholds.py, with their sources).
+LAUNCH_GAP_MAX_US = T.TIMELINE_LAUNCH_GAP_MAX_US
+ONE_OFF_CALL_US = T.TIMELINE_ONE_OFF_CALL_US
+ONE_OFF_GAP_US = T.TIMELINE_ONE_OFF_GAP_US
+CAPTURE_MIN_QUERIES = T.TIMELINE_CAPTURE_MIN_QUERIES
 # Graph capture / instantiation: CUDA Runtime API "Graph Management" and "Stream Management"; HIP the same.
 CAPTURE_RE = re.compile(
     r"^(cuda|hip|cu)(Stream(Begin|End)Capture|ThreadExchangeStreamCaptureMode|"
