@@ -38,6 +38,8 @@ from gpuwise.units import GiB, to_bytes  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 
 DEFAULT_DATA = REPO / "benchmarks" / "data" / "measured_memory.csv"
+# Architectures the bundled catalog lacks (Qwen v1) that held-out rows refer to.
+DEFAULT_MODELS = REPO / "benchmarks" / "data" / "qwen1_models.yaml"
 DEFAULT_GPU = "a100-80gb-sxm"  # when a row does not name its GPU (only capacity depends on it)
 METRIC_FIELD = {
     "max_allocated": "peak_allocated_bytes",
@@ -102,6 +104,21 @@ FRAMEWORK_GC_DEFAULT = {"llama-factory": "full", "unsloth": "full"}
 # (Today's LitGPT requires bitsandbytes >= 0.45.2, which keeps no 4-bit matmul inputs: the estimator's
 # default.)
 FRAMEWORK_PINNED_VERSIONS = {"litgpt": {"bitsandbytes": "0.41.0"}}
+
+
+def use_models(path: Path) -> bool:
+    """Add a YAML/TOML model catalog (GPUWISE_MODELS) for rows whose architecture is not bundled."""
+    if not path.is_file():
+        return False
+    import os
+
+    from gpuwise.catalog import models
+
+    known = [p for p in os.environ.get("GPUWISE_MODELS", "").split(os.pathsep) if p]
+    if str(path.resolve()) not in known:
+        os.environ["GPUWISE_MODELS"] = os.pathsep.join([*known, str(path.resolve())])
+        models.clear_cache()
+    return True
 
 
 @dataclass
@@ -450,7 +467,16 @@ def main(argv: list[str] | None = None) -> int:
         "--data", type=Path, default=DEFAULT_DATA, help="CSV of measurements (default: %(default)s)"
     )
     parser.add_argument("--json-only", action="store_true", help="print only the summary line")
+    parser.add_argument(
+        "--models",
+        type=Path,
+        default=DEFAULT_MODELS,
+        help="extra model catalog the rows refer to (%(default)s)",
+    )
     args = parser.parse_args(argv)
+    if not use_models(args.models):
+        print(f"validate_memory: {args.models} does not exist", file=sys.stderr)
+        return 2
     if not args.data.is_file():
         print(f"validate_memory: {args.data} does not exist", file=sys.stderr)
         return 2

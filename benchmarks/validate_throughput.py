@@ -178,10 +178,10 @@ def row_to_case(row: dict) -> Case:
 
     if kind in {"cv-training", "cv-inference"}:
         _vision_spec(spec, row, arch.mlp_type == "diffusion-unet", notes, ddp=n > tp * pp)
-    elif kind in {"training", "finetune-lora"}:
+    elif kind in {"training", "finetune-lora", "finetune-qlora"}:
         if not seq:
             raise Skip("training row without a sequence length")
-        spec["task"] = "lora" if kind == "finetune-lora" else "pretrain"
+        spec["task"] = {"finetune-lora": "lora", "finetune-qlora": "qlora"}.get(kind, "pretrain")
         if kind == "finetune-lora" and precision == "fp8":
             assumptions.append("LoRA rank/targets not stated: gpuwise defaults (r16, all-linear)")
         spec["seq_len"] = seq
