@@ -1,7 +1,12 @@
 #!/usr/bin/env python
 """Compare the analytic memory estimator with published measurements.
 
-Usage: python benchmarks/validate_memory.py [--data CSV] [--json-only]
+Usage: python benchmarks/validate_memory.py [--data CSV [CSV ...]] [--json-only]
+
+The headline is leave-one-source-out: for each publication, the error on its own rows and the error on
+every other publication's rows, so a model tuned to one source shows up. By default the development set
+(measured_memory.csv) and the held-out set (heldout_memory.csv: publications added after the model was
+frozen, first run against it unchanged) are read together; the held-out sources are marked.
 
 The CSV has the columns of benchmarks/data/measured_memory.csv (id, model, task, batch_size,
 seq_len, grad_accum, precision, optimizer, grad_checkpointing, lora_rank, lora_targets, num_gpus,
@@ -38,6 +43,7 @@ from gpuwise.units import GiB, to_bytes  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
 
 DEFAULT_DATA = REPO / "benchmarks" / "data" / "measured_memory.csv"
+HELDOUT_DATA = REPO / "benchmarks" / "data" / "heldout_memory.csv"
 # Architectures the bundled catalog lacks (Qwen v1) that held-out rows refer to.
 DEFAULT_MODELS = REPO / "benchmarks" / "data" / "qwen1_models.yaml"
 DEFAULT_GPU = "a100-80gb-sxm"  # when a row does not name its GPU (only capacity depends on it)
@@ -130,6 +136,7 @@ class Result:
     estimated_bytes: float | None
     skip_reason: str = ""
     source: str = ""  # the publication the row comes from (its source column's first word)
+    held_out: bool = False  # from a held-out file (heldout_*.csv): added after the model was frozen
     # The estimate of a row excluded for an impossible setup, kept so the summary can show both figures.
     excluded_estimate_bytes: float | None = None
 
@@ -275,6 +282,7 @@ def evaluate(rows: list[dict[str, str]]) -> list[Result]:
         metric = row["metric"].strip().lower()
         result = Result(row_id, metric, row.get("quality", ""), measured, None)
         result.source = (row.get("source", "").split() or [""])[0].rstrip(",")
+        result.held_out = bool(row.get("_held_out"))
         notes = row.get("notes", "")
         reason = next((why for pattern, why in UNMODELLED if pattern.search(notes)), "")
         series = _series(row_id)
@@ -355,6 +363,26 @@ def _abs_err(measured: float, estimated: float) -> float:
     return abs(100.0 * (estimated - measured) / measured)
 
 
+def leave_one_source_out(results: list[Result]) -> dict[str, dict]:
+    """Per publication: |error| median/p90 on its own rows and on all the other publications' rows."""
+    done = [r for r in results if r.estimated_bytes is not None]
+    table: dict[str, dict] = {}
+    for src in sorted({r.source for r in done}):
+        own = [abs(r.err_pct) for r in done if r.source == src]
+        rest = [abs(r.err_pct) for r in done if r.source != src]
+        median, p90 = _figures(own)
+        without_median, without_p90 = _figures(rest)
+        table[src] = {
+            "rows": len(own),
+            "held_out": any(r.held_out for r in done if r.source == src),
+            "median_abs_err_pct": median,
+            "p90_abs_err_pct": p90,
+            "without_median_abs_err_pct": without_median,
+            "without_p90_abs_err_pct": without_p90,
+        }
+    return table
+
+
 def summary(results: list[Result]) -> dict:
     """Median and p90 |error| of the modelled rows; the same with the rows excluded as impossible
     setups or contradicted by their source put back in (no hiding); and the spread of both when each
@@ -365,12 +393,12 @@ def summary(results: list[Result]) -> dict:
     excluded = [r for r in results if r.excluded_estimate_bytes is not None]
     all_errs = errs + [_abs_err(r.measured_bytes, r.excluded_estimate_bytes or 0.0) for r in excluded]
     with_median, with_p90 = _figures(all_errs)
-    loso = [
-        _figures([abs(r.err_pct) for r in done if r.source != src])
-        for src in sorted({r.source for r in done})
-    ]
-    medians = [m for m, _ in loso if m is not None]
-    p90s = [q for _, q in loso if q is not None]
+    per_source = leave_one_source_out(results)
+    medians = [v["without_median_abs_err_pct"] for v in per_source.values()]
+    medians = [m for m in medians if m is not None]
+    p90s = [v["without_p90_abs_err_pct"] for v in per_source.values()]
+    p90s = [q for q in p90s if q is not None]
+    own_p90 = {k: v["p90_abs_err_pct"] for k, v in per_source.items()}
     return {
         "rows": len(results),
         "skipped": len(results) - len(done),
@@ -382,9 +410,11 @@ def summary(results: list[Result]) -> dict:
             "p90_abs_err_pct": with_p90,
         },
         "leave_one_source_out": {
-            "sources": len(loso),
+            "sources": len(per_source),
             "median_abs_err_pct_range": [min(medians), max(medians)] if medians else None,
             "p90_abs_err_pct_range": [min(p90s), max(p90s)] if p90s else None,
+            "worst_source_own_p90": max(own_p90.items(), key=lambda kv: kv[1])[0] if own_p90 else None,
+            "per_source": per_source,
         },
     }
 
@@ -461,10 +491,42 @@ def print_worst(results: list[Result], rows: list[dict[str, str]], count: int = 
         print(f"  {r.row_id} ({r.quality}, {r.err_pct:+.1f} %): {reason(by_id[r.row_id])}")
 
 
+def print_loso(results: list[Result]) -> None:
+    """The headline: each publication's own error and the error of the rest without it."""
+    table = leave_one_source_out(results)
+    print("\nleave-one-source-out (|error| %; * = held-out publication, added after the model was frozen):")
+    print(
+        f"  {'source':44s} {'rows':>4s} {'own median':>10s} {'own p90':>8s} "
+        f"{'rest median':>11s} {'rest p90':>8s}"
+    )
+    for src, v in table.items():
+        name = ("* " if v["held_out"] else "  ") + src
+        print(
+            f"  {name[:44]:44s} {v['rows']:4d} {v['median_abs_err_pct']:10.1f} {v['p90_abs_err_pct']:8.1f} "
+            f"{v['without_median_abs_err_pct'] or float('nan'):11.1f} "
+            f"{v['without_p90_abs_err_pct'] or float('nan'):8.1f}"
+        )
+
+
+def read_rows(paths: list[Path]) -> list[dict[str, str]]:
+    """Rows of every CSV, each tagged with whether its file is a held-out set (heldout_*.csv)."""
+    rows: list[dict[str, str]] = []
+    for path in paths:
+        with path.open(newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                row["_held_out"] = "1" if path.name.startswith("heldout") else ""
+                rows.append(row)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--data", type=Path, default=DEFAULT_DATA, help="CSV of measurements (default: %(default)s)"
+        "--data",
+        type=Path,
+        nargs="+",
+        default=[DEFAULT_DATA, HELDOUT_DATA],
+        help="CSVs of measurements (default: the development and held-out sets)",
     )
     parser.add_argument("--json-only", action="store_true", help="print only the summary line")
     parser.add_argument(
@@ -477,15 +539,16 @@ def main(argv: list[str] | None = None) -> int:
     if not use_models(args.models):
         print(f"validate_memory: {args.models} does not exist", file=sys.stderr)
         return 2
-    if not args.data.is_file():
-        print(f"validate_memory: {args.data} does not exist", file=sys.stderr)
+    missing = [path for path in args.data if not path.is_file()]
+    if missing:
+        print(f"validate_memory: {missing[0]} does not exist", file=sys.stderr)
         return 2
-    with args.data.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = read_rows(args.data)
     results = evaluate(rows)
     if not args.json_only:
         print_report(results)
         print_worst(results, rows)
+        print_loso(results)
     print(json.dumps(summary(results)))
     return 0
 

@@ -1,6 +1,9 @@
 """Check gpuwise.perf against published throughput measurements.
 
-    python benchmarks/validate_throughput.py [--data CSV] [--models YAML]
+    python benchmarks/validate_throughput.py [--data CSV [CSV ...]] [--models YAML]
+
+    # the default: the development LLM set and the held-out set (publications added after the model
+    # was frozen); the headline is leave-one-source-out
 
     # a second, independent set: llm-foundry's MPT training tables (33 rows)
     python benchmarks/validate_throughput.py --data benchmarks/data/llm_foundry_mpt.csv \
@@ -36,6 +39,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO / "benchmarks" / "data" / "measured_throughput.csv"
+# Publications added after the model was frozen (first run against it unchanged): read with the set above.
+HELDOUT_DATA = REPO / "benchmarks" / "data" / "heldout_throughput.csv"
+HELDOUT_MODELS = REPO / "benchmarks" / "data" / "qwen1_models.yaml"
 sys.path.insert(0, str(REPO / "src"))
 
 from gpuwise.catalog import get_gpu, get_model  # noqa: E402
@@ -318,10 +324,79 @@ def source_key(source: str) -> str:
     return {"LLaMA": "Llama papers", "Llama": "Llama papers"}.get(head, head)
 
 
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * 0.9
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def leave_one_source_out(results: list, held_out: set[str]) -> dict[str, dict]:
+    """Per publication: |error| median/p90 on its own rows and on every other publication's rows."""
+    by_source: dict[str, list[float]] = {}
+    for row, _, _, err in results:
+        by_source.setdefault(source_key(row["source"]), []).append(abs(err))
+    table: dict[str, dict] = {}
+    for key in sorted(by_source):
+        own = by_source[key]
+        rest = [e for other, errs in by_source.items() if other != key for e in errs]
+        table[key] = {
+            "rows": len(own),
+            "held_out": key in held_out,
+            "median_abs_err_pct": round(statistics.median(own), 1),
+            "p90_abs_err_pct": round(_p90(own), 1),
+            "without_median_abs_err_pct": round(statistics.median(rest), 1) if rest else None,
+            "without_p90_abs_err_pct": round(_p90(rest), 1) if rest else None,
+        }
+    return table
+
+
+def print_loso(table: dict[str, dict]) -> None:
+    """The headline: each publication's own error and the error of the rest without it."""
+    print("\nleave-one-source-out (|error| %; * = held-out publication, added after the model was frozen):")
+    print(
+        f"  {'source':44s} {'rows':>4s} {'own median':>10s} {'own p90':>8s} "
+        f"{'rest median':>11s} {'rest p90':>8s}"
+    )
+    for key, v in table.items():
+        name = ("* " if v["held_out"] else "  ") + key
+        rest_median = v["without_median_abs_err_pct"]
+        rest_p90 = v["without_p90_abs_err_pct"]
+        print(
+            f"  {name[:44]:44s} {v['rows']:4d} {v['median_abs_err_pct']:10.1f} {v['p90_abs_err_pct']:8.1f} "
+            f"{rest_median if rest_median is not None else float('nan'):11.1f} "
+            f"{rest_p90 if rest_p90 is not None else float('nan'):8.1f}"
+        )
+
+
+def read_rows(paths: list[Path]) -> tuple[list[dict], set[str]]:
+    """Rows of every CSV, and the source keys of the held-out files (heldout_*.csv)."""
+    rows: list[dict] = []
+    held_out: set[str] = set()
+    for path in paths:
+        with path.open(newline="", encoding="utf-8") as fh:
+            part = list(csv.DictReader(fh))
+        if path.name.startswith("heldout"):
+            held_out |= {source_key(r["source"]) for r in part}
+        rows += part
+    return rows, held_out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="CSV of published measurements")
-    parser.add_argument("--models", type=Path, help="extra model catalog (YAML/TOML) the rows refer to")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        nargs="+",
+        default=[DEFAULT_DATA, HELDOUT_DATA],
+        help="CSVs of published measurements (default: the development and held-out LLM sets)",
+    )
+    parser.add_argument(
+        "--models",
+        type=Path,
+        default=HELDOUT_MODELS,
+        help="extra model catalog (YAML/TOML) the rows refer to (default: %(default)s)",
+    )
     parser.add_argument("--gpus", type=Path, help="extra GPU catalog (YAML/TOML) the rows refer to")
     args = parser.parse_args(argv)
     import os
@@ -336,11 +411,11 @@ def main(argv: list[str] | None = None) -> int:
 
         os.environ[env] = str(path.resolve())
         importlib.import_module(f"gpuwise.catalog.{module}").clear_cache()
-    if not args.data.is_file():
-        print(f"validate_throughput: {args.data} does not exist", file=sys.stderr)
+    missing = [path for path in args.data if not path.is_file()]
+    if missing:
+        print(f"validate_throughput: {missing[0]} does not exist", file=sys.stderr)
         return 2
-    with args.data.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+    rows, held_out = read_rows(args.data)
 
     from rich.console import Console
     from rich.table import Table
@@ -357,7 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         err = 100.0 * (pred - case.measured) / case.measured
         results.append((row, case, pred, err))
 
-    table = Table(title=f"gpuwise.perf vs published measurements ({args.data.name})", header_style="bold")
+    names = ", ".join(path.name for path in args.data)
+    table = Table(title=f"gpuwise.perf vs published measurements ({names})", header_style="bold")
     for col in ("row", "metric", "measured", "predicted", "error %", "assumed"):
         table.add_column(col, justify="right" if col in {"measured", "predicted", "error %"} else "left")
     for row, case, pred, err in results:
@@ -396,6 +472,14 @@ def main(argv: list[str] | None = None) -> int:
     for row, _, _, err in sorted(results, key=lambda r: -abs(r[3]))[:10]:
         print(f"  {row['id']} ({row['quality']}, {err:+.0f} %): {reason(row)}")
 
+    loso = leave_one_source_out(results, held_out)
+    print_loso(loso)
+    rest_medians = [
+        v["without_median_abs_err_pct"] for v in loso.values() if v["without_median_abs_err_pct"] is not None
+    ]
+    rest_p90s = [
+        v["without_p90_abs_err_pct"] for v in loso.values() if v["without_p90_abs_err_pct"] is not None
+    ]
     weighted = _weighted_median([(e, 1.0 / len(v)) for v in by_source.values() for e in v])
     summary = {
         "rows": len(results),
@@ -408,6 +492,12 @@ def main(argv: list[str] | None = None) -> int:
         "within_25_pct": sum(e <= 25 for e in abs_errs),
         "median_signed_err_pct_by_group": group_medians(results),
         "per_source": per_source,
+        "leave_one_source_out": {
+            "sources": len(loso),
+            "median_abs_err_pct_range": [min(rest_medians), max(rest_medians)] if rest_medians else None,
+            "p90_abs_err_pct_range": [min(rest_p90s), max(rest_p90s)] if rest_p90s else None,
+            "per_source": loso,
+        },
     }
     print(json.dumps(summary))
     return 0
