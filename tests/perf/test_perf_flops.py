@@ -211,3 +211,32 @@ def test_efficiency_table_loads_typed_and_names_a_bad_key():
         efficiency._load(
             efficiency.Serving, {"memory_utilization": 0.9, "prefill_chunk_tokens": 1}, "serving"
         )
+
+
+def test_a_sharded_group_spread_over_nodes_uses_one_nic_per_member_in_each_node():
+    from gpuwise.perf import comm
+    from gpuwise.perf.hardware import links
+
+    gpu = get_gpu("a100-80gb-sxm")
+    network = links(gpu).network.bytes_per_s
+    # FSDP over 64 GPUs in 8 nodes: 8 members per node, 8 rails (DGX A100: one 200 Gb/s NIC per GPU)
+    fsdp = comm.link_for(gpu, 64, crosses_nodes=True, ranks_per_node=8)
+    assert fsdp.kind == "network" and fsdp.bytes_per_s == pytest.approx(8 * network)
+    # data parallel across TP8 nodes: one member per node, one NIC
+    assert comm.link_for(gpu, 16, crosses_nodes=True, ranks_per_node=1).bytes_per_s == network
+    # never faster than the node's own fabric between those GPUs
+    pcie_gpu = get_gpu("rtx-4090")
+    capped = comm.link_for(pcie_gpu, 32, crosses_nodes=True, ranks_per_node=8)
+    assert capped.bytes_per_s <= links(pcie_gpu).pcie.bytes_per_s
+
+
+def test_torchtitan_selective_checkpointing_recomputes_half_the_forward_matmuls():
+    arch = get_model("llama-2-13b")
+    none = training_flops(arch, 8192, 4096, checkpointing="none")
+    megatron = training_flops(arch, 8192, 4096, checkpointing="selective")
+    titan = training_flops(arch, 8192, 4096, checkpointing="selective", selective_linear_fraction=0.5)
+    full = training_flops(arch, 8192, 4096, checkpointing="full")
+    assert megatron.linear_recompute == 0 and titan.linear_recompute == pytest.approx(
+        full.linear_recompute / 2
+    )
+    assert none.linear_recompute == 0 < titan.linear_recompute < full.linear_recompute

@@ -18,13 +18,29 @@ def gpus_per_node() -> int:
     return eff.constants().comm.gpus_per_node
 
 
-def link_for(gpu: GPU, group_size: int, crosses_nodes: bool = False) -> Link:
-    """The bottleneck link for a collective among ``group_size`` GPUs of this model."""
+def link_for(gpu: GPU, group_size: int, crosses_nodes: bool = False, ranks_per_node: int = 1) -> Link:
+    """The bottleneck link for a collective among ``group_size`` GPUs of this model.
+
+    Across nodes, NCCL runs one ring channel per NIC (multi-rail: each channel enters and leaves a node
+    through the NIC next to its GPU), so a group with ``ranks_per_node`` members in every node moves its
+    data through that many NICs at once: the ring's bus bandwidth is ``ranks_per_node`` × the per-GPU
+    network, up to what the node's own fabric (NVLink/NVSwitch or PCIe) carries between them
+    (NVIDIA, "Massively Scale Your Deep Learning Training with NCCL 2.4", 2019: rings and trees per NIC;
+    nccl-tests doc/PERFORMANCE.md bus bandwidth). A group with one member per node (data parallel
+    across tensor-parallel nodes) gets one NIC.
+    """
     if group_size <= 1:
         return NO_LINK
     resolved = links(gpu)
     if crosses_nodes or group_size > gpus_per_node():
-        return resolved.network
+        rails = max(1, min(ranks_per_node, group_size, gpus_per_node()))
+        if rails == 1:
+            return resolved.network
+        inside = (
+            resolved.nvlink if resolved.nvlink is not None and resolved.nvlink_switched else resolved.pcie
+        )
+        bandwidth = min(resolved.network.bytes_per_s * rails, inside.bytes_per_s)
+        return Link("network", bandwidth, resolved.network.latency_s)
     if resolved.nvlink is not None and (resolved.nvlink_switched or group_size == 2):
         return resolved.nvlink
     return resolved.pcie

@@ -143,6 +143,7 @@ class Host:
     fused_lora_frameworks: tuple[str, ...]
     fsdp2_frameworks: tuple[str, ...]
     eager_frameworks: tuple[str, ...]
+    half_recompute_selective_frameworks: tuple[str, ...]
 
 
 @dataclass(frozen=True)

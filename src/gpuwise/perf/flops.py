@@ -307,13 +307,16 @@ def training_flops(
     lora_target_names: tuple[str, ...] = ("all-linear",),
     checkpointing: Checkpointing = "none",
     causal: bool | None = None,
+    selective_linear_fraction: float = 0.0,
 ) -> TrainingFlops:
     """FLOPs for ``tokens`` tokens (micro-batch × sequence) of a training step.
 
     Full training: linear 6·P per token (forward 2, input-grad 2, weight-grad 2).
     LoRA: frozen base weights skip the weight-gradient matmul (4·P), adapters cost 6·P_adapter.
     Attention: forward + 2× for backward. Full recompute repeats the forward; selective
-    recompute (Korthikanti et al. 2022) repeats only the attention core.
+    recompute (Korthikanti et al. 2022) repeats only the attention core, plus
+    ``selective_linear_fraction`` of the forward matmuls where a framework's "selective" recomputes
+    some blocks or matmuls too (torchtitan: half).
     """
     causal = arch.is_decoder if causal is None else causal
     params = matmul_params(arch)
@@ -330,7 +333,7 @@ def training_flops(
     if checkpointing == "full":
         linear_recompute, attention_recompute = linear_recompute_base, attn_fwd
     elif checkpointing == "selective":
-        linear_recompute, attention_recompute = 0.0, attn_fwd
+        linear_recompute, attention_recompute = selective_linear_fraction * linear_recompute_base, attn_fwd
     else:
         linear_recompute, attention_recompute = 0.0, 0.0
     return TrainingFlops(tokens, linear_model, attention_model, linear_recompute, attention_recompute)

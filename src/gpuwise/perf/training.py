@@ -66,6 +66,9 @@ def _flops(workload: Workload, arch: ModelArch) -> tuple[TrainingFlops, int]:
         lora_rank=workload.lora_rank if workload.is_lora else None,
         lora_target_names=workload.lora_targets,
         checkpointing=workload.grad_checkpointing,
+        selective_linear_fraction=0.5
+        if workload.framework.strip().lower() in eff.constants().host.half_recompute_selective_frameworks
+        else 0.0,
     )
     return flops, tokens
 
@@ -426,7 +429,11 @@ def _tensor_parallel(
 def _data_parallel(workload: Workload, gpu: GPU, arch: ModelArch, num: Numerics) -> _DataParallel:
     """Sharded data parallel (FSDP / ZeRO-3) gathers every micro-batch, overlapped with compute."""
     dp, shards = workload.data_parallel, workload.tp * workload.pp
-    link = comm.link_for(gpu, dp, crosses_nodes=workload.num_gpus > comm.gpus_per_node())
+    per_node = comm.gpus_per_node()
+    # data-parallel ranks in each node (the rest of a node holds this rank's tensor/pipeline peers)
+    link = comm.link_for(
+        gpu, dp, crosses_nodes=workload.num_gpus > per_node, ranks_per_node=max(1, per_node // shards)
+    )
     trainable = (
         lora_params(arch, workload.lora_rank, workload.lora_targets)
         if workload.is_lora
