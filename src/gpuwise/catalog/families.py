@@ -65,6 +65,7 @@ Family = Literal[
     "mpt",
     "phi",
     "phi-3",
+    "qwen",
     "qwen2",
     "qwen2.5",
     "qwen3",
@@ -148,6 +149,9 @@ class FamilySpec:
     python_gelu: bool = False  # transformers' gelu_new, written in Python (keeps three more tensors)
     dropout: tuple[float, float] = (0.0, 0.0)  # hidden, attention dropout of the reference config
     fused_modules: tuple[tuple[str, str], ...] = ()  # (projection, the HF module holding it with others)
+    # The reference code's loss runs on the 16-bit logits (a contiguous shifted copy, no fp32 upcast):
+    # Qwen v1's remote modeling_qwen.py (QWenLMHeadModel.forward: lm_logits[..., :-1, :].contiguous()).
+    loss_16bit_shifted: bool = False
     builds_as: str | None = None  # transformers model_type that rebuilds it (traced simulator)
 
     def hf_module(self, name: str) -> str:
@@ -214,6 +218,8 @@ _SPECS: tuple[FamilySpec, ...] = (
         hf_ties_embeddings=False,
         builds_as="mistral",
     ),
+    # Qwen v1 (2023, trust_remote_code): c_attn with a bias, untied head, loss on 16-bit logits
+    replace(_LLAMA_LIKE, name="qwen", hf_model_types=("qwen",), bias="qkv", loss_16bit_shifted=True),
     replace(_LLAMA_LIKE, name="qwen2", hf_model_types=("qwen2",), bias="qkv", builds_as="qwen2"),
     replace(_LLAMA_LIKE, name="qwen2.5", bias="qkv", builds_as="qwen2"),
     replace(_LLAMA_LIKE, name="qwen3", hf_model_types=("qwen3",), builds_as="qwen3"),

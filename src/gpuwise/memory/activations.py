@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuwise.catalog import ModelArch
-from gpuwise.memory.frameworks import Profile, loss_logits, quantized_linear_keeps_input
+from gpuwise.catalog.families import family_spec
+from gpuwise.memory.frameworks import LOGITS_16BIT_SHIFTED, Profile, loss_logits, quantized_linear_keeps_input
 from gpuwise.memory.regime import Regime
 from gpuwise.memory.shapes import hf_module, mlp_names, resolve_targets
 from gpuwise.workload import Workload
@@ -368,6 +369,12 @@ def logits_bytes(
     else:
         t = batch * seq
     fwd, bwd = loss_logits(profile)
+    if (
+        profile.transformers_modeling
+        and not profile.chunked_loss
+        and family_spec(arch.family).loss_16bit_shifted
+    ):
+        fwd, bwd = LOGITS_16BIT_SHIFTED  # the model's own loss code, run as written
     if regime.compute_bytes == 4 and fwd == 10.0:
         fwd = 8.0  # fp32 model: the .float() upcast is a no-op
     return fwd * t * vocab / w.tp, bwd * t * vocab / w.tp

@@ -59,6 +59,7 @@ from gpuwise.workload.spec import Precision
 __all__ = [
     "BITSANDBYTES_4BIT_DROPS_INPUT",
     "KNOWN_LIBRARIES",
+    "LOGITS_16BIT_SHIFTED",
     "LOGITS_CHUNKED_16BIT",
     "LOGITS_CHUNKED_FP32",
     "LOGITS_FP32_LOSS",
@@ -86,6 +87,9 @@ LOGITS_FP32_LOSS = (
 )  # 16-bit head output, .float() copy, fp32 log_softmax; backward: saved + grad + grad_in
 LOGITS_CHUNKED_16BIT = (4.0, 5.0)  # head output chunks + 16-bit log_softmax; backward per chunk
 LOGITS_CHUNKED_FP32 = (6.0, 7.0)  # 16-bit chunks + fp32 log_softmax per chunk
+# Model code whose loss takes the 16-bit logits as they are (Qwen v1 remote code): head output, its
+# contiguous shifted copy and the 16-bit log_softmax; backward adds their three gradients to the saved output.
+LOGITS_16BIT_SHIFTED = (6.0, 8.0)
 
 
 @dataclass(frozen=True)
