@@ -13,7 +13,7 @@ from gpuwise.memory.frameworks import profile_for
 REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = REPO / "benchmarks" / "validate_memory.py"
-LOSO_P90_CEILING_PCT = 18.0  # Answer.AI FSDP/DDP (Q)LoRA rows: 17.7 before any change for them
+LOSO_P90_CEILING_PCT = 10.0  # Answer.AI FSDP/DDP (Q)LoRA rows: 17.7 before any change, 8.7 after
 COLUMNS = [
     "id",
     "model",
@@ -71,7 +71,7 @@ def test_leave_one_source_out_is_the_headline_with_the_held_out_publications():
     per_source = loso["per_source"]
     # every source but ms-swift together meets the 15 % p90 (ms-swift's variable-length swift runs
     # hold ~24 bytes per logit more than the model: docs/validation.md)
-    assert per_source["modelscope/ms-swift"]["without_p90_abs_err_pct"] <= 15.1
+    assert per_source["modelscope/ms-swift"]["without_p90_abs_err_pct"] <= 15.0
     assert per_source["QwenLM/Qwen"]["p90_abs_err_pct"] <= 15.0  # held out, loss on 16-bit logits
     assert per_source["AnswerDotAI/fsdp_qlora"]["p90_abs_err_pct"] <= LOSO_P90_CEILING_PCT
 

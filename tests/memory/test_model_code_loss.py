@@ -26,3 +26,9 @@ def test_qwen_v1_remote_code_keeps_16_bit_logits_where_transformers_upcasts():
     # frameworks that bring their own loss (LitGPT's chunked 16-bit cross-entropy) are unaffected
     litgpt = profile_for("litgpt")
     assert logits_bytes(qwen1, w, regime, litgpt, 1, 2048) == logits_bytes(qwen2, w, regime, litgpt, 1, 2048)
+
+
+def test_answer_ai_fsdp_qlora_keeps_its_16_bit_non_quantized_parameters():
+    """Its own QLoRA loading skips peft's prepare_model_for_kbit_training (no fp32 upcast)."""
+    assert profile_for("peft").kbit_upcast and not profile_for("fsdp_qlora").kbit_upcast
+    assert profile_for("answerai").name == "fsdp_qlora"

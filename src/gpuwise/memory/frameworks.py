@@ -187,6 +187,10 @@ PROFILES = {
         quant_backend="unsloth",
         fused_lora_unsharded_only=True,
     ),
+    # AnswerDotAI/fsdp_qlora train.py: transformers modeling + peft LoRA (dropout 0.1), but its own QLoRA
+    # loading (bnb Linear4bit swapped in with quant_storage = the model dtype, then model.to(torch_dtype)):
+    # no prepare_model_for_kbit_training, so norms, embeddings and the residual stream stay 16-bit.
+    "fsdp_qlora": Profile("fsdp_qlora", lora_dropout=0.1, kbit_upcast=False),
     "megatron": Profile(
         "megatron",
         lora_dropout=0.0,
@@ -216,6 +220,9 @@ _ALIASES = {
     "fms-hf-tuning": "hf",
     "fms-accelerated-peft": "fms-accelerated-peft",
     "accelerated-peft": "fms-accelerated-peft",
+    "fsdp_qlora": "fsdp_qlora",
+    "fsdp-qlora": "fsdp_qlora",
+    "answerai": "fsdp_qlora",
     "accelerate": "hf",
     "optimum-benchmark": "hf",
     "litgpt": "litgpt",
