@@ -284,6 +284,52 @@ def launch(w: Workload) -> str:
     )
 
 
+def megatron_args(w: Workload) -> str:
+    """Megatron-LM ``pretrain_gpt.py`` flags for a pipeline-parallel layout (FSDP2 and the Trainer have no
+    pipeline stages): the TP x PP x DP split, the micro and global batch, precision, recomputation and the
+    model's shape from the catalog (Megatron-LM ``megatron/training/arguments.py`` names)."""
+    m = get_model(w.model)
+    launch_line = launch(w).strip().replace("train.py", "pretrain_gpt.py")
+    comment = ""
+    if "#" in launch_line:
+        launch_line, comment = (part.strip() for part in launch_line.split("#", 1))
+        comment = f"# {comment}\n"
+    args = [
+        launch_line,
+        f"--tensor-model-parallel-size {w.tp}",
+        f"--pipeline-model-parallel-size {w.pp}",
+        f"--micro-batch-size {w.batch_size}",
+        f"--global-batch-size {w.global_batch}",
+        f"--seq-length {w.seq_len}",
+        f"--max-position-embeddings {max(w.seq_len, m.max_position_embeddings)}",
+        f"--num-layers {m.num_layers}",
+        f"--hidden-size {m.hidden_size}",
+        f"--ffn-hidden-size {m.intermediate_size}",
+        f"--num-attention-heads {m.num_attention_heads}",
+    ]
+    if m.num_kv_heads and m.num_kv_heads != m.num_attention_heads:
+        args.append(f"--group-query-attention --num-query-groups {m.num_kv_heads}")
+    if m.mlp_type.startswith("gated"):
+        args.append("--swiglu")
+    if m.norm_type == "rmsnorm":
+        args.append("--normalization RMSNorm")
+    args.append("--position-embedding-type rope --disable-bias-linear")
+    if not m.tie_word_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if w.tp > 1:
+        args.append("--sequence-parallel")
+    args.append("--fp16" if _half(w) == "fp16" else "--bf16")
+    if w.precision == "fp8":
+        args.append("--fp8-format hybrid --transformer-impl transformer_engine")
+    if w.grad_checkpointing == "full":
+        args.append("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+    elif w.grad_checkpointing == "selective":
+        args.append("--recompute-granularity selective")
+    if w.data_parallel > 1 and w.sharding != "none":
+        args.append("--use-distributed-optimizer")
+    return comment + " \\\n    ".join(args) + "\n"
+
+
 def vllm_command(w: Workload) -> str:
     """A `vllm serve` command line (notes go above it: a comment would break the line continuations)."""
     args, notes = [f"vllm serve {hf_repo(w.model)}"], []
@@ -323,6 +369,11 @@ def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]
     if framework_code:
         return {**out, **framework_code}
     if w.is_training and not w.is_cv:
+        if w.pp > 1 and w.task == "pretrain":
+            # pipeline stages need a framework that schedules micro-batches through them: no plain loop,
+            # no FSDP2 block (it has no PP), the Megatron-LM flags of this layout instead
+            out["Megatron-LM pretrain_gpt.py"] = megatron_args(w)
+            return out
         if w.task in {"lora", "qlora", "full-finetune"} and w.tp == 1 and w.pp == 1:
             # the Trainer shards with FSDP/DeepSpeed but never splits a layer (no TP) or the stack (no PP):
             # a Trainer snippet for a TP plan would load the whole model per rank and OOM again
