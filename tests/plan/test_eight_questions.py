@@ -19,10 +19,10 @@ EIGHT = (
     "startup-8xh100-buy-or-rent",
     "pretrain-70b-64xh100",
     "sdxl-t4",
-    "mixtral-8x7b-serving",
+    "serving-mixtral-8x7b",
     "qwen2.5-7b-fullft-8k-h100",
 )
-SERVING = {"serving-chat-50rps", "mixtral-8x7b-serving"}
+SERVING = {"serving-chat-50rps", "serving-mixtral-8x7b"}
 
 
 @pytest.mark.parametrize("name", [n for n in EIGHT if n not in SERVING])
@@ -99,3 +99,30 @@ def test_a_pipeline_parallel_pretraining_plan_gives_megatron_flags_not_an_fsdp_b
     assert int(flag["--global-batch-size"]) == final.global_batch == w.global_batch
     assert int(flag["--seq-length"]) == 8192 and "pretrain_gpt.py" in words
     assert (final.precision == "fp8") == ("--fp8-format" in flag)
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "steps", "repo"),
+    [
+        ("sdxl", "t4", 30, "stabilityai/stable-diffusion-xl-base-1.0"),
+        ("sd-1.5", "l4", 0, "runwayml/stable-diffusion-v1-5"),
+        ("sdxl", "a10g", 20, "stabilityai/stable-diffusion-xl-base-1.0"),
+    ],
+)
+def test_a_diffusion_inference_plan_gives_a_diffusers_run_that_matches_it(model, gpu, steps, repo):
+    """The configuration part of an image-generation plan is code: the pipeline from its Hugging Face
+    repo in the GPU's 16-bit dtype, channels_last when the plan applies it, the plan's steps and size."""
+    import ast
+
+    w = workload_from_mapping(
+        {"model": model, "task": "cv-inference", "precision": "fp16", "denoising_steps": steps, "gpu": gpu}
+    )
+    plan = make_plan(w)
+    code = plan.config.snippets["diffusers"]
+    ast.parse(code)
+    final = plan.config.workload
+    assert f'"{repo}"' in code and "torch.float16" in code
+    default = 50  # both pipelines' default_steps in vision/data/architectures.toml
+    assert f"num_inference_steps={steps or default}" in code
+    assert f"height={final.image_size}" in code
+    assert ("channels_last" in code) == final.channels_last

@@ -330,6 +330,35 @@ def megatron_args(w: Workload) -> str:
     return comment + " \\\n    ".join(args) + "\n"
 
 
+def diffusers_pipeline(w: Workload) -> str | None:
+    """A diffusers text-to-image run matching the plan: the pipeline in the GPU's 16-bit dtype, the
+    denoiser in channels_last when the plan says so, the steps and size; None for a model whose
+    architecture source names no Hugging Face repo."""
+    from gpuwise.vision.architectures import vision_arch  # layer 1: geometry and its sources
+
+    arch = vision_arch(w.model)
+    match = re.search(r"\b([\w.-]+/[\w.-]+) (?:unet|transformer)/config\.json", arch.source) if arch else None
+    if arch is None or match is None or not arch.is_diffusion or arch.pipeline is None:
+        return None
+    dtype = "float16" if _half(w) == "fp16" or w.precision == "fp16" else "bfloat16"
+    denoiser = "unet" if arch.family == "unet" else "transformer"
+    steps = w.denoising_steps or arch.pipeline.default_steps
+    height = w.image_size or arch.image_size
+    width = w.image_width or height
+    lines = [
+        "import torch",
+        "from diffusers import DiffusionPipeline",
+        f'pipe = DiffusionPipeline.from_pretrained("{match.group(1)}", torch_dtype=torch.{dtype}).to("cuda")',
+    ]
+    if w.channels_last:
+        lines.append(f"pipe.{denoiser}.to(memory_format=torch.channels_last)")
+    call = f"prompt, num_inference_steps={steps}, height={height}, width={width}"
+    if w.batch_size > 1:
+        call += f", num_images_per_prompt={w.batch_size}"
+    lines.append(f"images = pipe({call}).images")
+    return "\n".join(lines) + "\n"
+
+
 def vllm_command(w: Workload) -> str:
     """A `vllm serve` command line (notes go above it: a comment would break the line continuations)."""
     args, notes = [f"vllm serve {hf_repo(w.model)}"], []
@@ -406,4 +435,6 @@ def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]
             out["launch"] = launch(w)
     elif w.is_inference and not w.is_cv:
         out["vLLM"] = vllm_command(w)
+    elif w.is_cv and (code := diffusers_pipeline(w)):
+        out["diffusers"] = code
     return out
