@@ -146,10 +146,15 @@ def test_startup_question_buy_8xh100_or_rent_on_20k_a_month(cli):
     assert tco["inputs"]["monthly_budget_usd"] == 20_000 and tco["inputs"]["num_gpus"] == 8
     options = {o["kind"]: o for o in tco["options"]}
     own, od = options["own"], options["on_demand"]
-    # DGX H100 $270k / 36 months + node power + colocation < Lambda $2.99/GPU-h x 8 x 730 h held
-    assert own["monthly_usd"] == pytest.approx(9_797, rel=0.01)
+    # DGX H100 $270k / 36 months + node power + colocation on the node's 10.2 kW (8 x 700 W GPUs x 1.82,
+    # the DGX H100 datasheet's system power) < Lambda $2.99/GPU-h x 8 x 730 h held
+    assert own["monthly_usd"] == pytest.approx(7_500 + 1_268 + 184 * 10.192, rel=0.01)
     assert od["monthly_usd"] == pytest.approx(2.99 * 8 * 730, rel=1e-6)  # held all month, 70 % busy or not
-    assert tco["cheapest"] == "own" and own["within_budget"] and od["within_budget"]
+    # a 1-year reservation at $1.79/GPU-h (CoreWeave, 2026) is paid every hour: $10,454, 2 % under owning
+    reserved = options["reserved_1y"]
+    assert reserved["monthly_usd"] == pytest.approx(1.79 * 8 * 730, rel=1e-6)
+    assert tco["cheapest"] == "reserved_1y" and own["monthly_usd"] < 1.03 * reserved["monthly_usd"]
+    assert own["within_budget"] and od["within_budget"]
     assert 45 < tco["break_even_utilization_pct"] < 60  # % of the month held
     assert 12 < tco["break_even_months"] < 36  # pays back within the amortization period
     assert "$270,000 up front" in tco["verdict"] and "$20,000/month budget" in tco["verdict"]
@@ -172,7 +177,7 @@ def test_plan_scaling_section_answers_buy_vs_rent():
 
     text = markdown(make_plan(load_workload(EXAMPLE)))
     scaling = text[text.index("5. Scaling") : text.index("6. Tools")]
-    assert "Buy vs rent vs API" in scaling and "buying is cheapest" in scaling
+    assert "Buy vs rent vs API" in scaling and "a 1-year reservation is cheapest" in scaling
     assert "held h/month" in scaling
 
 
@@ -230,3 +235,37 @@ def test_long_runs_on_many_gpus_include_failures_and_restarts():
     clean = 1e12 / est.training.tokens_per_s
     assert est.training.run_time_s == pytest.approx(clean * interruption_factor(1024))
     assert any("failures and restarts on 1,024 GPUs" in n for n in est.notes)
+
+
+def test_colocation_provisions_the_node_not_only_its_gpus():
+    """Colocation is billed on the node's kW: 8 x H100 SXM (700 W) with the host's 0.82 share is the DGX
+    H100 datasheet's 10.2 kW, not the GPUs' 5.6 kW; a T4 (70 W) node is 0.13 kW per GPU."""
+    from gpuwise.perf.tco import node_kw, tco_inputs
+
+    assert node_kw(get_gpu("h100-sxm"), 8) == pytest.approx(10.192)
+    assert node_kw(get_gpu("t4"), 1) == pytest.approx(0.1274)
+    inputs = tco_inputs(get_gpu("h100-sxm"), W(num_gpus=8))
+    assert (
+        inputs.ops_usd_per_month == pytest.approx(184 * 10.192)
+        and "10.2 kW of node power" in inputs.ops_source
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpu_id", "kinds"),
+    [
+        ("h100-sxm", {"own", "on_demand", "spot", "reserved_1y"}),
+        ("a100-80gb-sxm", {"own", "on_demand", "reserved_1y"}),
+        ("a100-40gb-sxm", {"own", "on_demand", "reserved_1y"}),
+        ("t4", {"own", "on_demand", "reserved_1y"}),
+    ],
+)
+def test_purchase_and_reservation_prices_price_owning_and_reserving(gpu_id, kinds):
+    """A100 and T4 purchases and the H100 1-year reservation are in the price data (dated, sourced): the TCO
+    prices every way of getting the GPUs that has a public price."""
+    tco = compute_tco(get_gpu(gpu_id), W(gpu=gpu_id, num_gpus=8 if gpu_id != "t4" else 1))
+    priced = {o.kind for o in tco.options if o.monthly_usd is not None}
+    assert kinds <= priced, priced
+    for kind in ("purchase_server", "purchase_gpu", "reserved_1y"):
+        p = price(gpu_id, kind)
+        assert p is None or (p.source and p.as_of[:2] == "20")

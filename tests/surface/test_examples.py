@@ -159,7 +159,7 @@ def test_every_snippet_parses_and_the_yaml_is_the_recommended_workload(path, tmp
             assert workload_from_mapping(yaml.safe_load(text)) == p.config.workload
         elif label.endswith(".json"):
             json.loads(text)
-        elif label in {"vLLM", "launch"}:
+        elif label in {"vLLM", "launch"} or label.startswith("Megatron-LM"):  # shell command lines
             script = tmp_path / "cmd.sh"
             script.write_text(text)
             assert subprocess.run(["bash", "-n", str(script)]).returncode == 0, text
@@ -183,7 +183,8 @@ def test_70b_pretraining_on_64_h100s_keeps_its_global_batch():
     p = plan("pretrain-70b-64xh100")
     assert p.scaling.num_gpus == 64 and p.config.global_batch_after == 1024
     assert p.config.outcome.mfu_pct and p.config.outcome.mfu_pct > 25
-    assert "launch" in p.config.snippets and "--nnodes=8" in p.config.snippets["launch"]
+    # TP8 x PP8: Megatron-LM's pretrain_gpt.py launched with torchrun on each of the 8 nodes
+    assert "--nnodes=8" in p.config.snippets["Megatron-LM pretrain_gpt.py"]
 
 
 def test_startup_8xh100_node_plans_its_monthly_run():

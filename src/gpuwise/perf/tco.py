@@ -48,6 +48,7 @@ __all__ = [
     "break_even_utilization",
     "comparable_api",
     "compute_tco",
+    "node_kw",
     "own_cost",
     "tco_for",
     "tco_inputs",
@@ -221,6 +222,14 @@ def _purchase(gpu: GPU, w: Workload) -> tuple[float | None, str]:
     return None, "no purchase price in the catalog: set purchase_usd_per_gpu"
 
 
+def node_kw(gpu: GPU, num_gpus: int) -> float:
+    """kW a colocation contract provisions for ``num_gpus`` GPUs: their TDP plus the host's share (CPUs,
+    memory, NICs, NVSwitches, fans; ``host_power_fraction_of_gpu_tdp`` in cost.toml, from the DGX H100
+    datasheet's 10.2 kW for 5.6 kW of GPUs)."""
+    host = float(cost_constants()["energy"]["host_power_fraction_of_gpu_tdp"])
+    return num_gpus * (gpu.tdp_w or 0.0) * (1 + host) / 1000
+
+
 def tco_inputs(
     gpu: GPU, w: Workload, num_gpus: int | None = None, held: HeldHours | None = None
 ) -> TcoInputs:
@@ -239,10 +248,11 @@ def tco_inputs(
     if w.ops_usd_per_month is not None:
         ops, ops_source = w.ops_usd_per_month, "ops_usd_per_month in the workload"
     else:
-        kw = n * (gpu.tdp_w or 0.0) / 1000
+        kw = node_kw(gpu, n)
         ops = kw * float(defaults["colo_usd_per_kw_month"])
         ops_source = (
-            f"colocation ${defaults['colo_usd_per_kw_month']:.0f}/kW/month x {kw:,.1f} kW (CBRE H2 2024)"
+            f"colocation ${defaults['colo_usd_per_kw_month']:.0f}/kW/month x {kw:,.1f} kW of node power "
+            "(GPUs + host, NICs and switches; CBRE H2 2024)"
         )
     return TcoInputs(
         gpu=gpu.id,
@@ -422,8 +432,9 @@ def _notes(gpu: GPU, i: TcoInputs) -> tuple[str, ...]:
     notes = [
         f"rent and ownership are priced on the hours the GPUs are held: {i.held_detail}; the busy share "
         f"({i.utilization_pct:g} %) changes the power drawn, not the rent",
-        "owning counts the node's power (GPUs busy at TDP, idle draw, host) x one PUE; network and staff go "
-        "in ops_usd_per_month",
+        "owning counts the node's power (GPUs busy at TDP, idle draw, host with its NICs and switches) x one "
+        "PUE, and colocation on the node's provisioned kW; a multi-node fabric and staff go in "
+        "ops_usd_per_month",
     ]
     if i.tdp_w is None:
         notes.insert(0, f"{gpu.id} has no TDP in the catalog: power and colocation are not counted")

@@ -38,6 +38,7 @@ from gpuwise.plan.evidence_sources import (
 )
 from gpuwise.plan.goal import comfortable
 from gpuwise.plan.input_checks import outcome_warnings
+from gpuwise.plan.input_sizing import size_input_pipeline
 from gpuwise.plan.techniques import (
     Step,
     apply,
@@ -150,6 +151,7 @@ def make_plan(
         fit=fit_report,
         evidence=all_evidence,
         notes=notes,
+        input_pipeline=size_input_pipeline(config_w, chosen.outcome),
     )
 
 

@@ -284,6 +284,81 @@ def launch(w: Workload) -> str:
     )
 
 
+def megatron_args(w: Workload) -> str:
+    """Megatron-LM ``pretrain_gpt.py`` flags for a pipeline-parallel layout (FSDP2 and the Trainer have no
+    pipeline stages): the TP x PP x DP split, the micro and global batch, precision, recomputation and the
+    model's shape from the catalog (Megatron-LM ``megatron/training/arguments.py`` names)."""
+    m = get_model(w.model)
+    launch_line = launch(w).strip().replace("train.py", "pretrain_gpt.py")
+    comment = ""
+    if "#" in launch_line:
+        launch_line, comment = (part.strip() for part in launch_line.split("#", 1))
+        comment = f"# {comment}\n"
+    args = [
+        launch_line,
+        f"--tensor-model-parallel-size {w.tp}",
+        f"--pipeline-model-parallel-size {w.pp}",
+        f"--micro-batch-size {w.batch_size}",
+        f"--global-batch-size {w.global_batch}",
+        f"--seq-length {w.seq_len}",
+        f"--max-position-embeddings {max(w.seq_len, m.max_position_embeddings)}",
+        f"--num-layers {m.num_layers}",
+        f"--hidden-size {m.hidden_size}",
+        f"--ffn-hidden-size {m.intermediate_size}",
+        f"--num-attention-heads {m.num_attention_heads}",
+    ]
+    if m.num_kv_heads and m.num_kv_heads != m.num_attention_heads:
+        args.append(f"--group-query-attention --num-query-groups {m.num_kv_heads}")
+    if m.mlp_type.startswith("gated"):
+        args.append("--swiglu")
+    if m.norm_type == "rmsnorm":
+        args.append("--normalization RMSNorm")
+    args.append("--position-embedding-type rope --disable-bias-linear")
+    if not m.tie_word_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if w.tp > 1:
+        args.append("--sequence-parallel")
+    args.append("--fp16" if _half(w) == "fp16" else "--bf16")
+    if w.precision == "fp8":
+        args.append("--fp8-format hybrid --transformer-impl transformer_engine")
+    if w.grad_checkpointing == "full":
+        args.append("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+    elif w.grad_checkpointing == "selective":
+        args.append("--recompute-granularity selective")
+    if w.data_parallel > 1 and w.sharding != "none":
+        args.append("--use-distributed-optimizer")
+    return comment + " \\\n    ".join(args) + "\n"
+
+
+def diffusers_pipeline(w: Workload) -> str | None:
+    """A diffusers text-to-image run matching the plan: the pipeline in the GPU's 16-bit dtype, the
+    denoiser in channels_last when the plan says so, the steps and size; None for a model whose
+    architecture source names no Hugging Face repo."""
+    from gpuwise.vision.architectures import vision_arch  # layer 1: geometry and its sources
+
+    arch = vision_arch(w.model)
+    match = re.search(r"\b([\w.-]+/[\w.-]+) (?:unet|transformer)/config\.json", arch.source) if arch else None
+    if arch is None or match is None or not arch.is_diffusion or arch.pipeline is None:
+        return None
+    dtype = "float16" if _half(w) == "fp16" or w.precision == "fp16" else "bfloat16"
+    denoiser = "unet" if arch.family == "unet" else "transformer"
+    steps = w.denoising_steps or arch.pipeline.default_steps
+    height = w.image_size or arch.image_size
+    width = w.image_width or height
+    lines = [
+        "import torch",
+        "from diffusers import DiffusionPipeline",
+        f'pipe = DiffusionPipeline.from_pretrained("{match.group(1)}", torch_dtype=torch.{dtype}).to("cuda")',
+    ]
+    if w.channels_last:
+        lines.append(f"pipe.{denoiser}.to(memory_format=torch.channels_last)")
+    call = f"prompt, num_inference_steps={steps}, height={height}, width={width}"
+    if w.batch_size > 1:
+        call += f", num_images_per_prompt={w.batch_size}"
+    lines.append(f"images = pipe({call}).images")
+    return "\n".join(lines) + "\n"
+
+
 def vllm_command(w: Workload) -> str:
     """A `vllm serve` command line (notes go above it: a comment would break the line continuations)."""
     args, notes = [f"vllm serve {hf_repo(w.model)}"], []
@@ -323,6 +398,11 @@ def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]
     if framework_code:
         return {**out, **framework_code}
     if w.is_training and not w.is_cv:
+        if w.pp > 1 and w.task == "pretrain":
+            # pipeline stages need a framework that schedules micro-batches through them: no plain loop,
+            # no FSDP2 block (it has no PP), the Megatron-LM flags of this layout instead
+            out["Megatron-LM pretrain_gpt.py"] = megatron_args(w)
+            return out
         if w.task in {"lora", "qlora", "full-finetune"} and w.tp == 1 and w.pp == 1:
             # the Trainer shards with FSDP/DeepSpeed but never splits a layer (no TP) or the stack (no PP):
             # a Trainer snippet for a TP plan would load the whole model per rank and OOM again
@@ -355,4 +435,6 @@ def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]
             out["launch"] = launch(w)
     elif w.is_inference and not w.is_cv:
         out["vLLM"] = vllm_command(w)
+    elif w.is_cv and (code := diffusers_pipeline(w)):
+        out["diffusers"] = code
     return out

@@ -193,8 +193,11 @@ def _layout_fit(workload: Workload, path: list[Step], evaluate: Evaluate) -> lis
     if not fitting:
         return None
     best, after = max(fitting, key=lambda t: t[1].throughput or 0.0)
-    keys = ("tp", "pp", "sharding", "batch_size", "grad_accum")
-    changes = {k: getattr(best, k) for k in keys if getattr(best, k) != getattr(w, k)}
+    changes = {k: getattr(best, k) for k in ("tp", "pp", "sharding") if getattr(best, k) != getattr(w, k)}
+    # micro-batch and accumulation always travel together with the layout: pruning may replay this edit
+    # on a path without an earlier micro-batch change, and a lone accumulation would change the global
+    # batch (issue 28: 70B on 64 H100 went from 2,048 to 4,096 sequences per step)
+    changes |= {"batch_size": best.batch_size, "grad_accum": best.grad_accum}
     cand = Candidate(
         "parallel_layout", f"Split the model: {label_of(best)}", changes, "none", saves_memory=True
     )
@@ -582,6 +585,8 @@ def _not_worth_it(
     """No gain for the goal: not recommended, unless a measured finding points at what the models miss."""
     current, imp = ctx.current, impact(ctx.current, after)
     hinted = sorted(set(ADDRESSES.get(cand.id, ())) & ctx.finding_ids & _OUTSIDE_THE_MODEL)
+    if cand.id == "bigger_batch" and "small_batch" not in ctx.finding_ids:
+        hinted = []  # the model ruled small batches out: idle time alone is no reason for a bigger one
     harmless = comfortable(after) and (gain is None or gain > -T.PLAN_MIN_GAIN_PCT)
     if hinted and harmless:
         blind = (

@@ -11,6 +11,7 @@ from gpuwise.diagnose import Finding
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.finding import FindingId
 from gpuwise.plan import knowledge as K
+from gpuwise.plan.input_sizing import size_input_pipeline
 from gpuwise.plan.scaling import NODE_GPUS
 from gpuwise.plan.techniques import describe
 from gpuwise.plan.types import HardwareOption, Outcome, ScalingDecision, Technique, ToolAdvice
@@ -120,14 +121,18 @@ def _stay_on_own_gpu(a: _Advice, original: Workload, gpu: GPU) -> None:
 
 def _vision_input(a: _Advice, config: Workload, outcome: Outcome, findings: list[Finding]) -> None:
     """Vision training: the input pipeline must decode as many images/s per GPU as the GPU consumes."""
-    if outcome.throughput:
-        per_gpu = outcome.throughput / config.num_gpus
-        a.add(
-            "dali",
-            f"The GPU is predicted to take {per_gpu:,.0f} images/s: the input pipeline must decode and "
-            "augment as many per GPU — DataLoader(num_workers=CPU cores per GPU, pin_memory=True, "
-            "persistent_workers=True), or DALI on the GPU when `gpuwise profile` shows data wait.",
+    sizing = size_input_pipeline(config, outcome)
+    if sizing is not None:
+        first = sizing.options[0]
+        lead = (
+            "Ranked first: the node's cores are short for a CPU loader. "
+            if "DALI" in first.name
+            else f"Not needed on {sizing.node.split(':')[0]} ({sizing.verdict}); when `gpuwise profile` "
+            "shows data wait, it moves decoding onto the GPU. "
+            if sizing.node
+            else "When `gpuwise profile` shows data wait, it moves decoding onto the GPU. "
         )
+        a.add("dali", lead + sizing.summary + ".")
     if "dali" not in a.items and any(f.id == "low_utilization" for f in findings):
         a.add(
             "dali",

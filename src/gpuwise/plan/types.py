@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from gpuwise.diagnose import Evidence, Finding
 from gpuwise.diagnose.finding import FindingId
@@ -11,6 +11,9 @@ from gpuwise.perf.prediction import Bound
 from gpuwise.perf.tco import Tco
 from gpuwise.workload import Workload
 from gpuwise.workload.spec import Goal, Sharding
+
+if TYPE_CHECKING:
+    from gpuwise.plan.input_sizing import InputSizing
 
 __all__ = [
     "EFFORTS",
@@ -387,6 +390,7 @@ class Plan:
     fit: FitReport
     evidence: list[Evidence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    input_pipeline: InputSizing | None = None  # vision training: cores and storage reads per GPU
 
     @property
     def recommended(self) -> list[Technique]:
@@ -409,4 +413,5 @@ class Plan:
             "hardware": [h.to_dict() for h in self.hardware],
             "evidence": [e.to_dict() for e in self.evidence],
             "notes": list(self.notes),
+            "input_pipeline": self.input_pipeline.to_dict() if self.input_pipeline else None,
         }

@@ -387,6 +387,43 @@ def _scaling(doc: Document, plan: Plan) -> None:
             )
         )
     doc.add(*tco_view.plan_blocks(s.tco, s.tco_note))  # buy vs rent vs API
+    _input_pipeline(doc, plan)
+
+
+def _input_pipeline(doc: Document, plan: Plan) -> None:
+    """Vision training: cores and storage reads per GPU for the predicted images/s, loaders ranked."""
+    sizing = plan.input_pipeline
+    if sizing is None:
+        return
+    node = (
+        f" The usual node, {sizing.node}, has {sizing.node_cores_per_gpu} cores per GPU "
+        f"({sizing.usable_cores_per_gpu:.0f} usable for loader workers): {sizing.verdict}."
+        if sizing.node
+        else " Compare with your node's physical cores per GPU."
+    )
+    doc.add(
+        Paragraph("Input pipeline per GPU", "strong"),
+        Paragraph(
+            f"{sizing.images_per_s_per_gpu:,.0f} images/s per GPU at {sizing.crop_px} px (source JPEGs "
+            f"~{sizing.source_resolution}): {sizing.read_mb_per_s_per_gpu:,.0f} MB/s of storage reads per "
+            f"GPU ({sizing.read_mb_per_s_total:,.0f} MB/s for the job, first epoch).{node}"
+        ),
+        Table(
+            ["Loader (ranked)", "Cores/GPU", "GPU ms/s", "Fits the node", "How"],
+            [
+                [
+                    o.name,
+                    f"{o.cores_per_gpu:.1f}" if o.cores_per_gpu else "—",
+                    f"{o.gpu_ms_per_s:,.0f}" if o.gpu_ms_per_s else "—",
+                    "—" if o.fits is None else "yes" if o.fits else "no",
+                    o.how,
+                ]
+                for o in sizing.options
+            ],
+            align="lrrll",
+        ),
+        Paragraph("Per-core rates: " + "; ".join(sizing.sources), "muted"),
+    )
 
 
 def _tools(doc: Document, plan: Plan) -> None:
