@@ -68,11 +68,13 @@ def test_a_bigger_batch_the_model_rules_out_is_not_offered_for_idle_time(gpu, n,
 
 
 @pytest.mark.parametrize(
-    ("model", "n", "batch"), [("llama-3-70b", 64, 1), ("llama-3-70b", 64, 2), ("llama-3-70b", 32, 1)]
+    ("model", "n", "batch", "pp"),
+    [("llama-3-70b", 64, 1, 8), ("llama-3-70b", 64, 2, 8), ("llama-3-70b", 64, 4, 8)],
 )
-def test_a_pipeline_parallel_pretraining_plan_gives_megatron_flags_not_an_fsdp_block(model, n, batch):
-    """TP x PP layouts are not something FSDP2 or a plain loop can run: the snippet is Megatron-LM's
-    pretrain_gpt.py with the plan's own TP, PP, micro- and global batch and the model's shape."""
+def test_a_pipeline_parallel_pretraining_plan_gives_megatron_flags_not_an_fsdp_block(model, n, batch, pp):
+    """TP x PP layouts (a Megatron user's own, kept by the plan) are not something FSDP2 or a plain loop
+    can run: the snippet is Megatron-LM's pretrain_gpt.py with the plan's own TP, PP, micro- and global
+    batch and the model's shape."""
     w = workload_from_mapping(
         {
             "model": model,
@@ -83,7 +85,9 @@ def test_a_pipeline_parallel_pretraining_plan_gives_megatron_flags_not_an_fsdp_b
             "seq_len": 8192,
             "gpu": "h100-sxm",
             "num_gpus": n,
-            "sharding": "fsdp",
+            "tp": 8,
+            "pp": pp,
+            "sharding": "none",
         }
     )
     plan = make_plan(w)

@@ -183,8 +183,12 @@ def test_70b_pretraining_on_64_h100s_keeps_its_global_batch():
     p = plan("pretrain-70b-64xh100")
     assert p.scaling.num_gpus == 64 and p.config.global_batch_after == 1024
     assert p.config.outcome.mfu_pct and p.config.outcome.mfu_pct > 25
-    # TP8 x PP8: Megatron-LM's pretrain_gpt.py launched with torchrun on each of the 8 nodes
-    assert "--nnodes=8" in p.config.snippets["Megatron-LM pretrain_gpt.py"]
+    final = p.config.workload
+    if final.pp > 1:  # TP x PP: Megatron-LM's pretrain_gpt.py launched with torchrun on each of the 8 nodes
+        assert "--nnodes=8" in p.config.snippets["Megatron-LM pretrain_gpt.py"]
+    else:  # FSDP (x TP inside a node): the 2-D mesh in the FSDP2 block, torchrun on each of the 8 nodes
+        assert "--nnodes=8" in p.config.snippets["launch"]
+        assert (final.tp > 1) == ("parallelize_module(block" in p.config.snippets["PyTorch FSDP2"])
 
 
 def test_startup_8xh100_node_plans_its_monthly_run():

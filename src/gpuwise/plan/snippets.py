@@ -26,6 +26,7 @@ __all__ = [
     "launch",
     "pytorch_loop",
     "snippets",
+    "tensor_parallel_plan",
     "vllm_command",
     "workload_yaml",
 ]
@@ -250,26 +251,53 @@ def deepspeed_json(w: Workload) -> str:
     return json.dumps(config, indent=2) + "\n"
 
 
-def fsdp2(w: Workload) -> str:
-    """PyTorch FSDP2 (fully_shard per transformer block, mixed-precision policy); with TP, a note on
-    the 2-D device mesh."""
+def fsdp2(w: Workload) -> str | None:
+    """PyTorch FSDP2 (fully_shard per transformer block, mixed-precision policy). With TP, a 2-D device
+    mesh: each block's projections split Megatron-style on the 'tp' mesh (DTensor ``parallelize_module``,
+    as torchtitan does), then fully_shard on the 'dp' mesh; None when the model has no plain TP plan
+    (``tensor_parallel_plan``): Megatron-LM or NeMo split those."""
     half = "torch.bfloat16" if _half(w) != "fp16" else "torch.float16"
+    head = ["from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy"]
+    mesh = ""
+    per_block = ["    fully_shard(block{mesh}, mp_policy=mp)"]
+    if w.tp > 1:
+        plan = tensor_parallel_plan(w.model)
+        if plan is None:
+            return None
+        dp = max(w.num_gpus // (w.tp * max(w.pp, 1)), 1)
+        head = [
+            "from torch.distributed.device_mesh import init_device_mesh",
+            *head,
+            "from torch.distributed.tensor.parallel import (\n"
+            "    ColwiseParallel, RowwiseParallel, parallelize_module\n)",
+            f'mesh = init_device_mesh("cuda", ({dp}, {w.tp}), mesh_dim_names=("dp", "tp"))  # TP in a node',
+            "tp_plan = {  # Megatron-style: column-split in, row-split out, one all-reduce per pair",
+            *(f'    "{name}": {style}(),' for name, style in plan.items()),
+            "}",
+        ]
+        mesh = ', mesh=mesh["dp"]'
+        per_block.insert(0, '    parallelize_module(block, mesh["tp"], tp_plan)')
     lines = [
-        "from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy",
+        *head,
         f"mp = MixedPrecisionPolicy(param_dtype={half}, reduce_dtype=torch.float32)",
         "for block in model.model.layers:  # one FSDP unit per transformer block",
-        "    fully_shard(block, mp_policy=mp)",
-        "fully_shard(model, mp_policy=mp)",
+        *(line.format(mesh=mesh) for line in per_block),
+        f"fully_shard(model{mesh}, mp_policy=mp)",
     ]
-    if w.tp > 1:
-        lines.insert(
-            0,
-            "# tensor parallel inside the node first: init_device_mesh('cuda', "
-            f"({w.data_parallel // max(w.pp, 1) or 1}, {w.tp}), "
-            "mesh_dim_names=('dp', 'tp')); parallelize_module(...) on the 'tp' mesh; then fully_shard on the "
-            "'dp' mesh",
-        )
     return "\n".join(lines) + "\n"
+
+
+def tensor_parallel_plan(model_id: str) -> dict[str, str] | None:
+    """The DTensor TP plan of one Hugging Face decoder block (module path -> ColwiseParallel or
+    RowwiseParallel), or None where a plain column/row split would be wrong: fused q/k/v projections
+    (a column split cuts across heads) and MoE experts (expert parallelism, not TP, splits them).
+    Hugging Face's Llama-style attention reshapes with -1 heads, so local heads work unchanged."""
+    spec = get_model(model_id).spec
+    if spec.kind != "decoder" or spec.fused_modules or not spec.hf_mlp.startswith("gated"):
+        return None
+    attn = {f"self_attn.{p}_proj": "ColwiseParallel" for p in ("q", "k", "v")}
+    mlp = {"mlp.gate_proj": "ColwiseParallel", "mlp.up_proj": "ColwiseParallel"}
+    return {**attn, "self_attn.o_proj": "RowwiseParallel", **mlp, "mlp.down_proj": "RowwiseParallel"}
 
 
 def launch(w: Workload) -> str:
@@ -398,9 +426,11 @@ def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]
     if framework_code:
         return {**out, **framework_code}
     if w.is_training and not w.is_cv:
-        if w.pp > 1 and w.task == "pretrain":
-            # pipeline stages need a framework that schedules micro-batches through them: no plain loop,
-            # no FSDP2 block (it has no PP), the Megatron-LM flags of this layout instead
+        split_by_megatron = w.pp > 1 or (w.tp > 1 and tensor_parallel_plan(w.model) is None)
+        if split_by_megatron and w.task == "pretrain":
+            # pipeline stages need a framework that schedules micro-batches through them, and fused-QKV or
+            # MoE blocks a TP that knows heads and experts: no plain loop, no FSDP2 block, the Megatron-LM
+            # flags of this layout instead
             out["Megatron-LM pretrain_gpt.py"] = megatron_args(w)
             return out
         if w.task in {"lora", "qlora", "full-finetune"} and w.tp == 1 and w.pp == 1:
@@ -413,8 +443,8 @@ def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]
             w.sharding in {"zero1", "zero2", "zero3"} or (deepspeed and w.sharding == "fsdp")
         ):
             out["DeepSpeed ds_config.json"] = deepspeed_json(w)  # you run DeepSpeed: ZeRO-3 is its FSDP
-        elif (w.data_parallel > 1 and w.sharding == "fsdp") or w.tp > 1:
-            out["PyTorch FSDP2"] = fsdp2(w)
+        elif ((w.data_parallel > 1 and w.sharding == "fsdp") or w.tp > 1) and (code := fsdp2(w)):
+            out["PyTorch FSDP2"] = code
         if w.num_gpus > 1:
             out["launch"] = launch(w)
     elif w.is_cv and w.is_training:
