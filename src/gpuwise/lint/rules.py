@@ -195,8 +195,8 @@ def _loss_to_host(ctx: Context, node: ast.Call, func: ast.Name) -> str:
     """``print(loss)``, ``float(loss)``, ``int(loss)`` on a loss tensor (copies it to the host), else ''."""
     if func.id in {"print", "float", "int"} and node.args:
         mentioned = {w for a in node.args for w in words(a)}
-        if mentioned & ctx.loss_names and not any(
-            isinstance(a, ast.Call) for arg in node.args for a in ast.walk(arg)
+        if mentioned & ctx.loss_names and not any(  # print(loss.item()): the .item() is the finding
+            _sync_call(ctx, a) for arg in node.args for a in ast.walk(arg)
         ):
             return f"{func.id}(<loss tensor>)"
     return ""

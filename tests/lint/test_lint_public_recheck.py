@@ -1,0 +1,138 @@
+"""Look-alikes of what the second hand check of public training scripts found (docs/lint.md, "Public
+repositories re-checked"): the misses it read in the loops are reported, the debatable finding is gone,
+and each pattern's correct twin stays quiet. The code is written here in the style of those scripts
+(pytorch/examples dcgan and imagenet, timm train.py, a Lightning data module); none of it is copied."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from gpuwise.lint import lint_paths, lint_source
+from gpuwise.lint.source import Source
+
+
+def found(code: str, rule: str) -> list[int]:
+    result = lint_source(Source("t.py", textwrap.dedent(code)))
+    assert isinstance(result, list), result
+    return [v.line for v in result if v.rule == rule]
+
+
+def project(tmp_path: Path, code: str, rule: str) -> list[int]:
+    (tmp_path / "train.py").write_text(textwrap.dedent(code))
+    return [v.line for v in lint_paths([tmp_path]).violations if v.rule == rule]
+
+
+GAN_STEP = """
+import torch
+import torch.nn as nn
+critic = Critic().cuda()
+maker = Maker().cuda()
+for epoch in range(epochs):
+    for i, (real, _) in enumerate(loader):
+        critic.zero_grad()
+        err_real = bce(critic(real.cuda()), ones)
+        err_real.backward()
+        critic_opt.step()
+        {report}
+"""
+
+
+def test_printing_a_formatted_loss_every_step_waits_for_the_gpu() -> None:
+    # ``"%.4f" % err`` calls float() on the tensor: one host wait per step, even with a len() beside it
+    every_step = "print('[%d/%d] loss %.4f' % (i, len(loader), err_real))"
+    assert found(GAN_STEP.format(report=every_step), "host_sync_per_step") == [12]
+    # the .item() inside the print is the finding, once (not the print around it as well)
+    item = "print('[%d/%d] loss %.4f' % (i, len(loader), err_real.item()))"
+    assert found(GAN_STEP.format(report=item), "host_sync_per_step") == [12]
+    periodic = "if i % 100 == 0:\n            print('loss %.4f' % err_real)"
+    assert found(GAN_STEP.format(report=periodic), "host_sync_per_step") == []
+
+
+def test_the_functional_data_parallel_is_data_parallel() -> None:
+    code = """
+    import torch.nn as nn
+    class Critic(nn.Module):
+        def forward(self, x):
+            return nn.parallel.data_parallel(self.body, x, self.gpu_ids)
+    """
+    assert found(code, "data_parallel") == [5]
+    ddp = "import torch\nmodel = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])\n"
+    assert found(ddp, "data_parallel") == []
+
+
+AMP_BY_NAME = """
+import torch
+from contextlib import suppress
+amp_autocast = suppress
+if args.amp:
+    amp_autocast = torch.cuda.amp.autocast
+    scaler = make_scaler(autocast_fn=torch.cuda.amp.autocast if args.fp16 else suppress)
+if getattr(torch.cuda.amp, "autocast") is not None:
+    has_amp = True
+with amp_autocast():
+    out = model(x)
+"""
+
+
+def test_a_deprecated_api_kept_in_a_name_is_reported_where_it_is_named() -> None:
+    # every ``with amp_autocast():`` warns; the getattr feature test names no attribute and is quiet
+    assert found(AMP_BY_NAME, "deprecated_torch_api") == [6, 7]
+    modern = AMP_BY_NAME.replace("torch.cuda.amp.autocast", "torch.amp.autocast")
+    assert found(modern, "deprecated_torch_api") == []
+
+
+IMAGENET = """
+import torch
+import torch.backends.cudnn as cudnn
+import torchvision.models as models
+
+def main(args):
+    if args.seed is not None:
+        torch.manual_seed(args.seed)
+        cudnn.deterministic = True
+        cudnn.benchmark = False
+    model = models.__dict__[args.arch]().cuda()
+    for images, target in loader:
+        loss = criterion(model(images.cuda()), target.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_seeded_opt_in_does_not_turn_cudnn_benchmark_off_for_the_default_run(tmp_path: Path) -> None:
+    # the model is picked by name from torchvision.models; without --seed cuDNN runs its heuristic
+    assert project(tmp_path, IMAGENET, "cudnn_benchmark_off") == [12]
+
+
+def test_cudnn_benchmark_set_or_always_deterministic_is_quiet(tmp_path: Path) -> None:
+    on = IMAGENET.replace("def main(args):", "cudnn.benchmark = True\ndef main(args):")
+    assert project(tmp_path, on, "cudnn_benchmark_off") == []
+    always = IMAGENET.replace("def main(args):", "cudnn.deterministic = True\ndef main(args):")
+    assert project(tmp_path, always, "cudnn_benchmark_off") == []
+
+
+DATA_MODULE = """
+import torch
+from torch.utils.data import DataLoader, random_split
+from lightning.pytorch import LightningDataModule
+from somewhere.demos import {cls}
+
+class Digits(LightningDataModule):
+    def __init__(self, batch_size=32):
+        super().__init__()
+        full = {cls}("data", train=True, download=True)
+        self.train_part, self.val_part = random_split(full, [55000, 5000])
+        self.batch_size = batch_size
+
+    def train_dataloader(self):
+        return DataLoader(self.train_part, batch_size=self.batch_size)
+"""
+
+
+def test_a_random_split_of_thumbnails_in_a_data_module_needs_no_pinned_memory() -> None:
+    # the split is read back to the dataset it came from, assigned in another method of the class
+    assert found(DATA_MODULE.format(cls="MNIST"), "loader_no_pin_memory") == []
+    assert found(DATA_MODULE.format(cls="MNIST"), "loader_no_workers") == [15]
+    assert found(DATA_MODULE.format(cls="ImageFolder"), "loader_no_pin_memory") == [15]
