@@ -136,3 +136,30 @@ def test_a_random_split_of_thumbnails_in_a_data_module_needs_no_pinned_memory() 
     assert found(DATA_MODULE.format(cls="MNIST"), "loader_no_pin_memory") == []
     assert found(DATA_MODULE.format(cls="MNIST"), "loader_no_workers") == [15]
     assert found(DATA_MODULE.format(cls="ImageFolder"), "loader_no_pin_memory") == [15]
+
+
+ROLLOUTS = """
+import torch
+
+@torch.no_grad()
+def rollouts():
+    while True:
+        seqs = engine.generate_batch(prompt(), num_samples=8)
+        yield torch.tensor(seqs, device="cuda")
+
+batches = rollouts()
+for step in range(steps):
+    tokens = next(batches)
+    loss = policy_loss(model(tokens), tokens)
+    loss.backward()
+    print(f"step {step} loss {loss.item():.4f}")
+    opt.step()
+"""
+
+
+def test_a_step_that_samples_token_by_token_is_not_held_up_by_one_more_item() -> None:
+    # RL: each step decodes with the model (a host read per token); the logged .item() adds nothing
+    assert found(ROLLOUTS, "host_sync_per_step") == []
+    # the same loop fed by a plain iterator still waits once per step for its log line
+    plain = ROLLOUTS.replace("engine.generate_batch(prompt(), num_samples=8)", "read_rows(8)")
+    assert found(plain, "host_sync_per_step") == [15]

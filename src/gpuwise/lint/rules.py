@@ -215,11 +215,47 @@ def host_sync_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
         return
     seen: set[ast.Call] = set()
     synced = {id(code.loop) for code in _synchronizes(ctx)}  # the step already waits: reported there
+    synced |= _sampling_loops(ctx)  # the step decodes token by token: it waits at every token anyway
     for code in ctx.step_code:
         name = _sync_call(ctx, code.node)
         if name and code.node not in seen and id(code.loop) not in synced:
             seen.add(code.node)
             yield Hit("host_sync_per_step", code.node, _step_message(f"{name} waits for the GPU", code.via))
+
+
+def _sampling_loops(ctx: Context) -> set[int]:
+    """Step loops that sample from the model every step (RL rollouts: ``model.generate(...)``,
+    ``engine.generate_batch(...)``, directly or through ``next()`` of a generator defined in the file).
+    Autoregressive decoding reads each token on the host, so the step already waits for the GPU once per
+    token; one more ``.item()`` for a log line costs nothing measurable there."""
+    loops: set[int] = set()
+    for code in ctx.step_code:
+        if id(code.loop) not in loops and (_generates(code.node) or _next_of_sampler(ctx, code.node)):
+            loops.add(id(code.loop))
+    return loops
+
+
+def _generates(node: ast.AST) -> bool:
+    func = node.func if isinstance(node, ast.Call) else None
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name.startswith("generate")
+
+
+def _next_of_sampler(ctx: Context, call: ast.Call) -> bool:
+    """``next(rollouts)`` where ``rollouts = make_rollouts()`` and that function of the file generates."""
+    if not (isinstance(call.func, ast.Name) and call.func.id == "next" and call.args):
+        return False
+    source = call.args[0]
+    if not isinstance(source, ast.Name):
+        return False
+    for assign in ctx.assigns:
+        value = assign.value
+        named = any(isinstance(t, ast.Name) and t.id == source.id for t in assign.targets)
+        if named and isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            for func in ctx.functions.get(value.func.id, []):
+                if any(_generates(node) for node in ast.walk(func)):
+                    return True
+    return False
 
 
 @check
