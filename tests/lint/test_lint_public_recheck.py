@@ -163,3 +163,39 @@ def test_a_step_that_samples_token_by_token_is_not_held_up_by_one_more_item() ->
     # the same loop fed by a plain iterator still waits once per step for its log line
     plain = ROLLOUTS.replace("engine.generate_batch(prompt(), num_samples=8)", "read_rows(8)")
     assert found(plain, "host_sync_per_step") == [15]
+
+
+TUTORIAL = """
+import torch
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def run(model, dataset, epochs):
+    loader = DataLoader(dataset, batch_size=32, shuffle=False, sampler=DistributedSampler(dataset))
+    model = DDP(model.to("cuda"), device_ids=[0])
+    for epoch in range(epochs):
+        {reseed}
+        for x, y in loader:
+            loss = model(x.cuda()).sum()
+            loss.backward()
+            opt.step()
+
+if __name__ == "__main__":
+    run(build(), data(), 10)
+"""
+
+
+def test_a_sibling_script_that_reseeds_its_own_sampler_does_not_excuse_this_one(tmp_path: Path) -> None:
+    (tmp_path / "single.py").write_text(
+        textwrap.dedent(TUTORIAL.format(reseed="loader.sampler.set_epoch(epoch)"))
+    )
+    (tmp_path / "torchrun.py").write_text(textwrap.dedent(TUTORIAL.format(reseed="pass")))
+    rule = "sampler_without_set_epoch"
+    hits = [(Path(v.path).name, v.line) for v in lint_paths([tmp_path]).violations if v.rule == rule]
+    assert hits == [("torchrun.py", 8)]
+    # a helper module (no main guard) that re-seeds for its callers still counts for the project
+    (tmp_path / "helpers.py").write_text(
+        "def begin_epoch(loader, epoch):\n    loader.sampler.set_epoch(epoch)\n"
+    )
+    assert [v for v in lint_paths([tmp_path]).violations if v.rule == rule] == []
