@@ -163,6 +163,12 @@ def test_a_step_that_samples_token_by_token_is_not_held_up_by_one_more_item() ->
     # the same loop fed by a plain iterator still waits once per step for its log line
     plain = ROLLOUTS.replace("engine.generate_batch(prompt(), num_samples=8)", "read_rows(8)")
     assert found(plain, "host_sync_per_step") == [15]
+    # a causal mask built each step decodes nothing
+    masked = plain.replace(
+        "tokens = next(batches)",
+        "tokens = next(batches)\n    mask = model.generate_square_subsequent_mask(64)",
+    )
+    assert found(masked, "host_sync_per_step") == [16]
 
 
 TUTORIAL = """

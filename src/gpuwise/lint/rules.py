@@ -235,10 +235,14 @@ def _sampling_loops(ctx: Context) -> set[int]:
     return loops
 
 
+_DECODERS = frozenset({"generate", "generate_batch"})  # HF/vLLM ``model.generate``, nanochat's engine
+
+
 def _generates(node: ast.AST) -> bool:
+    """An autoregressive decoding call (``generate_square_subsequent_mask`` is not one)."""
     func = node.func if isinstance(node, ast.Call) else None
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    return name.startswith("generate")
+    return name in _DECODERS
 
 
 def _next_of_sampler(ctx: Context, call: ast.Call) -> bool:
