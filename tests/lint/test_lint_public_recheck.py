@@ -205,3 +205,33 @@ def test_a_sibling_script_that_reseeds_its_own_sampler_does_not_excuse_this_one(
         "def begin_epoch(loader, epoch):\n    loader.sampler.set_epoch(epoch)\n"
     )
     assert [v for v in lint_paths([tmp_path]).violations if v.rule == rule] == []
+
+
+ONE_BATCH = """
+import time
+import torch
+
+model = GPT(config).to("cuda")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+batches = iter(make_batches(tokens))
+x, y = next(batches)
+for i in range(steps):
+    t0 = time.time()
+    {draw}
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logits, loss = model(x, y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    torch.cuda.synchronize()
+    print(f"iteration {{i}}, loss: {{loss.item()}}, time: {{(time.time() - t0) * 1000:.1f}}ms")
+"""
+
+
+def test_a_timing_loop_over_one_fixed_batch_is_a_measurement() -> None:
+    # llm.c-style: one batch drawn before the loop, every iteration timed: the waits are the timing
+    fixed = ONE_BATCH.format(draw="pass")
+    assert found(fixed, "cuda_sync_in_loop") == [] and found(fixed, "host_sync_per_step") == []
+    # the same loop drawing a new batch each step is training: one finding for the step's waits
+    streaming = ONE_BATCH.format(draw="x, y = next(batches)")
+    assert found(streaming, "cuda_sync_in_loop") == [17]
