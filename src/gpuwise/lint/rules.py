@@ -264,6 +264,8 @@ def _sampling_loops(ctx: Context) -> set[int]:
     Autoregressive decoding reads each token on the host, so the step already waits for the GPU once per
     token; one more ``.item()`` for a log line costs nothing measurable there."""
     loops: set[int] = set()
+    if not _DECODERS & ctx.names:  # no decoding call anywhere in the file
+        return loops
     for code in ctx.step_code:
         if id(code.loop) not in loops and (_generates(code.node) or _next_of_sampler(ctx, code.node)):
             loops.add(id(code.loop))
