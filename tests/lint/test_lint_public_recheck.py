@@ -78,6 +78,8 @@ with amp_autocast():
 def test_a_deprecated_api_kept_in_a_name_is_reported_where_it_is_named() -> None:
     # every ``with amp_autocast():`` warns; the getattr feature test names no attribute and is quiet
     assert found(AMP_BY_NAME, "deprecated_torch_api") == [6, 7]
+    clip = "import torch\nclip = torch.nn.utils.clip_grad_norm\nclip(model.parameters(), 1.0)\n"
+    assert found(clip, "deprecated_torch_api") == [2]
     modern = AMP_BY_NAME.replace("torch.cuda.amp.autocast", "torch.amp.autocast")
     assert found(modern, "deprecated_torch_api") == []
 
