@@ -60,9 +60,13 @@ def small_items(ctx: Context, loader: ast.Call) -> bool:
     """Is the loader's dataset one of the thumbnail-image datasets (MNIST, CIFAR, SVHN)?"""
     given = keyword(loader, "dataset")
     expr = given.value if given is not None else loader.args[0] if loader.args else None
+    at: ast.AST = loader
     for _ in range(4):
         if isinstance(expr, ast.Name | ast.Attribute) and not isinstance(expr, ast.Call):
-            expr = _assigned(ctx, expr, loader)
+            value = _assigned(ctx, expr, at)  # read where it was assigned: self.x = ds in __init__
+            if value is None:
+                return False
+            expr = at = value
         elif isinstance(expr, ast.Subscript):
             expr = expr.value
         else:
@@ -241,4 +245,16 @@ def _pairs(target: ast.expr, value: ast.expr) -> list[tuple[str, ast.expr]]:
         return [(f"{target.value.id}.{target.attr}", value)]
     if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
         return [pair for t, v in zip(target.elts, value.elts, strict=True) for pair in _pairs(t, v)]
+    if isinstance(target, ast.Tuple) and _splits(value):  # train, val = random_split(ds, [...]): items of ds
+        assert isinstance(value, ast.Call)  # _splits checked it
+        return [pair for t in target.elts for pair in _pairs(t, value.args[0])]
     return []
+
+
+def _splits(value: ast.expr) -> bool:
+    """``random_split(ds, ...)``: every part it returns holds items of ``ds``."""
+    if not isinstance(value, ast.Call) or not value.args or isinstance(value.args[0], ast.Starred):
+        return False
+    func = value.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name == "random_split"

@@ -162,6 +162,84 @@ def _framework_on_cpu(ctx: Context) -> bool | None:
     return all(verdicts)
 
 
+def _reseeds_for_others(ctx: Context) -> bool:
+    """Does this file call ``.set_epoch(...)`` on behalf of other files: in a function of a module
+    that is not itself a script (``utils.begin_epoch(loader, epoch)``)? A sibling script with its own
+    ``if __name__ == "__main__":`` re-seeds only its own sampler."""
+    if any(_is_main_guard(node) for node in ctx.tree.body):
+        return False
+    return any(
+        isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" and _in_function(ctx, c)
+        for c in ctx.calls
+    )
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` at module level."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    names = [node.test.left, *node.test.comparators]
+    return any(isinstance(n, ast.Name) and n.id == "__name__" for n in names)
+
+
+def _in_function(ctx: Context, node: ast.AST) -> bool:
+    """Is ``node`` inside a function (code another module can call), not module-level script code?"""
+    parent = ctx.parents.get(node)
+    while parent is not None and not isinstance(parent, ast.Module):
+        if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
+            return True
+        parent = ctx.parents.get(parent)
+    return False
+
+
+def _builds_conv_net(ctx: Context, call: ast.Call) -> bool:
+    """An ImageNet-scale conv net, where the algorithm choice matters: ``torchvision.models.resnet50()``,
+    ``timm.create_model(...)``, or one picked by name (``models.__dict__[args.arch]()``)."""
+    func = call.func.value if isinstance(call.func, ast.Subscript) else call.func
+    return ctx.qualname(func).startswith(_CONV_NETS)
+
+
+def _sets_cudnn_benchmark(ctx: Context) -> bool:
+    """Does the file turn ``torch.backends.cudnn.benchmark`` on (or leave it to a value decided
+    elsewhere)? ``cudnn.benchmark = False`` (a seeded, deterministic run) does not."""
+    for node in ctx.assigns:
+        for target in node.targets:
+            benchmark = (
+                isinstance(target, ast.Attribute) and ctx.qualname(target) == "torch.backends.cudnn.benchmark"
+            )
+            if benchmark and ctx.value(node.value) is not False:
+                return True
+    return False
+
+
+def always_deterministic(ctx: Context) -> bool:
+    """Does the file ask for deterministic kernels on every run (``cudnn.deterministic = True`` or
+    ``torch.use_deterministic_algorithms(True)`` outside any ``if``)? A request under ``if args.seed:``
+    is opt-in: the default run is free to benchmark."""
+    found: list[ast.AST] = [
+        n
+        for n in ctx.assigns
+        if any(ctx.qualname(t) == "torch.backends.cudnn.deterministic" for t in n.targets)
+        and ctx.value(n.value) is True
+    ]
+    found += [
+        c
+        for c in ctx.calls_to("torch.use_deterministic_algorithms")
+        if c.args and ctx.value(c.args[0]) is True
+    ]
+    return any(not _conditional(ctx, node) for node in found)
+
+
+def _conditional(ctx: Context, node: ast.AST) -> bool:
+    """Is ``node`` inside an ``if`` of its function or module?"""
+    parent = ctx.parents.get(node)
+    while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
+        if isinstance(parent, ast.If):
+            return True
+        parent = ctx.parents.get(parent)
+    return False
+
+
 def _yields_items(cls: ast.ClassDef) -> bool:
     """A class that yields items (``__getitem__``/``__iter__``) or names Dataset among its bases."""
     methods = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
@@ -192,14 +270,10 @@ class Project:
         verdicts = [gpu_evidence(ctx) for ctx in contexts]
         project.gpu = any(v is True for v in verdicts)
         for ctx in contexts:
-            project.calls_set_epoch |= "set_epoch" in ctx.names and any(
-                isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in ctx.calls
-            )
+            project.calls_set_epoch |= "set_epoch" in ctx.names and _reseeds_for_others(ctx)
             project.chooses_precision |= mentions_amp(ctx)
-            project.conv_net |= any(  # an ImageNet-scale conv net, where the algorithm choice matters
-                ctx.qualname(c.func).startswith(_CONV_NETS) for c in ctx.calls
-            )
-            project.sets_cudnn_benchmark |= "benchmark" in ctx.names and "cudnn" in ctx.names
+            project.conv_net |= any(_builds_conv_net(ctx, c) for c in ctx.calls)
+            project.sets_cudnn_benchmark |= "benchmark" in ctx.names and _sets_cudnn_benchmark(ctx)
             project.uses_distributed_sampler |= "DistributedSampler" in ctx.names
             for node in ctx.classes:
                 project.datasets.setdefault(node.name, node)

@@ -195,8 +195,8 @@ def _loss_to_host(ctx: Context, node: ast.Call, func: ast.Name) -> str:
     """``print(loss)``, ``float(loss)``, ``int(loss)`` on a loss tensor (copies it to the host), else ''."""
     if func.id in {"print", "float", "int"} and node.args:
         mentioned = {w for a in node.args for w in words(a)}
-        if mentioned & ctx.loss_names and not any(
-            isinstance(a, ast.Call) for arg in node.args for a in ast.walk(arg)
+        if mentioned & ctx.loss_names and not any(  # print(loss.item()): the .item() is the finding
+            _sync_call(ctx, a) for arg in node.args for a in ast.walk(arg)
         ):
             return f"{func.id}(<loss tensor>)"
     return ""
@@ -215,11 +215,88 @@ def host_sync_per_step(ctx: Context, pos: Positions) -> Iterator[Hit]:
         return
     seen: set[ast.Call] = set()
     synced = {id(code.loop) for code in _synchronizes(ctx)}  # the step already waits: reported there
+    synced |= _sampling_loops(ctx)  # the step decodes token by token: it waits at every token anyway
+    synced |= _fixed_batch_loops(ctx)  # one batch, drawn before the loop: a timing or overfit run
     for code in ctx.step_code:
         name = _sync_call(ctx, code.node)
         if name and code.node not in seen and id(code.loop) not in synced:
             seen.add(code.node)
             yield Hit("host_sync_per_step", code.node, _step_message(f"{name} waits for the GPU", code.via))
+
+
+def _fixed_batch_loops(ctx: Context) -> set[int]:
+    """Step loops that feed the model one batch drawn once before the loop (``x, y = next(it)``
+    outside, ``loss = model(x, y)`` inside, ``x``/``y`` never rebound): a benchmark or an overfit
+    check, not training on a data stream. Its waits time the model; they slow no training run."""
+    found = ctx.memo.get("fixed_batch_loops")
+    if found is None:
+        drawn = {
+            t.id
+            for a in ctx.assigns
+            if isinstance(a.value, ast.Call)
+            and isinstance(a.value.func, ast.Name)
+            and a.value.func.id == "next"
+            for target in a.targets
+            for t in ast.walk(target)
+            if isinstance(t, ast.Name)
+        }
+        found = (
+            set() if not drawn else {id(loop) for loop in ctx.step_loops if _feeds_fixed(ctx, loop, drawn)}
+        )
+        ctx.memo["fixed_batch_loops"] = found
+    return found  # type: ignore[return-value]  # memo holds what this function built
+
+
+def _feeds_fixed(ctx: Context, loop: ast.AST, drawn: set[str]) -> bool:
+    bound = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    inputs: list[set[str]] = []
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            targets = {t.id for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+            if targets & ctx.loss_names:
+                inputs.append({a.id for a in node.value.args if isinstance(a, ast.Name)})
+    return bool(inputs) and all(names and names <= drawn and not names & bound for names in inputs)
+
+
+def _sampling_loops(ctx: Context) -> set[int]:
+    """Step loops that sample from the model every step (RL rollouts: ``model.generate(...)``,
+    ``engine.generate_batch(...)``, directly or through ``next()`` of a generator defined in the file).
+    Autoregressive decoding reads each token on the host, so the step already waits for the GPU once per
+    token; one more ``.item()`` for a log line costs nothing measurable there."""
+    loops: set[int] = set()
+    if not _DECODERS & ctx.names:  # no decoding call anywhere in the file
+        return loops
+    for code in ctx.step_code:
+        if id(code.loop) not in loops and (_generates(code.node) or _next_of_sampler(ctx, code.node)):
+            loops.add(id(code.loop))
+    return loops
+
+
+_DECODERS = frozenset({"generate", "generate_batch"})  # HF/vLLM ``model.generate``, nanochat's engine
+
+
+def _generates(node: ast.AST) -> bool:
+    """An autoregressive decoding call (``generate_square_subsequent_mask`` is not one)."""
+    func = node.func if isinstance(node, ast.Call) else None
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in _DECODERS
+
+
+def _next_of_sampler(ctx: Context, call: ast.Call) -> bool:
+    """``next(rollouts)`` where ``rollouts = make_rollouts()`` and that function of the file generates."""
+    if not (isinstance(call.func, ast.Name) and call.func.id == "next" and call.args):
+        return False
+    source = call.args[0]
+    if not isinstance(source, ast.Name):
+        return False
+    for assign in ctx.assigns:
+        value = assign.value
+        named = any(isinstance(t, ast.Name) and t.id == source.id for t in assign.targets)
+        if named and isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            for func in ctx.functions.get(value.func.id, []):
+                if any(_generates(node) for node in ast.walk(func)):
+                    return True
+    return False
 
 
 @check
@@ -258,8 +335,9 @@ def _synchronizes(ctx: Context) -> list[StepCode]:
             if node in seen or not ctx.is_api(node.func, *targets):
                 continue
             seen.add(node)
-            opt_in = ctx.is_api(node.func, "torch.cuda.synchronize") and any(
-                _under_flag(ctx, n) for n in (node, *code.via)
+            opt_in = ctx.is_api(node.func, "torch.cuda.synchronize") and (
+                any(_under_flag(ctx, n) for n in (node, *code.via))
+                or id(code.loop) in _fixed_batch_loops(ctx)
             )
             if not opt_in:
                 found.append(code)

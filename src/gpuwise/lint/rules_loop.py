@@ -12,6 +12,7 @@ import ast
 from collections.abc import Iterator
 
 from gpuwise.lint.context import Context, keyword
+from gpuwise.lint.project import always_deterministic
 from gpuwise.lint.rules import Hit, _loaders, check
 from gpuwise.lint.spans import Positions
 from gpuwise.lint.types import Edit
@@ -71,6 +72,8 @@ def data_parallel(ctx: Context, pos: Positions) -> Iterator[Hit]:
     batch each step; DistributedDataParallel is faster even on one machine."""
     for call in ctx.calls_to("torch.nn.DataParallel", "torch.nn.parallel.DataParallel"):
         yield Hit("data_parallel", call, "nn.DataParallel replicates the model every step from one process")
+    for call in ctx.calls_to("torch.nn.parallel.data_parallel"):  # the functional form, called per forward
+        yield Hit("data_parallel", call, "nn.parallel.data_parallel replicates the model on every forward")
 
 
 @check
@@ -186,7 +189,9 @@ def cudnn_benchmark_off(ctx: Context, pos: Positions) -> Iterator[Hit]:
     project = ctx.project
     if ctx.framework != "pytorch" or not ctx.step_loops or not ctx.uses_gpu or project is None:
         return
-    if not project.conv_net or project.sets_cudnn_benchmark or "deterministic" in ctx.names:
+    if not project.conv_net or project.sets_cudnn_benchmark:
+        return
+    if "deterministic" in ctx.names and always_deterministic(ctx):  # a reproducible run keeps it off
         return
     loop = ctx.step_loops[0]
     yield Hit("cudnn_benchmark_off", loop, "conv net trained without torch.backends.cudnn.benchmark = True")
@@ -205,6 +210,9 @@ _DEPRECATED: dict[str, tuple[str, str]] = {
 }
 
 
+_DEPRECATED_LAST = frozenset(path.rpartition(".")[2] for path in _DEPRECATED)
+
+
 @check
 def deprecated_torch_api(ctx: Context, pos: Positions) -> Iterator[Hit]:
     """A deprecated torch API: it warns on every call and is due to be removed. Fixable where the
@@ -213,6 +221,23 @@ def deprecated_torch_api(ctx: Context, pos: Positions) -> Iterator[Hit]:
         for call in ctx.calls_to(old):
             edit = _rewrite_head(pos, call, old, head) if head else None
             yield Hit("deprecated_torch_api", call, f"{old} is deprecated: use {new}", edit)
+    for node, old in _deprecated_references(ctx):
+        new = _DEPRECATED[old][0]
+        yield Hit("deprecated_torch_api", node, f"{old} is deprecated (called through this name): use {new}")
+
+
+def _deprecated_references(ctx: Context) -> Iterator[tuple[ast.expr, str]]:
+    """A deprecated API kept in a name to be called later (``amp_autocast = torch.cuda.amp.autocast``,
+    ``autocast_fn=torch.cuda.amp.autocast``): every call through the name warns. ``getattr(torch.cuda.amp,
+    "autocast")`` (a feature test) names no attribute node and is not reported."""
+    if not _DEPRECATED_LAST & ctx.names:  # no deprecated API named anywhere in the file
+        return
+    values: list[ast.expr] = [a.value for a in ctx.assigns]
+    values += [k.value for c in ctx.calls for k in c.keywords]
+    for value in values:
+        for node in (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,):
+            if isinstance(node, ast.Attribute) and ctx.qualname(node) in _DEPRECATED:
+                yield node, ctx.qualname(node)
 
 
 def _rewrite_head(pos: Positions, call: ast.Call, old: str, head: str) -> Edit | None:
