@@ -26,6 +26,9 @@ whole report) and through HTA in a fresh process (import, load, temporal and idl
 and a fresh per-rank summary cache (a first look). Each process's CPU seconds (user + sys) are printed
 beside its wall time, with the speed-up on them: on a loaded machine wall time measures the neighbours.
 
+The floor of gpuwise's peak RSS (a process that imports what the run imports and reads nothing) is
+printed first, and each row's RSS above it in parentheses: a small trace cannot go below that floor.
+
 LAST line: {"speedup_vs_hta": X, "peak_rss_over_trace_size": Y, "peak_rss_over_trace_size_repeated_ids": Z,
             "wall_to_wall_min_speedup": W, "wall_peak_rss_over_trace_size": R}
   X = gpuwise MB/s / HTA MB/s over every trace both analyzed (uncompressed JSON bytes / CPU seconds of
@@ -353,15 +356,35 @@ def run_cli(path: Path) -> dict:
     return {"wall_s": wall, "process_cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_bytes": rss}
 
 
+# What a `trace --json` run of one file has loaded before it reads the trace: its floor of peak RSS.
+_IMPORTS_ONLY = (
+    "import gpuwise.cli.app, gpuwise.cli.trace_cmd, gpuwise.trace.parallel, gpuwise.trace.rank_distribution\n"
+    "for line in open('/proc/self/status'):\n"
+    "    if line.startswith('VmHWM:'):\n"
+    "        print(int(line.split()[1]) * 1024)\n"
+)
+
+
+def import_baseline_rss() -> int | None:
+    """Peak RSS (bytes, VmHWM) of a process that imports what a one-file `trace --json` run imports and
+    reads nothing: the part of a run's peak that no trace size changes (None where /proc is missing)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PYTHONPYCACHEPREFIX": "/tmp/gpuwise-bench-pycache"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    proc = subprocess.run([sys.executable, "-c", _IMPORTS_ONLY], capture_output=True, text=True, env=env)
+    lines = proc.stdout.split()
+    return int(lines[-1]) if proc.returncode == 0 and lines else None
+
+
 def _wall_row(rel: str, size: int, gw: dict, hta: dict | None) -> tuple[float | None, float | None]:
     """Print one trace's row; return its (wall, whole-process CPU) speed-ups over HTA."""
     speed = hta["wall_s"] / gw["wall_s"] if hta else None
     cpu_speed = hta["process_cpu_s"] / gw["process_cpu_s"] if hta and gw["process_cpu_s"] else None
     hta_wall, hta_cpu = (hta["wall_s"], hta["process_cpu_s"]) if hta else (float("nan"),) * 2
-    rss = gw["peak_rss_bytes"]
+    rss, base = gw["peak_rss_bytes"], gw.get("baseline_rss_bytes")
+    above = f" (+{(rss - base) / 1e6:.0f})" if rss and base else ""
     print(
         f"{rel[-62:]:62} {size / 1e6:6.1f} | {gw['wall_s']:9.2f} {gw['process_cpu_s']:6.2f} "
-        f"{rss / 1e6 if rss else float('nan'):6.0f} | {hta_wall:7.2f} {hta_cpu:6.2f} | "
+        f"{rss / 1e6 if rss else float('nan'):6.0f}{above} | {hta_wall:7.2f} {hta_cpu:6.2f} | "
         f"{f'{speed:.1f}×' if speed else '—':>8} {f'{cpu_speed:.1f}×' if cpu_speed else '—':>7}",
         flush=True,
     )
@@ -376,6 +399,12 @@ def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float 
     if not chosen:
         return None, None
     print(f"\nwall to wall, interpreter start included, traces of {args.wall_min_mb:g} MB of JSON and more:")
+    baseline = import_baseline_rss()
+    if baseline:
+        print(
+            f"  floor of gpuwise's peak RSS: {baseline / 1e6:.0f} MB (the interpreter and the modules a "
+            "`trace --json` run imports, no trace read); RSS above it is printed after the peak"
+        )
     print(
         f"{'trace':62} {'MB':>6} | {'gpuwise s':>9} {'CPU s':>6} {'RSS MB':>6} | {'HTA s':>7} {'CPU s':>6} | "
         f"{'speed-up':>8} {'on CPU':>7}"
@@ -389,6 +418,7 @@ def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float 
             continue
         if gw["peak_rss_bytes"]:
             rss_ratios.append(gw["peak_rss_bytes"] / size)
+        gw["baseline_rss_bytes"] = baseline
         speed, cpu_speed = _wall_row(rel, size, gw, hta if hta is not None and "error" not in hta else None)
         speedups += [speed] if speed is not None else []
         cpu_speedups += [cpu_speed] if cpu_speed is not None else []

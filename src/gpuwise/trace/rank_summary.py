@@ -45,7 +45,10 @@ _PICKLE_PROTOCOL = 5
 
 @cache
 def _host() -> str:
-    """This machine's name, asked once, when a summary is made (not at import: start-up time)."""
+    """This machine's name, asked once, when a summary is made (not at import: start-up time). POSIX
+    uname's node name is what gethostname returns, without importing `socket`."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
     import socket
 
     return socket.gethostname()
