@@ -292,9 +292,11 @@ def _runner(
     return (lambda todo: run_processes(todo, used, hashed)), RunStats("processes", used)
 
 
-def _cached(sources: list[str], cache: SummaryCache | None) -> list[RankAnalysis | RankFailure | None]:
-    """Per source, its cached analysis (local files unchanged since they were summarized), else None."""
-    results: list[RankAnalysis | RankFailure | None] = [None] * len(sources)
+def _cached(
+    sources: list[str], cache: SummaryCache | None
+) -> list[tuple[RankAnalysis, ...] | RankFailure | None]:
+    """Per source, its cached ranks (local files unchanged since they were summarized), else None."""
+    results: list[tuple[RankAnalysis, ...] | RankFailure | None] = [None] * len(sources)
     if cache is None:
         return results
     for i, source in enumerate(sources):
@@ -315,26 +317,24 @@ def _collect(
     """Every rank's analysis (cached or computed, in input order) and the files lost."""
     results = _cached(sources, cache)
     todo = [i for i, r in enumerate(results) if r is None]
-    stats.cached_ranks = len(sources) - len(todo)
-    fresh: list[tuple[str, str, RankAnalysis]] = []
-    extra: list[RankAnalysis] = []
+    stats.cached_ranks = sum(len(r) for r in results if isinstance(r, tuple))
+    fresh: list[tuple[str, str, tuple[RankAnalysis, ...]]] = []
     for k, (j, outcome) in enumerate(runner([sources[i] for i in todo])):
         i = todo[j]
         if on_done is not None:
-            on_done(stats.cached_ranks + k, sources[i])
+            on_done(len(sources) - len(todo) + k, sources[i])
         if isinstance(outcome, RankFailure):
             if strict or len(sources) == 1:
                 raise GpuwiseError(outcome.message or f"{outcome.file}: {outcome.reason}")
             results[i] = outcome
             continue
-        results[i] = compact(outcome.analysis)
-        extra += [compact(a) for a in outcome.more]  # one file, several processes (Nsight): one rank each
+        results[i] = tuple(map(compact, outcome.analyses))  # an Nsight file of N processes: N ranks
         stats.add(outcome)
-        if not is_url(sources[i]) and not outcome.more:  # the cache holds one rank per file
-            fresh.append((sources[i], outcome.sha256, outcome.analysis))
+        if not is_url(sources[i]):
+            fresh.append((sources[i], outcome.sha256, outcome.analyses))
     if cache is not None and fresh:
         cache.put_many(fresh)
-    analyses = [r for r in results if isinstance(r, RankAnalysis)] + extra
+    analyses = [a for r in results if isinstance(r, tuple) for a in r]
     skipped = [SkippedFile(r.file, r.reason) for r in results if isinstance(r, RankFailure)]
     stats.lost_ranks = len(skipped)
     return analyses, skipped

@@ -2,7 +2,8 @@
 
 A `RankSummary` carries one rank's `RankAnalysis` (breakdown, top kernels and per-name kernel times, step
 times, collective timings, copies, syncs, launches: everything the findings and the cross-rank comparison
-read, no event), the worker's CPU seconds and peak RSS, and nothing else: about 35 KB pickled for a DLRM
+read, no event; further ranks of the same file in ``more``), the worker's CPU seconds and peak RSS, and
+nothing else: about 35 KB pickled for a DLRM
 rank of 0.9 MB (5 KB compressed in the summary cache). A rank that cannot be analyzed comes back as a
 `RankFailure` naming the file and why, so one bad rank (cut file, out of memory) loses only itself.
 
@@ -79,6 +80,11 @@ class RankSummary:
     def file(self) -> str:
         """The trace file (path or URL) as given."""
         return self.analysis.file
+
+    @property
+    def analyses(self) -> tuple[RankAnalysis, ...]:
+        """Every rank the file holds, in the file's order (one, or one per process of an Nsight export)."""
+        return (self.analysis, *self.more)
 
 
 def is_url(source: str) -> bool:
@@ -165,14 +171,20 @@ def compact(analysis: RankAnalysis) -> RankAnalysis:
     return analysis
 
 
-def summary_to_bytes(analysis: RankAnalysis) -> bytes:
-    """The compressed pickle a summary is cached as (zlib level 1: ~5 KB for a DLRM rank)."""
-    return zlib.compress(pickle.dumps(analysis, _PICKLE_PROTOCOL), 1)
+def summary_to_bytes(analyses: RankAnalysis | tuple[RankAnalysis, ...]) -> bytes:
+    """The compressed pickle one file's ranks are cached as (zlib level 1: ~5 KB for a DLRM rank); a file
+    of one rank is its analysis alone, a file of several (an Nsight export of N processes) their tuple."""
+    if isinstance(analyses, tuple) and len(analyses) == 1:
+        analyses = analyses[0]
+    return zlib.compress(pickle.dumps(analyses, _PICKLE_PROTOCOL), 1)
 
 
-def summary_from_bytes(blob: bytes) -> RankAnalysis:
-    """The analysis cached by `summary_to_bytes` (the cache is the user's own file, written by gpuwise)."""
+def summary_from_bytes(blob: bytes) -> tuple[RankAnalysis, ...]:
+    """The ranks cached by `summary_to_bytes`, in the file's order (the cache is the user's own file,
+    written by gpuwise)."""
     value: Any = pickle.loads(zlib.decompress(blob))  # our own cache file, keyed by content
-    if not isinstance(value, RankAnalysis):
-        raise ValueError("not a rank summary")
-    return value
+    if isinstance(value, RankAnalysis):
+        return (value,)
+    if isinstance(value, tuple) and value and all(isinstance(v, RankAnalysis) for v in value):
+        return value
+    raise ValueError("not a rank summary")
