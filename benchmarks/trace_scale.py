@@ -11,8 +11,9 @@ Then each engine analyzes the directory in a fresh driver process, without the s
 - ``workers=2 cached``: the pool again after a run that filled the summary cache (a second look).
 
 Printed per run: wall seconds of the driver process (analysis and text report), the driver's CPU seconds
-and peak RSS, the workers' CPU seconds (whole processes, start-up included) and largest peak RSS, the
-ranks analyzed and lost. Then the size of one rank's summary (pickled, and compressed as cached).
+and peak RSS, the workers' CPU seconds (whole processes, start-up included), their CPU milliseconds per
+rank analyzed (the ranks' own time) and largest peak RSS, the ranks analyzed and lost, and the 1-minute
+load average when the run ended. Then the size of one rank's summary (pickled, and compressed as cached).
 CPU seconds are printed beside wall time because the machine may be shared.
 
     python benchmarks/trace_scale.py [--ranks 1024 10000] [--engines w1 w2 dask cached] [--tmp DIR]
@@ -67,6 +68,7 @@ print(json.dumps({
     "worker_cpu_s": round(stats.worker_process_cpu_s and sum(stats.worker_process_cpu_s.values()) or 0.0, 2),
     "worker_rank_cpu_s": round(stats.worker_cpu_s, 2),
     "worker_peak_rss_mb": round(stats.worker_peak_rss_bytes / 2**20, 1),
+    "worker_cpu_ms_per_rank": round(1000 * stats.worker_cpu_s / max(stats.analyzed_ranks, 1), 2),
     "ranks": len(report.ranks), "lost": len(report.skipped), "cached": stats.cached_ranks,
     "report_lines": console.file.getvalue().count("\n"),
 }))
@@ -126,6 +128,7 @@ def run_engines(directory: Path, engines: list[str], scratch: Path) -> dict[str,
             out[engine] = drive(directory, 2, None, cache)
         elif engine == "dask":
             out[engine] = _dask(directory)
+        out[engine]["load_avg_1min"] = round(os.getloadavg()[0], 2)  # the machine may be shared: CPU s count
         print(f"  {engine:>6}: " + ", ".join(f"{k} {v}" for k, v in out[engine].items()), flush=True)
     return out
 

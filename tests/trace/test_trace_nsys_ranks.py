@@ -62,3 +62,16 @@ def test_one_process_stays_one_rank(tmp_path):
     e.kernel(5000, 10_000, "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 1)
     ranks = analyze_file_ranks(e.write(tmp_path / "one.sqlite"))
     assert len(ranks) == 1 and ranks[0].kernels.count == 1
+
+
+def test_the_summary_cache_holds_a_file_of_several_ranks(tmp_path, monkeypatch):
+    from gpuwise.trace.parallel import analyze_many
+
+    monkeypatch.setenv("GPUWISE_TRACE_CACHE", str(tmp_path / "cache.sqlite"))
+    path = _two_processes(tmp_path / "job.sqlite")
+    first, s1 = analyze_many([str(path)], workers=1)
+    again, s2 = analyze_many([str(path)], workers=1)
+    assert (s1.cached_ranks, s1.analyzed_ranks, s2.cached_ranks, s2.analyzed_ranks) == (0, 1, 2, 0)
+    assert [r.rank.rank for r in again.ranks] == [0, 1]
+    assert again.to_dict()["ranks"] == first.to_dict()["ranks"]
+    assert {f.id for f in again.findings} == {f.id for f in first.findings}

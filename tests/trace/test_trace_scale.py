@@ -206,9 +206,9 @@ def test_a_worker_process_killed_mid_run_costs_no_rank_whose_file_is_good(dlrm, 
     retried: list[str] = []
     alone = parallel._alone
 
-    def counting_alone(source, ctx):  # the real retry, counted
+    def counting_alone(source, ctx, hashed):  # the real retry, counted
         retried.append(source)
-        return alone(source, ctx)
+        return alone(source, ctx, hashed)
 
     monkeypatch.setattr(parallel, "_alone", counting_alone)
 

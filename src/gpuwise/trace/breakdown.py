@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ IDLE_KERNEL_CATS = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "M
 CONSECUTIVE_KERNEL_DELAY_US = 30  # HTA default for get_idle_time_breakdown
 
 
+@lru_cache(maxsize=1 << 14)  # per distinct name: a worker sees the same kernels in every rank
 def hta_kernel_type(name: str) -> str:
     """HTA's kernel type by name: "communication" (nccl*Kernel), "memory" (Memcpy, Memset, dma),
     "computation" (anything not communication, copy or sync), else "other"."""

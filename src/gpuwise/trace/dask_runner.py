@@ -44,14 +44,21 @@ def connect(address: str) -> Any:
         ) from None
 
 
-def run_dask(sources: list[str], address: str) -> Iterator[tuple[int, RankSummary | RankFailure]]:
-    """Submit one task per rank to the cluster at ``address``; yield (index, outcome) as tasks finish."""
+def run_dask(
+    sources: list[str], address: str, hashed: bool = True
+) -> Iterator[tuple[int, RankSummary | RankFailure]]:
+    """Submit one task per rank to the cluster at ``address``; yield (index, outcome) as tasks finish
+    (``hashed``: hash each file's content, the summary cache's key)."""
     from distributed import as_completed
 
     client = connect(address)
     run = uuid.uuid4().hex[:12]  # task keys are global on the scheduler: two runs must not share one
     futures = client.map(
-        summarize, sources, pure=False, key=[f"gpuwise-rank-{run}-{i}" for i in range(len(sources))]
+        summarize,
+        sources,
+        pure=False,
+        key=[f"gpuwise-rank-{run}-{i}" for i in range(len(sources))],
+        hashed=hashed,
     )
     index = {f.key: i for i, f in enumerate(futures)}
     finished = 0

@@ -88,8 +88,8 @@ def sync_stats(t: EventTable, steps: Steps) -> SyncStats:
     """Synchronizing runtime calls (the taxonomy's host-blocking roles: cudaDeviceSynchronize,
     cudaStreamSynchronize, blocking cudaMemcpy, hipMemcpyWithStream, ...) inside the steps, or over
     the trace when it has no ProfilerStep."""
-    codes = t.name_codes(lambda s: api_role(s) in HOST_BLOCKING_ROLES)
-    rows = np.flatnonzero(t.name_mask(codes) & t.cat_mask(*RUNTIME_CATS) & cpu_complete_events(t))
+    calls = np.flatnonzero(t.cat_mask(*RUNTIME_CATS) & cpu_complete_events(t))
+    rows = t.rows_named(calls, lambda s: api_role(s) in HOST_BLOCKING_ROLES)
     scope = "trace"
     if steps.count:
         rows = rows[in_steps(t.ts[rows], steps)]
@@ -123,10 +123,8 @@ def launch_stats(
     """``kernel_rows``: kernels in the analysis window; launch calls are found by correlation id."""
     kernel_rows = unique_rows(kernel_rows)
     kernel_rows = kernel_rows[t.cat_mask(*KERNEL_CATS)[kernel_rows]]
-    launch_codes = t.name_codes(lambda s: bool(_LAUNCH_RE.search(s)))
-    runtime = np.flatnonzero(
-        t.cat_mask(*RUNTIME_CATS) & t.name_mask(launch_codes) & (t.correlation >= 0) & cpu_complete_events(t)
-    )
+    calls = np.flatnonzero(t.cat_mask(*RUNTIME_CATS) & (t.correlation >= 0) & cpu_complete_events(t))
+    runtime = t.rows_named(calls, _LAUNCH_RE.search)
     launch_of = _match_by_correlation(t.correlation[runtime], runtime, t.correlation[kernel_rows])
     linked = launch_of >= 0
     launch_rows = launch_of[linked]

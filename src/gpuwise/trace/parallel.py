@@ -48,7 +48,7 @@ Outcome = RankSummary | RankFailure
 Runner = Callable[[list[str]], Iterator[tuple[int, Outcome]]]
 
 # Without --workers, inputs smaller than this are analyzed in this process: starting a worker costs ~0.5 s of
-# CPU (interpreter, numpy, the trace modules), what parsing ~20 MB of Kineto JSON costs (DLRM: 21 ms per
+# CPU (interpreter, numpy, the trace modules), what parsing ~30 MB of Kineto JSON costs (DLRM: 13-18 ms per
 # 0.9 MB rank, benchmarks/trace_scale.py).
 POOL_MIN_BYTES = 32_000_000
 
@@ -135,11 +135,14 @@ def _url_fs(url: str) -> tuple[Any, str]:
         raise GpuwiseError(f"{url}: {err}") from None
 
 
-def run_in_process(sources: list[str], progress: FileProgress | None = None) -> Iterator[tuple[int, Outcome]]:
-    """Today's path: one rank after another in this process (``--workers 1``)."""
+def run_in_process(
+    sources: list[str], progress: FileProgress | None = None, hashed: bool = True
+) -> Iterator[tuple[int, Outcome]]:
+    """Today's path: one rank after another in this process (``--workers 1``); ``hashed``: hash each file's
+    content (the summary cache's key; False without a cache)."""
     for i, source in enumerate(sources):
         callback = (lambda n, i=i, s=source: progress(i, Path(s), n)) if progress else None
-        yield i, summarize(source, callback)
+        yield i, summarize(source, callback, hashed)
 
 
 def _worker_init() -> None:
@@ -163,7 +166,7 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 
 def _drain(
-    pool: ProcessPoolExecutor, sources: list[str], pending: deque[int], window: int
+    pool: ProcessPoolExecutor, sources: list[str], pending: deque[int], window: int, hashed: bool
 ) -> Iterator[tuple[int, Outcome]]:
     """Run ``pending`` on ``pool``, at most ``window`` tasks queued; on a broken pool, put the tasks in
     flight back at the front of ``pending`` and raise BrokenProcessPool."""
@@ -174,7 +177,7 @@ def _drain(
     while pending or in_flight:
         while pending and len(in_flight) < window:
             i = pending.popleft()
-            in_flight[pool.submit(summarize, sources[i])] = i
+            in_flight[pool.submit(summarize, sources[i], None, hashed)] = i
         done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
         for fut in done:
             i = in_flight.pop(fut)
@@ -186,10 +189,10 @@ def _drain(
             yield i, outcome
 
 
-def run_processes(sources: list[str], workers: int) -> Iterator[tuple[int, Outcome]]:
-    """Ranks on a pool of ``workers`` processes, yielded as they finish. When a worker process dies, the
-    ranks it may have held are retried one at a time, each in a fresh process: the one that kills its
-    process again is lost (and named), the others are kept."""
+def run_processes(sources: list[str], workers: int, hashed: bool = True) -> Iterator[tuple[int, Outcome]]:
+    """Ranks on a pool of ``workers`` processes, yielded as they finish (``hashed``: as `run_in_process`).
+    When a worker process dies, the ranks it may have held are retried one at a time, each in a fresh
+    process: the one that kills its process again is lost (and named), the others are kept."""
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
@@ -199,23 +202,23 @@ def run_processes(sources: list[str], workers: int) -> Iterator[tuple[int, Outco
         pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init)
         suspects: list[int] = []
         try:
-            yield from _drain(pool, sources, pending, 2 * workers)
+            yield from _drain(pool, sources, pending, 2 * workers, hashed)
         except BrokenProcessPool:
             suspects = [pending.popleft() for _ in range(min(len(pending), 2 * workers))]
         finally:
             _stop(pool)
         for i in suspects:
-            yield i, _alone(sources[i], ctx)
+            yield i, _alone(sources[i], ctx, hashed)
 
 
-def _alone(source: str, ctx: Any) -> Outcome:
+def _alone(source: str, ctx: Any, hashed: bool) -> Outcome:
     """One rank in a process of its own: its outcome, or a failure if the process dies."""
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_worker_init)
     try:
-        return pool.submit(summarize, source).result()
+        return pool.submit(summarize, source, None, hashed).result()
     except BrokenProcessPool:
         return RankFailure(source, DIED)
     finally:
@@ -238,8 +241,8 @@ def analyze_many(
     sources = expand_sources(paths)
     if workers is None:
         workers = 1 if _local_bytes(sources) < POOL_MIN_BYTES else default_workers()
-    runner, stats = _runner(sources, workers, dask_address, progress)
     cache_path = default_cache_path() if use_cache else None
+    runner, stats = _runner(sources, workers, dask_address, progress, hashed=cache_path is not None)
     cache = SummaryCache(cache_path) if cache_path is not None else None
     stats.cache_file = str(cache_path) if cache_path is not None else None
     try:
@@ -275,23 +278,25 @@ def _local_bytes(sources: list[str]) -> float:
 
 
 def _runner(
-    sources: list[str], workers: int, dask_address: str | None, progress: FileProgress | None
+    sources: list[str], workers: int, dask_address: str | None, progress: FileProgress | None, hashed: bool
 ) -> tuple[Runner, RunStats]:
     if workers < 1:
         raise GpuwiseError(f"--workers {workers}: give 1 or more processes (1 analyzes in this process)")
     if dask_address:
         from gpuwise.trace.dask_runner import run_dask
 
-        return (lambda todo: run_dask(todo, dask_address)), RunStats("dask", None)
+        return (lambda todo: run_dask(todo, dask_address, hashed)), RunStats("dask", None)
     if workers == 1 or len(sources) == 1:
-        return (lambda todo: run_in_process(todo, progress)), RunStats("in-process", 1)
+        return (lambda todo: run_in_process(todo, progress, hashed)), RunStats("in-process", 1)
     used = min(workers, len(sources))
-    return (lambda todo: run_processes(todo, used)), RunStats("processes", used)
+    return (lambda todo: run_processes(todo, used, hashed)), RunStats("processes", used)
 
 
-def _cached(sources: list[str], cache: SummaryCache | None) -> list[RankAnalysis | RankFailure | None]:
-    """Per source, its cached analysis (local files unchanged since they were summarized), else None."""
-    results: list[RankAnalysis | RankFailure | None] = [None] * len(sources)
+def _cached(
+    sources: list[str], cache: SummaryCache | None
+) -> list[tuple[RankAnalysis, ...] | RankFailure | None]:
+    """Per source, its cached ranks (local files unchanged since they were summarized), else None."""
+    results: list[tuple[RankAnalysis, ...] | RankFailure | None] = [None] * len(sources)
     if cache is None:
         return results
     for i, source in enumerate(sources):
@@ -312,26 +317,24 @@ def _collect(
     """Every rank's analysis (cached or computed, in input order) and the files lost."""
     results = _cached(sources, cache)
     todo = [i for i, r in enumerate(results) if r is None]
-    stats.cached_ranks = len(sources) - len(todo)
-    fresh: list[tuple[str, str, RankAnalysis]] = []
-    extra: list[RankAnalysis] = []
+    stats.cached_ranks = sum(len(r) for r in results if isinstance(r, tuple))
+    fresh: list[tuple[str, str, tuple[RankAnalysis, ...]]] = []
     for k, (j, outcome) in enumerate(runner([sources[i] for i in todo])):
         i = todo[j]
         if on_done is not None:
-            on_done(stats.cached_ranks + k, sources[i])
+            on_done(len(sources) - len(todo) + k, sources[i])
         if isinstance(outcome, RankFailure):
             if strict or len(sources) == 1:
                 raise GpuwiseError(outcome.message or f"{outcome.file}: {outcome.reason}")
             results[i] = outcome
             continue
-        results[i] = compact(outcome.analysis)
-        extra += [compact(a) for a in outcome.more]  # one file, several processes (Nsight): one rank each
+        results[i] = tuple(map(compact, outcome.analyses))  # an Nsight file of N processes: N ranks
         stats.add(outcome)
-        if not is_url(sources[i]) and not outcome.more:  # the cache holds one rank per file
-            fresh.append((sources[i], outcome.sha256, outcome.analysis))
+        if not is_url(sources[i]):
+            fresh.append((sources[i], outcome.sha256, outcome.analyses))
     if cache is not None and fresh:
         cache.put_many(fresh)
-    analyses = [r for r in results if isinstance(r, RankAnalysis)] + extra
+    analyses = [a for r in results if isinstance(r, tuple) for a in r]
     skipped = [SkippedFile(r.file, r.reason) for r in results if isinstance(r, RankFailure)]
     stats.lost_ranks = len(skipped)
     return analyses, skipped

@@ -2,7 +2,8 @@
 
 A `RankSummary` carries one rank's `RankAnalysis` (breakdown, top kernels and per-name kernel times, step
 times, collective timings, copies, syncs, launches: everything the findings and the cross-rank comparison
-read, no event), the worker's CPU seconds and peak RSS, and nothing else: about 35 KB pickled for a DLRM
+read, no event; further ranks of the same file in ``more``), the worker's CPU seconds and peak RSS, and
+nothing else: about 35 KB pickled for a DLRM
 rank of 0.9 MB (5 KB compressed in the summary cache). A rank that cannot be analyzed comes back as a
 `RankFailure` naming the file and why, so one bad rank (cut file, out of memory) loses only itself.
 
@@ -83,6 +84,11 @@ class RankSummary:
         """The trace file (path or URL) as given."""
         return self.analysis.file
 
+    @property
+    def analyses(self) -> tuple[RankAnalysis, ...]:
+        """Every rank the file holds, in the file's order (one, or one per process of an Nsight export)."""
+        return (self.analysis, *self.more)
+
 
 def is_url(source: str) -> bool:
     """Is ``source`` an fsspec URL (``s3://bucket/key``) rather than a local path?"""
@@ -105,15 +111,15 @@ def content_hash(path: Path) -> str:
 
 
 def _analyze_local(
-    path: Path, progress: Callable[[int], None] | None = None
+    path: Path, progress: Callable[[int], None] | None = None, hashed: bool = True
 ) -> tuple[list[RankAnalysis], str]:
     from gpuwise.trace.analyze import _analyze_one  # the same checks as the one-process path
 
     analyses = _analyze_one(path, progress)
-    return analyses, content_hash(path)
+    return analyses, content_hash(path) if hashed else ""
 
 
-def _analyze_url(url: str) -> tuple[list[RankAnalysis], str]:
+def _analyze_url(url: str, hashed: bool = True) -> tuple[list[RankAnalysis], str]:
     """Copy the object to a local temporary file (same name, so the format is told as for a local file)."""
     import fsspec
 
@@ -123,24 +129,27 @@ def _analyze_url(url: str) -> tuple[list[RankAnalysis], str]:
         with fsspec.open(url, "rb") as src, open(local, "wb") as dst:
             while chunk := src.read(8 << 20):
                 dst.write(chunk)
-        analyses, sha = _analyze_local(local)
+        analyses, sha = _analyze_local(local, hashed=hashed)
     for analysis in analyses:
         analysis.file = url
     return analyses, sha
 
 
-def summarize(source: str, progress: Callable[[int], None] | None = None) -> RankSummary | RankFailure:
+def summarize(
+    source: str, progress: Callable[[int], None] | None = None, hashed: bool = True
+) -> RankSummary | RankFailure:
     """Analyze one rank's trace (a local path or an fsspec URL) in this process: its summary, or the
     reason it could not be analyzed. Never raises for a bad file, so a worker loses only this rank.
-    ``progress`` (local files) is called with the bytes read so far."""
+    ``progress`` (local files) is called with the bytes read so far. ``hashed=False`` (no summary cache
+    to fill) skips the content hash of a local file (``sha256`` is then ""; ~1 ms per MB)."""
     started = time.process_time()
     try:
         if source.startswith("file://"):
             source = source.removeprefix("file://")
         if is_url(source):
-            analyses, sha = _analyze_url(source)
+            analyses, sha = _analyze_url(source, hashed)
         else:
-            analyses, sha = _analyze_local(Path(source), progress)
+            analyses, sha = _analyze_local(Path(source), progress, hashed)
     except GpuwiseError as err:
         return RankFailure(source, str(err).removeprefix(f"{source}: "), str(err))
     except MemoryError:
@@ -165,14 +174,20 @@ def compact(analysis: RankAnalysis) -> RankAnalysis:
     return analysis
 
 
-def summary_to_bytes(analysis: RankAnalysis) -> bytes:
-    """The compressed pickle a summary is cached as (zlib level 1: ~5 KB for a DLRM rank)."""
-    return zlib.compress(pickle.dumps(analysis, _PICKLE_PROTOCOL), 1)
+def summary_to_bytes(analyses: RankAnalysis | tuple[RankAnalysis, ...]) -> bytes:
+    """The compressed pickle one file's ranks are cached as (zlib level 1: ~5 KB for a DLRM rank); a file
+    of one rank is its analysis alone, a file of several (an Nsight export of N processes) their tuple."""
+    if isinstance(analyses, tuple) and len(analyses) == 1:
+        analyses = analyses[0]
+    return zlib.compress(pickle.dumps(analyses, _PICKLE_PROTOCOL), 1)
 
 
-def summary_from_bytes(blob: bytes) -> RankAnalysis:
-    """The analysis cached by `summary_to_bytes` (the cache is the user's own file, written by gpuwise)."""
+def summary_from_bytes(blob: bytes) -> tuple[RankAnalysis, ...]:
+    """The ranks cached by `summary_to_bytes`, in the file's order (the cache is the user's own file,
+    written by gpuwise)."""
     value: Any = pickle.loads(zlib.decompress(blob))  # our own cache file, keyed by content
-    if not isinstance(value, RankAnalysis):
-        raise ValueError("not a rank summary")
-    return value
+    if isinstance(value, RankAnalysis):
+        return (value,)
+    if isinstance(value, tuple) and value and all(isinstance(v, RankAnalysis) for v in value):
+        return value
+    raise ValueError("not a rank summary")

@@ -129,26 +129,27 @@ class SummaryCache:
         """The summary key of a file's content hash: the code version, then the hash."""
         return f"{code_version()}:{sha256}"
 
-    def get(self, key: str) -> RankAnalysis | None:
-        """The cached analysis for ``key``, or None (a summary that no longer loads is dropped)."""
+    def get(self, key: str) -> tuple[RankAnalysis, ...] | None:
+        """The cached ranks of the file for ``key`` (one, or one per process of an Nsight export), or None
+        (a summary that no longer loads is dropped)."""
         row = self._db.execute("SELECT blob FROM summaries WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
         try:
-            analysis = summary_from_bytes(row[0])
+            analyses = summary_from_bytes(row[0])
         except Exception:  # written by another gpuwise whose classes differ: recompute it
             self._db.execute("DELETE FROM summaries WHERE key = ?", (key,))
             return None
         self._db.execute("UPDATE summaries SET used_at = ? WHERE key = ?", (time.time(), key))
-        return analysis
+        return analyses
 
-    def put_many(self, items: Iterable[tuple[str, str, RankAnalysis]]) -> None:
-        """Store (local path, content hash, analysis) triples, then evict the least recently used beyond
-        the bound; one transaction."""
+    def put_many(self, items: Iterable[tuple[str, str, tuple[RankAnalysis, ...]]]) -> None:
+        """Store (local path, content hash, the file's ranks) triples, then evict the least recently used
+        beyond the bound; one transaction."""
         now = time.time()
         rows, files = [], []
-        for path, sha, analysis in items:
-            blob = summary_to_bytes(analysis)
+        for path, sha, analyses in items:
+            blob = summary_to_bytes(analyses)
             rows.append((self.key(sha), blob, len(blob), now))
             try:
                 st = Path(path).stat()

@@ -230,12 +230,17 @@ class _Calls:
         return int(hit[np.argmax(t.dur[hit])]) if hit.size else None
 
 
-def _call_rows(t: EventTable, matches: Callable[[str], object] | None, min_dur_us: float = 0.0) -> np.ndarray:
-    """Host runtime calls whose name ``matches`` (any name if None) lasting ``min_dur_us`` or more."""
-    mask = t.cat_mask(*_RUNTIME_CATS) & cpu_complete_events(t) & (t.dur >= min_dur_us)
-    if matches is not None:
-        mask &= t.name_mask(t.name_codes(lambda s: bool(matches(s))))
-    return np.flatnonzero(mask)
+def _runtime_rows(t: EventTable) -> np.ndarray:
+    """Host runtime calls (complete, with a valid duration), in row order: what `_call_rows` selects from."""
+    return np.flatnonzero(t.cat_mask(*_RUNTIME_CATS) & cpu_complete_events(t))
+
+
+def _call_rows(
+    t: EventTable, runtime: np.ndarray, matches: Callable[[str], object] | None, min_dur_us: float = 0.0
+) -> np.ndarray:
+    """The ``runtime`` calls whose name ``matches`` (any name if None) lasting ``min_dur_us`` or more."""
+    rows = runtime[t.dur[runtime] >= min_dur_us]
+    return t.rows_named(rows, matches) if matches is not None else rows
 
 
 def _member(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
@@ -247,13 +252,13 @@ def _member(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
     return ordered[pos] == values
 
 
-def _graph_replay_pct(t: EventTable, kernel_rows: np.ndarray) -> float | None:
-    """Kernels whose launch (by correlation id) is a graph launch, % of the kernels linked to a launch."""
+def _graph_replay_pct(t: EventTable, kernel_rows: np.ndarray, graph: np.ndarray) -> float | None:
+    """Kernels whose launch (by correlation id) is a graph launch (``graph``: the graph launch calls), % of
+    the kernels linked to a launch."""
     corr = t.correlation[kernel_rows]
     corr = corr[corr >= 0]
     if not corr.size:
         return None
-    graph = _call_rows(t, graph_launch_call)
     launches = np.flatnonzero(t.cat_mask(*_RUNTIME_CATS) & (t.correlation >= 0))
     linked = _member(corr, t.correlation[launches])
     if not linked.any():
@@ -339,13 +344,15 @@ def timeline(
     bs, be = merge_intervals(view.ts[rows], view.end[rows])
     window, ws, we = _window(bs, be, steps, window_steps)
     gs, ge, lead = _gaps(bs, be, ws, we)
+    runtime = _runtime_rows(t)
+    graph = _call_rows(t, runtime, graph_launch_call)
     calls = {
-        "capture": _Calls(t, _call_rows(t, CAPTURE_RE.match)),
-        "sync": _Calls(t, _call_rows(t, blocking_call)),
-        "startup": _Calls(t, _call_rows(t, None, ONE_OFF_CALL_US)),
-        "query": _Calls(t, _call_rows(t, _CAPTURE_QUERY_RE.match)),
+        "capture": _Calls(t, _call_rows(t, runtime, CAPTURE_RE.match)),
+        "sync": _Calls(t, _call_rows(t, runtime, blocking_call)),
+        "startup": _Calls(t, _call_rows(t, runtime, None, ONE_OFF_CALL_US)),
+        "query": _Calls(t, _call_rows(t, runtime, _CAPTURE_QUERY_RE.match)),
     }
-    if not calls["capture"].rows.size and not _call_rows(t, graph_launch_call).size:
+    if not calls["capture"].rows.size and not graph.size:
         calls["query"] = _Calls(t, np.empty(0, dtype=np.int64))  # no graph here: the queries are routine
     warm_up_end = float(steps.end_us[np.argmin(steps.start_us)]) if window == "steps" else np.inf
     cause = _classify(gs, ge, calls, warm_up_end)
@@ -363,7 +370,7 @@ def timeline(
         idle_by_cause_us=by_cause,
         gaps_by_cause={c: int((cause == i).sum()) for i, c in enumerate(_CAUSES)},
         before_first_kernel_us=lead if window == "steps" else 0.0,
-        graph_replay_pct=_graph_replay_pct(t, kernels),
+        graph_replay_pct=_graph_replay_pct(t, kernels, graph),
         capture_calls=int(calls["capture"].rows.size + calls["query"].rows.size),
         negative_kernel_pct=100.0 * float((t.dur[device] < 0).sum()) / max(int(device.sum()), 1),
         sync_top=sync_top,

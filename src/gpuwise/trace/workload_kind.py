@@ -17,6 +17,8 @@ inference, even when a kernel name carries ``bwd`` (attention libraries ship bot
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import lru_cache
 
 from gpuwise.diagnose.evidence import WorkloadKind
 from gpuwise.trace.table import EventTable
@@ -41,15 +43,23 @@ INFERENCE_MARKER = re.compile(
 )
 
 
+def _memo(pattern: re.Pattern[str]) -> Callable[[str], bool]:
+    """``pattern`` found in a name, memoized per distinct name: a worker sees the same names in every rank
+    of a job, and these case-blind alternations cost ~15 µs per name of ~130 characters (4 ms per DLRM
+    rank for INFERENCE_MARKER alone)."""
+    return lru_cache(maxsize=1 << 14)(lambda name: pattern.search(name) is not None)
+
+
+_inference, _host_training, _training = map(_memo, (INFERENCE_MARKER, HOST_TRAINING_MARKER, TRAINING_MARKER))
+
+
 def trace_workload_kind(t: EventTable) -> WorkloadKind:
     """Training when any event's name is a backward or optimizer marker, inference when host operators
     were recorded without one, else unknown (see the module docstring)."""
     names = [name for name in t.names if isinstance(name, str)]
-    if any(INFERENCE_MARKER.search(n) for n in names) and not any(
-        HOST_TRAINING_MARKER.search(n) for n in names
-    ):
+    if any(map(_inference, names)) and not any(map(_host_training, names)):
         return "inference"
-    if any(TRAINING_MARKER.search(name) for name in names):
+    if any(map(_training, names)):
         return "training"
     if {"cpu_op", "Operator"} & set(t.cats):  # Kineto writes "Operator" in older traces
         return "inference"
