@@ -51,6 +51,15 @@ def kernel_time_s(ancillary: list[tuple[int, int, bytes]], offset_s: float) -> f
     return None
 
 
+def _stamp_id(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The ``ee_data`` of the ``sock_extended_err`` beside a TX stamp: with OPT_ID on a TCP socket, the
+    offset of the last byte the stamp is for (IP_RECVERR, IPV6_RECVERR)."""
+    for level, kind, data in ancillary:
+        if (level, kind) in ((socket.IPPROTO_IP, 11), (socket.IPPROTO_IPV6, 25)) and len(data) >= 16:
+            return int(struct.unpack_from("I", data, 12)[0])
+    return None
+
+
 def _settle(ready: asyncio.Future) -> None:
     if not ready.done():
         ready.set_result(None)
@@ -65,6 +74,7 @@ class WireStream(httpcore.AsyncNetworkStream):
         self.sock = sock
         self.arrived_s: float | None = None
         self.written_s: float | None = None
+        self._sent_bytes = 0  # bytes written since the TX stamps were switched on: their OPT_ID counter
         self._offset_s = realtime_offset_s()
         with contextlib.suppress(OSError):  # no kernel timestamps here: reads fall back to perf_counter
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -75,15 +85,18 @@ class WireStream(httpcore.AsyncNetworkStream):
             self._tx_stamps = False  # writes are timed just before their last send syscall
 
     def _transmitted_s(self) -> float | None:
-        """The latest transmit timestamp queued on the error queue (draining it), or None."""
-        latest = None
+        """The transmit timestamp of the last byte written so far, from the error queue (drained), or
+        None when the kernel has not sent that byte yet (a stamp of an earlier write never stands in)."""
+        found = None
         while self._tx_stamps:
             try:
                 _data, ancillary, _flags, _addr = self.sock.recvmsg(0, _ERRQUEUE_BYTES, socket.MSG_ERRQUEUE)
             except OSError:  # BlockingIOError: drained
                 break
-            latest = kernel_time_s(ancillary, self._offset_s) or latest
-        return latest
+            stamp = kernel_time_s(ancillary, self._offset_s)
+            if stamp is not None and _stamp_id(ancillary) == (self._sent_bytes - 1) % 2**32:
+                found = stamp
+        return found
 
     async def _readable(self, timeout: float | None) -> None:
         loop = asyncio.get_running_loop()
@@ -142,6 +155,7 @@ class WireStream(httpcore.AsyncNetworkStream):
             except OSError as err:
                 raise httpcore.WriteError(str(err)) from err
             view = view[sent:]
+            self._sent_bytes += sent
         self.written_s = self._transmitted_s() or before
 
     async def aclose(self) -> None:
