@@ -7,6 +7,7 @@ more. A set ``stop`` event (Ctrl-C) cancels what is in flight and keeps what fin
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ def http_client(plan_timeout_s: float, verify: Any = True, wire: bool = False) -
 
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=1024)
     timeout = httpx.Timeout(plan_timeout_s, connect=min(10.0, plan_timeout_s))
-    if wire:
+    if wire and sys.platform.startswith("linux"):  # recvmsg and the kernel's timestamps: Linux only
         from gpuwise.loadtest.wire import wire_transport
 
         return httpx.AsyncClient(timeout=timeout, transport=wire_transport(limits=limits))

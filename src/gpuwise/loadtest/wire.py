@@ -8,8 +8,9 @@ CLOCK_REALTIME to ``time.perf_counter`` (CLOCK_MONOTONIC), and every write by th
 timestamp of its last byte (``SO_TIMESTAMPING`` software TX, read from the socket's error queue), else
 the time just before its last ``send``. `client.send` reads both through the response's ``network_stream``.
 
-Only ``http://`` targets use it (a TLS target keeps httpx's own backend and the write-complete trace
-event). Where the kernel gives no timestamp (not Linux) a read falls back to ``perf_counter`` at return.
+Only ``http://`` targets on Linux use it (a TLS target, or another OS, keeps httpx's own backend and the
+write-complete trace event; environment proxies do not apply to a wire-clocked target). Where the kernel
+gives no timestamp a read falls back to ``perf_counter`` at return.
 """
 
 from __future__ import annotations
