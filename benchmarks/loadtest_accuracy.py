@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -31,6 +32,7 @@ from gpuwise.loadtest.prompts import Lengths
 from gpuwise.loadtest.session import Settings, run_loadtest
 from gpuwise.loadtest.types import RequestRecord
 from loadtest_servers import ServerProcess
+from wire_proxy import ProxyProcess
 
 
 def _settings(url: str, **kw) -> Settings:
@@ -39,28 +41,48 @@ def _settings(url: str, **kw) -> Settings:
     return Settings(target.url, target.endpoint, "scripted", **{**base, **kw})
 
 
+def _outside(ttft_s: float | None, wire: dict[str, float]) -> float:
+    """How far the client's TTFT lies outside the packet truth's bracket (the proxy's write of the first
+    token to the client started / returned, from the request's last byte's kernel arrival)."""
+    assert ttft_s is not None
+    low = wire["first_token_handing_at"] - wire["request_at"]
+    high = wire["first_token_at"] - wire["request_at"]
+    return max(0.0, low - ttft_s, ttft_s - high)
+
+
 def timing(ttft: float, token: float, tokens: int) -> dict[str, float]:
     records: list[RequestRecord] = []
-    with ServerProcess(ttft, token) as server:
-        result = run_loadtest(_settings(server.url, lengths=Lengths(64, tokens)), on_record=records.append)
+    with tempfile.TemporaryDirectory() as tmp, ServerProcess(ttft, token) as server:
+        with ProxyProcess(server.url, Path(tmp) / "wire.json") as proxy:
+            result = run_loadtest(_settings(proxy.url, lengths=Lengths(64, tokens)), on_record=records.append)
         log = httpx.get(f"{server.url}/v1/log", timeout=5).json()[1:]
+        wire = [e for e in proxy.entries() if "first_token_at" in e][1:]  # the first is the test request
     level = result.levels[0]
     records.sort(key=lambda r: r.sent_at)
     pairs = list(zip(records, log, strict=True))
     truth = [r.ttft_s - (e["received_at"] - r.sent_at + ttft) for r, e in pairs]  # type: ignore[operator]
     server_side = [abs(r.ttft_s - (e["first_sent_at"] - e["received_at"])) for r, e in pairs]  # type: ignore[operator]
     transit = [e["received_at"] - r.sent_at for r, e in pairs]
+    packet = [_outside(r.ttft_s, w) for r, w in zip(records, wire, strict=True)]
+    bracket = [w["first_token_at"] - w["first_token_handing_at"] for w in wire]
+    start = [abs(r.sent_at - w["request_at"]) for r, w in zip(records, wire, strict=True)]
+    ms = 1000.0
     return {
-        "ttft_abs_error_vs_server_p50_ms": percentile(server_side, 50) * 1000,  # type: ignore[operator]
-        "ttft_abs_error_vs_server_p90_ms": percentile(server_side, 90) * 1000,  # type: ignore[operator]
-        "ttft_abs_error_vs_server_max_ms": max(server_side) * 1000,
-        "request_transit_p50_ms": percentile(transit, 50) * 1000,  # type: ignore[operator]
-        "designed_ttft_ms": ttft * 1000,
-        "designed_tpot_ms": token * 1000,
-        "ttft_p50_error_ms": (level.pct("ttft", 50) - ttft) * 1000,  # type: ignore[operator]
-        "ttft_p50_error_vs_server_receive_ms": percentile(truth, 50) * 1000,  # type: ignore[operator]
-        "tpot_p50_error_ms": (level.pct("tpot", 50) - token) * 1000,  # type: ignore[operator]
-        "itl_p50_error_ms": (level.pct("itl", 50) - token) * 1000,  # type: ignore[operator]
+        "ttft_abs_error_vs_packet_p50_ms": percentile(packet, 50) * ms,  # type: ignore[operator]
+        "ttft_abs_error_vs_packet_p90_ms": percentile(packet, 90) * ms,  # type: ignore[operator]
+        "ttft_abs_error_vs_packet_max_ms": max(packet) * ms,
+        "clock_start_abs_error_vs_packet_max_ms": max(start) * ms,
+        "packet_truth_bracket_max_ms": max(bracket) * ms,
+        "ttft_abs_error_vs_server_p50_ms": percentile(server_side, 50) * ms,  # type: ignore[operator]
+        "ttft_abs_error_vs_server_p90_ms": percentile(server_side, 90) * ms,  # type: ignore[operator]
+        "ttft_abs_error_vs_server_max_ms": max(server_side) * ms,
+        "request_transit_p50_ms": percentile(transit, 50) * ms,  # type: ignore[operator]
+        "designed_ttft_ms": ttft * ms,
+        "designed_tpot_ms": token * ms,
+        "ttft_p50_error_ms": (level.pct("ttft", 50) - ttft) * ms,  # type: ignore[operator]
+        "ttft_p50_error_vs_server_receive_ms": percentile(truth, 50) * ms,  # type: ignore[operator]
+        "tpot_p50_error_ms": (level.pct("tpot", 50) - token) * ms,  # type: ignore[operator]
+        "itl_p50_error_ms": (level.pct("itl", 50) - token) * ms,  # type: ignore[operator]
     }
 
 

@@ -9,14 +9,15 @@ not compared). Each row names its source; the last line is JSON with the errors.
 
 The error is reported by concurrency band (1-7, 8-31, >= 32 in flight). A second table replays the
 saturation rows of benchmarks/data/measured_throughput.csv (NVIDIA TensorRT-LLM perf-overview: trtllm-bench,
-infinite request rate, hundreds of requests in flight) on the simulator with the tensorrt-llm engine
-defaults: another engine at its own maximum batch, reported beside the target, not in it.
+infinite request rate) on the simulator configured as trtllm-bench runs them (FP8 KV, 95 % of free
+memory for KV, trtllm-bench's own max batch of 64-4096 from that cache), with errors by max batch.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -81,19 +82,69 @@ def saturation_rows() -> list[dict[str, str]]:
 SATURATION_GPUS = {"h100-sxm", "h200-sxm"}  # the GPUs whose TensorRT-LLM rows the catalog prices at fp8
 
 
-def saturation_report() -> list[float]:
-    """Error of the simulator against every saturation row (printed), as a list of %."""
-    errors = []
-    print("saturation (trtllm-bench, infinite rate; engine tensorrt-llm, its default max batch):")
+def trtllm_bench_batch(kv_tokens: int, prompt: int, output: int, pp: int = 1) -> tuple[int, int]:
+    """trtllm-bench's own max batch size and max num tokens for a dataset of ``prompt``/``output`` tokens,
+    from the requests the KV cache holds (tensorrt_llm/bench/build/tuning.py ``calc_engine_setting`` and
+    ``finetune_setting``): requests capped at 4096, rounded up (64-256: to 32, to 1024: to 128, else 256);
+    tokens = batch x (1 + ISL/OSL) capped at 32768, rounded up (min 2048)."""
+    raw_bs = min(kv_tokens / (prompt + output), 4096) / pp
+    step = 32 if raw_bs < 256 else 128 if raw_bs < 1024 else 256
+    batch = max(64, step * math.ceil(raw_bs / step))
+    raw_token = min(raw_bs * (1 + prompt / output), 32768)
+    step = 256 if raw_token < 4096 else 512 if raw_token < 8192 else 1024
+    return batch, max(2048, step * math.ceil(raw_token / step))
+
+
+def saturation_prediction(row: dict[str, str]) -> tuple[float, int]:
+    """Output tokens/s of one trtllm-bench row simulated as it was run: the ModelOpt FP8 checkpoint's FP8
+    KV cache (``kv_cache_quant_algo: FP8`` in its hf_quant_config.json, which trtllm-bench reads), 95 % of
+    free memory for KV (the perf-overview's ``kv_cache_free_gpu_mem_fraction 0.95``) and the max batch and
+    tokens trtllm-bench derives from that cache (`trtllm_bench_batch`). Returns tokens/s and that batch."""
+    n, p, o = int(row["num_gpus"]), int(row["input_len"]), int(row["output_len"])
+    serving: dict[str, object] = {"engine": "tensorrt-llm", "gpu_memory_utilization": 0.95}
+    extra: dict[str, object] = {
+        "num_gpus": n,
+        "tp": n,
+        "precision": row["precision"],
+        "kv_cache_dtype": "fp8",
+    }
+    probe = workload_from_mapping(
+        {"model": row["model"], "task": "serving", "gpu": row["gpu"], "seq_len": p, "output_len": o,
+         "serving": {"rate": 1, **serving}, **extra}
+    )  # fmt: skip
+    batch, tokens = trtllm_bench_batch(Replica(probe, get_gpu(row["gpu"])).capacity.tokens, p, o)
+    serving["max_num_batched_tokens"] = tokens
+    return predicted_output_tokens_per_s(
+        row["model"], row["gpu"], p, o, batch, serving=serving, **extra
+    ), batch
+
+
+SATURATION_BANDS = ((32, 255, "64-255"), (256, 1023, "256-1023"), (1024, 10**9, ">=1024"))
+
+
+def saturation_report() -> tuple[list[float], dict[str, list[float]]]:
+    """Error of the simulator against every saturation row (printed), as a list of %, and by max batch."""
+    errors: list[float] = []
+    by_batch: dict[str, list[float]] = {name: [] for _, _, name in SATURATION_BANDS}
+    print("saturation (trtllm-bench, infinite rate; engine tensorrt-llm as trtllm-bench configures it):")
     for r in saturation_rows():
-        n, p, o = int(r["num_gpus"]), int(r["input_len"]), int(r["output_len"])
-        extra = {"num_gpus": n, "tp": n, "precision": r["precision"], "serving": {"engine": "tensorrt-llm"}}
-        predicted = predicted_output_tokens_per_s(r["model"], r["gpu"], p, o, None, **extra)
+        predicted, batch = saturation_prediction(r)
         err = 100 * (predicted / float(r["value"]) - 1)
         errors.append(err)
-        print(f"  {r['id']:46} published {float(r['value']):7.0f}  predicted {predicted:7.0f}  {err:+6.1f} %")
+        by_batch[next(n for lo, hi, n in SATURATION_BANDS if lo <= batch <= hi)].append(err)
+        print(
+            f"  {r['id']:46} batch {batch:5} published {float(r['value']):7.0f}  predicted {predicted:7.0f}  "
+            f"{err:+6.1f} %"
+        )
     print(f"  source: {saturation_rows()[0]['source']}" if errors else "  (no rows)")
-    return errors
+    for name, band in by_batch.items():
+        if band:
+            print(
+                f"  max batch {name:8}: {len(band)} rows, median {statistics.median(band):+.1f} %, "
+                f"max |error| {max(abs(e) for e in band):.1f} %, within 20 %: "
+                f"{sum(abs(e) <= 20 for e in band)}/{len(band)}"
+            )
+    return errors, by_batch
 
 
 def main() -> None:
@@ -120,7 +171,7 @@ def main() -> None:
             f"concurrency {name:5}: {len(band)} rows, max |error| "
             + ("—" if worst is None else f"{worst:.1f} %")
         )
-    saturation = saturation_report()
+    saturation, saturation_bands = saturation_report()
     sat_abs = [abs(e) for e in saturation]
     print(
         json.dumps(
@@ -134,6 +185,16 @@ def main() -> None:
                 if saturation
                 else None,
                 "saturation_max_abs_error_pct": round(max(sat_abs), 1) if sat_abs else None,
+                "saturation_within_20_pct": sum(e <= 20 for e in sat_abs),
+                "saturation_bands": {
+                    name: {
+                        "rows": len(band),
+                        "median_error_pct": round(statistics.median(band), 1),
+                        "max_abs_error_pct": round(max(abs(e) for e in band), 1),
+                    }
+                    for name, band in saturation_bands.items()
+                    if band
+                },
             }
         )
     )

@@ -66,14 +66,21 @@ def test_knob_options_are_typed_and_checked():
             parse_knob_option(bad)
 
 
-def test_losses_are_compared_step_by_step_against_the_tolerance():
-    base = [2.0, 1.5, 1.2]
-    ok = compare_losses(base, [2.01, 1.5, 1.2], rtol=0.01, steps=5)
-    assert ok.accepted and ok.steps == 3 and ok.max_rel_diff == pytest.approx(0.005)
-    bad = compare_losses(base, [2.0, 1.6, 1.2], rtol=0.01, steps=5)
-    assert not bad.accepted and "loss 2" in bad.reason
-    assert not compare_losses(base, [2.0, float("nan")], rtol=0.5, steps=5).accepted
-    assert not compare_losses(base, [], rtol=0.5, steps=5).accepted  # nothing to compare: not accepted
+def test_losses_are_compared_over_the_window_after_warm_up():
+    base = [9.0, 5.0, 2.0, 1.5, 1.2, 1.1]
+    early = compare_losses(base, [9.9, 5.5, 2.0, 1.5, 1.2, 1.1], rtol=0.01, window=3, warmup=2)
+    assert early.accepted and early.first_step == 4 and early.steps == 3  # warm-up differences do not count
+    assert early.max_rel_diff == pytest.approx(0.0) and "losses 4-6, after 2 warm-up" in early.reason
+    drift = compare_losses(base, [9.0, 5.0, 2.0, 1.5, 1.3, 1.2], rtol=0.01, window=3, warmup=2)
+    assert not drift.accepted and "mean" in drift.reason and "vs baseline" in drift.reason
+    assert drift.max_rel_diff == pytest.approx((4.0 / 3 - 3.8 / 3) / (3.8 / 3))
+    wobble = compare_losses([1.0] * 6, [1.0, 1.0, 1.0, 0.9, 1.1, 1.0], rtol=0.01, window=3, warmup=2)
+    assert not wobble.accepted and "spread" in wobble.reason  # same mean, oscillating
+    overflow = compare_losses(base, [9.0, float("inf"), 2.0, 1.5, 1.2, 1.1], rtol=0.5, window=3, warmup=2)
+    assert not overflow.accepted and "loss 2 is inf" in overflow.reason  # even inside the warm-up
+    short = compare_losses(base[:2], [9.0, 5.0], rtol=0.01, window=3, warmup=2)
+    assert short.accepted and short.first_step == 1  # shorter than the warm-up: the last losses captured
+    assert not compare_losses(base, [], rtol=0.5, window=3).accepted  # nothing to compare: not accepted
 
 
 def test_the_winner_is_printed_in_each_frameworks_terms():

@@ -63,16 +63,16 @@ def test_a_knob_that_moves_the_losses_beyond_the_tolerance_is_rejected_with_the_
             parse_knob_option("channels_last=true"),
             parse_knob_option("compile=eager"),  # dynamo's tracing, without a C++ compiler's minutes
         ],
-        loss_rtol=1e-4,
+        loss_rtol=1e-6,  # the window means: bf16 1.3e-5 apart, channels_last 1.2e-8 (measured on this script)
     )
     result = run_tune([sys.executable, str(script)], options)
     by_label = {t.spec.label: t for t in result.trials}
     base = by_label["as written"]
-    assert len(base.losses) == options.loss_steps
+    assert len(base.losses) == options.warmup + options.steps  # the whole trial; the window is after warm-up
     bf16 = by_label["autocast=bf16"]
     assert bf16.status == "rejected" and "vs baseline" in (bf16.error or "")
-    assert len(bf16.losses) == options.loss_steps and bf16.losses != base.losses
-    layout = by_label["channels_last=True"]  # same arithmetic, another memory layout: within 0.01 %
+    assert len(bf16.losses) == len(base.losses) and bf16.losses != base.losses
+    layout = by_label["channels_last=True"]  # same arithmetic, another memory layout: within 1e-6
     assert layout.status == "ok", layout.error
     assert any("losses within" in n for n in layout.notes)
     compiled = by_label["compile=eager"]

@@ -32,7 +32,7 @@ _WHY = {
     "prefetch_factor": "keep batches queued ahead of the training loop",
     "pin_memory": "page-locked batches copy faster and asynchronously",
     "tf32": "TF32 tensor cores for what stays in fp32",
-    "autocast": "16-bit matmuls; the first losses were checked against the run as written",
+    "autocast": "16-bit matmuls; the losses after warm-up were checked against the run as written",
 }
 
 

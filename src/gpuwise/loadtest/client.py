@@ -1,9 +1,12 @@
 """One streamed request to an OpenAI-compatible endpoint, timed chunk by chunk (SSE over httpx).
 
 Every failure becomes an `ErrorKind` on the record; nothing here raises, so one bad request never
-stops a load test. The clock starts when the request's last byte is written to the socket (httpcore's
-``send_request_body.complete`` trace event), so client-side set-up, JSON encoding and waiting for a
-pooled connection never count as server latency. A stream is complete at ``data: [DONE]``, or when it
+stops a load test. The clock starts when the request's last byte is written to the socket, so client-side
+set-up, JSON encoding and waiting for a pooled connection never count as server latency. On an ``http://``
+target (`gpuwise.loadtest.wire` streams) that is just after the ``send`` syscall returned, and each token is
+timed by the kernel's receive timestamp of the bytes that completed its event, so a client woken late on a
+busy machine still reads the wire's times; elsewhere (TLS) httpcore's ``send_request_body.complete`` trace
+event and the time the event was parsed. A stream is complete at ``data: [DONE]``, or when it
 ends cleanly (the response framing closed without error) after a ``finish_reason`` or ``usage``
 (`transformers serve`, TGI before 2.x and some llama.cpp forks send no ``[DONE]``).
 """
@@ -16,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from gpuwise.loadtest.types import Endpoint, RequestRecord
+from gpuwise.loadtest.wire import WireStream
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
@@ -71,6 +75,13 @@ class _Stream:
         self.record, self.endpoint = record, endpoint
         self.chunks, self.last = 0, 0.0
         self.done = self.finished = False
+        self.wire: WireStream | None = None  # the connection's kernel-timed socket (http:// targets)
+
+    def now(self) -> float:
+        """When the bytes parsed last reached the host: the kernel's receive time, else now."""
+        if self.wire is not None and self.wire.arrived_s is not None:
+            return self.wire.arrived_s
+        return time.perf_counter()
 
     def line(self, line: str, start: float) -> None:
         if not line.startswith("data:"):
@@ -82,7 +93,7 @@ class _Stream:
         event = json.loads(payload)
         if not isinstance(event, dict):
             raise ValueError("event is not a JSON object")
-        now = time.perf_counter()
+        now = self.now()
         if text := chunk_text(event, self.endpoint):
             self.record.text += text
             if self.record.ttft_s is None:
@@ -100,7 +111,7 @@ async def _read(response: httpx.Response, record: RequestRecord, body: dict, str
     start = stream.last = record.sent_at
     if not body.get("stream"):
         data = json.loads(await response.aread())
-        record.ttft_s = record.e2e_s = time.perf_counter() - start
+        record.ttft_s = record.e2e_s = stream.now() - start
         record.streamed = False
         record.text = chunk_text(data, stream.endpoint)
         stream.chunks = 1 if record.text else 0
@@ -116,7 +127,7 @@ async def _read(response: httpx.Response, record: RequestRecord, body: dict, str
         stream.line(line, start)
         if stream.done:
             break
-    record.e2e_s = time.perf_counter() - start
+    record.e2e_s = stream.now() - start
     return start
 
 
@@ -148,6 +159,7 @@ async def send(
         async with client.stream(
             "POST", url, json=body, headers=headers, extensions={"trace": trace}
         ) as response:
+            _wire_clock(response, record, stream, origin)
             if response.status_code >= 400:
                 await response.aread()
                 record.error, record.error_detail = "http_status", str(response.status_code)
@@ -168,6 +180,15 @@ async def send(
     else:
         _close(record, stream)
     return record
+
+
+def _wire_clock(response: httpx.Response, record: RequestRecord, stream: _Stream, origin: float) -> None:
+    """On a kernel-timed connection, start the clock when the request's last write syscall returned."""
+    wire = response.extensions.get("network_stream")
+    if isinstance(wire, WireStream) and wire.written_s is not None:
+        stream.wire = wire
+        record.sent_at = wire.written_s
+        record.start_s = wire.written_s - origin
 
 
 def _close(record: RequestRecord, stream: _Stream) -> None:

@@ -7,6 +7,7 @@ more. A set ``stop`` event (Ctrl-C) cancels what is in flight and keeps what fin
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,16 +39,19 @@ class LevelPlan:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def http_client(plan_timeout_s: float, verify: Any = True) -> httpx.AsyncClient:
+def http_client(plan_timeout_s: float, verify: Any = True, wire: bool = False) -> httpx.AsyncClient:
     """No pool cap (httpx's default of 100 connections would queue requests inside the client); ``verify``
-    is httpx's TLS setting (True, False for --insecure, or an ssl.SSLContext with --ca-cert)."""
+    is httpx's TLS setting (True, False for --insecure, or an ssl.SSLContext with --ca-cert); ``wire``
+    (``http://`` targets) times requests with kernel timestamps (`gpuwise.loadtest.wire`)."""
     import httpx
 
-    return httpx.AsyncClient(
-        verify=verify,
-        timeout=httpx.Timeout(plan_timeout_s, connect=min(10.0, plan_timeout_s)),
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024),
-    )
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=1024)
+    timeout = httpx.Timeout(plan_timeout_s, connect=min(10.0, plan_timeout_s))
+    if wire and sys.platform.startswith("linux"):  # recvmsg and the kernel's timestamps: Linux only
+        from gpuwise.loadtest.wire import wire_transport
+
+        return httpx.AsyncClient(timeout=timeout, transport=wire_transport(limits=limits))
+    return httpx.AsyncClient(verify=verify, timeout=timeout, limits=limits)
 
 
 async def run_level(

@@ -132,7 +132,9 @@ async def _levels(
     result = LoadtestResult(
         settings.url, settings.endpoint, settings.model, settings.stream, [], settings.slo, None, False
     )
-    async with http_client(settings.timeout_s, settings.verify) as client:
+    async with http_client(
+        settings.timeout_s, settings.verify, wire=settings.url.startswith("http://")
+    ) as client:
         await _test_request(client, settings, bodies[0])
 
         async def level(mode: LoadMode, target: float, seed_offset: int = 0) -> LevelSummary | None:

@@ -79,8 +79,9 @@ def tune_document(result: TuneResult) -> Document:
     overhead = result.tuner_wall_s
     doc.add(
         Note(
-            f"{len(result.trials)} trials in {overhead:.0f} s · numerics knobs verified on the first "
-            f"{result.loss_steps} losses (tolerance {result.loss_rtol:.1%})"
+            f"{len(result.trials)} trials in {overhead:.0f} s · numerics knobs verified on the "
+            f"last {result.loss_steps} losses after warm-up "
+            f"(mean and spread, tolerance {result.loss_rtol:.1%})"
             + (f" · saved in {result.store} (tune {result.tune_id})" if result.store else "")
         )
     )

@@ -41,8 +41,9 @@ class TuneOptions:
     ``steps``/``warmup`` are per trial (measured/unmeasured optimizer steps); ``budget_s`` is each trial's
     wall-time limit in seconds (then SIGTERM); ``repeats`` extra runs go to the baseline and to each of the
     ``repeat_best`` best candidates; ``max_trials`` bounds the whole session. ``auto`` adds candidates from
-    the baseline's findings; numerics knobs run only with ``allow_numerics`` and are kept only if the first
-    ``loss_steps`` losses stay within ``loss_rtol`` (relative) of the baseline's.
+    the baseline's findings; numerics knobs run only with ``allow_numerics`` and are kept only if every loss
+    is finite and the last ``loss_steps`` losses after the warm-up stay within ``loss_rtol`` (relative) of
+    the baseline's by their mean, without a wider spread (`verify.compare_losses`).
     """
 
     steps: int = 20
@@ -156,7 +157,7 @@ def _search(s: _Session) -> None:
     and flag trials combined, then repeats of the leaders."""
     o = s.o
     wants_losses = o.allow_numerics or any(changes_numerics({n: v}) for n, values in o.knobs for v in values)
-    losses = o.loss_steps if wants_losses else 0
+    losses = o.warmup + o.steps if wants_losses else 0  # the whole trial: the window is after warm-up
     s.planned = 1 + sum(len(v) for _, v in o.knobs) + sum(len(p.values) for p in s.space.params)
     baseline = s.run("baseline", {}, {}, losses=losses)
     if baseline.status == "oom" and s.space.batch is not None:
@@ -200,7 +201,7 @@ def _knob_trial(s: _Session, c: cand.Candidate, baseline: Trial, losses: int) ->
     trial = s.run("knobs", c.knobs, {}, losses=losses if numerics else 0, finding_id=c.finding_id)
     trial.notes.append(c.why)
     if numerics and trial.status == "ok":
-        check = compare_losses(baseline.losses, trial.losses, s.o.loss_rtol, s.o.loss_steps)
+        check = compare_losses(baseline.losses, trial.losses, s.o.loss_rtol, s.o.loss_steps, s.o.warmup)
         trial.notes.append(check.reason)
         if not check.accepted:
             trial.status, trial.error = "rejected", check.reason
@@ -526,7 +527,7 @@ def _determinism_note(s: _Session, baseline: Config) -> None:
     runs = [t.losses for t in baseline.trials if t.losses]
     if len(runs) < 2:
         return
-    check = compare_losses(runs[0], runs[1], s.o.loss_rtol, s.o.loss_steps)
+    check = compare_losses(runs[0], runs[1], s.o.loss_rtol, s.o.loss_steps, s.o.warmup)
     if not check.accepted:
         s.notes.append(
             "the script's losses differ between two runs as written "
