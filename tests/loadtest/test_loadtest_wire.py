@@ -91,3 +91,18 @@ def test_the_wire_backend_maps_socket_failures_to_httpx_errors():
                 return type(response.extensions["network_stream"])
 
     assert asyncio.run(served()) is WireStream
+
+
+def test_a_proxied_target_keeps_httpx_transport(monkeypatch):
+    """The wire clock opens its own sockets: where the environment routes the target through a proxy,
+    httpx's transport (which honours HTTP_PROXY / ALL_PROXY and NO_PROXY) is kept instead."""
+    from gpuwise.loadtest.runner import proxy_applies
+
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert not proxy_applies("http://10.0.0.5:8000/v1")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
+    assert proxy_applies("http://10.0.0.5:8000/v1")
+    monkeypatch.setenv("NO_PROXY", "10.0.0.5,localhost")
+    assert not proxy_applies("http://10.0.0.5:8000/v1")
+    assert proxy_applies("http://gpu-box:8000/v1")

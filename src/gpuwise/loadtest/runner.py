@@ -54,6 +54,19 @@ def http_client(plan_timeout_s: float, verify: Any = True, wire: bool = False) -
     return httpx.AsyncClient(verify=verify, timeout=timeout, limits=limits)
 
 
+def proxy_applies(url: str) -> bool:
+    """Whether the environment sends ``url`` through a proxy (``HTTP_PROXY``/``ALL_PROXY``, less
+    ``NO_PROXY``): then httpx's own transport, which honours it, is kept instead of the wire clock's
+    direct sockets (the TTFT clock falls back to httpx's write event, as on ``https://``)."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    proxies = urllib.request.getproxies_environment()
+    if not (proxies.get("http") or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass_environment(urlsplit(url).hostname or "", proxies)
+
+
 async def run_level(
     client: httpx.AsyncClient,
     plan: LevelPlan,
@@ -121,4 +134,4 @@ async def run_level(
     return records, interrupted
 
 
-__all__ = ["LevelPlan", "http_client", "run_level"]
+__all__ = ["LevelPlan", "http_client", "proxy_applies", "run_level"]

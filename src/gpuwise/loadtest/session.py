@@ -14,7 +14,7 @@ from gpuwise.errors import GpuwiseError
 from gpuwise.loadtest.client import NOT_STREAMED, send
 from gpuwise.loadtest.metrics import summarize
 from gpuwise.loadtest.prompts import Lengths, request_bodies
-from gpuwise.loadtest.runner import LevelPlan, http_client, run_level
+from gpuwise.loadtest.runner import LevelPlan, http_client, proxy_applies, run_level
 from gpuwise.loadtest.schedule import arrival_times
 from gpuwise.loadtest.search import find_max_rate
 from gpuwise.loadtest.tokens import recount
@@ -133,7 +133,9 @@ async def _levels(
         settings.url, settings.endpoint, settings.model, settings.stream, [], settings.slo, None, False
     )
     async with http_client(
-        settings.timeout_s, settings.verify, wire=settings.url.startswith("http://")
+        settings.timeout_s,
+        settings.verify,
+        wire=settings.url.startswith("http://") and not proxy_applies(settings.url),
     ) as client:
         await _test_request(client, settings, bodies[0])
 
