@@ -64,7 +64,9 @@ def proxy_applies(url: str) -> bool:
     proxies = urllib.request.getproxies_environment()
     if not (proxies.get("http") or proxies.get("all")):
         return False
-    return not urllib.request.proxy_bypass_environment(urlsplit(url).hostname or "", proxies)
+    return not urllib.request.proxy_bypass(
+        urlsplit(url).hostname or ""
+    )  # NO_PROXY (on Linux: the environment)
 
 
 async def run_level(
