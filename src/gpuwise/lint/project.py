@@ -26,7 +26,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["MARKERS", "Project", "declares", "gpu_evidence", "project_root", "torch_floor"]
+__all__ = ["MARKERS", "Project", "declares", "folder_root", "gpu_evidence", "project_root", "torch_floor"]
 
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 _REQUIREMENT = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(>=|==|~=|>)\s*(\d+)\.(\d+)", re.IGNORECASE)
@@ -41,14 +41,22 @@ _CPU_ONLY = re.compile(r"^(cpu|gloo)$")
 def project_root(path: Path, stop: Path | None = None) -> Path:
     """The nearest folder at or above ``path``'s folder (not above ``stop``) that declares a project,
     else ``path``'s own folder."""
-    folder = path.resolve().parent
-    limit = stop.resolve() if stop is not None else None
-    for candidate in [folder, *folder.parents]:
+    return folder_root(path.resolve().parent, stop.resolve() if stop is not None else None)
+
+
+def folder_root(folder: Path, limit: Path | None = None) -> Path:
+    """`project_root` of the files of ``folder`` (resolved), looking no higher than ``limit``
+    (resolved): the linter asks once per folder."""
+    candidate = folder
+    while True:
         if declares(candidate):
             return candidate
-        if limit is not None and candidate == limit:
-            break
-    return folder
+        if candidate == limit:
+            return folder
+        parent = candidate.parent
+        if parent == candidate:
+            return folder
+        candidate = parent
 
 
 @lru_cache(maxsize=4096)
