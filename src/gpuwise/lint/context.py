@@ -172,34 +172,43 @@ class Context:
         run on a GPU whatever its text says."""
         ctx = cls(tree, text, assume_gpu=assume_gpu)
         # One pass over the tree: every later question reads its tables. Nodes are dict keys by
-        # identity (no id() calls), and leaves (names, constants: half of all nodes) get no entries.
+        # identity (no id() calls), and leaves (names, constants: half of all nodes) get no entries
+        # but a parent: their parent's step reads them (they are never stacked).
         stack: list[ast.AST] = [tree]
-        pop, push, extend = stack.pop, stack.append, stack.extend  # bound once: the loop runs per node
+        pop, push = stack.pop, stack.append  # bound once: the loop runs per node
         parents, all_kids, strings = ctx.parents, ctx.kids, ctx.strings
         add_name, fast, slow = ctx.names.add, _FAST_CHILDREN.get, children
         calls, loops, functions = ctx.calls, ctx.loops, ctx.functions
         while stack:
             node: Any = pop()  # dispatch on type() below: isinstance per node costs a third of lint
             kind = type(node)
-            if kind is ast.Name:  # leaves first: most nodes are names and constants
-                add_name(node.id)
-                continue
-            if kind is ast.Constant:
-                if type(node.value) is str:
-                    strings.append(node.value)
-                continue
             if kind is ast.Attribute:  # the commonest inner node: one child, spelled out
                 add_name(node.attr)
                 child = node.value
                 all_kids[node] = [child]
                 parents[child] = node
-                push(child)
+                child_kind = type(child)
+                if child_kind is ast.Name:  # leaves (names, constants) are read here, never stacked
+                    add_name(child.id)
+                elif child_kind is ast.Constant:
+                    if type(child.value) is str:
+                        strings.append(child.value)
+                else:
+                    push(child)
                 continue
             spelled = fast(kind)
-            kids = all_kids[node] = spelled(node) if spelled is not None else slow(node)
+            kids: list[Any] = spelled(node) if spelled is not None else slow(node)
+            all_kids[node] = kids
             for child in kids:
                 parents[child] = node
-            extend(kids)
+                child_kind = type(child)
+                if child_kind is ast.Name:
+                    add_name(child.id)
+                elif child_kind is ast.Constant:
+                    if type(child.value) is str:
+                        strings.append(child.value)
+                else:
+                    push(child)
             if kind is ast.Call:
                 calls.append(node)
             elif kind not in _INDEXED:  # nothing below to collect (expressions, most statements)
@@ -306,7 +315,8 @@ class Context:
     # --- what kind of file ------------------------------------------------------------------------
     def imports(self, *prefixes: str) -> bool:
         """Does the file import any module under one of the dotted `prefixes`?"""
-        return any(path == p or path.startswith(p + ".") for path in self.aliases.values() for p in prefixes)
+        dotted = tuple(p + "." for p in prefixes)
+        return any(path in prefixes or path.startswith(dotted) for path in self.aliases.values())
 
     @cached_property
     def framework(self) -> Framework:

@@ -34,6 +34,7 @@ _DEVICE_STRING = re.compile(r"^(cuda(:\d+)?|nccl|gpu|auto)$")
 _DEVICE_KEYWORDS = ("device", "accelerator", "device_map", "backend", "map_location")
 _CUDA_STRING = re.compile(r"^(cuda(:\d+)?|nccl)$")
 _CONV_NETS = ("torchvision.models.", "timm.create_model", "timm.models.")
+_CONV_ROOTS = ("torchvision", "timm")  # the modules _CONV_NETS start with
 _FRAMEWORK_OBJECTS = ("Trainer", "Fabric", "TrainingArguments", "Accelerator")
 _CPU_ONLY = re.compile(r"^(cpu|gloo)$")
 
@@ -132,6 +133,12 @@ def _gpu_evidence(ctx: Context) -> bool | None:
     return None
 
 
+def _may_name(ctx: Context, roots: tuple[str, ...]) -> bool:
+    """Can a resolved name of the file start with one of ``roots`` (top-level modules)? Only if the
+    module is imported (an alias resolves to it) or named bare: a cheap test before resolving calls."""
+    return any(r in ctx.names for r in roots) or any(v.startswith(roots) for v in ctx.aliases.values())
+
+
 def _gpu_string(value: object) -> bool:
     return isinstance(value, str) and bool(_DEVICE_STRING.match(value))
 
@@ -204,8 +211,9 @@ class Project:
                 isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in ctx.calls
             )
             project.chooses_precision |= mentions_amp(ctx)
-            project.conv_net |= any(  # an ImageNet-scale conv net, where the algorithm choice matters
-                ctx.qualname(c.func).startswith(_CONV_NETS) for c in ctx.calls
+            project.conv_net |= _may_name(ctx, _CONV_ROOTS) and any(  # an ImageNet-scale conv net,
+                ctx.qualname(c.func).startswith(_CONV_NETS)  # where the algorithm choice matters
+                for c in ctx.calls
             )
             project.sets_cudnn_benchmark |= "benchmark" in ctx.names and "cudnn" in ctx.names
             project.uses_distributed_sampler |= "DistributedSampler" in ctx.names
