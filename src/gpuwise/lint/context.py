@@ -178,7 +178,7 @@ class Context:
         pop, push = stack.pop, stack.append  # bound once: the loop runs per node
         parents, all_kids, strings = ctx.parents, ctx.kids, ctx.strings
         add_name, fast, slow = ctx.names.add, _FAST_CHILDREN.get, children
-        calls, loops, functions = ctx.calls, ctx.loops, ctx.functions
+        calls = ctx.calls
         while stack:
             node: Any = pop()  # dispatch on type() below: isinstance per node costs a third of lint
             kind = type(node)
@@ -211,24 +211,28 @@ class Context:
                     push(child)
             if kind is ast.Call:
                 calls.append(node)
-            elif kind not in _INDEXED:  # nothing below to collect (expressions, most statements)
-                continue
-            elif kind is ast.keyword:
-                if node.arg:
-                    add_name(node.arg)
-            elif kind in _LOOPS:
-                loops.append(node)
-            elif kind is ast.Import or kind is ast.ImportFrom:
-                _add_aliases(ctx.aliases, node)
-            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-                functions.setdefault(node.name, []).append(node)
-            elif kind is ast.Assign:
-                ctx.assigns.append(node)
-            elif kind is ast.ClassDef:
-                ctx.classes.append(node)
+            elif kind in _INDEXED:  # most inner nodes (expressions, statements) hold nothing more
+                ctx._collect(node, kind)
         ctx.calls.sort(key=_POSITION)
         ctx.constants.update(_module_constants(tree))
         return ctx
+
+    def _collect(self, node: Any, kind: type) -> None:
+        """`build`'s tables for the node types in ``_INDEXED``: keyword names, loops, import aliases,
+        functions, assignments and classes."""
+        if kind is ast.keyword:
+            if node.arg:
+                self.names.add(node.arg)
+        elif kind in _LOOPS:
+            self.loops.append(node)
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            _add_aliases(self.aliases, node)
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            self.functions.setdefault(node.name, []).append(node)
+        elif kind is ast.Assign:
+            self.assigns.append(node)
+        elif kind is ast.ClassDef:
+            self.classes.append(node)
 
     # --- names ---------------------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str:
