@@ -171,6 +171,21 @@ def test_unlintable_files_become_notes_and_the_rest_is_linted(tmp_path: Path) ->
     assert sorted(Path(v.path).name for v in result.violations) == ["declared.py", "good.py"]
 
 
+def test_a_file_symlink_loop_is_a_note_and_encodings_read_as_declared(tmp_path: Path) -> None:
+    """Files are resolved once, at discovery: a .py symlink loop is a note (it used to stop the run),
+    and the UTF-8 shortcut of reading leaves BOM, cookie and invalid-byte files to the full decoder."""
+    os.symlink(tmp_path / "b.py", tmp_path / "a.py")
+    os.symlink(tmp_path / "a.py", tmp_path / "b.py")
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbfimport torch\ntorch.load('x')\n")
+    (tmp_path / "cp1252.py").write_bytes(b"# coding: cp1252\nimport torch\ntorch.load('\x93x\x94')\n")
+    (tmp_path / "utf8.py").write_text("import torch\ntorch.load('é')\n", encoding="utf-8")
+    result = lint_paths([tmp_path])
+    notes = {Path(n.path).name: n.message for n in result.notes}
+    assert set(notes) == {"a.py", "b.py"} and all("cannot read" in m for m in notes.values())
+    assert sorted(Path(v.path).name for v in result.violations) == ["bom.py", "cp1252.py", "utf8.py"]
+    assert [v.col for v in result.violations] == [1, 1, 1]  # the BOM is not a column
+
+
 def test_pyproject_config(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         "[tool.gpuwise.lint]\n"

@@ -43,3 +43,35 @@ def test_index_and_subtree_cover_every_call() -> None:
         assert {id(c) for c in ctx.calls} == {id(c) for c in calls}
         assert {id(n) for n in subtree(tree) if isinstance(n, ast.Call)} == {id(c) for c in calls}
         assert {id(n) for n in ctx.assigns} == {id(n) for n in ast.walk(tree) if isinstance(n, ast.Assign)}
+
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _walked_calls_and_loops(node: ast.AST) -> list[ast.AST]:
+    """The reference for `Context.calls_and_loops`: a stack walk from ``node`` (children last
+    first) keeping calls and loops, not entering nested function, lambda or class nodes below it."""
+    out: list[ast.AST] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.Call | ast.For | ast.AsyncFor | ast.While):
+            out.append(current)
+        stack.extend(c for c in children(current) if not isinstance(c, _NESTED))
+    return out
+
+
+def test_calls_and_loops_match_a_walk_from_every_node() -> None:
+    """The sliced index answers exactly what a walk from the node finds, in the same order, for
+    every node of the files (statements, expressions, functions with nested ones, lambdas)."""
+    checked = 0
+    for path in FILES:
+        text = path.read_text()
+        tree = ast.parse(text)
+        ctx = Context.build(tree, text)
+        for node in ast.walk(tree):
+            assert [id(n) for n in ctx.calls_and_loops(node)] == [
+                id(n) for n in _walked_calls_and_loops(node)
+            ], (path, getattr(node, "lineno", 0), type(node).__name__)
+            checked += 1
+    assert checked > 10_000

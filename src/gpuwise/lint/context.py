@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def is_rank_guard(test: ast.expr) -> bool:
 BACKWARD = frozenset({"backward", "manual_backward"})
 
 
-@dataclass
+@dataclass(slots=True)
 class Reach:
     """What a stretch of code does, following same-file calls: the facts that find the step loop."""
 
@@ -125,7 +126,7 @@ class Reach:
         self.loops.extend(other.loops)
 
 
-@dataclass
+@dataclass(slots=True)
 class StepCode:
     """A call that runs every step, reached from ``loop`` (through ``via`` calls, if any)."""
 
@@ -158,6 +159,7 @@ class Context:
     qualnames: dict[ast.AST, str] = field(default_factory=dict)  # node -> resolved dotted name
     kids: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)  # node -> children (leaves: none)
     walks: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)  # calls_and_loops results
+    guards: dict[ast.AST, bool] = field(default_factory=dict)  # condition -> is_periodic_guard
     reaches: dict[tuple[ast.AST, int], Reach] = field(default_factory=dict)  # (function, depth) -> Reach
     sites: dict[ast.AST, list[ast.Call]] = field(default_factory=dict)  # call_sites results
     found_calls: dict[tuple[str, ...], list[ast.Call]] = field(default_factory=dict)  # calls_to results
@@ -170,44 +172,67 @@ class Context:
         run on a GPU whatever its text says."""
         ctx = cls(tree, text, assume_gpu=assume_gpu)
         # One pass over the tree: every later question reads its tables. Nodes are dict keys by
-        # identity (no id() calls), and leaves (names, constants: half of all nodes) get no entries.
+        # identity (no id() calls), and leaves (names, constants: half of all nodes) get no entries
+        # but a parent: their parent's step reads them (they are never stacked).
         stack: list[ast.AST] = [tree]
-        parents, all_kids, names, strings = ctx.parents, ctx.kids, ctx.names, ctx.strings
-        calls, loops, functions = ctx.calls, ctx.loops, ctx.functions
+        pop, push = stack.pop, stack.append  # bound once: the loop runs per node
+        parents, all_kids, strings = ctx.parents, ctx.kids, ctx.strings
+        add_name, fast, slow = ctx.names.add, _FAST_CHILDREN.get, children
+        calls = ctx.calls
         while stack:
-            node: Any = stack.pop()  # dispatch on type() below: isinstance per node costs a third of lint
+            node: Any = pop()  # dispatch on type() below: isinstance per node costs a third of lint
             kind = type(node)
-            if kind is ast.Name:  # leaves first: most nodes are names and constants
-                names.add(node.id)
+            if kind is ast.Attribute:  # the commonest inner node: one child, spelled out
+                add_name(node.attr)
+                child = node.value
+                all_kids[node] = [child]
+                parents[child] = node
+                child_kind = type(child)
+                if child_kind is ast.Name:  # leaves (names, constants) are read here, never stacked
+                    add_name(child.id)
+                elif child_kind is ast.Constant:
+                    if type(child.value) is str:
+                        strings.append(child.value)
+                else:
+                    push(child)
                 continue
-            if kind is ast.Constant:
-                if type(node.value) is str:
-                    strings.append(node.value)
-                continue
-            kids = all_kids[node] = children(node)
+            spelled = fast(kind)
+            kids: list[Any] = spelled(node) if spelled is not None else slow(node)
+            all_kids[node] = kids
             for child in kids:
                 parents[child] = node
-            stack.extend(kids)
-            if kind is ast.Attribute:
-                names.add(node.attr)
-            elif kind is ast.Call:
+                child_kind = type(child)
+                if child_kind is ast.Name:
+                    add_name(child.id)
+                elif child_kind is ast.Constant:
+                    if type(child.value) is str:
+                        strings.append(child.value)
+                else:
+                    push(child)
+            if kind is ast.Call:
                 calls.append(node)
-            elif kind is ast.keyword:
-                if node.arg:
-                    names.add(node.arg)
-            elif kind in _LOOPS:
-                loops.append(node)
-            elif kind is ast.Import or kind is ast.ImportFrom:
-                _add_aliases(ctx.aliases, node)
-            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-                functions.setdefault(node.name, []).append(node)
-            elif kind is ast.Assign:
-                ctx.assigns.append(node)
-            elif kind is ast.ClassDef:
-                ctx.classes.append(node)
-        ctx.calls.sort(key=lambda c: (c.lineno, c.col_offset))
+            elif kind in _INDEXED:  # most inner nodes (expressions, statements) hold nothing more
+                ctx._collect(node, kind)
+        ctx.calls.sort(key=_POSITION)
         ctx.constants.update(_module_constants(tree))
         return ctx
+
+    def _collect(self, node: Any, kind: type) -> None:
+        """`build`'s tables for the node types in ``_INDEXED``: keyword names, loops, import aliases,
+        functions, assignments and classes."""
+        if kind is ast.keyword:
+            if node.arg:
+                self.names.add(node.arg)
+        elif kind in _LOOPS:
+            self.loops.append(node)
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            _add_aliases(self.aliases, node)
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            self.functions.setdefault(node.name, []).append(node)
+        elif kind is ast.Assign:
+            self.assigns.append(node)
+        elif kind is ast.ClassDef:
+            self.classes.append(node)
 
     # --- names ---------------------------------------------------------------------------------------
     def qualname(self, node: ast.AST) -> str:
@@ -217,15 +242,19 @@ class Context:
             name = self.qualnames[node] = self._qualname(node)
         return name
 
-    def _qualname(self, node: ast.AST) -> str:
+    def _qualname(self, node: Any) -> str:
         parts: list[str] = []
-        while isinstance(node, ast.Attribute):
+        while type(node) is ast.Attribute:  # parsed trees hold exact node types
             parts.append(node.attr)
             node = node.value
-        if not isinstance(node, ast.Name):
+        if type(node) is not ast.Name:
             return ""
-        parts.append(self.aliases.get(node.id, node.id))
-        return ".".join(reversed(parts))
+        root = self.aliases.get(node.id, node.id)
+        if not parts:
+            return root
+        parts.append(root)
+        parts.reverse()
+        return ".".join(parts)
 
     def is_api(self, node: ast.AST, *targets: str) -> bool:
         """Whether ``node`` names one of ``targets`` (dotted paths), through aliases; a bare name that no
@@ -247,8 +276,12 @@ class Context:
     def calls_by_name(self) -> dict[str, list[ast.Call]]:
         """Calls by the last part of their resolved name (``DL(...)`` aliasing DataLoader: "DataLoader")."""
         index: dict[str, list[ast.Call]] = {}
+        qualnames, resolve = self.qualnames, self._qualname
         for call in self.calls:
-            name = self.qualname(call.func)
+            func = call.func
+            name = qualnames.get(func)
+            if name is None:
+                name = qualnames[func] = resolve(func)
             if name:
                 index.setdefault(name.rpartition(".")[2], []).append(call)
         return index
@@ -286,7 +319,8 @@ class Context:
     # --- what kind of file ------------------------------------------------------------------------
     def imports(self, *prefixes: str) -> bool:
         """Does the file import any module under one of the dotted `prefixes`?"""
-        return any(path == p or path.startswith(p + ".") for path in self.aliases.values() for p in prefixes)
+        dotted = tuple(p + "." for p in prefixes)
+        return any(path in prefixes or path.startswith(dotted) for path in self.aliases.values())
 
     @cached_property
     def framework(self) -> Framework:
@@ -349,16 +383,23 @@ class Context:
     def _reach(self, body: list[ast.stmt], depth: int) -> Reach:
         """What ``body`` and the same-file functions it calls do (any branch): backward, step, loops."""
         reach = Reach()
+        functions, deeper = self.functions, depth < CALL_DEPTH
         for stmt in body:
             for node in self.calls_and_loops(stmt):
                 kind = type(node)
                 if kind is ast.Call:
-                    func = node.func  # type: ignore[attr-defined]  # a Call, checked just above
+                    func: Any = node.func  # type: ignore[attr-defined]  # a Call, checked just above
+                    callees = None  # `callees`, spelled out: this runs for every call of every loop
                     if type(func) is ast.Attribute:
                         reach.backward |= func.attr in BACKWARD
                         reach.step |= func.attr == "step"
-                    if depth < CALL_DEPTH:
-                        for callee in self.callees(node):  # type: ignore[arg-type]  # a Call
+                        owner = func.value
+                        if deeper and type(owner) is ast.Name and owner.id in _SELF:
+                            callees = functions.get(func.attr)
+                    elif deeper and type(func) is ast.Name:
+                        callees = functions.get(func.id)
+                    if callees:
+                        for callee in callees:
                             reach.add(self._function_reach(callee, depth + 1))
                 elif kind in _LOOPS:
                     reach.loops.append(node)  # type: ignore[arg-type]  # a loop, checked just above
@@ -406,26 +447,38 @@ class Context:
         out: list[StepCode],
         seen: set[int],
     ) -> None:
+        kids, expr = self.kids, ast.expr
         for stmt in body:
-            if isinstance(stmt, ast.If):
-                self._expr_nodes(stmt.test, loop, via, out, seen)
-                if not is_periodic_guard(stmt.test) or self.steps_optimizer(stmt):
-                    self._every_step(stmt.body, loop, via, out, seen)
-                    self._every_step(stmt.orelse, loop, via, out, seen)
+            kind = type(stmt)
+            if kind is ast.If:
+                test = stmt.test  # type: ignore[attr-defined]  # an If, checked just above
+                self._expr_nodes(test, loop, via, out, seen)
+                if not self._periodic(test) or self.steps_optimizer(stmt):  # type: ignore[arg-type]
+                    self._every_step(stmt.body, loop, via, out, seen)  # type: ignore[attr-defined]
+                    self._every_step(stmt.orelse, loop, via, out, seen)  # type: ignore[attr-defined]
                 continue
-            if isinstance(stmt, _DEFINITIONS):
+            if kind in _DEFINITION_TYPES:
                 continue
-            for child in self.kids.get(stmt, ()):  # ast.iter_child_nodes, without markers
-                if isinstance(child, ast.expr):
+            for child in kids.get(stmt, ()):  # ast.iter_child_nodes, without markers
+                if isinstance(child, expr):
                     self._expr_nodes(child, loop, via, out, seen)
-                elif isinstance(child, ast.withitem):
+                elif type(child) is ast.withitem:
                     self._expr_nodes(child.context_expr, loop, via, out, seen)
-            for name in ("body", "orelse", "finalbody"):
-                inner = getattr(stmt, name, None)
+            names, handlers = _bodies(kind)
+            for name in names:
+                inner = getattr(stmt, name)
                 if isinstance(inner, list):
                     self._every_step(inner, loop, via, out, seen)
-            for handler in getattr(stmt, "handlers", []):
-                self._every_step(handler.body, loop, via, out, seen)
+            if handlers:
+                for handler in stmt.handlers:  # type: ignore[attr-defined]  # a try statement
+                    self._every_step(handler.body, loop, via, out, seen)
+
+    def _periodic(self, test: ast.expr) -> bool:
+        """`is_periodic_guard`, once per condition (the step walk meets it once per path)."""
+        verdict = self.guards.get(test)
+        if verdict is None:
+            verdict = self.guards[test] = is_periodic_guard(test)
+        return verdict
 
     def _expr_nodes(
         self, expr: ast.expr, loop: ast.AST, via: tuple[ast.Call, ...], out: list[StepCode], seen: set[int]
@@ -562,6 +615,17 @@ def has_star_kwargs(call: ast.Call) -> bool:
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _LOOPS = frozenset({ast.For, ast.AsyncFor, ast.While})
+# The inner node types `Context.build` collects something from besides calls and attributes.
+_INDEXED = _LOOPS | {
+    ast.keyword,
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.Assign,
+    ast.ClassDef,
+}
+_POSITION = attrgetter("lineno", "col_offset")
 
 
 # Fields never walked: Load/Store markers and operators (a third of all nodes; rules read ``.op``
@@ -596,6 +660,20 @@ def children(node: ast.AST) -> list[ast.AST]:
 
 _NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
 _NOT_DESCENDED = _NESTED | {ast.Name, ast.Constant}  # nested bodies; leaves (no calls below)
+_DEFINITION_TYPES = frozenset(_DEFINITIONS)
+_SELF = frozenset({"self", "cls"})  # receivers of same-class method calls (`callees`)
+_BODIES: dict[type, tuple[tuple[str, ...], bool]] = {}
+
+
+def _bodies(kind: type) -> tuple[tuple[str, ...], bool]:
+    """(the statement type's fields among body/orelse/finalbody, whether it has except handlers)."""
+    found = _BODIES.get(kind)
+    if found is None:
+        fields = getattr(kind, "_fields", ())
+        names = tuple(n for n in ("body", "orelse", "finalbody") if n in fields)
+        found = _BODIES[kind] = (names, "handlers" in fields)
+    return found
+
 
 # The commonest node types, spelled out (same children, same order as the generic loop in
 # ``children``): parsed trees hold only nodes in these fields, and skipping the per-field getattr and

@@ -26,7 +26,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["MARKERS", "Project", "declares", "gpu_evidence", "project_root", "torch_floor"]
+__all__ = ["MARKERS", "Project", "declares", "folder_root", "gpu_evidence", "project_root", "torch_floor"]
 
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 _REQUIREMENT = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(>=|==|~=|>)\s*(\d+)\.(\d+)", re.IGNORECASE)
@@ -34,6 +34,7 @@ _DEVICE_STRING = re.compile(r"^(cuda(:\d+)?|nccl|gpu|auto)$")
 _DEVICE_KEYWORDS = ("device", "accelerator", "device_map", "backend", "map_location")
 _CUDA_STRING = re.compile(r"^(cuda(:\d+)?|nccl)$")
 _CONV_NETS = ("torchvision.models.", "timm.create_model", "timm.models.")
+_CONV_ROOTS = ("torchvision", "timm")  # the modules _CONV_NETS start with
 _FRAMEWORK_OBJECTS = ("Trainer", "Fabric", "TrainingArguments", "Accelerator")
 _CPU_ONLY = re.compile(r"^(cpu|gloo)$")
 
@@ -41,14 +42,22 @@ _CPU_ONLY = re.compile(r"^(cpu|gloo)$")
 def project_root(path: Path, stop: Path | None = None) -> Path:
     """The nearest folder at or above ``path``'s folder (not above ``stop``) that declares a project,
     else ``path``'s own folder."""
-    folder = path.resolve().parent
-    limit = stop.resolve() if stop is not None else None
-    for candidate in [folder, *folder.parents]:
+    return folder_root(path.resolve().parent, stop.resolve() if stop is not None else None)
+
+
+def folder_root(folder: Path, limit: Path | None = None) -> Path:
+    """`project_root` of the files of ``folder`` (resolved), looking no higher than ``limit``
+    (resolved): the linter asks once per folder."""
+    candidate = folder
+    while True:
         if declares(candidate):
             return candidate
-        if limit is not None and candidate == limit:
-            break
-    return folder
+        if candidate == limit:
+            return folder
+        parent = candidate.parent
+        if parent == candidate:
+            return folder
+        candidate = parent
 
 
 @lru_cache(maxsize=4096)
@@ -122,6 +131,12 @@ def _gpu_evidence(ctx: Context) -> bool | None:
     if ctx.framework in {"hf_trainer", "lightning", "accelerate", "deepspeed"}:
         return True  # these place the model on the GPU themselves when one is present
     return None
+
+
+def _may_name(ctx: Context, roots: tuple[str, ...]) -> bool:
+    """Can a resolved name of the file start with one of ``roots`` (top-level modules)? Only if the
+    module is imported (an alias resolves to it) or named bare: a cheap test before resolving calls."""
+    return any(r in ctx.names for r in roots) or any(v.startswith(roots) for v in ctx.aliases.values())
 
 
 def _gpu_string(value: object) -> bool:
@@ -272,7 +287,9 @@ class Project:
         for ctx in contexts:
             project.calls_set_epoch |= "set_epoch" in ctx.names and _reseeds_for_others(ctx)
             project.chooses_precision |= mentions_amp(ctx)
-            project.conv_net |= any(_builds_conv_net(ctx, c) for c in ctx.calls)
+            project.conv_net |= _may_name(ctx, _CONV_ROOTS) and any(
+                _builds_conv_net(ctx, c) for c in ctx.calls
+            )
             project.sets_cudnn_benchmark |= "benchmark" in ctx.names and _sets_cudnn_benchmark(ctx)
             project.uses_distributed_sampler |= "DistributedSampler" in ctx.names
             for node in ctx.classes:

@@ -362,7 +362,9 @@ def _under_flag(ctx: Context, node: ast.AST) -> bool:
 def mentions_amp(ctx: Context) -> bool:
     """Does the file name autocast, a 16-bit dtype or a precision setting anywhere?"""
     if "amp" not in ctx.memo:
-        ctx.memo["amp"] = any(AMP_WORDS.search(text) for text in (*ctx.names, *ctx.strings))
+        # one search over the words joined by newlines: no pattern spans one, and a newline is no
+        # letter for the (?<![a-z]) / (?![a-z]) edges, so this is a search of each word in turn
+        ctx.memo["amp"] = AMP_WORDS.search("\n".join((*ctx.names, *ctx.strings))) is not None
     return bool(ctx.memo["amp"])
 
 

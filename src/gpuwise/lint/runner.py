@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import os
 import warnings
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from gpuwise.lint import rules_loop  # noqa: F401  (registers its checks in CHEC
 from gpuwise.lint.catalog import SPECS
 from gpuwise.lint.config import LintConfig
 from gpuwise.lint.context import Context
-from gpuwise.lint.project import Project, declares, project_root
+from gpuwise.lint.project import Project, declares, folder_root
 from gpuwise.lint.rules import CHECKS
 from gpuwise.lint.source import Source, discover, read_source
 from gpuwise.lint.spans import Positions
@@ -23,10 +24,15 @@ __all__ = ["lint_paths", "lint_source", "parse"]
 
 def parse(source: Source) -> ast.Module | Note:
     """The file's syntax tree, or a Note saying why it cannot be linted."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # invalid escapes etc. are not ours to report
+        return _parse(source)
+
+
+def _parse(source: Source) -> ast.Module | Note:
+    """`parse` for callers that already ignore SyntaxWarning (`lint_paths`, for the whole run)."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SyntaxWarning)  # invalid escapes etc. are not ours to report
-            return ast.parse(source.text, filename=source.path)
+        return ast.parse(source.text, filename=source.path)
     except SyntaxError as err:
         cell, line = source.place(err.lineno or 0)
         where = f"cell {cell}, line {line}" if cell else f"line {line}"
@@ -81,14 +87,32 @@ def lint_source(
     return sorted(found.values(), key=lambda v: (v.cell or 0, v.line, v.col, v.rule))
 
 
-def _stop(path: Path, roots: list[Path]) -> Path:
-    """The path argument a discovered file came from: projects are looked for inside it only."""
-    real = path.resolve()
-    for root in roots:
-        top = root.resolve()
-        if top.is_dir() and top in real.parents:
+def _stop(real: Path, tops: list[Path]) -> Path:
+    """The path argument a discovered file (``real``: resolved) came from, given the resolved
+    directory arguments ``tops``: projects are looked for inside it only."""
+    text = str(real)
+    for top in tops:
+        if text.startswith(str(top).rstrip(os.sep) + os.sep):  # top in real.parents
             return top
     return real.parent
+
+
+def _projects(paths: list[Path], found: list[Path], real: dict[Path, str]) -> dict[Path, list[Path]]:
+    """The discovered files grouped by project root (`project_root`), in discovery order. Each
+    path argument is resolved once, each file's resolved path comes from discovery (``real``) and
+    each folder's root is looked up once."""
+    tops = [top for top in (root.resolve() for root in paths) if top.is_dir()]
+    roots: dict[tuple[Path, Path], Path] = {}
+    groups: dict[Path, list[Path]] = {}
+    for path in found:
+        resolved = Path(real[path])
+        stop = _stop(resolved, tops)
+        key = (resolved.parent, stop)
+        root = roots.get(key)
+        if root is None:
+            root = roots[key] = folder_root(resolved.parent, stop)
+        groups.setdefault(root, []).append(path)
+    return groups
 
 
 def lint_paths(paths: list[Path], config: LintConfig | None = None) -> LintResult:
@@ -98,7 +122,9 @@ def lint_paths(paths: list[Path], config: LintConfig | None = None) -> LintResul
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _lint_paths(paths, config)
+        with warnings.catch_warnings():  # once for the run, not per file (see `parse`)
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return _lint_paths(paths, config)
     finally:
         if enabled:
             gc.enable()
@@ -112,18 +138,14 @@ def _lint_paths(paths: list[Path], config: LintConfig | None = None) -> LintResu
     config = config or LintConfig()
     result = LintResult()
     declares.cache_clear()  # folders are listed once per run, never across runs
-    groups: dict[Path, list[Path]] = {}
-    order: dict[str, int] = {}
-    for path in discover(paths, result.notes):
-        if config.excluded(str(path)):
-            continue
-        order[str(path)] = len(order)
-        groups.setdefault(project_root(path, _stop(path, paths)), []).append(path)
-    for root, members in groups.items():
+    real: dict[Path, str] = {}
+    found = [path for path in discover(paths, result.notes, real) if not config.excluded(str(path))]
+    order = {str(path): index for index, path in enumerate(found)}
+    for root, members in _projects(paths, found, real).items():
         parsed: list[tuple[Source, Context]] = []
         for path in members:
             source = read_source(path)
-            tree = source if isinstance(source, Note) else parse(source)
+            tree = source if isinstance(source, Note) else _parse(source)
             if isinstance(source, Note) or isinstance(tree, Note):
                 result.notes.append(tree if isinstance(tree, Note) else source)  # type: ignore[arg-type]
                 continue

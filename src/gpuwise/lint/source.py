@@ -6,6 +6,7 @@ one-line `Note` and the other files are still linted; a symlink loop is walked o
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import os
@@ -67,22 +68,25 @@ class Source:
         return self.cells[line - 1]
 
 
-def discover(paths: list[Path], notes: list[Note]) -> Iterator[Path]:
-    """Files under the given paths, each once, in a stable order; missing paths become notes."""
+def discover(paths: list[Path], notes: list[Note], resolved: dict[Path, str] | None = None) -> Iterator[Path]:
+    """Files under the given paths, each once, in a stable order; missing paths become notes.
+    ``resolved``, when given, receives each file's resolved path (``os.path.realpath``)."""
     seen: set[str] = set()
     for root in paths:
         if root.is_file():
             key = os.path.realpath(root)
             if key not in seen:
                 seen.add(key)
+                if resolved is not None:
+                    resolved[root] = key
                 yield root
         elif root.is_dir():
-            yield from _walk(root, seen, notes)
+            yield from _walk(root, seen, notes, resolved)
         else:
             notes.append(Note(str(root), "no such file or directory"))
 
 
-def _walk(root: Path, seen: set[str], notes: list[Note]) -> Iterator[Path]:
+def _walk(root: Path, seen: set[str], notes: list[Note], resolved: dict[Path, str] | None) -> Iterator[Path]:
     visited_dirs: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
@@ -100,6 +104,8 @@ def _walk(root: Path, seen: set[str], notes: list[Note]) -> Iterator[Path]:
             if key in seen:
                 continue
             seen.add(key)
+            if resolved is not None:
+                resolved[path] = key
             yield path
 
 
@@ -117,6 +123,13 @@ def read_source(path: Path) -> Source | Note:
         return Note(str(path), f"cannot read: {err.strerror or err}")
     if path.suffix == ".ipynb":
         return _notebook(path, raw)
+    if b"coding" not in raw[: raw.find(b"\n", raw.find(b"\n") + 1) % (len(raw) + 1)] and not raw.startswith(
+        codecs.BOM_UTF8
+    ):
+        try:  # no BOM, no coding cookie on the first two lines: UTF-8, as detect_encoding would say
+            return Source(str(path), raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            pass  # the slow path below words the error as before
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         text = raw.decode(encoding)
