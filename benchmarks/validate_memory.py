@@ -35,12 +35,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 from gpuwise.errors import GpuwiseError  # noqa: E402
 from gpuwise.memory import cuda_context_bytes, estimate_memory, gpu_capacity_bytes  # noqa: E402
 from gpuwise.memory.frameworks import KNOWN_LIBRARIES, versions_current_at  # noqa: E402
 from gpuwise.units import GiB, to_bytes  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
+from held_out import leave_one_source_out as loso_table  # noqa: E402
+from held_out import percentile, print_loso  # noqa: E402
 
 DEFAULT_DATA = REPO / "benchmarks" / "data" / "measured_memory.csv"
 HELDOUT_DATA = REPO / "benchmarks" / "data" / "heldout_memory.csv"
@@ -344,19 +347,10 @@ def evaluate(rows: list[dict[str, str]]) -> list[Result]:
     return results
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
 def _figures(errs: list[float]) -> tuple[float | None, float | None]:
     if not errs:
         return None, None
-    return round(statistics.median(errs), 2), round(_pct(errs, 0.9), 2)
+    return round(statistics.median(errs), 2), round(percentile(errs, 0.9), 2)
 
 
 def _abs_err(measured: float, estimated: float) -> float:
@@ -365,22 +359,12 @@ def _abs_err(measured: float, estimated: float) -> float:
 
 def leave_one_source_out(results: list[Result]) -> dict[str, dict]:
     """Per publication: |error| median/p90 on its own rows and on all the other publications' rows."""
-    done = [r for r in results if r.estimated_bytes is not None]
-    table: dict[str, dict] = {}
-    for src in sorted({r.source for r in done}):
-        own = [abs(r.err_pct) for r in done if r.source == src]
-        rest = [abs(r.err_pct) for r in done if r.source != src]
-        median, p90 = _figures(own)
-        without_median, without_p90 = _figures(rest)
-        table[src] = {
-            "rows": len(own),
-            "held_out": any(r.held_out for r in done if r.source == src),
-            "median_abs_err_pct": median,
-            "p90_abs_err_pct": p90,
-            "without_median_abs_err_pct": without_median,
-            "without_p90_abs_err_pct": without_p90,
-        }
-    return table
+    errors: dict[str, list[float]] = {}
+    for r in results:
+        if r.estimated_bytes is not None:
+            errors.setdefault(r.source, []).append(abs(r.err_pct))
+    held_out = {r.source for r in results if r.held_out}
+    return loso_table(errors, held_out, digits=2)
 
 
 def summary(results: list[Result]) -> dict:
@@ -445,7 +429,7 @@ def print_report(results: list[Result]) -> None:
         errs = [abs(r.err_pct) for r in group]
         console.print(
             f"{quality}: {len(group)} rows, median |err| {statistics.median(errs):.1f} %, "
-            f"p90 |err| {_pct(errs, 0.9):.1f} %"
+            f"p90 |err| {percentile(errs, 0.9):.1f} %"
         )
     skipped = [r for r in results if r.estimated_bytes is None]
     if skipped:
@@ -502,23 +486,6 @@ def print_worst(results: list[Result], rows: list[dict[str, str]], count: int = 
         print(f"  {r.row_id} ({r.quality}, {r.err_pct:+.1f} %): {reason(by_id[r.row_id])}")
 
 
-def print_loso(results: list[Result]) -> None:
-    """The headline: each publication's own error and the error of the rest without it."""
-    table = leave_one_source_out(results)
-    print("\nleave-one-source-out (|error| %; * = held-out publication, added after the model was frozen):")
-    print(
-        f"  {'source':44s} {'rows':>4s} {'own median':>10s} {'own p90':>8s} "
-        f"{'rest median':>11s} {'rest p90':>8s}"
-    )
-    for src, v in table.items():
-        name = ("* " if v["held_out"] else "  ") + src
-        print(
-            f"  {name[:44]:44s} {v['rows']:4d} {v['median_abs_err_pct']:10.1f} {v['p90_abs_err_pct']:8.1f} "
-            f"{v['without_median_abs_err_pct'] or float('nan'):11.1f} "
-            f"{v['without_p90_abs_err_pct'] or float('nan'):8.1f}"
-        )
-
-
 def read_rows(paths: list[Path]) -> list[dict[str, str]]:
     """Rows of every CSV, each tagged with whether its file is a held-out set (heldout_*.csv)."""
     rows: list[dict[str, str]] = []
@@ -559,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.json_only:
         print_report(results)
         print_worst(results, rows)
-        print_loso(results)
+        print_loso(leave_one_source_out(results))
     print(json.dumps(summary(results)))
     return 0
 

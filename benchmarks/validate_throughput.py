@@ -43,11 +43,14 @@ DEFAULT_DATA = REPO / "benchmarks" / "data" / "measured_throughput.csv"
 HELDOUT_DATA = REPO / "benchmarks" / "data" / "heldout_throughput.csv"
 HELDOUT_MODELS = REPO / "benchmarks" / "data" / "qwen1_models.yaml"
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 from gpuwise.catalog import get_gpu, get_model  # noqa: E402
 from gpuwise.errors import GpuwiseError  # noqa: E402
 from gpuwise.perf import palm_flops_per_token, peak_flops, predict  # noqa: E402
 from gpuwise.workload import workload_from_mapping  # noqa: E402
+from held_out import leave_one_source_out as loso_table  # noqa: E402
+from held_out import print_loso  # noqa: E402
 
 # Serving benchmarks at "maximum load" (offline throughput) keep admitting requests until the
 # KV cache is full; the model caps this requested concurrency by KV memory.
@@ -324,49 +327,12 @@ def source_key(source: str) -> str:
     return {"LLaMA": "Llama papers", "Llama": "Llama papers"}.get(head, head)
 
 
-def _p90(values: list[float]) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * 0.9
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
 def leave_one_source_out(results: list, held_out: set[str]) -> dict[str, dict]:
     """Per publication: |error| median/p90 on its own rows and on every other publication's rows."""
-    by_source: dict[str, list[float]] = {}
+    errors: dict[str, list[float]] = {}
     for row, _, _, err in results:
-        by_source.setdefault(source_key(row["source"]), []).append(abs(err))
-    table: dict[str, dict] = {}
-    for key in sorted(by_source):
-        own = by_source[key]
-        rest = [e for other, errs in by_source.items() if other != key for e in errs]
-        table[key] = {
-            "rows": len(own),
-            "held_out": key in held_out,
-            "median_abs_err_pct": round(statistics.median(own), 1),
-            "p90_abs_err_pct": round(_p90(own), 1),
-            "without_median_abs_err_pct": round(statistics.median(rest), 1) if rest else None,
-            "without_p90_abs_err_pct": round(_p90(rest), 1) if rest else None,
-        }
-    return table
-
-
-def print_loso(table: dict[str, dict]) -> None:
-    """The headline: each publication's own error and the error of the rest without it."""
-    print("\nleave-one-source-out (|error| %; * = held-out publication, added after the model was frozen):")
-    print(
-        f"  {'source':44s} {'rows':>4s} {'own median':>10s} {'own p90':>8s} "
-        f"{'rest median':>11s} {'rest p90':>8s}"
-    )
-    for key, v in table.items():
-        name = ("* " if v["held_out"] else "  ") + key
-        rest_median = v["without_median_abs_err_pct"]
-        rest_p90 = v["without_p90_abs_err_pct"]
-        print(
-            f"  {name[:44]:44s} {v['rows']:4d} {v['median_abs_err_pct']:10.1f} {v['p90_abs_err_pct']:8.1f} "
-            f"{rest_median if rest_median is not None else float('nan'):11.1f} "
-            f"{rest_p90 if rest_p90 is not None else float('nan'):8.1f}"
-        )
+        errors.setdefault(source_key(row["source"]), []).append(abs(err))
+    return loso_table(errors, held_out, digits=1)
 
 
 def read_rows(paths: list[Path]) -> tuple[list[dict], set[str]]:
