@@ -154,7 +154,7 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
     gap_s = others - comm[late]
     consistent = _steps_late(ev, late)
     if consistent is not None:
-        gap_s, late_pct = consistent
+        gap_s, late_pct = consistent[0], consistent[1]
         if late_pct < T.STRAGGLER_CONSISTENT_STEPS_PCT:
             return None  # late in some steps only: the machine's noise, not a rank that is always behind
     gap_pct = 100.0 * gap_s / step_s
@@ -187,29 +187,57 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
             "comm_wait_gap_s": gap_s,
             "comm_wait_gap_pct": round(gap_pct, 2),
             "late_steps_pct": None if consistent is None else round(consistent[1], 1),
+            "comm_wait_gap_iqr_pct": None
+            if consistent is None
+            else [round(100.0 * consistent[2] / step_s, 2), round(100.0 * consistent[3] / step_s, 2)],
             "skew_pct": round(skew_pct, 2),
         },
         fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower "
         "loader, extra work on that rank (logging, saving checkpoints, evaluation), throttling or a slower "
         "GPU on its node.",
         fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
-        # the others wait gap_s a step for it: each step shrinks by that wait when it stops being late
-        # (high), by half of it when the late rank's extra work only partly goes (low); measured 2.08x
-        # against 1.45-2.63x predicted for a 62 % gap (benchmarks/real_scripts.py, ddp_tutorial)
-        gain=Gain(
-            "throughput_x",
-            round(speedup_from_saving(gap_pct / 2), 3),
-            round(speedup_from_saving(gap_pct), 3),
-            "the others stop waiting for it in collectives: each step shrinks by their wait (high), "
-            "half of it (low)",
-        ),
+        gain=_straggler_gain(ev, step_s, gap_s, consistent),
         source=ev.source,
     )
 
 
-def _steps_late(ev: Evidence, late: int) -> tuple[float, float] | None:
+def _straggler_gain(
+    ev: Evidence, step_s: float, gap_s: float, per_step: tuple[float, float, float, float] | None
+) -> Gain:
+    """The others wait ``gap_s`` a step for the late rank: when it stops being late each step loses that
+    wait, so the median step S becomes S - wait. The range is the middle half of the per-step waits
+    (quartiles) when the series was measured; one figure otherwise. The remaining step is what the gain
+    divides by: when the wait is most of the step, a few ms of spread move it a lot, and the note says so."""
+    times = ev.steps.step_times_s
+    median_s = statistics.median(times) if len(times) >= T.MIN_STEPS_FOR_STATISTICS else step_s
+    cap_s = median_s * T.MAX_REMOVABLE_STEP_PCT / 100.0
+    low_gap, high_gap = (per_step[2], per_step[3]) if per_step is not None else (gap_s, gap_s)
+    low = median_s / (median_s - min(max(low_gap, 0.0), cap_s))
+    high = median_s / (median_s - min(max(high_gap, 0.0), cap_s))
+    spread = (
+        f"; the middle half of the per-step waits ({low_gap * 1000:.3g}-{high_gap * 1000:.3g} ms) gives "
+        "the range"
+        if per_step is not None
+        else "; one mean wait (no per-step series): a point estimate"
+    )
+    wide = (
+        " — the wait is most of the step, so what remains is small and the range cannot be narrow"
+        if high / low > T.STRAGGLER_GAIN_NARROW_X
+        else ""
+    )
+    return Gain(
+        "throughput_x",
+        round(low, 3),
+        round(high, 3),
+        f"the others stop waiting for it: the median step ({median_s * 1000:.3g} ms) loses their wait "
+        f"({gap_s * 1000:.3g} ms){spread}{wide}",
+    )
+
+
+def _steps_late(ev: Evidence, late: int) -> tuple[float, float, float, float] | None:
     """From per-step waits (live runs): the median per-step gap between the other ranks' wait and the
-    late rank's, and the share of steps in which the late rank waited less. None without the series."""
+    late rank's, the share of steps in which the late rank waited less, and the gaps' lower and upper
+    quartiles. None without the series."""
     series = ev.comm.rank_comm_steps_s
     if not series or set(series) != set(ev.comm.rank_comm_time_s):
         return None
@@ -219,4 +247,5 @@ def _steps_late(ev: Evidence, late: int) -> tuple[float, float] | None:
     gaps = [
         statistics.median(w[i] for r, w in series.items() if r != late) - series[late][i] for i in range(n)
     ]
-    return statistics.median(gaps), 100.0 * sum(g > 0 for g in gaps) / n
+    q1, _, q3 = statistics.quantiles(gaps, n=4)
+    return statistics.median(gaps), 100.0 * sum(g > 0 for g in gaps) / n, q1, q3
