@@ -52,7 +52,7 @@ def test_a_worker_on_a_crowded_machine_gains_less_than_the_overlap():
     assert f.gain.high <= 1 / 0.72 + 1e-6
 
 
-def test_straggler_gain_is_the_median_step_less_the_middle_half_of_the_per_step_waits():
+def test_straggler_gain_is_the_median_step_over_the_middle_half_of_what_remains_per_step():
     """Rank 1 sleeps 30 ms a step: rank 0 waits 29-31 ms of each 37 ms step in collectives."""
     steps = 20
     waits = {0: [0.029 + 0.002 * (i % 2) for i in range(steps)], 1: [0.0005] * steps}
@@ -65,7 +65,7 @@ def test_straggler_gain_is_the_median_step_less_the_middle_half_of_the_per_step_
     )
     f = found(ev)["straggler"]
     assert f.metrics["straggler_rank"] == 1
-    # the step loses 28.5-30.5 ms: 37 / 8.5 = 4.35x to 37 / 6.5 = 5.69x
+    # each step loses its 28.5 or 30.5 ms wait: 8.5 or 6.5 ms remain, 37 / 8.5 = 4.35x to 37 / 6.5 = 5.69x
     assert f.gain.low == pytest.approx(0.037 / (0.037 - 0.0285), rel=0.01)
     assert f.gain.high == pytest.approx(0.037 / (0.037 - 0.0305), rel=0.01)
     assert "middle half" in f.gain.note

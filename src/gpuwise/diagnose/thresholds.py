@@ -121,8 +121,9 @@ STRAGGLER_HIGH_PCT = 25.0
 # for it to arrive. Same bar as the step-time skew (the job loses that share of every step); a smaller
 # gap can come from a rank's place in the ring/tree rather than from a slow rank.
 STRAGGLER_COMM_GAP_PCT = 10.0
-# A straggler's gain range (high / low) wider than this is not narrow enough to act on: the note says so.
-STRAGGLER_GAIN_NARROW_X = 1.5
+# A gain range (high / low) wider than this is not narrow enough to act on: the finding's note says so
+# (a straggler whose wait is most of the step; a loader gain on a machine whose load swings).
+GAIN_NARROW_X = 1.5
 
 # --- prediction-specific rules (planner evidence; traces can fill the same fields) -----------------
 # no_flash_attention: the S×S attention scores eager attention materializes, as a share of peak memory.

@@ -187,9 +187,7 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
             "comm_wait_gap_s": gap_s,
             "comm_wait_gap_pct": round(gap_pct, 2),
             "late_steps_pct": None if consistent is None else round(consistent[1], 1),
-            "comm_wait_gap_iqr_pct": None
-            if consistent is None
-            else [round(100.0 * consistent[2] / step_s, 2), round(100.0 * consistent[3] / step_s, 2)],
+            "comm_wait_gap_iqr_pct": None if consistent is None else _iqr_pct(consistent[2], step_s),
             "skew_pct": round(skew_pct, 2),
         },
         fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower "
@@ -202,27 +200,30 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
 
 
 def _straggler_gain(
-    ev: Evidence, step_s: float, gap_s: float, per_step: tuple[float, float, float, float] | None
+    ev: Evidence, step_s: float, gap_s: float, per_step: tuple[float, float, list[float]] | None
 ) -> Gain:
-    """The others wait ``gap_s`` a step for the late rank: when it stops being late each step loses that
-    wait, so the median step S becomes S - wait. The range is the middle half of the per-step waits
-    (quartiles) when the series was measured; one figure otherwise. The remaining step is what the gain
-    divides by: when the wait is most of the step, a few ms of spread move it a lot, and the note says so."""
+    """The others wait for the late rank: when it stops being late each step loses that wait, so step i
+    becomes step_i - wait_i. The range is the median step over the middle half (quartiles) of those
+    remaining steps when the per-step series was measured (a loaded machine stretches what remains, and
+    the range with it); one figure from the mean wait otherwise. When the wait is most of the step, what
+    remains is small, a few ms move the gain a lot, and the note says the range cannot be narrow."""
     times = ev.steps.step_times_s
-    median_s = statistics.median(times) if len(times) >= T.MIN_STEPS_FOR_STATISTICS else step_s
-    cap_s = median_s * T.MAX_REMOVABLE_STEP_PCT / 100.0
-    low_gap, high_gap = (per_step[2], per_step[3]) if per_step is not None else (gap_s, gap_s)
-    low = median_s / (median_s - min(max(low_gap, 0.0), cap_s))
-    high = median_s / (median_s - min(max(high_gap, 0.0), cap_s))
-    spread = (
-        f"; the middle half of the per-step waits ({low_gap * 1000:.3g}-{high_gap * 1000:.3g} ms) gives "
-        "the range"
-        if per_step is not None
-        else "; one mean wait (no per-step series): a point estimate"
-    )
+    gaps = per_step[2] if per_step is not None else []
+    n = min(len(times), len(gaps))
+    if n >= T.MIN_STEPS_FOR_STATISTICS:
+        median_s = statistics.median(times[:n])
+        floor_s = median_s * (1 - T.MAX_REMOVABLE_STEP_PCT / 100.0)
+        remaining = [max(times[i] - max(gaps[i], 0.0), floor_s) for i in range(n)]
+        q1, _, q3 = statistics.quantiles(remaining, n=4)
+        low, high = median_s / q3, median_s / q1
+        spread = f"; the middle half of what remains per step ({q1 * 1000:.3g}-{q3 * 1000:.3g} ms): the range"
+    else:
+        median_s = step_s
+        low = high = median_s / max(median_s - gap_s, median_s * (1 - T.MAX_REMOVABLE_STEP_PCT / 100.0))
+        spread = "; one mean wait (no per-step series): a point estimate"
     wide = (
-        " — the wait is most of the step, so what remains is small and the range cannot be narrow"
-        if high / low > T.STRAGGLER_GAIN_NARROW_X
+        " - the wait is most of the step, so what remains is small and the range cannot be narrow"
+        if high / low > T.GAIN_NARROW_X
         else ""
     )
     return Gain(
@@ -234,10 +235,16 @@ def _straggler_gain(
     )
 
 
-def _steps_late(ev: Evidence, late: int) -> tuple[float, float, float, float] | None:
+def _iqr_pct(gaps: list[float], step_s: float) -> list[float]:
+    """The per-step waits' quartiles, % of the step."""
+    q1, _, q3 = statistics.quantiles(gaps, n=4)
+    return [round(100.0 * q1 / step_s, 2), round(100.0 * q3 / step_s, 2)]
+
+
+def _steps_late(ev: Evidence, late: int) -> tuple[float, float, list[float]] | None:
     """From per-step waits (live runs): the median per-step gap between the other ranks' wait and the
-    late rank's, the share of steps in which the late rank waited less, and the gaps' lower and upper
-    quartiles. None without the series."""
+    late rank's, the share of steps in which the late rank waited less, and the per-step gaps. None
+    without the series."""
     series = ev.comm.rank_comm_steps_s
     if not series or set(series) != set(ev.comm.rank_comm_time_s):
         return None
@@ -247,5 +254,4 @@ def _steps_late(ev: Evidence, late: int) -> tuple[float, float, float, float] | 
     gaps = [
         statistics.median(w[i] for r, w in series.items() if r != late) - series[late][i] for i in range(n)
     ]
-    q1, _, q3 = statistics.quantiles(gaps, n=4)
-    return statistics.median(gaps), 100.0 * sum(g > 0 for g in gaps) / n, q1, q3
+    return statistics.median(gaps), 100.0 * sum(g > 0 for g in gaps) / n, gaps

@@ -124,18 +124,23 @@ def _cpu_shared_gain(ev: Evidence, case: _InputCase) -> tuple[float, float] | No
 def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
     """Where the gain range comes from, and whether the idle CPU capped it."""
     others = other_runnable_tasks(ev)
-    if _cpu_shared_gain(ev, case) is not None and others is not None:
+    shared = _cpu_shared_gain(ev, case)
+    if shared is not None and others is not None:
+        busy = (
+            " (other processes keep the cores busy: a changing load moves the gain)" if contended(ev) else ""
+        )
+        wide = (
+            f"; the load measured during the run ranges over {others[0]:.1f}-{others[1]:.1f} other tasks, "
+            "so this range cannot be narrow: profile again on a steadier machine to size the gain"
+            if shared[1] / shared[0] > T.GAIN_NARROW_X
+            else ""
+        )
         return (
             f"CPU-bound loading moves to {case.advised} worker process(es) sharing "
             f"{ev.context.cpu_count} cores with {others[0]:.1f}-{others[1]:.1f} other runnable tasks "
             "(measured): each task runs cores / tasks of a core, so the step becomes the longest of the "
             "compute, a worker's share of the loading, and all the work over the run's cores; the range "
-            "assumes that load holds"
-            + (
-                " (other processes keep the cores busy: a changing load moves the gain)"
-                if contended(ev)
-                else ""
-            )
+            f"assumes that load holds{busy}{wide}"
         )
     if case.batch_function:
         note = (
