@@ -207,8 +207,9 @@ def _straggler_gain(
     remaining steps when the per-step series was measured (a loaded machine stretches what remains, and
     the range with it); one figure from the mean wait otherwise. When the wait is most of the step, what
     remains is small, a few ms move the gain a lot, and the note says the range cannot be narrow."""
-    times = ev.steps.step_times_s
     gaps = per_step[2] if per_step is not None else []
+    # the ranks' merged evidence may carry no per-step times: each step then reads as the mean step
+    times = ev.steps.step_times_s or [step_s] * len(gaps)
     n = min(len(times), len(gaps))
     if n >= T.MIN_STEPS_FOR_STATISTICS:
         median_s = statistics.median(times[:n])
