@@ -158,8 +158,9 @@ def memory_growth(ev: Evidence) -> Finding | None:
 
     A CPU run reads the C heap and the process RSS together (``memory_rss_per_step_bytes``): a small
     tensor kept each step grows the heap by KiB but pins the allocator's pages, so RSS grows MiB. It is
-    a leak when the heap rises at every reading (live allocations, not pages kept) and either view
-    crosses the bar; RSS rising over a flat heap is the allocator keeping freed pages, not a leak.
+    a leak when the heap rises at every reading by at least ``MEMORY_GROWTH_NOTE_PCT`` (live
+    allocations, not pages kept) and either view crosses the bar; RSS rising over a flat heap is the
+    allocator keeping freed pages, not a leak.
     Training names the usual culprit (a loss kept with its autograd graph), or the container and line the
     profiler found keeping the window's tensors (``kept_objects``); inference and unknown work name what
     leaks without a backward."""
@@ -179,7 +180,10 @@ def memory_growth(ev: Evidence) -> Finding | None:
     growth_pct = _growth_pct(heap, span)
     rss = _trend(steps, ev.memory.memory_rss_per_step_bytes)
     rss_pct = _growth_pct(rss, span)
-    if max(growth_pct, rss_pct) < T.MEMORY_GROWTH_MIN_PCT:
+    # RSS speaks for the heap only where the heap itself rises materially (a few bytes of detached
+    # scalars kept a step, under a heap that grows 0.0 %, are no leak whatever RSS does meanwhile)
+    rss_judges = growth_pct >= T.MEMORY_GROWTH_NOTE_PCT and rss_pct >= T.MEMORY_GROWTH_MIN_PCT
+    if growth_pct < T.MEMORY_GROWTH_MIN_PCT and not rss_judges:
         return _growth_too_short(ev, span, heap, rss, growth_pct)
     if growth_pct < T.MEMORY_GROWTH_MIN_PCT and rss is not None:
         per_step = rss[0]  # the heap rises too slowly to size the loss: RSS does
