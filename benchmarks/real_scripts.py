@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -175,6 +176,7 @@ class Outcome:
     step_s_before: float | None = None  # median step time, profiled with the bottleneck
     step_s_after: float | None = None  # ... and with the fix
     fix_right: bool | None = None  # None: no fix to check
+    measured_spread: list[float] | None = None  # lowest and highest before/after ratio of the repeats
     skipped: str | None = None
     notes: list[str] = field(default_factory=list)
     load_avg: list[float] = field(default_factory=list)
@@ -261,9 +263,29 @@ def measured_gain(metric: str, before: Run, after: Run) -> float | None:
     return None
 
 
+def _inputs(run: Run, finding: dict[str, Any]) -> str:
+    """The measured figures the finding's gain came from, to print beside predicted vs measured."""
+    m = finding.get("metrics") or {}
+    keys = (
+        "input_wait_pct", "loader_num_workers", "suggested_num_workers", "cpu_util_pct",
+        "loader_runq_pct", "other_runnable_tasks", "comm_wait_gap_pct", "comm_wait_gap_iqr_pct",
+        "skew_pct",
+    )  # fmt: skip
+    shown = [f"{k}={m[k]}" for k in keys if m.get(k) is not None]
+    return ", ".join([*shown, f"step_p50={1000 * (run.primary.get('step_time_p50_s') or 0):.1f}ms"])
+
+
 def check_fix(
-    scenario: Scenario, out: Outcome, before: Run, finding: dict[str, Any], steps: int, store: Path
+    scenario: Scenario,
+    out: Outcome,
+    before: Run,
+    finding: dict[str, Any],
+    steps: int,
+    store: Path,
+    repeats: int = 2,
 ):
+    """Apply the fix and measure its gain: before and after are profiled in turns (B A B A ...), so a
+    machine whose load drifts (other users) stretches both alike; the gain is the ratio of the medians."""
     fix = prescribed_fix(scenario, finding)
     gain = finding.get("gain")
     if fix is None or not gain:
@@ -272,20 +294,39 @@ def check_fix(
         return
     flags, out.fix = fix
     out.gain_metric, out.predicted = gain["metric"], [gain["low"], gain["high"]]
-    print(f"    fix: {out.fix} -> profiling again ...", flush=True)
-    after = profile(scenario, flags, steps, store)
-    out.measured = measured_gain(gain["metric"], before, after)
-    out.step_s_after = after.primary.get("step_time_p50_s")
+    print(f"    predicted from: {_inputs(before, finding)}", flush=True)
+    print(f"    fix: {out.fix} -> profiling again ({repeats}x, in turns) ...", flush=True)
+    befores, afters = [before], []
+    for i in range(max(1, repeats)):
+        afters.append(profile(scenario, flags, steps, store))
+        if i + 1 < repeats:
+            befores.append(profile(scenario, scenario.flags, steps, store))
+    ratios = [measured_gain(gain["metric"], b, a) for b in befores for a in afters]
+    ratios_known = sorted(r for r in ratios if r is not None)
+    out.measured = _median_gain(gain["metric"], befores, afters)
+    out.measured_spread = [ratios_known[0], ratios_known[-1]] if ratios_known else None
+    out.step_s_after = afters[0].primary.get("step_time_p50_s")
     low, high = gain["low"] / (1 + GAIN_TOLERANCE), gain["high"] * (1 + GAIN_TOLERANCE)
     out.fix_right = out.measured is not None and low <= out.measured <= high
-    still = [f for f in after.findings if f["id"] == finding["id"]]
+    still = [f for f in afters[-1].findings if f["id"] == finding["id"]]
     if still:
         out.notes.append(
             f"{finding['id']} still reported after the fix ({still[0]['confidence']}): {still[0]['summary']}"
         )
 
 
-def run_scenario(scenario: Scenario, steps: int, store: Path) -> Outcome:
+def _median_gain(metric: str, befores: list[Run], afters: list[Run]) -> float | None:
+    """The gain between the median before-run and the median after-run (by step time or growth)."""
+    if metric == "throughput_x":
+        b = [r.primary.get("step_time_p50_s") for r in befores]
+        a = [r.primary.get("step_time_p50_s") for r in afters]
+        if None in b or None in a or not a:
+            return None
+        return statistics.median(b) / statistics.median(a)
+    return measured_gain(metric, befores[0], afters[0])
+
+
+def run_scenario(scenario: Scenario, steps: int, store: Path, repeats: int = 2) -> Outcome:
     out = Outcome(scenario.name, scenario.bottleneck, scenario.expected)
     if scenario.cuda_only:
         import torch
@@ -318,7 +359,9 @@ def run_scenario(scenario: Scenario, steps: int, store: Path) -> Outcome:
         or expected[0]["metrics"].get("straggler_rank") == scenario.expected_rank
     )
     if before.findings:
-        check_fix(scenario, out, before, expected[0] if expected else before.findings[0], steps, store)
+        check_fix(
+            scenario, out, before, expected[0] if expected else before.findings[0], steps, store, repeats
+        )
     return out
 
 
@@ -339,6 +382,8 @@ def _table(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         pred = f"{o.predicted[0]:.3g}-{o.predicted[1]:.3g} {o.gain_metric}" if o.predicted else "-"
         meas = "-" if o.measured is None else f"{o.measured:.3g}"
+        if o.measured_spread:
+            meas += f" ({o.measured_spread[0]:.3g}-{o.measured_spread[1]:.3g})"
         fix_ok = "-" if o.fix_right is None else ("yes" if o.fix_right else "NO")
         ok = "skip" if o.skipped else ("yes" if o.finding_right else "NO")
         rows.append((o.name, o.expected, o.found or o.skipped or "", ok, o.fix or "-", pred, meas, fix_ok))
@@ -355,14 +400,69 @@ def main() -> int:
     parser.add_argument(
         "--burners", type=int, default=0, help="processes spinning on the CPU meanwhile (a busy machine)"
     )
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="before/after profiles, in turns, behind a measured gain"
+    )
+    parser.add_argument(
+        "--top-runs",
+        type=int,
+        default=0,
+        help="instead: profile each chosen scenario this many times quiet, then as many times under "
+        "--burners (default 2) CPU burners, and count the top findings (the same on a busy machine?)",
+    )
     args = parser.parse_args()
-    burners = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass"]) for _ in range(args.burners)]
+    if args.top_runs:
+        return top_findings(args)
+    burners = _burning(args.burners)
     try:
         return _run_all(args)
     finally:
-        for proc in burners:  # each ended by its own pid
-            proc.kill()
-            proc.wait()
+        _stop(burners)
+
+
+def _burning(count: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True:\n    pass"]) for _ in range(count)]
+
+
+def _stop(burners: list[subprocess.Popen]) -> None:
+    for proc in burners:  # each ended by its own pid
+        proc.kill()
+        proc.wait()
+
+
+def top_findings(args: argparse.Namespace) -> int:
+    """Each chosen scenario ``--top-runs`` times quiet, then as many under CPU burners: the top finding
+    of each run and the counts, so a verdict that flips with the machine's load shows."""
+    chosen = [s for s in SCENARIOS if (not args.only or s.name in args.only) and not s.cuda_only]
+    burn = args.burners or 2
+    report: dict[str, Any] = {"cpus": os.cpu_count(), "burners": burn, "scenarios": {}}
+    with tempfile.TemporaryDirectory(prefix="gpuwise-top-") as tmp:
+        store = Path(tmp) / "runs.sqlite"
+        for scenario in chosen:
+            counts: dict[str, dict[str, int]] = {}
+            for mode, n_burn in (("quiet", 0), ("busy", burn)):
+                burners = _burning(n_burn)
+                try:
+                    tops = []
+                    for i in range(args.top_runs):
+                        run = profile(scenario, scenario.flags, args.steps, store)
+                        top = run.top
+                        if scenario.expected_rank is not None and run.findings:
+                            top += f" (rank {run.findings[0].get('metrics', {}).get('straggler_rank')})"
+                        tops.append(top)
+                        load = os.getloadavg()[0]
+                        print(f"{scenario.name} {mode} run {i + 1}: {top}  (load {load:.2f})", flush=True)
+                finally:
+                    _stop(burners)
+                counts[mode] = {t: tops.count(t) for t in sorted(set(tops))}
+            report["scenarios"][scenario.name] = {"expected": scenario.expected, **counts}
+            print(
+                f"{scenario.name}: expected {scenario.expected}; "
+                f"quiet {counts['quiet']}; busy {counts['busy']}"
+            )
+    args.out.write_text(json.dumps(report, indent=1))
+    print(f"summary: {args.out}")
+    return 0
 
 
 def _run_all(args: argparse.Namespace) -> int:
@@ -384,7 +484,7 @@ def _run_all(args: argparse.Namespace) -> int:
                 outcome.notes.append(f"time budget of {args.budget_s:.0f} s used up")
             else:
                 try:
-                    outcome = run_scenario(scenario, args.steps, store)
+                    outcome = run_scenario(scenario, args.steps, store, args.repeats)
                 except (RuntimeError, subprocess.TimeoutExpired) as err:
                     outcome = Outcome(
                         scenario.name, scenario.bottleneck, scenario.expected, found="run failed"

@@ -2,9 +2,10 @@
 token ids by a ``get_batch`` function (no DataLoader), AdamW, optionally ``torch.compile``.
 
 Injections: --data-sleep-ms (slow storage or tokenization inside get_batch), --item-per-step (a
-``loss.item()`` every step: a host-device sync on CUDA). Fix: --prefetch (a thread prepares the
-next batch while the model runs). --compile prints Dynamo's counters and how many times the forward
-was compiled in the RESULT line.
+``loss.item()`` every step: a host-device sync on CUDA), --keep-loss (``loss_history.append(loss)``:
+each step's loss tensor kept, with its autograd node, after its graph's buffers are freed).
+Fix: --prefetch (a thread prepares the next batch while the model runs). --compile prints Dynamo's
+counters and how many times the forward was compiled in the RESULT line.
 """
 
 import argparse
@@ -28,6 +29,7 @@ parser.add_argument("--prefetch", action="store_true")
 parser.add_argument("--compile", action="store_true")
 parser.add_argument("--compile-backend", default="aot_eager")
 parser.add_argument("--item-per-step", action="store_true")
+parser.add_argument("--keep-loss", action="store_true")
 parser.add_argument("--device", default="cpu")
 args = parser.parse_args()
 
@@ -92,7 +94,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1)
 if args.compile:
     model = torch.compile(model, backend=args.compile_backend)
 next_batch = prefetching(get_batch) if args.prefetch else get_batch
-times, losses = [], []
+times, losses, loss_history = [], [], []
 X, Y = next_batch()
 for _ in range(args.steps):
     t0 = time.perf_counter()
@@ -103,6 +105,8 @@ for _ in range(args.steps):
     optimizer.step()
     if args.item_per_step:
         losses.append(loss.item())
+    if args.keep_loss:
+        loss_history.append(loss)  # the tensor, not loss.item(): kept with its grad_fn
     times.append(time.perf_counter() - t0)
 result = {"step_s_p50": statistics.median(times[3:] or times), "steps": len(times)}
 if args.compile:

@@ -110,6 +110,9 @@ class InputPipeline:
     # (the training thread during its batch waits with num_workers=0, the worker processes otherwise).
     # Near 100 % for CPU-bound loading even on a busy machine, low for a loader waiting on I/O
     loader_wait_cpu_pct: float | None = None
+    # ... and the share of its wall time it was runnable but waiting for a core (%): a CPU-bound loader
+    # on a machine shared with N other runnable tasks runs at cores / (N + 1) of a core
+    loader_runq_pct: float | None = None
 
 
 @dataclass
@@ -192,6 +195,11 @@ class MemoryUse:
         default_factory=list
     )  # measured step of each reading above; empty = every step in order
     memory_measure: str | None = None  # what memory_per_step_bytes counts: 'process RSS ...', 'CUDA ...'
+    # the process RSS read with each reading above (a live CPU run whose readings are the C heap): freed
+    # memory the allocator cannot return (kept small objects pin its pages) shows here, not in the heap
+    memory_rss_per_step_bytes: list[float] = field(default_factory=list)
+    # containers the loop kept the window's new tensors in (profile/kept_objects.py): names, lines, tensor
+    kept_objects: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def memory_headroom_pct(self) -> float | None:
@@ -401,7 +409,7 @@ WIRE_KEYS: tuple[str, ...] = (
     "xid_errors",
     "sync_idle_pct", "sync_idle_call", "launch_idle_pct", "one_off_idle_pct", "graph_replay_pct",
     "before_first_kernel_pct", "world_size",
-    "larger_batch_speedup_x",
+    "larger_batch_speedup_x", "loader_runq_pct", "memory_rss_per_step_bytes", "kept_objects",
 )  # fmt: skip
 _RANK_KEYED = ("rank_step_time_s", "rank_comm_time_s", "rank_comm_steps_s")  # int keys, str in JSON
 

@@ -121,6 +121,9 @@ STRAGGLER_HIGH_PCT = 25.0
 # for it to arrive. Same bar as the step-time skew (the job loses that share of every step); a smaller
 # gap can come from a rank's place in the ring/tree rather than from a slow rank.
 STRAGGLER_COMM_GAP_PCT = 10.0
+# A gain range (high / low) wider than this is not narrow enough to act on: the finding's note says so
+# (a straggler whose wait is most of the step; a loader gain on a machine whose load swings).
+GAIN_NARROW_X = 1.5
 
 # --- prediction-specific rules (planner evidence; traces can fill the same fields) -----------------
 # no_flash_attention: the S×S attention scores eager attention materializes, as a share of peak memory.
@@ -200,6 +203,11 @@ LOADER_IO_WAIT_THREAD_CPU_PCT = 50.0
 # Other processes' CPU (% of the machine) from which a low CPU share of the run no longer says "I/O": on
 # a busy machine the loader waits for a core (2 burners on 2 cores: other processes ~65-100 %).
 LOADER_IO_BUSY_MACHINE_PCT = 25.0
+# The training thread waiting for a core at least this share of its batch loads (%, schedstat) reads as
+# other runnable tasks sharing the cores (below it, fewer tasks than cores: the waits are wake-up noise).
+LOADER_RUNQ_CONTENDED_PCT = 5.0
+# ... and its run rate is floored at 1 / this many tasks when the count of others is read from it.
+LOADER_MAX_OTHER_TASKS = 64.0
 # A CPU-bound loader gets at most this many workers (PyTorch's guides rarely go beyond 8 per GPU).
 LOADER_MAX_WORKERS = 8
 # memory_growth: Theil-Sen slope over steps. The leak is real when the lower confidence bound of the slope

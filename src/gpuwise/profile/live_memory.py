@@ -16,13 +16,14 @@ from time import perf_counter
 from gpuwise.profile.event_log import EventLog
 from gpuwise.profile.memory_probe import (
     COST_WINDOW,
+    HEAP_MEASURE,
     MAX_FREE_CHUNKS,
     MEMORY_PROBE_BUDGET,
     MIN_READINGS_PER_WINDOW,
     live_memory_probe,
     rss_reader,
 )
-from gpuwise.profile.phases import MEMORY
+from gpuwise.profile.phases import MEMORY, MEMORY_RSS
 
 
 def _timed(read: Callable[[], float]) -> float:
@@ -43,12 +44,15 @@ class LiveMemory:
         self.read_every_steps: int | None = None  # set when the window's length is known
         self.due_step = float("inf")  # ... unless this step is reached
         self._costs: list[float] = []  # seconds of the last COST_WINDOW reads
+        # RSS read beside the heap (a 2 µs read): the allocator's view and the process's together
+        self.rss: Callable[[], float] | None = None
 
     def use(self, measure: str, read: Callable[[], float] | None) -> None:
         """Use ``read`` (returns bytes) under the name ``measure``, timing one read now as the first cost
         estimate; None: no reading available.
         """
         self.measure, self.read = measure, read
+        self.rss = (rss_reader() or ("", None))[1] if measure == HEAP_MEASURE else None
         # a first cost, measured now: one preempted first read must not space out the rest
         self._costs = [_timed(read)] if read is not None else []
 
@@ -82,6 +86,8 @@ class LiveMemory:
             value = read()
             costs.append(perf_counter() - t0)
         self.events.log(MEMORY, value)
+        if self.rss is not None:
+            self.events.log(MEMORY_RSS, self.rss())
         self.due_s = t0 + min(costs) / MEMORY_PROBE_BUDGET
         if self.read_every_steps is not None:
             self.due_step = step + self.read_every_steps
@@ -89,10 +95,12 @@ class LiveMemory:
     def _switch_to_rss(self, free_chunks: int, step: int) -> Callable[[], float] | None:
         """The heap fragmented (mallinfo2 got slow): RSS from here on; readings of two measures do not mix."""
         self.measure, self.read = rss_reader() or ("not available", None)
+        self.rss = None
         self._costs.clear()
         self.events.drain()
         for rec in self.events.records:
             rec.memory_bytes = None
+            rec.rss_bytes = None
         self.notes.append(
             f"live memory: the heap had {free_chunks} free chunks for mallinfo2 to walk; "
             f"{self.measure} from step {step} on"

@@ -34,6 +34,7 @@ SYNC = 17  # the host waited this many seconds on the device (``.item()``, ``syn
 H2D_BYTES = 18  # bytes copied host -> device
 H2D_PAGEABLE_BYTES = 19  # of those, bytes from pageable (not pinned) memory
 MEMORY = 20  # live memory in bytes, read at the step boundary just logged
+MEMORY_RSS = 21  # the process RSS in bytes, read with it (a second view of the same moment)
 
 
 def phase_of(code: int) -> tuple[str, bool]:
@@ -49,6 +50,7 @@ class StepRecord:
     wall_s: float
     phase_s: dict[str, float]
     memory_bytes: float | None = None
+    rss_bytes: float | None = None
     sync_calls: int = 0
     sync_wait_s: float = 0.0
     h2d_bytes: int = 0
@@ -62,6 +64,7 @@ class StepRecord:
             "wall_s": self.wall_s,
             "phase_s": self.phase_s,
             "memory_bytes": self.memory_bytes,
+            "rss_bytes": self.rss_bytes,
             "sync_calls": self.sync_calls,
             "sync_wait_s": self.sync_wait_s,
             "h2d_bytes": self.h2d_bytes,
@@ -221,6 +224,8 @@ class PhaseTimer:
                 counters[3] += value
             elif code == MEMORY and records:
                 records[-1].memory_bytes = value
+            elif code == MEMORY_RSS and records:
+                records[-1].rss_bytes = value
         return used
 
 
@@ -238,6 +243,7 @@ __all__ = [
     "H2D_OUT",
     "H2D_PAGEABLE_BYTES",
     "MEMORY",
+    "MEMORY_RSS",
     "OPTIMIZER_IN",
     "OPTIMIZER_OUT",
     "PHASES",

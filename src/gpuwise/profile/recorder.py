@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwise.profile.collectives import CollectiveWatch
 from gpuwise.profile.contained_errors import MAX_CONTAINED_ERRORS, ContainedErrors
 from gpuwise.profile.event_log import DRAIN_EVERY_EVENTS, DRAIN_EVERY_S, EventLog
+from gpuwise.profile.kept_objects import KeptTensors
 from gpuwise.profile.live_memory import LiveMemory
 from gpuwise.profile.loader_watch import LoaderWatch
 from gpuwise.profile.phases import STEP, StepRecord
@@ -134,6 +135,8 @@ class Recorder:
         self.collectives = CollectiveWatch(self)
         self.notes: list[str] = []
         self.memory = LiveMemory(self.events, self.notes)
+        self.kept = KeptTensors()
+        self.kept_report: list[dict[str, Any]] = []
         if steps is not None:
             self.memory.pace_for_window(warmup + steps)
         self.errors = ContainedErrors()
@@ -297,6 +300,13 @@ class Recorder:
             self.notes.append("profiling switched itself off after repeated internal errors")
             self.detach(from_hook=True)
 
+    def _contained(self, where: str, run: Callable[[], Any]) -> None:
+        """Run a one-off probe on the training thread; a failure is contained (reported once)."""
+        try:
+            run()
+        except Exception as exc:
+            self.contain(where, exc, active_check=False)
+
     # -- the model -------------------------------------------------------------------------------------------
     def inspect_model(self, module: Any) -> None:
         """Which device and precision the model runs in (checked until a module with parameters shows up)."""
@@ -398,6 +408,8 @@ class Recorder:
                 self.contain("memory probe", exc)
         if self.cuda is not None:
             self.cuda.step_closed(n)
+        if n == max(1, self.warmup - 1) and self.steps_requested is not None:
+            self._contained("kept tensors", self.kept.mark)  # in a warm-up step: outside the window
         if n == max(1, self.warmup) and self.instrumentation is not None:
             self.instrumentation.narrow_to_roots()
         if len(events.entries) >= DRAIN_EVERY_EVENTS or now - events.drained_at >= DRAIN_EVERY_S:
@@ -410,6 +422,11 @@ class Recorder:
             return
         self.window_complete = True
         self.status = "completed"
+        if self.steps_requested is not None:
+            frame, window = sys._getframe(1), self.steps_requested + 1
+            self._contained(
+                "kept tensors", lambda: setattr(self, "kept_report", self.kept.report(window, frame))
+            )
         self.detach(from_hook=not self.manual_steps)
         if self.on_window_complete is not None:
             self.on_window_complete(self)
@@ -479,6 +496,8 @@ class Recorder:
 
     def _memory_section(self) -> dict[str, Any]:
         memory: dict[str, Any] = {"measure": self.memory.measure}
+        if self.kept_report:
+            memory["kept"] = self.kept_report
         if self.cuda is not None:
             try:
                 memory.update(self.cuda.memory_stats())

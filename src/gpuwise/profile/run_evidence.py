@@ -50,6 +50,7 @@ def build_evidence(raw: dict[str, Any], steps: list[dict[str, Any]], rank: int |
     ev.context.workload_kind = kind_from_phases(ev.steps.phase_s)
     ev.context.host_frames = _host_frames(raw.get("host_frames") or {})
     ev.context.framework = meta.get("framework")
+    ev.memory.kept_objects = list(memory.get("kept") or [])
     if memory.get("measure"):
         ev.memory.memory_measure = memory["measure"]
         ev.notes.append(f"memory_per_step_bytes: {memory['measure']}")
@@ -74,6 +75,9 @@ def _from_steps(ev: Evidence, steps: list[dict[str, Any]]) -> None:
         ev.steps.phase_s_typical = {k: v.s_per_step for k, v in phase_breakdown(typical).items()}
     readings = [(i, s["memory_bytes"]) for i, s in enumerate(steps) if s.get("memory_bytes") is not None]
     ev.memory.memory_per_step_bytes = [m for _, m in readings]
+    rss = [steps[i].get("rss_bytes") for i, _ in readings]
+    if rss and None not in rss:  # the process RSS read with each reading (CPU heap runs)
+        ev.memory.memory_rss_per_step_bytes = [float(r) for r in rss if r is not None]
     if len(readings) < len(steps):  # the probe spaced its reads to stay within its time budget
         ev.memory.memory_step_index = [i for i, _ in readings]
 
@@ -89,6 +93,7 @@ def _from_loader_and_cpu(ev: Evidence, raw: dict[str, Any], telemetry: dict[str,
         if busy is None and loader.get("num_workers") == 0:
             busy = loader.get("main_thread_cpu_share_pct")
         ev.loader.loader_wait_cpu_pct = busy
+        ev.loader.loader_runq_pct = loader.get("loader_runq_pct")
     ev.context.cpu_count = raw.get("cpu_count") or telemetry.get("cpu_count")
     ev.context.cpu_util_pct = telemetry.get("process_cpu_pct")
     system, own = telemetry.get("system_cpu_pct"), telemetry.get("process_cpu_pct")

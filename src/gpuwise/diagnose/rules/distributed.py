@@ -154,7 +154,7 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
     gap_s = others - comm[late]
     consistent = _steps_late(ev, late)
     if consistent is not None:
-        gap_s, late_pct = consistent
+        gap_s, late_pct = consistent[0], consistent[1]
         if late_pct < T.STRAGGLER_CONSISTENT_STEPS_PCT:
             return None  # late in some steps only: the machine's noise, not a rank that is always behind
     gap_pct = 100.0 * gap_s / step_s
@@ -187,29 +187,65 @@ def _straggler_by_comm_wait(ev: Evidence, step_s: float, skew_pct: float, slow_r
             "comm_wait_gap_s": gap_s,
             "comm_wait_gap_pct": round(gap_pct, 2),
             "late_steps_pct": None if consistent is None else round(consistent[1], 1),
+            "comm_wait_gap_iqr_pct": None if consistent is None else _iqr_pct(consistent[2], step_s),
             "skew_pct": round(skew_pct, 2),
         },
         fix=f"Find what rank {late} does more of before each collective: a larger input shard or slower "
         "loader, extra work on that rank (logging, saving checkpoints, evaluation), throttling or a slower "
         "GPU on its node.",
         fix_snippet="nvidia-smi -q -d PERFORMANCE   # on the straggler's node",
-        # the others wait gap_s a step for it: each step shrinks by that wait when it stops being late
-        # (high), by half of it when the late rank's extra work only partly goes (low); measured 2.08x
-        # against 1.45-2.63x predicted for a 62 % gap (benchmarks/real_scripts.py, ddp_tutorial)
-        gain=Gain(
-            "throughput_x",
-            round(speedup_from_saving(gap_pct / 2), 3),
-            round(speedup_from_saving(gap_pct), 3),
-            "the others stop waiting for it in collectives: each step shrinks by their wait (high), "
-            "half of it (low)",
-        ),
+        gain=_straggler_gain(ev, step_s, gap_s, consistent),
         source=ev.source,
     )
 
 
-def _steps_late(ev: Evidence, late: int) -> tuple[float, float] | None:
+def _straggler_gain(
+    ev: Evidence, step_s: float, gap_s: float, per_step: tuple[float, float, list[float]] | None
+) -> Gain:
+    """The others wait for the late rank: when it stops being late each step loses that wait, so step i
+    becomes step_i - wait_i. The range is the median step over the middle half (quartiles) of those
+    remaining steps when the per-step series was measured (a loaded machine stretches what remains, and
+    the range with it); one figure from the mean wait otherwise. When the wait is most of the step, what
+    remains is small, a few ms move the gain a lot, and the note says the range cannot be narrow."""
+    gaps = per_step[2] if per_step is not None else []
+    # the ranks' merged evidence may carry no per-step times: each step then reads as the mean step
+    times = ev.steps.step_times_s or [step_s] * len(gaps)
+    n = min(len(times), len(gaps))
+    if n >= T.MIN_STEPS_FOR_STATISTICS:
+        median_s = statistics.median(times[:n])
+        floor_s = median_s * (1 - T.MAX_REMOVABLE_STEP_PCT / 100.0)
+        remaining = [max(times[i] - max(gaps[i], 0.0), floor_s) for i in range(n)]
+        q1, _, q3 = statistics.quantiles(remaining, n=4)
+        low, high = median_s / q3, median_s / q1
+        spread = f"; the middle half of what remains per step ({q1 * 1000:.3g}-{q3 * 1000:.3g} ms): the range"
+    else:
+        median_s = step_s
+        low = high = median_s / max(median_s - gap_s, median_s * (1 - T.MAX_REMOVABLE_STEP_PCT / 100.0))
+        spread = "; one mean wait (no per-step series): a point estimate"
+    wide = (
+        " - the wait is most of the step, so what remains is small and the range cannot be narrow"
+        if high / low > T.GAIN_NARROW_X
+        else ""
+    )
+    return Gain(
+        "throughput_x",
+        round(low, 3),
+        round(high, 3),
+        f"the others stop waiting for it: the median step ({median_s * 1000:.3g} ms) loses their wait "
+        f"({gap_s * 1000:.3g} ms){spread}{wide}",
+    )
+
+
+def _iqr_pct(gaps: list[float], step_s: float) -> list[float]:
+    """The per-step waits' quartiles, % of the step."""
+    q1, _, q3 = statistics.quantiles(gaps, n=4)
+    return [round(100.0 * q1 / step_s, 2), round(100.0 * q3 / step_s, 2)]
+
+
+def _steps_late(ev: Evidence, late: int) -> tuple[float, float, list[float]] | None:
     """From per-step waits (live runs): the median per-step gap between the other ranks' wait and the
-    late rank's, and the share of steps in which the late rank waited less. None without the series."""
+    late rank's, the share of steps in which the late rank waited less, and the per-step gaps. None
+    without the series."""
     series = ev.comm.rank_comm_steps_s
     if not series or set(series) != set(ev.comm.rank_comm_time_s):
         return None
@@ -219,4 +255,4 @@ def _steps_late(ev: Evidence, late: int) -> tuple[float, float] | None:
     gaps = [
         statistics.median(w[i] for r, w in series.items() if r != late) - series[late][i] for i in range(n)
     ]
-    return statistics.median(gaps), 100.0 * sum(g > 0 for g in gaps) / n
+    return statistics.median(gaps), 100.0 * sum(g > 0 for g in gaps) / n, gaps

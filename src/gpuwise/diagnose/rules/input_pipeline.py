@@ -20,8 +20,10 @@ from gpuwise.diagnose.rules.loader_advice import (
     contended,
     cpu_cap,
     cpu_saturated,
+    cpu_worker_gain,
     input_gain_high,
     loader_snippet,
+    other_runnable_tasks,
     overlap_gain,
     suggested_workers,
     waits_on_io,
@@ -95,6 +97,9 @@ def _input_fix(ev: Evidence, case: _InputCase) -> tuple[str, str]:
 def _input_gain(ev: Evidence, case: _InputCase) -> tuple[float, float]:
     """(low, high) speed-up factors of the fix."""
     share, workers, advised = case.share, case.workers, case.advised
+    shared = _cpu_shared_gain(ev, case)
+    if shared is not None:
+        return shared
     if case.batch_function or (not case.cpu_bound_full and not workers):
         # the batch overlaps the rest of the step, divided among the advised workers: the step becomes
         # the longer of the two (measured: 2 workers gave 2.31x on an 84 % I/O wait, 1.62x on 77 % CPU)
@@ -107,8 +112,36 @@ def _input_gain(ev: Evidence, case: _InputCase) -> tuple[float, float]:
     return 1.0 + (high - 1) * 0.5, high
 
 
+def _cpu_shared_gain(ev: Evidence, case: _InputCase) -> tuple[float, float] | None:
+    """The gain of moving CPU-bound loading off the training thread into ``advised`` workers on the cores
+    the machine shares (`cpu_worker_gain`); None where that model does not apply (a batch function, I/O
+    waits, workers already there, a saturated CPU) or the load was not measured."""
+    if case.batch_function or case.cpu_bound_full or case.workers or waits_on_io(ev):
+        return None
+    return cpu_worker_gain(ev, case.share, case.advised)
+
+
 def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
     """Where the gain range comes from, and whether the idle CPU capped it."""
+    others = other_runnable_tasks(ev)
+    shared = _cpu_shared_gain(ev, case)
+    if shared is not None and others is not None:
+        busy = (
+            " (other processes keep the cores busy: a changing load moves the gain)" if contended(ev) else ""
+        )
+        wide = (
+            f"; the load measured during the run ranges over {others[0]:.1f}-{others[1]:.1f} other tasks, "
+            "so this range cannot be narrow: profile again on a steadier machine to size the gain"
+            if shared[1] / shared[0] > T.GAIN_NARROW_X
+            else ""
+        )
+        return (
+            f"CPU-bound loading moves to {case.advised} worker process(es) sharing "
+            f"{ev.context.cpu_count} cores with {others[0]:.1f}-{others[1]:.1f} other runnable tasks "
+            "(measured): each task runs cores / tasks of a core, so the step becomes the longest of the "
+            "compute, a worker's share of the loading, and all the work over the run's cores; the range "
+            f"assumes that load holds{busy}{wide}"
+        )
     if case.batch_function:
         note = (
             f"a prefetch thread hides the batch up to the rest of the step (low); {case.advised} workers "
@@ -153,6 +186,10 @@ def _input_summary(ev: Evidence, case: _InputCase) -> str:
     return f"{what}; {idle}."
 
 
+def _rounded(pair: tuple[float, float] | None) -> list[float] | None:
+    return None if pair is None else [round(pair[0], 2), round(pair[1], 2)]
+
+
 def input_bound(ev: Evidence) -> Finding | None:
     """The loop waits for its next batch (DataLoader wait plus batch preparation on the training thread)
     at least ``INPUT_WAIT_MODERATE_PCT`` of a typical step: advise workers or a prefetch thread."""
@@ -194,6 +231,8 @@ def input_bound(ev: Evidence) -> Finding | None:
             "suggested_num_workers": None if case.cpu_bound_full else advised,
             "suggested_prefetch_factor": None if case.cpu_bound_full or batch_function else 4,
             "top_frames": [r["frame"] or r["leaf"] for r in case.frames],
+            "loader_runq_pct": ev.loader.loader_runq_pct,
+            "other_runnable_tasks": _rounded(other_runnable_tasks(ev)),
         },
         fix=fix,
         fix_snippet=snippet,

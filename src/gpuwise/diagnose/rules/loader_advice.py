@@ -17,9 +17,11 @@ __all__ = [
     "contended",
     "cpu_cap",
     "cpu_saturated",
+    "cpu_worker_gain",
     "detected_framework",
     "input_gain_high",
     "loader_snippet",
+    "other_runnable_tasks",
     "overlap_gain",
     "suggested_workers",
     "waits_on_io",
@@ -82,6 +84,57 @@ def contended(ev: Evidence) -> bool:
     return (ev.context.other_cpu_pct or 0.0) >= T.LOADER_IO_BUSY_MACHINE_PCT
 
 
+def other_runnable_tasks(ev: Evidence) -> tuple[float, float] | None:
+    """(fewest, most) runnable tasks of other processes while the run loaded its batches, from the
+    loading side's wait for a core (a CPU-bound task sharing C cores with N others runs C / (N + 1) of
+    the time it is runnable) and from the CPU other processes used (N busy cores); None when neither is
+    measured. The machine's load drifts: the two readings bound it rather than one guessing it."""
+    cores = ev.context.cpu_count
+    if not cores:
+        return None
+    estimates = []
+    runq = ev.loader.loader_runq_pct
+    if runq is not None:
+        rate = max(1.0 - runq / 100.0, 1.0 / T.LOADER_MAX_OTHER_TASKS)
+        # a core always there (rate ~1) says only "fewer than C others"; a wait for one says how many
+        estimates.append(cores / rate - 1.0 if runq >= T.LOADER_RUNQ_CONTENDED_PCT else 0.0)
+    if ev.context.other_cpu_pct is not None:
+        estimates.append(cores * ev.context.other_cpu_pct / 100.0)
+    if not estimates:
+        return None
+    return min(estimates), max(estimates)
+
+
+def _step_with_workers(share: float, workers: int, cores: int, others: float, competing: float) -> float:
+    """The step after the fix, as a fraction of the step measured. Compute K and loading L are the
+    core-seconds the training thread did at its measured rate (cores / (others + 1) of a core); after the
+    fix 1 + workers tasks each run at cores / (others + competing) of a core (``competing``: how many of
+    them are runnable at once), and together never more than the cores: the step is the longest of the
+    compute, one worker's share of the loading, and all the work over the CPU the run gets."""
+    before = min(1.0, cores / (others + 1.0))
+    compute, loading = (1.0 - share) * before, share * before
+    rate = min(1.0, cores / (others + competing))
+    together = min(float(cores), (1 + workers) * rate)
+    return max(compute / rate, loading / (workers * rate), (compute + loading) / together)
+
+
+def cpu_worker_gain(ev: Evidence, share: float, workers: int) -> tuple[float, float] | None:
+    """(low, high) speed-up from moving CPU-bound loading (``share`` % of the step, on the training
+    thread) to ``workers`` processes, from the cores and the measured load: low with the most other tasks
+    and all 1 + workers of the run's tasks competing for cores, high with the fewest others and only the
+    bottleneck's tasks competing (the rest wait on it). None without a core count or a load reading (the
+    caller falls back to the overlap bound)."""
+    others = other_runnable_tasks(ev)
+    cores = ev.context.cpu_count
+    if others is None or not cores or workers < 1:
+        return None
+    s = min(max(share, 0.0), T.MAX_REMOVABLE_STEP_PCT) / 100.0
+    fewest = workers if s / workers >= 1.0 - s else 1
+    low = 1.0 / _step_with_workers(s, workers, cores, others[1], 1 + workers)
+    high = 1.0 / _step_with_workers(s, workers, cores, others[0], fewest)
+    return min(low, high), max(low, high)
+
+
 def input_gain_high(ev: Evidence, share: float) -> float:
     """Amdahl on the wait, and never more than the idle CPU can give: a run using u of the cores
     cannot speed up by more than 1/u by doing CPU work in parallel (unless the wait is I/O)."""
@@ -132,7 +185,7 @@ def overlap_gain(ev: Evidence, share: float, workers: int) -> tuple[float, float
     high = 100.0 / max(rest, share / max(1, workers))
     cap = cpu_cap(ev)
     high = high if cap is None else min(high, cap)
-    if contended(ev):
+    if contended(ev) and not waits_on_io(ev):
         # each worker process also takes a scheduler share the run did not have: the whole run gets more
         # CPU, so the gain can exceed the overlap (measured 1.3x and 1.98x against 1.18x and 1.52x)
         high *= 1 + max(1, workers)

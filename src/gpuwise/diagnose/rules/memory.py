@@ -8,6 +8,8 @@ above zero before it is called a trend.
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
@@ -134,12 +136,34 @@ def memory_measure(ev: Evidence) -> str:
     return "Live memory"
 
 
+def _trend(steps: list[int], values: list[float]) -> tuple[float, float, float] | None:
+    """(bytes per step, its lower 95 % bound, fitted level at the first reading); None when flat/unknown."""
+    if len(values) != len(steps) or len(values) < T.MEMORY_GROWTH_MIN_READINGS:
+        return None
+    per_step, per_step_low, intercept = theil_sen(steps, values)
+    baseline = intercept + per_step * steps[0]
+    return (per_step, per_step_low, baseline) if baseline > 0 else None
+
+
+def _growth_pct(trend: tuple[float, float, float] | None, span: int) -> float:
+    """Fitted growth over ``span`` steps, % of the first reading's level; 0 when not rising for sure."""
+    if trend is None or trend[1] <= 0:
+        return 0.0
+    return 100.0 * trend[0] * (span - 1) / trend[2]
+
+
 def memory_growth(ev: Evidence) -> Finding | None:
     """Live memory rises across steps (``memory_per_step_bytes``): a Theil-Sen slope whose lower
     bound is above zero and growth of at least ``MEMORY_GROWTH_MIN_PCT`` over the measured span.
 
-    Training names the usual culprit (a loss kept with its autograd graph); inference and unknown work
-    name what leaks without a backward (outputs or a cache kept across steps)."""
+    A CPU run reads the C heap and the process RSS together (``memory_rss_per_step_bytes``): a small
+    tensor kept each step grows the heap by KiB but pins the allocator's pages, so RSS grows MiB. It is
+    a leak when the heap rises at every reading by at least ``MEMORY_GROWTH_NOTE_PCT`` (live
+    allocations, not pages kept) and either view crosses the bar; RSS rising over a flat heap is the
+    allocator keeping freed pages, not a leak.
+    Training names the usual culprit (a loss kept with its autograd graph), or the container and line the
+    profiler found keeping the window's tensors (``kept_objects``); inference and unknown work name what
+    leaks without a backward."""
     mem = ev.memory.memory_per_step_bytes
     steps = (
         ev.memory.memory_step_index if len(ev.memory.memory_step_index) == len(mem) else list(range(len(mem)))
@@ -149,13 +173,20 @@ def memory_growth(ev: Evidence) -> Finding | None:
     span = steps[-1] - steps[0] + 1  # steps the readings cover
     if span < T.MIN_STEPS_FOR_STATISTICS:
         return None
-    per_step, per_step_low, intercept = theil_sen(steps, mem)
-    baseline = intercept + per_step * steps[0]  # the fitted level at the first reading
-    if baseline <= 0 or per_step_low <= 0:
+    heap = _trend(steps, mem)
+    if heap is None or heap[1] <= 0:
         return None
-    growth_pct = 100.0 * per_step * (span - 1) / baseline
-    if growth_pct < T.MEMORY_GROWTH_MIN_PCT:
-        return _growth_too_short(ev, span, per_step, per_step_low, baseline, growth_pct)
+    per_step = heap[0]
+    growth_pct = _growth_pct(heap, span)
+    rss = _trend(steps, ev.memory.memory_rss_per_step_bytes)
+    rss_pct = _growth_pct(rss, span)
+    # RSS speaks for the heap only where the heap itself rises materially (a few bytes of detached
+    # scalars kept a step, under a heap that grows 0.0 %, are no leak whatever RSS does meanwhile)
+    rss_judges = growth_pct >= T.MEMORY_GROWTH_NOTE_PCT and rss_pct >= T.MEMORY_GROWTH_MIN_PCT
+    if growth_pct < T.MEMORY_GROWTH_MIN_PCT and not rss_judges:
+        return _growth_too_short(ev, span, heap, rss, growth_pct)
+    if growth_pct < T.MEMORY_GROWTH_MIN_PCT and rss is not None:
+        per_step = rss[0]  # the heap rises too slowly to size the loss: RSS does
     last = mem[-1]
     steps_left = None
     if ev.memory.memory_capacity_bytes:
@@ -163,51 +194,114 @@ def memory_growth(ev: Evidence) -> Finding | None:
             max(0, ev.memory.memory_capacity_bytes - (ev.memory.memory_peak_bytes or last)) / per_step
         )
     what = memory_measure(ev)
+    both = (
+        f"; the C heap +{heap[0] / 2**10:.0f} KiB per step (live allocations) while the process RSS grows "
+        f"+{rss[0] / 2**20:.2f} MiB per step ({rss_pct:.1f} %): the kept objects pin the allocator's pages"
+        if rss is not None and rss_pct > 0
+        else ""
+    )
+    fix, snippet = _growth_fix(ev)
     return Finding(
         id="memory_growth",
         title="Memory grows every step (a leak)",
-        severity="high" if growth_pct >= T.MEMORY_GROWTH_HIGH_PCT or steps_left is not None else "medium",
+        severity="high"
+        if max(growth_pct, rss_pct) >= T.MEMORY_GROWTH_HIGH_PCT or steps_left is not None
+        else "medium",
         confidence=confidence(ev),
         category="memory",
         summary=(
-            f"{what} rose {growth_pct:.1f} % over {span} steps (+{per_step / 2**20:.2f} MiB per step, "
-            f"Theil–Sen trend; at least +{per_step_low / 2**20:.2f} MiB at 95 %)"
+            f"{what} rose {growth_pct:.1f} % over {span} steps (+{heap[0] / 2**20:.2f} MiB per step, "
+            f"Theil–Sen trend; at least +{heap[1] / 2**20:.2f} MiB at 95 %){both}"
         )
-        + (f"; at this rate memory runs out in ~{steps_left:,} steps." if steps_left is not None else "."),
+        + (f"; at this rate memory runs out in ~{steps_left:,} steps." if steps_left is not None else ".")
+        + _kept_text(ev),
         metrics={
             "growth_pct": round(growth_pct, 2),
-            "bytes_per_step": round(per_step),
-            "bytes_per_step_low": round(per_step_low),
+            "bytes_per_step": round(heap[0]),
+            "bytes_per_step_low": round(heap[1]),
+            "rss_growth_pct": round(rss_pct, 2) if rss is not None else None,
+            "rss_bytes_per_step": round(rss[0]) if rss is not None else None,
             "measure": what,
             "first_bytes": mem[0],
             "last_bytes": last,
             "steps_until_oom": steps_left,
+            "kept_objects": ev.memory.kept_objects or None,
         },
-        fix=(
-            "Something keeps tensors (often the autograd graph) alive across steps: store loss.item() or "
-            "loss.detach(), not loss."
-            if ev.kind == "training"
-            else "Something keeps tensors alive across steps: outputs or a cache appended every step; keep "
-            "host copies (.cpu(), .item()) or bound the cache, and run without autograd."
-        ),
-        fix_snippet="losses.append(loss.detach())   # not losses.append(loss)\n# or: total += loss.item()"
-        if ev.kind == "training"
-        else "with torch.inference_mode():\n    out = model(batch)\nresults.append(out.cpu())",
+        fix=fix,
+        fix_snippet=snippet,
         gain=Gain("memory_bytes", per_step * span * 0.5, per_step * span, "the growth seen during the run"),
         source=ev.source,
     )
 
 
+def _kept_text(ev: Evidence) -> str:
+    """' <container> kept N new tensors ... at file:line (`text`)' for the first container found."""
+    if not ev.memory.kept_objects:
+        return ""
+    kept = ev.memory.kept_objects[0]
+    t = kept.get("tensor") or {}
+    name = (kept.get("names") or [f"a {kept.get('container', 'container')}"])[0]
+    grad = f", grad_fn={t['grad_fn']}" if t.get("grad_fn") else ""
+    where = kept.get("lines") or []
+    line = f" by {where[0]['text']!r} ({Path(where[0]['file']).name}:{where[0]['line']})" if where else ""
+    return (
+        f" {name} gained {kept.get('new_tensors')} tensors in the window "
+        f"({'x'.join(map(str, t.get('shape') or [])) or '0-dim'} {t.get('dtype', '')}{grad}){line}."
+    )
+
+
+def _growth_fix(ev: Evidence) -> tuple[str, str]:
+    """(fix, snippet): for the kept object when the profiler found it, else the usual culprits by kind."""
+    kept = ev.memory.kept_objects[0] if ev.memory.kept_objects else None
+    if kept is not None and ev.kind == "training":
+        t = kept.get("tensor") or {}
+        name = (kept.get("names") or ["the container"])[0]
+        line = (kept.get("lines") or [{}])[0]
+        text = line.get("text", "").split("#")[0].strip()
+        scalar = not t.get("shape") and t.get("grad_fn")
+        # a 0-dim tensor with a grad_fn is a loss: keep its value; anything larger: a detached copy
+        call = ".item()" if scalar else ".detach().cpu()"
+        arg = re.search(r"\((\w+)\)\s*$", text)
+        fixed = (
+            text.replace(f"({arg.group(1)})", f"({arg.group(1)}{call})") if arg else f"{name}.append(x{call})"
+        )
+        where = f" at {Path(line['file']).name}:{line['line']}" if line.get("file") else ""
+        what = "the loss tensor (0-dim, with its autograd node)" if scalar else "tensors"
+        return (
+            f"{name} keeps {what} every step{where}: keep {'its value' if scalar else 'a detached copy'} "
+            f"instead ({fixed}).",
+            f"{fixed}   # was: {text}" if text else fixed,
+        )
+    if ev.kind == "training":
+        return (
+            "Something keeps tensors (often the autograd graph) alive across steps: store loss.item() or "
+            "loss.detach(), not loss.",
+            "losses.append(loss.detach())   # not losses.append(loss)\n# or: total += loss.item()",
+        )
+    return (
+        "Something keeps tensors alive across steps: outputs or a cache appended every step; keep "
+        "host copies (.cpu(), .item()) or bound the cache, and run without autograd.",
+        "with torch.inference_mode():\n    out = model(batch)\nresults.append(out.cpu())",
+    )
+
+
 def _growth_too_short(
-    ev: Evidence, span: int, per_step: float, per_step_low: float, baseline: float, growth_pct: float
+    ev: Evidence,
+    span: int,
+    heap: tuple[float, float, float],
+    rss: tuple[float, float, float] | None,
+    growth_pct: float,
 ) -> Finding | None:
-    """Memory rose at every reading (the trend's lower bound is above zero) but the window is too short
-    for the growth to reach ``MEMORY_GROWTH_MIN_PCT``: a leak of a small tensor a step (nanoGPT's
-    ``loss_history.append(loss)``) cannot be told from a cache filling up. Say so, with the window that
-    would judge it, rather than stay quiet. None when the rate is below ``MEMORY_GROWTH_NOTE_PCT``."""
+    """Memory rose at every reading (the heap trend's lower bound is above zero) but the window is too
+    short for either view to reach ``MEMORY_GROWTH_MIN_PCT``: a leak of a small tensor a step cannot be
+    told from a cache filling up. Say so, with the window that would judge it (the sooner of the heap's
+    and RSS's), rather than stay quiet. None when the heap rate is below ``MEMORY_GROWTH_NOTE_PCT``."""
     if growth_pct < T.MEMORY_GROWTH_NOTE_PCT:
         return None
+    per_step, per_step_low, baseline = heap
     needed = math.ceil(T.MEMORY_GROWTH_MIN_PCT / 100.0 * baseline / per_step) + 1
+    if rss is not None and rss[1] > 0:
+        needed = min(needed, math.ceil(T.MEMORY_GROWTH_MIN_PCT / 100.0 * rss[2] / rss[0]) + 1)
     what = memory_measure(ev)
     return Finding(
         id="memory_growth",
@@ -219,11 +313,13 @@ def _growth_too_short(
             f"{what} rose {growth_pct:.1f} % over {span} steps (+{per_step / 2**10:.0f} KiB per step, "
             f"at least +{per_step_low / 2**10:.0f} KiB at 95 %): too short to judge a leak at the "
             f"{T.MEMORY_GROWTH_MIN_PCT:.0f} % bar, which this rate reaches after ~{needed} steps."
+            + _kept_text(ev)
         ),
         metrics={
             "growth_pct": round(growth_pct, 2),
             "bytes_per_step": round(per_step),
             "bytes_per_step_low": round(per_step_low),
+            "rss_bytes_per_step": round(rss[0]) if rss is not None else None,
             "measure": what,
             "steps_needed": needed,
             "verdict": "too_short",

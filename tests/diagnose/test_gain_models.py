@@ -1,0 +1,118 @@
+"""Issue 27, item 3: gains from measured overlap, and the leak judged from the heap and RSS together.
+
+The CPU-bound loader's gain comes from the cores the run shares (the training thread's wait for a core
+says how many other tasks run); a straggler's from the per-step wait the others spend on it; a small
+tensor kept each step is a leak when the heap rises at every reading and RSS crosses the bar."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.diagnose import Evidence, diagnose
+from gpuwise.diagnose import thresholds as T
+
+
+def found(ev: Evidence) -> dict:
+    return {f.id: f for f in diagnose(ev)}
+
+
+def _loader(**extra) -> Evidence:
+    """module_transforms as measured: 72 % of the step loads on the training thread (CPU-bound)."""
+    base = dict(
+        source="profile", device="cpu", input_wait_pct=72, loader_num_workers=0, cpu_count=2,
+        loader_wait_cpu_pct=98,
+    )  # fmt: skip
+    return Evidence.flat(**{**base, **extra})
+
+
+def test_quiet_two_cores_two_workers_gain_what_the_cores_can_overlap():
+    """Nothing else runs (no wait for a core): 2 workers share the 72 % loading; with the training thread
+    that is 3 tasks on 2 cores (2/3 of a core each): the step is the longest of a worker's 36 % at 2/3
+    (54 %) and all the work on 2 cores (50 %): 1.85-2.0x, not the Amdahl 3.6x."""
+    f = found(_loader(cpu_util_pct=50, other_cpu_pct=0, loader_runq_pct=0))["input_bound"]
+    assert f.metrics["suggested_num_workers"] == 2
+    assert f.gain.low == pytest.approx(1 / 0.54, rel=1e-3) and f.gain.high == pytest.approx(2.0, rel=1e-3)
+    assert "other runnable tasks" in f.gain.note
+
+
+def test_two_burners_shrink_the_gain_of_one_worker_and_the_finding_says_why():
+    """The training thread waits for a core a third of its loading time: 2 other tasks on 2 cores. A worker
+    makes 4 runnable tasks, each at half a core: the gain falls to 1.04-1.39x, never the 1.5-3x before."""
+    f = found(_loader(cpu_util_pct=33, other_cpu_pct=66, loader_runq_pct=33.3))["input_bound"]
+    assert f.gain.low == pytest.approx(1 / 0.96, rel=1e-2)
+    assert f.gain.high == pytest.approx(1 / 0.72, rel=1e-2)
+    assert f.gain.high < 1.5 and "changing load" in f.gain.note
+
+
+def test_a_worker_on_a_crowded_machine_gains_less_than_the_overlap():
+    """Nine other tasks on 2 cores: the worker's task is one more share of the cores, so the compute slows
+    by (9 + 2) / (9 + 1) and the gain stays below the overlap's 1.39x: 1.26x at that load."""
+    f = found(_loader(cpu_util_pct=20, other_cpu_pct=80, loader_runq_pct=80))["input_bound"]
+    assert f.gain.low == pytest.approx(1 / (0.72 * 11 / 10), rel=1e-2)
+    assert f.gain.high <= 1 / 0.72 + 1e-6
+
+
+def test_straggler_gain_is_the_median_step_over_the_middle_half_of_what_remains_per_step():
+    """Rank 1 sleeps 30 ms a step: rank 0 waits 29-31 ms of each 37 ms step in collectives."""
+    steps = 20
+    waits = {0: [0.029 + 0.002 * (i % 2) for i in range(steps)], 1: [0.0005] * steps}
+    ev = Evidence.flat(
+        source="profile",
+        rank_step_time_s={0: 0.037, 1: 0.037},
+        rank_comm_time_s={r: sum(w) / steps for r, w in waits.items()},
+        rank_comm_steps_s=waits,
+        step_times_s=[0.037] * steps,
+    )
+    f = found(ev)["straggler"]
+    assert f.metrics["straggler_rank"] == 1
+    # each step loses its 28.5 or 30.5 ms wait: 8.5 or 6.5 ms remain, 37 / 8.5 = 4.35x to 37 / 6.5 = 5.69x
+    assert f.gain.low == pytest.approx(0.037 / (0.037 - 0.0285), rel=0.01)
+    assert f.gain.high == pytest.approx(0.037 / (0.037 - 0.0305), rel=0.01)
+    assert "middle half" in f.gain.note
+
+
+def _leak(heap_per_step: float, rss_per_step: float, steps: int = 50) -> Evidence:
+    """nanoGPT's loss_history.append(loss) measured at the default window: heap +50 KiB/step on 128 MiB,
+    RSS +1 MiB/step on 330 MiB (the kept autograd nodes pin the allocator's pages)."""
+    heap = [128 * 2**20 + heap_per_step * s + (s % 3) * 1024 for s in range(steps)]
+    rss = [330 * 2**20 + rss_per_step * s + (s % 2) * 2**18 for s in range(steps)]
+    return Evidence.flat(
+        source="profile",
+        memory_per_step_bytes=heap,
+        memory_rss_per_step_bytes=rss,
+        memory_measure="glibc heap",
+    )
+
+
+def test_a_small_kept_tensor_is_a_leak_when_the_heap_rises_and_rss_crosses_the_bar():
+    f = found(_leak(50 * 1024, 2**20))["memory_growth"]
+    assert f.metrics["growth_pct"] < T.MEMORY_GROWTH_MIN_PCT <= f.metrics["rss_growth_pct"]
+    assert "verdict" not in f.metrics and "pin the allocator's pages" in f.summary
+
+
+def test_rss_rising_over_a_flat_heap_is_the_allocator_not_a_leak():
+    assert "memory_growth" not in found(_leak(0, 2**20))
+    # detached scalars kept a step: the heap rises 1 KiB a step (0.04 %), RSS 1.2 MiB: not a leak
+    assert "memory_growth" not in found(_leak(1024, 1.2 * 2**20))
+
+
+def test_a_window_too_short_for_both_views_says_so_with_the_steps_either_needs():
+    f = found(_leak(50 * 1024, 2**17, steps=30))["memory_growth"]
+    assert f.metrics["verdict"] == "too_short"
+    # RSS at +128 KiB/step reaches 5 % of 330 MiB after ~133 steps, the heap after ~132: the sooner
+    assert 120 <= f.metrics["steps_needed"] <= 140
+
+
+def test_the_fix_names_the_kept_container_and_its_line():
+    ev = _leak(50 * 1024, 2**20)
+    ev.context.workload_kind = "training"
+    ev.memory.kept_objects = [
+        {
+            "container": "list", "names": ["loss_history"], "new_tensors": 51, "length": 54,
+            "tensor": {"shape": [], "dtype": "float32", "requires_grad": True, "grad_fn": "NllLossBackward0"},
+            "lines": [{"file": "/x/train.py", "line": 109, "text": "loss_history.append(loss)  # kept"}],
+        }
+    ]  # fmt: skip
+    f = found(ev)["memory_growth"]
+    assert "loss_history.append(loss.item())" in f.fix_snippet and "train.py:109" in f.fix
+    assert "loss_history gained 51 tensors" in f.summary
