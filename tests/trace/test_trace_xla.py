@@ -168,7 +168,7 @@ def test_tensorflow_cpu_profile_steps_and_tf_data_wait(tf_run):
     "content, expected",
     [
         (b"\x08\x96\x01\x12\x07testing\x1a\x03abc", "a protobuf that is not an XPlane"),
-        (gzip.compress(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64), "gzip of a PNG image"),
+        (gzip.compress(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, mtime=0), "gzip of a PNG image"),
         (b"PK\x03\x04" + b"\x00" * 40, "a ZIP archive"),
         (bytes(range(256)) * 4, "binary data of no known profiler format"),
     ],
