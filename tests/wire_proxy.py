@@ -53,9 +53,15 @@ class _Connection:
         """Client → server: find each request's last byte."""
         buffer = b""
         while True:
-            data, stamp = self._recv(self.client)
+            try:
+                data, stamp = self._recv(self.client)
+            except OSError:  # the client reset the connection (a load test ending): nothing more to forward
+                data, stamp = b"", 0.0
             if not data:
-                self.server.shutdown(socket.SHUT_WR)
+                try:
+                    self.server.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
                 return
             buffer += data
             while (end := buffer.find(b"\r\n\r\n")) >= 0:
