@@ -16,6 +16,7 @@ The log is one JSON list written to the path given on the command line at SIGTER
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -58,10 +59,8 @@ class _Connection:
             except OSError:  # the client reset the connection (a load test ending): nothing more to forward
                 data, stamp = b"", 0.0
             if not data:
-                try:
+                with contextlib.suppress(OSError):
                     self.server.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
                 return
             buffer += data
             while (end := buffer.find(b"\r\n\r\n")) >= 0:
