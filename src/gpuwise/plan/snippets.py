@@ -80,7 +80,8 @@ def _half(w: Workload) -> str | None:
 
 
 def hf_trainer(w: Workload) -> str:
-    """Transformers + PEFT + bitsandbytes for fine-tuning (LoRA, QLoRA, full)."""
+    """Transformers (+ PEFT and bitsandbytes for adapters) for fine-tuning: LoRA, QLoRA, full; the label
+    names PEFT only when the snippet uses it."""
     repo = hf_repo(w.model)
     lines = ["from transformers import AutoModelForCausalLM, TrainingArguments"]
     load = [f'"{repo}"', f'attn_implementation="{_ATTN[w.attention]}"']
@@ -436,7 +437,7 @@ def snippets(w: Workload, changes: dict[str, tuple[Any, Any]]) -> dict[str, str]
         if w.task in {"lora", "qlora", "full-finetune"} and w.tp == 1 and w.pp == 1:
             # the Trainer shards with FSDP/DeepSpeed but never splits a layer (no TP) or the stack (no PP):
             # a Trainer snippet for a TP plan would load the whole model per rank and OOM again
-            out["Hugging Face Trainer + PEFT"] = hf_trainer(w)
+            out["Hugging Face Trainer + PEFT" if w.is_lora else "Hugging Face Trainer"] = hf_trainer(w)
         out["PyTorch loop"] = pytorch_loop(w)
         deepspeed = w.framework.strip().lower() == "deepspeed"
         if w.data_parallel > 1 and (
