@@ -88,7 +88,9 @@ def test_get_batch_between_forward_and_backward_as_in_nanogpt_is_named_by_its_fr
     assert top["metrics"]["looks_like_input"] is False
     assert "train.py" in top["metrics"]["top_frames"][0] and "get_batch" in top["metrics"]["top_frames"][0]
     assert "get_batch" in top["summary"]
-    assert top["gain"]["high"] <= 100 / (100 - top["metrics"]["other_pct"]) + 1e-6
+    # Amdahl: no more than removing all of it; both figures are rounded (the share to 0.01 pp, the gain
+    # to 0.001), so the bound is taken at the share's upper rounding edge
+    assert top["gain"]["high"] <= 100 / (100 - top["metrics"]["other_pct"] - 0.005) + 5e-4
 
 
 def test_per_step_logging_before_the_next_forward_is_named_by_its_frame(tmp_path):
