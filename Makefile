@@ -70,9 +70,10 @@ system-tools:
 	@$(PYTHON) tests/system_tools.py || [ "$(SYSTEM_TOOLS)" = warn ] || \
 		{ echo "make test stops here; install them, or run anyway with: make test SYSTEM_TOOLS=warn"; exit 1; }
 
-# GPUWISE_STRICT_SKIPS: a skip fails the run unless it is for missing hardware (tests/conftest.py)
+# GPUWISE_STRICT_SKIPS: a skip fails the run unless it is for missing hardware (tests/conftest.py);
+# --durations=30: the slowest tests, printed, to keep the suite within its 20 minutes on 2 cores
 test: system-tools check
-	GPUWISE_STRICT_SKIPS=1 $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	GPUWISE_STRICT_SKIPS=1 $(PY) -m pytest -q -p no:cacheprovider --durations=30 $(PYTEST_ARGS)
 
 $(LOWEST_VENV)/.dev: pyproject.toml constraints-lowest.txt Makefile
 	$(LOWEST_PYTHON) -m venv $(LOWEST_VENV)

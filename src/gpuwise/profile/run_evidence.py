@@ -119,6 +119,7 @@ def _host_frames(section: dict[str, Any]) -> list[dict[str, Any]]:
             "frame": row["frame"],
             "leaf": row["leaf"],
             "pct": round(100.0 * row["samples"] / totals[row["phase"]], 1),
+            "samples": row["samples"],
             "calls_forward": bool(row["frame"]) and function_key(row["frame"]) in callers,
         }
         for row in section.get("top") or []

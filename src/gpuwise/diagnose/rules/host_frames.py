@@ -8,11 +8,21 @@ The profiler samples the training thread while it runs outside every hooked phas
 
 from __future__ import annotations
 
+import math
+
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.diagnose.statistics import typical_share_pct
 
-__all__ = ["frames_text", "function_of", "gap_rows", "input_fraction", "looks_like_input", "ranked"]
+__all__ = [
+    "frames_text",
+    "function_of",
+    "gap_rows",
+    "input_fraction",
+    "input_fraction_low",
+    "looks_like_input",
+    "ranked",
+]
 
 
 def gap_rows(ev: Evidence) -> list[dict]:
@@ -36,6 +46,27 @@ def input_fraction(ev: Evidence) -> float:
     rows = [r for r in gap_rows(ev) if r["phase"] == "host_input"]
     sampled = sum(r["pct"] for r in rows)
     return sum(r["pct"] for r in rows if r["input"]) / sampled if sampled else 1.0
+
+
+def input_fraction_low(ev: Evidence) -> float:
+    """``input_fraction`` at its one-sided lower confidence bound (Wilson, ``SAMPLED_SHARE_Z``).
+
+    The sampler takes ~20 samples a second, so a short run's gap holds a dozen: one stray sample in
+    the loop that builds the arguments weighs 10 % there, and on a loaded machine (the sampler waits for
+    the GIL, so it lands where Python runs rather than in a sleep) that is enough to call a step
+    "waiting for data" that spends ~0 % of it preparing batches. Claims of batch preparation use this
+    bound; rows without sample counts (runs saved before they were kept) fall back to the point estimate.
+    """
+    rows = [r for r in gap_rows(ev) if r["phase"] == "host_input"]
+    n = sum(r.get("samples") or 0 for r in rows)
+    if not rows or any("samples" not in r for r in rows) or n == 0:
+        return input_fraction(ev)
+    k = sum(r["samples"] for r in rows if r["input"])
+    z = T.SAMPLED_SHARE_Z
+    p = k / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, (centre - spread) / (1 + z * z / n))
 
 
 def ranked(rows: list[dict], limit: int = 3) -> list[dict]:

@@ -14,7 +14,7 @@ from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
 from gpuwise.diagnose.finding import Finding, Gain
 from gpuwise.diagnose.rules.common import confidence, on_gpu, severity_for_gain, speedup_from_saving
-from gpuwise.diagnose.rules.host_frames import frames_text, function_of, gap_rows, input_fraction, ranked
+from gpuwise.diagnose.rules.host_frames import frames_text, function_of, gap_rows, input_fraction_low, ranked
 from gpuwise.diagnose.rules.loader_advice import (
     batch_function_fix,
     contended,
@@ -195,7 +195,8 @@ def input_bound(ev: Evidence) -> Finding | None:
     at least ``INPUT_WAIT_MODERATE_PCT`` of a typical step: advise workers or a prefetch thread."""
     loader_share = input_share_pct(ev) or 0.0
     # host time before a forward, less what its sampled frames show is not batch preparation (logging)
-    host_share = (typical_share_pct(ev, "host_input") or 0.0) * input_fraction(ev)
+    # (at the sampled share's lower bound: a dozen samples cannot make a stray one a tenth of the step)
+    host_share = (typical_share_pct(ev, "host_input") or 0.0) * input_fraction_low(ev)
     share = loader_share + host_share
     if share < T.INPUT_WAIT_MODERATE_PCT or (host_share > loader_share and host_share < T.HOST_INPUT_MIN_PCT):
         return None
