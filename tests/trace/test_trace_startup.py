@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -81,3 +82,51 @@ def test_percentile_is_numpys_bit_for_bit(seed):
 def test_percentile_of_nan_and_one_value():
     assert np.isnan(percentile(np.array([1.0, np.nan, 3.0]), 50))
     assert percentile(np.array([7.5]), 90) == 7.5
+
+
+# What OPENBLAS_NUM_THREADS says at the moment NumPy is imported (an audit hook sees the import), and
+# after the run: `trace` loads NumPy with one BLAS thread unless the user chose a number, and leaves the
+# environment as it found it.
+_BLAS_RUN = """
+import os, sys
+seen = []
+def hook(event, args):
+    if event == "import" and args[0] == "numpy" and not seen:
+        seen.append(os.environ.get("OPENBLAS_NUM_THREADS"))
+sys.addaudithook(hook)
+from gpuwise.cli.app import main
+try:
+    main({argv!r})
+except SystemExit:
+    pass
+print("BLAS=" + repr((seen, os.environ.get("OPENBLAS_NUM_THREADS"))), file=sys.stderr)
+"""
+
+
+def _blas_threads(argv: list[str], user_value: str | None) -> tuple[list[str | None], str | None]:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if user_value is not None:
+        env["OPENBLAS_NUM_THREADS"] = user_value
+    proc = subprocess.run(
+        [sys.executable, "-c", _BLAS_RUN.format(argv=argv)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "GPUWISE_TRACE_CACHE": "off"},
+    )
+    line = next(line for line in proc.stderr.splitlines() if line.startswith("BLAS="))
+    seen, after = ast.literal_eval(line.removeprefix("BLAS="))
+    return seen, after
+
+
+def test_trace_loads_numpy_with_one_blas_thread_and_restores_the_environment():
+    assert _blas_threads(["trace", str(RANK0), "--json"], None) == (["1"], None)
+
+
+def test_trace_keeps_the_users_blas_threads():
+    assert _blas_threads(["trace", str(RANK0), "--json"], "3") == (["3"], "3")
+
+
+def test_other_commands_keep_numpys_default_blas_threads():
+    seen, after = _blas_threads(["memory", "--model", "gpt2", "--json"], None)
+    assert seen in ([], [None]) and after is None
