@@ -103,6 +103,9 @@ STATED_DATE = re.compile(
     r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? (20\d\d)\b|\b(20\d\d)-(\d\d)\b", re.I
 )
 FLASH_ATTENTION = re.compile(r"flash[- _]?attention[- _]?2|\bFA2\b|flash_attention_2", re.I)
+# A row whose source shows the attention scores materialized and kept (an SDPA call with an explicit mask that
+# rules out the flash kernel, or a model's own matmul-softmax path) ran what the spec calls eager attention.
+SCORES_MATERIALIZED = re.compile(r"attention scores materiali[sz]ed", re.I)
 # Framework defaults for settings a row leaves unstated (sources: LLaMA-Factory hparams/model_args.py
 # disable_gradient_checkpointing=False; Unsloth use_gradient_checkpointing="unsloth" in its examples).
 FRAMEWORK_GC_DEFAULT = {"llama-factory": "full", "unsloth": "full"}
@@ -233,7 +236,9 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
     if versions:
         mapping["library_versions"] = versions
         assumptions.append("library versions: " + ", ".join(versions))
-    if FLASH_ATTENTION.search(notes):
+    if SCORES_MATERIALIZED.search(notes):
+        mapping["attention"] = "eager"  # the row's source shows the scores kept
+    elif FLASH_ATTENTION.search(notes):
         mapping["attention"] = "flash"  # the row states it
     compile_on, chunked = stated_compile_and_loss(notes)
     if compile_on is not None:
@@ -456,12 +461,16 @@ FSDP_QLORA_GAP = (
 )
 SWIFT_GAP = (
     "ms-swift Benchmark.md (max_memory_reserved of a whole variable-length run): swift drops samples "
-    "over max_length (truncation_strategy 'delete'), so steps run 91 tokens to the cap in random order; "
-    "the excess over the fixed-shape estimate is the same for Qwen 1.8B/7B/14B (8.75/8.79/8.84 GiB at "
-    "2048), unchanged by gradient accumulation 1-64, LoRA rank/targets and attention kernel, and the same "
-    "table's full fine-tune falls from 35.11 to 31.62 GiB between 2048 and 4096 tokens, which no per-step "
-    "allocation can do: cached blocks left by earlier shapes (CUDA caching allocator), not modelled (the "
-    "spec has no length distribution); the Qwen README's fixed-length runs of the same models fit within 6 %"
+    "over max_length (truncation_strategy 'delete'), so steps run 91 tokens to the cap in random order "
+    "(4959 samples up to 2048, 1000 sampled above); the excess over the fixed-shape estimate is the same "
+    "for Qwen 1.8B/7B/14B (8.75/8.79/8.84 GiB at 2048), unchanged by gradient accumulation 1-64, LoRA "
+    "rank/targets and attention kernel, and the same table's full fine-tune falls from 35.11 to 31.62 GiB "
+    "between 2048 and 4096 tokens, which no per-step allocation can do: blocks cached at earlier, shorter "
+    "record lengths that the next longer step cannot reuse (CUDA caching allocator: blocks of different "
+    "segments never merge). Summing the transient at each earlier record length of the run's own length "
+    "distribution reproduces the shape (4.5-6.5x the final transient at 1024-8192 tokens, peaking at 2048), "
+    "but the stranded share of each (0.4-0.9 here) has no independent source, so it is not modelled; the "
+    "Qwen README's fixed-length runs of the same models fit within 6 %"
 )
 _UNCERTAIN = re.compile(r"[^.;]*(?:UNCERTAIN|not stated|assumed|best estimate)[^.;]*", re.I)
 
