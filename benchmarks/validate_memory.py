@@ -116,6 +116,11 @@ FRAMEWORK_GC_DEFAULT = {"llama-factory": "full", "unsloth": "full"}
 # (Today's LitGPT requires bitsandbytes >= 0.45.2, which keeps no 4-bit matmul inputs: the estimator's
 # default.)
 FRAMEWORK_PINNED_VERSIONS = {"litgpt": {"bitsandbytes": "0.41.0"}}
+# A variable-length run the row's source describes: the dataset's size and tokens per sample, whether samples
+# over the cap are dropped, and a smaller sampled run above some cap (ms-swift's benchmark script).
+LENGTHS = re.compile(r"(\d+) samples of ([\d.]+)\+-([\d.]+) tokens")
+DROPPED = re.compile(r"longer than max_length are dropped", re.I)
+SAMPLED_ABOVE = re.compile(r"full dataset for max_length <= (\d+), (\d+) sampled rows above")
 
 
 def use_models(path: Path) -> bool:
@@ -236,6 +241,7 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
     if versions:
         mapping["library_versions"] = versions
         assumptions.append("library versions: " + ", ".join(versions))
+    _variable_length(notes, mapping)
     if SCORES_MATERIALIZED.search(notes):
         mapping["attention"] = "eager"  # the row's source shows the scores kept
     elif FLASH_ATTENTION.search(notes):
@@ -263,6 +269,20 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
             assumptions.append("prefill-only measurement: one decode token")
         mapping["grad_checkpointing"] = "none"
     return mapping, assumptions
+
+
+def _variable_length(notes: str, mapping: dict) -> None:
+    """Length-distribution fields of a row whose steps run at their own length (the row's notes state it)."""
+    lengths = LENGTHS.search(notes)
+    if not lengths:
+        return
+    mapping["sample_tokens_mean"] = float(lengths.group(2))
+    mapping["sample_tokens_std"] = float(lengths.group(3))
+    mapping["run_samples"] = float(lengths.group(1))
+    sampled = SAMPLED_ABOVE.search(notes)
+    if sampled and mapping["seq_len"] > int(sampled.group(1)):
+        mapping["run_samples"] = float(sampled.group(2))
+    mapping["over_length"] = "drop" if DROPPED.search(notes) else "truncate"
 
 
 def stated_context_bytes(notes: str) -> float | None:
@@ -460,17 +480,12 @@ FSDP_QLORA_GAP = (
     "checkpoints or frozen flat-parameter gradients fit 70B but not Mistral/Mixtral, so neither is modelled"
 )
 SWIFT_GAP = (
-    "ms-swift Benchmark.md (max_memory_reserved of a whole variable-length run): swift drops samples "
-    "over max_length (truncation_strategy 'delete'), so steps run 91 tokens to the cap in random order "
-    "(4959 samples up to 2048, 1000 sampled above); the excess over the fixed-shape estimate is the same "
-    "for Qwen 1.8B/7B/14B (8.75/8.79/8.84 GiB at 2048), unchanged by gradient accumulation 1-64, LoRA "
-    "rank/targets and attention kernel, and the same table's full fine-tune falls from 35.11 to 31.62 GiB "
-    "between 2048 and 4096 tokens, which no per-step allocation can do: blocks cached at earlier, shorter "
-    "record lengths that the next longer step cannot reuse (CUDA caching allocator: blocks of different "
-    "segments never merge). Summing the transient at each earlier record length of the run's own length "
-    "distribution reproduces the shape (4.5-6.5x the final transient at 1024-8192 tokens, peaking at 2048), "
-    "but the stranded share of each (0.4-0.9 here) has no independent source, so it is not modelled; the "
-    "Qwen README's fixed-length runs of the same models fit within 6 %"
+    "ms-swift Benchmark.md (max_memory_reserved of a whole variable-length run; samples over max_length "
+    "dropped; 4959 samples of 3234 +- 2548 Qwen tokens, 1000 sampled above 2048): the caching allocator's "
+    "record-length segments are replayed (gpuwise.memory.allocator) from a log-normal of those moments; "
+    "at 8192 tokens it puts more samples near the cap than a dataset whose longest is 19548 tokens (over), "
+    "the Mistral-architecture rows' lengths are in Qwen tokens, fewer than Mistral's tokenizer makes of "
+    "Chinese text (under), and without checkpointing the replay's saved-tensor order is not autograd's (over)"
 )
 _UNCERTAIN = re.compile(r"[^.;]*(?:UNCERTAIN|not stated|assumed|best estimate)[^.;]*", re.I)
 
