@@ -103,6 +103,9 @@ STATED_DATE = re.compile(
     r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? (20\d\d)\b|\b(20\d\d)-(\d\d)\b", re.I
 )
 FLASH_ATTENTION = re.compile(r"flash[- _]?attention[- _]?2|\bFA2\b|flash_attention_2", re.I)
+# A row whose source shows the attention scores materialized and kept (an SDPA call with an explicit mask that
+# rules out the flash kernel, or a model's own matmul-softmax path) ran what the spec calls eager attention.
+SCORES_MATERIALIZED = re.compile(r"attention scores materiali[sz]ed", re.I)
 # Framework defaults for settings a row leaves unstated (sources: LLaMA-Factory hparams/model_args.py
 # disable_gradient_checkpointing=False; Unsloth use_gradient_checkpointing="unsloth" in its examples).
 FRAMEWORK_GC_DEFAULT = {"llama-factory": "full", "unsloth": "full"}
@@ -113,6 +116,11 @@ FRAMEWORK_GC_DEFAULT = {"llama-factory": "full", "unsloth": "full"}
 # (Today's LitGPT requires bitsandbytes >= 0.45.2, which keeps no 4-bit matmul inputs: the estimator's
 # default.)
 FRAMEWORK_PINNED_VERSIONS = {"litgpt": {"bitsandbytes": "0.41.0"}}
+# A variable-length run the row's source describes: the dataset's size and tokens per sample, whether samples
+# over the cap are dropped, and a smaller sampled run above some cap (ms-swift's benchmark script).
+LENGTHS = re.compile(r"(\d+) samples of ([\d.]+)\+-([\d.]+) tokens")
+DROPPED = re.compile(r"longer than max_length are dropped", re.I)
+SAMPLED_ABOVE = re.compile(r"full dataset for max_length <= (\d+), (\d+) sampled rows above")
 
 
 def use_models(path: Path) -> bool:
@@ -233,7 +241,10 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
     if versions:
         mapping["library_versions"] = versions
         assumptions.append("library versions: " + ", ".join(versions))
-    if FLASH_ATTENTION.search(notes):
+    _variable_length(notes, mapping)
+    if SCORES_MATERIALIZED.search(notes):
+        mapping["attention"] = "eager"  # the row's source shows the scores kept
+    elif FLASH_ATTENTION.search(notes):
         mapping["attention"] = "flash"  # the row states it
     compile_on, chunked = stated_compile_and_loss(notes)
     if compile_on is not None:
@@ -258,6 +269,20 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
             assumptions.append("prefill-only measurement: one decode token")
         mapping["grad_checkpointing"] = "none"
     return mapping, assumptions
+
+
+def _variable_length(notes: str, mapping: dict) -> None:
+    """Length-distribution fields of a row whose steps run at their own length (the row's notes state it)."""
+    lengths = LENGTHS.search(notes)
+    if not lengths:
+        return
+    mapping["sample_tokens_mean"] = float(lengths.group(2))
+    mapping["sample_tokens_std"] = float(lengths.group(3))
+    mapping["run_samples"] = float(lengths.group(1))
+    sampled = SAMPLED_ABOVE.search(notes)
+    if sampled and mapping["seq_len"] > int(sampled.group(1)):
+        mapping["run_samples"] = float(sampled.group(2))
+    mapping["over_length"] = "drop" if DROPPED.search(notes) else "truncate"
 
 
 def stated_context_bytes(notes: str) -> float | None:
@@ -455,13 +480,12 @@ FSDP_QLORA_GAP = (
     "checkpoints or frozen flat-parameter gradients fit 70B but not Mistral/Mixtral, so neither is modelled"
 )
 SWIFT_GAP = (
-    "ms-swift Benchmark.md (max_memory_reserved of a whole variable-length run): swift drops samples "
-    "over max_length (truncation_strategy 'delete'), so steps run 91 tokens to the cap in random order; "
-    "the excess over the fixed-shape estimate is the same for Qwen 1.8B/7B/14B (8.75/8.79/8.84 GiB at "
-    "2048), unchanged by gradient accumulation 1-64, LoRA rank/targets and attention kernel, and the same "
-    "table's full fine-tune falls from 35.11 to 31.62 GiB between 2048 and 4096 tokens, which no per-step "
-    "allocation can do: cached blocks left by earlier shapes (CUDA caching allocator), not modelled (the "
-    "spec has no length distribution); the Qwen README's fixed-length runs of the same models fit within 6 %"
+    "ms-swift Benchmark.md (max_memory_reserved of a whole variable-length run; samples over max_length "
+    "dropped; 4959 samples of 3234 +- 2548 Qwen tokens, 1000 sampled above 2048): the caching allocator's "
+    "record-length segments are replayed (gpuwise.memory.allocator) from a log-normal of those moments; "
+    "at 8192 tokens it puts more samples near the cap than a dataset whose longest is 19548 tokens (over), "
+    "the Mistral-architecture rows' lengths are in Qwen tokens, fewer than Mistral's tokenizer makes of "
+    "Chinese text (under), and without checkpointing the replay's saved-tensor order is not autograd's (over)"
 )
 _UNCERTAIN = re.compile(r"[^.;]*(?:UNCERTAIN|not stated|assumed|best estimate)[^.;]*", re.I)
 

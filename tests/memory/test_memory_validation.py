@@ -69,9 +69,12 @@ def test_leave_one_source_out_is_the_headline_with_the_held_out_publications():
     assert held_out == {"AnswerDotAI/fsdp_qlora", "QwenLM/Qwen", "modelscope/ms-swift"}
     assert summary["rows"] == 106 + 63
     per_source = loso["per_source"]
-    # every source but ms-swift together meets the 15 % p90 (ms-swift's variable-length swift runs
-    # hold ~24 bytes per logit more than the model: docs/validation.md)
+    # every source but ms-swift together meets the 15 % p90
     assert per_source["modelscope/ms-swift"]["without_p90_abs_err_pct"] <= 15.0
+    # ms-swift's variable-length runs, with the caching allocator's record-length segments modelled
+    # (gpuwise.memory.allocator): own median 28.1 % before, every source's rest p90 up to 32.6 % before
+    assert per_source["modelscope/ms-swift"]["median_abs_err_pct"] <= 10.0
+    assert max(v["without_p90_abs_err_pct"] for v in per_source.values()) <= 19.0
     assert per_source["QwenLM/Qwen"]["p90_abs_err_pct"] <= 15.0  # held out, loss on 16-bit logits
     assert per_source["AnswerDotAI/fsdp_qlora"]["p90_abs_err_pct"] <= LOSO_P90_CEILING_PCT
 

@@ -37,6 +37,7 @@ from gpuwise.memory.activations import (
     logits_bytes,
     output_vocab,
 )
+from gpuwise.memory.allocator import STEP_COMPONENTS, variable_length_reserved
 from gpuwise.memory.frameworks import Profile, profile_for_workload, quantized_linear_keeps_input
 from gpuwise.memory.kv_cache import kv_cache_bytes
 from gpuwise.memory.optimizer_state import is_paged, state_bytes_per_param, step_temporary_bytes
@@ -247,6 +248,12 @@ def estimate_memory(workload: Workload, gpu: GPU | None = None) -> MemoryEstimat
     sharded = w.sharding in ("fsdp", "zero3") and w.data_parallel > 1
     reserved = max(phases, key=lambda p: p.allocated_bytes).allocated_bytes
     reserved += overheads.allocator_reserve_bytes(transient, sharded)
+    if w.is_training and w.sample_tokens_mean:  # each step at its own length (memory/allocator.py)
+        top = max(phases, key=lambda p: p.allocated_bytes)
+        step = sum(top.components.get(k, 0.0) for k in STEP_COMPONENTS) + reserved - top.allocated_bytes
+        limit = gpu_capacity_bytes(gpu) - overheads.cuda_context_bytes(gpu) - overheads.nccl_bytes(w.num_gpus)
+        reserved, note = variable_length_reserved(arch, w, reserved, step, limit)
+        ctx.notes.append(note)
     load = ctx.load_phase()
     if load is not None:
         load_transient = load.components["temporaries"]

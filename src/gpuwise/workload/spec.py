@@ -29,6 +29,7 @@ __all__ = [
     "OFFLOADS",
     "OFFLOAD_DEVICES",
     "OPTIMIZERS",
+    "OVER_LENGTHS",
     "PRECISIONS",
     "QUANTIZED",
     "REQUIREMENTS",
@@ -43,6 +44,7 @@ __all__ = [
     "Offload",
     "OffloadDevice",
     "Optimizer",
+    "OverLength",
     "Precision",
     "Requirement",
     "Sharding",
@@ -71,6 +73,7 @@ Requirement = Literal["ecc", "nvlink", "mig", "datacenter"]
 # the host); "params" = ZeRO-Infinity / FSDP cpu_offload (parameters and gradients too).
 Offload = Literal["none", "optimizer", "params"]
 OffloadDevice = Literal["cpu", "nvme"]
+OverLength = Literal["truncate", "drop"]  # what happens to samples over seq_len in a variable-length run
 
 TASKS: tuple[Task, ...] = get_args(Task)
 TRAINING_TASKS: frozenset[Task] = frozenset({"pretrain", "full-finetune", "lora", "qlora", "cv-train"})
@@ -87,6 +90,7 @@ GOALS: tuple[Goal, ...] = get_args(Goal)
 REQUIREMENTS: tuple[Requirement, ...] = get_args(Requirement)
 OFFLOADS: tuple[Offload, ...] = get_args(Offload)
 OFFLOAD_DEVICES: tuple[OffloadDevice, ...] = get_args(OffloadDevice)
+OVER_LENGTHS: tuple[OverLength, ...] = get_args(OverLength)
 
 # Accepted spellings -> canonical value.
 _ALIASES = {
@@ -202,6 +206,12 @@ class Workload:
     image_width: int = 0  # pixels; 0: square (image_size × image_size)
     denoising_steps: int = 0  # diffusion inference steps per image; 0: the model's default
     channels_last: bool = False  # NHWC memory format (torch.channels_last) for convolutions
+    # -- variable-length runs (memory/allocator.py): batches neither packed nor padded to seq_len, each step
+    # at its own longest sample; the caching allocator keeps the segments of every earlier record length
+    sample_tokens_mean: float | None = None  # dataset tokens per sample; None: every step at seq_len
+    sample_tokens_std: float = 0.0  # their standard deviation
+    run_samples: float | None = None  # samples the run trains on; None: train_tokens / mean x epochs
+    over_length: OverLength = "truncate"  # samples over seq_len: cut to it, or dropped (swift's 'delete')
     # --- serving helper: demand, SLO and engine (workload/serving.py); None outside serving plans
     serving: ServingSpec | None = None
 
@@ -296,6 +306,7 @@ _CHOICES = {
     "goal": GOALS,
     "offload": OFFLOADS,
     "offload_device": OFFLOAD_DEVICES,
+    "over_length": OVER_LENGTHS,
 }
 
 

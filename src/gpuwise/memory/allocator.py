@@ -1,0 +1,328 @@
+"""Reserved memory of a variable-length run: a replay of the CUDA caching allocator.
+
+When a run's batches are neither packed nor padded to ``seq_len`` (each step runs at its own longest
+sample), ``torch.cuda.max_memory_reserved`` over the run is not one step's reserve. The caching allocator
+keeps every freed block cached; a step longer than any before it asks for tensors larger than every cached
+block, and blocks of different segments never merge, so it maps new segments while the earlier, shorter
+steps' segments stay reserved (PyTorch ``c10/cuda/CUDACachingAllocator.cpp``; zdevito, pytorch PR #96995:
+"OOMs that happen the first time we see a new largest input and would otherwise have to allocate new
+segments"; the PyTorch DevLog "When does fragmentation occur in the CUDA caching allocator?", 2026: small
+then large allocations fragment, "blocks in different segments can never merge"). Steps no longer than an
+earlier one are served from the cache, so only the *record* lengths of the run matter: in a random order
+the r-th longest of N samples is a record with probability 1/r: about ln(N) records.
+
+This module replays the allocator's large pool (request rounding to 512 B; segments of 20 MiB for requests
+under 10 MiB, else the request rounded up to 2 MiB; best fit; a block split when over 1 MiB would remain;
+freed blocks merged with free neighbours of the same segment) over one decoder step's tensor sequence at
+each record length of random orders of the run's samples (a log-normal with the dataset's mean and
+standard deviation), and returns the mean ratio of the run's reserved transient to one step's at its
+longest length. It carries no fitted constant: every size is the allocator's or the model's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+import random
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Literal
+
+from gpuwise.catalog import ModelArch
+from gpuwise.units import GiB, MiB
+from gpuwise.workload import Workload
+
+__all__ = [
+    "DEFAULT_SAMPLES",
+    "STEP_COMPONENTS",
+    "OverLength",
+    "StepShape",
+    "record_lengths",
+    "step_shape",
+    "variable_length_factor",
+    "variable_length_reserved",
+]
+
+OverLength = Literal["truncate", "drop"]
+# Samples of a run whose length the workload does not give (neither run_samples nor train_tokens): an
+# assumption the note states; 1,000 is the sampled run of ms-swift's memory benchmark
+# (scripts/benchmark/test_memory_time/run_single.py, train_dataset_sample). Records grow as ln(samples).
+DEFAULT_SAMPLES = 1000
+# Random orders averaged (fixed seeds: the same workload always gets the same figure). The reserve of one
+# order scatters widely (10th-90th percentile 0.7-1.3x the mean for a 2,048-token cap): the mean is the
+# expected figure, not a bound.
+ORDERS = 64
+
+# c10/cuda/CUDACachingAllocator.cpp (torch 2.1-2.5): kMinBlockSize, kSmallSize, kLargeBuffer,
+# kMinLargeAlloc, kRoundLarge.
+MIN_BLOCK_BYTES = 512
+SMALL_SIZE_BYTES = 1 * MiB
+LARGE_BUFFER_BYTES = 20 * MiB
+MIN_LARGE_ALLOC_BYTES = 10 * MiB
+ROUND_LARGE_BYTES = 2 * MiB
+
+
+def _round(n: float) -> int:
+    return max(MIN_BLOCK_BYTES, -(-int(n) // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES)
+
+
+def _segment(n: int) -> int:
+    if n <= SMALL_SIZE_BYTES:
+        return 2 * MiB
+    if n < MIN_LARGE_ALLOC_BYTES:
+        return LARGE_BUFFER_BYTES
+    return -(-n // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES
+
+
+class _Block:
+    __slots__ = ("free", "next", "prev", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size, self.free = size, True
+        self.prev: _Block | None = None
+        self.next: _Block | None = None
+
+
+class _Pool:
+    """The large pool: best-fit over cached free blocks, new segments when none is large enough."""
+
+    def __init__(self) -> None:
+        self.free: list[tuple[int, int, _Block]] = []
+        self.reserved = self.peak = 0
+
+    def _add(self, b: _Block) -> None:
+        bisect.insort(self.free, (b.size, id(b), b))
+
+    def _remove(self, b: _Block) -> None:
+        self.free.pop(bisect.bisect_left(self.free, (b.size, id(b), b)))
+
+    def malloc(self, nbytes: float) -> _Block:
+        n = _round(nbytes)
+        i = bisect.bisect_left(self.free, (n, 0))
+        if i < len(self.free):
+            b = self.free.pop(i)[2]
+        else:
+            size = _segment(n)
+            b = _Block(size)
+            self.reserved += size
+            self.peak = max(self.peak, self.reserved)
+        if b.size - n > SMALL_SIZE_BYTES:  # split: the tail stays cached
+            tail = _Block(b.size - n)
+            tail.prev, tail.next = b, b.next
+            if b.next:
+                b.next.prev = tail
+            b.next, b.size = tail, n
+            self._add(tail)
+        b.free = False
+        return b
+
+    def release(self, b: _Block) -> None:
+        b.free = True
+        if b.prev is not None and b.prev.free:
+            p = b.prev
+            self._remove(p)
+            p.size += b.size
+            p.next = b.next
+            if b.next:
+                b.next.prev = p
+            b = p
+        if b.next is not None and b.next.free:
+            nx = b.next
+            self._remove(nx)
+            b.size += nx.size
+            b.next = nx.next
+            if nx.next:
+                nx.next.prev = b
+        self._add(b)
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """One decoder step's tensor sizes per token (bytes): hidden, attention projections, MLP, vocabulary
+    (the logits' forward and backward bytes per element), layer count and whether layers are recomputed."""
+
+    hidden_bytes: float
+    qkv_bytes: float
+    attn_out_bytes: float
+    mlp_bytes: float
+    logits_fwd_bytes: tuple[float, ...]
+    logits_bwd_bytes: float
+    layers: int
+    recompute: bool
+
+
+def _forward(pool: _Pool, s: StepShape, t: int) -> tuple[list[_Block], list[tuple[_Block, ...]]]:
+    m, f = pool.malloc, pool.release
+    inputs = [m(t * s.hidden_bytes)]
+    saved: list[tuple[_Block, ...]] = []
+    for _ in range(s.layers):
+        a, q, o, p = m(t * s.hidden_bytes), m(t * s.qkv_bytes), m(t * s.attn_out_bytes), m(t * s.hidden_bytes)
+        x2, a2 = m(t * s.hidden_bytes), m(t * s.hidden_bytes)
+        g, u, act, d = m(t * s.mlp_bytes), m(t * s.mlp_bytes), m(t * s.mlp_bytes), m(t * s.hidden_bytes)
+        inputs.append(m(t * s.hidden_bytes))
+        f(p)
+        f(d)
+        if s.recompute:
+            for b in (a, q, o, x2, a2, g, u, act):
+                f(b)
+        else:
+            saved.append((a, q, o, x2, a2, g, u, act))
+    return inputs, saved
+
+
+def _step(pool: _Pool, s: StepShape, tokens: int) -> None:
+    """Allocate and free one training step's activations, logits and gradients in autograd's order."""
+    m, f = pool.malloc, pool.release
+    inputs, saved = _forward(pool, s, tokens)
+    head = [m(tokens * s.hidden_bytes)] + [m(tokens * b) for b in s.logits_fwd_bytes]
+    grad_logits = m(tokens * s.logits_bwd_bytes)
+    for b in head[1:]:
+        f(b)
+    grad = m(tokens * s.hidden_bytes)
+    f(grad_logits)
+    f(head[0])
+    for layer in reversed(range(s.layers)):
+        if s.recompute:
+            kept = tuple(
+                m(tokens * b)
+                for b in (s.hidden_bytes, s.qkv_bytes, s.attn_out_bytes, s.hidden_bytes, s.hidden_bytes)
+                + (s.mlp_bytes,) * 3
+            )
+        else:
+            kept = saved.pop()
+        a, q, o, x2, a2, g, u, act = kept
+        dm, dg, du = m(tokens * s.mlp_bytes), m(tokens * s.mlp_bytes), m(tokens * s.mlp_bytes)
+        for b in (dm, act, g, u):
+            f(b)
+        da2 = m(tokens * s.hidden_bytes)
+        for b in (dg, du, a2):
+            f(b)
+        dx2 = m(tokens * s.hidden_bytes)
+        f(da2)
+        f(grad)
+        d_o, dq = m(tokens * s.attn_out_bytes), m(tokens * s.qkv_bytes)
+        for b in (d_o, o):
+            f(b)
+        da = m(tokens * s.hidden_bytes)
+        for b in (dq, q, a):
+            f(b)
+        grad = m(tokens * s.hidden_bytes)
+        for b in (da, x2, dx2, inputs[layer + 1]):
+            f(b)
+    f(grad)
+    f(inputs[0])
+
+
+def record_lengths(
+    mean: float,
+    std: float,
+    cap: int,
+    samples: float,
+    batch: int = 1,
+    over_length: OverLength = "truncate",
+    seed: int = 0,
+) -> list[int]:
+    """The record-setting step lengths (tokens per sample, ascending) of one random order of ``samples``
+    samples from a log-normal of the given mean and standard deviation, batched ``batch`` at a time and
+    padded to each batch's longest; samples over ``cap`` are cut to it (``truncate``) or left out
+    (``drop``). Drawn record by record (the next record is uniform above the last in quantile space, after a
+    geometric wait), so a run of any length costs its ~ln(steps) records; ``seed`` fixes the order."""
+    rng = random.Random(seed)
+    sigma = math.sqrt(math.log(1.0 + (std / mean) ** 2)) if std > 0 else 1e-6
+    mu = math.log(mean) - sigma * sigma / 2
+    nd = NormalDist()
+    below = nd.cdf((math.log(cap) - mu) / sigma)  # share of samples within the cap
+    steps = max(1.0, (samples * below if over_length == "drop" else samples) / batch)
+    lengths: list[int] = []
+    u, index = rng.random(), 1.0  # quantile of the step's longest sample among the step maxima
+    while index <= steps:
+        q = u ** (1.0 / batch) * (below if over_length == "drop" else 1.0)  # ... among single samples
+        if q >= below:
+            lengths.append(cap)
+            break
+        lengths.append(max(1, round(math.exp(mu + sigma * nd.inv_cdf(max(q, 1e-12))))))
+        above = 1.0 - u
+        index += 1 + math.floor(math.log(1.0 - rng.random()) / math.log1p(-above)) if above < 1 else 1
+        u += above * rng.random()
+    return sorted(set(lengths))
+
+
+@functools.lru_cache(maxsize=256)  # the planner re-estimates one workload under many configurations
+def variable_length_factor(shape: StepShape, orders: tuple[tuple[int, ...], ...], batch: int) -> float:
+    """Reserved transient of a run through each order's record lengths over that of one step at its longest,
+    averaged over the orders (≥ 1)."""
+    ratios: list[float] = []
+    single_peak: dict[int, int] = {}
+    for lengths in orders:
+        run = _Pool()
+        for length in lengths:
+            _step(run, shape, length * batch)
+        if lengths[-1] not in single_peak:
+            single = _Pool()
+            _step(single, shape, lengths[-1] * batch)
+            single_peak[lengths[-1]] = single.peak
+        ratios.append(run.peak / single_peak[lengths[-1]] if single_peak[lengths[-1]] else 1.0)
+    return max(1.0, sum(ratios) / len(ratios))
+
+
+# Per-step tensors that scale with tokens; the rest of a training step's memory lasts across steps.
+STEP_COMPONENTS = ("activations", "logits_loss", "temporaries", "kv_cache")
+
+
+def step_shape(arch: ModelArch, w: Workload) -> StepShape:
+    """A decoder step's tensors per token: 16-bit activations (fp32 when the workload computes in fp32),
+    the Hugging Face causal-LM loss on the logits (16-bit logits, an fp32 log-softmax, a 16-bit gradient)."""
+    act = 4.0 if w.precision == "fp32" else 2.0
+    experts = max(arch.experts_per_token, 1) if arch.is_moe else 1
+    vocab = arch.vocab_size
+    return StepShape(
+        hidden_bytes=act * arch.hidden_size,
+        qkv_bytes=act * (arch.q_dim + 2 * arch.kv_dim),
+        attn_out_bytes=act * arch.q_dim,
+        mlp_bytes=act * arch.intermediate_size * experts,
+        logits_fwd_bytes=(act * vocab, 4.0 * vocab),
+        logits_bwd_bytes=act * vocab,
+        layers=arch.num_layers,
+        recompute=w.grad_checkpointing != "none",
+    )
+
+
+def variable_length_reserved(
+    arch: ModelArch, w: Workload, reserved_bytes: float, step_bytes: float, limit_bytes: float
+) -> tuple[float, str]:
+    """Peak reserved bytes of a variable-length run (``w.sample_tokens_mean`` set) and the note saying so:
+    the per-step part of one step's reserve at ``seq_len`` (``step_bytes``) scaled by the replayed
+    allocator's record-length factor, never above ``limit_bytes`` (a failed cudaMalloc frees the cached
+    segments and retries, so reserved memory stops at the device)."""
+    mean = w.sample_tokens_mean or float(w.seq_len)
+    if reserved_bytes >= limit_bytes:  # one step already fills the device: nothing more can be reserved
+        return reserved_bytes, "variable-length run: one step at seq_len already reserves the whole device"
+    samples = w.run_samples or (w.train_tokens * w.epochs / mean if w.train_tokens else 0.0)
+    assumed = "" if samples else f" (run length not given: {DEFAULT_SAMPLES:,} samples assumed)"
+    orders = tuple(
+        tuple(
+            record_lengths(
+                mean,
+                w.sample_tokens_std,
+                w.seq_len,
+                samples or DEFAULT_SAMPLES,
+                w.batch_size,
+                w.over_length,
+                seed,
+            )
+        )
+        for seed in range(ORDERS)
+    )
+    factor = variable_length_factor(step_shape(arch, w), orders, w.batch_size)
+    lengths = orders[0]
+    extra = (factor - 1.0) * step_bytes
+    new = max(reserved_bytes, min(reserved_bytes + extra, limit_bytes))
+    note = (
+        f"variable-length run (samples {mean:,.0f} ± {w.sample_tokens_std:,.0f} tokens, {w.over_length} over "
+        f"{w.seq_len:,}){assumed}: the caching allocator keeps the segments of each earlier record length "
+        f"(one random order: {', '.join(f'{n:,}' for n in lengths)} tokens), on average {factor:.2f}x one "
+        "step's reserve: "
+        f"+{(new - reserved_bytes) / GiB:.2f} GiB reserved (expandable_segments:True avoids most of it)"
+    )
+    return new, note

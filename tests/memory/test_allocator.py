@@ -1,0 +1,61 @@
+"""The caching-allocator replay behind a variable-length run's reserved memory (gpuwise.memory.allocator)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.catalog import get_model
+from gpuwise.errors import GpuwiseError
+from gpuwise.memory import estimate_memory, gpu_capacity_bytes
+from gpuwise.memory.allocator import record_lengths, step_shape, variable_length_factor
+from gpuwise.units import GiB
+from gpuwise.workload import workload_from_mapping
+
+# ms-swift Benchmark.md's dataset (cls-fudan-news-zh): 4959 samples of 3234.4 +- 2547.5 tokens.
+SWIFT = {
+    "sample_tokens_mean": 3234.4,
+    "sample_tokens_std": 2547.5,
+    "run_samples": 4959,
+    "over_length": "drop",
+}
+LORA = {"model": "qwen2.5-7b", "task": "lora", "grad_checkpointing": "full", "gpu": "a100-80gb-sxm"}
+
+
+def test_records_rise_to_the_cap_and_are_reproducible():
+    dropped = record_lengths(3234.4, 2547.5, 2048, 4959, over_length="drop", seed=3)
+    assert dropped == sorted(dropped) and dropped[-1] <= 2048 and len(dropped) >= 3
+    assert dropped == record_lengths(3234.4, 2547.5, 2048, 4959, over_length="drop", seed=3)
+    # cut to the cap instead: most samples are longer than 512 tokens, so the run soon hits the cap
+    assert record_lengths(3234.4, 2547.5, 512, 4959, over_length="truncate", seed=3)[-1] == 512
+
+
+def test_a_longer_step_strands_the_shorter_steps_segments():
+    shape = step_shape(get_model("qwen2.5-7b"), workload_from_mapping(LORA))
+    assert variable_length_factor(shape, ((2048,),), 1) == 1.0  # one length: one step's reserve
+    assert variable_length_factor(shape, ((2048, 2048),), 1) == 1.0  # a repeat reuses its blocks
+    grown = variable_length_factor(shape, ((1024, 1536, 2048),), 1)
+    # the 1,024 and 1,536 steps' blocks are too small for the 2,048 step's largest tensors; some serve its
+    # smaller ones, so the reserve is below the no-reuse bound (1,024 + 1,536 + 2,048) / 2,048 = 2.25
+    assert 1.2 < grown < 2.25
+
+
+def test_a_variable_length_run_reserves_more_than_a_fixed_one_and_allocates_the_same():
+    fixed = estimate_memory(workload_from_mapping({**LORA, "seq_len": 2048}))
+    varied = estimate_memory(workload_from_mapping({**LORA, "seq_len": 2048, **SWIFT}))
+    assert varied.peak_allocated_bytes == fixed.peak_allocated_bytes
+    assert varied.peak_reserved_bytes > fixed.peak_reserved_bytes + 2 * GiB
+    assert any("variable-length run" in n for n in varied.notes)
+    assert not any("variable-length run" in n for n in fixed.notes)
+
+
+def test_reserved_memory_stops_at_the_device():
+    # ms-swift's batch-8 row: one step fits (about 40 GiB), the run's record lengths would reserve more than
+    # the GPU; a failed cudaMalloc frees the cached segments and retries, so reserved stops at the device
+    big = estimate_memory(workload_from_mapping({**LORA, "seq_len": 2048, "batch_size": 8, **SWIFT}))
+    assert big.peak_allocated_bytes < 0.6 * gpu_capacity_bytes(big.gpu)
+    assert big.peak_allocated_bytes < big.peak_reserved_bytes <= gpu_capacity_bytes(big.gpu)
+
+
+def test_a_bad_over_length_names_the_choices():
+    with pytest.raises(GpuwiseError, match=r"over_length.*truncate"):
+        workload_from_mapping({**LORA, "over_length": "cut"})
