@@ -16,6 +16,9 @@ from functools import cached_property
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
+from gpuwise.lint.walk import FAST_CHILDREN as _FAST_CHILDREN
+from gpuwise.lint.walk import children
+
 if TYPE_CHECKING:
     from gpuwise.lint.project import Project
 
@@ -276,14 +279,22 @@ class Context:
     def calls_by_name(self) -> dict[str, list[ast.Call]]:
         """Calls by the last part of their resolved name (``DL(...)`` aliasing DataLoader: "DataLoader")."""
         index: dict[str, list[ast.Call]] = {}
-        qualnames, resolve = self.qualnames, self._qualname
-        for call in self.calls:
-            func = call.func
-            name = qualnames.get(func)
-            if name is None:
-                name = qualnames[func] = resolve(func)
-            if name:
-                index.setdefault(name.rpartition(".")[2], []).append(call)
+        aliases = self.aliases
+        for call in self.calls:  # the last part of `qualname`, without resolving the whole chain
+            func: Any = call.func
+            kind = type(func)
+            if kind is ast.Attribute:
+                root = func.value
+                while type(root) is ast.Attribute:
+                    root = root.value
+                if type(root) is not ast.Name:
+                    continue  # `f().g()`: no dotted name
+                last = func.attr
+            elif kind is ast.Name:
+                last = aliases.get(func.id, func.id).rpartition(".")[2]
+            else:
+                continue
+            index.setdefault(last, []).append(call)
         return index
 
     def calls_to(self, *targets: str) -> list[ast.Call]:
@@ -420,12 +431,49 @@ class Context:
             return []
         trains: dict[int, Loop] = {}
         inner: dict[int, list[int]] = {}
+        # only loops above both a backward and a step call (directly or through a caller) can reach both
+        candidates = self._loops_above(_calls_backward) & self._loops_above(_calls_step)
         for loop in self.loops:
+            if loop not in candidates:
+                continue
             reach = self._reach(loop.body, 0)
             if reach.backward and reach.step:
                 trains[id(loop)] = loop
                 inner[id(loop)] = [id(n) for n in reach.loops]
         return [loop for key, loop in trains.items() if not any(i in trains for i in inner[key])]
+
+    def _loops_above(self, wanted: Callable[[Any], bool]) -> set[ast.AST]:
+        """Loops that hold a call ``wanted`` accepts, or a call of a function that holds one (at any
+        depth, through nested bodies): every loop whose `_reach` finds such a call, and maybe more. A
+        walk up the parents from the few such calls, instead of `_reach` from every loop."""
+        parents, callers = self.parents, self._callers
+        found: set[ast.AST] = set()
+        seen: set[ast.AST] = set()
+        stack: list[ast.AST] = [c for c in self.calls if wanted(c.func)]
+        while stack:
+            node = parents.get(stack.pop())
+            while node is not None and node not in seen:  # a seen node's ancestors are done
+                seen.add(node)
+                kind = type(node)
+                if kind in _LOOPS:
+                    found.add(node)
+                elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                    stack.extend(callers.get(node.name, ()))  # type: ignore[attr-defined]
+                node = parents.get(node)
+        return found
+
+    @cached_property
+    def _callers(self) -> dict[str, list[ast.Call]]:
+        """Calls by the function name `callees` resolves them by (``f(...)``, ``self.f(...)``)."""
+        index: dict[str, list[ast.Call]] = {}
+        for call in self.calls:
+            func: Any = call.func
+            kind = type(func)
+            if kind is ast.Name:
+                index.setdefault(func.id, []).append(call)
+            elif kind is ast.Attribute and type(func.value) is ast.Name and func.value.id in _SELF:
+                index.setdefault(func.attr, []).append(call)
+        return index
 
     @cached_property
     def step_code(self) -> list[StepCode]:
@@ -593,6 +641,16 @@ class Context:
         return names
 
 
+def _calls_backward(func: Any) -> bool:
+    """A call `_reach` counts as back-propagation: ``x.backward()``, ``self.manual_backward()``."""
+    return type(func) is ast.Attribute and func.attr in BACKWARD
+
+
+def _calls_step(func: Any) -> bool:
+    """A call `_reach` counts as an optimizer step: any ``x.step()``."""
+    return type(func) is ast.Attribute and func.attr == "step"
+
+
 def _attr_chain(func: ast.Attribute) -> str:
     """``self.optimizer.step`` -> "optimizer": the attribute a method is called on."""
     return func.value.attr if isinstance(func.value, ast.Attribute) else ""
@@ -613,7 +671,6 @@ def has_star_kwargs(call: ast.Call) -> bool:
     return any(k.arg is None for k in call.keywords)
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
 _LOOPS = frozenset({ast.For, ast.AsyncFor, ast.While})
 # The inner node types `Context.build` collects something from besides calls and attributes.
 _INDEXED = _LOOPS | {
@@ -626,36 +683,6 @@ _INDEXED = _LOOPS | {
     ast.ClassDef,
 }
 _POSITION = attrgetter("lineno", "col_offset")
-
-
-# Fields never walked: Load/Store markers and operators (a third of all nodes; rules read ``.op``
-# directly), import aliases (read by the Import branch of ``build``), and fields that hold plain text
-# or numbers.
-_NOT_WALKED = frozenset(
-    {"ctx", "op", "ops", "names", "type_ignores", "id", "attr", "arg", "name", "asname", "module", "level"}
-    | {"type_comment", "kind", "is_async", "conversion"}
-)
-
-
-def children(node: ast.AST) -> list[ast.AST]:
-    """ast.iter_child_nodes without the fields in ``_NOT_WALKED``, in field order."""
-    kind = type(node)
-    fast = _FAST_CHILDREN.get(kind)
-    if fast is not None:
-        return fast(node)
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = _FIELDS[kind] = tuple(f for f in kind._fields if f not in _NOT_WALKED)
-    out: list[ast.AST] = []
-    for name in names:
-        value = getattr(node, name, None)
-        if type(value) is list:
-            for item in value:
-                if isinstance(item, ast.AST):
-                    out.append(item)
-        elif isinstance(value, ast.AST):
-            out.append(value)
-    return out
 
 
 _NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
@@ -673,36 +700,6 @@ def _bodies(kind: type) -> tuple[tuple[str, ...], bool]:
         names = tuple(n for n in ("body", "orelse", "finalbody") if n in fields)
         found = _BODIES[kind] = (names, "handlers" in fields)
     return found
-
-
-# The commonest node types, spelled out (same children, same order as the generic loop in
-# ``children``): parsed trees hold only nodes in these fields, and skipping the per-field getattr and
-# type tests halves the cost of indexing a file.
-_FAST_CHILDREN: dict[type, Callable[[Any], list[ast.AST]]] = {
-    ast.Attribute: lambda n: [n.value],
-    ast.Call: lambda n: [n.func, *n.args, *n.keywords],
-    ast.keyword: lambda n: [n.value],
-    ast.Expr: lambda n: [n.value],
-    ast.Assign: lambda n: [*n.targets, n.value],
-    ast.BinOp: lambda n: [n.left, n.right],
-    ast.Subscript: lambda n: [n.value, n.slice],
-    ast.Compare: lambda n: [n.left, *n.comparators],
-    ast.Tuple: lambda n: list(n.elts),
-    ast.List: lambda n: list(n.elts),
-    ast.UnaryOp: lambda n: [n.operand],
-    ast.BoolOp: lambda n: list(n.values),
-    ast.Starred: lambda n: [n.value],
-    ast.Await: lambda n: [n.value],
-    ast.AugAssign: lambda n: [n.target, n.value],
-    ast.Return: lambda n: [] if n.value is None else [n.value],
-    ast.If: lambda n: [n.test, *n.body, *n.orelse],
-    ast.While: lambda n: [n.test, *n.body, *n.orelse],
-    ast.For: lambda n: [n.target, n.iter, *n.body, *n.orelse],
-    ast.withitem: lambda n: (
-        [n.context_expr] if n.optional_vars is None else [n.context_expr, n.optional_vars]
-    ),
-    ast.JoinedStr: lambda n: list(n.values),
-}
 
 
 def _add_aliases(aliases: dict[str, str], node: ast.Import | ast.ImportFrom) -> None:
