@@ -78,7 +78,7 @@ def test_calls_and_loops_match_a_walk_from_every_node() -> None:
     assert checked > 10_000
 
 
-EVERY_SHAPE = '''
+EVERY_SHAPE = """
 import a.b as c
 from .x import y
 async def f(p, /, q: int = 1, *args, r, s=2, **kw) -> int:
@@ -113,7 +113,7 @@ class K(B, metaclass=M):
         def inner():
             nonlocal q
         return (yield)
-'''
+"""
 
 
 def test_spelled_out_children_cover_every_node_shape() -> None:

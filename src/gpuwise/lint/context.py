@@ -159,6 +159,7 @@ class Context:
     assigns: list[ast.Assign] = field(default_factory=list)  # every ``a = b`` statement
     classes: list[ast.ClassDef] = field(default_factory=list)
     memo: dict[str, object] = field(default_factory=dict)  # per-file results rules share
+    imported: dict[tuple[str, ...], bool] = field(default_factory=dict)  # `imports` results
     qualnames: dict[ast.AST, str] = field(default_factory=dict)  # node -> resolved dotted name
     kids: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)  # node -> children (leaves: none)
     walks: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)  # calls_and_loops results
@@ -181,7 +182,7 @@ class Context:
         pop, push = stack.pop, stack.append  # bound once: the loop runs per node
         parents, all_kids, strings = ctx.parents, ctx.kids, ctx.strings
         add_name, fast, slow = ctx.names.add, _FAST_CHILDREN.get, children
-        calls = ctx.calls
+        calls, assigns = ctx.calls, ctx.assigns
         while stack:
             node: Any = pop()  # dispatch on type() below: isinstance per node costs a third of lint
             kind = type(node)
@@ -214,6 +215,11 @@ class Context:
                     push(child)
             if kind is ast.Call:
                 calls.append(node)
+            elif kind is ast.Assign:  # the commonest indexed types, without a method call
+                assigns.append(node)
+            elif kind is ast.keyword:
+                if node.arg:
+                    add_name(node.arg)
             elif kind in _INDEXED:  # most inner nodes (expressions, statements) hold nothing more
                 ctx._collect(node, kind)
         ctx.calls.sort(key=_POSITION)
@@ -221,19 +227,14 @@ class Context:
         return ctx
 
     def _collect(self, node: Any, kind: type) -> None:
-        """`build`'s tables for the node types in ``_INDEXED``: keyword names, loops, import aliases,
-        functions, assignments and classes."""
-        if kind is ast.keyword:
-            if node.arg:
-                self.names.add(node.arg)
-        elif kind in _LOOPS:
+        """`build`'s tables for the rarer node types in ``_INDEXED`` (assignments and keyword names are
+        collected in its loop): loops, import aliases, functions and classes."""
+        if kind in _LOOPS:
             self.loops.append(node)
         elif kind is ast.Import or kind is ast.ImportFrom:
             _add_aliases(self.aliases, node)
         elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             self.functions.setdefault(node.name, []).append(node)
-        elif kind is ast.Assign:
-            self.assigns.append(node)
         elif kind is ast.ClassDef:
             self.classes.append(node)
 
@@ -275,27 +276,41 @@ class Context:
             node = node.func if isinstance(node, ast.Call) else node.value
         return node.id if isinstance(node, ast.Name) else ""
 
-    @cached_property
+    @property
     def calls_by_name(self) -> dict[str, list[ast.Call]]:
         """Calls by the last part of their resolved name (``DL(...)`` aliasing DataLoader: "DataLoader")."""
-        index: dict[str, list[ast.Call]] = {}
+        return self._call_index[0]
+
+    @property
+    def _callers(self) -> dict[str, list[ast.Call]]:
+        """Calls by the function name `callees` resolves them by (``f(...)``, ``self.f(...)``)."""
+        return self._call_index[1]
+
+    @cached_property
+    def _call_index(self) -> tuple[dict[str, list[ast.Call]], dict[str, list[ast.Call]]]:
+        """`calls_by_name` and `_callers`, in one pass over the calls."""
+        by_name: dict[str, list[ast.Call]] = {}
+        callers: dict[str, list[ast.Call]] = {}
         aliases = self.aliases
         for call in self.calls:  # the last part of `qualname`, without resolving the whole chain
             func: Any = call.func
             kind = type(func)
             if kind is ast.Attribute:
-                root = func.value
+                root = owner = func.value
                 while type(root) is ast.Attribute:
                     root = root.value
                 if type(root) is not ast.Name:
-                    continue  # `f().g()`: no dotted name
+                    continue  # `f().g()`: no dotted name, no same-file callee
                 last = func.attr
+                if owner is root and root.id in _SELF:
+                    callers.setdefault(last, []).append(call)
             elif kind is ast.Name:
                 last = aliases.get(func.id, func.id).rpartition(".")[2]
+                callers.setdefault(func.id, []).append(call)
             else:
                 continue
-            index.setdefault(last, []).append(call)
-        return index
+            by_name.setdefault(last, []).append(call)
+        return by_name, callers
 
     def calls_to(self, *targets: str) -> list[ast.Call]:
         """Calls of any of ``targets`` (dotted paths, as ``is_api``), in source order. Only calls whose
@@ -330,8 +345,13 @@ class Context:
     # --- what kind of file ------------------------------------------------------------------------
     def imports(self, *prefixes: str) -> bool:
         """Does the file import any module under one of the dotted `prefixes`?"""
-        dotted = tuple(p + "." for p in prefixes)
-        return any(path in prefixes or path.startswith(dotted) for path in self.aliases.values())
+        verdict = self.imported.get(prefixes)  # asked by many rules, with the same few prefixes
+        if verdict is None:
+            dotted = tuple(p + "." for p in prefixes)
+            verdict = self.imported[prefixes] = any(
+                path in prefixes or path.startswith(dotted) for path in self.aliases.values()
+            )
+        return verdict
 
     @cached_property
     def framework(self) -> Framework:
@@ -461,19 +481,6 @@ class Context:
                     stack.extend(callers.get(node.name, ()))  # type: ignore[attr-defined]
                 node = parents.get(node)
         return found
-
-    @cached_property
-    def _callers(self) -> dict[str, list[ast.Call]]:
-        """Calls by the function name `callees` resolves them by (``f(...)``, ``self.f(...)``)."""
-        index: dict[str, list[ast.Call]] = {}
-        for call in self.calls:
-            func: Any = call.func
-            kind = type(func)
-            if kind is ast.Name:
-                index.setdefault(func.id, []).append(call)
-            elif kind is ast.Attribute and type(func.value) is ast.Name and func.value.id in _SELF:
-                index.setdefault(func.attr, []).append(call)
-        return index
 
     @cached_property
     def step_code(self) -> list[StepCode]:
