@@ -82,7 +82,11 @@ def subtree(node: ast.AST) -> list[ast.AST]:
 
 def words(node: ast.AST) -> Iterator[str]:
     """Identifiers, attribute names and string constants mentioned in an expression."""
-    for sub in subtree(node):
+    return _words_of(subtree(node))
+
+
+def _words_of(nodes: list[ast.AST]) -> Iterator[str]:
+    for sub in nodes:
         if isinstance(sub, ast.Name):
             yield sub.id
         elif isinstance(sub, ast.Attribute):
@@ -93,7 +97,8 @@ def words(node: ast.AST) -> Iterator[str]:
 
 def is_periodic_guard(test: ast.expr) -> bool:
     """A condition true on a few steps only: a modulo, an equality with a constant, or a logging flag."""
-    for sub in subtree(test):
+    nodes = subtree(test)
+    for sub in nodes:
         if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
             return True
         if (
@@ -103,12 +108,13 @@ def is_periodic_guard(test: ast.expr) -> bool:
             and not is_rank_guard(sub)
         ):
             return True
-    return any(_PERIODIC.search(word) for word in words(test))
+    # one search of the words joined by newlines (the pattern's words hold none): a search per word
+    return _PERIODIC.search("\n".join(_words_of(nodes))) is not None
 
 
 def is_rank_guard(test: ast.expr) -> bool:
     """A condition that selects one process: ``rank == 0``, ``is_main_process``, ``self.gpu_id == 0``."""
-    return any(_RANK.search(word) for word in words(test))
+    return _RANK.search("\n".join(words(test))) is not None  # as in `is_periodic_guard`
 
 
 BACKWARD = frozenset({"backward", "manual_backward"})
