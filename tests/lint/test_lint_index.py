@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from gpuwise.lint.context import _NOT_WALKED, Context, children, subtree
+from gpuwise.lint.context import Context, subtree
+from gpuwise.lint.walk import NOT_WALKED, children
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = sorted((REPO / "tests" / "data" / "lint").glob("*.py")) + sorted(
@@ -18,7 +19,7 @@ def _field_children(node: ast.AST) -> list[ast.AST]:
     """The reference: every AST value of every walked field, in field order."""
     out: list[ast.AST] = []
     for name in node._fields:
-        if name in _NOT_WALKED:
+        if name in NOT_WALKED:
             continue
         value = getattr(node, name, None)
         items = value if isinstance(value, list) else [value]
@@ -75,3 +76,52 @@ def test_calls_and_loops_match_a_walk_from_every_node() -> None:
             ], (path, getattr(node, "lineno", 0), type(node).__name__)
             checked += 1
     assert checked > 10_000
+
+
+EVERY_SHAPE = """
+import a.b as c
+from .x import y
+async def f(p, /, q: int = 1, *args, r, s=2, **kw) -> int:
+    global g
+    async for i in z:
+        async with m() as n, o():
+            yield i
+    del d[0], e
+    try:
+        raise ValueError("x") from None
+    except (KeyError, TypeError) as err:
+        pass
+    except:
+        raise
+    else:
+        yield from w
+    finally:
+        assert p, "msg"
+    v: int
+    u: int = (t := 3)
+    return {**kw, "k": 1}, {1, 2}, {k: v for k, v in kw.items() if k}, {x for x in q}
+def h():
+    nonlocal_user = lambda a, *b, c=1, **d: a
+    x = [i async for i in j] if p else (i for i in k)
+    s = f"{x!r:>{w}}" + s[1:2:3] + s[::]
+    for _ in x:
+        break
+    else:
+        continue
+class K(B, metaclass=M):
+    def g(self):
+        def inner():
+            nonlocal q
+        return (yield)
+"""
+
+
+def test_spelled_out_children_cover_every_node_shape() -> None:
+    """Rarer shapes than the corpus holds (async, positional-only and keyword-only parameters, bare
+    except, ``**`` in a dict, starred slices, walrus, ...): still the field-by-field children."""
+    tree = ast.parse(EVERY_SHAPE.replace("nonlocal q", "pass"))
+    kinds = set()
+    for node in ast.walk(tree):
+        assert [id(c) for c in children(node)] == [id(c) for c in _field_children(node)], ast.dump(node)
+        kinds.add(type(node).__name__)
+    assert {"AsyncFor", "AsyncWith", "NamedExpr", "YieldFrom", "DictComp", "SetComp", "Set"} <= kinds

@@ -16,6 +16,9 @@ from functools import cached_property
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
+from gpuwise.lint.walk import FAST_CHILDREN as _FAST_CHILDREN
+from gpuwise.lint.walk import children
+
 if TYPE_CHECKING:
     from gpuwise.lint.project import Project
 
@@ -79,7 +82,11 @@ def subtree(node: ast.AST) -> list[ast.AST]:
 
 def words(node: ast.AST) -> Iterator[str]:
     """Identifiers, attribute names and string constants mentioned in an expression."""
-    for sub in subtree(node):
+    return _words_of(subtree(node))
+
+
+def _words_of(nodes: list[ast.AST]) -> Iterator[str]:
+    for sub in nodes:
         if isinstance(sub, ast.Name):
             yield sub.id
         elif isinstance(sub, ast.Attribute):
@@ -90,7 +97,8 @@ def words(node: ast.AST) -> Iterator[str]:
 
 def is_periodic_guard(test: ast.expr) -> bool:
     """A condition true on a few steps only: a modulo, an equality with a constant, or a logging flag."""
-    for sub in subtree(test):
+    nodes = subtree(test)
+    for sub in nodes:
         if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
             return True
         if (
@@ -100,12 +108,13 @@ def is_periodic_guard(test: ast.expr) -> bool:
             and not is_rank_guard(sub)
         ):
             return True
-    return any(_PERIODIC.search(word) for word in words(test))
+    # one search of the words joined by newlines (the pattern's words hold none): a search per word
+    return _PERIODIC.search("\n".join(_words_of(nodes))) is not None
 
 
 def is_rank_guard(test: ast.expr) -> bool:
     """A condition that selects one process: ``rank == 0``, ``is_main_process``, ``self.gpu_id == 0``."""
-    return any(_RANK.search(word) for word in words(test))
+    return _RANK.search("\n".join(words(test))) is not None  # as in `is_periodic_guard`
 
 
 BACKWARD = frozenset({"backward", "manual_backward"})
@@ -156,6 +165,7 @@ class Context:
     assigns: list[ast.Assign] = field(default_factory=list)  # every ``a = b`` statement
     classes: list[ast.ClassDef] = field(default_factory=list)
     memo: dict[str, object] = field(default_factory=dict)  # per-file results rules share
+    imported: dict[tuple[str, ...], bool] = field(default_factory=dict)  # `imports` results
     qualnames: dict[ast.AST, str] = field(default_factory=dict)  # node -> resolved dotted name
     kids: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)  # node -> children (leaves: none)
     walks: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)  # calls_and_loops results
@@ -178,7 +188,7 @@ class Context:
         pop, push = stack.pop, stack.append  # bound once: the loop runs per node
         parents, all_kids, strings = ctx.parents, ctx.kids, ctx.strings
         add_name, fast, slow = ctx.names.add, _FAST_CHILDREN.get, children
-        calls = ctx.calls
+        calls, assigns = ctx.calls, ctx.assigns
         while stack:
             node: Any = pop()  # dispatch on type() below: isinstance per node costs a third of lint
             kind = type(node)
@@ -211,6 +221,11 @@ class Context:
                     push(child)
             if kind is ast.Call:
                 calls.append(node)
+            elif kind is ast.Assign:  # the commonest indexed types, without a method call
+                assigns.append(node)
+            elif kind is ast.keyword:
+                if node.arg:
+                    add_name(node.arg)
             elif kind in _INDEXED:  # most inner nodes (expressions, statements) hold nothing more
                 ctx._collect(node, kind)
         ctx.calls.sort(key=_POSITION)
@@ -218,19 +233,14 @@ class Context:
         return ctx
 
     def _collect(self, node: Any, kind: type) -> None:
-        """`build`'s tables for the node types in ``_INDEXED``: keyword names, loops, import aliases,
-        functions, assignments and classes."""
-        if kind is ast.keyword:
-            if node.arg:
-                self.names.add(node.arg)
-        elif kind in _LOOPS:
+        """`build`'s tables for the rarer node types in ``_INDEXED`` (assignments and keyword names are
+        collected in its loop): loops, import aliases, functions and classes."""
+        if kind in _LOOPS:
             self.loops.append(node)
         elif kind is ast.Import or kind is ast.ImportFrom:
             _add_aliases(self.aliases, node)
         elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             self.functions.setdefault(node.name, []).append(node)
-        elif kind is ast.Assign:
-            self.assigns.append(node)
         elif kind is ast.ClassDef:
             self.classes.append(node)
 
@@ -272,19 +282,41 @@ class Context:
             node = node.func if isinstance(node, ast.Call) else node.value
         return node.id if isinstance(node, ast.Name) else ""
 
-    @cached_property
+    @property
     def calls_by_name(self) -> dict[str, list[ast.Call]]:
         """Calls by the last part of their resolved name (``DL(...)`` aliasing DataLoader: "DataLoader")."""
-        index: dict[str, list[ast.Call]] = {}
-        qualnames, resolve = self.qualnames, self._qualname
-        for call in self.calls:
-            func = call.func
-            name = qualnames.get(func)
-            if name is None:
-                name = qualnames[func] = resolve(func)
-            if name:
-                index.setdefault(name.rpartition(".")[2], []).append(call)
-        return index
+        return self._call_index[0]
+
+    @property
+    def _callers(self) -> dict[str, list[ast.Call]]:
+        """Calls by the function name `callees` resolves them by (``f(...)``, ``self.f(...)``)."""
+        return self._call_index[1]
+
+    @cached_property
+    def _call_index(self) -> tuple[dict[str, list[ast.Call]], dict[str, list[ast.Call]]]:
+        """`calls_by_name` and `_callers`, in one pass over the calls."""
+        by_name: dict[str, list[ast.Call]] = {}
+        callers: dict[str, list[ast.Call]] = {}
+        aliases = self.aliases
+        for call in self.calls:  # the last part of `qualname`, without resolving the whole chain
+            func: Any = call.func
+            kind = type(func)
+            if kind is ast.Attribute:
+                root = owner = func.value
+                while type(root) is ast.Attribute:
+                    root = root.value
+                if type(root) is not ast.Name:
+                    continue  # `f().g()`: no dotted name, no same-file callee
+                last = func.attr
+                if owner is root and root.id in _SELF:
+                    callers.setdefault(last, []).append(call)
+            elif kind is ast.Name:
+                last = aliases.get(func.id, func.id).rpartition(".")[2]
+                callers.setdefault(func.id, []).append(call)
+            else:
+                continue
+            by_name.setdefault(last, []).append(call)
+        return by_name, callers
 
     def calls_to(self, *targets: str) -> list[ast.Call]:
         """Calls of any of ``targets`` (dotted paths, as ``is_api``), in source order. Only calls whose
@@ -319,8 +351,13 @@ class Context:
     # --- what kind of file ------------------------------------------------------------------------
     def imports(self, *prefixes: str) -> bool:
         """Does the file import any module under one of the dotted `prefixes`?"""
-        dotted = tuple(p + "." for p in prefixes)
-        return any(path in prefixes or path.startswith(dotted) for path in self.aliases.values())
+        verdict = self.imported.get(prefixes)  # asked by many rules, with the same few prefixes
+        if verdict is None:
+            dotted = tuple(p + "." for p in prefixes)
+            verdict = self.imported[prefixes] = any(
+                path in prefixes or path.startswith(dotted) for path in self.aliases.values()
+            )
+        return verdict
 
     @cached_property
     def framework(self) -> Framework:
@@ -420,12 +457,36 @@ class Context:
             return []
         trains: dict[int, Loop] = {}
         inner: dict[int, list[int]] = {}
+        # only loops above both a backward and a step call (directly or through a caller) can reach both
+        candidates = self._loops_above(_calls_backward) & self._loops_above(_calls_step)
         for loop in self.loops:
+            if loop not in candidates:
+                continue
             reach = self._reach(loop.body, 0)
             if reach.backward and reach.step:
                 trains[id(loop)] = loop
                 inner[id(loop)] = [id(n) for n in reach.loops]
         return [loop for key, loop in trains.items() if not any(i in trains for i in inner[key])]
+
+    def _loops_above(self, wanted: Callable[[Any], bool]) -> set[ast.AST]:
+        """Loops that hold a call ``wanted`` accepts, or a call of a function that holds one (at any
+        depth, through nested bodies): every loop whose `_reach` finds such a call, and maybe more. A
+        walk up the parents from the few such calls, instead of `_reach` from every loop."""
+        parents, callers = self.parents, self._callers
+        found: set[ast.AST] = set()
+        seen: set[ast.AST] = set()
+        stack: list[ast.AST] = [c for c in self.calls if wanted(c.func)]
+        while stack:
+            node = parents.get(stack.pop())
+            while node is not None and node not in seen:  # a seen node's ancestors are done
+                seen.add(node)
+                kind = type(node)
+                if kind in _LOOPS:
+                    found.add(node)
+                elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                    stack.extend(callers.get(node.name, ()))  # type: ignore[attr-defined]
+                node = parents.get(node)
+        return found
 
     @cached_property
     def step_code(self) -> list[StepCode]:
@@ -593,6 +654,16 @@ class Context:
         return names
 
 
+def _calls_backward(func: Any) -> bool:
+    """A call `_reach` counts as back-propagation: ``x.backward()``, ``self.manual_backward()``."""
+    return type(func) is ast.Attribute and func.attr in BACKWARD
+
+
+def _calls_step(func: Any) -> bool:
+    """A call `_reach` counts as an optimizer step: any ``x.step()``."""
+    return type(func) is ast.Attribute and func.attr == "step"
+
+
 def _attr_chain(func: ast.Attribute) -> str:
     """``self.optimizer.step`` -> "optimizer": the attribute a method is called on."""
     return func.value.attr if isinstance(func.value, ast.Attribute) else ""
@@ -613,7 +684,6 @@ def has_star_kwargs(call: ast.Call) -> bool:
     return any(k.arg is None for k in call.keywords)
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
 _LOOPS = frozenset({ast.For, ast.AsyncFor, ast.While})
 # The inner node types `Context.build` collects something from besides calls and attributes.
 _INDEXED = _LOOPS | {
@@ -626,36 +696,6 @@ _INDEXED = _LOOPS | {
     ast.ClassDef,
 }
 _POSITION = attrgetter("lineno", "col_offset")
-
-
-# Fields never walked: Load/Store markers and operators (a third of all nodes; rules read ``.op``
-# directly), import aliases (read by the Import branch of ``build``), and fields that hold plain text
-# or numbers.
-_NOT_WALKED = frozenset(
-    {"ctx", "op", "ops", "names", "type_ignores", "id", "attr", "arg", "name", "asname", "module", "level"}
-    | {"type_comment", "kind", "is_async", "conversion"}
-)
-
-
-def children(node: ast.AST) -> list[ast.AST]:
-    """ast.iter_child_nodes without the fields in ``_NOT_WALKED``, in field order."""
-    kind = type(node)
-    fast = _FAST_CHILDREN.get(kind)
-    if fast is not None:
-        return fast(node)
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = _FIELDS[kind] = tuple(f for f in kind._fields if f not in _NOT_WALKED)
-    out: list[ast.AST] = []
-    for name in names:
-        value = getattr(node, name, None)
-        if type(value) is list:
-            for item in value:
-                if isinstance(item, ast.AST):
-                    out.append(item)
-        elif isinstance(value, ast.AST):
-            out.append(value)
-    return out
 
 
 _NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
@@ -673,36 +713,6 @@ def _bodies(kind: type) -> tuple[tuple[str, ...], bool]:
         names = tuple(n for n in ("body", "orelse", "finalbody") if n in fields)
         found = _BODIES[kind] = (names, "handlers" in fields)
     return found
-
-
-# The commonest node types, spelled out (same children, same order as the generic loop in
-# ``children``): parsed trees hold only nodes in these fields, and skipping the per-field getattr and
-# type tests halves the cost of indexing a file.
-_FAST_CHILDREN: dict[type, Callable[[Any], list[ast.AST]]] = {
-    ast.Attribute: lambda n: [n.value],
-    ast.Call: lambda n: [n.func, *n.args, *n.keywords],
-    ast.keyword: lambda n: [n.value],
-    ast.Expr: lambda n: [n.value],
-    ast.Assign: lambda n: [*n.targets, n.value],
-    ast.BinOp: lambda n: [n.left, n.right],
-    ast.Subscript: lambda n: [n.value, n.slice],
-    ast.Compare: lambda n: [n.left, *n.comparators],
-    ast.Tuple: lambda n: list(n.elts),
-    ast.List: lambda n: list(n.elts),
-    ast.UnaryOp: lambda n: [n.operand],
-    ast.BoolOp: lambda n: list(n.values),
-    ast.Starred: lambda n: [n.value],
-    ast.Await: lambda n: [n.value],
-    ast.AugAssign: lambda n: [n.target, n.value],
-    ast.Return: lambda n: [] if n.value is None else [n.value],
-    ast.If: lambda n: [n.test, *n.body, *n.orelse],
-    ast.While: lambda n: [n.test, *n.body, *n.orelse],
-    ast.For: lambda n: [n.target, n.iter, *n.body, *n.orelse],
-    ast.withitem: lambda n: (
-        [n.context_expr] if n.optional_vars is None else [n.context_expr, n.optional_vars]
-    ),
-    ast.JoinedStr: lambda n: list(n.values),
-}
 
 
 def _add_aliases(aliases: dict[str, str], node: ast.Import | ast.ImportFrom) -> None:

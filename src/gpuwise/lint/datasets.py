@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from gpuwise.lint.context import Context, keyword
 
@@ -26,6 +26,7 @@ _HEAVY_CALL = re.compile(
 )
 _HEAVY_CLASS = re.compile(r"image|folder|video|audio|speech|coco|voc|kinetics|webdataset|wds", re.IGNORECASE)
 _VISION = ("torchvision.datasets.", "torchaudio.datasets.")
+_VISION_ROOTS = ("torchvision", "torchaudio")  # what a name under _VISION resolves its root to
 _IN_MEMORY_CLASS = re.compile(r"synthetic|random|dummy|fake|toy", re.IGNORECASE)
 _FACTORIES = frozenset({"randn", "rand", "randint", "zeros", "ones", "arange", "tensor", "full", "empty"})
 _TOKENIZED = frozenset({"map", "with_format", "set_format", "load_from_disk", "load_dataset", "tokenize"})
@@ -129,13 +130,28 @@ def _built_here(ctx: Context, depth: int) -> DataCost:
         known = project.item_classes if project is not None else set()
         costs: set[DataCost] = set()
         for call in ctx.calls:
-            name = ctx.qualname(call.func)
-            last = name.rpartition(".")[2] if name else getattr(call.func, "attr", "")
-            if last in known or last == "TensorDataset" or name.startswith(_VISION):
+            if _may_build(ctx, call.func, known):
                 costs.add(_call_cost(ctx, call, depth + 1))
         found = costs.pop() if len(costs) == 1 else "unknown"
         ctx.memo["built_datasets"] = found
     return found  # type: ignore[return-value]  # memo holds what this function built
+
+
+def _may_build(ctx: Context, func: ast.expr, known: set[str]) -> bool:
+    """Does the call construct a dataset `_built_here` counts: its name's last part (``qualname``'s,
+    else the attribute) is a known item class or TensorDataset, or its name is under ``_VISION``?
+    The dotted name is resolved only when its root module could lead there."""
+    root: Any = func
+    while type(root) is ast.Attribute:
+        root = root.value
+    if type(root) is not ast.Name:
+        last = getattr(func, "attr", "")  # no dotted name: `qualname` is ''
+        return last in known or last == "TensorDataset"
+    module = ctx.aliases.get(root.id, root.id)
+    last = func.attr if root is not func else module.rpartition(".")[2]  # type: ignore[attr-defined]
+    if last in known or last == "TensorDataset":
+        return True
+    return module.startswith(_VISION_ROOTS) and ctx.qualname(func).startswith(_VISION)
 
 
 def _method_cost(ctx: Context, func: ast.Attribute, last: str, call: ast.Call, depth: int) -> DataCost:

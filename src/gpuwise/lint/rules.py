@@ -241,23 +241,44 @@ def _fixed_batch_loops(ctx: Context) -> set[int]:
             for t in ast.walk(target)
             if isinstance(t, ast.Name)
         }
-        found = (
-            set() if not drawn else {id(loop) for loop in ctx.step_loops if _feeds_fixed(ctx, loop, drawn)}
-        )
+        found = set()
+        if drawn:
+            losses = _loss_assigns(ctx)
+            found = {id(loop) for loop in ctx.step_loops if _feeds_fixed(ctx, loop, drawn, losses)}
         ctx.memo["fixed_batch_loops"] = found
     return found  # type: ignore[return-value]  # memo holds what this function built
 
 
-def _feeds_fixed(ctx: Context, loop: ast.AST, drawn: set[str]) -> bool:
-    nodes = subtree(loop)  # one pass over the loop (ast.walk twice cost ~7 % of lint's CPU)
-    bound = {n.id for n in nodes if type(n) is ast.Name and type(n.ctx) is ast.Store}
-    inputs: list[set[str]] = []
-    for node in nodes:
-        if type(node) is ast.Assign and isinstance(node.value, ast.Call):
+def _loss_assigns(ctx: Context) -> list[tuple[ast.Assign, set[str]]]:
+    """``loss = f(a, b)`` statements of the file (a call assigned to a back-propagated name), with
+    the plain names passed to the call."""
+    found = []
+    for node in ctx.assigns:
+        if isinstance(node.value, ast.Call):
             targets = {t.id for target in node.targets for t in subtree(target) if type(t) is ast.Name}
             if targets & ctx.loss_names:
-                inputs.append({a.id for a in node.value.args if isinstance(a, ast.Name)})
-    return bool(inputs) and all(names and names <= drawn and not names & bound for names in inputs)
+                found.append((node, {a.id for a in node.value.args if isinstance(a, ast.Name)}))
+    return found
+
+
+def _feeds_fixed(
+    ctx: Context, loop: ast.AST, drawn: set[str], losses: list[tuple[ast.Assign, set[str]]]
+) -> bool:
+    """Is every loss computed in ``loop`` fed only names drawn before it and never rebound in it?
+    The loop's own nodes are walked only when its loss inputs are all drawn ones."""
+    inputs = [names for node, names in losses if _within(ctx, node, loop)]
+    if not inputs or not all(names and names <= drawn for names in inputs):
+        return False
+    bound = {n.id for n in subtree(loop) if type(n) is ast.Name and type(n.ctx) is ast.Store}
+    return not any(names & bound for names in inputs)
+
+
+def _within(ctx: Context, node: ast.AST, outer: ast.AST) -> bool:
+    """Is ``outer`` an ancestor of ``node``?"""
+    parent = ctx.parents.get(node)
+    while parent is not None and parent is not outer:
+        parent = ctx.parents.get(parent)
+    return parent is outer
 
 
 def _sampling_loops(ctx: Context) -> set[int]:
@@ -366,8 +387,23 @@ def mentions_amp(ctx: Context) -> bool:
     if "amp" not in ctx.memo:
         # one search over the words joined by newlines: no pattern spans one, and a newline is no
         # letter for the (?<![a-z]) / (?![a-z]) edges, so this is a search of each word in turn
-        ctx.memo["amp"] = AMP_WORDS.search("\n".join((*ctx.names, *ctx.strings))) is not None
+        ctx.memo["amp"] = _amp_search("\n".join((*ctx.names, *ctx.strings)))
     return bool(ctx.memo["amp"])
+
+
+_AMP_PLAIN = ("autocast", "bf16", "fp16", "float16", "bfloat16", "precision")  # AMP_WORDS' plain words
+_AMP_BOUNDED = re.compile(r"(?<![a-z])(amp|half)(?![a-z])")  # its bounded ones, for lower-case ASCII
+
+
+def _amp_search(text: str) -> bool:
+    """``AMP_WORDS.search(text)``: on ASCII text as substring tests of the lower-cased text (a
+    case-insensitive pattern scans ten times slower); other text goes to the pattern itself."""
+    if not text.isascii():
+        return AMP_WORDS.search(text) is not None
+    low = text.lower()
+    if any(word in low for word in _AMP_PLAIN):
+        return True
+    return ("amp" in low or "half" in low) and _AMP_BOUNDED.search(low) is not None
 
 
 def _chooses_precision(ctx: Context) -> bool:

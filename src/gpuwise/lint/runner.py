@@ -64,8 +64,9 @@ def lint_source(
             spec = SPECS[hit.rule]
             line = getattr(hit.node, "lineno", 1)
             end = getattr(hit.node, "end_lineno", None) or line
-            if suppressed.hides(range(line, line + 1), {spec.id, spec.finding}) or suppressed.hides(
-                range(end, end + 1), {spec.id, spec.finding}
+            if (suppressed.lines or suppressed.whole_file) and (  # most files carry no ignore comment
+                suppressed.hides(range(line, line + 1), {spec.id, spec.finding})
+                or suppressed.hides(range(end, end + 1), {spec.id, spec.finding})
             ):
                 continue
             col = pos.column(line, getattr(hit.node, "col_offset", 0)) + 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from functools import cached_property
+from itertools import accumulate
 
 from gpuwise.lint.types import Edit
 
@@ -26,11 +27,7 @@ class Positions:
     @cached_property
     def starts(self) -> list[int]:
         """Character offset at which each line starts (0-based, one per line)."""
-        starts, total = [], 0
-        for line in self.lines:
-            starts.append(total)
-            total += len(line)
-        return starts
+        return list(accumulate(map(len, self.lines[:-1]), initial=0)) if self.lines else []
 
     def column(self, line: int, byte_col: int) -> int:
         """0-based character column of an AST byte column."""
