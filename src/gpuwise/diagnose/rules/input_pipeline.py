@@ -103,7 +103,7 @@ def _input_gain(ev: Evidence, case: _InputCase) -> tuple[float, float]:
     if case.batch_function or (not case.cpu_bound_full and not workers):
         # the batch overlaps the rest of the step, divided among the advised workers: the step becomes
         # the longer of the two (measured: 2 workers gave 2.31x on an 84 % I/O wait, 1.62x on 77 % CPU)
-        return overlap_gain(ev, share, advised)
+        return overlap_gain(ev, share, advised, handoff=not case.batch_function)
     if not case.cpu_bound_full and workers:
         # loading already overlaps; more workers produce batches at most advised/workers times faster
         high = min(input_gain_high(ev, share), max(1.0, advised / workers))
