@@ -44,12 +44,16 @@ def test_two_burners_shrink_the_gain_of_one_worker_and_the_finding_says_why():
     assert f.gain.high < 1.5 and "changing load" in f.gain.note
 
 
-def test_a_worker_on_a_crowded_machine_gains_less_than_the_overlap():
+def test_a_worker_on_a_crowded_machine_gains_at_least_the_fair_share_and_the_range_says_it_is_wide():
     """Nine other tasks on 2 cores: the worker's task is one more share of the cores, so the compute slows
-    by (9 + 2) / (9 + 1) and the gain stays below the overlap's 1.39x: 1.26x at that load."""
+    by (9 + 2) / (9 + 1): the low end is 1.26x (measured 1.26x at that load). But a training thread queued
+    80 % of its loading is preempted mid-step, and one blocking on a worker computes in bursts (measured
+    at load ~13: 4.5x less CPU per step, 1.8-5.0x against a fair-share 1.65x): the high end takes the
+    worker's scheduler share on top, and the note says why."""
     f = found(_loader(cpu_util_pct=20, other_cpu_pct=80, loader_runq_pct=80))["input_bound"]
     assert f.gain.low == pytest.approx(1 / (0.72 * 11 / 10), rel=1e-2)
-    assert f.gain.high <= 1 / 0.72 + 1e-6
+    assert f.gain.high == pytest.approx(2 / 0.72, rel=1e-2)
+    assert "bursts" in f.gain.note and "cannot be narrow" in f.gain.note
 
 
 def test_a_short_step_keeps_each_batchs_hand_off_from_the_worker_on_the_training_thread():

@@ -209,7 +209,10 @@ LOADER_RUNQ_CONTENDED_PCT = 5.0
 # ... and its run rate is floored at 1 / this many tasks when the count of others is read from it.
 # A loader waiting on I/O whose waits were at least this share runnable-but-queued (%, schedstat) spends
 # most of them waiting for a core after each wake-up (a 2 ms read per sample at load ~10 on 2 cores: 66 %,
-# 2 workers gave 5.7x against a 2.4x overlap bound; on an idle machine a few %): half the wait.
+# 2 workers gave 5.7x against a 2.4x overlap bound; on an idle machine a few %): half the wait. A training
+# thread queued that much is preempted mid-step, which one blocking on workers is not (0.86 -> 0.19 ms CPU
+# per Lightning step at load ~13; 1 worker 1.8-5.0x against a fair-share bound of 1.65x): the worker gain's
+# high end then widens by the workers' scheduler shares.
 LOADER_RUNQ_WAKEUP_PCT = 50.0
 LOADER_MAX_OTHER_TASKS = 64.0
 # Handing a batch from a DataLoader worker process to the training thread costs CPU on both sides, which

@@ -17,6 +17,7 @@ from gpuwise.diagnose.rules.common import confidence, on_gpu, severity_for_gain,
 from gpuwise.diagnose.rules.host_frames import frames_text, function_of, gap_rows, input_fraction, ranked
 from gpuwise.diagnose.rules.loader_advice import (
     batch_function_fix,
+    bursts_favoured,
     contended,
     cpu_cap,
     cpu_saturated,
@@ -128,6 +129,12 @@ def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
     if shared is not None and others is not None:
         busy = (
             " (other processes keep the cores busy: a changing load moves the gain)" if contended(ev) else ""
+        ) + (
+            "; the loading waited for a core most of its time, so the training thread, blocking on the "
+            "workers instead, computes in bursts the scheduler favours: high end widened by the workers' "
+            "scheduler shares"
+            if bursts_favoured(ev)
+            else ""
         )
         wide = (
             f"; the load measured during the run ranges over {others[0]:.1f}-{others[1]:.1f} other tasks, "
