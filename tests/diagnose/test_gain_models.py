@@ -44,12 +44,41 @@ def test_two_burners_shrink_the_gain_of_one_worker_and_the_finding_says_why():
     assert f.gain.high < 1.5 and "changing load" in f.gain.note
 
 
-def test_a_worker_on_a_crowded_machine_gains_less_than_the_overlap():
+def test_a_worker_on_a_crowded_machine_gains_at_least_the_fair_share_and_the_range_says_it_is_wide():
     """Nine other tasks on 2 cores: the worker's task is one more share of the cores, so the compute slows
-    by (9 + 2) / (9 + 1) and the gain stays below the overlap's 1.39x: 1.26x at that load."""
+    by (9 + 2) / (9 + 1): the low end is 1.26x (measured 1.26x at that load). But a training thread queued
+    80 % of its loading is preempted mid-step, and one blocking on a worker computes in bursts (measured
+    at load ~13: 4.5x less CPU per step, 1.8-5.0x against a fair-share 1.65x): the high end takes the
+    worker's scheduler share on top, and the note says why."""
     f = found(_loader(cpu_util_pct=20, other_cpu_pct=80, loader_runq_pct=80))["input_bound"]
     assert f.gain.low == pytest.approx(1 / (0.72 * 11 / 10), rel=1e-2)
-    assert f.gain.high <= 1 / 0.72 + 1e-6
+    assert f.gain.high == pytest.approx(2 / 0.72, rel=1e-2)
+    assert "bursts" in f.gain.note and "cannot be narrow" in f.gain.note
+
+
+def test_a_short_step_keeps_each_batchs_hand_off_from_the_worker_on_the_training_thread():
+    """Quiet 2 cores, 72 % loading in a 10 ms step, a batch of 2 small tensors: with workers the training
+    thread still receives each batch (0.37 + 2 x 0.30 ms of CPU, benchmarks/loader_handoff.py) and each
+    worker pickles it (2 x 0.15 ms). The training thread's 2.8 ms of compute becomes 3.77 ms at 2/3 of a
+    core: 1.77x at the low end, not the 1.85x without the hand-off; a 1 s step hardly notices it."""
+    times = dict(step_times_s=[0.010] * 20, loader_batch_tensors=2, loader_batch_bytes=0)
+    f = found(_loader(cpu_util_pct=50, other_cpu_pct=0, loader_runq_pct=0, **times))["input_bound"]
+    handoff = (T.LOADER_HANDOFF_BASE_S + 2 * T.LOADER_HANDOFF_PER_TENSOR_S) / 0.010
+    assert f.gain.low == pytest.approx(1 / ((0.28 + handoff) * 1.5), rel=1e-3)
+    assert f.gain.high < 1.85
+    slow = dict(times, step_times_s=[1.0] * 20)
+    g = found(_loader(cpu_util_pct=50, other_cpu_pct=0, loader_runq_pct=0, **slow))["input_bound"]
+    assert g.gain.low == pytest.approx(1 / 0.54, rel=1e-2) and g.gain.high == pytest.approx(2.0, rel=1e-2)
+
+
+def test_a_batch_of_large_tensors_costs_more_to_hand_over():
+    """The hand-off grows with the tensors and the bytes (one shared-memory storage per tensor)."""
+    small = dict(step_times_s=[0.010] * 20, loader_batch_tensors=2, loader_batch_bytes=0)
+    large = dict(small, loader_batch_tensors=8, loader_batch_bytes=64 * 2**20)
+    quiet = dict(cpu_util_pct=50, other_cpu_pct=0, loader_runq_pct=0)
+    a = found(_loader(**quiet, **small))["input_bound"]
+    b = found(_loader(**quiet, **large))["input_bound"]
+    assert b.gain.low < a.gain.low and b.gain.high < a.gain.high
 
 
 def test_straggler_gain_is_the_median_step_over_the_middle_half_of_what_remains_per_step():

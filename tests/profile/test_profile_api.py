@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler, TensorDataset
 
 import gpuwise
-from gpuwise.profile.loader_watch import LoaderWatch
+from gpuwise.profile.loader_watch import LoaderWatch, batch_tensors
 from gpuwise.profile.phases import PHASES, PhaseTimer
 from gpuwise.profile.recorder import Recorder
 
@@ -73,9 +73,22 @@ def test_slow_getitem_is_input_bound(tmp_path):
     assert "input_bound" in ids(p)
     assert max(run.phases, key=lambda k: run.phases[k].pct) == "data_wait"
     assert run.evidence.loader.loader_num_workers == 0 and run.evidence.loader.loader_pin_memory is False
+    # the sampled batch as a worker would hand it over: x (8 x 32 float32) and y (8 int64)
+    assert run.evidence.loader.loader_batch_tensors == 2
+    assert run.evidence.loader.loader_batch_bytes == 8 * 32 * 4 + 8 * 8
     assert run.summary.measured_steps == 12 and run.summary.warmup_steps == 2
     # a step's phases add up to its wall time, so the shares add up to 100 %
     assert sum(v.pct for v in run.phases.values()) == pytest.approx(100.0, abs=0.01)
+
+
+def test_a_batch_counts_its_tensors_and_bytes_whatever_it_nests_in():
+    """What a worker hands over per batch: one storage per tensor, in tuples, lists and dicts (Hugging
+    Face batches are dicts); strings and numbers are not tensors."""
+    ids = torch.zeros(4, 16, dtype=torch.int64)
+    assert batch_tensors((torch.zeros(2, 3), torch.zeros(2, dtype=torch.int64))) == (2, 24 + 16)
+    assert batch_tensors({"input_ids": ids, "labels": ids, "text": ["a", "b"]}) == (2, 2 * 512)
+    assert batch_tensors([{"x": torch.zeros(5)}, (torch.zeros(1), 3)]) == (2, 24)
+    assert batch_tensors(["a", 1, None]) == (0, 0)
 
 
 def test_in_memory_data_with_heavy_compute_is_not_input_bound():

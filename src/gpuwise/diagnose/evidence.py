@@ -113,6 +113,10 @@ class InputPipeline:
     # ... and the share of its wall time it was runnable but waiting for a core (%): a CPU-bound loader
     # on a machine shared with N other runnable tasks runs at cores / (N + 1) of a core
     loader_runq_pct: float | None = None
+    # a sampled batch as the loader yields it: its tensors and their bytes (what a worker process would
+    # hand to the training thread per batch, one shared-memory storage per tensor)
+    loader_batch_tensors: int | None = None
+    loader_batch_bytes: int | None = None
 
 
 @dataclass
@@ -410,6 +414,7 @@ WIRE_KEYS: tuple[str, ...] = (
     "sync_idle_pct", "sync_idle_call", "launch_idle_pct", "one_off_idle_pct", "graph_replay_pct",
     "before_first_kernel_pct", "world_size",
     "larger_batch_speedup_x", "loader_runq_pct", "memory_rss_per_step_bytes", "kept_objects",
+    "loader_batch_tensors", "loader_batch_bytes",
 )  # fmt: skip
 _RANK_KEYED = ("rank_step_time_s", "rank_comm_time_s", "rank_comm_steps_s")  # int keys, str in JSON
 

@@ -207,7 +207,29 @@ LOADER_IO_BUSY_MACHINE_PCT = 25.0
 # other runnable tasks sharing the cores (below it, fewer tasks than cores: the waits are wake-up noise).
 LOADER_RUNQ_CONTENDED_PCT = 5.0
 # ... and its run rate is floored at 1 / this many tasks when the count of others is read from it.
+# A loader waiting on I/O whose waits were at least this share runnable-but-queued (%, schedstat) spends
+# most of them waiting for a core after each wake-up (a 2 ms read per sample at load ~10 on 2 cores: 66 %,
+# 2 workers gave 5.7x against a 2.4x overlap bound; on an idle machine a few %): half the wait. A training
+# thread queued that much is preempted mid-step, which one blocking on workers is not (0.86 -> 0.19 ms CPU
+# per Lightning step at load ~13; 1 worker 1.8-5.0x against a fair-share bound of 1.65x): the worker gain's
+# high end then widens by the workers' scheduler shares.
+LOADER_RUNQ_WAKEUP_PCT = 50.0
 LOADER_MAX_OTHER_TASKS = 64.0
+# Handing a batch from a DataLoader worker process to the training thread costs CPU on both sides, which
+# a num_workers=0 run never shows: the training thread reads the pipe, unpickles, and takes one
+# file-descriptor round trip and mmap per tensor storage (inside DataLoader.__next__ even when the batch is
+# ready); the worker pickles the batch into shared memory. Measured by benchmarks/loader_handoff.py (CPU
+# seconds, thread_time / schedstat, so a busy machine does not stretch them; torch 2.13 CPU, the 2-core
+# machine at load 10): training thread 0.93 ms for 2 tensors (16 x 128 floats + labels), 1.26 ms for 4,
+# 1.27 ms for 0.75 MiB, 1.49 ms for 9.2 MiB; least squares 0.37 ms + 0.30 ms per tensor + 0.06 ms per MiB.
+# The worker's extra CPU over fetching in-process: +0.37 ms (2 small tensors), +0.53 ms (4), +1.0 ms
+# (0.75 MiB), +2.0 ms (3 MiB), +5.0 ms (9.2 MiB): ~0.15 ms per tensor + 0.5 ms per MiB (the copy into
+# shared memory). A run whose batch was not seen (a trace) is costed as the smallest batch: 2 tensors.
+LOADER_HANDOFF_BASE_S = 0.37e-3
+LOADER_HANDOFF_PER_TENSOR_S = 0.30e-3
+LOADER_HANDOFF_PER_MIB_S = 0.06e-3
+LOADER_SEND_PER_TENSOR_S = 0.15e-3
+LOADER_SEND_PER_MIB_S = 0.5e-3
 # A CPU-bound loader gets at most this many workers (PyTorch's guides rarely go beyond 8 per GPU).
 LOADER_MAX_WORKERS = 8
 # memory_growth: Theil-Sen slope over steps. The leak is real when the lower confidence bound of the slope

@@ -290,13 +290,15 @@ class Instrumentation:
             except Exception as exc:
                 rec.contain("DataLoader hook", exc)
             instrumentation.data_depth += 1
+            batch = None
             try:
-                return original(it)
+                batch = original(it)
+                return batch
             finally:
                 instrumentation.data_depth -= 1
                 try:
                     rec.mark(DATA_OUT)
-                    loader.wait_ends(cpu0)
+                    loader.wait_ends(cpu0, batch)
                 except Exception as exc:
                     rec.contain("DataLoader hook", exc)
 

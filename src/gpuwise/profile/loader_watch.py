@@ -19,6 +19,8 @@ from time import perf_counter, thread_time
 from typing import Any
 
 LOADER_CPU_SAMPLE_EVERY = 8  # one batch wait in this many also reads the thread's CPU clock (a syscall)
+BATCH_WALK_DEPTH = 3  # a sampled batch's tensors are counted this deep (a tuple of dicts of tensors) ...
+BATCH_WALK_ITEMS = 64  # ... and over this many items per level (a batch is a few fields, not a list of rows)
 
 
 def _no_loader() -> None:
@@ -73,11 +75,15 @@ class LoaderWatch:
             return thread_time()
         return None
 
-    def wait_ends(self, cpu0: float | None) -> None:
+    def wait_ends(self, cpu0: float | None, batch: Any = None) -> None:
         """The batch wait ends; ``cpu0`` (from ``wait_begins``; None: not
-        sampled) adds its CPU, run-queue and wall time.
+        sampled) adds its CPU, run-queue and wall time, and ``batch``'s tensors and bytes are noted (what
+        handing it from a worker process would move).
         """
         if cpu0 is not None:
+            if batch is not None:
+                tensors, nbytes = batch_tensors(batch)
+                self._info["batch_tensors"], self._info["batch_bytes"] = tensors, nbytes
             self._cpu_s += thread_time() - cpu0
             self._wall_s += perf_counter()
             sched1 = _thread_schedstat() if self._sched0 is not None else None
@@ -154,6 +160,25 @@ class LoaderWatch:
         return out
 
 
+def batch_tensors(batch: Any, depth: int = 0) -> tuple[int, int]:
+    """(tensors, bytes) in a batch as a DataLoader yields it (tensors in tuples, lists and dicts, nested up
+    to ``BATCH_WALK_DEPTH`` levels, at most ``BATCH_WALK_ITEMS`` items each): a worker hands each tensor
+    over on its own (one shared-memory storage apiece), so the count and the bytes size the hand-off."""
+    nbytes = getattr(batch, "nbytes", None)
+    if isinstance(nbytes, int) and hasattr(batch, "untyped_storage"):
+        return 1, nbytes
+    if depth >= BATCH_WALK_DEPTH:
+        return 0, 0
+    items = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (list, tuple)) else ()
+    tensors = total = 0
+    for i, item in enumerate(items):
+        if i >= BATCH_WALK_ITEMS:
+            break
+        t, b = batch_tensors(item, depth + 1)
+        tensors, total = tensors + t, total + b
+    return tensors, total
+
+
 def _busy_pct(cpu_s: float, runq_s: float, wall_s: float) -> float:
     """On-CPU time over the time not spent waiting for a core (%): what the wall time would be on an
     idle machine."""
@@ -172,4 +197,4 @@ def cpu_pressure_pct() -> float | None:
         return None
 
 
-__all__ = ["LoaderWatch", "cpu_pressure_pct", "read_schedstat"]
+__all__ = ["LoaderWatch", "batch_tensors", "cpu_pressure_pct", "read_schedstat"]

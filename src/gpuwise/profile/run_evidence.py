@@ -94,6 +94,8 @@ def _from_loader_and_cpu(ev: Evidence, raw: dict[str, Any], telemetry: dict[str,
             busy = loader.get("main_thread_cpu_share_pct")
         ev.loader.loader_wait_cpu_pct = busy
         ev.loader.loader_runq_pct = loader.get("loader_runq_pct")
+        ev.loader.loader_batch_tensors = loader.get("batch_tensors")
+        ev.loader.loader_batch_bytes = loader.get("batch_bytes")
     ev.context.cpu_count = raw.get("cpu_count") or telemetry.get("cpu_count")
     ev.context.cpu_util_pct = telemetry.get("process_cpu_pct")
     system, own = telemetry.get("system_cpu_pct"), telemetry.get("process_cpu_pct")

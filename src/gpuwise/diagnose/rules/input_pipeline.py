@@ -17,6 +17,7 @@ from gpuwise.diagnose.rules.common import confidence, on_gpu, severity_for_gain,
 from gpuwise.diagnose.rules.host_frames import frames_text, function_of, gap_rows, input_fraction_low, ranked
 from gpuwise.diagnose.rules.loader_advice import (
     batch_function_fix,
+    bursts_favoured,
     contended,
     cpu_cap,
     cpu_saturated,
@@ -103,7 +104,7 @@ def _input_gain(ev: Evidence, case: _InputCase) -> tuple[float, float]:
     if case.batch_function or (not case.cpu_bound_full and not workers):
         # the batch overlaps the rest of the step, divided among the advised workers: the step becomes
         # the longer of the two (measured: 2 workers gave 2.31x on an 84 % I/O wait, 1.62x on 77 % CPU)
-        return overlap_gain(ev, share, advised)
+        return overlap_gain(ev, share, advised, handoff=not case.batch_function)
     if not case.cpu_bound_full and workers:
         # loading already overlaps; more workers produce batches at most advised/workers times faster
         high = min(input_gain_high(ev, share), max(1.0, advised / workers))
@@ -128,6 +129,12 @@ def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
     if shared is not None and others is not None:
         busy = (
             " (other processes keep the cores busy: a changing load moves the gain)" if contended(ev) else ""
+        ) + (
+            "; the loading waited for a core most of its time, so the training thread, blocking on the "
+            "workers instead, computes in bursts the scheduler favours: high end widened by the workers' "
+            "scheduler shares"
+            if bursts_favoured(ev)
+            else ""
         )
         wide = (
             f"; the load measured during the run ranges over {others[0]:.1f}-{others[1]:.1f} other tasks, "

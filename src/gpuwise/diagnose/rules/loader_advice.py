@@ -7,6 +7,7 @@ Worker counts are integers; gains are speed-up factors (1.0 = no change); shares
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from gpuwise.diagnose import thresholds as T
 from gpuwise.diagnose.evidence import Evidence
@@ -14,11 +15,14 @@ from gpuwise.diagnose.rules.common import on_gpu, speedup_from_saving
 
 __all__ = [
     "batch_function_fix",
+    "bursts_favoured",
     "contended",
     "cpu_cap",
     "cpu_saturated",
     "cpu_worker_gain",
     "detected_framework",
+    "handoff_s",
+    "handoff_step_fraction",
     "input_gain_high",
     "loader_snippet",
     "other_runnable_tasks",
@@ -105,34 +109,98 @@ def other_runnable_tasks(ev: Evidence) -> tuple[float, float] | None:
     return min(estimates), max(estimates)
 
 
-def _step_with_workers(share: float, workers: int, cores: int, others: float, competing: float) -> float:
+def handoff_s(ev: Evidence) -> tuple[float, float]:
+    """(training thread, worker) CPU seconds per batch of handing it from a worker process to the
+    training thread, from the sampled batch's tensors and bytes (``LOADER_HANDOFF_*``,
+    ``LOADER_SEND_*``: measured by benchmarks/loader_handoff.py); a batch not seen counts as 2 tensors."""
+    tensors = ev.loader.loader_batch_tensors or 2
+    mib = (ev.loader.loader_batch_bytes or 0) / 2**20
+    main = (
+        T.LOADER_HANDOFF_BASE_S + T.LOADER_HANDOFF_PER_TENSOR_S * tensors + T.LOADER_HANDOFF_PER_MIB_S * mib
+    )
+    return main, T.LOADER_SEND_PER_TENSOR_S * tensors + T.LOADER_SEND_PER_MIB_S * mib
+
+
+def handoff_step_fraction(ev: Evidence) -> tuple[float, float]:
+    """``handoff_s`` as core-seconds over the typical step measured (0, 0 without step times)."""
+    times = sorted(ev.steps.step_times_s) or ([ev.steps.step_time_s] if ev.steps.step_time_s else [])
+    step_s = times[len(times) // 2] if times else 0.0
+    if step_s <= 0:
+        return 0.0, 0.0
+    main, send = handoff_s(ev)
+    return main / step_s, send / step_s
+
+
+def _measured_rate(ev: Evidence) -> float | None:
+    """The share of the time the training thread was on a core while runnable during its batch loads
+    (1 - ``loader_runq_pct``), floored as ``other_runnable_tasks`` floors it; None when not measured."""
+    runq = ev.loader.loader_runq_pct
+    return None if runq is None else max(1.0 - runq / 100.0, 1.0 / T.LOADER_MAX_OTHER_TASKS)
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """How the run shares the cores before and after the fix: the training thread's rate before (a
+    fraction of a core), the cores, and the hand-off per batch (core-seconds over the step before)."""
+
+    cores: int
+    before: float
+    handoff: float
+    send: float
+
+
+def _step_with_workers(share: float, workers: int, shared: _Shared, others: float, competing: float) -> float:
     """The step after the fix, as a fraction of the step measured. Compute K and loading L are the
-    core-seconds the training thread did at its measured rate (cores / (others + 1) of a core); after the
-    fix 1 + workers tasks each run at cores / (others + competing) of a core (``competing``: how many of
-    them are runnable at once), and together never more than the cores: the step is the longest of the
-    compute, one worker's share of the loading, and all the work over the CPU the run gets."""
-    before = min(1.0, cores / (others + 1.0))
-    compute, loading = (1.0 - share) * before, share * before
-    rate = min(1.0, cores / (others + competing))
-    together = min(float(cores), (1 + workers) * rate)
-    return max(compute / rate, loading / (workers * rate), (compute + loading) / together)
+    core-seconds the training thread did at its measured rate; after the fix 1 + workers tasks each run at
+    cores / (others + competing) of a core (``competing``: how many of them are runnable at once), and
+    together never more than the cores. The training thread adds the hand-off of each batch to its
+    compute, the workers the sending side to their loading: the step is the longest of the training
+    thread's work, one worker's share of the loading, and all the work over the CPU the run gets."""
+    compute, loading = (1.0 - share) * shared.before, share * shared.before
+    main, sent = compute + shared.handoff, loading + shared.send
+    rate = min(1.0, shared.cores / (others + competing))
+    together = min(float(shared.cores), (1 + workers) * rate)
+    return max(main / rate, sent / (workers * rate), (main + sent) / together)
 
 
 def cpu_worker_gain(ev: Evidence, share: float, workers: int) -> tuple[float, float] | None:
     """(low, high) speed-up from moving CPU-bound loading (``share`` % of the step, on the training
-    thread) to ``workers`` processes, from the cores and the measured load: low with the most other tasks
-    and all 1 + workers of the run's tasks competing for cores, high with the fewest others and only the
-    bottleneck's tasks competing (the rest wait on it). None without a core count or a load reading (the
-    caller falls back to the overlap bound)."""
+    thread) to ``workers`` processes, from the cores and the measured load: low with the most other
+    tasks and all 1 + workers of the run's tasks competing for cores, high with the fewest others and only
+    the bottleneck's tasks competing (the rest wait on it). Each batch's hand-off from a worker is added
+    (``handoff_s``). None without a core count or a load reading (the caller falls back to the overlap
+    bound)."""
     others = other_runnable_tasks(ev)
     cores = ev.context.cpu_count
     if others is None or not cores or workers < 1:
         return None
     s = min(max(share, 0.0), T.MAX_REMOVABLE_STEP_PCT) / 100.0
+    handoff, send = handoff_step_fraction(ev)
     fewest = workers if s / workers >= 1.0 - s else 1
-    low = 1.0 / _step_with_workers(s, workers, cores, others[1], 1 + workers)
-    high = 1.0 / _step_with_workers(s, workers, cores, others[0], fewest)
+
+    def shared(n_others: float) -> _Shared:
+        # the load read as holding: the training thread ran cores / (others + 1) of a core before
+        return _Shared(cores, min(1.0, cores / (n_others + 1.0)), handoff, send)
+
+    low = 1.0 / _step_with_workers(s, workers, shared(others[1]), others[1], 1 + workers)
+    high = 1.0 / _step_with_workers(s, workers, shared(others[0]), others[0], fewest)
+    if bursts_favoured(ev):
+        # a training thread that blocks on the workers' queue computes in bursts a crowded scheduler runs
+        # at once and with warm caches, where an always-runnable one was preempted mid-step: measured at
+        # load ~13 on 2 cores (lightning_like --plain, schedstat around optimizer.step): 0.86 ms CPU and
+        # 3.5 ms queued per step without workers, 0.19 ms and 0.15 ms with one. The load read cannot
+        # bound that: the high end takes each worker's scheduler share on top, as overlap_gain does
+        high *= 1 + workers
     return min(low, high), max(low, high)
+
+
+def bursts_favoured(ev: Evidence) -> bool:
+    """The loading side was runnable but waiting for a core at least ``LOADER_RUNQ_WAKEUP_PCT`` of its
+    wall time (schedstat): a thread that sleeps between batches then runs its work in bursts a crowded
+    scheduler favours, so a gain can exceed the fair-share model (and even a sleeping loader spends
+    most of its wait queued after each wake-up)."""
+    runq = ev.loader.loader_runq_pct
+    return runq is not None and runq >= T.LOADER_RUNQ_WAKEUP_PCT
 
 
 def input_gain_high(ev: Evidence, share: float) -> float:
@@ -175,19 +243,25 @@ def loader_snippet(ev: Evidence, workers: int) -> str:
     )
 
 
-def overlap_gain(ev: Evidence, share: float, workers: int) -> tuple[float, float]:
+def overlap_gain(ev: Evidence, share: float, workers: int, handoff: bool = False) -> tuple[float, float]:
     """Speed-up when ``share`` % of the step overlaps the rest instead of preceding it: one prefetch
     thread hides it up to the rest of the step (the step becomes the longer of the two); ``workers``
-    loader processes divide it first. Never more than the idle CPU can give to CPU-bound work. When
-    one thread already reaches the ceiling, the low end is half the ideal gain."""
-    rest = max(100.0 - share, 100.0 - T.MAX_REMOVABLE_STEP_PCT)
+    loader processes divide it first, and with ``handoff`` (worker processes, not a thread) the training
+    thread keeps each batch's hand-off (``handoff_s``, at its measured rate). Never more than the idle CPU
+    can give to CPU-bound work. When one thread already reaches the ceiling, the low end is half the
+    ideal gain."""
+    kept = 100.0 * handoff_step_fraction(ev)[0] / (_measured_rate(ev) or 1.0) if handoff else 0.0
+    rest = max(100.0 - share, 100.0 - T.MAX_REMOVABLE_STEP_PCT) + kept
     low = 100.0 / max(rest, share)
     high = 100.0 / max(rest, share / max(1, workers))
     cap = cpu_cap(ev)
     high = high if cap is None else min(high, cap)
-    if contended(ev) and not waits_on_io(ev):
+    if contended(ev) and (not waits_on_io(ev) or bursts_favoured(ev)):
         # each worker process also takes a scheduler share the run did not have: the whole run gets more
-        # CPU, so the gain can exceed the overlap (measured 1.3x and 1.98x against 1.18x and 1.52x)
+        # CPU, so the gain can exceed the overlap (measured 1.3x and 1.98x against 1.18x and 1.52x). A
+        # loader that sleeps (I/O) gains so too where its waits were mostly for a core after each wake-up
+        # (a 2 ms read per sample at load ~10 on 2 cores: 66 % of the wait runnable; 2 workers 5.7x
+        # against an overlap bound of 2.4x)
         high *= 1 + max(1, workers)
     # the overlap is rarely perfect (the batch's Python holds the GIL against the step's): half of it
     return min(low, 1.0 + (high - 1.0) * 0.5 if low >= high else low), high
