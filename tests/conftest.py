@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -59,16 +61,37 @@ class CliResult:
         return json.loads(self.stdout)
 
 
+# A child's time limit is CPU seconds (RLIMIT_CPU: the same on a quiet machine and a busy one). Wall time
+# only guards against a hang, and allows for a machine where the child gets 1/BUSY_FACTOR of a core: a
+# serving plan takes ~9 CPU s, which is 120 s of wall on 2 cores shared by 13 busy processes.
+BUSY_FACTOR = 10
+
+
+def cpu_limit(cpu_s: float):
+    """A ``preexec_fn`` capping the child's CPU time at CPU_S seconds (SIGXCPU past it: see run_cli)."""
+
+    def limit() -> None:
+        seconds = max(1, int(cpu_s))
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
+
+    return limit
+
+
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> CliResult:
-    """Run `python -m gpuwise ARGS` in a subprocess (the real entry point, real exit code)."""
+    """Run `python -m gpuwise ARGS` in a subprocess (the real entry point, real exit code).
+
+    ``timeout`` is the child's budget of CPU seconds; the wall-clock guard is BUSY_FACTOR times that.
+    """
     proc = subprocess.run(
         [sys.executable, "-m", "gpuwise", *args],
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=timeout * BUSY_FACTOR,
         env=env,
         cwd=REPO,
+        preexec_fn=cpu_limit(timeout),
     )
+    assert proc.returncode != -signal.SIGXCPU, f"gpuwise {' '.join(args)} used over {timeout:g} CPU s"
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
