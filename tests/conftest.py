@@ -8,6 +8,7 @@ skips are counted and printed at the end of every run, never hidden.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -16,6 +17,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,14 +69,21 @@ class CliResult:
 BUSY_FACTOR = 10
 
 
-def cpu_limit(cpu_s: float):
-    """A ``preexec_fn`` capping the child's CPU time at CPU_S seconds (SIGXCPU past it: see run_cli)."""
-
-    def limit() -> None:
+def run_limited(argv: list[str], cpu_s: float, **popen: Any) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, capture_output=True, text=True)`` with CPU_S seconds of CPU for the child
+    (set by prlimit once it started: no ``preexec_fn`` in a parent that may run server threads) and a
+    wall-clock guard of BUSY_FACTOR x CPU_S; a child past its CPU budget fails the test saying so."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen) as proc:
         seconds = max(1, int(cpu_s))
-        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
-
-    return limit
+        with contextlib.suppress(ProcessLookupError):  # it may have ended already
+            resource.prlimit(proc.pid, resource.RLIMIT_CPU, (seconds, seconds + 5))
+        try:
+            stdout, stderr = proc.communicate(timeout=cpu_s * BUSY_FACTOR)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode != -signal.SIGXCPU, f"{' '.join(argv)} used over {cpu_s:g} CPU s"
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> CliResult:
@@ -82,16 +91,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> CliRes
 
     ``timeout`` is the child's budget of CPU seconds; the wall-clock guard is BUSY_FACTOR times that.
     """
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpuwise", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout * BUSY_FACTOR,
-        env=env,
-        cwd=REPO,
-        preexec_fn=cpu_limit(timeout),
-    )
-    assert proc.returncode != -signal.SIGXCPU, f"gpuwise {' '.join(args)} used over {timeout:g} CPU s"
+    proc = run_limited([sys.executable, "-m", "gpuwise", *args], timeout, env=env, cwd=REPO)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
