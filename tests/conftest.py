@@ -8,12 +8,16 @@ skips are counted and printed at the end of every run, never hidden.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,16 +63,35 @@ class CliResult:
         return json.loads(self.stdout)
 
 
+# A child's time limit is CPU seconds (RLIMIT_CPU: the same on a quiet machine and a busy one). Wall time
+# only guards against a hang, and allows for a machine where the child gets 1/BUSY_FACTOR of a core: a
+# serving plan takes ~9 CPU s, which is 120 s of wall on 2 cores shared by 13 busy processes.
+BUSY_FACTOR = 10
+
+
+def run_limited(argv: list[str], cpu_s: float, **popen: Any) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, capture_output=True, text=True)`` with CPU_S seconds of CPU for the child
+    (set by prlimit once it started: no ``preexec_fn`` in a parent that may run server threads) and a
+    wall-clock guard of BUSY_FACTOR x CPU_S; a child past its CPU budget fails the test saying so."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen) as proc:
+        seconds = max(1, int(cpu_s))
+        with contextlib.suppress(ProcessLookupError):  # it may have ended already
+            resource.prlimit(proc.pid, resource.RLIMIT_CPU, (seconds, seconds + 5))
+        try:
+            stdout, stderr = proc.communicate(timeout=cpu_s * BUSY_FACTOR)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode != -signal.SIGXCPU, f"{' '.join(argv)} used over {cpu_s:g} CPU s"
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> CliResult:
-    """Run `python -m gpuwise ARGS` in a subprocess (the real entry point, real exit code)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpuwise", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPO,
-    )
+    """Run `python -m gpuwise ARGS` in a subprocess (the real entry point, real exit code).
+
+    ``timeout`` is the child's budget of CPU seconds; the wall-clock guard is BUSY_FACTOR times that.
+    """
+    proc = run_limited([sys.executable, "-m", "gpuwise", *args], timeout, env=env, cwd=REPO)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 

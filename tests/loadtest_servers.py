@@ -2,7 +2,9 @@
 
 `ScriptedServer`: known timings. A request waits for one of ``slots`` (so its capacity is
 slots / service time), then sends its first token ``ttft_s`` after getting the slot and each next one
-``token_s`` later, on absolute deadlines (sleep overshoot does not accumulate). A prompt containing
+``token_s`` later, on absolute deadlines (sleep overshoot does not accumulate). Its log (GET /v1/log)
+keeps when each request arrived, took its slot, sent its first token and freed the slot: on a busy
+machine the event loop wakes late, so the service really lasts longer than designed. A prompt containing
 `#500`, `#drop`, `#bad` or `#hang` gets an HTTP 500, a connection dropped mid-stream, a malformed SSE
 event, or no answer at all.
 """
@@ -173,7 +175,7 @@ class ScriptedServer(_Http):
         if "#hang" in prompt:
             await asyncio.sleep(3600)
         n = int(body.get("max_tokens", 16))
-        start = time.perf_counter()
+        start = entry["slot_at"] = time.perf_counter()  # the slot taken: its service starts
         if not body.get("stream"):  # one JSON reply once the last token is due
             await asyncio.sleep(self.ttft_s + (n - 1) * self.token_s)
             reply = chunk(body, "".join(f" w{i}" for i in range(n)))
@@ -198,6 +200,7 @@ class ScriptedServer(_Http):
             )
         await self.event(writer, "[DONE]")
         await self.end_stream(writer)
+        entry["done_at"] = time.perf_counter()  # the slot freed (later than designed on a busy machine)
         self.served += 1
         return True
 

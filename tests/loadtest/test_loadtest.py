@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -154,7 +155,9 @@ from gpuwise.report.loadtest_view import latency_chart  # noqa: E402
 
 @pytest.mark.slow
 def test_max_rate_under_slo_is_within_10_percent_of_capacity():
-    """4 slots x 0.1 s service (TTFT 50 ms + 2 x 25 ms) = 40 req/s; above it the queue (and TTFT) grows."""
+    """4 slots x 0.1 s service (TTFT 50 ms + 2 x 25 ms) = 40 req/s; above it the queue (and TTFT) grows.
+    The capacity compared with is the one the server delivered: slots / its mean measured service time
+    (40 req/s on a quiet machine; a busy one wakes its event loop late, so each slot is held longer)."""
     with ServerProcess(0.05, 0.025, slots=4) as server:
         settings = _settings(
             server.url,
@@ -166,8 +169,15 @@ def test_max_rate_under_slo_is_within_10_percent_of_capacity():
             max_probes=7,
         )
         search = run_loadtest(settings).search
+        log = httpx.get(f"{server.url}/v1/log", timeout=5).json()
+    held_s = [e["done_at"] - e["slot_at"] for e in log if "done_at" in e]
+    assert len(held_s) >= 100 and min(held_s) > 0.099  # the designed service time is a floor
+    capacity = 4 / statistics.fmean(held_s)
     assert search is not None and search.max_rate_per_s is not None
-    assert abs(search.max_rate_per_s - 40) / 40 < 0.10, [(p.target, p.slo_met) for p in search.probes]
+    assert abs(search.max_rate_per_s - capacity) / capacity < 0.10, (
+        capacity,
+        [(p.target, p.slo_met) for p in search.probes],
+    )
     chart = latency_chart(search.probes)  # the report draws latency against the offered rate
     assert chart is not None and chart.x_label.startswith("offered load (requests/s")
     ttft_p99 = next(s.values for s in chart.series if s.name == "TTFT p99")

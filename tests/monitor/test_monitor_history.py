@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from test_monitor import run_cli
 
+from conftest import BUSY_FACTOR
 from fake_nvml import fake_nvml
 from gpuwise.errors import GpuwiseError
 from gpuwise.monitor.energy import interval_energy_j
@@ -130,7 +131,7 @@ def _child(store: Path, *extra: str) -> subprocess.Popen:
     )
 
 
-def _wait_lines(proc: subprocess.Popen, n: int, timeout_s: float = 60.0) -> list[str]:
+def _wait_lines(proc: subprocess.Popen, n: int, timeout_s: float = 60.0 * BUSY_FACTOR) -> list[str]:
     lines: list[str] = []
     deadline = time.monotonic() + timeout_s
     while len(lines) < n and time.monotonic() < deadline:
@@ -148,7 +149,7 @@ def test_a_killed_recorder_loses_at_most_the_interval_it_was_writing(tmp_path):
         assert len(_wait_lines(proc, 8)) == 8, proc.stderr.read()  # type: ignore[union-attr]
     finally:
         proc.send_signal(signal.SIGKILL)
-    rest, _ = proc.communicate(timeout=30)
+    rest, _ = proc.communicate(timeout=30 * BUSY_FACTOR)
     sampled = 8 + rest.count("sampled")
     store = HistoryStore.open(path)
     rows = count(store, RAW) // 2  # two GPUs per tick
@@ -162,7 +163,8 @@ def test_a_reader_next_to_a_live_writer_is_never_blocked(tmp_path):
     try:
         _wait_lines(proc, 2)
         seen: list[int] = []
-        deadline = time.monotonic() + 60  # bounded: at least 20 reads, until the writer has moved on
+        # bounded (a guard, not a race): at least 20 reads, until the writer has moved on
+        deadline = time.monotonic() + 60 * BUSY_FACTOR
         while (len(seen) < 20 or seen[-1] == seen[0]) and time.monotonic() < deadline:
             store = HistoryStore.open(path, create=False)
             history = load_local_history(store, time.time() - 3600, time.time() + 1)
@@ -173,17 +175,21 @@ def test_a_reader_next_to_a_live_writer_is_never_blocked(tmp_path):
         assert all(n % 2 == 0 for n in seen)  # two GPUs a tick: a reader never sees half a transaction
     finally:
         proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=30 * BUSY_FACTOR)
 
 
 def test_the_record_command_stops_cleanly_on_sigterm(tmp_path):
     path = tmp_path / "monitor.sqlite"
     proc = _child(path, "cli")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not path.exists() or count(HistoryStore.open(path), RAW) < 6):
+    deadline = time.monotonic() + 60 * BUSY_FACTOR  # a guard: the 6 rows are awaited, however slow the start
+    while (
+        time.monotonic() < deadline
+        and proc.poll() is None
+        and (not path.exists() or count(HistoryStore.open(path), RAW) < 6)
+    ):
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30 * BUSY_FACTOR)
     assert proc.returncode == 0, err
     assert "recording 2 GPUs every 0.2s" in err and "Traceback" not in err
     assert count(HistoryStore.open(path), RAW) >= 6
