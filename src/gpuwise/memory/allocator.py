@@ -120,21 +120,21 @@ class _Pool:
     def release(self, b: _Block) -> None:
         b.free = True
         if b.prev is not None and b.prev.free:
-            p = b.prev
-            self._remove(p)
-            p.size += b.size
-            p.next = b.next
-            if b.next:
-                b.next.prev = p
-            b = p
+            self._remove(b.prev)
+            b = self._join(b.prev, b)
         if b.next is not None and b.next.free:
-            nx = b.next
-            self._remove(nx)
-            b.size += nx.size
-            b.next = nx.next
-            if nx.next:
-                nx.next.prev = b
+            self._remove(b.next)
+            b = self._join(b, b.next)
         self._add(b)
+
+    @staticmethod
+    def _join(left: _Block, right: _Block) -> _Block:
+        """Merge ``right`` into its neighbour ``left`` (same segment); returns ``left``."""
+        left.size += right.size
+        left.next = right.next
+        if right.next:
+            right.next.prev = left
+        return left
 
 
 @dataclass(frozen=True)
