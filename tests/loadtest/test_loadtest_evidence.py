@@ -201,4 +201,10 @@ def test_a_max_rate_search_is_checked_against_the_calibrated_simulation(cli, tmp
     assert cal["measured_max_rate_rps"] == ev["serving_max_rate_rps"] is not None
     assert cal["predicted_max_rate_rps"] > 0 and "max rate under the load test's SLO" in cal["line"]
     uncalibrated = max_rate_at(load_workload(CHAT), Evidence.from_dict(ev), {"ttft_p90": 0.15}, 1.0)
-    assert (cal["factor"] > 1) == (cal["predicted_max_rate_rps"] < uncalibrated)
+    # The goodput search resolves a rate to ~4 % (log bisection): a factor within 10 % of 1 (a busy machine
+    # can slow the scripted server to about the simulator's speed) may land on the same rate, never past it.
+    factor, predicted, seen = cal["factor"], cal["predicted_max_rate_rps"], (cal, uncalibrated)
+    if factor > 1:
+        assert predicted < uncalibrated if factor > 1.1 else predicted <= uncalibrated, seen
+    else:
+        assert predicted > uncalibrated if factor < 0.9 else predicted >= uncalibrated, seen
