@@ -131,6 +131,26 @@ def wait_for_samples(
         time.sleep(0.5)
 
 
+def wait_for_sample_after(
+    url: str,
+    metric: str,
+    series: int,
+    after_unix_s: float,
+    within_s: float = 25,
+    urlopen: Opener = urllib.request.urlopen,
+) -> None:
+    """Until ``series`` series of ``metric`` hold a sample later than ``after_unix_s`` (bounded): a counter
+    read at that time is then interpolated between fixed samples, and later scrapes cannot move it."""
+    deadline = time.monotonic() + within_s
+    while True:
+        latest = [float(r["value"][1]) for r in instant(url, f"timestamp({metric})", urlopen)]
+        if sum(t > after_unix_s for t in latest) >= series:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{metric}: latest samples {latest}, none after {after_unix_s} in {within_s} s")
+        time.sleep(0.5)
+
+
 @contextlib.contextmanager
 def text_server(
     body: Callable[[], bytes],

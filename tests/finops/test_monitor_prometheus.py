@@ -23,7 +23,7 @@ from gpuwise.finops.prometheus_source import load_history
 from gpuwise.monitor.sampler import GpuSampler
 from gpuwise.monitor.series import GpuSeries, History
 from gpuwise.units import GiB
-from prometheus_server import free_port, prometheus, text_server, wait_for_samples
+from prometheus_server import free_port, prometheus, text_server, wait_for_sample_after, wait_for_samples
 
 STEP_S = 2.0
 SCRAPES = 8  # samples per series before the window is read
@@ -239,8 +239,11 @@ def test_nvitop_exporter_scraped_twice_and_what_it_cannot_tell(history):
 
 def test_chunked_range_queries_give_the_same_history(fleet, history, monkeypatch):
     url, start, end, _fake, _ = fleet
-    # read again now: Prometheus kept scraping after `end`, and the counter at `end` is then interpolated
-    # between the samples around it (issue 30), so both reads must see the same samples after it
+    # the counter at `end` is interpolated between the samples around it (issue 30): once every energy
+    # series holds a sample after `end`, later scrapes cannot move it, and both reads see the same value
+    # (a busy CI machine once read `whole` before that sample was in, and `chunked` after)
+    wait_for_sample_after(url, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 3, end)
+    wait_for_sample_after(url, "gpuwise_gpu_energy_joules_total", 3, end)
     whole = load_history(url, start, end, STEP_S)
     monkeypatch.setattr(prometheus_http, "MAX_POINTS_PER_SERIES", 3)
     chunked = load_history(url, start, end, STEP_S)
