@@ -131,6 +131,11 @@ def wait_for_samples(
         time.sleep(0.5)
 
 
+def latest_sample_unix_s(url: str, metric: str, urlopen: Opener = urllib.request.urlopen) -> float:
+    """The time of the newest sample of ``metric`` (any series), as Prometheus stores it (ms)."""
+    return max(float(r["value"][1]) for r in instant(url, f"timestamp({metric})", urlopen))
+
+
 def wait_for_sample_after(
     url: str,
     metric: str,
@@ -147,7 +152,9 @@ def wait_for_sample_after(
         if sum(t > after_unix_s for t in latest) >= series:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"{metric}: latest samples {latest}, none after {after_unix_s} in {within_s} s")
+            raise AssertionError(
+                f"{metric}: latest samples {latest}, none after {after_unix_s} in {within_s} s"
+            )
         time.sleep(0.5)
 
 

@@ -23,7 +23,14 @@ from gpuwise.finops.prometheus_source import load_history
 from gpuwise.monitor.sampler import GpuSampler
 from gpuwise.monitor.series import GpuSeries, History
 from gpuwise.units import GiB
-from prometheus_server import free_port, prometheus, text_server, wait_for_sample_after, wait_for_samples
+from prometheus_server import (
+    free_port,
+    latest_sample_unix_s,
+    prometheus,
+    text_server,
+    wait_for_sample_after,
+    wait_for_samples,
+)
 
 STEP_S = 2.0
 SCRAPES = 8  # samples per series before the window is read
@@ -99,7 +106,11 @@ def fleet(tmp_path_factory):
                     wait_for_samples(url, "gpuwise_gpu_busy_ratio", 3, SCRAPES)
                     wait_for_samples(url, "DCGM_FI_DEV_FB_USED", 3, SCRAPES)
                     wait_for_samples(url, "gpu_utilization_Percentage", 4, SCRAPES)
-                    yield url, start, time.time(), fake, dcgm_scrapes
+                    # the window ends at a scrape of gpuwise's exporter, so its energy counter at the end
+                    # is that sample whenever the history is read; ending at time.time() left it
+                    # interpolated (fractional) or not depending on whether the next scrape had landed
+                    end = latest_sample_unix_s(url, "gpuwise_gpu_energy_joules_total")
+                    yield url, start, end, fake, dcgm_scrapes
         finally:
             server.shutdown()
             server.server_close()
