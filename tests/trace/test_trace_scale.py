@@ -165,7 +165,10 @@ def test_ctrl_c_stops_the_run_and_cancels_the_cluster_tasks(dlrm, cluster, tmp_p
     run = tmp_path / "run"
     run.mkdir()
     sources = sorted(dlrm.glob("*.json"))
-    for i in range(400):  # hard links: 400 distinct files, no disk used; ~10 s of work on 2 workers
+    # hard links: distinct files, no disk used. ~11 ms of CPU per rank, so 4,000 ranks are ~20 s of work on
+    # 2 workers, far longer than the poll below may take to see the tasks on a busy machine (with 400,
+    # the run once finished before the signal was sent)
+    for i in range(4000):
         os.link(sources[i % len(sources)], run / f"rank{i}.pt.trace.json")
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"), GPUWISE_TRACE_CACHE="off")
     proc = subprocess.Popen(
