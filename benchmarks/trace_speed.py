@@ -382,9 +382,10 @@ def _wall_row(rel: str, size: int, gw: dict, hta: dict | None) -> tuple[float | 
     hta_wall, hta_cpu = (hta["wall_s"], hta["process_cpu_s"]) if hta else (float("nan"),) * 2
     rss, base = gw["peak_rss_bytes"], gw.get("baseline_rss_bytes")
     above = f" (+{(rss - base) / 1e6:.0f})" if rss and base else ""
+    ratio = f"{rss / size:.2f}" if rss else "—"
     print(
         f"{rel[-62:]:62} {size / 1e6:6.1f} | {gw['wall_s']:9.2f} {gw['process_cpu_s']:6.2f} "
-        f"{rss / 1e6 if rss else float('nan'):6.0f}{above} | {hta_wall:7.2f} {hta_cpu:6.2f} | "
+        f"{rss / 1e6 if rss else float('nan'):6.0f}{above:6} {ratio:>5} | {hta_wall:7.2f} {hta_cpu:6.2f} | "
         f"{f'{speed:.1f}×' if speed else '—':>8} {f'{cpu_speed:.1f}×' if cpu_speed else '—':>7}",
         flush=True,
     )
@@ -406,10 +407,12 @@ def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float 
             "`trace --json` run imports, no trace read); RSS above it is printed after the peak"
         )
     print(
-        f"{'trace':62} {'MB':>6} | {'gpuwise s':>9} {'CPU s':>6} {'RSS MB':>6} | {'HTA s':>7} {'CPU s':>6} | "
+        f"{'trace':62} {'MB':>6} | {'gpuwise s':>9} {'CPU s':>6} {'RSS MB':>12} {'/size':>5} | "
+        f"{'HTA s':>7} {'CPU s':>6} | "
         f"{'speed-up':>8} {'on CPU':>7}"
     )
     speedups, cpu_speedups, rss_ratios = [], [], []
+    met: list[tuple[str, bool, bool, bool]] = []  # (trace, 10x wall, 10x CPU, RSS <= 1.5x size)
     for size, rel in chosen:
         gw = run_cli(args.root / rel)
         hta = run_child(hta_python, "hta", args.root / rel, timeout=args.hta_timeout) if hta_python else None
@@ -422,12 +425,27 @@ def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float 
         speed, cpu_speed = _wall_row(rel, size, gw, hta if hta is not None and "error" not in hta else None)
         speedups += [speed] if speed is not None else []
         cpu_speedups += [cpu_speed] if cpu_speed is not None else []
+        rss_ok = bool(gw["peak_rss_bytes"]) and gw["peak_rss_bytes"] <= 1.5 * size
+        met.append((f"{size / 1e6:.0f} MB", (speed or 0) >= 10, (cpu_speed or 0) >= 10, rss_ok))
     if speedups:
         low, high = min(speedups), max(speedups)
         print(f"  wall-to-wall speed-up over {len(speedups)} traces: min {low:.1f}×, max {high:.1f}×")
     if cpu_speedups:  # whole-process CPU seconds: what a loaded machine's neighbours do not move as much
         low, high = min(cpu_speedups), max(cpu_speedups)
         print(f"  on whole-process CPU seconds: min {low:.1f}×, max {high:.1f}×")
+    if met:
+        for label, index in (
+            ("≥ 10× HTA wall to wall", 1),
+            ("≥ 10× HTA on CPU", 2),
+            ("peak RSS ≤ 1.5× size", 3),
+        ):
+            hits = [m[0] for m in met if m[index]]
+            print(f"  {label}: {len(hits)} of {len(met)} traces ({', '.join(hits) or 'none'})")
+        if baseline:  # below this size even a run that held nothing but its imports would exceed 1.5x
+            print(
+                f"  (1.5× the trace size is below the {baseline / 1e6:.0f} MB floor "
+                f"under {baseline / 1.5e6:.0f} MB)"
+            )
     return (min(speedups) if speedups else None), (max(rss_ratios) if rss_ratios else None)
 
 
