@@ -27,7 +27,8 @@ and a fresh per-rank summary cache (a first look). Each process's CPU seconds (u
 beside its wall time, with the speed-up on them: on a loaded machine wall time measures the neighbours.
 
 The floor of gpuwise's peak RSS (a process that imports what the run imports and reads nothing) is
-printed first, and each row's RSS above it in parentheses: a small trace cannot go below that floor.
+printed first, and each row's RSS above it in parentheses, then its RSS / trace size: a small trace cannot
+go below that floor. After the table: which traces reach 10x HTA wall to wall, 10x on CPU, RSS <= 1.5x.
 
 LAST line: {"speedup_vs_hta": X, "peak_rss_over_trace_size": Y, "peak_rss_over_trace_size_repeated_ids": Z,
             "wall_to_wall_min_speedup": W, "wall_peak_rss_over_trace_size": R}
@@ -392,6 +393,26 @@ def _wall_row(rel: str, size: int, gw: dict, hta: dict | None) -> tuple[float | 
     return speed, cpu_speed
 
 
+def _targets_met(
+    size: int, gw: dict, speed: float | None, cpu_speed: float | None
+) -> tuple[str, bool, bool, bool]:
+    """(trace size label, >= 10x HTA wall to wall, >= 10x on CPU, peak RSS <= 1.5x the trace size)."""
+    rss = gw["peak_rss_bytes"]
+    return f"{size / 1e6:.0f} MB", (speed or 0) >= 10, (cpu_speed or 0) >= 10, bool(rss) and rss <= 1.5 * size
+
+
+def _print_targets(met: list[tuple[str, bool, bool, bool]], baseline: int | None) -> None:
+    """Which traces reach issue #26's targets: 10x HTA wall to wall, 10x on CPU, peak RSS <= 1.5x."""
+    for label, index in (("≥ 10× HTA wall to wall", 1), ("≥ 10× HTA on CPU", 2), ("peak RSS ≤ 1.5× size", 3)):
+        hits = [m[0] for m in met if m[index]]
+        print(f"  {label}: {len(hits)} of {len(met)} traces ({', '.join(hits) or 'none'})")
+    if met and baseline:  # below this size even a run that held nothing but its imports would exceed 1.5x
+        print(
+            f"  (1.5× the trace size is below the {baseline / 1e6:.0f} MB floor "
+            f"under {baseline / 1.5e6:.0f} MB)"
+        )
+
+
 def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float | None, float | None]:
     """Every reference trace of at least --wall-min-mb MB of JSON through the CLI and through HTA,
     wall to wall; returns (smallest speed-up, largest gpuwise peak RSS / trace size)."""
@@ -425,27 +446,14 @@ def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float 
         speed, cpu_speed = _wall_row(rel, size, gw, hta if hta is not None and "error" not in hta else None)
         speedups += [speed] if speed is not None else []
         cpu_speedups += [cpu_speed] if cpu_speed is not None else []
-        rss_ok = bool(gw["peak_rss_bytes"]) and gw["peak_rss_bytes"] <= 1.5 * size
-        met.append((f"{size / 1e6:.0f} MB", (speed or 0) >= 10, (cpu_speed or 0) >= 10, rss_ok))
+        met.append(_targets_met(size, gw, speed, cpu_speed))
     if speedups:
         low, high = min(speedups), max(speedups)
         print(f"  wall-to-wall speed-up over {len(speedups)} traces: min {low:.1f}×, max {high:.1f}×")
     if cpu_speedups:  # whole-process CPU seconds: what a loaded machine's neighbours do not move as much
         low, high = min(cpu_speedups), max(cpu_speedups)
         print(f"  on whole-process CPU seconds: min {low:.1f}×, max {high:.1f}×")
-    if met:
-        for label, index in (
-            ("≥ 10× HTA wall to wall", 1),
-            ("≥ 10× HTA on CPU", 2),
-            ("peak RSS ≤ 1.5× size", 3),
-        ):
-            hits = [m[0] for m in met if m[index]]
-            print(f"  {label}: {len(hits)} of {len(met)} traces ({', '.join(hits) or 'none'})")
-        if baseline:  # below this size even a run that held nothing but its imports would exceed 1.5x
-            print(
-                f"  (1.5× the trace size is below the {baseline / 1e6:.0f} MB floor "
-                f"under {baseline / 1.5e6:.0f} MB)"
-            )
+    _print_targets(met, baseline)
     return (min(speedups) if speedups else None), (max(rss_ratios) if rss_ratios else None)
 
 
