@@ -27,7 +27,8 @@ and a fresh per-rank summary cache (a first look). Each process's CPU seconds (u
 beside its wall time, with the speed-up on them: on a loaded machine wall time measures the neighbours.
 
 The floor of gpuwise's peak RSS (a process that imports what the run imports and reads nothing) is
-printed first, and each row's RSS above it in parentheses: a small trace cannot go below that floor.
+printed first, and each row's RSS above it in parentheses, then its RSS / trace size: a small trace cannot
+go below that floor. After the table: which traces reach 10x HTA wall to wall, 10x on CPU, RSS <= 1.5x.
 
 LAST line: {"speedup_vs_hta": X, "peak_rss_over_trace_size": Y, "peak_rss_over_trace_size_repeated_ids": Z,
             "wall_to_wall_min_speedup": W, "wall_peak_rss_over_trace_size": R}
@@ -382,13 +383,34 @@ def _wall_row(rel: str, size: int, gw: dict, hta: dict | None) -> tuple[float | 
     hta_wall, hta_cpu = (hta["wall_s"], hta["process_cpu_s"]) if hta else (float("nan"),) * 2
     rss, base = gw["peak_rss_bytes"], gw.get("baseline_rss_bytes")
     above = f" (+{(rss - base) / 1e6:.0f})" if rss and base else ""
+    ratio = f"{rss / size:.2f}" if rss else "—"
     print(
         f"{rel[-62:]:62} {size / 1e6:6.1f} | {gw['wall_s']:9.2f} {gw['process_cpu_s']:6.2f} "
-        f"{rss / 1e6 if rss else float('nan'):6.0f}{above} | {hta_wall:7.2f} {hta_cpu:6.2f} | "
+        f"{rss / 1e6 if rss else float('nan'):6.0f}{above:6} {ratio:>5} | {hta_wall:7.2f} {hta_cpu:6.2f} | "
         f"{f'{speed:.1f}×' if speed else '—':>8} {f'{cpu_speed:.1f}×' if cpu_speed else '—':>7}",
         flush=True,
     )
     return speed, cpu_speed
+
+
+def _targets_met(
+    size: int, gw: dict, speed: float | None, cpu_speed: float | None
+) -> tuple[str, bool, bool, bool]:
+    """(trace size label, >= 10x HTA wall to wall, >= 10x on CPU, peak RSS <= 1.5x the trace size)."""
+    rss = gw["peak_rss_bytes"]
+    return f"{size / 1e6:.0f} MB", (speed or 0) >= 10, (cpu_speed or 0) >= 10, bool(rss) and rss <= 1.5 * size
+
+
+def _print_targets(met: list[tuple[str, bool, bool, bool]], baseline: int | None) -> None:
+    """Which traces reach issue #26's targets: 10x HTA wall to wall, 10x on CPU, peak RSS <= 1.5x."""
+    for label, index in (("≥ 10× HTA wall to wall", 1), ("≥ 10× HTA on CPU", 2), ("peak RSS ≤ 1.5× size", 3)):
+        hits = [m[0] for m in met if m[index]]
+        print(f"  {label}: {len(hits)} of {len(met)} traces ({', '.join(hits) or 'none'})")
+    if met and baseline:  # below this size even a run that held nothing but its imports would exceed 1.5x
+        print(
+            f"  (1.5× the trace size is below the {baseline / 1e6:.0f} MB floor "
+            f"under {baseline / 1.5e6:.0f} MB)"
+        )
 
 
 def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float | None, float | None]:
@@ -406,10 +428,12 @@ def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float 
             "`trace --json` run imports, no trace read); RSS above it is printed after the peak"
         )
     print(
-        f"{'trace':62} {'MB':>6} | {'gpuwise s':>9} {'CPU s':>6} {'RSS MB':>6} | {'HTA s':>7} {'CPU s':>6} | "
+        f"{'trace':62} {'MB':>6} | {'gpuwise s':>9} {'CPU s':>6} {'RSS MB':>12} {'/size':>5} | "
+        f"{'HTA s':>7} {'CPU s':>6} | "
         f"{'speed-up':>8} {'on CPU':>7}"
     )
     speedups, cpu_speedups, rss_ratios = [], [], []
+    met: list[tuple[str, bool, bool, bool]] = []  # (trace, 10x wall, 10x CPU, RSS <= 1.5x size)
     for size, rel in chosen:
         gw = run_cli(args.root / rel)
         hta = run_child(hta_python, "hta", args.root / rel, timeout=args.hta_timeout) if hta_python else None
@@ -422,12 +446,14 @@ def wall_to_wall(args, files: list[str], hta_python: str | None) -> tuple[float 
         speed, cpu_speed = _wall_row(rel, size, gw, hta if hta is not None and "error" not in hta else None)
         speedups += [speed] if speed is not None else []
         cpu_speedups += [cpu_speed] if cpu_speed is not None else []
+        met.append(_targets_met(size, gw, speed, cpu_speed))
     if speedups:
         low, high = min(speedups), max(speedups)
         print(f"  wall-to-wall speed-up over {len(speedups)} traces: min {low:.1f}×, max {high:.1f}×")
     if cpu_speedups:  # whole-process CPU seconds: what a loaded machine's neighbours do not move as much
         low, high = min(cpu_speedups), max(cpu_speedups)
         print(f"  on whole-process CPU seconds: min {low:.1f}×, max {high:.1f}×")
+    _print_targets(met, baseline)
     return (min(speedups) if speedups else None), (max(rss_ratios) if rss_ratios else None)
 
 

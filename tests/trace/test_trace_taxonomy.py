@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,17 @@ from gpuwise.trace.analyze import analyze_traces
 from gpuwise.trace.parser import parse_trace
 from gpuwise.trace.taxonomy import (
     KERNEL_CATEGORIES,
+    NAME_READ_CHARS,
+    _branches,
+    _kernel_runs,
+    _Matcher,
     api_role,
     entries,
     kernel_category,
     kernel_entry,
     matmul_precision,
     runtime_platform,
+    without_parameters,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -331,3 +337,81 @@ def test_a_gzip_whitespace_bomb_inside_trace_events_is_read(tmp_path):
     table = parse_trace(path)
     assert table.events_total == 2 and table.ts.tolist() == [1.0, 5.0]
     assert table.json_bytes > 128 << 20
+
+
+# --- the fast matcher (taxonomy._Matcher) answers exactly what a case-insensitive re.search of each row
+# does: literal branches are substring tests in the lower-cased name, the rest case-sensitive searches
+# (several times faster on the long templated names of real traces); held to the regexes as written, on
+# real kernel and runtime names and on the corner cases of case folding.
+
+REAL_TRACES = (
+    AMD,
+    "hta/trace_diff/test/test.json.gz",
+    "kineto/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+)
+CORNER_CASES = [
+    "",
+    "NCCLKERNEL_x",
+    "xncclDevKernel_AllReduce",  # ^-anchored rows must not match inside
+    "c10d::allreduce",
+    "abc10d::x",  # \b before c10d
+    "K\u212aernel_gemm",  # the Kelvin sign folds to 'k' under re.I: not ASCII, the exact regex decides
+    "\u017fgemm",  # long s folds to 's'
+    "\u0130nt8 gemm",
+    "cuMemcpyDtoH_v2",
+    "cuMemcpyDtoHAsync_v2",  # a negative lookahead
+    "hipMemcpyWithStream",
+    "CudaDeviceSynchronize",
+    "SM90_XMMA_GEMM",
+    "a" * 300 + "(",
+]
+
+
+def _names(trace_dir) -> list[str]:
+    names = {n for n, _, _ in REAL_KERNELS} | set(CORNER_CASES)
+    for rel in REAL_TRACES:
+        names.update(n for n in parse_trace(trace_dir / rel).names if isinstance(n, str))
+    return sorted(names)
+
+
+def test_every_row_matches_as_its_regex(trace_dir):
+    names = _names(trace_dir)
+    assert len(names) > 300
+    wrong = [
+        (e.regex[:40], text[:60])
+        for e in entries()
+        for name in names
+        for text in (name[:NAME_READ_CHARS], without_parameters(name))
+        if e.matches(text) != (e.pattern.search(text) is not None)
+    ]
+    assert wrong == []
+
+
+def test_every_run_of_kernel_rows_matches_as_its_alternation(trace_dir):
+    heads = [without_parameters(n) for n in _names(trace_dir)]
+    for _, matcher in _kernel_runs():
+        regex = re.compile(matcher.regex, re.I)
+        assert [matcher(h) for h in heads] == [regex.search(h) is not None for h in heads]
+
+
+@pytest.mark.parametrize(
+    ("regex", "branches"),
+    [
+        ("a|b", ["a", "b"]),
+        ("(a|b)c|d", ["(a|b)c", "d"]),
+        (r"a\|b|c", [r"a\|b", "c"]),
+        ("[|]x|y", ["[|]x", "y"]),
+        ("[]|]x|y", ["[]|]x", "y"]),
+        ("a||b", ["a", "", "b"]),
+    ],
+)
+def test_branches_split_only_at_top_level(regex, branches):
+    assert _branches(regex) == branches
+
+
+@pytest.mark.parametrize("regex", [r"\Wfoo", r"(?i)x", r"(?P<n>a)b", r"\x41", "caf\u00e9"])
+def test_patterns_lower_casing_could_change_keep_the_exact_regex(regex):
+    matcher = _Matcher(regex)
+    assert matcher.exact is not None
+    for text in ("FOO", " foo", "A", "ab", "CAF\u00c9", "xx"):
+        assert matcher(text) == (re.compile(regex, re.I).search(text) is not None)

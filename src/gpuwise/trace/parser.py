@@ -35,7 +35,7 @@ from gpuwise.trace.table import EventTable, Interner, MemoryEvents
 
 __all__ = ["BATCH_BYTES", "KNOWN_PHASES", "Progress", "parse_trace", "scan_elements"]
 
-BATCH_BYTES = 1 << 20  # a batch's decoded objects are ~3x its bytes: 1 MB keeps the peak low, no slower
+BATCH_BYTES = 1 << 19  # a batch's decoded objects are ~3x its bytes: 512 KB keeps the peak low, no slower
 # Chrome trace-event phases (Trace Event Format spec); anything else is reported as unknown.
 KNOWN_PHASES = frozenset("XBEiIMCsftbenSTpFOND()PRcvV")
 Progress = Callable[[int], None]
@@ -216,16 +216,14 @@ class _Columns:
         def cat(parts: list[np.ndarray], dtype) -> np.ndarray:
             return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
-        c = {
-            k: cat(
-                v,
+        c = {}  # one column at a time, its parts dropped as it is joined: the peak holds one column twice
+        for k in list(self.parts):
+            dtype = (
                 np.float64
                 if k in {"ts", "dur", "correlation", "nbytes"}
-                else (np.int64 if k == "stream" else np.int32),
+                else (np.int64 if k == "stream" else np.int32)
             )
-            for k, v in self.parts.items()
-        }
-        self.parts.clear()
+            c[k] = cat(self.parts.pop(k), dtype)
         m = {k: cat(v, np.float64) for k, v in self.mem_parts.items()}
         return EventTable(
             path=path,

@@ -34,9 +34,9 @@ __all__ = [
 ]
 
 GZIP_MAGIC = b"\x1f\x8b"
-READ_BYTES = 1 << 20  # compressed bytes read per system call
-CHUNK_BYTES = 1 << 20  # decompressed bytes handed to the parser at a time (peak RSS: one batch, not 8)
-READ_AHEAD = 4  # decompressed chunks a gzip file's inflating thread may hold ahead of the parser (0: none)
+READ_BYTES = 1 << 18  # compressed bytes read per system call (the inflater copies its unconsumed tail)
+CHUNK_BYTES = 1 << 19  # decompressed bytes handed to the parser at a time (peak RSS: one batch, not 8)
+READ_AHEAD = 2  # decompressed chunks a gzip file's inflating thread may hold ahead of the parser (0: none)
 
 
 @dataclass

@@ -82,6 +82,93 @@ class TaxonomyEntry:
         """The compiled pattern (case-insensitive), on first use: a run compiles only what it reads."""
         return re.compile(self.regex, re.I)
 
+    @cached_property
+    def matcher(self) -> _Matcher:
+        """``pattern.search(text) is not None``, faster (see `_Matcher`), built on first use."""
+        return _Matcher(self.regex)
+
+    def matches(self, text: str) -> bool:
+        """Whether the row's pattern occurs in ``text`` (case-insensitive), as ``pattern.search``."""
+        return self.matcher(text)
+
+
+# A pattern is searched branch by branch in the lower-cased name when lower-casing it keeps its meaning:
+# ASCII, and no escape whose meaning depends on case (\W, \B, \x41, ...): only \w \d \s \b and
+# escaped punctuation. A literal branch is then a substring test.
+_CASE_SAFE_ESCAPE = re.compile(r"\\(?:[wdsb]|[^A-Za-z0-9])")
+_META = frozenset(".^$*+?{}[]\\|()")
+
+
+def _branches(regex: str) -> list[str]:
+    """The top-level alternatives of ``regex`` (``|`` outside groups, classes and escapes)."""
+    out, start, depth, in_class, i = [], 0, 0, False, 0
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if regex[i + 1 : i + 2] == "]":  # a ']' right after '[' is a member, not the end
+                i += 1
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            out.append(regex[start:i])
+            start = i + 1
+        i += 1
+    out.append(regex[start:])
+    return out
+
+
+class _Matcher:
+    """``re.compile(regex, re.I).search(text) is not None``, answered faster on ASCII text.
+
+    Python's re tries every alternative at every position of a case-insensitive search; the taxonomy's
+    patterns are alternations of mostly literal names, searched in names of hundreds of characters. On
+    ASCII text, a case-insensitive match is a match of the lower-cased pattern in the lower-cased text,
+    and an alternation occurs iff one of its branches does: so each literal branch is a substring test,
+    a ``^literal`` branch a prefix test, and the rest small case-sensitive regexes (which re scans for
+    by their literal prefix). Non-ASCII text, or a pattern whose meaning lower-casing could change,
+    goes to the case-insensitive regex as written."""
+
+    def __init__(self, regex: str) -> None:
+        self.regex = regex
+        self.exact: re.Pattern[str] | None = None
+        self.literals: tuple[str, ...] = ()
+        self.prefixes: tuple[str, ...] = ()
+        self.patterns: tuple[re.Pattern[str], ...] = ()
+        stripped = _CASE_SAFE_ESCAPE.sub("", regex)
+        if not regex.isascii() or "\\" in stripped or "(?" in regex.replace("(?:", "").replace("(?!", ""):
+            self.exact = re.compile(regex, re.I)
+            return
+        literals, prefixes, patterns = [], [], []
+        for branch in _branches(regex.lower()):
+            if not branch:  # an empty alternative matches everywhere
+                literals.append("")
+            elif not _META.intersection(branch):
+                literals.append(branch)
+            elif branch[0] == "^" and not _META.intersection(branch[1:]):
+                prefixes.append(branch[1:])
+            else:
+                patterns.append(re.compile(branch))
+        self.literals, self.prefixes, self.patterns = tuple(literals), tuple(prefixes), tuple(patterns)
+
+    def __call__(self, text: str) -> bool:
+        if self.exact is not None or not text.isascii():
+            exact = self.exact or re.compile(self.regex, re.I)
+            return exact.search(text) is not None
+        low = text.lower()
+        return (
+            any(lit in low for lit in self.literals)
+            or (bool(self.prefixes) and low.startswith(self.prefixes))
+            or any(p.search(low) for p in self.patterns)
+        )
+
 
 @lru_cache(maxsize=1)
 def entries() -> tuple[TaxonomyEntry, ...]:
@@ -105,9 +192,9 @@ def entries() -> tuple[TaxonomyEntry, ...]:
 
 
 @lru_cache(maxsize=1)
-def _kernel_runs() -> tuple[tuple[str, re.Pattern[str]], ...]:
+def _kernel_runs() -> tuple[tuple[str, _Matcher], ...]:
     """Consecutive kernel rows of one category as one alternation: the same first-match order in
-    a handful of searches per name instead of one per row."""
+    a handful of tests per name instead of one per row."""
     runs: list[tuple[str, list[str]]] = []
     for e in entries():
         if e.kind != "kernel":
@@ -116,14 +203,15 @@ def _kernel_runs() -> tuple[tuple[str, re.Pattern[str]], ...]:
             runs[-1][1].append(e.regex)
         else:
             runs.append((e.category, [e.regex]))
-    return tuple((cat, re.compile("|".join(f"(?:{p})" for p in pats), re.I)) for cat, pats in runs)
+    return tuple((cat, _Matcher("|".join(pats))) for cat, pats in runs)  # each row: alternatives
 
 
 def without_parameters(name: str) -> str:
     """The name and template arguments, not the parameter list: FBGEMM's embedding kernels take a
     `fbgemm_gpu::FixedDivisor`, which must not make them GEMMs."""
     text, depth = name[:NAME_READ_CHARS].replace("(anonymous namespace)", ""), 0
-    for i, ch in enumerate(text):
+    for match in _ANGLE_OR_PAREN.finditer(text):  # only these three characters move the scan
+        ch, i = match.group(), match.start()
         if ch == "<":
             depth += 1
         elif ch == ">" and depth:
@@ -133,13 +221,16 @@ def without_parameters(name: str) -> str:
     return text
 
 
+_ANGLE_OR_PAREN = re.compile(r"[<>(]")
+
+
 @lru_cache(maxsize=1 << 16)
 def kernel_category(name: str) -> str:
     """The category the taxonomy gives a kernel name (communication, attention, convolution, gemm,
     reduction, elementwise: the first matching row), else "other"."""
     head = without_parameters(name)
-    for category, pattern in _kernel_runs():
-        if pattern.search(head):
+    for category, matches in _kernel_runs():
+        if matches(head):
             return category
     return "other"
 
@@ -148,7 +239,7 @@ def kernel_category(name: str) -> str:
 def kernel_entry(name: str) -> TaxonomyEntry | None:
     """The taxonomy row that classifies a kernel name (its library and source), None if none does."""
     head = without_parameters(name)
-    return next((e for e in entries() if e.kind == "kernel" and e.pattern.search(head)), None)
+    return next((e for e in entries() if e.kind == "kernel" and e.matches(head)), None)
 
 
 # Tensile's kernel names: Cijk_<A indices>_<B indices>_<types>_..., the types token led by the
@@ -179,12 +270,12 @@ def matmul_precision(name: str) -> str | None:
     fp16, fp32, fp64), None when the name says nothing; only the first NAME_READ_CHARS are read."""
     head = without_parameters(name)
     rule = next(
-        (e.precision for e in entries() if e.kind == "kernel" and e.precision and e.pattern.search(head)), ""
+        (e.precision for e in entries() if e.kind == "kernel" and e.precision and e.matches(head)), ""
     )
     if rule == "tensile":
         return _tensile_precision(name)
     text = name[:NAME_READ_CHARS]
-    return next((e.category for e in entries() if e.kind == "precision" and e.pattern.search(text)), None)
+    return next((e.category for e in entries() if e.kind == "precision" and e.matches(text)), None)
 
 
 _HIP_CALL = re.compile(r"hip[A-Z]")
@@ -197,7 +288,7 @@ def api_role(name: str) -> str | None:
     (API rows are anchored at the start of the name; kernel and CPU-op names are not looked at)."""
     if len(name) > 128 or not (_HIP_CALL.match(name) or _CUDA_CALL.match(name)):
         return None
-    return next((e.category for e in entries() if e.kind == "api" and e.pattern.search(name)), None)
+    return next((e.category for e in entries() if e.kind == "api" and e.matches(name)), None)
 
 
 def runtime_platform(api_names: list[str]) -> Literal["rocm", "cuda"] | None:
