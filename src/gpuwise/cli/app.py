@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import importlib
 import os
 import sys
@@ -153,15 +152,11 @@ def _click_error(err: Exception) -> int:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""
     args = argv if argv is not None else sys.argv[1:]
-    try:
-        if wants_help(args):
-            with light_rich_help():  # the help screen without Rich's Markdown and traceback (start-up)
-                _run(argv, args)
-        else:
+    if wants_help(args):
+        with light_rich_help():  # the help screen without Rich's Markdown and traceback (start-up)
             _run(argv, args)
-    finally:
-        if argv is None:  # the command line's own process, which ends now: its objects live until exit,
-            gc.freeze()  # so the collections of interpreter shutdown need not walk them (~0.03 s of CPU)
+    else:
+        _run(argv, args)
 
 
 @contextmanager
