@@ -147,7 +147,9 @@ def wait_for_sample_after(
         if sum(t > after_unix_s for t in latest) >= series:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"{metric}: latest samples {latest}, none after {after_unix_s} in {within_s} s")
+            raise AssertionError(
+                f"{metric}: latest samples {latest}, none after {after_unix_s} in {within_s} s"
+            )
         time.sleep(0.5)
 
 
