@@ -59,3 +59,33 @@ def test_reserved_memory_stops_at_the_device():
 def test_a_bad_over_length_names_the_choices():
     with pytest.raises(GpuwiseError, match=r"over_length.*truncate"):
         workload_from_mapping({**LORA, "over_length": "cut"})
+
+
+def test_records_drawn_top_down_are_a_random_orders_records():
+    # In a random order of N distinct values the i-th largest sets a record with probability 1/i: the expected
+    # number of records is the harmonic number H_N (7.485 for N = 1,000). With no cap reached (a cap far above
+    # every sample) each record is a distinct length, so the mean count over many orders must approach H_N.
+    counts = [len(record_lengths(3234.4, 2547.5, 10**9, 1000, seed=seed)) for seed in range(2000)]
+    harmonic = sum(1.0 / i for i in range(1, 1001))
+    assert abs(sum(counts) / len(counts) - harmonic) < 0.15
+
+
+def test_the_replay_keeps_what_the_block_walk_keeps():
+    from gpuwise.memory.activations import layer_activations
+    from gpuwise.memory.frameworks import profile_for_workload
+    from gpuwise.memory.regime import regime_for
+
+    arch = get_model("qwen2.5-7b")
+    for attention in ("sdpa", "eager"):
+        w = workload_from_mapping(
+            {**LORA, "seq_len": 1024, "attention": attention, "grad_checkpointing": "none"}
+        )
+        shape = step_shape(arch, w)
+        walk = layer_activations(arch, w, regime_for(w), profile_for_workload(w), 1, 1024)
+        per_layer = 1024 * (
+            sum(shape.saved_attention) + sum(shape.saved_mlp) + 1024 * sum(shape.saved_scores)
+        )
+        # the block input itself, where a norm keeps it, is the layer input the replay keeps anyway
+        block_input = 2.0 * 1024 * arch.hidden_size
+        assert walk.saved_bytes - per_layer in (pytest.approx(0.0, abs=1.0), pytest.approx(block_input))
+        assert bool(shape.saved_scores) == (attention == "eager")

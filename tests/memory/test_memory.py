@@ -462,3 +462,36 @@ def test_memory_package_does_not_import_torch():
         "fit_table(w); assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_qwen_v1_materialized_scores_stay_16_bit(monkeypatch):
+    # Qwen v1's modeling_qwen.py runs F.scaled_dot_product_attention with an explicit mask: its math path
+    # keeps the 16-bit softmax output only (2 bytes a score), where HF's eager decoders keep an fp32 softmax
+    # and its 16-bit cast (6 bytes). ms-swift's Qwen-7B pair without checkpointing: 57.67 vs 37.70 GiB.
+    from pathlib import Path
+
+    from gpuwise.catalog import models as models_module
+    from gpuwise.memory.frameworks import profile_for_workload
+    from gpuwise.memory.regime import regime_for
+
+    qwen1 = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "qwen1_models.yaml"
+    monkeypatch.setenv("GPUWISE_MODELS", str(qwen1))
+    models_module.clear_cache()
+
+    def scores_bytes(model: str) -> float:
+        saved = {}
+        for attention in ("eager", "flash"):
+            w = workload_from_mapping(
+                {"model": model, "task": "lora", "seq_len": 2048, "attention": attention}
+            )
+            arch = get_model(model)
+            saved[attention] = layer_activations(arch, w, regime_for(w), profile_for_workload(w), 1, 2048)
+        return saved["eager"].saved_bytes - saved["flash"].saved_bytes
+
+    try:
+        heads_scores = 32 * 2048 * 2048
+        assert scores_bytes("qwen-7b") == pytest.approx(2.0 * heads_scores, rel=0.01)
+        assert scores_bytes("llama-2-7b") == pytest.approx(6.0 * heads_scores, rel=0.01)
+    finally:
+        monkeypatch.delenv("GPUWISE_MODELS")
+        models_module.clear_cache()

@@ -74,7 +74,10 @@ def test_leave_one_source_out_is_the_headline_with_the_held_out_publications():
     # ms-swift's variable-length runs, with the caching allocator's record-length segments modelled
     # (gpuwise.memory.allocator): own median 28.1 % before, every source's rest p90 up to 32.6 % before
     assert per_source["modelscope/ms-swift"]["median_abs_err_pct"] <= 10.0
-    assert max(v["without_p90_abs_err_pct"] for v in per_source.values()) <= 19.0
+    # the replay keeps the estimate's own per-layer tensors (eager scores, no checkpointing) and Qwen v1's
+    # 16-bit scores: ms-swift's own p90 25.6 % and the worst rest p90 17.7 % before, 16.3 % and 16.4 % after
+    assert per_source["modelscope/ms-swift"]["p90_abs_err_pct"] <= 17.5
+    assert max(v["without_p90_abs_err_pct"] for v in per_source.values()) <= 17.0
     assert per_source["QwenLM/Qwen"]["p90_abs_err_pct"] <= 15.0  # held out, loss on 16-bit logits
     assert per_source["AnswerDotAI/fsdp_qlora"]["p90_abs_err_pct"] <= LOSO_P90_CEILING_PCT
 

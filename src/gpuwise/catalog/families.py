@@ -152,6 +152,10 @@ class FamilySpec:
     # The reference code's loss runs on the 16-bit logits (a contiguous shifted copy, no fp32 upcast):
     # Qwen v1's remote modeling_qwen.py (QWenLMHeadModel.forward: lm_logits[..., :-1, :].contiguous()).
     loss_16bit_shifted: bool = False
+    # Materialized attention scores are softmaxed in the model dtype, not upcast to fp32: Qwen v1's
+    # modeling_qwen.py (SUPPORT_TORCH2 branch) calls F.scaled_dot_product_attention with an explicit mask,
+    # whose math path (torch _scaled_dot_product_attention_math) keeps the 16-bit softmax output only.
+    scores_16bit: bool = False
     builds_as: str | None = None  # transformers model_type that rebuilds it (traced simulator)
 
     def hf_module(self, name: str) -> str:
@@ -219,7 +223,14 @@ _SPECS: tuple[FamilySpec, ...] = (
         builds_as="mistral",
     ),
     # Qwen v1 (2023, trust_remote_code): c_attn with a bias, untied head, loss on 16-bit logits
-    replace(_LLAMA_LIKE, name="qwen", hf_model_types=("qwen",), bias="qkv", loss_16bit_shifted=True),
+    replace(
+        _LLAMA_LIKE,
+        name="qwen",
+        hf_model_types=("qwen",),
+        bias="qkv",
+        loss_16bit_shifted=True,
+        scores_16bit=True,
+    ),
     replace(_LLAMA_LIKE, name="qwen2", hf_model_types=("qwen2",), bias="qkv", builds_as="qwen2"),
     replace(_LLAMA_LIKE, name="qwen2.5", bias="qkv", builds_as="qwen2"),
     replace(_LLAMA_LIKE, name="qwen3", hf_model_types=("qwen3",), builds_as="qwen3"),

@@ -39,6 +39,7 @@ __all__ = [
     "layer_activations",
     "logits_bytes",
     "output_vocab",
+    "saved_per_token",
 ]
 
 
@@ -171,6 +172,36 @@ def layer_activations(
     )
 
 
+@dataclass(frozen=True)
+class SavedPerToken:
+    """What one layer keeps for backward, tensor by tensor in the order autograd saves them, for the
+    allocator replay: bytes per token of the attention half and of the MLP half, and bytes per token and
+    per token of the sequence (scores: batch x heads x seq^2) of the eager attention core; the block input
+    itself is left out (the replay keeps every layer's input anyway)."""
+
+    attention: tuple[float, ...]
+    mlp: tuple[float, ...]
+    scores: tuple[float, ...]
+
+
+def saved_per_token(arch: ModelArch, w: Workload, regime: Regime, profile: Profile) -> SavedPerToken:
+    """The walk of :func:`layer_activations` at the workload's ``seq_len``, per token (see SavedPerToken)."""
+    seq = max(w.seq_len, 1)
+    walk = _BlockWalk(arch, w, regime, profile, 1, seq)
+    s = walk.run()
+    attention: list[float] = []
+    mlp: list[float] = []
+    scores: list[float] = []
+    for index, (name, nbytes) in enumerate(s.tensors.items()):
+        if name == "x":
+            continue
+        if name in s.attention_core and w.attention == "eager":
+            scores.append(nbytes / (seq * seq) / w.tp)
+        else:
+            (attention if index < walk.attention_end else mlp).append(nbytes / seq / w.tp)
+    return SavedPerToken(tuple(attention), tuple(mlp), tuple(scores))
+
+
 def _layer_workspaces(arch: ModelArch, w: Workload, dt: Dtypes, batch: int, seq: int) -> tuple[float, float]:
     """Transient bytes of one layer: its backward's gradients, and a forward without autograd."""
     t = batch * seq
@@ -181,7 +212,7 @@ def _layer_workspaces(arch: ModelArch, w: Workload, dt: Dtypes, batch: int, seq:
     grad_mlp = 3 * dt.matmul_out * t * k * i / experts
     grad_attn = dt.attention * t * (qd + 2 * kvd) + 4.0 * t * qd
     if w.attention == "eager":
-        grad_attn += (4.0 + dt.attention) * scores
+        grad_attn += (2 * dt.attention if arch.spec.scores_16bit else 4.0 + dt.attention) * scores
     backward_ws = max(grad_mlp, grad_attn) + 2 * dt.residual * t * h
     prefill_ws = dt.compute * t * (2 * h + qd + 2 * kvd + 3 * k * i / experts)
     if w.attention == "eager":
@@ -207,17 +238,24 @@ class _BlockWalk:
         self.hidden_drop, self.attn_drop = spec.dropout
         self.layout = spec.effective_block(arch.num_kv_heads)
         self.saved = Saved()
+        self.attention_end = 0  # how many saved tensors the attention half (with its norm) recorded
+
+    def _attention_done(self) -> None:
+        self.attention_end = len(self.saved.tensors)
 
     def run(self) -> Saved:
         if self.layout == "parallel_shared_norm":
             n1 = self.norm("n1", "x")
             self.attention(n1)
+            self._attention_done()
             self.mlp(n1)
         elif self.layout == "parallel_two_norms":
             self.attention(self.norm("n1", "x"))
+            self._attention_done()
             self.mlp(self.norm("n2", "x"))
         else:
             self.attention(self.norm("n1", "x"))
+            self._attention_done()
             self.mlp(self.norm("n2", "x_mid"))
         return self.saved
 
@@ -281,7 +319,8 @@ class _BlockWalk:
         s.keep("v", dt.attention * t * kv_eff)
         if self.w.attention == "eager":
             scores = self.batch * arch.num_attention_heads * self.seq * self.seq
-            decoder_upcast = arch.is_decoder  # HF decoders: softmax in fp32, then cast back
+            # HF decoders: softmax in fp32, then cast back (not SDPA's math path: FamilySpec.scores_16bit)
+            decoder_upcast = arch.is_decoder and not arch.spec.scores_16bit
             s.keep("probs", (4.0 + dt.attention if decoder_upcast else dt.attention) * scores, core=True)
             if self.attn_drop > 0:
                 s.keep("probs.mask", 1.0 * scores, core=True)

@@ -16,7 +16,10 @@ under 10 MiB, else the request rounded up to 2 MiB; best fit; a block split when
 freed blocks merged with free neighbours of the same segment) over one decoder step's tensor sequence at
 each record length of random orders of the run's samples (a log-normal with the dataset's mean and
 standard deviation), and returns the mean ratio of the run's reserved transient to one step's at its
-longest length. It carries no fitted constant: every size is the allocator's or the model's.
+longest length. The step's tensors are the estimate's own: what each layer keeps for backward comes from
+the block walk of ``gpuwise.memory.activations`` (so eager attention's scores, which grow with the square of
+the length, and a run without checkpointing keep what autograd keeps), the head and loss from its logits
+sizes. It carries no fitted constant: every size is the allocator's or the model's.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from statistics import NormalDist
 from typing import Literal
 
 from gpuwise.catalog import ModelArch
+from gpuwise.memory.activations import logits_bytes, output_vocab, saved_per_token
+from gpuwise.memory.frameworks import profile_for_workload
+from gpuwise.memory.regime import regime_for
 from gpuwise.units import GiB, MiB
 from gpuwise.workload import Workload
 
@@ -49,9 +55,10 @@ OverLength = Literal["truncate", "drop"]
 # assumption the note states; 1,000 is the sampled run of ms-swift's memory benchmark
 # (scripts/benchmark/test_memory_time/run_single.py, train_dataset_sample). Records grow as ln(samples).
 DEFAULT_SAMPLES = 1000
-# Random orders averaged (fixed seeds: the same workload always gets the same figure). The reserve of one
-# order scatters widely (10th-90th percentile 0.7-1.3x the mean for a 2,048-token cap): the mean is the
-# expected figure, not a bound.
+# Orders averaged (fixed: the same workload always gets the same figure). The reserve of one order scatters
+# widely (standard deviation about 0.2x the mean for a 2,048-token cap): the mean is the expected figure, not
+# a bound. Measured convergence (benchmarks/validate_memory.py over four disjoint sets of 64 or 128 orders):
+# all-rows p90 15.62-15.79 %, the ms-swift rows' factors within about +-2 % of their 256-order means.
 ORDERS = 64
 
 # c10/cuda/CUDACachingAllocator.cpp (torch 2.1-2.5): kMinBlockSize, kSmallSize, kLargeBuffer,
@@ -139,79 +146,114 @@ class _Pool:
 
 @dataclass(frozen=True)
 class StepShape:
-    """One decoder step's tensor sizes per token (bytes): hidden, attention projections, MLP, vocabulary
-    (the logits' forward and backward bytes per element), layer count and whether layers are recomputed."""
+    """One decoder step's tensor sizes per token (bytes): hidden, attention projections, MLP, the tensors one
+    layer keeps for backward (its attention half and MLP half per token, the eager attention scores per token
+    and per token of the sequence; gpuwise.memory.activations.saved_per_token), the head and loss
+    (forward tensors, backward gradients), layer count and whether layers are recomputed."""
 
     hidden_bytes: float
     qkv_bytes: float
     attn_out_bytes: float
     mlp_bytes: float
+    saved_attention: tuple[float, ...]
+    saved_mlp: tuple[float, ...]
+    saved_scores: tuple[float, ...]
     logits_fwd_bytes: tuple[float, ...]
-    logits_bwd_bytes: float
+    logits_bwd_bytes: tuple[float, ...]
     layers: int
     recompute: bool
 
 
-def _forward(pool: _Pool, s: StepShape, t: int) -> tuple[list[_Block], list[tuple[_Block, ...]]]:
+def _layer_forward(pool: _Pool, s: StepShape, t: int, seq: int) -> tuple[list[_Block], list[_Block], _Block]:
+    """One layer's forward: its kept tensors (attention half with the scores, MLP half) and its output; the
+    norm outputs, projections' outputs and the residual sum are freed as autograd frees them."""
     m, f = pool.malloc, pool.release
-    inputs = [m(t * s.hidden_bytes)]
-    saved: list[tuple[_Block, ...]] = []
+    n1 = m(t * s.hidden_bytes)
+    attn = [m(t * b) for b in s.saved_attention] + [m(t * seq * b) for b in s.saved_scores]
+    f(n1)
+    p = m(t * s.hidden_bytes)
+    mid = m(t * s.hidden_bytes)
+    f(p)
+    n2 = m(t * s.hidden_bytes)
+    mlp = [m(t * b) for b in s.saved_mlp]
+    prod = m(t * s.mlp_bytes)
+    f(n2)
+    d = m(t * s.hidden_bytes)
+    f(prod)
+    out = m(t * s.hidden_bytes)
+    f(d)
+    f(mid)
+    return attn, mlp, out
+
+
+def _step(pool: _Pool, s: StepShape, tokens: int, seq: int) -> None:
+    """Allocate and free one training step's activations, logits and gradients in autograd's order
+    (``tokens`` = batch x ``seq``)."""
+    m, f = pool.malloc, pool.release
+    inputs = [m(tokens * s.hidden_bytes)]
+    saved: list[tuple[list[_Block], list[_Block]]] = []
     for _ in range(s.layers):
-        a, q, o, p = m(t * s.hidden_bytes), m(t * s.qkv_bytes), m(t * s.attn_out_bytes), m(t * s.hidden_bytes)
-        x2, a2 = m(t * s.hidden_bytes), m(t * s.hidden_bytes)
-        g, u, act, d = m(t * s.mlp_bytes), m(t * s.mlp_bytes), m(t * s.mlp_bytes), m(t * s.hidden_bytes)
-        inputs.append(m(t * s.hidden_bytes))
-        f(p)
-        f(d)
+        attn, mlp, out = _layer_forward(pool, s, tokens, seq)
+        inputs.append(out)
         if s.recompute:
-            for b in (a, q, o, x2, a2, g, u, act):
+            for b in attn + mlp:
                 f(b)
         else:
-            saved.append((a, q, o, x2, a2, g, u, act))
-    return inputs, saved
-
-
-def _step(pool: _Pool, s: StepShape, tokens: int) -> None:
-    """Allocate and free one training step's activations, logits and gradients in autograd's order."""
-    m, f = pool.malloc, pool.release
-    inputs, saved = _forward(pool, s, tokens)
+            saved.append((attn, mlp))
     head = [m(tokens * s.hidden_bytes)] + [m(tokens * b) for b in s.logits_fwd_bytes]
-    grad_logits = m(tokens * s.logits_bwd_bytes)
-    for b in head[1:]:
+    for b in head[2:]:
+        f(b)
+    grads = [m(tokens * b) for b in s.logits_bwd_bytes]
+    f(head[1])
+    for b in grads[:-1]:
         f(b)
     grad = m(tokens * s.hidden_bytes)
-    f(grad_logits)
+    f(grads[-1])
     f(head[0])
     for layer in reversed(range(s.layers)):
         if s.recompute:
-            kept = tuple(
-                m(tokens * b)
-                for b in (s.hidden_bytes, s.qkv_bytes, s.attn_out_bytes, s.hidden_bytes, s.hidden_bytes)
-                + (s.mlp_bytes,) * 3
-            )
+            attn, mlp, out = _layer_forward(pool, s, tokens, seq)
+            f(out)
         else:
-            kept = saved.pop()
-        a, q, o, x2, a2, g, u, act = kept
+            attn, mlp = saved.pop()
         dm, dg, du = m(tokens * s.mlp_bytes), m(tokens * s.mlp_bytes), m(tokens * s.mlp_bytes)
-        for b in (dm, act, g, u):
-            f(b)
-        da2 = m(tokens * s.hidden_bytes)
-        for b in (dg, du, a2):
+        f(dm)
+        for b in mlp:
             f(b)
         dx2 = m(tokens * s.hidden_bytes)
-        f(da2)
+        for b in (dg, du):
+            f(b)
         f(grad)
         d_o, dq = m(tokens * s.attn_out_bytes), m(tokens * s.qkv_bytes)
-        for b in (d_o, o):
+        d_scores = [m(tokens * seq * b) for b in s.saved_scores]
+        for b in d_scores:
             f(b)
+        f(d_o)
         da = m(tokens * s.hidden_bytes)
-        for b in (dq, q, a):
+        f(dq)
+        for b in attn:
             f(b)
         grad = m(tokens * s.hidden_bytes)
-        for b in (da, x2, dx2, inputs[layer + 1]):
+        for b in (da, dx2, inputs[layer + 1]):
             f(b)
     f(grad)
     f(inputs[0])
+
+
+def _halton(index: int, base: int) -> float:
+    """The ``index``-th point (from 1) of the van der Corput sequence in ``base``: evenly spread in (0, 1)."""
+    point, scale = 0.0, 1.0
+    while index > 0:
+        scale /= base
+        point += scale * (index % base)
+        index //= base
+    return point
+
+
+# Bases of the quasi-random coordinates of the top records' (quantile, position) pairs: the three longest
+# records set most of the reserve, so their draws are spread evenly over the orders (a Halton sequence)
+# instead of left to chance; later records draw from the order's seeded generator.
+HALTON_BASES = (2, 3, 5, 7, 11, 13)
 
 
 def record_lengths(
@@ -226,25 +268,28 @@ def record_lengths(
     """The record-setting step lengths (tokens per sample, ascending) of one random order of ``samples``
     samples from a log-normal of the given mean and standard deviation, batched ``batch`` at a time and
     padded to each batch's longest; samples over ``cap`` are cut to it (``truncate``) or left out
-    (``drop``). Drawn record by record (the next record is uniform above the last in quantile space, after a
-    geometric wait), so a run of any length costs its ~ln(steps) records; ``seed`` fixes the order."""
+    (``drop``). Drawn from the top down, record by record: the longest step is the maximum of all steps, at a
+    uniform position; the record before it is the maximum of the steps before that position (all below it),
+    and so on, so a run of any length costs its ~ln(steps) records. ``seed`` picks the order: the point of a
+    Halton sequence for the three longest records, the seed of a generator for the rest."""
     rng = random.Random(seed)
     sigma = math.sqrt(math.log(1.0 + (std / mean) ** 2)) if std > 0 else 1e-6
     mu = math.log(mean) - sigma * sigma / 2
     nd = NormalDist()
     below = nd.cdf((math.log(cap) - mu) / sigma)  # share of samples within the cap
-    steps = max(1.0, (samples * below if over_length == "drop" else samples) / batch)
+    kept = below if over_length == "drop" else 1.0
+    count = max(1, round(samples * kept / batch))  # steps at or before the record being drawn
+    draws = iter([_halton(seed + 1, base) for base in HALTON_BASES])
     lengths: list[int] = []
-    u, index = rng.random(), 1.0  # quantile of the step's longest sample among the step maxima
-    while index <= steps:
-        q = u ** (1.0 / batch) * (below if over_length == "drop" else 1.0)  # ... among single samples
+    top = 1.0  # quantile of the record above among the step maxima
+    while count >= 1:
+        top *= next(draws, rng.random()) ** (1.0 / count)  # the maximum of `count` steps below the last
+        q = top ** (1.0 / batch) * kept  # ... among single samples
         if q >= below:
             lengths.append(cap)
-            break
-        lengths.append(max(1, round(math.exp(mu + sigma * nd.inv_cdf(max(q, 1e-12))))))
-        above = 1.0 - u
-        index += 1 + math.floor(math.log(1.0 - rng.random()) / math.log1p(-above)) if above < 1 else 1
-        u += above * rng.random()
+        else:
+            lengths.append(max(1, round(math.exp(mu + sigma * nd.inv_cdf(max(q, 1e-12))))))
+        count = math.floor(next(draws, rng.random()) * count)  # steps before it: a uniform position
     return sorted(set(lengths))
 
 
@@ -257,10 +302,10 @@ def variable_length_factor(shape: StepShape, orders: tuple[tuple[int, ...], ...]
     for lengths in orders:
         run = _Pool()
         for length in lengths:
-            _step(run, shape, length * batch)
+            _step(run, shape, length * batch, length)
         if lengths[-1] not in single_peak:
             single = _Pool()
-            _step(single, shape, lengths[-1] * batch)
+            _step(single, shape, lengths[-1] * batch, lengths[-1])
             single_peak[lengths[-1]] = single.peak
         ratios.append(run.peak / single_peak[lengths[-1]] if single_peak[lengths[-1]] else 1.0)
     return max(1.0, sum(ratios) / len(ratios))
@@ -271,18 +316,28 @@ STEP_COMPONENTS = ("activations", "logits_loss", "temporaries", "kv_cache")
 
 
 def step_shape(arch: ModelArch, w: Workload) -> StepShape:
-    """A decoder step's tensors per token: 16-bit activations (fp32 when the workload computes in fp32),
-    the Hugging Face causal-LM loss on the logits (16-bit logits, an fp32 log-softmax, a 16-bit gradient)."""
+    """A decoder step's tensors per token: 16-bit activations (fp32 when the workload computes in fp32), what
+    each layer keeps (the estimate's own block walk), and the head and loss the estimate sizes (its forward
+    and backward peaks per logit: the head output, then the rest of the forward peak as two tensors; in
+    backward, the loss gradients and the head output's gradient)."""
+    regime = regime_for(w)
+    profile = profile_for_workload(w)
     act = 4.0 if w.precision == "fp32" else 2.0
     experts = max(arch.experts_per_token, 1) if arch.is_moe else 1
-    vocab = arch.vocab_size
+    kept = saved_per_token(arch, w, regime, profile)
+    fwd, bwd = logits_bytes(arch, w, regime, profile, 1, 1)
+    head = act * output_vocab(arch) / w.tp
+    rest = max(fwd - head, 0.0)
     return StepShape(
         hidden_bytes=act * arch.hidden_size,
         qkv_bytes=act * (arch.q_dim + 2 * arch.kv_dim),
         attn_out_bytes=act * arch.q_dim,
         mlp_bytes=act * arch.intermediate_size * experts,
-        logits_fwd_bytes=(act * vocab, 4.0 * vocab),
-        logits_bwd_bytes=act * vocab,
+        saved_attention=kept.attention,
+        saved_mlp=kept.mlp,
+        saved_scores=kept.scores,
+        logits_fwd_bytes=(head, rest / 2, rest / 2),
+        logits_bwd_bytes=(max(bwd - 2 * head, 0.0), head),
         layers=arch.num_layers,
         recompute=w.grad_checkpointing != "none",
     )
