@@ -35,6 +35,11 @@ for _folder in sorted(Path(__file__).parent.iterdir()):
 # `gpuwise trace` caches per-rank summaries beside the run store: tests run without it unless they
 # point GPUWISE_TRACE_CACHE at a file of their own (tests/trace/test_trace_scale.py).
 os.environ.setdefault("GPUWISE_TRACE_CACHE", "off")
+# Child processes (the CLI, scripts, servers, the guide's checks) keep their compiled bytecode: where the
+# environment sets PYTHONDONTWRITEBYTECODE, every `python -m gpuwise` would recompile the package (~0.2 s
+# of CPU per child, hundreds of children per run). The .pyc files go to __pycache__ beside the sources
+# (git-ignored), as on any machine without that variable; this process keeps its own setting.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 TRACES = REPO / "tests" / "data" / "traces"  # the project's own traces and HTA measurements
 HARDWARE_SKIP = "needs hardware:"
 ALLOWED_SKIPS = (HARDWARE_SKIP, THIRD_PARTY_SKIP, SARIF_SKIP)  # what GPUWISE_STRICT_SKIPS lets pass

@@ -119,19 +119,35 @@ class StepModel:
             if eager
             else 0.0
         )
+        self._is_decoder = arch.is_decoder
+        self._weight_terms()
 
     def weight_bytes_read(self, tokens: float) -> float:
         """Weights streamed by one step on one GPU: MoE layers read only the experts tokens hit."""
+        blocks: float = self._block_params
+        if self._is_moe:
+            experts_total = self._experts_total
+            touched = 1 - self._expert_miss ** max(tokens, 1)
+            blocks = blocks - experts_total + experts_total * touched
+        return (
+            blocks * self._block_weight_bytes + self._lm_head_params * self._other_weight_bytes
+        ) / self.shards
+
+    def _weight_terms(self) -> None:
+        """The token-independent parts of ``weight_bytes_read`` (a serving simulation asks for it per
+        step: parameter counts once, not per call)."""
         arch, num = self.arch, self.num
-        blocks = block_linear_params(arch)
-        lm_head = arch.vocab_size * arch.hidden_size if arch.is_decoder else 0
+        self._block_params = block_linear_params(arch)
+        self._lm_head_params = arch.vocab_size * arch.hidden_size if arch.is_decoder else 0
+        self._block_weight_bytes, self._other_weight_bytes = num.block_weight_bytes, num.other_weight_bytes
+        self._is_moe, self._experts_total, self._expert_miss = arch.is_moe, 0, 1.0
         if arch.is_moe:
             counts = arch.param_counts()
-            experts_total = counts.num_layers * (counts.per_layer_mlp - arch.hidden_size * arch.num_experts)
+            self._experts_total = counts.num_layers * (
+                counts.per_layer_mlp - arch.hidden_size * arch.num_experts
+            )
             k, e = arch.experts_per_token or 1, arch.num_experts
-            touched = 1 - (1 - k / e) ** max(tokens, 1)
-            blocks = blocks - experts_total + experts_total * touched
-        return (blocks * num.block_weight_bytes + lm_head * num.other_weight_bytes) / self.shards
+            self._expert_miss = 1 - k / e
 
     def step(
         self,
@@ -166,7 +182,7 @@ class StepModel:
             else:
                 memory += att_m
         if prefill_tokens:
-            causal = self.arch.is_decoder
+            causal = self._is_decoder
             pre_flops = (
                 prefill_tokens * attention_flops_per_token(self.arch, prefill_context, causal) / self.shards
             )

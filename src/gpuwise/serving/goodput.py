@@ -5,6 +5,7 @@ bisection over simulated rates; and the check of one simulated run against the S
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from gpuwise.diagnose import thresholds as th
@@ -14,6 +15,7 @@ from gpuwise.workload.serving import SloTarget
 
 __all__ = [
     "FLOOR_FRACTION",
+    "GOODPUT_CACHE_SIZE",
     "SATURATION_RATE",
     "SEARCH_PROBES",
     "Goodput",
@@ -59,10 +61,29 @@ class Goodput:
     simulations: int
 
 
+GOODPUT_CACHE_SIZE = 2048  # searches kept per process (~0.3 KB each); a serving plan makes ~200
+_searched: dict[tuple[Hashable, ...], Goodput] = {}
+
+
 def search_goodput(replica: Replica, draws: RequestDraws, slo: tuple[SloTarget, ...]) -> Goodput:
     """Largest rate meeting ``slo``, within ~4 %: log-scale bisection between 1/64 of the saturated
-    throughput and the saturated throughput (at most ``SEARCH_PROBES`` + 2 simulations)."""
+    throughput and the saturated throughput (at most ``SEARCH_PROBES`` + 2 simulations).
+
+    A pure function of the replica's inputs (workload, GPU, architecture), the draws and the SLO, so a
+    process that plans the same demand again (another output format, a library caller) reuses the
+    search: at most ``GOODPUT_CACHE_SIZE`` are kept, the oldest dropped first."""
     slo = effective_slo(slo)
+    key = (replica.workload, replica.gpu, replica.model.arch, draws, slo)
+    found = _searched.get(key)
+    if found is None:
+        found = _search(replica, draws, slo)
+        if len(_searched) >= GOODPUT_CACHE_SIZE:
+            del _searched[next(iter(_searched))]
+        _searched[key] = found
+    return found
+
+
+def _search(replica: Replica, draws: RequestDraws, slo: tuple[SloTarget, ...]) -> Goodput:
     flat_out = simulate(replica, draws, SATURATION_RATE)
     saturation = flat_out.throughput_rps
     if saturation <= 0:

@@ -198,29 +198,34 @@ class _Run:
 
     def run(self) -> SimResult:
         max_events = MAX_EVENTS_PER_REQUEST * self.n
+        arrive, make_room, schedule_prefill = self._arrive, self._make_room, self._schedule_prefill
+        iteration, advance = self._iteration, self._advance
+        prefill_priority = not self.cfg.chunked_prefill and not self.cfg.decode_during_prefill
         while self.events < max_events:
             self.events += 1
-            self._arrive()
+            arrive()
             if not self.decoders and not self.prefilling and not self.waiting:
                 if not self._idle_until_next_arrival():
                     break
                 continue
-            n_dec, used = self._make_room()
-            chunks = self._schedule_prefill(n_dec, used)
-            if not self.cfg.chunked_prefill and chunks and not self.cfg.decode_during_prefill:
+            n_dec, used = make_room()
+            chunks = schedule_prefill(n_dec, used)
+            if prefill_priority and chunks:
                 n_dec = 0  # prefill-priority iteration: decodes wait (vLLM without chunked prefill)
             if not chunks and not n_dec:
                 if not self._idle_until_next_arrival():
                     break  # waiting requests can never be admitted: larger than the KV cache
                 continue
-            step, jumps = self._iteration(n_dec, used, chunks)
-            self._advance(n_dec, step, jumps, chunks)
+            step, jumps = iteration(n_dec, used, chunks)
+            advance(n_dec, step, jumps, chunks)
         return self._result()
 
     def _arrive(self) -> None:
-        while self.nxt < self.n and self.arrival[self.nxt] <= self.now:
-            self.waiting.append(self.nxt)
-            self.nxt += 1
+        nxt, n, arrival, now = self.nxt, self.n, self.arrival, self.now
+        while nxt < n and arrival[nxt] <= now:
+            self.waiting.append(nxt)
+            nxt += 1
+        self.nxt = nxt
 
     def _idle_until_next_arrival(self) -> bool:
         if self.nxt >= self.n:
@@ -244,11 +249,11 @@ class _Run:
 
     def _schedule_prefill(self, n_dec: int, used: float) -> list[tuple[int, int]]:
         """Prefill chunks for this iteration: running prefills first, then admissions (FCFS)."""
+        chunks: list[tuple[int, int]] = []
+        if not self.waiting and not self.prefilling:
+            return chunks  # nothing to prefill (most iterations: decode only)
         cfg = self.cfg
         budget = cfg.max_num_batched_tokens - n_dec * self.per_decode
-        chunks: list[tuple[int, int]] = []
-        if not (cfg.chunked_prefill or not n_dec or self.waiting or self.prefilling):
-            return chunks
         need, done = self.need_pre, self.done_pre
         free = self.cap_tokens - used - n_dec * self.g
         for i in self.prefilling:
@@ -285,62 +290,66 @@ class _Run:
         replica, g = self.replica, self.g
         ctx = (self.ctx_base + n_dec * self.d_clock) / n_dec if n_dec else 0.0
         if chunks:
-            tokens = sum(c for _, c in chunks)
+            tokens = weighted = 0  # token counts: integers, exact in any order
             total, need, done = self.prompt_total, self.need_pre, self.done_pre
-            pre_ctx = sum((total[i] - need[i] + done[i] + c) * c for i, c in chunks) / tokens
-            return replica.iteration_s(n_dec, ctx, tokens, pre_ctx), 1
-        step = replica.iteration_s(n_dec, ctx, 0, 0.0)
-        jumps = math.ceil((self.heap[0][0] - self.d_clock) / g - 1e-9) if self.heap else 1
+            for i, c in chunks:
+                tokens += c
+                weighted += (total[i] - need[i] + done[i] + c) * c
+            return replica.iteration_s(n_dec, ctx, tokens, weighted / tokens), 1
+        heap = self.heap
+        jumps = math.ceil((heap[0][0] - self.d_clock) / g - 1e-9) if heap else 1
         jumps = min(jumps, int((self.cap_tokens - used) // (n_dec * g)) or 1)
-        admissible = n_dec + len(self.prefilling) < self.cfg.max_num_seqs and not self.waiting
-        if admissible and self.nxt < self.n:
+        if self.nxt < self.n and not self.waiting and n_dec + len(self.prefilling) < self.cfg.max_num_seqs:
+            step = replica.iteration_s(n_dec, ctx, 0, 0.0)  # an arrival could be admitted: stop there
             jumps = min(jumps, max(1, math.ceil((self.arrival[self.nxt] - self.now) / step)))
-        jumps = max(1, jumps)
-        if jumps > 1:
-            step = replica.iteration_s(n_dec, ctx + jumps * g / 2, 0, 0.0)
-        return step, jumps
+            if jumps <= 1:
+                return step, 1
+        if jumps > 1:  # timed at the run's middle context
+            return replica.iteration_s(n_dec, ctx + jumps * g / 2, 0, 0.0), jumps
+        return replica.iteration_s(n_dec, ctx, 0, 0.0), 1
 
     def _advance(self, n_dec: int, step: float, jumps: int, chunks: list[tuple[int, int]]) -> None:
         elapsed = step * jumps
         self.iterations += jumps
-        self.now += elapsed
+        now = self.now = self.now + elapsed
         self.busy += elapsed
         self.batch_time += n_dec * elapsed
         if n_dec:
-            self.d_clock += self.g * jumps
-            heap = self.heap
-            while heap and heap[0][0] <= self.d_clock + 1e-9:
+            d_clock = self.d_clock = self.d_clock + self.g * jumps
+            heap, version, decoders, finish = self.heap, self.version, self.decoders, self.finish
+            while heap and heap[0][0] <= d_clock + 1e-9:
                 _, i, ver = heapq.heappop(heap)
-                if ver != self.version[i] or i not in self.decoders:
+                if ver != version[i] or i not in decoders:
                     continue
                 self._leave_decoders(i)
-                self.finish[i] = self.now
+                finish[i] = now
                 self.completed += 1
+        done, first = self.done_pre, self.first
         for i, c in chunks:
-            self.done_pre[i] += c
+            done[i] += c
             self.kv_prefill += c
-            if self.done_pre[i] >= self.need_pre[i]:
+            if done[i] >= self.need_pre[i]:
                 del self.prefilling[i]
-                self.kv_prefill -= self.done_pre[i]
-                if self.first[i] == math.inf:
-                    self.first[i] = self.now
+                self.kv_prefill -= done[i]
+                if first[i] == math.inf:
+                    first[i] = now
                     self.gen[i] = 1.0  # the prefill's last step emits the first token
                 self._join_decoders(i)
 
     # --- requests moving between the queues -----------------------------------------------------
 
     def _join_decoders(self, i: int) -> None:
-        gen, d = self.gen, self.d_clock
-        if gen[i] >= self.out[i]:
+        gen_i, d, out_i = self.gen[i], self.d_clock, self.out[i]
+        if gen_i >= out_i:
             self.finish[i] = self.now
             self.completed += 1
             return
         self.decoders[i] = None
         self.d_join[i] = d
-        self.ctx_base += self.prompt_total[i] + gen[i] - d
-        self.kv_base += self.prompt_new[i] + gen[i] - d
-        self.version[i] += 1
-        heapq.heappush(self.heap, (d + (self.out[i] - gen[i]) / self.g, i, self.version[i]))
+        self.ctx_base += self.prompt_total[i] + gen_i - d
+        self.kv_base += self.prompt_new[i] + gen_i - d
+        version = self.version[i] = self.version[i] + 1
+        heapq.heappush(self.heap, (d + (out_i - gen_i) / self.g, i, version))
 
     def _leave_decoders(self, i: int) -> None:
         del self.decoders[i]
