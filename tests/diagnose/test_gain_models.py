@@ -100,6 +100,26 @@ def test_straggler_gain_is_the_median_step_over_the_middle_half_of_what_remains_
     assert "middle half" in f.gain.note
 
 
+def test_straggler_gain_high_end_drops_the_late_ranks_own_wait():
+    """ddp_like with rank 1 30 ms slow, as measured on 2 cores: the late rank itself waits ~5 ms a step
+    (its peers slept through the delay and must wake), the others ~35 ms of a 40 ms step. Removing the
+    delay gave a 3.5 ms step quiet (11.3x), 8.2 ms at load 4 (4.9x): the range runs from the step less
+    the gap (10 ms: 4x) to the step less all the others' wait (5 ms: 8x), not the gap alone (4x)."""
+    steps = 20
+    waits = {0: [0.034 + 0.002 * (i % 2) for i in range(steps)], 1: [0.005] * steps}
+    ev = Evidence.flat(
+        source="profile",
+        rank_step_time_s={0: 0.040, 1: 0.040},
+        rank_comm_time_s={r: sum(w) / steps for r, w in waits.items()},
+        rank_comm_steps_s=waits,
+        step_times_s=[0.040] * steps,
+    )
+    f = found(ev)["straggler"]
+    assert f.gain.low == pytest.approx(0.040 / (0.040 - 0.029), rel=0.01)
+    assert f.gain.high == pytest.approx(0.040 / (0.040 - 0.035), rel=0.01)
+    assert "all their wait" in f.gain.note and "cannot be narrow" in f.gain.note
+
+
 def _leak(heap_per_step: float, rss_per_step: float, steps: int = 50) -> Evidence:
     """nanoGPT's loss_history.append(loss) measured at the default window: heap +50 KiB/step on 128 MiB,
     RSS +1 MiB/step on 330 MiB (the kept autograd nodes pin the allocator's pages)."""
