@@ -120,6 +120,24 @@ def test_straggler_gain_high_end_drops_the_late_ranks_own_wait():
     assert "all their wait" in f.gain.note and "cannot be narrow" in f.gain.note
 
 
+def test_straggler_gain_low_end_on_a_busy_machine_counts_the_late_rank_computing_beside_the_others():
+    """CPU ranks on 2 cores with other processes busy on both: while rank 1 was late, rank 0 computed
+    with 3 runnable tasks (2/3 of a core); after the fix with 4 (1/2): the low end stretches by 4/3
+    (measured at load ~9: 2.6x against 3.5x from the step less the gap). Quiet: no stretch."""
+    steps = 20
+    waits = {0: [0.034 + 0.002 * (i % 2) for i in range(steps)], 1: [0.005] * steps}
+    base = dict(
+        source="profile", device="cpu", cpu_count=2, rank_step_time_s={0: 0.040, 1: 0.040},
+        rank_comm_time_s={r: sum(w) / steps for r, w in waits.items()}, rank_comm_steps_s=waits,
+        step_times_s=[0.040] * steps,
+    )  # fmt: skip
+    busy = found(Evidence.flat(**base, other_cpu_pct=100.0))["straggler"]
+    quiet = found(Evidence.flat(**base, other_cpu_pct=0.0))["straggler"]
+    assert quiet.gain.low == pytest.approx(0.040 / 0.011, rel=0.01)
+    assert busy.gain.low == pytest.approx(0.040 / (0.011 * 4 / 3), rel=0.01)
+    assert busy.gain.high == quiet.gain.high
+
+
 def _leak(heap_per_step: float, rss_per_step: float, steps: int = 50) -> Evidence:
     """nanoGPT's loss_history.append(loss) measured at the default window: heap +50 KiB/step on 128 MiB,
     RSS +1 MiB/step on 330 MiB (the kept autograd nodes pin the allocator's pages)."""
