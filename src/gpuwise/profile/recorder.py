@@ -480,7 +480,13 @@ class Recorder:
             self._extend_warmup(n + 1)
             return
         self._drain = None
-        if n > drain.step + 1:
+        if n > drain.step + 1 and seen and seen[-1] >= seen[0]:
+            self.notes.append(
+                f"warm-up extended to {n} steps to see whether the DataLoader workers' ready batches "
+                f"({seen[0]}) drain after the profiler's {drain.pause_s * 1000:.0f} ms listing of live "
+                "tensors: they did not (the loader keeps ahead of the loop)"
+            )
+        elif n > drain.step + 1:
             self.notes.append(
                 f"warm-up extended to {n} steps: the profiler's listing of live tensors paused the loop "
                 f"{drain.pause_s * 1000:.0f} ms while the DataLoader workers queued batches "
