@@ -56,6 +56,20 @@ def test_a_worker_on_a_crowded_machine_gains_at_least_the_fair_share_and_the_ran
     assert "bursts" in f.gain.note and "cannot be narrow" in f.gain.note
 
 
+def test_an_io_loader_queued_for_a_core_after_its_wake_ups_widens_the_high_end():
+    """vision_like --io-wait-ms 2 under two CPU burners: 67 % of the step waits on a sleeping loader whose
+    waits were 46 % queued for a core; 2 workers gave 3.76x against the 2.95x overlap bound: each worker
+    takes its own scheduler share, so the high end widens by them."""
+    base = dict(
+        source="profile", device="cpu", input_wait_pct=67.45, loader_num_workers=0, cpu_count=2,
+        loader_wait_cpu_pct=10, cpu_util_pct=8, other_cpu_pct=95,
+    )  # fmt: skip
+    f = found(Evidence.flat(**base, loader_runq_pct=46.1))["input_bound"]
+    assert f.metrics["suggested_num_workers"] == 2 and f.gain.high >= 3.76
+    calm = found(Evidence.flat(**base, loader_runq_pct=20))["input_bound"]
+    assert calm.gain.high < f.gain.high
+
+
 def test_a_short_step_keeps_each_batchs_hand_off_from_the_worker_on_the_training_thread():
     """Quiet 2 cores, 72 % loading in a 10 ms step, a batch of 2 small tensors: with workers the training
     thread still receives each batch (0.37 + 2 x 0.30 ms of CPU, benchmarks/loader_handoff.py) and each
