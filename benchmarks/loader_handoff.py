@@ -5,8 +5,10 @@ receives it (pipe read, unpickling, one file-descriptor round trip per tensor st
 training thread does in ``DataLoader.__next__`` even when a batch is ready, and which a run with
 ``num_workers=0`` never shows. The consumer here sleeps between batches so the worker stays ahead
 (the queue is non-empty): the training thread's CPU inside ``__next__`` is then exactly the hand-off.
-The worker's extra CPU per batch (its schedstat over the batches, less the same batches fetched
-in-process) is the sending side.
+The time ``__next__`` spends blocked (wall less CPU less the wait for a core, from
+``/proc/thread-self/schedstat``) is the round trip to the worker per storage, also load-free. The
+worker's extra CPU per batch (its schedstat over the batches, less the same batches fetched in-process)
+is the sending side.
 
 CPU seconds (``time.thread_time``, ``/proc/<pid>/schedstat``) are what it compares, so a loaded
 machine stretches the wall figures but not these. Prints one row per batch shape and a least-squares
@@ -48,6 +50,12 @@ def _schedstat_cpu_s(pid: int) -> float:
         return int(fh.read().split()[0]) / 1e9
 
 
+def _thread_runq_s() -> float:
+    """Seconds this thread was runnable but waiting for a core (schedstat's second field)."""
+    with open("/proc/thread-self/schedstat") as fh:
+        return int(fh.read().split()[1]) / 1e9
+
+
 def measure(shape: tuple[int, ...], count: int, batches: int) -> dict[str, float]:
     """Median training-thread CPU per batch in ``__next__`` (queue non-empty), the worker's CPU per batch,
     and the in-process fetch CPU per batch, all in ms."""
@@ -63,15 +71,23 @@ def measure(shape: tuple[int, ...], count: int, batches: int) -> dict[str, float
     next(it)
     pid = it._workers[0].pid
     time.sleep(0.3)
-    cpu, worker0 = [], _schedstat_cpu_s(pid)
+    cpu, blocked, worker0 = [], [], _schedstat_cpu_s(pid)
     for _ in range(batches):
         time.sleep(0.01)  # a slow step: the worker stays ahead
-        c0 = time.thread_time()
+        q0, w0, c0 = _thread_runq_s(), time.perf_counter(), time.thread_time()
         next(it)
-        cpu.append(time.thread_time() - c0)
+        c1, w1, q1 = time.thread_time(), time.perf_counter(), _thread_runq_s()
+        cpu.append(c1 - c0)
+        # off a CPU and not waiting for one: blocked on the worker (the fd round trip per storage)
+        blocked.append(max(0.0, (w1 - w0) - (c1 - c0) - (q1 - q0)))
     worker_ms = 1000 * (_schedstat_cpu_s(pid) - worker0) / batches
     del it
-    return {"main_ms": 1000 * statistics.median(cpu), "worker_ms": worker_ms, "fetch_ms": fetch_ms}
+    return {
+        "main_ms": 1000 * statistics.median(cpu),
+        "blocked_ms": 1000 * statistics.median(blocked),
+        "worker_ms": worker_ms,
+        "fetch_ms": fetch_ms,
+    }
 
 
 def main() -> int:
@@ -88,7 +104,8 @@ def main() -> int:
         rows.append((tensors, mib, m["main_ms"]))
         print(
             f"{count} x {shape} per sample, batch {BATCH}: {tensors} tensors, {mib:.2f} MiB: training thread "
-            f"{m['main_ms']:.3f} ms CPU/batch in __next__; worker {m['worker_ms']:.3f} ms CPU/batch "
+            f"{m['main_ms']:.3f} ms CPU/batch in __next__ (+{m['blocked_ms']:.3f} ms blocked); "
+            f"worker {m['worker_ms']:.3f} ms CPU/batch "
             f"(in-process fetch {m['fetch_ms']:.3f} ms: sending side +{m['worker_ms'] - m['fetch_ms']:.3f})",
             flush=True,
         )

@@ -41,6 +41,10 @@ SCRIPTS = Path(__file__).resolve().parent / "real_scripts"
 WARMUP = 3
 GAIN_TOLERANCE = 0.10  # measured gain may stray this far (relative) outside the predicted range: noise
 RUN_TIMEOUT_S = 300
+# steps the script runs beyond warm-up + window: the profiler extends warm-up by up to num_workers *
+# prefetch_factor steps (2 x 4 here) and more while they drain, when DataLoader workers queue batches during
+# its live-tensor listing (io_wait_loader: warm-up 3 -> 10-13 measured)
+SPARE_STEPS = 24
 # each script's own flag for DataLoader workers (the fix is applied in the script's terms)
 WORKER_FLAGS = {
     "hf_no_trainer_like.py": "--dataloader_num_workers",
@@ -193,7 +197,7 @@ def _script_results(text: str) -> list[dict[str, Any]]:
 
 def profile(scenario: Scenario, flags: tuple[str, ...], steps: int, store: Path) -> Run:
     """``gpuwise profile --json`` of the scenario's script with FLAGS (under torchrun when it is DDP)."""
-    script = [str(SCRIPTS / scenario.script), *flags, "--steps", str(WARMUP + steps + 2)]
+    script = [str(SCRIPTS / scenario.script), *flags, "--steps", str(WARMUP + steps + SPARE_STEPS)]
     launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     command = [sys.executable, *(launcher if scenario.torchrun else []), *script]
     gpuwise = [sys.executable, "-m", "gpuwise", "profile", "--json", "--steps", str(steps)]
@@ -215,7 +219,13 @@ def profile(scenario: Scenario, flags: tuple[str, ...], steps: int, store: Path)
 
 
 def run_bare(scenario: Scenario, flags: tuple[str, ...], steps: int) -> list[dict[str, Any]]:
-    argv = [sys.executable, str(SCRIPTS / scenario.script), *flags, "--steps", str(WARMUP + steps + 2)]
+    argv = [
+        sys.executable,
+        str(SCRIPTS / scenario.script),
+        *flags,
+        "--steps",
+        str(WARMUP + steps + SPARE_STEPS),
+    ]
     proc = subprocess.run(
         argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tempfile.gettempdir()
     )

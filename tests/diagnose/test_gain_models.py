@@ -56,6 +56,20 @@ def test_a_worker_on_a_crowded_machine_gains_at_least_the_fair_share_and_the_ran
     assert "bursts" in f.gain.note and "cannot be narrow" in f.gain.note
 
 
+def test_an_io_loader_queued_for_a_core_after_its_wake_ups_widens_the_high_end():
+    """vision_like --io-wait-ms 2 under two CPU burners: 67 % of the step waits on a sleeping loader whose
+    waits were 46 % queued for a core; 2 workers gave 3.76x against the 2.95x overlap bound: each worker
+    takes its own scheduler share, so the high end widens by them."""
+    base = dict(
+        source="profile", device="cpu", input_wait_pct=67.45, loader_num_workers=0, cpu_count=2,
+        loader_wait_cpu_pct=10, cpu_util_pct=8, other_cpu_pct=95,
+    )  # fmt: skip
+    f = found(Evidence.flat(**base, loader_runq_pct=46.1))["input_bound"]
+    assert f.metrics["suggested_num_workers"] == 2 and f.gain.high >= 3.76
+    calm = found(Evidence.flat(**base, loader_runq_pct=20))["input_bound"]
+    assert calm.gain.high < f.gain.high
+
+
 def test_a_short_step_keeps_each_batchs_hand_off_from_the_worker_on_the_training_thread():
     """Quiet 2 cores, 72 % loading in a 10 ms step, a batch of 2 small tensors: with workers the training
     thread still receives each batch (0.37 + 2 x 0.30 ms of CPU, benchmarks/loader_handoff.py) and each
@@ -98,6 +112,44 @@ def test_straggler_gain_is_the_median_step_over_the_middle_half_of_what_remains_
     assert f.gain.low == pytest.approx(0.037 / (0.037 - 0.0285), rel=0.01)
     assert f.gain.high == pytest.approx(0.037 / (0.037 - 0.0305), rel=0.01)
     assert "middle half" in f.gain.note
+
+
+def test_straggler_gain_high_end_drops_the_late_ranks_own_wait():
+    """ddp_like with rank 1 30 ms slow, as measured on 2 cores: the late rank itself waits ~5 ms a step
+    (its peers slept through the delay and must wake), the others ~35 ms of a 40 ms step. Removing the
+    delay gave a 3.5 ms step quiet (11.3x), 8.2 ms at load 4 (4.9x): the range runs from the step less
+    the gap (10 ms: 4x) to the step less all the others' wait (5 ms: 8x), not the gap alone (4x)."""
+    steps = 20
+    waits = {0: [0.034 + 0.002 * (i % 2) for i in range(steps)], 1: [0.005] * steps}
+    ev = Evidence.flat(
+        source="profile",
+        rank_step_time_s={0: 0.040, 1: 0.040},
+        rank_comm_time_s={r: sum(w) / steps for r, w in waits.items()},
+        rank_comm_steps_s=waits,
+        step_times_s=[0.040] * steps,
+    )
+    f = found(ev)["straggler"]
+    assert f.gain.low == pytest.approx(0.040 / (0.040 - 0.029), rel=0.01)
+    assert f.gain.high == pytest.approx(0.040 / (0.040 - 0.035), rel=0.01)
+    assert "all their wait" in f.gain.note and "cannot be narrow" in f.gain.note
+
+
+def test_straggler_gain_low_end_on_a_busy_machine_counts_the_late_rank_computing_beside_the_others():
+    """CPU ranks on 2 cores with other processes busy on both: while rank 1 was late, rank 0 computed
+    with 3 runnable tasks (2/3 of a core); after the fix with 4 (1/2): the low end stretches by 4/3
+    (measured at load ~9: 2.6x against 3.5x from the step less the gap). Quiet: no stretch."""
+    steps = 20
+    waits = {0: [0.034 + 0.002 * (i % 2) for i in range(steps)], 1: [0.005] * steps}
+    base = dict(
+        source="profile", device="cpu", cpu_count=2, rank_step_time_s={0: 0.040, 1: 0.040},
+        rank_comm_time_s={r: sum(w) / steps for r, w in waits.items()}, rank_comm_steps_s=waits,
+        step_times_s=[0.040] * steps,
+    )  # fmt: skip
+    busy = found(Evidence.flat(**base, other_cpu_pct=100.0))["straggler"]
+    quiet = found(Evidence.flat(**base, other_cpu_pct=0.0))["straggler"]
+    assert quiet.gain.low == pytest.approx(0.040 / 0.011, rel=0.01)
+    assert busy.gain.low == pytest.approx(0.040 / (0.011 * 4 / 3), rel=0.01)
+    assert busy.gain.high == quiet.gain.high
 
 
 def _leak(heap_per_step: float, rss_per_step: float, steps: int = 50) -> Evidence:

@@ -73,7 +73,12 @@ def test_a_custom_get_batch_before_the_forward_is_input_bound_with_a_prefetch_fi
     share = top["metrics"]["input_wait_pct"]  # rounded to 0.1 in the metrics: allow that much
     # overlapping the batch with the rest of the step can at most make the step the longer of the two
     assert 1.0 < top["gain"]["low"] <= 100 / max(share - 0.05, 100 - share - 0.05)
-    assert top["gain"]["high"] <= 100 / (100 - share - 0.05)
+    bound = 100 / (100 - share - 0.05)
+    if "scheduler share" in top["gain"]["note"]:
+        # a busy machine (other processes >= 25 % of the CPU): each worker also takes a scheduler share the
+        # run did not have, and the high end says so (failed once with a profile running beside it)
+        bound *= 1 + max(1, top["metrics"]["suggested_num_workers"] or 1)
+    assert top["gain"]["high"] <= bound
 
 
 def test_get_batch_between_forward_and_backward_as_in_nanogpt_is_named_by_its_frames(tmp_path):

@@ -212,8 +212,10 @@ LOADER_RUNQ_CONTENDED_PCT = 5.0
 # 2 workers gave 5.7x against a 2.4x overlap bound; on an idle machine a few %): half the wait. A training
 # thread queued that much is preempted mid-step, which one blocking on workers is not (0.86 -> 0.19 ms CPU
 # per Lightning step at load ~13; 1 worker 1.8-5.0x against a fair-share bound of 1.65x): the worker gain's
-# high end then widens by the workers' scheduler shares.
-LOADER_RUNQ_WAKEUP_PCT = 50.0
+# high end then widens by the workers' scheduler shares. 40, not half the wait: the same 2 ms-read loader
+# under two CPU burners (benchmarks/real_scripts.py --burners 2, load ~7) was queued 46 % and 2 workers gave
+# 3.76x against a 2.95x overlap bound (with profiles queued 66 % the gain was 2.4x the bound).
+LOADER_RUNQ_WAKEUP_PCT = 40.0
 LOADER_MAX_OTHER_TASKS = 64.0
 # Handing a batch from a DataLoader worker process to the training thread costs CPU on both sides, which
 # a num_workers=0 run never shows: the training thread reads the pipe, unpickles, and takes one

@@ -104,9 +104,11 @@ class KeptTensors:
 
     def __init__(self) -> None:
         self._before: list[weakref.ref] | None = None
+        self.marked = False  # mark() ran (once per window)
 
     def mark(self) -> None:
         """Note the ids of the tensors alive now (the window starts)."""
+        self.marked = True
         tensor = _tensor_type()
         if tensor is None:
             return

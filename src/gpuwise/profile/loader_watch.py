@@ -92,6 +92,29 @@ class LoaderWatch:
             else:
                 self._sched_ok = False
 
+    def queue_bound(self) -> int:
+        """The most batches the worker processes of the iterator seen last can hold ready
+        (``num_workers * prefetch_factor``): what they queue while the training thread is paused; 0
+        without an active multi-process iterator."""
+        if self._ref() is None or not self._it_workers:
+            return 0
+        workers, prefetch = self._info.get("num_workers") or 0, self._info.get("prefetch_factor") or 2
+        return int(workers) * int(prefetch)
+
+    def ready_batches(self) -> int | None:
+        """Batches the worker processes of the iterator seen last hold ready and the training thread has
+        not taken (its result queue plus results that arrived out of order); None without an active
+        multi-process iterator, or where the queue cannot tell its size (macOS)."""
+        it = self._ref()
+        if it is None or not self._it_workers:
+            return None
+        try:
+            queued = int(it._data_queue.qsize())
+        except (AttributeError, NotImplementedError, OSError, TypeError):
+            return None
+        stash = getattr(it, "_task_info", None) or {}
+        return queued + sum(1 for v in stash.values() if isinstance(v, tuple) and len(v) == 2)
+
     def _read_workers(self) -> None:
         now = perf_counter()
         for pid in self._it_workers:

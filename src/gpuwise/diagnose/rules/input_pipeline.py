@@ -29,7 +29,7 @@ from gpuwise.diagnose.rules.loader_advice import (
     suggested_workers,
     waits_on_io,
 )
-from gpuwise.diagnose.statistics import input_share_pct, typical_share_pct
+from gpuwise.diagnose.statistics import input_share_pct, step_spread, typical_share_pct
 
 __all__ = ["input_bound", "loader_cpu_saturated", "pageable_copies"]
 
@@ -219,6 +219,14 @@ def input_bound(ev: Evidence) -> Finding | None:
     )
     fix, snippet = _input_fix(ev, case)
     low, high = _input_gain(ev, case)
+    spread = step_spread(ev)
+    note = _input_gain_note(ev, case)
+    if spread is not None:
+        low, high = low * spread[0], high * spread[1]
+        note += (
+            f"; widened by the measured steps' quartiles ({100 * spread[0]:.0f}-{100 * spread[1]:.0f} % of "
+            "the median step): another run's typical step moves that much"
+        )
     return Finding(
         id="input_bound",
         title="The training loop waits for data",
@@ -244,7 +252,7 @@ def input_bound(ev: Evidence) -> Finding | None:
         },
         fix=fix,
         fix_snippet=snippet,
-        gain=Gain("throughput_x", low, high, _input_gain_note(ev, case)),
+        gain=Gain("throughput_x", low, high, note),
         source=ev.source,
         tools=("torch.utils.data.DataLoader", "NVIDIA DALI")
         if case.cpu_bound_full
