@@ -82,66 +82,123 @@ def _segment(n: int) -> int:
     return -(-n // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES
 
 
-class _Block:
-    __slots__ = ("free", "next", "prev", "size")
-
-    def __init__(self, size: int) -> None:
-        self.size, self.free = size, True
-        self.prev: _Block | None = None
-        self.next: _Block | None = None
+# A pool block is an index into the pool's arrays; a free block's key in the sorted free list is its size
+# shifted past the index, so best fit is one bisect on plain ints. Ties between equal sizes go to the
+# earlier-created block (a merge keeps the left block's index), the order the replay has always produced.
+_INDEX_BITS = 24  # 16 M blocks; keys stay within two 30-bit digits for sizes under 64 GiB
+_INDEX_MASK = (1 << _INDEX_BITS) - 1
 
 
 class _Pool:
-    """The large pool: best-fit over cached free blocks, new segments when none is large enough."""
+    """The large pool: best-fit over cached free blocks, new segments when none is large enough. Blocks live
+    in parallel lists (size, neighbours, free flag) rather than objects: a step runs ~2,500 allocations and
+    frees, and the replay runs hundreds of steps per estimate, so per-block objects and method calls were
+    nearly all of an estimate's time."""
 
     def __init__(self) -> None:
-        self.free: list[tuple[int, int, _Block]] = []
-        self.reserved = self.peak = 0
+        self.free: list[int] = []  # size << _INDEX_BITS | block, ascending
+        self.size: list[int] = []
+        self.prev: list[int] = []  # -1: first block of its segment
+        self.next: list[int] = []  # -1: last block of its segment
+        self.is_free: list[bool] = []
+        self.reserved = 0
 
-    def _add(self, b: _Block) -> None:
-        bisect.insort(self.free, (b.size, id(b), b))
+    @property
+    def peak(self) -> int:
+        """Segments are never returned, so the reserve only grows: its peak is its current value."""
+        return self.reserved
 
-    def _remove(self, b: _Block) -> None:
-        self.free.pop(bisect.bisect_left(self.free, (b.size, id(b), b)))
+    @classmethod
+    def of_segments(cls, segments: tuple[int, ...]) -> _Pool:
+        """A pool between steps: every block freed, so each segment is one free block; ``segments`` in the
+        order they were mapped, which keeps every later tie broken as in the run that mapped them."""
+        pool = cls()
+        pool.size = list(segments)
+        pool.prev = [-1] * len(segments)
+        pool.next = [-1] * len(segments)
+        pool.is_free = [True] * len(segments)
+        pool.free = sorted(n << _INDEX_BITS | i for i, n in enumerate(segments))
+        pool.reserved = sum(segments)
+        return pool
 
-    def malloc(self, nbytes: float) -> _Block:
-        n = _round(nbytes)
-        i = bisect.bisect_left(self.free, (n, 0))
-        if i < len(self.free):
-            b = self.free.pop(i)[2]
-        else:
-            size = _segment(n)
-            b = _Block(size)
-            self.reserved += size
-            self.peak = max(self.peak, self.reserved)
-        if b.size - n > SMALL_SIZE_BYTES:  # split: the tail stays cached
-            tail = _Block(b.size - n)
-            tail.prev, tail.next = b, b.next
-            if b.next:
-                b.next.prev = tail
-            b.next, b.size = tail, n
-            self._add(tail)
-        b.free = False
-        return b
+    def segments(self) -> tuple[int, ...]:
+        """The segment sizes in mapping order, once a step has freed every block (the pool's whole state)."""
+        heads = [i for i, before in enumerate(self.prev) if before == -1]  # a merged-away block has a left
+        if any(self.next[i] != -1 or not self.is_free[i] for i in heads):
+            raise RuntimeError("allocator replay: a step left a block allocated")
+        return tuple(self.size[i] for i in heads)
 
-    def release(self, b: _Block) -> None:
-        b.free = True
-        if b.prev is not None and b.prev.free:
-            self._remove(b.prev)
-            b = self._join(b.prev, b)
-        if b.next is not None and b.next.free:
-            self._remove(b.next)
-            b = self._join(b, b.next)
-        self._add(b)
+    def run(self, program: tuple[int, ...]) -> None:
+        """Replay a step's program (see ``_program``): a positive op allocates that many (rounded) bytes, a
+        negative op ``~k`` frees the k-th allocation of the program. Best fit, split and merge are inlined
+        with the pool's lists bound to locals: a call per operation was most of the replay's time."""
+        free, size, prev, nxt, is_free = self.free, self.size, self.prev, self.next, self.is_free
+        bisect_left, insort = bisect.bisect_left, bisect.insort
+        bits, mask, small = _INDEX_BITS, _INDEX_MASK, SMALL_SIZE_BYTES
+        if len(size) + 2 * len(program) > mask:  # an op creates at most two blocks; keys must not collide
+            raise OverflowError("allocator replay: too many blocks for the free-list keys")
+        held: list[int] = []
+        for op in program:
+            if op > 0:  # best fit; a new segment when no cached block is large enough
+                i = bisect_left(free, op << bits)
+                if i < len(free):
+                    b = free.pop(i) & mask
+                else:
+                    b = len(size)
+                    size.append(_segment(op))
+                    prev.append(-1)
+                    nxt.append(-1)
+                    is_free.append(True)
+                    self.reserved += size[b]
+                rest = size[b] - op
+                if rest > small:  # split: the tail stays cached
+                    tail, after = len(size), nxt[b]
+                    size.append(rest)
+                    prev.append(b)
+                    nxt.append(after)
+                    is_free.append(True)
+                    if after >= 0:
+                        prev[after] = tail
+                    nxt[b], size[b] = tail, op
+                    insort(free, rest << bits | tail)
+                is_free[b] = False
+                held.append(b)
+                continue
+            b = held[~op]  # free, merged with its free neighbours in the segment (the left one survives)
+            is_free[b] = True
+            left = prev[b]
+            if left >= 0 and is_free[left]:
+                del free[bisect_left(free, size[left] << bits | left)]
+                size[left] += size[b]
+                after = nxt[left] = nxt[b]
+                if after >= 0:
+                    prev[after] = left
+                b = left
+            right = nxt[b]
+            if right >= 0 and is_free[right]:
+                del free[bisect_left(free, size[right] << bits | right)]
+                size[b] += size[right]
+                after = nxt[b] = nxt[right]
+                if after >= 0:
+                    prev[after] = b
+            insort(free, size[b] << bits | b)
 
-    @staticmethod
-    def _join(left: _Block, right: _Block) -> _Block:
-        """Merge ``right`` into its neighbour ``left`` (same segment); returns ``left``."""
-        left.size += right.size
-        left.next = right.next
-        if right.next:
-            right.next.prev = left
-        return left
+
+class _Tape:
+    """Records a step's allocations and frees as a program for ``_Pool.run``: the step's sequence depends only
+    on its shape and length, so it is built once per length, with every size rounded once."""
+
+    def __init__(self) -> None:
+        self.ops: list[int] = []
+        self.count = 0
+
+    def malloc(self, nbytes: float) -> int:
+        self.ops.append(_round(nbytes))
+        self.count += 1
+        return self.count - 1
+
+    def release(self, k: int) -> None:
+        self.ops.append(~k)
 
 
 @dataclass(frozen=True)
@@ -164,7 +221,7 @@ class StepShape:
     recompute: bool
 
 
-def _layer_forward(pool: _Pool, s: StepShape, t: int, seq: int) -> tuple[list[_Block], list[_Block], _Block]:
+def _layer_forward(pool: _Tape, s: StepShape, t: int, seq: int) -> tuple[list[int], list[int], int]:
     """One layer's forward: its kept tensors (attention half with the scores, MLP half) and its output; the
     norm outputs, projections' outputs and the residual sum are freed as autograd frees them."""
     m, f = pool.malloc, pool.release
@@ -186,12 +243,12 @@ def _layer_forward(pool: _Pool, s: StepShape, t: int, seq: int) -> tuple[list[_B
     return attn, mlp, out
 
 
-def _step(pool: _Pool, s: StepShape, tokens: int, seq: int) -> None:
+def _step(pool: _Tape, s: StepShape, tokens: int, seq: int) -> None:
     """Allocate and free one training step's activations, logits and gradients in autograd's order
     (``tokens`` = batch x ``seq``)."""
     m, f = pool.malloc, pool.release
     inputs = [m(tokens * s.hidden_bytes)]
-    saved: list[tuple[list[_Block], list[_Block]]] = []
+    saved: list[tuple[list[int], list[int]]] = []
     for _ in range(s.layers):
         attn, mlp, out = _layer_forward(pool, s, tokens, seq)
         inputs.append(out)
@@ -293,21 +350,45 @@ def record_lengths(
     return sorted(set(lengths))
 
 
+@functools.lru_cache(maxsize=64)  # a program holds ~5,000 ops; lengths rarely repeat beyond the cap
+def _program(shape: StepShape, tokens: int, seq: int) -> tuple[int, ...]:
+    """One step's allocator program (``_Tape``): the orders of a run share their record lengths often (the
+    cap, the single step at the longest), and a planner re-estimates the same lengths."""
+    tape = _Tape()
+    _step(tape, shape, tokens, seq)
+    return tuple(tape.ops)
+
+
+def _run_reserve(
+    shape: StepShape,
+    lengths: tuple[int, ...],
+    batch: int,
+    memo: dict[tuple[tuple[int, ...], int], tuple[int, ...]],
+) -> int:
+    """Reserved bytes after steps of ``lengths`` from an empty pool. Between steps the pool is only its
+    segments (every block freed and merged), so a step's outcome is memoised on (segments, length): orders
+    share their first records and their cap, and the single step at the longest length is a run's first."""
+    segments: tuple[int, ...] = ()
+    for length in lengths:
+        key = (segments, length)
+        if key not in memo:
+            pool = _Pool.of_segments(segments)
+            pool.run(_program(shape, length * batch, length))
+            memo[key] = pool.segments()
+        segments = memo[key]
+    return sum(segments)
+
+
 @functools.lru_cache(maxsize=256)  # the planner re-estimates one workload under many configurations
 def variable_length_factor(shape: StepShape, orders: tuple[tuple[int, ...], ...], batch: int) -> float:
     """Reserved transient of a run through each order's record lengths over that of one step at its longest,
     averaged over the orders (≥ 1)."""
     ratios: list[float] = []
-    single_peak: dict[int, int] = {}
+    memo: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}
     for lengths in orders:
-        run = _Pool()
-        for length in lengths:
-            _step(run, shape, length * batch, length)
-        if lengths[-1] not in single_peak:
-            single = _Pool()
-            _step(single, shape, lengths[-1] * batch, lengths[-1])
-            single_peak[lengths[-1]] = single.peak
-        ratios.append(run.peak / single_peak[lengths[-1]] if single_peak[lengths[-1]] else 1.0)
+        run = _run_reserve(shape, lengths, batch, memo)
+        single = _run_reserve(shape, lengths[-1:], batch, memo)
+        ratios.append(run / single if single else 1.0)
     return max(1.0, sum(ratios) / len(ratios))
 
 
