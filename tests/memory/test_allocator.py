@@ -166,7 +166,7 @@ def test_the_fast_replay_equals_a_straightforward_one(extra, runs):
     for lengths in runs:
         fast, ref = allocator._Pool(), _ReferencePool()
         for length in lengths:  # every step's reserve must match, not just the run's
-            fast.run(allocator._program(shape, length * w.batch_size, length))
+            fast.run(*allocator._program(shape, length * w.batch_size, length))
             allocator._step(ref, shape, length * w.batch_size, length)
             assert fast.peak == ref.reserved
             assert [key >> allocator._INDEX_BITS for key in fast.free] == sorted(b.size for b in ref.free)

@@ -84,16 +84,18 @@ def _segment(n: int) -> int:
 
 # A pool block is an index into the pool's arrays; a free block's key in the sorted free list is its size
 # shifted past the index, so best fit is one bisect on plain ints. Ties between equal sizes go to the
-# earlier-created block (a merge keeps the left block's index), the order the replay has always produced.
+# earlier-created block (a merge keeps the left block's index). The object replay before it broke ties by
+# id(), a memory address, so a figure could shift with the process's heap history; creation order is what
+# it computed while addresses rose with creation.
 _INDEX_BITS = 24  # 16 M blocks; keys stay within two 30-bit digits for sizes under 64 GiB
 _INDEX_MASK = (1 << _INDEX_BITS) - 1
 
 
 class _Pool:
     """The large pool: best-fit over cached free blocks, new segments when none is large enough. Blocks live
-    in parallel lists (size, neighbours, free flag) rather than objects: a step runs ~2,500 allocations and
-    frees, and the replay runs hundreds of steps per estimate, so per-block objects and method calls were
-    nearly all of an estimate's time."""
+    in parallel lists (size, neighbours, free flag) rather than objects: a qwen2.5-7b step is 4,720
+    allocations and frees, an estimate replays hundreds of steps, and per-block objects and method calls
+    were nearly all of its time."""
 
     def __init__(self) -> None:
         self.free: list[int] = []  # size << _INDEX_BITS | block, ascending
@@ -128,9 +130,9 @@ class _Pool:
             raise RuntimeError("allocator replay: a step left a block allocated")
         return tuple(self.size[i] for i in heads)
 
-    def run(self, program: tuple[int, ...]) -> None:
-        """Replay a step's program (see ``_program``): a positive op allocates that many (rounded) bytes, a
-        negative op ``~k`` frees the k-th allocation of the program. Best fit, split and merge are inlined
+    def run(self, program: tuple[int, ...], sizes: tuple[int, ...]) -> None:
+        """Replay a step's program (see ``_template``): an op ``j >= 0`` allocates ``sizes[j]`` (rounded)
+        bytes, an op ``~k`` frees the program's k-th allocation. Best fit, split and merge are inlined
         with the pool's lists bound to locals: a call per operation was most of the replay's time."""
         free, size, prev, nxt, is_free = self.free, self.size, self.prev, self.next, self.is_free
         bisect_left, insort = bisect.bisect_left, bisect.insort
@@ -139,18 +141,19 @@ class _Pool:
             raise OverflowError("allocator replay: too many blocks for the free-list keys")
         held: list[int] = []
         for op in program:
-            if op > 0:  # best fit; a new segment when no cached block is large enough
-                i = bisect_left(free, op << bits)
+            if op >= 0:  # best fit; a new segment when no cached block is large enough
+                n = sizes[op]
+                i = bisect_left(free, n << bits)
                 if i < len(free):
                     b = free.pop(i) & mask
                 else:
                     b = len(size)
-                    size.append(_segment(op))
+                    size.append(_segment(n))
                     prev.append(-1)
                     nxt.append(-1)
                     is_free.append(True)
                     self.reserved += size[b]
-                rest = size[b] - op
+                rest = size[b] - n
                 if rest > small:  # split: the tail stays cached
                     tail, after = len(size), nxt[b]
                     size.append(rest)
@@ -159,7 +162,7 @@ class _Pool:
                     is_free.append(True)
                     if after >= 0:
                         prev[after] = tail
-                    nxt[b], size[b] = tail, op
+                    nxt[b], size[b] = tail, n
                     insort(free, rest << bits | tail)
                 is_free[b] = False
                 held.append(b)
@@ -184,16 +187,39 @@ class _Pool:
             insort(free, size[b] << bits | b)
 
 
+class _Sym:
+    """A step's token count or sequence length left symbolic, times per-token bytes: the step's sequence of
+    allocations is the same at every length, so it is recorded once per shape and only its ~15 distinct
+    sizes are evaluated per length. Names multiply first (exact integers), then the factors in the order the
+    step's code wrote them, so every size is the float the step itself computes."""
+
+    __slots__ = ("factors", "names")
+
+    def __init__(self, names: tuple[str, ...], factors: tuple[float, ...] = ()) -> None:
+        self.names, self.factors = names, factors
+
+    def __mul__(self, other: float | _Sym) -> _Sym:
+        if isinstance(other, _Sym):
+            if self.factors or other.factors:  # (t * b) * seq would round differently from t * seq * b
+                raise ValueError("allocator replay: multiply token counts before bytes per token")
+            return _Sym(self.names + other.names)
+        return _Sym(self.names, (*self.factors, other))
+
+    def key(self) -> tuple[tuple[str, ...], tuple[float, ...]]:
+        return self.names, self.factors
+
+
 class _Tape:
-    """Records a step's allocations and frees as a program for ``_Pool.run``: the step's sequence depends only
-    on its shape and length, so it is built once per length, with every size rounded once."""
+    """Records a step's allocations and frees as a program for ``_Pool.run`` (allocations as indices into
+    the step's distinct symbolic sizes)."""
 
     def __init__(self) -> None:
         self.ops: list[int] = []
+        self.sizes: dict[tuple[tuple[str, ...], tuple[float, ...]], int] = {}
         self.count = 0
 
-    def malloc(self, nbytes: float) -> int:
-        self.ops.append(_round(nbytes))
+    def malloc(self, nbytes: _Sym) -> int:
+        self.ops.append(self.sizes.setdefault(nbytes.key(), len(self.sizes)))
         self.count += 1
         return self.count - 1
 
@@ -221,7 +247,7 @@ class StepShape:
     recompute: bool
 
 
-def _layer_forward(pool: _Tape, s: StepShape, t: int, seq: int) -> tuple[list[int], list[int], int]:
+def _layer_forward(pool: _Tape, s: StepShape, t: _Sym, seq: _Sym) -> tuple[list[int], list[int], int]:
     """One layer's forward: its kept tensors (attention half with the scores, MLP half) and its output; the
     norm outputs, projections' outputs and the residual sum are freed as autograd frees them."""
     m, f = pool.malloc, pool.release
@@ -243,7 +269,7 @@ def _layer_forward(pool: _Tape, s: StepShape, t: int, seq: int) -> tuple[list[in
     return attn, mlp, out
 
 
-def _step(pool: _Tape, s: StepShape, tokens: int, seq: int) -> None:
+def _step(pool: _Tape, s: StepShape, tokens: _Sym, seq: _Sym) -> None:
     """Allocate and free one training step's activations, logits and gradients in autograd's order
     (``tokens`` = batch x ``seq``)."""
     m, f = pool.malloc, pool.release
@@ -350,13 +376,28 @@ def record_lengths(
     return sorted(set(lengths))
 
 
-@functools.lru_cache(maxsize=64)  # a program holds ~5,000 ops; lengths rarely repeat beyond the cap
-def _program(shape: StepShape, tokens: int, seq: int) -> tuple[int, ...]:
-    """One step's allocator program (``_Tape``): the orders of a run share their record lengths often (the
-    cap, the single step at the longest), and a planner re-estimates the same lengths."""
+SizeKey = tuple[tuple[str, ...], tuple[float, ...]]
+
+
+@functools.lru_cache(maxsize=64)
+def _template(shape: StepShape) -> tuple[tuple[int, ...], tuple[SizeKey, ...]]:
+    """One step's allocator program at a symbolic length (``_Tape``) and its distinct sizes."""
     tape = _Tape()
-    _step(tape, shape, tokens, seq)
-    return tuple(tape.ops)
+    _step(tape, shape, _Sym(("tokens",)), _Sym(("seq",)))
+    return tuple(tape.ops), tuple(tape.sizes)
+
+
+def _program(shape: StepShape, tokens: int, seq: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The step's program and its rounded sizes at ``tokens`` (= batch x ``seq``)."""
+    ops, keys = _template(shape)
+    count = {"tokens": tokens, "seq": seq}
+    sizes = []
+    for names, factors in keys:
+        nbytes: float = math.prod(count[name] for name in names)
+        for factor in factors:
+            nbytes = nbytes * factor
+        sizes.append(_round(nbytes))
+    return ops, tuple(sizes)
 
 
 def _run_reserve(
@@ -373,7 +414,7 @@ def _run_reserve(
         key = (segments, length)
         if key not in memo:
             pool = _Pool.of_segments(segments)
-            pool.run(_program(shape, length * batch, length))
+            pool.run(*_program(shape, length * batch, length))
             memo[key] = pool.segments()
         segments = memo[key]
     return sum(segments)
