@@ -89,3 +89,84 @@ def test_the_replay_keeps_what_the_block_walk_keeps():
         block_input = 2.0 * 1024 * arch.hidden_size
         assert walk.saved_bytes - per_layer in (pytest.approx(0.0, abs=1.0), pytest.approx(block_input))
         assert bool(shape.saved_scores) == (attention == "eager")
+
+
+class _ReferencePool:
+    """The straightforward replay the fast pool must equal: one object per block, best fit over a sorted
+    free list, ties to the earlier-created block (a merge keeps the left block), as the allocator module
+    replayed it before its blocks became list indices."""
+
+    class Block:
+        def __init__(self, size: int, serial: int) -> None:
+            self.size, self.serial, self.free = size, serial, True
+            self.prev: _ReferencePool.Block | None = None
+            self.next: _ReferencePool.Block | None = None
+
+    def __init__(self) -> None:
+        self.free: list = []
+        self.reserved = self.created = 0
+
+    def _new(self, size: int):
+        self.created += 1
+        return self.Block(size, self.created)
+
+    def malloc(self, nbytes: float):
+        from gpuwise.memory.allocator import SMALL_SIZE_BYTES, _round, _segment
+
+        n = _round(nbytes)
+        fits = [b for b in self.free if b.size >= n]
+        if fits:
+            b = min(fits, key=lambda x: (x.size, x.serial))
+            self.free.remove(b)
+        else:
+            b = self._new(_segment(n))
+            self.reserved += b.size
+        if b.size - n > SMALL_SIZE_BYTES:
+            tail = self._new(b.size - n)
+            tail.prev, tail.next = b, b.next
+            if b.next:
+                b.next.prev = tail
+            b.next, b.size = tail, n
+            self.free.append(tail)
+        b.free = False
+        return b
+
+    def release(self, b) -> None:
+        b.free = True
+        if b.prev is not None and b.prev.free:
+            self.free.remove(b.prev)
+            b = self._join(b.prev, b)
+        if b.next is not None and b.next.free:
+            self.free.remove(b.next)
+            b = self._join(b, b.next)
+        self.free.append(b)
+
+    @staticmethod
+    def _join(left, right):
+        left.size += right.size
+        left.next = right.next
+        if right.next:
+            right.next.prev = left
+        return left
+
+
+@pytest.mark.parametrize(
+    ("extra", "runs"),
+    [
+        ({}, [(700, 1024, 2048), (2048,), (512, 513, 2047, 2048)]),
+        ({"grad_checkpointing": "none", "attention": "eager"}, [(300, 900, 1024)]),
+        ({"batch_size": 3, "model": "llama-3.2-1b", "task": "full"}, [(100, 1000, 1700, 4096)]),
+    ],
+)
+def test_the_fast_replay_equals_a_straightforward_one(extra, runs):
+    from gpuwise.memory import allocator
+
+    w = workload_from_mapping({**LORA, "seq_len": 4096, **extra})
+    shape = step_shape(get_model(w.model), w)
+    for lengths in runs:
+        fast, ref = allocator._Pool(), _ReferencePool()
+        for length in lengths:  # every step's reserve must match, not just the run's
+            fast.run(*allocator._program(shape, length * w.batch_size, length))
+            allocator._step(ref, shape, length * w.batch_size, length)
+            assert fast.peak == ref.reserved
+            assert [key >> allocator._INDEX_BITS for key in fast.free] == sorted(b.size for b in ref.free)
