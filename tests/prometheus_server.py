@@ -110,6 +110,21 @@ def instant(url: str, expr: str, urlopen: Opener = urllib.request.urlopen) -> li
         return json.load(response)["data"]["result"]
 
 
+def _wait_until_enough(
+    url: str, expr: str, enough: Callable[[float], bool], series: int, within_s: float, urlopen: Opener
+) -> list[float]:
+    """Poll the instant query ``expr`` until ``series`` of its values are ``enough`` (bounded); the values
+    last read, for the caller's message when the wait ran out (then an AssertionError)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        values = [float(r["value"][1]) for r in instant(url, expr, urlopen)]
+        if sum(enough(v) for v in values) >= series:
+            return values
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{expr}: {values} after {within_s} s (wanted {series} series)")
+        time.sleep(0.5)
+
+
 def wait_for_samples(
     url: str,
     metric: str,
@@ -119,16 +134,8 @@ def wait_for_samples(
     urlopen: Opener = urllib.request.urlopen,
 ) -> None:
     """Until ``series`` series of ``metric`` hold at least ``samples`` samples each (bounded)."""
-    deadline = time.monotonic() + within_s
-    while True:
-        counts = [float(r["value"][1]) for r in instant(url, f"count_over_time({metric}[5m])", urlopen)]
-        if sum(c >= samples for c in counts) >= series:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{metric}: {counts} samples after {within_s} s (wanted {series} × {samples})"
-            )
-        time.sleep(0.5)
+    expr = f"count_over_time({metric}[5m])"
+    _wait_until_enough(url, expr, lambda count: count >= samples, series, within_s, urlopen)
 
 
 def latest_sample_unix_s(url: str, metric: str, urlopen: Opener = urllib.request.urlopen) -> float:
@@ -146,16 +153,8 @@ def wait_for_sample_after(
 ) -> None:
     """Until ``series`` series of ``metric`` hold a sample later than ``after_unix_s`` (bounded): a counter
     read at that time is then interpolated between fixed samples, and later scrapes cannot move it."""
-    deadline = time.monotonic() + within_s
-    while True:
-        latest = [float(r["value"][1]) for r in instant(url, f"timestamp({metric})", urlopen)]
-        if sum(t > after_unix_s for t in latest) >= series:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{metric}: latest samples {latest}, none after {after_unix_s} in {within_s} s"
-            )
-        time.sleep(0.5)
+    expr = f"timestamp({metric})"
+    _wait_until_enough(url, expr, lambda t: t > after_unix_s, series, within_s, urlopen)
 
 
 @contextlib.contextmanager

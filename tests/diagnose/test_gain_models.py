@@ -95,18 +95,24 @@ def test_a_batch_of_large_tensors_costs_more_to_hand_over():
     assert b.gain.low < a.gain.low and b.gain.high < a.gain.high
 
 
+def _two_ranks(waits: dict[int, list[float]], step_s: float, **extra) -> Evidence:
+    """Two ranks of ``step_s`` steps whose per-step collective waits are ``waits``."""
+    steps = len(waits[0])
+    return Evidence.flat(
+        source="profile",
+        rank_step_time_s={0: step_s, 1: step_s},
+        rank_comm_time_s={r: sum(w) / steps for r, w in waits.items()},
+        rank_comm_steps_s=waits,
+        step_times_s=[step_s] * steps,
+        **extra,
+    )
+
+
 def test_straggler_gain_is_the_median_step_over_the_middle_half_of_what_remains_per_step():
     """Rank 1 sleeps 30 ms a step: rank 0 waits 29-31 ms of each 37 ms step in collectives."""
     steps = 20
     waits = {0: [0.029 + 0.002 * (i % 2) for i in range(steps)], 1: [0.0005] * steps}
-    ev = Evidence.flat(
-        source="profile",
-        rank_step_time_s={0: 0.037, 1: 0.037},
-        rank_comm_time_s={r: sum(w) / steps for r, w in waits.items()},
-        rank_comm_steps_s=waits,
-        step_times_s=[0.037] * steps,
-    )
-    f = found(ev)["straggler"]
+    f = found(_two_ranks(waits, 0.037))["straggler"]
     assert f.metrics["straggler_rank"] == 1
     # each step loses its 28.5 or 30.5 ms wait: 8.5 or 6.5 ms remain, 37 / 8.5 = 4.35x to 37 / 6.5 = 5.69x
     assert f.gain.low == pytest.approx(0.037 / (0.037 - 0.0285), rel=0.01)
@@ -121,14 +127,7 @@ def test_straggler_gain_high_end_drops_the_late_ranks_own_wait():
     the gap (10 ms: 4x) to the step less all the others' wait (5 ms: 8x), not the gap alone (4x)."""
     steps = 20
     waits = {0: [0.034 + 0.002 * (i % 2) for i in range(steps)], 1: [0.005] * steps}
-    ev = Evidence.flat(
-        source="profile",
-        rank_step_time_s={0: 0.040, 1: 0.040},
-        rank_comm_time_s={r: sum(w) / steps for r, w in waits.items()},
-        rank_comm_steps_s=waits,
-        step_times_s=[0.040] * steps,
-    )
-    f = found(ev)["straggler"]
+    f = found(_two_ranks(waits, 0.040))["straggler"]
     assert f.gain.low == pytest.approx(0.040 / (0.040 - 0.029), rel=0.01)
     assert f.gain.high == pytest.approx(0.040 / (0.040 - 0.035), rel=0.01)
     assert "all their wait" in f.gain.note and "cannot be narrow" in f.gain.note
@@ -140,13 +139,8 @@ def test_straggler_gain_low_end_on_a_busy_machine_counts_the_late_rank_computing
     (measured at load ~9: 2.6x against 3.5x from the step less the gap). Quiet: no stretch."""
     steps = 20
     waits = {0: [0.034 + 0.002 * (i % 2) for i in range(steps)], 1: [0.005] * steps}
-    base = dict(
-        source="profile", device="cpu", cpu_count=2, rank_step_time_s={0: 0.040, 1: 0.040},
-        rank_comm_time_s={r: sum(w) / steps for r, w in waits.items()}, rank_comm_steps_s=waits,
-        step_times_s=[0.040] * steps,
-    )  # fmt: skip
-    busy = found(Evidence.flat(**base, other_cpu_pct=100.0))["straggler"]
-    quiet = found(Evidence.flat(**base, other_cpu_pct=0.0))["straggler"]
+    busy = found(_two_ranks(waits, 0.040, device="cpu", cpu_count=2, other_cpu_pct=100.0))["straggler"]
+    quiet = found(_two_ranks(waits, 0.040, device="cpu", cpu_count=2, other_cpu_pct=0.0))["straggler"]
     assert quiet.gain.low == pytest.approx(0.040 / 0.011, rel=0.01)
     assert busy.gain.low == pytest.approx(0.040 / (0.011 * 4 / 3), rel=0.01)
     assert busy.gain.high == quiet.gain.high
