@@ -181,7 +181,9 @@ def test_a_recorder_killed_and_restarted_writes_its_gap_down_and_the_report_says
     # hand: the gap runs from the last sample before the kill to the first one after, less its 0.2 s interval
     k = killed_rows // 2  # two GPUs a tick
     expected_s = (times[k] - 200 - times[k - 1]) / 1000
-    assert expected_s >= 1.0
+    # the samples around the kill are at least the 1 s sleep apart, and the gap is that less 0.2 s: with the
+    # kill right after a write and a child that starts in ~0.15 s (cached bytecode) it read 0.963 s on CI
+    assert expected_s >= 1.0 - 0.2
     history = load_local_history(store, times[0] / 1000 - 1, times[-1] / 1000)
     result = analyze(history, PRICE)
     for gpu, series in zip(result.gpus, (s for s in history.gpus if s.samples), strict=True):
