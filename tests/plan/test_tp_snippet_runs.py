@@ -34,7 +34,11 @@ exec(open(sys.argv[1]).read(), {"model": model, "torch": torch})
 loss = model(input_ids=ids, labels=ids).loss
 loss.backward()
 sharded = sum(type(p).__name__ == "DTensor" for p in model.parameters())
-print(f"rank {dist.get_rank()} reference {reference:.6f} loss {loss.item():.6f} dtensors {sharded}")
+report = f"rank {dist.get_rank()} reference {reference:.6f} loss {loss.item():.6f} dtensors {sharded}"
+print(report, flush=True)
+# both ranks reach here before either tears its groups down: a rank that destroys its gloo pairs while the
+# other still uses them aborts the other ("terminate called without an active exception", 1 run in ~20)
+dist.barrier()
 dist.destroy_process_group()
 """
 
@@ -71,7 +75,7 @@ def test_the_fsdp2_tensor_parallel_block_runs_and_keeps_the_loss(tmp_path):
          str(tmp_path / "runner.py"), str(tmp_path / "snippet.py")],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     # the two ranks share one pipe: their lines may interleave, so each report is found by its pattern
     reports = re.findall(r"rank (\d) reference ([\d.]+) loss ([\d.]+) dtensors (\d+)", proc.stdout)
     assert sorted(rank for rank, *_ in reports) == ["0", "1"], proc.stdout
