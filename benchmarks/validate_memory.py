@@ -121,6 +121,9 @@ FRAMEWORK_PINNED_VERSIONS = {"litgpt": {"bitsandbytes": "0.41.0"}}
 LENGTHS = re.compile(r"(\d+) samples of ([\d.]+)\+-([\d.]+) tokens")
 DROPPED = re.compile(r"longer than max_length are dropped", re.I)
 SAMPLED_ABOVE = re.compile(r"full dataset for max_length <= (\d+), (\d+) sampled rows above")
+# The DeepSpeed ZeRO settings a row's source config (its ds_config.json) states: bucket size and overlap.
+REDUCE_BUCKET = re.compile(r"reduce_bucket_size ([\d.]+e\d+|\d+)", re.I)
+OVERLAP_COMM = re.compile(r"overlap_comm (true|false)", re.I)
 
 
 def use_models(path: Path) -> bool:
@@ -242,6 +245,7 @@ def row_to_mapping(row: dict[str, str]) -> tuple[dict, list[str]]:
         mapping["library_versions"] = versions
         assumptions.append("library versions: " + ", ".join(versions))
     _variable_length(notes, mapping)
+    _deepspeed_zero(notes, mapping)
     if SCORES_MATERIALIZED.search(notes):
         mapping["attention"] = "eager"  # the row's source shows the scores kept
     elif FLASH_ATTENTION.search(notes):
@@ -283,6 +287,15 @@ def _variable_length(notes: str, mapping: dict) -> None:
     if sampled and mapping["seq_len"] > int(sampled.group(1)):
         mapping["run_samples"] = float(sampled.group(2))
     mapping["over_length"] = "drop" if DROPPED.search(notes) else "truncate"
+
+
+def _deepspeed_zero(notes: str, mapping: dict) -> None:
+    """ZeRO gradient-bucket settings the row's DeepSpeed config states (unstated: DeepSpeed's defaults)."""
+    bucket, overlap = REDUCE_BUCKET.search(notes), OVERLAP_COMM.search(notes)
+    if bucket:
+        mapping["reduce_bucket_elements"] = float(bucket.group(1))
+    if overlap:
+        mapping["overlap_comm"] = overlap.group(1).lower() == "true"
 
 
 def stated_context_bytes(notes: str) -> float | None:
@@ -469,8 +482,12 @@ KNOWN_CAUSES = {
     "mem-C12b": "torchtune Jul-2024 table, unpacked Alpaca: 4 x 2048 tokens without checkpointing cannot "
     "fit a 24 GB RTX 4090 (44 GiB estimated), so the batches that ran were shorter than the stated 2048",
     "mem-C7": "405B QLoRA: the config's batch is 1, the README says 2 (UNCERTAIN); the estimate uses 2",
-    "mem-H3": "LongLoRA baseline: metric, LoRA rank/targets and checkpointing not stated (UNCERTAIN)",
+    "mem-H3": "LongLoRA baseline: metric not stated (UNCERTAIN); its ZeRO-2 buckets (1e9 elements, "
+    "overlap_comm) are modelled",
     "mem-H2d": "LLaMA-Factory 'GRAM' rounded to whole GB (9 GB), measurement method not stated",
+    "mem-AD-7b-qlora-bs1-512": "the same table reserves 4.98 GiB at 512 tokens and 5.21 at 2048: a floor "
+    "the training step does not set (load or setup; not modelled), like the ~1 GiB missing at short lengths "
+    "elsewhere",
 }
 FSDP_QLORA_GAP = (
     "2-GPU FSDP LoRA/QLoRA (fms-acceleration): the source's own persistent column (torch_mem_alloc_in_bytes) "
@@ -485,8 +502,10 @@ SWIFT_GAP = (
     "record-length segments are replayed (gpuwise.memory.allocator) from a log-normal of those moments; "
     "Qwen-1.8B/7B at 4096-8192 tokens stay over (the record-length growth the replay gives is larger than "
     "the table's; not explained: a gamma of the same moments changes it by under 5 points), Qwen-1.8B at 512 "
-    "under (as in the Qwen README rows: about 1 GiB missing at short lengths), and the Mistral-architecture "
-    "rows' lengths are in Qwen tokens, fewer than Mistral's tokenizer makes of Chinese text (under)"
+    "under (as in the Qwen README rows: about 1 GiB missing at short lengths), and OpenBuddy-Zephyr's "
+    "lengths are in Qwen tokens, fewer than its tokenizer (Mistral's, extended to 36,608 tokens) makes of "
+    "Chinese text (under; no public ratio found); at 8192 it is 24 GiB under, more than any length effect "
+    "FlashAttention-2 allows"
 )
 _UNCERTAIN = re.compile(r"[^.;]*(?:UNCERTAIN|not stated|assumed|best estimate)[^.;]*", re.I)
 

@@ -77,7 +77,9 @@ def test_leave_one_source_out_is_the_headline_with_the_held_out_publications():
     # the replay keeps the estimate's own per-layer tensors (eager scores, no checkpointing) and Qwen v1's
     # 16-bit scores: ms-swift's own p90 25.6 % and the worst rest p90 17.7 % before, 16.3 % and 16.4 % after
     assert per_source["modelscope/ms-swift"]["p90_abs_err_pct"] <= 17.5
-    assert max(v["without_p90_abs_err_pct"] for v in per_source.values()) <= 17.0
+    # DeepSpeed ZeRO-2 gradient buckets (LongLoRA -25.9 -> -10.4 %) and OpenBuddy-Zephyr's 36,608-token
+    # vocabulary: the worst rest p90 16.4 -> 16.3 %, all rows 15.8 -> 14.95 %
+    assert max(v["without_p90_abs_err_pct"] for v in per_source.values()) <= 16.5
     assert per_source["QwenLM/Qwen"]["p90_abs_err_pct"] <= 15.0  # held out, loss on 16-bit logits
     assert per_source["AnswerDotAI/fsdp_qlora"]["p90_abs_err_pct"] <= LOSO_P90_CEILING_PCT
 

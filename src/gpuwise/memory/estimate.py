@@ -360,6 +360,7 @@ class _Context:
         self.paged_state_bytes = 0.0
         self._size_trainables()
         self._split_experts()
+        self._zero_gradient_buckets()
         self.host_bytes = self._offload()
 
     # ---- persistent terms -------------------------------------------------------------------
@@ -433,6 +434,22 @@ class _Context:
             self.adapters += state_total  # adapters carry their own gradients and optimizer state
         else:
             self.states = state_total
+
+    def _zero_gradient_buckets(self) -> None:
+        """DeepSpeed ZeRO-1/2 gradient buckets: ``DeepSpeedZeroOptimizer.backward`` (``stage_1_and_2.py``)
+        allocates ``reduce_bucket_size`` elements of the 16-bit dtype (``contiguous_gradients``, default on),
+        twice with ``overlap_comm`` (off below stage 3: ``zero/config.py``): the config's size, not the
+        model's, kept until the next backward. Under optimizer offload ``_offload`` counts them."""
+        w = self.w
+        if not (w.is_training and self.sharding in ("zero1", "zero2") and w.offload == "none"):
+            return
+        buffers = 2 if w.overlap_comm else 1
+        nbytes = buffers * w.reduce_bucket_elements * self.regime.grad_bytes
+        self.ddp_buckets += nbytes
+        self.assumptions.append(
+            f"DeepSpeed ZeRO gradient buckets: {buffers} x reduce_bucket_size {w.reduce_bucket_elements:.3g} "
+            f"elements ({nbytes / GiB:.2f} GiB, contiguous_gradients)"
+        )
 
     def _split_experts(self) -> None:
         """Expert parallelism: each GPU keeps 1/ep of the experts. Sharded terms are unchanged (the

@@ -71,6 +71,7 @@ FIELD_LIMITS: dict[str, Limit] = {
     "sample_tokens_mean": Limit(0, 1 << 24, "tokens", open_low=True),
     "sample_tokens_std": Limit(0, 1 << 24, "tokens"),
     "run_samples": Limit(0, 1e13, "samples", open_low=True),
+    "reduce_bucket_elements": Limit(0, 1e12, "elements", open_low=True),
     "epochs": Limit(0, 1e6, open_low=True),
     "usd_per_gpu_hour": Limit(0, 10_000, "$/GPU-hour", open_low=True),
     "monthly_budget_usd": Limit(0, 1e10, "$/month", open_low=True),

@@ -212,6 +212,12 @@ class Workload:
     sample_tokens_std: float = 0.0  # their standard deviation
     run_samples: float | None = None  # samples the run trains on; None: train_tokens / mean x epochs
     over_length: OverLength = "truncate"  # samples over seq_len: cut to it, or dropped (swift's 'delete')
+    # -- DeepSpeed ZeRO-1/2 gradient buckets (memory/estimate.py): the optimizer allocates reduce_bucket_size
+    # elements of the 16-bit dtype at each backward (two with overlap_comm), whatever the model size
+    reduce_bucket_elements: float = 5e8  # zero_optimization.reduce_bucket_size (DeepSpeed default 5e8)
+    overlap_comm: bool | None = (
+        None  # zero_optimization.overlap_comm; None: DeepSpeed's default (stage 3 only)
+    )
     # --- serving helper: demand, SLO and engine (workload/serving.py); None outside serving plans
     serving: ServingSpec | None = None
 
