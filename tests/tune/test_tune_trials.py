@@ -177,7 +177,10 @@ def test_ctrl_c_stops_the_tuner_and_keeps_the_trials_done(tmp_path):
     script = STARVED
     store = tmp_path / "runs.sqlite"
     cmd = [sys.executable, "-m", "gpuwise", "tune", "--json", "--store", str(store), "--repeats", "0"]
-    cmd += ["--steps", "400", "--knob", "threads=1,2", "--", sys.executable, str(script)]
+    # 150 steps: the baseline ends (and trial 2 starts) in seconds, while trial 2 still runs when Ctrl-C
+    # comes 1.5 s after its start line: its 153 batches of 16 samples sleep 2 ms each (4.9 s) besides
+    # its start-up, and a loaded machine only makes it longer
+    cmd += ["--steps", "150", "--knob", "threads=1,2", "--", sys.executable, str(script)]
     proc = subprocess.Popen(
         cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
     )
