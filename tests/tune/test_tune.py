@@ -203,3 +203,12 @@ def test_findings_the_tuner_cannot_apply_are_kept_as_notes():
     assert session.notes == [
         "not tried, needs a change to the script: unexplained_host_time (t): prefetch on a thread"
     ]
+
+
+def test_the_retired_repeat_best_option_is_accepted_and_said_to_be_unused():
+    # every configuration that could still win is repeated now; a script that still passes the old option
+    # keeps working and is told the option no longer does anything (it was silently ignored before)
+    result = run_cli("tune", "--repeat-best", "2", "--no-save", "--", "missing_script.py")
+    assert result.exit_code == 2, result.stderr
+    assert "--repeat-best is no longer used" in result.stderr and "does not exist" in result.stderr
+    assert "--repeat-best" not in run_cli("tune", "--help").stdout

@@ -24,9 +24,7 @@ from tune_scripts import FLEX, NUMERIC, STARVED, write
 
 def test_a_starved_loader_comes_out_at_least_twice_as_fast_with_its_own_fixes(tmp_path):
     script = STARVED
-    result = run_tune(
-        [sys.executable, str(script)], TuneOptions(steps=15, warmup=3, repeats=1, repeat_best=1)
-    )
+    result = run_tune([sys.executable, str(script)], TuneOptions(steps=15, warmup=3, repeats=1))
     baseline = result.trials[0]
     assert baseline.status == "ok" and baseline.run is not None
     assert baseline.run.findings[0].id == "input_bound"

@@ -77,9 +77,20 @@ def tune(
         float | None, typer.Option("--budget", hidden=True, help="Old spelling of --time-budget.")
     ] = None,
     repeats: Annotated[
-        int, typer.Option("--repeats", min=0, help="Extra runs of the baseline and the best candidates.")
+        int,
+        typer.Option(
+            "--repeats",
+            min=0,
+            help="Rounds repeating the baseline and every candidate that could still win (0: none; "
+            "they go on while one could, up to the larger of this and 4).",
+        ),
     ] = 2,
-    repeat_best: Annotated[int, typer.Option("--repeat-best", min=1, help="Candidates repeated.")] = 2,
+    old_repeat_best: Annotated[
+        int | None,
+        typer.Option(
+            "--repeat-best", min=1, hidden=True, help="No longer used: every contender is repeated."
+        ),
+    ] = None,
     max_trials: Annotated[int, typer.Option("--max-trials", min=1, help="Upper bound on trials.")] = 16,
     auto: Annotated[
         bool, typer.Option("--auto/--no-auto", help="Try the fixes the baseline's findings name.")
@@ -130,12 +141,17 @@ def tune(
             f"gpuwise tune has no option {ctx.args[0]}; the script's command goes after -- "
             "(gpuwise tune --help)"
         )
+    if old_repeat_best is not None:
+        typer.echo(
+            "gpuwise: note: --repeat-best is no longer used: every configuration that could still win is "
+            "repeated, round after round, until it separates from the baseline (--repeats, --max-trials)",
+            err=True,
+        )
     options = TuneOptions(
         steps=steps,
         warmup=warmup,
         budget_s=alias_value("--time-budget", budget, 120.0, "--budget", old_budget),
         repeats=repeats,
-        repeat_best=repeat_best,
         max_trials=max_trials,
         knobs=[parse_knob_option(k) for k in knob or []],
         params=[parse_param(p) for p in param or []],

@@ -167,9 +167,7 @@ def run_doctor(
         settings = WorkloadSettings(storage_latency_s=sizing.storage_latency_s)
     # bound the script itself too: the profiler's --stop ends it, this only if the profiler could not
     command = script.command(settings, device, (warmup + steps) * 4 + 20)
-    options = TuneOptions(
-        steps=steps, warmup=warmup, repeats=repeats, repeat_best=1, allow_numerics=device == "cuda"
-    )
+    options = TuneOptions(steps=steps, warmup=warmup, repeats=repeats, allow_numerics=device == "cuda")
     result = run_tune(command, options, on_event=progress)
     if store is not False and result.trials:
         from gpuwise.tune.saved_sessions import save_tune

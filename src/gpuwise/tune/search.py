@@ -39,8 +39,9 @@ class TuneOptions:
     """The session's settings, from the ``gpuwise tune`` options.
 
     ``steps``/``warmup`` are per trial (measured/unmeasured optimizer steps); ``budget_s`` is each trial's
-    wall-time limit in seconds (then SIGTERM); ``repeats`` extra runs go to the baseline and to each of the
-    ``repeat_best`` best candidates; ``max_trials`` bounds the whole session. ``auto`` adds candidates from
+    wall-time limit in seconds (then SIGTERM); ``repeats``: rounds of the baseline and of every candidate
+    that could still win (0: none; while a contender's interval overlaps the baseline's, up to
+    ``TUNE_MAX_REPEAT_ROUNDS``); ``max_trials`` bounds the whole session. ``auto`` adds candidates from
     the baseline's findings; numerics knobs run only with ``allow_numerics`` and are kept only if every loss
     is finite and the last ``loss_steps`` losses after the warm-up stay within ``loss_rtol`` (relative) of
     the baseline's by their mean, without a wider spread (`verify.compare_losses`).
@@ -49,8 +50,7 @@ class TuneOptions:
     steps: int = 20
     warmup: int = 3
     budget_s: float = 120.0
-    repeats: int = 2  # extra runs of the baseline and of each of the best candidates
-    repeat_best: int = 2
+    repeats: int = 2  # rounds of the baseline and of every candidate that could still win (0: none)
     max_trials: int = 16
     knobs: list[tuple[str, list[Any]]] = field(default_factory=list)
     params: list[Param] = field(default_factory=list)
