@@ -220,18 +220,30 @@ LOADER_MAX_OTHER_TASKS = 64.0
 # Handing a batch from a DataLoader worker process to the training thread costs CPU on both sides, which
 # a num_workers=0 run never shows: the training thread reads the pipe, unpickles, and takes one
 # file-descriptor round trip and mmap per tensor storage (inside DataLoader.__next__ even when the batch is
-# ready); the worker pickles the batch into shared memory. Measured by benchmarks/loader_handoff.py (CPU
-# seconds, thread_time / schedstat, so a busy machine does not stretch them; torch 2.13 CPU, the 2-core
-# machine at load 10): training thread 0.93 ms for 2 tensors (16 x 128 floats + labels), 1.26 ms for 4,
-# 1.27 ms for 0.75 MiB, 1.49 ms for 9.2 MiB; least squares 0.37 ms + 0.30 ms per tensor + 0.06 ms per MiB.
-# The worker's extra CPU over fetching in-process: +0.37 ms (2 small tensors), +0.53 ms (4), +1.0 ms
-# (0.75 MiB), +2.0 ms (3 MiB), +5.0 ms (9.2 MiB): ~0.15 ms per tensor + 0.5 ms per MiB (the copy into
-# shared memory). A run whose batch was not seen (a trace) is costed as the smallest batch: 2 tensors.
+# ready); the worker collates into shared memory, its queue's feeder thread pickles and writes the pipe, and
+# its resource-sharer thread answers one file-descriptor request per storage. Measured by
+# benchmarks/loader_handoff.py (CPU seconds, thread_time / schedstat, so a busy machine does not stretch
+# them; torch 2.13 CPU, the 2-core machine at load 10): training thread 0.93 ms for 2 tensors (16 x 128
+# floats + labels), 1.26 ms for 4, 1.27 ms for 0.75 MiB, 1.49 ms for 9.2 MiB; least squares 0.37 ms + 0.30 ms
+# per tensor + 0.06 ms per MiB. The worker's extra CPU over fetching in-process, summed over all its
+# threads (the main thread alone misses the feeder and resource-sharer threads: ~0.6-0.8 ms of it), at
+# load ~2.7: +0.66 ms (2 small tensors, the worker ahead of a 10 ms step), +1.3 ms (0.75 MiB), +2.6 ms
+# (3 MiB), +5.8 ms (9.2 MiB); least squares 0.76 ms + 0.17 ms per tensor + 0.51 ms per MiB. A loader
+# taken as fast as it delivers (lightning_like's samples, 16 per batch, 2 tensors): in-process 1.94 ms per
+# batch; 1 worker 3.52 ms wall, its threads 3.56 ms CPU (+1.6 ms over the load); 2 workers 1.99 ms wall
+# (+0.77 ms CPU each batch). A run whose batch was not seen (a trace) is costed as 2 tensors.
 LOADER_HANDOFF_BASE_S = 0.37e-3
 LOADER_HANDOFF_PER_TENSOR_S = 0.30e-3
 LOADER_HANDOFF_PER_MIB_S = 0.06e-3
-LOADER_SEND_PER_TENSOR_S = 0.15e-3
-LOADER_SEND_PER_MIB_S = 0.5e-3
+LOADER_SEND_BASE_S = 0.76e-3
+LOADER_SEND_PER_TENSOR_S = 0.17e-3
+LOADER_SEND_PER_MIB_S = 0.51e-3
+# The hand-off eats the gain when a worker's sending side is at least this share of the loading it takes
+# over (%) and the workers' predicted gain stays under LOADER_SMALL_GAIN_X: lightning_like --sample-cost 6
+# (16 samples of 128 floats, 1.9 ms of loading per batch, 1.1 ms to send it) measured 1.10x bare with 1
+# worker on 2 quiet cores, 1.2x with 2; the fix then says so rather than promising the wait away.
+LOADER_HANDOFF_HEAVY_PCT = 25.0
+LOADER_SMALL_GAIN_X = 1.25
 # A CPU-bound loader gets at most this many workers (PyTorch's guides rarely go beyond 8 per GPU).
 LOADER_MAX_WORKERS = 8
 # memory_growth: Theil-Sen slope over steps. The leak is real when the lower confidence bound of the slope

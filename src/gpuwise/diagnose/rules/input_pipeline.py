@@ -22,6 +22,7 @@ from gpuwise.diagnose.rules.loader_advice import (
     cpu_cap,
     cpu_saturated,
     cpu_worker_gain,
+    handoff_caveat,
     input_gain_high,
     loader_snippet,
     other_runnable_tasks,
@@ -92,6 +93,9 @@ def _input_fix(ev: Evidence, case: _InputCase) -> tuple[str, str]:
         + "persistent_workers=True, prefetch_factor=4."
         + why
     )
+    shared = _cpu_shared_gain(ev, case)  # CPU-bound loading moves to worker processes: is it worth it?
+    if shared is not None:
+        fix += handoff_caveat(ev, case.share, case.advised, shared[1])
     return fix, loader_snippet(ev, case.advised)
 
 

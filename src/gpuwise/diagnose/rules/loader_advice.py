@@ -21,6 +21,7 @@ __all__ = [
     "cpu_saturated",
     "cpu_worker_gain",
     "detected_framework",
+    "handoff_caveat",
     "handoff_s",
     "handoff_step_fraction",
     "input_gain_high",
@@ -118,7 +119,28 @@ def handoff_s(ev: Evidence) -> tuple[float, float]:
     main = (
         T.LOADER_HANDOFF_BASE_S + T.LOADER_HANDOFF_PER_TENSOR_S * tensors + T.LOADER_HANDOFF_PER_MIB_S * mib
     )
-    return main, T.LOADER_SEND_PER_TENSOR_S * tensors + T.LOADER_SEND_PER_MIB_S * mib
+    send = T.LOADER_SEND_BASE_S + T.LOADER_SEND_PER_TENSOR_S * tensors + T.LOADER_SEND_PER_MIB_S * mib
+    return main, send
+
+
+def handoff_caveat(ev: Evidence, share: float, workers: int, high: float) -> str:
+    """A sentence for the fix when each batch's hand-off from a worker process is a large part of the
+    loading it moves (``LOADER_HANDOFF_HEAVY_PCT``) and ``workers`` gain at most ``high`` (below
+    ``LOADER_SMALL_GAIN_X``): small batches gain little from worker processes; '' otherwise."""
+    times = sorted(ev.steps.step_times_s) or ([ev.steps.step_time_s] if ev.steps.step_time_s else [])
+    if not times or workers < 1 or high >= T.LOADER_SMALL_GAIN_X:
+        return ""
+    loading_s = times[len(times) // 2] * share / 100.0
+    main, send = handoff_s(ev)
+    if loading_s <= 0 or 100.0 * send / loading_s < T.LOADER_HANDOFF_HEAVY_PCT:
+        return ""
+    tensors = ev.loader.loader_batch_tensors or 2
+    return (
+        f" Each batch's hand-off from a worker process costs ~{send * 1000:.1f} ms of CPU in the worker and "
+        f"~{main * 1000:.1f} ms on the training thread ({tensors} tensors, benchmarks/loader_handoff.py) "
+        f"against ~{loading_s * 1000:.1f} ms of loading per batch: num_workers={workers} gains at most "
+        f"{high:.2f}x here; larger batches (fewer hand-offs per sample) or more free cores gain more."
+    )
 
 
 def handoff_step_fraction(ev: Evidence) -> tuple[float, float]:
