@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import importlib
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -42,12 +39,12 @@ COMMANDS: tuple[tuple[str, str, str, str, bool], ...] = (
     ("tune", "tune_cmd", "tune", "command", True),
 )
 _GLOBAL_VALUE_OPTIONS = ("--gpus-file", "--models-file")
-# Commands whose NumPy work is elementwise (no matrix products): NumPy's OpenBLAS is loaded with one thread
-# instead of a pool of one per core. The pool's start-up cost `gpuwise trace` 20-60 ms of CPU (its threads
-# spin while the trace is read; benchmarks/trace_speed.py) and, in `trace DIR`'s worker processes, one pool
-# per worker oversubscribes the cores. A value the user set is kept; `bench` (CPU matmul) is not listed.
+# Commands whose NumPy work is elementwise (no matrix products): NumPy is imported first, with one OpenBLAS
+# thread instead of a pool of one per core (gpuwise.trace.blas_threads: the pool costs `gpuwise trace`
+# 20-60 ms of CPU; its threads spin while the trace is read). OPENBLAS_NUM_THREADS is set only for that
+# import and removed right after it, so no child process sees it; a value the user set is kept. `bench`
+# (CPU matmul) is not listed; `profile` and `tune` run the user's program and never touch it.
 _ONE_BLAS_THREAD = frozenset({"trace"})
-_BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
 
 _state = {"debug": False}
 
@@ -159,25 +156,14 @@ def main(argv: list[str] | None = None) -> None:
         _run(argv, args)
 
 
-@contextmanager
-def _blas_threads_for(command: str | None) -> Iterator[None]:
-    """One OpenBLAS thread for a command of `_ONE_BLAS_THREAD` that loads NumPy during this run (the
-    variable is read once, when NumPy loads; it is restored afterwards, so an in-process caller's later
-    runs and children are unaffected)."""
-    if command not in _ONE_BLAS_THREAD or _BLAS_THREADS_ENV in os.environ or "numpy" in sys.modules:
-        yield
-        return
-    os.environ[_BLAS_THREADS_ENV] = "1"
-    try:
-        yield
-    finally:
-        os.environ.pop(_BLAS_THREADS_ENV, None)
-
-
 def _run(argv: list[str] | None, args: list[str]) -> None:
-    """Build the tree the run needs, run it, and turn every error into the one-line contract."""
-    with _blas_threads_for(_command_named(args)):
-        _run_tree(argv, args)
+    """Load what the command needs first (NumPy with one BLAS thread for `_ONE_BLAS_THREAD`, not for a
+    help screen), then build the tree the run needs and run it."""
+    if _command_named(args) in _ONE_BLAS_THREAD and not wants_help(args):
+        from gpuwise.trace.blas_threads import import_numpy_with_one_blas_thread
+
+        import_numpy_with_one_blas_thread()
+    _run_tree(argv, args)
 
 
 def _run_tree(argv: list[str] | None, args: list[str]) -> None:
