@@ -19,9 +19,12 @@ RANK0 = DATA / "hand_rank0.json"
 
 # Modules a one-file `--json` run has no use for: the terminal renderer and the report builders, the
 # process pool (one file runs in the process), numpy.ma (np.percentile's first call), the workload spec
-# (an annotation of the evidence).
+# (an annotation of the evidence), importlib.resources (package data is read beside the package:
+# catalog/bundled.py), html (Markdown escaping).
 NOT_LOADED = (
     "rich",
+    "importlib.resources",
+    "html",
     "gpuwise.report.trace_view",
     "gpuwise.report.document",
     "concurrent.futures",
