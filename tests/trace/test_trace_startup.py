@@ -20,9 +20,11 @@ RANK0 = DATA / "hand_rank0.json"
 # Modules a one-file `--json` run has no use for: the terminal renderer and the report builders, the
 # process pool (one file runs in the process), numpy.ma (np.percentile's first call), the workload spec
 # (an annotation of the evidence), importlib.resources (package data is read beside the package:
-# catalog/bundled.py), html (Markdown escaping).
+# catalog/bundled.py), html (Markdown escaping), OpenSSL's hashlib (the summary cache's hash: these runs
+# have none; with one, it loads after the parse, past the peak of RSS).
 NOT_LOADED = (
     "rich",
+    "_hashlib",
     "importlib.resources",
     "html",
     "gpuwise.report.trace_view",
