@@ -136,8 +136,9 @@ def test_trace_keeps_the_users_blas_threads():
     assert _blas_threads(["trace", str(RANK0), "--json"], "3") == (["3"], "3", ["3"])
 
 
-def test_trace_help_does_not_load_numpy():
-    assert _blas_threads(["trace", "--help"], None) == ([], None, [])
+@pytest.mark.parametrize("argv", [["trace", "--help"], ["trace", "--top", "0", "x.json"]])
+def test_trace_help_and_usage_errors_do_not_load_numpy(argv):
+    assert _blas_threads(argv, None) == ([], None, [])
 
 
 def test_other_commands_keep_numpys_default_blas_threads():

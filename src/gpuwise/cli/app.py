@@ -39,13 +39,6 @@ COMMANDS: tuple[tuple[str, str, str, str, bool], ...] = (
     ("tune", "tune_cmd", "tune", "command", True),
 )
 _GLOBAL_VALUE_OPTIONS = ("--gpus-file", "--models-file")
-# Commands whose NumPy work is elementwise (no matrix products): NumPy is imported first, with one OpenBLAS
-# thread instead of a pool of one per core (gpuwise.trace.blas_threads: the pool costs `gpuwise trace`
-# 20-60 ms of CPU; its threads spin while the trace is read). OPENBLAS_NUM_THREADS is set only for that
-# import and removed right after it, so no child process sees it; a value the user set is kept. `bench`
-# (CPU matmul) is not listed; `profile` and `tune` run the user's program and never touch it.
-_ONE_BLAS_THREAD = frozenset({"trace"})
-
 _state = {"debug": False}
 
 
@@ -157,17 +150,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None, args: list[str]) -> None:
-    """Load what the command needs first (NumPy with one BLAS thread for `_ONE_BLAS_THREAD`, not for a
-    help screen), then build the tree the run needs and run it."""
-    if _command_named(args) in _ONE_BLAS_THREAD and not wants_help(args):
-        from gpuwise.trace.blas_threads import import_numpy_with_one_blas_thread
-
-        import_numpy_with_one_blas_thread()
-    _run_tree(argv, args)
-
-
-def _run_tree(argv: list[str] | None, args: list[str]) -> None:
-    """Run the command tree; every error becomes the one-line contract."""
+    """Build the tree the run needs and run it; every error becomes the one-line contract."""
     debug = "--debug" in args
     try:
         # Outside standalone mode click returns the code of `typer.Exit(code)` instead of exiting.
