@@ -37,4 +37,6 @@ def test_profiled_program_sees_the_environment_unchanged(tmp_path: Path, user_bl
     assert {k: v for k, v in seen.items() if k not in PROFILER_KEYS} == {
         k: v for k, v in env.items() if k not in PROFILER_KEYS
     }
-    assert seen["PYTHONPATH"].endswith(env["PYTHONPATH"]) if env.get("PYTHONPATH") else True
+    # PYTHONPATH: the profiler's bootstrap directory first, then the user's own, unchanged
+    user_path = env.get("PYTHONPATH")
+    assert seen["PYTHONPATH"].split(os.pathsep)[1:] == (user_path.split(os.pathsep) if user_path else [])
