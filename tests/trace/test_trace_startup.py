@@ -19,9 +19,14 @@ RANK0 = DATA / "hand_rank0.json"
 
 # Modules a one-file `--json` run has no use for: the terminal renderer and the report builders, the
 # process pool (one file runs in the process), numpy.ma (np.percentile's first call), the workload spec
-# (an annotation of the evidence).
+# (an annotation of the evidence), importlib.resources (package data is read beside the package:
+# catalog/bundled.py), html (Markdown escaping), OpenSSL's hashlib (the summary cache's hash: these runs
+# have none; with one, it loads after the parse, past the peak of RSS).
 NOT_LOADED = (
     "rich",
+    "_hashlib",
+    "importlib.resources",
+    "html",
     "gpuwise.report.trace_view",
     "gpuwise.report.document",
     "concurrent.futures",
@@ -84,22 +89,25 @@ def test_percentile_of_nan_and_one_value():
     assert percentile(np.array([7.5]), 90) == 7.5
 
 
-# What OPENBLAS_NUM_THREADS says at the moment NumPy is imported (an audit hook sees the import), and
-# after the run: `trace` loads NumPy with one BLAS thread unless the user chose a number, and leaves the
-# environment as it found it.
+# What OPENBLAS_NUM_THREADS says at the moment NumPy is imported (an audit hook sees the import), when
+# the command's body starts (it imports the trace pipeline: every child process it could start comes
+# later) and after the run: `trace` loads NumPy with one BLAS thread unless the user chose a number, and
+# removes the variable right after that import.
 _BLAS_RUN = """
 import os, sys
-seen = []
+seen, in_body = [], []
 def hook(event, args):
     if event == "import" and args[0] == "numpy" and not seen:
         seen.append(os.environ.get("OPENBLAS_NUM_THREADS"))
+    if event == "import" and args[0] == "gpuwise.trace.parallel" and not in_body:
+        in_body.append(os.environ.get("OPENBLAS_NUM_THREADS"))
 sys.addaudithook(hook)
 from gpuwise.cli.app import main
 try:
     main({argv!r})
 except SystemExit:
     pass
-print("BLAS=" + repr((seen, os.environ.get("OPENBLAS_NUM_THREADS"))), file=sys.stderr)
+print("BLAS=" + repr((seen, os.environ.get("OPENBLAS_NUM_THREADS"), in_body)), file=sys.stderr)
 """
 
 
@@ -115,18 +123,52 @@ def _blas_threads(argv: list[str], user_value: str | None) -> tuple[list[str | N
         env={**env, "GPUWISE_TRACE_CACHE": "off"},
     )
     line = next(line for line in proc.stderr.splitlines() if line.startswith("BLAS="))
-    seen, after = ast.literal_eval(line.removeprefix("BLAS="))
-    return seen, after
+    seen, after, in_body = ast.literal_eval(line.removeprefix("BLAS="))
+    return seen, after, in_body
 
 
-def test_trace_loads_numpy_with_one_blas_thread_and_restores_the_environment():
-    assert _blas_threads(["trace", str(RANK0), "--json"], None) == (["1"], None)
+def test_trace_loads_numpy_with_one_blas_thread_and_removes_the_variable_at_once():
+    # "1" while NumPy loads, gone before the command's body runs (no child could inherit it), gone after
+    assert _blas_threads(["trace", str(RANK0), "--json"], None) == (["1"], None, [None])
 
 
 def test_trace_keeps_the_users_blas_threads():
-    assert _blas_threads(["trace", str(RANK0), "--json"], "3") == (["3"], "3")
+    assert _blas_threads(["trace", str(RANK0), "--json"], "3") == (["3"], "3", ["3"])
+
+
+@pytest.mark.parametrize("argv", [["trace", "--help"], ["trace", "--top", "0", "x.json"]])
+def test_trace_help_and_usage_errors_do_not_load_numpy(argv):
+    assert _blas_threads(argv, None) == ([], None, [])
 
 
 def test_other_commands_keep_numpys_default_blas_threads():
-    seen, after = _blas_threads(["memory", "--model", "gpt2", "--json"], None)
+    seen, after, _ = _blas_threads(["memory", "--model", "gpt2", "--json"], None)
     assert seen in ([], [None]) and after is None
+
+
+# A trace pool worker (`trace DIR --workers N`) loads NumPy in its initializer, before any task: with one
+# BLAS thread, the worker's environment unchanged afterwards. The initializer's module must not load NumPy
+# itself (the worker imports it to find the initializer).
+_WORKER_INIT = """
+import os, sys
+seen = []
+def hook(event, args):
+    if event == "import" and args[0] == "numpy" and not seen:
+        seen.append(os.environ.get("OPENBLAS_NUM_THREADS"))
+sys.addaudithook(hook)
+from gpuwise.trace.blas_threads import worker_init
+assert "numpy" not in sys.modules
+worker_init()
+print("BLAS=" + repr((seen, "numpy" in sys.modules, os.environ.get("OPENBLAS_NUM_THREADS"))))
+"""
+
+
+@pytest.mark.parametrize(("user_value", "expected"), [(None, (["1"], True, None)), ("2", (["2"], True, "2"))])
+def test_pool_worker_loads_numpy_with_one_blas_thread(user_value, expected):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if user_value is not None:
+        env["OPENBLAS_NUM_THREADS"] = user_value
+    proc = subprocess.run(
+        [sys.executable, "-c", _WORKER_INIT], capture_output=True, text=True, timeout=120, env=env, check=True
+    )
+    assert ast.literal_eval(proc.stdout.strip().removeprefix("BLAS=")) == expected

@@ -12,9 +12,9 @@ from __future__ import annotations
 import csv
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal
 
+from gpuwise.catalog.bundled import bundled_text
 from gpuwise.errors import GpuwiseError
 
 PriceKind = Literal["on_demand", "spot", "reserved_1y", "reserved_3y", "purchase_gpu", "purchase_server"]
@@ -81,7 +81,7 @@ def _row(row: dict[str, str], line: int) -> GpuPrice | tuple[str, str]:
 
 @lru_cache(maxsize=1)
 def _table() -> tuple[tuple[GpuPrice, ...], dict[str, str]]:
-    text = resources.files("gpuwise.catalog").joinpath("data/prices.csv").read_text(encoding="utf-8")
+    text = bundled_text("gpuwise.catalog", "data/prices.csv")
     listed: list[GpuPrice] = []
     reasons: dict[str, str] = {}
     for line, row in enumerate(csv.DictReader(text.splitlines()), start=2):

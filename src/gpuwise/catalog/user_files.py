@@ -29,9 +29,10 @@ def load_catalog(kind: str, build: Callable[..., T]) -> dict[str, T]:
     """
     import csv
     import io
-    from importlib import resources
 
-    text = resources.files("gpuwise.catalog").joinpath(f"data/{kind}.csv").read_text(encoding="utf-8")
+    from gpuwise.catalog.bundled import bundled_text
+
+    text = bundled_text("gpuwise.catalog", f"data/{kind}.csv")
     entries: dict[str, T] = {}
     for row in csv.DictReader(io.StringIO(text)):
         item = build(row)

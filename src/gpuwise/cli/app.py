@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import importlib
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -42,13 +39,6 @@ COMMANDS: tuple[tuple[str, str, str, str, bool], ...] = (
     ("tune", "tune_cmd", "tune", "command", True),
 )
 _GLOBAL_VALUE_OPTIONS = ("--gpus-file", "--models-file")
-# Commands whose NumPy work is elementwise (no matrix products): NumPy's OpenBLAS is loaded with one thread
-# instead of a pool of one per core. The pool's start-up cost `gpuwise trace` 20-60 ms of CPU (its threads
-# spin while the trace is read; benchmarks/trace_speed.py) and, in `trace DIR`'s worker processes, one pool
-# per worker oversubscribes the cores. A value the user set is kept; `bench` (CPU matmul) is not listed.
-_ONE_BLAS_THREAD = frozenset({"trace"})
-_BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
-
 _state = {"debug": False}
 
 
@@ -159,29 +149,8 @@ def main(argv: list[str] | None = None) -> None:
         _run(argv, args)
 
 
-@contextmanager
-def _blas_threads_for(command: str | None) -> Iterator[None]:
-    """One OpenBLAS thread for a command of `_ONE_BLAS_THREAD` that loads NumPy during this run (the
-    variable is read once, when NumPy loads; it is restored afterwards, so an in-process caller's later
-    runs and children are unaffected)."""
-    if command not in _ONE_BLAS_THREAD or _BLAS_THREADS_ENV in os.environ or "numpy" in sys.modules:
-        yield
-        return
-    os.environ[_BLAS_THREADS_ENV] = "1"
-    try:
-        yield
-    finally:
-        os.environ.pop(_BLAS_THREADS_ENV, None)
-
-
 def _run(argv: list[str] | None, args: list[str]) -> None:
-    """Build the tree the run needs, run it, and turn every error into the one-line contract."""
-    with _blas_threads_for(_command_named(args)):
-        _run_tree(argv, args)
-
-
-def _run_tree(argv: list[str] | None, args: list[str]) -> None:
-    """Run the command tree; every error becomes the one-line contract."""
+    """Build the tree the run needs and run it; every error becomes the one-line contract."""
     debug = "--debug" in args
     try:
         # Outside standalone mode click returns the code of `typer.Exit(code)` instead of exiting.

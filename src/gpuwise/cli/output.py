@@ -6,7 +6,6 @@ terminal, Markdown and HTML renderers all draw that one document.
 
 from __future__ import annotations
 
-import html
 import re
 import sys
 from collections.abc import Callable
@@ -97,7 +96,9 @@ def one_format(as_json: bool, as_markdown: bool) -> None:
 
 
 def _escape_text(text: str) -> str:
-    return _LINE_BREAK.join(html.escape(part, quote=False) for part in text.split(_LINE_BREAK))
+    from html import escape  # on use: `--json` never escapes (start-up time)
+
+    return _LINE_BREAK.join(escape(part, quote=False) for part in text.split(_LINE_BREAK))
 
 
 def escape_markdown_html(markdown: str) -> str:

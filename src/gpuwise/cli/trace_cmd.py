@@ -147,8 +147,12 @@ def trace(
     """Where a profiled run lost time: HTA's breakdown, kernels, steps, input, syncs, copies, communication,
     ranks, findings."""
     from gpuwise.cli.output import one_format
+    from gpuwise.trace.blas_threads import import_numpy_with_one_blas_thread
 
     one_format(as_json, as_markdown)  # before the work, not after it
+    # NumPy first, with one OpenBLAS thread (the analysis is elementwise; the pool of one thread per core
+    # costs 20-60 ms of CPU); the variable is removed right after, so no child process inherits it
+    import_numpy_with_one_blas_thread()
     from gpuwise.trace.parallel import analyze_many, expand_sources
     from gpuwise.trace.rank_distribution import rank_distribution
 

@@ -14,7 +14,6 @@ among the skipped files; Ctrl-C stops the pool's processes or cancels the cluste
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from collections import deque
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.trace.analyze import FileProgress, SkippedFile, TraceReport, build_report, expand_paths
+from gpuwise.trace.blas_threads import worker_init
 from gpuwise.trace.rank import RankAnalysis
 from gpuwise.trace.rank_summary import RankFailure, RankSummary, compact, is_url, summarize
 from gpuwise.trace.summary_cache import SummaryCache, default_cache_path
@@ -145,10 +145,6 @@ def run_in_process(
         yield i, summarize(source, callback, hashed)
 
 
-def _worker_init() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it stops the workers itself
-
-
 def _context() -> Any:
     # forkserver on Linux: workers start clean of the driver's threads (rich's progress bar), and the
     # server ignores Ctrl-C (no preload: a preload would catch Ctrl-C mid-import and print a traceback)
@@ -199,7 +195,7 @@ def run_processes(sources: list[str], workers: int, hashed: bool = True) -> Iter
     pending: deque[int] = deque(range(len(sources)))
     ctx = _context()
     while pending:
-        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init)
+        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=worker_init)
         suspects: list[int] = []
         try:
             yield from _drain(pool, sources, pending, 2 * workers, hashed)
@@ -216,7 +212,7 @@ def _alone(source: str, ctx: Any, hashed: bool) -> Outcome:
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_worker_init)
+    pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=worker_init)
     try:
         return pool.submit(summarize, source, None, hashed).result()
     except BrokenProcessPool:

@@ -13,7 +13,6 @@ rank of 0.9 MB (5 KB compressed in the summary cache). A rank that cannot be ana
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import resource
@@ -103,6 +102,8 @@ def _peak_rss_bytes() -> int:
 
 def content_hash(path: Path) -> str:
     """SHA-256 of the file's bytes (hex; ~1 GB/s, read again from the page cache right after parsing)."""
+    import hashlib  # here, after the parse: OpenSSL's ~3.6 MB are mapped once the parse's peak is past
+
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(4 << 20):

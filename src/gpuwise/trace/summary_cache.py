@@ -13,7 +13,6 @@ file), or ``GPUWISE_TRACE_CACHE`` (a file path; ``off`` disables the cache, as `
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import time
@@ -63,6 +62,8 @@ def default_cache_path() -> Path | None:
 def code_version() -> str:
     """A hash of gpuwise's version and every source file of the trace package and the diagnose thresholds
     (what a summary is computed by): a new gpuwise or a local edit makes old summaries unreachable."""
+    import hashlib  # on use: a first look loads it after the parse (peak RSS), --no-cache never
+
     import gpuwise
     from gpuwise._version import __version__
 

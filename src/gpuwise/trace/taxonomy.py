@@ -22,8 +22,9 @@ import csv
 import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from importlib import resources
 from typing import Literal, get_args
+
+from gpuwise.catalog.bundled import bundled_text
 
 __all__ = [
     "HOST_BLOCKING_ROLES",
@@ -173,7 +174,7 @@ class _Matcher:
 @lru_cache(maxsize=1)
 def entries() -> tuple[TaxonomyEntry, ...]:
     """Every row of the bundled taxonomy, in file order (each pattern compiled on first use)."""
-    text = resources.files("gpuwise.trace").joinpath("data").joinpath(_DATA).read_text(encoding="utf-8")
+    text = bundled_text("gpuwise.trace", f"data/{_DATA}")
     out = []
     for row in csv.DictReader(text.splitlines()):
         kind, category = row["kind"], row["category"]
