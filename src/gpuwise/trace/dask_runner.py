@@ -11,6 +11,7 @@ its rank alone. Ctrl-C (or any exit before the end) cancels every task still que
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ __all__ = ["DASK_HINT", "connect", "run_dask"]
 
 DASK_HINT = "--dask needs dask.distributed: pip install 'gpuwise[dask]'"
 _BATCH = 256  # results fetched from the scheduler per round trip
+_CLOSE_TIMEOUT_S = 10.0
 
 
 def connect(address: str) -> Any:
@@ -53,16 +55,17 @@ def run_dask(
 
     client = connect(address)
     run = uuid.uuid4().hex[:12]  # task keys are global on the scheduler: two runs must not share one
-    futures = client.map(
-        summarize,
-        sources,
-        pure=False,
-        key=[f"gpuwise-rank-{run}-{i}" for i in range(len(sources))],
-        hashed=hashed,
-    )
-    index = {f.key: i for i, f in enumerate(futures)}
+    futures: list[Any] = []
     finished = 0
-    try:
+    try:  # from the first submission: a Ctrl-C while they go out must close the client too
+        futures = client.map(
+            summarize,
+            sources,
+            pure=False,
+            key=[f"gpuwise-rank-{run}-{i}" for i in range(len(sources))],
+            hashed=hashed,
+        )
+        index = {f.key: i for i, f in enumerate(futures)}
         for batch in as_completed(futures, loop=client.loop, raise_errors=False).batches():
             for fut in batch:
                 i = index[fut.key]
@@ -70,10 +73,21 @@ def run_dask(
                 fut.release()
                 finished += 1
     finally:
-        if finished < len(futures):  # Ctrl-C, an error, or the caller stopped reading: free the cluster
-            logging.getLogger("distributed").setLevel(logging.CRITICAL)  # closing comms mid-task is expected
-            client.cancel(futures, force=True)
-        client.close()
+        # Ctrl-C, an error, or the caller stopped reading: free the cluster (closing the client alone
+        # releases whatever was submitted before ``futures`` was bound)
+        try:
+            if finished < len(futures):
+                logging.getLogger("distributed").setLevel(logging.CRITICAL)  # comms closed mid-task: expected
+                client.cancel(futures, force=True)
+        finally:
+            _close(client)
+
+
+def _close(client: Any) -> None:
+    """Close the client within ``_CLOSE_TIMEOUT_S``: a scheduler too busy to confirm (the tasks are already
+    cancelled) must not hold up a Ctrl-C'd run, nor turn its exit 130 into an internal error."""
+    with contextlib.suppress(TimeoutError, OSError):
+        client.close(timeout=_CLOSE_TIMEOUT_S)
 
 
 def _outcome(fut: Any, source: str) -> RankSummary | RankFailure:
