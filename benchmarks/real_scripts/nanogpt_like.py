@@ -9,6 +9,7 @@ counters and how many times the forward was compiled in the RESULT line.
 """
 
 import argparse
+import atexit
 import json
 import os
 import queue
@@ -52,9 +53,25 @@ def get_batch():
 
 
 def prefetching(fetch, depth=2):
-    """The fix: batches prepared on a thread, ahead of the step that needs them."""
+    """The fix, as gpuwise prescribes it: batches prepared on a thread, ahead of the step that needs them;
+    the thread is stopped and joined at exit (a daemon thread still in a torch op when Python shuts down
+    aborts the process)."""
     ready: queue.Queue = queue.Queue(maxsize=depth)
-    threading.Thread(target=lambda: [ready.put(fetch()) for _ in iter(int, 1)], daemon=True).start()
+    stop = threading.Event()
+
+    def fill():
+        while not stop.is_set():
+            batch = fetch()
+            while not stop.is_set():
+                try:
+                    ready.put(batch, timeout=0.1)
+                    break
+                except queue.Full:
+                    pass
+
+    worker = threading.Thread(target=fill, daemon=True)
+    worker.start()
+    atexit.register(lambda: (stop.set(), worker.join()))
     return ready.get
 
 

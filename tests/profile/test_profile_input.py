@@ -4,6 +4,9 @@ phases is ``other``, and a large share of it is a finding naming the sampled fra
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from gpuwise.diagnose import Evidence, diagnose
 from gpuwise.diagnose import thresholds as T
 from gpuwise.profile.phases import (
@@ -118,3 +121,34 @@ def test_small_host_shares_stay_quiet():
     )
     ids = {f.id for f in diagnose(ev)}
     assert "input_bound" not in ids and "unexplained_host_time" not in ids
+
+
+_PREFETCH_RUN = """
+import atexit, threading, time
+import torch
+
+def make_batch():
+    time.sleep(0.002)
+    return torch.randn(64, 64) @ torch.randn(64, 64)
+
+# atexit runs last-registered first: this check runs after the snippet's own exit handler
+atexit.register(lambda: print("threads left", [t.name for t in threading.enumerate() if t.daemon]))
+SNIPPET
+batches = prefetch(make_batch)
+total = sum(float(next(batches).sum()) for _ in range(5))
+print("took 5 batches")
+"""
+
+
+def test_the_prescribed_prefetch_thread_runs_and_is_stopped_before_python_exits(tmp_path):
+    # a daemon thread still in a torch op while the interpreter shuts down aborts the process (exit 134):
+    # the snippet's thread must be stopped and joined at exit, with the batches it fed the loop taken
+    from gpuwise.diagnose.rules.loader_advice import batch_function_fix
+
+    _, snippet = batch_function_fix(Evidence(source="profile"), "", "get_batch")
+    snippet = snippet.split("batches = prefetch(")[0]  # the function; the call and the copy are the user's
+    script = tmp_path / "prefetch_run.py"
+    script.write_text(_PREFETCH_RUN.replace("SNIPPET", snippet))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "took 5 batches" in proc.stdout and "threads left []" in proc.stdout, proc.stdout

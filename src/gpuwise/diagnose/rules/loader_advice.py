@@ -312,14 +312,24 @@ def batch_function_fix(ev: Evidence, where: str, function: str = "") -> tuple[st
         if on_gpu(ev)
         else ""
     )
+    # the thread is stopped and joined at exit: a daemon thread still inside a torch op when the
+    # interpreter shuts down aborts the process ("terminate called without an active exception", exit 134)
     snippet = (
-        "import queue, threading\n"
+        "import atexit, queue, threading\n"
         "def prefetch(make_batch, depth=2):\n"
-        "    q = queue.Queue(maxsize=depth)\n"
+        "    q, stop = queue.Queue(maxsize=depth), threading.Event()\n"
         "    def fill():\n"
-        "        while True:\n"
-        "            q.put(make_batch())\n"
-        "    threading.Thread(target=fill, daemon=True).start()\n"
+        "        while not stop.is_set():\n"
+        "            batch = make_batch()\n"
+        "            while not stop.is_set():\n"
+        "                try:\n"
+        "                    q.put(batch, timeout=0.1)\n"
+        "                    break\n"
+        "                except queue.Full:\n"
+        "                    pass\n"
+        "    worker = threading.Thread(target=fill, daemon=True)\n"
+        "    worker.start()\n"
+        "    atexit.register(lambda: (stop.set(), worker.join()))  # no batch half-built when Python exits\n"
         "    while True:\n"
         "        yield q.get()\n"
         f"batches = prefetch(lambda: {function or 'get_batch'}(...))\n"
