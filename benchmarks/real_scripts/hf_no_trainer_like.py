@@ -106,13 +106,6 @@ for step, batch in enumerate(train_dataloader):
         t0 = now
     if completed_steps >= args.steps:
         break
-print(
-    "RESULT "
-    + json.dumps(
-        {
-            "step_s_p50": statistics.median(times[3:] or times),
-            "step_s_mean": statistics.fmean(times[3:] or times),
-            "steps": len(times),
-        }
-    )
-)
+warm = times[3:] or times
+summary = {"step_s_p50": statistics.median(warm), "step_s_mean": statistics.fmean(warm), "steps": len(times)}
+print("RESULT " + json.dumps(summary))

@@ -129,13 +129,6 @@ else:
 
         optimizer.step(closure)
         tick()
-print(
-    "RESULT "
-    + json.dumps(
-        {
-            "step_s_p50": statistics.median(times[3:] or times),
-            "step_s_mean": statistics.fmean(times[3:] or times),
-            "steps": len(times),
-        }
-    )
-)
+warm = times[3:] or times
+summary = {"step_s_p50": statistics.median(warm), "step_s_mean": statistics.fmean(warm), "steps": len(times)}
+print("RESULT " + json.dumps(summary))
