@@ -14,7 +14,8 @@ import csv
 import io
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+
+from gpuwise.catalog.bundled import bundled_text
 
 # Without the boost clock (only the nominal or current one is visible), a measured figure may run above
 # the peak computed at that clock by up to the max-turbo/base ratio: 1.48 on a Xeon Platinum 8380
@@ -43,7 +44,7 @@ class Uarch:
 @cache
 def table() -> tuple[Uarch, ...]:
     """The rows of bench/data/cpu_uarch.csv (comment lines start with #)."""
-    text = resources.files("gpuwise.bench").joinpath("data/cpu_uarch.csv").read_text(encoding="utf-8")
+    text = bundled_text("gpuwise.bench", "data/cpu_uarch.csv")
     body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
     rows = []
     for r in csv.DictReader(io.StringIO(body)):

@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal
 
 from gpuwise.catalog import GPU, get_gpu, list_gpus
+from gpuwise.catalog.bundled import bundled_text
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf.predict import predict
 from gpuwise.perf.prediction import Bound, PerfPrediction
@@ -58,7 +58,7 @@ MILLION = 1_000_000
 @lru_cache(maxsize=1)
 def cost_constants() -> dict[str, Any]:
     """``perf/data/cost.toml``: energy prices, cooling overhead and hours per month, each with its source."""
-    text = resources.files("gpuwise.perf").joinpath("data/cost.toml").read_text(encoding="utf-8")
+    text = bundled_text("gpuwise.perf", "data/cost.toml")
     return tomllib.loads(text)
 
 

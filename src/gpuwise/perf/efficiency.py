@@ -14,10 +14,10 @@ import types
 import typing
 from dataclasses import MISSING, dataclass, fields
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from gpuwise.catalog import GPU
+from gpuwise.catalog.bundled import bundled_text
 from gpuwise.catalog.gpus import GENERATIONS
 from gpuwise.perf.prediction import Mode
 from gpuwise.workload.spec import Attention
@@ -248,7 +248,7 @@ def constants() -> Efficiency:
 
     Tables keyed by generation may only use the catalog's generations (and ``default``), so a typo
     cannot silently send a generation to the default row."""
-    text = resources.files("gpuwise.perf").joinpath("data/efficiency.toml").read_text(encoding="utf-8")
+    text = bundled_text("gpuwise.perf", "data/efficiency.toml")
     table = _load(Efficiency, tomllib.loads(text), "")
     keyed: dict[str, dict[str, Any]] = {
         "mamf.generation": table.mamf.generation,

@@ -15,10 +15,10 @@ from __future__ import annotations
 import csv
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal, cast
 
 from gpuwise.catalog import GPU, get_gpu, get_model
+from gpuwise.catalog.bundled import bundled_text
 from gpuwise.catalog.prices import HOURLY_KINDS, GpuPrice, price
 from gpuwise.errors import GpuwiseError
 from gpuwise.perf.cost import (
@@ -75,7 +75,7 @@ class ApiPrice:
 
 @lru_cache(maxsize=1)
 def _api_table() -> tuple[tuple[float, ApiPrice], ...]:
-    text = resources.files("gpuwise.catalog").joinpath("data/api_prices.csv").read_text(encoding="utf-8")
+    text = bundled_text("gpuwise.catalog", "data/api_prices.csv")
     rows = []
     for row in csv.DictReader(text.splitlines()):
         api = ApiPrice(

@@ -13,9 +13,9 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal
 
+from gpuwise.catalog.bundled import bundled_text
 from gpuwise.plan.types import Outcome
 from gpuwise.workload import Workload
 
@@ -91,7 +91,7 @@ class InputSizing:
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    text = resources.files("gpuwise.perf").joinpath("data/input_pipeline.toml").read_text(encoding="utf-8")
+    text = bundled_text("gpuwise.perf", "data/input_pipeline.toml")
     return tomllib.loads(text)
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from gpuwise.catalog.bundled import bundled_text
 from gpuwise.workload.engine_defaults import (
     ENGINE_DEFAULTS,
     resolved_gpu_memory_utilization,
@@ -43,7 +43,7 @@ __all__ = [
 @cache
 def engine_data() -> dict[str, Any]:
     """``data/engines.toml``: per-engine speed factors and the draft's shape, with their sources."""
-    text = resources.files("gpuwise.serving").joinpath("data/engines.toml").read_text(encoding="utf-8")
+    text = bundled_text("gpuwise.serving", "data/engines.toml")
     return tomllib.loads(text)
 
 
