@@ -211,3 +211,36 @@ def test_small_batches_are_told_a_worker_gains_little_and_large_ones_are_not():
     assert "hand-off from a worker process" in small.fix and "num_workers=1 gains at most" in small.fix
     large = found(Evidence.flat(**base, step_times_s=[0.1] * 20))["input_bound"]
     assert large.gain.high > small.gain.high and "hand-off" not in large.fix
+
+
+def _kept_loss(new_tensors: int, maxlen: int | None = None, grad_fn: str | None = "NllLossBackward0") -> dict:
+    return {
+        "container": "deque" if maxlen else "list", "names": ["loss_history"], "new_tensors": new_tensors,
+        "length": new_tensors, "maxlen": maxlen,
+        "tensor": {"shape": [], "dtype": "float32", "requires_grad": bool(grad_fn), "grad_fn": grad_fn},
+        "lines": [{"file": "/x/train.py", "line": 109, "text": "loss_history.append(loss)"}],
+    }  # fmt: skip
+
+
+def test_a_kept_loss_with_its_graph_is_judged_a_leak_whatever_rss_does():
+    """The same kept loss grew RSS 0.24 MiB a step on a quiet machine (under the bar) and 1 MiB on a busy
+    one: the container gaining a tensor with its autograd node every step judges it, not the pages."""
+    ev = _leak(50 * 1024, 2**17)
+    ev.context.workload_kind = "training"
+    ev.memory.kept_objects = [_kept_loss(50)]
+    f = found(ev)["memory_growth"]
+    assert "verdict" not in f.metrics and f.metrics["judged_by"] == "kept_graphs"
+    assert f.metrics["growth_pct"] < T.MEMORY_GROWTH_MIN_PCT and f.metrics["rss_growth_pct"] < 5.0
+    assert "autograd node on 50 of 50 steps" in f.summary
+
+
+def test_a_bounded_or_detached_or_sparse_container_is_still_too_short_to_judge():
+    for kept in (_kept_loss(50, maxlen=100), _kept_loss(50, grad_fn=None), _kept_loss(20)):
+        ev = _leak(50 * 1024, 2**17)
+        ev.context.workload_kind = "training"
+        ev.memory.kept_objects = [kept]
+        assert found(ev)["memory_growth"].metrics["verdict"] == "too_short", kept
+    # and a flat heap is no leak whatever the container (its tensors already existed or are tiny)
+    ev = _leak(0, 2**17)
+    ev.memory.kept_objects = [_kept_loss(50)]
+    assert "memory_growth" not in found(ev)

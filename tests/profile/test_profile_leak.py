@@ -2,8 +2,10 @@
 CPU torch, with the container and the line of the user's loop that keeps the tensor named.
 
 ``gpuwise profile`` at its defaults (5 warm-up steps, 50 measured) runs the look-alike with the
-injection; the C heap grows ~50 KiB a step (under the 5 % bar) while RSS grows ~1 MiB a step (over it).
-The same script without the injection must give no memory_growth."""
+injection; the C heap grows ~50 KiB a step (under the 5 % bar). RSS grows ~1 MiB a step on a busy
+machine (over it) but only ~0.24 MiB on a quiet one (under it), so the verdict must not rest on RSS: the
+list that gains the loss with its autograd node every step judges it. The same script without the
+injection must give no memory_growth."""
 
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ def test_a_kept_loss_tensor_is_a_leak_at_the_defaults_with_its_container_and_lin
     f = {x["id"]: x for x in doc["findings"]}["memory_growth"]
     m = f["metrics"]
     assert "verdict" not in m, f["summary"]  # judged, not "too short"
-    assert m["growth_pct"] < 5.0 <= m["rss_growth_pct"], m  # the heap alone would have missed it
+    assert m["growth_pct"] < 5.0, m  # the heap alone would have missed it
+    assert m["judged_by"] in ("rss", "kept_graphs"), m
     kept = m["kept_objects"][0]
     assert kept["names"] == ["loss_history"] and kept["tensor"]["shape"] == []
     assert kept["new_tensors"] >= 40, kept

@@ -100,6 +100,10 @@ MEMORY_GROWTH_HIGH_PCT = 25.0
 # Below the bar but rising at every reading from this growth over the window: "too short to judge a
 # leak" (nanoGPT's loss_history.append(loss): +85 KB/step of heap, under 5 % in 50 steps, over it in 150).
 MEMORY_GROWTH_NOTE_PCT = 0.5
+# ...and judged a leak anyway when a container of the user's gained a tensor with its autograd node
+# (grad_fn) on at least this share of the window's steps and has no length bound: it grows every step
+# by construction (profile/kept_objects.py finds it). The loss kept with its graph, as in nanoGPT above.
+MEMORY_KEPT_GRAPH_PER_STEP = 0.8
 # Live-memory readings needed (a live run spaces them to bound the probe's cost), spanning at least
 # MIN_STEPS_FOR_STATISTICS steps.
 MEMORY_GROWTH_MIN_READINGS = 5

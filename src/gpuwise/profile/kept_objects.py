@@ -139,6 +139,8 @@ class KeptTensors:
                     "names": [name for name, _ in names],
                     "new_tensors": count,
                     "length": len(by_id[key]),
+                    # a deque(maxlen=N) stops growing at N: a window, not a leak
+                    "maxlen": getattr(by_id[key], "maxlen", None),
                     "tensor": _describe(sample[key]),
                     "lines": lines[:MAX_LINES],
                 }
