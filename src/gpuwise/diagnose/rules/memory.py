@@ -181,17 +181,7 @@ def memory_growth(ev: Evidence) -> Finding | None:
     growth_pct = _growth_pct(heap, span)
     rss = _trend(steps, ev.memory.memory_rss_per_step_bytes)
     rss_pct = _growth_pct(rss, span)
-    # RSS speaks for the heap only where the heap itself rises materially (a few bytes of detached
-    # scalars kept a step, under a heap that grows 0.0 %, are no leak whatever RSS does meanwhile)
-    rising = growth_pct >= T.MEMORY_GROWTH_NOTE_PCT
-    rss_judges = rising and rss_pct >= T.MEMORY_GROWTH_MIN_PCT
-    # a container of the user's that gains a tensor with its autograd node nearly every step grows
-    # without bound by construction, however many pages the allocator happens to pin meanwhile (RSS
-    # grew 0.24 MiB a step on a quiet machine and 1 MiB on a busy one for the same kept loss)
-    graphs = _kept_graphs(ev, span)
-    judged_by = "heap" if growth_pct >= T.MEMORY_GROWTH_MIN_PCT else "rss" if rss_judges else ""
-    if not judged_by and rising and graphs is not None:
-        judged_by = "kept_graphs"
+    judged_by = _judged_by(ev, span, growth_pct, rss_pct)
     if not judged_by:
         return _growth_too_short(ev, span, heap, rss, growth_pct)
     if judged_by == "rss" and rss is not None:
@@ -203,18 +193,7 @@ def memory_growth(ev: Evidence) -> Finding | None:
             max(0, ev.memory.memory_capacity_bytes - (ev.memory.memory_peak_bytes or last)) / per_step
         )
     what = memory_measure(ev)
-    both = (
-        f"; the C heap +{heap[0] / 2**10:.0f} KiB per step (live allocations) while the process RSS grows "
-        f"+{rss[0] / 2**20:.2f} MiB per step ({rss_pct:.1f} %): the kept objects pin the allocator's pages"
-        if rss is not None and rss_pct > 0
-        else ""
-    )
-    if judged_by == "kept_graphs" and graphs is not None:
-        both += (
-            f"; under the {T.MEMORY_GROWTH_MIN_PCT:.0f} % bar in this window, but a container gained a "
-            f"tensor with its autograd node on {graphs.get('new_tensors')} of {span} steps and has no "
-            "length bound: it grows every step"
-        )
+    both = _views_text(ev, span, heap, rss, rss_pct, judged_by)
     fix, snippet = _growth_fix(ev)
     return Finding(
         id="memory_growth",
@@ -248,6 +227,47 @@ def memory_growth(ev: Evidence) -> Finding | None:
         gain=Gain("memory_bytes", per_step * span * 0.5, per_step * span, "the growth seen during the run"),
         source=ev.source,
     )
+
+
+def _judged_by(ev: Evidence, span: int, growth_pct: float, rss_pct: float) -> str:
+    """Which view judges the rise a leak: "heap", "rss", "kept_graphs"; "" when none does."""
+    if growth_pct >= T.MEMORY_GROWTH_MIN_PCT:
+        return "heap"
+    # RSS speaks for the heap only where the heap itself rises materially (a few bytes of detached
+    # scalars kept a step, under a heap that grows 0.0 %, are no leak whatever RSS does meanwhile)
+    if growth_pct < T.MEMORY_GROWTH_NOTE_PCT:
+        return ""
+    if rss_pct >= T.MEMORY_GROWTH_MIN_PCT:
+        return "rss"
+    # a container of the user's that gains a tensor with its autograd node nearly every step grows
+    # without bound by construction, however many pages the allocator happens to pin meanwhile (RSS
+    # grew 0.24 MiB a step on a quiet machine and 1 MiB on a busy one for the same kept loss)
+    return "kept_graphs" if _kept_graphs(ev, span) is not None else ""
+
+
+def _views_text(
+    ev: Evidence,
+    span: int,
+    heap: tuple[float, float, float],
+    rss: tuple[float, float, float] | None,
+    rss_pct: float,
+    judged_by: str,
+) -> str:
+    """The summary's clauses on the RSS view and on the kept container that judged the leak."""
+    text = (
+        f"; the C heap +{heap[0] / 2**10:.0f} KiB per step (live allocations) while the process RSS grows "
+        f"+{rss[0] / 2**20:.2f} MiB per step ({rss_pct:.1f} %): the kept objects pin the allocator's pages"
+        if rss is not None and rss_pct > 0
+        else ""
+    )
+    graphs = _kept_graphs(ev, span)
+    if judged_by == "kept_graphs" and graphs is not None:
+        text += (
+            f"; under the {T.MEMORY_GROWTH_MIN_PCT:.0f} % bar in this window, but a container gained a "
+            f"tensor with its autograd node on {graphs.get('new_tensors')} of {span} steps and has no "
+            "length bound: it grows every step"
+        )
+    return text
 
 
 def _kept_graphs(ev: Evidence, span: int) -> dict[str, Any] | None:
