@@ -179,6 +179,27 @@ def test_autocast_copies_of_frozen_weights_in_lora_and_qlora():
     assert not estimate_memory(W(task="lora")).phase("forward").components.get("autocast_weight_copies")
 
 
+def test_llama_factory_qlora_skips_peft_kbit_preparation():
+    # LLaMA-Factory prepares the model itself (no prepare_model_for_kbit_training): embeddings, lm_head and
+    # the residual stream stay 16-bit, so no autocast copy of an fp32 head and a smaller step than peft's
+    arch = get_model("llama-3-8b")
+    hf = W(task="qlora", precision="nf4", grad_checkpointing="full")
+    lf = W(task="qlora", precision="nf4", grad_checkpointing="full", framework="llama-factory")
+    assert not profile_for("llama-factory").kbit_upcast and profile_for("hf").kbit_upcast
+    lf_est, hf_est = estimate_memory(lf), estimate_memory(hf)
+    assert not lf_est.phase("forward").components.get("autocast_weight_copies")
+    # the 16-bit embedding and head: 2 bytes a parameter instead of 4
+    hf_w = weight_bytes(arch, hf, regime_for(hf), profile_for("hf"))
+    lf_w = weight_bytes(arch, lf, regime_for(lf), profile_for("llama-factory"))
+    assert hf_w - lf_w == 2 * (2 * 128_256 * 4096 + 65 * 4096)
+    assert lf_est.peak_allocated_bytes < hf_est.peak_allocated_bytes
+    # the LoRA recipe itself (bf16 base) is unchanged
+    lora = W(task="lora", grad_checkpointing="full")
+    lf_lora = estimate_memory(W(task="lora", grad_checkpointing="full", framework="llama-factory"))
+    lf_lora = lf_lora.peak_allocated_bytes
+    assert lf_lora == estimate_memory(lora).peak_allocated_bytes
+
+
 def test_quantized_linears_keep_inputs_as_their_library_does():
     arch = get_model("llama-3-8b")
 

@@ -78,8 +78,12 @@ def test_leave_one_source_out_is_the_headline_with_the_held_out_publications():
     # 16-bit scores: ms-swift's own p90 25.6 % and the worst rest p90 17.7 % before, 16.3 % and 16.4 % after
     assert per_source["modelscope/ms-swift"]["p90_abs_err_pct"] <= 17.5
     # DeepSpeed ZeRO-2 gradient buckets (LongLoRA -25.9 -> -10.4 %) and OpenBuddy-Zephyr's 36,608-token
-    # vocabulary: the worst rest p90 16.4 -> 16.3 %, all rows 15.8 -> 14.95 %
-    assert max(v["without_p90_abs_err_pct"] for v in per_source.values()) <= 16.5
+    # vocabulary: the worst rest p90 16.4 -> 16.3 %, all rows 15.8 -> 14.95 %; LLaMA-Factory's own QLoRA
+    # preparation (no peft k-bit upcast): the HF 4-bit row +16.5 -> -4.2 %, worst rest p90 16.3 -> 16.1 %,
+    # every other source's rest p90 now <= 15 %
+    assert max(v["without_p90_abs_err_pct"] for v in per_source.values()) <= 16.2
+    assert sorted(v["without_p90_abs_err_pct"] for v in per_source.values())[-2] <= 15.0
+    assert summary["p90_abs_err_pct"] <= 14.6
     assert per_source["QwenLM/Qwen"]["p90_abs_err_pct"] <= 15.0  # held out, loss on 16-bit logits
     assert per_source["AnswerDotAI/fsdp_qlora"]["p90_abs_err_pct"] <= LOSO_P90_CEILING_PCT
 

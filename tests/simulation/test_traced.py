@@ -136,6 +136,13 @@ def test_lora_and_qlora(tiny_config):
     assert any("accounted analytically" in n for n in qlora.notes)
     assert any("prepare_model_for_kbit_training" in n for n in qlora.notes)
     assert qlora.breakdown["parameters"] < lora.breakdown["parameters"]
+    # LLaMA-Factory runs the same transformers + peft model but never calls prepare_model_for_kbit_training
+    lf = traced_estimate(
+        workload(tiny_config, task="qlora", precision="nf4", lora_rank=8, framework="llama-factory")
+    )
+    assert lf.trainable_params == qlora.trainable_params
+    assert not any("prepare_model_for_kbit_training" in n or "analytic estimate only" in n for n in lf.notes)
+    assert lf.breakdown["parameters"] < qlora.breakdown["parameters"]  # 16-bit embeddings, norms and head
 
 
 def test_short_lora_target_names_map_to_the_models_modules(tiny_config):

@@ -191,6 +191,14 @@ PROFILES = {
     # loading (bnb Linear4bit swapped in with quant_storage = the model dtype, then model.to(torch_dtype)):
     # no prepare_model_for_kbit_training, so norms, embeddings and the residual stream stay 16-bit.
     "fsdp_qlora": Profile("fsdp_qlora", lora_dropout=0.1, kbit_upcast=False),
+    # hiyouga/LLaMA-Factory: transformers modeling + peft LoRA, but its own prepare_model_for_training
+    # (src/llmtuner/model/loader.py@00c7710, Dec 2023; "inspired by peft v0.2.0"), never peft's
+    # prepare_model_for_kbit_training: norms are upcast only with upcast_layernorm (default off), embeddings
+    # and lm_head stay in the compute dtype (a hook casts the lm_head output to fp32: the fp32 loss the hf
+    # profile already has). Later releases keep this (model/utils/checkpointing.py).
+    "llama-factory": Profile(
+        "llama-factory", repeat_kv_for_sdpa=False, native_gqa_max_head_dim=256, kbit_upcast=False
+    ),
     "megatron": Profile(
         "megatron",
         lora_dropout=0.0,
@@ -215,7 +223,7 @@ _ALIASES = {
     "peft": "hf",
     "trl": "hf",
     "axolotl": "hf",
-    "llama-factory": "hf",
+    "llama-factory": "llama-factory",
     "fms-acceleration": "hf",
     "fms-hf-tuning": "hf",
     "fms-accelerated-peft": "fms-accelerated-peft",

@@ -119,8 +119,10 @@ def simulate(
         )
     plan = precision_plan(w)
     profile = profile_for(w.framework)
+    # stacks whose model is transformers + peft as traced here (LLaMA-Factory only prepares QLoRA itself)
+    peft_stack = profile.name in ("hf", "llama-factory")
     notes: list[str] = []
-    if profile.name != "hf":
+    if not peft_stack:
         notes.append(
             f"simulated with the transformers + peft implementation; {w.framework}'s own code (loss, "
             "adapters) is modelled by the analytic estimate only"
@@ -133,7 +135,7 @@ def simulate(
             if note:
                 notes.append(note)
         if w.is_lora:
-            notes.append(adapt.apply_lora(built, w, profile.lora_dropout if profile.name == "hf" else 0.0))
+            notes.append(adapt.apply_lora(built, w, profile.lora_dropout if peft_stack else 0.0))
         if plan.quantized:
             notes.append(adapt.apply_quantization(built, plan.quantized, w.double_quant, plan.param_dtype))
             if kbit_upcast(w, regime_for(w), profile) and built.is_hf:
