@@ -119,6 +119,22 @@ def _grad_accum(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _lora(notes: str) -> dict[str, object]:
+    """LoRA settings a row states: 'LoRA r64 on q,k,v,gate,up,down' (or 'on every linear'), and
+    'adapters bf16' where the adapters take the base weights' dtype (peft < 0.12 casts each adapter to its
+    base layer's dtype in _move_adapter_to_device_of_base_layer; 0.12 added autocast_adapter_dtype, fp32)."""
+    out: dict[str, object] = {}
+    m = re.search(r"LoRA r(\d+)(?: on ([a-z_]+(?:,[a-z_]+)+))?", notes)
+    if m:
+        out["lora_rank"] = int(m.group(1))
+        if m.group(2):
+            out["lora_targets"] = [f"{name}_proj" for name in m.group(2).split(",")]
+    m = re.search(r"adapters (bf16|fp16|fp32)", notes)
+    if m:
+        out["lora_dtype"] = m.group(1)
+    return out
+
+
 def _precision(value: str) -> tuple[str, str | None, str | None]:
     """Row precision -> (workload precision, forced compute dtype, KV-cache dtype)."""
     value = (value or "").strip().lower()
@@ -191,6 +207,8 @@ def row_to_case(row: dict) -> Case:
         if not seq:
             raise Skip("training row without a sequence length")
         spec["task"] = {"finetune-lora": "lora", "finetune-qlora": "qlora"}.get(kind, "pretrain")
+        if kind != "training":
+            spec.update(_lora(notes))
         if kind == "finetune-lora" and precision == "fp8":
             assumptions.append("LoRA rank/targets not stated: gpuwise defaults (r16, all-linear)")
         spec["seq_len"] = seq
