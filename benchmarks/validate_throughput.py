@@ -119,11 +119,14 @@ def _grad_accum(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _lora(notes: str) -> dict[str, object]:
-    """LoRA settings a row states: 'LoRA r64 on q,k,v,gate,up,down' (or 'on every linear'), and
+def _lora(notes: str, kind: str = "finetune-lora") -> dict[str, object]:
+    """LoRA settings a fine-tuning row states: 'LoRA r64 on q,k,v,gate,up,down' (or 'on every linear'), and
     'adapters bf16' where the adapters take the base weights' dtype (peft < 0.12 casts each adapter to its
-    base layer's dtype in _move_adapter_to_device_of_base_layer; 0.12 added autocast_adapter_dtype, fp32)."""
+    base layer's dtype in _move_adapter_to_device_of_base_layer; 0.12 added autocast_adapter_dtype, fp32).
+    Nothing for a ``kind`` that is not a LoRA/QLoRA fine-tune."""
     out: dict[str, object] = {}
+    if kind not in {"finetune-lora", "finetune-qlora"}:
+        return out
     m = re.search(r"LoRA r(\d+)(?: on ([a-z_]+(?:,[a-z_]+)+))?", notes)
     if m:
         out["lora_rank"] = int(m.group(1))
@@ -207,8 +210,7 @@ def row_to_case(row: dict) -> Case:
         if not seq:
             raise Skip("training row without a sequence length")
         spec["task"] = {"finetune-lora": "lora", "finetune-qlora": "qlora"}.get(kind, "pretrain")
-        if kind != "training":
-            spec.update(_lora(notes))
+        spec.update(_lora(notes, kind))
         if kind == "finetune-lora" and precision == "fp8":
             assumptions.append("LoRA rank/targets not stated: gpuwise defaults (r16, all-linear)")
         spec["seq_len"] = seq
