@@ -10,7 +10,9 @@ import sys
 from conftest import REPO
 
 SCRIPT = REPO / "benchmarks" / "validate_throughput.py"
-LOSO_MEDIAN_CEILING_PCT = 17.0  # measured 16.9 with the held-out rows before any change for them
+LOSO_MEDIAN_CEILING_PCT = (
+    12.0  # issue #28 target; measured 11.3 (16.9 with the held-out rows before any change for them)
+)
 HEADER = (
     "id,workload,model,gpu,num_gpus,precision,batch_size,input_len,output_len,seq_len,parallelism,framework,"
     "metric,value,source,quality,notes\n"
@@ -46,7 +48,7 @@ def test_leave_one_source_out_is_the_headline_with_the_held_out_publications():
     held_out = {k for k, v in loso["per_source"].items() if v["held_out"]}
     assert held_out == {"AnswerDotAI/fsdp_qlora", "QwenLM/Qwen"}
     assert summary["rows"] + summary["skipped"] == 125 + 44
-    # every publication's rest (the others without it) within the issue's 12 % median target + margin
+    # every publication's rest (the others without it) within the issue's 12 % median target
     assert loso["median_abs_err_pct_range"][1] <= LOSO_MEDIAN_CEILING_PCT
 
 
@@ -121,3 +123,49 @@ def test_missing_extra_catalog_is_reported(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def _lora_row(notes: str, gpu: str = "rtx-4090") -> dict[str, str]:
+    """One fsdp_qlora-style LoRA row (Llama-2 7B, 2 GPUs, DDP, batch 4 x 2048) with ``notes`` (no commas)."""
+    values = (
+        f"r-lora,finetune-lora,llama-2-7b,{gpu},2,bf16,4,,,2048,DDP2,peft,tokens_per_s_per_gpu,2399.5,"
+        f"AnswerDotAI/fsdp_qlora,clean,{notes}"
+    )
+    return dict(zip(HEADER.strip().split(","), values.split(","), strict=True))
+
+
+def test_lora_settings_a_row_states_reach_the_workload():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import validate_throughput
+
+    stated = validate_throughput.row_to_case(
+        _lora_row("full activation checkpointing; LoRA r64; adapters bf16")
+    )
+    assert stated.workload.lora_rank == 64 and stated.workload.lora_dtype == "bf16"
+    # 'on q,k,v,...' names the adapted projections (peft module names)
+    listed = validate_throughput._lora("LoRA r64 on q,k,v,gate,up,down; adapters bf16")
+    assert listed["lora_targets"] == ["q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "down_proj"]
+    unstated = validate_throughput.row_to_case(_lora_row("full activation checkpointing"))
+    assert (unstated.workload.lora_rank, unstated.workload.lora_dtype) == (16, "fp32")  # gpuwise defaults
+    assert unstated.workload.lora_targets == ("all-linear",)
+    # bf16 adapters move half the bytes of fp32 ones through peft's unfused kernels: a faster step
+    faster = validate_throughput.predicted_value(
+        validate_throughput.row_to_case(_lora_row("LoRA r16; adapters bf16"))
+    )
+    assert faster > validate_throughput.predicted_value(unstated)
+
+
+def test_rtx_4090_gemms_run_at_their_published_rate():
+    from gpuwise.catalog import get_gpu
+    from gpuwise.perf import efficiency
+
+    m = efficiency.mamf(get_gpu("rtx-4090"))
+    assert m.measured and m.bf16 == 0.99 and "PeakGemm" in m.source
+    # the published 4090 LoRA row (2 x RTX 4090, DDP, Llama-2 7B, batch 4 x 2048): 2,399.5 tokens/s/GPU
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import validate_throughput
+
+    case = validate_throughput.row_to_case(
+        _lora_row("full activation checkpointing; LoRA r64; adapters bf16")
+    )
+    assert abs(validate_throughput.predicted_value(case) / case.measured - 1) < 0.1
