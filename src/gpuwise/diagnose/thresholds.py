@@ -221,6 +221,19 @@ LOADER_RUNQ_CONTENDED_PCT = 5.0
 # 3.76x against a 2.95x overlap bound (with profiles queued 66 % the gain was 2.4x the bound).
 LOADER_RUNQ_WAKEUP_PCT = 40.0
 LOADER_MAX_OTHER_TASKS = 64.0
+# Other runnable tasks (busy cores' worth, `other_runnable_tasks`) from which a CPU job's worker gain
+# counts them as holding a whole core at the low end (`packed_room`): below it, wake-up noise.
+LOADER_OTHERS_NOISE_TASKS = 0.1
+# A worker process hands each batch over in round trips the training thread waits on (its queue, then one
+# file-descriptor request per tensor storage to the worker's resource-sharer thread): each wakes a worker
+# thread, which waits for a core when the others are busy. Measured on the 2-core machine (a process
+# computing ~1 ms between pipe round trips to a sleeping peer, two probes at background load ~4.7): 0.03-0.07
+# ms a round trip with a core idle; beside 1 CPU burner 0.76-0.96 ms mean (p90 3.3-3.5 ms), beside 2
+# 0.94-2.56 ms, beside 4 2.26 ms: ~0.9 ms per other busy task beyond the training thread's core, at most
+# ~2.6 ms. (hf_no_trainer_like --tokenize-cost 3 at load ~5: 1 worker raised the training thread's data
+# wait from 2.8 to 6.9 ms a step while the worker's main thread was on a CPU 6 % of that wait.)
+LOADER_WAKEUP_WAIT_S = 0.9e-3
+LOADER_WAKEUP_WAIT_MAX_S = 2.6e-3
 # Handing a batch from a DataLoader worker process to the training thread costs CPU on both sides, which
 # a num_workers=0 run never shows: the training thread reads the pipe, unpickles, and takes one
 # file-descriptor round trip and mmap per tensor storage (inside DataLoader.__next__ even when the batch is
