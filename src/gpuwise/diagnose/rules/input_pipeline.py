@@ -139,13 +139,25 @@ def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
     shared = _cpu_shared_gain(ev, case)
     if shared is not None and others is not None:
         busy = (
-            " (other processes keep the cores busy: a changing load moves the gain)" if contended(ev) else ""
-        ) + (
-            "; the loading waited for a core most of its time, so the training thread, blocking on the "
-            "workers instead, computes in bursts the scheduler favours: high end widened by the workers' "
-            "scheduler shares"
-            if bursts_favoured(ev)
-            else ""
+            (
+                " (other processes keep the cores busy: a changing load moves the gain)"
+                if contended(ev)
+                else ""
+            )
+            + (
+                "; the loading waited for a core most of its time, so the training thread, blocking on the "
+                "workers instead, computes in bursts the scheduler favours: high end widened by the workers' "
+                "scheduler shares"
+                if bursts_favoured(ev) and on_gpu(ev)
+                else ""
+            )
+            + (
+                f"; the training thread was queued for a core {ev.loader.loader_runq_pct:.0f} % of its "
+                "loading (it computes in bursts once it blocks on a worker instead): the high end starts "
+                "from that measured rate, the fewest other tasks after"
+                if not on_gpu(ev) and (ev.loader.loader_runq_pct or 0.0) >= T.LOADER_RUNQ_CONTENDED_PCT
+                else ""
+            )
         )
         wide = (
             f"; the load measured during the run ranges over {others[0]:.1f}-{others[1]:.1f} other tasks, "
