@@ -54,10 +54,11 @@ def test_a_worker_on_a_crowded_machine_gains_at_least_the_fair_share_and_the_ran
     80 % of its loading is preempted mid-step, and one blocking on a worker computes in bursts (measured
     at load ~13: 4.5x less CPU per step, 1.8-5.0x against a fair-share 1.65x): the high end starts from
     the training thread's measured rate (0.2 of a core) against the fewest others after (1.6 busy cores:
-    2/2.6 of a core), 5.3x, and the note says why."""
+    2/2.6 of a core), 5.3x, at most the worker's scheduler share on top of the fair share (2 x 1.39x: the
+    two load readings, 1.6 and 9 other tasks, disagree), and the note says why."""
     f = found(_loader(cpu_util_pct=20, other_cpu_pct=80, loader_runq_pct=80))["input_bound"]
     assert f.gain.low == pytest.approx(1 / (0.72 * 11 / 10), rel=1e-2)
-    assert f.gain.high == pytest.approx((2 / 2.6) / (0.72 * 0.2), rel=1e-2) and f.gain.high >= 5.0
+    assert f.gain.high == pytest.approx(2 / 0.72, rel=1e-2)
     assert "bursts" in f.gain.note and "cannot be narrow" in f.gain.note
 
 

@@ -154,7 +154,8 @@ def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
             + (
                 f"; the training thread was queued for a core {ev.loader.loader_runq_pct:.0f} % of its "
                 "loading (it computes in bursts once it blocks on a worker instead): the high end starts "
-                "from that measured rate, the fewest other tasks after"
+                "from that measured rate, the fewest other tasks after (at most each worker's scheduler "
+                "share on top of their fair share)"
                 if not on_gpu(ev) and (ev.loader.loader_runq_pct or 0.0) >= T.LOADER_RUNQ_CONTENDED_PCT
                 else ""
             )

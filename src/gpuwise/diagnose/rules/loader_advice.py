@@ -254,12 +254,16 @@ def cpu_worker_gain(ev: Evidence, share: float, workers: int) -> tuple[float, fl
     room = packed_room(cores, others[1], 1 + workers) if cpu_job else None
     wait = wakeup_step_fraction(ev, others[1]) if cpu_job else 0.0
     low = 1.0 / _step_with_workers(s, workers, shared(others[1], room, wait), others[1], 1 + workers)
-    # a CPU job's step before ran at the training thread's measured rate, whatever the fewest others say
-    # (cpu_heavy_transform: queued 35 % of its loading, 1 worker measured 1.32-1.41x where the fair share
-    # of the fewest others, 0.86 of a core, predicted at most 1.23-1.29x)
+    high = 1.0 / _step_with_workers(s, workers, shared(others[0]), others[0], fewest)
     rate = _measured_rate(ev) if cpu_job else None
-    high = 1.0 / _step_with_workers(s, workers, shared(others[0], rate=rate or 1.0), others[0], fewest)
-    if bursts_favoured(ev) and rate is None:
+    if rate is not None:
+        # a CPU job's step before ran at the training thread's measured rate, whatever the fewest others
+        # say (cpu_heavy_transform: queued 35 % of its loading, 1 worker measured 1.32-1.41x where the fair
+        # share of the fewest others, 0.86 of a core, predicted at most 1.23-1.29x); never more than each
+        # worker's scheduler share on top of the fair share (the two load readings can disagree tenfold)
+        measured = 1.0 / _step_with_workers(s, workers, shared(others[0], rate=rate), others[0], fewest)
+        high = min(max(high, measured), high * (1 + workers))
+    elif bursts_favoured(ev):
         # a training thread that blocks on the workers' queue computes in bursts a crowded scheduler runs
         # at once and with warm caches, where an always-runnable one was preempted mid-step: measured at
         # load ~13 on 2 cores (lightning_like --plain, schedstat around optimizer.step): 0.86 ms CPU and
