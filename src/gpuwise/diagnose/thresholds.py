@@ -221,9 +221,13 @@ LOADER_RUNQ_CONTENDED_PCT = 5.0
 # 3.76x against a 2.95x overlap bound (with profiles queued 66 % the gain was 2.4x the bound).
 LOADER_RUNQ_WAKEUP_PCT = 40.0
 LOADER_MAX_OTHER_TASKS = 64.0
-# Other runnable tasks (busy cores' worth, `other_runnable_tasks`) from which a CPU job's worker gain
-# counts them as holding a whole core at the low end (`packed_room`): below it, wake-up noise.
-LOADER_OTHERS_NOISE_TASKS = 0.1
+# Other runnable tasks (busy cores' worth, `other_runnable_tasks` or other processes' CPU) from which a
+# CPU job's gain counts them as holding a whole core at its low end (the worker's `packed_room`, the
+# straggler's shared-cores stretch): the load drifts between runs, a machine's other tasks come and go
+# (another user's build), and a reading of 0.3 busy cores is one busy core part of the time. Below it,
+# wake-up noise. (ddp_tutorial_like, rank 1 +30 ms, "quiet" at load ~1: 9.4x measured against a low end
+# of 11.3x without the stretch; at load ~10, with it, 6.45x in 5.38-15.5x.)
+OTHER_TASKS_NOISE = 0.1
 # A worker process hands each batch over in round trips the training thread waits on (its queue, then one
 # file-descriptor request per tensor storage to the worker's resource-sharer thread): each wakes a worker
 # thread, which waits for a core when the others are busy. Measured on the 2-core machine (a process

@@ -204,12 +204,12 @@ def own_extra_cores(ev: Evidence) -> float:
 def packed_room(cores: int, others: float, tasks: int) -> float:
     """The cores a CPU job's ``tasks`` (training thread + workers) get together at the worst, with
     ``others`` runnable tasks elsewhere: the others hold whole cores (``ceil(others)``, once above
-    ``LOADER_OTHERS_NOISE_TASKS``) and the training thread and a worker that wake each other end up
+    ``OTHER_TASKS_NOISE``) and the training thread and a worker that wake each other end up
     sharing what is left (the scheduler wakes a task beside its waker), at least their share of one core
     shared with the others spread evenly. Measured, lightning_like --sample-cost 6 on 2 cores with ~1
     other busy task: 4.1 ms a step in-process, 6.6 ms with 1 worker (0.62x) - the compute, the loading and
     both hand-off sides one after another on one core - where a fair share of 2 cores predicted 0.88x."""
-    held = math.ceil(others) if others >= T.LOADER_OTHERS_NOISE_TASKS else 0
+    held = math.ceil(others) if others >= T.OTHER_TASKS_NOISE else 0
     one_core = tasks / (tasks + others / cores)
     return min(float(cores), max(cores - held, one_core))
 
