@@ -231,10 +231,11 @@ OTHER_TASKS_NOISE = 0.1
 # A worker process hands each batch over in round trips the training thread waits on (its queue, then one
 # file-descriptor request per tensor storage to the worker's resource-sharer thread): each wakes a worker
 # thread, which waits for a core when the others are busy. Measured on the 2-core machine (a process
-# computing ~1 ms between pipe round trips to a sleeping peer, two probes at background load ~4.7): 0.03-0.07
-# ms a round trip with a core idle; beside 1 CPU burner 0.76-0.96 ms mean (p90 3.3-3.5 ms), beside 2
-# 0.94-2.56 ms, beside 4 2.26 ms: ~0.9 ms per other busy task beyond the training thread's core, at most
-# ~2.6 ms. (hf_no_trainer_like --tokenize-cost 3 at load ~5: 1 worker raised the training thread's data
+# computing ~1 ms between pipe round trips to a sleeping peer, benchmarks/wakeup_latency.py, three runs at
+# background load ~4.7-6.6): 0.02-0.07 ms a round trip with a core idle; beside 1 CPU burner 0.13-0.96 ms
+# mean (p90 up to 3.5 ms), beside 2 0.94-2.56 ms, beside 4 2.26-5.9 ms: ~0.9 ms per other busy task beyond
+# the training thread's core, capped at the middle of the 4-burner runs (the third, 5.9 ms, is not yet
+# folded in). (hf_no_trainer_like --tokenize-cost 3 at load ~5: 1 worker raised the training thread's data
 # wait from 2.8 to 6.9 ms a step while the worker's main thread was on a CPU 6 % of that wait.)
 LOADER_WAKEUP_WAIT_S = 0.9e-3
 LOADER_WAKEUP_WAIT_MAX_S = 2.6e-3
