@@ -221,6 +221,24 @@ LOADER_RUNQ_CONTENDED_PCT = 5.0
 # 3.76x against a 2.95x overlap bound (with profiles queued 66 % the gain was 2.4x the bound).
 LOADER_RUNQ_WAKEUP_PCT = 40.0
 LOADER_MAX_OTHER_TASKS = 64.0
+# Other runnable tasks (busy cores' worth, `other_runnable_tasks` or other processes' CPU) from which a
+# CPU job's gain counts them as holding a whole core at its low end (the worker's `packed_room`, the
+# straggler's shared-cores stretch): the load drifts between runs, a machine's other tasks come and go
+# (another user's build), and a reading of 0.3 busy cores is one busy core part of the time. Below it,
+# wake-up noise. (ddp_tutorial_like, rank 1 +30 ms, "quiet" at load ~1: 9.4x measured against a low end
+# of 11.3x without the stretch; at load ~10, with it, 6.45x in 5.38-15.5x.)
+OTHER_TASKS_NOISE = 0.1
+# A worker process hands each batch over in round trips the training thread waits on (its queue, then one
+# file-descriptor request per tensor storage to the worker's resource-sharer thread): each wakes a worker
+# thread, which waits for a core when the others are busy. Measured on the 2-core machine (a process
+# computing ~1 ms between pipe round trips to a sleeping peer, benchmarks/wakeup_latency.py, three runs at
+# background load ~4.7-6.6): 0.02-0.07 ms a round trip with a core idle; beside 1 CPU burner 0.13-0.96 ms
+# mean (p90 up to 3.5 ms), beside 2 0.94-2.56 ms, beside 4 2.26-5.9 ms: ~0.9 ms per other busy task beyond
+# the training thread's core, capped at the middle of the 4-burner runs (the third, 5.9 ms, is not yet
+# folded in). (hf_no_trainer_like --tokenize-cost 3 at load ~5: 1 worker raised the training thread's data
+# wait from 2.8 to 6.9 ms a step while the worker's main thread was on a CPU 6 % of that wait.)
+LOADER_WAKEUP_WAIT_S = 0.9e-3
+LOADER_WAKEUP_WAIT_MAX_S = 2.6e-3
 # Handing a batch from a DataLoader worker process to the training thread costs CPU on both sides, which
 # a num_workers=0 run never shows: the training thread reads the pipe, unpickles, and takes one
 # file-descriptor round trip and mmap per tensor storage (inside DataLoader.__next__ even when the batch is

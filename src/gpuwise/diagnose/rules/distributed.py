@@ -7,6 +7,7 @@ shares are % of the step.
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from gpuwise.diagnose import thresholds as T
@@ -257,6 +258,8 @@ def _shared_cores_stretch(ev: Evidence) -> float:
     if on_gpu(ev) or not cores or others_pct is None or ranks < 2:
         return 1.0
     busy = cores * min(max(others_pct, 0.0), 100.0) / 100.0
+    # at the low end other tasks hold whole cores (``OTHER_TASKS_NOISE``): the load drifts between runs
+    busy = float(math.ceil(busy)) if busy >= T.OTHER_TASKS_NOISE else 0.0
     return min(1.0, cores / (busy + ranks - 1)) / min(1.0, cores / (busy + ranks))
 
 

@@ -27,6 +27,8 @@ from gpuwise.diagnose.rules.loader_advice import (
     loader_snippet,
     other_runnable_tasks,
     overlap_gain,
+    own_extra_cores,
+    packed_room,
     suggested_workers,
     waits_on_io,
 )
@@ -96,6 +98,11 @@ def _input_fix(ev: Evidence, case: _InputCase) -> tuple[str, str]:
     shared = _cpu_shared_gain(ev, case)  # CPU-bound loading moves to worker processes: is it worth it?
     if shared is not None:
         fix += handoff_caveat(ev, case.share, case.advised, shared[1])
+        if shared[0] < 1.0 and not on_gpu(ev):
+            fix += (
+                f" The cores are busy: the worker competes with the training thread's compute, and the step "
+                f"can get slower ({shared[0]:.2f}x at worst); keep it if a profile with it is faster."
+            )
     return fix, loader_snippet(ev, case.advised)
 
 
@@ -132,13 +139,26 @@ def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
     shared = _cpu_shared_gain(ev, case)
     if shared is not None and others is not None:
         busy = (
-            " (other processes keep the cores busy: a changing load moves the gain)" if contended(ev) else ""
-        ) + (
-            "; the loading waited for a core most of its time, so the training thread, blocking on the "
-            "workers instead, computes in bursts the scheduler favours: high end widened by the workers' "
-            "scheduler shares"
-            if bursts_favoured(ev)
-            else ""
+            (
+                " (other processes keep the cores busy: a changing load moves the gain)"
+                if contended(ev)
+                else ""
+            )
+            + (
+                "; the loading waited for a core most of its time, so the training thread, blocking on the "
+                "workers instead, computes in bursts the scheduler favours: high end widened by the workers' "
+                "scheduler shares"
+                if bursts_favoured(ev) and on_gpu(ev)
+                else ""
+            )
+            + (
+                f"; the training thread was queued for a core {ev.loader.loader_runq_pct:.0f} % of its "
+                "loading (it computes in bursts once it blocks on a worker instead): the high end starts "
+                "from that measured rate, the fewest other tasks after (at most each worker's scheduler "
+                "share on top of their fair share)"
+                if not on_gpu(ev) and (ev.loader.loader_runq_pct or 0.0) >= T.LOADER_RUNQ_CONTENDED_PCT
+                else ""
+            )
         )
         wide = (
             f"; the load measured during the run ranges over {others[0]:.1f}-{others[1]:.1f} other tasks, "
@@ -151,7 +171,7 @@ def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
             f"{ev.context.cpu_count} cores with {others[0]:.1f}-{others[1]:.1f} other runnable tasks "
             "(measured): each task runs cores / tasks of a core, so the step becomes the longest of the "
             "compute, a worker's share of the loading, and all the work over the run's cores; the range "
-            f"assumes that load holds{busy}{wide}"
+            f"assumes that load holds{_packed_note(ev, case, others[1])}{busy}{wide}"
         )
     if case.batch_function:
         note = (
@@ -173,6 +193,21 @@ def _input_gain_note(ev: Evidence, case: _InputCase) -> str:
         else ""
     )
     return note + ("; capped by the idle CPU measured" if capped else "") + busy
+
+
+def _packed_note(ev: Evidence, case: _InputCase, most: float) -> str:
+    """On a CPU job whose cores others keep busy: the low end packs the run's tasks on the cores left."""
+    cores = ev.context.cpu_count
+    if on_gpu(ev) or not cores:
+        return ""
+    room = packed_room(cores, most + own_extra_cores(ev), 1 + case.advised)
+    if room >= cores:
+        return ""
+    return (
+        f"; low end: the training thread and its worker(s) wake each other and end up sharing the {room:.2g} "
+        "core(s) the other tasks leave (its compute competes with their loading and both sides of each "
+        "batch's hand-off), so the fix can slow the step when the cores are busy"
+    )
 
 
 def _input_summary(ev: Evidence, case: _InputCase) -> str:

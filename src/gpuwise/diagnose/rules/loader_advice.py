@@ -28,8 +28,11 @@ __all__ = [
     "loader_snippet",
     "other_runnable_tasks",
     "overlap_gain",
+    "own_extra_cores",
+    "packed_room",
     "suggested_workers",
     "waits_on_io",
+    "wakeup_step_fraction",
 ]
 
 
@@ -169,6 +172,8 @@ class _Shared:
     before: float
     handoff: float
     send: float
+    room: float | None = None  # cores the run's tasks get together at most (None: all of them)
+    wait: float = 0.0  # the training thread's wall waiting for worker threads to wake, over the step before
 
 
 def _step_with_workers(share: float, workers: int, shared: _Shared, others: float, competing: float) -> float:
@@ -181,8 +186,46 @@ def _step_with_workers(share: float, workers: int, shared: _Shared, others: floa
     compute, loading = (1.0 - share) * shared.before, share * shared.before
     main, sent = compute + shared.handoff, loading + shared.send
     rate = min(1.0, shared.cores / (others + competing))
-    together = min(float(shared.cores), (1 + workers) * rate)
-    return max(main / rate, sent / (workers * rate), (main + sent) / together)
+    room = float(shared.cores) if shared.room is None else shared.room
+    together = min(room, (1 + workers) * rate)
+    return max(main / rate + shared.wait, sent / (workers * rate), (main + sent) / together)
+
+
+def own_extra_cores(ev: Evidence) -> float:
+    """Cores the training process used beyond its training thread with num_workers=0 (torch's intra-op
+    threads on a CPU job: ``cpu_util_pct`` of ``cpu_count`` less one core; 0 when not measured). A worker
+    process gets no free core from them: they count as other runnable tasks."""
+    cores, util = ev.context.cpu_count, ev.context.cpu_util_pct
+    if not cores or util is None or (ev.loader.loader_num_workers or 0) > 0:
+        return 0.0
+    return max(0.0, cores * util / 100.0 - 1.0)
+
+
+def packed_room(cores: int, others: float, tasks: int) -> float:
+    """The cores a CPU job's ``tasks`` (training thread + workers) get together at the worst, with
+    ``others`` runnable tasks elsewhere: the others hold whole cores (``ceil(others)``, once above
+    ``OTHER_TASKS_NOISE``) and the training thread and a worker that wake each other end up
+    sharing what is left (the scheduler wakes a task beside its waker), at least their share of one core
+    shared with the others spread evenly. Measured, lightning_like --sample-cost 6 on 2 cores with ~1
+    other busy task: 4.1 ms a step in-process, 6.6 ms with 1 worker (0.62x) - the compute, the loading and
+    both hand-off sides one after another on one core - where a fair share of 2 cores predicted 0.88x."""
+    held = math.ceil(others) if others >= T.OTHER_TASKS_NOISE else 0
+    one_core = tasks / (tasks + others / cores)
+    return min(float(cores), max(cores - held, one_core))
+
+
+def wakeup_step_fraction(ev: Evidence, others: float) -> float:
+    """The training thread's wall time per batch waiting for a worker's threads to wake and take a core
+    (its queue, then one file-descriptor round trip per tensor storage: ``LOADER_WAKEUP_WAIT_S`` each
+    per other task busy beyond the training thread's core, at most ``LOADER_WAKEUP_WAIT_MAX_S``), over the
+    typical step (0 without step times)."""
+    times = sorted(ev.steps.step_times_s) or ([ev.steps.step_time_s] if ev.steps.step_time_s else [])
+    cores = ev.context.cpu_count or 0
+    if not times or times[len(times) // 2] <= 0 or cores < 2:
+        return 0.0
+    per_trip_s = min(T.LOADER_WAKEUP_WAIT_S * max(others, 0.0) / (cores - 1), T.LOADER_WAKEUP_WAIT_MAX_S)
+    trips = 1 + (ev.loader.loader_batch_tensors or 2)
+    return trips * per_trip_s / times[len(times) // 2]
 
 
 def cpu_worker_gain(ev: Evidence, share: float, workers: int) -> tuple[float, float] | None:
@@ -199,14 +242,28 @@ def cpu_worker_gain(ev: Evidence, share: float, workers: int) -> tuple[float, fl
     s = min(max(share, 0.0), T.MAX_REMOVABLE_STEP_PCT) / 100.0
     handoff, send = handoff_step_fraction(ev)
     fewest = workers if s / workers >= 1.0 - s else 1
+    cpu_job = not on_gpu(ev)
+    if cpu_job:  # the training process's own compute threads beyond one core compete with the workers
+        own = own_extra_cores(ev)
+        others = (others[0] + own, others[1] + own)
 
-    def shared(n_others: float) -> _Shared:
+    def shared(n_others: float, room: float | None = None, wait: float = 0.0, rate: float = 1.0) -> _Shared:
         # the load read as holding: the training thread ran cores / (others + 1) of a core before
-        return _Shared(cores, min(1.0, cores / (n_others + 1.0)), handoff, send)
+        return _Shared(cores, min(1.0, cores / (n_others + 1.0), rate), handoff, send, room, wait)
 
-    low = 1.0 / _step_with_workers(s, workers, shared(others[1]), others[1], 1 + workers)
+    room = packed_room(cores, others[1], 1 + workers) if cpu_job else None
+    wait = wakeup_step_fraction(ev, others[1]) if cpu_job else 0.0
+    low = 1.0 / _step_with_workers(s, workers, shared(others[1], room, wait), others[1], 1 + workers)
     high = 1.0 / _step_with_workers(s, workers, shared(others[0]), others[0], fewest)
-    if bursts_favoured(ev):
+    rate = _measured_rate(ev) if cpu_job else None
+    if rate is not None:
+        # a CPU job's step before ran at the training thread's measured rate, whatever the fewest others
+        # say (cpu_heavy_transform: queued 35 % of its loading, 1 worker measured 1.32-1.41x where the fair
+        # share of the fewest others, 0.86 of a core, predicted at most 1.23-1.29x); never more than each
+        # worker's scheduler share on top of the fair share (the two load readings can disagree tenfold)
+        measured = 1.0 / _step_with_workers(s, workers, shared(others[0], rate=rate), others[0], fewest)
+        high = min(max(high, measured), high * (1 + workers))
+    elif bursts_favoured(ev):
         # a training thread that blocks on the workers' queue computes in bursts a crowded scheduler runs
         # at once and with warm caches, where an always-runnable one was preempted mid-step: measured at
         # load ~13 on 2 cores (lightning_like --plain, schedstat around optimizer.step): 0.86 ms CPU and
