@@ -11,7 +11,7 @@ from gpuwise.profile.analysis import ProfileRun
 from gpuwise.profile.types import LoaderInfo, RunSummary
 from gpuwise.tune.frameworks import render
 from gpuwise.tune.result import Config
-from gpuwise.tune.search import _certain, _could_win, _judge, _winner
+from gpuwise.tune.search import _certain, _could_win, _judge, _outrun, _winner
 from gpuwise.tune.trial import Trial, TrialSpec
 
 
@@ -66,6 +66,24 @@ def test_a_candidate_measured_once_is_repeated_unless_clearly_slower():
     base4 = config("base", [10.0, 10.5, 10.2, 10.1])
     assert _could_win(config("separated", [12.0, 12.5, 12.2, 12.1]), "steps_per_s", base4) is False
     assert _could_win(config("slower", [8.0, 8.5, 8.2, 8.1]), "steps_per_s", base4) is False
+
+
+def test_a_candidate_a_certain_winner_has_outrun_is_not_repeated_any_more():
+    base = config("base", [10.0, 10.5, 10.2, 10.1])
+    leader = config("workers 4", [20.0, 21.0, 19.5, 20.5])  # certain: its slowest beats the base's fastest
+    behind = config("workers 2", [14.0, 15.0, 14.5])  # ahead of the baseline, but below the leader
+    close = config("workers 3", [15.0, 19.8, 16.0])  # its fastest reaches into the leader's interval
+    configs = [base, leader, behind, close]
+    assert _certain(leader, base, "steps_per_s") and _could_win(behind, "steps_per_s", base)
+    assert _outrun(behind, configs, base, "steps_per_s") is True
+    assert _outrun(close, configs, base, "steps_per_s") is False  # could still overtake: repeated
+    assert _outrun(leader, configs, base, "steps_per_s") is False
+    # a leader that is ahead but not yet certain outruns nothing: the one behind may still win
+    unsure = config("workers 4", [20.0, 21.0, 19.5])
+    assert _outrun(behind, [base, unsure, behind], base, "steps_per_s") is False
+    # nor does a leader whose interval reaches into the baseline's spread
+    lucky = config("workers 4", [20.0, 21.0, 10.3, 20.5])
+    assert _outrun(config("x", [9.0, 10.2, 9.9]), [base, lucky], base, "steps_per_s") is False
 
 
 def test_the_batch_snippet_uses_the_scripts_own_setting_and_no_dataloader_without_one():

@@ -326,10 +326,24 @@ def _could_win(c: Config, metric: Metric, base: Config) -> bool:
     return min(values) <= max(base_values) and max(values) >= min(base_values)
 
 
+def _outrun(c: Config, configs: list[Config], base: Config, metric: Metric) -> bool:
+    """``c`` can no longer win: a certain winner (repeated, its slowest trial beating the baseline's
+    fastest) also has its slowest trial beating ``c``'s fastest, so more trials of ``c`` decide nothing."""
+    values = c.values(metric)
+    return bool(values) and any(
+        d.key != c.key
+        and _certain(d, base, metric)
+        and not any(_near_limit(t) for t in d.trials)
+        and min(d.values(metric)) > max(values)
+        for d in configs[1:]
+    )
+
+
 def _repeats(s: _Session) -> None:
     """Repeat, interleaved with the baseline, every configuration that could still win, round after round
     until its interval separates from the baseline's (both repeated) or the budget ends: a candidate that
-    lost once by luck gets its chance, one that won once by luck is caught."""
+    lost once by luck gets its chance, one that won once by luck is caught. The leaders go first in each
+    round, and a candidate a certain winner has outrun (`_outrun`) is not repeated any more."""
     if s.o.repeats <= 0:
         return
     metric = _metric(s.trials)
@@ -337,13 +351,19 @@ def _repeats(s: _Session) -> None:
     for done in range(rounds):
         configs = list(_configs(s.trials).values())
         base = configs[0]
-        contenders = [c for c in configs[1:] if _could_win(c, metric, base)]
+        contenders = [
+            c for c in configs[1:] if _could_win(c, metric, base) and not _outrun(c, configs, base, metric)
+        ]
         if not contenders and done >= 1:
             return
+        contenders.sort(key=lambda c: -(c.median(metric) or 0.0))
         s.planned = len(s.trials) + 1 + len(contenders)
         for c in [base, *contenders]:
             if not s.budget_left():
                 return
+            now = _configs(s.trials)  # with this round's trials: the leader may have become certain
+            if c is not base and _outrun(now[c.key], list(now.values()), now[base.key], metric):
+                continue
             first = c.trials[0].spec
             s.run(
                 "repeat",
