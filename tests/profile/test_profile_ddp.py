@@ -198,3 +198,22 @@ def test_a_straggler_on_a_busy_machine_is_named_with_low_confidence(others_pct, 
     finding = next(f for f in diagnose(ev) if f.id == "straggler")
     assert finding.metrics["straggler_rank"] == 1 and finding.confidence == confidence
     assert ("quiet machine" in finding.summary) == (confidence == "low")
+
+
+def test_cpu_ranks_on_one_busy_machine_stretch_the_stragglers_low_end():
+    """The merged evidence keeps the machine's core count the ranks share: without it the straggler's
+    shared-cores stretch read every CPU run as quiet (ddp_tutorial_like under 2 burners: 9.4x measured
+    against a 13.3x low end), and so does the device they share (an unknown device reads as a GPU, where
+    compute does not share the cores). Ranks that disagree on the count (several hosts) keep none."""
+    runs = [_rank_run(0, [0.006] * 10), _rank_run(1, [0.001] * 10)]
+    for run in runs:  # each rank's record counts its sibling (25 %) as "other processes"
+        run.evidence.context.cpu_util_pct, run.evidence.context.other_cpu_pct = 25.0, 25.0 + 95.0
+        run.evidence.context.cpu_count, run.evidence.device = 2, "cpu"
+    busy = cross_rank_evidence(runs)
+    assert busy is not None and busy.context.cpu_count == 2 and busy.device == "cpu"
+    low_busy = next(f for f in diagnose(busy) if f.id == "straggler").gain.low
+    busy.context.cpu_count = None
+    low_unknown = next(f for f in diagnose(busy) if f.id == "straggler").gain.low
+    assert low_busy == pytest.approx(low_unknown / (2 / 3 / (2 / 4)), rel=0.01)  # 2 cores, 2 busy, 2 ranks
+    runs[1].evidence.context.cpu_count = 8
+    assert cross_rank_evidence(runs).context.cpu_count is None

@@ -58,12 +58,16 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
     elif comm:
         notes.append(COMM_NOTE)
     other_cpu, steal = _machine_load([r.evidence for r in runs if r.evidence.rank in steps])
+    devices = {r.evidence.device for r in runs if r.evidence.rank in steps}
     return Evidence(
         source="profile",
         label="all ranks",
+        # the ranks' device when they share one: a CPU job's rules (the straggler's shared cores) need it
+        device=devices.pop() if len(devices) == 1 else "",
         context=RunContext(
             other_cpu_pct=other_cpu,
             cpu_steal_pct=steal,
+            cpu_count=_shared_cpu_count([r.evidence for r in runs if r.evidence.rank in steps]),
             workload_kind=next((r.evidence.kind for r in runs if r.evidence.rank in steps), "unknown"),
         ),
         comm=Communication(
@@ -79,6 +83,15 @@ def _aligned(series: dict[int, list[float]]) -> dict[int, list[float]]:
     """Step i of every rank is the same synchronous step; a rank that stopped early bounds the rest."""
     n = min((len(v) for v in series.values()), default=0)
     return {rank: waits[:n] for rank, waits in series.items()} if n else {}
+
+
+def _shared_cpu_count(ranks: list[Evidence]) -> int | None:
+    """The ranks' machine's cores when every rank read the same count (one machine, as under
+    ``torchrun --standalone``); None when a rank has none or they differ (ranks on several hosts, whose
+    machine loads do not add up). The straggler's shared-cores stretch needs it: without it the rule took
+    every CPU run for a quiet one."""
+    counts = {ev.context.cpu_count for ev in ranks}
+    return counts.pop() if len(counts) == 1 and None not in counts else None
 
 
 def _machine_load(ranks: list[Evidence]) -> tuple[float | None, float | None]:
