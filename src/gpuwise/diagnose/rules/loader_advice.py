@@ -146,10 +146,15 @@ def handoff_caveat(ev: Evidence, share: float, workers: int, high: float) -> str
     )
 
 
+def _typical_step_s(ev: Evidence) -> float:
+    """The measured steps' middle value (upper median), else the mean step; 0 when none was measured."""
+    times = sorted(ev.steps.step_times_s) or ([ev.steps.step_time_s] if ev.steps.step_time_s else [])
+    return max(times[len(times) // 2], 0.0) if times else 0.0
+
+
 def handoff_step_fraction(ev: Evidence) -> tuple[float, float]:
     """``handoff_s`` as core-seconds over the typical step measured (0, 0 without step times)."""
-    times = sorted(ev.steps.step_times_s) or ([ev.steps.step_time_s] if ev.steps.step_time_s else [])
-    step_s = times[len(times) // 2] if times else 0.0
+    step_s = _typical_step_s(ev)
     if step_s <= 0:
         return 0.0, 0.0
     main, send = handoff_s(ev)
@@ -219,13 +224,12 @@ def wakeup_step_fraction(ev: Evidence, others: float) -> float:
     (its queue, then one file-descriptor round trip per tensor storage: ``LOADER_WAKEUP_WAIT_S`` each
     per other task busy beyond the training thread's core, at most ``LOADER_WAKEUP_WAIT_MAX_S``), over the
     typical step (0 without step times)."""
-    times = sorted(ev.steps.step_times_s) or ([ev.steps.step_time_s] if ev.steps.step_time_s else [])
-    cores = ev.context.cpu_count or 0
-    if not times or times[len(times) // 2] <= 0 or cores < 2:
+    step_s, cores = _typical_step_s(ev), ev.context.cpu_count or 0
+    if step_s <= 0 or cores < 2:
         return 0.0
     per_trip_s = min(T.LOADER_WAKEUP_WAIT_S * max(others, 0.0) / (cores - 1), T.LOADER_WAKEUP_WAIT_MAX_S)
     trips = 1 + (ev.loader.loader_batch_tensors or 2)
-    return trips * per_trip_s / times[len(times) // 2]
+    return trips * per_trip_s / step_s
 
 
 def cpu_worker_gain(ev: Evidence, share: float, workers: int) -> tuple[float, float] | None:

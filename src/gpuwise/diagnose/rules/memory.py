@@ -181,7 +181,8 @@ def memory_growth(ev: Evidence) -> Finding | None:
     growth_pct = _growth_pct(heap, span)
     rss = _trend(steps, ev.memory.memory_rss_per_step_bytes)
     rss_pct = _growth_pct(rss, span)
-    judged_by = _judged_by(ev, span, growth_pct, rss_pct)
+    graphs = _kept_graphs(ev, span)
+    judged_by = _judged_by(growth_pct, rss_pct, graphs)
     if not judged_by:
         return _growth_too_short(ev, span, heap, rss, growth_pct)
     if judged_by == "rss" and rss is not None:
@@ -193,7 +194,7 @@ def memory_growth(ev: Evidence) -> Finding | None:
             max(0, ev.memory.memory_capacity_bytes - (ev.memory.memory_peak_bytes or last)) / per_step
         )
     what = memory_measure(ev)
-    both = _views_text(ev, span, heap, rss, rss_pct, judged_by)
+    both = _views_text(span, heap, rss, rss_pct, graphs if judged_by == "kept_graphs" else None)
     fix, snippet = _growth_fix(ev)
     return Finding(
         id="memory_growth",
@@ -229,7 +230,7 @@ def memory_growth(ev: Evidence) -> Finding | None:
     )
 
 
-def _judged_by(ev: Evidence, span: int, growth_pct: float, rss_pct: float) -> str:
+def _judged_by(growth_pct: float, rss_pct: float, graphs: dict[str, Any] | None) -> str:
     """Which view judges the rise a leak: "heap", "rss", "kept_graphs"; "" when none does."""
     if growth_pct >= T.MEMORY_GROWTH_MIN_PCT:
         return "heap"
@@ -242,16 +243,15 @@ def _judged_by(ev: Evidence, span: int, growth_pct: float, rss_pct: float) -> st
     # a container of the user's that gains a tensor with its autograd node nearly every step grows
     # without bound by construction, however many pages the allocator happens to pin meanwhile (RSS
     # grew 0.24 MiB a step on a quiet machine and 1 MiB on a busy one for the same kept loss)
-    return "kept_graphs" if _kept_graphs(ev, span) is not None else ""
+    return "kept_graphs" if graphs is not None else ""
 
 
 def _views_text(
-    ev: Evidence,
     span: int,
     heap: tuple[float, float, float],
     rss: tuple[float, float, float] | None,
     rss_pct: float,
-    judged_by: str,
+    graphs: dict[str, Any] | None,
 ) -> str:
     """The summary's clauses on the RSS view and on the kept container that judged the leak."""
     text = (
@@ -260,8 +260,7 @@ def _views_text(
         if rss is not None and rss_pct > 0
         else ""
     )
-    graphs = _kept_graphs(ev, span)
-    if judged_by == "kept_graphs" and graphs is not None:
+    if graphs is not None:  # the kept container judged the leak
         text += (
             f"; under the {T.MEMORY_GROWTH_MIN_PCT:.0f} % bar in this window, but a container gained a "
             f"tensor with its autograd node on {graphs.get('new_tensors')} of {span} steps and has no "
