@@ -6,10 +6,13 @@ text for scenarios of tests/data/nvml. What comes back is compared with what the
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import re
 import socket
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from unittest import mock
 
 import pynvml
@@ -85,12 +88,11 @@ def nvitop_text(gpus: list[dict]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
+@contextlib.contextmanager
+def running_fleet(tmp: Path) -> Iterator[tuple[str, float, float, FakeNvml, list[int]]]:
     """Prometheus scraping the three exporters; yields (url, start, end, fake NVML, dcgm scrape count)."""
     fake = FakeNvml([*fleet_gpus(), scenario("lost_mid_run")[1]])  # + a GPU lost after its first read
     dcgm_scrapes = [0]
-    tmp = tmp_path_factory.mktemp("prometheus")
     with mock.patch.multiple(pynvml, **fake.patches()):
         sampler = GpuSampler()
         server = exporter.start(sampler, "127.0.0.1:0")
@@ -115,6 +117,46 @@ def fleet(tmp_path_factory):
             server.shutdown()
             server.server_close()
             sampler.close()
+
+
+# The fleet running now, kept from one module to the next when that module uses it too (the suite's time:
+# Prometheus waits ~13 s for its scrapes, and test_monitor_report_prometheus.py reads the same fleet).
+_RUNNING: list[tuple[contextlib.ExitStack, tuple]] = []
+
+
+def _next_module_uses_fleet(request: pytest.FixtureRequest) -> bool:
+    """Whether the test run right after this module's last one is in another module that uses ``fleet``
+    (then the fleet stays up for it; any other module runs with it stopped and NVML unpatched)."""
+    session = request.session
+    if session.shouldstop or session.shouldfail:
+        return False
+    items = session.items
+    mine = [i for i, item in enumerate(items) if getattr(item, "module", None) is request.module]
+    if not mine or mine != list(range(mine[0], mine[-1] + 1)):  # shuffled: this module runs again later
+        return False
+    after = mine[-1] + 1
+    return after < len(items) and "fleet" in getattr(items[after], "fixturenames", ())
+
+
+def _stop_fleet() -> None:
+    while _RUNNING:
+        _RUNNING.pop()[0].close()
+
+
+@pytest.fixture(scope="module")
+def fleet(request, tmp_path_factory):
+    """The running fleet (``running_fleet``): started for the first module that asks, stopped after the
+    last of the modules that use it in a row; each module's tests only read it."""
+    if not _RUNNING:
+        stack = contextlib.ExitStack()
+        request.config.add_cleanup(_stop_fleet)  # whatever ends the run, nothing is left running
+        value = stack.enter_context(running_fleet(tmp_path_factory.mktemp("prometheus")))
+        _RUNNING.append((stack, value))
+    try:
+        yield _RUNNING[0][1]
+    finally:
+        if not _next_module_uses_fleet(request):
+            _stop_fleet()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 from test_monitor import run_cli
-from test_monitor_prometheus import STEP_S, fleet  # noqa: F401  # the module-scoped Prometheus fixture
+from test_monitor_prometheus import STEP_S, fleet  # noqa: F401  # the Prometheus fixture, one start for both
 
 
 @pytest.fixture(scope="module")
