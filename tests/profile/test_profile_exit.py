@@ -57,3 +57,29 @@ def test_a_run_that_ends_before_its_window_closes_is_written_at_exit(state):
     child._state.update(recorder=recorder, complete_written=False)
     child._at_exit()
     assert recorder.stopped_with == (None, None) and len(state) == 1
+
+
+def _settled(exit_code: int, world_size: int | None, status: str = "completed") -> dict:
+    from gpuwise.profile.launcher import settle_status
+
+    raw = {"status": status, "steps": [{}], "meta": {"world_size": world_size}}
+    settle_status(raw, exit_code, forwarded=None)
+    return raw
+
+
+def test_a_rank_aborting_after_its_saved_window_is_told_apart_as_pytorchs_exit_race():
+    # gloo's worker thread ended inside a destructor at interpreter exit: unprofiled runs do it too
+    rank = _settled(128 + 6, world_size=2)
+    assert rank["status"] == "interrupted"
+    assert rank["error"].startswith("killed by SIGABRT after its measured window was saved")
+    assert "pytorch/pytorch#190489" in rank["error"] and "unprofiled runs hit too" in rank["error"]
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "world_size", "status"),
+    [(128 + 6, None, "completed"), (128 + 6, 2, "incomplete"), (128 + 9, 2, "completed")],
+    ids=["not-distributed", "window-not-saved", "sigkill"],
+)
+def test_other_signal_deaths_are_only_named(exit_code, world_size, status):
+    raw = _settled(exit_code, world_size, status)
+    assert raw["error"] in ("killed by SIGABRT", "killed by SIGKILL")
