@@ -171,7 +171,7 @@ def test_bad_commands_get_one_line_and_exit_2(tmp_path):
 
 TORCHRUN = textwrap.dedent(
     """
-    import os, time
+    import os, sys, time
     import torch, torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, TensorDataset
@@ -192,8 +192,11 @@ TORCHRUN = textwrap.dedent(
         opt.zero_grad(); loss.backward(); opt.step()
         if step == 11:
             break
-    dist.barrier()  # no rank tears gloo down while the other is still in a collective
-    dist.destroy_process_group()
+    dist.barrier()  # no rank leaves while the other is still in a collective
+    # then leave without gloo's teardown, which is not under test here: at interpreter exit it aborts a rank
+    # now and then (PyTorch's race, pytorch/pytorch#190489: 3 of 59 bare torchrun runs of a script like
+    # this one under load; docs/profiling.md, "A rank that aborts at exit")
+    sys.stdout.flush(); sys.stderr.flush(); os._exit(0)
     """
 )
 
