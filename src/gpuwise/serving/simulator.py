@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections import deque
 from dataclasses import dataclass
 
@@ -58,6 +59,7 @@ class Replica:
         spec = workload.serving
         self.speed_factor = (spec.step_time_factor if spec else None) or 1.0
         self._linear: dict[int, float] = {}
+        self.eager, self.speculative_tokens = self.model.eager, self.cfg.speculative_tokens
         ctx, tokens = 4096.0, 1024
         self._decode_coef = (self._raw(1, 1, ctx, 0, 0.0) - self._raw(1, 0, 0.0, 0, 0.0)) / ctx
         self._prefill_coef = (self._raw(tokens, 0, 0.0, tokens, ctx) - self._raw(tokens, 0, 0.0, 0, 0.0)) / (
@@ -85,6 +87,21 @@ class Replica:
                 lin = self._linear[stage_key] = self._raw(stage_key / pp, 0, 0.0, 0, 0.0)
             seconds = lin + self._decode_coef * decode_seqs * decode_ctx
             seconds += self._prefill_coef * prefill_tokens * prefill_ctx
+        if k and decode_seqs:
+            seconds *= 1 + k * self.draft_fraction
+        return seconds * self.speed_factor
+
+    def decode_s(self, decode_seqs: int, decode_ctx: float) -> float:
+        """``iteration_s(decode_seqs, decode_ctx, 0, 0.0)``, the simulator's commonest call, without
+        the prefill terms (which add exactly zero there): the same number, fewer operations."""
+        k = self.speculative_tokens
+        if self.eager:
+            return self.iteration_s(decode_seqs, decode_ctx, 0, 0.0)
+        stage_key = decode_seqs * (1 + k)
+        lin = self._linear.get(stage_key)
+        if lin is None:
+            lin = self._linear[stage_key] = self._raw(stage_key / self.pp, 0, 0.0, 0, 0.0)
+        seconds = lin + self._decode_coef * decode_seqs * decode_ctx
         if k and decode_seqs:
             seconds *= 1 + k * self.draft_fraction
         return seconds * self.speed_factor
@@ -180,6 +197,8 @@ class _Run:
         self.watermark = KV_WATERMARK * self.cap_tokens
         self.g = replica.tokens_per_step
         self.per_decode = 1 + self.cfg.speculative_tokens  # tokens a decoding sequence puts in a batch
+        self.max_seqs = self.cfg.max_num_seqs
+        self.decode_s = replica.decode_s
         self.waiting: deque[int] = deque()
         self.prefilling: dict[int, None] = {}
         self.decoders: dict[int, None] = {}
@@ -197,27 +216,36 @@ class _Run:
     # --- the loop -------------------------------------------------------------------------------
 
     def run(self) -> SimResult:
+        """The event loop. Hot (~600 turns per run, ~1,500 runs per serving plan), so the common checks
+        (an arrival due, the KV room decodes need) are inlined and decode-only turns take their own
+        path; every quantity is computed by the same expression as in the helpers, so results are
+        identical to the unrolled form."""
         max_events = MAX_EVENTS_PER_REQUEST * self.n
-        arrive, make_room, schedule_prefill = self._arrive, self._make_room, self._schedule_prefill
-        iteration, advance = self._iteration, self._advance
         prefill_priority = not self.cfg.chunked_prefill and not self.cfg.decode_during_prefill
-        while self.events < max_events:
-            self.events += 1
-            arrive()
-            if not self.decoders and not self.prefilling and not self.waiting:
+        n, arrival, frag, g, cap = self.n, self.arrival, self.frag, self.g, self.cap_tokens
+        waiting, prefilling, decoders = self.waiting, self.prefilling, self.decoders
+        events = 0
+        while events < max_events:
+            events += 1
+            if self.nxt < n and arrival[self.nxt] <= self.now:
+                self._arrive()
+            n_dec = len(decoders)
+            if not n_dec and not prefilling and not waiting:
                 if not self._idle_until_next_arrival():
                     break
                 continue
-            n_dec, used = make_room()
-            chunks = schedule_prefill(n_dec, used)
-            if prefill_priority and chunks:
-                n_dec = 0  # prefill-priority iteration: decodes wait (vLLM without chunked prefill)
-            if not chunks and not n_dec:
-                if not self._idle_until_next_arrival():
-                    break  # waiting requests can never be admitted: larger than the KV cache
-                continue
-            step, jumps = iteration(n_dec, used, chunks)
-            advance(n_dec, step, jumps, chunks)
+            used = self.kv_base + n_dec * self.d_clock + self.kv_prefill + (n_dec + len(prefilling)) * frag
+            if n_dec and used + n_dec * g > cap:
+                n_dec, used = self._make_room()
+            chunks = self._schedule_prefill(n_dec, used) if waiting or prefilling else None
+            if chunks:
+                # prefill-priority iteration: decodes wait (vLLM without chunked prefill)
+                self._prefill_iteration(0 if prefill_priority else n_dec, chunks)
+            elif n_dec:
+                self._decode_iterations(n_dec, used)
+            elif not self._idle_until_next_arrival():
+                break  # waiting requests can never be admitted: larger than the KV cache
+        self.events = events
         return self._result()
 
     def _arrive(self) -> None:
@@ -252,89 +280,126 @@ class _Run:
         chunks: list[tuple[int, int]] = []
         if not self.waiting and not self.prefilling:
             return chunks  # nothing to prefill (most iterations: decode only)
-        cfg = self.cfg
+        cfg, g, frag, prefilling = self.cfg, self.g, self.frag, self.prefilling
         budget = cfg.max_num_batched_tokens - n_dec * self.per_decode
         need, done = self.need_pre, self.done_pre
-        free = self.cap_tokens - used - n_dec * self.g
-        for i in self.prefilling:
+        free = self.cap_tokens - used - n_dec * g
+        for i in prefilling:
             if budget <= 0:
                 break
             c = min(need[i] - done[i], budget)
             chunks.append((i, c))
             budget -= c
             free -= c
-        waiting = self.waiting
-        while waiting and budget > 0 and n_dec + len(self.prefilling) < cfg.max_num_seqs:
+        waiting, max_seqs, chunked = self.waiting, cfg.max_num_seqs, cfg.chunked_prefill
+        while waiting and budget > 0 and n_dec + len(prefilling) < max_seqs:
             i = waiting[0]
             c = min(need[i], budget)
-            if not cfg.chunked_prefill and c < need[i] and chunks:
+            if not chunked and c < need[i] and chunks:
                 break  # without chunking a prompt is prefilled whole, alone if it must be
             # Admit only when the whole prompt fits with room left for every running sequence's next
             # token and (when others run) a watermark, as vLLM does: otherwise admission and
             # preemption chase each other and nothing progresses.
-            active = n_dec + len(self.prefilling)
-            if need[i] + self.frag + (active + 1) * self.g + (self.watermark if active else 0.0) > free:
+            active = n_dec + len(prefilling)
+            if need[i] + frag + (active + 1) * g + (self.watermark if active else 0.0) > free:
                 break
             waiting.popleft()
             self.admitted.append(i)
             if self.admitted_at[i] == math.inf:
                 self.admitted_at[i] = self.now
-            self.prefilling[i] = None
+            prefilling[i] = None
             chunks.append((i, c))
             budget -= c
-            free -= need[i] + self.frag  # the whole prompt, reserved at admission
+            free -= need[i] + frag  # the whole prompt, reserved at admission
         return chunks
 
-    def _iteration(self, n_dec: int, used: float, chunks: list[tuple[int, int]]) -> tuple[float, int]:
-        """The step time and how many identical decode-only iterations run before the next event."""
-        replica, g = self.replica, self.g
+    def _prefill_iteration(self, n_dec: int, chunks: list[tuple[int, int]]) -> None:
+        """One iteration with prefill chunks (and ``n_dec`` decodes), timed and applied."""
         ctx = (self.ctx_base + n_dec * self.d_clock) / n_dec if n_dec else 0.0
-        if chunks:
-            tokens = weighted = 0  # token counts: integers, exact in any order
-            total, need, done = self.prompt_total, self.need_pre, self.done_pre
-            for i, c in chunks:
-                tokens += c
-                weighted += (total[i] - need[i] + done[i] + c) * c
-            return replica.iteration_s(n_dec, ctx, tokens, weighted / tokens), 1
-        heap = self.heap
-        jumps = math.ceil((heap[0][0] - self.d_clock) / g - 1e-9) if heap else 1
-        jumps = min(jumps, int((self.cap_tokens - used) // (n_dec * g)) or 1)
-        if self.nxt < self.n and not self.waiting and n_dec + len(self.prefilling) < self.cfg.max_num_seqs:
-            step = replica.iteration_s(n_dec, ctx, 0, 0.0)  # an arrival could be admitted: stop there
-            jumps = min(jumps, max(1, math.ceil((self.arrival[self.nxt] - self.now) / step)))
-            if jumps <= 1:
-                return step, 1
-        if jumps > 1:  # timed at the run's middle context
-            return replica.iteration_s(n_dec, ctx + jumps * g / 2, 0, 0.0), jumps
-        return replica.iteration_s(n_dec, ctx, 0, 0.0), 1
+        tokens = weighted = 0  # token counts: integers, exact in any order
+        total, need, done = self.prompt_total, self.need_pre, self.done_pre
+        for i, c in chunks:
+            tokens += c
+            weighted += (total[i] - need[i] + done[i] + c) * c
+        step = self.replica.iteration_s(n_dec, ctx, tokens, weighted / tokens)
+        self._advance(n_dec, step)
+        first = self.first
+        for i, c in chunks:
+            done[i] += c
+            self.kv_prefill += c
+            if done[i] >= need[i]:
+                del self.prefilling[i]
+                self.kv_prefill -= done[i]
+                if first[i] == math.inf:
+                    first[i] = self.now
+                    self.gen[i] = 1.0  # the prefill's last step emits the first token
+                self._join_decoders(i)
 
-    def _advance(self, n_dec: int, step: float, jumps: int, chunks: list[tuple[int, int]]) -> None:
+    def _decode_iterations(self, n_dec: int, used: float) -> None:
+        """A run of identical decode-only iterations up to the next event (a completion, the KV cache
+        filling, an arrival that could be admitted), timed at the run's middle context."""
+        decode_s, g, d_clock, heap = self.decode_s, self.g, self.d_clock, self.heap
+        ctx = (self.ctx_base + n_dec * d_clock) / n_dec
+        # min()/max() spelled as comparisons (integers: the same value, no builtin call)
+        jumps = math.ceil((heap[0][0] - d_clock) / g - 1e-9) if heap else 1
+        room = int((self.cap_tokens - used) // (n_dec * g)) or 1
+        if room < jumps:
+            jumps = room
+        if self.nxt < self.n and not self.waiting and n_dec + len(self.prefilling) < self.max_seqs:
+            step = decode_s(n_dec, ctx)  # an arrival could be admitted: stop there
+            until = math.ceil((self.arrival[self.nxt] - self.now) / step)
+            if until < jumps:
+                jumps = until
+            if jumps > 1:
+                step = decode_s(n_dec, ctx + jumps * g / 2)
+            else:
+                jumps = 1
+        elif jumps > 1:
+            step = decode_s(n_dec, ctx + jumps * g / 2)
+        else:
+            step, jumps = decode_s(n_dec, ctx), 1
+        # _advance(n_dec, step, jumps), inlined
         elapsed = step * jumps
         self.iterations += jumps
         now = self.now = self.now + elapsed
         self.busy += elapsed
         self.batch_time += n_dec * elapsed
+        d_clock = self.d_clock = d_clock + g * jumps
+        if heap and heap[0][0] <= d_clock + 1e-9:
+            self._finish_due(d_clock, now)
+
+    def _advance(self, n_dec: int, step: float) -> None:
+        """Move the clocks by one iteration of ``step`` seconds; decoders that reach their output
+        length finish (``_decode_iterations`` does the same for a run of iterations)."""
+        self.iterations += 1
+        now = self.now = self.now + step
+        self.busy += step
+        self.batch_time += n_dec * step
         if n_dec:
-            d_clock = self.d_clock = self.d_clock + self.g * jumps
-            heap, version, decoders, finish = self.heap, self.version, self.decoders, self.finish
-            while heap and heap[0][0] <= d_clock + 1e-9:
-                _, i, ver = heapq.heappop(heap)
-                if ver != version[i] or i not in decoders:
-                    continue
-                self._leave_decoders(i)
-                finish[i] = now
-                self.completed += 1
-        done, first = self.done_pre, self.first
-        for i, c in chunks:
-            done[i] += c
-            self.kv_prefill += c
-            if done[i] >= self.need_pre[i]:
-                del self.prefilling[i]
-                self.kv_prefill -= done[i]
-                if first[i] == math.inf:
-                    first[i] = now
-                    self.gen[i] = 1.0  # the prefill's last step emits the first token
-                self._join_decoders(i)
+            d_clock = self.d_clock = self.d_clock + self.g
+            heap = self.heap
+            if heap and heap[0][0] <= d_clock + 1e-9:
+                self._finish_due(d_clock, now)
+
+    def _finish_due(self, d_clock: float, now: float) -> None:
+        """Decoders whose completion ``d_clock`` has come leave and finish at ``now`` (stale heap entries
+        are skipped). ``_leave_decoders`` inlined: this runs for most completions."""
+        heap, version, decoders, finish = self.heap, self.version, self.decoders, self.finish
+        gen, d_join, total, new = self.gen, self.d_join, self.prompt_total, self.prompt_new
+        ctx_base, kv_base, completed = self.ctx_base, self.kv_base, self.completed
+        due = d_clock + 1e-9
+        while heap and heap[0][0] <= due:
+            _, i, ver = heapq.heappop(heap)
+            if ver != version[i] or i not in decoders:
+                continue
+            del decoders[i]
+            gen[i] += d_clock - d_join[i]
+            ctx_base -= total[i] + gen[i] - d_clock
+            kv_base -= new[i] + gen[i] - d_clock
+            version[i] += 1
+            finish[i] = now
+            completed += 1
+        self.ctx_base, self.kv_base, self.completed = ctx_base, kv_base, completed
 
     # --- requests moving between the queues -----------------------------------------------------
 
@@ -381,10 +446,10 @@ class _Run:
         n, arrival, first, finish, out = self.n, self.arrival, self.first, self.finish, self.out
         return SimResult(
             rate_rps=self.rate_rps,
-            ttft_s=tuple(first[i] - arrival[i] for i in range(n)),
-            queue_s=tuple(self.admitted_at[i] - arrival[i] for i in range(n)),
+            ttft_s=tuple(map(operator.sub, first, arrival)),
+            queue_s=tuple(map(operator.sub, self.admitted_at, arrival)),
             tpot_s=tuple((finish[i] - first[i]) / (out[i] - 1) if out[i] > 1 else 0.0 for i in range(n)),
-            e2e_s=tuple(finish[i] - arrival[i] for i in range(n)),
+            e2e_s=tuple(map(operator.sub, finish, arrival)),
             duration_s=self.now,
             completed=self.completed,
             preemptions=self.preemptions,
