@@ -4,6 +4,7 @@ phases is ``other``, and a large share of it is a finding naming the sampled fra
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -81,6 +82,11 @@ def test_a_custom_get_batch_before_the_forward_is_input_bound_with_a_prefetch_fi
         # a busy machine (other processes >= 25 % of the CPU): each worker also takes a scheduler share the
         # run did not have, and the high end says so (failed once with a profile running beside it)
         bound *= 1 + max(1, top["metrics"]["suggested_num_workers"] or 1)
+    widened = re.search(r"quartiles \((\d+)-(\d+) % of the median step\)", top["gain"]["note"])
+    if widened:
+        # the range is also widened by the measured steps' upper quartile (another run's typical step moves
+        # that much; printed to the percent): 2.875 against an unwidened 2.859 failed once in CI at load ~2
+        bound *= (int(widened.group(2)) + 0.5) / 100
     assert top["gain"]["high"] <= bound
 
 
