@@ -57,8 +57,9 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
         comm, series = {}, {}
     elif comm:
         notes.append(COMM_NOTE)
-    other_cpu, steal = _machine_load([r.evidence for r in runs if r.evidence.rank in steps])
-    devices = {r.evidence.device for r in runs if r.evidence.rank in steps}
+    ranked = [r.evidence for r in runs if r.evidence.rank in steps]
+    other_cpu, steal = _machine_load(ranked)
+    devices = {ev.device for ev in ranked}
     return Evidence(
         source="profile",
         label="all ranks",
@@ -67,7 +68,7 @@ def cross_rank_evidence(runs: list[ProfileRun]) -> Evidence | None:
         context=RunContext(
             other_cpu_pct=other_cpu,
             cpu_steal_pct=steal,
-            cpu_count=_shared_cpu_count([r.evidence for r in runs if r.evidence.rank in steps]),
+            cpu_count=_shared_cpu_count(ranked),
             workload_kind=next((r.evidence.kind for r in runs if r.evidence.rank in steps), "unknown"),
         ),
         comm=Communication(

@@ -82,10 +82,7 @@ class Replica:
         if self.model.eager:
             seconds = self._raw(stage_key / pp, decode_seqs, decode_ctx, prefill_tokens, prefill_ctx)
         else:
-            lin = self._linear.get(stage_key)
-            if lin is None:
-                lin = self._linear[stage_key] = self._raw(stage_key / pp, 0, 0.0, 0, 0.0)
-            seconds = lin + self._decode_coef * decode_seqs * decode_ctx
+            seconds = self._linear_s(stage_key) + self._decode_coef * decode_seqs * decode_ctx
             seconds += self._prefill_coef * prefill_tokens * prefill_ctx
         if k and decode_seqs:
             seconds *= 1 + k * self.draft_fraction
@@ -97,14 +94,17 @@ class Replica:
         k = self.speculative_tokens
         if self.eager:
             return self.iteration_s(decode_seqs, decode_ctx, 0, 0.0)
-        stage_key = decode_seqs * (1 + k)
-        lin = self._linear.get(stage_key)
-        if lin is None:
-            lin = self._linear[stage_key] = self._raw(stage_key / self.pp, 0, 0.0, 0, 0.0)
-        seconds = lin + self._decode_coef * decode_seqs * decode_ctx
+        seconds = self._linear_s(decode_seqs * (1 + k)) + self._decode_coef * decode_seqs * decode_ctx
         if k and decode_seqs:
             seconds *= 1 + k * self.draft_fraction
         return seconds * self.speed_factor
+
+    def _linear_s(self, stage_key: int) -> float:
+        """The linear layers' time for ``stage_key`` tokens over the pipeline, computed once per count."""
+        lin = self._linear.get(stage_key)
+        if lin is None:
+            lin = self._linear[stage_key] = self._raw(stage_key / self.pp, 0, 0.0, 0, 0.0)
+        return lin
 
     def _raw(
         self,
@@ -383,23 +383,16 @@ class _Run:
 
     def _finish_due(self, d_clock: float, now: float) -> None:
         """Decoders whose completion ``d_clock`` has come leave and finish at ``now`` (stale heap entries
-        are skipped). ``_leave_decoders`` inlined: this runs for most completions."""
+        are skipped)."""
         heap, version, decoders, finish = self.heap, self.version, self.decoders, self.finish
-        gen, d_join, total, new = self.gen, self.d_join, self.prompt_total, self.prompt_new
-        ctx_base, kv_base, completed = self.ctx_base, self.kv_base, self.completed
         due = d_clock + 1e-9
         while heap and heap[0][0] <= due:
             _, i, ver = heapq.heappop(heap)
             if ver != version[i] or i not in decoders:
                 continue
-            del decoders[i]
-            gen[i] += d_clock - d_join[i]
-            ctx_base -= total[i] + gen[i] - d_clock
-            kv_base -= new[i] + gen[i] - d_clock
-            version[i] += 1
+            self._leave_decoders(i)
             finish[i] = now
-            completed += 1
-        self.ctx_base, self.kv_base, self.completed = ctx_base, kv_base, completed
+            self.completed += 1
 
     # --- requests moving between the queues -----------------------------------------------------
 
